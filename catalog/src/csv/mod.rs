@@ -1,0 +1,112 @@
+//! CSV traces. Two shapes are recognised from the header line:
+//! - the PCLVis event shape (`pclvis`): one row per send or receive, columns rank, type,
+//!   timestamp, source, destination, size, optional tag, comm and node;
+//! - the event export shape (`export`): Timestamp (ns), Event Type, Name, Thread, Process,
+//!   Attributes, as written by Python trace-analysis libraries from OTF2 traces.
+//!
+//! Placement (rank to node) comes from a `node` column or from a separate rank,node CSV
+//! (`nodes` module). Every bad row is an error naming the file, line, column and value.
+
+pub mod export;
+pub mod nodes;
+pub mod pclvis;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::open::OpenOptions;
+use crate::trace::RawTrace;
+
+/// Time unit of CSV timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeUnit {
+    Seconds,
+    Milliseconds,
+    Microseconds,
+    #[default]
+    Nanoseconds,
+}
+
+impl TimeUnit {
+    pub fn nanoseconds(self) -> f64 {
+        match self {
+            TimeUnit::Seconds => 1e9,
+            TimeUnit::Milliseconds => 1e6,
+            TimeUnit::Microseconds => 1e3,
+            TimeUnit::Nanoseconds => 1.0,
+        }
+    }
+}
+
+impl std::str::FromStr for TimeUnit {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "s" | "sec" | "seconds" => Ok(TimeUnit::Seconds),
+            "ms" | "milliseconds" => Ok(TimeUnit::Milliseconds),
+            "us" | "microseconds" => Ok(TimeUnit::Microseconds),
+            "ns" | "nanoseconds" => Ok(TimeUnit::Nanoseconds),
+            other => Err(Error::argument(format!("time unit must be one of s, ms, us, ns; got '{other}'"))),
+        }
+    }
+}
+
+/// Read a CSV trace, choosing the shape from its header.
+pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
+    let header = first_line(path)?;
+    let lower = header.to_ascii_lowercase();
+    let mut trace = if lower.contains("event type") && lower.contains("timestamp") {
+        export::read(path, options)?
+    } else if lower.contains("rank") && lower.contains("type") && lower.contains("timestamp") {
+        pclvis::read(path, options)?
+    } else {
+        return Err(Error::at_line(
+            path,
+            1,
+            None,
+            format!(
+                "unrecognised CSV header '{header}': expected the PCLVis shape (rank,type,timestamp,source,destination,size[,node]) or the event export shape (Timestamp (ns),Event Type,Name,Thread,Process,Attributes)"
+            ),
+        ));
+    };
+    if let Some(nodes_file) = &options.nodes {
+        nodes::apply(nodes_file, &mut trace.ranks)?;
+    }
+    Ok(trace)
+}
+
+fn first_line(path: &Path) -> Result<String> {
+    use std::io::BufRead;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut line = String::new();
+    std::io::BufReader::new(file).read_line(&mut line).map_err(|e| Error::io(path, e))?;
+    if line.trim().is_empty() {
+        return Err(Error::at_line(path, 1, None, "empty file: expected a CSV header line"));
+    }
+    Ok(line.trim_start_matches('\u{feff}').trim_end().to_string())
+}
+
+/// Parse a timestamp given in `unit` into integer nanoseconds.
+pub(crate) fn parse_time(text: &str, unit: TimeUnit) -> Option<i64> {
+    let t = text.trim();
+    if let Ok(v) = t.parse::<i64>() {
+        return v.checked_mul(unit.nanoseconds() as i64);
+    }
+    let v: f64 = t.parse().ok()?;
+    let ns = (v * unit.nanoseconds()).round();
+    (ns.is_finite() && ns.abs() < 9.2e18).then_some(ns as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_in_units() {
+        assert_eq!(parse_time("12", TimeUnit::Microseconds), Some(12_000));
+        assert_eq!(parse_time("1.5", TimeUnit::Seconds), Some(1_500_000_000));
+        assert_eq!(parse_time("30083.086937435106", TimeUnit::Nanoseconds), Some(30083));
+        assert_eq!(parse_time("x", TimeUnit::Nanoseconds), None);
+        assert_eq!(parse_time("1e300", TimeUnit::Nanoseconds), None);
+    }
+}

@@ -1,0 +1,85 @@
+//! Rank placement from a separate CSV with columns rank,node (header optional). A rank listed
+//! twice with different nodes, or a rank the trace does not have, is an error with its line.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::trace::RankInfo;
+
+/// Read a rank,node file into a map.
+pub fn read(path: &Path) -> Result<HashMap<i32, String>> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .trim(csv::Trim::All)
+        .from_path(path)
+        .map_err(|e| csv_error(path, e))?;
+    let mut out: HashMap<i32, String> = HashMap::new();
+    for (i, row) in reader.records().enumerate() {
+        let row = row.map_err(|e| csv_error(path, e))?;
+        let line = row.position().map_or(i as u64 + 1, |p| p.line());
+        if row.len() != 2 {
+            return Err(Error::at_line(
+                path,
+                line,
+                None,
+                format!("expected 2 fields (rank,node), found {}", row.len()),
+            ));
+        }
+        let rank_text = &row[0];
+        let Ok(rank) = rank_text.parse::<i32>() else {
+            if i == 0 && rank_text.eq_ignore_ascii_case("rank") {
+                continue;
+            }
+            return Err(Error::at_line(
+                path,
+                line,
+                Some("rank"),
+                format!("expected a rank number, found '{rank_text}'"),
+            ));
+        };
+        let node = row[1].to_string();
+        if node.is_empty() {
+            return Err(Error::at_line(path, line, Some("node"), "expected a node name, found an empty field"));
+        }
+        if let Some(prev) = out.insert(rank, node.clone())
+            && prev != node
+        {
+            return Err(Error::at_line(
+                path,
+                line,
+                Some("node"),
+                format!("rank {rank} placed on '{node}' but earlier on '{prev}'"),
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// Set the node of every rank from a rank,node file. Ranks missing from the file keep theirs.
+pub fn apply(path: &Path, ranks: &mut [RankInfo]) -> Result<()> {
+    let map = read(path)?;
+    let mut unknown: Vec<i32> = map.keys().copied().filter(|r| !ranks.iter().any(|x| x.rank == *r)).collect();
+    unknown.sort_unstable();
+    if let Some(rank) = unknown.first() {
+        return Err(Error::in_file(path, format!("rank {rank} is not a rank of the trace")));
+    }
+    for r in ranks.iter_mut() {
+        if let Some(node) = map.get(&r.rank) {
+            r.node = Some(node.clone());
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn csv_error(path: &Path, e: csv::Error) -> Error {
+    let line = e.position().map(csv::Position::line);
+    match (e.kind(), line) {
+        (csv::ErrorKind::Io(_), _) => match e.into_kind() {
+            csv::ErrorKind::Io(io) => Error::io(path, io),
+            _ => Error::in_file(path, "read error"),
+        },
+        (_, Some(line)) => Error::at_line(path, line, None, e.to_string()),
+        (_, None) => Error::in_file(path, e.to_string()),
+    }
+}

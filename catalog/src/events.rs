@@ -1,0 +1,403 @@
+//! Raw events as columns: the buffer every reader and the generator fill, and from which
+//! `build` derives calls, messages and collectives. One vector per column, sentinels for
+//! missing values (converted to Arrow nulls once, at the end), no per-event allocation.
+//!
+//! Events are stored stream by stream: all events of (rank 0, thread 0) in recording order,
+//! then (rank 0, thread 1), ... `RawEvents::streams` gives the ranges.
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, DictionaryArray, Int8Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch, StringArray,
+};
+use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::datatypes::{ArrowPrimitiveType, Int8Type, Int32Type, Int64Type};
+
+use crate::error::Result;
+use crate::model;
+
+/// Sentinel of a missing Int32 value.
+pub const NONE_I32: i32 = i32::MIN;
+/// Sentinel of a missing Int64 value.
+pub const NONE_I64: i64 = i64::MIN;
+
+/// The kinds of raw events. The discriminant is the dictionary key in the `events` table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum EventKind {
+    Enter = 0,
+    Leave,
+    Send,
+    Isend,
+    IsendComplete,
+    IrecvRequest,
+    Recv,
+    Irecv,
+    RequestTest,
+    RequestCancelled,
+    CollBegin,
+    CollEnd,
+    ProgramBegin,
+    ProgramEnd,
+    MeasurementOn,
+    MeasurementOff,
+    BufferFlush,
+    Other,
+}
+
+impl EventKind {
+    pub const ALL: [EventKind; 18] = [
+        EventKind::Enter,
+        EventKind::Leave,
+        EventKind::Send,
+        EventKind::Isend,
+        EventKind::IsendComplete,
+        EventKind::IrecvRequest,
+        EventKind::Recv,
+        EventKind::Irecv,
+        EventKind::RequestTest,
+        EventKind::RequestCancelled,
+        EventKind::CollBegin,
+        EventKind::CollEnd,
+        EventKind::ProgramBegin,
+        EventKind::ProgramEnd,
+        EventKind::MeasurementOn,
+        EventKind::MeasurementOff,
+        EventKind::BufferFlush,
+        EventKind::Other,
+    ];
+
+    /// The name shown in the `kind` column.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::Enter => "enter",
+            EventKind::Leave => "leave",
+            EventKind::Send => "send",
+            EventKind::Isend => "isend",
+            EventKind::IsendComplete => "isend_complete",
+            EventKind::IrecvRequest => "irecv_request",
+            EventKind::Recv => "recv",
+            EventKind::Irecv => "irecv",
+            EventKind::RequestTest => "request_test",
+            EventKind::RequestCancelled => "request_cancelled",
+            EventKind::CollBegin => "coll_begin",
+            EventKind::CollEnd => "coll_end",
+            EventKind::ProgramBegin => "program_begin",
+            EventKind::ProgramEnd => "program_end",
+            EventKind::MeasurementOn => "measurement_on",
+            EventKind::MeasurementOff => "measurement_off",
+            EventKind::BufferFlush => "buffer_flush",
+            EventKind::Other => "other",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.iter().copied().find(|k| k.name() == name)
+    }
+
+    fn from_u8(v: u8) -> EventKind {
+        EventKind::ALL.get(usize::from(v)).copied().unwrap_or(EventKind::Other)
+    }
+}
+
+/// MPI collective operations, as OTF2 enumerates them. The discriminant + 1 is the
+/// dictionary key in `events.op` and `collectives.op` (0 means none).
+pub const COLLECTIVE_OPS: [&str; 26] = [
+    "barrier",
+    "bcast",
+    "gather",
+    "gatherv",
+    "scatter",
+    "scatterv",
+    "allgather",
+    "allgatherv",
+    "alltoall",
+    "alltoallv",
+    "alltoallw",
+    "allreduce",
+    "reduce",
+    "reduce_scatter",
+    "scan",
+    "exscan",
+    "reduce_scatter_block",
+    "create_handle",
+    "destroy_handle",
+    "allocate",
+    "deallocate",
+    "create_handle_and_allocate",
+    "destroy_handle_and_deallocate",
+    "neighbor_allgather",
+    "neighbor_alltoall",
+    "other",
+];
+
+/// Code of a collective operation name (1-based), for `RawEvents::op`.
+pub fn collective_op_code(name: &str) -> u8 {
+    let lower = name.to_ascii_lowercase();
+    let lower = lower.strip_prefix("mpi_").unwrap_or(&lower);
+    COLLECTIVE_OPS.iter().position(|o| *o == lower).map_or(COLLECTIVE_OPS.len() as u8, |p| p as u8 + 1)
+}
+
+/// The columns of the `events` table before conversion to Arrow.
+#[derive(Debug, Default, Clone)]
+pub struct RawEvents {
+    pub rank: Vec<i32>,
+    pub thread: Vec<i32>,
+    pub ts: Vec<i64>,
+    pub kind: Vec<u8>,
+    /// Index into the trace's region list, or NONE_I32.
+    pub region: Vec<i32>,
+    pub peer: Vec<i32>,
+    pub comm: Vec<i32>,
+    pub tag: Vec<i32>,
+    pub bytes: Vec<i64>,
+    pub request: Vec<i64>,
+    /// Collective operation code (see `COLLECTIVE_OPS`), 0 for none.
+    pub op: Vec<u8>,
+    pub bytes_recv: Vec<i64>,
+}
+
+/// One event to append; fields that do not apply keep their sentinel.
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    pub rank: i32,
+    pub thread: i32,
+    pub ts: i64,
+    pub kind: EventKind,
+    pub region: i32,
+    pub peer: i32,
+    pub comm: i32,
+    pub tag: i32,
+    pub bytes: i64,
+    pub request: i64,
+    pub op: u8,
+    pub bytes_recv: i64,
+}
+
+impl Event {
+    pub fn new(rank: i32, thread: i32, ts: i64, kind: EventKind) -> Self {
+        Event {
+            rank,
+            thread,
+            ts,
+            kind,
+            region: NONE_I32,
+            peer: NONE_I32,
+            comm: NONE_I32,
+            tag: NONE_I32,
+            bytes: NONE_I64,
+            request: NONE_I64,
+            op: 0,
+            bytes_recv: NONE_I64,
+        }
+    }
+}
+
+/// A contiguous range of events recorded by one (rank, thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stream {
+    pub rank: i32,
+    pub thread: i32,
+    pub start: usize,
+    pub end: usize,
+}
+
+impl RawEvents {
+    pub fn with_capacity(n: usize) -> Self {
+        RawEvents {
+            rank: Vec::with_capacity(n),
+            thread: Vec::with_capacity(n),
+            ts: Vec::with_capacity(n),
+            kind: Vec::with_capacity(n),
+            region: Vec::with_capacity(n),
+            peer: Vec::with_capacity(n),
+            comm: Vec::with_capacity(n),
+            tag: Vec::with_capacity(n),
+            bytes: Vec::with_capacity(n),
+            request: Vec::with_capacity(n),
+            op: Vec::with_capacity(n),
+            bytes_recv: Vec::with_capacity(n),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    #[inline]
+    pub fn push(&mut self, e: Event) {
+        self.rank.push(e.rank);
+        self.thread.push(e.thread);
+        self.ts.push(e.ts);
+        self.kind.push(e.kind as u8);
+        self.region.push(e.region);
+        self.peer.push(e.peer);
+        self.comm.push(e.comm);
+        self.tag.push(e.tag);
+        self.bytes.push(e.bytes);
+        self.request.push(e.request);
+        self.op.push(e.op);
+        self.bytes_recv.push(e.bytes_recv);
+    }
+
+    #[inline]
+    pub fn kind(&self, i: usize) -> EventKind {
+        EventKind::from_u8(self.kind[i])
+    }
+
+    /// Append all events of `other`.
+    pub fn append(&mut self, other: &mut RawEvents) {
+        self.rank.append(&mut other.rank);
+        self.thread.append(&mut other.thread);
+        self.ts.append(&mut other.ts);
+        self.kind.append(&mut other.kind);
+        self.region.append(&mut other.region);
+        self.peer.append(&mut other.peer);
+        self.comm.append(&mut other.comm);
+        self.tag.append(&mut other.tag);
+        self.bytes.append(&mut other.bytes);
+        self.request.append(&mut other.request);
+        self.op.append(&mut other.op);
+        self.bytes_recv.append(&mut other.bytes_recv);
+    }
+
+    /// Concatenate per-stream buffers (already in (rank, thread) order) into one.
+    pub fn concat(mut parts: Vec<RawEvents>) -> RawEvents {
+        let total = parts.iter().map(RawEvents::len).sum();
+        let mut all = RawEvents::with_capacity(total);
+        for p in &mut parts {
+            all.append(p);
+        }
+        all
+    }
+
+    /// The (rank, thread) streams, assuming events are grouped by stream.
+    pub fn streams(&self) -> Vec<Stream> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for i in 1..=self.len() {
+            if i == self.len() || self.rank[i] != self.rank[start] || self.thread[i] != self.thread[start] {
+                out.push(Stream { rank: self.rank[start], thread: self.thread[start], start, end: i });
+                start = i;
+            }
+        }
+        out
+    }
+
+    /// Reorder events so that streams are contiguous in (rank, thread) order, keeping the
+    /// recording order within each stream.
+    pub fn group_by_stream(&mut self) {
+        let sorted = self.rank.windows(2).zip(self.thread.windows(2)).all(|(r, t)| (r[0], t[0]) <= (r[1], t[1]));
+        if sorted {
+            return;
+        }
+        let mut order: Vec<u32> = (0..self.len() as u32).collect();
+        order.sort_by_key(|&i| (self.rank[i as usize], self.thread[i as usize]));
+        fn permute<T: Copy>(v: &mut Vec<T>, order: &[u32]) {
+            *v = order.iter().map(|&i| v[i as usize]).collect();
+        }
+        permute(&mut self.rank, &order);
+        permute(&mut self.thread, &order);
+        permute(&mut self.ts, &order);
+        permute(&mut self.kind, &order);
+        permute(&mut self.region, &order);
+        permute(&mut self.peer, &order);
+        permute(&mut self.comm, &order);
+        permute(&mut self.tag, &order);
+        permute(&mut self.bytes, &order);
+        permute(&mut self.request, &order);
+        permute(&mut self.op, &order);
+        permute(&mut self.bytes_recv, &order);
+    }
+
+    /// Convert to the `events` table. `region_names[i]` is the name of region index i.
+    pub fn to_batch(&self, region_names: &[String]) -> Result<RecordBatch> {
+        let mut seq = Vec::with_capacity(self.len());
+        for s in self.streams() {
+            seq.extend(0..(s.end - s.start) as i64);
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(self.rank.clone())),
+            Arc::new(Int32Array::from(self.thread.clone())),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(Int64Array::from(self.ts.clone())),
+            kind_dictionary(&self.kind),
+            region_dictionary(&self.region, region_names)?,
+            nullable_i32(&self.peer),
+            nullable_i32(&self.comm),
+            nullable_i32(&self.tag),
+            nullable_i64(&self.bytes),
+            nullable_i64(&self.request),
+            op_dictionary(&self.op),
+            nullable_i64(&self.bytes_recv),
+        ];
+        Ok(RecordBatch::try_new(model::EVENTS.schema(), columns)?)
+    }
+}
+
+fn with_sentinel_nulls<T: ArrowPrimitiveType>(values: &[T::Native], sentinel: T::Native) -> PrimitiveArray<T>
+where
+    T::Native: PartialEq,
+{
+    let nulls = values.contains(&sentinel).then(|| NullBuffer::from_iter(values.iter().map(|v| *v != sentinel)));
+    PrimitiveArray::<T>::new(ScalarBuffer::from(values.to_vec()), nulls)
+}
+
+/// An Int32 array with NONE_I32 as null.
+pub fn nullable_i32(values: &[i32]) -> ArrayRef {
+    Arc::new(with_sentinel_nulls::<Int32Type>(values, NONE_I32))
+}
+
+/// An Int64 array with NONE_I64 as null.
+pub fn nullable_i64(values: &[i64]) -> ArrayRef {
+    Arc::new(with_sentinel_nulls::<Int64Type>(values, NONE_I64))
+}
+
+/// The `kind` column: Int8 keys into the fixed list of kind names.
+pub fn kind_dictionary(kinds: &[u8]) -> ArrayRef {
+    let keys = Int8Array::from(kinds.iter().map(|&k| k as i8).collect::<Vec<_>>());
+    let values = StringArray::from(EventKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
+    Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("kind codes are in range"))
+}
+
+/// A collective operation column: code 0 is NULL, code c is COLLECTIVE_OPS[c - 1].
+pub fn op_dictionary(ops: &[u8]) -> ArrayRef {
+    let keys: Int8Array = ops.iter().map(|&o| (o != 0).then(|| o as i8 - 1)).collect();
+    let values = StringArray::from(COLLECTIVE_OPS.to_vec());
+    Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("op codes are in range"))
+}
+
+/// A region column: Int32 keys into the trace's region names, NONE_I32 as null.
+pub fn region_dictionary(regions: &[i32], names: &[String]) -> Result<ArrayRef> {
+    let keys = with_sentinel_nulls::<Int32Type>(regions, NONE_I32);
+    let values = StringArray::from_iter_values(names.iter());
+    Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_and_grouping() {
+        let mut ev = RawEvents::default();
+        for (rank, ts) in [(1, 5), (0, 1), (1, 6), (0, 2)] {
+            ev.push(Event::new(rank, 0, ts, EventKind::Enter));
+        }
+        ev.group_by_stream();
+        assert_eq!(ev.ts, vec![1, 2, 5, 6]);
+        let s = ev.streams();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[1].rank, s[1].start, s[1].end), (1, 2, 4));
+    }
+
+    #[test]
+    fn collective_op_codes() {
+        assert_eq!(COLLECTIVE_OPS[collective_op_code("MPI_Allreduce") as usize - 1], "allreduce");
+        assert_eq!(COLLECTIVE_OPS[collective_op_code("weird") as usize - 1], "other");
+    }
+}

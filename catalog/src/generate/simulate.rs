@@ -1,0 +1,469 @@
+//! The simulation behind `generate`: one pass over iterations; within an iteration the ranks
+//! are advanced phase by phase (compute and posting, transfers, completion, allreduce) so that
+//! every receive knows the arrival time of its message. Events go straight into per-rank
+//! column buffers, stamped with the rank's (possibly skewed) local clock.
+
+use crate::events::{Event, EventKind, RawEvents, collective_op_code};
+use crate::generate::clock::{self, SESSION_NS};
+use crate::generate::rng::{streams, symmetric};
+use crate::generate::topology::{Pattern, Topology, placement};
+use crate::generate::{ClockTruth, Generated, GeneratorConfig, GroundTruth};
+use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta};
+
+/// Software overhead of entering an MPI call or recording an event inside it (ns).
+const OVERHEAD_NS: i64 = 200;
+/// Duration of MPI_Init and MPI_Finalize (they host the sync sessions).
+const INIT_NS: i64 = SESSION_NS + 50_000;
+
+const REGIONS: [(&str, &str, &str); 11] = [
+    ("main", "user", "function"),
+    ("compute", "user", "function"),
+    ("MPI_Init", "mpi", "function"),
+    ("MPI_Finalize", "mpi", "function"),
+    ("MPI_Send", "mpi", "point2point"),
+    ("MPI_Recv", "mpi", "point2point"),
+    ("MPI_Isend", "mpi", "point2point"),
+    ("MPI_Irecv", "mpi", "point2point"),
+    ("MPI_Waitall", "mpi", "point2point"),
+    ("MPI_Allreduce", "mpi", "collective"),
+    ("MPI_Barrier", "mpi", "collective"),
+];
+const MAIN: i32 = 0;
+const COMPUTE: i32 = 1;
+const INIT: i32 = 2;
+const FINALIZE: i32 = 3;
+const SEND: i32 = 4;
+const RECV: i32 = 5;
+const ISEND: i32 = 6;
+const IRECV: i32 = 7;
+const WAITALL: i32 = 8;
+const ALLREDUCE: i32 = 9;
+const BARRIER: i32 = 10;
+
+struct Sim<'a> {
+    cfg: &'a GeneratorConfig,
+    topo: Topology,
+    node: Vec<i32>,
+    clocks: Vec<ClockTruth>,
+    /// Messages per iteration on each edge.
+    mult: Vec<u32>,
+    /// First message index of each edge within an iteration.
+    first_msg: Vec<usize>,
+    compute_factor: Vec<f64>,
+    bufs: Vec<RawEvents>,
+    /// Current true time of each rank.
+    t: Vec<i64>,
+    next_request: Vec<i64>,
+    send_ts: Vec<i64>,
+    arrival: Vec<i64>,
+    recv_request: Vec<i64>,
+    messages: u64,
+    inter_messages: u64,
+    iteration: u64,
+}
+
+impl Sim<'_> {
+    fn push(&mut self, r: usize, ts: i64, kind: EventKind, f: impl FnOnce(&mut Event)) {
+        let mut e = Event::new(r as i32, 0, clock::local(&self.clocks[r], ts), kind);
+        f(&mut e);
+        self.bufs[r].push(e);
+    }
+
+    fn call(&mut self, r: usize, region: i32, start: i64, end: i64) {
+        self.push(r, start, EventKind::Enter, |e| e.region = region);
+        self.push(r, end, EventKind::Leave, |e| e.region = region);
+    }
+
+    fn bytes(&self, edge: usize) -> i64 {
+        self.cfg.bytes * self.topo.edges[edge].size_factor
+    }
+
+    fn transmission(&self, edge: usize, msg: usize, send_ts: i64) -> i64 {
+        let e = self.topo.edges[edge];
+        let net = &self.cfg.network;
+        let intra = self.node[e.src as usize] == self.node[e.dst as usize];
+        let bytes = self.bytes(edge) as f64;
+        let base = if intra {
+            net.intra_latency_ns + bytes / net.intra_bytes_per_ns
+        } else {
+            net.inter_latency_ns + bytes / net.inter_bytes_per_ns
+        };
+        let key = self.iteration << 32 | msg as u64;
+        let mut x = base * (1.0 + net.noise * symmetric(self.cfg.seed, streams::NETWORK, key, 0));
+        if let Some(bg) = &self.cfg.background_traffic
+            && !intra
+            && (bg.from_ns..bg.to_ns).contains(&send_ts)
+        {
+            x *= bg.factor * (1.0 + 0.2 * symmetric(self.cfg.seed, streams::BACKGROUND, key, 0));
+        }
+        (x.round() as i64).max(1)
+    }
+
+    fn compute(&mut self, r: usize, scale: f64) {
+        let noise = 1.0 + 0.1 * symmetric(self.cfg.seed, streams::COMPUTE, self.iteration, r as u64);
+        let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * scale * noise).round() as i64;
+        let t = self.t[r];
+        self.call(r, COMPUTE, t, t + dur);
+        self.t[r] = t + dur;
+    }
+
+    fn send(&mut self, r: usize, edge: usize, k: u32, blocking: bool) {
+        let t = self.t[r];
+        let msg = self.first_msg[edge] + k as usize;
+        let dst = self.topo.edges[edge].dst;
+        let bytes = self.bytes(edge);
+        let request = if blocking { crate::events::NONE_I64 } else { self.new_request(r) };
+        let (region, kind) = if blocking { (SEND, EventKind::Send) } else { (ISEND, EventKind::Isend) };
+        let tag = tag(self.cfg.pattern, edge, &self.topo);
+        self.push(r, t, EventKind::Enter, |e| e.region = region);
+        self.push(r, t + OVERHEAD_NS, kind, |e| {
+            e.peer = dst;
+            e.comm = 0;
+            e.tag = tag;
+            e.bytes = bytes;
+            e.request = request;
+        });
+        self.push(r, t + 2 * OVERHEAD_NS, EventKind::Leave, |e| e.region = region);
+        self.send_ts[msg] = t + OVERHEAD_NS;
+        self.recv_request[msg] = request;
+        self.arrival[msg] = t + OVERHEAD_NS + self.transmission(edge, msg, t + OVERHEAD_NS);
+        self.messages += 1;
+        let e = self.topo.edges[edge];
+        if self.node[e.src as usize] != self.node[e.dst as usize] {
+            self.inter_messages += 1;
+        }
+        self.t[r] = t + 2 * OVERHEAD_NS;
+    }
+
+    fn new_request(&mut self, r: usize) -> i64 {
+        self.next_request[r] += 1;
+        self.next_request[r]
+    }
+
+    fn blocking_recv(&mut self, r: usize, edge: usize, k: u32) {
+        let t = self.t[r];
+        let msg = self.first_msg[edge] + k as usize;
+        let done = self.arrival[msg].max(t + OVERHEAD_NS);
+        let src = self.topo.edges[edge].src;
+        let bytes = self.bytes(edge);
+        let tag = tag(self.cfg.pattern, edge, &self.topo);
+        self.push(r, t, EventKind::Enter, |e| e.region = RECV);
+        self.push(r, done, EventKind::Recv, |e| {
+            e.peer = src;
+            e.comm = 0;
+            e.tag = tag;
+            e.bytes = bytes;
+        });
+        self.push(r, done + OVERHEAD_NS, EventKind::Leave, |e| e.region = RECV);
+        self.t[r] = done + OVERHEAD_NS;
+    }
+
+    /// Non-blocking exchange: post receives, send, wait for all.
+    fn exchange(&mut self) {
+        let n = self.t.len();
+        let mut posted: Vec<(usize, u32, i64)> = Vec::new();
+        let mut post_requests: Vec<Vec<(usize, u32, i64)>> = vec![Vec::new(); n];
+        for (r, requests) in post_requests.iter_mut().enumerate() {
+            self.compute(r, 1.0);
+            posted.clear();
+            for i in 0..self.topo.incoming[r].len() {
+                let edge = self.topo.incoming[r][i];
+                for k in 0..self.mult[edge] {
+                    let t = self.t[r];
+                    let request = self.new_request(r);
+                    self.push(r, t, EventKind::Enter, |e| e.region = IRECV);
+                    self.push(r, t + OVERHEAD_NS, EventKind::IrecvRequest, |e| e.request = request);
+                    self.push(r, t + 2 * OVERHEAD_NS, EventKind::Leave, |e| e.region = IRECV);
+                    self.t[r] = t + 2 * OVERHEAD_NS;
+                    posted.push((edge, k, request));
+                }
+            }
+            requests.clone_from(&posted);
+            for i in 0..self.topo.outgoing[r].len() {
+                let edge = self.topo.outgoing[r][i];
+                for k in 0..self.mult[edge] {
+                    self.send(r, edge, k, false);
+                }
+            }
+        }
+        let mut completions: Vec<(i64, usize, u32, i64, bool)> = Vec::new();
+        for (r, posted) in post_requests.iter().enumerate() {
+            let w0 = self.t[r];
+            completions.clear();
+            for &(edge, k, request) in posted {
+                let msg = self.first_msg[edge] + k as usize;
+                completions.push((self.arrival[msg].max(w0 + OVERHEAD_NS), edge, k, request, true));
+            }
+            for i in 0..self.topo.outgoing[r].len() {
+                let edge = self.topo.outgoing[r][i];
+                for k in 0..self.mult[edge] {
+                    let msg = self.first_msg[edge] + k as usize;
+                    completions.push((w0 + OVERHEAD_NS, edge, k, self.recv_request[msg], false));
+                }
+            }
+            completions.sort_by_key(|c| c.0);
+            let end = completions.last().map_or(w0, |c| c.0) + OVERHEAD_NS;
+            self.push(r, w0, EventKind::Enter, |e| e.region = WAITALL);
+            for &(ts, edge, _, request, is_recv) in &completions {
+                if is_recv {
+                    let src = self.topo.edges[edge].src;
+                    let bytes = self.bytes(edge);
+                    let tag = tag(self.cfg.pattern, edge, &self.topo);
+                    self.push(r, ts, EventKind::Irecv, |e| {
+                        e.peer = src;
+                        e.comm = 0;
+                        e.tag = tag;
+                        e.bytes = bytes;
+                        e.request = request;
+                    });
+                } else {
+                    self.push(r, ts, EventKind::IsendComplete, |e| e.request = request);
+                }
+            }
+            self.push(r, end, EventKind::Leave, |e| e.region = WAITALL);
+            self.t[r] = end;
+        }
+    }
+
+    /// Rank 0 hands work to every other rank and collects results, with blocking calls.
+    fn master_worker(&mut self) {
+        let n = self.t.len();
+        self.compute(0, 0.1);
+        for i in 0..self.topo.outgoing[0].len() {
+            let edge = self.topo.outgoing[0][i];
+            for k in 0..self.mult[edge] {
+                self.send(0, edge, k, true);
+            }
+        }
+        for w in 1..n {
+            for i in 0..self.topo.incoming[w].len() {
+                let edge = self.topo.incoming[w][i];
+                for k in 0..self.mult[edge] {
+                    self.blocking_recv(w, edge, k);
+                }
+            }
+            self.compute(w, 1.0);
+            for i in 0..self.topo.outgoing[w].len() {
+                let edge = self.topo.outgoing[w][i];
+                for k in 0..self.mult[edge] {
+                    self.send(w, edge, k, true);
+                }
+            }
+        }
+        for i in 0..self.topo.incoming[0].len() {
+            let edge = self.topo.incoming[0][i];
+            for k in 0..self.mult[edge] {
+                self.blocking_recv(0, edge, k);
+            }
+        }
+    }
+
+    /// A collective over all ranks: everyone leaves after the last one arrived.
+    fn collective(&mut self, region: i32, op: &str, bytes: i64) {
+        let n = self.t.len();
+        let cost = OVERHEAD_NS * (1 + i64::from(usize::BITS - n.leading_zeros()));
+        let exit = self.t.iter().map(|t| t + OVERHEAD_NS).max().unwrap_or(0) + cost;
+        let op = collective_op_code(op);
+        for r in 0..n {
+            let t = self.t[r];
+            let jitter = (OVERHEAD_NS as f64
+                * (1.0 + symmetric(self.cfg.seed, streams::JITTER, self.iteration, r as u64) * 0.5))
+                as i64;
+            self.push(r, t, EventKind::Enter, |e| e.region = region);
+            self.push(r, t + OVERHEAD_NS, EventKind::CollBegin, |_| {});
+            self.push(r, exit, EventKind::CollEnd, |e| {
+                e.comm = 0;
+                e.op = op;
+                e.bytes = bytes;
+                e.bytes_recv = bytes;
+            });
+            self.push(r, exit + jitter, EventKind::Leave, |e| e.region = region);
+            self.t[r] = exit + jitter;
+        }
+    }
+}
+
+fn tag(pattern: Pattern, edge: usize, topo: &Topology) -> i32 {
+    match pattern {
+        Pattern::MasterWorker => {
+            if topo.edges[edge].src == 0 {
+                1
+            } else {
+                2
+            }
+        }
+        _ => topo.edges[edge].size_factor as i32,
+    }
+}
+
+pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
+    let n = cfg.ranks as usize;
+    let topo = Topology::new(cfg.pattern, cfg.ranks);
+    let node = placement(cfg.pattern, cfg.ranks, cfg.ranks_per_node, cfg.bad_mapping);
+    let clocks = clock::truths(cfg);
+    let imbalanced = |r: i32| cfg.imbalance.as_ref().is_some_and(|im| im.ranks.contains(&r));
+    let factor = cfg.imbalance.as_ref().map_or(1.0, |im| im.factor);
+    let mult: Vec<u32> =
+        topo.edges.iter().map(|e| if imbalanced(e.src) { factor.round().max(1.0) as u32 } else { 1 }).collect();
+    let mut first_msg = Vec::with_capacity(mult.len());
+    let mut total = 0usize;
+    for m in &mult {
+        first_msg.push(total);
+        total += *m as usize;
+    }
+    let compute_factor = (0..cfg.ranks).map(|r| if imbalanced(r) { factor } else { 1.0 }).collect();
+    let per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6);
+    let mut sim = Sim {
+        cfg,
+        topo,
+        node: node.clone(),
+        clocks: clocks.clone(),
+        mult,
+        first_msg,
+        compute_factor,
+        bufs: (0..n).map(|_| RawEvents::with_capacity(per_rank_events)).collect(),
+        t: vec![0; n],
+        next_request: vec![0; n],
+        send_ts: vec![0; total],
+        arrival: vec![0; total],
+        recv_request: vec![0; total],
+        messages: 0,
+        inter_messages: 0,
+        iteration: 0,
+    };
+    for r in 0..n {
+        sim.push(r, 0, EventKind::Enter, |e| e.region = MAIN);
+        sim.call(r, INIT, 0, INIT_NS);
+        sim.t[r] = INIT_NS;
+    }
+    sim.collective(BARRIER, "barrier", 0);
+    for i in 0..cfg.iterations {
+        sim.iteration = u64::from(i) + 1;
+        match cfg.pattern {
+            Pattern::MasterWorker => sim.master_worker(),
+            _ => sim.exchange(),
+        }
+        sim.collective(ALLREDUCE, "allreduce", 8);
+    }
+    let finalize = sim.t.iter().copied().max().unwrap_or(0);
+    for r in 0..n {
+        let t = sim.t[r];
+        sim.call(r, FINALIZE, t, finalize + INIT_NS);
+        sim.push(r, finalize + INIT_NS + OVERHEAD_NS, EventKind::Leave, |e| e.region = MAIN);
+    }
+    let duration_ns = finalize + INIT_NS + OVERHEAD_NS;
+
+    let mut sessions = vec![0];
+    for s in 1..=i64::from(cfg.sync_sessions) {
+        sessions.push(INIT_NS + (finalize - INIT_NS) * s / (i64::from(cfg.sync_sessions) + 1));
+    }
+    sessions.push(finalize);
+    let clock_sync = if cfg.clock_skew { clock::samples(cfg, &clocks, &sessions) } else { Vec::new() };
+
+    let node_names: Vec<String> = node.iter().map(|k| format!("node{k:03}")).collect();
+    let events = RawEvents::concat(std::mem::take(&mut sim.bufs));
+    let truth = GroundTruth {
+        config: cfg.clone(),
+        nodes: node_names.clone(),
+        clocks,
+        events: events.len() as u64,
+        messages: sim.messages,
+        inter_node_messages: sim.inter_messages,
+        collectives_per_rank: u64::from(cfg.iterations) + 1,
+        duration_ns,
+    };
+    let ranks: Vec<RankInfo> = (0..cfg.ranks)
+        .map(|r| RankInfo { rank: r, node: Some(node_names[r as usize].clone()), name: format!("rank {r}") })
+        .collect();
+    let locations = (0..cfg.ranks)
+        .map(|r| LocationInfo {
+            location_id: i64::from(r),
+            rank: r,
+            thread: 0,
+            kind: "cpu".into(),
+            name: format!("rank {r}"),
+        })
+        .collect();
+    let regions = REGIONS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, paradigm, role))| RegionInfo {
+            region_id: i as i64,
+            name: (*name).into(),
+            paradigm: (*paradigm).into(),
+            role: Some((*role).into()),
+            file: None,
+            line: None,
+        })
+        .collect();
+    let trace = RawTrace {
+        meta: TraceMeta {
+            name: "generated".into(),
+            path: String::new(),
+            format: "generated".into(),
+            format_version: None,
+            creator: Some(format!("commdb generate {}", env!("CARGO_PKG_VERSION"))),
+            timer_resolution_hz: Some(1_000_000_000),
+            start_wallclock_ns: None,
+        },
+        ranks,
+        locations,
+        regions,
+        events,
+        communicators: vec![CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: (0..cfg.ranks).collect() }],
+        clock_sync,
+        ..RawTrace::default()
+    };
+    Generated { trace, truth }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{Background, Imbalance, generate};
+
+    fn build(cfg: &GeneratorConfig) -> (crate::trace::Trace, GroundTruth) {
+        let g = generate(cfg).unwrap();
+        (g.trace.build().unwrap(), g.truth)
+    }
+
+    #[test]
+    fn every_pattern_matches_all_messages() {
+        for pattern in [Pattern::Stencil2d, Pattern::Ring, Pattern::Alltoall, Pattern::MasterWorker] {
+            let cfg =
+                GeneratorConfig { ranks: 9, ranks_per_node: 3, pattern, iterations: 5, ..GeneratorConfig::default() };
+            let (trace, truth) = build(&cfg);
+            assert!(trace.warnings.is_empty(), "{pattern:?}: {:?}", trace.warnings);
+            assert_eq!(trace.row_count("messages") as u64, truth.messages, "{pattern:?}");
+            assert_eq!(trace.row_count("events") as u64, truth.events);
+            assert_eq!(trace.row_count("collectives") as u64, 9 * truth.collectives_per_rank);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_trace() {
+        let cfg = GeneratorConfig { ranks: 8, iterations: 3, ..GeneratorConfig::default() };
+        let a = generate(&cfg).unwrap().trace.events;
+        let b = generate(&cfg).unwrap().trace.events;
+        assert_eq!(a.ts, b.ts);
+        let c = generate(&GeneratorConfig { seed: 2, ..cfg }).unwrap().trace.events;
+        assert_ne!(a.ts, c.ts);
+    }
+
+    #[test]
+    fn scenarios_change_what_they_should() {
+        let base = GeneratorConfig { ranks: 16, ranks_per_node: 4, iterations: 20, ..GeneratorConfig::default() };
+        let (_, clean) = build(&base);
+        let (_, bad) = build(&GeneratorConfig { bad_mapping: true, ..base.clone() });
+        assert_eq!(bad.inter_node_messages, bad.messages);
+        assert!(clean.inter_node_messages < clean.messages / 2 + 1);
+        let (_, imb) =
+            build(&GeneratorConfig { imbalance: Some(Imbalance { ranks: vec![5], factor: 3.0 }), ..base.clone() });
+        assert_eq!(imb.messages, clean.messages + 2 * 4 * 20);
+        let bg = Background { from_ns: clean.duration_ns / 4, to_ns: clean.duration_ns / 2, factor: 5.0 };
+        let g = generate(&GeneratorConfig { background_traffic: Some(bg), ..base.clone() }).unwrap();
+        assert!(g.truth.duration_ns > clean.duration_ns);
+        let skew = generate(&GeneratorConfig { clock_skew: true, sync_sessions: 2, ..base }).unwrap();
+        assert_eq!(skew.trace.clock_sync.len(), 15 * 4 * 20);
+    }
+}

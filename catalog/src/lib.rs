@@ -1,0 +1,28 @@
+//! commdb-catalog: the trace model of commdb and everything that gets data into it.
+//!
+//! - `model`: the Arrow schema of every table, with the meaning of every column;
+//! - `events`, `trace`: raw events as columns, and a trace as Arrow tables;
+//! - `build`: calls, messages and collectives derived from raw events;
+//! - `csv`, `store`, `generate`: readers (CSV shapes, commdb's Parquet store) and the
+//!   synthetic trace generator; `open` picks the reader for a path;
+//! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH.
+//!
+//! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
+//! on input: every error names the file and position and what was expected.
+
+pub mod build;
+pub mod csv;
+pub mod error;
+pub mod events;
+pub mod generate;
+pub mod model;
+pub mod open;
+pub mod session;
+pub mod sql;
+pub mod store;
+pub mod trace;
+
+pub use error::{Error, Result};
+pub use open::{OpenOptions, open};
+pub use session::{Outcome, Session};
+pub use trace::{RawTrace, Trace};

@@ -1,0 +1,316 @@
+//! The trace model: the Arrow schema of every table commdb exposes, defined here and nowhere
+//! else, with a one-line meaning per column (shown by the shell's `\d NAME` and in README).
+//!
+//! Times are Int64 nanoseconds since the trace's own zero; durations are Int64 nanoseconds;
+//! byte counts are Int64. Low-cardinality text (event kinds, region names, collective
+//! operations, metric names) is dictionary-encoded, which keeps a 100 M-event table small.
+
+use std::sync::{Arc, LazyLock};
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+
+/// One column of a table: name, type, nullability and what it means.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnDoc {
+    pub name: &'static str,
+    pub data_type: fn() -> DataType,
+    pub nullable: bool,
+    pub meaning: &'static str,
+}
+
+/// One table of a trace.
+#[derive(Debug, Clone, Copy)]
+pub struct TableDoc {
+    pub name: &'static str,
+    pub one_row_per: &'static str,
+    pub columns: &'static [ColumnDoc],
+}
+
+impl TableDoc {
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(
+            self.columns.iter().map(|c| Field::new(c.name, (c.data_type)(), c.nullable)).collect::<Vec<_>>(),
+        ))
+    }
+}
+
+fn int32() -> DataType {
+    DataType::Int32
+}
+fn int64() -> DataType {
+    DataType::Int64
+}
+fn float64() -> DataType {
+    DataType::Float64
+}
+fn utf8() -> DataType {
+    DataType::Utf8
+}
+fn boolean() -> DataType {
+    DataType::Boolean
+}
+fn timestamp_utc() -> DataType {
+    DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into()))
+}
+/// Dictionary of a few names (event kinds, collective operations).
+pub fn small_dict() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int8), Box::new(DataType::Utf8))
+}
+/// Dictionary of many names (regions, metrics).
+pub fn dict() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
+fn int32_list() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Int32, true)))
+}
+
+const fn col(name: &'static str, data_type: fn() -> DataType, nullable: bool, meaning: &'static str) -> ColumnDoc {
+    ColumnDoc { name, data_type, nullable, meaning }
+}
+
+pub const TRACE_INFO: TableDoc = TableDoc {
+    name: "trace_info",
+    one_row_per: "trace",
+    columns: &[
+        col("name", utf8, false, "schema name of the trace"),
+        col("path", utf8, false, "file or directory it was read from"),
+        col("format", utf8, false, "otf2, csv-pclvis, csv-events, parquet or generated"),
+        col("format_version", utf8, true, "version of the file format, when it has one"),
+        col("creator", utf8, true, "program that wrote the trace"),
+        col("ranks", int64, false, "number of MPI ranks"),
+        col("locations", int64, false, "number of locations (threads, streams)"),
+        col("timer_resolution_hz", int64, true, "ticks per second of the recording clock"),
+        col("start_wallclock", timestamp_utc, true, "absolute UTC time of ts = 0, when known"),
+        col("duration_ns", int64, false, "last event time minus first event time"),
+        col("events", int64, false, "number of raw events"),
+        col("warnings", int64, false, "number of problems found while loading (see the warnings table)"),
+    ],
+};
+
+pub const RANKS: TableDoc = TableDoc {
+    name: "ranks",
+    one_row_per: "MPI rank",
+    columns: &[
+        col("rank", int32, false, "rank in MPI_COMM_WORLD"),
+        col("node", utf8, true, "host name of the node the rank ran on"),
+        col("node_index", int32, true, "0-based index of the node, in order of first appearance"),
+        col("name", utf8, false, "display name of the rank"),
+    ],
+};
+
+pub const LOCATIONS: TableDoc = TableDoc {
+    name: "locations",
+    one_row_per: "location (OTF2 location, Paraver thread)",
+    columns: &[
+        col("location_id", int64, false, "location identifier in the source trace"),
+        col("rank", int32, false, "rank the location belongs to"),
+        col("thread", int32, false, "0-based thread index within the rank"),
+        col("kind", utf8, false, "cpu, gpu or metric"),
+        col("name", utf8, false, "display name"),
+        col("events", int64, false, "number of raw events recorded on it"),
+    ],
+};
+
+pub const REGIONS: TableDoc = TableDoc {
+    name: "regions",
+    one_row_per: "code region",
+    columns: &[
+        col("region_id", int64, false, "region identifier"),
+        col("name", utf8, false, "region name, e.g. MPI_Send or a function"),
+        col("paradigm", utf8, false, "mpi, user, compiler, ..."),
+        col("role", utf8, true, "function, point_to_point, collective, ..."),
+        col("file", utf8, true, "source file"),
+        col("line", int64, true, "first line in the source file"),
+    ],
+};
+
+pub const EVENTS: TableDoc = TableDoc {
+    name: "events",
+    one_row_per: "raw event",
+    columns: &[
+        col("rank", int32, false, "rank that recorded the event"),
+        col("thread", int32, false, "thread within the rank"),
+        col("seq", int64, false, "0-based position in the (rank, thread) event stream"),
+        col("ts", int64, false, "time in ns since the trace's zero"),
+        col(
+            "kind",
+            small_dict,
+            false,
+            "enter, leave, send, isend, isend_complete, irecv_request, recv, irecv, coll_begin, coll_end, ...",
+        ),
+        col("region", dict, true, "region entered or left (enter, leave)"),
+        col("peer", int32, true, "partner rank: receiver of a send, sender of a receive, root of a collective"),
+        col("comm", int32, true, "communicator id"),
+        col("tag", int32, true, "message tag"),
+        col("bytes", int64, true, "message size, or bytes sent by this rank in a collective"),
+        col("request", int64, true, "request id of a non-blocking operation"),
+        col("op", small_dict, true, "collective operation (coll_end)"),
+        col("bytes_recv", int64, true, "bytes received by this rank in a collective (coll_end)"),
+    ],
+};
+
+pub const CALLS: TableDoc = TableDoc {
+    name: "calls",
+    one_row_per: "enter/leave pair",
+    columns: &[
+        col("call_id", int64, false, "call identifier, in order of rank, thread and start"),
+        col("rank", int32, false, "rank"),
+        col("thread", int32, false, "thread within the rank"),
+        col("region", dict, false, "region called"),
+        col("start_ts", int64, false, "enter time (ns)"),
+        col("end_ts", int64, false, "leave time (ns)"),
+        col("duration", int64, false, "end_ts - start_ts (ns)"),
+        col("exclusive", int64, false, "duration minus the duration of directly nested calls (ns)"),
+        col("depth", int32, false, "nesting depth, 0 for outermost calls"),
+        col("parent_id", int64, true, "call_id of the enclosing call"),
+    ],
+};
+
+pub const MESSAGES: TableDoc = TableDoc {
+    name: "messages",
+    one_row_per: "point-to-point message (matched, or an unmatched half with NULL partner columns)",
+    columns: &[
+        col("msg_id", int64, false, "message identifier, in order of send time"),
+        col("src", int32, false, "sending rank"),
+        col("dst", int32, false, "receiving rank"),
+        col("comm", int32, false, "communicator id"),
+        col("tag", int32, false, "message tag"),
+        col("bytes", int64, false, "message size in bytes"),
+        col("send_ts", int64, true, "time of the send event (ns); NULL when the send is missing"),
+        col("recv_ts", int64, true, "time the receive completed (ns); NULL when the receive is missing"),
+        col("send_call_start", int64, true, "start of the MPI call that sent it"),
+        col("send_call_end", int64, true, "end of the MPI call that sent it"),
+        col("recv_call_start", int64, true, "start of the MPI call that completed the receive"),
+        col("recv_call_end", int64, true, "end of the MPI call that completed the receive"),
+        col(
+            "recv_post_ts",
+            int64,
+            true,
+            "time the receive was posted (MPI_Irecv request, or the start of a blocking receive)",
+        ),
+        col(
+            "send_complete_ts",
+            int64,
+            true,
+            "time a non-blocking send was completed (Wait/Test), or the end of a blocking send",
+        ),
+        col("src_node", dict, true, "node of the sender"),
+        col("dst_node", dict, true, "node of the receiver"),
+        col("intra_node", boolean, true, "sender and receiver on the same node"),
+        col("duration", int64, true, "transmission time recv_ts - send_ts (ns)"),
+    ],
+};
+
+pub const COLLECTIVES: TableDoc = TableDoc {
+    name: "collectives",
+    one_row_per: "rank's part in one collective operation",
+    columns: &[
+        col("instance", int64, false, "0-based sequence number of the operation on its communicator"),
+        col("comm", int32, false, "communicator id"),
+        col("op", small_dict, false, "collective operation: barrier, bcast, allreduce, ..."),
+        col("root", int32, true, "root rank, for rooted operations"),
+        col("rank", int32, false, "participating rank"),
+        col("thread", int32, false, "thread within the rank"),
+        col("begin_ts", int64, true, "time the rank began the operation (ns)"),
+        col("end_ts", int64, false, "time the rank ended the operation (ns)"),
+        col("duration", int64, true, "end_ts - begin_ts (ns)"),
+        col("bytes_sent", int64, false, "bytes sent by this rank"),
+        col("bytes_recv", int64, false, "bytes received by this rank"),
+    ],
+};
+
+pub const COMMUNICATORS: TableDoc = TableDoc {
+    name: "communicators",
+    one_row_per: "communicator",
+    columns: &[
+        col("comm", int32, false, "communicator id"),
+        col("name", utf8, false, "name, e.g. MPI_COMM_WORLD"),
+        col("size", int32, false, "number of member ranks"),
+        col("members", int32_list, false, "world ranks of the members, in communicator rank order"),
+    ],
+};
+
+pub const CLOCK_SYNC: TableDoc = TableDoc {
+    name: "clock_sync",
+    one_row_per: "clock synchronisation sample or offset point",
+    columns: &[
+        col("rank", int32, false, "rank whose clock was measured"),
+        col("session", int32, false, "0-based sync session (samples taken together)"),
+        col(
+            "local_ts",
+            int64,
+            false,
+            "local time of the sample (midpoint of the ping-pong) or of the offset point (ns)",
+        ),
+        col("master_ts", int64, false, "master clock time at local_ts (ns)"),
+        col("round_trip", int64, true, "round-trip time of a ping-pong sample (ns); NULL for offset points"),
+        col("std_dev_ns", int64, true, "standard deviation of an offset point (ns); NULL for samples"),
+    ],
+};
+
+pub const METRICS: TableDoc = TableDoc {
+    name: "metrics",
+    one_row_per: "metric sample",
+    columns: &[
+        col("rank", int32, false, "rank"),
+        col("thread", int32, false, "thread within the rank"),
+        col("ts", int64, false, "time (ns)"),
+        col("metric", dict, false, "metric name, e.g. PAPI_TOT_CYC"),
+        col("value", float64, false, "sampled value"),
+    ],
+};
+
+pub const WARNINGS: TableDoc = TableDoc {
+    name: "warnings",
+    one_row_per: "kind of problem found while loading",
+    columns: &[
+        col("code", utf8, false, "short name of the problem, e.g. unmatched_send"),
+        col("count", int64, false, "how many times it occurred"),
+        col("message", utf8, false, "what it means, with the first occurrence"),
+    ],
+};
+
+/// Every table of a trace, in the order they are listed to users.
+pub const TABLES: &[TableDoc] = &[
+    TRACE_INFO,
+    RANKS,
+    LOCATIONS,
+    REGIONS,
+    EVENTS,
+    CALLS,
+    MESSAGES,
+    COLLECTIVES,
+    COMMUNICATORS,
+    CLOCK_SYNC,
+    METRICS,
+    WARNINGS,
+];
+
+/// The documentation of a table by name.
+pub fn table_doc(name: &str) -> Option<&'static TableDoc> {
+    TABLES.iter().find(|t| t.name.eq_ignore_ascii_case(name))
+}
+
+static SCHEMAS: LazyLock<Vec<SchemaRef>> = LazyLock::new(|| TABLES.iter().map(TableDoc::schema).collect());
+
+/// The schema of a table by name.
+pub fn schema(name: &str) -> Option<SchemaRef> {
+    TABLES.iter().position(|t| t.name == name).map(|i| SCHEMAS[i].clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_table_has_unique_columns_and_a_meaning() {
+        for t in TABLES {
+            let mut names: Vec<_> = t.columns.iter().map(|c| c.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), t.columns.len(), "duplicate column in {}", t.name);
+            assert!(t.columns.iter().all(|c| !c.meaning.is_empty()));
+            assert_eq!(schema(t.name).unwrap().fields().len(), t.columns.len());
+        }
+    }
+}

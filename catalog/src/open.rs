@@ -1,0 +1,117 @@
+//! Opening a trace by path: the format is chosen from what the path is (a commdb store
+//! directory, a CSV file, an OTF2 anchor, a `generate:` spec) or forced by `OpenOptions`.
+
+use std::path::{Path, PathBuf};
+
+use crate::csv::TimeUnit;
+use crate::error::{Error, Result};
+use crate::generate::{GeneratorConfig, generate};
+use crate::store;
+use crate::trace::Trace;
+
+/// Options for reading a trace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// A rank,node CSV giving the placement of ranks.
+    pub nodes: Option<PathBuf>,
+    /// Unit of CSV timestamps.
+    pub time_unit: TimeUnit,
+    /// Force a format: csv, parquet (a commdb store) or generate.
+    pub format: Option<String>,
+}
+
+/// Prefix of a generator spec used as a path, e.g. `generate:ranks=16,pattern=ring`.
+pub const GENERATE_PREFIX: &str = "generate:";
+
+/// Read the trace at `path`.
+pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
+    let format = options.format.as_deref().map(str::to_ascii_lowercase);
+    if let Some(spec) = path.strip_prefix(GENERATE_PREFIX) {
+        return open_generated(spec, path);
+    }
+    let p = Path::new(path);
+    if !p.exists() {
+        return Err(Error::io(p, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory")));
+    }
+    let mut trace = match format.as_deref() {
+        Some("csv") => csv_trace(p, options)?,
+        Some("parquet" | "store") => store::read(p)?,
+        Some(other) => {
+            return Err(Error::argument(format!("unknown trace type '{other}': expected csv or parquet")));
+        }
+        None if p.is_dir() && store::is_store(p) => store::read(p)?,
+        None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
+        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => {
+            return Err(Error::in_file(p, "OTF2 archives cannot be read by this version of commdb"));
+        }
+        None if p.is_dir() => {
+            return Err(Error::in_file(
+                p,
+                "directory holds no commdb store (manifest.json) and no OTF2 anchor (*.otf2)",
+            ));
+        }
+        None => {
+            return Err(Error::in_file(
+                p,
+                "unknown trace format: expected a .csv file, a commdb store directory or a generate: spec",
+            ));
+        }
+    };
+    trace.meta.path = path.to_string();
+    Ok(trace)
+}
+
+fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
+    let mut raw = crate::csv::read(p, options)?;
+    raw.meta.name = default_name(p.to_string_lossy().as_ref());
+    raw.meta.path = p.display().to_string();
+    raw.build()
+}
+
+fn open_generated(spec: &str, path: &str) -> Result<Trace> {
+    let cfg = GeneratorConfig::parse_spec(spec)?;
+    let mut raw = generate(&cfg)?.trace;
+    raw.meta.path = path.to_string();
+    raw.build()
+}
+
+fn has_extension(p: &Path, ext: &str) -> bool {
+    p.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
+fn contains_extension(dir: &Path, ext: &str) -> bool {
+    std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| has_extension(&e.path(), ext))).unwrap_or(false)
+}
+
+/// A schema name derived from a path: the file stem, lower case, non-alphanumerics as '_'.
+pub fn default_name(path: &str) -> String {
+    if path.starts_with(GENERATE_PREFIX) {
+        return "generated".to_string();
+    }
+    let p = Path::new(path.trim_end_matches(['/', '\\']));
+    let stem = p.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
+    let mut name: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert_str(0, "t_");
+    }
+    name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_from_paths() {
+        assert_eq!(default_name("../data/ping-pong.csv"), "ping_pong");
+        assert_eq!(default_name("/x/2024 run/"), "t_2024_run");
+        assert_eq!(default_name("generate:ranks=4"), "generated");
+    }
+
+    #[test]
+    fn missing_file_names_the_path() {
+        let e = open("/no/such/trace.csv", &OpenOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("/no/such/trace.csv") && e.contains("no such file"), "{e}");
+    }
+}

@@ -1,0 +1,241 @@
+//! A commdb session: a DataFusion `SessionContext` in which every open trace is a schema
+//! (`run2.messages`), the first one also the default schema (plain `messages`). It runs
+//! commdb's own statements (ATTACH, DETACH) and hands everything else to DataFusion.
+//! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
+//! configured partitions, so scans run on every core without copying data.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+use datafusion::datasource::MemTable;
+use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
+
+use crate::csv::TimeUnit;
+use crate::error::{Error, Result};
+use crate::model;
+use crate::open::{OpenOptions, default_name, open};
+use crate::sql::{Command, parse_command};
+use crate::trace::Trace;
+
+/// The catalog all schemas live in.
+pub const CATALOG: &str = "datafusion";
+/// The default schema: tables of the first trace, and the user's views.
+pub const DEFAULT_SCHEMA: &str = "public";
+const SLICE_ROWS: usize = 1 << 16;
+
+/// What a statement produced.
+#[derive(Debug)]
+pub enum Outcome {
+    /// A query (or DDL) to execute; DataFusion plans it lazily.
+    Query(DataFrame),
+    /// A commdb statement that has been carried out, with a message for the user.
+    Done(String),
+}
+
+/// A SQL session over zero or more traces.
+pub struct Session {
+    ctx: SessionContext,
+    traces: BTreeMap<String, Arc<Trace>>,
+    default_trace: Option<String>,
+    /// Options used by ATTACH when the statement gives none.
+    pub open_options: OpenOptions,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("traces", &self.traces.keys().collect::<Vec<_>>())
+            .field("default_trace", &self.default_trace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Session {
+    /// A session with as many partitions as cores.
+    pub fn new() -> Self {
+        let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+        Self::with_partitions(cores)
+    }
+
+    /// A session with a fixed number of partitions (tests use this for determinism).
+    pub fn with_partitions(partitions: usize) -> Self {
+        let config = SessionConfig::new()
+            .with_information_schema(true)
+            .with_target_partitions(partitions.max(1))
+            .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
+        Session {
+            ctx: SessionContext::new_with_config(config),
+            traces: BTreeMap::new(),
+            default_trace: None,
+            open_options: OpenOptions::default(),
+        }
+    }
+
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    /// Open traces by schema name.
+    pub fn traces(&self) -> impl Iterator<Item = (&str, &Trace)> {
+        self.traces.iter().map(|(n, t)| (n.as_str(), t.as_ref()))
+    }
+
+    pub fn trace(&self, name: &str) -> Option<&Trace> {
+        self.traces.get(name).map(Arc::as_ref)
+    }
+
+    /// The trace whose tables are in the default schema.
+    pub fn default_trace(&self) -> Option<&Trace> {
+        self.default_trace.as_deref().and_then(|n| self.trace(n))
+    }
+
+    /// Open the trace at `path` and register it; returns its schema name.
+    pub fn open(&mut self, path: &str, name: Option<&str>, options: &OpenOptions) -> Result<String> {
+        let name = name.map_or_else(|| default_name(path), str::to_string);
+        self.check_free(&name)?;
+        let trace = open(path, options)?;
+        self.attach(trace, Some(&name))
+    }
+
+    /// Register a trace as schema `name` (default: its own name); the first trace also fills
+    /// the default schema.
+    pub fn attach(&mut self, mut trace: Trace, name: Option<&str>) -> Result<String> {
+        let name = name.map_or_else(|| trace.meta.name.clone(), str::to_string);
+        let name = if name.is_empty() { "trace".to_string() } else { name };
+        self.check_free(&name)?;
+        trace.rename(&name)?;
+        let catalog =
+            self.ctx.catalog(CATALOG).ok_or_else(|| Error::Engine("the default catalog is missing".into()))?;
+        let schema = Arc::new(MemorySchemaProvider::new());
+        let partitions = self.ctx.copied_config().target_partitions();
+        for (table, batches) in trace.tables() {
+            let provider = Arc::new(mem_table(table, batches, partitions)?);
+            schema.register_table(table.to_string(), provider)?;
+        }
+        catalog.register_schema(&name, schema)?;
+        if self.default_trace.is_none() {
+            for (table, batches) in trace.tables() {
+                let provider = Arc::new(mem_table(table, batches, partitions)?);
+                self.ctx.register_table(table, provider)?;
+            }
+            self.default_trace = Some(name.clone());
+        }
+        self.traces.insert(name.clone(), Arc::new(trace));
+        Ok(name)
+    }
+
+    /// Remove a trace's schema (and its tables from the default schema if it was the default).
+    pub fn detach(&mut self, name: &str) -> Result<()> {
+        if self.traces.remove(name).is_none() {
+            let open: Vec<&str> = self.traces.keys().map(String::as_str).collect();
+            return Err(Error::argument(format!(
+                "DETACH: no trace is attached as '{name}' (attached: {})",
+                if open.is_empty() { "none".to_string() } else { open.join(", ") }
+            )));
+        }
+        if let Some(catalog) = self.ctx.catalog(CATALOG) {
+            catalog.deregister_schema(name, true)?;
+        }
+        if self.default_trace.as_deref() == Some(name) {
+            for t in model::TABLES {
+                self.ctx.deregister_table(t.name)?;
+            }
+            self.default_trace = None;
+        }
+        Ok(())
+    }
+
+    fn check_free(&self, name: &str) -> Result<()> {
+        if name.eq_ignore_ascii_case(DEFAULT_SCHEMA) || name.eq_ignore_ascii_case("information_schema") {
+            return Err(Error::argument(format!("'{name}' is reserved; choose another name with AS")));
+        }
+        if self.traces.contains_key(name) {
+            return Err(Error::argument(format!(
+                "a trace is already attached as '{name}'; DETACH it first or choose another name with AS"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Run one statement: commdb's own, or SQL planned by DataFusion.
+    pub async fn statement(&mut self, sql: &str) -> Result<Outcome> {
+        match parse_command(sql)? {
+            Some(Command::Attach { path, name, options }) => {
+                let opts = self.attach_options(&options)?;
+                let name = self.open(&path, name.as_deref(), &opts)?;
+                let trace = self.trace(&name).expect("just attached");
+                Ok(Outcome::Done(format!(
+                    "attached {} as {name}: {} ranks, {} events, {} messages{}",
+                    path,
+                    trace.row_count("ranks"),
+                    trace.row_count("events"),
+                    trace.row_count("messages"),
+                    warning_summary(trace)
+                )))
+            }
+            Some(Command::Detach { name }) => {
+                self.detach(&name)?;
+                Ok(Outcome::Done(format!("detached {name}")))
+            }
+            None => Ok(Outcome::Query(self.ctx.sql(sql).await?)),
+        }
+    }
+
+    /// Run a statement and collect its result (convenience for tests and scripts).
+    pub async fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>> {
+        match self.statement(sql).await? {
+            Outcome::Query(df) => Ok(df.collect().await?),
+            Outcome::Done(_) => Ok(Vec::new()),
+        }
+    }
+
+    fn attach_options(&self, options: &[(String, String)]) -> Result<OpenOptions> {
+        let mut o = self.open_options.clone();
+        for (key, value) in options {
+            match key.as_str() {
+                "TYPE" | "FORMAT" => o.format = Some(value.to_ascii_lowercase()),
+                "NODES" => o.nodes = Some(value.into()),
+                "TIME_UNIT" => o.time_unit = value.parse::<TimeUnit>()?,
+                other => {
+                    return Err(Error::argument(format!(
+                        "ATTACH: unknown option {other}; expected TYPE, NODES or TIME_UNIT"
+                    )));
+                }
+            }
+        }
+        Ok(o)
+    }
+}
+
+/// ", N warnings (see <name>.warnings)" or nothing.
+pub fn warning_summary(trace: &Trace) -> String {
+    let n = trace.warnings.total();
+    if n == 0 { String::new() } else { format!("; {n} warning(s), see {}.warnings", trace.meta.name) }
+}
+
+fn mem_table(table: &str, batches: &[RecordBatch], partitions: usize) -> Result<MemTable> {
+    let schema = model::schema(table).ok_or_else(|| Error::Engine(format!("no schema for table {table}")))?;
+    let mut slices = Vec::new();
+    for b in batches {
+        let mut offset = 0;
+        while offset < b.num_rows() {
+            let len = SLICE_ROWS.min(b.num_rows() - offset);
+            slices.push(b.slice(offset, len));
+            offset += len;
+        }
+    }
+    let per_partition = slices.len().div_ceil(partitions.max(1)).max(1);
+    let mut parts: Vec<Vec<RecordBatch>> = slices.chunks(per_partition).map(<[RecordBatch]>::to_vec).collect();
+    if parts.is_empty() {
+        parts.push(Vec::new());
+    }
+    Ok(MemTable::try_new(schema, parts)?)
+}

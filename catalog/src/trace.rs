@@ -1,0 +1,391 @@
+//! A trace in memory. `RawTrace` is what a reader or the generator produces (definitions and
+//! raw events); `RawTrace::build` derives calls, messages and collectives and turns everything
+//! into `Trace`, the Arrow tables of the model, ready to be registered as a SQL schema.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, TimestampNanosecondArray,
+};
+use arrow::datatypes::{Int32Type, SchemaRef};
+
+use crate::build;
+use crate::error::Result;
+use crate::events::{NONE_I32, RawEvents, region_dictionary};
+use crate::model;
+
+/// A rank and where it ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankInfo {
+    pub rank: i32,
+    pub node: Option<String>,
+    pub name: String,
+}
+
+/// A location (thread, GPU stream, metric location) of a rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocationInfo {
+    pub location_id: i64,
+    pub rank: i32,
+    pub thread: i32,
+    pub kind: String,
+    pub name: String,
+}
+
+/// A code region. Its index in `RawTrace::regions` is what `RawEvents::region` refers to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionInfo {
+    pub region_id: i64,
+    pub name: String,
+    pub paradigm: String,
+    pub role: Option<String>,
+    pub file: Option<String>,
+    pub line: Option<i64>,
+}
+
+/// A communicator and its members (world ranks, in communicator rank order).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommInfo {
+    pub comm: i32,
+    pub name: String,
+    pub members: Vec<i32>,
+}
+
+/// A clock synchronisation sample or offset point (see the `clock_sync` table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClockSample {
+    pub rank: i32,
+    pub session: i32,
+    pub local_ts: i64,
+    pub master_ts: i64,
+    pub round_trip: Option<i64>,
+    pub std_dev_ns: Option<i64>,
+}
+
+/// Metric samples as columns.
+#[derive(Debug, Clone, Default)]
+pub struct RawMetrics {
+    pub rank: Vec<i32>,
+    pub thread: Vec<i32>,
+    pub ts: Vec<i64>,
+    /// Index into `names`.
+    pub metric: Vec<i32>,
+    pub value: Vec<f64>,
+    pub names: Vec<String>,
+}
+
+/// Problems found while loading, counted by kind; the first occurrence is kept as an example.
+#[derive(Debug, Clone, Default)]
+pub struct Warnings {
+    entries: BTreeMap<String, (i64, String)>,
+}
+
+impl Warnings {
+    /// Count one occurrence of `code`; `example` describes it (kept for the first only).
+    pub fn add(&mut self, code: &str, example: impl FnOnce() -> String) {
+        self.add_many(code, 1, example);
+    }
+
+    /// Count `n` occurrences of `code`.
+    pub fn add_many(&mut self, code: &str, n: i64, example: impl FnOnce() -> String) {
+        if n == 0 {
+            return;
+        }
+        match self.entries.get_mut(code) {
+            Some(e) => e.0 += n,
+            None => {
+                self.entries.insert(code.to_string(), (n, example()));
+            }
+        }
+    }
+
+    pub fn merge(&mut self, other: Warnings) {
+        for (code, (n, msg)) in other.entries {
+            self.add_many(&code, n, || msg);
+        }
+    }
+
+    pub fn count(&self, code: &str) -> i64 {
+        self.entries.get(code).map_or(0, |e| e.0)
+    }
+
+    pub fn total(&self) -> i64 {
+        self.entries.values().map(|e| e.0).sum()
+    }
+
+    /// (code, count, message) in code order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, i64, &str)> {
+        self.entries.iter().map(|(c, (n, m))| (c.as_str(), *n, m.as_str()))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Trace-level facts that become the `trace_info` row.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceMeta {
+    pub name: String,
+    pub path: String,
+    pub format: String,
+    pub format_version: Option<String>,
+    pub creator: Option<String>,
+    pub timer_resolution_hz: Option<i64>,
+    /// Absolute time of ts = 0, in ns since the Unix epoch.
+    pub start_wallclock_ns: Option<i64>,
+}
+
+/// What a reader produces: definitions and raw events, before derivation.
+#[derive(Debug, Clone, Default)]
+pub struct RawTrace {
+    pub meta: TraceMeta,
+    pub ranks: Vec<RankInfo>,
+    pub locations: Vec<LocationInfo>,
+    pub regions: Vec<RegionInfo>,
+    pub events: RawEvents,
+    pub communicators: Vec<CommInfo>,
+    pub clock_sync: Vec<ClockSample>,
+    pub metrics: RawMetrics,
+    pub warnings: Warnings,
+}
+
+/// A trace as Arrow tables, one entry per table of the model.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub meta: TraceMeta,
+    tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+    pub warnings: Warnings,
+}
+
+impl Trace {
+    /// Assemble a trace from complete tables (used by the Parquet store).
+    pub fn from_tables(meta: TraceMeta, tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
+        Trace { meta, tables, warnings }
+    }
+
+    /// The batches of a table of the model (empty when the trace has no such rows).
+    pub fn table(&self, name: &str) -> &[RecordBatch] {
+        self.tables.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn schema(&self, name: &str) -> Option<SchemaRef> {
+        model::schema(name)
+    }
+
+    pub fn row_count(&self, name: &str) -> usize {
+        self.table(name).iter().map(RecordBatch::num_rows).sum()
+    }
+
+    /// (table name, batches) in model order.
+    pub fn tables(&self) -> impl Iterator<Item = (&'static str, &[RecordBatch])> {
+        model::TABLES.iter().map(|t| (t.name, self.table(t.name)))
+    }
+
+    /// Give the trace another schema name.
+    pub fn rename(&mut self, name: &str) -> Result<()> {
+        self.meta.name = name.to_string();
+        let info = self.tables.get_mut("trace_info").and_then(|b| b.first_mut());
+        if let Some(batch) = info {
+            let mut columns = batch.columns().to_vec();
+            columns[0] = Arc::new(StringArray::from(vec![name.to_string(); batch.num_rows()]));
+            *batch = RecordBatch::try_new(batch.schema(), columns)?;
+        }
+        Ok(())
+    }
+}
+
+impl RawTrace {
+    /// Derive calls, messages and collectives and convert every table to Arrow.
+    pub fn build(mut self) -> Result<Trace> {
+        self.events.group_by_stream();
+        let region_names: Vec<String> = self.regions.iter().map(|r| r.name.clone()).collect();
+        let mut warnings = std::mem::take(&mut self.warnings);
+        let nodes = NodeMap::new(&self.ranks);
+
+        let calls = build::calls::derive(&self.events, &mut warnings);
+        let messages = build::messages::derive(&self.events, &calls, &nodes, &mut warnings);
+        let collectives = build::collectives::derive(&self.events, &self.communicators, &mut warnings);
+
+        let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
+        let (first, last) = time_span(&self.events.ts);
+        let locations = self.locations_batch()?;
+        tables.insert("ranks", vec![self.ranks_batch()?]);
+        tables.insert("locations", vec![locations]);
+        tables.insert("regions", vec![self.regions_batch()?]);
+        tables.insert("events", vec![self.events.to_batch(&region_names)?]);
+        tables.insert("calls", vec![calls.to_batch(&region_names)?]);
+        tables.insert("messages", vec![messages.to_batch()?]);
+        tables.insert("collectives", vec![collectives.to_batch()?]);
+        tables.insert("communicators", vec![self.communicators_batch()?]);
+        tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
+        tables.insert("metrics", vec![self.metrics_batch()?]);
+        tables.insert("warnings", vec![warnings_batch(&warnings)?]);
+        let info = self.info_batch(last - first, warnings.total())?;
+        tables.insert("trace_info", vec![info]);
+        Ok(Trace { meta: self.meta, tables, warnings })
+    }
+
+    fn info_batch(&self, duration: i64, warnings: i64) -> Result<RecordBatch> {
+        let m = &self.meta;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(vec![m.name.clone()])),
+            Arc::new(StringArray::from(vec![m.path.clone()])),
+            Arc::new(StringArray::from(vec![m.format.clone()])),
+            Arc::new(StringArray::from(vec![m.format_version.clone()])),
+            Arc::new(StringArray::from(vec![m.creator.clone()])),
+            Arc::new(Int64Array::from(vec![self.ranks.len() as i64])),
+            Arc::new(Int64Array::from(vec![self.locations.len() as i64])),
+            Arc::new(Int64Array::from(vec![m.timer_resolution_hz])),
+            Arc::new(TimestampNanosecondArray::from(vec![m.start_wallclock_ns]).with_timezone("UTC")),
+            Arc::new(Int64Array::from(vec![duration])),
+            Arc::new(Int64Array::from(vec![self.events.len() as i64])),
+            Arc::new(Int64Array::from(vec![warnings])),
+        ];
+        Ok(RecordBatch::try_new(model::TRACE_INFO.schema(), columns)?)
+    }
+
+    fn ranks_batch(&self) -> Result<RecordBatch> {
+        let mut node_index: Vec<Option<i32>> = Vec::with_capacity(self.ranks.len());
+        let mut seen: Vec<&str> = Vec::new();
+        for r in &self.ranks {
+            node_index.push(r.node.as_deref().map(|n| match seen.iter().position(|s| *s == n) {
+                Some(i) => i as i32,
+                None => {
+                    seen.push(n);
+                    seen.len() as i32 - 1
+                }
+            }));
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from_iter_values(self.ranks.iter().map(|r| r.rank))),
+            Arc::new(StringArray::from_iter(self.ranks.iter().map(|r| r.node.as_deref()))),
+            Arc::new(Int32Array::from(node_index)),
+            Arc::new(StringArray::from_iter_values(self.ranks.iter().map(|r| r.name.as_str()))),
+        ];
+        Ok(RecordBatch::try_new(model::RANKS.schema(), columns)?)
+    }
+
+    fn locations_batch(&self) -> Result<RecordBatch> {
+        let mut counts: BTreeMap<(i32, i32), i64> = BTreeMap::new();
+        for s in self.events.streams() {
+            counts.insert((s.rank, s.thread), (s.end - s.start) as i64);
+        }
+        let l = &self.locations;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(l.iter().map(|x| x.location_id))),
+            Arc::new(Int32Array::from_iter_values(l.iter().map(|x| x.rank))),
+            Arc::new(Int32Array::from_iter_values(l.iter().map(|x| x.thread))),
+            Arc::new(StringArray::from_iter_values(l.iter().map(|x| x.kind.as_str()))),
+            Arc::new(StringArray::from_iter_values(l.iter().map(|x| x.name.as_str()))),
+            Arc::new(Int64Array::from_iter_values(
+                l.iter().map(|x| counts.get(&(x.rank, x.thread)).copied().unwrap_or(0)),
+            )),
+        ];
+        Ok(RecordBatch::try_new(model::LOCATIONS.schema(), columns)?)
+    }
+
+    fn regions_batch(&self) -> Result<RecordBatch> {
+        let r = &self.regions;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.region_id))),
+            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.name.as_str()))),
+            Arc::new(StringArray::from_iter_values(r.iter().map(|x| x.paradigm.as_str()))),
+            Arc::new(StringArray::from_iter(r.iter().map(|x| x.role.as_deref()))),
+            Arc::new(StringArray::from_iter(r.iter().map(|x| x.file.as_deref()))),
+            Arc::new(Int64Array::from(r.iter().map(|x| x.line).collect::<Vec<_>>())),
+        ];
+        Ok(RecordBatch::try_new(model::REGIONS.schema(), columns)?)
+    }
+
+    fn communicators_batch(&self) -> Result<RecordBatch> {
+        let c = &self.communicators;
+        let members = ListArray::from_iter_primitive::<Int32Type, _, _>(
+            c.iter().map(|x| Some(x.members.iter().map(|m| Some(*m)).collect::<Vec<_>>())),
+        );
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.comm))),
+            Arc::new(StringArray::from_iter_values(c.iter().map(|x| x.name.as_str()))),
+            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.members.len() as i32))),
+            Arc::new(members),
+        ];
+        let schema = model::COMMUNICATORS.schema();
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
+
+    fn clock_sync_batch(&self) -> Result<RecordBatch> {
+        let c = &self.clock_sync;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.rank))),
+            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.session))),
+            Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.local_ts))),
+            Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.master_ts))),
+            Arc::new(Int64Array::from(c.iter().map(|x| x.round_trip).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(c.iter().map(|x| x.std_dev_ns).collect::<Vec<_>>())),
+        ];
+        Ok(RecordBatch::try_new(model::CLOCK_SYNC.schema(), columns)?)
+    }
+
+    fn metrics_batch(&self) -> Result<RecordBatch> {
+        let m = &self.metrics;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(m.rank.clone())),
+            Arc::new(Int32Array::from(m.thread.clone())),
+            Arc::new(Int64Array::from(m.ts.clone())),
+            region_dictionary(&m.metric, &m.names)?,
+            Arc::new(Float64Array::from(m.value.clone())),
+        ];
+        Ok(RecordBatch::try_new(model::METRICS.schema(), columns)?)
+    }
+}
+
+fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
+    let rows: Vec<_> = w.iter().collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
+    ];
+    Ok(RecordBatch::try_new(model::WARNINGS.schema(), columns)?)
+}
+
+/// Where each rank ran: node names in order of first appearance, and per rank the index of
+/// its node (NONE_I32 where unknown).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeMap {
+    pub names: Vec<String>,
+    pub of_rank: Vec<i32>,
+}
+
+impl NodeMap {
+    pub fn new(ranks: &[RankInfo]) -> Self {
+        let n = ranks.iter().map(|r| r.rank.max(-1) + 1).max().unwrap_or(0) as usize;
+        let mut map = NodeMap { names: Vec::new(), of_rank: vec![NONE_I32; n] };
+        for r in ranks {
+            if let (Ok(i), Some(node)) = (usize::try_from(r.rank), r.node.as_deref()) {
+                let key = match map.names.iter().position(|s| s == node) {
+                    Some(k) => k,
+                    None => {
+                        map.names.push(node.to_string());
+                        map.names.len() - 1
+                    }
+                };
+                map.of_rank[i] = key as i32;
+            }
+        }
+        map
+    }
+
+    /// Node index of a rank, NONE_I32 when unknown.
+    #[inline]
+    pub fn node(&self, rank: i32) -> i32 {
+        usize::try_from(rank).ok().and_then(|r| self.of_rank.get(r).copied()).unwrap_or(NONE_I32)
+    }
+}
+
+fn time_span(ts: &[i64]) -> (i64, i64) {
+    let first = ts.iter().copied().min().unwrap_or(0);
+    let last = ts.iter().copied().max().unwrap_or(0);
+    (first, last)
+}

@@ -1,0 +1,134 @@
+//! Backslash commands of the shell. Parsed with `FromStr` into an enum; the ones that are
+//! plain queries are rewritten to SQL over information_schema (as `\d` is SHOW TABLES in
+//! other shells), the rest act on the session or the output settings.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::print::Format;
+
+/// A backslash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// `\d`: every table and view.
+    ListTables,
+    /// `\d NAME`: the columns of a table, with their meaning for trace tables.
+    Describe(String),
+    /// `\df [PATTERN]`: functions with signature and description.
+    ListFunctions(Option<String>),
+    /// `\open PATH [AS NAME]`.
+    Open {
+        path: String,
+        name: Option<String>,
+    },
+    /// `\i FILE`: run a script.
+    Include(PathBuf),
+    /// `\o [FILE]`: send results to a file, or back to stdout.
+    Output(Option<PathBuf>),
+    /// `\format X`.
+    Format(Format),
+    /// `\timing [on|off]`.
+    Timing(Option<bool>),
+    /// `\info [NAME]`: trace_info and row counts of a trace.
+    Info(Option<String>),
+    Help,
+    Quit,
+}
+
+/// One line per command, shown by `\?`.
+pub const HELP: &str = "\
+\\d                 list tables and views
+\\d NAME            columns of a table (type and meaning)
+\\df [PATTERN]      functions: signature and description
+\\open PATH [AS N]  open a trace (CSV, commdb store, generate:...) as schema N
+\\info [NAME]       trace facts and row counts (default trace if no NAME)
+\\i FILE            run the SQL statements of a file
+\\o [FILE]          write results to FILE (no FILE: back to the terminal)
+\\format X          table, csv, tsv, json, ndjson or markdown
+\\timing [on|off]   show how long each statement took
+\\?                 this help
+\\q                 quit (or Ctrl-D)
+SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";
+
+impl FromStr for Command {
+    type Err = String;
+
+    fn from_str(line: &str) -> Result<Self, String> {
+        let line = line.trim().trim_end_matches(';').trim();
+        let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        let arg = (!rest.is_empty()).then(|| unquote(rest));
+        match cmd {
+            "\\d" => Ok(arg.map_or(Command::ListTables, Command::Describe)),
+            "\\df" => Ok(Command::ListFunctions(arg)),
+            "\\open" => {
+                let words: Vec<&str> = rest.split_whitespace().collect();
+                match words.as_slice() {
+                    [path] => Ok(Command::Open { path: unquote(path), name: None }),
+                    [path, kw, name] if kw.eq_ignore_ascii_case("as") => {
+                        Ok(Command::Open { path: unquote(path), name: Some((*name).to_string()) })
+                    }
+                    _ => Err("usage: \\open PATH [AS NAME]".into()),
+                }
+            }
+            "\\info" => Ok(Command::Info(arg)),
+            "\\i" => arg.map(|a| Command::Include(a.into())).ok_or_else(|| "usage: \\i FILE".to_string()),
+            "\\o" => Ok(Command::Output(arg.map(PathBuf::from))),
+            "\\format" => match arg {
+                Some(f) => f.parse().map(Command::Format),
+                None => Err("usage: \\format table|csv|tsv|json|ndjson|markdown".into()),
+            },
+            "\\timing" => match arg.as_deref() {
+                None => Ok(Command::Timing(None)),
+                Some("on") => Ok(Command::Timing(Some(true))),
+                Some("off") => Ok(Command::Timing(Some(false))),
+                Some(other) => Err(format!("usage: \\timing [on|off], got '{other}'")),
+            },
+            "\\?" | "\\h" | "\\help" => Ok(Command::Help),
+            "\\q" | "\\quit" => Ok(Command::Quit),
+            other => Err(format!("unknown command '{other}'; \\? lists the commands")),
+        }
+    }
+}
+
+fn unquote(s: &str) -> String {
+    let s = s.trim();
+    for q in ['\'', '"'] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            return s[1..s.len() - 1].to_string();
+        }
+    }
+    s.to_string()
+}
+
+/// SQL listing tables and views of every schema.
+pub fn list_tables_sql() -> &'static str {
+    "SELECT table_schema AS schema, table_name AS name, table_type AS type \
+     FROM information_schema.tables WHERE table_schema <> 'information_schema' \
+     ORDER BY table_schema = 'public' DESC, table_schema, table_name"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commands() {
+        assert_eq!("\\d".parse(), Ok(Command::ListTables));
+        assert_eq!("\\d messages".parse(), Ok(Command::Describe("messages".into())));
+        assert_eq!("\\df lat*".parse(), Ok(Command::ListFunctions(Some("lat*".into()))));
+        assert_eq!(
+            "\\open 'a b.csv' AS r2".parse::<Command>().unwrap_err(),
+            "usage: \\open PATH [AS NAME]".to_string()
+        );
+        assert_eq!(
+            "\\open run.csv as r2".parse(),
+            Ok(Command::Open { path: "run.csv".into(), name: Some("r2".into()) })
+        );
+        assert_eq!("\\format csv".parse(), Ok(Command::Format(Format::Csv)));
+        assert!("\\format xml".parse::<Command>().is_err());
+        assert_eq!("\\timing on".parse(), Ok(Command::Timing(Some(true))));
+        assert!("\\zz".parse::<Command>().is_err());
+        assert_eq!("\\q".parse(), Ok(Command::Quit));
+    }
+}

@@ -1,0 +1,347 @@
+//! Running statements: one SQL statement or backslash command at a time, scripts (stop at
+//! the first error, reporting its line), and the interactive loop (errors are printed and
+//! the loop goes on; Ctrl-C cancels the running query, Ctrl-D leaves).
+
+use std::fs::File;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::datatypes::SchemaRef;
+use commdb_catalog::{Outcome, Session};
+use datafusion::prelude::DataFrame;
+use futures::StreamExt;
+use rustyline::error::ReadlineError;
+use rustyline::history::FileHistory;
+use rustyline::{Config, Editor};
+
+use crate::command::{Command, HELP, list_tables_sql};
+use crate::describe;
+use crate::helper::{ShellHelper, Words};
+use crate::print::{PrintOptions, ResultWriter, human_duration};
+use crate::progress::Progress;
+
+/// Whether the REPL goes on after a command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    Quit,
+}
+
+/// The shell's state: the session, output settings and completion words.
+pub struct Shell {
+    pub session: Session,
+    pub print: PrintOptions,
+    output: Option<(PathBuf, File)>,
+    words: Words,
+}
+
+impl Shell {
+    pub fn new(session: Session, print: PrintOptions) -> Self {
+        let shell = Shell { session, print, output: None, words: Words::default() };
+        shell.refresh_words();
+        shell
+    }
+
+    /// Send results to a file instead of stdout.
+    pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<(), String> {
+        self.output = match path {
+            Some(p) => {
+                let f = File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+                Some((p, f))
+            }
+            None => None,
+        };
+        Ok(())
+    }
+
+    fn note(&self, text: &str) {
+        if !self.print.quiet {
+            eprintln!("{text}");
+        }
+    }
+
+    /// Open a trace, with a progress line on a terminal.
+    pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String, String> {
+        let progress = Progress::start(&format!("loading {path}"));
+        let started = Instant::now();
+        let options = self.session.open_options.clone();
+        let result = self.session.open(path, name, &options);
+        progress.stop();
+        let name = result.map_err(|e| e.to_string())?;
+        let trace = self.session.trace(&name).expect("just opened");
+        self.note(&format!(
+            "opened {path} as {name}: {} ranks, {} events, {} messages, {} calls ({}){}",
+            trace.row_count("ranks"),
+            trace.row_count("events"),
+            trace.row_count("messages"),
+            trace.row_count("calls"),
+            human_duration(started.elapsed()),
+            commdb_catalog::session::warning_summary(trace)
+        ));
+        self.refresh_words();
+        Ok(name)
+    }
+
+    /// Run one SQL statement or backslash command.
+    pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
+        let text = text.trim();
+        if text.starts_with('\\') {
+            let cmd: Command = text.parse()?;
+            return self.command(cmd).await;
+        }
+        self.sql(text).await?;
+        Ok(Flow::Continue)
+    }
+
+    async fn sql(&mut self, sql: &str) -> Result<(), String> {
+        let started = Instant::now();
+        let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
+        let progress = is_attach.then(|| Progress::start("attaching"));
+        let outcome = self.session.statement(sql).await;
+        if let Some(p) = progress {
+            p.stop();
+        }
+        match outcome.map_err(|e| e.to_string())? {
+            Outcome::Done(message) => {
+                self.note(&message);
+                self.refresh_words();
+                Ok(())
+            }
+            Outcome::Query(df) => {
+                let is_ddl = df.schema().fields().is_empty();
+                self.print_frame(df, started).await?;
+                if is_ddl {
+                    self.refresh_words();
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Execute a plan and print its rows as they come; Ctrl-C cancels.
+    pub async fn print_frame(&mut self, df: DataFrame, started: Instant) -> Result<(), String> {
+        let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
+        let no_columns = schema.fields().is_empty();
+        let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
+        let opts = self.print;
+        let mut stdout = std::io::stdout().lock();
+        let to_file = self.output.is_some();
+        let out: &mut dyn Write = match &mut self.output {
+            Some((_, f)) => f,
+            None => &mut stdout,
+        };
+        if no_columns {
+            while let Some(b) = stream.next().await {
+                b.map_err(|e| e.to_string())?;
+            }
+            return Ok(());
+        }
+        let mut writer = ResultWriter::new(out, schema, opts)?;
+        loop {
+            tokio::select! {
+                next = stream.next() => match next {
+                    Some(Ok(batch)) => writer.write(&batch)?,
+                    Some(Err(e)) => return Err(e.to_string()),
+                    None => break,
+                },
+                _ = tokio::signal::ctrl_c() => return Err("query cancelled".to_string()),
+            }
+        }
+        let mut footer = writer.finish(started.elapsed())?;
+        if !opts.timing
+            && let Some(i) = footer.rfind(" (")
+        {
+            footer.truncate(i);
+        }
+        if !opts.quiet {
+            if opts.format.footer_in_output() && !to_file {
+                writeln!(stdout, "{footer}").map_err(|e| e.to_string())?;
+            } else {
+                eprintln!("{footer}");
+            }
+        }
+        Ok(())
+    }
+
+    async fn command(&mut self, cmd: Command) -> Result<Flow, String> {
+        match cmd {
+            Command::Quit => return Ok(Flow::Quit),
+            Command::Help => println!("{HELP}"),
+            Command::ListTables => self.sql(list_tables_sql()).await?,
+            Command::Describe(name) => {
+                let df = describe::columns(&self.session, &name).await?;
+                self.print_frame(df, Instant::now()).await?;
+            }
+            Command::ListFunctions(pattern) => {
+                let df = describe::functions(&self.session, pattern.as_deref()).await?;
+                self.print_frame(df, Instant::now()).await?;
+            }
+            Command::Info(name) => {
+                let df = describe::info(&self.session, name.as_deref())?;
+                self.print_frame(df, Instant::now()).await?;
+            }
+            Command::Open { path, name } => {
+                self.open_trace(&path, name.as_deref())?;
+            }
+            Command::Include(path) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                return Box::pin(self.script(&text, &path.display().to_string())).await;
+            }
+            Command::Output(path) => self.set_output(path)?,
+            Command::Format(f) => self.print.format = f,
+            Command::Timing(on) => {
+                self.print.timing = on.unwrap_or(!self.print.timing);
+                self.note(&format!("timing is {}", if self.print.timing { "on" } else { "off" }));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Run every statement of a script; stop at the first error with `source:line: message`.
+    pub async fn script(&mut self, text: &str, source: &str) -> Result<Flow, String> {
+        for (line_no, chunk) in script_chunks(text).map_err(|e| format!("{source}: {e}"))? {
+            match self.run(&chunk).await {
+                Ok(Flow::Quit) => return Ok(Flow::Quit),
+                Ok(Flow::Continue) => {}
+                Err(e) => return Err(format!("{source}:{line_no}: {e}")),
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// The interactive loop.
+    pub async fn repl(&mut self) -> Result<(), String> {
+        let config =
+            Config::builder().auto_add_history(false).max_history_size(10_000).map_err(|e| e.to_string())?.build();
+        let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config).map_err(|e| e.to_string())?;
+        editor.set_helper(Some(ShellHelper { words: self.words.clone() }));
+        let history = history_path();
+        if let Some(h) = &history {
+            let _ = editor.load_history(h);
+        }
+        let interactive = std::io::stdin().is_terminal();
+        loop {
+            match editor.readline("commdb> ") {
+                Ok(line) => {
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    let _ = editor.add_history_entry(line.as_str());
+                    match script_chunks(&line) {
+                        Err(e) => eprintln!("error: {e}"),
+                        Ok(chunks) => {
+                            for (_, chunk) in chunks {
+                                match self.run(&chunk).await {
+                                    Ok(Flow::Quit) => return save(&mut editor, history.as_deref()),
+                                    Ok(Flow::Continue) => {}
+                                    Err(e) => {
+                                        eprintln!("error: {e}");
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                Err(ReadlineError::Interrupted) => {
+                    if !interactive {
+                        break;
+                    }
+                }
+                Err(ReadlineError::Eof) => break,
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+        save(&mut editor, history.as_deref())
+    }
+
+    /// Refresh the completion words from the session.
+    pub fn refresh_words(&self) {
+        let mut words: Vec<String> = Vec::new();
+        for t in commdb_catalog::model::TABLES {
+            words.push(t.name.to_string());
+            words.extend(t.columns.iter().map(|c| c.name.to_string()));
+        }
+        for (schema, _) in self.session.traces() {
+            words.push(schema.to_string());
+            words.extend(commdb_catalog::model::TABLES.iter().map(|t| format!("{schema}.{}", t.name)));
+        }
+        let state = self.session.context().state();
+        words.extend(state.scalar_functions().keys().cloned());
+        words.extend(state.aggregate_functions().keys().cloned());
+        words.extend(state.window_functions().keys().cloned());
+        words.extend(state.table_functions().keys().cloned());
+        if let Some(catalog) = self.session.context().catalog(commdb_catalog::session::CATALOG)
+            && let Some(public) = catalog.schema(commdb_catalog::session::DEFAULT_SCHEMA)
+        {
+            words.extend(public.table_names());
+        }
+        words.extend(sqlparser::keywords::ALL_KEYWORDS.iter().map(|k| (*k).to_string()));
+        words.sort_unstable_by_key(|w| w.to_ascii_lowercase());
+        words.dedup();
+        if let Ok(mut w) = self.words.write() {
+            *w = words;
+        }
+    }
+}
+
+fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<(), String> {
+    if let Some(h) = history {
+        let _ = editor.save_history(h);
+    }
+    Ok(())
+}
+
+fn history_path() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME")?;
+    Some(PathBuf::from(home).join(".commdb_history"))
+}
+
+/// Split a script into statements and backslash commands, each with its first line. A line
+/// whose first character is a backslash, outside a statement, is a command.
+pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
+    let mut out = Vec::new();
+    let mut sql = String::new();
+    let mut sql_first_line = 0u64;
+    let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<(), String> {
+        if !sql.trim().is_empty() {
+            for s in commdb_catalog::sql::split_statements(sql).map_err(|e| format!("line {first}: {e}"))? {
+                out.push((first + s.line - 1, s.sql));
+            }
+        }
+        sql.clear();
+        Ok(())
+    };
+    for (i, line) in text.lines().enumerate() {
+        let line_no = i as u64 + 1;
+        let pending = !sql.trim().is_empty() && !commdb_catalog::sql::is_complete(&sql);
+        if line.trim_start().starts_with('\\') && !pending {
+            flush(&mut sql, sql_first_line, &mut out)?;
+            out.push((line_no, line.trim().to_string()));
+            continue;
+        }
+        if sql.is_empty() {
+            sql_first_line = line_no;
+        }
+        sql.push_str(line);
+        sql.push('\n');
+    }
+    flush(&mut sql, sql_first_line, &mut out)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_keep_line_numbers() {
+        let text = "-- report\nSELECT 1;\n\\timing off\nSELECT\n  2;\nSELECT 3";
+        let c = script_chunks(text).unwrap();
+        let lines: Vec<u64> = c.iter().map(|x| x.0).collect();
+        assert_eq!(lines, vec![2, 3, 4, 6]);
+        assert_eq!(c[1].1, "\\timing off");
+    }
+}

@@ -1,0 +1,302 @@
+//! The `commdb` binary: SQL over MPI communication traces. Arguments and subcommands are
+//! parsed here; statements run in `exec`, backslash commands are in `command`, output formats
+//! in `print`, line editing in `helper`.
+
+mod command;
+mod demo;
+mod describe;
+mod exec;
+mod helper;
+mod print;
+mod progress;
+
+use std::io::{IsTerminal, Read};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use commdb_catalog::csv::TimeUnit;
+use commdb_catalog::generate::{self, GeneratorConfig, Pattern};
+use commdb_catalog::{OpenOptions, Session, store};
+
+use crate::exec::{Flow, Shell};
+use crate::print::{Format, PrintOptions, human_duration};
+
+/// SQL over MPI communication traces.
+#[derive(Debug, Parser)]
+#[command(name = "commdb", version, about, args_conflicts_with_subcommands = true)]
+struct Cli {
+    /// Traces to open (CSV, commdb store directory, or generate:KEY=VALUE,...). The first is
+    /// also the default schema.
+    traces: Vec<String>,
+    /// Run SQL (may be given several times; runs in order with -f).
+    #[arg(short = 'c', long = "command", value_name = "SQL")]
+    commands: Vec<String>,
+    /// Run the statements of a file (may be given several times).
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, default_value = "table", value_parser = parse_format)]
+    format: Format,
+    /// Write results to FILE.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// No row counts, timings or load messages.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+    /// Rows shown by the table format.
+    #[arg(long, default_value_t = 40)]
+    max_rows: usize,
+    /// Open a generated 64-rank trace with known latency problems.
+    #[arg(long)]
+    demo: bool,
+    #[command(flatten)]
+    open: OpenArgs,
+    #[command(subcommand)]
+    subcommand: Option<Sub>,
+}
+
+#[derive(Debug, Args)]
+struct OpenArgs {
+    /// CSV with rank,node giving where each rank ran.
+    #[arg(long, value_name = "FILE", global = true)]
+    nodes: Option<PathBuf>,
+    /// Unit of CSV timestamps: s, ms, us or ns.
+    #[arg(long, default_value = "ns", value_parser = parse_time_unit, global = true)]
+    time_unit: TimeUnit,
+}
+
+#[derive(Debug, Subcommand)]
+enum Sub {
+    /// Generate a synthetic trace with known ground truth into a commdb store directory.
+    Generate(GenerateArgs),
+    /// Convert a trace into a commdb store directory (Parquet), which reopens fast.
+    Convert {
+        /// Trace to read.
+        input: String,
+        /// Directory to write.
+        output: PathBuf,
+    },
+    /// Print a trace's facts and table row counts.
+    Info {
+        /// Trace to read.
+        trace: String,
+    },
+}
+
+#[derive(Debug, Args)]
+struct GenerateArgs {
+    /// Directory to write (a commdb store, with ground_truth.json inside).
+    output: PathBuf,
+    #[arg(long, default_value_t = 16)]
+    ranks: i32,
+    #[arg(long, default_value_t = 4)]
+    ranks_per_node: i32,
+    /// stencil2d, ring, alltoall or master-worker.
+    #[arg(long, default_value = "stencil2d")]
+    pattern: Pattern,
+    #[arg(long, default_value_t = 100)]
+    iterations: u32,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Base message size in bytes.
+    #[arg(long, default_value_t = 4096)]
+    bytes: i64,
+    /// Mean compute time per iteration (e.g. 100us).
+    #[arg(long, default_value = "100us")]
+    compute: String,
+    /// Place neighbouring ranks on different nodes.
+    #[arg(long)]
+    bad_mapping: bool,
+    /// T0:T1:FACTOR — inter-node transmission times x FACTOR between T0 and T1 (e.g. 5ms:9ms:4).
+    #[arg(long, value_name = "T0:T1:FACTOR")]
+    background_traffic: Option<String>,
+    /// RANKS:FACTOR — more compute and messages on those ranks (e.g. 0-3,7:2).
+    #[arg(long, value_name = "RANKS:FACTOR")]
+    imbalance: Option<String>,
+    /// Skew and drift the ranks' clocks and record sync samples at start and end.
+    #[arg(long)]
+    clock_skew: bool,
+    /// Sync sessions during the run (implies --clock-skew).
+    #[arg(long, default_value_t = 0)]
+    sync_sessions: u32,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_time_unit(s: &str) -> Result<TimeUnit, String> {
+    s.parse().map_err(|e: commdb_catalog::Error| e.to_string())
+}
+
+impl GenerateArgs {
+    fn config(&self) -> Result<GeneratorConfig, String> {
+        let mut cfg = GeneratorConfig {
+            ranks: self.ranks,
+            ranks_per_node: self.ranks_per_node,
+            pattern: self.pattern,
+            iterations: self.iterations,
+            seed: self.seed,
+            bytes: self.bytes,
+            compute_ns: generate::parse_duration(&self.compute).map_err(|e| e.to_string())?,
+            bad_mapping: self.bad_mapping,
+            clock_skew: self.clock_skew || self.sync_sessions > 0,
+            sync_sessions: self.sync_sessions,
+            ..GeneratorConfig::default()
+        };
+        if let Some(b) = &self.background_traffic {
+            cfg.background_traffic = Some(generate::parse_background(b).map_err(|e| e.to_string())?);
+        }
+        if let Some(i) = &self.imbalance {
+            cfg.imbalance = Some(generate::parse_imbalance(i).map_err(|e| e.to_string())?);
+        }
+        cfg.validate().map_err(|e| e.to_string())?;
+        Ok(cfg)
+    }
+}
+
+fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
+    let cfg = args.config()?;
+    let started = Instant::now();
+    let generated = generate::generate(&cfg).map_err(|e| e.to_string())?;
+    let gen_time = started.elapsed();
+    let events = generated.truth.events;
+    let mut raw = generated.trace;
+    raw.meta.name = commdb_catalog::open::default_name(&args.output.to_string_lossy());
+    raw.meta.path = args.output.display().to_string();
+    let built = Instant::now();
+    let trace = raw.build().map_err(|e| e.to_string())?;
+    let build_time = built.elapsed();
+    let written = Instant::now();
+    store::write(&trace, &args.output).map_err(|e| e.to_string())?;
+    generated.truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
+    if !quiet {
+        eprintln!(
+            "generated {events} events, {} messages on {} ranks in {} ({:.1} M events/s); derived tables in {}; written to {} in {}",
+            generated.truth.messages,
+            cfg.ranks,
+            human_duration(gen_time),
+            events as f64 / gen_time.as_secs_f64().max(1e-9) / 1e6,
+            human_duration(build_time),
+            args.output.display(),
+            human_duration(written.elapsed())
+        );
+    }
+    Ok(())
+}
+
+fn open_options(args: &OpenArgs) -> OpenOptions {
+    OpenOptions { nodes: args.nodes.clone(), time_unit: args.time_unit, format: None }
+}
+
+/// The -c and -f actions in command-line order.
+fn actions(matches: &clap::ArgMatches, cli: &Cli) -> Vec<(usize, Result<String, PathBuf>)> {
+    let mut out: Vec<(usize, Result<String, PathBuf>)> = Vec::new();
+    if let Some(idx) = matches.indices_of("commands") {
+        out.extend(idx.zip(cli.commands.iter().cloned().map(Ok)));
+    }
+    if let Some(idx) = matches.indices_of("files") {
+        out.extend(idx.zip(cli.files.iter().cloned().map(Err)));
+    }
+    out.sort_by_key(|a| a.0);
+    out
+}
+
+async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
+    let print = PrintOptions { format: cli.format, max_rows: cli.max_rows, quiet: cli.quiet, timing: true };
+    match &cli.subcommand {
+        Some(Sub::Generate(args)) => return run_generate(args, cli.quiet),
+        Some(Sub::Convert { input, output }) => {
+            let started = Instant::now();
+            let trace = commdb_catalog::open(input, &open_options(&cli.open)).map_err(|e| e.to_string())?;
+            store::write(&trace, output).map_err(|e| e.to_string())?;
+            if !cli.quiet {
+                eprintln!(
+                    "converted {input} ({} events, {} messages) to {} in {}",
+                    trace.row_count("events"),
+                    trace.row_count("messages"),
+                    output.display(),
+                    human_duration(started.elapsed())
+                );
+            }
+            return Ok(());
+        }
+        Some(Sub::Info { trace }) => {
+            let mut shell = Shell::new(Session::new(), PrintOptions { quiet: true, ..print });
+            shell.session.open_options = open_options(&cli.open);
+            shell.open_trace(trace, None)?;
+            shell.run("\\info").await?;
+            return Ok(());
+        }
+        None => {}
+    }
+
+    let mut session = Session::new();
+    commdb_udfs::register_all(session.context());
+    session.open_options = open_options(&cli.open);
+    let mut shell = Shell::new(session, print);
+    if cli.demo {
+        let started = Instant::now();
+        let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
+        raw.meta.name = "demo".into();
+        raw.meta.path = "--demo".into();
+        let trace = raw.build().map_err(|e| e.to_string())?;
+        shell.session.attach(trace, Some("demo")).map_err(|e| e.to_string())?;
+        shell.refresh_words();
+        if !cli.quiet {
+            eprintln!("generated the demo trace in {}", human_duration(started.elapsed()));
+            eprintln!("{}", demo::EXAMPLES);
+        }
+    }
+    for t in &cli.traces {
+        shell.open_trace(t, None)?;
+    }
+    shell.set_output(cli.output.clone())?;
+    let actions = actions(matches, &cli);
+    if !actions.is_empty() {
+        for (_, action) in actions {
+            let flow = match action {
+                Ok(sql) => shell.script(&sql, "-c").await?,
+                Err(path) => {
+                    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    shell.script(&text, &path.display().to_string()).await?
+                }
+            };
+            if flow == Flow::Quit {
+                break;
+            }
+        }
+        return Ok(());
+    }
+    if std::io::stdin().is_terminal() {
+        shell.repl().await
+    } else {
+        let mut text = String::new();
+        std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
+        shell.script(&text, "stdin").await.map(|_| ())
+    }
+}
+
+fn main() -> ExitCode {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&matches, cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

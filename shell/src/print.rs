@@ -1,0 +1,333 @@
+//! Output of query results: an aligned table (at most `max_rows` rows, numbers right-aligned),
+//! CSV, TSV, JSON (one array), NDJSON (one object per line) or a Markdown table. Results are
+//! written batch by batch as they stream in, so a large CSV export never sits in memory; the
+//! table format keeps only the rows it shows and counts the rest.
+
+use std::io::Write;
+use std::str::FromStr;
+use std::time::Duration;
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+
+/// Output format of results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Csv,
+    Tsv,
+    Json,
+    Ndjson,
+    Markdown,
+}
+
+impl FromStr for Format {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "table" => Ok(Format::Table),
+            "csv" => Ok(Format::Csv),
+            "tsv" => Ok(Format::Tsv),
+            "json" => Ok(Format::Json),
+            "ndjson" => Ok(Format::Ndjson),
+            "markdown" | "md" => Ok(Format::Markdown),
+            other => Err(format!("unknown format '{other}': expected table, csv, tsv, json, ndjson or markdown")),
+        }
+    }
+}
+
+impl Format {
+    /// Whether the row-count footer belongs in the output itself (human formats) or on stderr.
+    pub fn footer_in_output(self) -> bool {
+        matches!(self, Format::Table | Format::Markdown)
+    }
+}
+
+/// How results are printed.
+#[derive(Debug, Clone, Copy)]
+pub struct PrintOptions {
+    pub format: Format,
+    pub max_rows: usize,
+    pub quiet: bool,
+    pub timing: bool,
+}
+
+fn cell_options() -> FormatOptions<'static> {
+    FormatOptions::default().with_null("NULL")
+}
+
+/// Format cells of a column as text.
+fn cells(array: &ArrayRef, out: &mut Vec<String>, limit: usize) -> Result<(), String> {
+    let f = ArrayFormatter::try_new(array.as_ref(), &cell_options()).map_err(|e| e.to_string())?;
+    for i in 0..array.len().min(limit) {
+        out.push(f.value(i).to_string());
+    }
+    Ok(())
+}
+
+fn is_numeric(t: &DataType) -> bool {
+    t.is_numeric() || matches!(t, DataType::Dictionary(_, v) if v.is_numeric())
+}
+
+/// Collects a result and writes it in one format.
+pub struct ResultWriter<'a> {
+    out: &'a mut dyn Write,
+    opts: PrintOptions,
+    schema: SchemaRef,
+    rows: usize,
+    /// Table/markdown: the kept cells, per column.
+    kept: Vec<Vec<String>>,
+    kept_rows: usize,
+    json_started: bool,
+}
+
+impl<'a> ResultWriter<'a> {
+    pub fn new(out: &'a mut dyn Write, schema: SchemaRef, opts: PrintOptions) -> Result<Self, String> {
+        let w = ResultWriter {
+            out,
+            opts,
+            kept: vec![Vec::new(); schema.fields().len()],
+            schema,
+            rows: 0,
+            kept_rows: 0,
+            json_started: false,
+        };
+        match opts.format {
+            Format::Csv | Format::Tsv => {
+                let sep = if opts.format == Format::Csv { "," } else { "\t" };
+                let header: Vec<String> = w.schema.fields().iter().map(|f| quote(f.name(), opts.format)).collect();
+                writeln!(w.out, "{}", header.join(sep)).map_err(|e| e.to_string())?;
+            }
+            Format::Json => write!(w.out, "[").map_err(|e| e.to_string())?,
+            _ => {}
+        }
+        Ok(w)
+    }
+
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        let n = batch.num_rows();
+        match self.opts.format {
+            Format::Table | Format::Markdown => {
+                let room = if self.opts.format == Format::Table {
+                    self.opts.max_rows.saturating_sub(self.kept_rows)
+                } else {
+                    n
+                };
+                if room > 0 {
+                    for (c, col) in batch.columns().iter().enumerate() {
+                        cells(col, &mut self.kept[c], room)?;
+                    }
+                    self.kept_rows += room.min(n);
+                }
+            }
+            Format::Csv | Format::Tsv => {
+                let sep = if self.opts.format == Format::Csv { "," } else { "\t" };
+                let formatters: Vec<ArrayFormatter> = batch
+                    .columns()
+                    .iter()
+                    .map(|a| ArrayFormatter::try_new(a.as_ref(), &FormatOptions::default()))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| e.to_string())?;
+                let mut line = String::new();
+                for i in 0..n {
+                    line.clear();
+                    for (c, f) in formatters.iter().enumerate() {
+                        if c > 0 {
+                            line.push_str(sep);
+                        }
+                        if batch.column(c).is_valid(i) {
+                            line.push_str(&quote(&f.value(i).to_string(), self.opts.format));
+                        }
+                    }
+                    writeln!(self.out, "{line}").map_err(|e| e.to_string())?;
+                }
+            }
+            Format::Json | Format::Ndjson => {
+                let plain = plain_batch(batch)?;
+                let mut buf = Vec::new();
+                {
+                    let mut w = arrow::json::LineDelimitedWriter::new(&mut buf);
+                    w.write(&plain).map_err(|e| e.to_string())?;
+                    w.finish().map_err(|e| e.to_string())?;
+                }
+                let text = String::from_utf8_lossy(&buf);
+                for line in text.lines() {
+                    if self.opts.format == Format::Json {
+                        let sep = if self.json_started { ",\n" } else { "\n" };
+                        write!(self.out, "{sep}{line}").map_err(|e| e.to_string())?;
+                        self.json_started = true;
+                    } else {
+                        writeln!(self.out, "{line}").map_err(|e| e.to_string())?;
+                    }
+                }
+            }
+        }
+        self.rows += n;
+        Ok(())
+    }
+
+    /// Finish the output; returns the footer line for the caller to place.
+    pub fn finish(mut self, elapsed: Duration) -> Result<String, String> {
+        match self.opts.format {
+            Format::Table => self.write_table()?,
+            Format::Markdown => self.write_markdown()?,
+            Format::Json => {
+                writeln!(self.out, "{}]", if self.json_started { "\n" } else { "" }).map_err(|e| e.to_string())?
+            }
+            _ => {}
+        }
+        self.out.flush().map_err(|e| e.to_string())?;
+        let mut footer = format!("{} row{}", self.rows, if self.rows == 1 { "" } else { "s" });
+        if self.opts.format == Format::Table && self.rows > self.kept_rows {
+            footer.push_str(&format!(", {} not shown (--max-rows {})", self.rows - self.kept_rows, self.opts.max_rows));
+        }
+        footer.push_str(&format!(" ({})", human_duration(elapsed)));
+        Ok(footer)
+    }
+
+    fn write_table(&mut self) -> Result<(), String> {
+        let fields = self.schema.fields();
+        if fields.is_empty() {
+            return Ok(());
+        }
+        let widths: Vec<usize> = fields
+            .iter()
+            .enumerate()
+            .map(|(c, f)| {
+                self.kept[c].iter().map(|s| s.chars().count()).chain([f.name().chars().count()]).max().unwrap_or(0)
+            })
+            .collect();
+        let rule: String = widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+");
+        let header: Vec<String> = fields.iter().zip(&widths).map(|(f, w)| format!(" {:<w$} ", f.name())).collect();
+        let mut text = String::new();
+        text.push_str(&header.join("|"));
+        text.push('\n');
+        text.push_str(&rule);
+        text.push('\n');
+        for r in 0..self.kept_rows {
+            let row: Vec<String> = fields
+                .iter()
+                .enumerate()
+                .map(|(c, f)| {
+                    let v = &self.kept[c][r];
+                    let w = widths[c];
+                    if is_numeric(f.data_type()) { format!(" {v:>w$} ") } else { format!(" {v:<w$} ") }
+                })
+                .collect();
+            text.push_str(row.join("|").trim_end());
+            text.push('\n');
+        }
+        write!(self.out, "{text}").map_err(|e| e.to_string())
+    }
+
+    fn write_markdown(&mut self) -> Result<(), String> {
+        let fields = self.schema.fields();
+        let esc = |s: &str| s.replace('|', "\\|");
+        let mut text = String::new();
+        let names: Vec<String> = fields.iter().map(|f| esc(f.name())).collect();
+        text.push_str(&format!("| {} |\n", names.join(" | ")));
+        let align: Vec<&str> = fields.iter().map(|f| if is_numeric(f.data_type()) { "---:" } else { "---" }).collect();
+        text.push_str(&format!("| {} |\n", align.join(" | ")));
+        for r in 0..self.kept_rows {
+            let row: Vec<String> = (0..fields.len()).map(|c| esc(&self.kept[c][r])).collect();
+            text.push_str(&format!("| {} |\n", row.join(" | ")));
+        }
+        write!(self.out, "{text}").map_err(|e| e.to_string())
+    }
+}
+
+/// Dictionary columns cast to their values, so every writer handles them.
+fn plain_batch(batch: &RecordBatch) -> Result<RecordBatch, String> {
+    let mut fields = Vec::new();
+    let mut columns = Vec::new();
+    for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
+        match f.data_type() {
+            DataType::Dictionary(_, value) => {
+                columns.push(cast(c, value).map_err(|e| e.to_string())?);
+                fields.push(Field::new(f.name(), value.as_ref().clone(), true));
+            }
+            _ => {
+                columns.push(c.clone());
+                fields.push(f.as_ref().clone());
+            }
+        }
+    }
+    RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+}
+
+fn quote(s: &str, format: Format) -> String {
+    let sep = if format == Format::Csv { ',' } else { '\t' };
+    if s.contains(sep) || s.contains('"') || s.contains('\n') || s.contains('\r') {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// "12 ms", "1.52 s", "830 us".
+pub fn human_duration(d: Duration) -> String {
+    let us = d.as_micros();
+    if us < 1_000 {
+        format!("{us} us")
+    } else if us < 1_000_000 {
+        format!("{} ms", us / 1_000)
+    } else {
+        format!("{:.2} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+    use std::sync::Arc;
+
+    fn batch() -> RecordBatch {
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("n", DataType::Int64, true), Field::new("s", DataType::Utf8, true)]));
+        RecordBatch::try_new(
+            schema,
+            vec![
+                Arc::new(Int64Array::from(vec![Some(1), None, Some(300)])),
+                Arc::new(StringArray::from(vec![Some("a,b"), Some("x"), None])),
+            ],
+        )
+        .unwrap()
+    }
+
+    fn render(format: Format, max_rows: usize) -> (String, String) {
+        let mut out = Vec::new();
+        let b = batch();
+        let opts = PrintOptions { format, max_rows, quiet: false, timing: false };
+        let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
+        w.write(&b).unwrap();
+        let footer = w.finish(Duration::from_millis(3)).unwrap();
+        (String::from_utf8(out).unwrap(), footer)
+    }
+
+    #[test]
+    fn table_limits_rows_and_aligns_numbers() {
+        let (text, footer) = render(Format::Table, 2);
+        assert!(text.contains("    1 | a,b"), "{text}");
+        assert!(text.contains(" NULL | x"), "{text}");
+        assert!(!text.contains("300"));
+        assert_eq!(footer, "3 rows, 1 not shown (--max-rows 2) (3 ms)");
+    }
+
+    #[test]
+    fn csv_quotes_and_leaves_nulls_empty() {
+        let (text, _) = render(Format::Csv, 40);
+        assert_eq!(text, "n,s\n1,\"a,b\"\n,x\n300,\n");
+    }
+
+    #[test]
+    fn json_and_markdown() {
+        let (json, _) = render(Format::Json, 40);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 3);
+        let (md, _) = render(Format::Markdown, 40);
+        assert!(md.starts_with("| n | s |\n| ---: | --- |\n| 1 | a,b |"), "{md}");
+    }
+}
