@@ -177,3 +177,49 @@ fn warnings_from_table(batches: &[RecordBatch]) -> Warnings {
     }
     w
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{GeneratorConfig, generate};
+
+    #[test]
+    fn round_trip_keeps_every_table() {
+        let cfg = GeneratorConfig {
+            ranks: 6,
+            iterations: 4,
+            clock_skew: true,
+            sync_sessions: 1,
+            ..GeneratorConfig::default()
+        };
+        let mut raw = generate(&cfg).unwrap().trace;
+        raw.meta.name = "rt".into();
+        let trace = raw.build().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write(&trace, dir.path()).unwrap();
+        let back = read(dir.path()).unwrap();
+        for t in model::TABLES {
+            let a = arrow::compute::concat_batches(&t.schema(), trace.table(t.name)).unwrap();
+            let b = arrow::compute::concat_batches(&t.schema(), back.table(t.name)).unwrap();
+            assert_eq!(a, b, "table {}", t.name);
+        }
+        assert_eq!(back.meta.timer_resolution_hz, Some(1_000_000_000));
+    }
+
+    #[test]
+    fn damaged_store_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(MANIFEST), "{ not json").unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("manifest.json") && e.contains("not a commdb manifest"), "{e}");
+        let trace = generate(&GeneratorConfig { ranks: 2, iterations: 1, ..GeneratorConfig::default() })
+            .unwrap()
+            .trace
+            .build()
+            .unwrap();
+        write(&trace, dir.path()).unwrap();
+        std::fs::write(dir.path().join("messages.parquet"), b"garbage").unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("messages.parquet"), "{e}");
+    }
+}

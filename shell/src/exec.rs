@@ -30,18 +30,35 @@ pub enum Flow {
 }
 
 /// The shell's state: the session, output settings and completion words.
+///
+/// Queries execute on their own multi-threaded runtime; the shell itself runs on a
+/// single-threaded one, which keeps watching for Ctrl-C while every query thread computes.
 pub struct Shell {
     pub session: Session,
     pub print: PrintOptions,
     output: Option<(PathBuf, File)>,
     words: Words,
+    queries: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        if let Some(rt) = self.queries.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 impl Shell {
-    pub fn new(session: Session, print: PrintOptions) -> Self {
-        let shell = Shell { session, print, output: None, words: Words::default() };
+    pub fn new(session: Session, print: PrintOptions) -> Result<Self, String> {
+        let queries = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("commdb-query")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the query runtime: {e}"))?;
+        let shell = Shell { session, print, output: None, words: Words::default(), queries: Some(queries) };
         shell.refresh_words();
-        shell
+        Ok(shell)
     }
 
     /// Send results to a file instead of stdout.
@@ -124,7 +141,6 @@ impl Shell {
     pub async fn print_frame(&mut self, df: DataFrame, started: Instant) -> Result<(), String> {
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let no_columns = schema.fields().is_empty();
-        let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
         let opts = self.print;
         let mut stdout = std::io::stdout().lock();
         let to_file = self.output.is_some();
@@ -132,23 +148,43 @@ impl Shell {
             Some((_, f)) => f,
             None => &mut stdout,
         };
-        if no_columns {
-            while let Some(b) = stream.next().await {
-                b.map_err(|e| e.to_string())?;
+        // Execution runs as a task of the query runtime, so that Ctrl-C is seen even while an
+        // operator computes for a long time without yielding; cancelling aborts the task.
+        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+        let runtime = self.queries.as_ref().ok_or("the query runtime has stopped")?;
+        let task = runtime.spawn(async move {
+            let mut stream = match df.execute_stream().await {
+                Ok(s) => s,
+                Err(e) => {
+                    let _ = tx.send(Err(e)).await;
+                    return;
+                }
+            };
+            while let Some(batch) = stream.next().await {
+                if tx.send(batch).await.is_err() {
+                    break;
+                }
             }
-            return Ok(());
-        }
-        let mut writer = ResultWriter::new(out, schema, opts)?;
+        });
+        let mut writer = if no_columns { None } else { Some(ResultWriter::new(out, schema, opts)?) };
         loop {
             tokio::select! {
-                next = stream.next() => match next {
-                    Some(Ok(batch)) => writer.write(&batch)?,
+                next = rx.recv() => match next {
+                    Some(Ok(batch)) => {
+                        if let Some(w) = writer.as_mut() {
+                            w.write(&batch)?;
+                        }
+                    }
                     Some(Err(e)) => return Err(e.to_string()),
                     None => break,
                 },
-                _ = tokio::signal::ctrl_c() => return Err("query cancelled".to_string()),
+                _ = tokio::signal::ctrl_c() => {
+                    task.abort();
+                    return Err("query cancelled".to_string());
+                }
             }
         }
+        let Some(writer) = writer else { return Ok(()) };
         let mut footer = writer.finish(started.elapsed())?;
         if !opts.timing
             && let Some(i) = footer.rfind(" (")

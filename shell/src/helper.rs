@@ -34,15 +34,24 @@ impl Completer for ShellHelper {
         let lower = prefix.to_ascii_lowercase();
         let upper_case =
             prefix.chars().all(|c| !c.is_ascii_lowercase()) && prefix.chars().any(|c| c.is_ascii_uppercase());
+        let lower_case = prefix.chars().all(|c| !c.is_ascii_uppercase());
         let words = self.words.read().map_err(|_| rustyline::error::ReadlineError::Interrupted)?;
         let mut out: Vec<Pair> = words
             .iter()
             .filter(|w| w.to_ascii_lowercase().starts_with(&lower))
             .map(|w| {
-                let text = if upper_case { w.to_ascii_uppercase() } else { w.clone() };
+                let is_keyword = w.chars().all(|c| !c.is_ascii_lowercase());
+                let text = if upper_case {
+                    w.to_ascii_uppercase()
+                } else if lower_case && is_keyword {
+                    w.to_ascii_lowercase()
+                } else {
+                    w.clone()
+                };
                 Pair { display: text.clone(), replacement: text }
             })
             .collect();
+        out.sort_by(|a, b| a.replacement.cmp(&b.replacement));
         out.dedup_by(|a, b| a.replacement == b.replacement);
         Ok((start, out))
     }

@@ -224,7 +224,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             return Ok(());
         }
         Some(Sub::Info { trace }) => {
-            let mut shell = Shell::new(Session::new(), PrintOptions { quiet: true, ..print });
+            let mut shell = Shell::new(Session::new(), PrintOptions { quiet: true, ..print })?;
             shell.session.open_options = open_options(&cli.open);
             shell.open_trace(trace, None)?;
             shell.run("\\info").await?;
@@ -236,7 +236,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     let mut session = Session::new();
     commdb_udfs::register_all(session.context());
     session.open_options = open_options(&cli.open);
-    let mut shell = Shell::new(session, print);
+    let mut shell = Shell::new(session, print)?;
     if cli.demo {
         let started = Instant::now();
         let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
@@ -285,7 +285,7 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: cannot start the runtime: {e}");

@@ -202,7 +202,7 @@ impl<'a> ResultWriter<'a> {
         let rule: String = widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+");
         let header: Vec<String> = fields.iter().zip(&widths).map(|(f, w)| format!(" {:<w$} ", f.name())).collect();
         let mut text = String::new();
-        text.push_str(&header.join("|"));
+        text.push_str(header.join("|").trim_end());
         text.push('\n');
         text.push_str(&rule);
         text.push('\n');

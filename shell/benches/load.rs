@@ -2,7 +2,7 @@
 //! Parquet store's write and read, and a PCLVis-shaped CSV of the same messages read and
 //! matched. Prints events/s and peak memory (VmHWM) after each step.
 //!
-//! `cargo bench -p commdb-tests --bench load -- [EVENTS]` (default 10,000,000 events).
+//! `cargo bench -p commdb-shell --bench load -- [EVENTS]` (default 10,000,000 events).
 
 use std::io::Write;
 use std::time::Instant;
