@@ -16,6 +16,7 @@ pub mod error;
 pub mod events;
 pub mod generate;
 pub mod model;
+pub mod named_args;
 pub mod open;
 pub mod session;
 pub mod sql;

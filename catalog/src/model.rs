@@ -74,7 +74,12 @@ pub const TRACE_INFO: TableDoc = TableDoc {
     columns: &[
         col("name", utf8, false, "schema name of the trace"),
         col("path", utf8, false, "file or directory it was read from"),
-        col("format", utf8, false, "format of the source: csv-pclvis, csv-events or generated (a commdb store keeps its source's)"),
+        col(
+            "format",
+            utf8,
+            false,
+            "format of the source: csv-pclvis, csv-events or generated (a commdb store keeps its source's)",
+        ),
         col("format_version", utf8, true, "version of the file format, when it has one"),
         col("creator", utf8, true, "program that wrote the trace"),
         col("ranks", int64, false, "number of MPI ranks"),

@@ -12,9 +12,13 @@ use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
 use datafusion::datasource::MemTable;
 use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 
+use datafusion::sql::parser::{DFParser, Statement as DFStatement};
+use sqlparser::dialect::GenericDialect;
+
 use crate::csv::TimeUnit;
 use crate::error::{Error, Result};
 use crate::model;
+use crate::named_args::{self, Parameters};
 use crate::open::{OpenOptions, default_name, open};
 use crate::sql::{Command, parse_command};
 use crate::trace::Trace;
@@ -39,6 +43,7 @@ pub struct Session {
     ctx: SessionContext,
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
+    parameters: Parameters,
     /// Options used by ATTACH when the statement gives none.
     pub open_options: OpenOptions,
 }
@@ -75,6 +80,7 @@ impl Session {
             ctx: SessionContext::new_with_config(config),
             traces: BTreeMap::new(),
             default_trace: None,
+            parameters: Parameters::new(),
             open_options: OpenOptions::default(),
         }
     }
@@ -185,8 +191,36 @@ impl Session {
                 self.detach(&name)?;
                 Ok(Outcome::Done(format!("detached {name}")))
             }
-            None => Ok(Outcome::Query(self.ctx.sql(sql).await?)),
+            None => Ok(Outcome::Query(self.plan(sql).await?)),
         }
+    }
+
+    /// Let `function`'s arguments be given by name (`function(name => value)`).
+    pub fn register_parameter_names(&mut self, function: &str, names: &'static [&'static str]) {
+        self.parameters.insert(function.to_ascii_lowercase(), names);
+    }
+
+    /// Plan a SQL statement, rewriting named arguments of commdb's table functions.
+    async fn plan(&self, sql: &str) -> Result<DataFrame> {
+        if self.parameters.is_empty() || !sql.contains("=>") {
+            return Ok(self.ctx.sql(sql).await?);
+        }
+        let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
+        if statements.len() != 1 {
+            return Ok(self.ctx.sql(sql).await?);
+        }
+        let mut statement = statements.pop_front().expect("one statement");
+        match &mut statement {
+            DFStatement::Statement(s) => named_args::rewrite(s.as_mut(), &self.parameters)?,
+            DFStatement::Explain(e) => {
+                if let DFStatement::Statement(s) = e.statement.as_mut() {
+                    named_args::rewrite(s.as_mut(), &self.parameters)?;
+                }
+            }
+            _ => {}
+        }
+        let plan = self.ctx.state().statement_to_plan(statement).await?;
+        Ok(self.ctx.execute_logical_plan(plan).await?)
     }
 
     /// Run a statement and collect its result (convenience for tests and scripts).

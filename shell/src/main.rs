@@ -234,7 +234,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     }
 
     let mut session = Session::new();
-    commdb_udfs::register_all(session.context());
+    commdb_udfs::register_all(&mut session);
     session.open_options = open_options(&cli.open);
     let mut shell = Shell::new(session, print)?;
     if cli.demo {

@@ -34,8 +34,8 @@ pub fn test_data() -> PathBuf {
 
 /// A fresh session as the tests use it.
 pub fn session() -> Session {
-    let session = Session::with_partitions(PARTITIONS);
-    commdb_udfs::register_all(session.context());
+    let mut session = Session::with_partitions(PARTITIONS);
+    commdb_udfs::register_all(&mut session);
     session
 }
 

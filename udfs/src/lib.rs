@@ -1,8 +1,17 @@
 //! commdb-udfs: commdb's SQL functions for MPI trace analysis, one module per family, all
-//! registered by `register_all`. `functions()` lists each with its signature and a one-line
-//! description (the shell's `\df` and README show them).
+//! registered by `register_all`. `functions()` lists each with its parameters, signature and a
+//! one-line description (the shell's `\df` and README show them). Analysis table functions
+//! take the relation to read as their first argument (a table or view name, default the
+//! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
-use datafusion::prelude::SessionContext;
+pub mod common;
+pub mod latency;
+pub mod regions;
+
+use std::sync::Arc;
+
+use commdb_catalog::Session;
+use datafusion::catalog::TableFunctionImpl;
 
 /// Documentation of one SQL function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,14 +19,81 @@ pub struct FunctionDoc {
     pub name: &'static str,
     /// scalar, aggregate, window or table
     pub kind: &'static str,
+    /// Parameter names in order; named arguments (`name => value`) use them.
+    pub parameters: &'static [&'static str],
     pub signature: &'static str,
     pub description: &'static str,
 }
 
+const DOCS: &[FunctionDoc] = &[
+    FunctionDoc {
+        name: "latency_criteria",
+        kind: "table",
+        parameters: latency::CRITERIA_ARGS,
+        signature: "latency_criteria([rel => 'messages'], bucket_bytes => 50, max_samples => 10000, min_messages => 5) -> locality, size_bucket, criterion_ns, samples, messages, status",
+        description: "median transmission time per locality (intra/inter node) and message-size bucket (PCLVis 4.1)",
+    },
+    FunctionDoc {
+        name: "message_latency",
+        kind: "table",
+        parameters: latency::CRITERIA_ARGS,
+        signature: "message_latency([rel => 'messages'], bucket_bytes => 50, max_samples => 10000, min_messages => 5) -> rel's columns, criterion_ns, latency, delayed",
+        description: "every message with its criterion, latency L = duration / criterion and delayed = L > 1 (PCLVis 4.1)",
+    },
+    FunctionDoc {
+        name: "process_distance",
+        kind: "table",
+        parameters: regions::DISTANCE_ARGS,
+        signature: "process_distance([rel => 'messages']) -> p, q, distance",
+        description: "free-energy distance of every pair of ranks connected in the communication graph (PCLVis 4.2)",
+    },
+    FunctionDoc {
+        name: "process_regions",
+        kind: "table",
+        parameters: regions::REGION_ARGS,
+        signature: "process_regions([rel => 'messages'], threshold => 2.0) -> rank, region, region_size",
+        description: "communication regions: average-linkage clusters of ranks at most threshold apart (PCLVis 4.2)",
+    },
+    FunctionDoc {
+        name: "process_dendrogram",
+        kind: "table",
+        parameters: regions::DISTANCE_ARGS,
+        signature: "process_dendrogram([rel => 'messages']) -> step, cluster_a, cluster_b, distance, size",
+        description: "the merge steps of the average-linkage clustering, to choose a region threshold",
+    },
+    FunctionDoc {
+        name: "region_graph",
+        kind: "table",
+        parameters: regions::REGION_ARGS,
+        signature: "region_graph([rel => 'messages'], threshold => 2.0) -> region_a, region_b, messages, bytes, mean_latency",
+        description: "messages, bytes and mean latency L between (and within) communication regions",
+    },
+];
+
 /// Every function commdb registers.
 pub fn functions() -> &'static [FunctionDoc] {
-    &[]
+    DOCS
 }
 
-/// Register every commdb function in `ctx`.
-pub fn register_all(_ctx: &SessionContext) {}
+fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
+    Some(match name {
+        "latency_criteria" => Arc::new(latency::LatencyCriteria),
+        "message_latency" => Arc::new(latency::MessageLatency),
+        "process_distance" => Arc::new(regions::ProcessDistance),
+        "process_regions" => Arc::new(regions::ProcessRegions),
+        "process_dendrogram" => Arc::new(regions::ProcessDendrogram),
+        "region_graph" => Arc::new(regions::RegionGraph),
+        _ => return None,
+    })
+}
+
+/// Register every commdb function in the session, with the parameter names that named
+/// arguments use.
+pub fn register_all(session: &mut Session) {
+    for doc in DOCS {
+        if let Some(f) = implementation(doc.name) {
+            session.context().register_udtf(doc.name, f);
+            session.register_parameter_names(doc.name, doc.parameters);
+        }
+    }
+}

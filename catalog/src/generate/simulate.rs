@@ -1,5 +1,5 @@
 //! The simulation behind `generate`: one pass over iterations; within an iteration the ranks
-//! are advanced phase by phase (compute and posting, transfers, completion, allreduce) so that
+//! are advanced phase by phase (posting and sending, completion, compute, allreduce) so that
 //! every receive knows the arrival time of its message. Events go straight into per-rank
 //! column buffers, stamped with the rank's (possibly skewed) local clock.
 
@@ -158,13 +158,14 @@ impl Sim<'_> {
         self.t[r] = done + OVERHEAD_NS;
     }
 
-    /// Non-blocking exchange: post receives, send, wait for all.
+    /// Non-blocking exchange: post receives, send, wait for all, then compute. The exchange
+    /// starts right after the previous collective, so receivers wait for their messages and the
+    /// recorded receive times follow the arrivals.
     fn exchange(&mut self) {
         let n = self.t.len();
         let mut posted: Vec<(usize, u32, i64)> = Vec::new();
         let mut post_requests: Vec<Vec<(usize, u32, i64)>> = vec![Vec::new(); n];
         for (r, requests) in post_requests.iter_mut().enumerate() {
-            self.compute(r, 1.0);
             posted.clear();
             for i in 0..self.topo.incoming[r].len() {
                 let edge = self.topo.incoming[r][i];
@@ -222,6 +223,7 @@ impl Sim<'_> {
             }
             self.push(r, end, EventKind::Leave, |e| e.region = WAITALL);
             self.t[r] = end;
+            self.compute(r, 1.0);
         }
     }
 

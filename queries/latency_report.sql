@@ -1,0 +1,39 @@
+-- latency_report.sql — where is communication slow? (PCLVis section 4)
+--
+-- Purpose: learn the normal transmission time per locality and size bucket from the trace,
+--          list the most delayed messages, and rank communication regions by their latency.
+-- Inputs:  the default trace's messages (`commdb TRACE -f queries/latency_report.sql`); to
+--          narrow it, replace 'messages' by a view of it.
+-- Output:  four tables —
+--   1. criteria: locality, size_bucket, criterion_ns, samples, messages, status;
+--   2. worst 20 delayed messages: msg_id, src, dst, bytes, send_ts, duration, criterion_ns, latency;
+--   3. regions, worst first: region, ranks, messages, rl (mean latency L of the messages sent
+--      by the region's ranks), delayed_share, max_latency;
+--   4. localities: locality, messages, delayed, delayed_share, mean_latency.
+
+SELECT * FROM latency_criteria('messages') ORDER BY locality, size_bucket;
+
+SELECT msg_id, src, dst, bytes, send_ts, duration, criterion_ns, round(latency, 2) AS latency
+FROM message_latency('messages')
+WHERE delayed
+ORDER BY latency DESC, msg_id
+LIMIT 20;
+
+SELECT r.region,
+       count(DISTINCT r.rank) AS ranks,
+       count(*) AS messages,
+       round(avg(m.latency), 3) AS rl,
+       round(avg(CAST(m.delayed AS DOUBLE)), 3) AS delayed_share,
+       round(max(m.latency), 2) AS max_latency
+FROM message_latency('messages') m JOIN process_regions('messages') r ON m.src = r.rank
+GROUP BY r.region
+ORDER BY rl DESC NULLS LAST, r.region;
+
+SELECT CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
+       count(*) AS messages,
+       count(*) FILTER (WHERE delayed) AS delayed,
+       round(avg(CAST(delayed AS DOUBLE)), 3) AS delayed_share,
+       round(avg(latency), 3) AS mean_latency
+FROM message_latency('messages')
+GROUP BY 1
+ORDER BY 1;

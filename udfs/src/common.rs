@@ -1,0 +1,226 @@
+//! Shared machinery of commdb's table functions. An analysis function takes the name of a
+//! relation (table or view) as its first argument, resolves it while the query is planned (so
+//! the output schema is known), and computes its result when the query executes: `Derived`
+//! scans the relation with the session's own planner, hands the batches to the function's
+//! computation and serves the result as an in-memory plan. Arguments are literals; NULL (or an
+//! omitted named argument) means "the default".
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
+use arrow::compute::{cast, concat};
+use arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{ScalarValue, TableReference, plan_err};
+use datafusion::datasource::memory::MemorySourceConfig;
+use datafusion::datasource::provider_as_source;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+
+/// The computation of a derived table: input batches (the projected input columns) in,
+/// result batches out.
+pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send + Sync>;
+
+/// A table computed from another relation when the query runs.
+pub struct Derived {
+    schema: SchemaRef,
+    input: Arc<dyn TableProvider>,
+    input_ref: TableReference,
+    projection: Option<Vec<usize>>,
+    compute: Compute,
+}
+
+impl fmt::Debug for Derived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Derived").field("input", &self.input_ref).field("schema", &self.schema).finish_non_exhaustive()
+    }
+}
+
+impl Derived {
+    pub fn new(schema: SchemaRef, input: Relation, projection: Option<Vec<usize>>, compute: Compute) -> Self {
+        Derived { schema, input: input.provider, input_ref: input.reference, projection, compute }
+    }
+}
+
+#[async_trait]
+impl TableProvider for Derived {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let source = provider_as_source(self.input.clone());
+        let plan = LogicalPlanBuilder::scan(self.input_ref.clone(), source, self.projection.clone())?.build()?;
+        let physical = state.create_physical_plan(&plan).await?;
+        let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
+        let out = (self.compute)(&batches)?;
+        Ok(MemorySourceConfig::try_new_exec(&[out], self.schema.clone(), projection.cloned())?)
+    }
+}
+
+/// A relation named in a function call, resolved in the session's catalogs.
+#[derive(Debug, Clone)]
+pub struct Relation {
+    pub reference: TableReference,
+    pub provider: Arc<dyn TableProvider>,
+}
+
+impl Relation {
+    pub fn schema(&self) -> SchemaRef {
+        self.provider.schema()
+    }
+
+    /// Indices of `columns` in the relation, or a planning error naming the missing one.
+    pub fn columns(&self, function: &str, columns: &[&str]) -> Result<Vec<usize>> {
+        let schema = self.schema();
+        columns
+            .iter()
+            .map(|c| match schema.index_of(c) {
+                Ok(i) => Ok(i),
+                Err(_) => plan_err!(
+                    "{function}: relation '{}' has no column '{c}' (it needs {})",
+                    self.reference,
+                    columns.join(", ")
+                ),
+            })
+            .collect()
+    }
+}
+
+/// Resolve a relation name (`messages`, `run2.messages`, a view) in the session.
+pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Relation> {
+    let reference = TableReference::from(name);
+    let options = &session.config().options().catalog;
+    let resolved = reference.clone().resolve(&options.default_catalog, &options.default_schema);
+    let provider = session
+        .catalog_list()
+        .catalog(&resolved.catalog)
+        .and_then(|c| c.schema(&resolved.schema))
+        .map(|schema| futures::executor::block_on(schema.table(&resolved.table)))
+        .transpose()?
+        .flatten();
+    match provider {
+        Some(provider) => Ok(Relation { reference, provider }),
+        None => plan_err!("{function}: no table or view named '{name}'"),
+    }
+}
+
+/// Positional arguments of a table function; NULL or absent means default.
+#[derive(Debug)]
+pub struct Args<'a> {
+    pub function: &'static str,
+    pub names: &'static [&'static str],
+    pub exprs: &'a [Expr],
+}
+
+impl<'a> Args<'a> {
+    pub fn new(function: &'static str, names: &'static [&'static str], exprs: &'a [Expr]) -> Result<Self> {
+        if exprs.len() > names.len() {
+            return plan_err!(
+                "{function}: takes at most {} arguments ({}), got {}",
+                names.len(),
+                names.join(", "),
+                exprs.len()
+            );
+        }
+        Ok(Args { function, names, exprs })
+    }
+
+    fn literal(&self, i: usize) -> Result<Option<ScalarValue>> {
+        match self.exprs.get(i) {
+            None => Ok(None),
+            Some(Expr::Literal(v, _)) if v.is_null() => Ok(None),
+            Some(Expr::Literal(v, _)) => Ok(Some(v.clone())),
+            Some(other) => plan_err!("{}: argument {} must be a literal, got {other}", self.function, self.names[i]),
+        }
+    }
+
+    /// The relation argument (position `i`), default `default`.
+    pub fn relation(&self, session: &dyn Session, i: usize, default: &str) -> Result<Relation> {
+        let name = match self.literal(i)? {
+            None => default.to_string(),
+            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => s,
+            Some(other) => {
+                return plan_err!(
+                    "{}: {} must be the name of a table or view as a string, e.g. '{default}', got {other}",
+                    self.function,
+                    self.names[i]
+                );
+            }
+        };
+        resolve(session, self.function, &name)
+    }
+
+    /// An integer argument with a default, at least `min`.
+    pub fn int(&self, i: usize, default: i64, min: i64) -> Result<i64> {
+        let v = match self.literal(i)? {
+            None => default,
+            Some(s) => match s.cast_to(&DataType::Int64) {
+                Ok(ScalarValue::Int64(Some(v))) => v,
+                _ => return plan_err!("{}: {} must be an integer, got {s}", self.function, self.names[i]),
+            },
+        };
+        if v < min {
+            return plan_err!("{}: {} must be at least {min}, got {v}", self.function, self.names[i]);
+        }
+        Ok(v)
+    }
+
+    /// A number argument with a default, finite and at least `min`.
+    pub fn float(&self, i: usize, default: f64, min: f64) -> Result<f64> {
+        let v = match self.literal(i)? {
+            None => default,
+            Some(s) => match s.cast_to(&DataType::Float64) {
+                Ok(ScalarValue::Float64(Some(v))) => v,
+                _ => return plan_err!("{}: {} must be a number, got {s}", self.function, self.names[i]),
+            },
+        };
+        if !v.is_finite() || v < min {
+            return plan_err!("{}: {} must be a number of at least {min}, got {v}", self.function, self.names[i]);
+        }
+        Ok(v)
+    }
+}
+
+/// One column of all batches as a single array cast to `to`.
+pub fn column(batches: &[RecordBatch], index: usize, to: &DataType) -> Result<ArrayRef> {
+    let parts: Vec<ArrayRef> = batches.iter().map(|b| cast(b.column(index), to)).collect::<Result<_, _>>()?;
+    if parts.is_empty() {
+        return Ok(arrow::array::new_empty_array(to));
+    }
+    let refs: Vec<&dyn Array> = parts.iter().map(AsRef::as_ref).collect();
+    Ok(concat(&refs)?)
+}
+
+/// An Int64 column of all batches.
+pub fn int64_column(batches: &[RecordBatch], index: usize) -> Result<Int64Array> {
+    Ok(column(batches, index, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+}
+
+/// A text column of all batches.
+pub fn text_column(batches: &[RecordBatch], index: usize) -> Result<StringArray> {
+    Ok(column(batches, index, &DataType::Utf8)?.as_string::<i32>().clone())
+}
+
+/// A Boolean column of all batches.
+pub fn bool_column(batches: &[RecordBatch], index: usize) -> Result<BooleanArray> {
+    Ok(column(batches, index, &DataType::Boolean)?.as_boolean().clone())
+}
+
+/// Turn an Arrow error into a DataFusion one.
+pub fn arrow_err(e: arrow::error::ArrowError) -> DataFusionError {
+    DataFusionError::ArrowError(Box::new(e), None)
+}

@@ -1,0 +1,467 @@
+//! Process regions, after PCLVis section 4.2. Ranks that exchanged at least one message are
+//! neighbours in an undirected communication graph; h(p, q) is the hop distance (each process
+//! counted once in p's correlation tree, at its shallowest depth: a breadth-first search).
+//! With R(p, q) = 1 / h(p, q)^2 and w(p, q) = R(p, q) / sum_k R(p, k), the free-energy
+//! distance is D(p, q) = -ln w(p, q), symmetrised as (D(p, q) + D(q, p)) / 2. Since h is
+//! symmetric this is (ln S_p + ln S_q) / 2 + 2 ln h(p, q) with S_p = sum_k 1 / h(p, k)^2,
+//! which this module computes without storing h: one parallel pass of breadth-first searches
+//! for S, one for the condensed distance matrix. Unreachable pairs have no finite distance.
+//!
+//! Regions are found by average-linkage agglomerative clustering (kodama's nearest-neighbour
+//! chain) of each connected component separately, so components never merge at a finite
+//! threshold; a region is a cluster of the merges at most `threshold` apart. Cost: O(n (n + m))
+//! for the searches and O(n^2) time and n^2 / 2 doubles of memory for the clustering of a
+//! component of n ranks.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::error::Result;
+use rayon::prelude::*;
+
+use crate::common::{Args, Compute, Derived, int64_column};
+use crate::latency::{MessageIndices, Params, latencies};
+
+/// The undirected communication graph over the ranks that appear in a relation.
+#[derive(Debug, Clone)]
+pub struct Graph {
+    /// Ranks, ascending; vertex i is ranks[i].
+    pub ranks: Vec<i64>,
+    /// Adjacency lists (sorted, no self loops).
+    pub adjacent: Vec<Vec<u32>>,
+}
+
+impl Graph {
+    pub fn from_pairs(pairs: impl Iterator<Item = (i64, i64)>) -> Self {
+        let mut edges: BTreeSet<(i64, i64)> = BTreeSet::new();
+        let mut ranks: BTreeSet<i64> = BTreeSet::new();
+        for (a, b) in pairs {
+            ranks.insert(a);
+            ranks.insert(b);
+            if a != b {
+                edges.insert((a.min(b), a.max(b)));
+            }
+        }
+        let ranks: Vec<i64> = ranks.into_iter().collect();
+        let index: HashMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        let mut adjacent = vec![Vec::new(); ranks.len()];
+        for (a, b) in edges {
+            let (ia, ib) = (index[&a], index[&b]);
+            adjacent[ia as usize].push(ib);
+            adjacent[ib as usize].push(ia);
+        }
+        Graph { ranks, adjacent }
+    }
+
+    pub fn len(&self) -> usize {
+        self.ranks.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+
+    /// Hop distances from `source` (0 for itself, u32::MAX when unreachable).
+    fn bfs(&self, source: usize, dist: &mut [u32], queue: &mut VecDeque<u32>) {
+        dist.fill(u32::MAX);
+        dist[source] = 0;
+        queue.clear();
+        queue.push_back(source as u32);
+        while let Some(v) = queue.pop_front() {
+            let d = dist[v as usize] + 1;
+            for &w in &self.adjacent[v as usize] {
+                if dist[w as usize] == u32::MAX {
+                    dist[w as usize] = d;
+                    queue.push_back(w);
+                }
+            }
+        }
+    }
+
+    /// Connected components, each a sorted list of vertices; ordered by their first vertex.
+    pub fn components(&self) -> Vec<Vec<usize>> {
+        let mut seen = vec![false; self.len()];
+        let mut out = Vec::new();
+        for start in 0..self.len() {
+            if seen[start] {
+                continue;
+            }
+            let mut comp = vec![start];
+            seen[start] = true;
+            let mut i = 0;
+            while i < comp.len() {
+                for &w in &self.adjacent[comp[i]] {
+                    if !seen[w as usize] {
+                        seen[w as usize] = true;
+                        comp.push(w as usize);
+                    }
+                }
+                i += 1;
+            }
+            comp.sort_unstable();
+            out.push(comp);
+        }
+        out
+    }
+
+    /// ln S_p for every vertex: S_p = sum over reachable k != p of 1 / h(p, k)^2.
+    fn log_strength(&self) -> Vec<f64> {
+        (0..self.len())
+            .into_par_iter()
+            .map_init(
+                || (vec![0u32; self.len()], VecDeque::new()),
+                |(dist, queue), p| {
+                    self.bfs(p, dist, queue);
+                    let s: f64 =
+                        dist.iter().filter(|d| **d != 0 && **d != u32::MAX).map(|&d| 1.0 / f64::from(d * d)).sum();
+                    if s > 0.0 { s.ln() } else { f64::NAN }
+                },
+            )
+            .collect()
+    }
+
+    /// The symmetric free-energy distance of every reachable pair, as (p, q, distance) rows
+    /// in both orders, or the condensed matrix of one component.
+    pub fn distances(&self) -> Distances<'_> {
+        Distances { log_s: self.log_strength(), graph: self }
+    }
+}
+
+/// Free-energy distances of a graph.
+#[derive(Debug)]
+pub struct Distances<'g> {
+    graph: &'g Graph,
+    log_s: Vec<f64>,
+}
+
+impl Distances<'_> {
+    fn pair(&self, p: usize, q: usize, h: u32) -> f64 {
+        (self.log_s[p] + self.log_s[q]) / 2.0 + 2.0 * f64::from(h).ln()
+    }
+
+    /// (p, q, distance) for every reachable ordered pair p != q, by p then q.
+    pub fn rows(&self) -> Vec<(usize, usize, f64)> {
+        let g = self.graph;
+        (0..g.len())
+            .into_par_iter()
+            .map_init(
+                || (vec![0u32; g.len()], VecDeque::new()),
+                |(dist, queue), p| {
+                    g.bfs(p, dist, queue);
+                    dist.iter()
+                        .enumerate()
+                        .filter(|(q, d)| *q != p && **d != u32::MAX)
+                        .map(|(q, &d)| (p, q, self.pair(p, q, d)))
+                        .collect::<Vec<_>>()
+                },
+            )
+            .flatten()
+            .collect()
+    }
+
+    /// The condensed upper-triangle matrix of one component (vertices sorted ascending).
+    pub fn condensed(&self, component: &[usize]) -> Vec<f64> {
+        let g = self.graph;
+        let n = component.len();
+        let local: HashMap<usize, usize> = component.iter().enumerate().map(|(i, v)| (*v, i)).collect();
+        let rows: Vec<Vec<f64>> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || (vec![0u32; g.len()], VecDeque::new()),
+                |(dist, queue), i| {
+                    let p = component[i];
+                    g.bfs(p, dist, queue);
+                    component[i + 1..].iter().map(|&q| self.pair(p, q, dist[q])).collect()
+                },
+            )
+            .collect();
+        debug_assert!(local.len() == n);
+        rows.into_iter().flatten().collect()
+    }
+}
+
+/// One merge of the dendrogram, in rank terms.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Merge {
+    pub a: i64,
+    pub b: i64,
+    pub distance: f64,
+    pub size: i64,
+}
+
+/// Average-linkage dendrogram of every component; merges ordered by distance. Cluster ids: a
+/// single rank is its rank number; the cluster made by merge k is max_rank + 1 + k.
+pub fn dendrogram(graph: &Graph) -> Vec<Merge> {
+    let d = graph.distances();
+    let components = graph.components();
+    let next_id = graph.ranks.last().copied().unwrap_or(-1) + 1;
+    // (distance, component, local step, a local, b local, size)
+    let mut steps: Vec<(f64, usize, usize, usize, usize, usize)> = components
+        .par_iter()
+        .enumerate()
+        .filter(|(_, c)| c.len() > 1)
+        .flat_map_iter(|(ci, comp)| {
+            let mut m = d.condensed(comp);
+            let den = kodama::linkage(&mut m, comp.len(), kodama::Method::Average);
+            den.steps()
+                .iter()
+                .enumerate()
+                .map(|(k, s)| (s.dissimilarity, ci, k, s.cluster1, s.cluster2, s.size))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    steps.sort_by(|x, y| x.0.total_cmp(&y.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+    let mut global: HashMap<(usize, usize), i64> = HashMap::new();
+    let mut out = Vec::with_capacity(steps.len());
+    for (k, &(dist, ci, local_step, a, b, size)) in steps.iter().enumerate() {
+        let comp = &components[ci];
+        let id = |x: usize| if x < comp.len() { graph.ranks[comp[x]] } else { global[&(ci, x - comp.len())] };
+        let (ia, ib) = (id(a), id(b));
+        out.push(Merge { a: ia.min(ib), b: ia.max(ib), distance: dist, size: size as i64 });
+        global.insert((ci, local_step), next_id + k as i64);
+    }
+    out
+}
+
+/// Region of every rank of the graph (by vertex), numbered from 0 in order of lowest rank.
+pub fn regions(graph: &Graph, threshold: f64) -> Vec<usize> {
+    let merges = dendrogram(graph);
+    let next_id = graph.ranks.last().copied().unwrap_or(-1) + 1;
+    let n = graph.len();
+    let mut parent: Vec<usize> = (0..n + merges.len()).collect();
+    fn find(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    let vertex: HashMap<i64, usize> = graph.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+    let node = |id: i64| if id < next_id { vertex[&id] } else { n + (id - next_id) as usize };
+    for (k, m) in merges.iter().enumerate() {
+        if m.distance > threshold {
+            break;
+        }
+        let (a, b) = (find(&mut parent, node(m.a)), find(&mut parent, node(m.b)));
+        parent[a] = n + k;
+        parent[b] = n + k;
+    }
+    let mut number: BTreeMap<usize, usize> = BTreeMap::new();
+    let roots: Vec<usize> = (0..n).map(|v| find(&mut parent, v)).collect();
+    let mut out = vec![0; n];
+    for v in 0..n {
+        let next = number.len();
+        out[v] = *number.entry(roots[v]).or_insert(next);
+    }
+    out
+}
+
+/// The communication graph of a relation with src and dst columns.
+fn graph_of(batches: &[RecordBatch], src: usize, dst: usize) -> Result<Graph> {
+    let (s, d) = (int64_column(batches, src)?, int64_column(batches, dst)?);
+    Ok(Graph::from_pairs(s.iter().zip(d.iter()).filter_map(|(a, b)| Some((a?, b?)))))
+}
+
+pub const DISTANCE_ARGS: &[&str] = &["rel"];
+pub const REGION_ARGS: &[&str] = &["rel", "threshold"];
+
+fn schema(fields: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(fields))
+}
+
+/// `process_distance([rel])` -> p, q, distance.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProcessDistance;
+
+impl TableFunctionImpl for ProcessDistance {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("process_distance", DISTANCE_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "messages")?;
+        let idx = relation.columns("process_distance", &["src", "dst"])?;
+        let out = schema(vec![
+            Field::new("p", DataType::Int64, false),
+            Field::new("q", DataType::Int64, false),
+            Field::new("distance", DataType::Float64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let g = graph_of(batches, 0, 1)?;
+            let rows = g.distances().rows();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.0]))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.1]))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+fn threshold_arg(a: &Args<'_>) -> Result<f64> {
+    a.float(1, 2.0, 0.0)
+}
+
+/// `process_regions([rel], threshold => 2.0)` -> rank, region, region_size.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProcessRegions;
+
+impl TableFunctionImpl for ProcessRegions {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("process_regions", REGION_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "messages")?;
+        let threshold = threshold_arg(&a)?;
+        let idx = relation.columns("process_regions", &["src", "dst"])?;
+        let out = schema(vec![
+            Field::new("rank", DataType::Int64, false),
+            Field::new("region", DataType::Int64, false),
+            Field::new("region_size", DataType::Int64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let g = graph_of(batches, 0, 1)?;
+            let region = regions(&g, threshold);
+            let mut size: HashMap<usize, i64> = HashMap::new();
+            for r in &region {
+                *size.entry(*r).or_default() += 1;
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(g.ranks.clone())),
+                Arc::new(Int64Array::from_iter_values(region.iter().map(|r| *r as i64))),
+                Arc::new(Int64Array::from_iter_values(region.iter().map(|r| size[r]))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+/// `process_dendrogram([rel])` -> step, cluster_a, cluster_b, distance, size.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ProcessDendrogram;
+
+impl TableFunctionImpl for ProcessDendrogram {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("process_dendrogram", DISTANCE_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "messages")?;
+        let idx = relation.columns("process_dendrogram", &["src", "dst"])?;
+        let out = schema(vec![
+            Field::new("step", DataType::Int64, false),
+            Field::new("cluster_a", DataType::Int64, false),
+            Field::new("cluster_b", DataType::Int64, false),
+            Field::new("distance", DataType::Float64, false),
+            Field::new("size", DataType::Int64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let merges = dendrogram(&graph_of(batches, 0, 1)?);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(0..merges.len() as i64)),
+                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.a))),
+                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.b))),
+                Arc::new(Float64Array::from_iter_values(merges.iter().map(|m| m.distance))),
+                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.size))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+/// `region_graph([rel], threshold => 2.0)` -> region_a, region_b, messages, bytes, mean_latency.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct RegionGraph;
+
+impl TableFunctionImpl for RegionGraph {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("region_graph", REGION_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "messages")?;
+        let threshold = threshold_arg(&a)?;
+        let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
+        let message_idx = MessageIndices::find("region_graph", &relation)?;
+        let out = schema(vec![
+            Field::new("region_a", DataType::Int64, false),
+            Field::new("region_b", DataType::Int64, false),
+            Field::new("messages", DataType::Int64, false),
+            Field::new("bytes", DataType::Int64, false),
+            Field::new("mean_latency", DataType::Float64, true),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let g = graph_of(batches, idx[0], idx[1])?;
+            let region = regions(&g, threshold);
+            let vertex: HashMap<i64, usize> = g.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+            let (src, dst, bytes) =
+                (int64_column(batches, idx[0])?, int64_column(batches, idx[1])?, int64_column(batches, idx[2])?);
+            let (_, latency) = latencies(&message_idx.read(batches)?, &Params::default());
+            // (messages, bytes, latency sum, latency count)
+            let mut acc: BTreeMap<(i64, i64), (i64, i64, f64, i64)> = BTreeMap::new();
+            for (row, l) in latency.iter().enumerate() {
+                if src.is_null(row) || dst.is_null(row) {
+                    continue;
+                }
+                let (Some(&va), Some(&vb)) = (vertex.get(&src.value(row)), vertex.get(&dst.value(row))) else {
+                    continue;
+                };
+                let (ra, rb) = (region[va] as i64, region[vb] as i64);
+                let e = acc.entry((ra.min(rb), ra.max(rb))).or_default();
+                e.0 += 1;
+                e.1 += if bytes.is_valid(row) { bytes.value(row) } else { 0 };
+                if let Some(l) = l {
+                    e.2 += l;
+                    e.3 += 1;
+                }
+            }
+            let rows: Vec<_> = acc.into_iter().collect();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+                Arc::new(Float64Array::from(
+                    rows.iter().map(|r| (r.1.3 > 0).then(|| r.1.2 / r.1.3 as f64)).collect::<Vec<_>>(),
+                )),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, None, compute)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PCLVis Table 1 communication graph (paper's P1 = rank 0).
+    fn table1() -> Graph {
+        let pairs = [(0, 1), (0, 2), (0, 3), (1, 2), (2, 3), (2, 6), (3, 4), (4, 5), (4, 6), (5, 6), (6, 7)];
+        Graph::from_pairs(pairs.into_iter())
+    }
+
+    #[test]
+    fn table1_distances_and_regions() {
+        let g = table1();
+        let rows = g.distances().rows();
+        let d = |p: usize, q: usize| rows.iter().find(|r| r.0 == p && r.1 == q).unwrap().2;
+        assert_eq!(format!("{:.2}", d(0, 1)), "1.18");
+        assert_eq!(format!("{:.2}", d(0, 4)), "2.72");
+        assert!((d(3, 5) - d(5, 3)).abs() < 1e-12);
+        assert_eq!(regions(&g, 2.0), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(regions(&g, 100.0), vec![0; 8]);
+        assert_eq!(regions(&g, 0.0), (0..8).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn components_never_merge() {
+        let g = Graph::from_pairs([(0, 1), (1, 2), (10, 11)].into_iter());
+        assert_eq!(g.components().len(), 2);
+        assert_eq!(regions(&g, 1e300), vec![0, 0, 0, 1, 1]);
+        let merges = dendrogram(&g);
+        assert_eq!(merges.len(), 3);
+        assert!(merges.iter().all(|m| m.distance.is_finite()));
+        assert_eq!(merges.last().unwrap().size, 3);
+    }
+}
