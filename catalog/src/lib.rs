@@ -3,7 +3,7 @@
 //! - `model`: the Arrow schema of every table, with the meaning of every column;
 //! - `events`, `trace`: raw events as columns, and a trace as Arrow tables;
 //! - `build`: calls, messages and collectives derived from raw events;
-//! - `csv`, `store`, `generate`: readers (CSV shapes, commdb's Parquet store) and the
+//! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
 //!   synthetic trace generator; `open` picks the reader for a path;
 //! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH.
 //!
@@ -18,6 +18,7 @@ pub mod generate;
 pub mod model;
 pub mod named_args;
 pub mod open;
+pub mod otf2;
 pub mod session;
 pub mod sql;
 pub mod store;

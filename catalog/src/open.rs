@@ -36,14 +36,13 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     let mut trace = match format.as_deref() {
         Some("csv") => csv_trace(p, options)?,
         Some("parquet" | "store") => store::read(p)?,
+        Some("otf2") => otf2_trace(p)?,
         Some(other) => {
-            return Err(Error::argument(format!("unknown trace type '{other}': expected csv or parquet")));
+            return Err(Error::argument(format!("unknown trace type '{other}': expected otf2, csv or parquet")));
         }
         None if p.is_dir() && store::is_store(p) => store::read(p)?,
         None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
-        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => {
-            return Err(Error::in_file(p, "OTF2 archives cannot be read by this version of commdb"));
-        }
+        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
                 p,
@@ -53,7 +52,7 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         None => {
             return Err(Error::in_file(
                 p,
-                "unknown trace format: expected a .csv file, a commdb store directory or a generate: spec",
+                "unknown trace format: expected an OTF2 archive (*.otf2), a .csv file, a commdb store directory or a generate: spec",
             ));
         }
     };
@@ -66,6 +65,21 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     raw.meta.name = default_name(p.to_string_lossy().as_ref());
     raw.meta.path = p.display().to_string();
     raw.build()
+}
+
+fn otf2_trace(p: &Path) -> Result<Trace> {
+    let mut raw = crate::otf2::read(p)?;
+    raw.meta.name = default_name(&otf2_name_source(p));
+    raw.build()
+}
+
+/// Score-P names every anchor `traces.otf2`: name such an archive after its directory.
+fn otf2_name_source(p: &Path) -> String {
+    let is_generic_anchor = p.file_stem().is_some_and(|s| s == "traces") && p.is_file();
+    match (is_generic_anchor, p.canonicalize().ok().and_then(|c| c.parent().map(Path::to_path_buf))) {
+        (true, Some(dir)) => dir.to_string_lossy().to_string(),
+        _ => p.to_string_lossy().to_string(),
+    }
 }
 
 fn open_generated(spec: &str, path: &str) -> Result<Trace> {
@@ -87,6 +101,9 @@ fn contains_extension(dir: &Path, ext: &str) -> bool {
 pub fn default_name(path: &str) -> String {
     if path.starts_with(GENERATE_PREFIX) {
         return "generated".to_string();
+    }
+    if Path::new(path).is_file() && path.ends_with("traces.otf2") {
+        return default_name(&otf2_name_source(Path::new(path)));
     }
     let p = Path::new(path.trim_end_matches(['/', '\\']));
     let stem = p.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();

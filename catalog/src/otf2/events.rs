@@ -1,0 +1,267 @@
+//! Decoding one location's event file (`traces/<location>.evt`) straight into the `events`
+//! columns: a timestamp record sets the time of the events that follow, an attribute list
+//! belongs to the next event (skipped), and each event record is decoded by its type. Local
+//! ids (regions, communicators, metrics) go through the location's mapping tables; peers and
+//! roots, given as ranks within their communicator, become world ranks. Records of types this
+//! reader does not use are skipped by their length and counted. Ticks become nanoseconds since
+//! the trace's global offset. O(bytes), no allocation per event.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::Result;
+use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
+use crate::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
+use crate::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION};
+use crate::trace::Warnings;
+
+const BUFFER_FLUSH: u8 = 10;
+const MEASUREMENT_ON_OFF: u8 = 11;
+const ENTER: u8 = 12;
+const LEAVE: u8 = 13;
+const MPI_SEND: u8 = 14;
+const MPI_ISEND: u8 = 15;
+const MPI_ISEND_COMPLETE: u8 = 16;
+const MPI_IRECV_REQUEST: u8 = 17;
+const MPI_RECV: u8 = 18;
+const MPI_IRECV: u8 = 19;
+const MPI_REQUEST_TEST: u8 = 20;
+const MPI_REQUEST_CANCELLED: u8 = 21;
+const MPI_COLLECTIVE_BEGIN: u8 = 22;
+const MPI_COLLECTIVE_END: u8 = 23;
+const METRIC: u8 = 31;
+const PROGRAM_BEGIN: u8 = 83;
+const PROGRAM_END: u8 = 84;
+
+/// Event types stored without a length: exactly one field, of a compressed integer type.
+const SINGLETONS: [u8; 17] = [12, 13, 16, 17, 20, 21, 24, 28, 29, 30, 35, 36, 45, 55, 56, 67, 70];
+
+/// How times and ids of a location are translated.
+#[derive(Debug)]
+pub struct Context<'a> {
+    pub rank: i32,
+    pub thread: i32,
+    pub global_offset: u64,
+    pub timer_resolution: u64,
+    pub local: &'a LocalDefs,
+    /// Region id -> index into the trace's region list.
+    pub region_index: &'a HashMap<u32, i32>,
+    /// Communicator id -> world rank of each communicator rank.
+    pub comm_members: &'a HashMap<u32, Vec<i32>>,
+    /// Metric (class or instance) id -> (member name index, value type) per value.
+    pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
+}
+
+impl Context<'_> {
+    /// Ticks to nanoseconds since the global offset.
+    #[inline]
+    pub fn ns(&self, ticks: u64) -> i64 {
+        let d = i128::from(ticks) - i128::from(self.global_offset);
+        (d * 1_000_000_000 / i128::from(self.timer_resolution)) as i64
+    }
+
+    #[inline]
+    fn world_rank(&self, comm: u32, rank: u32, warnings: &mut Warnings) -> i32 {
+        if rank == UNDEFINED_U32 {
+            return NONE_I32;
+        }
+        match self.comm_members.get(&comm) {
+            Some(m) => match m.get(rank as usize) {
+                Some(&w) => w,
+                None => {
+                    warnings.add("otf2_rank_outside_communicator", || {
+                        format!("rank {rank} of communicator {comm} is outside the communicator; the peer is NULL")
+                    });
+                    NONE_I32
+                }
+            },
+            None => i32::try_from(rank).unwrap_or(NONE_I32),
+        }
+    }
+}
+
+/// Metric samples decoded from a location.
+#[derive(Debug, Default)]
+pub struct MetricSamples {
+    pub ts: Vec<i64>,
+    pub metric: Vec<i32>,
+    pub value: Vec<f64>,
+}
+
+/// Events and metric samples of one location, plus what was skipped.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub events: RawEvents,
+    pub metrics: MetricSamples,
+    pub warnings: Warnings,
+}
+
+fn name_of(t: u8) -> &'static str {
+    match t {
+        BUFFER_FLUSH => "BufferFlush",
+        MEASUREMENT_ON_OFF => "MeasurementOnOff",
+        ENTER => "Enter",
+        LEAVE => "Leave",
+        MPI_SEND => "MpiSend",
+        MPI_ISEND => "MpiIsend",
+        MPI_ISEND_COMPLETE => "MpiIsendComplete",
+        MPI_IRECV_REQUEST => "MpiIrecvRequest",
+        MPI_RECV => "MpiRecv",
+        MPI_IRECV => "MpiIrecv",
+        MPI_REQUEST_TEST => "MpiRequestTest",
+        MPI_REQUEST_CANCELLED => "MpiRequestCancelled",
+        MPI_COLLECTIVE_BEGIN => "MpiCollectiveBegin",
+        MPI_COLLECTIVE_END => "MpiCollectiveEnd",
+        METRIC => "Metric",
+        PROGRAM_BEGIN => "ProgramBegin",
+        PROGRAM_END => "ProgramEnd",
+        _ => "event",
+    }
+}
+
+#[inline]
+fn opt_i64(v: u64) -> i64 {
+    if v == UNDEFINED_U64 { NONE_I64 } else { v.min(i64::MAX as u64) as i64 }
+}
+
+/// Decode the event file `path` of one location.
+pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> Result<Decoded> {
+    let mut out = Decoded::default();
+    let mut c = Cursor::new(data, chunk_size, path)?;
+    let mut ticks: u64 = 0;
+    let mut skipped: HashMap<u8, i64> = HashMap::new();
+    while let Some(t) = c.next_record()? {
+        c.record = name_of(t);
+        if t == TIMESTAMP {
+            ticks = c.u64_full()?;
+            continue;
+        }
+        if t == ATTRIBUTE_LIST {
+            c.record = "attribute list";
+            c.skip_record()?;
+            continue;
+        }
+        let ts = ctx.ns(ticks);
+        let mut e = Event::new(ctx.rank, ctx.thread, ts, EventKind::Other);
+        match t {
+            ENTER | LEAVE => {
+                let region = ctx.local.map(MAPPING_REGION, c.u32c()?);
+                e.kind = if t == ENTER { EventKind::Enter } else { EventKind::Leave };
+                e.region = match ctx.region_index.get(&region) {
+                    Some(&i) => i,
+                    None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
+                };
+            }
+            MPI_SEND | MPI_ISEND | MPI_RECV | MPI_IRECV => {
+                let end = c.record_end()?;
+                let peer = c.u32c()?;
+                let comm = ctx.local.map(MAPPING_COMM, c.u32c()?);
+                let tag = c.u32c()?;
+                let bytes = c.u64c()?;
+                e.kind = match t {
+                    MPI_SEND => EventKind::Send,
+                    MPI_ISEND => EventKind::Isend,
+                    MPI_RECV => EventKind::Recv,
+                    _ => EventKind::Irecv,
+                };
+                if t == MPI_ISEND || t == MPI_IRECV {
+                    e.request = opt_i64(c.u64c()?);
+                }
+                c.finish(end)?;
+                e.peer = ctx.world_rank(comm, peer, &mut out.warnings);
+                e.comm = comm as i32;
+                e.tag = tag as i32;
+                e.bytes = opt_i64(bytes);
+            }
+            MPI_ISEND_COMPLETE | MPI_IRECV_REQUEST | MPI_REQUEST_TEST | MPI_REQUEST_CANCELLED => {
+                e.request = opt_i64(c.u64c()?);
+                e.kind = match t {
+                    MPI_ISEND_COMPLETE => EventKind::IsendComplete,
+                    MPI_IRECV_REQUEST => EventKind::IrecvRequest,
+                    MPI_REQUEST_TEST => EventKind::RequestTest,
+                    _ => EventKind::RequestCancelled,
+                };
+            }
+            MPI_COLLECTIVE_BEGIN => {
+                let end = c.record_end()?;
+                c.finish(end)?;
+                e.kind = EventKind::CollBegin;
+            }
+            MPI_COLLECTIVE_END => {
+                let end = c.record_end()?;
+                let op = c.u8()?;
+                let comm = ctx.local.map(MAPPING_COMM, c.u32c()?);
+                let root = c.u32c()?;
+                let sent = c.u64c()?;
+                let received = c.u64c()?;
+                c.finish(end)?;
+                e.kind = EventKind::CollEnd;
+                e.op = op.saturating_add(1).min(crate::events::COLLECTIVE_OPS.len() as u8);
+                e.comm = comm as i32;
+                e.peer = ctx.world_rank(comm, root, &mut out.warnings);
+                e.bytes = opt_i64(sent);
+                e.bytes_recv = opt_i64(received);
+            }
+            METRIC => {
+                let end = c.record_end()?;
+                let metric = ctx.local.map(MAPPING_METRIC, c.u32c()?);
+                let n = c.u8()?;
+                let members = ctx.metric_members.get(&metric);
+                // Each value follows its type byte.
+                for k in 0..usize::from(n) {
+                    let ty = c.u8()?;
+                    let raw = c.u64c()?;
+                    let value = match ty {
+                        8 => raw as i64 as f64,
+                        10 => f64::from_bits(raw),
+                        _ => raw as f64,
+                    };
+                    let name = members.and_then(|m| m.get(k)).map_or(NONE_I32, |m| m.0);
+                    if name == NONE_I32 {
+                        out.warnings.add("otf2_undefined_metric", || {
+                            format!("{}: metric {metric} value {k} has no definition; skipped", path.display())
+                        });
+                        continue;
+                    }
+                    out.metrics.ts.push(ts);
+                    out.metrics.metric.push(name);
+                    out.metrics.value.push(value);
+                }
+                c.finish(end)?;
+                continue;
+            }
+            MEASUREMENT_ON_OFF => {
+                let end = c.record_end()?;
+                let mode = c.u8()?;
+                c.finish(end)?;
+                e.kind = if mode == 2 { EventKind::MeasurementOff } else { EventKind::MeasurementOn };
+            }
+            BUFFER_FLUSH | PROGRAM_BEGIN | PROGRAM_END => {
+                c.skip_record()?;
+                e.kind = match t {
+                    BUFFER_FLUSH => EventKind::BufferFlush,
+                    PROGRAM_BEGIN => EventKind::ProgramBegin,
+                    _ => EventKind::ProgramEnd,
+                };
+            }
+            other => {
+                if other < 5 {
+                    return Err(c.error(format!("unexpected internal record type {other} among the events")));
+                }
+                if SINGLETONS.contains(&other) {
+                    c.u64c()?;
+                } else {
+                    c.skip_record()?;
+                }
+                *skipped.entry(other).or_default() += 1;
+            }
+        }
+        out.events.push(e);
+    }
+    for (t, n) in skipped {
+        out.warnings.add_many(&format!("otf2_event_type_{t}"), n, || {
+            format!("events of OTF2 record type {t} are kept with kind 'other' (no fields decoded)")
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,403 @@
+//! A pure-Rust OTF2 reader (format versions 2.x and 3.x, both byte orders). The anchor names
+//! the chunk sizes; the global definitions give strings, the system tree (the node of each
+//! rank is the "node" ancestor of its location group), location groups (ranks: their order in
+//! MPI's COMM_LOCATIONS group is their MPI_COMM_WORLD rank), locations (threads, in id order
+//! within their rank), regions, groups and communicators (whose members become world ranks)
+//! and metrics. Each location's local definitions (mapping tables, clock offsets) and events
+//! are then decoded in parallel with rayon, straight into the `events` columns.
+//!
+//! The on-disk layout was read off archives written by Score-P and by the reference library
+//! and checked against `otf2-print`; see `buffer`, `defs` and `events` for the record layouts.
+
+pub mod anchor;
+pub mod buffer;
+pub mod defs;
+pub mod events;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::events::RawEvents;
+use crate::trace::{
+    ClockSample, CommInfo, LocationInfo, RankInfo, RawMetrics, RawTrace, RegionInfo, TraceMeta, Warnings,
+};
+use defs::{GROUP_COMM_GROUP, GROUP_COMM_LOCATIONS, GROUP_COMM_SELF, GlobalDefs};
+
+const PARADIGM_MPI: u8 = 4;
+
+/// The anchor file of an archive given as the anchor itself or a directory holding one.
+pub fn find_anchor(path: &Path) -> Result<PathBuf> {
+    if path.is_file() {
+        return Ok(path.to_path_buf());
+    }
+    let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
+    let mut anchors: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("otf2")))
+        .collect();
+    anchors.sort();
+    match anchors.len() {
+        1 => Ok(anchors.remove(0)),
+        0 => Err(Error::in_file(path, "no OTF2 anchor file (*.otf2) in this directory")),
+        _ => Err(Error::in_file(
+            path,
+            format!(
+                "several OTF2 anchors in this directory ({}); name one",
+                anchors
+                    .iter()
+                    .filter_map(|a| a.file_name())
+                    .map(|n| n.to_string_lossy())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+fn paradigm_name(p: u8) -> &'static str {
+    const NAMES: [&str; 25] = [
+        "unknown",
+        "user",
+        "compiler",
+        "openmp",
+        "mpi",
+        "cuda",
+        "measurement_system",
+        "pthread",
+        "hmpp",
+        "ompss",
+        "hardware",
+        "gaspi",
+        "upc",
+        "shmem",
+        "winthread",
+        "qtthread",
+        "acethread",
+        "tbbthread",
+        "openacc",
+        "opencl",
+        "mtapi",
+        "sampling",
+        "none",
+        "hip",
+        "kokkos",
+    ];
+    NAMES.get(usize::from(p)).copied().unwrap_or("unknown")
+}
+
+fn role_name(r: u8) -> Option<&'static str> {
+    const NAMES: [&str; 39] = [
+        "unknown",
+        "function",
+        "wrapper",
+        "loop",
+        "code",
+        "parallel",
+        "sections",
+        "section",
+        "workshare",
+        "single",
+        "single_sblock",
+        "master",
+        "critical",
+        "critical_sblock",
+        "atomic",
+        "barrier",
+        "implicit_barrier",
+        "flush",
+        "ordered",
+        "ordered_sblock",
+        "task",
+        "task_create",
+        "task_wait",
+        "coll_one2all",
+        "coll_all2one",
+        "coll_all2all",
+        "coll_other",
+        "file_io",
+        "point2point",
+        "rma",
+        "data_transfer",
+        "artificial",
+        "thread_create",
+        "thread_wait",
+        "task_untied",
+        "allocate",
+        "deallocate",
+        "reallocate",
+        "file_io_metadata",
+    ];
+    NAMES.get(usize::from(r)).copied()
+}
+
+fn location_kind(k: u8) -> &'static str {
+    match k {
+        1 => "cpu",
+        2 => "gpu",
+        3 => "metric",
+        _ => "unknown",
+    }
+}
+
+/// World rank of every location group, and (rank, thread) of every location.
+struct Placement {
+    rank_of_group: HashMap<u32, i32>,
+    location: HashMap<u64, (i32, i32)>,
+}
+
+fn placement(d: &GlobalDefs) -> Placement {
+    let group_of: HashMap<u64, u32> = d.locations.iter().map(|l| (l.id, l.group)).collect();
+    let world = d
+        .groups
+        .iter()
+        .filter(|(_, g)| g.kind == GROUP_COMM_LOCATIONS)
+        .min_by_key(|(id, g)| (g.paradigm != PARADIGM_MPI, **id))
+        .map(|(_, g)| g);
+    let mut rank_of_group: HashMap<u32, i32> = HashMap::new();
+    if let Some(w) = world {
+        for (r, loc) in w.members.iter().enumerate() {
+            if let Some(&g) = group_of.get(loc) {
+                rank_of_group.entry(g).or_insert(r as i32);
+            }
+        }
+    }
+    let mut rest: Vec<u32> = d.location_groups.keys().copied().filter(|g| !rank_of_group.contains_key(g)).collect();
+    rest.sort_unstable();
+    let mut next = rank_of_group.values().copied().max().map_or(0, |m| m + 1);
+    for g in rest {
+        rank_of_group.insert(g, next);
+        next += 1;
+    }
+    let mut by_group: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for l in &d.locations {
+        by_group.entry(l.group).or_default().push(l.id);
+    }
+    let mut location = HashMap::new();
+    for (g, mut locs) in by_group {
+        locs.sort_unstable();
+        let rank = rank_of_group.get(&g).copied().unwrap_or_else(|| {
+            let r = next;
+            next += 1;
+            r
+        });
+        for (t, l) in locs.into_iter().enumerate() {
+            location.insert(l, (rank, t as i32));
+        }
+    }
+    Placement { rank_of_group, location }
+}
+
+/// World ranks of every communicator's members, in communicator rank order.
+fn comm_members(d: &GlobalDefs, p: &Placement) -> HashMap<u32, Vec<i32>> {
+    let rank_of_location = |loc: u64| p.location.get(&loc).map(|x| x.0);
+    let mut out = HashMap::new();
+    for (id, comm) in &d.comms {
+        let Some(g) = d.groups.get(&comm.group) else { continue };
+        let members: Vec<i32> = match g.kind {
+            GROUP_COMM_GROUP => {
+                let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
+                g.members
+                    .iter()
+                    .map(|&m| match base {
+                        Some(b) => b
+                            .members
+                            .get(m as usize)
+                            .and_then(|&l| rank_of_location(l))
+                            .unwrap_or(crate::events::NONE_I32),
+                        None => i32::try_from(m).unwrap_or(crate::events::NONE_I32),
+                    })
+                    .collect()
+            }
+            GROUP_COMM_LOCATIONS => {
+                g.members.iter().map(|&l| rank_of_location(l).unwrap_or(crate::events::NONE_I32)).collect()
+            }
+            GROUP_COMM_SELF => Vec::new(),
+            _ => g.members.iter().map(|&m| i32::try_from(m).unwrap_or(crate::events::NONE_I32)).collect(),
+        };
+        out.insert(*id, members);
+    }
+    out
+}
+
+/// Read an OTF2 archive (anchor file or its directory).
+pub fn read(path: &Path) -> Result<RawTrace> {
+    let anchor_path = find_anchor(path)?;
+    let anchor = anchor::read(&anchor_path)?;
+    let base = anchor_path.with_extension("");
+    let mut warnings = Warnings::default();
+    let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
+    let place = placement(&d);
+    let comms = comm_members(&d, &place);
+    let string = |id: u32| d.string(id).unwrap_or("").to_string();
+
+    let mut region_index: HashMap<u32, i32> = HashMap::new();
+    let regions: Vec<RegionInfo> = d
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, (id, r))| {
+            region_index.insert(*id, i as i32);
+            RegionInfo {
+                region_id: i64::from(*id),
+                name: string(r.name),
+                paradigm: paradigm_name(r.paradigm).to_string(),
+                role: role_name(r.role).map(str::to_string),
+                file: d.string(r.source_file).filter(|s| !s.is_empty()).map(str::to_string),
+                line: (r.begin_line != 0 && r.begin_line != u32::MAX).then_some(i64::from(r.begin_line)),
+            }
+        })
+        .collect();
+
+    let mut metric_names: Vec<String> = Vec::new();
+    let mut metric_name_index: HashMap<u32, i32> = HashMap::new();
+    let mut member_ids: Vec<&u32> = d.metric_members.keys().collect();
+    member_ids.sort_unstable();
+    for id in member_ids {
+        metric_name_index.insert(*id, metric_names.len() as i32);
+        metric_names.push(string(d.metric_members[id].name));
+    }
+    let metric_members: HashMap<u32, Vec<(i32, u8)>> = d
+        .metrics
+        .iter()
+        .map(|(id, members)| {
+            let v = members
+                .iter()
+                .map(|m| {
+                    (
+                        metric_name_index.get(m).copied().unwrap_or(crate::events::NONE_I32),
+                        d.metric_members.get(m).map_or(0, |x| x.value_type),
+                    )
+                })
+                .collect();
+            (*id, v)
+        })
+        .collect();
+
+    struct Part {
+        rank: i32,
+        thread: i32,
+        decoded: events::Decoded,
+        offsets: Vec<(u64, i64, f64)>,
+    }
+    let parts: Vec<Part> = d
+        .locations
+        .par_iter()
+        .map(|l| {
+            let (rank, thread) = place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
+            let local = defs::read_local(&base.join(format!("{}.def", l.id)), anchor.chunk_size_definitions)?;
+            let evt = base.join(format!("{}.evt", l.id));
+            let data = match std::fs::read(&evt) {
+                Ok(data) => data,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && l.events == 0 => Vec::new(),
+                Err(e) => return Err(Error::io(&evt, e)),
+            };
+            let ctx = events::Context {
+                rank,
+                thread,
+                global_offset: d.global_offset,
+                timer_resolution: d.timer_resolution,
+                local: &local,
+                region_index: &region_index,
+                comm_members: &comms,
+                metric_members: &metric_members,
+            };
+            let decoded = if data.is_empty() {
+                events::Decoded::default()
+            } else {
+                events::decode(&evt, &data, anchor.chunk_size_events, &ctx)?
+            };
+            Ok(Part { rank, thread, decoded, offsets: local.clock_offsets })
+        })
+        .collect::<Result<_>>()?;
+
+    let mut parts = parts;
+    parts.sort_by_key(|p| (p.rank, p.thread));
+    let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
+    let mut clock_sync = Vec::new();
+    let mut metrics = RawMetrics { names: metric_names, ..RawMetrics::default() };
+    let mut all = Vec::with_capacity(parts.len());
+    for p in parts {
+        warnings.merge(p.decoded.warnings);
+        for (session, (time, offset, std_dev)) in p.offsets.iter().enumerate() {
+            let local_ts = ns(i128::from(*time) - i128::from(d.global_offset));
+            clock_sync.push(ClockSample {
+                rank: p.rank,
+                session: session as i32,
+                local_ts,
+                master_ts: local_ts + ns(i128::from(*offset)),
+                round_trip: None,
+                std_dev_ns: Some((*std_dev * 1e9 / d.timer_resolution as f64).round() as i64),
+            });
+        }
+        let m = p.decoded.metrics;
+        metrics.rank.extend(std::iter::repeat_n(p.rank, m.ts.len()));
+        metrics.thread.extend(std::iter::repeat_n(p.thread, m.ts.len()));
+        metrics.ts.extend(m.ts);
+        metrics.metric.extend(m.metric);
+        metrics.value.extend(m.value);
+        all.push(p.decoded.events);
+    }
+    let events = RawEvents::concat(all);
+
+    let mut ranks: Vec<RankInfo> = Vec::new();
+    let mut groups: Vec<(&u32, &defs::LocationGroup)> = d.location_groups.iter().collect();
+    groups.sort_by_key(|(id, _)| place.rank_of_group.get(id).copied().unwrap_or(i32::MAX));
+    for (id, g) in groups {
+        let Some(&rank) = place.rank_of_group.get(id) else { continue };
+        ranks.push(RankInfo { rank, node: node_name(&d, g.parent), name: string(g.name) });
+    }
+    let mut locations: Vec<LocationInfo> = d
+        .locations
+        .iter()
+        .filter_map(|l| {
+            let (rank, thread) = place.location.get(&l.id).copied()?;
+            Some(LocationInfo {
+                location_id: l.id.min(i64::MAX as u64) as i64,
+                rank,
+                thread,
+                kind: location_kind(l.kind).to_string(),
+                name: string(l.name),
+            })
+        })
+        .collect();
+    locations.sort_by_key(|l| (l.rank, l.thread));
+    let communicators = d
+        .comms
+        .iter()
+        .map(|(id, c)| CommInfo {
+            comm: *id as i32,
+            name: string(c.name),
+            members: comms.get(id).cloned().unwrap_or_default(),
+        })
+        .collect();
+    let meta = TraceMeta {
+        name: crate::open::default_name(&path.display().to_string()),
+        path: path.display().to_string(),
+        format: "otf2".into(),
+        format_version: Some(anchor.version),
+        creator: Some(anchor.creator).filter(|c| !c.is_empty()),
+        timer_resolution_hz: i64::try_from(d.timer_resolution).ok(),
+        start_wallclock_ns: d.realtime_ns.and_then(|r| i64::try_from(r).ok()),
+    };
+    Ok(RawTrace { meta, ranks, locations, regions, events, communicators, clock_sync, metrics, warnings })
+}
+
+/// The name of the "node" system-tree ancestor of a location group (or its direct parent).
+fn node_name(d: &GlobalDefs, parent: u32) -> Option<String> {
+    let mut id = parent;
+    let mut first: Option<String> = None;
+    for _ in 0..64 {
+        let node = d.system_tree.get(&id)?;
+        let name = d.string(node.name).unwrap_or("").to_string();
+        if d.string(node.class) == Some("node") {
+            return Some(name);
+        }
+        first.get_or_insert(name);
+        id = node.parent;
+    }
+    first
+}

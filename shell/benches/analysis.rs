@@ -1,0 +1,130 @@
+//! Analysis benchmark: latency_criteria and message_latency over a synthetic messages table,
+//! and process regions (distances + average-linkage clustering) of 2-D stencil communication
+//! graphs. Prints the wall time of each SQL query and peak memory (VmHWM).
+//!
+//! `cargo bench -p commdb-shell --bench analysis -- [MESSAGES] [RANKS...]`
+//! (defaults: 10,000,000 messages; 1024 and 16384 ranks).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrow::array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use commdb_catalog::Session;
+use commdb_catalog::generate::rng::uniform;
+use commdb_catalog::generate::topology::{Pattern, Topology};
+use datafusion::datasource::MemTable;
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
+        .map_or(f64::NAN, |kib| kib / 1024.0)
+}
+
+fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("msg_id", DataType::Int64, false),
+        Field::new("src", DataType::Int32, false),
+        Field::new("dst", DataType::Int32, false),
+        Field::new("bytes", DataType::Int64, false),
+        Field::new("send_ts", DataType::Int64, true),
+        Field::new("duration", DataType::Int64, true),
+        Field::new("intra_node", DataType::Boolean, true),
+    ]))
+}
+
+/// `n` messages between 1024 ranks (16 per node), sizes from 8 B to 1 MiB, durations
+/// latency + bytes / bandwidth with noise, in batches of 64 Ki rows.
+fn messages(n: usize) -> Vec<RecordBatch> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let len = (n - start).min(1 << 16);
+        let rows = start..start + len;
+        let u = |i: usize, k: u64| uniform(7, k, i as u64, 0);
+        let src: Vec<i32> = rows.clone().map(|i| (u(i, 1) * 1024.0) as i32).collect();
+        let dst: Vec<i32> = rows.clone().map(|i| (u(i, 2) * 1024.0) as i32).collect();
+        let bytes: Vec<i64> = rows.clone().map(|i| 8 << (u(i, 3) * 17.0) as i64).collect();
+        let intra: Vec<bool> = src.iter().zip(&dst).map(|(s, d)| s / 16 == d / 16).collect();
+        let duration: Vec<i64> = (0..len)
+            .map(|k| {
+                let (lat, bw) = if intra[k] { (500.0, 10.0) } else { (2000.0, 2.0) };
+                ((lat + bytes[k] as f64 / bw) * (0.9 + 0.2 * u(start + k, 4))) as i64
+            })
+            .collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| i as i64))),
+            Arc::new(Int32Array::from(src)),
+            Arc::new(Int32Array::from(dst)),
+            Arc::new(Int64Array::from(bytes)),
+            Arc::new(Int64Array::from_iter_values(rows.map(|i| i as i64 * 100))),
+            Arc::new(Int64Array::from(duration)),
+            Arc::new(BooleanArray::from(intra)),
+        ];
+        out.push(RecordBatch::try_new(schema(), columns).expect("batch"));
+        start += len;
+    }
+    out
+}
+
+/// The messages of one 2-D stencil halo exchange over `ranks` ranks.
+fn stencil(ranks: i32) -> Vec<RecordBatch> {
+    let t = Topology::new(Pattern::Stencil2d, ranks);
+    let n = t.edges.len();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(0..n as i64)),
+        Arc::new(Int32Array::from_iter_values(t.edges.iter().map(|e| e.src))),
+        Arc::new(Int32Array::from_iter_values(t.edges.iter().map(|e| e.dst))),
+        Arc::new(Int64Array::from_iter_values(t.edges.iter().map(|e| 4096 * e.size_factor))),
+        Arc::new(Int64Array::from_iter_values(0..n as i64)),
+        Arc::new(Int64Array::from_iter_values((0..n).map(|_| 1000))),
+        Arc::new(BooleanArray::from(vec![true; n])),
+    ];
+    vec![RecordBatch::try_new(schema(), columns).expect("batch")]
+}
+
+async fn time(session: &mut Session, label: &str, sql: &str) {
+    let t = Instant::now();
+    let batches = session.collect(sql).await.expect(sql);
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    println!("{label:<44} {:>8.3} s  {rows:>9} rows  peak {:>7.0} MiB", t.elapsed().as_secs_f64(), peak_rss_mib());
+}
+
+#[tokio::main]
+async fn main() {
+    let numbers: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.replace('_', "").parse().ok()).collect();
+    let n = numbers.first().copied().unwrap_or(10_000_000);
+    let rank_counts: Vec<i32> =
+        if numbers.len() > 1 { numbers[1..].iter().map(|r| *r as i32).collect() } else { vec![1024, 16384] };
+    let mut session = Session::new();
+    commdb_udfs::register_all(&mut session);
+    println!("commdb analysis benchmark, {} threads", rayon::current_num_threads());
+
+    let t = Instant::now();
+    let table = MemTable::try_new(schema(), vec![messages(n)]).expect("table");
+    session.context().register_table("m", Arc::new(table)).expect("register");
+    println!(
+        "{:<44} {:>8.3} s  {n:>9} rows  peak {:>7.0} MiB",
+        "synthetic messages",
+        t.elapsed().as_secs_f64(),
+        peak_rss_mib()
+    );
+    time(&mut session, "latency_criteria('m')", "SELECT * FROM latency_criteria('m')").await;
+    time(
+        &mut session,
+        "message_latency('m'), count delayed",
+        "SELECT count(*) FROM message_latency('m') WHERE delayed",
+    )
+    .await;
+    session.context().deregister_table("m").expect("deregister");
+
+    for ranks in rank_counts {
+        let name = format!("s{ranks}");
+        let table = MemTable::try_new(schema(), vec![stencil(ranks)]).expect("table");
+        session.context().register_table(name.as_str(), Arc::new(table)).expect("register");
+        let label = format!("process_regions, {ranks}-rank stencil");
+        time(&mut session, &label, &format!("SELECT count(DISTINCT region) FROM process_regions('{name}')")).await;
+    }
+}
