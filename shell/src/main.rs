@@ -121,6 +121,9 @@ struct GenerateArgs {
     /// Sync sessions during the run (implies --clock-skew).
     #[arg(long, default_value_t = 0)]
     sync_sessions: u32,
+    /// What to write: a commdb store (parquet) or an OTF2 archive (otf2).
+    #[arg(long = "format", default_value = "parquet", value_parser = ["parquet", "otf2"])]
+    output_format: String,
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
@@ -166,20 +169,22 @@ fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
     let mut raw = generated.trace;
     raw.meta.name = commdb_catalog::open::default_name(&args.output.to_string_lossy());
     raw.meta.path = args.output.display().to_string();
-    let built = Instant::now();
-    let trace = raw.build().map_err(|e| e.to_string())?;
-    let build_time = built.elapsed();
     let written = Instant::now();
-    store::write(&trace, &args.output).map_err(|e| e.to_string())?;
+    if args.output_format == "otf2" {
+        commdb_catalog::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
+    } else {
+        let trace = raw.build().map_err(|e| e.to_string())?;
+        store::write(&trace, &args.output).map_err(|e| e.to_string())?;
+    }
     generated.truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
     if !quiet {
         eprintln!(
-            "generated {events} events, {} messages on {} ranks in {} ({:.1} M events/s); derived tables in {}; written to {} in {}",
+            "generated {events} events, {} messages on {} ranks in {} ({:.1} M events/s); written as {} to {} in {}",
             generated.truth.messages,
             cfg.ranks,
             human_duration(gen_time),
             events as f64 / gen_time.as_secs_f64().max(1e-9) / 1e6,
-            human_duration(build_time),
+            args.output_format,
             args.output.display(),
             human_duration(written.elapsed())
         );

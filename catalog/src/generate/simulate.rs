@@ -25,8 +25,8 @@ const REGIONS: [(&str, &str, &str); 11] = [
     ("MPI_Isend", "mpi", "point2point"),
     ("MPI_Irecv", "mpi", "point2point"),
     ("MPI_Waitall", "mpi", "point2point"),
-    ("MPI_Allreduce", "mpi", "collective"),
-    ("MPI_Barrier", "mpi", "collective"),
+    ("MPI_Allreduce", "mpi", "coll_all2all"),
+    ("MPI_Barrier", "mpi", "barrier"),
 ];
 const MAIN: i32 = 0;
 const COMPUTE: i32 = 1;

@@ -13,6 +13,7 @@ pub mod anchor;
 pub mod buffer;
 pub mod defs;
 pub mod events;
+pub mod writer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -400,4 +401,99 @@ fn node_name(d: &GlobalDefs, parent: u32) -> Option<String> {
         id = node.parent;
     }
     first
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{GeneratorConfig, Pattern, generate};
+    use crate::model;
+
+    fn generated(pattern: Pattern) -> RawTrace {
+        let cfg = GeneratorConfig {
+            ranks: 6,
+            ranks_per_node: 2,
+            pattern,
+            iterations: 3,
+            clock_skew: true,
+            imbalance: Some(crate::generate::Imbalance { ranks: vec![1], factor: 2.0 }),
+            ..GeneratorConfig::default()
+        };
+        generate(&cfg).unwrap().trace
+    }
+
+    #[test]
+    fn written_archives_read_back_to_the_same_tables() {
+        for pattern in [Pattern::Stencil2d, Pattern::MasterWorker] {
+            let raw = generated(pattern);
+            let dir = tempfile::tempdir().unwrap();
+            writer::write(&raw, dir.path()).unwrap();
+            let back = read(&dir.path().join("traces.otf2")).unwrap();
+            assert_eq!(back.clock_sync.len(), 5 * 2, "one offset point per rank and session");
+            let (a, b) = (raw.build().unwrap(), back.build().unwrap());
+            for t in ["ranks", "regions", "events", "calls", "messages", "collectives", "communicators"] {
+                let schema = model::schema(t).unwrap();
+                let x = arrow::compute::concat_batches(&schema, a.table(t)).unwrap();
+                let y = arrow::compute::concat_batches(&schema, b.table(t)).unwrap();
+                assert_eq!(x, y, "{pattern:?}: table {t} differs after an OTF2 round trip");
+            }
+            assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+        }
+    }
+
+    #[test]
+    fn truncated_or_flipped_archives_give_errors_not_panics() {
+        let raw = generated(Pattern::Ring);
+        let dir = tempfile::tempdir().unwrap();
+        writer::write(&raw, dir.path()).unwrap();
+        let anchor = dir.path().join("traces.otf2");
+        let files = [
+            dir.path().join("traces.def"),
+            dir.path().join("traces/1.evt"),
+            dir.path().join("traces/2.def"),
+            anchor.clone(),
+        ];
+        let mut errors = 0;
+        for file in &files {
+            let original = std::fs::read(file).unwrap();
+            let step = (original.len() / 60).max(1);
+            for at in (0..original.len()).step_by(step) {
+                for damage in 0..3 {
+                    let mut bytes = original.clone();
+                    match damage {
+                        0 => bytes.truncate(at),
+                        1 => bytes[at] ^= 0xFF,
+                        _ => bytes[at] = 0x09,
+                    }
+                    std::fs::write(file, &bytes).unwrap();
+                    match read(&anchor).and_then(RawTrace::build) {
+                        Ok(_) => {}
+                        Err(e) => {
+                            errors += 1;
+                            let text = e.to_string();
+                            assert!(
+                                text.contains(dir.path().to_str().unwrap()),
+                                "error does not name the file: {text}"
+                            );
+                        }
+                    }
+                }
+            }
+            std::fs::write(file, &original).unwrap();
+        }
+        assert!(errors > 50, "only {errors} damaged archives were rejected");
+        std::fs::remove_file(dir.path().join("traces/3.evt")).unwrap();
+        let e = read(&anchor).unwrap_err().to_string();
+        assert!(e.contains("3.evt"), "{e}");
+    }
+
+    #[test]
+    fn anchors_are_found_in_directories() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(find_anchor(dir.path()).unwrap_err().to_string().contains("no OTF2 anchor"));
+        writer::write(&generated(Pattern::Ring), dir.path()).unwrap();
+        assert_eq!(find_anchor(dir.path()).unwrap(), dir.path().join("traces.otf2"));
+        std::fs::copy(dir.path().join("traces.otf2"), dir.path().join("other.otf2")).unwrap();
+        assert!(find_anchor(dir.path()).unwrap_err().to_string().contains("several OTF2 anchors"));
+    }
 }

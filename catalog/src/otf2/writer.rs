@@ -1,0 +1,468 @@
+//! Writing OTF2 archives (format 3.0) that the reference reader accepts: used by
+//! `commdb generate --format otf2` to produce test archives of any size. Layout as read by
+//! this crate's reader: an anchor, global definitions (clock properties, strings, system tree
+//! with one node per host, one location group per rank, its locations, regions, the MPI
+//! location and communicator groups, communicators), per location an event file (a timestamp
+//! record whenever the time changes, one record per event) and a local definition file with
+//! the clock offsets (each sync session condensed to its mean offset). Buffers are cut into
+//! fixed-size chunks; a chunk that is not the last is padded to its full size.
+//!
+//! Times are written as ticks of 1 ns; the global offset is chosen so that every tick count
+//! is positive (skewed local clocks can run below zero), and reading the archive back gives
+//! the same nanosecond times.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents, Stream};
+use crate::trace::RawTrace;
+
+const EVENT_CHUNK: usize = 1 << 20;
+const DEF_CHUNK: usize = 4 << 20;
+const UNDEFINED: u64 = u64::MAX;
+
+/// A chunked little-endian OTF2 buffer being written.
+struct Buffer {
+    out: Vec<u8>,
+    chunk_size: usize,
+    chunk_start: usize,
+    first_event: u64,
+    events: u64,
+    record: Vec<u8>,
+}
+
+fn compressed(v: u64, out: &mut Vec<u8>) {
+    if v == UNDEFINED {
+        out.push(0xFF);
+        return;
+    }
+    let n = (8 - (v.leading_zeros() / 8) as usize).min(8);
+    out.push(n as u8);
+    out.extend_from_slice(&v.to_le_bytes()[..n]);
+}
+
+fn u32c(v: u32, out: &mut Vec<u8>) {
+    compressed(if v == u32::MAX { UNDEFINED } else { u64::from(v) }, out);
+}
+
+impl Buffer {
+    fn new(chunk_size: usize) -> Self {
+        let mut b =
+            Buffer { out: Vec::new(), chunk_size, chunk_start: 0, first_event: 1, events: 0, record: Vec::new() };
+        b.header();
+        b
+    }
+
+    fn header(&mut self) {
+        self.chunk_start = self.out.len();
+        self.out.extend_from_slice(&[0x03, 0x42]);
+        self.out.extend_from_slice(&[0; 16]);
+    }
+
+    fn patch_header(&mut self) {
+        let first = self.first_event.to_le_bytes();
+        let last = (self.first_event + self.events).saturating_sub(1).to_le_bytes();
+        self.out[self.chunk_start + 2..self.chunk_start + 10].copy_from_slice(&first);
+        self.out[self.chunk_start + 10..self.chunk_start + 18].copy_from_slice(&last);
+    }
+
+    /// Make room for `n` bytes (+ the end-of-chunk byte); true when a new chunk was started.
+    fn reserve(&mut self, n: usize) -> bool {
+        if self.out.len() + n < self.chunk_start + self.chunk_size {
+            return false;
+        }
+        self.patch_header();
+        self.out.push(0x00);
+        self.out.resize(self.chunk_start + self.chunk_size, 0);
+        self.first_event += self.events;
+        self.events = 0;
+        self.header();
+        true
+    }
+
+    /// Append a record with a length (the fields are in `self.record`).
+    fn with_length(&mut self, t: u8, counts_as_event: bool) {
+        let len = self.record.len();
+        let size = 2 + len + if len >= 255 { 8 } else { 0 };
+        self.reserve(size);
+        self.out.push(t);
+        if len >= 255 {
+            self.out.push(0xFF);
+            self.out.extend_from_slice(&(len as u64).to_le_bytes());
+        } else {
+            self.out.push(len as u8);
+        }
+        self.out.extend_from_slice(&self.record);
+        self.record.clear();
+        if counts_as_event {
+            self.events += 1;
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        self.patch_header();
+        self.out.push(0x02);
+        self.out
+    }
+}
+
+struct Strings {
+    ids: HashMap<String, u32>,
+    list: Vec<String>,
+}
+
+impl Strings {
+    fn id(&mut self, s: &str) -> u32 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.ids.insert(s.to_string(), i);
+        self.list.push(s.to_string());
+        i
+    }
+}
+
+fn paradigm_code(name: &str) -> u8 {
+    match name {
+        "user" => 1,
+        "compiler" => 2,
+        "openmp" => 3,
+        "mpi" => 4,
+        "cuda" => 5,
+        "measurement_system" => 6,
+        "pthread" => 7,
+        _ => 0,
+    }
+}
+
+fn role_code(name: Option<&str>) -> u8 {
+    match name {
+        Some("function") => 1,
+        Some("wrapper") => 2,
+        Some("loop") => 3,
+        Some("code") => 4,
+        Some("barrier") => 15,
+        Some("coll_one2all") => 23,
+        Some("coll_all2one") => 24,
+        Some("coll_all2all") => 25,
+        Some("coll_other") => 26,
+        Some("point2point") => 28,
+        _ => 0,
+    }
+}
+
+fn write_file(path: &Path, data: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    f.write_all(data).map_err(|e| Error::io(path, e))
+}
+
+/// Write `trace` as an OTF2 archive `dir/traces.otf2` (+ `traces.def`, `traces/`).
+pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
+    let events = &trace.events;
+    if events.rank.windows(2).zip(events.thread.windows(2)).any(|(r, t)| (r[0], t[0]) > (r[1], t[1])) {
+        return Err(Error::argument("OTF2 writer: events must be grouped by rank and thread"));
+    }
+    let min_ts = events.ts.iter().copied().min().unwrap_or(0).min(0);
+    let max_ts = events.ts.iter().copied().max().unwrap_or(0);
+    let offset = min_ts.unsigned_abs();
+    let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
+    let traces = dir.join("traces");
+    std::fs::create_dir_all(&traces).map_err(|e| Error::io(&traces, e))?;
+
+    // Locations: one per (rank, thread) stream, ids in stream order.
+    let streams: Vec<Stream> = events.streams();
+    let mut location_of: BTreeMap<(i32, i32), u64> = BTreeMap::new();
+    for l in &trace.locations {
+        location_of.insert((l.rank, l.thread), l.location_id.max(0) as u64);
+    }
+    for s in &streams {
+        let next = location_of.values().max().map_or(0, |m| m + 1);
+        location_of.entry((s.rank, s.thread)).or_insert(next);
+    }
+    // World rank -> comm rank of every communicator.
+    let comm_rank: HashMap<i32, HashMap<i32, u32>> = trace
+        .communicators
+        .iter()
+        .map(|c| (c.comm, c.members.iter().enumerate().map(|(i, w)| (*w, i as u32)).collect()))
+        .collect();
+
+    let stream_events: Vec<(u64, Vec<u8>, u64)> = streams
+        .par_iter()
+        .map(|s| {
+            let (data, n) = events_file(events, s, &comm_rank, &ticks)?;
+            Ok((location_of[&(s.rank, s.thread)], data, n))
+        })
+        .collect::<Result<_>>()?;
+    let mut counts: HashMap<u64, u64> = HashMap::new();
+    for (loc, data, n) in &stream_events {
+        write_file(&traces.join(format!("{loc}.evt")), data)?;
+        counts.insert(*loc, *n);
+    }
+
+    // Local definitions: clock offsets per rank (first location of the rank).
+    let mut sessions: BTreeMap<(i32, i32), Vec<(i64, i64)>> = BTreeMap::new();
+    for s in &trace.clock_sync {
+        sessions.entry((s.rank, s.session)).or_default().push((s.local_ts, s.master_ts - s.local_ts));
+    }
+    for (&(rank, thread), &loc) in &location_of {
+        let mut b = Buffer::new(DEF_CHUNK);
+        if thread == 0 {
+            for ((r, _), samples) in sessions.range((rank, i32::MIN)..=(rank, i32::MAX)) {
+                debug_assert_eq!(*r, rank);
+                let n = samples.len() as f64;
+                let local = samples.iter().map(|s| s.0 as f64).sum::<f64>() / n;
+                let off = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
+                let var = samples.iter().map(|s| (s.1 as f64 - off).powi(2)).sum::<f64>() / n;
+                b.record.extend_from_slice(&ticks(local.round() as i64).to_le_bytes());
+                compressed(off.round() as i64 as u64, &mut b.record);
+                b.record.extend_from_slice(&var.sqrt().to_le_bytes());
+                b.with_length(6, false);
+            }
+        }
+        write_file(&traces.join(format!("{loc}.def")), &b.finish())?;
+    }
+
+    // Global definitions.
+    let mut strings = Strings { ids: HashMap::new(), list: Vec::new() };
+    strings.id("");
+    let mut g = Buffer::new(DEF_CHUNK);
+    let mut defs_written = 0u64;
+    let mut emit = |g: &mut Buffer, t: u8| {
+        g.with_length(t, false);
+        defs_written += 1;
+    };
+    compressed(1_000_000_000, &mut g.record);
+    compressed(offset, &mut g.record);
+    compressed((max_ts - min_ts).max(0) as u64, &mut g.record);
+    compressed(trace.meta.start_wallclock_ns.map_or(UNDEFINED, |w| (w - min_ts) as u64), &mut g.record);
+    emit(&mut g, 5);
+    // Collect string ids first, then write strings before the records that use them.
+    let root_name = strings.id("cluster");
+    let machine = strings.id("machine");
+    let node_class = strings.id("node");
+    let mut nodes: Vec<String> = Vec::new();
+    for r in &trace.ranks {
+        let n = r.node.clone().unwrap_or_else(|| "unknown".into());
+        if !nodes.contains(&n) {
+            nodes.push(n);
+        }
+    }
+    let node_ids: Vec<u32> = nodes.iter().map(|n| strings.id(n)).collect();
+    let rank_names: Vec<u32> = trace.ranks.iter().map(|r| strings.id(&r.name)).collect();
+    let loc_names: Vec<u32> = trace.locations.iter().map(|l| strings.id(&l.name)).collect();
+    let region_names: Vec<(u32, u32)> = trace
+        .regions
+        .iter()
+        .map(|r| (strings.id(&r.name), r.file.as_deref().map_or(u32::MAX, |f| strings.id(f))))
+        .collect();
+    let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
+    let locations_group_name = strings.id("MPI_COMM_WORLD locations");
+    for (i, s) in strings.list.iter().enumerate() {
+        u32c(i as u32, &mut g.record);
+        g.record.extend_from_slice(s.as_bytes());
+        g.record.push(0);
+        emit(&mut g, 10);
+    }
+    // System tree: root, then one node per host.
+    for (id, name, class, parent) in std::iter::once((0u32, root_name, machine, u32::MAX))
+        .chain(node_ids.iter().enumerate().map(|(i, n)| (i as u32 + 1, *n, node_class, 0)))
+    {
+        u32c(id, &mut g.record);
+        u32c(name, &mut g.record);
+        u32c(class, &mut g.record);
+        u32c(parent, &mut g.record);
+        emit(&mut g, 12);
+    }
+    let group_of_rank: HashMap<i32, u32> = trace.ranks.iter().enumerate().map(|(i, r)| (r.rank, i as u32)).collect();
+    for (i, r) in trace.ranks.iter().enumerate() {
+        let node = r.node.clone().unwrap_or_else(|| "unknown".into());
+        let parent = nodes.iter().position(|n| *n == node).map_or(0, |p| p as u32 + 1);
+        u32c(i as u32, &mut g.record);
+        u32c(rank_names[i], &mut g.record);
+        g.record.push(1);
+        u32c(parent, &mut g.record);
+        u32c(u32::MAX, &mut g.record);
+        emit(&mut g, 13);
+    }
+    for (i, l) in trace.locations.iter().enumerate() {
+        let id = location_of[&(l.rank, l.thread)];
+        compressed(id, &mut g.record);
+        u32c(loc_names[i], &mut g.record);
+        g.record.push(match l.kind.as_str() {
+            "gpu" => 2,
+            "metric" => 3,
+            _ => 1,
+        });
+        compressed(counts.get(&id).copied().unwrap_or(0), &mut g.record);
+        u32c(group_of_rank.get(&l.rank).copied().unwrap_or(u32::MAX), &mut g.record);
+        emit(&mut g, 14);
+    }
+    for (i, r) in trace.regions.iter().enumerate() {
+        let (name, file) = region_names[i];
+        u32c(i as u32, &mut g.record);
+        u32c(name, &mut g.record);
+        u32c(0, &mut g.record);
+        g.record.push(0);
+        u32c(file, &mut g.record);
+        u32c(r.line.map_or(0, |l| l as u32), &mut g.record);
+        u32c(0, &mut g.record);
+        u32c(name, &mut g.record);
+        g.record.push(role_code(r.role.as_deref()));
+        g.record.push(paradigm_code(&r.paradigm));
+        u32c(0, &mut g.record);
+        emit(&mut g, 15);
+    }
+    // Group 0: the MPI locations (thread 0 of every rank) in rank order; then one
+    // communicator group per communicator, whose members index group 0.
+    let mut ranks_sorted: Vec<i32> = trace.ranks.iter().map(|r| r.rank).collect();
+    ranks_sorted.sort_unstable();
+    let world_locations: Vec<u64> = ranks_sorted.iter().filter_map(|r| location_of.get(&(*r, 0)).copied()).collect();
+    let index_of_rank: HashMap<i32, u64> = ranks_sorted.iter().enumerate().map(|(i, r)| (*r, i as u64)).collect();
+    let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, members: &[u64]| {
+        u32c(id, &mut g.record);
+        u32c(name, &mut g.record);
+        g.record.push(0);
+        u32c(members.len() as u32, &mut g.record);
+        for &m in members {
+            compressed(m, &mut g.record);
+        }
+        g.record.push(kind);
+        g.record.push(4);
+        u32c(0, &mut g.record);
+        emit(g, 18);
+    };
+    write_group(&mut g, 0, locations_group_name, 4, &world_locations);
+    for (i, c) in trace.communicators.iter().enumerate() {
+        let members: Vec<u64> = c.members.iter().filter_map(|r| index_of_rank.get(r).copied()).collect();
+        write_group(&mut g, i as u32 + 1, comm_names[i], 5, &members);
+    }
+    for (i, c) in trace.communicators.iter().enumerate() {
+        u32c(c.comm.max(0) as u32, &mut g.record);
+        u32c(comm_names[i], &mut g.record);
+        u32c(i as u32 + 1, &mut g.record);
+        u32c(u32::MAX, &mut g.record);
+        u32c(0, &mut g.record);
+        emit(&mut g, 22);
+    }
+    write_file(&dir.join("traces.def"), &g.finish())?;
+    write_anchor(&dir.join("traces.otf2"), location_of.len() as u64, defs_written, trace.meta.creator.as_deref())
+}
+
+fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&str>) -> Result<()> {
+    let mut a = vec![0x03, 0x42];
+    a.extend_from_slice(b"OTF2\0");
+    a.extend_from_slice(&[3, 2, 3, 0, 0]);
+    a.extend_from_slice(&(EVENT_CHUNK as u64).to_le_bytes());
+    a.extend_from_slice(&(DEF_CHUNK as u64).to_le_bytes());
+    a.extend_from_slice(&[1, 1]);
+    a.extend_from_slice(&locations.to_le_bytes());
+    a.extend_from_slice(&definitions.to_le_bytes());
+    a.push(0);
+    a.extend_from_slice(creator.unwrap_or("commdb").as_bytes());
+    a.push(0);
+    a.push(0);
+    a.extend_from_slice(&0u32.to_le_bytes());
+    a.extend_from_slice(&0x636f_6d6d_6462_0001u64.to_le_bytes());
+    a.extend_from_slice(&0u32.to_le_bytes());
+    a.extend_from_slice(&0u32.to_le_bytes());
+    a.extend_from_slice(&[0x02, 0x01, 0x00]);
+    write_file(path, &a)
+}
+
+/// The event file of one stream and its number of events.
+fn events_file(
+    e: &RawEvents,
+    s: &Stream,
+    comm_rank: &HashMap<i32, HashMap<i32, u32>>,
+    ticks: &impl Fn(i64) -> u64,
+) -> Result<(Vec<u8>, u64)> {
+    let mut b = Buffer::new(EVENT_CHUNK);
+    let mut last_time: Option<u64> = None;
+    let peer_rank = |comm: i32, peer: i32| -> u32 {
+        if peer == NONE_I32 {
+            return u32::MAX;
+        }
+        comm_rank.get(&comm).and_then(|m| m.get(&peer)).copied().unwrap_or(peer as u32)
+    };
+    let opt = |v: i64| if v == NONE_I64 { UNDEFINED } else { v as u64 };
+    let mut written = 0u64;
+    for i in s.start..s.end {
+        let kind = e.kind(i);
+        let (t, singleton) = match kind {
+            EventKind::Enter => (12, true),
+            EventKind::Leave => (13, true),
+            EventKind::Send => (14, false),
+            EventKind::Isend => (15, false),
+            EventKind::IsendComplete => (16, true),
+            EventKind::IrecvRequest => (17, true),
+            EventKind::Recv => (18, false),
+            EventKind::Irecv => (19, false),
+            EventKind::RequestTest => (20, true),
+            EventKind::RequestCancelled => (21, true),
+            EventKind::CollBegin => (22, false),
+            EventKind::CollEnd => (23, false),
+            EventKind::MeasurementOn | EventKind::MeasurementOff => (11, false),
+            EventKind::BufferFlush => (10, false),
+            EventKind::ProgramBegin => (83, false),
+            EventKind::ProgramEnd => (84, false),
+            EventKind::Other => continue,
+        };
+        let now = ticks(e.ts[i]);
+        match kind {
+            EventKind::Enter | EventKind::Leave => u32c(e.region[i].max(0) as u32, &mut b.record),
+            EventKind::Send | EventKind::Isend | EventKind::Recv | EventKind::Irecv => {
+                u32c(peer_rank(e.comm[i], e.peer[i]), &mut b.record);
+                u32c(e.comm[i].max(0) as u32, &mut b.record);
+                u32c(e.tag[i] as u32, &mut b.record);
+                compressed(opt(e.bytes[i]), &mut b.record);
+                if matches!(kind, EventKind::Isend | EventKind::Irecv) {
+                    compressed(opt(e.request[i]), &mut b.record);
+                }
+            }
+            EventKind::IsendComplete
+            | EventKind::IrecvRequest
+            | EventKind::RequestTest
+            | EventKind::RequestCancelled => {
+                compressed(opt(e.request[i]), &mut b.record);
+            }
+            EventKind::CollEnd => {
+                b.record.push(e.op[i].saturating_sub(1));
+                u32c(e.comm[i].max(0) as u32, &mut b.record);
+                u32c(peer_rank(e.comm[i], e.peer[i]), &mut b.record);
+                compressed(opt(e.bytes[i]), &mut b.record);
+                compressed(opt(e.bytes_recv[i]), &mut b.record);
+            }
+            EventKind::MeasurementOn => b.record.push(1),
+            EventKind::MeasurementOff => b.record.push(2),
+            EventKind::BufferFlush => b.record.extend_from_slice(&now.to_le_bytes()),
+            EventKind::ProgramBegin => {
+                u32c(0, &mut b.record);
+                u32c(0, &mut b.record);
+            }
+            EventKind::ProgramEnd => compressed(0, &mut b.record),
+            _ => {}
+        }
+        // Timestamp + record must share a chunk; a new chunk restarts with a timestamp.
+        let need = 9 + 2 + b.record.len() + 9;
+        if b.reserve(need) || last_time != Some(now) {
+            b.out.push(0x05);
+            b.out.extend_from_slice(&now.to_le_bytes());
+            last_time = Some(now);
+        }
+        if singleton {
+            b.out.push(t);
+            b.out.extend_from_slice(&b.record);
+            b.record.clear();
+            b.events += 1;
+        } else {
+            b.with_length(t, true);
+        }
+        written += 1;
+    }
+    Ok((b.finish(), written))
+}

@@ -1,0 +1,193 @@
+//! Cross-checks of the OTF2 reader and writer against the reference OTF2 library: its
+//! `otf2-print` (event counts per location and record type) on the Score-P traces in
+//! ../shared/data, on an archive written by its Python writer (python3-otf2) and on archives
+//! written by commdb. `.ci/run` installs the tools; without them these tests print why they
+//! skip.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::Int64Type;
+use commdb_catalog::generate::{GeneratorConfig, Pattern, generate};
+use commdb_tests::{project_root, shared_data};
+
+fn otf2_print_available() -> bool {
+    let ok = Command::new("otf2-print").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !ok {
+        println!("skip: otf2-print (Debian package otf2-tools) is not installed");
+    }
+    ok
+}
+
+fn kind_of(record: &str) -> Option<&'static str> {
+    Some(match record {
+        "ENTER" => "enter",
+        "LEAVE" => "leave",
+        "MPI_SEND" => "send",
+        "MPI_ISEND" => "isend",
+        "MPI_ISEND_COMPLETE" => "isend_complete",
+        "MPI_IRECV_REQUEST" => "irecv_request",
+        "MPI_RECV" => "recv",
+        "MPI_IRECV" => "irecv",
+        "MPI_REQUEST_TEST" => "request_test",
+        "MPI_REQUEST_CANCELLED" => "request_cancelled",
+        "MPI_COLLECTIVE_BEGIN" => "coll_begin",
+        "MPI_COLLECTIVE_END" => "coll_end",
+        "PROGRAM_BEGIN" => "program_begin",
+        "PROGRAM_END" => "program_end",
+        "BUFFER_FLUSH" => "buffer_flush",
+        "METRIC" => "metric values",
+        _ => return None,
+    })
+}
+
+/// (location, kind) -> count as otf2-print reports it; metric events count their values.
+fn reference_counts(anchor: &Path) -> BTreeMap<(i64, String), i64> {
+    let out = Command::new("otf2-print").arg(anchor).output().expect("run otf2-print");
+    assert!(out.status.success(), "otf2-print rejected {}: {}", anchor.display(), String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut counts = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with(' ')) {
+        let mut words = line.split_whitespace();
+        let (Some(record), Some(location)) = (words.next(), words.next()) else { continue };
+        let (Some(kind), Ok(location)) = (kind_of(record), location.parse::<i64>()) else { continue };
+        let n = if kind == "metric values" {
+            line.split(" Values:")
+                .next()
+                .and_then(|h| h.rsplit(", ").next())
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(1)
+        } else {
+            1
+        };
+        *counts.entry((location, kind.to_string())).or_insert(0) += n;
+    }
+    counts
+}
+
+/// The same counts from commdb's tables.
+async fn commdb_counts(path: &Path) -> BTreeMap<(i64, String), i64> {
+    let mut s = commdb_tests::session();
+    s.open(&path.display().to_string(), Some("t"), &commdb_catalog::OpenOptions::default()).expect("open");
+    let sql = "SELECT l.location_id, CAST(e.kind AS VARCHAR), count(*) FROM t.events e JOIN t.locations l \
+               ON e.rank = l.rank AND e.thread = l.thread GROUP BY 1, 2 \
+               UNION ALL SELECT l.location_id, 'metric values', count(*) FROM t.metrics m JOIN t.locations l \
+               ON m.rank = l.rank AND m.thread = l.thread GROUP BY 1";
+    let mut counts = BTreeMap::new();
+    for b in s.collect(sql).await.expect("query") {
+        let loc = b.column(0).as_primitive::<Int64Type>();
+        let kind = arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Utf8).expect("cast");
+        let kind = kind.as_string::<i32>();
+        let n = b.column(2).as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            if kind.is_valid(i) {
+                counts.insert((loc.value(i), kind.value(i).to_string()), n.value(i));
+            }
+        }
+    }
+    counts
+}
+
+#[tokio::test]
+async fn score_p_traces_match_otf2_print() {
+    let Some(shared) = shared_data() else {
+        println!("skip: ../shared/data is absent");
+        return;
+    };
+    if !otf2_print_available() {
+        return;
+    }
+    for name in ["ping-pong", "ping-pong-papi"] {
+        let anchor = shared.join("otf2").join(name).join("traces.otf2");
+        let reference = reference_counts(&anchor);
+        assert!(!reference.is_empty());
+        assert_eq!(commdb_counts(&anchor).await, reference, "{name}");
+    }
+}
+
+#[tokio::test]
+async fn ping_pong_has_sixteen_matched_messages() {
+    let Some(shared) = shared_data() else {
+        println!("skip: ../shared/data is absent");
+        return;
+    };
+    let mut s = commdb_tests::session();
+    s.open(&shared.join("otf2/ping-pong").display().to_string(), Some("pp"), &Default::default()).unwrap();
+    let b = s
+        .collect("SELECT count(*), count(DISTINCT bytes), min(bytes), max(bytes), count(duration) FROM pp.messages")
+        .await
+        .unwrap();
+    let v: Vec<i64> = (0..5).map(|c| b[0].column(c).as_primitive::<Int64Type>().value(0)).collect();
+    assert_eq!(v, vec![16, 8, 16384, 2097152, 16]);
+}
+
+fn python_fixture(dir: &Path) -> Option<PathBuf> {
+    let script = project_root().join("tests/otf2/make_fixture.py");
+    let out = Command::new("/usr/bin/python3").arg(&script).arg(dir).output();
+    match out {
+        Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
+        Ok(o) => {
+            println!(
+                "skip: the reference Python writer failed (python3-otf2 not installed?): {}",
+                String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+            );
+            None
+        }
+        Err(e) => {
+            println!("skip: /usr/bin/python3 cannot run: {e}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn reference_writer_fixture_reads_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(anchor) = python_fixture(&dir.path().join("fx")) else { return };
+    if otf2_print_available() {
+        assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor));
+    }
+    let mut s = commdb_tests::session();
+    s.open(&anchor.display().to_string(), Some("fx"), &Default::default()).unwrap();
+    let messages = commdb_tests::rows(
+        &s.collect("SELECT src, dst, comm, tag, bytes, send_ts, recv_ts, recv_post_ts, send_complete_ts FROM fx.messages ORDER BY msg_id")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let messages: Vec<String> = messages.into_iter().map(|r| r.join(" ")).collect();
+    assert_eq!(messages, vec!["0 1 0 7 4096 1100 1600 500 1200", "2 1 1 3 800 2250 2900 2050 2450"]);
+    let rows = commdb_tests::rows(
+        &s.collect(
+            "SELECT (SELECT string_agg(node, ',' ORDER BY rank) FROM fx.ranks), \
+                    (SELECT count(*) FROM fx.locations WHERE rank = 0), \
+                    (SELECT string_agg(CAST(root AS VARCHAR) || ':' || CAST(bytes_recv AS VARCHAR), ',' ORDER BY rank) FROM fx.collectives), \
+                    (SELECT sum(value) FROM fx.metrics WHERE metric = 'temperature'), \
+                    (SELECT string_agg(CAST(master_ts - local_ts AS VARCHAR), ',' ORDER BY session) FROM fx.clock_sync), \
+                    (SELECT file || ':' || CAST(line AS VARCHAR) FROM fx.regions WHERE name = 'main')",
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(rows[0], vec!["node0,node0,node1", "2", "0:64,0:0,0:0", "73.75", "250,-150", "app.c:10"]);
+}
+
+#[tokio::test]
+async fn commdb_archives_are_accepted_by_otf2_print() {
+    if !otf2_print_available() {
+        return;
+    }
+    for (pattern, skew) in [(Pattern::Stencil2d, true), (Pattern::MasterWorker, false), (Pattern::Alltoall, false)] {
+        let cfg = GeneratorConfig { ranks: 8, iterations: 4, pattern, clock_skew: skew, ..GeneratorConfig::default() };
+        let raw = generate(&cfg).unwrap().trace;
+        let dir = tempfile::tempdir().unwrap();
+        commdb_catalog::otf2::writer::write(&raw, dir.path()).unwrap();
+        let anchor = dir.path().join("traces.otf2");
+        let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
+        assert!(defs.status.success(), "{}", String::from_utf8_lossy(&defs.stderr));
+        assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor), "{pattern:?}");
+    }
+}
