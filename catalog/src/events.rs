@@ -314,17 +314,18 @@ impl RawEvents {
         permute(&mut self.bytes_recv, &order);
     }
 
-    /// Convert to the `events` table. `region_names[i]` is the name of region index i.
-    pub fn to_batch(&self, region_names: &[String]) -> Result<RecordBatch> {
+    /// Convert to the `events` table, moving the columns. `region_names[i]` is the name of
+    /// region index i.
+    pub fn into_batch(self, region_names: &[String]) -> Result<RecordBatch> {
         let mut seq = Vec::with_capacity(self.len());
         for s in self.streams() {
             seq.extend(0..(s.end - s.start) as i64);
         }
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(self.rank.clone())),
-            Arc::new(Int32Array::from(self.thread.clone())),
+            Arc::new(Int32Array::from(self.rank)),
+            Arc::new(Int32Array::from(self.thread)),
             Arc::new(Int64Array::from(seq)),
-            Arc::new(Int64Array::from(self.ts.clone())),
+            Arc::new(Int64Array::from(self.ts)),
             kind_dictionary(&self.kind),
             region_dictionary(&self.region, region_names)?,
             nullable_i32(&self.peer),

@@ -78,7 +78,7 @@ pub const TRACE_INFO: TableDoc = TableDoc {
             "format",
             utf8,
             false,
-            "format of the source: csv-pclvis, csv-events or generated (a commdb store keeps its source's)",
+            "format of the source: otf2, csv-pclvis, csv-events or generated (a commdb store keeps its source's)",
         ),
         col("format_version", utf8, true, "version of the file format, when it has one"),
         col("creator", utf8, true, "program that wrote the trace"),

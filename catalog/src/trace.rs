@@ -214,7 +214,6 @@ impl RawTrace {
         tables.insert("ranks", vec![self.ranks_batch()?]);
         tables.insert("locations", vec![locations]);
         tables.insert("regions", vec![self.regions_batch()?]);
-        tables.insert("events", vec![self.events.to_batch(&region_names)?]);
         tables.insert("calls", vec![calls.to_batch(&region_names)?]);
         tables.insert("messages", vec![messages.to_batch()?]);
         tables.insert("collectives", vec![collectives.to_batch()?]);
@@ -224,6 +223,7 @@ impl RawTrace {
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
         let info = self.info_batch(last - first, warnings.total())?;
         tables.insert("trace_info", vec![info]);
+        tables.insert("events", vec![std::mem::take(&mut self.events).into_batch(&region_names)?]);
         Ok(Trace { meta: self.meta, tables, warnings })
     }
 
