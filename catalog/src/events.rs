@@ -314,29 +314,109 @@ impl RawEvents {
         permute(&mut self.bytes_recv, &order);
     }
 
-    /// Convert to the `events` table, moving the columns. `region_names[i]` is the name of
-    /// region index i.
+    /// Convert to the `events` table, moving the columns (no copy). `region_names[i]` is the
+    /// name of region index i.
     pub fn into_batch(self, region_names: &[String]) -> Result<RecordBatch> {
         let mut seq = Vec::with_capacity(self.len());
         for s in self.streams() {
             seq.extend(0..(s.end - s.start) as i64);
         }
+        let kind = kind_dictionary(&self.kind);
+        let op = op_dictionary(&self.op);
+        let region = owned_region_dictionary(self.region, region_names)?;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(self.rank)),
             Arc::new(Int32Array::from(self.thread)),
             Arc::new(Int64Array::from(seq)),
             Arc::new(Int64Array::from(self.ts)),
-            kind_dictionary(&self.kind),
-            region_dictionary(&self.region, region_names)?,
-            nullable_i32(&self.peer),
-            nullable_i32(&self.comm),
-            nullable_i32(&self.tag),
-            nullable_i64(&self.bytes),
-            nullable_i64(&self.request),
-            op_dictionary(&self.op),
-            nullable_i64(&self.bytes_recv),
+            kind,
+            region,
+            Arc::new(owned_nullable::<Int32Type>(self.peer, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.comm, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.tag, NONE_I32)),
+            Arc::new(owned_nullable::<Int64Type>(self.bytes, NONE_I64)),
+            Arc::new(owned_nullable::<Int64Type>(self.request, NONE_I64)),
+            op,
+            Arc::new(owned_nullable::<Int64Type>(self.bytes_recv, NONE_I64)),
         ];
         Ok(RecordBatch::try_new(model::EVENTS.schema(), columns)?)
+    }
+}
+
+/// One (rank, thread) stream inside a part of `EventParts`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PartStream {
+    /// Index of the part.
+    pub part: usize,
+    /// Global index of the part's first event.
+    pub offset: usize,
+    pub stream: Stream,
+}
+
+/// Raw events as parts (one per location, or per rank from the generator), each holding whole
+/// streams, the parts in (rank, thread) order. Readers fill parts in parallel and never
+/// concatenate them; each part becomes one record batch of the `events` table. A global event
+/// index is the part's offset plus the index within the part.
+#[derive(Debug, Clone, Default)]
+pub struct EventParts {
+    pub parts: Vec<RawEvents>,
+}
+
+impl EventParts {
+    /// Parts already in stream order (empty parts are dropped).
+    pub fn new(parts: Vec<RawEvents>) -> Self {
+        let mut p = EventParts { parts: parts.into_iter().filter(|p| !p.is_empty()).collect() };
+        if !p.is_ordered() {
+            let mut all = RawEvents::concat(std::mem::take(&mut p.parts));
+            all.group_by_stream();
+            p.parts = vec![all];
+        }
+        p
+    }
+
+    /// One buffer in any order: its events are grouped by stream.
+    pub fn single(mut events: RawEvents) -> Self {
+        events.group_by_stream();
+        EventParts::new(vec![events])
+    }
+
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(RawEvents::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn is_ordered(&self) -> bool {
+        let key = |e: &RawEvents, i: usize| (e.rank[i], e.thread[i]);
+        let within = self.parts.iter().all(|e| (1..e.len()).all(|i| key(e, i - 1) <= key(e, i)));
+        let across = self.parts.windows(2).all(|w| key(&w[0], w[0].len() - 1) < key(&w[1], 0));
+        within && across
+    }
+
+    /// Every stream with its part and global offset, in order.
+    pub fn streams(&self) -> Vec<PartStream> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        for (part, e) in self.parts.iter().enumerate() {
+            out.extend(e.streams().into_iter().map(|stream| PartStream { part, offset, stream }));
+            offset += e.len();
+        }
+        out
+    }
+
+    /// Earliest and latest event time (0, 0 when empty).
+    pub fn time_span(&self) -> (i64, i64) {
+        let ts = self.parts.iter().flat_map(|p| p.ts.iter().copied());
+        let (lo, hi) = ts.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        if lo > hi { (0, 0) } else { (lo, hi) }
+    }
+
+    /// The `events` table: one batch per part, converted in parallel.
+    pub fn into_batches(self, region_names: &[String]) -> Result<Vec<RecordBatch>> {
+        use rayon::prelude::*;
+        self.parts.into_par_iter().map(|p| p.into_batch(region_names)).collect()
     }
 }
 
@@ -346,6 +426,22 @@ where
 {
     let nulls = values.contains(&sentinel).then(|| NullBuffer::from_iter(values.iter().map(|v| *v != sentinel)));
     PrimitiveArray::<T>::new(ScalarBuffer::from(values.to_vec()), nulls)
+}
+
+/// A primitive array that takes `values` without copying, `sentinel` marking nulls.
+pub fn owned_nullable<T: ArrowPrimitiveType>(values: Vec<T::Native>, sentinel: T::Native) -> PrimitiveArray<T>
+where
+    T::Native: PartialEq,
+{
+    let nulls = values.contains(&sentinel).then(|| NullBuffer::from_iter(values.iter().map(|v| *v != sentinel)));
+    PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls)
+}
+
+/// A region column that takes its keys without copying.
+pub fn owned_region_dictionary(regions: Vec<i32>, names: &[String]) -> Result<ArrayRef> {
+    let keys = owned_nullable::<Int32Type>(regions, NONE_I32);
+    let values = StringArray::from_iter_values(names.iter());
+    Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))?))
 }
 
 /// An Int32 array with NONE_I32 as null.

@@ -12,7 +12,7 @@ use arrow::datatypes::{Int32Type, SchemaRef};
 
 use crate::build;
 use crate::error::Result;
-use crate::events::{NONE_I32, RawEvents, region_dictionary};
+use crate::events::{EventParts, NONE_I32, region_dictionary};
 use crate::model;
 
 /// A rank and where it ran.
@@ -33,7 +33,7 @@ pub struct LocationInfo {
     pub name: String,
 }
 
-/// A code region. Its index in `RawTrace::regions` is what `RawEvents::region` refers to.
+/// A code region. Its index in `RawTrace::regions` is what the events' region column refers to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegionInfo {
     pub region_id: i64,
@@ -144,7 +144,7 @@ pub struct RawTrace {
     pub ranks: Vec<RankInfo>,
     pub locations: Vec<LocationInfo>,
     pub regions: Vec<RegionInfo>,
-    pub events: RawEvents,
+    pub events: EventParts,
     pub communicators: Vec<CommInfo>,
     pub clock_sync: Vec<ClockSample>,
     pub metrics: RawMetrics,
@@ -199,7 +199,6 @@ impl Trace {
 impl RawTrace {
     /// Derive calls, messages and collectives and convert every table to Arrow.
     pub fn build(mut self) -> Result<Trace> {
-        self.events.group_by_stream();
         let region_names: Vec<String> = self.regions.iter().map(|r| r.name.clone()).collect();
         let mut warnings = std::mem::take(&mut self.warnings);
         let nodes = NodeMap::new(&self.ranks);
@@ -209,12 +208,12 @@ impl RawTrace {
         let collectives = build::collectives::derive(&self.events, &self.communicators, &mut warnings);
 
         let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
-        let (first, last) = time_span(&self.events.ts);
+        let (first, last) = self.events.time_span();
         let locations = self.locations_batch()?;
         tables.insert("ranks", vec![self.ranks_batch()?]);
         tables.insert("locations", vec![locations]);
         tables.insert("regions", vec![self.regions_batch()?]);
-        tables.insert("calls", vec![calls.to_batch(&region_names)?]);
+        tables.insert("calls", calls.into_batches(&region_names)?);
         tables.insert("messages", vec![messages.to_batch()?]);
         tables.insert("collectives", vec![collectives.to_batch()?]);
         tables.insert("communicators", vec![self.communicators_batch()?]);
@@ -223,7 +222,7 @@ impl RawTrace {
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
         let info = self.info_batch(last - first, warnings.total())?;
         tables.insert("trace_info", vec![info]);
-        tables.insert("events", vec![std::mem::take(&mut self.events).into_batch(&region_names)?]);
+        tables.insert("events", std::mem::take(&mut self.events).into_batches(&region_names)?);
         Ok(Trace { meta: self.meta, tables, warnings })
     }
 
@@ -269,7 +268,8 @@ impl RawTrace {
 
     fn locations_batch(&self) -> Result<RecordBatch> {
         let mut counts: BTreeMap<(i32, i32), i64> = BTreeMap::new();
-        for s in self.events.streams() {
+        for ps in self.events.streams() {
+            let s = ps.stream;
             counts.insert((s.rank, s.thread), (s.end - s.start) as i64);
         }
         let l = &self.locations;
@@ -382,10 +382,4 @@ impl NodeMap {
     pub fn node(&self, rank: i32) -> i32 {
         usize::try_from(rank).ok().and_then(|r| self.of_rank.get(r).copied()).unwrap_or(NONE_I32)
     }
-}
-
-fn time_span(ts: &[i64]) -> (i64, i64) {
-    let first = ts.iter().copied().min().unwrap_or(0);
-    let last = ts.iter().copied().max().unwrap_or(0);
-    (first, last)
 }

@@ -15,6 +15,11 @@ use commdb_catalog::generate::rng::uniform;
 use commdb_catalog::generate::topology::{Pattern, Topology};
 use datafusion::datasource::MemTable;
 
+/// Large tables are built and dropped in quick succession; mimalloc reuses the memory instead of
+/// returning it to the kernel and faulting it in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

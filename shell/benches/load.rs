@@ -10,6 +10,11 @@ use std::time::Instant;
 use commdb_catalog::generate::{GeneratorConfig, Pattern, generate};
 use commdb_catalog::{OpenOptions, open, store};
 
+/// Large tables are built and dropped in quick succession; mimalloc reuses the memory instead of
+/// returning it to the kernel and faulting it in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()

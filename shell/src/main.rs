@@ -23,6 +23,11 @@ use commdb_catalog::{OpenOptions, Session, store};
 use crate::exec::{Flow, Shell};
 use crate::print::{Format, PrintOptions, human_duration};
 
+/// Large tables are built and dropped in quick succession; mimalloc reuses the memory instead of
+/// returning it to the kernel and faulting it in again.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// SQL over MPI communication traces.
 #[derive(Debug, Parser)]
 #[command(name = "commdb", version, about, args_conflicts_with_subcommands = true)]

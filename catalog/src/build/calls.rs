@@ -14,11 +14,15 @@ use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents, Stream, nullable_i64, region_dictionary};
+use crate::events::{
+    EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, owned_nullable, owned_region_dictionary,
+};
 use crate::model;
 use crate::trace::Warnings;
+use arrow::datatypes::Int64Type;
 
-/// The `calls` table as columns, plus the innermost call of each point-to-point event.
+/// The calls of one (rank, thread) stream, plus the innermost call of each of its
+/// point-to-point events.
 #[derive(Debug, Default)]
 pub struct Calls {
     pub rank: Vec<i32>,
@@ -28,8 +32,10 @@ pub struct Calls {
     pub end: Vec<i64>,
     pub exclusive: Vec<i64>,
     pub depth: Vec<i32>,
+    /// Index of the parent call within the stream, or NONE_I64.
     pub parent: Vec<i64>,
-    /// (event index, call id) for every point-to-point event inside a call, by event index.
+    /// (event index within its part, call index within the stream) for every point-to-point
+    /// event inside a call, in event order.
     pub enclosing: Vec<(usize, i64)>,
 }
 
@@ -42,27 +48,65 @@ impl Calls {
         self.start.is_empty()
     }
 
-    /// The innermost call open at event `event`, if any.
+    /// The innermost call open at event `event` (index within the part), if any.
     pub fn enclosing_call(&self, event: usize) -> Option<usize> {
         self.enclosing.binary_search_by_key(&event, |e| e.0).ok().map(|i| self.enclosing[i].1 as usize)
     }
 
-    pub fn to_batch(&self, region_names: &[String]) -> Result<RecordBatch> {
+    /// The stream's rows of the `calls` table; call ids start at `first_id`.
+    fn into_batch(self, region_names: &[String], first_id: i64) -> Result<RecordBatch> {
         let n = self.len();
         let duration: Vec<i64> = self.start.iter().zip(&self.end).map(|(s, e)| e - s).collect();
+        let parent: Vec<i64> = self.parent.iter().map(|&p| if p == NONE_I64 { p } else { p + first_id }).collect();
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(0..n as i64)),
-            Arc::new(Int32Array::from(self.rank.clone())),
-            Arc::new(Int32Array::from(self.thread.clone())),
-            region_dictionary(&self.region, region_names)?,
-            Arc::new(Int64Array::from(self.start.clone())),
-            Arc::new(Int64Array::from(self.end.clone())),
+            Arc::new(Int64Array::from_iter_values(first_id..first_id + n as i64)),
+            Arc::new(Int32Array::from(self.rank)),
+            Arc::new(Int32Array::from(self.thread)),
+            owned_region_dictionary(self.region, region_names)?,
+            Arc::new(Int64Array::from(self.start)),
+            Arc::new(Int64Array::from(self.end)),
             Arc::new(Int64Array::from(duration)),
-            Arc::new(Int64Array::from(self.exclusive.clone())),
-            Arc::new(Int32Array::from(self.depth.clone())),
-            nullable_i64(&self.parent),
+            Arc::new(Int64Array::from(self.exclusive)),
+            Arc::new(Int32Array::from(self.depth)),
+            Arc::new(owned_nullable::<Int64Type>(parent, NONE_I64)),
         ];
         Ok(RecordBatch::try_new(model::CALLS.schema(), columns)?)
+    }
+}
+
+/// The calls of every stream, in the order of `EventParts::streams`.
+#[derive(Debug, Default)]
+pub struct CallParts {
+    pub parts: Vec<Calls>,
+}
+
+impl CallParts {
+    pub fn len(&self) -> usize {
+        self.parts.iter().map(Calls::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `calls` table: one batch per stream, built in parallel without copying.
+    pub fn into_batches(self, region_names: &[String]) -> Result<Vec<RecordBatch>> {
+        let mut first = 0i64;
+        let firsts: Vec<i64> = self
+            .parts
+            .iter()
+            .map(|c| {
+                let f = first;
+                first += c.len() as i64;
+                f
+            })
+            .collect();
+        self.parts
+            .into_par_iter()
+            .zip(firsts)
+            .filter(|(c, _)| !c.is_empty())
+            .map(|(c, f)| c.into_batch(region_names, f))
+            .collect()
     }
 }
 
@@ -79,38 +123,20 @@ fn is_point_to_point(kind: EventKind) -> bool {
 }
 
 /// Derive the calls of all streams.
-pub fn derive(events: &RawEvents, warnings: &mut Warnings) -> Calls {
+pub fn derive(events: &EventParts, warnings: &mut Warnings) -> CallParts {
     let streams = events.streams();
-    let parts: Vec<(Calls, Warnings)> = streams.par_iter().map(|s| derive_stream(events, s)).collect();
-    let total = parts.iter().map(|p| p.0.len()).sum();
-    let mut all = Calls {
-        rank: Vec::with_capacity(total),
-        thread: Vec::with_capacity(total),
-        region: Vec::with_capacity(total),
-        start: Vec::with_capacity(total),
-        end: Vec::with_capacity(total),
-        exclusive: Vec::with_capacity(total),
-        depth: Vec::with_capacity(total),
-        parent: Vec::with_capacity(total),
-        enclosing: Vec::new(),
-    };
-    for (mut c, w) in parts {
-        let offset = all.len() as i64;
-        all.rank.append(&mut c.rank);
-        all.thread.append(&mut c.thread);
-        all.region.append(&mut c.region);
-        all.start.append(&mut c.start);
-        all.end.append(&mut c.end);
-        all.exclusive.append(&mut c.exclusive);
-        all.depth.append(&mut c.depth);
-        all.parent.extend(c.parent.iter().map(|&p| if p == NONE_I64 { p } else { p + offset }));
-        all.enclosing.extend(c.enclosing.iter().map(|&(e, id)| (e, id + offset)));
+    let parts: Vec<(Calls, Warnings)> =
+        streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], ps)).collect();
+    let mut out = CallParts { parts: Vec::with_capacity(parts.len()) };
+    for (c, w) in parts {
         warnings.merge(w);
+        out.parts.push(c);
     }
-    all
+    out
 }
 
-fn derive_stream(events: &RawEvents, s: &Stream) -> (Calls, Warnings) {
+fn derive_stream(events: &RawEvents, ps: &PartStream) -> (Calls, Warnings) {
+    let s = &ps.stream;
     let mut c = Calls::default();
     let mut w = Warnings::default();
     // (call index, summed duration of direct children)
@@ -200,7 +226,8 @@ mod tests {
         e.push(ev(30, EventKind::Leave, 1));
         e.push(ev(100, EventKind::Leave, 0));
         let mut w = Warnings::default();
-        let c = derive(&e, &mut w);
+        let all = derive(&EventParts::single(e), &mut w);
+        let c = &all.parts[0];
         assert!(w.is_empty());
         assert_eq!(c.start, vec![0, 10, 25]);
         assert_eq!(c.end, vec![100, 20, 30]);
@@ -217,7 +244,8 @@ mod tests {
         e.push(ev(5, EventKind::Enter, 0));
         e.push(ev(9, EventKind::Enter, 1));
         let mut w = Warnings::default();
-        let c = derive(&e, &mut w);
+        let all = derive(&EventParts::single(e), &mut w);
+        let c = &all.parts[0];
         assert_eq!(w.count("leave_without_enter"), 1);
         assert_eq!(w.count("call_never_left"), 2);
         assert_eq!(c.end, vec![9, 9]);

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::events::{
-    COLLECTIVE_OPS, EventKind, NONE_I64, RawEvents, Stream, nullable_i32, nullable_i64, op_dictionary,
+    COLLECTIVE_OPS, EventKind, EventParts, NONE_I64, RawEvents, nullable_i32, nullable_i64, op_dictionary,
 };
 use crate::model;
 use crate::trace::{CommInfo, Warnings};
@@ -63,9 +63,10 @@ impl Collectives {
 }
 
 /// Derive the collective parts of all streams and check them against the communicators.
-pub fn derive(events: &RawEvents, comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
+pub fn derive(events: &EventParts, comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
     let streams = events.streams();
-    let per_stream: Vec<(Vec<Part>, Warnings)> = streams.par_iter().map(|s| derive_stream(events, s)).collect();
+    let per_stream: Vec<(Vec<Part>, Warnings)> =
+        streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], &ps.stream)).collect();
     let mut parts = Vec::new();
     for (mut p, w) in per_stream {
         parts.append(&mut p);
@@ -76,7 +77,7 @@ pub fn derive(events: &RawEvents, comms: &[CommInfo], warnings: &mut Warnings) -
     Collectives { parts }
 }
 
-fn derive_stream(events: &RawEvents, s: &Stream) -> (Vec<Part>, Warnings) {
+fn derive_stream(events: &RawEvents, s: &crate::events::Stream) -> (Vec<Part>, Warnings) {
     let mut parts = Vec::new();
     let mut w = Warnings::default();
     let mut next_instance: HashMap<i32, i64> = HashMap::new();
@@ -186,7 +187,7 @@ mod tests {
         }
         let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1] }];
         let mut w = Warnings::default();
-        let c = derive(&e, &comms, &mut w);
+        let c = derive(&EventParts::single(e), &comms, &mut w);
         assert!(w.is_empty(), "{w:?}");
         let got: Vec<_> = c.parts.iter().map(|p| (p.instance, p.rank, op_name(p.op))).collect();
         assert_eq!(got, vec![(0, 0, "barrier"), (0, 1, "barrier"), (1, 0, "allreduce"), (1, 1, "allreduce")]);

@@ -16,9 +16,9 @@ use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Arr
 use arrow::datatypes::Int32Type;
 use rayon::prelude::*;
 
-use crate::build::calls::Calls;
+use crate::build::calls::{CallParts, Calls};
 use crate::error::Result;
-use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents, Stream, nullable_i64};
+use crate::events::{EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, nullable_i64};
 use crate::model;
 use crate::trace::{NodeMap, Warnings};
 
@@ -144,10 +144,13 @@ impl Messages {
 }
 
 /// Match the sends and receives of all streams.
-pub fn derive(events: &RawEvents, calls: &Calls, nodes: &NodeMap, warnings: &mut Warnings) -> Messages {
+pub fn derive(events: &EventParts, calls: &CallParts, nodes: &NodeMap, warnings: &mut Warnings) -> Messages {
     let streams = events.streams();
-    let parts: Vec<(Vec<Half>, Vec<Half>, Warnings)> =
-        streams.par_iter().map(|s| collect_halves(events, calls, s)).collect();
+    let parts: Vec<(Vec<Half>, Vec<Half>, Warnings)> = streams
+        .par_iter()
+        .zip(calls.parts.par_iter())
+        .map(|(ps, c)| collect_halves(&events.parts[ps.part], c, ps))
+        .collect();
     let mut sends = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
     let mut recvs = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
     for (mut s, mut r, w) in parts {
@@ -211,13 +214,18 @@ pub fn derive(events: &RawEvents, calls: &Calls, nodes: &NodeMap, warnings: &mut
         "matched sends and receives that report different sizes; the send's size is kept".to_string()
     });
 
-    // msg_id follows send time (receive time for receives without a send).
-    let time = |p: &(Option<u32>, Option<u32>)| match p {
-        (Some(s), _) => (sends[*s as usize].ts, sends[*s as usize].event),
-        (None, Some(r)) => (recvs[*r as usize].ts, recvs[*r as usize].event),
-        (None, None) => (i64::MAX, usize::MAX),
-    };
-    pairs.par_sort_unstable_by_key(|p| time(p));
+    // msg_id follows send time (receive time for receives without a send); the keys are
+    // copied next to the pair so the sort does not chase pointers.
+    let mut keyed: Vec<(i64, usize, Option<u32>, Option<u32>)> = pairs
+        .into_iter()
+        .map(|(s, r)| match (s, r) {
+            (Some(si), _) => (sends[si as usize].ts, sends[si as usize].event, s, r),
+            (None, Some(ri)) => (recvs[ri as usize].ts, recvs[ri as usize].event, s, r),
+            (None, None) => (i64::MAX, usize::MAX, s, r),
+        })
+        .collect();
+    keyed.par_sort_unstable_by_key(|k| (k.0, k.1));
+    let pairs: Vec<(Option<u32>, Option<u32>)> = keyed.into_iter().map(|k| (k.2, k.3)).collect();
 
     let mut out = Messages { node_names: nodes.names.clone(), ..Messages::default() };
     for (s, r) in pairs {
@@ -226,15 +234,23 @@ pub fn derive(events: &RawEvents, calls: &Calls, nodes: &NodeMap, warnings: &mut
     out
 }
 
-fn collect_halves(events: &RawEvents, calls: &Calls, s: &Stream) -> (Vec<Half>, Vec<Half>, Warnings) {
+fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Half>, Vec<Half>, Warnings) {
+    let s = &ps.stream;
     let mut sends = Vec::new();
     let mut recvs = Vec::new();
     let mut w = Warnings::default();
     let mut open_isends: HashMap<i64, usize> = HashMap::new();
     let mut posted_irecvs: HashMap<i64, i64> = HashMap::new();
-    let call_times = |i: usize| match calls.enclosing_call(i) {
-        Some(c) => (calls.start[c], calls.end[c]),
-        None => (NONE_I64, NONE_I64),
+    // The stream's `calls.enclosing` is in event order: walk it forward with the events.
+    let mut cursor = 0;
+    let mut call_times = |i: usize| {
+        while cursor < calls.enclosing.len() && calls.enclosing[cursor].0 < i {
+            cursor += 1;
+        }
+        match calls.enclosing.get(cursor) {
+            Some(&(e, c)) if e == i => (calls.start[c as usize], calls.end[c as usize]),
+            _ => (NONE_I64, NONE_I64),
+        }
     };
     for i in s.start..s.end {
         let kind = events.kind(i);
@@ -257,7 +273,7 @@ fn collect_halves(events: &RawEvents, calls: &Calls, s: &Stream) -> (Vec<Half>, 
                     bytes: events.bytes[i],
                     ts,
                     order_ts: ts,
-                    event: i,
+                    event: ps.offset + i,
                     call_start,
                     call_end,
                     aux_ts: if blocking { call_end } else { NONE_I64 },
@@ -303,7 +319,7 @@ fn collect_halves(events: &RawEvents, calls: &Calls, s: &Stream) -> (Vec<Half>, 
                     bytes: events.bytes[i],
                     ts,
                     order_ts: post,
-                    event: i,
+                    event: ps.offset + i,
                     call_start,
                     call_end,
                     aux_ts: post,
@@ -341,6 +357,7 @@ mod tests {
     }
 
     fn derive_all(e: &RawEvents) -> (Messages, Warnings) {
+        let e = &EventParts::single(e.clone());
         let mut w = Warnings::default();
         let c = calls::derive(e, &mut w);
         let ranks: Vec<RankInfo> =

@@ -12,7 +12,7 @@ use std::path::Path;
 use crate::csv::nodes::csv_error;
 use crate::csv::parse_time;
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents, collective_op_code};
+use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
 use crate::open::OpenOptions;
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta, Warnings};
 
@@ -287,7 +287,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
         }
         events.push(e);
     }
-    events.group_by_stream();
+    let events = EventParts::single(events);
 
     let rank_set: BTreeSet<i32> = streams.iter().map(|s| s.0).collect();
     let ranks: Vec<RankInfo> =

@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::csv::nodes::csv_error;
 use crate::csv::parse_time;
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind, RawEvents};
+use crate::events::{Event, EventKind, EventParts, RawEvents};
 use crate::open::OpenOptions;
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, TraceMeta};
 
@@ -172,6 +172,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     // Stable per-rank time order (rows may be listed in any order).
     events.group_by_stream();
     sort_streams_by_time(&mut events);
+    let events = EventParts::single(events);
 
     let ranks: Vec<RankInfo> = ranks
         .iter()

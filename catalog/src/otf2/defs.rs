@@ -294,7 +294,8 @@ impl IdMap {
 /// Mapping tables and clock offsets of one location.
 #[derive(Debug, Clone, Default)]
 pub struct LocalDefs {
-    pub maps: HashMap<u8, IdMap>,
+    /// Mapping table by mapping type (OTF2 has 15 types).
+    pub maps: [Option<IdMap>; 16],
     /// (time in ticks, offset in ticks, standard deviation in ticks)
     pub clock_offsets: Vec<(u64, i64, f64)>,
 }
@@ -302,7 +303,10 @@ pub struct LocalDefs {
 impl LocalDefs {
     #[inline]
     pub fn map(&self, kind: u8, local: u32) -> u32 {
-        self.maps.get(&kind).map_or(local, |m| m.map(local))
+        match self.maps.get(usize::from(kind)) {
+            Some(Some(m)) => m.map(local),
+            _ => local,
+        }
     }
 }
 
@@ -338,7 +342,9 @@ pub fn read_local(path: &Path, chunk_size: u64) -> Result<LocalDefs> {
                     IdMap::Sparse(m)
                 };
                 c.finish(end)?;
-                out.maps.insert(kind, map);
+                if let Some(slot) = out.maps.get_mut(usize::from(kind)) {
+                    *slot = Some(map);
+                }
             }
             CLOCK_OFFSET => {
                 c.record = "ClockOffset";

@@ -36,6 +36,37 @@ const PROGRAM_END: u8 = 84;
 /// Event types stored without a length: exactly one field, of a compressed integer type.
 const SINGLETONS: [u8; 17] = [12, 13, 16, 17, 20, 21, 24, 28, 29, 30, 35, 36, 45, 55, 56, 67, 70];
 
+/// Region ids to region indices: a vector when the ids are dense (as writers make them), a
+/// hash map otherwise.
+#[derive(Debug, Clone)]
+pub enum RegionIndex {
+    Dense(Vec<i32>),
+    Sparse(HashMap<u32, i32>),
+}
+
+impl RegionIndex {
+    pub fn new(ids: &[u32]) -> Self {
+        let max = ids.iter().copied().max().unwrap_or(0) as usize;
+        if max <= ids.len() * 4 + 1024 {
+            let mut v = vec![NONE_I32; max + 1];
+            for (i, id) in ids.iter().enumerate() {
+                v[*id as usize] = i as i32;
+            }
+            RegionIndex::Dense(v)
+        } else {
+            RegionIndex::Sparse(ids.iter().enumerate().map(|(i, id)| (*id, i as i32)).collect())
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<i32> {
+        match self {
+            RegionIndex::Dense(v) => v.get(id as usize).copied().filter(|i| *i != NONE_I32),
+            RegionIndex::Sparse(m) => m.get(&id).copied(),
+        }
+    }
+}
+
 /// How times and ids of a location are translated.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -45,11 +76,13 @@ pub struct Context<'a> {
     pub timer_resolution: u64,
     pub local: &'a LocalDefs,
     /// Region id -> index into the trace's region list.
-    pub region_index: &'a HashMap<u32, i32>,
+    pub region_index: &'a RegionIndex,
     /// Communicator id -> world rank of each communicator rank.
     pub comm_members: &'a HashMap<u32, Vec<i32>>,
     /// Metric (class or instance) id -> (member name index, value type) per value.
     pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
+    /// Number of events the location's definition announces (used to size the columns).
+    pub expected_events: u64,
 }
 
 impl Context<'_> {
@@ -57,6 +90,9 @@ impl Context<'_> {
     #[inline]
     pub fn ns(&self, ticks: u64) -> i64 {
         let d = i128::from(ticks) - i128::from(self.global_offset);
+        if self.timer_resolution == 1_000_000_000 {
+            return d as i64;
+        }
         (d * 1_000_000_000 / i128::from(self.timer_resolution)) as i64
     }
 
@@ -126,14 +162,16 @@ fn opt_i64(v: u64) -> i64 {
 
 /// Decode the event file `path` of one location.
 pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> Result<Decoded> {
-    let mut out = Decoded::default();
+    // Every event takes at least two bytes, which bounds what a corrupt count can reserve.
+    let capacity = ctx.expected_events.min(data.len() as u64 / 2) as usize;
+    let mut out = Decoded { events: RawEvents::with_capacity(capacity), ..Decoded::default() };
     let mut c = Cursor::new(data, chunk_size, path)?;
-    let mut ticks: u64 = 0;
+    let mut ts: i64 = ctx.ns(0);
     let mut skipped: HashMap<u8, i64> = HashMap::new();
     while let Some(t) = c.next_record()? {
         c.record = name_of(t);
         if t == TIMESTAMP {
-            ticks = c.u64_full()?;
+            ts = ctx.ns(c.u64_full()?);
             continue;
         }
         if t == ATTRIBUTE_LIST {
@@ -141,14 +179,13 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
             c.skip_record()?;
             continue;
         }
-        let ts = ctx.ns(ticks);
         let mut e = Event::new(ctx.rank, ctx.thread, ts, EventKind::Other);
         match t {
             ENTER | LEAVE => {
                 let region = ctx.local.map(MAPPING_REGION, c.u32c()?);
                 e.kind = if t == ENTER { EventKind::Enter } else { EventKind::Leave };
-                e.region = match ctx.region_index.get(&region) {
-                    Some(&i) => i,
+                e.region = match ctx.region_index.get(region) {
+                    Some(i) => i,
                     None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
                 };
             }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::events::RawEvents;
+use crate::events::EventParts;
 use crate::trace::{
     ClockSample, CommInfo, LocationInfo, RankInfo, RawMetrics, RawTrace, RegionInfo, TraceMeta, Warnings,
 };
@@ -235,21 +235,18 @@ pub fn read(path: &Path) -> Result<RawTrace> {
     let comms = comm_members(&d, &place);
     let string = |id: u32| d.string(id).unwrap_or("").to_string();
 
-    let mut region_index: HashMap<u32, i32> = HashMap::new();
+    let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
+    let region_index = events::RegionIndex::new(&region_ids);
     let regions: Vec<RegionInfo> = d
         .regions
         .iter()
-        .enumerate()
-        .map(|(i, (id, r))| {
-            region_index.insert(*id, i as i32);
-            RegionInfo {
-                region_id: i64::from(*id),
-                name: string(r.name),
-                paradigm: paradigm_name(r.paradigm).to_string(),
-                role: role_name(r.role).map(str::to_string),
-                file: d.string(r.source_file).filter(|s| !s.is_empty()).map(str::to_string),
-                line: (r.begin_line != 0 && r.begin_line != u32::MAX).then_some(i64::from(r.begin_line)),
-            }
+        .map(|(id, r)| RegionInfo {
+            region_id: i64::from(*id),
+            name: string(r.name),
+            paradigm: paradigm_name(r.paradigm).to_string(),
+            role: role_name(r.role).map(str::to_string),
+            file: d.string(r.source_file).filter(|s| !s.is_empty()).map(str::to_string),
+            line: (r.begin_line != 0 && r.begin_line != u32::MAX).then_some(i64::from(r.begin_line)),
         })
         .collect();
 
@@ -305,6 +302,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
                 region_index: &region_index,
                 comm_members: &comms,
                 metric_members: &metric_members,
+                expected_events: l.events,
             };
             let decoded = if data.is_empty() {
                 events::Decoded::default()
@@ -342,7 +340,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
         metrics.value.extend(m.value);
         all.push(p.decoded.events);
     }
-    let events = RawEvents::concat(all);
+    let events = EventParts::new(all);
 
     let mut ranks: Vec<RankInfo> = Vec::new();
     let mut groups: Vec<(&u32, &defs::LocationGroup)> = d.location_groups.iter().collect();

@@ -18,7 +18,7 @@ use std::path::Path;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents, Stream};
+use crate::events::{EventKind, NONE_I32, NONE_I64, PartStream, RawEvents};
 use crate::trace::RawTrace;
 
 const EVENT_CHUNK: usize = 1 << 20;
@@ -164,25 +164,22 @@ fn write_file(path: &Path, data: &[u8]) -> Result<()> {
 /// Write `trace` as an OTF2 archive `dir/traces.otf2` (+ `traces.def`, `traces/`).
 pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
     let events = &trace.events;
-    if events.rank.windows(2).zip(events.thread.windows(2)).any(|(r, t)| (r[0], t[0]) > (r[1], t[1])) {
-        return Err(Error::argument("OTF2 writer: events must be grouped by rank and thread"));
-    }
-    let min_ts = events.ts.iter().copied().min().unwrap_or(0).min(0);
-    let max_ts = events.ts.iter().copied().max().unwrap_or(0);
+    let (min_ts, max_ts) = events.time_span();
+    let min_ts = min_ts.min(0);
     let offset = min_ts.unsigned_abs();
     let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
     let traces = dir.join("traces");
     std::fs::create_dir_all(&traces).map_err(|e| Error::io(&traces, e))?;
 
     // Locations: one per (rank, thread) stream, ids in stream order.
-    let streams: Vec<Stream> = events.streams();
+    let streams: Vec<PartStream> = events.streams();
     let mut location_of: BTreeMap<(i32, i32), u64> = BTreeMap::new();
     for l in &trace.locations {
         location_of.insert((l.rank, l.thread), l.location_id.max(0) as u64);
     }
-    for s in &streams {
+    for ps in &streams {
         let next = location_of.values().max().map_or(0, |m| m + 1);
-        location_of.entry((s.rank, s.thread)).or_insert(next);
+        location_of.entry((ps.stream.rank, ps.stream.thread)).or_insert(next);
     }
     // World rank -> comm rank of every communicator.
     let comm_rank: HashMap<i32, HashMap<i32, u32>> = trace
@@ -193,8 +190,9 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
 
     let stream_events: Vec<(u64, Vec<u8>, u64)> = streams
         .par_iter()
-        .map(|s| {
-            let (data, n) = events_file(events, s, &comm_rank, &ticks)?;
+        .map(|ps| {
+            let s = &ps.stream;
+            let (data, n) = events_file(&events.parts[ps.part], s, &comm_rank, &ticks)?;
             Ok((location_of[&(s.rank, s.thread)], data, n))
         })
         .collect::<Result<_>>()?;
@@ -377,7 +375,7 @@ fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&
 /// The event file of one stream and its number of events.
 fn events_file(
     e: &RawEvents,
-    s: &Stream,
+    s: &crate::events::Stream,
     comm_rank: &HashMap<i32, HashMap<i32, u32>>,
     ticks: &impl Fn(i64) -> u64,
 ) -> Result<(Vec<u8>, u64)> {
