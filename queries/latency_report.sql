@@ -6,14 +6,17 @@
 --          narrow it, replace 'messages' by a view of it.
 -- Output:  four tables —
 --   1. criteria: locality, size_bucket, criterion_ns, samples, messages, status;
---   2. worst 20 delayed messages: msg_id, src, dst, bytes, send_ts, duration, criterion_ns, latency;
+--   2. worst 20 delayed messages: msg_id, src, dst, locality, bytes, send_ts, duration,
+--      criterion_ns, latency;
 --   3. regions, worst first: region, ranks, messages, rl (mean latency L of the messages sent
 --      by the region's ranks), delayed_share, max_latency;
 --   4. localities: locality, messages, delayed, delayed_share, mean_latency.
 
 SELECT * FROM latency_criteria('messages') ORDER BY locality, size_bucket;
 
-SELECT msg_id, src, dst, bytes, send_ts, duration, criterion_ns, round(latency, 2) AS latency
+SELECT msg_id, src, dst,
+       CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
+       bytes, send_ts, duration, criterion_ns, round(latency, 2) AS latency
 FROM message_latency('messages')
 WHERE delayed
 ORDER BY latency DESC, msg_id

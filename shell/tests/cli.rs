@@ -192,3 +192,27 @@ fn saved_queries_run_on_a_generated_trace() {
     }
     assert!(n > 0);
 }
+
+#[test]
+fn latency_report_shows_the_injected_background_traffic() {
+    // Inter-node messages sent between 2 ms and 3 ms are 4x slower (+-20% noise).
+    let trace = "generate:ranks=16,ranks-per-node=4,iterations=60,background-traffic=2ms:3ms:4";
+    let report = root().join("queries/latency_report.sql");
+    let o = run(&[trace, "-q", "--format", "csv", "-f", report.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let worst: Vec<&str> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("msg_id,"))
+        .skip(1)
+        .take_while(|l| !l.starts_with("region,"))
+        .collect();
+    assert_eq!(worst.len(), 20, "{out}");
+    for row in worst {
+        let f: Vec<&str> = row.split(',').collect();
+        let (locality, send_ts, latency): (&str, i64, f64) = (f[3], f[5].parse().unwrap(), f[8].parse().unwrap());
+        assert_eq!(locality, "inter", "{row}");
+        assert!((2_000_000..3_000_000).contains(&send_ts), "{row}");
+        assert!((3.0..=5.5).contains(&latency), "latency {latency} does not show the factor 4: {row}");
+    }
+}
