@@ -1,5 +1,5 @@
-//! Analysis benchmark: latency_criteria and message_latency over a synthetic messages table,
-//! and process regions (distances + average-linkage clustering) of 2-D stencil communication
+//! Analysis benchmark: latency_criteria, message_latency and lod_messages over a synthetic
+//! messages table, lod_calls over a synthetic calls table, and process regions (distances + average-linkage clustering) of 2-D stencil communication
 //! graphs. Prints the wall time of each SQL query and peak memory (VmHWM).
 //!
 //! `cargo bench -p commdb-shell --bench analysis -- [MESSAGES] [RANKS...]`
@@ -37,7 +37,55 @@ fn schema() -> Arc<Schema> {
         Field::new("send_ts", DataType::Int64, true),
         Field::new("duration", DataType::Int64, true),
         Field::new("intra_node", DataType::Boolean, true),
+        Field::new("recv_ts", DataType::Int64, true),
     ]))
+}
+
+fn calls_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("rank", DataType::Int32, false),
+        Field::new("thread", DataType::Int32, false),
+        Field::new("region", DataType::Utf8, false),
+        Field::new("start_ts", DataType::Int64, false),
+        Field::new("end_ts", DataType::Int64, false),
+    ]))
+}
+
+/// `n` calls on 1024 ranks: per rank a sequence of compute (~60 us) and MPI calls (~20 us),
+/// every fourth MPI call nested in the compute call before it.
+fn calls(n: usize) -> Vec<RecordBatch> {
+    const REGIONS: [&str; 4] = ["compute", "MPI_Send", "MPI_Recv", "MPI_Allreduce"];
+    let per_rank = n.div_ceil(1024);
+    let mut out = Vec::new();
+    for rank in 0..1024i32 {
+        let mut t = 0i64;
+        let (mut starts, mut ends, mut regions) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..per_rank {
+            let u = uniform(9, rank as u64, i as u64, 0);
+            let len = if i % 2 == 0 { 50_000 + (20_000.0 * u) as i64 } else { 10_000 + (20_000.0 * u) as i64 };
+            if i % 8 == 3 {
+                // nested in the previous (compute) call
+                let parent_end = ends[i - 1];
+                starts.push(parent_end - 5_000);
+                ends.push(parent_end - 1_000);
+            } else {
+                starts.push(t);
+                ends.push(t + len);
+                t += len;
+            }
+            regions.push(REGIONS[if i % 2 == 0 { 0 } else { 1 + i % 3 }]);
+        }
+        let n = starts.len();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(vec![rank; n])),
+            Arc::new(Int32Array::from(vec![0; n])),
+            Arc::new(arrow::array::StringArray::from(regions)),
+            Arc::new(Int64Array::from(starts)),
+            Arc::new(Int64Array::from(ends)),
+        ];
+        out.push(RecordBatch::try_new(calls_schema(), columns).expect("calls batch"));
+    }
+    out
 }
 
 /// `n` messages between 1024 ranks (16 per node), sizes from 8 B to 1 MiB, durations
@@ -64,9 +112,10 @@ fn messages(n: usize) -> Vec<RecordBatch> {
             Arc::new(Int32Array::from(src)),
             Arc::new(Int32Array::from(dst)),
             Arc::new(Int64Array::from(bytes)),
-            Arc::new(Int64Array::from_iter_values(rows.map(|i| i as i64 * 100))),
-            Arc::new(Int64Array::from(duration)),
+            Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| i as i64 * 100))),
+            Arc::new(Int64Array::from(duration.clone())),
             Arc::new(BooleanArray::from(intra)),
+            Arc::new(Int64Array::from_iter_values(rows.zip(&duration).map(|(i, d)| i as i64 * 100 + d))),
         ];
         out.push(RecordBatch::try_new(schema(), columns).expect("batch"));
         start += len;
@@ -86,6 +135,7 @@ fn stencil(ranks: i32) -> Vec<RecordBatch> {
         Arc::new(Int64Array::from_iter_values(0..n as i64)),
         Arc::new(Int64Array::from_iter_values((0..n).map(|_| 1000))),
         Arc::new(BooleanArray::from(vec![true; n])),
+        Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i + 1000))),
     ];
     vec![RecordBatch::try_new(schema(), columns).expect("batch")]
 }
@@ -123,7 +173,28 @@ async fn main() {
         "SELECT count(*) FROM message_latency('m') WHERE delayed",
     )
     .await;
+    time(
+        &mut session,
+        "lod_messages('m'), 1920 pixels",
+        "SELECT count(*) FROM lod_messages(pixels => 1920, rel => 'm')",
+    )
+    .await;
+    time(&mut session, "lod_messages('m'), 1 us slots", "SELECT count(*) FROM lod_messages(1000, rel => 'm')").await;
     session.context().deregister_table("m").expect("deregister");
+
+    let t = Instant::now();
+    let table = MemTable::try_new(calls_schema(), vec![calls(n)]).expect("calls");
+    session.context().register_table("c", Arc::new(table)).expect("register");
+    println!(
+        "{:<44} {:>8.3} s  {n:>9} rows  peak {:>7.0} MiB",
+        "synthetic calls",
+        t.elapsed().as_secs_f64(),
+        peak_rss_mib()
+    );
+    time(&mut session, "lod_calls('c'), 1920 pixels", "SELECT count(*) FROM lod_calls(pixels => 1920, rel => 'c')")
+        .await;
+    time(&mut session, "lod_calls('c'), 100 us slots", "SELECT count(*) FROM lod_calls(100000, rel => 'c')").await;
+    session.context().deregister_table("c").expect("deregister");
 
     for ranks in rank_counts {
         let name = format!("s{ranks}");

@@ -6,6 +6,7 @@
 
 pub mod common;
 pub mod latency;
+pub mod lod;
 pub mod regions;
 
 use std::sync::Arc;
@@ -68,6 +69,34 @@ const DOCS: &[FunctionDoc] = &[
         signature: "region_graph([rel => 'messages'], threshold => 2.0) -> region_a, region_b, messages, bytes, mean_latency",
         description: "messages, bytes and mean latency L between (and within) communication regions",
     },
+    FunctionDoc {
+        name: "lod_resolution",
+        kind: "scalar",
+        parameters: &["t0", "t1", "pixels"],
+        signature: "lod_resolution(t0, t1, pixels) -> resolution_ns",
+        description: "the smallest 1-2-5 step (ns) at or above (t1 - t0) / pixels, for a timeline of that many pixels",
+    },
+    FunctionDoc {
+        name: "lod_calls",
+        kind: "table",
+        parameters: lod::LOD_ARGS,
+        signature: "lod_calls(resolution_ns [, t0, t1] [, rel => 'calls'], pixels => N) -> slot_start, slot_end, rank, thread, region, time_in_slot_ns, share",
+        description: "per time slot and thread, the region with the most exclusive time (Intel Trace Analyzer level of detail)",
+    },
+    FunctionDoc {
+        name: "lod_messages",
+        kind: "table",
+        parameters: lod::LOD_ARGS,
+        signature: "lod_messages(resolution_ns [, t0, t1] [, rel => 'messages'], pixels => N) -> src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg, latency_avg, first_send_ts, last_recv_ts",
+        description: "messages merged per (src, dst, send slot, receive slot), counts exact",
+    },
+    FunctionDoc {
+        name: "lod_collectives",
+        kind: "table",
+        parameters: lod::LOD_ARGS,
+        signature: "lod_collectives(resolution_ns [, t0, t1] [, rel => 'collectives'], pixels => N) -> comm, first_slot, op, instances, duration_avg, participants",
+        description: "collective operations merged per (communicator, slot of first begin); op 'mixed' when they differ",
+    },
 ];
 
 /// Every function commdb registers.
@@ -83,6 +112,9 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "process_regions" => Arc::new(regions::ProcessRegions),
         "process_dendrogram" => Arc::new(regions::ProcessDendrogram),
         "region_graph" => Arc::new(regions::RegionGraph),
+        "lod_calls" => Arc::new(lod::LodCalls),
+        "lod_messages" => Arc::new(lod::LodMessages),
+        "lod_collectives" => Arc::new(lod::LodCollectives),
         _ => return None,
     })
 }
@@ -90,6 +122,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
 /// Register every commdb function in the session, with the parameter names that named
 /// arguments use.
 pub fn register_all(session: &mut Session) {
+    session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(lod::LodResolution::default()));
     for doc in DOCS {
         if let Some(f) = implementation(doc.name) {
             session.context().register_udtf(doc.name, f);

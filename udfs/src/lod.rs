@@ -1,0 +1,593 @@
+//! Level of detail for timelines, after the Intel Trace Analyzer's scheme: the interval
+//! [t0, t1) is cut into slots of `resolution_ns` and each slot gets deterministic
+//! representatives instead of samples.
+//! - `lod_calls`: per slot and (rank, thread), the region where the thread spent most of its
+//!   exclusive time (a nested call's time belongs to the nested region; ties go to the region
+//!   name that sorts first). A call segment that covers two or more whole slots becomes one
+//!   merged row spanning them.
+//! - `lod_messages`: one row per (src, dst, send slot, receive slot) with averages; the
+//!   message counts add up exactly to the number of messages sent in [t0, t1).
+//! - `lod_collectives`: one row per (communicator, slot of the operation's first begin), with
+//!   the common operation or 'mixed'.
+//! - `lod_resolution(t0, t1, pixels)`: the smallest 1-2-5 step (1, 2, 5, 10, 20, ... ns) at or
+//!   above (t1 - t0) / pixels, so a drawing never gets more slots than pixels and zooms reuse
+//!   slot grids.
+//!
+//! Every function can take `pixels => N` instead of a resolution (then derived from [t0, t1)
+//! by the lod_resolution rule). Costs: O(n log n) in the input rows; the output is bounded by
+//! slots x threads (calls) or by the input (messages, collectives).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{exec_err, plan_err};
+use datafusion::error::Result;
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+use rayon::prelude::*;
+
+use crate::common::{Args, Compute, Derived, Relation, column, int64_column, text_column};
+
+/// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
+pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
+    if pixels <= 0 || t1 <= t0 {
+        return None;
+    }
+    let raw = ((t1 as i128 - t0 as i128) as f64 / pixels as f64).max(1.0);
+    let mut scale: i64 = 1;
+    loop {
+        for m in [1, 2, 5] {
+            let v = m * scale;
+            if v as f64 >= raw {
+                return Some(v);
+            }
+        }
+        scale = scale.checked_mul(10)?;
+    }
+}
+
+/// `lod_resolution(t0, t1, pixels)` scalar function.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct LodResolution {
+    signature: Signature,
+}
+
+impl Default for LodResolution {
+    fn default() -> Self {
+        LodResolution { signature: Signature::uniform(3, vec![DataType::Int64], Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for LodResolution {
+    fn name(&self) -> &str {
+        "lod_resolution"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let cols: Vec<Int64Array> = arrays
+            .iter()
+            .map(|a| {
+                arrow::compute::cast(a, &DataType::Int64).map(|c| c.as_any().downcast_ref::<Int64Array>().cloned())
+            })
+            .collect::<std::result::Result<Option<Vec<_>>, _>>()?
+            .unwrap_or_default();
+        if cols.len() != 3 {
+            return exec_err!("lod_resolution: expects (t0, t1, pixels) as integers");
+        }
+        let mut out = Vec::with_capacity(args.number_rows);
+        for i in 0..args.number_rows {
+            if cols.iter().any(|c| c.is_null(i)) {
+                out.push(None);
+                continue;
+            }
+            let (t0, t1, px) = (cols[0].value(i), cols[1].value(i), cols[2].value(i));
+            if px <= 0 {
+                return exec_err!("lod_resolution: pixels must be positive, got {px}");
+            }
+            if t1 <= t0 {
+                return exec_err!("lod_resolution: t1 must be after t0, got t0 = {t0}, t1 = {t1}");
+            }
+            out.push(resolution(t0, t1, px));
+        }
+        Ok(ColumnarValue::Array(Arc::new(Int64Array::from(out))))
+    }
+}
+
+pub const LOD_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels"];
+
+/// The slot grid of a call: [t0, t1) in slots of `res`.
+#[derive(Debug, Clone, Copy)]
+struct Grid {
+    t0: i64,
+    t1: i64,
+    res: i64,
+}
+
+impl Grid {
+    fn slot(&self, t: i64) -> i64 {
+        (t - self.t0).div_euclid(self.res)
+    }
+    fn start(&self, k: i64) -> i64 {
+        self.t0 + k * self.res
+    }
+}
+
+/// Arguments shared by the lod table functions.
+#[derive(Debug, Clone, Copy)]
+struct LodParams {
+    res: Option<i64>,
+    t0: Option<i64>,
+    t1: Option<i64>,
+    pixels: Option<i64>,
+}
+
+impl LodParams {
+    fn parse(a: &Args<'_>) -> Result<Self> {
+        let opt = |i: usize, min: i64| -> Result<Option<i64>> {
+            if a.exprs.get(i).is_none_or(|e| matches!(e, datafusion::logical_expr::Expr::Literal(v, _) if v.is_null()))
+            {
+                Ok(None)
+            } else {
+                a.int(i, 0, min).map(Some)
+            }
+        };
+        let p = LodParams { res: opt(0, 1)?, t0: opt(1, i64::MIN)?, t1: opt(2, i64::MIN)?, pixels: opt(4, 1)? };
+        if p.res.is_none() && p.pixels.is_none() {
+            return plan_err!("{}: give resolution_ns, or pixels => N to derive it from the time range", a.function);
+        }
+        if let (Some(t0), Some(t1)) = (p.t0, p.t1)
+            && t1 <= t0
+        {
+            return plan_err!("{}: t1 must be after t0, got t0 = {t0}, t1 = {t1}", a.function);
+        }
+        Ok(p)
+    }
+
+    /// The grid, filling t0/t1 from the data's span [lo, hi].
+    fn grid(&self, function: &str, lo: Option<i64>, hi: Option<i64>) -> Result<Option<Grid>> {
+        let t0 = self.t0.or(lo);
+        let t1 = self.t1.or(hi.map(|h| h.saturating_add(1)));
+        let (Some(t0), Some(t1)) = (t0, t1) else { return Ok(None) };
+        if t1 <= t0 {
+            return Ok(None);
+        }
+        let res = match (self.res, self.pixels) {
+            (Some(r), _) => r,
+            (None, Some(px)) => resolution(t0, t1, px).unwrap_or(1),
+            (None, None) => return exec_err!("{function}: no resolution"),
+        };
+        Ok(Some(Grid { t0, t1, res }))
+    }
+}
+
+fn schema(fields: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(fields))
+}
+
+// ---------------------------------------------------------------------------------------------
+// lod_calls
+
+/// Exclusive-time segments (start, end, region id) of one thread's calls: the innermost open
+/// call owns the time.
+fn segments(calls: &mut [(i64, i64, u32)]) -> Vec<(i64, i64, u32)> {
+    calls.sort_unstable_by_key(|c| (c.0, std::cmp::Reverse(c.1), c.2));
+    let mut out = Vec::with_capacity(calls.len() * 2);
+    let mut stack: Vec<(i64, u32)> = Vec::new();
+    let mut t = i64::MIN;
+    let flush_until = |limit: i64, stack: &mut Vec<(i64, u32)>, t: &mut i64, out: &mut Vec<(i64, i64, u32)>| {
+        while let Some(&(end, region)) = stack.last() {
+            if end > limit {
+                break;
+            }
+            if end > *t {
+                out.push((*t, end, region));
+                *t = end;
+            }
+            stack.pop();
+        }
+    };
+    for &(start, end, region) in calls.iter() {
+        flush_until(start, &mut stack, &mut t, &mut out);
+        if let Some(&(_, top)) = stack.last()
+            && start > t
+        {
+            out.push((t, start, top));
+        }
+        t = t.max(start);
+        let end = stack.last().map_or(end, |&(parent_end, _)| end.min(parent_end));
+        stack.push((end, region));
+    }
+    flush_until(i64::MAX, &mut stack, &mut t, &mut out);
+    out.retain(|s| s.1 > s.0);
+    out
+}
+
+/// One output row of lod_calls.
+type CallRow = (i64, i64, i64, i64, u32, i64);
+
+/// The representative rows of one thread.
+fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String]) -> Vec<CallRow> {
+    let mut out = Vec::new();
+    let mut acc: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
+    let add = |acc: &mut BTreeMap<i64, Vec<(u32, i64)>>, k: i64, region: u32, t: i64| {
+        let v = acc.entry(k).or_default();
+        match v.iter_mut().find(|x| x.0 == region) {
+            Some(x) => x.1 += t,
+            None => v.push((region, t)),
+        }
+    };
+    for &(a, b, region) in segs {
+        let (a, b) = (a.max(g.t0), b.min(g.t1));
+        if a >= b {
+            continue;
+        }
+        let first_full = g.slot(a + g.res - 1);
+        let last_full = g.slot(b) - 1;
+        if last_full > first_full {
+            // Covers two or more whole slots: one merged row, partial slots on both sides.
+            let (s, e) = (g.start(first_full), g.start(last_full + 1).min(g.t1));
+            out.push((s, e, rank, thread, region, e - s));
+            if a < s {
+                add(&mut acc, g.slot(a), region, s - a);
+            }
+            if e < b {
+                add(&mut acc, g.slot(e), region, b - e);
+            }
+        } else {
+            let mut x = a;
+            while x < b {
+                let k = g.slot(x);
+                let end = g.start(k + 1).min(b);
+                add(&mut acc, k, region, end - x);
+                x = end;
+            }
+        }
+    }
+    for (k, v) in acc {
+        let best =
+            v.iter().max_by(|p, q| p.1.cmp(&q.1).then_with(|| names[q.0 as usize].cmp(&names[p.0 as usize]))).copied();
+        if let Some((region, t)) = best {
+            let (s, e) = (g.start(k), g.start(k + 1).min(g.t1));
+            out.push((s, e, rank, thread, region, t));
+        }
+    }
+    out.sort_unstable_by_key(|r| r.0);
+    out
+}
+
+/// `lod_calls(resolution_ns [, t0, t1] [, rel], pixels)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct LodCalls;
+
+impl TableFunctionImpl for LodCalls {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("lod_calls", LOD_ARGS, args.exprs())?;
+        let p = LodParams::parse(&a)?;
+        let relation: Relation = a.relation(args.session(), 3, "calls")?;
+        let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+        let out = schema(vec![
+            Field::new("slot_start", DataType::Int64, false),
+            Field::new("slot_end", DataType::Int64, false),
+            Field::new("rank", DataType::Int64, false),
+            Field::new("thread", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("time_in_slot_ns", DataType::Int64, false),
+            Field::new("share", DataType::Float64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+            let region = text_column(batches, 2)?;
+            let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
+            let mut names: Vec<String> = Vec::new();
+            let mut ids: HashMap<String, u32> = HashMap::new();
+            let mut by_thread: CallsByThread = BTreeMap::new();
+            let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+            for i in 0..rank.len() {
+                if [rank.is_null(i), thread.is_null(i), region.is_null(i), start.is_null(i), end.is_null(i)]
+                    .contains(&true)
+                {
+                    continue;
+                }
+                let name = region.value(i);
+                let id = match ids.get(name) {
+                    Some(&id) => id,
+                    None => {
+                        ids.insert(name.to_string(), names.len() as u32);
+                        names.push(name.to_string());
+                        names.len() as u32 - 1
+                    }
+                };
+                let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
+                lo = Some(lo.map_or(a, |l| l.min(a)));
+                hi = Some(hi.map_or(b, |h| h.max(b)));
+                by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
+            }
+            let Some(g) = p.grid("lod_calls", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
+            let rows: Vec<CallRow> = by_thread
+                .into_par_iter()
+                .flat_map_iter(|((r, t), mut calls)| call_rows(r, t, &segments(&mut calls), g, &names))
+                .collect();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.4 as usize].as_str()))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.5))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.5 as f64 / (r.1 - r.0).max(1) as f64))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// lod_messages
+
+/// Calls of each (rank, thread): (start, end, region id).
+type CallsByThread = BTreeMap<(i64, i64), Vec<(i64, i64, u32)>>;
+/// Per (comm, instance): first begin, last end, operations, ranks.
+type Instances = BTreeMap<(i64, i64), (i64, i64, BTreeSet<String>, BTreeSet<i64>)>;
+/// Per (comm, first slot): operations, instances, summed duration, ranks.
+type CollectiveGroups = BTreeMap<(i64, i64), (BTreeSet<String>, i64, f64, BTreeSet<i64>)>;
+
+/// (src, dst, send slot, receive slot) of merged messages.
+type MessageKey = (i64, i64, Option<i64>, Option<i64>);
+
+/// One message reduced to what lod_messages needs.
+#[derive(Debug, Clone, Copy)]
+struct MessageRow {
+    key: (i64, i64, i64, i64),
+    send_ts: i64,
+    recv_ts: i64,
+    bytes: i64,
+    duration: i64,
+    latency: f64,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct MessageAcc {
+    messages: i64,
+    bytes: f64,
+    duration: f64,
+    durations: i64,
+    latency: f64,
+    latencies: i64,
+    first_send: Option<i64>,
+    last_recv: Option<i64>,
+}
+
+/// `lod_messages(resolution_ns [, t0, t1] [, rel], pixels)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct LodMessages;
+
+impl TableFunctionImpl for LodMessages {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("lod_messages", LOD_ARGS, args.exprs())?;
+        let p = LodParams::parse(&a)?;
+        let relation = a.relation(args.session(), 3, "messages")?;
+        let mut idx = relation.columns("lod_messages", &["src", "dst", "bytes", "send_ts", "recv_ts", "duration"])?;
+        let latency = relation.schema().index_of("latency").ok();
+        if let Some(l) = latency {
+            idx.push(l);
+        }
+        let out = schema(vec![
+            Field::new("src", DataType::Int64, false),
+            Field::new("dst", DataType::Int64, false),
+            Field::new("send_slot", DataType::Int64, true),
+            Field::new("recv_slot", DataType::Int64, true),
+            Field::new("messages", DataType::Int64, false),
+            Field::new("bytes_avg", DataType::Float64, false),
+            Field::new("duration_avg", DataType::Float64, true),
+            Field::new("latency_avg", DataType::Float64, true),
+            Field::new("first_send_ts", DataType::Int64, true),
+            Field::new("last_recv_ts", DataType::Int64, true),
+        ]);
+        let s = out.clone();
+        let has_latency = latency.is_some();
+        let compute: Compute = Arc::new(move |batches| {
+            let (src, dst, bytes) = (int64_column(batches, 0)?, int64_column(batches, 1)?, int64_column(batches, 2)?);
+            let (send, recv, duration) =
+                (int64_column(batches, 3)?, int64_column(batches, 4)?, int64_column(batches, 5)?);
+            let lat = if has_latency { Some(column(batches, 6, &DataType::Float64)?) } else { None };
+            let lat = lat.as_ref().and_then(|a| a.as_any().downcast_ref::<Float64Array>());
+            let get = |a: &Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
+            let anchor = |i: usize| get(&send, i).or_else(|| get(&recv, i));
+            let lo = (0..src.len()).filter_map(anchor).min();
+            let hi = (0..src.len()).filter_map(anchor).max();
+            let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
+            // Gather each row's values in row order (sequential reads), sort the compact rows by
+            // key (a missing slot sorts first, as None does) and group them in one pass.
+            const NONE: i64 = i64::MIN;
+            let opt = |v: Option<i64>| v.unwrap_or(NONE);
+            let mut keyed: Vec<MessageRow> = (0..src.len())
+                .into_par_iter()
+                .filter_map(|i| {
+                    let (a, sr, ds) = (anchor(i)?, get(&src, i)?, get(&dst, i)?);
+                    if a < g.t0 || a >= g.t1 {
+                        return None;
+                    }
+                    let (st, rt) = (get(&send, i), get(&recv, i));
+                    Some(MessageRow {
+                        key: (sr, ds, st.map_or(NONE, |t| g.start(g.slot(t))), rt.map_or(NONE, |t| g.start(g.slot(t)))),
+                        send_ts: opt(st),
+                        recv_ts: opt(rt),
+                        bytes: get(&bytes, i).unwrap_or(0),
+                        duration: opt(get(&duration, i)),
+                        latency: lat.filter(|l| l.is_valid(i)).map_or(f64::NAN, |l| l.value(i)),
+                    })
+                })
+                .collect();
+            keyed.par_sort_unstable_by_key(|r| r.key);
+            let slot = |v: i64| (v != NONE).then_some(v);
+            let rows: Vec<(MessageKey, MessageAcc)> = keyed
+                .chunk_by(|x, y| x.key == y.key)
+                .map(|group| {
+                    let mut e = MessageAcc::default();
+                    for r in group {
+                        e.messages += 1;
+                        e.bytes += r.bytes as f64;
+                        if r.duration != NONE {
+                            e.duration += r.duration as f64;
+                            e.durations += 1;
+                        }
+                        if !r.latency.is_nan() {
+                            e.latency += r.latency;
+                            e.latencies += 1;
+                        }
+                        if r.send_ts != NONE {
+                            e.first_send = Some(e.first_send.map_or(r.send_ts, |f| f.min(r.send_ts)));
+                        }
+                        if r.recv_ts != NONE {
+                            e.last_recv = Some(e.last_recv.map_or(r.recv_ts, |l| l.max(r.recv_ts)));
+                        }
+                    }
+                    let k = group[0].key;
+                    ((k.0, k.1, slot(k.2), slot(k.3)), e)
+                })
+                .collect();
+            let avg = |sum: f64, n: i64| (n > 0).then(|| sum / n as f64);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0.2).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0.3).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.messages))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.bytes / r.1.messages as f64))),
+                Arc::new(Float64Array::from(rows.iter().map(|r| avg(r.1.duration, r.1.durations)).collect::<Vec<_>>())),
+                Arc::new(Float64Array::from(rows.iter().map(|r| avg(r.1.latency, r.1.latencies)).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.1.first_send).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.1.last_recv).collect::<Vec<_>>())),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// lod_collectives
+
+/// `lod_collectives(resolution_ns [, t0, t1] [, rel], pixels)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct LodCollectives;
+
+impl TableFunctionImpl for LodCollectives {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("lod_collectives", LOD_ARGS, args.exprs())?;
+        let p = LodParams::parse(&a)?;
+        let relation = a.relation(args.session(), 3, "collectives")?;
+        let idx = relation.columns("lod_collectives", &["comm", "instance", "op", "rank", "begin_ts", "end_ts"])?;
+        let out = schema(vec![
+            Field::new("comm", DataType::Int64, false),
+            Field::new("first_slot", DataType::Int64, false),
+            Field::new("op", DataType::Utf8, false),
+            Field::new("instances", DataType::Int64, false),
+            Field::new("duration_avg", DataType::Float64, false),
+            Field::new("participants", DataType::Int64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (comm, instance) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+            let op = text_column(batches, 2)?;
+            let (rank, begin, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?, int64_column(batches, 5)?);
+            // (comm, instance) -> (first begin, last end, operations, ranks)
+            let mut inst: Instances = BTreeMap::new();
+            for i in 0..comm.len() {
+                if comm.is_null(i) || instance.is_null(i) || end.is_null(i) {
+                    continue;
+                }
+                let e = end.value(i);
+                let b = if begin.is_null(i) { e } else { begin.value(i) };
+                let x =
+                    inst.entry((comm.value(i), instance.value(i))).or_insert((b, e, BTreeSet::new(), BTreeSet::new()));
+                x.0 = x.0.min(b);
+                x.1 = x.1.max(e);
+                x.2.insert(if op.is_null(i) { "unknown".to_string() } else { op.value(i).to_string() });
+                if rank.is_valid(i) {
+                    x.3.insert(rank.value(i));
+                }
+            }
+            let lo = inst.values().map(|x| x.0).min();
+            let hi = inst.values().map(|x| x.0).max();
+            let Some(g) = p.grid("lod_collectives", lo, hi)? else {
+                return Ok(vec![RecordBatch::new_empty(s.clone())]);
+            };
+            let mut groups: CollectiveGroups = BTreeMap::new();
+            for ((c, _), (b, e, ops, ranks)) in inst {
+                if b < g.t0 || b >= g.t1 {
+                    continue;
+                }
+                let x = groups.entry((c, g.start(g.slot(b)))).or_default();
+                x.0.extend(ops);
+                x.1 += 1;
+                x.2 += (e - b) as f64;
+                x.3.extend(ranks);
+            }
+            let rows: Vec<_> = groups.into_iter().collect();
+            let op_name = |ops: &BTreeSet<String>| {
+                if ops.len() == 1 { ops.iter().next().cloned().unwrap_or_default() } else { "mixed".into() }
+            };
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| op_name(&r.1.0)))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.2 / r.1.1 as f64))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3.len() as i64))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolutions_are_1_2_5_steps() {
+        assert_eq!(resolution(0, 1_000_000, 1920), Some(1000));
+        assert_eq!(resolution(0, 1_000, 1000), Some(1));
+        assert_eq!(resolution(0, 3_000, 1000), Some(5));
+        assert_eq!(resolution(0, 1_500_000_000, 1920), Some(1_000_000));
+        assert_eq!(resolution(5, 5, 10), None);
+        assert_eq!(resolution(0, 10, 0), None);
+    }
+
+    #[test]
+    fn nested_calls_give_exclusive_segments() {
+        // main [0,100) with f [10,40) and g [50,60) nested; f has h [20,30).
+        let mut calls = vec![(0, 100, 0), (10, 40, 1), (20, 30, 2), (50, 60, 3)];
+        let segs = segments(&mut calls);
+        assert_eq!(
+            segs,
+            vec![(0, 10, 0), (10, 20, 1), (20, 30, 2), (30, 40, 1), (40, 50, 0), (50, 60, 3), (60, 100, 0)]
+        );
+    }
+
+    #[test]
+    fn long_calls_merge_slots_and_ties_are_deterministic() {
+        let names: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        let g = Grid { t0: 0, t1: 100, res: 10 };
+        // a covers [0, 35): slots 0..2 whole (merged), 3 partly; b covers [35, 40), tie in slot 3.
+        let rows = call_rows(0, 0, &[(0, 35, 0), (35, 40, 1)], g, &names);
+        assert_eq!(rows, vec![(0, 30, 0, 0, 0, 30), (30, 40, 0, 0, 0, 5)]);
+        let rows = call_rows(0, 0, &[(30, 35, 1), (35, 40, 0)], g, &names);
+        assert_eq!(rows, vec![(30, 40, 0, 0, 0, 5)]);
+    }
+}
