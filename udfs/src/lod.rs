@@ -344,9 +344,6 @@ type Instances = BTreeMap<(i64, i64), (i64, i64, BTreeSet<String>, BTreeSet<i64>
 /// Per (comm, first slot): operations, instances, summed duration, ranks.
 type CollectiveGroups = BTreeMap<(i64, i64), (BTreeSet<String>, i64, f64, BTreeSet<i64>)>;
 
-/// (src, dst, send slot, receive slot) of merged messages.
-type MessageKey = (i64, i64, Option<i64>, Option<i64>);
-
 /// One message reduced to what lod_messages needs.
 #[derive(Debug, Clone, Copy)]
 struct MessageRow {
@@ -358,16 +355,140 @@ struct MessageRow {
     latency: f64,
 }
 
-#[derive(Debug, Default, Clone, Copy)]
-struct MessageAcc {
-    messages: i64,
-    bytes: f64,
-    duration: f64,
-    durations: i64,
-    latency: f64,
-    latencies: i64,
-    first_send: Option<i64>,
-    last_recv: Option<i64>,
+const NO_VALUE: i64 = i64::MIN;
+
+/// The columns of one input batch that lod_messages reads.
+struct MessageColumns {
+    src: Int64Array,
+    dst: Int64Array,
+    bytes: Int64Array,
+    send: Int64Array,
+    recv: Int64Array,
+    duration: Int64Array,
+    latency: Option<Float64Array>,
+}
+
+impl MessageColumns {
+    fn new(b: &RecordBatch, has_latency: bool) -> Result<Self> {
+        let one = |i: usize| int64_column(std::slice::from_ref(b), i);
+        let latency = if has_latency {
+            column(std::slice::from_ref(b), 6, &DataType::Float64)?.as_any().downcast_ref::<Float64Array>().cloned()
+        } else {
+            None
+        };
+        Ok(MessageColumns {
+            src: one(0)?,
+            dst: one(1)?,
+            bytes: one(2)?,
+            send: one(3)?,
+            recv: one(4)?,
+            duration: one(5)?,
+            latency,
+        })
+    }
+
+    #[inline]
+    fn get(a: &Int64Array, i: usize) -> Option<i64> {
+        (!a.is_null(i)).then(|| a.value(i))
+    }
+
+    /// The time a message counts at: its send, or its receive when the send is missing.
+    #[inline]
+    fn anchor(&self, i: usize) -> Option<i64> {
+        Self::get(&self.send, i).or_else(|| Self::get(&self.recv, i))
+    }
+
+    fn span(&self) -> Option<(i64, i64)> {
+        let mut it = (0..self.src.len()).filter_map(|i| self.anchor(i));
+        let first = it.next()?;
+        Some(it.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t))))
+    }
+
+    fn rows(&self, g: Grid) -> impl Iterator<Item = MessageRow> + '_ {
+        (0..self.src.len()).filter_map(move |i| {
+            let (a, sr, ds) = (self.anchor(i)?, Self::get(&self.src, i)?, Self::get(&self.dst, i)?);
+            if a < g.t0 || a >= g.t1 {
+                return None;
+            }
+            let (st, rt) = (Self::get(&self.send, i), Self::get(&self.recv, i));
+            Some(MessageRow {
+                key: (sr, ds, st.map_or(NO_VALUE, |t| g.start(g.slot(t))), rt.map_or(NO_VALUE, |t| g.start(g.slot(t)))),
+                send_ts: st.unwrap_or(NO_VALUE),
+                recv_ts: rt.unwrap_or(NO_VALUE),
+                bytes: Self::get(&self.bytes, i).unwrap_or(0),
+                duration: Self::get(&self.duration, i).unwrap_or(NO_VALUE),
+                latency: self.latency.as_ref().filter(|l| l.is_valid(i)).map_or(f64::NAN, |l| l.value(i)),
+            })
+        })
+    }
+}
+
+/// The output columns of lod_messages, filled group by group.
+#[derive(Default)]
+struct MessageOut {
+    src: Vec<i64>,
+    dst: Vec<i64>,
+    send_slot: Vec<Option<i64>>,
+    recv_slot: Vec<Option<i64>>,
+    messages: Vec<i64>,
+    bytes_avg: Vec<f64>,
+    duration_avg: Vec<Option<f64>>,
+    latency_avg: Vec<Option<f64>>,
+    first_send: Vec<Option<i64>>,
+    last_recv: Vec<Option<i64>>,
+}
+
+impl MessageOut {
+    fn push(&mut self, group: &[MessageRow]) {
+        let (mut bytes, mut dur, mut durs, mut lat, mut lats) = (0f64, 0f64, 0i64, 0f64, 0i64);
+        let (mut first, mut last) = (None::<i64>, None::<i64>);
+        for r in group {
+            bytes += r.bytes as f64;
+            if r.duration != NO_VALUE {
+                dur += r.duration as f64;
+                durs += 1;
+            }
+            if !r.latency.is_nan() {
+                lat += r.latency;
+                lats += 1;
+            }
+            if r.send_ts != NO_VALUE {
+                first = Some(first.map_or(r.send_ts, |f| f.min(r.send_ts)));
+            }
+            if r.recv_ts != NO_VALUE {
+                last = Some(last.map_or(r.recv_ts, |l| l.max(r.recv_ts)));
+            }
+        }
+        let k = group[0].key;
+        let n = group.len() as i64;
+        let slot = |v: i64| (v != NO_VALUE).then_some(v);
+        self.src.push(k.0);
+        self.dst.push(k.1);
+        self.send_slot.push(slot(k.2));
+        self.recv_slot.push(slot(k.3));
+        self.messages.push(n);
+        self.bytes_avg.push(bytes / n as f64);
+        self.duration_avg.push((durs > 0).then(|| dur / durs as f64));
+        self.latency_avg.push((lats > 0).then(|| lat / lats as f64));
+        self.first_send.push(first);
+        self.last_recv.push(last);
+    }
+
+    fn into_batch(self, schema: SchemaRef) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(self.src)),
+            Arc::new(Int64Array::from(self.dst)),
+            Arc::new(Int64Array::from(self.send_slot)),
+            Arc::new(Int64Array::from(self.recv_slot)),
+            Arc::new(Int64Array::from(self.messages)),
+            Arc::new(Float64Array::from(self.bytes_avg)),
+            Arc::new(Float64Array::from(self.duration_avg)),
+            Arc::new(Float64Array::from(self.latency_avg)),
+            Arc::new(Int64Array::from(self.first_send)),
+            Arc::new(Int64Array::from(self.last_recv)),
+        ];
+        Ok(RecordBatch::try_new(schema, columns)?)
+    }
 }
 
 /// `lod_messages(resolution_ns [, t0, t1] [, rel], pixels)`.
@@ -399,80 +520,21 @@ impl TableFunctionImpl for LodMessages {
         let s = out.clone();
         let has_latency = latency.is_some();
         let compute: Compute = Arc::new(move |batches| {
-            let (src, dst, bytes) = (int64_column(batches, 0)?, int64_column(batches, 1)?, int64_column(batches, 2)?);
-            let (send, recv, duration) =
-                (int64_column(batches, 3)?, int64_column(batches, 4)?, int64_column(batches, 5)?);
-            let lat = if has_latency { Some(column(batches, 6, &DataType::Float64)?) } else { None };
-            let lat = lat.as_ref().and_then(|a| a.as_any().downcast_ref::<Float64Array>());
-            let get = |a: &Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
-            let anchor = |i: usize| get(&send, i).or_else(|| get(&recv, i));
-            let lo = (0..src.len()).filter_map(anchor).min();
-            let hi = (0..src.len()).filter_map(anchor).max();
+            // Each batch is read on its own (no concatenated copies of the input).
+            let cols: Vec<MessageColumns> =
+                batches.iter().map(|b| MessageColumns::new(b, has_latency)).collect::<Result<_>>()?;
+            let spans: Vec<(i64, i64)> = cols.par_iter().filter_map(MessageColumns::span).collect();
+            let lo = spans.iter().map(|s| s.0).min();
+            let hi = spans.iter().map(|s| s.1).max();
             let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
-            // Gather each row's values in row order (sequential reads), sort the compact rows by
-            // key (a missing slot sorts first, as None does) and group them in one pass.
-            const NONE: i64 = i64::MIN;
-            let opt = |v: Option<i64>| v.unwrap_or(NONE);
-            let mut keyed: Vec<MessageRow> = (0..src.len())
-                .into_par_iter()
-                .filter_map(|i| {
-                    let (a, sr, ds) = (anchor(i)?, get(&src, i)?, get(&dst, i)?);
-                    if a < g.t0 || a >= g.t1 {
-                        return None;
-                    }
-                    let (st, rt) = (get(&send, i), get(&recv, i));
-                    Some(MessageRow {
-                        key: (sr, ds, st.map_or(NONE, |t| g.start(g.slot(t))), rt.map_or(NONE, |t| g.start(g.slot(t)))),
-                        send_ts: opt(st),
-                        recv_ts: opt(rt),
-                        bytes: get(&bytes, i).unwrap_or(0),
-                        duration: opt(get(&duration, i)),
-                        latency: lat.filter(|l| l.is_valid(i)).map_or(f64::NAN, |l| l.value(i)),
-                    })
-                })
-                .collect();
+            let mut keyed: Vec<MessageRow> = cols.par_iter().flat_map_iter(|c| c.rows(g)).collect();
             keyed.par_sort_unstable_by_key(|r| r.key);
-            let slot = |v: i64| (v != NONE).then_some(v);
-            let rows: Vec<(MessageKey, MessageAcc)> = keyed
-                .chunk_by(|x, y| x.key == y.key)
-                .map(|group| {
-                    let mut e = MessageAcc::default();
-                    for r in group {
-                        e.messages += 1;
-                        e.bytes += r.bytes as f64;
-                        if r.duration != NONE {
-                            e.duration += r.duration as f64;
-                            e.durations += 1;
-                        }
-                        if !r.latency.is_nan() {
-                            e.latency += r.latency;
-                            e.latencies += 1;
-                        }
-                        if r.send_ts != NONE {
-                            e.first_send = Some(e.first_send.map_or(r.send_ts, |f| f.min(r.send_ts)));
-                        }
-                        if r.recv_ts != NONE {
-                            e.last_recv = Some(e.last_recv.map_or(r.recv_ts, |l| l.max(r.recv_ts)));
-                        }
-                    }
-                    let k = group[0].key;
-                    ((k.0, k.1, slot(k.2), slot(k.3)), e)
-                })
-                .collect();
-            let avg = |sum: f64, n: i64| (n > 0).then(|| sum / n as f64);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.0.2).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.0.3).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.messages))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.bytes / r.1.messages as f64))),
-                Arc::new(Float64Array::from(rows.iter().map(|r| avg(r.1.duration, r.1.durations)).collect::<Vec<_>>())),
-                Arc::new(Float64Array::from(rows.iter().map(|r| avg(r.1.latency, r.1.latencies)).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.1.first_send).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.1.last_recv).collect::<Vec<_>>())),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+            let mut o = MessageOut::default();
+            for group in keyed.chunk_by(|x, y| x.key == y.key) {
+                o.push(group);
+            }
+            drop(keyed);
+            Ok(vec![o.into_batch(s.clone())?])
         });
         Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
     }
