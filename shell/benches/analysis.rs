@@ -5,6 +5,9 @@
 //! `cargo bench -p commdb-shell --bench analysis -- [MESSAGES] [RANKS...]`
 //! (defaults: 10,000,000 messages; 1024 and 16384 ranks).
 
+mod common;
+use common::peak_rss_mib;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,14 +22,6 @@ use datafusion::datasource::MemTable;
 /// returning it to the kernel and faulting it in again.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
 
 fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![

@@ -4,6 +4,9 @@
 //!
 //! `cargo bench -p commdb-shell --bench load -- [EVENTS]` (default 10,000,000 events).
 
+mod common;
+use common::peak_rss_mib;
+
 use std::io::Write;
 use std::time::Instant;
 
@@ -14,14 +17,6 @@ use commdb_catalog::{OpenOptions, open, store};
 /// returning it to the kernel and faulting it in again.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
 
 fn report(step: &str, items: usize, what: &str, started: Instant) {
     let s = started.elapsed().as_secs_f64();

@@ -5,6 +5,9 @@
 //! `tests/otf2/bench.sh` runs it next to the reference library's reader.
 //! `cargo bench -p commdb-shell --bench otf2 -- ARCHIVE_DIR [ITERATIONS]`
 
+mod common;
+use common::peak_rss_mib;
+
 use std::path::Path;
 use std::time::Instant;
 
@@ -14,14 +17,6 @@ use commdb_catalog::generate::{GeneratorConfig, generate};
 /// returning it to the kernel and faulting it in again.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn peak_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(str::to_string))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
-        .map_or(f64::NAN, |kib| kib / 1024.0)
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();

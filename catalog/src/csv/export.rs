@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::csv::nodes::csv_error;
-use crate::csv::parse_time;
+use crate::csv::{next_record, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
 use crate::open::OpenOptions;
@@ -186,13 +186,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     let mut comm_names: BTreeMap<i32, String> = BTreeMap::new();
     let mut warnings = Warnings::default();
     let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => return Err(csv_error(path, e)),
-        }
-        let line = record.position().map_or(0, csv::Position::line);
+    while let Some(line) = next_record(&mut reader, &mut record, path)? {
         let field = |i: usize| record.get(i).unwrap_or("").trim();
         let bad = |i: usize, what: &str| {
             Error::at_line(

@@ -86,6 +86,19 @@ fn first_line(path: &Path) -> Result<String> {
     Ok(line.trim_start_matches('\u{feff}').trim_end().to_string())
 }
 
+/// Read the next record; its line number, or `None` at the end of the file.
+pub(crate) fn next_record<R: std::io::Read>(
+    reader: &mut ::csv::Reader<R>,
+    record: &mut ::csv::StringRecord,
+    path: &Path,
+) -> Result<Option<u64>> {
+    match reader.read_record(record) {
+        Ok(true) => Ok(Some(record.position().map_or(0, ::csv::Position::line))),
+        Ok(false) => Ok(None),
+        Err(e) => Err(nodes::csv_error(path, e)),
+    }
+}
+
 /// Parse a timestamp given in `unit` into integer nanoseconds.
 pub(crate) fn parse_time(text: &str, unit: TimeUnit) -> Option<i64> {
     let t = text.trim();

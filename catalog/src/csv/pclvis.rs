@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::csv::nodes::csv_error;
-use crate::csv::parse_time;
+use crate::csv::{next_record, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
 use crate::open::OpenOptions;
@@ -67,13 +67,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     let mut ranks: BTreeSet<i32> = BTreeSet::new();
     let mut comms: BTreeSet<i32> = BTreeSet::new();
     let mut record = csv::StringRecord::new();
-    loop {
-        match reader.read_record(&mut record) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => return Err(csv_error(path, e)),
-        }
-        let line = record.position().map_or(0, csv::Position::line);
+    while let Some(line) = next_record(&mut reader, &mut record, path)? {
         let field = |i: usize| record.get(i).unwrap_or("");
         let int = |i: usize| -> Result<i64> {
             field(i).parse::<i64>().map_err(|_| {
