@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::{
     ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, TimestampNanosecondArray,
 };
-use arrow::datatypes::{Int32Type, SchemaRef};
+use arrow::datatypes::Int32Type;
 
 use crate::build;
 use crate::error::Result;
@@ -168,10 +168,6 @@ impl Trace {
     /// The batches of a table of the model (empty when the trace has no such rows).
     pub fn table(&self, name: &str) -> &[RecordBatch] {
         self.tables.get(name).map_or(&[], Vec::as_slice)
-    }
-
-    pub fn schema(&self, name: &str) -> Option<SchemaRef> {
-        model::schema(name)
     }
 
     pub fn row_count(&self, name: &str) -> usize {

@@ -48,11 +48,6 @@ impl Calls {
         self.start.is_empty()
     }
 
-    /// The innermost call open at event `event` (index within the part), if any.
-    pub fn enclosing_call(&self, event: usize) -> Option<usize> {
-        self.enclosing.binary_search_by_key(&event, |e| e.0).ok().map(|i| self.enclosing[i].1 as usize)
-    }
-
     /// The stream's rows of the `calls` table; call ids start at `first_id`.
     fn into_batch(self, region_names: &[String], first_id: i64) -> Result<RecordBatch> {
         let n = self.len();
@@ -234,7 +229,7 @@ mod tests {
         assert_eq!(c.exclusive, vec![85, 10, 5]);
         assert_eq!(c.depth, vec![0, 1, 1]);
         assert_eq!(c.parent, vec![NONE_I64, 0, 0]);
-        assert_eq!(c.enclosing_call(2), Some(1));
+        assert_eq!(c.enclosing, vec![(2, 1)], "the send at event 2 is inside call 1");
     }
 
     #[test]
