@@ -19,6 +19,7 @@ pub mod model;
 pub mod named_args;
 pub mod open;
 pub mod otf2;
+pub mod progress;
 pub mod session;
 pub mod sql;
 pub mod store;

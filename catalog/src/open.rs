@@ -3,21 +3,26 @@
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::csv::TimeUnit;
 use crate::error::{Error, Result};
 use crate::generate::{GeneratorConfig, generate};
+use crate::progress::LoadProgress;
 use crate::store;
 use crate::trace::Trace;
 
 /// Options for reading a trace.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct OpenOptions {
     /// A rank,node CSV giving the placement of ranks.
     pub nodes: Option<PathBuf>,
     /// Unit of CSV timestamps.
     pub time_unit: TimeUnit,
-    /// Force a format: csv, parquet (a commdb store) or generate.
+    /// Force a format: otf2, csv or parquet (a commdb store).
     pub format: Option<String>,
+    /// Where readers report how far they are.
+    pub progress: Option<Arc<LoadProgress>>,
 }
 
 /// Prefix of a generator spec used as a path, e.g. `generate:ranks=16,pattern=ring`.
@@ -35,14 +40,14 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     }
     let mut trace = match format.as_deref() {
         Some("csv") => csv_trace(p, options)?,
-        Some("parquet" | "store") => store::read(p)?,
-        Some("otf2") => otf2_trace(p)?,
+        Some("parquet" | "store") => store::read_with_progress(p, options.progress.as_deref())?,
+        Some("otf2") => otf2_trace(p, options)?,
         Some(other) => {
             return Err(Error::argument(format!("unknown trace type '{other}': expected otf2, csv or parquet")));
         }
-        None if p.is_dir() && store::is_store(p) => store::read(p)?,
+        None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
         None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
-        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p)?,
+        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p, options)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
                 p,
@@ -67,8 +72,8 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     raw.build()
 }
 
-fn otf2_trace(p: &Path) -> Result<Trace> {
-    let mut raw = crate::otf2::read(p)?;
+fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
+    let mut raw = crate::otf2::read_with_progress(p, options.progress.as_deref())?;
     raw.meta.name = default_name(&otf2_name_source(p));
     raw.build()
 }

@@ -86,6 +86,11 @@ fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[Reco
 
 /// Read a store written by `write`.
 pub fn read(dir: &Path) -> Result<Trace> {
+    read_with_progress(dir, None)
+}
+
+/// Read a store, counting tables read in `progress`.
+pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<Trace> {
     let path = dir.join(MANIFEST);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let manifest: Manifest = serde_json::from_str(&text)
@@ -96,9 +101,15 @@ pub fn read(dir: &Path) -> Result<Trace> {
             format!("store version {} is not supported (expected {STORE_VERSION})", manifest.commdb_store_version),
         ));
     }
+    if let Some(p) = progress {
+        p.set_total(model::TABLES.len() as u64);
+    }
     let tables: Vec<(&'static str, Vec<RecordBatch>)> = model::TABLES
         .par_iter()
         .map(|t| {
+            if let Some(p) = progress {
+                p.add(1);
+            }
             let entry = manifest
                 .tables
                 .get(t.name)

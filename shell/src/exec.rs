@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrow::datatypes::SchemaRef;
-use commdb_catalog::{Outcome, Session};
+use commdb_catalog::progress::LoadProgress;
+use commdb_catalog::{OpenOptions, Outcome, Session};
 use datafusion::prelude::DataFrame;
 use futures::StreamExt;
 use rustyline::error::ReadlineError;
@@ -81,9 +82,10 @@ impl Shell {
 
     /// Open a trace, with a progress line on a terminal.
     pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String, String> {
-        let progress = Progress::start(&format!("loading {path}"));
+        let share = Arc::new(LoadProgress::default());
+        let progress = Progress::start(&format!("loading {path}"), Some(share.clone()));
         let started = Instant::now();
-        let options = self.session.open_options.clone();
+        let options = OpenOptions { progress: Some(share), ..self.session.open_options.clone() };
         let result = self.session.open(path, name, &options);
         progress.stop();
         let name = result.map_err(|e| e.to_string())?;
@@ -115,10 +117,15 @@ impl Shell {
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
         let started = Instant::now();
         let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
-        let progress = is_attach.then(|| Progress::start("attaching"));
+        let progress = is_attach.then(|| {
+            let share = Arc::new(LoadProgress::default());
+            self.session.open_options.progress = Some(share.clone());
+            Progress::start("attaching", Some(share))
+        });
         let outcome = self.session.statement(sql).await;
         if let Some(p) = progress {
             p.stop();
+            self.session.open_options.progress = None;
         }
         match outcome.map_err(|e| e.to_string())? {
             Outcome::Done(message) => {

@@ -198,7 +198,7 @@ fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
 }
 
 fn open_options(args: &OpenArgs) -> OpenOptions {
-    OpenOptions { nodes: args.nodes.clone(), time_unit: args.time_unit, format: None }
+    OpenOptions { nodes: args.nodes.clone(), time_unit: args.time_unit, ..OpenOptions::default() }
 }
 
 /// The -c and -f actions in command-line order.

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::csv::nodes::csv_error;
-use crate::csv::{next_record, parse_time};
+use crate::csv::{next_record, open_reader, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
 use crate::open::OpenOptions;
@@ -167,7 +167,7 @@ fn instant_kind(name: &str) -> EventKind {
 
 /// Read an event-export CSV trace.
 pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
-    let mut reader = csv::ReaderBuilder::new().from_path(path).map_err(|e| csv_error(path, e))?;
+    let mut reader = open_reader(&csv::ReaderBuilder::new(), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let names: Vec<String> =
         header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();

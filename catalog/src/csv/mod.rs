@@ -86,6 +86,19 @@ fn first_line(path: &Path) -> Result<String> {
     Ok(line.trim_start_matches('\u{feff}').trim_end().to_string())
 }
 
+/// A CSV reader over `path` that reports the bytes it reads.
+pub(crate) fn open_reader(
+    builder: &::csv::ReaderBuilder,
+    path: &Path,
+    options: &OpenOptions,
+) -> Result<::csv::Reader<crate::progress::ProgressReader<std::fs::File>>> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    if let Some(p) = &options.progress {
+        p.set_total(file.metadata().map(|m| m.len()).unwrap_or(0));
+    }
+    Ok(builder.from_reader(crate::progress::ProgressReader::new(file, options.progress.clone())))
+}
+
 /// Read the next record; its line number, or `None` at the end of the file.
 pub(crate) fn next_record<R: std::io::Read>(
     reader: &mut ::csv::Reader<R>,

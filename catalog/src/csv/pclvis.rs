@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::csv::nodes::csv_error;
-use crate::csv::{next_record, parse_time};
+use crate::csv::{next_record, open_reader, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
 use crate::open::OpenOptions;
@@ -57,7 +57,7 @@ fn columns(path: &Path, header: &csv::StringRecord) -> Result<Columns> {
 
 /// Read a PCLVis-shaped CSV trace.
 pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
-    let mut reader = csv::ReaderBuilder::new().trim(csv::Trim::All).from_path(path).map_err(|e| csv_error(path, e))?;
+    let mut reader = open_reader(csv::ReaderBuilder::new().trim(csv::Trim::All), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let cols = columns(path, &header)?;
     let col_name = |i: usize| header.get(i).unwrap_or("?").trim().to_string();

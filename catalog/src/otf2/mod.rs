@@ -226,6 +226,11 @@ fn comm_members(d: &GlobalDefs, p: &Placement) -> HashMap<u32, Vec<i32>> {
 
 /// Read an OTF2 archive (anchor file or its directory).
 pub fn read(path: &Path) -> Result<RawTrace> {
+    read_with_progress(path, None)
+}
+
+/// Read an OTF2 archive, counting decoded locations in `progress`.
+pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<RawTrace> {
     let anchor_path = find_anchor(path)?;
     let anchor = anchor::read(&anchor_path)?;
     let base = anchor_path.with_extension("");
@@ -281,6 +286,9 @@ pub fn read(path: &Path) -> Result<RawTrace> {
         decoded: events::Decoded,
         offsets: Vec<(u64, i64, f64)>,
     }
+    if let Some(p) = progress {
+        p.set_total(d.locations.len() as u64);
+    }
     let parts: Vec<Part> = d
         .locations
         .par_iter()
@@ -309,6 +317,9 @@ pub fn read(path: &Path) -> Result<RawTrace> {
             } else {
                 events::decode(&evt, &data, anchor.chunk_size_events, &ctx)?
             };
+            if let Some(p) = progress {
+                p.add(1);
+            }
             Ok(Part { rank, thread, decoded, offsets: local.clock_offsets })
         })
         .collect::<Result<_>>()?;
