@@ -420,14 +420,6 @@ impl EventParts {
     }
 }
 
-fn with_sentinel_nulls<T: ArrowPrimitiveType>(values: &[T::Native], sentinel: T::Native) -> PrimitiveArray<T>
-where
-    T::Native: PartialEq,
-{
-    let nulls = values.contains(&sentinel).then(|| NullBuffer::from_iter(values.iter().map(|v| *v != sentinel)));
-    PrimitiveArray::<T>::new(ScalarBuffer::from(values.to_vec()), nulls)
-}
-
 /// A primitive array that takes `values` without copying, `sentinel` marking nulls.
 pub fn owned_nullable<T: ArrowPrimitiveType>(values: Vec<T::Native>, sentinel: T::Native) -> PrimitiveArray<T>
 where
@@ -446,12 +438,12 @@ pub fn owned_region_dictionary(regions: Vec<i32>, names: &[String]) -> Result<Ar
 
 /// An Int32 array with NONE_I32 as null.
 pub fn nullable_i32(values: &[i32]) -> ArrayRef {
-    Arc::new(with_sentinel_nulls::<Int32Type>(values, NONE_I32))
+    Arc::new(owned_nullable::<Int32Type>(values.to_vec(), NONE_I32))
 }
 
 /// An Int64 array with NONE_I64 as null.
 pub fn nullable_i64(values: &[i64]) -> ArrayRef {
-    Arc::new(with_sentinel_nulls::<Int64Type>(values, NONE_I64))
+    Arc::new(owned_nullable::<Int64Type>(values.to_vec(), NONE_I64))
 }
 
 /// The `kind` column: Int8 keys into the fixed list of kind names.
@@ -470,9 +462,7 @@ pub fn op_dictionary(ops: &[u8]) -> ArrayRef {
 
 /// A region column: Int32 keys into the trace's region names, NONE_I32 as null.
 pub fn region_dictionary(regions: &[i32], names: &[String]) -> Result<ArrayRef> {
-    let keys = with_sentinel_nulls::<Int32Type>(regions, NONE_I32);
-    let values = StringArray::from_iter_values(names.iter());
-    Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))?))
+    owned_region_dictionary(regions.to_vec(), names)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use arrow::datatypes::Int32Type;
 
 use crate::build;
 use crate::error::Result;
-use crate::events::{EventParts, NONE_I32, region_dictionary};
+use crate::events::{EventParts, NONE_I32, PartStream, region_dictionary};
 use crate::model;
 
 /// A rank and where it ran.
@@ -199,18 +199,19 @@ impl RawTrace {
         let mut warnings = std::mem::take(&mut self.warnings);
         let nodes = NodeMap::new(&self.ranks);
 
-        let calls = build::calls::derive(&self.events, &mut warnings);
-        let messages = build::messages::derive(&self.events, &calls, &nodes, &mut warnings);
-        let collectives = build::collectives::derive(&self.events, &self.communicators, &mut warnings);
+        let streams = self.events.streams();
+        let calls = build::calls::derive(&self.events, &streams, &mut warnings);
+        let messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut warnings);
+        let collectives = build::collectives::derive(&self.events, &streams, &self.communicators, &mut warnings);
 
         let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
         let (first, last) = self.events.time_span();
-        let locations = self.locations_batch()?;
+        let locations = self.locations_batch(&streams)?;
         tables.insert("ranks", vec![self.ranks_batch()?]);
         tables.insert("locations", vec![locations]);
         tables.insert("regions", vec![self.regions_batch()?]);
         tables.insert("calls", calls.into_batches(&region_names)?);
-        tables.insert("messages", vec![messages.to_batch()?]);
+        tables.insert("messages", vec![messages.into_batch()?]);
         tables.insert("collectives", vec![collectives.to_batch()?]);
         tables.insert("communicators", vec![self.communicators_batch()?]);
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
@@ -262,9 +263,9 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::RANKS.schema(), columns)?)
     }
 
-    fn locations_batch(&self) -> Result<RecordBatch> {
+    fn locations_batch(&self, streams: &[PartStream]) -> Result<RecordBatch> {
         let mut counts: BTreeMap<(i32, i32), i64> = BTreeMap::new();
-        for ps in self.events.streams() {
+        for ps in streams {
             let s = ps.stream;
             counts.insert((s.rank, s.thread), (s.end - s.start) as i64);
         }

@@ -164,6 +164,14 @@ impl<'a> Args<'a> {
         resolve(session, self.function, &name)
     }
 
+    /// An optional integer argument (None when omitted or NULL), at least `min`.
+    pub fn opt_int(&self, i: usize, min: i64) -> Result<Option<i64>> {
+        match self.literal(i)? {
+            None => Ok(None),
+            Some(_) => self.int(i, 0, min).map(Some),
+        }
+    }
+
     /// An integer argument with a default, at least `min`.
     pub fn int(&self, i: usize, default: i64, min: i64) -> Result<i64> {
         let v = match self.literal(i)? {

@@ -134,15 +134,12 @@ struct LodParams {
 
 impl LodParams {
     fn parse(a: &Args<'_>) -> Result<Self> {
-        let opt = |i: usize, min: i64| -> Result<Option<i64>> {
-            if a.exprs.get(i).is_none_or(|e| matches!(e, datafusion::logical_expr::Expr::Literal(v, _) if v.is_null()))
-            {
-                Ok(None)
-            } else {
-                a.int(i, 0, min).map(Some)
-            }
+        let p = LodParams {
+            res: a.opt_int(0, 1)?,
+            t0: a.opt_int(1, i64::MIN)?,
+            t1: a.opt_int(2, i64::MIN)?,
+            pixels: a.opt_int(4, 1)?,
         };
-        let p = LodParams { res: opt(0, 1)?, t0: opt(1, i64::MIN)?, t1: opt(2, i64::MIN)?, pixels: opt(4, 1)? };
         if p.res.is_none() && p.pixels.is_none() {
             return plan_err!("{}: give resolution_ns, or pixels => N to derive it from the time range", a.function);
         }

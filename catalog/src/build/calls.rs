@@ -117,9 +117,8 @@ fn is_point_to_point(kind: EventKind) -> bool {
     )
 }
 
-/// Derive the calls of all streams.
-pub fn derive(events: &EventParts, warnings: &mut Warnings) -> CallParts {
-    let streams = events.streams();
+/// Derive the calls of all streams (`streams` is `events.streams()`).
+pub fn derive(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings) -> CallParts {
     let parts: Vec<(Calls, Warnings)> =
         streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], ps)).collect();
     let mut out = CallParts { parts: Vec::with_capacity(parts.len()) };
@@ -221,7 +220,8 @@ mod tests {
         e.push(ev(30, EventKind::Leave, 1));
         e.push(ev(100, EventKind::Leave, 0));
         let mut w = Warnings::default();
-        let all = derive(&EventParts::single(e), &mut w);
+        let e = EventParts::single(e);
+        let all = derive(&e, &e.streams(), &mut w);
         let c = &all.parts[0];
         assert!(w.is_empty());
         assert_eq!(c.start, vec![0, 10, 25]);
@@ -239,7 +239,8 @@ mod tests {
         e.push(ev(5, EventKind::Enter, 0));
         e.push(ev(9, EventKind::Enter, 1));
         let mut w = Warnings::default();
-        let all = derive(&EventParts::single(e), &mut w);
+        let e = EventParts::single(e);
+        let all = derive(&e, &e.streams(), &mut w);
         let c = &all.parts[0];
         assert_eq!(w.count("leave_without_enter"), 1);
         assert_eq!(w.count("call_never_left"), 2);

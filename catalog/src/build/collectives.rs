@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::events::{
-    COLLECTIVE_OPS, EventKind, EventParts, NONE_I64, RawEvents, nullable_i32, nullable_i64, op_dictionary,
+    COLLECTIVE_OPS, EventKind, EventParts, NONE_I64, PartStream, RawEvents, nullable_i32, nullable_i64, op_dictionary,
 };
 use crate::model;
 use crate::trace::{CommInfo, Warnings};
@@ -63,8 +63,7 @@ impl Collectives {
 }
 
 /// Derive the collective parts of all streams and check them against the communicators.
-pub fn derive(events: &EventParts, comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
-    let streams = events.streams();
+pub fn derive(events: &EventParts, streams: &[PartStream], comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
     let per_stream: Vec<(Vec<Part>, Warnings)> =
         streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], &ps.stream)).collect();
     let mut parts = Vec::new();
@@ -187,7 +186,8 @@ mod tests {
         }
         let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1] }];
         let mut w = Warnings::default();
-        let c = derive(&EventParts::single(e), &comms, &mut w);
+        let e = EventParts::single(e);
+        let c = derive(&e, &e.streams(), &comms, &mut w);
         assert!(w.is_empty(), "{w:?}");
         let got: Vec<_> = c.parts.iter().map(|p| (p.instance, p.rank, op_name(p.op))).collect();
         assert_eq!(got, vec![(0, 0, "barrier"), (0, 1, "barrier"), (1, 0, "allreduce"), (1, 1, "allreduce")]);

@@ -13,12 +13,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::Int32Type;
+use arrow::datatypes::{Int32Type, Int64Type};
 use rayon::prelude::*;
 
 use crate::build::calls::{CallParts, Calls};
 use crate::error::Result;
-use crate::events::{EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, nullable_i64};
+use crate::events::{EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, owned_nullable};
 use crate::model;
 use crate::trace::{NodeMap, Warnings};
 
@@ -100,7 +100,8 @@ impl Messages {
         self.dst_node.push(nodes.node(any.dst));
     }
 
-    pub fn to_batch(&self) -> Result<RecordBatch> {
+    /// The `messages` table, moving the columns.
+    pub fn into_batch(self) -> Result<RecordBatch> {
         let n = self.len();
         let intra: BooleanArray = self
             .src_node
@@ -114,38 +115,44 @@ impl Messages {
             .zip(&self.recv_ts)
             .map(|(&s, &r)| if s == NONE_I64 || r == NONE_I64 { NONE_I64 } else { r - s })
             .collect();
-        let node_dict = |keys: &[i32]| -> Result<ArrayRef> {
-            let keys: Int32Array = keys.iter().map(|&k| (k != NONE_I32).then_some(k)).collect();
-            let values = StringArray::from_iter_values(self.node_names.iter());
-            Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))?))
+        let values: ArrayRef = Arc::new(StringArray::from_iter_values(self.node_names.iter()));
+        let node_dict = |keys: Vec<i32>| -> Result<ArrayRef> {
+            let keys = owned_nullable::<Int32Type>(keys, NONE_I32);
+            Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone())?))
         };
+        let nullable = |v: Vec<i64>| -> ArrayRef { Arc::new(owned_nullable::<Int64Type>(v, NONE_I64)) };
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(0..n as i64)),
-            Arc::new(Int32Array::from(self.src.clone())),
-            Arc::new(Int32Array::from(self.dst.clone())),
-            Arc::new(Int32Array::from(self.comm.clone())),
-            Arc::new(Int32Array::from(self.tag.clone())),
-            Arc::new(Int64Array::from(self.bytes.clone())),
-            nullable_i64(&self.send_ts),
-            nullable_i64(&self.recv_ts),
-            nullable_i64(&self.send_call_start),
-            nullable_i64(&self.send_call_end),
-            nullable_i64(&self.recv_call_start),
-            nullable_i64(&self.recv_call_end),
-            nullable_i64(&self.recv_post_ts),
-            nullable_i64(&self.send_complete_ts),
-            node_dict(&self.src_node)?,
-            node_dict(&self.dst_node)?,
+            Arc::new(Int32Array::from(self.src)),
+            Arc::new(Int32Array::from(self.dst)),
+            Arc::new(Int32Array::from(self.comm)),
+            Arc::new(Int32Array::from(self.tag)),
+            Arc::new(Int64Array::from(self.bytes)),
+            nullable(self.send_ts),
+            nullable(self.recv_ts),
+            nullable(self.send_call_start),
+            nullable(self.send_call_end),
+            nullable(self.recv_call_start),
+            nullable(self.recv_call_end),
+            nullable(self.recv_post_ts),
+            nullable(self.send_complete_ts),
+            node_dict(self.src_node)?,
+            node_dict(self.dst_node)?,
             Arc::new(intra),
-            nullable_i64(&duration),
+            nullable(duration),
         ];
         Ok(RecordBatch::try_new(model::MESSAGES.schema(), columns)?)
     }
 }
 
 /// Match the sends and receives of all streams.
-pub fn derive(events: &EventParts, calls: &CallParts, nodes: &NodeMap, warnings: &mut Warnings) -> Messages {
-    let streams = events.streams();
+pub fn derive(
+    events: &EventParts,
+    streams: &[PartStream],
+    calls: &CallParts,
+    nodes: &NodeMap,
+    warnings: &mut Warnings,
+) -> Messages {
     let parts: Vec<(Vec<Half>, Vec<Half>, Warnings)> = streams
         .par_iter()
         .zip(calls.parts.par_iter())
@@ -359,10 +366,11 @@ mod tests {
     fn derive_all(e: &RawEvents) -> (Messages, Warnings) {
         let e = &EventParts::single(e.clone());
         let mut w = Warnings::default();
-        let c = calls::derive(e, &mut w);
+        let streams = e.streams();
+        let c = calls::derive(e, &streams, &mut w);
         let ranks: Vec<RankInfo> =
             (0..2).map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new() }).collect();
-        let m = derive(e, &c, &NodeMap::new(&ranks), &mut w);
+        let m = derive(e, &streams, &c, &NodeMap::new(&ranks), &mut w);
         (m, w)
     }
 
@@ -410,7 +418,7 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert_eq!(w.count("unmatched_send"), 1);
         assert_eq!(w.count("unmatched_recv"), 1);
-        let batch = m.to_batch().unwrap();
+        let batch = m.into_batch().unwrap();
         assert_eq!(batch.column(17).null_count(), 2);
     }
 }
