@@ -155,6 +155,8 @@ pub struct RawEvents {
     /// Collective operation code (see `COLLECTIVE_OPS`), 0 for none.
     pub op: Vec<u8>,
     pub bytes_recv: Vec<i64>,
+    /// The recorded local times, when clock correction changed `ts` (None: `ts` is local).
+    pub ts_local: Option<Vec<i64>>,
 }
 
 /// One event to append; fields that do not apply keep their sentinel.
@@ -217,6 +219,7 @@ impl RawEvents {
             request: Vec::with_capacity(n),
             op: Vec::with_capacity(n),
             bytes_recv: Vec::with_capacity(n),
+            ts_local: None,
         }
     }
 
@@ -312,6 +315,9 @@ impl RawEvents {
         permute(&mut self.request, &order);
         permute(&mut self.op, &order);
         permute(&mut self.bytes_recv, &order);
+        if let Some(local) = &mut self.ts_local {
+            permute(local, &order);
+        }
     }
 
     /// Convert to the `events` table, moving the columns (no copy). `region_names[i]` is the
@@ -324,11 +330,16 @@ impl RawEvents {
         let kind = kind_dictionary(&self.kind);
         let op = op_dictionary(&self.op);
         let region = owned_region_dictionary(self.region, region_names)?;
+        let ts: ArrayRef = Arc::new(Int64Array::from(self.ts));
+        let ts_local = match self.ts_local {
+            Some(local) => Arc::new(Int64Array::from(local)),
+            None => ts.clone(),
+        };
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(self.rank)),
             Arc::new(Int32Array::from(self.thread)),
             Arc::new(Int64Array::from(seq)),
-            Arc::new(Int64Array::from(self.ts)),
+            ts,
             kind,
             region,
             Arc::new(owned_nullable::<Int32Type>(self.peer, NONE_I32)),
@@ -338,6 +349,7 @@ impl RawEvents {
             Arc::new(owned_nullable::<Int64Type>(self.request, NONE_I64)),
             op,
             Arc::new(owned_nullable::<Int64Type>(self.bytes_recv, NONE_I64)),
+            ts_local,
         ];
         Ok(RecordBatch::try_new(model::EVENTS.schema(), columns)?)
     }

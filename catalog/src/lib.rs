@@ -3,6 +3,7 @@
 //! - `model`: the Arrow schema of every table, with the meaning of every column;
 //! - `events`, `trace`: raw events as columns, and a trace as Arrow tables;
 //! - `build`: calls, messages and collectives derived from raw events;
+//! - `clock`: clock models from sync samples and the correction applied at load;
 //! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
 //!   synthetic trace generator; `open` picks the reader for a path;
 //! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH.
@@ -11,6 +12,7 @@
 //! on input: every error names the file and position and what was expected.
 
 pub mod build;
+pub mod clock;
 pub mod csv;
 pub mod error;
 pub mod events;

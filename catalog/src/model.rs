@@ -89,6 +89,13 @@ pub const TRACE_INFO: TableDoc = TableDoc {
         col("duration_ns", int64, false, "last event time minus first event time"),
         col("events", int64, false, "number of raw events"),
         col("warnings", int64, false, "number of problems found while loading (see the warnings table)"),
+        col(
+            "clock_correction",
+            utf8,
+            false,
+            "how times were corrected: none (no sync data), off, model (clock_model()) or clc (model, then controlled logical clock)",
+        ),
+        col("clock_violations", int64, false, "matched messages received before they were sent, after correction"),
     ],
 };
 
@@ -136,7 +143,7 @@ pub const EVENTS: TableDoc = TableDoc {
         col("rank", int32, false, "rank that recorded the event"),
         col("thread", int32, false, "thread within the rank"),
         col("seq", int64, false, "0-based position in the (rank, thread) event stream"),
-        col("ts", int64, false, "time in ns since the trace's zero"),
+        col("ts", int64, false, "time in ns since the trace's zero, on the master clock after clock correction"),
         col(
             "kind",
             small_dict,
@@ -151,6 +158,12 @@ pub const EVENTS: TableDoc = TableDoc {
         col("request", int64, true, "request id of a non-blocking operation"),
         col("op", small_dict, true, "collective operation (coll_end)"),
         col("bytes_recv", int64, true, "bytes received by this rank in a collective (coll_end)"),
+        col(
+            "ts_local",
+            int64,
+            false,
+            "time on the rank's own clock before clock correction (ns); equals ts when nothing was corrected",
+        ),
     ],
 };
 

@@ -5,11 +5,13 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
+use crate::clock::Correction;
 use crate::csv::TimeUnit;
 use crate::error::{Error, Result};
 use crate::generate::{GeneratorConfig, generate};
 use crate::progress::LoadProgress;
 use crate::store;
+use crate::trace::RawTrace;
 use crate::trace::Trace;
 
 /// Options for reading a trace.
@@ -23,6 +25,11 @@ pub struct OpenOptions {
     pub format: Option<String>,
     /// Where readers report how far they are.
     pub progress: Option<Arc<LoadProgress>>,
+    /// Clock correction applied when the trace is built (a commdb store keeps the one it was
+    /// converted with).
+    pub clock_correction: Correction,
+    /// A CSV of clock sync samples replacing the trace's own (see `csv::sync`).
+    pub clock_sync: Option<PathBuf>,
 }
 
 /// Prefix of a generator spec used as a path, e.g. `generate:ranks=16,pattern=ring`.
@@ -32,11 +39,17 @@ pub const GENERATE_PREFIX: &str = "generate:";
 pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     let format = options.format.as_deref().map(str::to_ascii_lowercase);
     if let Some(spec) = path.strip_prefix(GENERATE_PREFIX) {
-        return open_generated(spec, path);
+        return open_generated(spec, path, options);
     }
     let p = Path::new(path);
     if !p.exists() {
         return Err(Error::io(p, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory")));
+    }
+    let is_store = matches!(format.as_deref(), Some("parquet" | "store")) || (p.is_dir() && store::is_store(p));
+    if is_store && options.clock_sync.is_some() {
+        return Err(Error::argument(format!(
+            "{path} is a commdb store, whose times were corrected when it was converted; give the clock sync file when converting the source trace"
+        )));
     }
     let mut trace = match format.as_deref() {
         Some("csv") => csv_trace(p, options)?,
@@ -69,13 +82,21 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     let mut raw = crate::csv::read(p, options)?;
     raw.meta.name = default_name(p.to_string_lossy().as_ref());
     raw.meta.path = p.display().to_string();
-    raw.build()
+    build(raw, options)
 }
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     let mut raw = crate::otf2::read_with_progress(p, options.progress.as_deref())?;
     raw.meta.name = default_name(&otf2_name_source(p));
-    raw.build()
+    build(raw, options)
+}
+
+/// Replace the sync samples when a sync file is given, then correct and derive.
+fn build(mut raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
+    if let Some(sync) = &options.clock_sync {
+        raw.clock_sync = crate::csv::sync::read(sync, options.time_unit)?;
+    }
+    raw.build_with(options.clock_correction)
 }
 
 /// Score-P names every anchor `traces.otf2`: name such an archive after its directory.
@@ -87,11 +108,11 @@ fn otf2_name_source(p: &Path) -> String {
     }
 }
 
-fn open_generated(spec: &str, path: &str) -> Result<Trace> {
+fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
     let cfg = GeneratorConfig::parse_spec(spec)?;
     let mut raw = generate(&cfg)?.trace;
     raw.meta.path = path.to_string();
-    raw.build()
+    build(raw, options)
 }
 
 fn has_extension(p: &Path, ext: &str) -> bool {

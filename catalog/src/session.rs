@@ -1,6 +1,6 @@
 //! A commdb session: a DataFusion `SessionContext` in which every open trace is a schema
 //! (`run2.messages`), the first one also the default schema (plain `messages`). It runs
-//! commdb's own statements (ATTACH, DETACH) and hands everything else to DataFusion.
+//! commdb's own statements (ATTACH, DETACH, SET clock_correction) and hands everything else to DataFusion.
 //! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
 //! configured partitions, so scans run on every core without copying data.
 
@@ -187,6 +187,13 @@ impl Session {
                     warning_summary(trace)
                 )))
             }
+            Some(Command::SetClockCorrection { value }) => {
+                self.open_options.clock_correction = value.parse()?;
+                Ok(Outcome::Done(format!(
+                    "clock correction for traces attached from now on: {}",
+                    self.open_options.clock_correction.name()
+                )))
+            }
             Some(Command::Detach { name }) => {
                 self.detach(&name)?;
                 Ok(Outcome::Done(format!("detached {name}")))
@@ -238,9 +245,11 @@ impl Session {
                 "TYPE" | "FORMAT" => o.format = Some(value.to_ascii_lowercase()),
                 "NODES" => o.nodes = Some(value.into()),
                 "TIME_UNIT" => o.time_unit = value.parse::<TimeUnit>()?,
+                "CLOCK_CORRECTION" => o.clock_correction = value.parse()?,
+                "CLOCK_SYNC" => o.clock_sync = Some(value.into()),
                 other => {
                     return Err(Error::argument(format!(
-                        "ATTACH: unknown option {other}; expected TYPE, NODES or TIME_UNIT"
+                        "ATTACH: unknown option {other}; expected TYPE, NODES, TIME_UNIT, CLOCK_CORRECTION or CLOCK_SYNC"
                     )));
                 }
             }

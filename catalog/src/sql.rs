@@ -1,6 +1,7 @@
 //! SQL text handling that DataFusion does not do for us: splitting a script into statements
 //! (with the line each starts on, for error messages) and parsing commdb's own statements
-//! `ATTACH 'path' [AS name] [(TYPE csv, NODES 'file', TIME_UNIT 'us')]` and `DETACH name`.
+//! `ATTACH 'path' [AS name] [(TYPE csv, NODES 'file', TIME_UNIT 'us', CLOCK_CORRECTION off,
+//! CLOCK_SYNC 'sync.csv')]`, `DETACH name` and `SET clock_correction = off|model|clc`.
 //! Both work on sqlparser's tokens, so quotes, comments and dollar strings are respected.
 
 use sqlparser::dialect::GenericDialect;
@@ -71,8 +72,18 @@ pub fn is_complete(text: &str) -> bool {
 /// commdb's own statements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Attach { path: String, name: Option<String>, options: Vec<(String, String)> },
-    Detach { name: String },
+    Attach {
+        path: String,
+        name: Option<String>,
+        options: Vec<(String, String)>,
+    },
+    Detach {
+        name: String,
+    },
+    /// `SET clock_correction = off|model|clc`: the correction later ATTACHes apply.
+    SetClockCorrection {
+        value: String,
+    },
 }
 
 /// Parse ATTACH / DETACH; `Ok(None)` for any other statement.
@@ -147,6 +158,16 @@ pub fn parse_command(sql: &str) -> Result<Option<Command>> {
             }
             Ok(Some(Command::Attach { path, name, options }))
         }
+        Some("SET") if keyword(1).as_deref() == Some("CLOCK_CORRECTION") => {
+            let is_assign = matches!(tokens.get(2), Some(Token::Eq)) || keyword(2).as_deref() == Some("TO");
+            match (is_assign, tokens.get(3), tokens.len()) {
+                (true, Some(Token::Word(w)), 4) => Ok(Some(Command::SetClockCorrection { value: w.value.clone() })),
+                (true, Some(Token::SingleQuotedString(v)), 4) => {
+                    Ok(Some(Command::SetClockCorrection { value: v.clone() }))
+                }
+                _ => err("SET clock_correction expects one of off, model, clc: SET clock_correction = off"),
+            }
+        }
         Some("DETACH") => match (tokens.get(i), tokens.len() == i + 1) {
             (Some(Token::Word(w)), true) if w.keyword != Keyword::DATABASE => {
                 Ok(Some(Command::Detach { name: w.value.clone() }))
@@ -198,5 +219,11 @@ mod tests {
         assert_eq!(parse_command("SELECT 1").unwrap(), None);
         assert!(parse_command("ATTACH x").is_err());
         assert!(parse_command("ATTACH 'x' AS y z").is_err());
+        assert_eq!(
+            parse_command("set CLOCK_CORRECTION to 'clc';").unwrap(),
+            Some(Command::SetClockCorrection { value: "clc".into() })
+        );
+        assert!(parse_command("SET clock_correction off").is_err());
+        assert_eq!(parse_command("SET datafusion.execution.batch_size = 10").unwrap(), None);
     }
 }

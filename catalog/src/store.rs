@@ -172,6 +172,8 @@ fn meta_from_info(info: &[RecordBatch], manifest: &Manifest, dir: &Path) -> Trac
         meta.timer_resolution_hz = (!res.is_null(0)).then(|| res.value(0));
         let start = b.column(8).as_primitive::<TimestampNanosecondType>();
         meta.start_wallclock_ns = (!start.is_null(0)).then(|| start.value(0));
+        meta.clock_correction = text(12).unwrap_or_default();
+        meta.clock_violations = b.column(13).as_primitive::<Int64Type>().value(0);
     }
     meta
 }

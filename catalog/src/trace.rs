@@ -11,6 +11,7 @@ use arrow::array::{
 use arrow::datatypes::Int32Type;
 
 use crate::build;
+use crate::clock::{self, Correction};
 use crate::error::Result;
 use crate::events::{EventParts, NONE_I32, PartStream, region_dictionary};
 use crate::model;
@@ -135,6 +136,10 @@ pub struct TraceMeta {
     pub timer_resolution_hz: Option<i64>,
     /// Absolute time of ts = 0, in ns since the Unix epoch.
     pub start_wallclock_ns: Option<i64>,
+    /// How times were corrected (see `trace_info.clock_correction`); set by `build`.
+    pub clock_correction: String,
+    /// Messages received before they were sent, after correction; set by `build`.
+    pub clock_violations: i64,
 }
 
 /// What a reader produces: definitions and raw events, before derivation.
@@ -193,15 +198,47 @@ impl Trace {
 }
 
 impl RawTrace {
-    /// Derive calls, messages and collectives and convert every table to Arrow.
-    pub fn build(mut self) -> Result<Trace> {
+    /// Correct clocks with the default (`Correction::Model`), derive, convert to Arrow.
+    pub fn build(self) -> Result<Trace> {
+        self.build_with(Correction::default())
+    }
+
+    /// Correct clocks as asked, derive calls, messages and collectives and convert every table
+    /// to Arrow.
+    pub fn build_with(mut self, correction: Correction) -> Result<Trace> {
         let region_names: Vec<String> = self.regions.iter().map(|r| r.name.clone()).collect();
         let mut warnings = std::mem::take(&mut self.warnings);
         let nodes = NodeMap::new(&self.ranks);
 
+        let models = clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings);
         let streams = self.events.streams();
-        let calls = build::calls::derive(&self.events, &streams, &mut warnings);
-        let messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut warnings);
+        let mut calls = build::calls::derive(&self.events, &streams, &mut warnings);
+        let mut messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut warnings);
+        if correction == Correction::Clc && messages.violations() > 0 {
+            if self.events.parts.iter().all(|p| p.ts_local.is_none()) {
+                for p in &mut self.events.parts {
+                    p.ts_local = Some(p.ts.clone());
+                }
+            }
+            clock::clc::apply(&mut self.events, &streams, &messages.matched_events, &mut warnings);
+            // Times moved, the matching (per-stream order) did not: derive again, quietly.
+            let mut again = Warnings::default();
+            calls = build::calls::derive(&self.events, &streams, &mut again);
+            messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut again);
+        }
+        let clock_label = match correction {
+            Correction::Off => "off",
+            Correction::Model if models.is_empty() => "none",
+            other => other.name(),
+        };
+        self.meta.clock_correction = clock_label.to_string();
+        self.meta.clock_violations = messages.violations();
+        if self.meta.clock_violations > 0 {
+            let n = self.meta.clock_violations;
+            warnings.add_many("clock_violation", n, || {
+                format!("{n} matched messages are received before they are sent (see clock_violations())")
+            });
+        }
         let collectives = build::collectives::derive(&self.events, &streams, &self.communicators, &mut warnings);
 
         let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
@@ -238,6 +275,8 @@ impl RawTrace {
             Arc::new(Int64Array::from(vec![duration])),
             Arc::new(Int64Array::from(vec![self.events.len() as i64])),
             Arc::new(Int64Array::from(vec![warnings])),
+            Arc::new(StringArray::from(vec![m.clock_correction.clone()])),
+            Arc::new(Int64Array::from(vec![m.clock_violations])),
         ];
         Ok(RecordBatch::try_new(model::TRACE_INFO.schema(), columns)?)
     }

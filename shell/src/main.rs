@@ -16,6 +16,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use commdb_catalog::clock::Correction;
 use commdb_catalog::csv::TimeUnit;
 use commdb_catalog::generate::{self, GeneratorConfig, Pattern};
 use commdb_catalog::{OpenOptions, Session, store};
@@ -70,6 +71,14 @@ struct OpenArgs {
     /// Unit of CSV timestamps: s, ms, us or ns.
     #[arg(long, default_value = "ns", value_parser = parse_time_unit, global = true)]
     time_unit: TimeUnit,
+    /// Clock correction when a trace is read: off, model (fit each rank's clock to the
+    /// master's from the sync samples) or clc (model, then no message runs backwards).
+    #[arg(long, default_value = "model", value_parser = parse_correction, global = true)]
+    clock_correction: Correction,
+    /// CSV of clock sync samples (rank,session,local_send,master_ts,local_recv or
+    /// rank,session,local_ts,master_ts) replacing the trace's own.
+    #[arg(long, value_name = "FILE", global = true)]
+    clock_sync: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -135,6 +144,10 @@ fn parse_format(s: &str) -> Result<Format, String> {
     s.parse()
 }
 
+fn parse_correction(s: &str) -> Result<Correction, String> {
+    s.parse().map_err(|e: commdb_catalog::Error| e.to_string())
+}
+
 fn parse_time_unit(s: &str) -> Result<TimeUnit, String> {
     s.parse().map_err(|e: commdb_catalog::Error| e.to_string())
 }
@@ -165,7 +178,7 @@ impl GenerateArgs {
     }
 }
 
-fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
+fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Result<(), String> {
     let cfg = args.config()?;
     let started = Instant::now();
     let generated = generate::generate(&cfg).map_err(|e| e.to_string())?;
@@ -178,7 +191,7 @@ fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
     if args.output_format == "otf2" {
         commdb_catalog::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
     } else {
-        let trace = raw.build().map_err(|e| e.to_string())?;
+        let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
         store::write(&trace, &args.output).map_err(|e| e.to_string())?;
     }
     generated.truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
@@ -198,7 +211,13 @@ fn run_generate(args: &GenerateArgs, quiet: bool) -> Result<(), String> {
 }
 
 fn open_options(args: &OpenArgs) -> OpenOptions {
-    OpenOptions { nodes: args.nodes.clone(), time_unit: args.time_unit, ..OpenOptions::default() }
+    OpenOptions {
+        nodes: args.nodes.clone(),
+        time_unit: args.time_unit,
+        clock_correction: args.clock_correction,
+        clock_sync: args.clock_sync.clone(),
+        ..OpenOptions::default()
+    }
 }
 
 /// The -c and -f actions in command-line order.
@@ -217,7 +236,7 @@ fn actions(matches: &clap::ArgMatches, cli: &Cli) -> Vec<(usize, Result<String, 
 async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     let print = PrintOptions { format: cli.format, max_rows: cli.max_rows, quiet: cli.quiet, timing: true };
     match &cli.subcommand {
-        Some(Sub::Generate(args)) => return run_generate(args, cli.quiet),
+        Some(Sub::Generate(args)) => return run_generate(args, cli.open.clock_correction, cli.quiet),
         Some(Sub::Convert { input, output }) => {
             let started = Instant::now();
             let trace = commdb_catalog::open(input, &open_options(&cli.open)).map_err(|e| e.to_string())?;
@@ -252,7 +271,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
         raw.meta.name = "demo".into();
         raw.meta.path = "--demo".into();
-        let trace = raw.build().map_err(|e| e.to_string())?;
+        let trace = raw.build_with(shell.session.open_options.clock_correction).map_err(|e| e.to_string())?;
         shell.session.attach(trace, Some("demo")).map_err(|e| e.to_string())?;
         shell.refresh_words();
         if !cli.quiet {

@@ -180,7 +180,7 @@ fn saved_queries_run_on_a_generated_trace() {
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(text.starts_with("-- "), "{} needs a header comment", path.display());
             let o = run(&[
-                "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4",
+                "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1",
                 "-q",
                 "-f",
                 path.to_str().unwrap(),

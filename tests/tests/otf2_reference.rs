@@ -158,7 +158,17 @@ async fn reference_writer_fixture_reads_as_written() {
     )
     .unwrap();
     let messages: Vec<String> = messages.into_iter().map(|r| r.join(" ")).collect();
-    assert_eq!(messages, vec!["0 1 0 7 4096 1100 1600 500 1200", "2 1 1 3 800 2250 2900 2050 2450"]);
+    // Rank 1's ClockOffset points (ticks 1000: +250, ticks 9000: -150; the trace's zero is at
+    // tick 1000) give the line master = 0.95 * local + 250: its recorded 1600, 500, 2900 and
+    // 2050 become 1770, 725, 3005 and 2197 (2197.5 rounded in floating point).
+    assert_eq!(messages, vec!["0 1 0 7 4096 1100 1770 725 1200", "2 1 1 3 800 2250 3005 2197 2450"]);
+    let raw = commdb_tests::rows(
+        &s.collect("SELECT string_agg(CAST(ts_local AS VARCHAR), ',' ORDER BY seq) FROM fx.events WHERE rank = 1 AND kind IN ('irecv_request', 'recv', 'irecv')")
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(raw[0][0], "1600,2050,2900", "ts_local keeps the recorded times");
     let rows = commdb_tests::rows(
         &s.collect(
             "SELECT (SELECT string_agg(node, ',' ORDER BY rank) FROM fx.ranks), \

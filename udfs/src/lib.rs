@@ -4,6 +4,7 @@
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
+pub mod clock;
 pub mod common;
 pub mod latency;
 pub mod lod;
@@ -27,6 +28,20 @@ pub struct FunctionDoc {
 }
 
 const DOCS: &[FunctionDoc] = &[
+    FunctionDoc {
+        name: "clock_model",
+        kind: "table",
+        parameters: clock::MODEL_ARGS,
+        signature: "clock_model([rel => 'clock_sync']) -> rank, segment, local_from, local_to, slope, offset_ns, method, samples_used, samples_dropped, rms_residual_ns",
+        description: "per rank and segment, the clock model fitted from the sync samples: master ~ slope * local + offset_ns (Intel Trace Collector clock sync)",
+    },
+    FunctionDoc {
+        name: "clock_violations",
+        kind: "table",
+        parameters: clock::VIOLATION_ARGS,
+        signature: "clock_violations([rel => 'messages']) -> msg_id, src, dst, send_ts, recv_ts, violation_ns",
+        description: "matched messages received before they were sent, by how much (ns)",
+    },
     FunctionDoc {
         name: "latency_criteria",
         kind: "table",
@@ -106,6 +121,8 @@ pub fn functions() -> &'static [FunctionDoc] {
 
 fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
     Some(match name {
+        "clock_model" => Arc::new(clock::ClockModel),
+        "clock_violations" => Arc::new(clock::ClockViolations),
         "latency_criteria" => Arc::new(latency::LatencyCriteria),
         "message_latency" => Arc::new(latency::MessageLatency),
         "process_distance" => Arc::new(regions::ProcessDistance),

@@ -68,6 +68,8 @@ pub struct Messages {
     pub send_complete_ts: Vec<i64>,
     pub src_node: Vec<i32>,
     pub dst_node: Vec<i32>,
+    /// (send event, receive event) global indices of every matched message, in msg_id order.
+    pub matched_events: Vec<(usize, usize)>,
     node_names: Vec<String>,
 }
 
@@ -98,6 +100,15 @@ impl Messages {
         self.send_complete_ts.push(get(send, |h| h.aux_ts));
         self.src_node.push(nodes.node(any.src));
         self.dst_node.push(nodes.node(any.dst));
+        if let (Some(s), Some(r)) = (send, recv) {
+            self.matched_events.push((s.event, r.event));
+        }
+    }
+
+    /// Matched messages whose receive precedes their send.
+    pub fn violations(&self) -> i64 {
+        self.send_ts.iter().zip(&self.recv_ts).filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s).count()
+            as i64
     }
 
     /// The `messages` table, moving the columns.

@@ -407,6 +407,7 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
             creator: Some(format!("commdb generate {}", env!("CARGO_PKG_VERSION"))),
             timer_resolution_hz: Some(1_000_000_000),
             start_wallclock_ns: None,
+            ..TraceMeta::default()
         },
         ranks,
         locations,

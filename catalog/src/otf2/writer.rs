@@ -4,7 +4,7 @@
 //! with one node per host, one location group per rank, its locations, regions, the MPI
 //! location and communicator groups, communicators), per location an event file (a timestamp
 //! record whenever the time changes, one record per event) and a local definition file with
-//! the clock offsets (each sync session condensed to its mean offset). Buffers are cut into
+//! the clock offsets (each sync session condensed to one point by the clock model's rule). Buffers are cut into
 //! fixed-size chunks; a chunk that is not the last is padded to its full size.
 //!
 //! Times are written as ticks of 1 ns; the global offset is chosen so that every tick count
@@ -17,9 +17,10 @@ use std::path::Path;
 
 use rayon::prelude::*;
 
+use crate::clock::model::condense;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, NONE_I32, NONE_I64, PartStream, RawEvents};
-use crate::trace::RawTrace;
+use crate::trace::{ClockSample, RawTrace, Warnings};
 
 const EVENT_CHUNK: usize = 1 << 20;
 const DEF_CHUNK: usize = 4 << 20;
@@ -202,25 +203,27 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
         counts.insert(*loc, *n);
     }
 
-    // Local definitions: clock offsets per rank (first location of the rank).
-    let mut sessions: BTreeMap<(i32, i32), Vec<(i64, i64)>> = BTreeMap::new();
+    // Local definitions: clock offsets per rank (first location of the rank), each sync
+    // session condensed by the clock model's rule (longest tenth of round trips dropped).
+    let mut sessions: BTreeMap<(i32, i32), Vec<ClockSample>> = BTreeMap::new();
     for s in &trace.clock_sync {
-        sessions.entry((s.rank, s.session)).or_default().push((s.local_ts, s.master_ts - s.local_ts));
+        sessions.entry((s.rank, s.session)).or_default().push(*s);
     }
+    let mut invalid = Warnings::default();
     for (&(rank, thread), &loc) in &location_of {
         let mut b = Buffer::new(DEF_CHUNK);
         if thread == 0 {
-            for ((r, _), samples) in sessions.range((rank, i32::MIN)..=(rank, i32::MAX)) {
-                debug_assert_eq!(*r, rank);
-                let n = samples.len() as f64;
-                let local = samples.iter().map(|s| s.0 as f64).sum::<f64>() / n;
-                let off = samples.iter().map(|s| s.1 as f64).sum::<f64>() / n;
-                let var = samples.iter().map(|s| (s.1 as f64 - off).powi(2)).sum::<f64>() / n;
+            for ((_, session), samples) in sessions.range((rank, i32::MIN)..=(rank, i32::MAX)) {
+                let Some(kept) = condense(*session, samples, &mut invalid) else { continue };
+                let (local, master) = kept.point();
                 b.record.extend_from_slice(&ticks(local.round() as i64).to_le_bytes());
-                compressed(off.round() as i64 as u64, &mut b.record);
-                b.record.extend_from_slice(&var.sqrt().to_le_bytes());
+                compressed((master - local).round() as i64 as u64, &mut b.record);
+                b.record.extend_from_slice(&kept.offset_std_dev().to_le_bytes());
                 b.with_length(6, false);
             }
+        }
+        if let Some((_, _, example)) = invalid.iter().next() {
+            return Err(Error::argument(format!("cannot write the clock offsets: {example}")));
         }
         write_file(&traces.join(format!("{loc}.def")), &b.finish())?;
     }

@@ -1,0 +1,159 @@
+//! Clock correction of per-rank timestamps, applied when a trace is opened. `model` fits one
+//! clock model per rank from the `clock_sync` table (Intel Trace Collector's rules: offset,
+//! linear regression or a monotone C1 spline by the number of sync sessions); `correct` maps
+//! every event and metric time through its rank's model, keeping the raw local time in
+//! `events.ts_local`; `clc` optionally goes on to shift receives that still precede their send
+//! (a controlled logical clock in the spirit of Scalasca's). The master rank's clock (the one
+//! without samples) is the global clock. Cost: O(events), ranks in parallel.
+
+pub mod clc;
+pub mod model;
+pub mod spline;
+
+use std::str::FromStr;
+
+use rayon::prelude::*;
+
+use crate::error::{Error, Result};
+use crate::events::EventParts;
+use crate::trace::{ClockSample, RawMetrics, Warnings};
+use model::{Fit, RankModel};
+
+/// What correction to apply when a trace is opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Correction {
+    /// Keep the recorded local times.
+    Off,
+    /// Map each rank's times through its clock model (the default).
+    #[default]
+    Model,
+    /// The model, then the controlled logical clock so that no message runs backwards.
+    Clc,
+}
+
+impl Correction {
+    pub fn name(self) -> &'static str {
+        match self {
+            Correction::Off => "off",
+            Correction::Model => "model",
+            Correction::Clc => "clc",
+        }
+    }
+}
+
+impl FromStr for Correction {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "off" | "none" | "false" => Ok(Correction::Off),
+            "model" | "on" | "true" => Ok(Correction::Model),
+            "clc" => Ok(Correction::Clc),
+            _ => Err(Error::argument(format!("unknown clock correction '{s}': expected off, model or clc"))),
+        }
+    }
+}
+
+/// Fit the models of `samples` and map every event and metric time through them. Returns the
+/// models (empty when there are no samples or the correction is off).
+pub fn correct(
+    events: &mut EventParts,
+    metrics: &mut RawMetrics,
+    samples: &[ClockSample],
+    correction: Correction,
+    warnings: &mut Warnings,
+) -> Vec<RankModel> {
+    if correction == Correction::Off || samples.is_empty() {
+        return Vec::new();
+    }
+    let models = model::fit_all(samples, warnings);
+    let by_rank = index_by_rank(&models);
+    let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
+    events.parts.par_iter_mut().for_each(|part| {
+        let streams = part.streams();
+        if streams.iter().all(|s| fit_of(s.rank).is_none_or(|f| *f == Fit::Identity)) {
+            return;
+        }
+        let local = std::mem::take(&mut part.ts);
+        let mut corrected = Vec::with_capacity(local.len());
+        for s in streams {
+            map_times(fit_of(s.rank).unwrap_or(&Fit::Identity), &local[s.start..s.end], &mut corrected);
+        }
+        part.ts = corrected;
+        part.ts_local = Some(local);
+    });
+    let local = std::mem::take(&mut metrics.ts);
+    let mut corrected = Vec::with_capacity(local.len());
+    let mut start = 0;
+    while start < local.len() {
+        let rank = metrics.rank[start];
+        let end = start + metrics.rank[start..].iter().position(|&r| r != rank).unwrap_or(local.len() - start);
+        map_times(fit_of(rank).unwrap_or(&Fit::Identity), &local[start..end], &mut corrected);
+        start = end;
+    }
+    metrics.ts = corrected;
+    models
+}
+
+/// Models indexed by rank.
+fn index_by_rank(models: &[RankModel]) -> Vec<Option<&Fit>> {
+    let n = models.iter().map(|m| m.rank.max(-1) + 1).max().unwrap_or(0) as usize;
+    let mut out = vec![None; n];
+    for m in models {
+        if let Ok(r) = usize::try_from(m.rank) {
+            out[r] = Some(&m.fit);
+        }
+    }
+    out
+}
+
+/// Append the master times of `local` to `out`, rounded to the nanosecond.
+fn map_times(fit: &Fit, local: &[i64], out: &mut Vec<i64>) {
+    match fit {
+        Fit::Identity => out.extend_from_slice(local),
+        Fit::Offset(c) => {
+            let c = c.round() as i64;
+            out.extend(local.iter().map(|t| t + c));
+        }
+        Fit::Linear { slope, offset } => {
+            let d = slope - 1.0;
+            out.extend(local.iter().map(|&t| t + (d * t as f64 + offset).round() as i64));
+        }
+        Fit::Spline(s) => {
+            // Times of a stream mostly increase: walk the segment index along with them.
+            let mut seg = 0;
+            out.extend(local.iter().map(|&t| {
+                let x = t as f64;
+                while seg < s.len() && s.segment_end(seg).is_some_and(|e| x >= e) {
+                    seg += 1;
+                }
+                while seg > 0 && s.segment_start(seg).is_some_and(|b| x < b) {
+                    seg -= 1;
+                }
+                s.eval_in(seg, x).round() as i64
+            }));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::spline::MonotoneSpline;
+
+    #[test]
+    fn spline_walk_matches_lookup() {
+        let s = MonotoneSpline::new(&[(0.0, 10.0), (1e6, 1e6 + 30.0), (2e6, 2e6 + 20.0), (4e6, 4e6 + 90.0)]).unwrap();
+        let times: Vec<i64> = vec![-5_000, 0, 10, 999_999, 1_000_000, 500, 3_000_000, 1_500_000, 9_000_000];
+        let mut walked = Vec::new();
+        map_times(&Fit::Spline(s.clone()), &times, &mut walked);
+        let looked: Vec<i64> = times.iter().map(|&t| s.eval(t as f64).round() as i64).collect();
+        assert_eq!(walked, looked);
+    }
+
+    #[test]
+    fn parses_names() {
+        assert_eq!("CLC".parse::<Correction>().unwrap(), Correction::Clc);
+        assert_eq!("off".parse::<Correction>().unwrap(), Correction::Off);
+        assert!("maybe".parse::<Correction>().unwrap_err().to_string().contains("expected off, model or clc"));
+    }
+}

@@ -1,0 +1,198 @@
+//! The clock functions: `clock_model([rel])` shows the model that clock correction fitted for
+//! every rank (commdb_catalog::clock::model, after Intel Trace Collector's clock
+//! synchronisation), `clock_violations([rel])` lists the messages that still run backwards.
+//! The model is fitted again from the sync samples when the query runs (O(samples log samples)),
+//! so a view over `clock_sync` (some sessions, some ranks) shows what that subset would give.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use commdb_catalog::clock::model::fit_rank;
+use commdb_catalog::trace::{ClockSample, Warnings};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{ScalarValue, TableReference};
+use datafusion::datasource::{ViewTable, provider_as_source};
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit};
+
+use crate::common::{Args, Compute, Derived, Relation, int64_column, resolve};
+
+pub const MODEL_ARGS: &[&str] = &["rel"];
+pub const VIOLATION_ARGS: &[&str] = &["rel"];
+
+fn schema(fields: Vec<Field>) -> SchemaRef {
+    Arc::new(Schema::new(fields))
+}
+
+/// The sync columns the model needs.
+const SYNC_COLUMNS: [&str; 6] = ["rank", "session", "local_ts", "master_ts", "round_trip", "std_dev_ns"];
+
+/// `clock_model([rel => 'clock_sync'])` -> one row per rank and model segment.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClockModel;
+
+impl TableFunctionImpl for ClockModel {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("clock_model", MODEL_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "clock_sync")?;
+        relation.columns("clock_model", &SYNC_COLUMNS)?;
+        let input = with_ranks_of_trace(args.session(), relation)?;
+        let idx = input.columns("clock_model", &SYNC_COLUMNS)?;
+        let out = schema(vec![
+            Field::new("rank", DataType::Int32, false),
+            Field::new("segment", DataType::Int32, false),
+            Field::new("local_from", DataType::Int64, true),
+            Field::new("local_to", DataType::Int64, true),
+            Field::new("slope", DataType::Float64, false),
+            Field::new("offset_ns", DataType::Float64, false),
+            Field::new("method", DataType::Utf8, false),
+            Field::new("samples_used", DataType::Int64, false),
+            Field::new("samples_dropped", DataType::Int64, false),
+            Field::new("rms_residual_ns", DataType::Float64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let c: Vec<Int64Array> = (0..6).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+            let mut by_rank: BTreeMap<i32, Vec<ClockSample>> = BTreeMap::new();
+            for i in 0..c[0].len() {
+                let samples = by_rank.entry(c[0].value(i) as i32).or_default();
+                if c[1].is_null(i) || c[2].is_null(i) || c[3].is_null(i) {
+                    continue;
+                }
+                let opt = |a: &Int64Array| (!a.is_null(i)).then(|| a.value(i));
+                samples.push(ClockSample {
+                    rank: c[0].value(i) as i32,
+                    session: c[1].value(i) as i32,
+                    local_ts: c[2].value(i),
+                    master_ts: c[3].value(i),
+                    round_trip: opt(&c[4]),
+                    std_dev_ns: opt(&c[5]),
+                });
+            }
+            let mut rows = Rows::default();
+            let mut ignored = Warnings::default();
+            for (rank, samples) in &by_rank {
+                let m = fit_rank(*rank, samples, &mut ignored);
+                for (k, seg) in m.segments().iter().enumerate() {
+                    rows.rank.push(*rank);
+                    rows.segment.push(k as i32);
+                    rows.local_from.push(seg.local_from.map(|x| x.round() as i64));
+                    rows.local_to.push(seg.local_to.map(|x| x.round() as i64));
+                    rows.slope.push(seg.slope);
+                    rows.offset.push(seg.offset);
+                    rows.method.push(m.fit.method());
+                    rows.used.push(m.samples_used);
+                    rows.dropped.push(m.samples_dropped);
+                    rows.rms.push(m.rms_residual_ns);
+                }
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int32Array::from(rows.rank)),
+                Arc::new(Int32Array::from(rows.segment)),
+                Arc::new(Int64Array::from(rows.local_from)),
+                Arc::new(Int64Array::from(rows.local_to)),
+                Arc::new(Float64Array::from(rows.slope)),
+                Arc::new(Float64Array::from(rows.offset)),
+                Arc::new(StringArray::from(rows.method)),
+                Arc::new(Int64Array::from(rows.used)),
+                Arc::new(Int64Array::from(rows.dropped)),
+                Arc::new(Float64Array::from(rows.rms)),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, input, Some(idx), compute)))
+    }
+}
+
+#[derive(Default)]
+struct Rows {
+    rank: Vec<i32>,
+    segment: Vec<i32>,
+    local_from: Vec<Option<i64>>,
+    local_to: Vec<Option<i64>>,
+    slope: Vec<f64>,
+    offset: Vec<f64>,
+    method: Vec<&'static str>,
+    used: Vec<i64>,
+    dropped: Vec<i64>,
+    rms: Vec<f64>,
+}
+
+/// When `rel` is a trace's `clock_sync` table, add a sample-less row for every rank of the same
+/// trace, so ranks without samples (the master) show as 'none'. A view is taken as it is.
+fn with_ranks_of_trace(session: &dyn datafusion::catalog::Session, rel: Relation) -> Result<Relation> {
+    let table = rel.reference.table().to_string();
+    if !table.eq_ignore_ascii_case("clock_sync") {
+        return Ok(rel);
+    }
+    let ranks_name = match rel.reference.schema() {
+        Some(schema) => format!("{schema}.ranks"),
+        None => "ranks".to_string(),
+    };
+    let Ok(ranks) = resolve(session, "clock_model", &ranks_name) else { return Ok(rel) };
+    let typed = |name: &str, t: &DataType| cast(col(name), t.clone()).alias(name);
+    let sync_schema = rel.schema();
+    let sync_exprs: Vec<Expr> = SYNC_COLUMNS
+        .iter()
+        .map(|c| sync_schema.field_with_name(c).map(|f| typed(c, f.data_type())))
+        .collect::<std::result::Result<_, _>>()?;
+    let null_of = |name: &str| -> Result<Expr> {
+        let t = sync_schema.field_with_name(name)?.data_type().clone();
+        Ok(cast(lit(ScalarValue::try_from(&t)?), t).alias(name))
+    };
+    let mut rank_exprs = vec![typed("rank", sync_schema.field_with_name("rank")?.data_type())];
+    for c in &SYNC_COLUMNS[1..] {
+        rank_exprs.push(null_of(c)?);
+    }
+    let sync_plan = LogicalPlanBuilder::scan(rel.reference.clone(), provider_as_source(rel.provider.clone()), None)?
+        .project(sync_exprs)?;
+    let ranks_plan = LogicalPlanBuilder::scan(ranks.reference.clone(), provider_as_source(ranks.provider), None)?
+        .project(rank_exprs)?
+        .build()?;
+    let plan = sync_plan.union(ranks_plan)?.build()?;
+    Ok(Relation {
+        reference: TableReference::bare(format!("{}+ranks", rel.reference)),
+        provider: Arc::new(ViewTable::new(plan, None)),
+    })
+}
+
+/// `clock_violations([rel => 'messages'])` -> messages received before they were sent.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ClockViolations;
+
+impl TableFunctionImpl for ClockViolations {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("clock_violations", VIOLATION_ARGS, args.exprs())?;
+        let relation = a.relation(args.session(), 0, "messages")?;
+        let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
+        let out = schema(vec![
+            Field::new("msg_id", DataType::Int64, false),
+            Field::new("src", DataType::Int64, false),
+            Field::new("dst", DataType::Int64, false),
+            Field::new("send_ts", DataType::Int64, false),
+            Field::new("recv_ts", DataType::Int64, false),
+            Field::new("violation_ns", DataType::Int64, false),
+        ]);
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let c: Vec<Int64Array> = (0..5).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+            let (send, recv) = (&c[3], &c[4]);
+            let hits: Vec<usize> = (0..send.len())
+                .filter(|&i| !send.is_null(i) && !recv.is_null(i) && recv.value(i) < send.value(i))
+                .collect();
+            let pick = |a: &Int64Array| Int64Array::from_iter_values(hits.iter().map(|&i| a.value(i)));
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(pick(&c[0])),
+                Arc::new(pick(&c[1])),
+                Arc::new(pick(&c[2])),
+                Arc::new(pick(send)),
+                Arc::new(pick(recv)),
+                Arc::new(Int64Array::from_iter_values(hits.iter().map(|&i| send.value(i) - recv.value(i)))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+    }
+}
