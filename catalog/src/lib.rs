@@ -6,6 +6,7 @@
 //! - `clock`: clock models from sync samples and the correction applied at load;
 //! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
 //!   synthetic trace generator; `open` picks the reader for a path;
+//! - `jobs`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists;
 //! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH.
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
@@ -17,6 +18,7 @@ pub mod csv;
 pub mod error;
 pub mod events;
 pub mod generate;
+pub mod jobs;
 pub mod model;
 pub mod named_args;
 pub mod open;

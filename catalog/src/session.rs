@@ -1,6 +1,7 @@
 //! A commdb session: a DataFusion `SessionContext` in which every open trace is a schema
 //! (`run2.messages`), the first one also the default schema (plain `messages`). It runs
-//! commdb's own statements (ATTACH, DETACH, SET clock_correction) and hands everything else to DataFusion.
+//! commdb's own statements (ATTACH of traces and scheduler logs, DETACH, SET clock_correction)
+//! and hands everything else to DataFusion.
 //! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
 //! configured partitions, so scans run on every core without copying data.
 
@@ -44,6 +45,8 @@ pub struct Session {
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
     parameters: Parameters,
+    /// Scheduler logs attached as tables.
+    logs: std::collections::BTreeSet<String>,
     /// Options used by ATTACH when the statement gives none.
     pub open_options: OpenOptions,
 }
@@ -81,6 +84,7 @@ impl Session {
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
+            logs: std::collections::BTreeSet::new(),
             open_options: OpenOptions::default(),
         }
     }
@@ -175,6 +179,13 @@ impl Session {
     pub async fn statement(&mut self, sql: &str) -> Result<Outcome> {
         match parse_command(sql)? {
             Some(Command::Attach { path, name, options }) => {
+                let log = options
+                    .iter()
+                    .find(|(k, _)| k == "TYPE" || k == "FORMAT")
+                    .and_then(|(_, v)| crate::jobs::LogKind::from_type(v));
+                if let Some(kind) = log {
+                    return self.attach_log(&path, name.as_deref(), kind, &options);
+                }
                 let opts = self.attach_options(&options)?;
                 let name = self.open(&path, name.as_deref(), &opts)?;
                 let trace = self.trace(&name).expect("just attached");
@@ -193,6 +204,11 @@ impl Session {
                     "clock correction for traces attached from now on: {}",
                     self.open_options.clock_correction.name()
                 )))
+            }
+            Some(Command::Detach { name }) if self.logs.contains(&name) => {
+                self.ctx.deregister_table(name.as_str())?;
+                self.logs.remove(&name);
+                Ok(Outcome::Done(format!("detached {name}")))
             }
             Some(Command::Detach { name }) => {
                 self.detach(&name)?;
@@ -236,6 +252,31 @@ impl Session {
             Outcome::Query(df) => Ok(df.collect().await?),
             Outcome::Done(_) => Ok(Vec::new()),
         }
+    }
+
+    /// `ATTACH 'file' AS name (TYPE sacct|swf)`: a scheduler log as table `name`.
+    fn attach_log(
+        &mut self,
+        path: &str,
+        name: Option<&str>,
+        kind: crate::jobs::LogKind,
+        options: &[(String, String)],
+    ) -> Result<Outcome> {
+        if let Some((key, _)) = options.iter().find(|(k, _)| k != "TYPE" && k != "FORMAT") {
+            return Err(Error::argument(format!("ATTACH: option {key} does not apply to a scheduler log")));
+        }
+        let name = name.map_or_else(|| default_name(path), str::to_string);
+        if self.ctx.table_exist(name.as_str())? {
+            return Err(Error::argument(format!(
+                "a table named '{name}' already exists; DETACH it or choose another name with AS"
+            )));
+        }
+        let batch = crate::jobs::read(std::path::Path::new(path), kind)?;
+        let rows = batch.num_rows();
+        let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
+        self.ctx.register_table(name.as_str(), Arc::new(table))?;
+        self.logs.insert(name.clone());
+        Ok(Outcome::Done(format!("attached {path} as table {name}: {rows} records")))
     }
 
     fn attach_options(&self, options: &[(String, String)]) -> Result<OpenOptions> {

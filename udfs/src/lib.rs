@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod common;
+pub mod jobs;
 pub mod latency;
 pub mod lod;
 pub mod regions;
@@ -112,6 +113,34 @@ const DOCS: &[FunctionDoc] = &[
         signature: "lod_collectives(resolution_ns [, t0, t1] [, rel => 'collectives'], pixels => N) -> comm, first_slot, op, instances, duration_avg, participants",
         description: "collective operations merged per (communicator, slot of first begin); op 'mixed' when they differ",
     },
+    FunctionDoc {
+        name: "read_sacct",
+        kind: "table",
+        parameters: jobs::PATH_ARGS,
+        signature: "read_sacct(path) -> jobid, job_id, array_task, het_component, step, then the file's columns typed (start_time, end_time, elapsed_s, nodes, ...)",
+        description: "a Slurm sacct -P / -p output with its header; known columns typed, node lists expanded, others kept as text",
+    },
+    FunctionDoc {
+        name: "read_swf",
+        kind: "table",
+        parameters: jobs::PATH_ARGS,
+        signature: "read_swf(path) -> job_number, submit_time, wait_time, run_time, procs, ..., think_time, submit_ts, start_ts, end_ts",
+        description: "a Standard Workload Format log (plain or gzip), -1 as NULL; absolute times when the header gives UnixStartTime",
+    },
+    FunctionDoc {
+        name: "swf_header",
+        kind: "table",
+        parameters: jobs::PATH_ARGS,
+        signature: "swf_header(path) -> key, value",
+        description: "the '; Key: Value' header comments of a Standard Workload Format log",
+    },
+    FunctionDoc {
+        name: "expand_hostlist",
+        kind: "scalar",
+        parameters: &["text"],
+        signature: "expand_hostlist(text) -> list of host names",
+        description: "a Slurm host list such as node[001-004,010] or rack[1-2]-n[01-02] expanded, zero padding kept",
+    },
 ];
 
 /// Every function commdb registers.
@@ -130,6 +159,9 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "process_dendrogram" => Arc::new(regions::ProcessDendrogram),
         "region_graph" => Arc::new(regions::RegionGraph),
         "lod_calls" => Arc::new(lod::LodCalls),
+        "read_sacct" => Arc::new(jobs::ReadSacct),
+        "read_swf" => Arc::new(jobs::ReadSwf),
+        "swf_header" => Arc::new(jobs::SwfHeader),
         "lod_messages" => Arc::new(lod::LodMessages),
         "lod_collectives" => Arc::new(lod::LodCollectives),
         _ => return None,
@@ -140,6 +172,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
 /// arguments use.
 pub fn register_all(session: &mut Session) {
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(lod::LodResolution::default()));
+    session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(jobs::ExpandHostlist::default()));
     for doc in DOCS {
         if let Some(f) = implementation(doc.name) {
             session.context().register_udtf(doc.name, f);
