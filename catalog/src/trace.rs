@@ -215,10 +215,8 @@ impl RawTrace {
         let mut calls = build::calls::derive(&self.events, &streams, &mut warnings);
         let mut messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut warnings);
         if correction == Correction::Clc && messages.violations() > 0 {
-            if self.events.parts.iter().all(|p| p.ts_local.is_none()) {
-                for p in &mut self.events.parts {
-                    p.ts_local = Some(p.ts.clone());
-                }
+            for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
+                p.ts_local = Some(p.ts.clone());
             }
             clock::clc::apply(&mut self.events, &streams, &messages.matched_events, &mut warnings);
             // Times moved, the matching (per-stream order) did not: derive again, quietly.

@@ -171,7 +171,15 @@ async fn clc_removes_what_the_model_leaves_and_keeps_order() {
     let (_, left, _) = violations(raw.clone(), Correction::Model).await;
     assert!(left > 0, "an offset-only model leaves violations");
     let model = raw.clone().build_with(Correction::Model).unwrap();
+    let recorded = raw.clone().build_with(Correction::Off).unwrap();
     let clc = raw.build_with(Correction::Clc).unwrap();
+    let column = |t: &commdb_catalog::Trace, name: &str| -> Vec<i64> {
+        t.table("events")
+            .iter()
+            .flat_map(|b| b.column_by_name(name).unwrap().as_primitive::<Int64Type>().values().to_vec())
+            .collect()
+    };
+    assert_eq!(column(&clc, "ts_local"), column(&recorded, "ts"), "ts_local keeps every recorded time, master's too");
     assert_eq!((clc.meta.clock_correction.as_str(), clc.meta.clock_violations), ("clc", 0));
     assert!(clc.warnings.iter().all(|(code, _, _)| !code.starts_with("clc_")), "{:?}", clc.warnings);
     // Per stream: never earlier than the model, order unchanged, intervals at least 0.99 of theirs.
