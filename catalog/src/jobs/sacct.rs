@@ -74,7 +74,6 @@ fn classify(header: &str) -> (Kind, String) {
 struct Column {
     source: String,
     kind: Kind,
-    name: String,
     builders: Vec<Box<dyn ArrayBuilder>>,
     fields: Vec<Field>,
 }
@@ -120,7 +119,7 @@ impl Column {
                 vec![f("node_list", DataType::Utf8), f("nodes", list)],
             ),
         };
-        Column { source: source.trim().to_string(), kind, name, builders, fields }
+        Column { source: source.trim().to_string(), kind, builders, fields }
     }
 
     fn append_null(&mut self) {
@@ -343,9 +342,11 @@ pub fn parse<R: BufRead>(reader: R, path: &Path) -> Result<RecordBatch> {
                     Some(i) => i,
                     None => {
                         let mut c = Column::new(h);
-                        if columns.iter().any(|o| o.name == c.name) {
-                            c.name = format!("{}_{}", c.name, columns.len());
-                            c.fields[0] = Field::new(&c.name, c.fields[0].data_type().clone(), true);
+                        // Output names stay unique: a name taken by an earlier column gets a suffix.
+                        for f in &mut c.fields {
+                            if columns.iter().flat_map(|o| &o.fields).any(|o| o.name() == f.name()) {
+                                *f = Field::new(format!("{}_{}", f.name(), columns.len()), f.data_type().clone(), true);
+                            }
                         }
                         for _ in 0..rows {
                             c.append_null();
@@ -474,6 +475,17 @@ mod tests {
         assert!(e.contains("expected a header line"), "{e}");
         let e = parse_text("JobID|State\n1|A|B\n").unwrap_err().to_string();
         assert!(e.contains("expected 2 fields"), "{e}");
+    }
+
+    #[test]
+    fn output_names_stay_unique() {
+        let b = parse_text("JobID|Job_ID|JobName|Job Name\n5|x|a|b\n").unwrap();
+        let schema = b.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(
+            names,
+            ["jobid", "job_id", "array_task", "het_component", "step", "job_id_1", "job_name", "job_name_3"]
+        );
     }
 
     #[test]

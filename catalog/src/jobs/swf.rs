@@ -6,7 +6,7 @@
 //! each job are also given as UTC timestamps. A malformed line is an error naming the file, line
 //! and field. Cost: one pass, O(jobs) memory for the columns only.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -47,15 +47,14 @@ pub struct Log {
 
 /// Open a file, decompressing gzip when the name ends in .gz or the content starts with its magic.
 fn open(path: &Path) -> Result<Box<dyn BufRead>> {
-    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut magic = [0u8; 2];
-    let n = file.read(&mut magic).map_err(|e| Error::io(path, e))?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let gz = (n == 2 && magic == [0x1f, 0x8b]) || path.extension().is_some_and(|e| e == "gz");
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let magic = reader.fill_buf().map_err(|e| Error::io(path, e))?.starts_with(&[0x1f, 0x8b]);
+    let gz = magic || path.extension().is_some_and(|e| e == "gz");
     Ok(if gz {
-        Box::new(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(file)))
+        Box::new(BufReader::with_capacity(1 << 16, flate2::read::MultiGzDecoder::new(reader)))
     } else {
-        Box::new(BufReader::with_capacity(1 << 16, file))
+        Box::new(reader)
     })
 }
 

@@ -4,8 +4,9 @@
 //! with one node per host, one location group per rank, its locations, regions, the MPI
 //! location and communicator groups, communicators), per location an event file (a timestamp
 //! record whenever the time changes, one record per event) and a local definition file with
-//! the clock offsets (each sync session condensed to one point by the clock model's rule). Buffers are cut into
-//! fixed-size chunks; a chunk that is not the last is padded to its full size.
+//! the clock offsets (each sync session condensed to one point by the clock model's rule).
+//! Buffers are cut into fixed-size chunks; a chunk that is not the last is padded to its full
+//! size.
 //!
 //! Times are written as ticks of 1 ns; the global offset is chosen so that every tick count
 //! is positive (skewed local clocks can run below zero), and reading the archive back gives
