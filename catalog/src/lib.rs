@@ -7,7 +7,8 @@
 //! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
 //!   synthetic trace generator; `open` picks the reader for a path;
 //! - `jobs`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists;
-//! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH.
+//! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH;
+//! - `wallclock`: the traces' absolute start times and the notices SQL functions raise.
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
 //! on input: every error names the file and position and what was expected.
@@ -28,6 +29,7 @@ pub mod session;
 pub mod sql;
 pub mod store;
 pub mod trace;
+pub mod wallclock;
 
 pub use error::{Error, Result};
 pub use open::{OpenOptions, open};

@@ -6,7 +6,7 @@
 //! configured partitions, so scans run on every core without copying data.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 
 use arrow::array::RecordBatch;
 use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
@@ -23,6 +23,7 @@ use crate::named_args::{self, Parameters};
 use crate::open::{OpenOptions, default_name, open};
 use crate::sql::{Command, parse_command};
 use crate::trace::Trace;
+use crate::wallclock::{Notices, SharedStarts};
 
 /// The catalog all schemas live in.
 pub const CATALOG: &str = "datafusion";
@@ -45,8 +46,12 @@ pub struct Session {
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
     parameters: Parameters,
-    /// Scheduler logs attached as tables.
-    logs: std::collections::BTreeSet<String>,
+    /// Scheduler logs and CSV files attached as plain tables.
+    tables: std::collections::BTreeSet<String>,
+    /// Absolute start of every trace, read by `wallclock()`.
+    starts: SharedStarts,
+    /// Warnings raised by SQL functions while a statement runs.
+    notices: Notices,
     /// Options used by ATTACH when the statement gives none.
     pub open_options: OpenOptions,
 }
@@ -84,13 +89,30 @@ impl Session {
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
-            logs: std::collections::BTreeSet::new(),
+            tables: std::collections::BTreeSet::new(),
+            starts: SharedStarts::default(),
+            notices: Notices::default(),
             open_options: OpenOptions::default(),
         }
     }
 
     pub fn context(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// The traces' absolute start times, shared with SQL functions.
+    pub fn starts(&self) -> SharedStarts {
+        self.starts.clone()
+    }
+
+    /// Where SQL functions leave warnings for the user.
+    pub fn notices(&self) -> Notices {
+        self.notices.clone()
+    }
+
+    /// The warnings raised since the last call (the shell prints them after each statement).
+    pub fn take_notices(&self) -> Vec<String> {
+        self.notices.take()
     }
 
     /// Open traces by schema name.
@@ -138,6 +160,12 @@ impl Session {
             }
             self.default_trace = Some(name.clone());
         }
+        let is_default = self.default_trace.as_deref() == Some(name.as_str());
+        self.starts.write().unwrap_or_else(PoisonError::into_inner).insert(
+            &name,
+            trace.meta.start_wallclock_ns,
+            is_default,
+        );
         self.traces.insert(name.clone(), Arc::new(trace));
         Ok(name)
     }
@@ -154,6 +182,7 @@ impl Session {
         if let Some(catalog) = self.ctx.catalog(CATALOG) {
             catalog.deregister_schema(name, true)?;
         }
+        self.starts.write().unwrap_or_else(PoisonError::into_inner).remove(name);
         if self.default_trace.as_deref() == Some(name) {
             for t in model::TABLES {
                 self.ctx.deregister_table(t.name)?;
@@ -186,6 +215,9 @@ impl Session {
                 if let Some(kind) = log {
                     return self.attach_log(&path, name.as_deref(), kind, &options);
                 }
+                if options.iter().any(|(k, v)| (k == "TYPE" || k == "FORMAT") && v.eq_ignore_ascii_case("table")) {
+                    return self.attach_table(&path, name.as_deref(), &options);
+                }
                 let opts = self.attach_options(&options)?;
                 let name = self.open(&path, name.as_deref(), &opts)?;
                 let trace = self.trace(&name).expect("just attached");
@@ -205,9 +237,9 @@ impl Session {
                     self.open_options.clock_correction.name()
                 )))
             }
-            Some(Command::Detach { name }) if self.logs.contains(&name) => {
+            Some(Command::Detach { name }) if self.tables.contains(&name) => {
                 self.ctx.deregister_table(name.as_str())?;
-                self.logs.remove(&name);
+                self.tables.remove(&name);
                 Ok(Outcome::Done(format!("detached {name}")))
             }
             Some(Command::Detach { name }) => {
@@ -262,8 +294,22 @@ impl Session {
         kind: crate::jobs::LogKind,
         options: &[(String, String)],
     ) -> Result<Outcome> {
+        let name = self.table_name(path, name, options, "a scheduler log")?;
+        let batch = crate::jobs::read(std::path::Path::new(path), kind)?;
+        self.register_plain_table(path, name, batch)
+    }
+
+    /// `ATTACH 'file.csv' AS name (TYPE table)`: any CSV with a header as table `name`.
+    fn attach_table(&mut self, path: &str, name: Option<&str>, options: &[(String, String)]) -> Result<Outcome> {
+        let name = self.table_name(path, name, options, "a CSV table")?;
+        let batch = crate::csv::table::read(std::path::Path::new(path))?;
+        self.register_plain_table(path, name, batch)
+    }
+
+    /// The name a plain table gets, checked to be free; only TYPE applies to plain tables.
+    fn table_name(&self, path: &str, name: Option<&str>, options: &[(String, String)], what: &str) -> Result<String> {
         if let Some((key, _)) = options.iter().find(|(k, _)| k != "TYPE" && k != "FORMAT") {
-            return Err(Error::argument(format!("ATTACH: option {key} does not apply to a scheduler log")));
+            return Err(Error::argument(format!("ATTACH: option {key} does not apply to {what}")));
         }
         let name = name.map_or_else(|| default_name(path), str::to_string);
         if self.ctx.table_exist(name.as_str())? {
@@ -271,11 +317,14 @@ impl Session {
                 "a table named '{name}' already exists; DETACH it or choose another name with AS"
             )));
         }
-        let batch = crate::jobs::read(std::path::Path::new(path), kind)?;
+        Ok(name)
+    }
+
+    fn register_plain_table(&mut self, path: &str, name: String, batch: RecordBatch) -> Result<Outcome> {
         let rows = batch.num_rows();
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
         self.ctx.register_table(name.as_str(), Arc::new(table))?;
-        self.logs.insert(name.clone());
+        self.tables.insert(name.clone());
         Ok(Outcome::Done(format!("attached {path} as table {name}: {rows} records")))
     }
 

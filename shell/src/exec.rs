@@ -114,7 +114,16 @@ impl Shell {
         Ok(Flow::Continue)
     }
 
+    /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
+        let result = self.statement(sql).await;
+        for notice in self.session.take_notices() {
+            eprintln!("warning: {notice}");
+        }
+        result
+    }
+
+    async fn statement(&mut self, sql: &str) -> Result<(), String> {
         let started = Instant::now();
         let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
         let progress = is_attach.then(|| {

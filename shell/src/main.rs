@@ -57,6 +57,12 @@ struct Cli {
     /// Open a generated 64-rank trace with known latency problems.
     #[arg(long)]
     demo: bool,
+    /// Attach a scheduler log as table `jobs` (sacct -P output; SWF when named *.swf or *.swf.gz).
+    #[arg(long, value_name = "FILE")]
+    jobs: Option<PathBuf>,
+    /// Attach a node-to-switch map (CSV node,switch) as table `switches`.
+    #[arg(long, value_name = "FILE")]
+    switches: Option<PathBuf>,
     #[command(flatten)]
     open: OpenArgs,
     #[command(subcommand)]
@@ -135,6 +141,9 @@ struct GenerateArgs {
     /// Sync sessions during the run (implies --clock-skew).
     #[arg(long, default_value_t = 0)]
     sync_sessions: u32,
+    /// Absolute start of the run, YYYY-MM-DDTHH:MM:SS in UTC, or none.
+    #[arg(long, default_value = "2026-03-02T08:00:00")]
+    start: String,
     /// What to write: a commdb store (parquet) or an OTF2 archive (otf2).
     #[arg(long = "format", default_value = "parquet", value_parser = ["parquet", "otf2"])]
     output_format: String,
@@ -165,6 +174,7 @@ impl GenerateArgs {
             bad_mapping: self.bad_mapping,
             clock_skew: self.clock_skew || self.sync_sessions > 0,
             sync_sessions: self.sync_sessions,
+            start_wallclock_ns: generate::parse_start(&self.start).map_err(|e| e.to_string())?,
             ..GeneratorConfig::default()
         };
         if let Some(b) = &self.background_traffic {
@@ -195,6 +205,12 @@ fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Res
         store::write(&trace, &args.output).map_err(|e| e.to_string())?;
     }
     generated.truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
+    if let Some(jobs) = &generated.truth.jobs {
+        for (file, text) in [("sacct.txt", jobs.sacct_text()), ("switches.csv", jobs.switch_map_csv())] {
+            let path = args.output.join(file);
+            std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
+    }
     if !quiet {
         eprintln!(
             "generated {events} events, {} messages on {} ranks in {} ({:.1} M events/s); written as {} to {} in {}",
@@ -281,6 +297,14 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     }
     for t in &cli.traces {
         shell.open_trace(t, None)?;
+    }
+    if let Some(path) = &cli.jobs {
+        let name = path.to_string_lossy();
+        let kind = if name.ends_with(".swf") || name.ends_with(".swf.gz") { "swf" } else { "sacct" };
+        shell.run(&format!("ATTACH '{}' AS jobs (TYPE {kind})", name.replace('\'', "''"))).await?;
+    }
+    if let Some(path) = &cli.switches {
+        shell.run(&format!("ATTACH '{}' AS switches (TYPE table)", path.to_string_lossy().replace('\'', "''"))).await?;
     }
     shell.set_output(cli.output.clone())?;
     let actions = actions(matches, &cli);

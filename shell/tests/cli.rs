@@ -170,8 +170,22 @@ fn script_from_stdin_and_backslash_commands() {
     assert!(!out.contains("not reached"));
 }
 
+/// A generated trace written with its scheduler log (sacct.txt) and switch map (switches.csv).
+fn generated_run(dir: &Path, ranks: &str) -> commdb_catalog::generate::GroundTruth {
+    let out = dir.to_str().unwrap();
+    let o =
+        run(&["generate", out, "--ranks", ranks, "--iterations", "10", "--compute", "300ms", "--sync-sessions", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = std::fs::read_to_string(dir.join("ground_truth.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
 #[test]
 fn saved_queries_run_on_a_generated_trace() {
+    let run_dir = tempfile::tempdir().unwrap();
+    generated_run(run_dir.path(), "16");
+    let sacct = run_dir.path().join("sacct.txt");
+    let switches = run_dir.path().join("switches.csv");
     let dir = root().join("queries");
     let mut n = 0;
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -179,18 +193,149 @@ fn saved_queries_run_on_a_generated_trace() {
         if path.extension().is_some_and(|e| e == "sql") {
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(text.starts_with("-- "), "{} needs a header comment", path.display());
-            let o = run(&[
-                "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1",
-                "-q",
-                "-f",
-                path.to_str().unwrap(),
-            ]);
+            // Job reports read a scheduler log: they run on a written trace with its log.
+            let o = if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("--jobs")) {
+                run(&[
+                    run_dir.path().to_str().unwrap(),
+                    "--jobs",
+                    sacct.to_str().unwrap(),
+                    "--switches",
+                    switches.to_str().unwrap(),
+                    "-q",
+                    "-f",
+                    path.to_str().unwrap(),
+                ])
+            } else {
+                run(&[
+                    "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1",
+                    "-q",
+                    "-f",
+                    path.to_str().unwrap(),
+                ])
+            };
             assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
             assert!(stdout(&o).lines().count() > 2, "{} printed no rows", path.display());
             n += 1;
         }
     }
     assert!(n > 0);
+}
+
+/// Tab-separated rows of a report (header skipped).
+fn report_rows(args: &[&str]) -> Vec<Vec<String>> {
+    let o = run(args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).lines().skip(1).map(|l| l.split('\t').map(str::to_string).collect()).collect()
+}
+
+#[test]
+fn job_reports_find_the_generated_job_and_its_neighbours() {
+    // 16 ranks fill nodes 0-3 of switch sw00; 64 ranks fill nodes 0-15 (sw00, sw01), so the
+    // job on the next nodes is on another switch.
+    for ranks in ["16", "64"] {
+        let dir = tempfile::tempdir().unwrap();
+        let truth = generated_run(dir.path(), ranks).jobs.expect("a generated trace has a start and a log");
+        let trace = dir.path().to_str().unwrap().to_string();
+        let sacct = dir.path().join("sacct.txt").display().to_string();
+        let switches = dir.path().join("switches.csv").display().to_string();
+        let q = |name: &str| root().join("queries").join(name).display().to_string();
+
+        let jobs_for_trace = q("jobs_for_trace.sql");
+        let rows = report_rows(&[&trace, "--jobs", &sacct, "--format", "tsv", "-q", "-f", &jobs_for_trace]);
+        let (first, rest) = rows.split_first().expect("a matching job");
+        assert_eq!(first[0], truth.job_id.to_string(), "{rows:?}");
+        assert_eq!((first[11].as_str(), first[12].as_str()), ("true", "0,extern"), "{rows:?}");
+        assert!(rest.iter().all(|r| r[11] == "false"), "only one job holds the whole run: {rows:?}");
+
+        let neighbours = q("neighbours.sql");
+        for (with_map, expected) in [(false, &truth.neighbours_by_node), (true, &truth.neighbours_by_switch)] {
+            let mut args = vec![trace.as_str(), "--jobs", &sacct, "--format", "tsv", "-q", "-f", &neighbours];
+            if with_map {
+                args.extend(["--switches", switches.as_str()]);
+            }
+            let rows = report_rows(&args);
+            let got: Vec<(String, f64, String)> =
+                rows.iter().map(|r| (r[0].clone(), r[6].parse().unwrap(), r[7].clone())).collect();
+            assert_eq!(got.len(), expected.len(), "ranks={ranks} map={with_map}: {rows:?}");
+            for (g, e) in got.iter().zip(expected.iter()) {
+                assert_eq!(g.0, e.job_id.to_string(), "ranks={ranks} map={with_map}: {rows:?}");
+                assert!((g.1 - e.overlap_s).abs() < 0.01, "overlap {} vs {}: {rows:?}", g.1, e.overlap_s);
+                assert_eq!(g.2, e.shared_nodes.to_string());
+            }
+        }
+    }
+}
+
+#[test]
+fn wallclock_warns_when_the_trace_has_no_absolute_start() {
+    let o = run(&[&data("three_ranks.csv"), "--format", "csv", "-q", "-c", "SELECT wallclock(0) AS t"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "t\n\n");
+    assert_eq!(
+        stderr(&o).trim(),
+        "warning: wallclock: trace 'three_ranks' has no absolute start time (trace_info.start_wallclock is NULL); the result is NULL"
+    );
+}
+
+#[test]
+fn generate_writes_a_scheduler_log_only_for_a_dated_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dated, undated) = (dir.path().join("dated"), dir.path().join("undated"));
+    let o = run(&[
+        "generate",
+        dated.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--iterations",
+        "2",
+        "--start",
+        "2026-04-01T12:00:00",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sacct = std::fs::read_to_string(dated.join("sacct.txt")).unwrap();
+    assert!(sacct.contains("41000|stencil2d|alice|batch|COMPLETED|2026-04-01T11:59:40|"), "{sacct}");
+    assert!(dated.join("switches.csv").exists());
+    let o = run(&["generate", undated.to_str().unwrap(), "--ranks", "4", "--iterations", "2", "--start", "none"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!undated.join("sacct.txt").exists());
+    let o = run(&[undated.to_str().unwrap(), "--format", "csv", "-q", "-c", "SELECT start_wallclock FROM trace_info"]);
+    assert_eq!(stdout(&o), "start_wallclock\n\n");
+    let o = run(&["generate", undated.to_str().unwrap(), "--start", "noon"]);
+    assert!(stderr(&o).contains("start 'noon': expected YYYY-MM-DDTHH:MM:SS (UTC) or none"), "{}", stderr(&o));
+}
+
+#[test]
+fn job_reports_on_the_shared_trace_without_an_absolute_start() {
+    let shared = root().parent().unwrap().join("shared/data/otf2/ping-pong");
+    if !shared.exists() {
+        println!("skip: ../shared/data is absent");
+        return;
+    }
+    // The Score-P archive records no date: jobs match by node only, and wallclock() warns.
+    let sacct = data("sacct_quartz.txt");
+    let trace = shared.display().to_string();
+    let report = root().join("queries/jobs_for_trace.sql").display().to_string();
+    let o = run(&[&trace, "--jobs", &sacct, "--format", "csv", "-q", "-f", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let rows: Vec<&str> = out.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{out}");
+    assert!(rows[0].starts_with("912,ping_pong,alice,pdebug,COMPLETED,"), "{out}");
+    assert!(rows[0].ends_with(",1,1,,,,"), "covers the one node; window unknown: {out}");
+    assert!(rows[1].starts_with("913,"), "{out}");
+    assert!(stderr(&o).contains("warning: wallclock: trace 'ping_pong' has no absolute start time"), "{}", stderr(&o));
+
+    let report = root().join("queries/neighbours.sql").display().to_string();
+    let o = run(&[&trace, "--jobs", &sacct, "--format", "csv", "-q", "-f", &report]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().count(), 1, "no run window, no neighbours: {}", stdout(&o));
+
+    // The shared sacct samples lack Start and NodeList: the report names the missing column.
+    let samples = root().parent().unwrap().join("shared/data/scheduler/sacct_parsable_samples.txt");
+    let report = root().join("queries/jobs_for_trace.sql").display().to_string();
+    let o = run(&[&trace, "--jobs", samples.to_str().unwrap(), "-q", "-f", &report]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("No field named nodes"), "{}", stderr(&o));
 }
 
 #[test]

@@ -198,6 +198,9 @@ async fn commdb_archives_are_accepted_by_otf2_print() {
         let anchor = dir.path().join("traces.otf2");
         let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
         assert!(defs.status.success(), "{}", String::from_utf8_lossy(&defs.stderr));
+        // The run's absolute start (2026-03-02T08:00:00Z by default) is the archive's date.
+        let defs = String::from_utf8_lossy(&defs.stdout);
+        assert!(defs.contains("Date: 2026-03-02 08:00:00.000000000 +0000"), "{defs}");
         assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor), "{pattern:?}");
     }
 }

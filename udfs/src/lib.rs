@@ -10,6 +10,7 @@ pub mod jobs;
 pub mod latency;
 pub mod lod;
 pub mod regions;
+pub mod wallclock;
 
 use std::sync::Arc;
 
@@ -141,6 +142,13 @@ const DOCS: &[FunctionDoc] = &[
         signature: "expand_hostlist(text) -> list of host names",
         description: "a Slurm host list such as node[001-004,010] or rack[1-2]-n[01-02] expanded, zero padding kept",
     },
+    FunctionDoc {
+        name: "wallclock",
+        kind: "scalar",
+        parameters: &["ts", "trace"],
+        signature: "wallclock(ts [, trace]) -> UTC timestamp",
+        description: "a trace time as absolute UTC time, from trace_info.start_wallclock of the default (or named) trace; NULL and a warning when unknown",
+    },
 ];
 
 /// Every function commdb registers.
@@ -173,6 +181,8 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
 pub fn register_all(session: &mut Session) {
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(lod::LodResolution::default()));
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(jobs::ExpandHostlist::default()));
+    let wallclock = wallclock::Wallclock::new(session.starts(), session.notices());
+    session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(wallclock));
     for doc in DOCS {
         if let Some(f) = implementation(doc.name) {
             session.context().register_udtf(doc.name, f);

@@ -5,12 +5,14 @@
 //!   Attributes, as written by Python trace-analysis libraries from OTF2 traces.
 //!
 //! Placement (rank to node) comes from a `node` column or from a separate rank,node CSV
-//! (`nodes` module); clock sync samples from a separate CSV (`sync` module). Every bad row is an error naming the file, line, column and value.
+//! (`nodes` module); clock sync samples from a separate CSV (`sync` module); any other CSV can
+//! be read as a plain lookup table (`table` module). Every bad row is an error naming the file, line, column and value.
 
 pub mod export;
 pub mod nodes;
 pub mod pclvis;
 pub mod sync;
+pub mod table;
 
 use std::path::Path;
 

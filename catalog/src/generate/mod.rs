@@ -4,12 +4,14 @@
 //! time is latency + bytes / bandwidth, different within and between nodes, with noise.
 //! Scenarios inject known problems: bad rank placement, background traffic in a time window,
 //! imbalanced ranks, skewed and drifting clocks with sync samples. The ground truth (placement,
-//! clocks, injected windows, expected counts) is returned and written as ground_truth.json.
+//! clocks, injected windows, expected counts) is returned and written as ground_truth.json,
+//! with a matching Slurm log (`jobs`) when the trace has an absolute start.
 //!
 //! Generation is one sequential pass that appends each rank's events to its own column buffer
 //! (no per-event allocation); cost is O(events).
 
 pub mod clock;
+pub mod jobs;
 mod simulate;
 pub mod topology;
 
@@ -81,7 +83,13 @@ pub struct GeneratorConfig {
     pub clock_skew: bool,
     /// Sync sessions during the run, besides the ones at start and end (with clock_skew).
     pub sync_sessions: u32,
+    /// Absolute UTC time of ts = 0 (ns since the Unix epoch); None gives a trace without one.
+    #[serde(default)]
+    pub start_wallclock_ns: Option<i64>,
 }
+
+/// Start of generated traces unless `start=` says otherwise: 2026-03-02T08:00:00Z.
+pub const DEFAULT_START_NS: i64 = 1_772_438_400_000_000_000;
 
 impl Default for GeneratorConfig {
     fn default() -> Self {
@@ -99,6 +107,7 @@ impl Default for GeneratorConfig {
             imbalance: None,
             clock_skew: false,
             sync_sessions: 0,
+            start_wallclock_ns: Some(DEFAULT_START_NS),
         }
     }
 }
@@ -124,6 +133,10 @@ pub struct GroundTruth {
     pub collectives_per_rank: u64,
     /// True (uncorrected) end time of the run (ns).
     pub duration_ns: i64,
+    /// The matching scheduler log and the neighbours the job reports must find (traces with
+    /// an absolute start only).
+    #[serde(default)]
+    pub jobs: Option<jobs::JobsTruth>,
 }
 
 impl GroundTruth {
@@ -174,7 +187,8 @@ impl GeneratorConfig {
 
     /// Parse `key=value,...` as in `generate:ranks=64,pattern=ring,bad-mapping`.
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
-    /// background-traffic=T0:T1:FACTOR, imbalance=RANKS:FACTOR, clock-skew, sync-sessions.
+    /// background-traffic=T0:T1:FACTOR, imbalance=RANKS:FACTOR, clock-skew, sync-sessions,
+    /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
         let mut cfg = GeneratorConfig::default();
         let mut items: Vec<String> = Vec::new();
@@ -226,9 +240,10 @@ impl GeneratorConfig {
             }
             "background-traffic" => self.background_traffic = Some(parse_background(value)?),
             "imbalance" => self.imbalance = Some(parse_imbalance(value)?),
+            "start" => self.start_wallclock_ns = parse_start(value)?,
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, imbalance, clock-skew, sync-sessions"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, imbalance, clock-skew, sync-sessions, start"
                 )));
             }
         }
@@ -254,6 +269,18 @@ pub fn parse_duration(text: &str) -> Result<i64> {
         return Err(Error::argument(format!("duration '{t}' is out of range")));
     }
     Ok(ns as i64)
+}
+
+/// The absolute start of a generated trace: `YYYY-MM-DDTHH:MM:SS` in UTC (a trailing `Z` is
+/// allowed), or `none` for a trace without one.
+pub fn parse_start(text: &str) -> Result<Option<i64>> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    crate::jobs::time::parse_timestamp(t.strip_suffix('Z').unwrap_or(t))
+        .map(Some)
+        .ok_or_else(|| Error::argument(format!("generate: start '{t}': expected YYYY-MM-DDTHH:MM:SS (UTC) or none")))
 }
 
 /// `T0:T1:FACTOR`, times with optional units.
@@ -306,7 +333,9 @@ pub fn parse_rank_list(text: &str) -> Result<Vec<i32>> {
 /// Generate a trace.
 pub fn generate(cfg: &GeneratorConfig) -> Result<Generated> {
     cfg.validate()?;
-    Ok(simulate::run(cfg))
+    let mut generated = simulate::run(cfg);
+    generated.truth.jobs = jobs::scheduler_log(&generated.truth);
+    Ok(generated)
 }
 
 #[cfg(test)]
@@ -327,6 +356,11 @@ mod tests {
         assert!(GeneratorConfig::parse_spec("ranks=0").is_err());
         assert!(GeneratorConfig::parse_spec("colour=red").is_err());
         assert!(GeneratorConfig::parse_spec("imbalance=9:2,ranks=4").is_err());
+        assert_eq!(GeneratorConfig::parse_spec("ranks=4").unwrap().start_wallclock_ns, Some(DEFAULT_START_NS));
+        let c = GeneratorConfig::parse_spec("start=2026-03-02T08:00:00Z").unwrap();
+        assert_eq!(c.start_wallclock_ns, Some(DEFAULT_START_NS));
+        assert_eq!(GeneratorConfig::parse_spec("start=none").unwrap().start_wallclock_ns, None);
+        assert!(GeneratorConfig::parse_spec("start=yesterday").is_err());
     }
 
     #[test]

@@ -373,6 +373,7 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
         inter_node_messages: sim.inter_messages,
         collectives_per_rank: u64::from(cfg.iterations) + 1,
         duration_ns,
+        jobs: None,
     };
     let ranks: Vec<RankInfo> = (0..cfg.ranks)
         .map(|r| RankInfo { rank: r, node: Some(node_names[r as usize].clone()), name: format!("rank {r}") })
@@ -406,7 +407,7 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
             format_version: None,
             creator: Some(format!("commdb generate {}", env!("CARGO_PKG_VERSION"))),
             timer_resolution_hz: Some(1_000_000_000),
-            start_wallclock_ns: None,
+            start_wallclock_ns: cfg.start_wallclock_ns,
             ..TraceMeta::default()
         },
         ranks,

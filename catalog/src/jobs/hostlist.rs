@@ -4,7 +4,7 @@
 //! expands to their cartesian product, left to right. A range keeps the zero padding of its
 //! lower bound (`008-010`: 008, 009, 010). Output order is the order written. A malformed list
 //! is an error naming the 1-based column and what was expected; a list may expand to at most
-//! `MAX_HOSTS` names. Cost: linear in the output.
+//! `MAX_HOSTS` names. Cost: linear in the output. `compress` writes names back in this form.
 
 /// The most names one host list may expand to.
 pub const MAX_HOSTS: usize = 1 << 20;
@@ -126,6 +126,62 @@ fn bracket(chars: &[char], from: usize, to: usize) -> Result<Vec<String>, Hostli
     Ok(values)
 }
 
+/// Name and numeric suffix: `node007` -> ("node", "007").
+fn split_number(name: &str) -> (&str, &str) {
+    let digits = name.bytes().rev().take_while(u8::is_ascii_digit).count();
+    name.split_at(name.len() - digits)
+}
+
+/// The shortest host list of this form that `expand` turns back into `hosts`, in order: runs of
+/// names with the same prefix share a bracket group, consecutive numbers become ranges
+/// (`node001`, `node002`, `node003`, `node007` -> `node[001-003,007]`).
+pub fn compress(hosts: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < hosts.len() {
+        let (prefix, digits) = split_number(&hosts[i]);
+        let mut group: Vec<&str> = vec![digits];
+        let mut j = i + 1;
+        while !digits.is_empty() && j < hosts.len() {
+            let (p, d) = split_number(&hosts[j]);
+            if p != prefix || d.is_empty() {
+                break;
+            }
+            group.push(d);
+            j += 1;
+        }
+        if group.len() == 1 {
+            out.push(hosts[i].clone());
+        } else {
+            out.push(format!("{prefix}[{}]", ranges(&group)));
+        }
+        i = j;
+    }
+    out.join(",")
+}
+
+/// `001`, `002`, `003`, `007` -> `001-003,007`: a range goes on while the next number is one
+/// more and prints with the lower bound's padding.
+fn ranges(numbers: &[&str]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < numbers.len() {
+        let lo = numbers[k];
+        let width = lo.len();
+        let mut hi = k;
+        while let (Some(next), Ok(cur)) = (numbers.get(hi + 1), numbers[hi].parse::<u64>()) {
+            let expected = format!("{:0width$}", cur + 1);
+            if *next != expected.as_str() {
+                break;
+            }
+            hi += 1;
+        }
+        parts.push(if hi == k { lo.to_string() } else { format!("{lo}-{}", numbers[hi]) });
+        k = hi + 1;
+    }
+    parts.join(",")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +202,19 @@ mod tests {
         assert_eq!(ok("n[8-10]"), ["n8", "n9", "n10"]);
         assert_eq!(ok("single"), ["single"]);
         assert!(ok("").is_empty());
+    }
+
+    #[test]
+    fn compress_inverts_expand() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(compress(&names(&["node001", "node002", "node003", "node007"])), "node[001-003,007]");
+        assert_eq!(compress(&names(&["node8", "node9", "node10"])), "node[8-10]");
+        assert_eq!(compress(&names(&["a1", "a2", "b3", "login"])), "a[1-2],b3,login");
+        assert_eq!(compress(&names(&["n1"])), "n1");
+        assert_eq!(compress(&[]), "");
+        for list in ["node[001-003,007]", "rack1-n[01-02],rack2-n01", "x[9-12],y,z[005-006]"] {
+            assert_eq!(ok(&compress(&ok(list))), ok(list), "{list}");
+        }
     }
 
     #[test]

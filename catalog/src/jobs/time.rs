@@ -14,6 +14,27 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+/// The civil date of a day count since 1970-01-01 (inverse of `days_from_civil`).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// ns since the epoch as Slurm prints a time: `YYYY-MM-DDTHH:MM:SS` (fractions dropped).
+pub fn format_timestamp(ns: i64) -> String {
+    let s = ns.div_euclid(1_000_000_000);
+    let (y, m, d) = civil_from_days(s.div_euclid(86_400));
+    let t = s.rem_euclid(86_400);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60)
+}
+
 fn digits(s: &str) -> Option<i64> {
     (!s.is_empty() && s.chars().all(|c| c.is_ascii_digit())).then(|| s.parse().ok()).flatten()
 }
@@ -80,6 +101,10 @@ mod tests {
         assert_eq!(parse_timestamp("2000-03-01"), Some(951_868_800_000_000_000));
         assert_eq!(parse_timestamp("Unknown"), None);
         assert_eq!(parse_timestamp("2024-13-01T00:00:00"), None);
+        for t in ["1970-01-01T00:00:00", "2024-02-29T12:30:15", "1999-12-31T23:59:59", "2026-03-02T08:00:00"] {
+            assert_eq!(format_timestamp(parse_timestamp(t).unwrap()), t);
+        }
+        assert_eq!(format_timestamp(-1_000_000_000), "1969-12-31T23:59:59");
     }
 
     #[test]

@@ -440,6 +440,7 @@ mod tests {
             writer::write(&raw, dir.path()).unwrap();
             let back = read(&dir.path().join("traces.otf2")).unwrap();
             assert_eq!(back.clock_sync.len(), 5 * 2, "one offset point per rank and session");
+            assert_eq!(back.meta.start_wallclock_ns, Some(crate::generate::DEFAULT_START_NS), "the run's date");
             let off = crate::clock::Correction::Off;
             let (a, b) = (raw.clone().build_with(off).unwrap(), back.clone().build_with(off).unwrap());
             for t in ["ranks", "regions", "events", "calls", "messages", "collectives", "communicators"] {

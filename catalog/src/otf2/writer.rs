@@ -241,7 +241,8 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
     compressed(1_000_000_000, &mut g.record);
     compressed(offset, &mut g.record);
     compressed((max_ts - min_ts).max(0) as u64, &mut g.record);
-    compressed(trace.meta.start_wallclock_ns.map_or(UNDEFINED, |w| (w - min_ts) as u64), &mut g.record);
+    // The realtime timestamp is the wall-clock time of the global offset, i.e. of ts = 0.
+    compressed(trace.meta.start_wallclock_ns.and_then(|w| u64::try_from(w).ok()).unwrap_or(UNDEFINED), &mut g.record);
     emit(&mut g, 5);
     // Collect string ids first, then write strings before the records that use them.
     let root_name = strings.id("cluster");

@@ -1,0 +1,69 @@
+-- run_overview.sql — one page about a trace: size, placement, traffic, time, pairs.
+--
+-- Purpose: the first look at an unfamiliar trace, before any deeper analysis: how big the run
+--          was, where its ranks ran, how much it sent within and between nodes, where the time
+--          went and who talks to whom.
+-- Inputs:  the default trace (`commdb TRACE -f queries/run_overview.sql`).
+-- Output:  1. one row: name, format, ranks, nodes, ranks_per_node (max), threads, started
+--             (UTC, NULL when the trace has no absolute start), duration_s, events, messages,
+--             unmatched (messages missing a send or receive), collectives (operations, counted
+--             once per instance), warnings, clock_correction;
+--          2. traffic per locality ('intra', 'inter', 'unknown'): messages, bytes, share_bytes
+--             (of all bytes), avg_bytes, avg_us / max_us (transmission time);
+--          3. the 10 regions with the most exclusive time over all ranks: region, calls,
+--             exclusive_s, share (of all ranks' time, ranks x duration), avg_us per call;
+--          4. the 10 rank pairs that exchange the most bytes: src, dst, src_node, dst_node,
+--             messages, bytes, avg_us.
+
+SELECT
+    i.name,
+    i.format,
+    i.ranks,
+    (SELECT count(DISTINCT node) FROM ranks) AS nodes,
+    (SELECT max(c) FROM (SELECT count(*) AS c FROM ranks WHERE node IS NOT NULL GROUP BY node)) AS ranks_per_node,
+    i.locations AS threads,
+    i.start_wallclock AS started,
+    round(i.duration_ns / 1e9, 6) AS duration_s,
+    i.events,
+    (SELECT count(*) FROM messages) AS messages,
+    (SELECT count(*) FROM messages WHERE duration IS NULL) AS unmatched,
+    (SELECT count(*) FROM (SELECT DISTINCT comm, instance FROM collectives)) AS collectives,
+    i.warnings,
+    i.clock_correction
+FROM trace_info i;
+
+SELECT
+    CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
+    count(*) AS messages,
+    sum(bytes) AS bytes,
+    round(sum(bytes) / CAST((SELECT greatest(sum(bytes), 1) FROM messages) AS DOUBLE), 4) AS share_bytes,
+    round(avg(bytes), 1) AS avg_bytes,
+    round(avg(duration) / 1e3, 3) AS avg_us,
+    round(max(duration) / 1e3, 3) AS max_us
+FROM messages
+GROUP BY 1
+ORDER BY 1;
+
+SELECT
+    CAST(region AS VARCHAR) AS region,
+    count(*) AS calls,
+    round(sum(exclusive) / 1e9, 6) AS exclusive_s,
+    round(sum(exclusive) / CAST((SELECT greatest(ranks * duration_ns, 1) FROM trace_info) AS DOUBLE), 4) AS share,
+    round(avg(exclusive) / 1e3, 3) AS avg_us
+FROM calls
+GROUP BY 1
+ORDER BY exclusive_s DESC, region
+LIMIT 10;
+
+SELECT
+    src,
+    dst,
+    CAST(min(src_node) AS VARCHAR) AS src_node,
+    CAST(min(dst_node) AS VARCHAR) AS dst_node,
+    count(*) AS messages,
+    sum(bytes) AS bytes,
+    round(avg(duration) / 1e3, 3) AS avg_us
+FROM messages
+GROUP BY src, dst
+ORDER BY bytes DESC, src, dst
+LIMIT 10;
