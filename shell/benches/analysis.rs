@@ -6,7 +6,10 @@
 //! (defaults: 10,000,000 messages; 1024 and 16384 ranks).
 
 mod common;
+#[path = "common/messages.rs"]
+mod messages;
 use common::peak_rss_mib;
+use messages::{messages, schema};
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -22,19 +25,6 @@ use datafusion::datasource::MemTable;
 /// returning it to the kernel and faulting it in again.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("msg_id", DataType::Int64, false),
-        Field::new("src", DataType::Int32, false),
-        Field::new("dst", DataType::Int32, false),
-        Field::new("bytes", DataType::Int64, false),
-        Field::new("send_ts", DataType::Int64, true),
-        Field::new("duration", DataType::Int64, true),
-        Field::new("intra_node", DataType::Boolean, true),
-        Field::new("recv_ts", DataType::Int64, true),
-    ]))
-}
 
 fn calls_schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
@@ -83,41 +73,6 @@ fn calls(n: usize) -> Vec<RecordBatch> {
     out
 }
 
-/// `n` messages between 1024 ranks (16 per node), sizes from 8 B to 1 MiB, durations
-/// latency + bytes / bandwidth with noise, in batches of 64 Ki rows.
-fn messages(n: usize) -> Vec<RecordBatch> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    while start < n {
-        let len = (n - start).min(1 << 16);
-        let rows = start..start + len;
-        let u = |i: usize, k: u64| uniform(7, k, i as u64, 0);
-        let src: Vec<i32> = rows.clone().map(|i| (u(i, 1) * 1024.0) as i32).collect();
-        let dst: Vec<i32> = rows.clone().map(|i| (u(i, 2) * 1024.0) as i32).collect();
-        let bytes: Vec<i64> = rows.clone().map(|i| 8 << (u(i, 3) * 17.0) as i64).collect();
-        let intra: Vec<bool> = src.iter().zip(&dst).map(|(s, d)| s / 16 == d / 16).collect();
-        let duration: Vec<i64> = (0..len)
-            .map(|k| {
-                let (lat, bw) = if intra[k] { (500.0, 10.0) } else { (2000.0, 2.0) };
-                ((lat + bytes[k] as f64 / bw) * (0.9 + 0.2 * u(start + k, 4))) as i64
-            })
-            .collect();
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| i as i64))),
-            Arc::new(Int32Array::from(src)),
-            Arc::new(Int32Array::from(dst)),
-            Arc::new(Int64Array::from(bytes)),
-            Arc::new(Int64Array::from_iter_values(rows.clone().map(|i| i as i64 * 100))),
-            Arc::new(Int64Array::from(duration.clone())),
-            Arc::new(BooleanArray::from(intra)),
-            Arc::new(Int64Array::from_iter_values(rows.zip(&duration).map(|(i, d)| i as i64 * 100 + d))),
-        ];
-        out.push(RecordBatch::try_new(schema(), columns).expect("batch"));
-        start += len;
-    }
-    out
-}
-
 /// The messages of one 2-D stencil halo exchange over `ranks` ranks.
 fn stencil(ranks: i32) -> Vec<RecordBatch> {
     let t = Topology::new(Pattern::Stencil2d, ranks);
@@ -153,7 +108,7 @@ async fn main() {
     println!("commdb analysis benchmark, {} threads", rayon::current_num_threads());
 
     let t = Instant::now();
-    let table = MemTable::try_new(schema(), vec![messages(n)]).expect("table");
+    let table = MemTable::try_new(schema(), vec![messages(n, 1024)]).expect("table");
     session.context().register_table("m", Arc::new(table)).expect("register");
     println!(
         "{:<44} {:>8.3} s  {n:>9} rows  peak {:>7.0} MiB",

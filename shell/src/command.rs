@@ -31,6 +31,12 @@ pub enum Command {
     Timing(Option<bool>),
     /// `\info [NAME]`: trace_info and row counts of a trace.
     Info(Option<String>),
+    /// `\dot FILE EDGES_SQL [; NODES_SQL]`: a graph as Graphviz DOT.
+    Dot {
+        path: PathBuf,
+        edges: String,
+        nodes: Option<String>,
+    },
     Help,
     Quit,
 }
@@ -44,6 +50,8 @@ pub const HELP: &str = "\
 \\info [NAME]       trace facts and row counts (default trace if no NAME)
 \\i FILE            run the SQL statements of a file
 \\o [FILE]          write results to FILE (no FILE: back to the terminal)
+\\dot FILE E [; N]  write edge query E (from, to, [latency], [label]) and node query N
+                   (id, [label], [load_balance]) as a Graphviz DOT graph
 \\format X          table, csv, tsv, json, ndjson or markdown
 \\timing [on|off]   show how long each statement took
 \\?                 this help
@@ -74,6 +82,15 @@ impl FromStr for Command {
             "\\info" => Ok(Command::Info(arg)),
             "\\i" => arg.map(|a| Command::Include(a.into())).ok_or_else(|| "usage: \\i FILE".to_string()),
             "\\o" => Ok(Command::Output(arg.map(PathBuf::from))),
+            "\\dot" => {
+                let usage = "usage: \\dot FILE EDGES_SQL [; NODES_SQL], e.g. \\dot dag.dot SELECT * FROM dag_edges(); SELECT * FROM dag_nodes()";
+                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| usage.to_string())?;
+                let (edges, nodes) = crate::dot::split_queries(sql);
+                if edges.is_empty() {
+                    return Err(usage.into());
+                }
+                Ok(Command::Dot { path: unquote(file).into(), edges, nodes })
+            }
             "\\format" => match arg {
                 Some(f) => f.parse().map(Command::Format),
                 None => Err("usage: \\format table|csv|tsv|json|ndjson|markdown".into()),

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use commdb_catalog::progress::LoadProgress;
 use commdb_catalog::{OpenOptions, Outcome, Session};
@@ -101,6 +102,15 @@ impl Shell {
         ));
         self.refresh_words();
         Ok(name)
+    }
+
+    /// Rows of a query, for commands that post-process them.
+    async fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>, String> {
+        let result = self.session.collect(sql).await.map_err(|e| e.to_string());
+        for notice in self.session.take_notices() {
+            eprintln!("warning: {notice}");
+        }
+        result
     }
 
     /// Run one SQL statement or backslash command.
@@ -242,6 +252,16 @@ impl Shell {
                 return Box::pin(self.script(&text, &path.display().to_string())).await;
             }
             Command::Output(path) => self.set_output(path)?,
+            Command::Dot { path, edges, nodes } => {
+                let edges = self.collect(&edges).await?;
+                let nodes = match nodes {
+                    Some(q) => Some(self.collect(&q).await?),
+                    None => None,
+                };
+                let (text, n, e) = crate::dot::render(&edges, nodes.as_deref())?;
+                std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+                self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
+            }
             Command::Format(f) => self.print.format = f,
             Command::Timing(on) => {
                 self.print.timing = on.unwrap_or(!self.print.timing);

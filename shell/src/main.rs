@@ -5,6 +5,7 @@
 mod command;
 mod demo;
 mod describe;
+mod dot;
 mod exec;
 mod helper;
 mod print;
@@ -132,6 +133,9 @@ struct GenerateArgs {
     /// T0:T1:FACTOR — inter-node transmission times x FACTOR between T0 and T1 (e.g. 5ms:9ms:4).
     #[arg(long, value_name = "T0:T1:FACTOR")]
     background_traffic: Option<String>,
+    /// T0:T1:FACTOR — inter-node transmission times x a factor growing from 1 at T0 to FACTOR at T1.
+    #[arg(long, value_name = "T0:T1:FACTOR")]
+    latency_ramp: Option<String>,
     /// RANKS:FACTOR — more compute and messages on those ranks (e.g. 0-3,7:2).
     #[arg(long, value_name = "RANKS:FACTOR")]
     imbalance: Option<String>,
@@ -179,6 +183,9 @@ impl GenerateArgs {
         };
         if let Some(b) = &self.background_traffic {
             cfg.background_traffic = Some(generate::parse_background(b).map_err(|e| e.to_string())?);
+        }
+        if let Some(r) = &self.latency_ramp {
+            cfg.latency_ramp = Some(generate::parse_background(r).map_err(|e| e.to_string())?);
         }
         if let Some(i) = &self.imbalance {
             cfg.imbalance = Some(generate::parse_imbalance(i).map_err(|e| e.to_string())?);

@@ -267,6 +267,44 @@ fn job_reports_find_the_generated_job_and_its_neighbours() {
 }
 
 #[test]
+fn trend_and_dag_reports_show_what_was_injected() {
+    let trend = root().join("queries/trend_report.sql").display().to_string();
+    let ramp = "generate:ranks=16,iterations=400,latency-ramp=10ms:20ms:4,background-traffic=20ms:30ms:4";
+    let rows = report_rows(&[ramp, "--format", "tsv", "-q", "-f", &trend]);
+    let kinds: Vec<&str> = rows.iter().take_while(|r| r[0] != "segment").map(|r| r[1].as_str()).collect();
+    assert_eq!(kinds, ["compressed", "growth", "steady_high", "compressed"], "{rows:?}");
+    let delayed_pairs = rows.iter().skip_while(|r| r[0] != "segment").skip(1).count();
+    assert_eq!(delayed_pairs, 10, "5 pairs for each of the two periods: {rows:?}");
+
+    // Rank 5 of a 4x4 stencil sends and receives 3x as many messages on each of its channels.
+    let dag = root().join("queries/dag_report.sql").display().to_string();
+    let imbalanced = "generate:ranks=16,iterations=5,imbalance=5:3";
+    let rows = report_rows(&[imbalanced, "--format", "tsv", "-q", "-f", &dag]);
+    assert_eq!(rows[0][2], "16", "{rows:?}");
+    assert_eq!(rows[2][0], "5", "the least balanced rank comes first: {rows:?}");
+}
+
+#[test]
+fn dot_exports_the_dependency_dag() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("dag.dot");
+    let cmd = format!(
+        "\\dot {} SELECT * FROM dag_edges(); SELECT node_id, 'rank ' || rank AS label, load_balance FROM dag_nodes()",
+        file.display()
+    );
+    let o = run(&[SMALL, "-c", &cmd, "-c", "SELECT count(*) AS n FROM dag_nodes()", "--format", "csv", "-q"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let nodes: usize = stdout(&o).lines().nth(1).unwrap().parse().unwrap();
+    let dot = std::fs::read_to_string(&file).unwrap();
+    assert!(dot.starts_with("digraph commdb {") && dot.trim_end().ends_with('}'), "{dot}");
+    // 4 ranks in a 2x2 stencil, 3 iterations: 8 messages per iteration, all matched.
+    assert_eq!(dot.matches(" -> ").count(), 24, "{dot}");
+    assert_eq!(dot.matches("[label=\"rank ").count(), nodes, "{dot}");
+    let o = run(&[SMALL, "-c", "\\dot only-a-file"]);
+    assert!(stderr(&o).contains("usage: \\dot FILE EDGES_SQL"), "{}", stderr(&o));
+}
+
+#[test]
 fn wallclock_warns_when_the_trace_has_no_absolute_start() {
     let o = run(&[&data("three_ranks.csv"), "--format", "csv", "-q", "-c", "SELECT wallclock(0) AS t"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -1,8 +1,8 @@
 //! Shared machinery of commdb's table functions. An analysis function takes the name of a
 //! relation (table or view) as its first argument, resolves it while the query is planned (so
 //! the output schema is known), and computes its result when the query executes: `Derived`
-//! scans the relation with the session's own planner, hands the batches to the function's
-//! computation and serves the result as an in-memory plan. Arguments are literals; NULL (or an
+//! scans the relation (or several) with the session's own planner, hands the batches to the
+//! function's computation and serves the result as an in-memory plan. Arguments are literals; NULL (or an
 //! omitted named argument) means "the default".
 
 use std::fmt;
@@ -24,24 +24,43 @@ use datafusion::physical_plan::ExecutionPlan;
 /// result batches out.
 pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
-/// A table computed from another relation when the query runs.
+/// The computation of a table derived from several relations: each input's batches in order.
+pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
+
+/// One relation a derived table reads, with the columns it needs.
+struct Input {
+    provider: Arc<dyn TableProvider>,
+    reference: TableReference,
+    projection: Option<Vec<usize>>,
+}
+
+/// A table computed from other relations when the query runs.
 pub struct Derived {
     schema: SchemaRef,
-    input: Arc<dyn TableProvider>,
-    input_ref: TableReference,
-    projection: Option<Vec<usize>>,
-    compute: Compute,
+    inputs: Vec<Input>,
+    compute: ComputeMany,
 }
 
 impl fmt::Debug for Derived {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Derived").field("input", &self.input_ref).field("schema", &self.schema).finish_non_exhaustive()
+        let inputs: Vec<&TableReference> = self.inputs.iter().map(|i| &i.reference).collect();
+        f.debug_struct("Derived").field("inputs", &inputs).field("schema", &self.schema).finish_non_exhaustive()
     }
 }
 
 impl Derived {
     pub fn new(schema: SchemaRef, input: Relation, projection: Option<Vec<usize>>, compute: Compute) -> Self {
-        Derived { schema, input: input.provider, input_ref: input.reference, projection, compute }
+        let many: ComputeMany = Arc::new(move |inputs| compute(&inputs[0]));
+        Derived::from_many(schema, vec![(input, projection)], many)
+    }
+
+    /// A table computed from several relations, each read with its projection.
+    pub fn from_many(schema: SchemaRef, inputs: Vec<(Relation, Option<Vec<usize>>)>, compute: ComputeMany) -> Self {
+        let inputs = inputs
+            .into_iter()
+            .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
+            .collect();
+        Derived { schema, inputs, compute }
     }
 }
 
@@ -62,11 +81,14 @@ impl TableProvider for Derived {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let source = provider_as_source(self.input.clone());
-        let plan = LogicalPlanBuilder::scan(self.input_ref.clone(), source, self.projection.clone())?.build()?;
-        let physical = state.create_physical_plan(&plan).await?;
-        let batches = datafusion::physical_plan::collect(physical, state.task_ctx()).await?;
-        let out = (self.compute)(&batches)?;
+        let mut read = Vec::with_capacity(self.inputs.len());
+        for input in &self.inputs {
+            let source = provider_as_source(input.provider.clone());
+            let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
+            let physical = state.create_physical_plan(&plan).await?;
+            read.push(datafusion::physical_plan::collect(physical, state.task_ctx()).await?);
+        }
+        let out = (self.compute)(&read)?;
         Ok(MemorySourceConfig::try_new_exec(&[out], self.schema.clone(), projection.cloned())?)
     }
 }
@@ -232,3 +254,44 @@ pub fn bool_column(batches: &[RecordBatch], index: usize) -> Result<BooleanArray
 pub fn arrow_err(e: arrow::error::ArrowError) -> DataFusionError {
     DataFusionError::ArrowError(Box::new(e), None)
 }
+
+/// A fast hasher for small integer keys (rank pairs, size buckets) in per-row lookups: the
+/// multiply-rotate mixing of rustc's FxHasher. Not resistant to adversarial keys, which trace
+/// analysis does not face; std's SipHash costs several times more per lookup.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FastHasher(u64);
+
+const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl std::hash::Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, v: u8) {
+        self.write_u64(u64::from(v));
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.write_u64(u64::from(v));
+    }
+
+    fn write_i64(&mut self, v: i64) {
+        self.write_u64(v as u64);
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(SEED);
+    }
+}
+
+/// `HashMap` with `FastHasher`.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;

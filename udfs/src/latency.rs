@@ -11,7 +11,6 @@
 //! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
 //! parallel over buckets.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -20,7 +19,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, Derived, Relation, bool_column, int64_column, text_column};
+use crate::common::{Args, Compute, Derived, FastMap, Relation, bool_column, int64_column, text_column};
 
 pub const INTRA: u8 = 0;
 pub const INTER: u8 = 1;
@@ -114,6 +113,33 @@ impl MessageIndices {
         Ok(MessageIndices { bytes: idx[0], duration: idx[1], send_ts: schema.index_of("send_ts").ok(), intra, nodes })
     }
 
+    /// The relation columns these indices read, and the indices into a scan of only those
+    /// columns (in that order), so a function that needs nothing else reads less.
+    pub fn projected(&self) -> (Vec<usize>, MessageIndices) {
+        let mut cols = vec![self.bytes, self.duration];
+        cols.extend(self.send_ts);
+        cols.extend(self.intra);
+        if let Some((a, b)) = self.nodes {
+            cols.extend([a, b]);
+        }
+        cols.sort_unstable();
+        cols.dedup();
+        let at = |c: usize| cols.iter().position(|x| *x == c).expect("listed above");
+        let inner = MessageIndices {
+            bytes: at(self.bytes),
+            duration: at(self.duration),
+            send_ts: self.send_ts.map(at),
+            intra: self.intra.map(at),
+            nodes: self.nodes.map(|(a, b)| (at(a), at(b))),
+        };
+        (cols, inner)
+    }
+
+    /// Whether the relation has a send_ts column.
+    pub fn has_send_ts(&self) -> bool {
+        self.send_ts.is_some()
+    }
+
     /// Read the columns from batches of the full relation.
     pub fn read(&self, batches: &[RecordBatch]) -> Result<MessageColumns> {
         let locality = match (self.intra, self.nodes) {
@@ -166,7 +192,7 @@ fn median(values: &mut [i64]) -> f64 {
 
 /// Criteria of every (locality, bucket), ordered by locality then bucket.
 pub fn criteria(m: &MessageColumns, p: &Params) -> Vec<Criterion> {
-    let mut groups: HashMap<(u8, i64), Vec<(i64, u32)>> = HashMap::new();
+    let mut groups: FastMap<(u8, i64), Vec<(i64, u32)>> = FastMap::default();
     for row in 0..m.duration.len() {
         if let Some(k) = key(m, row, p.bucket_bytes) {
             let order = m.send_ts.as_ref().map_or(row as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
@@ -234,30 +260,47 @@ fn criteria_batch(rows: &[Criterion]) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(criteria_schema(), columns)?)
 }
 
-/// Latency L of every row of `m` (None where the criterion is missing or 0).
-pub fn latencies(m: &MessageColumns, p: &Params) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
-    let table: HashMap<(u8, i64), Option<f64>> =
+/// The criterion of a row's group, for rows looked up one by one.
+fn row_criteria<'a>(m: &'a MessageColumns, p: &'a Params) -> impl Fn(usize) -> Option<f64> + 'a {
+    let table: FastMap<(u8, i64), Option<f64>> =
         criteria(m, p).into_iter().map(|c| ((c.locality, c.bucket), c.criterion_ns)).collect();
+    move |row| match key(m, row, p.bucket_bytes) {
+        Some(k) => table.get(&k).copied().flatten(),
+        None => {
+            let bytes = if m.bytes.is_null(row) { None } else { Some(m.bytes.value(row).max(0)) };
+            bytes.and_then(|b| table.get(&(m.locality[row], b / p.bucket_bytes * p.bucket_bytes)).copied().flatten())
+        }
+    }
+}
+
+/// L = duration / criterion, None where the criterion is missing or 0 or the duration NULL.
+#[inline]
+fn latency_of(m: &MessageColumns, row: usize, criterion: Option<f64>) -> Option<f64> {
+    match criterion {
+        Some(c) if c > 0.0 && !m.duration.is_null(row) => Some(m.duration.value(row) as f64 / c),
+        _ => None,
+    }
+}
+
+/// Criterion and latency L of every row of `m` (None where the criterion is missing or 0).
+pub fn latencies(m: &MessageColumns, p: &Params) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+    let lookup = row_criteria(m, p);
     let n = m.duration.len();
     let mut criterion = Vec::with_capacity(n);
     let mut latency = Vec::with_capacity(n);
     for row in 0..n {
-        let c = match key(m, row, p.bucket_bytes) {
-            Some(k) => table.get(&k).copied().flatten(),
-            None => {
-                let bytes = if m.bytes.is_null(row) { None } else { Some(m.bytes.value(row).max(0)) };
-                bytes
-                    .and_then(|b| table.get(&(m.locality[row], b / p.bucket_bytes * p.bucket_bytes)).copied().flatten())
-            }
-        };
+        let c = lookup(row);
         criterion.push(c);
-        let l = match c {
-            Some(c) if c > 0.0 && !m.duration.is_null(row) => Some(m.duration.value(row) as f64 / c),
-            _ => None,
-        };
-        latency.push(l);
+        latency.push(latency_of(m, row, c));
     }
     (criterion, latency)
+}
+
+/// Latency L of every row, NaN where it has none: half the memory of `latencies`, for
+/// functions that need only L.
+pub fn latency_values(m: &MessageColumns, p: &Params) -> Vec<f64> {
+    let lookup = row_criteria(m, p);
+    (0..m.duration.len()).map(|row| latency_of(m, row, lookup(row)).unwrap_or(f64::NAN)).collect()
 }
 
 pub const CRITERIA_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages"];

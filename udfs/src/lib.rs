@@ -4,12 +4,14 @@
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
+pub mod causality;
 pub mod clock;
 pub mod common;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
 pub mod regions;
+pub mod trend;
 pub mod wallclock;
 
 use std::sync::Arc;
@@ -85,6 +87,55 @@ const DOCS: &[FunctionDoc] = &[
         parameters: regions::REGION_ARGS,
         signature: "region_graph([rel => 'messages'], threshold => 2.0) -> region_a, region_b, messages, bytes, mean_latency",
         description: "messages, bytes and mean latency L between (and within) communication regions",
+    },
+    FunctionDoc {
+        name: "vector_clocks",
+        kind: "table",
+        parameters: causality::vector_clock::VECTOR_CLOCK_ARGS,
+        signature: "vector_clocks([rel => 'messages'], collectives => NULL, max_cells => 268435456) -> rank, seq, ts, kind, msg_id, comm, instance, vc",
+        description: "the vector clock of every send, receive (and collective, given a collectives relation) in logical order; vc[i] counts events of the i-th rank",
+    },
+    FunctionDoc {
+        name: "happens_before",
+        kind: "scalar",
+        parameters: &["a", "b"],
+        signature: "happens_before(a, b) -> boolean",
+        description: "vector clock a happened before b: a <= b element-wise and a != b",
+    },
+    FunctionDoc {
+        name: "concurrent",
+        kind: "scalar",
+        parameters: &["a", "b"],
+        signature: "concurrent(a, b) -> boolean",
+        description: "neither vector clock happened before the other (and they differ)",
+    },
+    FunctionDoc {
+        name: "dag_nodes",
+        kind: "table",
+        parameters: causality::dag::DAG_ARGS,
+        signature: "dag_nodes([rel => 'messages']) -> node_id, rank, first_ts, last_ts, sends, recvs, bytes_sent, bytes_recv, load_balance",
+        description: "nodes of the communication-dependency DAG: per rank, runs of receives followed by sends (PCLVis Algorithm 2)",
+    },
+    FunctionDoc {
+        name: "dag_edges",
+        kind: "table",
+        parameters: causality::dag::DAG_ARGS,
+        signature: "dag_edges([rel => 'messages']) -> from_node, to_node, msg_id, bytes, duration, latency",
+        description: "edges of the communication-dependency DAG: each matched message from its send's node to its receive's node",
+    },
+    FunctionDoc {
+        name: "load_balance",
+        kind: "table",
+        parameters: causality::balance::BALANCE_ARGS,
+        signature: "load_balance([rel => 'messages']) -> rank, messages, lb",
+        description: "messages sent plus received per rank and LB = |mc - mean| / mean absolute deviation (PCLVis equations 9-10)",
+    },
+    FunctionDoc {
+        name: "latency_trend",
+        kind: "table",
+        parameters: trend::TREND_ARGS,
+        signature: "latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.25, high_level => 1.5) -> segment, kind, t_start, t_end, messages, mean_latency, delayed_messages, points_ts, points_latency",
+        description: "mean latency per time bin abstracted into growth, steady_high and compressed periods (PCLVis 5.1)",
     },
     FunctionDoc {
         name: "lod_resolution",
@@ -167,6 +218,11 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "process_dendrogram" => Arc::new(regions::ProcessDendrogram),
         "region_graph" => Arc::new(regions::RegionGraph),
         "lod_calls" => Arc::new(lod::LodCalls),
+        "vector_clocks" => Arc::new(causality::vector_clock::VectorClocks),
+        "dag_nodes" => Arc::new(causality::dag::DagNodes),
+        "dag_edges" => Arc::new(causality::dag::DagEdges),
+        "load_balance" => Arc::new(causality::balance::LoadBalance),
+        "latency_trend" => Arc::new(trend::LatencyTrend),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),
@@ -181,6 +237,11 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
 pub fn register_all(session: &mut Session) {
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(lod::LodResolution::default()));
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(jobs::ExpandHostlist::default()));
+    for order in
+        [causality::vector_clock::ClockOrder::happens_before(), causality::vector_clock::ClockOrder::concurrent()]
+    {
+        session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(order));
+    }
     let wallclock = wallclock::Wallclock::new(session.starts(), session.notices());
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(wallclock));
     for doc in DOCS {

@@ -79,6 +79,10 @@ pub struct GeneratorConfig {
     pub network: Network,
     pub bad_mapping: bool,
     pub background_traffic: Option<Background>,
+    /// Inter-node transmission times multiplied by a factor growing linearly from 1 at from_ns
+    /// to `factor` at to_ns (with 20% noise): latency that builds up.
+    #[serde(default)]
+    pub latency_ramp: Option<Background>,
     pub imbalance: Option<Imbalance>,
     pub clock_skew: bool,
     /// Sync sessions during the run, besides the ones at start and end (with clock_skew).
@@ -104,6 +108,7 @@ impl Default for GeneratorConfig {
             network: Network::default(),
             bad_mapping: false,
             background_traffic: None,
+            latency_ramp: None,
             imbalance: None,
             clock_skew: false,
             sync_sessions: 0,
@@ -166,13 +171,12 @@ impl GeneratorConfig {
         if self.bytes < 0 || self.compute_ns < 0 {
             return bad("bytes and compute must not be negative".into());
         }
-        if let Some(b) = &self.background_traffic
-            && (b.to_ns <= b.from_ns || b.factor.is_nan() || b.factor <= 0.0)
-        {
-            return bad(format!(
-                "background-traffic needs T0 < T1 and FACTOR > 0, got {}:{}:{}",
-                b.from_ns, b.to_ns, b.factor
-            ));
+        for (name, window) in [("background-traffic", &self.background_traffic), ("latency-ramp", &self.latency_ramp)] {
+            if let Some(b) = window
+                && (b.to_ns <= b.from_ns || b.factor.is_nan() || b.factor <= 0.0)
+            {
+                return bad(format!("{name} needs T0 < T1 and FACTOR > 0, got {}:{}:{}", b.from_ns, b.to_ns, b.factor));
+            }
         }
         if let Some(im) = &self.imbalance {
             if let Some(r) = im.ranks.iter().find(|r| **r < 0 || **r >= self.ranks) {
@@ -187,7 +191,8 @@ impl GeneratorConfig {
 
     /// Parse `key=value,...` as in `generate:ranks=64,pattern=ring,bad-mapping`.
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
-    /// background-traffic=T0:T1:FACTOR, imbalance=RANKS:FACTOR, clock-skew, sync-sessions,
+    /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
+    /// clock-skew, sync-sessions,
     /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
         let mut cfg = GeneratorConfig::default();
@@ -239,11 +244,12 @@ impl GeneratorConfig {
                 self.clock_skew = true;
             }
             "background-traffic" => self.background_traffic = Some(parse_background(value)?),
+            "latency-ramp" => self.latency_ramp = Some(parse_background(value)?),
             "imbalance" => self.imbalance = Some(parse_imbalance(value)?),
             "start" => self.start_wallclock_ns = parse_start(value)?,
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, imbalance, clock-skew, sync-sessions, start"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, clock-skew, sync-sessions, start"
                 )));
             }
         }

@@ -96,6 +96,14 @@ impl Sim<'_> {
         {
             x *= bg.factor * (1.0 + 0.2 * symmetric(self.cfg.seed, streams::BACKGROUND, key, 0));
         }
+        if let Some(ramp) = &self.cfg.latency_ramp
+            && !intra
+            && (ramp.from_ns..ramp.to_ns).contains(&send_ts)
+        {
+            let share = (send_ts - ramp.from_ns) as f64 / (ramp.to_ns - ramp.from_ns) as f64;
+            let factor = 1.0 + (ramp.factor - 1.0) * share;
+            x *= factor * (1.0 + 0.2 * symmetric(self.cfg.seed, streams::BACKGROUND, key, 1));
+        }
         (x.round() as i64).max(1)
     }
 

@@ -1,0 +1,79 @@
+//! Communication load balance, PCLVis equations 9 and 10: mc_p is the number of messages rank p
+//! sent plus received in the relation (the sides that were recorded: an unmatched message
+//! counts for its sender or its receiver only), AD the mean absolute deviation of mc over the ranks, and
+//! LB_p = |mc_p - mean(mc)| / AD (0 when AD = 0: every rank equally loaded). LB around 1 is
+//! ordinary spread; a rank far above it communicates much more (or less) than the others.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::error::Result;
+
+use super::Messages;
+use crate::common::{Args, Compute, Derived};
+
+pub const BALANCE_ARGS: &[&str] = &["rel"];
+
+/// (rank, mc, LB) for every rank of the relation, ranks ascending.
+pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
+    let mut mc: BTreeMap<i64, i64> = BTreeMap::new();
+    for row in 0..m.len() {
+        let sent = m.send_ts[row].and(m.src[row]);
+        let received = m.recv_ts[row].and(m.dst[row]);
+        for r in [sent, received].into_iter().flatten() {
+            *mc.entry(r).or_default() += 1;
+        }
+    }
+    let n = mc.len().max(1) as f64;
+    let mean = mc.values().sum::<i64>() as f64 / n;
+    let ad = mc.values().map(|v| (*v as f64 - mean).abs()).sum::<f64>() / n;
+    mc.into_iter().map(|(r, c)| (r, c, if ad > 0.0 { (c as f64 - mean).abs() / ad } else { 0.0 })).collect()
+}
+
+/// `load_balance([rel => 'messages'])` -> rank, messages, lb.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct LoadBalance;
+
+impl TableFunctionImpl for LoadBalance {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("load_balance", BALANCE_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "messages")?;
+        let idx = rel.columns("load_balance", &super::vector_clock::MESSAGE_COLUMNS)?;
+        let out = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, false),
+            Field::new("messages", DataType::Int64, false),
+            Field::new("lb", DataType::Float64, false),
+        ]));
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let rows = load_balance(&Messages::read(batches, &[0, 1, 2, 3, 4])?);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::messages;
+    use super::*;
+
+    #[test]
+    fn equations_9_and_10() {
+        // mc = [3, 1, 1, 1]: mean 1.5, AD = (1.5 + 0.5 * 3) / 4 = 0.75.
+        let m = messages(&[(0, 1, Some(1), Some(2)), (0, 2, Some(1), Some(2)), (0, 3, Some(1), Some(2))]);
+        let lb = load_balance(&m);
+        assert_eq!(lb.iter().map(|r| r.1).collect::<Vec<_>>(), [3, 1, 1, 1]);
+        assert!((lb[0].2 - 2.0).abs() < 1e-12 && (lb[1].2 - 2.0 / 3.0).abs() < 1e-12);
+        let even = load_balance(&messages(&[(0, 1, Some(1), Some(2)), (1, 0, Some(3), Some(4))]));
+        assert!(even.iter().all(|r| r.2 == 0.0));
+    }
+}

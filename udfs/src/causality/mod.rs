@@ -1,0 +1,341 @@
+//! How events depend on each other, after PCLVis section 5: vector clocks and happened-before
+//! (`vector_clock`), the communication-dependency DAG of the paper's Algorithm 2 (`dag`) and
+//! the load balance of equations 9 and 10 (`balance`).
+//!
+//! All of them read a messages-shaped relation (msg_id, src, dst, send_ts, recv_ts, ...). A
+//! message gives a send event on its sender at send_ts and a receive event on its receiver at
+//! recv_ts (either is missing for an unmatched message). Each rank's events are ordered by
+//! time, ties by message row (the messages table is in send order) and a send before the
+//! receive of the same row. A collectives relation (comm, instance, rank, begin_ts) may add one
+//! event per participant at its begin time. The logical order visits every event after the
+//! events it depends on: earlier events of its rank, the send of a receive, every participant's
+//! arrival at a collective. When the recorded times contradict the messages (a receive that
+//! must precede its own send's cause, as uncorrected clocks can produce) there is no such order
+//! and the error says so. Cost: O(events log events) for the sort, O(events) for the visit.
+
+pub mod balance;
+pub mod dag;
+pub mod vector_clock;
+
+use std::collections::{HashMap, VecDeque};
+
+use arrow::array::{Array, RecordBatch};
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use crate::common::int64_column;
+
+/// What an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    Send,
+    Recv,
+    Collective,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Send => "send",
+            Kind::Recv => "recv",
+            Kind::Collective => "collective",
+        }
+    }
+}
+
+/// One event of a rank: a message side (row of the messages relation) or a collective
+/// (index into `Timeline::collectives`).
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    pub ts: i64,
+    pub kind: Kind,
+    pub item: u32,
+}
+
+/// A collective operation instance: (comm, instance) and its participants' event indices.
+#[derive(Debug, Clone)]
+pub struct Collective {
+    pub comm: i64,
+    pub instance: i64,
+    pub events: Vec<u32>,
+}
+
+/// The messages' columns the analyses read.
+#[derive(Debug)]
+pub struct Messages {
+    pub msg_id: Vec<i64>,
+    pub src: Vec<Option<i64>>,
+    pub dst: Vec<Option<i64>>,
+    pub send_ts: Vec<Option<i64>>,
+    pub recv_ts: Vec<Option<i64>>,
+}
+
+fn opt(a: &arrow::array::Int64Array) -> Vec<Option<i64>> {
+    a.iter().collect()
+}
+
+impl Messages {
+    /// Read from batches whose columns are msg_id, src, dst, send_ts, recv_ts at `idx`.
+    pub fn read(batches: &[RecordBatch], idx: &[usize]) -> Result<Self> {
+        let ids = int64_column(batches, idx[0])?;
+        let msg_id = (0..ids.len()).map(|i| if ids.is_null(i) { i as i64 } else { ids.value(i) }).collect();
+        Ok(Messages {
+            msg_id,
+            src: opt(&int64_column(batches, idx[1])?),
+            dst: opt(&int64_column(batches, idx[2])?),
+            send_ts: opt(&int64_column(batches, idx[3])?),
+            recv_ts: opt(&int64_column(batches, idx[4])?),
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.msg_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.msg_id.is_empty()
+    }
+}
+
+/// Collective participations: comm, instance, rank, begin_ts.
+#[derive(Debug, Default)]
+pub struct Participations {
+    pub comm: Vec<i64>,
+    pub instance: Vec<i64>,
+    pub rank: Vec<i64>,
+    pub begin_ts: Vec<Option<i64>>,
+}
+
+impl Participations {
+    pub fn read(batches: &[RecordBatch], idx: &[usize]) -> Result<Self> {
+        let req = |i: usize| -> Result<Vec<i64>> {
+            Ok(int64_column(batches, idx[i])?.iter().map(|v| v.unwrap_or(-1)).collect())
+        };
+        Ok(Participations {
+            comm: req(0)?,
+            instance: req(1)?,
+            rank: req(2)?,
+            begin_ts: opt(&int64_column(batches, idx[3])?),
+        })
+    }
+}
+
+/// Every rank's events in order.
+#[derive(Debug)]
+pub struct Timeline {
+    /// Ranks of the relation, ascending; rank index i is ranks[i].
+    pub ranks: Vec<i64>,
+    /// Events grouped by rank index, each rank's in order.
+    pub events: Vec<Event>,
+    /// events[rank_start[i]..rank_start[i + 1]] are rank i's.
+    pub rank_start: Vec<usize>,
+    /// Rank index of every event.
+    pub rank_of: Vec<u32>,
+    /// Event index of each message row's send and receive (u32::MAX when missing).
+    pub send_event: Vec<u32>,
+    pub recv_event: Vec<u32>,
+    pub collectives: Vec<Collective>,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Timeline {
+    pub fn new(m: &Messages, colls: Option<&Participations>) -> Result<Self> {
+        let mut ranks: Vec<i64> = m.src.iter().chain(&m.dst).flatten().copied().collect();
+        if let Some(c) = colls {
+            ranks.extend(&c.rank);
+        }
+        ranks.sort_unstable();
+        ranks.dedup();
+        let index: HashMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        // (rank index, ts, item order, kind, item)
+        let mut keyed: Vec<(u32, i64, u64, Kind, u32)> = Vec::with_capacity(2 * m.len());
+        for row in 0..m.len() {
+            if let (Some(s), Some(t)) = (m.src[row], m.send_ts[row]) {
+                keyed.push((index[&s], t, row as u64, Kind::Send, row as u32));
+            }
+            if let (Some(d), Some(t)) = (m.dst[row], m.recv_ts[row]) {
+                keyed.push((index[&d], t, row as u64, Kind::Recv, row as u32));
+            }
+        }
+        let mut collectives: Vec<Collective> = Vec::new();
+        if let Some(c) = colls {
+            let mut key: HashMap<(i64, i64), u32> = HashMap::new();
+            for i in 0..c.rank.len() {
+                let Some(t) = c.begin_ts[i] else { continue };
+                let next = key.len() as u32;
+                let k = *key.entry((c.comm[i], c.instance[i])).or_insert(next);
+                if k as usize == collectives.len() {
+                    collectives.push(Collective { comm: c.comm[i], instance: c.instance[i], events: Vec::new() });
+                }
+                keyed.push((index[&c.rank[i]], t, m.len() as u64 + k as u64, Kind::Collective, k));
+            }
+        }
+        if keyed.len() >= NONE as usize {
+            return exec_err!(
+                "causality: {} events are more than this analysis handles; narrow the relation",
+                keyed.len()
+            );
+        }
+        keyed.sort_unstable_by_key(|k| (k.0, k.1, k.2, k.3));
+        let mut rank_start = vec![0usize; ranks.len() + 1];
+        for k in &keyed {
+            rank_start[k.0 as usize + 1] += 1;
+        }
+        for i in 0..ranks.len() {
+            rank_start[i + 1] += rank_start[i];
+        }
+        let mut send_event = vec![NONE; m.len()];
+        let mut recv_event = vec![NONE; m.len()];
+        let mut events = Vec::with_capacity(keyed.len());
+        let mut rank_of = Vec::with_capacity(keyed.len());
+        for (i, k) in keyed.iter().enumerate() {
+            match k.3 {
+                Kind::Send => send_event[k.4 as usize] = i as u32,
+                Kind::Recv => recv_event[k.4 as usize] = i as u32,
+                Kind::Collective => collectives[k.4 as usize].events.push(i as u32),
+            }
+            events.push(Event { ts: k.1, kind: k.3, item: k.4 });
+            rank_of.push(k.0);
+        }
+        Ok(Timeline { ranks, events, rank_start, rank_of, send_event, recv_event, collectives })
+    }
+
+    pub fn len(&self) -> usize {
+        self.events.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Visit every event after the events it depends on: `visit` gets one event index, or all
+    /// participants' events of a collective at once. An error when no such order exists.
+    pub fn visit_in_logical_order(&self, m: &Messages, mut visit: impl FnMut(&[u32])) -> Result<()> {
+        let n = self.ranks.len();
+        let mut pos: Vec<usize> = self.rank_start[..n].to_vec();
+        let mut done = vec![false; self.len()];
+        let mut waiting_for_send: Vec<u32> = vec![NONE; m.len()];
+        let mut arrived = vec![0u32; self.collectives.len()];
+        let mut ready: VecDeque<usize> = (0..n).collect();
+        let mut visited = 0usize;
+        while let Some(r) = ready.pop_front() {
+            while pos[r] < self.rank_start[r + 1] {
+                let i = pos[r];
+                let e = self.events[i];
+                match e.kind {
+                    Kind::Send => {
+                        visit(&[i as u32]);
+                        done[i] = true;
+                        pos[r] += 1;
+                        visited += 1;
+                        let w = std::mem::replace(&mut waiting_for_send[e.item as usize], NONE);
+                        if w != NONE {
+                            ready.push_back(w as usize);
+                        }
+                    }
+                    Kind::Recv => {
+                        let s = self.send_event[e.item as usize];
+                        if s != NONE && !done[s as usize] {
+                            waiting_for_send[e.item as usize] = r as u32;
+                            break;
+                        }
+                        visit(&[i as u32]);
+                        done[i] = true;
+                        pos[r] += 1;
+                        visited += 1;
+                    }
+                    Kind::Collective => {
+                        let c = &self.collectives[e.item as usize];
+                        arrived[e.item as usize] += 1;
+                        if (arrived[e.item as usize] as usize) < c.events.len() {
+                            break;
+                        }
+                        visit(&c.events);
+                        for &p in &c.events {
+                            done[p as usize] = true;
+                            let pr = self.rank_of[p as usize] as usize;
+                            pos[pr] += 1;
+                            visited += 1;
+                            if pr != r {
+                                ready.push_back(pr);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if visited < self.len() {
+            return exec_err!("{}", self.describe_stuck(m, &pos));
+        }
+        Ok(())
+    }
+
+    /// Why the visit stopped: the first rank whose next event could not be visited.
+    fn describe_stuck(&self, m: &Messages, pos: &[usize]) -> String {
+        let stuck = (0..self.ranks.len()).find(|&r| pos[r] < self.rank_start[r + 1]);
+        let Some(r) = stuck else { return "no consistent order of events".into() };
+        let e = self.events[pos[r]];
+        let what = match e.kind {
+            Kind::Recv => {
+                let row = e.item as usize;
+                format!(
+                    "the receive of message {} from rank {} (recv_ts {}) waits for its send (send_ts {}), which depends on later events",
+                    m.msg_id[row],
+                    m.src[row].map_or("?".into(), |s| s.to_string()),
+                    e.ts,
+                    m.send_ts[row].map_or("?".into(), |s| s.to_string())
+                )
+            }
+            _ => {
+                let c = &self.collectives[e.item as usize];
+                format!(
+                    "collective instance {} of communicator {} (ts {}) waits for participants that never reach it",
+                    c.instance, c.comm, e.ts
+                )
+            }
+        };
+        format!(
+            "no order of events agrees with both the recorded times and the messages: on rank {}, {what}. The clocks contradict the messages; open the trace with clock correction clc (SET clock_correction = clc, then ATTACH) or narrow the relation",
+            self.ranks[r]
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub fn messages(rows: &[(i64, i64, Option<i64>, Option<i64>)]) -> Messages {
+        Messages {
+            msg_id: (0..rows.len() as i64).collect(),
+            src: rows.iter().map(|r| Some(r.0)).collect(),
+            dst: rows.iter().map(|r| Some(r.1)).collect(),
+            send_ts: rows.iter().map(|r| r.2).collect(),
+            recv_ts: rows.iter().map(|r| r.3).collect(),
+        }
+    }
+
+    #[test]
+    fn logical_order_waits_for_sends() {
+        // Rank 1's receive is stamped before the send (a clock violation) but still follows it.
+        let m = messages(&[(0, 1, Some(10), Some(5)), (1, 2, Some(20), Some(30))]);
+        let t = Timeline::new(&m, None).unwrap();
+        let mut order = Vec::new();
+        t.visit_in_logical_order(&m, |ev| order.extend_from_slice(ev)).unwrap();
+        let send0 = order.iter().position(|&e| e == t.send_event[0]).unwrap();
+        let recv0 = order.iter().position(|&e| e == t.recv_event[0]).unwrap();
+        assert!(send0 < recv0);
+        assert_eq!(order.len(), 4);
+    }
+
+    #[test]
+    fn contradicting_times_are_an_error() {
+        // Each rank receives before it sends, and each receive needs the other's send.
+        let m = messages(&[(0, 1, Some(20), Some(10)), (1, 0, Some(20), Some(10))]);
+        let t = Timeline::new(&m, None).unwrap();
+        let e = t.visit_in_logical_order(&m, |_| {}).unwrap_err().to_string();
+        assert!(e.contains("on rank 0, the receive of message 1 from rank 1"), "{e}");
+        assert!(e.contains("clc"), "{e}");
+    }
+}

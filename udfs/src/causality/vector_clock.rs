@@ -1,0 +1,310 @@
+//! Vector clocks (Mattern, Fidge) over a messages relation, as PCLVis section 5 uses them to
+//! order events across ranks. Entry i of a clock counts the events of the i-th rank of the
+//! relation (ranks ascending) that precede or are the event. In logical order: a send ticks
+//! its rank's own entry and carries the clock; a receive ticks its own entry, then takes the
+//! element-wise maximum with the clock its send carried. A collective (when a collectives
+//! relation is given) ticks every participant's own entry once, then every participant leaves
+//! with the element-wise maximum of all participants' clocks: nothing a participant did before
+//! it is concurrent with what any participant does after it.
+//!
+//! `happens_before(a, b)`: a <= b element-wise and a != b; `concurrent(a, b)`: neither happened
+//! before the other and a != b. The result holds events x ranks integers, so the function
+//! refuses, before computing, when that is above `max_cells` (default 2^28: 1 GiB of Int32).
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
+};
+use arrow::buffer::{OffsetBuffer, ScalarBuffer};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{exec_err, plan_err};
+use datafusion::error::Result;
+use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+
+use super::{Kind, Messages, Participations, Timeline};
+use crate::common::{Args, ComputeMany, Derived, Relation};
+
+pub const VECTOR_CLOCK_ARGS: &[&str] = &["rel", "collectives", "max_cells"];
+/// Default limit of events x ranks.
+pub const MAX_CELLS: i64 = 1 << 28;
+pub const MESSAGE_COLUMNS: [&str; 5] = ["msg_id", "src", "dst", "send_ts", "recv_ts"];
+pub const COLLECTIVE_COLUMNS: [&str; 4] = ["comm", "instance", "rank", "begin_ts"];
+
+/// Clocks of every event of a timeline, events x ranks, row-major in event order.
+pub fn vector_clocks(t: &Timeline, m: &Messages, max_cells: i64) -> Result<Vec<i32>> {
+    let n = t.ranks.len();
+    let cells = t.len() as u128 * n as u128;
+    if cells > max_cells as u128 {
+        return exec_err!(
+            "vector_clocks: the result would hold {} events x {} ranks = {} clock entries ({:.1} GB), above max_cells = {}; narrow the relation (a view of messages in a time window or between some ranks) or raise max_cells",
+            t.len(),
+            n,
+            cells,
+            cells as f64 * 4.0 / 1e9,
+            max_cells
+        );
+    }
+    let mut out = vec![0i32; t.len() * n];
+    let mut last: Vec<u32> = vec![u32::MAX; n];
+    let mut merged = vec![0i32; n];
+    t.visit_in_logical_order(m, |group| {
+        if let [i] = group {
+            let (i, r) = (*i as usize, t.rank_of[*i as usize] as usize);
+            start_from_previous(&mut out, n, last[r], i);
+            out[i * n + r] += 1;
+            let e = t.events[i];
+            if e.kind == Kind::Recv {
+                let s = t.send_event[e.item as usize];
+                if s != u32::MAX {
+                    merge_into(&mut out, n, s as usize, i);
+                }
+            }
+            last[r] = i as u32;
+            return;
+        }
+        merged.fill(0);
+        for &i in group {
+            let (i, r) = (i as usize, t.rank_of[i as usize] as usize);
+            start_from_previous(&mut out, n, last[r], i);
+            out[i * n + r] += 1;
+            for (m, v) in merged.iter_mut().zip(&out[i * n..i * n + n]) {
+                *m = (*m).max(*v);
+            }
+        }
+        for &i in group {
+            let (i, r) = (i as usize, t.rank_of[i as usize] as usize);
+            out[i * n..i * n + n].copy_from_slice(&merged);
+            last[r] = i as u32;
+        }
+    })?;
+    Ok(out)
+}
+
+/// Row `i` starts as a copy of the rank's previous clock (row `prev`), or zeros.
+fn start_from_previous(out: &mut [i32], n: usize, prev: u32, i: usize) {
+    if prev != u32::MAX {
+        let p = prev as usize;
+        out.copy_within(p * n..p * n + n, i * n);
+    }
+}
+
+/// Row `i` = max(row `i`, row `s`) element-wise.
+fn merge_into(out: &mut [i32], n: usize, s: usize, i: usize) {
+    let (a, b) = if s < i {
+        let (lo, hi) = out.split_at_mut(i * n);
+        (&lo[s * n..s * n + n], &mut hi[..n])
+    } else {
+        let (lo, hi) = out.split_at_mut(s * n);
+        (&hi[..n] as &[i32], &mut lo[i * n..i * n + n])
+    };
+    for (x, y) in b.iter_mut().zip(a) {
+        *x = (*x).max(*y);
+    }
+}
+
+fn list_type() -> DataType {
+    DataType::List(Arc::new(Field::new("item", DataType::Int32, false)))
+}
+
+fn output_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("rank", DataType::Int64, false),
+        Field::new("seq", DataType::Int64, false),
+        Field::new("ts", DataType::Int64, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("msg_id", DataType::Int64, true),
+        Field::new("comm", DataType::Int64, true),
+        Field::new("instance", DataType::Int64, true),
+        Field::new("vc", list_type(), false),
+    ]))
+}
+
+/// The relation arguments: messages, and collectives when named.
+pub fn relations(a: &Args<'_>, session: &dyn datafusion::catalog::Session) -> Result<(Relation, Option<Relation>)> {
+    let rel = a.relation(session, 0, "messages")?;
+    let colls = match a.exprs.get(1) {
+        Some(datafusion::logical_expr::Expr::Literal(v, _)) if v.is_null() => None,
+        None => None,
+        Some(_) => Some(a.relation(session, 1, "collectives")?),
+    };
+    Ok((rel, colls))
+}
+
+/// `vector_clocks([rel => 'messages'], collectives => NULL, max_cells => 2^28)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct VectorClocks;
+
+impl TableFunctionImpl for VectorClocks {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("vector_clocks", VECTOR_CLOCK_ARGS, args.exprs())?;
+        let (rel, colls) = relations(&a, args.session())?;
+        let max_cells = a.int(2, MAX_CELLS, 1)?.min(i64::from(i32::MAX));
+        let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
+        let mut inputs = vec![(rel, Some(idx))];
+        if let Some(c) = colls {
+            let ci = c.columns("vector_clocks", &COLLECTIVE_COLUMNS)?;
+            inputs.push((c, Some(ci)));
+        }
+        let out = output_schema();
+        let s = out.clone();
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let m = Messages::read(&inputs[0], &[0, 1, 2, 3, 4])?;
+            let parts = match inputs.get(1) {
+                Some(c) => Some(Participations::read(c, &[0, 1, 2, 3])?),
+                None => None,
+            };
+            let t = Timeline::new(&m, parts.as_ref())?;
+            let clocks = vector_clocks(&t, &m, max_cells)?;
+            Ok(vec![batch(&s, &t, &m, clocks)?])
+        });
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+    }
+}
+
+fn batch(schema: &SchemaRef, t: &Timeline, m: &Messages, clocks: Vec<i32>) -> Result<RecordBatch> {
+    let n = t.ranks.len();
+    let len = t.len();
+    let mut seq = Vec::with_capacity(len);
+    for r in 0..n {
+        seq.extend(0..(t.rank_start[r + 1] - t.rank_start[r]) as i64);
+    }
+    let msg = |e: &super::Event| (e.kind != Kind::Collective).then(|| m.msg_id[e.item as usize]);
+    let coll = |e: &super::Event| (e.kind == Kind::Collective).then(|| &t.collectives[e.item as usize]);
+    let offsets = OffsetBuffer::new(ScalarBuffer::from_iter((0..=len).map(|i| (i * n) as i32)));
+    let values = Int32Array::new(ScalarBuffer::from(clocks), None);
+    let vc = ListArray::try_new(Arc::new(Field::new("item", DataType::Int32, false)), offsets, Arc::new(values), None)?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(t.rank_of.iter().map(|r| t.ranks[*r as usize]))),
+        Arc::new(Int64Array::from(seq)),
+        Arc::new(Int64Array::from_iter_values(t.events.iter().map(|e| e.ts))),
+        Arc::new(StringArray::from_iter_values(t.events.iter().map(|e| e.kind.name()))),
+        Arc::new(Int64Array::from(t.events.iter().map(msg).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(t.events.iter().map(|e| coll(e).map(|c| c.comm)).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(t.events.iter().map(|e| coll(e).map(|c| c.instance)).collect::<Vec<_>>())),
+        Arc::new(vc),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// `happens_before(a, b)` or `concurrent(a, b)` over two vector clocks.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ClockOrder {
+    name: &'static str,
+    signature: Signature,
+}
+
+impl ClockOrder {
+    pub fn happens_before() -> Self {
+        ClockOrder { name: "happens_before", signature: Signature::any(2, Volatility::Immutable) }
+    }
+
+    pub fn concurrent() -> Self {
+        ClockOrder { name: "concurrent", signature: Signature::any(2, Volatility::Immutable) }
+    }
+}
+
+/// (a <= b everywhere, b <= a everywhere).
+fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
+    let (mut le, mut ge) = (true, true);
+    for (x, y) in a.iter().zip(b) {
+        le &= x <= y;
+        ge &= x >= y;
+    }
+    (le, ge)
+}
+
+impl ScalarUDFImpl for ClockOrder {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, args: &[DataType]) -> Result<DataType> {
+        for t in args {
+            if !matches!(t, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) | DataType::Null)
+            {
+                return plan_err!("{}: expects two vector clocks (lists of integers), got {t}", self.name);
+            }
+        }
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays: Vec<ArrayRef> = args.args.iter().map(|a| a.to_array(rows)).collect::<Result<_>>()?;
+        let as_list = |a: &ArrayRef| -> Result<ListArray> {
+            let t = DataType::List(Arc::new(Field::new("item", DataType::Int64, true)));
+            Ok(arrow::compute::cast(a, &t)?.as_list::<i32>().clone())
+        };
+        let (a, b) = (as_list(&arrays[0])?, as_list(&arrays[1])?);
+        let mut out = BooleanBuilder::with_capacity(rows);
+        for i in 0..rows {
+            if a.is_null(i) || b.is_null(i) {
+                out.append_null();
+                continue;
+            }
+            let (x, y) = (a.value(i), b.value(i));
+            let (x, y) = (x.as_primitive::<Int64Type>(), y.as_primitive::<Int64Type>());
+            if x.len() != y.len() {
+                return exec_err!(
+                    "{}: row {}: vector clocks of different lengths ({} and {}); compare clocks of the same vector_clocks result",
+                    self.name,
+                    i + 1,
+                    x.len(),
+                    y.len()
+                );
+            }
+            let (le, ge) = compare(x.values(), y.values());
+            let before = le && !ge;
+            out.append_value(match self.name {
+                "happens_before" => before,
+                _ => !le && !ge,
+            });
+        }
+        Ok(ColumnarValue::Array(Arc::new(out.finish())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::messages;
+    use super::*;
+
+    fn clocks(t: &Timeline, c: &[i32], rank: usize) -> Vec<Vec<i32>> {
+        let n = t.ranks.len();
+        (t.rank_start[rank]..t.rank_start[rank + 1]).map(|i| c[i * n..i * n + n].to_vec()).collect()
+    }
+
+    #[test]
+    fn three_ranks_by_hand() {
+        // r0 sends a to r1, r1 sends b to r2, r2 sends c to r0; r0 also sends d to r2 early.
+        let m = messages(&[
+            (0, 2, Some(1), Some(9)),
+            (0, 1, Some(2), Some(3)),
+            (1, 2, Some(4), Some(5)),
+            (2, 0, Some(10), Some(11)),
+        ]);
+        let t = Timeline::new(&m, None).unwrap();
+        let c = vector_clocks(&t, &m, MAX_CELLS).unwrap();
+        assert_eq!(clocks(&t, &c, 0), [vec![1, 0, 0], vec![2, 0, 0], vec![3, 2, 3]]);
+        assert_eq!(clocks(&t, &c, 1), [vec![2, 1, 0], vec![2, 2, 0]]);
+        assert_eq!(clocks(&t, &c, 2), [vec![2, 2, 1], vec![2, 2, 2], vec![2, 2, 3]]);
+        assert!(vector_clocks(&t, &m, 20).unwrap_err().to_string().contains("8 events x 3 ranks = 24"));
+    }
+
+    #[test]
+    fn collectives_join_every_participant() {
+        let m = messages(&[(0, 1, Some(1), Some(2))]);
+        let p =
+            Participations { comm: vec![0; 3], instance: vec![0; 3], rank: vec![0, 1, 2], begin_ts: vec![Some(5); 3] };
+        let t = Timeline::new(&m, Some(&p)).unwrap();
+        let c = vector_clocks(&t, &m, MAX_CELLS).unwrap();
+        assert_eq!(clocks(&t, &c, 2), [vec![2, 2, 1]]);
+        assert_eq!(clocks(&t, &c, 0).last().unwrap(), &vec![2, 2, 1]);
+    }
+}
