@@ -6,8 +6,8 @@
 //! message gives a send event on its sender at send_ts and a receive event on its receiver at
 //! recv_ts (either is missing for an unmatched message). Each rank's events are ordered by
 //! time, ties by message row (the messages table is in send order) and a send before the
-//! receive of the same row. A collectives relation (comm, instance, rank, begin_ts) may add one
-//! event per participant at its begin time. The logical order visits every event after the
+//! receive of the same row. A collectives relation (comm, instance, rank, begin_ts, optionally
+//! end_ts for participations whose begin was not recorded) may add one event per participant. The logical order visits every event after the
 //! events it depends on: earlier events of its rank, the send of a receive, every participant's
 //! arrival at a collective. When the recorded times contradict the messages (a receive that
 //! must precede its own send's cause, as uncorrected clocks can produce) there is no such order
@@ -17,13 +17,13 @@ pub mod balance;
 pub mod dag;
 pub mod vector_clock;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use arrow::array::{Array, RecordBatch};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::int64_column;
+use crate::common::{FastMap, int64_column};
 
 /// What an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -147,7 +147,7 @@ impl Timeline {
         }
         ranks.sort_unstable();
         ranks.dedup();
-        let index: HashMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        let index: FastMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
         // (rank index, ts, item order, kind, item)
         let mut keyed: Vec<(u32, i64, u64, Kind, u32)> = Vec::with_capacity(2 * m.len());
         for row in 0..m.len() {
@@ -160,9 +160,17 @@ impl Timeline {
         }
         let mut collectives: Vec<Collective> = Vec::new();
         if let Some(c) = colls {
-            let mut key: HashMap<(i64, i64), u32> = HashMap::new();
+            let mut key: FastMap<(i64, i64), u32> = FastMap::default();
             for i in 0..c.rank.len() {
-                let Some(t) = c.begin_ts[i] else { continue };
+                // A participation without any time has no place in the rank's order.
+                let Some(t) = c.begin_ts[i] else {
+                    return exec_err!(
+                        "causality: rank {}'s part in collective instance {} of communicator {} has no begin_ts or end_ts",
+                        c.rank[i],
+                        c.instance[i],
+                        c.comm[i]
+                    );
+                };
                 let next = key.len() as u32;
                 let k = *key.entry((c.comm[i], c.instance[i])).or_insert(next);
                 if k as usize == collectives.len() {

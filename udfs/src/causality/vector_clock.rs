@@ -144,7 +144,8 @@ impl TableFunctionImpl for VectorClocks {
         let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
         let mut inputs = vec![(rel, Some(idx))];
         if let Some(c) = colls {
-            let ci = c.columns("vector_clocks", &COLLECTIVE_COLUMNS)?;
+            let mut ci = c.columns("vector_clocks", &COLLECTIVE_COLUMNS)?;
+            ci.extend(c.schema().index_of("end_ts").ok());
             inputs.push((c, Some(ci)));
         }
         let out = output_schema();
@@ -152,7 +153,10 @@ impl TableFunctionImpl for VectorClocks {
         let compute: ComputeMany = Arc::new(move |inputs| {
             let m = Messages::read(&inputs[0], &[0, 1, 2, 3, 4])?;
             let parts = match inputs.get(1) {
-                Some(c) => Some(Participations::read(c, &[0, 1, 2, 3])?),
+                Some(c) => {
+                    let width = c.first().map_or(4, RecordBatch::num_columns);
+                    Some(Participations::read(c, &(0..width).collect::<Vec<_>>())?)
+                }
                 None => None,
             };
             let t = Timeline::new(&m, parts.as_ref())?;
