@@ -12,6 +12,7 @@ pub mod latency;
 pub mod lod;
 pub mod regions;
 pub mod trend;
+pub mod waits;
 pub mod wallclock;
 
 use std::sync::Arc;
@@ -138,6 +139,13 @@ const DOCS: &[FunctionDoc] = &[
         description: "mean latency per time bin abstracted into growth, steady_high and compressed periods (PCLVis 5.1)",
     },
     FunctionDoc {
+        name: "wait_states",
+        kind: "table",
+        parameters: waits::WAIT_ARGS,
+        signature: "wait_states([rel => 'messages'], collectives => 'collectives') -> rank, pattern, wait_ns, ts, msg_id, comm, instance, partner",
+        description: "Scalasca wait states: late_sender, late_receiver and wait_at_collective, one row per wait",
+    },
+    FunctionDoc {
         name: "lod_resolution",
         kind: "scalar",
         parameters: &["t0", "t1", "pixels"],
@@ -223,6 +231,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "dag_edges" => Arc::new(causality::dag::DagEdges),
         "load_balance" => Arc::new(causality::balance::LoadBalance),
         "latency_trend" => Arc::new(trend::LatencyTrend),
+        "wait_states" => Arc::new(waits::WaitStates),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),

@@ -1,0 +1,179 @@
+//! Wait states, after Scalasca's patterns, from the call times the messages and collectives
+//! tables carry:
+//!
+//! - Late Sender: the call that completes a receive (MPI_Recv, or the Wait of an MPI_Irecv)
+//!   starts before the matching send's call: the receiver waits from its call's start until
+//!   the send's call starts (at most until its own call ends). Rank = receiver, partner = sender.
+//! - Late Receiver: a send's call starts before the receive is posted and lasts beyond the post
+//!   (a synchronous or rendezvous send that had to wait): the sender waits from its call's
+//!   start until the post. Rank = sender, partner = receiver. Eager sends return before the
+//!   post and show no wait.
+//! - Wait at Collective: in each collective instance every participant waits from its own begin
+//!   until the last participant's begin; partner = that last rank. (Scalasca splits this by
+//!   operation — Wait at NxN, Late Broadcast, ...; here one rule covers all operations.)
+//!
+//! Only waits longer than 0 are listed. Cost: O(messages + participations).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::error::Result;
+
+use crate::common::{Args, ComputeMany, Derived, int64_column};
+
+pub const WAIT_ARGS: &[&str] = &["rel", "collectives"];
+const MESSAGE_COLUMNS: [&str; 8] =
+    ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
+const COLLECTIVE_COLUMNS: [&str; 4] = ["comm", "instance", "rank", "begin_ts"];
+
+/// One wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    pub rank: i64,
+    pub pattern: &'static str,
+    pub wait_ns: i64,
+    pub ts: i64,
+    pub msg_id: Option<i64>,
+    pub comm: Option<i64>,
+    pub instance: Option<i64>,
+    pub partner: Option<i64>,
+}
+
+/// Late Sender and Late Receiver waits of messages given as the columns of MESSAGE_COLUMNS.
+pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
+    let cols: Vec<Int64Array> = (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+    let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
+    let mut out = Vec::new();
+    for r in 0..cols[0].len() {
+        let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
+        let (send_start, send_end, recv_start, recv_end, post) =
+            (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
+        if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
+            let until = recv_end.map_or(ss, |e| ss.min(e));
+            if until > rs {
+                out.push(Wait {
+                    rank: dst,
+                    pattern: "late_sender",
+                    wait_ns: until - rs,
+                    ts: rs,
+                    msg_id: id,
+                    comm: None,
+                    instance: None,
+                    partner: src,
+                });
+            }
+        }
+        if let (Some(src), Some(ss), Some(se), Some(p)) = (src, send_start, send_end, post)
+            && p > ss
+            && se > p
+        {
+            out.push(Wait {
+                rank: src,
+                pattern: "late_receiver",
+                wait_ns: p - ss,
+                ts: ss,
+                msg_id: id,
+                comm: None,
+                instance: None,
+                partner: dst,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// One collective instance: the latest begin and its rank, and every (rank, begin).
+#[derive(Debug, Default)]
+struct Instance {
+    last: (i64, i64),
+    members: Vec<(i64, i64)>,
+}
+
+/// Wait at Collective of participations given as comm, instance, rank, begin_ts.
+pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
+    let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+    let mut groups: BTreeMap<(i64, i64), Instance> = BTreeMap::new();
+    for r in 0..cols[0].len() {
+        if cols.iter().any(|c| c.is_null(r)) {
+            continue;
+        }
+        let (comm, inst, rank, begin) = (cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r));
+        let g = groups.entry((comm, inst)).or_insert(Instance { last: (begin, rank), members: Vec::new() });
+        if (begin, -rank) > (g.last.0, -g.last.1) {
+            g.last = (begin, rank);
+        }
+        g.members.push((rank, begin));
+    }
+    let mut out = Vec::new();
+    for ((comm, instance), Instance { last: (last, last_rank), members }) in groups {
+        for (rank, begin) in members {
+            if last > begin {
+                out.push(Wait {
+                    rank,
+                    pattern: "wait_at_collective",
+                    wait_ns: last - begin,
+                    ts: begin,
+                    msg_id: None,
+                    comm: Some(comm),
+                    instance: Some(instance),
+                    partner: Some(last_rank),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn output_schema() -> SchemaRef {
+    let i = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
+    Arc::new(Schema::new(vec![
+        i("rank", false),
+        Field::new("pattern", DataType::Utf8, false),
+        i("wait_ns", false),
+        i("ts", false),
+        i("msg_id", true),
+        i("comm", true),
+        i("instance", true),
+        i("partner", true),
+    ]))
+}
+
+/// `wait_states([rel => 'messages'], collectives => 'collectives')`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct WaitStates;
+
+impl TableFunctionImpl for WaitStates {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("wait_states", WAIT_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "messages")?;
+        let colls = a.relation(args.session(), 1, "collectives")?;
+        let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
+        let ci = colls.columns("wait_states", &COLLECTIVE_COLUMNS)?;
+        let out = output_schema();
+        let s = out.clone();
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let mut waits = message_waits(&inputs[0])?;
+            waits.extend(collective_waits(&inputs[1])?);
+            waits.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
+            let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
+            let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
+                Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
+            };
+            let columns: Vec<ArrayRef> = vec![
+                int(|w| w.rank),
+                Arc::new(StringArray::from_iter_values(waits.iter().map(|w| w.pattern))),
+                int(|w| w.wait_ns),
+                int(|w| w.ts),
+                opt(|w| w.msg_id),
+                opt(|w| w.comm),
+                opt(|w| w.instance),
+                opt(|w| w.partner),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::from_many(out, vec![(rel, Some(mi)), (colls, Some(ci))], compute)))
+    }
+}
