@@ -174,7 +174,7 @@ impl MessageIndices {
 
 /// Key of a message's group, or None when it has no duration or size.
 #[inline]
-fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
+pub(crate) fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
     if m.duration.is_null(row) || m.bytes.is_null(row) {
         return None;
     }

@@ -4,6 +4,7 @@
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
+pub mod attribution;
 pub mod causality;
 pub mod clock;
 pub mod common;
@@ -139,6 +140,13 @@ const DOCS: &[FunctionDoc] = &[
         description: "mean latency per time bin abstracted into growth, steady_high and compressed periods (PCLVis 5.1)",
     },
     FunctionDoc {
+        name: "attribution",
+        kind: "table",
+        parameters: attribution::ATTRIBUTION_ARGS,
+        signature: "attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_balance => 3, max_fluctuation => 0.5) -> window_start, window_end, messages, delayed_share, inter_node, intra_node, inter_share, load_balance_mean, load_balance_max, traffic_fluctuation, cause, recommendation",
+        description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) and the paper's recommended action (PCLVis 6)",
+    },
+    FunctionDoc {
         name: "wait_states",
         kind: "table",
         parameters: waits::WAIT_ARGS,
@@ -232,6 +240,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "load_balance" => Arc::new(causality::balance::LoadBalance),
         "latency_trend" => Arc::new(trend::LatencyTrend),
         "wait_states" => Arc::new(waits::WaitStates),
+        "attribution" => Arc::new(attribution::Attribution),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),

@@ -1,0 +1,49 @@
+-- attribution_report.sql — why communication is slow, window by window, and who waits.
+--
+-- Purpose: turn measurements into causes and actions (PCLVis section 6): per time window, is
+--          the latency due to the placement of ranks on nodes (mapping), to unbalanced
+--          communication (pattern) or to other traffic on the network (background_traffic),
+--          with the evidence and the recommended action; then the wait states behind it.
+-- Inputs:  the default trace (`commdb TRACE -f queries/attribution_report.sql`). Windows are a
+--          fiftieth of the run, rounded to a 1-2-5 step; write attribution(WINDOW_NS) for
+--          another width, and max_inter_share / max_load_balance / max_fluctuation to move
+--          the thresholds.
+-- Output:  1. causes over the run: cause, windows, first_ms, last_ms, recommendation;
+--          2. every window: window_start_ms, messages, inter_share, load_balance_max,
+--             traffic_fluctuation, delayed_share, cause;
+--          3. wait states per pattern: pattern, waits, total_ms, the partner waited for most.
+
+SELECT
+    cause,
+    count(*) AS windows,
+    round(min(window_start) / 1e6, 3) AS first_ms,
+    round(max(window_end) / 1e6, 3) AS last_ms,
+    min(recommendation) AS recommendation
+FROM attribution()
+GROUP BY cause
+ORDER BY windows DESC, cause;
+
+SELECT
+    round(window_start / 1e6, 3) AS window_start_ms,
+    messages,
+    round(inter_share, 3) AS inter_share,
+    round(load_balance_max, 2) AS load_balance_max,
+    round(traffic_fluctuation, 3) AS traffic_fluctuation,
+    round(delayed_share, 3) AS delayed_share,
+    cause
+FROM attribution()
+ORDER BY window_start;
+
+SELECT pattern, waits, total_ms, partner AS waited_for_most
+FROM (
+    SELECT
+        pattern,
+        partner,
+        sum(count(*)) OVER (PARTITION BY pattern) AS waits,
+        round(sum(sum(wait_ns)) OVER (PARTITION BY pattern) / 1e6, 3) AS total_ms,
+        row_number() OVER (PARTITION BY pattern ORDER BY sum(wait_ns) DESC, partner) AS place
+    FROM wait_states()
+    GROUP BY pattern, partner
+)
+WHERE place = 1
+ORDER BY total_ms DESC;
