@@ -11,7 +11,11 @@
 -- Output:  1. causes over the run: cause, windows, first_ms, last_ms, recommendation;
 --          2. every window: window_start_ms, messages, inter_share, load_balance_max,
 --             traffic_fluctuation, delayed_share, cause;
---          3. wait states per pattern: pattern, waits, total_ms, the partner waited for most.
+--          3. wait states per pattern: pattern, waits, total_ms, the partner waited for most;
+--          4. the remapping (O1), when the trace knows its nodes: ranks_per_node, messages,
+--             inter_messages_before / _after, inter_bytes_before / _after, reduction,
+--             kept_current (the current placement is already as good), then the ranks to move:
+--             rank, current_node, suggested_node.
 
 SELECT
     cause,
@@ -47,3 +51,12 @@ FROM (
 )
 WHERE place = 1
 ORDER BY total_ms DESC;
+
+SELECT ranks_per_node, messages, inter_messages_before, inter_messages_after, inter_bytes_before,
+       inter_bytes_after, round(reduction, 4) AS reduction, kept_current
+FROM remap_summary();
+
+SELECT rank, current_node, suggested_node
+FROM remap_suggestion()
+WHERE current_node IS DISTINCT FROM suggested_node
+ORDER BY rank;

@@ -285,6 +285,28 @@ fn trend_and_dag_reports_show_what_was_injected() {
 }
 
 #[test]
+fn attribution_report_names_each_injected_cause() {
+    let report = root().join("queries/attribution_report.sql").display().to_string();
+    for (scenario, cause) in [
+        ("", "none"),
+        (",bad-mapping", "mapping"),
+        (",imbalance=5:3", "pattern"),
+        (",background-traffic=2ms:3ms:4", "background_traffic"),
+    ] {
+        let trace = format!("generate:ranks=16,iterations=60{scenario}");
+        let rows = report_rows(&[&trace, "--format", "tsv", "-q", "-f", &report]);
+        let causes: Vec<&str> = rows.iter().take_while(|r| r[0] != "window_start_ms").map(|r| r[0].as_str()).collect();
+        assert!(causes.contains(&cause), "{scenario}: {causes:?}");
+        let expected = if cause == "background_traffic" { vec!["none", cause] } else { vec![cause] };
+        let mut sorted = causes.clone();
+        sorted.sort_unstable();
+        let mut want = expected.clone();
+        want.sort_unstable();
+        assert_eq!(sorted, want, "{scenario}: {rows:?}");
+    }
+}
+
+#[test]
 fn dot_exports_the_dependency_dag() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("dag.dot");

@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod latency;
 pub mod lod;
 pub mod regions;
+pub mod remap;
 pub mod trend;
 pub mod waits;
 pub mod wallclock;
@@ -147,6 +148,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) and the paper's recommended action (PCLVis 6)",
     },
     FunctionDoc {
+        name: "remap_suggestion",
+        kind: "table",
+        parameters: remap::REMAP_ARGS,
+        signature: "remap_suggestion([ranks_per_node] [, rel => 'messages'], weight => 'messages') -> rank, current_node, suggested_node",
+        description: "a placement of ranks on nodes (at most ranks_per_node each) that cuts less traffic between nodes: METIS multilevel k-way, never worse than the current one",
+    },
+    FunctionDoc {
+        name: "remap_summary",
+        kind: "table",
+        parameters: remap::REMAP_ARGS,
+        signature: "remap_summary([ranks_per_node] [, rel => 'messages'], weight => 'messages') -> ranks, ranks_per_node, messages, bytes, inter_messages_before, inter_messages_after, inter_bytes_before, inter_bytes_after, reduction, kept_current",
+        description: "inter-node messages and bytes of the current placement and of remap_suggestion's, and the reduction",
+    },
+    FunctionDoc {
         name: "wait_states",
         kind: "table",
         parameters: waits::WAIT_ARGS,
@@ -241,6 +256,8 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "latency_trend" => Arc::new(trend::LatencyTrend),
         "wait_states" => Arc::new(waits::WaitStates),
         "attribution" => Arc::new(attribution::Attribution),
+        "remap_suggestion" => Arc::new(remap::RemapSuggestion),
+        "remap_summary" => Arc::new(remap::RemapSummary),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),
