@@ -27,6 +27,9 @@ pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send
 /// The computation of a table derived from several relations: each input's batches in order.
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
+/// A relation and the columns of it to read (None: all).
+pub type Projected = (Relation, Option<Vec<usize>>);
+
 /// One relation a derived table reads, with the columns it needs.
 struct Input {
     provider: Arc<dyn TableProvider>,
@@ -55,7 +58,7 @@ impl Derived {
     }
 
     /// A table computed from several relations, each read with its projection.
-    pub fn from_many(schema: SchemaRef, inputs: Vec<(Relation, Option<Vec<usize>>)>, compute: ComputeMany) -> Self {
+    pub fn from_many(schema: SchemaRef, inputs: Vec<Projected>, compute: ComputeMany) -> Self {
         let inputs = inputs
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })

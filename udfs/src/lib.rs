@@ -13,6 +13,7 @@ pub mod latency;
 pub mod lod;
 pub mod regions;
 pub mod remap;
+pub mod replay;
 pub mod trend;
 pub mod waits;
 pub mod wallclock;
@@ -162,6 +163,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "inter-node messages and bytes of the current placement and of remap_suggestion's, and the reduction",
     },
     FunctionDoc {
+        name: "ideal_replay",
+        kind: "table",
+        parameters: replay::REPLAY_ARGS,
+        signature: "ideal_replay([rel => 'calls'], eager_limit => 65536, messages => 'messages', collectives => 'collectives') -> rank, pair, region, compute_ns, mpi_observed_ns, mpi_ideal_ns, transfer_ns, observed_end, ideal_end, trf_local, trf_cumulative",
+        description: "the run replayed on an ideal network (zero latency, infinite bandwidth): per rank and compute/MPI pair, observed and simulated MPI time and the transfer efficiency",
+    },
+    FunctionDoc {
+        name: "transfer_efficiency",
+        kind: "table",
+        parameters: replay::REPLAY_ARGS,
+        signature: "transfer_efficiency([rel => 'calls'], eager_limit => 65536, messages => 'messages', collectives => 'collectives') -> rank, observed_ns, ideal_ns, efficiency, unplaced",
+        description: "per rank and overall (rank NULL): observed and ideal-network runtime and their ratio",
+    },
+    FunctionDoc {
         name: "wait_states",
         kind: "table",
         parameters: waits::WAIT_ARGS,
@@ -258,6 +273,8 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "attribution" => Arc::new(attribution::Attribution),
         "remap_suggestion" => Arc::new(remap::RemapSuggestion),
         "remap_summary" => Arc::new(remap::RemapSummary),
+        "ideal_replay" => Arc::new(replay::IdealReplay),
+        "transfer_efficiency" => Arc::new(replay::TransferEfficiency),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),
