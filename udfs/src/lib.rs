@@ -8,6 +8,7 @@ pub mod attribution;
 pub mod causality;
 pub mod clock;
 pub mod common;
+pub mod deltas;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
@@ -177,6 +178,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "per rank and overall (rank NULL): observed and ideal-network runtime and their ratio",
     },
     FunctionDoc {
+        name: "compute_deltas",
+        kind: "table",
+        parameters: deltas::DELTA_ARGS,
+        signature: "compute_deltas([rel => 'calls']) -> rank, call_seq, region, compute_delta_ns, comm_delta_ns, path",
+        description: "every MPI call with the compute time before it, its duration and its path (the previous MPI call's region), as ScalaTrace records delta times",
+    },
+    FunctionDoc {
+        name: "delta_histogram",
+        kind: "aggregate",
+        parameters: &["value", "bins", "rank"],
+        signature: "delta_histogram(value [, bins [, rank]]) -> {count, total, min, max, min_rank, max_rank, bins: [{lo, hi, count, mean, variance}]}",
+        description: "ScalaTrace's dynamically balanced histogram (default 5 bins), exact count, total, min and max and the ranks holding them",
+    },
+    FunctionDoc {
         name: "wait_states",
         kind: "table",
         parameters: waits::WAIT_ARGS,
@@ -275,6 +290,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "remap_summary" => Arc::new(remap::RemapSummary),
         "ideal_replay" => Arc::new(replay::IdealReplay),
         "transfer_efficiency" => Arc::new(replay::TransferEfficiency),
+        "compute_deltas" => Arc::new(deltas::ComputeDeltas),
         "read_sacct" => Arc::new(jobs::ReadSacct),
         "read_swf" => Arc::new(jobs::ReadSwf),
         "swf_header" => Arc::new(jobs::SwfHeader),
@@ -294,6 +310,7 @@ pub fn register_all(session: &mut Session) {
     {
         session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(order));
     }
+    session.context().register_udaf(datafusion::logical_expr::AggregateUDF::from(deltas::DeltaHistogram::default()));
     let wallclock = wallclock::Wallclock::new(session.starts(), session.notices());
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(wallclock));
     for doc in DOCS {

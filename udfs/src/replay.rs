@@ -54,13 +54,13 @@ const UNSET: i64 = i64::MIN;
 
 /// An MPI call on observed and ideal clocks.
 #[derive(Debug, Clone)]
-struct Call {
-    /// Index into `Replay::regions`.
-    region: u32,
-    start: i64,
-    end: i64,
+pub(crate) struct Call {
+    /// Index into the region names.
+    pub region: u32,
+    pub start: i64,
+    pub end: i64,
     /// Compute time before it (since the previous MPI call or the origin).
-    compute: i64,
+    pub compute: i64,
     /// Whether it completes any operation.
     completes: bool,
     ideal_start: i64,
@@ -122,6 +122,76 @@ fn mpi_regions(batches: &[RecordBatch], index: usize, names: &mut Vec<String>) -
     Ok(out)
 }
 
+/// Every rank's outermost MPI calls in order, with the compute time before each.
+#[derive(Debug)]
+pub(crate) struct MpiCalls {
+    pub ranks: Vec<i64>,
+    pub regions: Vec<String>,
+    pub origins: Vec<i64>,
+    /// Rank after rank: rank r's calls are calls[first[r]..first[r + 1]].
+    pub calls: Vec<Call>,
+    pub first: Vec<usize>,
+}
+
+impl MpiCalls {
+    /// From batches whose columns are rank, region, start_ts, end_ts.
+    pub fn read(calls_in: &[RecordBatch], function: &str) -> Result<MpiCalls> {
+        let rank = int64_column(calls_in, 0)?;
+        let (start, end) = (int64_column(calls_in, 2)?, int64_column(calls_in, 3)?);
+        let mut regions: Vec<String> = Vec::new();
+        let mpi_region = mpi_regions(calls_in, 1, &mut regions)?;
+        let mut ranks: Vec<i64> = rank.iter().flatten().collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+        let mut origins = vec![i64::MAX; ranks.len()];
+        let mut mpi: Vec<(usize, i64, i64, u32)> = Vec::new();
+        for row in 0..rank.len() {
+            if rank.is_null(row) || start.is_null(row) || end.is_null(row) {
+                continue;
+            }
+            let r = index[&rank.value(row)];
+            origins[r] = origins[r].min(start.value(row));
+            if let Some(region) = mpi_region[row] {
+                mpi.push((r, start.value(row), end.value(row), region));
+            }
+        }
+        mpi.sort_unstable();
+        if mpi.len() >= INSTANCE as usize {
+            return exec_err!("{function}: {} MPI calls are more than it handles; narrow the relation", mpi.len());
+        }
+        let mut calls: Vec<Call> = Vec::with_capacity(mpi.len());
+        let mut first = vec![0usize; ranks.len() + 1];
+        let mut prev: Option<(usize, i64)> = None;
+        for &(r, s, e, region) in &mpi {
+            let prev_end = match prev {
+                Some((pr, pe)) if pr == r => {
+                    if s < pe {
+                        continue; // nested in the previous MPI call
+                    }
+                    pe
+                }
+                _ => origins[r],
+            };
+            calls.push(Call {
+                region,
+                start: s,
+                end: e,
+                compute: (s - prev_end).max(0),
+                completes: false,
+                ideal_start: UNSET,
+                ideal_end: UNSET,
+            });
+            first[r + 1] = calls.len();
+            prev = Some((r, e));
+        }
+        for r in 0..ranks.len() {
+            first[r + 1] = first[r + 1].max(first[r]);
+        }
+        Ok(MpiCalls { ranks, regions, origins, calls, first })
+    }
+}
+
 /// A dependency of a call's end: the ideal start of a call (index into `calls`), or the
 /// latest post of a collective instance (index into the instances, tagged by the high bit).
 type Dep = u32;
@@ -134,59 +204,8 @@ pub fn replay(
     colls: &[RecordBatch],
     eager_limit: i64,
 ) -> Result<Replay> {
-    let rank = int64_column(calls_in, 0)?;
-    let (start, end) = (int64_column(calls_in, 2)?, int64_column(calls_in, 3)?);
-    let mut regions: Vec<String> = Vec::new();
-    let mpi_region = mpi_regions(calls_in, 1, &mut regions)?;
-    let mut ranks: Vec<i64> = rank.iter().flatten().collect();
-    ranks.sort_unstable();
-    ranks.dedup();
+    let MpiCalls { ranks, regions, origins, mut calls, first } = MpiCalls::read(calls_in, "ideal_replay")?;
     let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
-    let mut origins = vec![i64::MAX; ranks.len()];
-    let mut mpi: Vec<(usize, i64, i64, u32)> = Vec::new();
-    for row in 0..rank.len() {
-        if rank.is_null(row) || start.is_null(row) || end.is_null(row) {
-            continue;
-        }
-        let r = index[&rank.value(row)];
-        origins[r] = origins[r].min(start.value(row));
-        if let Some(region) = mpi_region[row] {
-            mpi.push((r, start.value(row), end.value(row), region));
-        }
-    }
-    mpi.sort_unstable();
-    if mpi.len() >= INSTANCE as usize {
-        return exec_err!("ideal_replay: {} MPI calls are more than it handles; narrow the relation", mpi.len());
-    }
-    let mut calls: Vec<Call> = Vec::with_capacity(mpi.len());
-    let mut first = vec![0usize; ranks.len() + 1];
-    let mut prev: Option<(usize, i64)> = None;
-    for &(r, s, e, region) in &mpi {
-        let prev_end = match prev {
-            Some((pr, pe)) if pr == r => {
-                if s < pe {
-                    continue; // nested in the previous MPI call
-                }
-                pe
-            }
-            _ => origins[r],
-        };
-        calls.push(Call {
-            region,
-            start: s,
-            end: e,
-            compute: (s - prev_end).max(0),
-            completes: false,
-            ideal_start: UNSET,
-            ideal_end: UNSET,
-        });
-        first[r + 1] = calls.len();
-        prev = Some((r, e));
-    }
-    for r in 0..ranks.len() {
-        first[r + 1] = first[r + 1].max(first[r]);
-    }
-    drop(mpi);
     let mut unplaced = vec![0i64; ranks.len()];
     let locate = |unplaced: &mut Vec<i64>, rank: Option<i64>, t: Option<i64>| -> Option<u32> {
         let r = *index.get(&rank?)?;

@@ -1,0 +1,56 @@
+-- delta_report.sql — repeated MPI calls described by their delta times, ScalaTrace style.
+--
+-- Purpose: summarise every (MPI region, path) — path being the MPI call before it — by the
+--          compute time before the call and the call's own time, with dynamically balanced
+--          histograms instead of time stamps, so imbalance between ranks shows as a spread or
+--          a second group of bins, and name the ranks at the extremes.
+-- Inputs:  the default trace (`commdb TRACE -f queries/delta_report.sql`).
+-- Output:  1. per (region, path), most frequent first: region, path, calls, ranks,
+--             compute_mean_us, compute_min_us / compute_max_us with min_rank / max_rank,
+--             comm_mean_us, comm_max_us with comm_max_rank;
+--          2. the compute-delta histograms of the 5 (region, path) pairs with the most compute
+--             before them, one row per bin: region, path, bin, lo_us, hi_us, count, mean_us,
+--             sd_us.
+
+SELECT
+    region,
+    path,
+    h['count'] AS calls,
+    ranks,
+    round(h['total'] / h['count'] / 1e3, 3) AS compute_mean_us,
+    round(h['min'] / 1e3, 3) AS compute_min_us,
+    h['min_rank'] AS min_rank,
+    round(h['max'] / 1e3, 3) AS compute_max_us,
+    h['max_rank'] AS max_rank,
+    round(c['total'] / c['count'] / 1e3, 3) AS comm_mean_us,
+    round(c['max'] / 1e3, 3) AS comm_max_us,
+    c['max_rank'] AS comm_max_rank
+FROM (
+    SELECT region, path, count(DISTINCT rank) AS ranks,
+           delta_histogram(compute_delta_ns, 5, rank) AS h,
+           delta_histogram(comm_delta_ns, 5, rank) AS c
+    FROM compute_deltas()
+    GROUP BY region, path
+)
+ORDER BY calls DESC, region, path;
+
+SELECT
+    region,
+    path,
+    row_number() OVER (PARTITION BY region, path ORDER BY b['lo']) AS bin,
+    round(b['lo'] / 1e3, 3) AS lo_us,
+    round(b['hi'] / 1e3, 3) AS hi_us,
+    b['count'] AS count,
+    round(b['mean'] / 1e3, 3) AS mean_us,
+    round(sqrt(b['variance']) / 1e3, 3) AS sd_us
+FROM (
+    SELECT region, path, unnest(h['bins']) AS b
+    FROM (
+        SELECT region, path, delta_histogram(compute_delta_ns, 5, rank) AS h
+        FROM compute_deltas()
+        GROUP BY region, path
+        ORDER BY sum(compute_delta_ns) DESC, region, path
+        LIMIT 5
+    )
+)
+ORDER BY region, path, bin;

@@ -1,0 +1,245 @@
+//! Delta times, after ScalaTrace's time-preserving compression: instead of time stamps, each
+//! MPI call is described by its compute delta (time since the end of the rank's previous MPI
+//! call) and its communication delta (its own duration), keyed by its path — here the region
+//! of the previous MPI call, so the same call reached from different places is kept apart —
+//! and summarised per (region, path) by statistics and the dynamically balanced histograms of
+//! `histogram`, which expose imbalance between ranks without storing every time stamp.
+//!
+//! `compute_deltas([rel => 'calls'])` lists every outermost MPI call of every rank (as
+//! `ideal_replay` sees them); `delta_histogram(value [, bins [, rank]])` aggregates values into
+//! a histogram of `bins` bins (default 5) and keeps the ranks holding the minimum and maximum.
+
+pub mod histogram;
+
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
+};
+use arrow::buffer::OffsetBuffer;
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::error::Result;
+use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
+use datafusion::logical_expr::utils::format_state_name;
+use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
+use histogram::Histogram;
+
+use crate::common::{Args, Compute, Derived};
+use crate::replay::MpiCalls;
+
+pub const DELTA_ARGS: &[&str] = &["rel"];
+/// Default number of bins.
+pub const BINS: i64 = 5;
+const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
+
+/// `compute_deltas([rel => 'calls'])`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct ComputeDeltas;
+
+impl TableFunctionImpl for ComputeDeltas {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("compute_deltas", DELTA_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "calls")?;
+        let idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, false),
+            Field::new("call_seq", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("compute_delta_ns", DataType::Int64, false),
+            Field::new("comm_delta_ns", DataType::Int64, false),
+            Field::new("path", DataType::Utf8, true),
+        ]));
+        let s = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let m = MpiCalls::read(batches, "compute_deltas")?;
+            let n = m.calls.len();
+            let (mut rank, mut seq, mut path) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+            for r in 0..m.ranks.len() {
+                let calls = &m.calls[m.first[r]..m.first[r + 1]];
+                for (i, _) in calls.iter().enumerate() {
+                    rank.push(m.ranks[r]);
+                    seq.push(i as i64);
+                    path.push(i.checked_sub(1).map(|p| m.regions[calls[p].region as usize].as_str()));
+                }
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(rank)),
+                Arc::new(Int64Array::from(seq)),
+                Arc::new(StringArray::from_iter_values(m.calls.iter().map(|c| m.regions[c.region as usize].as_str()))),
+                Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.compute))),
+                Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.end - c.start))),
+                Arc::new(StringArray::from(path)),
+            ];
+            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+fn bin_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("lo", DataType::Float64, false),
+        Field::new("hi", DataType::Float64, false),
+        Field::new("count", DataType::Int64, false),
+        Field::new("mean", DataType::Float64, false),
+        Field::new("variance", DataType::Float64, false),
+    ])
+}
+
+fn result_fields() -> Fields {
+    let bins = DataType::List(Arc::new(Field::new("item", DataType::Struct(bin_fields()), false)));
+    Fields::from(vec![
+        Field::new("count", DataType::Int64, false),
+        Field::new("total", DataType::Float64, false),
+        Field::new("min", DataType::Float64, true),
+        Field::new("max", DataType::Float64, true),
+        Field::new("min_rank", DataType::Int64, true),
+        Field::new("max_rank", DataType::Int64, true),
+        Field::new("bins", bins, false),
+    ])
+}
+
+/// `delta_histogram(value [, bins [, rank]])` aggregate.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DeltaHistogram {
+    signature: Signature,
+}
+
+impl Default for DeltaHistogram {
+    fn default() -> Self {
+        let f = DataType::Float64;
+        let i = DataType::Int64;
+        DeltaHistogram {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![f.clone()]),
+                    TypeSignature::Exact(vec![f.clone(), i.clone()]),
+                    TypeSignature::Exact(vec![f, i.clone(), i]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl AggregateUDFImpl for DeltaHistogram {
+    fn name(&self) -> &str {
+        "delta_histogram"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Struct(result_fields()))
+    }
+
+    fn state_fields(&self, args: StateFieldsArgs) -> Result<Vec<FieldRef>> {
+        Ok(vec![Arc::new(Field::new(format_state_name(args.name, "histogram"), DataType::Binary, true))])
+    }
+
+    fn accumulator(&self, acc_args: AccumulatorArgs) -> Result<Box<dyn Accumulator>> {
+        let bins = match acc_args.exprs.get(1) {
+            None => BINS,
+            Some(e) => match e.downcast_ref::<datafusion::physical_expr::expressions::Literal>() {
+                Some(lit) => match lit.value().cast_to(&DataType::Int64) {
+                    Ok(ScalarValue::Int64(Some(b))) if (1..=1024).contains(&b) => b,
+                    Ok(ScalarValue::Int64(None)) => BINS,
+                    _ => {
+                        return plan_err!(
+                            "delta_histogram: bins must be an integer from 1 to 1024, got {}",
+                            lit.value()
+                        );
+                    }
+                },
+                None => return plan_err!("delta_histogram: bins must be a literal integer"),
+            },
+        };
+        Ok(Box::new(HistogramAccumulator(Histogram::new(bins as usize))))
+    }
+}
+
+#[derive(Debug)]
+struct HistogramAccumulator(Histogram);
+
+impl Accumulator for HistogramAccumulator {
+    fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        let Some(v) = values.first() else { return Ok(()) };
+        let v = arrow::compute::cast(v, &DataType::Float64)?;
+        let v = v.as_primitive::<Float64Type>();
+        let ranks = match values.get(2) {
+            Some(r) => Some(arrow::compute::cast(r, &DataType::Int64)?),
+            None => None,
+        };
+        let ranks = ranks.as_ref().map(|r| r.as_primitive::<Int64Type>());
+        for i in 0..v.len() {
+            if v.is_valid(i) {
+                let rank = ranks.and_then(|r| r.is_valid(i).then(|| r.value(i)));
+                self.0.add(v.value(i), rank);
+            }
+        }
+        Ok(())
+    }
+
+    fn merge_batch(&mut self, states: &[ArrayRef]) -> Result<()> {
+        let Some(s) = states.first() else { return Ok(()) };
+        let s: &BinaryArray = s.as_binary::<i32>();
+        for i in 0..s.len() {
+            if s.is_valid(i) {
+                match Histogram::decode(s.value(i)) {
+                    Some(h) => self.0.merge(&h),
+                    None => return exec_err!("delta_histogram: a partial state could not be read"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn state(&mut self) -> Result<Vec<ScalarValue>> {
+        Ok(vec![ScalarValue::Binary(Some(self.0.encode()))])
+    }
+
+    fn evaluate(&mut self) -> Result<ScalarValue> {
+        let h = &self.0;
+        let b = &h.bins;
+        let bins = StructArray::try_new(
+            bin_fields(),
+            vec![
+                Arc::new(Float64Array::from_iter_values(b.iter().map(|x| x.lo))),
+                Arc::new(Float64Array::from_iter_values(b.iter().map(|x| x.hi))),
+                Arc::new(Int64Array::from_iter_values(b.iter().map(|x| x.count as i64))),
+                Arc::new(Float64Array::from_iter_values(b.iter().map(|x| x.mean))),
+                Arc::new(Float64Array::from_iter_values(b.iter().map(|x| x.variance()))),
+            ],
+            None,
+        )?;
+        let list = ListArray::try_new(
+            Arc::new(Field::new("item", DataType::Struct(bin_fields()), false)),
+            OffsetBuffer::from_lengths([b.len()]),
+            Arc::new(bins),
+            None,
+        )?;
+        let known = |v: f64| (h.count > 0).then_some(v);
+        let row = StructArray::try_new(
+            result_fields(),
+            vec![
+                Arc::new(Int64Array::from(vec![h.count as i64])),
+                Arc::new(Float64Array::from(vec![h.total])),
+                Arc::new(Float64Array::from(vec![known(h.min)])),
+                Arc::new(Float64Array::from(vec![known(h.max)])),
+                Arc::new(Int64Array::from(vec![h.min_rank])),
+                Arc::new(Int64Array::from(vec![h.max_rank])),
+                Arc::new(list),
+            ],
+            None,
+        )?;
+        Ok(ScalarValue::Struct(Arc::new(row)))
+    }
+
+    fn size(&self) -> usize {
+        std::mem::size_of_val(self) + self.0.bins.capacity() * std::mem::size_of::<histogram::Bin>()
+    }
+}
