@@ -8,8 +8,11 @@
 mod common;
 #[path = "common/messages.rs"]
 mod messages;
+#[path = "common/query.rs"]
+mod query;
 use common::peak_rss_mib;
 use messages::{messages, schema};
+use query::time;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,13 +91,6 @@ fn stencil(ranks: i32) -> Vec<RecordBatch> {
         Arc::new(Int64Array::from_iter_values((0..n as i64).map(|i| i + 1000))),
     ];
     vec![RecordBatch::try_new(schema(), columns).expect("batch")]
-}
-
-async fn time(session: &mut Session, label: &str, sql: &str) {
-    let t = Instant::now();
-    let batches = session.collect(sql).await.expect(sql);
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    println!("{label:<44} {:>8.3} s  {rows:>9} rows  peak {:>7.0} MiB", t.elapsed().as_secs_f64(), peak_rss_mib());
 }
 
 #[tokio::main]

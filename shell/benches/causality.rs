@@ -7,25 +7,20 @@
 mod common;
 #[path = "common/messages.rs"]
 mod messages;
+#[path = "common/query.rs"]
+mod query;
 use common::peak_rss_mib;
 use messages::{messages, schema};
+use query::time;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
 use commdb_catalog::Session;
 use datafusion::datasource::MemTable;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-async fn time(session: &mut Session, label: &str, sql: &str) {
-    let t = Instant::now();
-    let batches = session.collect(sql).await.expect(sql);
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    println!("{label:<48} {:>8.3} s  {rows:>9} rows  peak {:>7.0} MiB", t.elapsed().as_secs_f64(), peak_rss_mib());
-}
 
 fn register(session: &Session, name: &str, n: usize, ranks: i32) {
     let t = Instant::now();

@@ -8,7 +8,10 @@
 //! 100,000,000).
 
 mod common;
+#[path = "common/query.rs"]
+mod query;
 use common::peak_rss_mib;
+use query::time;
 
 use std::time::Instant;
 
@@ -23,13 +26,6 @@ use datafusion::datasource::MemTable;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-async fn time(session: &mut Session, label: &str, sql: &str) {
-    let t = Instant::now();
-    let batches = session.collect(sql).await.expect(sql);
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    println!("{label:<48} {:>8.3} s  {rows:>9} rows  peak {:>7.0} MiB", t.elapsed().as_secs_f64(), peak_rss_mib());
-}
 
 #[tokio::main]
 async fn main() {
