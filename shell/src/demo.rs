@@ -1,6 +1,6 @@
 //! `--demo`: a generated 64-rank stencil trace, 16 ranks per node, with a bad rank placement
 //! (neighbours on different nodes) and a background-traffic phase that makes inter-node
-//! messages 5x slower for a while; three queries to start from.
+//! messages 5x slower for a while; queries to start from.
 
 use commdb_catalog::generate::{Background, GeneratorConfig, Pattern};
 
@@ -29,4 +29,8 @@ Try:
   SELECT send_ts / 1000000 AS ms, avg(duration) AS avg_ns FROM messages WHERE NOT intra_node GROUP BY 1 ORDER BY 1;
   -- which MPI calls take the time
   SELECT region, count(*) AS calls, sum(duration) / 1e6 AS total_ms FROM calls GROUP BY region ORDER BY total_ms DESC;
+  -- why is it slow, window by window, and what would a better placement save?
+  SELECT window_start, cause, recommendation FROM attribution(1000000) WHERE cause <> 'none';
+  SELECT inter_messages_before, inter_messages_after, reduction FROM remap_summary();
+  -- the saved reports: -f queries/attribution_report.sql, trend_report.sql, ...
 \\? lists the shell's commands, \\d the tables.";

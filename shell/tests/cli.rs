@@ -151,6 +151,17 @@ fn demo_opens_with_examples() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("Try:"));
     assert!(stdout(&o).contains("     4 |    64"), "{}", stdout(&o));
+    // Every example query it suggests runs on it.
+    let examples: Vec<String> =
+        stderr(&o).lines().map(str::trim).filter(|l| l.starts_with("SELECT")).map(str::to_string).collect();
+    assert!(examples.len() >= 5, "{}", stderr(&o));
+    let mut args = vec!["--demo".to_string(), "-q".to_string()];
+    for e in &examples {
+        args.extend(["-c".to_string(), e.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = run(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
 }
 
 #[test]
