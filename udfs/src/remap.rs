@@ -297,6 +297,7 @@ impl Call {
                 }
                 match per.values().max() {
                     Some(m) => *m,
+                    None if t.ranks.is_empty() => 1,
                     None => return exec_err!("{function}: no rank has a known node; give ranks_per_node"),
                 }
             }
