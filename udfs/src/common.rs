@@ -143,6 +143,30 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
     }
 }
 
+/// Arguments of a function whose parameters are (number, rel, ...) that also accepts the
+/// relation first, `f('messages', 1000000)`, as `f(1000000, 'messages')`: when the first
+/// argument is a string literal and the second is not, the two trade places.
+pub fn number_first(exprs: &[Expr]) -> Vec<Expr> {
+    let is_text = |e: Option<&Expr>| {
+        matches!(
+            e,
+            Some(Expr::Literal(
+                ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)),
+                _
+            ))
+        )
+    };
+    let mut out = exprs.to_vec();
+    if is_text(out.first()) && !is_text(out.get(1)) {
+        if out.len() == 1 {
+            out.insert(0, Expr::Literal(ScalarValue::Null, None));
+        } else {
+            out.swap(0, 1);
+        }
+    }
+    out
+}
+
 /// Positional arguments of a table function; NULL or absent means default.
 #[derive(Debug)]
 pub struct Args<'a> {

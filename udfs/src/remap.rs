@@ -257,10 +257,11 @@ struct Call {
 }
 
 fn call(function: &'static str, args: &TableFunctionArgs) -> Result<(crate::common::Relation, Call)> {
-    let a = Args::new(function, REMAP_ARGS, args.exprs())?;
+    let exprs = crate::common::number_first(args.exprs());
+    let a = Args::new(function, REMAP_ARGS, &exprs)?;
     let cap = a.opt_int(0, 1)?.map(|c| c as usize);
     let rel = a.relation(args.session(), 1, "messages")?;
-    let weight = match args.exprs().get(2) {
+    let weight = match exprs.get(2) {
         None => Weight::Messages,
         Some(Expr::Literal(v, _)) if v.is_null() => Weight::Messages,
         Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => match s.as_str() {
