@@ -126,6 +126,8 @@ async fn main() {
         "SELECT count(*) FROM lod_messages(pixels => 1920, rel => 'm')",
     )
     .await;
+    time(&mut session, "lod_messages('m'), 1 us slots, again", "SELECT count(*) FROM lod_messages(1000, rel => 'm')")
+        .await;
     session.context().deregister_table("m").expect("deregister");
 
     let t = Instant::now();

@@ -20,7 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
@@ -420,22 +420,36 @@ impl MessageColumns {
     }
 }
 
-/// The output columns of lod_messages, filled group by group.
-#[derive(Default)]
+/// The output columns of lod_messages, filled group by group straight into Arrow builders.
 struct MessageOut {
-    src: Vec<i64>,
-    dst: Vec<i64>,
-    send_slot: Vec<Option<i64>>,
-    recv_slot: Vec<Option<i64>>,
-    messages: Vec<i64>,
-    bytes_avg: Vec<f64>,
-    duration_avg: Vec<Option<f64>>,
-    latency_avg: Vec<Option<f64>>,
-    first_send: Vec<Option<i64>>,
-    last_recv: Vec<Option<i64>>,
+    src: Int64Builder,
+    dst: Int64Builder,
+    send_slot: Int64Builder,
+    recv_slot: Int64Builder,
+    messages: Int64Builder,
+    bytes_avg: Float64Builder,
+    duration_avg: Float64Builder,
+    latency_avg: Float64Builder,
+    first_send: Int64Builder,
+    last_recv: Int64Builder,
 }
 
 impl MessageOut {
+    fn with_capacity(n: usize) -> Self {
+        MessageOut {
+            src: Int64Builder::with_capacity(n),
+            dst: Int64Builder::with_capacity(n),
+            send_slot: Int64Builder::with_capacity(n),
+            recv_slot: Int64Builder::with_capacity(n),
+            messages: Int64Builder::with_capacity(n),
+            bytes_avg: Float64Builder::with_capacity(n),
+            duration_avg: Float64Builder::with_capacity(n),
+            latency_avg: Float64Builder::with_capacity(n),
+            first_send: Int64Builder::with_capacity(n),
+            last_recv: Int64Builder::with_capacity(n),
+        }
+    }
+
     fn push(&mut self, group: &[MessageRow]) {
         let (mut bytes, mut dur, mut durs, mut lat, mut lats) = (0f64, 0f64, 0i64, 0f64, 0i64);
         let (mut first, mut last) = (None::<i64>, None::<i64>);
@@ -459,30 +473,30 @@ impl MessageOut {
         let k = group[0].key;
         let n = group.len() as i64;
         let slot = |v: i64| (v != NO_VALUE).then_some(v);
-        self.src.push(k.0);
-        self.dst.push(k.1);
-        self.send_slot.push(slot(k.2));
-        self.recv_slot.push(slot(k.3));
-        self.messages.push(n);
-        self.bytes_avg.push(bytes / n as f64);
-        self.duration_avg.push((durs > 0).then(|| dur / durs as f64));
-        self.latency_avg.push((lats > 0).then(|| lat / lats as f64));
-        self.first_send.push(first);
-        self.last_recv.push(last);
+        self.src.append_value(k.0);
+        self.dst.append_value(k.1);
+        self.send_slot.append_option(slot(k.2));
+        self.recv_slot.append_option(slot(k.3));
+        self.messages.append_value(n);
+        self.bytes_avg.append_value(bytes / n as f64);
+        self.duration_avg.append_option((durs > 0).then(|| dur / durs as f64));
+        self.latency_avg.append_option((lats > 0).then(|| lat / lats as f64));
+        self.first_send.append_option(first);
+        self.last_recv.append_option(last);
     }
 
-    fn into_batch(self, schema: SchemaRef) -> Result<RecordBatch> {
+    fn into_batch(mut self, schema: SchemaRef) -> Result<RecordBatch> {
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(self.src)),
-            Arc::new(Int64Array::from(self.dst)),
-            Arc::new(Int64Array::from(self.send_slot)),
-            Arc::new(Int64Array::from(self.recv_slot)),
-            Arc::new(Int64Array::from(self.messages)),
-            Arc::new(Float64Array::from(self.bytes_avg)),
-            Arc::new(Float64Array::from(self.duration_avg)),
-            Arc::new(Float64Array::from(self.latency_avg)),
-            Arc::new(Int64Array::from(self.first_send)),
-            Arc::new(Int64Array::from(self.last_recv)),
+            Arc::new(self.src.finish()),
+            Arc::new(self.dst.finish()),
+            Arc::new(self.send_slot.finish()),
+            Arc::new(self.recv_slot.finish()),
+            Arc::new(self.messages.finish()),
+            Arc::new(self.bytes_avg.finish()),
+            Arc::new(self.duration_avg.finish()),
+            Arc::new(self.latency_avg.finish()),
+            Arc::new(self.first_send.finish()),
+            Arc::new(self.last_recv.finish()),
         ];
         Ok(RecordBatch::try_new(schema, columns)?)
     }
@@ -526,7 +540,8 @@ impl TableFunctionImpl for LodMessages {
             let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
             let mut keyed: Vec<MessageRow> = cols.par_iter().flat_map_iter(|c| c.rows(g)).collect();
             keyed.par_sort_unstable_by_key(|r| r.key);
-            let mut o = MessageOut::default();
+            let groups = 1 + keyed.windows(2).filter(|w| w[0].key != w[1].key).count();
+            let mut o = MessageOut::with_capacity(groups);
             for group in keyed.chunk_by(|x, y| x.key == y.key) {
                 o.push(group);
             }
