@@ -107,10 +107,15 @@ impl Shell {
     /// Rows of a query, for commands that post-process them.
     async fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>, String> {
         let result = self.session.collect(sql).await.map_err(|e| e.to_string());
+        self.print_notices();
+        result
+    }
+
+    /// Show the warnings SQL functions raised while the last statement ran.
+    fn print_notices(&self) {
         for notice in self.session.take_notices() {
             eprintln!("warning: {notice}");
         }
-        result
     }
 
     /// Run one SQL statement or backslash command.
@@ -127,9 +132,7 @@ impl Shell {
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
         let result = self.statement(sql).await;
-        for notice in self.session.take_notices() {
-            eprintln!("warning: {notice}");
-        }
+        self.print_notices();
         result
     }
 

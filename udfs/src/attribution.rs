@@ -78,15 +78,10 @@ pub struct Window {
     pub recommendation: String,
 }
 
+/// Mean and maximum LB of the window's loads.
 fn balance(mc: &[i64]) -> (f64, f64) {
-    let n = mc.len().max(1) as f64;
-    let mean = mc.iter().sum::<i64>() as f64 / n;
-    let ad = mc.iter().map(|v| (*v as f64 - mean).abs()).sum::<f64>() / n;
-    if ad == 0.0 {
-        return (0.0, 0.0);
-    }
-    let lb: Vec<f64> = mc.iter().map(|v| (*v as f64 - mean).abs() / ad).collect();
-    (lb.iter().sum::<f64>() / n, lb.iter().copied().fold(0.0, f64::max))
+    let lb = crate::causality::balance::lb(mc);
+    (lb.iter().sum::<f64>() / lb.len().max(1) as f64, lb.iter().copied().fold(0.0, f64::max))
 }
 
 const RECOMMENDATIONS: [(&str, &str); 3] = [

@@ -17,6 +17,14 @@ use crate::common::{Args, Compute, Derived};
 
 pub const BALANCE_ARGS: &[&str] = &["rel"];
 
+/// LB of every load in `mc` (equations 9 and 10); all 0 when the loads are equal.
+pub fn lb(mc: &[i64]) -> Vec<f64> {
+    let n = mc.len().max(1) as f64;
+    let mean = mc.iter().sum::<i64>() as f64 / n;
+    let ad = mc.iter().map(|v| (*v as f64 - mean).abs()).sum::<f64>() / n;
+    mc.iter().map(|v| if ad > 0.0 { (*v as f64 - mean).abs() / ad } else { 0.0 }).collect()
+}
+
 /// (rank, mc, LB) for every rank of the relation, ranks ascending.
 pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
     let mut mc: BTreeMap<i64, i64> = BTreeMap::new();
@@ -27,10 +35,8 @@ pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
             *mc.entry(r).or_default() += 1;
         }
     }
-    let n = mc.len().max(1) as f64;
-    let mean = mc.values().sum::<i64>() as f64 / n;
-    let ad = mc.values().map(|v| (*v as f64 - mean).abs()).sum::<f64>() / n;
-    mc.into_iter().map(|(r, c)| (r, c, if ad > 0.0 { (c as f64 - mean).abs() / ad } else { 0.0 })).collect()
+    let loads: Vec<i64> = mc.values().copied().collect();
+    mc.into_iter().zip(lb(&loads)).map(|((r, c), l)| (r, c, l)).collect()
 }
 
 /// `load_balance([rel => 'messages'])` -> rank, messages, lb.
