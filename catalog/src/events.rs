@@ -95,7 +95,8 @@ impl EventKind {
         EventKind::ALL.iter().copied().find(|k| k.name() == name)
     }
 
-    fn from_u8(v: u8) -> EventKind {
+    /// The kind stored as `v` in `RawEvents::kind` (an unknown value reads as Other).
+    pub fn from_u8(v: u8) -> EventKind {
         EventKind::ALL.get(usize::from(v)).copied().unwrap_or(EventKind::Other)
     }
 }

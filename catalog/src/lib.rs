@@ -3,6 +3,7 @@
 //! - `model`: the Arrow schema of every table, with the meaning of every column;
 //! - `events`, `trace`: raw events as columns, and a trace as Arrow tables;
 //! - `build`: calls, messages and collectives derived from raw events;
+//! - `fast_hash`: the hasher of integer-keyed maps in per-row loops;
 //! - `clock`: clock models from sync samples and the correction applied at load;
 //! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
 //!   synthetic trace generator; `open` picks the reader for a path;
@@ -18,6 +19,7 @@ pub mod clock;
 pub mod csv;
 pub mod error;
 pub mod events;
+pub mod fast_hash;
 pub mod generate;
 pub mod jobs;
 pub mod model;

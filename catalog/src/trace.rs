@@ -213,7 +213,8 @@ impl RawTrace {
         let models = clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings);
         let streams = self.events.streams();
         let mut calls = build::calls::derive(&self.events, &streams, &mut warnings);
-        let mut messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut warnings);
+        let keep_matched = correction == Correction::Clc;
+        let mut messages = build::messages::derive(&self.events, &streams, &calls, &nodes, keep_matched, &mut warnings);
         if correction == Correction::Clc && messages.violations() > 0 {
             for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
                 p.ts_local = Some(p.ts.clone());
@@ -222,7 +223,7 @@ impl RawTrace {
             // Times moved, the matching (per-stream order) did not: derive again, quietly.
             let mut again = Warnings::default();
             calls = build::calls::derive(&self.events, &streams, &mut again);
-            messages = build::messages::derive(&self.events, &streams, &calls, &nodes, &mut again);
+            messages = build::messages::derive(&self.events, &streams, &calls, &nodes, false, &mut again);
         }
         let clock_label = match correction {
             Correction::Off => "off",
@@ -246,7 +247,7 @@ impl RawTrace {
         tables.insert("locations", vec![locations]);
         tables.insert("regions", vec![self.regions_batch()?]);
         tables.insert("calls", calls.into_batches(&region_names)?);
-        tables.insert("messages", vec![messages.into_batch()?]);
+        tables.insert("messages", messages.into_batches()?);
         tables.insert("collectives", vec![collectives.to_batch()?]);
         tables.insert("communicators", vec![self.communicators_batch()?]);
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);

@@ -48,11 +48,25 @@ impl Calls {
         self.start.is_empty()
     }
 
+    fn with_capacity(calls: usize, point_to_point: usize) -> Self {
+        Calls {
+            rank: Vec::with_capacity(calls),
+            thread: Vec::with_capacity(calls),
+            region: Vec::with_capacity(calls),
+            start: Vec::with_capacity(calls),
+            end: Vec::with_capacity(calls),
+            exclusive: Vec::with_capacity(calls),
+            depth: Vec::with_capacity(calls),
+            parent: Vec::with_capacity(calls),
+            enclosing: Vec::with_capacity(point_to_point),
+        }
+    }
+
     /// The stream's rows of the `calls` table; call ids start at `first_id`.
     fn into_batch(self, region_names: &[String], first_id: i64) -> Result<RecordBatch> {
         let n = self.len();
         let duration: Vec<i64> = self.start.iter().zip(&self.end).map(|(s, e)| e - s).collect();
-        let parent: Vec<i64> = self.parent.iter().map(|&p| if p == NONE_I64 { p } else { p + first_id }).collect();
+        let parent: Vec<i64> = self.parent.into_iter().map(|p| if p == NONE_I64 { p } else { p + first_id }).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(first_id..first_id + n as i64)),
             Arc::new(Int32Array::from(self.rank)),
@@ -131,7 +145,12 @@ pub fn derive(events: &EventParts, streams: &[PartStream], warnings: &mut Warnin
 
 fn derive_stream(events: &RawEvents, ps: &PartStream) -> (Calls, Warnings) {
     let s = &ps.stream;
-    let mut c = Calls::default();
+    // Sized exactly first: growing the columns would copy them and fault in fresh pages.
+    let (enters, p2p) = events.kind[s.start..s.end].iter().fold((0, 0), |(e, p), &k| {
+        let k = EventKind::from_u8(k);
+        (e + usize::from(k == EventKind::Enter), p + usize::from(is_point_to_point(k)))
+    });
+    let mut c = Calls::with_capacity(enters, p2p);
     let mut w = Warnings::default();
     // (call index, summed duration of direct children)
     let mut stack: Vec<(usize, i64)> = Vec::new();

@@ -7,9 +7,10 @@
 //! with NULL partner columns and counted as warnings.
 //!
 //! Cost: one pass over the events (streams in parallel), two parallel sorts of the halves by
-//! key, one merge: O(n log n) in the number of point-to-point events.
+//! key, one merge: O(n log n) in the number of point-to-point events. Every buffer is sized
+//! before it is filled (a counting pass over the event kinds), and the table is built in
+//! chunks of `CHUNK_ROWS` messages in parallel, each chunk one record batch.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
@@ -19,8 +20,12 @@ use rayon::prelude::*;
 use crate::build::calls::{CallParts, Calls};
 use crate::error::Result;
 use crate::events::{EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, owned_nullable};
+use crate::fast_hash::FastMap;
 use crate::model;
 use crate::trace::{NodeMap, Warnings};
+
+/// Messages per record batch of the `messages` table.
+const CHUNK_ROWS: usize = 1 << 20;
 
 /// One side of a message as found in the events.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +47,20 @@ struct Half {
 }
 
 impl Half {
+    const UNSET: Half = Half {
+        src: NONE_I32,
+        dst: NONE_I32,
+        comm: NONE_I32,
+        tag: NONE_I32,
+        bytes: NONE_I64,
+        ts: NONE_I64,
+        order_ts: NONE_I64,
+        event: 0,
+        call_start: NONE_I64,
+        call_end: NONE_I64,
+        aux_ts: NONE_I64,
+    };
+
     fn key(&self) -> (i32, i32, i32, i32, i64, usize) {
         (self.src, self.dst, self.comm, self.tag, self.order_ts, self.event)
     }
@@ -50,9 +69,24 @@ impl Half {
     }
 }
 
-/// The `messages` table as columns.
+/// A message as indices of its halves (`NONE` for a missing half), with its msg_id order.
+#[derive(Debug, Clone, Copy)]
+struct Pair {
+    ts: i64,
+    event: usize,
+    send: u32,
+    recv: u32,
+}
+
+impl Pair {
+    const NONE: u32 = u32::MAX;
+}
+
+/// Consecutive rows of the `messages` table as columns.
 #[derive(Debug, Default)]
-pub struct Messages {
+pub struct MessageChunk {
+    /// msg_id of the first row.
+    pub first_id: i64,
     pub src: Vec<i32>,
     pub dst: Vec<i32>,
     pub comm: Vec<i32>,
@@ -68,12 +102,30 @@ pub struct Messages {
     pub send_complete_ts: Vec<i64>,
     pub src_node: Vec<i32>,
     pub dst_node: Vec<i32>,
-    /// (send event, receive event) global indices of every matched message, in msg_id order.
-    pub matched_events: Vec<(usize, usize)>,
-    node_names: Vec<String>,
 }
 
-impl Messages {
+impl MessageChunk {
+    fn with_capacity(first_id: i64, n: usize) -> Self {
+        MessageChunk {
+            first_id,
+            src: Vec::with_capacity(n),
+            dst: Vec::with_capacity(n),
+            comm: Vec::with_capacity(n),
+            tag: Vec::with_capacity(n),
+            bytes: Vec::with_capacity(n),
+            send_ts: Vec::with_capacity(n),
+            recv_ts: Vec::with_capacity(n),
+            send_call_start: Vec::with_capacity(n),
+            send_call_end: Vec::with_capacity(n),
+            recv_call_start: Vec::with_capacity(n),
+            recv_call_end: Vec::with_capacity(n),
+            recv_post_ts: Vec::with_capacity(n),
+            send_complete_ts: Vec::with_capacity(n),
+            src_node: Vec::with_capacity(n),
+            dst_node: Vec::with_capacity(n),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.src.len()
     }
@@ -100,19 +152,10 @@ impl Messages {
         self.send_complete_ts.push(get(send, |h| h.aux_ts));
         self.src_node.push(nodes.node(any.src));
         self.dst_node.push(nodes.node(any.dst));
-        if let (Some(s), Some(r)) = (send, recv) {
-            self.matched_events.push((s.event, r.event));
-        }
     }
 
-    /// Matched messages whose receive precedes their send.
-    pub fn violations(&self) -> i64 {
-        self.send_ts.iter().zip(&self.recv_ts).filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s).count()
-            as i64
-    }
-
-    /// The `messages` table, moving the columns.
-    pub fn into_batch(self) -> Result<RecordBatch> {
+    /// The chunk's record batch, moving the columns.
+    fn into_batch(self, node_names: &ArrayRef) -> Result<RecordBatch> {
         let n = self.len();
         let intra: BooleanArray = self
             .src_node
@@ -126,14 +169,13 @@ impl Messages {
             .zip(&self.recv_ts)
             .map(|(&s, &r)| if s == NONE_I64 || r == NONE_I64 { NONE_I64 } else { r - s })
             .collect();
-        let values: ArrayRef = Arc::new(StringArray::from_iter_values(self.node_names.iter()));
         let node_dict = |keys: Vec<i32>| -> Result<ArrayRef> {
             let keys = owned_nullable::<Int32Type>(keys, NONE_I32);
-            Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, values.clone())?))
+            Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, node_names.clone())?))
         };
         let nullable = |v: Vec<i64>| -> ArrayRef { Arc::new(owned_nullable::<Int64Type>(v, NONE_I64)) };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(0..n as i64)),
+            Arc::new(Int64Array::from_iter_values(self.first_id..self.first_id + n as i64)),
             Arc::new(Int32Array::from(self.src)),
             Arc::new(Int32Array::from(self.dst)),
             Arc::new(Int32Array::from(self.comm)),
@@ -156,109 +198,193 @@ impl Messages {
     }
 }
 
-/// Match the sends and receives of all streams.
+/// The `messages` table as chunks of columns, in msg_id order.
+#[derive(Debug, Default)]
+pub struct Messages {
+    pub chunks: Vec<MessageChunk>,
+    /// (send event, receive event) global indices of every matched message, in msg_id order;
+    /// filled only when `derive` is asked for them.
+    pub matched_events: Vec<(usize, usize)>,
+    node_names: Vec<String>,
+}
+
+impl Messages {
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(MessageChunk::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Matched messages whose receive precedes their send.
+    pub fn violations(&self) -> i64 {
+        self.chunks
+            .par_iter()
+            .map(|c| {
+                c.send_ts.iter().zip(&c.recv_ts).filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s).count()
+            })
+            .sum::<usize>() as i64
+    }
+
+    /// The `messages` table, one batch per chunk, moving the columns.
+    pub fn into_batches(self) -> Result<Vec<RecordBatch>> {
+        let names: ArrayRef = Arc::new(StringArray::from_iter_values(self.node_names.iter()));
+        if self.chunks.is_empty() {
+            return Ok(vec![MessageChunk::default().into_batch(&names)?]);
+        }
+        self.chunks.into_par_iter().map(|c| c.into_batch(&names)).collect()
+    }
+}
+
+/// Match the sends and receives of all streams. `keep_matched` also lists the event pair of
+/// every matched message (`Messages::matched_events`).
 pub fn derive(
     events: &EventParts,
     streams: &[PartStream],
     calls: &CallParts,
     nodes: &NodeMap,
+    keep_matched: bool,
     warnings: &mut Warnings,
 ) -> Messages {
-    let parts: Vec<(Vec<Half>, Vec<Half>, Warnings)> = streams
-        .par_iter()
-        .zip(calls.parts.par_iter())
-        .map(|(ps, c)| collect_halves(&events.parts[ps.part], c, ps))
-        .collect();
-    let mut sends = Vec::with_capacity(parts.iter().map(|p| p.0.len()).sum());
-    let mut recvs = Vec::with_capacity(parts.iter().map(|p| p.1.len()).sum());
-    for (mut s, mut r, w) in parts {
-        sends.append(&mut s);
-        recvs.append(&mut r);
-        warnings.merge(w);
-    }
+    let (mut sends, mut recvs) = collect_halves(events, streams, calls, warnings);
     rayon::join(|| sends.par_sort_unstable_by_key(Half::key), || recvs.par_sort_unstable_by_key(Half::key));
 
     // Merge the two sorted lists channel by channel; the k-th send pairs with the k-th receive.
-    let mut pairs: Vec<(Option<u32>, Option<u32>)> = Vec::with_capacity(sends.len().max(recvs.len()));
+    // Each pair carries its msg_id order (send time, or receive time for receives without a
+    // send) so the sort that follows does not chase indices.
+    let mut pairs: Vec<Pair> = Vec::with_capacity(sends.len().max(recvs.len()));
+    let (mut unmatched_sends, mut unmatched_recvs, mut size_mismatch) = (Vec::new(), Vec::new(), 0i64);
     let (mut i, mut j) = (0, 0);
-    while i < sends.len() || j < recvs.len() {
-        let order = match (sends.get(i), recvs.get(j)) {
-            (Some(s), Some(r)) => s.channel().cmp(&r.channel()),
-            (Some(_), None) => std::cmp::Ordering::Less,
-            _ => std::cmp::Ordering::Greater,
+    loop {
+        // Which half comes first in channel order: None when both do (a match).
+        let (lone_send, lone_recv) = match (sends.get(i), recvs.get(j)) {
+            (None, None) => break,
+            (Some(s), None) => (Some(s), None),
+            (None, Some(r)) => (None, Some(r)),
+            (Some(s), Some(r)) => match s.channel().cmp(&r.channel()) {
+                std::cmp::Ordering::Less => (Some(s), None),
+                std::cmp::Ordering::Greater => (None, Some(r)),
+                std::cmp::Ordering::Equal => {
+                    if s.bytes != r.bytes && r.bytes != NONE_I64 {
+                        size_mismatch += 1;
+                    }
+                    pairs.push(Pair { ts: s.ts, event: s.event, send: i as u32, recv: j as u32 });
+                    i += 1;
+                    j += 1;
+                    continue;
+                }
+            },
         };
-        match order {
-            std::cmp::Ordering::Less => {
-                pairs.push((Some(i as u32), None));
-                i += 1;
-            }
-            std::cmp::Ordering::Greater => {
-                pairs.push((None, Some(j as u32)));
-                j += 1;
-            }
-            std::cmp::Ordering::Equal => {
-                pairs.push((Some(i as u32), Some(j as u32)));
-                i += 1;
-                j += 1;
-            }
+        if let Some(s) = lone_send {
+            pairs.push(Pair { ts: s.ts, event: s.event, send: i as u32, recv: Pair::NONE });
+            unmatched_sends.push(i);
+            i += 1;
+        } else if let Some(r) = lone_recv {
+            pairs.push(Pair { ts: r.ts, event: r.event, send: Pair::NONE, recv: j as u32 });
+            unmatched_recvs.push(j);
+            j += 1;
         }
     }
-
-    let unmatched_sends = pairs.iter().filter(|p| p.1.is_none()).count();
-    let unmatched_recvs = pairs.iter().filter(|p| p.0.is_none()).count();
-    if let Some(&(Some(s), None)) = pairs.iter().find(|p| p.1.is_none()) {
-        let s = sends[s as usize];
-        warnings.add_many("unmatched_send", unmatched_sends as i64, || {
+    if let Some(&first) = unmatched_sends.first() {
+        let s = sends[first];
+        warnings.add_many("unmatched_send", unmatched_sends.len() as i64, || {
             format!(
                 "sends without a matching receive are kept with NULL receive columns; first: {} -> {} comm {} tag {} at ts {}",
                 s.src, s.dst, s.comm, s.tag, s.ts
             )
         });
     }
-    if let Some(&(None, Some(r))) = pairs.iter().find(|p| p.0.is_none()) {
-        let r = recvs[r as usize];
-        warnings.add_many("unmatched_recv", unmatched_recvs as i64, || {
+    if let Some(&first) = unmatched_recvs.first() {
+        let r = recvs[first];
+        warnings.add_many("unmatched_recv", unmatched_recvs.len() as i64, || {
             format!(
                 "receives without a matching send are kept with NULL send columns; first: {} -> {} comm {} tag {} at ts {}",
                 r.src, r.dst, r.comm, r.tag, r.ts
             )
         });
     }
-    let size_mismatch = pairs
-        .iter()
-        .filter(|p| matches!(p, (Some(s), Some(r)) if sends[*s as usize].bytes != recvs[*r as usize].bytes && recvs[*r as usize].bytes != NONE_I64))
-        .count();
-    warnings.add_many("message_size_mismatch", size_mismatch as i64, || {
+    warnings.add_many("message_size_mismatch", size_mismatch, || {
         "matched sends and receives that report different sizes; the send's size is kept".to_string()
     });
+    pairs.par_sort_unstable_by_key(|p| (p.ts, p.event));
 
-    // msg_id follows send time (receive time for receives without a send); the keys are
-    // copied next to the pair so the sort does not chase pointers.
-    let mut keyed: Vec<(i64, usize, Option<u32>, Option<u32>)> = pairs
-        .into_iter()
-        .map(|(s, r)| match (s, r) {
-            (Some(si), _) => (sends[si as usize].ts, sends[si as usize].event, s, r),
-            (None, Some(ri)) => (recvs[ri as usize].ts, recvs[ri as usize].event, s, r),
-            (None, None) => (i64::MAX, usize::MAX, s, r),
+    let half = |halves: &[Half], k: u32| (k != Pair::NONE).then(|| halves[k as usize]);
+    let chunks: Vec<MessageChunk> = pairs
+        .par_chunks(CHUNK_ROWS)
+        .enumerate()
+        .map(|(k, rows)| {
+            let mut chunk = MessageChunk::with_capacity((k * CHUNK_ROWS) as i64, rows.len());
+            for p in rows {
+                chunk.push(half(&sends, p.send).as_ref(), half(&recvs, p.recv).as_ref(), nodes);
+            }
+            chunk
         })
         .collect();
-    keyed.par_sort_unstable_by_key(|k| (k.0, k.1));
-    let pairs: Vec<(Option<u32>, Option<u32>)> = keyed.into_iter().map(|k| (k.2, k.3)).collect();
-
-    let mut out = Messages { node_names: nodes.names.clone(), ..Messages::default() };
-    for (s, r) in pairs {
-        out.push(s.map(|s| &sends[s as usize]), r.map(|r| &recvs[r as usize]), nodes);
-    }
-    out
+    let matched_events = if keep_matched {
+        pairs
+            .iter()
+            .filter(|p| p.send != Pair::NONE && p.recv != Pair::NONE)
+            .map(|p| (sends[p.send as usize].event, recvs[p.recv as usize].event))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Messages { chunks, matched_events, node_names: nodes.names.clone() }
 }
 
-fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Half>, Vec<Half>, Warnings) {
+/// The sends and receives of every stream, each list sized exactly before the streams fill
+/// their parts of it in parallel.
+fn collect_halves(
+    events: &EventParts,
+    streams: &[PartStream],
+    calls: &CallParts,
+    warnings: &mut Warnings,
+) -> (Vec<Half>, Vec<Half>) {
+    let counts: Vec<(usize, usize)> = streams
+        .par_iter()
+        .map(|ps| {
+            events.parts[ps.part].kind[ps.stream.start..ps.stream.end].iter().fold((0, 0), |(s, r), &k| {
+                match EventKind::from_u8(k) {
+                    EventKind::Send | EventKind::Isend => (s + 1, r),
+                    EventKind::Recv | EventKind::Irecv => (s, r + 1),
+                    _ => (s, r),
+                }
+            })
+        })
+        .collect();
+    let mut sends = vec![Half::UNSET; counts.iter().map(|c| c.0).sum()];
+    let mut recvs = vec![Half::UNSET; counts.iter().map(|c| c.1).sum()];
+    let mut jobs = Vec::with_capacity(streams.len());
+    let (mut send_rest, mut recv_rest) = (sends.as_mut_slice(), recvs.as_mut_slice());
+    for ((ps, c), &(ns, nr)) in streams.iter().zip(&calls.parts).zip(&counts) {
+        let (s, rest) = std::mem::take(&mut send_rest).split_at_mut(ns);
+        send_rest = rest;
+        let (r, rest) = std::mem::take(&mut recv_rest).split_at_mut(nr);
+        recv_rest = rest;
+        jobs.push((ps, c, s, r));
+    }
+    let found: Vec<Warnings> =
+        jobs.into_par_iter().map(|(ps, c, s, r)| stream_halves(&events.parts[ps.part], c, ps, s, r)).collect();
+    for w in found {
+        warnings.merge(w);
+    }
+    (sends, recvs)
+}
+
+/// Fill `sends` and `recvs` (sized by the counting pass) with the halves of one stream.
+fn stream_halves(
+    events: &RawEvents,
+    calls: &Calls,
+    ps: &PartStream,
+    sends: &mut [Half],
+    recvs: &mut [Half],
+) -> Warnings {
     let s = &ps.stream;
-    let mut sends = Vec::new();
-    let mut recvs = Vec::new();
+    let (mut ns, mut nr) = (0, 0);
     let mut w = Warnings::default();
-    let mut open_isends: HashMap<i64, usize> = HashMap::new();
-    let mut posted_irecvs: HashMap<i64, i64> = HashMap::new();
+    let mut open_isends: FastMap<i64, usize> = FastMap::default();
+    let mut posted_irecvs: FastMap<i64, i64> = FastMap::default();
     // The stream's `calls.enclosing` is in event order: walk it forward with the events.
     let mut cursor = 0;
     let mut call_times = |i: usize| {
@@ -278,12 +404,12 @@ fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Ha
             EventKind::Send | EventKind::Isend => {
                 let (call_start, call_end) = call_times(i);
                 let blocking = kind == EventKind::Send;
-                if !blocking && open_isends.insert(request, sends.len()).is_some() {
+                if !blocking && open_isends.insert(request, ns).is_some() {
                     w.add("request_reused_while_open", || {
                         format!("rank {}: request {request} reused before it completed (ts {ts})", s.rank)
                     });
                 }
-                sends.push(Half {
+                sends[ns] = Half {
                     src: s.rank,
                     dst: events.peer[i],
                     comm: events.comm[i],
@@ -295,7 +421,8 @@ fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Ha
                     call_start,
                     call_end,
                     aux_ts: if blocking { call_end } else { NONE_I64 },
-                });
+                };
+                ns += 1;
             }
             EventKind::IsendComplete => match open_isends.remove(&request) {
                 Some(k) => sends[k].aux_ts = ts,
@@ -329,7 +456,7 @@ fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Ha
                         }
                     }
                 };
-                recvs.push(Half {
+                recvs[nr] = Half {
                     src: events.peer[i],
                     dst: s.rank,
                     comm: events.comm[i],
@@ -341,7 +468,8 @@ fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Ha
                     call_start,
                     call_end,
                     aux_ts: post,
-                });
+                };
+                nr += 1;
             }
             EventKind::RequestCancelled => {
                 let was_open = open_isends.remove(&request).is_some() || posted_irecvs.remove(&request).is_some();
@@ -360,7 +488,8 @@ fn collect_halves(events: &RawEvents, calls: &Calls, ps: &PartStream) -> (Vec<Ha
     w.add_many("irecv_never_completed", posted_irecvs.len() as i64, || {
         format!("rank {}: posted non-blocking receives that never completed", s.rank)
     });
-    (sends, recvs, w)
+    debug_assert_eq!((ns, nr), (sends.len(), recvs.len()));
+    w
 }
 
 #[cfg(test)]
@@ -381,7 +510,8 @@ mod tests {
         let c = calls::derive(e, &streams, &mut w);
         let ranks: Vec<RankInfo> =
             (0..2).map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new() }).collect();
-        let m = derive(e, &streams, &c, &NodeMap::new(&ranks), &mut w);
+        let m = derive(e, &streams, &c, &NodeMap::new(&ranks), true, &mut w);
+        assert_eq!(m.chunks.len(), 1, "a small trace is one chunk");
         (m, w)
     }
 
@@ -398,9 +528,9 @@ mod tests {
         e.group_by_stream();
         let (m, w) = derive_all(&e);
         assert!(w.is_empty(), "{w:?}");
-        assert_eq!(m.send_ts, vec![10, 20, 30]);
-        assert_eq!(m.recv_ts, vec![40, 25, 50]);
-        assert_eq!(m.tag, vec![1, 2, 1]);
+        assert_eq!(m.chunks[0].send_ts, vec![10, 20, 30]);
+        assert_eq!(m.chunks[0].recv_ts, vec![40, 25, 50]);
+        assert_eq!(m.chunks[0].tag, vec![1, 2, 1]);
     }
 
     #[test]
@@ -414,7 +544,15 @@ mod tests {
         let (m, w) = derive_all(&e);
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(m.len(), 1);
-        assert_eq!((m.send_ts[0], m.recv_ts[0], m.recv_post_ts[0], m.send_complete_ts[0]), (10, 60, 5, 50));
+        assert_eq!(
+            (
+                m.chunks[0].send_ts[0],
+                m.chunks[0].recv_ts[0],
+                m.chunks[0].recv_post_ts[0],
+                m.chunks[0].send_complete_ts[0]
+            ),
+            (10, 60, 5, 50)
+        );
     }
 
     #[test]
@@ -429,7 +567,7 @@ mod tests {
         assert_eq!(m.len(), 3);
         assert_eq!(w.count("unmatched_send"), 1);
         assert_eq!(w.count("unmatched_recv"), 1);
-        let batch = m.into_batch().unwrap();
+        let batch = m.into_batches().unwrap().remove(0);
         assert_eq!(batch.column(17).null_count(), 2);
     }
 }
