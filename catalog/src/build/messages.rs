@@ -24,8 +24,9 @@ use crate::fast_hash::FastMap;
 use crate::model;
 use crate::trace::{NodeMap, Warnings};
 
-/// Messages per record batch of the `messages` table.
-const CHUNK_ROWS: usize = 1 << 20;
+/// Messages per record batch of the `messages` table: small enough that two threads share
+/// the chunks of a few million messages evenly.
+const CHUNK_ROWS: usize = 1 << 18;
 
 /// One side of a message as found in the events.
 #[derive(Debug, Clone, Copy)]
