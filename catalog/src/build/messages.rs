@@ -81,6 +81,11 @@ struct Pair {
 
 impl Pair {
     const NONE: u32 = u32::MAX;
+
+    /// The half at index `k` of `halves`, if any.
+    fn half(halves: &[Half], k: u32) -> Option<&Half> {
+        (k != Pair::NONE).then(|| &halves[k as usize])
+    }
 }
 
 /// Consecutive rows of the `messages` table as columns.
@@ -255,7 +260,9 @@ pub fn derive(
     // Each pair carries its msg_id order (send time, or receive time for receives without a
     // send) so the sort that follows does not chase indices.
     let mut pairs: Vec<Pair> = Vec::with_capacity(sends.len().max(recvs.len()));
-    let (mut unmatched_sends, mut unmatched_recvs, mut size_mismatch) = (Vec::new(), Vec::new(), 0i64);
+    // (first index, count) of the sends and of the receives left unmatched.
+    let (mut unmatched_sends, mut unmatched_recvs) = ((None, 0i64), (None, 0i64));
+    let mut size_mismatch = 0i64;
     let (mut i, mut j) = (0, 0);
     loop {
         // Which half comes first in channel order: None when both do (a match).
@@ -279,26 +286,26 @@ pub fn derive(
         };
         if let Some(s) = lone_send {
             pairs.push(Pair { ts: s.ts, event: s.event, send: i as u32, recv: Pair::NONE });
-            unmatched_sends.push(i);
+            unmatched_sends = (unmatched_sends.0.or(Some(i)), unmatched_sends.1 + 1);
             i += 1;
         } else if let Some(r) = lone_recv {
             pairs.push(Pair { ts: r.ts, event: r.event, send: Pair::NONE, recv: j as u32 });
-            unmatched_recvs.push(j);
+            unmatched_recvs = (unmatched_recvs.0.or(Some(j)), unmatched_recvs.1 + 1);
             j += 1;
         }
     }
-    if let Some(&first) = unmatched_sends.first() {
+    if let (Some(first), n) = unmatched_sends {
         let s = sends[first];
-        warnings.add_many("unmatched_send", unmatched_sends.len() as i64, || {
+        warnings.add_many("unmatched_send", n, || {
             format!(
                 "sends without a matching receive are kept with NULL receive columns; first: {} -> {} comm {} tag {} at ts {}",
                 s.src, s.dst, s.comm, s.tag, s.ts
             )
         });
     }
-    if let Some(&first) = unmatched_recvs.first() {
+    if let (Some(first), n) = unmatched_recvs {
         let r = recvs[first];
-        warnings.add_many("unmatched_recv", unmatched_recvs.len() as i64, || {
+        warnings.add_many("unmatched_recv", n, || {
             format!(
                 "receives without a matching send are kept with NULL send columns; first: {} -> {} comm {} tag {} at ts {}",
                 r.src, r.dst, r.comm, r.tag, r.ts
@@ -310,14 +317,13 @@ pub fn derive(
     });
     pairs.par_sort_unstable_by_key(|p| (p.ts, p.event));
 
-    let half = |halves: &[Half], k: u32| (k != Pair::NONE).then(|| halves[k as usize]);
     let chunks: Vec<MessageChunk> = pairs
         .par_chunks(CHUNK_ROWS)
         .enumerate()
         .map(|(k, rows)| {
             let mut chunk = MessageChunk::with_capacity((k * CHUNK_ROWS) as i64, rows.len());
             for p in rows {
-                chunk.push(half(&sends, p.send).as_ref(), half(&recvs, p.recv).as_ref(), nodes);
+                chunk.push(Pair::half(&sends, p.send), Pair::half(&recvs, p.recv), nodes);
             }
             chunk
         })
@@ -570,5 +576,35 @@ mod tests {
         assert_eq!(w.count("unmatched_recv"), 1);
         let batch = m.into_batches().unwrap().remove(0);
         assert_eq!(batch.column(17).null_count(), 2);
+    }
+
+    #[test]
+    fn large_tables_are_chunked_with_contiguous_ids() {
+        let n = CHUNK_ROWS + 1000;
+        let mut e = RawEvents::default();
+        for k in 0..n as i64 {
+            e.push(p2p(0, 10 * k, EventKind::Send, 1, 0, NONE_I64));
+        }
+        for k in 0..n as i64 {
+            e.push(p2p(1, 10 * k + 5, EventKind::Recv, 0, 0, NONE_I64));
+        }
+        let e = &EventParts::single(e);
+        let mut w = Warnings::default();
+        let streams = e.streams();
+        let c = calls::derive(e, &streams, &mut w);
+        let ranks: Vec<RankInfo> = (0..2).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
+        let batches = derive(e, &streams, &c, &NodeMap::new(&ranks), false, &mut w).into_batches().unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(batches.len(), 2);
+        let mut next = 0;
+        for b in &batches {
+            let ids = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+            let send = b.column(6).as_any().downcast_ref::<Int64Array>().unwrap();
+            for r in 0..b.num_rows() {
+                assert_eq!((ids.value(r), send.value(r)), (next, 10 * next), "msg_id follows send time");
+                next += 1;
+            }
+        }
+        assert_eq!(next, n as i64);
     }
 }
