@@ -5,7 +5,8 @@
 //! with the correction off, with the model, and with the model and the controlled logical clock,
 //! in an order that rotates from round to round; the best round of each is compared. Prints times, events/s and peak memory (VmHWM).
 //! `cargo bench -p commdb-shell --bench clock -- ARCHIVE_DIR [ITERATIONS] [ROUNDS]`
-//! (`COMMDB_BENCH_ONLY=off|model|clc` runs a single load in that mode, for profiling.)
+//! (`COMMDB_BENCH_ONLY=off|model|clc` runs a single load in that mode, for profiling;
+//! `MIMALLOC_PURGE_DELAY=-1` keeps freed pages so that rounds after the first run on warm memory.)
 
 mod common;
 use common::peak_rss_mib;
@@ -42,6 +43,7 @@ fn main() {
     let anchor = dir.join("traces.otf2");
     let rounds: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(3);
     println!("commdb clock correction benchmark, {} threads", rayon::current_num_threads());
+    println!("{}", common::allocator_mode());
     if !anchor.exists() {
         let iterations = args.get(1).and_then(|i| i.parse().ok()).unwrap_or(250);
         let cfg = GeneratorConfig {

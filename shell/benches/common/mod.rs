@@ -8,3 +8,16 @@ pub fn peak_rss_mib() -> f64 {
         .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse::<f64>().ok()))
         .map_or(f64::NAN, |kib| kib / 1024.0)
 }
+
+/// How the allocator treats freed memory in this run, for the report's header. Pages that a
+/// process frees and touches again cost almost nothing when the allocator keeps them, and up
+/// to 2.5 ns per byte when it hands them back and the host has reclaimed them in the meantime
+/// (a virtual machine with free page reporting). `MIMALLOC_PURGE_DELAY=-1` keeps them, so that
+/// rounds after the first measure the load itself rather than the host.
+#[allow(dead_code)] // used by the benchmarks that load in rounds
+pub fn allocator_mode() -> &'static str {
+    match std::env::var("MIMALLOC_PURGE_DELAY").as_deref() {
+        Ok("-1") => "freed memory kept by the allocator (MIMALLOC_PURGE_DELAY=-1): later rounds run on warm pages",
+        _ => "freed memory returned after 1 s (mimalloc default): every round may fault in fresh pages",
+    }
+}
