@@ -10,7 +10,7 @@ use std::sync::Arc;
 use arrow::array::{
     ArrayRef, DictionaryArray, Int8Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch, StringArray,
 };
-use arrow::buffer::{NullBuffer, ScalarBuffer};
+use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
 use arrow::datatypes::{ArrowPrimitiveType, Int8Type, Int32Type, Int64Type};
 
 use crate::error::Result;
@@ -248,6 +248,53 @@ impl RawEvents {
         self.bytes_recv.push(e.bytes_recv);
     }
 
+    /// Append an event that only has a time, a kind and a region (enter, leave and the like), as
+    /// a reader's decoding loop does: `rank` and `thread` are left to `finish_stream`, and the
+    /// columns that only some kinds use are caught up by `push_detailed` or `finish_stream`.
+    #[inline]
+    pub fn push_plain(&mut self, ts: i64, kind: EventKind, region: i32) {
+        self.ts.push(ts);
+        self.kind.push(kind as u8);
+        self.region.push(region);
+    }
+
+    /// Append an event with fields beyond time, kind and region, in the decoding loop that
+    /// `push_plain` serves: the sparse columns are first padded with their sentinels up to it.
+    pub fn push_detailed(&mut self, e: &Event) {
+        let i = self.ts.len();
+        self.peer.resize(i, NONE_I32);
+        self.comm.resize(i, NONE_I32);
+        self.tag.resize(i, NONE_I32);
+        self.bytes.resize(i, NONE_I64);
+        self.request.resize(i, NONE_I64);
+        self.op.resize(i, 0);
+        self.bytes_recv.resize(i, NONE_I64);
+        self.peer.push(e.peer);
+        self.comm.push(e.comm);
+        self.tag.push(e.tag);
+        self.bytes.push(e.bytes);
+        self.request.push(e.request);
+        self.op.push(e.op);
+        self.bytes_recv.push(e.bytes_recv);
+        self.push_plain(e.ts, e.kind, e.region);
+    }
+
+    /// End a decoding loop of `push_plain` and `push_detailed` on one (rank, thread) stream:
+    /// fill `rank` and `thread` and pad the sparse columns, so that every column has one value
+    /// per event again.
+    pub fn finish_stream(&mut self, rank: i32, thread: i32) {
+        let n = self.ts.len();
+        self.rank.resize(n, rank);
+        self.thread.resize(n, thread);
+        self.peer.resize(n, NONE_I32);
+        self.comm.resize(n, NONE_I32);
+        self.tag.resize(n, NONE_I32);
+        self.bytes.resize(n, NONE_I64);
+        self.request.resize(n, NONE_I64);
+        self.op.resize(n, 0);
+        self.bytes_recv.resize(n, NONE_I64);
+    }
+
     #[inline]
     pub fn kind(&self, i: usize) -> EventKind {
         EventKind::from_u8(self.kind[i])
@@ -281,6 +328,11 @@ impl RawEvents {
 
     /// The (rank, thread) streams, assuming events are grouped by stream.
     pub fn streams(&self) -> Vec<Stream> {
+        let n = self.len();
+        // Grouped by stream: when the first and last events share one, it is the only one.
+        if n > 0 && self.rank[0] == self.rank[n - 1] && self.thread[0] == self.thread[n - 1] {
+            return vec![Stream { rank: self.rank[0], thread: self.thread[0], start: 0, end: n }];
+        }
         let mut out = Vec::new();
         let mut start = 0;
         for i in 1..=self.len() {
@@ -328,8 +380,8 @@ impl RawEvents {
         for s in self.streams() {
             seq.extend(0..(s.end - s.start) as i64);
         }
-        let kind = kind_dictionary(&self.kind);
-        let op = op_dictionary(&self.op);
+        let kind = owned_kind_dictionary(self.kind);
+        let op = owned_op_dictionary(self.op);
         let region = owned_region_dictionary(self.region, region_names)?;
         let ts: ArrayRef = Arc::new(Int64Array::from(self.ts));
         let ts_local = match self.ts_local {
@@ -402,8 +454,12 @@ impl EventParts {
     }
 
     fn is_ordered(&self) -> bool {
+        use rayon::prelude::*;
         let key = |e: &RawEvents, i: usize| (e.rank[i], e.thread[i]);
-        let within = self.parts.iter().all(|e| (1..e.len()).all(|i| key(e, i - 1) <= key(e, i)));
+        let within = self
+            .parts
+            .par_iter()
+            .all(|e| e.rank.windows(2).zip(e.thread.windows(2)).all(|(r, t)| (r[0], t[0]) <= (r[1], t[1])));
         let across = self.parts.windows(2).all(|w| key(&w[0], w[0].len() - 1) < key(&w[1], 0));
         within && across
     }
@@ -438,8 +494,15 @@ pub fn owned_nullable<T: ArrowPrimitiveType>(values: Vec<T::Native>, sentinel: T
 where
     T::Native: PartialEq,
 {
-    let nulls = values.contains(&sentinel).then(|| NullBuffer::from_iter(values.iter().map(|v| *v != sentinel)));
+    let nulls = sentinel_nulls(&values, sentinel);
     PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls)
+}
+
+/// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
+/// when nothing is null.
+fn sentinel_nulls<V: PartialEq + Copy>(values: &[V], sentinel: V) -> Option<NullBuffer> {
+    let nulls = NullBuffer::new(BooleanBuffer::collect_bool(values.len(), |i| values[i] != sentinel));
+    (nulls.null_count() > 0).then_some(nulls)
 }
 
 /// A region column that takes its keys without copying.
@@ -459,11 +522,22 @@ pub fn nullable_i64(values: &[i64]) -> ArrayRef {
     Arc::new(owned_nullable::<Int64Type>(values.to_vec(), NONE_I64))
 }
 
-/// The `kind` column: Int8 keys into the fixed list of kind names.
-pub fn kind_dictionary(kinds: &[u8]) -> ArrayRef {
-    let keys = Int8Array::from(kinds.iter().map(|&k| k as i8).collect::<Vec<_>>());
+/// The `kind` column, taking the codes without copying.
+fn owned_kind_dictionary(kinds: Vec<u8>) -> ArrayRef {
+    let n = kinds.len();
+    let keys = Int8Array::new(ScalarBuffer::new(Buffer::from_vec(kinds), 0, n), None);
     let values = StringArray::from(EventKind::ALL.iter().map(|k| k.name()).collect::<Vec<_>>());
     Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("kind codes are in range"))
+}
+
+/// A collective operation column taking the codes without copying: code 0 is NULL, code c is
+/// COLLECTIVE_OPS[c - 1], so the dictionary's values start with an entry no key refers to.
+fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
+    let n = ops.len();
+    let nulls = sentinel_nulls(&ops, 0);
+    let keys = Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls);
+    let values = StringArray::from_iter_values(std::iter::once("").chain(COLLECTIVE_OPS.iter().copied()));
+    Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("op codes are in range"))
 }
 
 /// A collective operation column: code 0 is NULL, code c is COLLECTIVE_OPS[c - 1].
@@ -493,6 +567,44 @@ mod tests {
         let s = ev.streams();
         assert_eq!(s.len(), 2);
         assert_eq!((s[1].rank, s[1].start, s[1].end), (1, 2, 4));
+    }
+
+    #[test]
+    fn a_decoding_loop_fills_every_column() {
+        let mut ev = RawEvents::with_capacity(4);
+        ev.push_plain(10, EventKind::Enter, 3);
+        let mut send = Event::new(7, 1, 11, EventKind::Send);
+        (send.peer, send.tag, send.bytes) = (2, 5, 64);
+        ev.push_detailed(&send);
+        ev.push_plain(12, EventKind::Leave, 3);
+        ev.finish_stream(7, 1);
+        assert_eq!((ev.rank.clone(), ev.thread.clone()), (vec![7; 3], vec![1; 3]));
+        assert_eq!(ev.peer, vec![NONE_I32, 2, NONE_I32]);
+        assert_eq!(ev.bytes, vec![NONE_I64, 64, NONE_I64]);
+        assert_eq!(ev.region, vec![3, NONE_I32, 3]);
+        assert_eq!(ev.op, vec![0; 3]);
+        let batch = ev.into_batch(&["a".into(), "b".into(), "c".into(), "work".into()]).unwrap();
+        let op = batch.column_by_name("op").unwrap();
+        assert_eq!(op.null_count(), 3);
+        let kind = arrow::compute::cast(batch.column_by_name("kind").unwrap(), &arrow::datatypes::DataType::Utf8);
+        let kind = kind.unwrap();
+        let kind = kind.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(kind.iter().flatten().collect::<Vec<_>>(), ["enter", "send", "leave"]);
+    }
+
+    #[test]
+    fn op_codes_become_names_or_nulls() {
+        let mut ev = RawEvents::default();
+        for op in [0, 1, 12, COLLECTIVE_OPS.len() as u8] {
+            let mut e = Event::new(0, 0, 1, EventKind::CollEnd);
+            e.op = op;
+            ev.push(e);
+        }
+        let batch = ev.into_batch(&[]).unwrap();
+        let op = arrow::compute::cast(batch.column_by_name("op").unwrap(), &arrow::datatypes::DataType::Utf8);
+        let op = op.unwrap();
+        let op = op.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(op.iter().collect::<Vec<_>>(), [None, Some("barrier"), Some("allreduce"), Some("other")]);
     }
 
     #[test]

@@ -97,7 +97,22 @@ impl<'a> Cursor<'a> {
 
     /// The type byte of the next record, moving across chunk boundaries; `None` at the end of
     /// the file.
+    #[inline]
     pub fn next_record(&mut self) -> Result<Option<u8>> {
+        // The common case: a record type inside the chunk that is not end-of-chunk or end-of-file.
+        if let Some(&t) = self.data.get(self.pos).filter(|_| self.pos < self.chunk_end)
+            && t != END_OF_CHUNK
+            && t != END_OF_FILE
+        {
+            self.pos += 1;
+            return Ok(Some(t));
+        }
+        self.next_record_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn next_record_slow(&mut self) -> Result<Option<u8>> {
         loop {
             if self.pos >= self.chunk_end {
                 self.record = "record type";
@@ -156,6 +171,28 @@ impl<'a> Cursor<'a> {
     /// A compressed integer of at most `max` bytes.
     #[inline]
     fn compressed(&mut self, max: u8) -> Result<u64> {
+        // Away from the chunk's end, the size byte and the widest value are read as one word
+        // and the value masked out of it.
+        if self.pos + 9 <= self.chunk_end {
+            let n = self.data[self.pos];
+            if n <= max {
+                let word: [u8; 8] = self.data[self.pos + 1..self.pos + 9].try_into().unwrap_or([0; 8]);
+                self.pos += 1 + usize::from(n);
+                return Ok(match n {
+                    0 => 0,
+                    8 if self.big_endian => u64::from_be_bytes(word),
+                    8 => u64::from_le_bytes(word),
+                    _ if self.big_endian => u64::from_be_bytes(word) >> (64 - 8 * u32::from(n)),
+                    _ => u64::from_le_bytes(word) & ((1u64 << (8 * u32::from(n))) - 1),
+                });
+            }
+        }
+        self.compressed_slow(max)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn compressed_slow(&mut self, max: u8) -> Result<u64> {
         let n = self.u8()?;
         if n == 0 {
             return Ok(0);
@@ -265,6 +302,38 @@ mod tests {
         let be = chunk(0x23, &[0x02, 0x12, 0x34]);
         let mut c = Cursor::new(&be, 1 << 20, p).unwrap();
         assert_eq!(c.u64c().unwrap(), 0x1234);
+    }
+
+    #[test]
+    fn compressed_integers_of_every_width_near_and_far_from_the_chunk_end() {
+        // Each value of n bytes (0..=8) once in a run of 16 (read a word at a time) and once as
+        // the chunk's last bytes (read byte by byte): both give the same value.
+        let p = Path::new("t.evt");
+        for (endian, big) in [(0x42u8, false), (0x23u8, true)] {
+            for n in 0..=8u8 {
+                let value: u64 = if n == 0 { 0 } else { 0x8877_6655_4433_2211u64 >> (64 - 8 * u32::from(n)) };
+                let mut field = vec![n];
+                let bytes = value.to_le_bytes();
+                let mut body: Vec<u8> = bytes[..usize::from(n)].to_vec();
+                if big {
+                    body.reverse();
+                }
+                field.extend_from_slice(&body);
+                let far: Vec<u8> = field.iter().copied().cycle().take(field.len() * 16).collect();
+                let data = chunk(endian, &far);
+                let mut c = Cursor::new(&data, 1 << 20, p).unwrap();
+                for _ in 0..16 {
+                    assert_eq!(c.u64c().unwrap(), value, "n {n}, big endian {big}, far from the end");
+                }
+                let data = chunk(endian, &field);
+                let mut c = Cursor::new(&data, 1 << 20, p).unwrap();
+                assert_eq!(c.u64c().unwrap(), value, "n {n}, big endian {big}, at the end");
+                assert_eq!(c.pos, data.len());
+            }
+        }
+        // A u32 field refuses a 5-byte value wherever it is.
+        let data = chunk(0x42, &[5, 1, 2, 3, 4, 5, 0, 0, 0, 0, 0]);
+        assert!(Cursor::new(&data, 1 << 20, p).unwrap().u32c().unwrap_err().to_string().contains("size byte 5"));
     }
 
     #[test]

@@ -179,16 +179,17 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
             c.skip_record()?;
             continue;
         }
+        if t == ENTER || t == LEAVE {
+            let region = ctx.local.map(MAPPING_REGION, c.u32c()?);
+            let kind = if t == ENTER { EventKind::Enter } else { EventKind::Leave };
+            match ctx.region_index.get(region) {
+                Some(i) => out.events.push_plain(ts, kind, i),
+                None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
+            }
+            continue;
+        }
         let mut e = Event::new(ctx.rank, ctx.thread, ts, EventKind::Other);
         match t {
-            ENTER | LEAVE => {
-                let region = ctx.local.map(MAPPING_REGION, c.u32c()?);
-                e.kind = if t == ENTER { EventKind::Enter } else { EventKind::Leave };
-                e.region = match ctx.region_index.get(region) {
-                    Some(i) => i,
-                    None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
-                };
-            }
             MPI_SEND | MPI_ISEND | MPI_RECV | MPI_IRECV => {
                 let end = c.record_end()?;
                 let peer = c.u32c()?;
@@ -293,8 +294,9 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                 *skipped.entry(other).or_default() += 1;
             }
         }
-        out.events.push(e);
+        out.events.push_detailed(&e);
     }
+    out.events.finish_stream(ctx.rank, ctx.thread);
     for (t, n) in skipped {
         out.warnings.add_many(&format!("otf2_event_type_{t}"), n, || {
             format!("events of OTF2 record type {t} are kept with kind 'other' (no fields decoded)")
