@@ -261,14 +261,7 @@ impl RawEvents {
     /// Append an event with fields beyond time, kind and region, in the decoding loop that
     /// `push_plain` serves: the sparse columns are first padded with their sentinels up to it.
     pub fn push_detailed(&mut self, e: &Event) {
-        let i = self.ts.len();
-        self.peer.resize(i, NONE_I32);
-        self.comm.resize(i, NONE_I32);
-        self.tag.resize(i, NONE_I32);
-        self.bytes.resize(i, NONE_I64);
-        self.request.resize(i, NONE_I64);
-        self.op.resize(i, 0);
-        self.bytes_recv.resize(i, NONE_I64);
+        self.pad_sparse(self.ts.len());
         self.peer.push(e.peer);
         self.comm.push(e.comm);
         self.tag.push(e.tag);
@@ -286,6 +279,11 @@ impl RawEvents {
         let n = self.ts.len();
         self.rank.resize(n, rank);
         self.thread.resize(n, thread);
+        self.pad_sparse(n);
+    }
+
+    /// Pad the columns that only some kinds use with their sentinels up to `n` events.
+    fn pad_sparse(&mut self, n: usize) {
         self.peer.resize(n, NONE_I32);
         self.comm.resize(n, NONE_I32);
         self.tag.resize(n, NONE_I32);
