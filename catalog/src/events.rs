@@ -236,16 +236,8 @@ impl RawEvents {
     pub fn push(&mut self, e: Event) {
         self.rank.push(e.rank);
         self.thread.push(e.thread);
-        self.ts.push(e.ts);
-        self.kind.push(e.kind as u8);
-        self.region.push(e.region);
-        self.peer.push(e.peer);
-        self.comm.push(e.comm);
-        self.tag.push(e.tag);
-        self.bytes.push(e.bytes);
-        self.request.push(e.request);
-        self.op.push(e.op);
-        self.bytes_recv.push(e.bytes_recv);
+        self.push_sparse(&e);
+        self.push_plain(e.ts, e.kind, e.region);
     }
 
     /// Append an event that only has a time, a kind and a region (enter, leave and the like), as
@@ -262,6 +254,13 @@ impl RawEvents {
     /// `push_plain` serves: the sparse columns are first padded with their sentinels up to it.
     pub fn push_detailed(&mut self, e: &Event) {
         self.pad_sparse(self.ts.len());
+        self.push_sparse(e);
+        self.push_plain(e.ts, e.kind, e.region);
+    }
+
+    /// Append the fields that only some kinds use.
+    #[inline]
+    fn push_sparse(&mut self, e: &Event) {
         self.peer.push(e.peer);
         self.comm.push(e.comm);
         self.tag.push(e.tag);
@@ -269,7 +268,6 @@ impl RawEvents {
         self.request.push(e.request);
         self.op.push(e.op);
         self.bytes_recv.push(e.bytes_recv);
-        self.push_plain(e.ts, e.kind, e.region);
     }
 
     /// End a decoding loop of `push_plain` and `push_detailed` on one (rank, thread) stream:

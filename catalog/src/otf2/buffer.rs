@@ -100,12 +100,12 @@ impl<'a> Cursor<'a> {
     #[inline]
     pub fn next_record(&mut self) -> Result<Option<u8>> {
         // The common case: a record type inside the chunk that is not end-of-chunk or end-of-file.
-        if let Some(&t) = self.data.get(self.pos).filter(|_| self.pos < self.chunk_end)
-            && t != END_OF_CHUNK
-            && t != END_OF_FILE
-        {
-            self.pos += 1;
-            return Ok(Some(t));
+        if self.pos < self.chunk_end {
+            let t = self.data[self.pos];
+            if t != END_OF_CHUNK && t != END_OF_FILE {
+                self.pos += 1;
+                return Ok(Some(t));
+            }
         }
         self.next_record_slow()
     }
