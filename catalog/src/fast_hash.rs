@@ -29,6 +29,10 @@ impl std::hash::Hasher for FastHasher {
         self.write_u64(u64::from(v));
     }
 
+    fn write_i32(&mut self, v: i32) {
+        self.write_u64(u64::from(v as u32));
+    }
+
     fn write_i64(&mut self, v: i64) {
         self.write_u64(v as u64);
     }

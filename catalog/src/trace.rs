@@ -212,19 +212,19 @@ impl RawTrace {
 
         let models = clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings);
         let streams = self.events.streams();
-        let mut calls = build::calls::derive(&self.events, &streams, &mut warnings);
         let keep_matched = correction == Correction::Clc;
-        let mut messages = build::messages::derive(&self.events, &streams, &calls, &nodes, keep_matched, &mut warnings);
-        if correction == Correction::Clc && messages.violations() > 0 {
+        let comms = &self.communicators;
+        let mut derived = build::derive(&self.events, &streams, &nodes, comms, keep_matched, &mut warnings)?;
+        if correction == Correction::Clc && derived.messages.violations() > 0 {
             for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
                 p.ts_local = Some(p.ts.clone());
             }
-            clock::clc::apply(&mut self.events, &streams, &messages.matched_events, &mut warnings);
+            clock::clc::apply(&mut self.events, &streams, &derived.messages.matched_events, &mut warnings);
             // Times moved, the matching (per-stream order) did not: derive again, quietly.
             let mut again = Warnings::default();
-            calls = build::calls::derive(&self.events, &streams, &mut again);
-            messages = build::messages::derive(&self.events, &streams, &calls, &nodes, false, &mut again);
+            derived = build::derive(&self.events, &streams, &nodes, comms, false, &mut again)?;
         }
+        let build::Derived { calls, messages, collectives } = derived;
         let clock_label = match correction {
             Correction::Off => "off",
             Correction::Model if models.is_empty() => "none",
@@ -238,8 +238,6 @@ impl RawTrace {
                 format!("{n} matched messages are received before they are sent (see clock_violations())")
             });
         }
-        let collectives = build::collectives::derive(&self.events, &streams, &self.communicators, &mut warnings);
-
         let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
         let (first, last) = self.events.time_span();
         let locations = self.locations_batch(&streams)?;

@@ -5,8 +5,8 @@
 //! naming another region than the innermost call still closes it, a call still open at the end
 //! of its stream is closed at the stream's last event time. O(events), streams in parallel.
 //!
-//! Besides the calls, the walk records the innermost open call of every point-to-point event,
-//! which message matching uses for the send and receive call times.
+//! The stack is driven by the stream walk of `build::walk`, which also feeds message matching
+//! (the innermost open call of a send or receive gives its call times) and collectives.
 
 use std::sync::Arc;
 
@@ -14,15 +14,12 @@ use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::events::{
-    EventKind, EventParts, NONE_I32, NONE_I64, PartStream, RawEvents, owned_nullable, owned_region_dictionary,
-};
+use crate::events::{NONE_I32, NONE_I64, owned_nullable, owned_region_dictionary};
 use crate::model;
 use crate::trace::Warnings;
 use arrow::datatypes::Int64Type;
 
-/// The calls of one (rank, thread) stream, plus the innermost call of each of its
-/// point-to-point events.
+/// The calls of one (rank, thread) stream.
 #[derive(Debug, Default)]
 pub struct Calls {
     pub rank: Vec<i32>,
@@ -34,9 +31,6 @@ pub struct Calls {
     pub depth: Vec<i32>,
     /// Index of the parent call within the stream, or NONE_I64.
     pub parent: Vec<i64>,
-    /// (event index within its part, call index within the stream) for every point-to-point
-    /// event inside a call, in event order.
-    pub enclosing: Vec<(usize, i64)>,
 }
 
 impl Calls {
@@ -48,7 +42,7 @@ impl Calls {
         self.start.is_empty()
     }
 
-    fn with_capacity(calls: usize, point_to_point: usize) -> Self {
+    fn with_capacity(calls: usize) -> Self {
         Calls {
             rank: Vec::with_capacity(calls),
             thread: Vec::with_capacity(calls),
@@ -58,7 +52,6 @@ impl Calls {
             exclusive: Vec::with_capacity(calls),
             depth: Vec::with_capacity(calls),
             parent: Vec::with_capacity(calls),
-            enclosing: Vec::with_capacity(point_to_point),
         }
     }
 
@@ -119,110 +112,97 @@ impl CallParts {
     }
 }
 
-fn is_point_to_point(kind: EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Send
-            | EventKind::Isend
-            | EventKind::IsendComplete
-            | EventKind::IrecvRequest
-            | EventKind::Recv
-            | EventKind::Irecv
-    )
+/// The open calls of one stream while its events are walked in order, and the calls found so
+/// far (sized for the stream's enters up front: growing the columns would copy them).
+#[derive(Debug)]
+pub struct CallStack {
+    calls: Calls,
+    /// (call index, summed duration of direct children) of every open call, innermost last.
+    open: Vec<(usize, i64)>,
+    rank: i32,
+    thread: i32,
 }
 
-/// Derive the calls of all streams (`streams` is `events.streams()`).
-pub fn derive(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings) -> CallParts {
-    let parts: Vec<(Calls, Warnings)> =
-        streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], ps)).collect();
-    let mut out = CallParts { parts: Vec::with_capacity(parts.len()) };
-    for (c, w) in parts {
-        warnings.merge(w);
-        out.parts.push(c);
+impl CallStack {
+    pub fn new(rank: i32, thread: i32, enters: usize) -> Self {
+        CallStack { calls: Calls::with_capacity(enters), open: Vec::new(), rank, thread }
     }
-    out
-}
 
-fn derive_stream(events: &RawEvents, ps: &PartStream) -> (Calls, Warnings) {
-    let s = &ps.stream;
-    // Sized exactly first: growing the columns would copy them and fault in fresh pages.
-    let (enters, p2p) = events.kind[s.start..s.end].iter().fold((0, 0), |(e, p), &k| {
-        let k = EventKind::from_u8(k);
-        (e + usize::from(k == EventKind::Enter), p + usize::from(is_point_to_point(k)))
-    });
-    let mut c = Calls::with_capacity(enters, p2p);
-    let mut w = Warnings::default();
-    // (call index, summed duration of direct children)
-    let mut stack: Vec<(usize, i64)> = Vec::new();
-    for i in s.start..s.end {
-        let ts = events.ts[i];
-        match events.kind(i) {
-            EventKind::Enter => {
-                let idx = c.len();
-                c.rank.push(s.rank);
-                c.thread.push(s.thread);
-                c.region.push(events.region[i]);
-                c.start.push(ts);
-                c.end.push(ts);
-                c.exclusive.push(0);
-                c.depth.push(stack.len() as i32);
-                c.parent.push(stack.last().map_or(NONE_I64, |p| p.0 as i64));
-                stack.push((idx, 0));
-            }
-            EventKind::Leave => {
-                let Some((idx, children)) = stack.pop() else {
-                    w.add("leave_without_enter", || {
-                        format!("rank {} thread {}: a leave at ts {ts} has no open call; ignored", s.rank, s.thread)
-                    });
-                    continue;
-                };
-                if events.region[i] != NONE_I32 && events.region[i] != c.region[idx] {
-                    w.add("leave_region_mismatch", || {
-                        format!(
-                            "rank {} thread {}: the leave at ts {ts} names another region than the innermost open call; it closes that call",
-                            s.rank, s.thread
-                        )
-                    });
-                }
-                close(&mut c, &mut stack, idx, children, ts);
-            }
-            kind if is_point_to_point(kind) => {
-                if let Some(&(idx, _)) = stack.last() {
-                    c.enclosing.push((i, idx as i64));
-                }
-            }
-            _ => {}
+    /// An enter opens a call one level deeper than the innermost one.
+    #[inline]
+    pub fn enter(&mut self, ts: i64, region: i32) {
+        let c = &mut self.calls;
+        let idx = c.len();
+        c.rank.push(self.rank);
+        c.thread.push(self.thread);
+        c.region.push(region);
+        c.start.push(ts);
+        c.end.push(ts);
+        c.exclusive.push(0);
+        c.depth.push(self.open.len() as i32);
+        c.parent.push(self.open.last().map_or(NONE_I64, |p| p.0 as i64));
+        self.open.push((idx, 0));
+    }
+
+    /// A leave closes the innermost call, whatever region it names (reported when it differs).
+    #[inline]
+    pub fn leave(&mut self, ts: i64, region: i32, w: &mut Warnings) {
+        let Some((idx, children)) = self.open.pop() else {
+            w.add("leave_without_enter", || {
+                format!("rank {} thread {}: a leave at ts {ts} has no open call; ignored", self.rank, self.thread)
+            });
+            return;
+        };
+        if region != NONE_I32 && region != self.calls.region[idx] {
+            w.add("leave_region_mismatch", || {
+                format!(
+                    "rank {} thread {}: the leave at ts {ts} names another region than the innermost open call; it closes that call",
+                    self.rank, self.thread
+                )
+            });
         }
+        self.close(idx, children, ts);
     }
-    if !stack.is_empty() {
-        let last = if s.end > s.start { events.ts[s.end - 1] } else { 0 };
-        w.add_many("call_never_left", stack.len() as i64, || {
-            format!(
-                "rank {} thread {}: calls still open at the end of the stream are closed at its last event (ts {last})",
-                s.rank, s.thread
-            )
-        });
-        while let Some((idx, children)) = stack.pop() {
-            close(&mut c, &mut stack, idx, children, last);
-        }
-    }
-    (c, w)
-}
 
-fn close(c: &mut Calls, stack: &mut [(usize, i64)], idx: usize, children: i64, end: i64) {
-    let end = end.max(c.start[idx]);
-    c.end[idx] = end;
-    let duration = end - c.start[idx];
-    c.exclusive[idx] = duration - children;
-    if let Some(parent) = stack.last_mut() {
-        parent.1 += duration;
+    /// Index and start time of the innermost open call.
+    #[inline]
+    pub fn innermost(&self) -> Option<(usize, i64)> {
+        self.open.last().map(|&(idx, _)| (idx, self.calls.start[idx]))
+    }
+
+    /// The stream's calls; calls still open are closed at `last_ts`, the stream's last event.
+    pub fn finish(mut self, last_ts: i64, w: &mut Warnings) -> Calls {
+        if !self.open.is_empty() {
+            w.add_many("call_never_left", self.open.len() as i64, || {
+                format!(
+                    "rank {} thread {}: calls still open at the end of the stream are closed at its last event (ts {last_ts})",
+                    self.rank, self.thread
+                )
+            });
+            while let Some((idx, children)) = self.open.pop() {
+                self.close(idx, children, last_ts);
+            }
+        }
+        self.calls
+    }
+
+    fn close(&mut self, idx: usize, children: i64, end: i64) {
+        let c = &mut self.calls;
+        let end = end.max(c.start[idx]);
+        c.end[idx] = end;
+        let duration = end - c.start[idx];
+        c.exclusive[idx] = duration - children;
+        if let Some(parent) = self.open.last_mut() {
+            parent.1 += duration;
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
+    use crate::build::walk::walk;
+    use crate::events::{Event, EventKind, EventParts, RawEvents};
 
     fn ev(ts: i64, kind: EventKind, region: i32) -> Event {
         Event { region, ..Event::new(0, 0, ts, kind) }
@@ -240,15 +220,16 @@ mod tests {
         e.push(ev(100, EventKind::Leave, 0));
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let all = derive(&e, &e.streams(), &mut w);
-        let c = &all.parts[0];
+        let walked = walk(&e, &e.streams(), &mut w);
+        let c = &walked.calls.parts[0];
         assert!(w.is_empty());
         assert_eq!(c.start, vec![0, 10, 25]);
         assert_eq!(c.end, vec![100, 20, 30]);
         assert_eq!(c.exclusive, vec![85, 10, 5]);
         assert_eq!(c.depth, vec![0, 1, 1]);
         assert_eq!(c.parent, vec![NONE_I64, 0, 0]);
-        assert_eq!(c.enclosing, vec![(2, 1)], "the send at event 2 is inside call 1");
+        let send = walked.halves.sends[0];
+        assert_eq!((send.call_start, send.call_end), (10, 20), "the send at ts 12 is inside call 1");
     }
 
     #[test]
@@ -259,7 +240,7 @@ mod tests {
         e.push(ev(9, EventKind::Enter, 1));
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let all = derive(&e, &e.streams(), &mut w);
+        let all = walk(&e, &e.streams(), &mut w).calls;
         let c = &all.parts[0];
         assert_eq!(w.count("leave_without_enter"), 1);
         assert_eq!(w.count("call_never_left"), 2);

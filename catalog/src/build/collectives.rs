@@ -2,18 +2,17 @@
 //! in one operation; the k-th operation a rank takes part in on a communicator is instance k
 //! of that communicator (MPI requires every member to call collectives on a communicator in
 //! the same order). Instances whose members disagree on the operation, or that fewer members
-//! than the communicator's size took part in, are reported. O(events), streams in parallel.
+//! than the communicator's size took part in, are reported. The parts are collected during the
+//! stream walk of `build::walk`, then placed in (comm, instance, rank) order by counting.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
-use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::events::{
-    COLLECTIVE_OPS, EventKind, EventParts, NONE_I64, PartStream, RawEvents, nullable_i32, nullable_i64, op_dictionary,
-};
+use crate::events::{COLLECTIVE_OPS, NONE_I64, RawEvents, nullable_i32, nullable_i64, op_dictionary};
+use crate::fast_hash::FastMap;
 use crate::model;
 use crate::trace::{CommInfo, Warnings};
 
@@ -62,71 +61,142 @@ impl Collectives {
     }
 }
 
-/// Derive the collective parts of all streams and check them against the communicators.
-pub fn derive(events: &EventParts, streams: &[PartStream], comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
-    let per_stream: Vec<(Vec<Part>, Warnings)> =
-        streams.par_iter().map(|ps| derive_stream(&events.parts[ps.part], &ps.stream)).collect();
-    let mut parts = Vec::new();
-    for (mut p, w) in per_stream {
-        parts.append(&mut p);
-        warnings.merge(w);
-    }
-    parts.par_sort_unstable_by_key(|p| (p.comm, p.instance, p.rank, p.thread));
-    check_instances(&parts, comms, warnings);
-    Collectives { parts }
-}
-
-fn derive_stream(events: &RawEvents, s: &crate::events::Stream) -> (Vec<Part>, Warnings) {
-    let mut parts = Vec::new();
-    let mut w = Warnings::default();
-    let mut next_instance: HashMap<i32, i64> = HashMap::new();
-    let mut begin = NONE_I64;
-    for i in s.start..s.end {
-        match events.kind(i) {
-            EventKind::CollBegin => {
-                if begin != NONE_I64 {
-                    w.add("coll_begin_without_end", || {
-                        format!("rank {} thread {}: a collective begun at ts {begin} never ended", s.rank, s.thread)
-                    });
-                }
-                begin = events.ts[i];
+/// Order the parts found by the stream walks (in stream order) by communicator, instance, rank
+/// and thread, and check them against the communicators.
+///
+/// No sort is needed: streams come in (rank, thread) order and number their parts by instance,
+/// so the group of (comm, instance) holds one part from each stream with more than `instance`
+/// parts on that communicator. Group sizes follow from each stream's count per communicator;
+/// the streams then place their parts in turn.
+pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
+    let total: usize = per_stream.iter().map(Vec::len).sum();
+    let Some(&first) = per_stream.iter().flatten().next() else {
+        return Collectives::default();
+    };
+    // Instances per communicator: `counts[c][n]` streams have n parts on communicator c.
+    let mut comm_ids: Vec<i32> = Vec::new();
+    let mut counts: Vec<Vec<usize>> = Vec::new();
+    let mut by_comm: FastMap<i32, usize> = FastMap::default();
+    for parts in &per_stream {
+        let mut seen: Vec<(usize, usize)> = Vec::new();
+        for p in parts {
+            let c = *by_comm.entry(p.comm).or_insert_with(|| {
+                comm_ids.push(p.comm);
+                counts.push(Vec::new());
+                comm_ids.len() - 1
+            });
+            match seen.iter_mut().find(|s| s.0 == c) {
+                Some(s) => s.1 += 1,
+                None => seen.push((c, 1)),
             }
-            EventKind::CollEnd => {
-                let ts = events.ts[i];
-                if begin == NONE_I64 {
-                    w.add("coll_end_without_begin", || {
-                        format!(
-                            "rank {} thread {}: a collective ended at ts {ts} without a begin; begin_ts is NULL",
-                            s.rank, s.thread
-                        )
-                    });
-                }
-                let comm = events.comm[i];
-                let counter = next_instance.entry(comm).or_insert(0);
-                parts.push(Part {
-                    instance: *counter,
-                    comm,
-                    op: events.op[i],
-                    root: events.peer[i],
-                    rank: s.rank,
-                    thread: s.thread,
-                    begin,
-                    end: ts,
-                    bytes_sent: events.bytes[i],
-                    bytes_recv: events.bytes_recv[i],
-                });
-                *counter += 1;
-                begin = NONE_I64;
+        }
+        for (c, n) in seen {
+            if counts[c].len() <= n {
+                counts[c].resize(n + 1, 0);
             }
-            _ => {}
+            counts[c][n] += 1;
         }
     }
-    if begin != NONE_I64 {
+    // Start of each (comm, instance) group, communicators in ascending order.
+    let mut order: Vec<usize> = (0..comm_ids.len()).collect();
+    order.sort_by_key(|&c| comm_ids[c]);
+    let mut group_start: Vec<Vec<usize>> = vec![Vec::new(); comm_ids.len()];
+    let mut next = 0;
+    for &c in &order {
+        // Streams with more than k parts: the counts above k.
+        let mut more = counts[c].iter().sum::<usize>() - counts[c][0];
+        for k in 0..counts[c].len().saturating_sub(1) {
+            group_start[c].push(next);
+            next += more;
+            more -= counts[c][k + 1];
+        }
+    }
+    let mut placed = vec![first; total];
+    for parts in &per_stream {
+        for p in parts {
+            let slot = &mut group_start[by_comm[&p.comm]][p.instance as usize];
+            placed[*slot] = *p;
+            *slot += 1;
+        }
+    }
+    check_instances(&placed, comms, warnings);
+    Collectives { parts: placed }
+}
+
+/// The collective parts of one stream while its events are walked in order.
+#[derive(Debug)]
+pub struct PartCollector {
+    parts: Vec<Part>,
+    /// Next instance number per communicator.
+    next_instance: Vec<(i32, i64)>,
+    /// Begin time of the open collective, NONE_I64 when none is open.
+    begin: i64,
+    rank: i32,
+    thread: i32,
+}
+
+impl PartCollector {
+    pub fn new(rank: i32, thread: i32, ends: usize) -> Self {
+        PartCollector { parts: Vec::with_capacity(ends), next_instance: Vec::new(), begin: NONE_I64, rank, thread }
+    }
+
+    pub fn begin(&mut self, ts: i64, w: &mut Warnings) {
+        if self.begin != NONE_I64 {
+            self.report_unended(w);
+        }
+        self.begin = ts;
+    }
+
+    /// The collective_end event `i` of `events` closes this rank's part in the next instance of
+    /// its communicator.
+    pub fn end(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+        let ts = events.ts[i];
+        if self.begin == NONE_I64 {
+            w.add("coll_end_without_begin", || {
+                format!(
+                    "rank {} thread {}: a collective ended at ts {ts} without a begin; begin_ts is NULL",
+                    self.rank, self.thread
+                )
+            });
+        }
+        let comm = events.comm[i];
+        let k = match self.next_instance.iter().position(|&(c, _)| c == comm) {
+            Some(k) => k,
+            None => {
+                self.next_instance.push((comm, 0));
+                self.next_instance.len() - 1
+            }
+        };
+        let instance = self.next_instance[k].1;
+        self.next_instance[k].1 += 1;
+        self.parts.push(Part {
+            instance,
+            comm,
+            op: events.op[i],
+            root: events.peer[i],
+            rank: self.rank,
+            thread: self.thread,
+            begin: self.begin,
+            end: ts,
+            bytes_sent: events.bytes[i],
+            bytes_recv: events.bytes_recv[i],
+        });
+        self.begin = NONE_I64;
+    }
+
+    pub fn finish(self, w: &mut Warnings) -> Vec<Part> {
+        if self.begin != NONE_I64 {
+            self.report_unended(w);
+        }
+        self.parts
+    }
+
+    fn report_unended(&self, w: &mut Warnings) {
+        let (rank, thread, begin) = (self.rank, self.thread, self.begin);
         w.add("coll_begin_without_end", || {
-            format!("rank {} thread {}: a collective begun at ts {begin} never ended", s.rank, s.thread)
+            format!("rank {rank} thread {thread}: a collective begun at ts {begin} never ended")
         });
     }
-    (parts, w)
 }
 
 fn check_instances(parts: &[Part], comms: &[CommInfo], warnings: &mut Warnings) {
@@ -166,7 +236,44 @@ fn op_name(code: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{Event, collective_op_code};
+    use crate::build::walk::walk;
+    use crate::events::{Event, EventKind, EventParts, NONE_I32, collective_op_code};
+
+    #[test]
+    fn placement_equals_a_sort_when_ranks_take_part_unevenly() {
+        // 6 streams (3 ranks x 2 threads); stream s takes part in (s * 7) % 5 + s operations,
+        // cycling over communicators 3, -1 and 0 in a stream-dependent order.
+        let mut per_stream = Vec::new();
+        for s in 0..6i32 {
+            let mut next = [0i64; 3];
+            let comms = [3, -1, 0];
+            let parts: Vec<Part> = (0..(s * 7) % 5 + s)
+                .map(|k| {
+                    let c = ((k + s) % 3) as usize;
+                    next[c] += 1;
+                    Part {
+                        instance: next[c] - 1,
+                        comm: comms[c],
+                        op: 1,
+                        root: NONE_I32,
+                        rank: s / 2,
+                        thread: s % 2,
+                        begin: i64::from(k),
+                        end: i64::from(k) + 1,
+                        bytes_sent: 0,
+                        bytes_recv: 0,
+                    }
+                })
+                .collect();
+            per_stream.push(parts);
+        }
+        let mut want: Vec<Part> = per_stream.iter().flatten().copied().collect();
+        want.sort_by_key(|p| (p.comm, p.instance, p.rank, p.thread));
+        let mut w = Warnings::default();
+        let got = assemble(per_stream, &[], &mut w).parts;
+        assert_eq!(got, want);
+        assert!(assemble(Vec::new(), &[], &mut w).parts.is_empty());
+    }
 
     #[test]
     fn instances_follow_per_communicator_order() {
@@ -187,7 +294,7 @@ mod tests {
         let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1] }];
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let c = derive(&e, &e.streams(), &comms, &mut w);
+        let c = assemble(walk(&e, &e.streams(), &mut w).collective_parts, &comms, &mut w);
         assert!(w.is_empty(), "{w:?}");
         let got: Vec<_> = c.parts.iter().map(|p| (p.instance, p.rank, op_name(p.op))).collect();
         assert_eq!(got, vec![(0, 0, "barrier"), (0, 1, "barrier"), (1, 0, "allreduce"), (1, 1, "allreduce")]);

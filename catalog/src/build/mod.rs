@@ -1,8 +1,38 @@
 //! Derivation of the analysis tables from raw events: `calls` from enter/leave nesting,
-//! `messages` by MPI's matching rules, `collectives` by per-communicator sequence. Each
-//! derivation works stream by stream ((rank, thread) event ranges) in parallel with rayon,
-//! then merges; problems (unmatched halves, unbalanced enter/leave) are counted as warnings.
+//! `messages` by MPI's matching rules, `collectives` by per-communicator sequence. One walk
+//! per (rank, thread) stream, in parallel with rayon, collects what all three need (`walk`);
+//! messages are then matched and collective parts ordered across streams. Problems
+//! (unmatched halves, unbalanced enter/leave) are counted as warnings.
 
 pub mod calls;
 pub mod collectives;
 pub mod messages;
+pub mod walk;
+
+use crate::error::Result;
+use crate::events::{EventParts, PartStream};
+use crate::trace::{CommInfo, NodeMap, Warnings};
+
+/// The derived tables of a trace.
+#[derive(Debug, Default)]
+pub struct Derived {
+    pub calls: calls::CallParts,
+    pub messages: messages::Messages,
+    pub collectives: collectives::Collectives,
+}
+
+/// Derive calls, messages and collectives (`streams` is `events.streams()`). `keep_matched`
+/// also lists the event pair of every matched message (`Messages::matched_events`).
+pub fn derive(
+    events: &EventParts,
+    streams: &[PartStream],
+    nodes: &NodeMap,
+    comms: &[CommInfo],
+    keep_matched: bool,
+    warnings: &mut Warnings,
+) -> Result<Derived> {
+    let walked = walk::walk(events, streams, warnings);
+    let messages = messages::derive(walked.halves, streams, nodes, keep_matched, warnings)?;
+    let collectives = collectives::assemble(walked.collective_parts, comms, warnings);
+    Ok(Derived { calls: walked.calls, messages, collectives })
+}

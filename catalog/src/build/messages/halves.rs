@@ -1,0 +1,319 @@
+//! The send and receive halves of messages as one stream's events are walked (see
+//! `build::walk`). A half carries everything its row of `messages` needs: peer, comm, tag,
+//! size, event time, the times of its enclosing call, and for non-blocking operations the
+//! completion of a send or the post time of a receive, tied by request id (an isend to its
+//! isend_complete, an irecv_request to its irecv). Requests that never complete or are reused
+//! while open are counted as warnings.
+
+use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents};
+use crate::fast_hash::FastMap;
+use crate::trace::Warnings;
+
+/// One side of a message as found in the events.
+#[derive(Debug, Clone, Copy)]
+pub struct Half {
+    pub src: i32,
+    pub dst: i32,
+    pub comm: i32,
+    pub tag: i32,
+    pub bytes: i64,
+    /// Send: the send event. Receive: the completion event.
+    pub ts: i64,
+    pub call_start: i64,
+    pub call_end: i64,
+    /// Send: completion of a non-blocking send (the call end of a blocking one). Receive: the
+    /// post time, which orders receives for matching.
+    pub aux_ts: i64,
+    /// Global index of the send or completion event.
+    pub event: usize,
+}
+
+impl Half {
+    pub const UNSET: Half = Half {
+        src: NONE_I32,
+        dst: NONE_I32,
+        comm: NONE_I32,
+        tag: NONE_I32,
+        bytes: NONE_I64,
+        ts: NONE_I64,
+        call_start: NONE_I64,
+        call_end: NONE_I64,
+        aux_ts: NONE_I64,
+        event: 0,
+    };
+
+    /// Matching order of a rank's sends: the send event.
+    pub fn send_order(&self) -> (i64, usize) {
+        (self.ts, self.event)
+    }
+
+    /// Matching order of a rank's receives: the post time.
+    pub fn recv_order(&self) -> (i64, usize) {
+        (self.aux_ts, self.event)
+    }
+}
+
+/// The halves of all streams: each stream's sends and receives are consecutive, in stream order.
+#[derive(Debug, Default)]
+pub struct Halves {
+    pub sends: Vec<Half>,
+    pub recvs: Vec<Half>,
+    /// (sends, receives) of each stream.
+    pub per_stream: Vec<(usize, usize)>,
+}
+
+impl Halves {
+    /// Room for every stream's halves, counted beforehand, and each stream's share of it.
+    pub fn sized(per_stream: Vec<(usize, usize)>) -> Self {
+        let sends = vec![Half::UNSET; per_stream.iter().map(|c| c.0).sum()];
+        let recvs = vec![Half::UNSET; per_stream.iter().map(|c| c.1).sum()];
+        Halves { sends, recvs, per_stream }
+    }
+
+    /// Each stream's (sends, receives) slices, in stream order.
+    pub fn split_mut(&mut self) -> Vec<(&mut [Half], &mut [Half])> {
+        let mut out = Vec::with_capacity(self.per_stream.len());
+        let (mut send_rest, mut recv_rest) = (self.sends.as_mut_slice(), self.recvs.as_mut_slice());
+        for &(ns, nr) in &self.per_stream {
+            let (s, rest) = std::mem::take(&mut send_rest).split_at_mut(ns);
+            send_rest = rest;
+            let (r, rest) = std::mem::take(&mut recv_rest).split_at_mut(nr);
+            recv_rest = rest;
+            out.push((s, r));
+        }
+        out
+    }
+}
+
+/// Collects one stream's halves into its slices (sized by the counting pass).
+#[derive(Debug)]
+pub struct HalfCollector<'a> {
+    sends: &'a mut [Half],
+    recvs: &'a mut [Half],
+    /// Index of the enclosing call of each half (u32::MAX: none), resolved to call times once
+    /// the stream's calls are complete; for sends, whether the send is blocking.
+    send_calls: Vec<(u32, bool)>,
+    recv_calls: Vec<u32>,
+    open_isends: OpenRequests<usize>,
+    posted_irecvs: OpenRequests<i64>,
+    rank: i32,
+    /// Global index of the part's first event.
+    offset: usize,
+}
+
+const NO_CALL: u32 = u32::MAX;
+
+/// Requests kept in a list before a hash map takes over.
+const FEW_REQUESTS: usize = 32;
+
+/// The open requests of a stream, with a value each. A rank keeps few requests in flight at a
+/// time, and a short list scanned linearly costs less than hashing; past `FEW_REQUESTS` open
+/// requests a hash map holds them all.
+#[derive(Debug)]
+struct OpenRequests<V> {
+    few: Vec<(i64, V)>,
+    many: FastMap<i64, V>,
+}
+
+impl<V> Default for OpenRequests<V> {
+    fn default() -> Self {
+        OpenRequests { few: Vec::with_capacity(FEW_REQUESTS), many: FastMap::default() }
+    }
+}
+
+impl<V: Copy> OpenRequests<V> {
+    /// Open `request`; returns the value of the same request if it was already open (it is
+    /// replaced).
+    fn insert(&mut self, request: i64, value: V) -> Option<V> {
+        if self.many.is_empty() {
+            if let Some(slot) = self.few.iter_mut().find(|(r, _)| *r == request) {
+                return Some(std::mem::replace(&mut slot.1, value));
+            }
+            if self.few.len() < FEW_REQUESTS {
+                self.few.push((request, value));
+                return None;
+            }
+            self.many.extend(self.few.drain(..));
+        }
+        self.many.insert(request, value)
+    }
+
+    fn remove(&mut self, request: i64) -> Option<V> {
+        if self.many.is_empty() {
+            let k = self.few.iter().position(|(r, _)| *r == request)?;
+            Some(self.few.swap_remove(k).1)
+        } else {
+            self.many.remove(&request)
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.few.len() + self.many.len()
+    }
+}
+
+impl<'a> HalfCollector<'a> {
+    pub fn new(sends: &'a mut [Half], recvs: &'a mut [Half], rank: i32, offset: usize) -> Self {
+        HalfCollector {
+            send_calls: Vec::with_capacity(sends.len()),
+            recv_calls: Vec::with_capacity(recvs.len()),
+            sends,
+            recvs,
+            open_isends: OpenRequests::default(),
+            posted_irecvs: OpenRequests::default(),
+            rank,
+            offset,
+        }
+    }
+
+    /// A send or isend event `i`, inside call `call` (index, start) if any.
+    pub fn send(&mut self, events: &RawEvents, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
+        let (ts, request) = (events.ts[i], events.request[i]);
+        let k = self.send_calls.len();
+        let blocking = events.kind(i) == EventKind::Send;
+        if !blocking && self.open_isends.insert(request, k).is_some() {
+            let rank = self.rank;
+            w.add("request_reused_while_open", || {
+                format!("rank {rank}: request {request} reused before it completed (ts {ts})")
+            });
+        }
+        self.send_calls.push((call.map_or(NO_CALL, |c| c.0 as u32), blocking));
+        self.sends[k] = Half {
+            src: self.rank,
+            dst: events.peer[i],
+            comm: events.comm[i],
+            tag: events.tag[i],
+            bytes: events.bytes[i],
+            ts,
+            call_start: call.map_or(NONE_I64, |c| c.1),
+            // Set when the stream's calls are complete: the call end, and for a blocking send
+            // its completion.
+            call_end: NONE_I64,
+            aux_ts: NONE_I64,
+            event: self.offset + i,
+        };
+    }
+
+    pub fn isend_complete(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+        let (ts, request) = (events.ts[i], events.request[i]);
+        match self.open_isends.remove(request) {
+            Some(k) => self.sends[k].aux_ts = ts,
+            None => {
+                let rank = self.rank;
+                w.add("isend_complete_without_isend", || {
+                    format!("rank {rank}: completion of request {request} at ts {ts} has no isend")
+                })
+            }
+        }
+    }
+
+    pub fn irecv_request(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+        let (ts, request) = (events.ts[i], events.request[i]);
+        if self.posted_irecvs.insert(request, ts).is_some() {
+            let rank = self.rank;
+            w.add("request_reused_while_open", || {
+                format!("rank {rank}: request {request} reused before it completed (ts {ts})")
+            });
+        }
+    }
+
+    /// A recv or irecv event `i`, inside call `call` (index, start) if any. A blocking receive
+    /// is posted when its call starts, a non-blocking one by its irecv_request.
+    pub fn recv(&mut self, events: &RawEvents, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
+        let (ts, request) = (events.ts[i], events.request[i]);
+        let post = if events.kind(i) == EventKind::Recv {
+            call.map_or(ts, |c| c.1)
+        } else {
+            match self.posted_irecvs.remove(request) {
+                Some(p) => p,
+                None => {
+                    let rank = self.rank;
+                    w.add("irecv_without_request", || {
+                        format!(
+                            "rank {rank}: irecv completion of request {request} at ts {ts} has no irecv_request; its completion time is used as post time"
+                        )
+                    });
+                    ts
+                }
+            }
+        };
+        let k = self.recv_calls.len();
+        self.recv_calls.push(call.map_or(NO_CALL, |c| c.0 as u32));
+        self.recvs[k] = Half {
+            src: events.peer[i],
+            dst: self.rank,
+            comm: events.comm[i],
+            tag: events.tag[i],
+            bytes: events.bytes[i],
+            ts,
+            call_start: call.map_or(NONE_I64, |c| c.1),
+            call_end: NONE_I64,
+            aux_ts: post,
+            event: self.offset + i,
+        };
+    }
+
+    pub fn cancelled(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+        let (ts, request) = (events.ts[i], events.request[i]);
+        let was_open = self.open_isends.remove(request).is_some() || self.posted_irecvs.remove(request).is_some();
+        if !was_open {
+            let rank = self.rank;
+            w.add("cancel_of_unknown_request", || {
+                format!("rank {rank}: cancelled request {request} at ts {ts} was not open")
+            });
+        }
+    }
+
+    /// Fill in the call ends from the stream's finished calls (`call_end` by call index) and
+    /// report requests left open.
+    pub fn finish(self, call_end: &[i64], w: &mut Warnings) {
+        for (h, &(c, blocking)) in self.sends.iter_mut().zip(&self.send_calls) {
+            if c != NO_CALL {
+                h.call_end = call_end[c as usize];
+            }
+            if blocking {
+                h.aux_ts = h.call_end;
+            }
+        }
+        for (h, &c) in self.recvs.iter_mut().zip(&self.recv_calls) {
+            if c != NO_CALL {
+                h.call_end = call_end[c as usize];
+            }
+        }
+        debug_assert_eq!((self.send_calls.len(), self.recv_calls.len()), (self.sends.len(), self.recvs.len()));
+        let rank = self.rank;
+        w.add_many("isend_never_completed", self.open_isends.len() as i64, || {
+            format!("rank {rank}: non-blocking sends whose completion is not in the trace")
+        });
+        w.add_many("irecv_never_completed", self.posted_irecvs.len() as i64, || {
+            format!("rank {rank}: posted non-blocking receives that never completed")
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_requests_behave_as_a_map_below_and_above_the_list_size() {
+        let mut open = OpenRequests::default();
+        let n = 3 * FEW_REQUESTS as i64;
+        for r in 0..n {
+            assert_eq!(open.insert(r, r * 10), None);
+            assert_eq!(open.len(), r as usize + 1);
+        }
+        assert_eq!(open.insert(5, 7), Some(50), "reopening reports the open request");
+        for r in (0..n).rev().filter(|r| r % 2 == 0) {
+            assert_eq!(open.remove(r), Some(if r == 5 { 7 } else { r * 10 }));
+        }
+        assert_eq!(open.remove(0), None);
+        assert_eq!(open.len(), n as usize / 2);
+        for r in (1..n).step_by(2) {
+            assert_eq!(open.remove(r), Some(if r == 5 { 7 } else { r * 10 }));
+        }
+        assert_eq!(open.len(), 0);
+        assert_eq!(open.insert(1, 1), None, "an empty set starts over as a list");
+        assert_eq!(open.remove(1), Some(1));
+    }
+}

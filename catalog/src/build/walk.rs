@@ -1,0 +1,101 @@
+//! One walk over each (rank, thread) stream's events feeds all three derivations: enter and
+//! leave drive the call stack (`calls`), sends, receives and their requests fill message
+//! halves (`messages::halves`), collective begin and end make collective parts
+//! (`collectives`). A counting pass over the event kinds sizes every output first, so the
+//! walks, run in parallel over streams, write into memory allocated once. O(events).
+
+use rayon::prelude::*;
+
+use crate::build::calls::{CallParts, CallStack};
+use crate::build::collectives::{Part, PartCollector};
+use crate::build::messages::halves::{HalfCollector, Halves};
+use crate::events::{EventKind, EventParts, PartStream, RawEvents};
+use crate::trace::Warnings;
+
+/// What the walks found, in stream order.
+#[derive(Debug, Default)]
+pub struct Walked {
+    pub calls: CallParts,
+    pub halves: Halves,
+    pub collective_parts: Vec<Vec<Part>>,
+}
+
+/// Per stream: enters, sends, receives, collective ends.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    enters: usize,
+    sends: usize,
+    recvs: usize,
+    collective_ends: usize,
+}
+
+fn count(kinds: &[u8]) -> Counts {
+    let mut by_kind = [0usize; 256];
+    for &k in kinds {
+        by_kind[usize::from(k)] += 1;
+    }
+    let n = |k: EventKind| by_kind[k as usize];
+    Counts {
+        enters: n(EventKind::Enter),
+        sends: n(EventKind::Send) + n(EventKind::Isend),
+        recvs: n(EventKind::Recv) + n(EventKind::Irecv),
+        collective_ends: n(EventKind::CollEnd),
+    }
+}
+
+/// Walk every stream (`streams` is `events.streams()`).
+pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings) -> Walked {
+    let counts: Vec<Counts> =
+        streams.par_iter().map(|ps| count(&events.parts[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
+    let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());
+    let found: Vec<_> = streams
+        .par_iter()
+        .zip(&counts)
+        .zip(halves.split_mut())
+        .map(|((ps, c), (sends, recvs))| {
+            walk_stream(&events.parts[ps.part], ps, c, HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset))
+        })
+        .collect();
+    let mut out = Walked {
+        calls: CallParts { parts: Vec::with_capacity(found.len()) },
+        halves: Halves::default(),
+        collective_parts: Vec::with_capacity(found.len()),
+    };
+    for (calls, parts, w) in found {
+        out.calls.parts.push(calls);
+        out.collective_parts.push(parts);
+        warnings.merge(w);
+    }
+    out.halves = halves;
+    out
+}
+
+fn walk_stream(
+    events: &RawEvents,
+    ps: &PartStream,
+    counts: &Counts,
+    mut halves: HalfCollector<'_>,
+) -> (crate::build::calls::Calls, Vec<Part>, Warnings) {
+    let s = &ps.stream;
+    let mut w = Warnings::default();
+    let mut calls = CallStack::new(s.rank, s.thread, counts.enters);
+    let mut collectives = PartCollector::new(s.rank, s.thread, counts.collective_ends);
+    for i in s.start..s.end {
+        match events.kind(i) {
+            EventKind::Enter => calls.enter(events.ts[i], events.region[i]),
+            EventKind::Leave => calls.leave(events.ts[i], events.region[i], &mut w),
+            EventKind::Send | EventKind::Isend => halves.send(events, i, calls.innermost(), &mut w),
+            EventKind::Recv | EventKind::Irecv => halves.recv(events, i, calls.innermost(), &mut w),
+            EventKind::IsendComplete => halves.isend_complete(events, i, &mut w),
+            EventKind::IrecvRequest => halves.irecv_request(events, i, &mut w),
+            EventKind::RequestCancelled => halves.cancelled(events, i, &mut w),
+            EventKind::CollBegin => collectives.begin(events.ts[i], &mut w),
+            EventKind::CollEnd => collectives.end(events, i, &mut w),
+            _ => {}
+        }
+    }
+    let last = if s.end > s.start { events.ts[s.end - 1] } else { 0 };
+    let calls = calls.finish(last, &mut w);
+    halves.finish(&calls.end, &mut w);
+    (calls, collectives.finish(&mut w), w)
+}
