@@ -56,18 +56,14 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
             walk_stream(&events.parts[ps.part], ps, c, HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset))
         })
         .collect();
-    let mut out = Walked {
-        calls: CallParts { parts: Vec::with_capacity(found.len()) },
-        halves: Halves::default(),
-        collective_parts: Vec::with_capacity(found.len()),
-    };
-    for (calls, parts, w) in found {
-        out.calls.parts.push(calls);
-        out.collective_parts.push(parts);
+    let mut calls = CallParts { parts: Vec::with_capacity(found.len()) };
+    let mut collective_parts = Vec::with_capacity(found.len());
+    for (stream_calls, parts, w) in found {
+        calls.parts.push(stream_calls);
+        collective_parts.push(parts);
         warnings.merge(w);
     }
-    out.halves = halves;
-    out
+    Walked { calls, halves, collective_parts }
 }
 
 fn walk_stream(
