@@ -178,20 +178,8 @@ impl<'a> HalfCollector<'a> {
             });
         }
         self.send_calls.push((call.map_or(NO_CALL, |c| c.0 as u32), blocking));
-        self.sends[k] = Half {
-            src: self.rank,
-            dst: events.peer[i],
-            comm: events.comm[i],
-            tag: events.tag[i],
-            bytes: events.bytes[i],
-            ts,
-            call_start: call.map_or(NONE_I64, |c| c.1),
-            // Set when the stream's calls are complete: the call end, and for a blocking send
-            // its completion.
-            call_end: NONE_I64,
-            aux_ts: NONE_I64,
-            event: self.offset + i,
-        };
+        // A blocking send completes when its call ends: set by `finish`.
+        self.sends[k] = self.half(events, i, (self.rank, events.peer[i]), call, NONE_I64);
     }
 
     pub fn isend_complete(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
@@ -239,18 +227,31 @@ impl<'a> HalfCollector<'a> {
         };
         let k = self.recv_calls.len();
         self.recv_calls.push(call.map_or(NO_CALL, |c| c.0 as u32));
-        self.recvs[k] = Half {
-            src: events.peer[i],
-            dst: self.rank,
+        self.recvs[k] = self.half(events, i, (events.peer[i], self.rank), call, post);
+    }
+
+    /// The half of event `i` between `(src, dst)`; its call end is set by `finish`, once the
+    /// stream's calls are complete.
+    fn half(
+        &self,
+        events: &RawEvents,
+        i: usize,
+        (src, dst): (i32, i32),
+        call: Option<(usize, i64)>,
+        aux_ts: i64,
+    ) -> Half {
+        Half {
+            src,
+            dst,
             comm: events.comm[i],
             tag: events.tag[i],
             bytes: events.bytes[i],
-            ts,
+            ts: events.ts[i],
             call_start: call.map_or(NONE_I64, |c| c.1),
             call_end: NONE_I64,
-            aux_ts: post,
+            aux_ts,
             event: self.offset + i,
-        };
+        }
     }
 
     pub fn cancelled(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
