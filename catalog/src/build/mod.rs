@@ -36,3 +36,17 @@ pub fn derive(
     let collectives = collectives::assemble(walked.collective_parts, comms, warnings);
     Ok(Derived { calls: walked.calls, messages, collectives })
 }
+
+/// `slice` cut into consecutive pieces of the given lengths (which must not add up to more
+/// than its length), so that parallel workers can each fill their own piece.
+pub(crate) fn split_lengths<T>(slice: &mut [T], lengths: impl IntoIterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut rest = slice;
+    lengths
+        .into_iter()
+        .map(|n| {
+            let (piece, tail) = std::mem::take(&mut rest).split_at_mut(n);
+            rest = tail;
+            piece
+        })
+        .collect()
+}

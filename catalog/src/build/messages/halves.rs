@@ -5,6 +5,7 @@
 //! isend_complete, an irecv_request to its irecv). Requests that never complete or are reused
 //! while open are counted as warnings.
 
+use crate::build::split_lengths;
 use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
 use crate::trace::Warnings;
@@ -72,16 +73,9 @@ impl Halves {
 
     /// Each stream's (sends, receives) slices, in stream order.
     pub fn split_mut(&mut self) -> Vec<(&mut [Half], &mut [Half])> {
-        let mut out = Vec::with_capacity(self.per_stream.len());
-        let (mut send_rest, mut recv_rest) = (self.sends.as_mut_slice(), self.recvs.as_mut_slice());
-        for &(ns, nr) in &self.per_stream {
-            let (s, rest) = std::mem::take(&mut send_rest).split_at_mut(ns);
-            send_rest = rest;
-            let (r, rest) = std::mem::take(&mut recv_rest).split_at_mut(nr);
-            recv_rest = rest;
-            out.push((s, r));
-        }
-        out
+        let sends = split_lengths(&mut self.sends, self.per_stream.iter().map(|c| c.0));
+        let recvs = split_lengths(&mut self.recvs, self.per_stream.iter().map(|c| c.1));
+        sends.into_iter().zip(recvs).collect()
     }
 }
 

@@ -11,6 +11,7 @@
 use rayon::prelude::*;
 
 use super::halves::Half;
+use crate::build::split_lengths;
 use crate::events::PartStream;
 use crate::fast_hash::FastMap;
 
@@ -150,20 +151,15 @@ fn number_channels(
 ) -> (Vec<Place>, Vec<Place>, Vec<(Vec<ChannelCount>, Vec<ChannelCount>)>) {
     let mut send_places = vec![Place::default(); sends.len()];
     let mut recv_places = vec![Place::default(); recvs.len()];
-    let mut jobs = Vec::with_capacity(ranks.len());
-    let (mut s_rest, mut r_rest) = (sends, recvs);
-    let (mut sp_rest, mut rp_rest) = (send_places.as_mut_slice(), recv_places.as_mut_slice());
-    for rank in ranks {
-        let (s, rest) = std::mem::take(&mut s_rest).split_at_mut(rank.sends.len());
-        s_rest = rest;
-        let (r, rest) = std::mem::take(&mut r_rest).split_at_mut(rank.recvs.len());
-        r_rest = rest;
-        let (sp, rest) = std::mem::take(&mut sp_rest).split_at_mut(rank.sends.len());
-        sp_rest = rest;
-        let (rp, rest) = std::mem::take(&mut rp_rest).split_at_mut(rank.recvs.len());
-        rp_rest = rest;
-        jobs.push((s, r, sp, rp));
-    }
+    let send_lengths = || ranks.iter().map(|r| r.sends.len());
+    let recv_lengths = || ranks.iter().map(|r| r.recvs.len());
+    let jobs: Vec<_> = split_lengths(sends, send_lengths())
+        .into_iter()
+        .zip(split_lengths(recvs, recv_lengths()))
+        .zip(split_lengths(&mut send_places, send_lengths()))
+        .zip(split_lengths(&mut recv_places, recv_lengths()))
+        .map(|(((s, r), sp), rp)| (s, r, sp, rp))
+        .collect();
     let channels = jobs
         .into_par_iter()
         .map(|(s, r, sp, rp)| {
