@@ -7,6 +7,7 @@
 pub mod calls;
 pub mod collectives;
 pub mod messages;
+pub mod time_order;
 pub mod walk;
 
 use crate::error::Result;

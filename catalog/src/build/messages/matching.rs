@@ -5,8 +5,11 @@
 //! Rather than sorting all halves by channel, each rank numbers the halves of its own channels
 //! (a hash map of the few channels a rank uses, in parallel over ranks); a global index of the
 //! channels then gives, for the k-th send of a channel, the k-th receive of the same channel
-//! through the receives counted and placed by channel. O(n) in the number of halves, plus a
-//! sort of each rank's receives when they complete in another order than they were posted.
+//! through the receives counted and placed by channel. The halves stay where the stream walk
+//! put them: they are numbered in stream order, and only a channel whose halves arrive in
+//! another order than the matching order (receives completing out of post order, a rank with
+//! several threads) is renumbered after a sort of its own members. O(n) in the number of
+//! halves in the common case.
 
 use rayon::prelude::*;
 
@@ -47,14 +50,9 @@ impl Pair {
 
 /// Pair every send with the receive of the same rank in its channel, if any; every receive
 /// beyond its channel's sends is a message of its own. Sends and receives must be in stream
-/// order with `per_stream` counts; each rank's halves are put in matching order. Returns the
-/// messages in rank order of their sends, then the receives without a send.
-pub fn pair(
-    sends: &mut [Half],
-    recvs: &mut [Half],
-    streams: &[PartStream],
-    per_stream: &[(usize, usize)],
-) -> Vec<Pair> {
+/// order with `per_stream` counts. Returns the messages in the order of their sends (which is
+/// global event order), then the receives without a send.
+pub fn pair(sends: &[Half], recvs: &[Half], streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<Pair> {
     let ranks = rank_ranges(streams, per_stream);
     let (send_places, recv_places, channels) = number_channels(sends, recvs, &ranks);
     let index = ChannelIndex::new(&ranks, &channels);
@@ -74,42 +72,32 @@ pub fn pair(
         }
     }
 
-    let (sends, recvs) = (&*sends, &*recvs);
     let matched = |g: u32, seq: u32| {
         if seq < index.recvs[g as usize] { recv_at[(recv_base[g as usize] + seq) as usize] } else { Pair::NONE }
     };
-    let per_rank: Vec<(Vec<Pair>, Vec<Pair>)> = ranks
-        .par_iter()
+    let unset = Pair { ts: 0, event: 0, send: Pair::NONE, recv: Pair::NONE };
+    let mut pairs = vec![unset; sends.len()];
+    let lone: Vec<Vec<Pair>> = split_lengths(&mut pairs, ranks.iter().map(|r| r.sends.len()))
+        .into_par_iter()
+        .zip(&ranks)
         .enumerate()
-        .map(|(r, rank)| {
-            let sent = rank
-                .sends
-                .clone()
-                .map(|i| {
-                    let p = send_places[i];
-                    let recv = matched(index.send_ids[r][p.channel as usize], p.seq);
-                    Pair { ts: sends[i].ts, event: sends[i].event, send: i as u32, recv }
-                })
-                .collect();
-            let lone = rank
-                .recvs
+        .map(|(r, (out, rank))| {
+            for (slot, i) in out.iter_mut().zip(rank.sends.clone()) {
+                let p = send_places[i];
+                let recv = matched(index.send_ids[r][p.channel as usize], p.seq);
+                *slot = Pair { ts: sends[i].ts, event: sends[i].event, send: i as u32, recv };
+            }
+            rank.recvs
                 .clone()
                 .filter(|&j| {
                     let p = recv_places[j];
                     p.seq >= index.sends[index.recv_ids[r][p.channel as usize] as usize]
                 })
                 .map(|j| Pair { ts: recvs[j].ts, event: recvs[j].event, send: Pair::NONE, recv: j as u32 })
-                .collect();
-            (sent, lone)
+                .collect()
         })
         .collect();
-    let mut pairs: Vec<Pair> = Vec::with_capacity(sends.len() + per_rank.iter().map(|p| p.1.len()).sum::<usize>());
-    let mut lone_recvs = Vec::new();
-    for (mut sent, mut lone) in per_rank {
-        pairs.append(&mut sent);
-        lone_recvs.append(&mut lone);
-    }
-    pairs.append(&mut lone_recvs);
+    pairs.extend(lone.into_iter().flatten());
     pairs
 }
 
@@ -139,61 +127,81 @@ fn rank_ranges(streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<Ran
     out
 }
 
-/// Put each rank's sends in send order and its receives in post order (already so unless a
-/// rank has several streams or receives complete out of order), then number the halves of
-/// each of the rank's channels. Returns the places of sends and receives and, per rank, its
-/// send and receive channels.
+/// Number the halves of each rank's channels in matching order: sends by send event,
+/// receives by post time. Returns the places of sends and receives and, per rank, its send
+/// and receive channels.
 #[allow(clippy::type_complexity)]
 fn number_channels(
-    sends: &mut [Half],
-    recvs: &mut [Half],
+    sends: &[Half],
+    recvs: &[Half],
     ranks: &[RankHalves],
 ) -> (Vec<Place>, Vec<Place>, Vec<(Vec<ChannelCount>, Vec<ChannelCount>)>) {
     let mut send_places = vec![Place::default(); sends.len()];
     let mut recv_places = vec![Place::default(); recvs.len()];
-    let send_lengths = || ranks.iter().map(|r| r.sends.len());
-    let recv_lengths = || ranks.iter().map(|r| r.recvs.len());
-    let jobs: Vec<_> = split_lengths(sends, send_lengths())
+    let jobs: Vec<_> = split_lengths(&mut send_places, ranks.iter().map(|r| r.sends.len()))
         .into_iter()
-        .zip(split_lengths(recvs, recv_lengths()))
-        .zip(split_lengths(&mut send_places, send_lengths()))
-        .zip(split_lengths(&mut recv_places, recv_lengths()))
-        .map(|(((s, r), sp), rp)| (s, r, sp, rp))
+        .zip(split_lengths(&mut recv_places, ranks.iter().map(|r| r.recvs.len())))
+        .zip(ranks)
         .collect();
     let channels = jobs
         .into_par_iter()
-        .map(|(s, r, sp, rp)| {
-            if !s.is_sorted_by_key(Half::send_order) {
-                s.sort_unstable_by_key(Half::send_order);
-            }
-            if !r.is_sorted_by_key(Half::recv_order) {
-                r.sort_unstable_by_key(Half::recv_order);
-            }
-            (number(s, sp, |h| h.dst), number(r, rp, |h| h.src))
+        .map(|((sp, rp), rank)| {
+            let send_channels = number(&sends[rank.sends.clone()], sp, |h| h.dst, Half::send_order);
+            let recv_channels = number(&recvs[rank.recvs.clone()], rp, |h| h.src, Half::recv_order);
+            (send_channels, recv_channels)
         })
         .collect();
     (send_places, recv_places, channels)
 }
 
-/// Number the halves of each channel (peer, comm, tag) in order; the rank's channels in order
-/// of first use, with their counts.
-fn number(halves: &[Half], places: &mut [Place], peer: fn(&Half) -> i32) -> Vec<ChannelCount> {
+/// Number the halves of each channel (peer, comm, tag) by `order`; the rank's channels in order
+/// of first use, with their counts. Halves are numbered as they come, and a channel found out
+/// of order is renumbered after sorting its own halves.
+fn number(
+    halves: &[Half],
+    places: &mut [Place],
+    peer: fn(&Half) -> i32,
+    order: fn(&Half) -> (i64, usize),
+) -> Vec<ChannelCount> {
     let mut ids: FastMap<(i32, i32, i32), u32> = FastMap::default();
     let mut channels: Vec<ChannelCount> = Vec::new();
+    // Per channel: the order key of its latest half, and whether the keys ever went down.
+    let mut latest: Vec<((i64, usize), bool)> = Vec::new();
     let mut last: Option<((i32, i32, i32), u32)> = None;
-    for (h, place) in halves.iter().zip(places) {
+    for (h, place) in halves.iter().zip(places.iter_mut()) {
         let key = (peer(h), h.comm, h.tag);
         let channel = match last {
             Some((k, c)) if k == key => c,
             _ => *ids.entry(key).or_insert_with(|| {
                 channels.push((key, 0));
+                latest.push(((i64::MIN, 0), false));
                 (channels.len() - 1) as u32
             }),
         };
         last = Some((key, channel));
-        let count = &mut channels[channel as usize].1;
-        *place = Place { channel, seq: *count };
-        *count += 1;
+        let c = channel as usize;
+        let o = order(h);
+        latest[c] = (o, latest[c].1 || o < latest[c].0);
+        *place = Place { channel, seq: channels[c].1 };
+        channels[c].1 += 1;
+    }
+    if latest.iter().any(|l| l.1) {
+        let disordered: Vec<bool> = latest.iter().map(|l| l.1).collect();
+        let mut members: Vec<(u32, (i64, usize), usize)> = places
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| disordered[p.channel as usize])
+            .map(|(i, p)| (p.channel, order(&halves[i]), i))
+            .collect();
+        members.sort_unstable();
+        let mut seq = 0;
+        for (k, &(channel, _, i)) in members.iter().enumerate() {
+            if k > 0 && members[k - 1].0 != channel {
+                seq = 0;
+            }
+            places[i].seq = seq;
+            seq += 1;
+        }
     }
     channels
 }

@@ -3,7 +3,7 @@
 //! without a partner are kept as rows with NULL partner columns and counted as warnings.
 //!
 //! msg_id follows send time (the receive's completion for a receive without a send): the
-//! messages are sorted by that time once, then the table is gathered in chunks of
+//! messages are put in that order once (`build::time_order`), then the table is gathered in chunks of
 //! `CHUNK_ROWS` messages in parallel, each chunk one record batch. The gather works a block of
 //! messages at a time so that their halves are fetched from memory once for all columns.
 
@@ -16,6 +16,7 @@ use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Arr
 use arrow::datatypes::{Int32Type, Int64Type};
 use rayon::prelude::*;
 
+use crate::build::time_order;
 use crate::error::{Error, Result};
 use crate::events::{NONE_I32, NONE_I64, PartStream, owned_nullable};
 use crate::model;
@@ -224,13 +225,13 @@ impl Messages {
 /// Match the halves collected from all streams. `keep_matched` also lists the event pair of
 /// every matched message (`Messages::matched_events`).
 pub fn derive(
-    mut halves: Halves,
+    halves: Halves,
     streams: &[PartStream],
     nodes: &NodeMap,
     keep_matched: bool,
     warnings: &mut Warnings,
 ) -> Result<Messages> {
-    let (sends, recvs) = (&mut halves.sends, &mut halves.recvs);
+    let (sends, recvs) = (&halves.sends, &halves.recvs);
     if sends.len().max(recvs.len()) >= Pair::NONE as usize {
         return Err(Error::Engine(format!(
             "{} sends and {} receives: message matching handles fewer than {} of each",
@@ -240,10 +241,9 @@ pub fn derive(
         )));
     }
     let mut pairs = matching::pair(sends, recvs, streams, &halves.per_stream);
-    let (sends, recvs) = (&halves.sends, &halves.recvs);
     report_unmatched(&pairs, sends, recvs, warnings);
     // msg_id order: by send time (the receive's completion for a receive without a send).
-    pairs.par_sort_unstable_by_key(|p| (p.ts, p.event));
+    time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event);
 
     let chunks: Vec<(MessageChunk, i64)> = pairs
         .par_chunks(CHUNK_ROWS)
@@ -461,6 +461,26 @@ mod tests {
         assert_eq!(m.chunks[0].send_ts, vec![10, 20, 30]);
         assert_eq!(m.chunks[0].recv_ts, vec![40, 25, 50]);
         assert_eq!(m.chunks[0].tag, vec![1, 2, 1]);
+    }
+
+    #[test]
+    fn receives_completing_out_of_post_order_match_in_post_order() {
+        let mut e = RawEvents::default();
+        e.push(p2p(0, 10, EventKind::Send, 1, 4, NONE_I64));
+        e.push(p2p(0, 15, EventKind::Send, 1, 4, NONE_I64));
+        e.push(p2p(1, 5, EventKind::IrecvRequest, NONE_I32, NONE_I32, 1));
+        e.push(p2p(1, 6, EventKind::IrecvRequest, NONE_I32, NONE_I32, 2));
+        // The second receive posted completes first.
+        e.push(p2p(1, 20, EventKind::Irecv, 0, 4, 2));
+        e.push(p2p(1, 30, EventKind::Irecv, 0, 4, 1));
+        e.group_by_stream();
+        let (m, w) = derive_all(&e);
+        assert!(w.is_empty(), "{w:?}");
+        let c = &m.chunks[0];
+        assert_eq!(
+            (c.send_ts.clone(), c.recv_post_ts.clone(), c.recv_ts.clone()),
+            (vec![10, 15], vec![5, 6], vec![30, 20])
+        );
     }
 
     #[test]
