@@ -473,8 +473,13 @@ impl EventParts {
 
     /// Earliest and latest event time (0, 0 when empty).
     pub fn time_span(&self) -> (i64, i64) {
-        let ts = self.parts.iter().flat_map(|p| p.ts.iter().copied());
-        let (lo, hi) = ts.fold((i64::MAX, i64::MIN), |(lo, hi), t| (lo.min(t), hi.max(t)));
+        use rayon::prelude::*;
+        let span = |ts: &[i64]| ts.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        let (lo, hi) = self
+            .parts
+            .par_iter()
+            .map(|p| span(&p.ts))
+            .reduce(|| (i64::MAX, i64::MIN), |a, b| (a.0.min(b.0), a.1.max(b.1)));
         if lo > hi { (0, 0) } else { (lo, hi) }
     }
 
@@ -497,6 +502,10 @@ where
 /// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
 /// when nothing is null.
 fn sentinel_nulls<V: PartialEq + Copy>(values: &[V], sentinel: V) -> Option<NullBuffer> {
+    // Most columns have no nulls at all, and a scan for one costs less than packing the bits.
+    if !values.contains(&sentinel) {
+        return None;
+    }
     let nulls = NullBuffer::new(BooleanBuffer::collect_bool(values.len(), |i| values[i] != sentinel));
     (nulls.null_count() > 0).then_some(nulls)
 }
@@ -528,7 +537,7 @@ fn owned_kind_dictionary(kinds: Vec<u8>) -> ArrayRef {
 
 /// A collective operation column taking the codes without copying: code 0 is NULL, code c is
 /// COLLECTIVE_OPS[c - 1], so the dictionary's values start with an entry no key refers to.
-fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
+pub fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
     let n = ops.len();
     let nulls = sentinel_nulls(&ops, 0);
     let keys = Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls);

@@ -27,10 +27,13 @@ pub struct Calls {
     pub region: Vec<i32>,
     pub start: Vec<i64>,
     pub end: Vec<i64>,
+    pub duration: Vec<i64>,
     pub exclusive: Vec<i64>,
     pub depth: Vec<i32>,
-    /// Index of the parent call within the stream, or NONE_I64.
+    /// call_id of the parent call, or NONE_I64.
     pub parent: Vec<i64>,
+    /// call_id of the stream's first call.
+    pub first_id: i64,
 }
 
 impl Calls {
@@ -42,24 +45,24 @@ impl Calls {
         self.start.is_empty()
     }
 
-    fn with_capacity(calls: usize) -> Self {
+    fn with_capacity(calls: usize, first_id: i64) -> Self {
         Calls {
             rank: Vec::with_capacity(calls),
             thread: Vec::with_capacity(calls),
             region: Vec::with_capacity(calls),
             start: Vec::with_capacity(calls),
             end: Vec::with_capacity(calls),
+            duration: Vec::with_capacity(calls),
             exclusive: Vec::with_capacity(calls),
             depth: Vec::with_capacity(calls),
             parent: Vec::with_capacity(calls),
+            first_id,
         }
     }
 
-    /// The stream's rows of the `calls` table; call ids start at `first_id`.
-    fn into_batch(self, region_names: &[String], first_id: i64) -> Result<RecordBatch> {
-        let n = self.len();
-        let duration: Vec<i64> = self.start.iter().zip(&self.end).map(|(s, e)| e - s).collect();
-        let parent: Vec<i64> = self.parent.into_iter().map(|p| if p == NONE_I64 { p } else { p + first_id }).collect();
+    /// The stream's rows of the `calls` table.
+    fn into_batch(self, region_names: &[String]) -> Result<RecordBatch> {
+        let (n, first_id) = (self.len(), self.first_id);
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(first_id..first_id + n as i64)),
             Arc::new(Int32Array::from(self.rank)),
@@ -67,10 +70,10 @@ impl Calls {
             owned_region_dictionary(self.region, region_names)?,
             Arc::new(Int64Array::from(self.start)),
             Arc::new(Int64Array::from(self.end)),
-            Arc::new(Int64Array::from(duration)),
+            Arc::new(Int64Array::from(self.duration)),
             Arc::new(Int64Array::from(self.exclusive)),
             Arc::new(Int32Array::from(self.depth)),
-            Arc::new(owned_nullable::<Int64Type>(parent, NONE_I64)),
+            Arc::new(owned_nullable::<Int64Type>(self.parent, NONE_I64)),
         ];
         Ok(RecordBatch::try_new(model::CALLS.schema(), columns)?)
     }
@@ -93,27 +96,14 @@ impl CallParts {
 
     /// The `calls` table: one batch per stream, built in parallel without copying.
     pub fn into_batches(self, region_names: &[String]) -> Result<Vec<RecordBatch>> {
-        let mut first = 0i64;
-        let firsts: Vec<i64> = self
-            .parts
-            .iter()
-            .map(|c| {
-                let f = first;
-                first += c.len() as i64;
-                f
-            })
-            .collect();
-        self.parts
-            .into_par_iter()
-            .zip(firsts)
-            .filter(|(c, _)| !c.is_empty())
-            .map(|(c, f)| c.into_batch(region_names, f))
-            .collect()
+        self.parts.into_par_iter().filter(|c| !c.is_empty()).map(|c| c.into_batch(region_names)).collect()
     }
 }
 
 /// The open calls of one stream while its events are walked in order, and the calls found so
-/// far (sized for the stream's enters up front: growing the columns would copy them).
+/// far (sized for the stream's enters up front: growing the columns would copy them). Every
+/// column is final when the stream ends, call ids included: the counting pass of the walk
+/// gives each stream the id of its first call.
 #[derive(Debug)]
 pub struct CallStack {
     calls: Calls,
@@ -124,8 +114,9 @@ pub struct CallStack {
 }
 
 impl CallStack {
-    pub fn new(rank: i32, thread: i32, enters: usize) -> Self {
-        CallStack { calls: Calls::with_capacity(enters), open: Vec::new(), rank, thread }
+    /// The stack of a stream with `enters` calls, the first of which has call_id `first_id`.
+    pub fn new(rank: i32, thread: i32, enters: usize, first_id: i64) -> Self {
+        CallStack { calls: Calls::with_capacity(enters, first_id), open: Vec::new(), rank, thread }
     }
 
     /// An enter opens a call one level deeper than the innermost one.
@@ -138,9 +129,10 @@ impl CallStack {
         c.region.push(region);
         c.start.push(ts);
         c.end.push(ts);
+        c.duration.push(0);
         c.exclusive.push(0);
         c.depth.push(self.open.len() as i32);
-        c.parent.push(self.open.last().map_or(NONE_I64, |p| p.0 as i64));
+        c.parent.push(self.open.last().map_or(NONE_I64, |p| c.first_id + p.0 as i64));
         self.open.push((idx, 0));
     }
 
@@ -191,6 +183,7 @@ impl CallStack {
         let end = end.max(c.start[idx]);
         c.end[idx] = end;
         let duration = end - c.start[idx];
+        c.duration[idx] = duration;
         c.exclusive[idx] = duration - children;
         if let Some(parent) = self.open.last_mut() {
             parent.1 += duration;

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
+use arrow::datatypes::{Int32Type, Int64Type};
 
 use crate::error::Result;
-use crate::events::{COLLECTIVE_OPS, NONE_I64, RawEvents, nullable_i32, nullable_i64, op_dictionary};
+use crate::events::{COLLECTIVE_OPS, NONE_I32, NONE_I64, RawEvents, owned_nullable, owned_op_dictionary};
 use crate::fast_hash::FastMap;
 use crate::model;
 use crate::trace::{CommInfo, Warnings};
@@ -38,24 +39,40 @@ pub struct Collectives {
 }
 
 impl Collectives {
+    /// The `collectives` table, its columns filled in one pass over the parts.
     pub fn to_batch(&self) -> Result<RecordBatch> {
-        let p = &self.parts;
-        let begin: Vec<i64> = p.iter().map(|x| x.begin).collect();
-        let duration: Vec<i64> =
-            p.iter().map(|x| if x.begin == NONE_I64 { NONE_I64 } else { x.end - x.begin }).collect();
-        let root: Vec<i32> = p.iter().map(|x| x.root).collect();
+        let n = self.parts.len();
+        let (mut instance, mut comm, mut op, mut root) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut rank, mut thread, mut begin, mut end) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut duration, mut sent, mut received) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for x in &self.parts {
+            instance.push(x.instance);
+            comm.push(x.comm);
+            op.push(x.op.max(1));
+            root.push(x.root);
+            rank.push(x.rank);
+            thread.push(x.thread);
+            begin.push(x.begin);
+            end.push(x.end);
+            duration.push(if x.begin == NONE_I64 { NONE_I64 } else { x.end - x.begin });
+            sent.push(x.bytes_sent.max(0));
+            received.push(x.bytes_recv.max(0));
+        }
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(p.iter().map(|x| x.instance))),
-            Arc::new(Int32Array::from_iter_values(p.iter().map(|x| x.comm))),
-            op_dictionary(&p.iter().map(|x| x.op.max(1)).collect::<Vec<_>>()),
-            nullable_i32(&root),
-            Arc::new(Int32Array::from_iter_values(p.iter().map(|x| x.rank))),
-            Arc::new(Int32Array::from_iter_values(p.iter().map(|x| x.thread))),
-            nullable_i64(&begin),
-            Arc::new(Int64Array::from_iter_values(p.iter().map(|x| x.end))),
-            nullable_i64(&duration),
-            Arc::new(Int64Array::from_iter_values(p.iter().map(|x| x.bytes_sent.max(0)))),
-            Arc::new(Int64Array::from_iter_values(p.iter().map(|x| x.bytes_recv.max(0)))),
+            Arc::new(Int64Array::from(instance)),
+            Arc::new(Int32Array::from(comm)),
+            owned_op_dictionary(op),
+            Arc::new(owned_nullable::<Int32Type>(root, NONE_I32)),
+            Arc::new(Int32Array::from(rank)),
+            Arc::new(Int32Array::from(thread)),
+            Arc::new(owned_nullable::<Int64Type>(begin, NONE_I64)),
+            Arc::new(Int64Array::from(end)),
+            Arc::new(owned_nullable::<Int64Type>(duration, NONE_I64)),
+            Arc::new(Int64Array::from(sent)),
+            Arc::new(Int64Array::from(received)),
         ];
         Ok(RecordBatch::try_new(model::COLLECTIVES.schema(), columns)?)
     }

@@ -48,12 +48,22 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
     let counts: Vec<Counts> =
         streams.par_iter().map(|ps| count(&events.parts[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
     let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());
+    let mut calls_before = 0;
+    let first_call: Vec<i64> = counts
+        .iter()
+        .map(|c| {
+            calls_before += c.enters;
+            (calls_before - c.enters) as i64
+        })
+        .collect();
     let found: Vec<_> = streams
         .par_iter()
         .zip(&counts)
+        .zip(first_call)
         .zip(halves.split_mut())
-        .map(|((ps, c), (sends, recvs))| {
-            walk_stream(&events.parts[ps.part], ps, c, HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset))
+        .map(|(((ps, c), first_call), (sends, recvs))| {
+            let halves = HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset);
+            walk_stream(&events.parts[ps.part], ps, c, first_call, halves)
         })
         .collect();
     let mut calls = CallParts { parts: Vec::with_capacity(found.len()) };
@@ -70,11 +80,12 @@ fn walk_stream(
     events: &RawEvents,
     ps: &PartStream,
     counts: &Counts,
+    first_call: i64,
     mut halves: HalfCollector<'_>,
 ) -> (crate::build::calls::Calls, Vec<Part>, Warnings) {
     let s = &ps.stream;
     let mut w = Warnings::default();
-    let mut calls = CallStack::new(s.rank, s.thread, counts.enters);
+    let mut calls = CallStack::new(s.rank, s.thread, counts.enters, first_call);
     let mut collectives = PartCollector::new(s.rank, s.thread, counts.collective_ends);
     for i in s.start..s.end {
         match events.kind(i) {

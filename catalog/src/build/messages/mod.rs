@@ -13,6 +13,7 @@ pub mod matching;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::{Int32Type, Int64Type};
 use rayon::prelude::*;
 
@@ -142,12 +143,12 @@ impl MessageChunk {
     /// The chunk's record batch, moving the columns.
     fn into_batch(self, node_names: &ArrayRef) -> Result<RecordBatch> {
         let n = self.len();
-        let intra: BooleanArray = self
-            .src_node
-            .iter()
-            .zip(&self.dst_node)
-            .map(|(&a, &b)| (a != NONE_I32 && b != NONE_I32).then_some(a == b))
-            .collect();
+        // Intra-node when both nodes are known and equal; NULL when either is unknown.
+        let known = |i: usize| self.src_node[i] != NONE_I32 && self.dst_node[i] != NONE_I32;
+        let nodes_known = (self.src_node.contains(&NONE_I32) || self.dst_node.contains(&NONE_I32))
+            .then(|| NullBuffer::new(BooleanBuffer::collect_bool(n, known)));
+        let same_node = BooleanBuffer::collect_bool(n, |i| self.src_node[i] == self.dst_node[i]);
+        let intra = BooleanArray::new(same_node, nodes_known);
         let duration: Vec<i64> = self
             .send_ts
             .iter()
