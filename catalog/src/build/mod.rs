@@ -33,9 +33,14 @@ pub fn derive(
     warnings: &mut Warnings,
 ) -> Result<Derived> {
     let walked = walk::walk(events, streams, warnings);
-    let messages = messages::derive(walked.halves, streams, nodes, keep_matched, warnings)?;
-    let collectives = collectives::assemble(walked.collective_parts, comms, warnings);
-    Ok(Derived { calls: walked.calls, messages, collectives })
+    // Ordering the collective parts is sequential: it runs beside the matching.
+    let mut collective_warnings = Warnings::default();
+    let (messages, collectives) = rayon::join(
+        || messages::derive(walked.halves, streams, nodes, keep_matched, warnings),
+        || collectives::assemble(walked.collective_parts, comms, &mut collective_warnings),
+    );
+    warnings.merge(collective_warnings);
+    Ok(Derived { calls: walked.calls, messages: messages?, collectives })
 }
 
 /// `slice` cut into consecutive pieces of the given lengths (which must not add up to more
