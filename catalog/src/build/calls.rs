@@ -47,8 +47,8 @@ impl Calls {
 
     fn with_capacity(calls: usize, first_id: i64) -> Self {
         Calls {
-            rank: Vec::with_capacity(calls),
-            thread: Vec::with_capacity(calls),
+            rank: Vec::new(),
+            thread: Vec::new(),
             region: Vec::with_capacity(calls),
             start: Vec::with_capacity(calls),
             end: Vec::with_capacity(calls),
@@ -124,8 +124,6 @@ impl CallStack {
     pub fn enter(&mut self, ts: i64, region: i32) {
         let c = &mut self.calls;
         let idx = c.len();
-        c.rank.push(self.rank);
-        c.thread.push(self.thread);
         c.region.push(region);
         c.start.push(ts);
         c.end.push(ts);
@@ -175,6 +173,10 @@ impl CallStack {
                 self.close(idx, children, last_ts);
             }
         }
+        // Filled once here rather than pushed with every call by `enter`.
+        let n = self.calls.len();
+        self.calls.rank = vec![self.rank; n];
+        self.calls.thread = vec![self.thread; n];
         self.calls
     }
 
