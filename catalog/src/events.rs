@@ -517,16 +517,6 @@ pub fn owned_region_dictionary(regions: Vec<i32>, names: &[String]) -> Result<Ar
     Ok(Arc::new(DictionaryArray::<Int32Type>::try_new(keys, Arc::new(values))?))
 }
 
-/// An Int32 array with NONE_I32 as null.
-pub fn nullable_i32(values: &[i32]) -> ArrayRef {
-    Arc::new(owned_nullable::<Int32Type>(values.to_vec(), NONE_I32))
-}
-
-/// An Int64 array with NONE_I64 as null.
-pub fn nullable_i64(values: &[i64]) -> ArrayRef {
-    Arc::new(owned_nullable::<Int64Type>(values.to_vec(), NONE_I64))
-}
-
 /// The `kind` column, taking the codes without copying.
 fn owned_kind_dictionary(kinds: Vec<u8>) -> ArrayRef {
     let n = kinds.len();
@@ -542,13 +532,6 @@ pub fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
     let nulls = sentinel_nulls(&ops, 0);
     let keys = Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls);
     let values = StringArray::from_iter_values(std::iter::once("").chain(COLLECTIVE_OPS.iter().copied()));
-    Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("op codes are in range"))
-}
-
-/// A collective operation column: code 0 is NULL, code c is COLLECTIVE_OPS[c - 1].
-pub fn op_dictionary(ops: &[u8]) -> ArrayRef {
-    let keys: Int8Array = ops.iter().map(|&o| (o != 0).then(|| o as i8 - 1)).collect();
-    let values = StringArray::from(COLLECTIVE_OPS.to_vec());
     Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("op codes are in range"))
 }
 
