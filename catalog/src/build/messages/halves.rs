@@ -5,6 +5,8 @@
 //! isend_complete, an irecv_request to its irecv). Requests that never complete or are reused
 //! while open are counted as warnings.
 
+use rayon::prelude::*;
+
 use crate::build::split_lengths;
 use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
@@ -64,10 +66,16 @@ pub struct Halves {
 }
 
 impl Halves {
-    /// Room for every stream's halves, counted beforehand, and each stream's share of it.
+    /// Room for every stream's halves, counted beforehand, and each stream's share of it. The
+    /// hundreds of megabytes are filled in parallel.
     pub fn sized(per_stream: Vec<(usize, usize)>) -> Self {
-        let sends = vec![Half::UNSET; per_stream.iter().map(|c| c.0).sum()];
-        let recvs = vec![Half::UNSET; per_stream.iter().map(|c| c.1).sum()];
+        let unset = |n: usize| {
+            let mut halves = Vec::with_capacity(n);
+            halves.par_extend(rayon::iter::repeat_n(Half::UNSET, n));
+            halves
+        };
+        let (sends, recvs) = (per_stream.iter().map(|c| c.0).sum(), per_stream.iter().map(|c| c.1).sum());
+        let (sends, recvs) = rayon::join(|| unset(sends), || unset(recvs));
         Halves { sends, recvs, per_stream }
     }
 

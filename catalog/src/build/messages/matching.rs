@@ -11,6 +11,8 @@
 //! several threads) is renumbered after a sort of its own members. O(n) in the number of
 //! halves in the common case.
 
+use std::sync::atomic::{AtomicU32, Ordering};
+
 use rayon::prelude::*;
 
 use super::halves::Half;
@@ -64,16 +66,22 @@ pub fn pair(sends: &[Half], recvs: &[Half], streams: &[PartStream], per_stream: 
         recv_base.push(total);
         total += n;
     }
-    let mut recv_at = vec![Pair::NONE; recvs.len()];
-    for (r, rank) in ranks.iter().enumerate() {
+    // Ranks place their receives in parallel, each at slots of its own.
+    let recv_at: Vec<AtomicU32> = (0..recvs.len()).into_par_iter().map(|_| AtomicU32::new(Pair::NONE)).collect();
+    ranks.par_iter().enumerate().for_each(|(r, rank)| {
         for j in rank.recvs.clone() {
             let p = recv_places[j];
-            recv_at[(recv_base[index.recv_ids[r][p.channel as usize] as usize] + p.seq) as usize] = j as u32;
+            let at = recv_base[index.recv_ids[r][p.channel as usize] as usize] + p.seq;
+            recv_at[at as usize].store(j as u32, Ordering::Relaxed);
         }
-    }
+    });
 
     let matched = |g: u32, seq: u32| {
-        if seq < index.recvs[g as usize] { recv_at[(recv_base[g as usize] + seq) as usize] } else { Pair::NONE }
+        if seq < index.recvs[g as usize] {
+            recv_at[(recv_base[g as usize] + seq) as usize].load(Ordering::Relaxed)
+        } else {
+            Pair::NONE
+        }
     };
     let unset = Pair { ts: 0, event: 0, send: Pair::NONE, recv: Pair::NONE };
     let mut pairs = vec![unset; sends.len()];
