@@ -224,7 +224,7 @@ impl RawTrace {
             let mut again = Warnings::default();
             derived = build::derive(&self.events, &streams, &nodes, comms, false, &mut again)?;
         }
-        let build::Derived { calls, messages, collectives } = derived;
+        let build::Derived { calls, messages, collectives, span: (first, last) } = derived;
         let clock_label = match correction {
             Correction::Off => "off",
             Correction::Model if models.is_empty() => "none",
@@ -239,14 +239,13 @@ impl RawTrace {
             });
         }
         let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
-        let (first, last) = self.events.time_span();
         let locations = self.locations_batch(&streams)?;
         tables.insert("ranks", vec![self.ranks_batch()?]);
         tables.insert("locations", vec![locations]);
         tables.insert("regions", vec![self.regions_batch()?]);
         tables.insert("calls", calls.into_batches(&region_names)?);
         tables.insert("messages", messages.into_batches()?);
-        tables.insert("collectives", vec![collectives.to_batch()?]);
+        tables.insert("collectives", vec![collectives]);
         tables.insert("communicators", vec![self.communicators_batch()?]);
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
         tables.insert("metrics", vec![self.metrics_batch()?]);

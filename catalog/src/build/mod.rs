@@ -10,16 +10,21 @@ pub mod messages;
 pub mod time_order;
 pub mod walk;
 
+use arrow::array::RecordBatch;
+
 use crate::error::Result;
 use crate::events::{EventParts, PartStream};
 use crate::trace::{CommInfo, NodeMap, Warnings};
 
 /// The derived tables of a trace.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Derived {
     pub calls: calls::CallParts,
     pub messages: messages::Messages,
-    pub collectives: collectives::Collectives,
+    /// The `collectives` table.
+    pub collectives: RecordBatch,
+    /// Earliest and latest event time, (0, 0) without events.
+    pub span: (i64, i64),
 }
 
 /// Derive calls, messages and collectives (`streams` is `events.streams()`). `keep_matched`
@@ -33,14 +38,14 @@ pub fn derive(
     warnings: &mut Warnings,
 ) -> Result<Derived> {
     let walked = walk::walk(events, streams, warnings);
-    // Ordering the collective parts is sequential: it runs beside the matching.
+    // The collectives table is made on one thread: it runs beside the matching.
     let mut collective_warnings = Warnings::default();
     let (messages, collectives) = rayon::join(
         || messages::derive(walked.halves, streams, nodes, keep_matched, warnings),
-        || collectives::assemble(walked.collective_parts, comms, &mut collective_warnings),
+        || collectives::assemble(walked.collective_parts, comms, &mut collective_warnings).to_batch(),
     );
     warnings.merge(collective_warnings);
-    Ok(Derived { calls: walked.calls, messages: messages?, collectives })
+    Ok(Derived { calls: walked.calls, messages: messages?, collectives: collectives?, span: walked.span })
 }
 
 /// `slice` cut into consecutive pieces of the given lengths (which must not add up to more

@@ -1,8 +1,9 @@
 //! One walk over each (rank, thread) stream's events feeds all three derivations: enter and
 //! leave drive the call stack (`calls`), sends, receives and their requests fill message
 //! halves (`messages::halves`), collective begin and end make collective parts
-//! (`collectives`). A counting pass over the event kinds sizes every output first, so the
-//! walks, run in parallel over streams, write into memory allocated once. O(events).
+//! (`collectives`); the earliest and latest event time of the trace come along. A counting
+//! pass over the event kinds sizes every output first, so the walks, run in parallel over
+//! streams, write into memory allocated once. O(events).
 
 use rayon::prelude::*;
 
@@ -18,6 +19,17 @@ pub struct Walked {
     pub calls: CallParts,
     pub halves: Halves,
     pub collective_parts: Vec<Vec<Part>>,
+    /// Earliest and latest event time, (0, 0) without events.
+    pub span: (i64, i64),
+}
+
+/// What the walk of one stream found.
+struct Found {
+    calls: crate::build::calls::Calls,
+    collective_parts: Vec<Part>,
+    /// Earliest and latest event time of the stream, (i64::MAX, i64::MIN) when it is empty.
+    span: (i64, i64),
+    warnings: Warnings,
 }
 
 /// Per stream: enters, sends, receives, collective ends.
@@ -56,7 +68,7 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
             (calls_before - c.enters) as i64
         })
         .collect();
-    let found: Vec<_> = streams
+    let found: Vec<Found> = streams
         .par_iter()
         .zip(&counts)
         .zip(first_call)
@@ -68,12 +80,15 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
         .collect();
     let mut calls = CallParts { parts: Vec::with_capacity(found.len()) };
     let mut collective_parts = Vec::with_capacity(found.len());
-    for (stream_calls, parts, w) in found {
-        calls.parts.push(stream_calls);
-        collective_parts.push(parts);
-        warnings.merge(w);
+    let mut span = (i64::MAX, i64::MIN);
+    for f in found {
+        calls.parts.push(f.calls);
+        collective_parts.push(f.collective_parts);
+        span = (span.0.min(f.span.0), span.1.max(f.span.1));
+        warnings.merge(f.warnings);
     }
-    Walked { calls, halves, collective_parts }
+    let span = if span.0 > span.1 { (0, 0) } else { span };
+    Walked { calls, halves, collective_parts, span }
 }
 
 fn walk_stream(
@@ -82,21 +97,24 @@ fn walk_stream(
     counts: &Counts,
     first_call: i64,
     mut halves: HalfCollector<'_>,
-) -> (crate::build::calls::Calls, Vec<Part>, Warnings) {
+) -> Found {
     let s = &ps.stream;
     let mut w = Warnings::default();
     let mut calls = CallStack::new(s.rank, s.thread, counts.enters, first_call);
     let mut collectives = PartCollector::new(s.rank, s.thread, counts.collective_ends);
+    let mut span = (i64::MAX, i64::MIN);
     for i in s.start..s.end {
+        let ts = events.ts[i];
+        span = (span.0.min(ts), span.1.max(ts));
         match events.kind(i) {
-            EventKind::Enter => calls.enter(events.ts[i], events.region[i]),
-            EventKind::Leave => calls.leave(events.ts[i], events.region[i], &mut w),
+            EventKind::Enter => calls.enter(ts, events.region[i]),
+            EventKind::Leave => calls.leave(ts, events.region[i], &mut w),
             EventKind::Send | EventKind::Isend => halves.send(events, i, calls.innermost(), &mut w),
             EventKind::Recv | EventKind::Irecv => halves.recv(events, i, calls.innermost(), &mut w),
             EventKind::IsendComplete => halves.isend_complete(events, i, &mut w),
             EventKind::IrecvRequest => halves.irecv_request(events, i, &mut w),
             EventKind::RequestCancelled => halves.cancelled(events, i, &mut w),
-            EventKind::CollBegin => collectives.begin(events.ts[i], &mut w),
+            EventKind::CollBegin => collectives.begin(ts, &mut w),
             EventKind::CollEnd => collectives.end(events, i, &mut w),
             _ => {}
         }
@@ -104,5 +122,5 @@ fn walk_stream(
     let last = if s.end > s.start { events.ts[s.end - 1] } else { 0 };
     let calls = calls.finish(last, &mut w);
     halves.finish(&calls.end, &mut w);
-    (calls, collectives.finish(&mut w), w)
+    Found { calls, collective_parts: collectives.finish(&mut w), span, warnings: w }
 }

@@ -3,33 +3,20 @@
 //! are ordered by their send event, its receives by the time they were posted.
 //!
 //! Rather than sorting all halves by channel, each rank numbers the halves of its own channels
-//! (a hash map of the few channels a rank uses, in parallel over ranks); a global index of the
-//! channels then gives, for the k-th send of a channel, the k-th receive of the same channel
-//! through the receives counted and placed by channel. The halves stay where the stream walk
-//! put them: they are numbered in stream order, and only a channel whose halves arrive in
-//! another order than the matching order (receives completing out of post order, a rank with
-//! several threads) is renumbered after a sort of its own members. O(n) in the number of
-//! halves in the common case.
+//! (`channels`, in parallel over ranks); a global index of the channels then gives, for the
+//! k-th send of a channel, the k-th receive of the same channel through the receives counted
+//! and placed by channel. The halves stay where the stream walk put them. O(n) in the number
+//! of halves in the common case.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rayon::prelude::*;
 
+use super::channels::{self, ChannelCount, Place, recv_channel, send_channel};
 use super::halves::Half;
 use crate::build::split_lengths;
 use crate::events::PartStream;
 use crate::fast_hash::FastMap;
-
-/// A half's channel within its rank (an index into the rank's list of channels) and its
-/// position among that channel's halves.
-#[derive(Debug, Clone, Copy, Default)]
-struct Place {
-    channel: u32,
-    seq: u32,
-}
-
-/// A channel as seen from one rank: (peer, comm, tag) and how many halves it carries.
-type ChannelCount = ((i32, i32, i32), u32);
 
 /// A message as indices of its halves (`NONE` for a missing half), keyed by its msg_id order:
 /// the send event, or the completion event of a receive without a send.
@@ -135,9 +122,8 @@ fn rank_ranges(streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<Ran
     out
 }
 
-/// Number the halves of each rank's channels in matching order: sends by send event,
-/// receives by post time. Returns the places of sends and receives and, per rank, its send
-/// and receive channels.
+/// Number the halves of each rank's channels in matching order, ranks in parallel. Returns
+/// the places of sends and receives and, per rank, its send and receive channels.
 #[allow(clippy::type_complexity)]
 fn number_channels(
     sends: &[Half],
@@ -154,64 +140,12 @@ fn number_channels(
     let channels = jobs
         .into_par_iter()
         .map(|((sp, rp), rank)| {
-            let send_channels = number(&sends[rank.sends.clone()], sp, |h| h.dst, Half::send_order);
-            let recv_channels = number(&recvs[rank.recvs.clone()], rp, |h| h.src, Half::recv_order);
+            let send_channels = channels::number(&sends[rank.sends.clone()], sp, send_channel, Half::send_order);
+            let recv_channels = channels::number(&recvs[rank.recvs.clone()], rp, recv_channel, Half::recv_order);
             (send_channels, recv_channels)
         })
         .collect();
     (send_places, recv_places, channels)
-}
-
-/// Number the halves of each channel (peer, comm, tag) by `order`; the rank's channels in order
-/// of first use, with their counts. Halves are numbered as they come, and a channel found out
-/// of order is renumbered after sorting its own halves.
-fn number(
-    halves: &[Half],
-    places: &mut [Place],
-    peer: fn(&Half) -> i32,
-    order: fn(&Half) -> (i64, usize),
-) -> Vec<ChannelCount> {
-    let mut ids: FastMap<(i32, i32, i32), u32> = FastMap::default();
-    let mut channels: Vec<ChannelCount> = Vec::new();
-    // Per channel: the order key of its latest half, and whether the keys ever went down.
-    let mut latest: Vec<((i64, usize), bool)> = Vec::new();
-    let mut last: Option<((i32, i32, i32), u32)> = None;
-    for (h, place) in halves.iter().zip(places.iter_mut()) {
-        let key = (peer(h), h.comm, h.tag);
-        let channel = match last {
-            Some((k, c)) if k == key => c,
-            _ => *ids.entry(key).or_insert_with(|| {
-                channels.push((key, 0));
-                latest.push(((i64::MIN, 0), false));
-                (channels.len() - 1) as u32
-            }),
-        };
-        last = Some((key, channel));
-        let c = channel as usize;
-        let o = order(h);
-        latest[c] = (o, latest[c].1 || o < latest[c].0);
-        *place = Place { channel, seq: channels[c].1 };
-        channels[c].1 += 1;
-    }
-    if latest.iter().any(|l| l.1) {
-        let disordered: Vec<bool> = latest.iter().map(|l| l.1).collect();
-        let mut members: Vec<(u32, (i64, usize), usize)> = places
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| disordered[p.channel as usize])
-            .map(|(i, p)| (p.channel, order(&halves[i]), i))
-            .collect();
-        members.sort_unstable();
-        let mut seq = 0;
-        for (k, &(channel, _, i)) in members.iter().enumerate() {
-            if k > 0 && members[k - 1].0 != channel {
-                seq = 0;
-            }
-            places[i].seq = seq;
-            seq += 1;
-        }
-    }
-    channels
 }
 
 /// Global ids of the channels (src, dst, comm, tag) seen by the ranks, with the number of sends

@@ -7,6 +7,7 @@
 //! `CHUNK_ROWS` messages in parallel, each chunk one record batch. The gather works a block of
 //! messages at a time so that their halves are fetched from memory once for all columns.
 
+pub mod channels;
 pub mod halves;
 pub mod matching;
 

@@ -1,0 +1,147 @@
+//! Numbering a rank's halves per channel in matching order, the first step of message
+//! matching (`matching`): each half gets its channel (peer, comm, tag) as an index into the
+//! rank's list of channels, and its position among that channel's halves. Sends are ordered by
+//! their send event, receives by their post time (MPI's non-overtaking rule).
+//!
+//! Halves are numbered as they come, in stream order; a channel whose halves arrive out of
+//! matching order (receives completing in another order than they were posted, a rank with
+//! several threads) is renumbered after a sort of its own members. O(n) in the common case.
+
+use super::halves::Half;
+use crate::fast_hash::FastMap;
+
+/// A half's channel within its rank (an index into the rank's list of channels) and its
+/// position among that channel's halves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Place {
+    pub channel: u32,
+    pub seq: u32,
+}
+
+/// A channel as seen from one rank: (peer, comm, tag) and how many halves it carries.
+pub type ChannelCount = ((i32, i32, i32), u32);
+
+/// The order of a half for matching: (time, global event index).
+pub type Order = (i64, usize);
+
+/// Numbers halves one at a time, in the order they come.
+#[derive(Debug, Default)]
+struct Numbering {
+    ids: FastMap<(i32, i32, i32), u32>,
+    channels: Vec<ChannelCount>,
+    /// Per channel: the order of its latest half, and whether the orders ever went down.
+    latest: Vec<(Order, bool)>,
+    /// The channel of the previous half: consecutive halves often share one.
+    last: Option<((i32, i32, i32), u32)>,
+}
+
+impl Numbering {
+    /// The place of the next half, on channel `key`, with matching order `order`.
+    #[inline]
+    fn place(&mut self, key: (i32, i32, i32), order: Order) -> Place {
+        let channel = match self.last {
+            Some((k, c)) if k == key => c,
+            _ => {
+                let (channels, latest) = (&mut self.channels, &mut self.latest);
+                *self.ids.entry(key).or_insert_with(|| {
+                    channels.push((key, 0));
+                    latest.push(((i64::MIN, 0), false));
+                    (channels.len() - 1) as u32
+                })
+            }
+        };
+        self.last = Some((key, channel));
+        let c = channel as usize;
+        let latest = &mut self.latest[c];
+        *latest = (order, latest.1 || order < latest.0);
+        let place = Place { channel, seq: self.channels[c].1 };
+        self.channels[c].1 += 1;
+        place
+    }
+
+    /// The channels in order of first use, with their counts, once every half of `places` has
+    /// been placed; `order(i)` is the matching order of the half of `places[i]`. Channels whose
+    /// halves came out of order are renumbered in order.
+    fn finish(self, places: &mut [Place], order: impl Fn(usize) -> Order) -> Vec<ChannelCount> {
+        if self.latest.iter().any(|l| l.1) {
+            let disordered: Vec<bool> = self.latest.iter().map(|l| l.1).collect();
+            let mut members: Vec<(u32, Order, usize)> = places
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| disordered[p.channel as usize])
+                .map(|(i, p)| (p.channel, order(i), i))
+                .collect();
+            members.sort_unstable();
+            let mut seq = 0;
+            for (k, &(channel, _, i)) in members.iter().enumerate() {
+                if k > 0 && members[k - 1].0 != channel {
+                    seq = 0;
+                }
+                places[i].seq = seq;
+                seq += 1;
+            }
+        }
+        self.channels
+    }
+}
+
+/// The channel of a send seen from its rank: (destination, comm, tag).
+pub fn send_channel(h: &Half) -> (i32, i32, i32) {
+    (h.dst, h.comm, h.tag)
+}
+
+/// The channel of a receive seen from its rank: (source, comm, tag).
+pub fn recv_channel(h: &Half) -> (i32, i32, i32) {
+    (h.src, h.comm, h.tag)
+}
+
+/// Number all `halves` of one side of a rank at once (`places` has one slot per half).
+pub fn number(
+    halves: &[Half],
+    places: &mut [Place],
+    channel: fn(&Half) -> (i32, i32, i32),
+    order: fn(&Half) -> Order,
+) -> Vec<ChannelCount> {
+    let mut numbering = Numbering::default();
+    for (h, place) in halves.iter().zip(places.iter_mut()) {
+        *place = numbering.place(channel(h), order(h));
+    }
+    numbering.finish(places, |i| order(&halves[i]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send(dst: i32, tag: i32, ts: i64, event: usize) -> Half {
+        Half { src: 0, dst, comm: 0, tag, ts, event, ..Half::UNSET }
+    }
+
+    #[test]
+    fn channels_in_order_of_first_use_and_positions_per_channel() {
+        let halves = [send(1, 0, 10, 0), send(2, 0, 11, 1), send(1, 0, 12, 2), send(1, 5, 13, 3), send(2, 0, 14, 4)];
+        let mut places = [Place::default(); 5];
+        let channels = number(&halves, &mut places, send_channel, Half::send_order);
+        assert_eq!(channels, vec![((1, 0, 0), 2), ((2, 0, 0), 2), ((1, 0, 5), 1)]);
+        let got: Vec<(u32, u32)> = places.iter().map(|p| (p.channel, p.seq)).collect();
+        assert_eq!(got, vec![(0, 0), (1, 0), (0, 1), (2, 0), (1, 1)]);
+    }
+
+    #[test]
+    fn a_channel_out_of_order_is_renumbered_by_order() {
+        // Channel (1, 0, 0) comes as times 30, 10, 20; channel (2, 0, 0) is in order.
+        let halves = [send(1, 0, 30, 0), send(2, 0, 5, 1), send(1, 0, 10, 2), send(1, 0, 20, 3), send(2, 0, 6, 4)];
+        let mut places = [Place::default(); 5];
+        number(&halves, &mut places, send_channel, Half::send_order);
+        let seqs: Vec<u32> = places.iter().map(|p| p.seq).collect();
+        assert_eq!(seqs, vec![2, 0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn equal_times_are_ordered_by_event() {
+        let halves = [send(1, 0, 10, 7), send(1, 0, 10, 3)];
+        let mut places = [Place::default(); 2];
+        number(&halves, &mut places, send_channel, Half::send_order);
+        assert_eq!((places[0].seq, places[1].seq), (1, 0));
+    }
+}
