@@ -103,7 +103,7 @@ fn sort_bucket<T: Copy>(out: &mut [T], low_bits: u32, relative: &impl Fn(&T) -> 
         let t = relative(&out[start]);
         let end = start + out[start..].iter().position(|r| relative(r) != t).unwrap_or(out.len() - start);
         let run = &mut out[start..end];
-        if run.len() > 1 && !run.is_sorted_by_key(tie) {
+        if !run.is_sorted_by_key(tie) {
             run.sort_by_key(tie);
         }
         start = end;

@@ -12,7 +12,7 @@ use crate::fast_hash::FastMap;
 
 /// A half's channel within its rank (an index into the rank's list of channels) and its
 /// position among that channel's halves.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Place {
     pub channel: u32,
     pub seq: u32,
@@ -24,67 +24,6 @@ pub type ChannelCount = ((i32, i32, i32), u32);
 /// The order of a half for matching: (time, global event index).
 pub type Order = (i64, usize);
 
-/// Numbers halves one at a time, in the order they come.
-#[derive(Debug, Default)]
-struct Numbering {
-    ids: FastMap<(i32, i32, i32), u32>,
-    channels: Vec<ChannelCount>,
-    /// Per channel: the order of its latest half, and whether the orders ever went down.
-    latest: Vec<(Order, bool)>,
-    /// The channel of the previous half: consecutive halves often share one.
-    last: Option<((i32, i32, i32), u32)>,
-}
-
-impl Numbering {
-    /// The place of the next half, on channel `key`, with matching order `order`.
-    #[inline]
-    fn place(&mut self, key: (i32, i32, i32), order: Order) -> Place {
-        let channel = match self.last {
-            Some((k, c)) if k == key => c,
-            _ => {
-                let (channels, latest) = (&mut self.channels, &mut self.latest);
-                *self.ids.entry(key).or_insert_with(|| {
-                    channels.push((key, 0));
-                    latest.push(((i64::MIN, 0), false));
-                    (channels.len() - 1) as u32
-                })
-            }
-        };
-        self.last = Some((key, channel));
-        let c = channel as usize;
-        let latest = &mut self.latest[c];
-        *latest = (order, latest.1 || order < latest.0);
-        let place = Place { channel, seq: self.channels[c].1 };
-        self.channels[c].1 += 1;
-        place
-    }
-
-    /// The channels in order of first use, with their counts, once every half of `places` has
-    /// been placed; `order(i)` is the matching order of the half of `places[i]`. Channels whose
-    /// halves came out of order are renumbered in order.
-    fn finish(self, places: &mut [Place], order: impl Fn(usize) -> Order) -> Vec<ChannelCount> {
-        if self.latest.iter().any(|l| l.1) {
-            let disordered: Vec<bool> = self.latest.iter().map(|l| l.1).collect();
-            let mut members: Vec<(u32, Order, usize)> = places
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| disordered[p.channel as usize])
-                .map(|(i, p)| (p.channel, order(i), i))
-                .collect();
-            members.sort_unstable();
-            let mut seq = 0;
-            for (k, &(channel, _, i)) in members.iter().enumerate() {
-                if k > 0 && members[k - 1].0 != channel {
-                    seq = 0;
-                }
-                places[i].seq = seq;
-                seq += 1;
-            }
-        }
-        self.channels
-    }
-}
-
 /// The channel of a send seen from its rank: (destination, comm, tag).
 pub fn send_channel(h: &Half) -> (i32, i32, i32) {
     (h.dst, h.comm, h.tag)
@@ -95,18 +34,55 @@ pub fn recv_channel(h: &Half) -> (i32, i32, i32) {
     (h.src, h.comm, h.tag)
 }
 
-/// Number all `halves` of one side of a rank at once (`places` has one slot per half).
+/// Number all `halves` of one side of a rank (`places` has one slot per half): returns the
+/// rank's channels in order of first use, with their counts.
 pub fn number(
     halves: &[Half],
     places: &mut [Place],
     channel: fn(&Half) -> (i32, i32, i32),
     order: fn(&Half) -> Order,
 ) -> Vec<ChannelCount> {
-    let mut numbering = Numbering::default();
+    let mut ids: FastMap<(i32, i32, i32), u32> = FastMap::default();
+    let mut channels: Vec<ChannelCount> = Vec::new();
+    // Per channel: the order of its latest half, and whether the orders ever went down.
+    let mut latest: Vec<(Order, bool)> = Vec::new();
+    // The channel of the previous half: consecutive halves often share one.
+    let mut last: Option<((i32, i32, i32), u32)> = None;
     for (h, place) in halves.iter().zip(places.iter_mut()) {
-        *place = numbering.place(channel(h), order(h));
+        let key = channel(h);
+        let c = match last {
+            Some((k, c)) if k == key => c,
+            _ => *ids.entry(key).or_insert_with(|| {
+                channels.push((key, 0));
+                latest.push(((i64::MIN, 0), false));
+                (channels.len() - 1) as u32
+            }),
+        };
+        last = Some((key, c));
+        let (o, i) = (order(h), c as usize);
+        latest[i] = (o, latest[i].1 || o < latest[i].0);
+        *place = Place { channel: c, seq: channels[i].1 };
+        channels[i].1 += 1;
     }
-    numbering.finish(places, |i| order(&halves[i]))
+    if latest.iter().any(|l| l.1) {
+        let disordered: Vec<bool> = latest.iter().map(|l| l.1).collect();
+        let mut members: Vec<(u32, Order, usize)> = places
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| disordered[p.channel as usize])
+            .map(|(i, p)| (p.channel, order(&halves[i]), i))
+            .collect();
+        members.sort_unstable();
+        let mut seq = 0;
+        for (k, &(channel, _, i)) in members.iter().enumerate() {
+            if k > 0 && members[k - 1].0 != channel {
+                seq = 0;
+            }
+            places[i].seq = seq;
+            seq += 1;
+        }
+    }
+    channels
 }
 
 #[cfg(test)]
