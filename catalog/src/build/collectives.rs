@@ -3,7 +3,7 @@
 //! of that communicator (MPI requires every member to call collectives on a communicator in
 //! the same order). Instances whose members disagree on the operation, or that fewer members
 //! than the communicator's size took part in, are reported. The parts are collected during the
-//! stream walk of `build::walk`, then placed in (comm, instance, rank) order by counting.
+//! stream walk of `build::walk`, then placed in (comm, instance, rank) order by a transpose.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -82,62 +82,95 @@ impl Collectives {
 /// and thread, and check them against the communicators.
 ///
 /// No sort is needed: streams come in (rank, thread) order and number their parts by instance,
-/// so the group of (comm, instance) holds one part from each stream with more than `instance`
-/// parts on that communicator. Group sizes follow from each stream's count per communicator;
-/// the streams then place their parts in turn.
+/// so the group of (comm, instance) holds the instance-th part on that communicator of every
+/// stream that has that many, in stream order. Placing the parts is a transpose (streams by
+/// instances to instances by streams), done a block of instances at a time so that both the
+/// reads and the writes run in order.
 pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut Warnings) -> Collectives {
     let total: usize = per_stream.iter().map(Vec::len).sum();
     let Some(&first) = per_stream.iter().flatten().next() else {
         return Collectives::default();
     };
-    // Instances per communicator: `counts[c][n]` streams have n parts on communicator c.
-    let mut comm_ids: Vec<i32> = Vec::new();
-    let mut counts: Vec<Vec<usize>> = Vec::new();
-    let mut by_comm: FastMap<i32, usize> = FastMap::default();
-    for parts in &per_stream {
-        let mut seen: Vec<(usize, usize)> = Vec::new();
-        for p in parts {
-            let c = *by_comm.entry(p.comm).or_insert_with(|| {
-                comm_ids.push(p.comm);
-                counts.push(Vec::new());
-                comm_ids.len() - 1
-            });
-            match seen.iter_mut().find(|s| s.0 == c) {
-                Some(s) => s.1 += 1,
-                None => seen.push((c, 1)),
-            }
-        }
-        for (c, n) in seen {
-            if counts[c].len() <= n {
-                counts[c].resize(n + 1, 0);
-            }
-            counts[c][n] += 1;
-        }
-    }
-    // Start of each (comm, instance) group, communicators in ascending order.
-    let mut order: Vec<usize> = (0..comm_ids.len()).collect();
-    order.sort_by_key(|&c| comm_ids[c]);
-    let mut group_start: Vec<Vec<usize>> = vec![Vec::new(); comm_ids.len()];
-    let mut next = 0;
-    for &c in &order {
-        // Streams with more than k parts: the counts above k.
-        let mut more = counts[c].iter().sum::<usize>() - counts[c][0];
-        for k in 0..counts[c].len().saturating_sub(1) {
-            group_start[c].push(next);
-            next += more;
-            more -= counts[c][k + 1];
-        }
-    }
+    let sizes: FastMap<i32, usize> = comms.iter().map(|c| (c.comm, c.members.len())).collect();
     let mut placed = vec![first; total];
-    for parts in &per_stream {
-        for p in parts {
-            let slot = &mut group_start[by_comm[&p.comm]][p.instance as usize];
-            placed[*slot] = *p;
-            *slot += 1;
+    let mut next = 0;
+    for (comm, members) in members_by_comm(&per_stream) {
+        // Start of each instance's group: its size is the number of members with more parts.
+        let instances = members.iter().map(|m| m.parts).max().unwrap_or(0);
+        let mut with_exactly = vec![0usize; instances + 1];
+        for m in &members {
+            with_exactly[m.parts] += 1;
+        }
+        let mut starts = Vec::with_capacity(instances + 1);
+        let mut with_more = members.len();
+        for ending in &with_exactly[..instances] {
+            starts.push(next);
+            with_more -= ending;
+            next += with_more;
+        }
+        starts.push(next);
+        // A block of instances at a time: each member's parts are read in order and each
+        // group of the block is written in order.
+        for block in (0..instances).step_by(TRANSPOSE_BLOCK) {
+            let block_end = (block + TRANSPOSE_BLOCK).min(instances);
+            let mut slot: Vec<usize> = starts[block..block_end].to_vec();
+            for m in &members {
+                let parts = &per_stream[m.stream];
+                for k in block..block_end.min(m.parts) {
+                    placed[slot[k - block]] = parts[m.position(k)];
+                    slot[k - block] += 1;
+                }
+            }
+        }
+        let size = sizes.get(&comm).copied();
+        for k in 0..instances {
+            check_group(&placed[starts[k]..starts[k + 1]], size, warnings);
         }
     }
-    check_instances(&placed, comms, warnings);
     Collectives { parts: placed }
+}
+
+/// Instances placed at a time by `assemble`.
+const TRANSPOSE_BLOCK: usize = 32;
+
+/// A stream taking part in the collectives of one communicator.
+struct Member {
+    stream: usize,
+    /// How many parts the stream has on the communicator.
+    parts: usize,
+    /// Where they are among the stream's parts; None when the stream has parts on this
+    /// communicator only, in which case instance k is its k-th part.
+    positions: Option<Vec<u32>>,
+}
+
+impl Member {
+    fn position(&self, instance: usize) -> usize {
+        self.positions.as_ref().map_or(instance, |p| p[instance] as usize)
+    }
+}
+
+/// The members of each communicator, communicators in ascending order, streams in order.
+fn members_by_comm(per_stream: &[Vec<Part>]) -> BTreeMap<i32, Vec<Member>> {
+    let mut members: BTreeMap<i32, Vec<Member>> = BTreeMap::new();
+    for (stream, parts) in per_stream.iter().enumerate() {
+        let Some(first) = parts.first() else { continue };
+        if parts.iter().all(|p| p.comm == first.comm) {
+            members.entry(first.comm).or_default().push(Member { stream, parts: parts.len(), positions: None });
+            continue;
+        }
+        let mut positions: BTreeMap<i32, Vec<u32>> = BTreeMap::new();
+        for (k, p) in parts.iter().enumerate() {
+            positions.entry(p.comm).or_default().push(k as u32);
+        }
+        for (comm, positions) in positions {
+            members.entry(comm).or_default().push(Member {
+                stream,
+                parts: positions.len(),
+                positions: Some(positions),
+            });
+        }
+    }
+    members
 }
 
 /// The collective parts of one stream while its events are walked in order.
@@ -216,33 +249,26 @@ impl PartCollector {
     }
 }
 
-fn check_instances(parts: &[Part], comms: &[CommInfo], warnings: &mut Warnings) {
-    let sizes: BTreeMap<i32, usize> = comms.iter().map(|c| (c.comm, c.members.len())).collect();
-    for group in parts.chunk_by(|a, b| (a.comm, a.instance) == (b.comm, b.instance)) {
-        let first = group[0];
-        if group.iter().any(|p| p.op != first.op) {
-            warnings.add("collective_op_mismatch", || {
-                format!(
-                    "comm {} instance {}: members report different operations (first: {})",
-                    first.comm,
-                    first.instance,
-                    op_name(first.op)
-                )
-            });
-        }
-        if let Some(&size) = sizes.get(&first.comm)
-            && group.len() != size
-        {
-            warnings.add("collective_incomplete", || {
-                format!(
-                    "comm {} instance {}: {} of {} members took part",
-                    first.comm,
-                    first.instance,
-                    group.len(),
-                    size
-                )
-            });
-        }
+/// Report a (comm, instance) group whose members disagree on the operation, or that has
+/// another number of members than its communicator (`size`, when known).
+fn check_group(group: &[Part], size: Option<usize>, warnings: &mut Warnings) {
+    let first = group[0];
+    if group.iter().any(|p| p.op != first.op) {
+        warnings.add("collective_op_mismatch", || {
+            format!(
+                "comm {} instance {}: members report different operations (first: {})",
+                first.comm,
+                first.instance,
+                op_name(first.op)
+            )
+        });
+    }
+    if let Some(size) = size
+        && group.len() != size
+    {
+        warnings.add("collective_incomplete", || {
+            format!("comm {} instance {}: {} of {} members took part", first.comm, first.instance, group.len(), size)
+        });
     }
 }
 
@@ -258,15 +284,17 @@ mod tests {
 
     #[test]
     fn placement_equals_a_sort_when_ranks_take_part_unevenly() {
-        // 6 streams (3 ranks x 2 threads); stream s takes part in (s * 7) % 5 + s operations,
-        // cycling over communicators 3, -1 and 0 in a stream-dependent order.
+        // 8 streams (4 ranks x 2 threads). Streams 0 to 5 take part in (s * 37) % 50 + 40 * s
+        // operations, more than one transpose block for most, cycling over communicators 3, -1
+        // and 0 in a stream-dependent order; streams 6 and 7 use communicator -1 only.
         let mut per_stream = Vec::new();
-        for s in 0..6i32 {
+        for s in 0..8i32 {
             let mut next = [0i64; 3];
             let comms = [3, -1, 0];
-            let parts: Vec<Part> = (0..(s * 7) % 5 + s)
+            let n = if s < 6 { (s * 37) % 50 + 40 * s } else { 45 + s };
+            let parts: Vec<Part> = (0..n)
                 .map(|k| {
-                    let c = ((k + s) % 3) as usize;
+                    let c = if s < 6 { ((k + s) % 3) as usize } else { 1 };
                     next[c] += 1;
                     Part {
                         instance: next[c] - 1,
@@ -284,11 +312,21 @@ mod tests {
                 .collect();
             per_stream.push(parts);
         }
+        let most_on_one =
+            |p: &Vec<Part>| [3, -1, 0].map(|c| p.iter().filter(|x| x.comm == c).count()).into_iter().max();
+        assert!(per_stream.iter().filter_map(most_on_one).any(|n| n > 2 * TRANSPOSE_BLOCK));
         let mut want: Vec<Part> = per_stream.iter().flatten().copied().collect();
         want.sort_by_key(|p| (p.comm, p.instance, p.rank, p.thread));
+        // Communicator -1 has all 8 streams as members: its instances beyond the shortest
+        // stream's count are incomplete.
+        let on_world = |p: &Vec<Part>| p.iter().filter(|x| x.comm == -1).count();
+        let (fewest, most) =
+            (per_stream.iter().map(on_world).min().unwrap(), per_stream.iter().map(on_world).max().unwrap());
+        let world = [CommInfo { comm: -1, name: "world".into(), members: (0..8).collect() }];
         let mut w = Warnings::default();
-        let got = assemble(per_stream, &[], &mut w).parts;
+        let got = assemble(per_stream, &world, &mut w).parts;
         assert_eq!(got, want);
+        assert_eq!(w.count("collective_incomplete"), (most - fewest) as i64);
         assert!(assemble(Vec::new(), &[], &mut w).parts.is_empty());
     }
 

@@ -34,6 +34,12 @@ pub fn recv_channel(h: &Half) -> (i32, i32, i32) {
     (h.src, h.comm, h.tag)
 }
 
+/// Slots of the cache of recent channels in `number`.
+const RECENT_SLOTS: usize = 256;
+
+/// The channel of an empty slot of that cache.
+const EMPTY: u32 = u32::MAX;
+
 /// Number all `halves` of one side of a rank (`places` has one slot per half): returns the
 /// rank's channels in order of first use, with their counts.
 pub fn number(
@@ -46,19 +52,23 @@ pub fn number(
     let mut channels: Vec<ChannelCount> = Vec::new();
     // Per channel: the order of its latest half, and whether the orders ever went down.
     let mut latest: Vec<(Order, bool)> = Vec::new();
-    // The channel of the previous half: consecutive halves often share one.
-    let mut last: Option<((i32, i32, i32), u32)> = None;
+    // Channels seen lately, by the low bits of their peer: a rank's channels mostly differ by
+    // peer, and a slot compare costs much less than hashing the key.
+    let mut recent = [((0, 0, 0), EMPTY); RECENT_SLOTS];
     for (h, place) in halves.iter().zip(places.iter_mut()) {
         let key = channel(h);
-        let c = match last {
-            Some((k, c)) if k == key => c,
-            _ => *ids.entry(key).or_insert_with(|| {
+        let slot = &mut recent[key.0 as u32 as usize % RECENT_SLOTS];
+        let c = if slot.1 != EMPTY && slot.0 == key {
+            slot.1
+        } else {
+            let c = *ids.entry(key).or_insert_with(|| {
                 channels.push((key, 0));
                 latest.push(((i64::MIN, 0), false));
                 (channels.len() - 1) as u32
-            }),
+            });
+            *slot = (key, c);
+            c
         };
-        last = Some((key, c));
         let (o, i) = (order(h), c as usize);
         latest[i] = (o, latest[i].1 || o < latest[i].0);
         *place = Place { channel: c, seq: channels[i].1 };
@@ -111,6 +121,31 @@ mod tests {
         number(&halves, &mut places, send_channel, Half::send_order);
         let seqs: Vec<u32> = places.iter().map(|p| p.seq).collect();
         assert_eq!(seqs, vec![2, 0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn peers_sharing_a_cache_slot_keep_their_channels() {
+        // Peers 1, 1 + RECENT_SLOTS, a negative peer and NONE_I32, interleaved, on two tags.
+        let peers = [1, 1 + RECENT_SLOTS as i32, -1, crate::events::NONE_I32];
+        let halves: Vec<Half> = (0..64).map(|k| send(peers[k % 4], (k / 4 % 2) as i32, k as i64, k)).collect();
+        let mut places = vec![Place::default(); halves.len()];
+        let channels = number(&halves, &mut places, send_channel, Half::send_order);
+        // The same numbering by brute force: channels by first use, positions by count so far.
+        let mut want_channels: Vec<ChannelCount> = Vec::new();
+        for (h, p) in halves.iter().zip(&places) {
+            let key = send_channel(h);
+            let c = match want_channels.iter().position(|(k, _)| *k == key) {
+                Some(c) => c,
+                None => {
+                    want_channels.push((key, 0));
+                    want_channels.len() - 1
+                }
+            };
+            assert_eq!((p.channel, p.seq), (c as u32, want_channels[c].1));
+            want_channels[c].1 += 1;
+        }
+        assert_eq!(channels, want_channels);
+        assert_eq!(channels.len(), 8);
     }
 
     #[test]
