@@ -30,8 +30,8 @@ use matching::Pair;
 /// the chunks of a few million messages evenly.
 const CHUNK_ROWS: usize = 1 << 18;
 
-/// Messages gathered at a time while a chunk is filled: their halves (32 KiB) stay in L1 cache while
-/// the chunk's columns are written one after the other.
+/// Messages gathered at a time while a chunk is filled: their halves (32 KiB) stay in the
+/// core's nearest caches while the chunk's columns are written one after the other.
 const GATHER_BLOCK: usize = 256;
 
 /// A message's halves while its row is written: a missing half is `Half::UNSET`, whose
