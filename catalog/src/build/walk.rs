@@ -32,6 +32,19 @@ struct Found {
     warnings: Warnings,
 }
 
+// Event kinds as stored in `RawEvents::kind`, for matching on the raw codes.
+const ENTER: u8 = EventKind::Enter as u8;
+const LEAVE: u8 = EventKind::Leave as u8;
+const SEND: u8 = EventKind::Send as u8;
+const ISEND: u8 = EventKind::Isend as u8;
+const RECV: u8 = EventKind::Recv as u8;
+const IRECV: u8 = EventKind::Irecv as u8;
+const ISEND_COMPLETE: u8 = EventKind::IsendComplete as u8;
+const IRECV_REQUEST: u8 = EventKind::IrecvRequest as u8;
+const REQUEST_CANCELLED: u8 = EventKind::RequestCancelled as u8;
+const COLL_BEGIN: u8 = EventKind::CollBegin as u8;
+const COLL_END: u8 = EventKind::CollEnd as u8;
+
 /// Per stream: enters, sends, receives, collective ends.
 #[derive(Debug, Clone, Copy, Default)]
 struct Counts {
@@ -42,17 +55,23 @@ struct Counts {
 }
 
 fn count(kinds: &[u8]) -> Counts {
-    let mut by_kind = [0usize; 256];
-    for &k in kinds {
-        by_kind[usize::from(k)] += 1;
+    let mut c = Counts::default();
+    // Byte-wide counters that cannot overflow within 255 events: the compiler compares and
+    // counts a vector register of kinds at a time.
+    for chunk in kinds.chunks(255) {
+        let (mut enters, mut sends, mut recvs, mut ends) = (0u8, 0u8, 0u8, 0u8);
+        for &k in chunk {
+            enters += u8::from(k == ENTER);
+            sends += u8::from(k == SEND || k == ISEND);
+            recvs += u8::from(k == RECV || k == IRECV);
+            ends += u8::from(k == COLL_END);
+        }
+        c.enters += usize::from(enters);
+        c.sends += usize::from(sends);
+        c.recvs += usize::from(recvs);
+        c.collective_ends += usize::from(ends);
     }
-    let n = |k: EventKind| by_kind[k as usize];
-    Counts {
-        enters: n(EventKind::Enter),
-        sends: n(EventKind::Send) + n(EventKind::Isend),
-        recvs: n(EventKind::Recv) + n(EventKind::Irecv),
-        collective_ends: n(EventKind::CollEnd),
-    }
+    c
 }
 
 /// Walk every stream (`streams` is `events.streams()`).
@@ -103,19 +122,22 @@ fn walk_stream(
     let mut calls = CallStack::new(s.rank, s.thread, counts.enters, first_call);
     let mut collectives = PartCollector::new(s.rank, s.thread, counts.collective_ends);
     let mut span = (i64::MAX, i64::MIN);
-    for i in s.start..s.end {
-        let ts = events.ts[i];
+    // The columns every event needs, cut to the stream once: no bounds check per event.
+    let range = s.start..s.end;
+    let (times, kinds, regions) = (&events.ts[range.clone()], &events.kind[range.clone()], &events.region[range]);
+    for (j, ((&ts, &kind), &region)) in times.iter().zip(kinds).zip(regions).enumerate() {
+        let i = s.start + j;
         span = (span.0.min(ts), span.1.max(ts));
-        match events.kind(i) {
-            EventKind::Enter => calls.enter(ts, events.region[i]),
-            EventKind::Leave => calls.leave(ts, events.region[i], &mut w),
-            EventKind::Send | EventKind::Isend => halves.send(events, i, calls.innermost(), &mut w),
-            EventKind::Recv | EventKind::Irecv => halves.recv(events, i, calls.innermost(), &mut w),
-            EventKind::IsendComplete => halves.isend_complete(events, i, &mut w),
-            EventKind::IrecvRequest => halves.irecv_request(events, i, &mut w),
-            EventKind::RequestCancelled => halves.cancelled(events, i, &mut w),
-            EventKind::CollBegin => collectives.begin(ts, &mut w),
-            EventKind::CollEnd => collectives.end(events, i, &mut w),
+        match kind {
+            ENTER => calls.enter(ts, region),
+            LEAVE => calls.leave(ts, region, &mut w),
+            SEND | ISEND => halves.send(events, i, calls.innermost(), &mut w),
+            RECV | IRECV => halves.recv(events, i, calls.innermost(), &mut w),
+            ISEND_COMPLETE => halves.isend_complete(events, i, &mut w),
+            IRECV_REQUEST => halves.irecv_request(events, i, &mut w),
+            REQUEST_CANCELLED => halves.cancelled(events, i, &mut w),
+            COLL_BEGIN => collectives.begin(ts, &mut w),
+            COLL_END => collectives.end(events, i, &mut w),
             _ => {}
         }
     }
@@ -123,4 +145,32 @@ fn walk_stream(
     let calls = calls.finish(last, &mut w);
     halves.finish(&calls.end, &mut w);
     Found { calls, collective_parts: collectives.finish(&mut w), span, warnings: w }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_agree_with_counting_each_kind_across_chunk_boundaries() {
+        // Every kind and an unknown code, in runs that cross the 255-event chunks.
+        let mut x = 12345u64;
+        let kinds: Vec<u8> = (0..2000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                if x.is_multiple_of(50) { 200 } else { (x % EventKind::ALL.len() as u64) as u8 }
+            })
+            .chain(std::iter::repeat_n(ENTER, 600))
+            .collect();
+        let n = |ks: &[EventKind]| kinds.iter().filter(|&&k| ks.iter().any(|&want| k == want as u8)).count();
+        let c = count(&kinds);
+        assert_eq!(c.enters, n(&[EventKind::Enter]));
+        assert!(c.enters > 600);
+        assert_eq!(c.sends, n(&[EventKind::Send, EventKind::Isend]));
+        assert_eq!(c.recvs, n(&[EventKind::Recv, EventKind::Irecv]));
+        assert_eq!(c.collective_ends, n(&[EventKind::CollEnd]));
+        assert_eq!(count(&[]).enters, 0);
+    }
 }

@@ -45,8 +45,8 @@ const EMPTY: u32 = u32::MAX;
 pub fn number(
     halves: &[Half],
     places: &mut [Place],
-    channel: fn(&Half) -> (i32, i32, i32),
-    order: fn(&Half) -> Order,
+    channel: impl Fn(&Half) -> (i32, i32, i32),
+    order: impl Fn(&Half) -> Order,
 ) -> Vec<ChannelCount> {
     let mut ids: FastMap<(i32, i32, i32), u32> = FastMap::default();
     let mut channels: Vec<ChannelCount> = Vec::new();
