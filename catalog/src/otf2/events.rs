@@ -11,6 +11,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
+use crate::fast_hash::FastMap;
 use crate::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
 use crate::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION};
 use crate::trace::Warnings;
@@ -67,6 +68,37 @@ impl RegionIndex {
     }
 }
 
+/// Communicator id -> world rank of each of its ranks, looked up for every message: a vector
+/// when the ids are dense (as writers make them), a hash map otherwise.
+#[derive(Debug, Clone)]
+pub enum CommMembers {
+    Dense(Vec<Option<Vec<i32>>>),
+    Sparse(FastMap<u32, Vec<i32>>),
+}
+
+impl CommMembers {
+    pub fn new(members: &HashMap<u32, Vec<i32>>) -> Self {
+        let max = members.keys().copied().max().unwrap_or(0) as usize;
+        if max <= members.len() * 4 + 1024 {
+            let mut v = vec![None; max + 1];
+            for (id, m) in members {
+                v[*id as usize] = Some(m.clone());
+            }
+            CommMembers::Dense(v)
+        } else {
+            CommMembers::Sparse(members.iter().map(|(id, m)| (*id, m.clone())).collect())
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, comm: u32) -> Option<&[i32]> {
+        match self {
+            CommMembers::Dense(v) => v.get(comm as usize).and_then(Option::as_deref),
+            CommMembers::Sparse(m) => m.get(&comm).map(Vec::as_slice),
+        }
+    }
+}
+
 /// How times and ids of a location are translated.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -78,7 +110,7 @@ pub struct Context<'a> {
     /// Region id -> index into the trace's region list.
     pub region_index: &'a RegionIndex,
     /// Communicator id -> world rank of each communicator rank.
-    pub comm_members: &'a HashMap<u32, Vec<i32>>,
+    pub comm_members: &'a CommMembers,
     /// Metric (class or instance) id -> (member name index, value type) per value.
     pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
     /// Number of events the location's definition announces (used to size the columns).
@@ -101,7 +133,7 @@ impl Context<'_> {
         if rank == UNDEFINED_U32 {
             return NONE_I32;
         }
-        match self.comm_members.get(&comm) {
+        match self.comm_members.get(comm) {
             Some(m) => match m.get(rank as usize) {
                 Some(&w) => w,
                 None => {
@@ -303,4 +335,51 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn communicator_members_are_found_by_dense_and_sparse_ids() {
+        let dense: HashMap<u32, Vec<i32>> = [(0, vec![0, 1, 2]), (3, vec![2, 0])].into_iter().collect();
+        let sparse: HashMap<u32, Vec<i32>> = [(7, vec![5, 4]), (4_000_000_000, vec![1])].into_iter().collect();
+        let d = CommMembers::new(&dense);
+        assert!(matches!(d, CommMembers::Dense(_)));
+        assert_eq!(d.get(3), Some(&[2, 0][..]));
+        assert_eq!(d.get(1), None, "an id below the largest that is not defined");
+        assert_eq!(d.get(4), None);
+        assert_eq!(d.get(UNDEFINED_U32), None);
+        let s = CommMembers::new(&sparse);
+        assert!(matches!(s, CommMembers::Sparse(_)));
+        assert_eq!(s.get(4_000_000_000), Some(&[1][..]));
+        assert_eq!(s.get(7), Some(&[5, 4][..]));
+        assert_eq!(s.get(8), None);
+    }
+
+    #[test]
+    fn peers_become_world_ranks_through_their_communicator() {
+        let members: HashMap<u32, Vec<i32>> = [(1, vec![4, 6])].into_iter().collect();
+        let (local, regions, comms, metrics) =
+            (LocalDefs::default(), RegionIndex::new(&[]), CommMembers::new(&members), HashMap::new());
+        let ctx = Context {
+            rank: 0,
+            thread: 0,
+            global_offset: 0,
+            timer_resolution: 1_000_000_000,
+            local: &local,
+            region_index: &regions,
+            comm_members: &comms,
+            metric_members: &metrics,
+            expected_events: 0,
+        };
+        let mut w = Warnings::default();
+        assert_eq!(ctx.world_rank(1, 1, &mut w), 6);
+        assert_eq!(ctx.world_rank(9, 3, &mut w), 3, "an undefined communicator keeps the rank");
+        assert_eq!(ctx.world_rank(1, UNDEFINED_U32, &mut w), NONE_I32);
+        assert!(w.is_empty());
+        assert_eq!(ctx.world_rank(1, 2, &mut w), NONE_I32);
+        assert_eq!(w.count("otf2_rank_outside_communicator"), 1);
+    }
 }

@@ -238,6 +238,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
     let place = placement(&d);
     let comms = comm_members(&d, &place);
+    let comm_index = events::CommMembers::new(&comms);
     let string = |id: u32| d.string(id).unwrap_or("").to_string();
 
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
@@ -308,7 +309,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
                 timer_resolution: d.timer_resolution,
                 local: &local,
                 region_index: &region_index,
-                comm_members: &comms,
+                comm_members: &comm_index,
                 metric_members: &metric_members,
                 expected_events: l.events,
             };
