@@ -37,6 +37,12 @@ const PROGRAM_END: u8 = 84;
 /// Event types stored without a length: exactly one field, of a compressed integer type.
 const SINGLETONS: [u8; 17] = [12, 13, 16, 17, 20, 21, 24, 28, 29, 30, 35, 36, 45, 55, 56, 67, 70];
 
+/// Whether `n` ids up to `max` are indexed by a vector rather than a hash map: at most about
+/// three unused slots per id.
+fn dense_enough(max: usize, n: usize) -> bool {
+    max <= n * 4 + 1024
+}
+
 /// Region ids to region indices: a vector when the ids are dense (as writers make them), a
 /// hash map otherwise.
 #[derive(Debug, Clone)]
@@ -48,7 +54,7 @@ pub enum RegionIndex {
 impl RegionIndex {
     pub fn new(ids: &[u32]) -> Self {
         let max = ids.iter().copied().max().unwrap_or(0) as usize;
-        if max <= ids.len() * 4 + 1024 {
+        if dense_enough(max, ids.len()) {
             let mut v = vec![NONE_I32; max + 1];
             for (i, id) in ids.iter().enumerate() {
                 v[*id as usize] = i as i32;
@@ -79,7 +85,7 @@ pub enum CommMembers {
 impl CommMembers {
     pub fn new(members: &HashMap<u32, Vec<i32>>) -> Self {
         let max = members.keys().copied().max().unwrap_or(0) as usize;
-        if max <= members.len() * 4 + 1024 {
+        if dense_enough(max, members.len()) {
             let mut v = vec![None; max + 1];
             for (id, m) in members {
                 v[*id as usize] = Some(m.clone());
