@@ -4,12 +4,20 @@
 //! stencil, 32 ranks per node, ITERATIONS iterations) with commdb's OTF2 writer.
 //! `tests/otf2/bench.sh` runs it next to the reference library's reader.
 //! `cargo bench -p commdb-shell --bench otf2 -- ARCHIVE_DIR [ITERATIONS] [ROUNDS]`
+//!
+//! At the end it measures the machine's memory bandwidth and sets each load against the time
+//! that writing its tables takes at that speed (and, for the derivation, reading the time,
+//! kind and region of every event): a floor that no reader or derivation can go below, which
+//! shows how close to the hardware each of them runs.
 
 mod common;
 use common::peak_rss_mib;
 
 use std::path::Path;
 use std::time::Instant;
+
+use arrow::array::RecordBatch;
+use rayon::prelude::*;
 
 use commdb_catalog::generate::{GeneratorConfig, generate};
 
@@ -51,13 +59,15 @@ fn main() {
     // Each round loads the `events` table alone, then every table; the best round of each is
     // compared. Only rounds after the first reuse pages (see `allocator_mode`).
     let (mut best_events, mut best_all) = (f64::INFINITY, f64::INFINITY);
+    let (mut events_bytes, mut derived_bytes, mut n_events) = (0, 0, 0);
     for round in 0..rounds {
         let t = Instant::now();
         let raw = commdb_catalog::otf2::read(path).expect("read");
         let n = raw.events.len();
         let names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
         let events = raw.events.into_batches(&names).expect("events table");
-        let table_bytes: usize = events.iter().map(|b| b.get_array_memory_size()).sum();
+        let table_bytes = bytes_of(&events);
+        (events_bytes, n_events) = (table_bytes, n);
         let load = t.elapsed().as_secs_f64();
         best_events = best_events.min(load);
         println!(
@@ -72,6 +82,7 @@ fn main() {
         let trace = commdb_catalog::otf2::read(path).expect("read").build().expect("build");
         let all = t.elapsed().as_secs_f64();
         best_all = best_all.min(all);
+        derived_bytes = ["calls", "messages", "collectives"].iter().map(|t| bytes_of(trace.table(t))).sum();
         println!(
             "round {round} load with derived tables  {n:>12} events {all:>8.3} s {:>8.2} M events/s   {} calls, {} messages, {} collective parts  peak {:>7.0} MiB",
             n as f64 / all / 1e6,
@@ -88,4 +99,60 @@ fn main() {
             );
         }
     }
+    floor_report(best_events, best_all, events_bytes, derived_bytes, n_events);
+}
+
+fn bytes_of(batches: &[RecordBatch]) -> usize {
+    batches.iter().map(RecordBatch::get_array_memory_size).sum()
+}
+
+/// Memory bandwidth of all threads together over 1 GiB, (write, read) in bytes per second: the
+/// best of three passes after one that faults the pages in. Writes fill the buffer with a value
+/// per chunk, reads sum it.
+fn memory_bandwidth() -> (f64, f64) {
+    const BYTES: usize = 1 << 30;
+    let mut buf = vec![0u64; BYTES / 8];
+    let (mut write, mut read) = (0f64, 0f64);
+    for pass in 0..4u64 {
+        let t = Instant::now();
+        buf.par_chunks_mut(1 << 16).enumerate().for_each(|(i, c)| c.fill(i as u64 ^ pass));
+        let w = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let sum: u64 = buf.par_chunks(1 << 16).map(|c| c.iter().fold(0u64, |a, &x| a.wrapping_add(x))).sum();
+        let r = t.elapsed().as_secs_f64();
+        std::hint::black_box(sum);
+        if pass > 0 {
+            write = write.max(BYTES as f64 / w);
+            read = read.max(BYTES as f64 / r);
+        }
+    }
+    (write, read)
+}
+
+/// The floor of each load at this machine's memory bandwidth, against the best rounds.
+fn floor_report(best_events: f64, best_all: f64, events_bytes: usize, derived_bytes: usize, events: usize) {
+    let (write, read) = memory_bandwidth();
+    let gb = |b: f64| b / 1e9;
+    println!(
+        "memory bandwidth, {} threads: write {:.1} GB/s, read {:.1} GB/s",
+        rayon::current_num_threads(),
+        gb(write),
+        gb(read)
+    );
+    let events_floor = events_bytes as f64 / write;
+    println!(
+        "events table {:.2} GB: writing it takes {events_floor:.3} s; the best load {best_events:.3} s is {:.1}x that",
+        gb(events_bytes as f64),
+        best_events / events_floor
+    );
+    // Time, kind and region of every event: 8 + 1 + 4 bytes.
+    let derive = best_all - best_events;
+    let derived_floor = derived_bytes as f64 / write + (13 * events) as f64 / read;
+    println!(
+        "derived tables {:.2} GB: writing them and reading time, kind and region of each event takes {derived_floor:.3} s; the best derivation {derive:.3} s is {:.1}x that; +50% of the events load is {:.3} s, {:.1}x",
+        gb(derived_bytes as f64),
+        derive / derived_floor,
+        best_events / 2.0,
+        best_events / 2.0 / derived_floor
+    );
 }
