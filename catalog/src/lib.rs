@@ -9,7 +9,8 @@
 //!   synthetic trace generator; `open` picks the reader for a path;
 //! - `jobs`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists;
 //! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH;
-//! - `wallclock`: the traces' absolute start times and the notices SQL functions raise.
+//! - `wallclock`: the traces' absolute start times and the notices SQL functions raise;
+//! - `phases`: where the time of a build goes, phase by phase.
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
 //! on input: every error names the file and position and what was expected.
@@ -26,6 +27,7 @@ pub mod model;
 pub mod named_args;
 pub mod open;
 pub mod otf2;
+pub mod phases;
 pub mod progress;
 pub mod session;
 pub mod sql;

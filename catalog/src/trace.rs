@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use arrow::array::{
     ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, TimestampNanosecondArray,
@@ -15,6 +16,7 @@ use crate::clock::{self, Correction};
 use crate::error::Result;
 use crate::events::{EventParts, NONE_I32, PartStream, region_dictionary};
 use crate::model;
+use crate::phases::LoadPhases;
 
 /// A rank and where it ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,12 +164,14 @@ pub struct Trace {
     pub meta: TraceMeta,
     tables: BTreeMap<&'static str, Vec<RecordBatch>>,
     pub warnings: Warnings,
+    /// Where the time of `RawTrace::build` went (empty for a trace read from a store).
+    pub phases: LoadPhases,
 }
 
 impl Trace {
     /// Assemble a trace from complete tables (used by the Parquet store).
     pub fn from_tables(meta: TraceMeta, tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
-        Trace { meta, tables, warnings }
+        Trace { meta, tables, warnings, phases: LoadPhases::default() }
     }
 
     /// The batches of a table of the model (empty when the trace has no such rows).
@@ -210,7 +214,10 @@ impl RawTrace {
         let mut warnings = std::mem::take(&mut self.warnings);
         let nodes = NodeMap::new(&self.ranks);
 
-        let models = clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings);
+        let mut phases = LoadPhases::default();
+        let models = phases.time("clock correction", || {
+            clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings)
+        });
         let streams = self.events.streams();
         let keep_matched = correction == Correction::Clc;
         let comms = &self.communicators;
@@ -222,9 +229,12 @@ impl RawTrace {
             clock::clc::apply(&mut self.events, &streams, &derived.messages.matched_events, &mut warnings);
             // Times moved, the matching (per-stream order) did not: derive again, quietly.
             let mut again = Warnings::default();
+            phases.extend(std::mem::take(&mut derived.phases));
             derived = build::derive(&self.events, &streams, &nodes, comms, false, &mut again)?;
         }
-        let build::Derived { calls, messages, collectives, span: (first, last) } = derived;
+        let build::Derived { calls, messages, collectives, span: (first, last), phases: derive_phases } = derived;
+        phases.extend(derive_phases);
+        let start = Instant::now();
         let clock_label = match correction {
             Correction::Off => "off",
             Correction::Model if models.is_empty() => "none",
@@ -252,8 +262,10 @@ impl RawTrace {
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
         let info = self.info_batch(last - first, warnings.total())?;
         tables.insert("trace_info", vec![info]);
-        tables.insert("events", std::mem::take(&mut self.events).into_batches(&region_names)?);
-        Ok(Trace { meta: self.meta, tables, warnings })
+        phases.since("other tables to Arrow", start);
+        let events = phases.time("events to Arrow", || std::mem::take(&mut self.events).into_batches(&region_names))?;
+        tables.insert("events", events);
+        Ok(Trace { meta: self.meta, tables, warnings, phases })
     }
 
     fn info_batch(&self, duration: i64, warnings: i64) -> Result<RecordBatch> {
@@ -413,5 +425,36 @@ impl NodeMap {
     #[inline]
     pub fn node(&self, rank: i32) -> i32 {
         usize::try_from(rank).ok().and_then(|r| self.of_rank.get(r).copied()).unwrap_or(NONE_I32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{GeneratorConfig, generate};
+
+    #[test]
+    fn build_records_its_phases_in_order() {
+        let cfg = GeneratorConfig { ranks: 8, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
+        let start = std::time::Instant::now();
+        let trace = generate(&cfg).unwrap().trace.build().unwrap();
+        let elapsed = start.elapsed().as_secs_f64();
+        let names: Vec<&str> = trace.phases.iter().map(|p| p.name).collect();
+        assert_eq!(
+            names,
+            [
+                "clock correction",
+                "stream walk",
+                "message matching",
+                "msg_id order",
+                "messages gather",
+                "collectives",
+                "other tables to Arrow",
+                "events to Arrow"
+            ]
+        );
+        let beside: Vec<&str> = trace.phases.iter().filter(|p| p.beside).map(|p| p.name).collect();
+        assert_eq!(beside, ["collectives"]);
+        assert!(trace.phases.iter().all(|p| p.seconds >= 0.0));
+        assert!(trace.phases.total() > 0.0 && trace.phases.total() <= elapsed, "{}", trace.phases);
     }
 }

@@ -14,6 +14,7 @@ use arrow::array::RecordBatch;
 
 use crate::error::Result;
 use crate::events::{EventParts, PartStream};
+use crate::phases::LoadPhases;
 use crate::trace::{CommInfo, NodeMap, Warnings};
 
 /// The derived tables of a trace.
@@ -25,6 +26,8 @@ pub struct Derived {
     pub collectives: RecordBatch,
     /// Earliest and latest event time, (0, 0) without events.
     pub span: (i64, i64),
+    /// Time of each phase of the derivation.
+    pub phases: LoadPhases,
 }
 
 /// Derive calls, messages and collectives (`streams` is `events.streams()`). `keep_matched`
@@ -37,15 +40,25 @@ pub fn derive(
     keep_matched: bool,
     warnings: &mut Warnings,
 ) -> Result<Derived> {
-    let walked = walk::walk(events, streams, warnings);
+    let mut phases = LoadPhases::default();
+    let walked = phases.time("stream walk", || walk::walk(events, streams, warnings));
     // The collectives table is made on one thread: it runs beside the matching.
     let mut collective_warnings = Warnings::default();
-    let (messages, collectives) = rayon::join(
-        || messages::derive(walked.halves, streams, nodes, keep_matched, warnings),
-        || collectives::assemble(walked.collective_parts, comms, &mut collective_warnings).to_batch(),
+    let ((messages, message_phases), (collectives, collective_seconds)) = rayon::join(
+        || {
+            let mut phases = LoadPhases::default();
+            (messages::derive(walked.halves, streams, nodes, keep_matched, warnings, &mut phases), phases)
+        },
+        || {
+            let start = std::time::Instant::now();
+            let batch = collectives::assemble(walked.collective_parts, comms, &mut collective_warnings).to_batch();
+            (batch, start.elapsed().as_secs_f64())
+        },
     );
     warnings.merge(collective_warnings);
-    Ok(Derived { calls: walked.calls, messages: messages?, collectives: collectives?, span: walked.span })
+    phases.extend(message_phases);
+    phases.beside("collectives", collective_seconds);
+    Ok(Derived { calls: walked.calls, messages: messages?, collectives: collectives?, span: walked.span, phases })
 }
 
 /// `slice` cut into consecutive pieces of the given lengths (which must not add up to more

@@ -21,3 +21,19 @@ pub fn allocator_mode() -> &'static str {
         _ => "freed memory returned after 1 s (mimalloc default): every round may fault in fresh pages",
     }
 }
+
+/// CPU time all threads of this process have run so far, in seconds (the sum of
+/// /proc/self/task/*/schedstat, nanosecond resolution); NaN where that is not available.
+#[allow(dead_code)] // used by the benchmarks that report how busy the cores were
+pub fn cpu_seconds() -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return f64::NAN };
+    let mut ns = 0u64;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+        match stat.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()) {
+            Some(v) => ns += v,
+            None => return f64::NAN,
+        }
+    }
+    ns as f64 / 1e9
+}

@@ -22,6 +22,7 @@ use crate::build::time_order;
 use crate::error::{Error, Result};
 use crate::events::{NONE_I32, NONE_I64, PartStream, owned_nullable};
 use crate::model;
+use crate::phases::LoadPhases;
 use crate::trace::{NodeMap, Warnings};
 use halves::{Half, Halves};
 use matching::Pair;
@@ -232,6 +233,7 @@ pub fn derive(
     nodes: &NodeMap,
     keep_matched: bool,
     warnings: &mut Warnings,
+    phases: &mut LoadPhases,
 ) -> Result<Messages> {
     let (sends, recvs) = (&halves.sends, &halves.recvs);
     if sends.len().max(recvs.len()) >= Pair::NONE as usize {
@@ -242,11 +244,12 @@ pub fn derive(
             Pair::NONE
         )));
     }
-    let mut pairs = matching::pair(sends, recvs, streams, &halves.per_stream);
+    let mut pairs = phases.time("message matching", || matching::pair(sends, recvs, streams, &halves.per_stream));
     report_unmatched(&pairs, sends, recvs, warnings);
     // msg_id order: by send time (the receive's completion for a receive without a send).
-    time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event);
+    phases.time("msg_id order", || time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event));
 
+    let start = std::time::Instant::now();
     let chunks: Vec<(MessageChunk, i64)> = pairs
         .par_chunks(CHUNK_ROWS)
         .enumerate()
@@ -256,6 +259,7 @@ pub fn derive(
             (chunk, size_mismatch)
         })
         .collect();
+    phases.since("messages gather", start);
     let size_mismatch = chunks.iter().map(|c| c.1).sum();
     warnings.add_many("message_size_mismatch", size_mismatch, || {
         "matched sends and receives that report different sizes; the send's size is kept".to_string()
