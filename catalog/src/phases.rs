@@ -1,7 +1,7 @@
 //! Where the time of `RawTrace::build` goes: its phases (clock correction, the stream walk,
 //! message matching, the msg_id order, the gather of the `messages` columns, the collectives,
-//! the conversion of the tables to Arrow), each with its wall-clock duration, in the order they
-//! ran. A phase that runs beside others on a thread of its own (the collectives, beside the
+//! the conversion of the tables to Arrow; with the controlled logical clock, the derivation
+//! runs twice around it), each with its wall-clock duration, in the order they ran. A phase that runs beside others on a thread of its own (the collectives, beside the
 //! matching) is marked so and left out of the sum, which then adds up to the time of the build.
 //! A clock read per phase; the OTF2 benchmark prints them.
 

@@ -223,13 +223,15 @@ impl RawTrace {
         let comms = &self.communicators;
         let mut derived = build::derive(&self.events, &streams, &nodes, comms, keep_matched, &mut warnings)?;
         if correction == Correction::Clc && derived.messages.violations() > 0 {
-            for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
-                p.ts_local = Some(p.ts.clone());
-            }
-            clock::clc::apply(&mut self.events, &streams, &derived.messages.matched_events, &mut warnings);
+            phases.extend(std::mem::take(&mut derived.phases));
+            phases.time("controlled logical clock", || {
+                for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
+                    p.ts_local = Some(p.ts.clone());
+                }
+                clock::clc::apply(&mut self.events, &streams, &derived.messages.matched_events, &mut warnings);
+            });
             // Times moved, the matching (per-stream order) did not: derive again, quietly.
             let mut again = Warnings::default();
-            phases.extend(std::mem::take(&mut derived.phases));
             derived = build::derive(&self.events, &streams, &nodes, comms, false, &mut again)?;
         }
         let build::Derived { calls, messages, collectives, span: (first, last), phases: derive_phases } = derived;

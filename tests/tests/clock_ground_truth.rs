@@ -181,6 +181,11 @@ async fn clc_removes_what_the_model_leaves_and_keeps_order() {
     };
     assert_eq!(column(&clc, "ts_local"), column(&recorded, "ts"), "ts_local keeps every recorded time, master's too");
     assert_eq!((clc.meta.clock_correction.as_str(), clc.meta.clock_violations), ("clc", 0));
+    // The phases: a first derivation, the logical clock, then the derivation on corrected times.
+    let phases: Vec<&str> = clc.phases.iter().map(|p| p.name).collect();
+    let clock = phases.iter().position(|&p| p == "controlled logical clock").expect("the clc phase is recorded");
+    let walks: Vec<usize> = (0..phases.len()).filter(|&i| phases[i] == "stream walk").collect();
+    assert!(walks.len() == 2 && walks[0] < clock && clock < walks[1], "{phases:?}");
     assert!(clc.warnings.iter().all(|(code, _, _)| !code.starts_with("clc_")), "{:?}", clc.warnings);
     // Per stream: never earlier than the model, order unchanged, intervals at least 0.99 of theirs.
     let events = |t: &commdb_catalog::Trace| {
