@@ -65,15 +65,13 @@ fn main() {
     let mut best_phases = commdb_catalog::phases::LoadPhases::default();
     let (mut events_bytes, mut derived_bytes, mut n_events) = (0, 0, 0);
     for round in 0..rounds {
-        let (t, cpu) = (Instant::now(), cpu_seconds());
-        let raw = commdb_catalog::otf2::read(path).expect("read");
-        let n = raw.events.len();
-        let names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
-        let events = raw.events.into_batches(&names).expect("events table");
+        let ((n, events), load, busy) = timed(|| {
+            let raw = commdb_catalog::otf2::read(path).expect("read");
+            let names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
+            (raw.events.len(), raw.events.into_batches(&names).expect("events table"))
+        });
         let table_bytes = bytes_of(&events);
         (events_bytes, n_events) = (table_bytes, n);
-        let load = t.elapsed().as_secs_f64();
-        let busy = (cpu_seconds() - cpu) / load;
         best_events = best_events.min(load);
         println!(
             "round {round} load to events table      {n:>12} events {load:>8.3} s {:>8.2} M events/s  {busy:.2} cores busy  table {:>6.0} MiB  peak {:>7.0} MiB",
@@ -83,10 +81,7 @@ fn main() {
         );
         drop(events);
 
-        let (t, cpu) = (Instant::now(), cpu_seconds());
-        let trace = commdb_catalog::otf2::read(path).expect("read").build().expect("build");
-        let all = t.elapsed().as_secs_f64();
-        let busy = (cpu_seconds() - cpu) / all;
+        let (trace, all, busy) = timed(|| commdb_catalog::otf2::read(path).expect("read").build().expect("build"));
         if all < best_all {
             best_phases = trace.phases.clone();
         }
@@ -110,6 +105,14 @@ fn main() {
     }
     println!("phases of the best round with derived tables: {best_phases}");
     floor_report(best_events, best_all, events_bytes, derived_bytes, n_events);
+}
+
+/// Run `load`: what it returns, its wall-clock seconds and how many cores it kept busy.
+fn timed<T>(load: impl FnOnce() -> T) -> (T, f64, f64) {
+    let (t, cpu) = (Instant::now(), cpu_seconds());
+    let out = load();
+    let wall = t.elapsed().as_secs_f64();
+    (out, wall, (cpu_seconds() - cpu) / wall)
 }
 
 fn bytes_of(batches: &[RecordBatch]) -> usize {
