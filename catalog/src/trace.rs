@@ -56,7 +56,7 @@ pub struct CommInfo {
 }
 
 /// A clock synchronisation sample or offset point (see the `clock_sync` table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ClockSample {
     pub rank: i32,
     pub session: i32,
@@ -64,6 +64,16 @@ pub struct ClockSample {
     pub master_ts: i64,
     pub round_trip: Option<i64>,
     pub std_dev_ns: Option<i64>,
+    /// (local, master) in fractional ns when the source is finer than whole ns (OTF2 ticks):
+    /// the fit uses these, so rounding happens once, when event times are mapped.
+    pub exact: Option<(f64, f64)>,
+}
+
+impl ClockSample {
+    /// (local, master) as the fit reads them: exact when known, else the table's ns.
+    pub fn point(&self) -> (f64, f64) {
+        self.exact.unwrap_or((self.local_ts as f64, self.master_ts as f64))
+    }
 }
 
 /// Metric samples as columns.
@@ -216,7 +226,14 @@ impl RawTrace {
 
         let mut phases = LoadPhases::default();
         let models = phases.time("clock correction", || {
-            clock::correct(&mut self.events, &mut self.metrics, &self.clock_sync, correction, &mut warnings)
+            clock::correct(
+                &mut self.events,
+                &mut self.metrics,
+                &self.clock_sync,
+                &self.ranks,
+                correction,
+                &mut warnings,
+            )
         });
         let streams = self.events.streams();
         let keep_matched = correction == Correction::Clc;

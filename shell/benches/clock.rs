@@ -71,7 +71,8 @@ fn main() {
     let n = raw.events.len();
     let t = Instant::now();
     let mut w = commdb_catalog::trace::Warnings::default();
-    let models = clock::correct(&mut raw.events, &mut raw.metrics, &raw.clock_sync, Correction::Model, &mut w);
+    let models =
+        clock::correct(&mut raw.events, &mut raw.metrics, &raw.clock_sync, &raw.ranks, Correction::Model, &mut w);
     let s = t.elapsed().as_secs_f64();
     println!(
         "correct timestamps only  {n:>12} events {s:>8.3} s {:>8.1} M events/s  ({} rank models: {})",

@@ -116,6 +116,7 @@ fn spline_beats_the_line_on_a_non_linear_drift() {
                 master_ts: t.round() as i64,
                 round_trip: Some(2_000),
                 std_dev_ns: None,
+                exact: None,
             });
         }
     }

@@ -1,29 +1,49 @@
 //! Why communication is slow, per time window, after PCLVis section 6: the paper attributes
-//! latency to three causes and recommends an action for each.
+//! latency to three causes and recommends an action for each. Every rule compares a window
+//! with the run's own regular behaviour through ratios and shares, so a regular pattern gets
+//! the same answer at 16 ranks and at 16,384: no rule counts ranks or grid cells.
 //!
-//! - A1 poor mapping: much traffic between nodes. `inter_share` = inter-node messages / messages
-//!   of known locality sent in the window; cause 'mapping' when it reaches `max_inter_share`
-//!   (default 0.75: blocks of consecutive ranks on a node keep at least half of a 2-D stencil's
-//!   neighbours together, so three quarters off-node means the placement ignores the pattern).
+//! Latency L = transmission time / the criterion of the message's size bucket and locality,
+//! against the whole trace's criteria by default (see `latency::Baseline`). A message is
+//! *slow* when L >= `slow_level` (default 2: twice its normal time; the regular spread of a
+//! run, receivers busy posting their own sends, stays below it).
+//!
+//! - A1 poor mapping: much traffic between nodes that a placement fitted to the traffic would
+//!   keep on nodes, and off-node transfers that cost more than on-node ones. `inter_share` =
+//!   inter-node messages / messages of known locality; `avoidable_share` = the share of the
+//!   window's inter-node messages that `remap_suggestion`'s placement (METIS on the whole
+//!   relation's traffic, same ranks per node) keeps on a node; `offnode_cost` = the window's
+//!   inter-node transmission times over the trace's intra-node criterion of their size (NULL
+//!   when the trace has no on-node message of those sizes: then the cost cannot be measured and
+//!   is taken as real, since off-node transfers are the slower ones on every machine). Cause
+//!   'mapping' when inter_share >= `max_inter_share` (default 0.75: a block placement keeps at
+//!   least half of a 2-D stencil's neighbours together at any size), avoidable_share >= 0.5
+//!   (remapping would halve the off-node traffic) and offnode_cost >= slow_level or unknown.
 //!   Action O1: place the ranks that exchange most messages on the same node.
-//! - A2 poor communication pattern: unbalanced load. Within the window, mc_p = messages rank p
-//!   sent plus received (every rank of the relation, 0 if silent), LB_p by equations 9 and 10;
-//!   `load_balance_mean` and `load_balance_max`. Cause 'pattern' when the maximum reaches
-//!   `max_load_balance` (default 3: the boundary of a regular 2-D grid alone gives LB up to 2,
-//!   corner against interior ranks). Action O2: change the algorithm or use collective
+//! - A2 poor communication pattern: unbalanced communication load. mc_p = messages rank p sent
+//!   plus received in the window, over the ranks that communicated in it (equation 9's n);
+//!   `load_balance_mean` and `load_balance_max` by equations 9 and 10, as the paper's view
+//!   shows them. LB grows with the number of ranks on a perfectly regular grid (its corners
+//!   deviate from a mean that the interior dominates ever more), so the rule uses
+//!   `load_ratio` = the busiest rank's mc / the median rank's mc instead: 1 for any regular
+//!   stencil, ring or all-to-all, the number of workers for a master-worker. Cause 'pattern'
+//!   when load_ratio >= `max_load_ratio` (default 1.5: one rank does half again the typical
+//!   rank's communication) and a rank loaded that much has slow messages: the imbalance is
+//!   making communication slow. Action O2: change the algorithm or use collective
 //!   communication.
-//! - A3 background traffic: messages of the same size and locality take longer than usual.
-//!   `traffic_fluctuation` = mean over the (size bucket, locality) groups present in the window
-//!   of (the group's mean latency L in the window - 1), L being the transmission time over the
-//!   run's median for that group (`latency`); 0 is a usual window, 1 twice as slow. Cause
-//!   'background_traffic' when it reaches `max_fluctuation` (default 0.5). Action O3: rerun
-//!   when the network is quieter, or ask for nodes under fewer switches.
+//! - A3 background traffic: "the transmission time of the same size message varies
+//!   dramatically in the inter-node communication". `traffic_fluctuation` = mean over the
+//!   window's inter-node messages of (L - 1), L against the run's criterion of the message's
+//!   size bucket, so every message weighs the same and intra-node messages do not dilute it;
+//!   0 is a usual window, 1 twice as slow. Cause 'background_traffic' when it reaches
+//!   `max_fluctuation` (default 0.5). Action O3: rerun when the network is quieter, or ask for
+//!   nodes under fewer switches.
 //!
+//! A window without slow messages and without a mapping cost is 'none' whatever its shares.
 //! Windows are `window_ns` wide, aligned to its multiples (NULL: the 1-2-5 step that gives about
 //! 50 windows over the run). A message belongs to the window of its send (of its receive when
-//! the send is missing).
-//! Causes are listed comma-separated in the order above, 'none' when no rule fires. Cost:
-//! O(messages) plus O(windows x ranks) for the load balance.
+//! the send is missing). Causes are listed comma-separated in the order above. Cost:
+//! O(messages) plus O(windows x ranks) for the loads, plus one METIS partition.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,20 +54,34 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived, FastMap, int64_column};
-use crate::latency::{INTER, INTRA, MessageIndices, Params, key, latency_values};
+use crate::common::{Args, ComputeMany, Derived, FastMap, int64_column};
+use crate::latency::{Baseline, INTER, INTRA, MessageIndices, with_baseline};
 
-pub const ATTRIBUTION_ARGS: &[&str] = &["window_ns", "rel", "max_inter_share", "max_load_balance", "max_fluctuation"];
+pub const ATTRIBUTION_ARGS: &[&str] = &[
+    "window_ns",
+    "rel",
+    "max_inter_share",
+    "max_load_ratio",
+    "max_fluctuation",
+    "slow_level",
+    "bucket_bytes",
+    "max_samples",
+    "min_messages",
+    "criteria",
+];
 /// Most windows x ranks one call may hold.
 const MAX_CELLS: u128 = 100_000_000;
+/// Share of the off-node messages a fitted placement must keep on nodes for 'mapping'.
+const AVOIDABLE: f64 = 0.5;
 
 /// Decision thresholds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rules {
     pub window_ns: i64,
     pub max_inter_share: f64,
-    pub max_load_balance: f64,
+    pub max_load_ratio: f64,
     pub max_fluctuation: f64,
+    pub slow_level: f64,
 }
 
 /// Counts of one window.
@@ -55,11 +89,18 @@ pub struct Rules {
 struct Acc {
     messages: i64,
     delayed: i64,
+    slow: i64,
     inter: i64,
     intra: i64,
-    /// (locality, bucket) -> (sum of L, count)
-    groups: FastMap<(u8, i64), (f64, i64)>,
+    /// Inter-node messages the suggested placement keeps on a node.
+    avoidable: i64,
+    /// Sum and count of inter-node L (for the fluctuation).
+    inter_latency: (f64, i64),
+    /// Sum and count of inter-node duration / intra-node criterion of the size.
+    offnode: (f64, i64),
     mc: Vec<i64>,
+    /// Slow messages each rank sent or received.
+    slow_by_rank: Vec<i64>,
 }
 
 /// One row of the result.
@@ -68,20 +109,45 @@ pub struct Window {
     pub start: i64,
     pub messages: i64,
     pub delayed_share: f64,
+    pub slow_share: f64,
     pub inter: i64,
     pub intra: i64,
     pub inter_share: Option<f64>,
+    pub avoidable_share: Option<f64>,
+    pub offnode_cost: Option<f64>,
     pub lb_mean: f64,
     pub lb_max: f64,
+    pub load_ratio: Option<f64>,
     pub fluctuation: Option<f64>,
     pub cause: String,
     pub recommendation: String,
 }
 
-/// Mean and maximum LB of the window's loads.
-fn balance(mc: &[i64]) -> (f64, f64) {
-    let lb = crate::causality::balance::lb(mc);
-    (lb.iter().sum::<f64>() / lb.len().max(1) as f64, lb.iter().copied().fold(0.0, f64::max))
+/// Load balance of a window over the ranks that communicated in it.
+struct Balance {
+    lb_mean: f64,
+    lb_max: f64,
+    /// The busiest rank's load over the median rank's.
+    load_ratio: Option<f64>,
+    /// Whether a rank loaded at least `max_load_ratio` x the median has slow messages.
+    overloaded_slow: bool,
+}
+
+/// Mean and maximum LB (equations 9-10), the load ratio and whether the overloaded ranks'
+/// messages are slow.
+fn balance(mc: &[i64], slow_by_rank: &[i64], max_load_ratio: f64) -> Balance {
+    let mut active: Vec<i64> = mc.iter().copied().filter(|c| *c > 0).collect();
+    if active.is_empty() {
+        return Balance { lb_mean: 0.0, lb_max: 0.0, load_ratio: None, overloaded_slow: false };
+    }
+    let lb = crate::causality::balance::lb(&active);
+    let lb_mean = lb.iter().sum::<f64>() / lb.len() as f64;
+    let lb_max = lb.iter().copied().fold(0.0, f64::max);
+    active.sort_unstable();
+    let n = active.len();
+    let median = if n % 2 == 1 { active[n / 2] as f64 } else { (active[n / 2 - 1] + active[n / 2]) as f64 / 2.0 };
+    let overloaded_slow = mc.iter().zip(slow_by_rank).any(|(c, s)| *s > 0 && *c as f64 >= max_load_ratio * median);
+    Balance { lb_mean, lb_max, load_ratio: Some(active[n - 1] as f64 / median), overloaded_slow }
 }
 
 const RECOMMENDATIONS: [(&str, &str); 3] = [
@@ -90,21 +156,49 @@ const RECOMMENDATIONS: [(&str, &str); 3] = [
     ("background_traffic", "O3: rerun when the network is quieter, or choose nodes under fewer switches"),
 ];
 
-/// Input columns: src, dst, send_ts, recv_ts and the latency columns.
+/// Input columns: src, dst, send_ts, recv_ts, bytes, the nodes (when present) and the latency
+/// columns.
 struct Input {
     src: usize,
     dst: usize,
     send_ts: usize,
     recv_ts: usize,
+    bytes: usize,
+    nodes: Option<(usize, usize)>,
     latency: MessageIndices,
 }
 
 /// Windows when window_ns is not given: the span cut into about this many 1-2-5 steps.
 pub const DEFAULT_WINDOWS: i64 = 50;
 
-fn windows(batches: &[RecordBatch], input: &Input, rules: &Rules) -> Result<(i64, Vec<Window>)> {
+/// Whether each rank pair would cross nodes under the suggested placement: None when the
+/// relation does not tell the current placement.
+fn suggested_parts(batches: &[RecordBatch], input: &Input) -> Result<Option<FastMap<i64, String>>> {
+    let Some(nodes) = input.nodes else { return Ok(None) };
+    let t = crate::remap::traffic(batches, &[input.src, input.dst, input.bytes], Some(nodes))?;
+    if t.current.iter().any(Option::is_none) || t.ranks.len() < 2 {
+        return Ok(None);
+    }
+    let mut per: FastMap<&str, usize> = FastMap::default();
+    for n in t.current.iter().flatten() {
+        *per.entry(n.as_str()).or_default() += 1;
+    }
+    let cap = per.values().copied().max().unwrap_or(1);
+    let (suggested, _) = crate::remap::suggest(&t, cap, crate::remap::Weight::Messages)?;
+    Ok(Some(t.ranks.iter().copied().zip(suggested).collect()))
+}
+
+fn windows(
+    inputs: &[Vec<RecordBatch>],
+    input: &Input,
+    rules: &Rules,
+    baseline: &Baseline,
+) -> Result<(i64, Vec<Window>)> {
+    let batches = &inputs[0];
     let cols = input.latency.read(batches)?;
-    let latency = latency_values(&cols, &Params::default());
+    let table = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?;
+    let latency = table.latency_values(&cols);
+    let suggested = suggested_parts(batches, input)?;
     let (src, dst) = (int64_column(batches, input.src)?, int64_column(batches, input.dst)?);
     let (send, recv) = (int64_column(batches, input.send_ts)?, int64_column(batches, input.recv_ts)?);
     let mut ranks: Vec<i64> = src.iter().chain(dst.iter()).flatten().collect();
@@ -124,7 +218,6 @@ fn windows(batches: &[RecordBatch], input: &Input, rules: &Rules) -> Result<(i64
         },
         ..*rules
     };
-    let bucket = Params::default().bucket_bytes;
     let mut acc: BTreeMap<i64, Acc> = BTreeMap::new();
     for row in 0..src.len() {
         let t = if send.is_valid(row) {
@@ -143,11 +236,34 @@ fn windows(batches: &[RecordBatch], input: &Input, rules: &Rules) -> Result<(i64
                 ranks.len()
             );
         }
-        let a = acc.entry(w).or_insert_with(|| Acc { mc: vec![0; ranks.len()], ..Acc::default() });
+        let a = acc.entry(w).or_insert_with(|| Acc {
+            mc: vec![0; ranks.len()],
+            slow_by_rank: vec![0; ranks.len()],
+            ..Acc::default()
+        });
         a.messages += 1;
+        let l = latency[row];
         match cols.locality[row] {
             INTRA => a.intra += 1,
-            INTER => a.inter += 1,
+            INTER => {
+                a.inter += 1;
+                if let (Some(s), true, true) = (&suggested, src.is_valid(row), dst.is_valid(row))
+                    && s.get(&src.value(row)) == s.get(&dst.value(row))
+                {
+                    a.avoidable += 1;
+                }
+                if !l.is_nan() {
+                    a.inter_latency.0 += l;
+                    a.inter_latency.1 += 1;
+                }
+                if let Some(on_node) = table.criterion_at(&cols, row, INTRA)
+                    && on_node > 0.0
+                    && cols.duration.is_valid(row)
+                {
+                    a.offnode.0 += cols.duration.value(row) as f64 / on_node;
+                    a.offnode.1 += 1;
+                }
+            }
             _ => {}
         }
         if send.is_valid(row) && src.is_valid(row) {
@@ -156,40 +272,53 @@ fn windows(batches: &[RecordBatch], input: &Input, rules: &Rules) -> Result<(i64
         if recv.is_valid(row) && dst.is_valid(row) {
             a.mc[index[&dst.value(row)]] += 1;
         }
-        let l = latency[row];
         if !l.is_nan() {
             a.delayed += i64::from(l > 1.0);
-            if let Some(k) = key(&cols, row, bucket) {
-                let g = a.groups.entry(k).or_default();
-                g.0 += l;
-                g.1 += 1;
+            if l >= rules.slow_level {
+                a.slow += 1;
+                for r in [&src, &dst] {
+                    if r.is_valid(row) {
+                        a.slow_by_rank[index[&r.value(row)]] += 1;
+                    }
+                }
             }
         }
     }
-    Ok((rules.window_ns, acc.into_iter().map(|(w, a)| judge(w * rules.window_ns, &a, rules)).collect()))
+    let has_placement = suggested.is_some();
+    let rows = acc.into_iter().map(|(w, a)| judge(w * rules.window_ns, &a, rules, has_placement)).collect();
+    Ok((rules.window_ns, rows))
 }
 
-fn judge(start: i64, a: &Acc, rules: &Rules) -> Window {
+fn judge(start: i64, a: &Acc, rules: &Rules, has_placement: bool) -> Window {
     let known = a.inter + a.intra;
     let inter_share = (known > 0).then(|| a.inter as f64 / known as f64);
-    let (lb_mean, lb_max) = balance(&a.mc);
-    let fluctuation = (!a.groups.is_empty())
-        .then(|| a.groups.values().map(|(sum, n)| sum / *n as f64 - 1.0).sum::<f64>() / a.groups.len() as f64);
+    let avoidable_share = (has_placement && a.inter > 0).then(|| a.avoidable as f64 / a.inter as f64);
+    let offnode_cost = (a.offnode.1 > 0).then(|| a.offnode.0 / a.offnode.1 as f64);
+    let b = balance(&a.mc, &a.slow_by_rank, rules.max_load_ratio);
+    let fluctuation = (a.inter_latency.1 > 0).then(|| a.inter_latency.0 / a.inter_latency.1 as f64 - 1.0);
+    let slow = a.slow > 0;
     let fired = [
-        inter_share.is_some_and(|s| s >= rules.max_inter_share),
-        lb_max >= rules.max_load_balance,
-        fluctuation.is_some_and(|f| f >= rules.max_fluctuation),
+        inter_share.is_some_and(|s| s >= rules.max_inter_share)
+            && avoidable_share.is_none_or(|s| s >= AVOIDABLE)
+            && offnode_cost.is_none_or(|c| c >= rules.slow_level),
+        b.overloaded_slow && b.load_ratio.is_some_and(|r| r >= rules.max_load_ratio),
+        slow && fluctuation.is_some_and(|f| f >= rules.max_fluctuation),
     ];
     let chosen: Vec<(&str, &str)> = RECOMMENDATIONS.iter().zip(fired).filter(|(_, f)| *f).map(|(r, _)| *r).collect();
+    let with_latency = a.messages.max(1) as f64;
     Window {
         start,
         messages: a.messages,
-        delayed_share: a.delayed as f64 / a.messages.max(1) as f64,
+        delayed_share: a.delayed as f64 / with_latency,
+        slow_share: a.slow as f64 / with_latency,
         inter: a.inter,
         intra: a.intra,
         inter_share,
-        lb_mean,
-        lb_max,
+        avoidable_share,
+        offnode_cost,
+        lb_mean: b.lb_mean,
+        lb_max: b.lb_max,
+        load_ratio: b.load_ratio,
         fluctuation,
         cause: if chosen.is_empty() { "none".into() } else { chosen.iter().map(|c| c.0).collect::<Vec<_>>().join(",") },
         recommendation: chosen.iter().map(|c| c.1).collect::<Vec<_>>().join("; "),
@@ -204,19 +333,24 @@ fn output_schema() -> SchemaRef {
         i("window_end"),
         i("messages"),
         f("delayed_share", false),
+        f("slow_share", false),
         i("inter_node"),
         i("intra_node"),
         f("inter_share", true),
+        f("avoidable_share", true),
+        f("offnode_cost", true),
         f("load_balance_mean", false),
         f("load_balance_max", false),
+        f("load_ratio", true),
         f("traffic_fluctuation", true),
         Field::new("cause", DataType::Utf8, false),
         Field::new("recommendation", DataType::Utf8, false),
     ]))
 }
 
-/// `attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_balance => 3,
-/// max_fluctuation => 0.5)`.
+/// `attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_ratio =>
+/// 1.5, max_fluctuation => 0.5, slow_level => 2, bucket_bytes, max_samples, min_messages,
+/// criteria)`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct Attribution;
 
@@ -229,21 +363,30 @@ impl TableFunctionImpl for Attribution {
         let rules = Rules {
             window_ns,
             max_inter_share: a.float(2, 0.75, 0.0)?,
-            max_load_balance: a.float(3, 3.0, 0.0)?,
+            max_load_ratio: a.float(3, 1.5, 1.0)?,
             max_fluctuation: a.float(4, 0.5, 0.0)?,
+            slow_level: a.float(5, 2.0, 1.0)?,
         };
-        let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts"])?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 6)?;
+        let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts", "bytes"])?;
+        let schema = rel.schema();
+        let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            _ => None,
+        };
         let input = Input {
             src: idx[0],
             dst: idx[1],
             send_ts: idx[2],
             recv_ts: idx[3],
+            bytes: idx[4],
+            nodes,
             latency: MessageIndices::find("attribution", &rel)?,
         };
         let out = output_schema();
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (w, rows) = windows(batches, &input, &rules)?;
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let (w, rows) = windows(inputs, &input, &rules, &baseline)?;
             let fl =
                 |f: fn(&Window) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
             let opt = |f: fn(&Window) -> Option<f64>| -> ArrayRef {
@@ -254,17 +397,21 @@ impl TableFunctionImpl for Attribution {
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.start + w))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.messages))),
                 fl(|r| r.delayed_share),
+                fl(|r| r.slow_share),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.inter))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.intra))),
                 opt(|r| r.inter_share),
+                opt(|r| r.avoidable_share),
+                opt(|r| r.offnode_cost),
                 fl(|r| r.lb_mean),
                 fl(|r| r.lb_max),
+                opt(|r| r.load_ratio),
                 opt(|r| r.fluctuation),
                 Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.cause.as_str()))),
                 Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.recommendation.as_str()))),
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, rel, None, compute)))
+        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, None, extra), compute)))
     }
 }

@@ -69,6 +69,7 @@ impl TableFunctionImpl for ClockModel {
                     master_ts: c[3].value(i),
                     round_trip: opt(&c[4]),
                     std_dev_ns: opt(&c[5]),
+                    exact: None,
                 });
             }
             let mut rows = Rows::default();

@@ -143,6 +143,68 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
     }
 }
 
+/// The schema of the one trace whose tables a relation reads, looking through views (and
+/// their subqueries): `Some("public")` for `messages` or a view over it, `Some("run2")` for
+/// `run2.messages` or a view over that. None when the rows come from no trace (a table made
+/// with CREATE TABLE AS, a CSV file) or from several. Analyses use it to measure a narrowed
+/// relation against the whole trace it was cut from.
+pub fn trace_schema(session: &dyn Session, relation: &Relation) -> Option<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    base_tables(session, &relation.reference, &relation.provider, &mut found, 0);
+    found.sort();
+    found.dedup();
+    match found.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Views nest at most this deep before lineage gives up.
+const MAX_VIEW_DEPTH: usize = 32;
+
+/// The (catalog, schema) of every trace table `provider` reads, recursing into views.
+fn base_tables(
+    session: &dyn Session,
+    reference: &TableReference,
+    provider: &Arc<dyn TableProvider>,
+    out: &mut Vec<(String, String)>,
+    depth: usize,
+) {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::logical_expr::LogicalPlan;
+    if depth > MAX_VIEW_DEPTH {
+        return;
+    }
+    if let Some(view) = provider.downcast_ref::<datafusion::datasource::ViewTable>() {
+        let _ = view.logical_plan().apply_with_subqueries(|plan| {
+            if let LogicalPlan::TableScan(scan) = plan
+                && let Ok(inner) = datafusion::datasource::source_as_provider(&scan.source)
+            {
+                base_tables(session, &scan.table_name, &inner, out, depth + 1);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        return;
+    }
+    let options = &session.config().options().catalog;
+    let resolved = reference.clone().resolve(&options.default_catalog, &options.default_schema);
+    let is_trace_table = commdb_catalog::model::TABLES.iter().any(|t| t.name == &*resolved.table);
+    let schema = session.catalog_list().catalog(&resolved.catalog).and_then(|c| c.schema(&resolved.schema));
+    if is_trace_table && schema.is_some_and(|s| s.table_exist("trace_info")) {
+        out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
+    }
+}
+
+/// A table of the trace in `schema` (as `trace_schema` returns it), resolved.
+pub fn trace_table(session: &dyn Session, function: &str, schema: &(String, String), table: &str) -> Result<Relation> {
+    resolve(session, function, &format!("{}.{}.{table}", quote(&schema.0), quote(&schema.1)))
+}
+
+/// An identifier quoted for a table reference.
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
 /// Arguments of a function whose parameters are (number, rel, ...) that also accepts the
 /// relation first, `f('messages', 1000000)`, as `f(1000000, 'messages')`: when the first
 /// argument is a string literal and the second is not, the two trade places.
@@ -211,6 +273,30 @@ impl<'a> Args<'a> {
             }
         };
         resolve(session, self.function, &name)
+    }
+
+    /// An optional relation argument (position `i`): None when omitted or NULL.
+    pub fn opt_relation(&self, session: &dyn Session, i: usize) -> Result<Option<Relation>> {
+        match self.literal(i)? {
+            None => Ok(None),
+            Some(_) => self.relation(session, i, "").map(Some),
+        }
+    }
+
+    /// Whether argument `i` was given (and is not NULL).
+    pub fn literal_given(&self, i: usize) -> bool {
+        matches!(self.exprs.get(i), Some(Expr::Literal(v, _)) if !v.is_null())
+    }
+
+    /// An optional text argument (position `i`): None when omitted or NULL.
+    pub fn opt_text(&self, i: usize) -> Result<Option<String>> {
+        match self.literal(i)? {
+            None => Ok(None),
+            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => {
+                Ok(Some(s))
+            }
+            Some(other) => plan_err!("{}: {} must be text, got {other}", self.function, self.names[i]),
+        }
     }
 
     /// An optional integer argument (None when omitted or NULL), at least `min`.

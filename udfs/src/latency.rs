@@ -19,7 +19,14 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, Derived, FastMap, Relation, bool_column, int64_column, text_column};
+use arrow::array::AsArray;
+use datafusion::catalog::Session;
+use datafusion::common::exec_err;
+
+use crate::common::{
+    Args, Compute, ComputeMany, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column,
+    trace_schema, trace_table,
+};
 
 pub const INTRA: u8 = 0;
 pub const INTER: u8 = 1;
@@ -260,16 +267,55 @@ fn criteria_batch(rows: &[Criterion]) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(criteria_schema(), columns)?)
 }
 
-/// The criterion of a row's group, for rows looked up one by one.
-fn row_criteria<'a>(m: &'a MessageColumns, p: &'a Params) -> impl Fn(usize) -> Option<f64> + 'a {
-    let table: FastMap<(u8, i64), Option<f64>> =
-        criteria(m, p).into_iter().map(|c| ((c.locality, c.bucket), c.criterion_ns)).collect();
-    move |row| match key(m, row, p.bucket_bytes) {
-        Some(k) => table.get(&k).copied().flatten(),
-        None => {
-            let bytes = if m.bytes.is_null(row) { None } else { Some(m.bytes.value(row).max(0)) };
-            bytes.and_then(|b| table.get(&(m.locality[row], b / p.bucket_bytes * p.bucket_bytes)).copied().flatten())
+/// Criteria looked up by (locality, size bucket): what a message's latency is measured against.
+#[derive(Debug, Clone, Default)]
+pub struct CriteriaTable {
+    bucket_bytes: i64,
+    map: FastMap<(u8, i64), Option<f64>>,
+}
+
+impl CriteriaTable {
+    pub fn new(criteria: &[Criterion], bucket_bytes: i64) -> Self {
+        CriteriaTable { bucket_bytes, map: criteria.iter().map(|c| ((c.locality, c.bucket), c.criterion_ns)).collect() }
+    }
+
+    /// The criterion of a row's group (None when its group has none or its size is NULL).
+    #[inline]
+    pub fn criterion(&self, m: &MessageColumns, row: usize) -> Option<f64> {
+        if m.bytes.is_null(row) {
+            return None;
         }
+        let b = m.bytes.value(row).max(0);
+        self.map.get(&(m.locality[row], b / self.bucket_bytes * self.bucket_bytes)).copied().flatten()
+    }
+
+    /// The criterion of a row's size bucket at another locality (what the message would
+    /// normally take within a node, say).
+    pub fn criterion_at(&self, m: &MessageColumns, row: usize, locality: u8) -> Option<f64> {
+        if m.bytes.is_null(row) {
+            return None;
+        }
+        let b = m.bytes.value(row).max(0);
+        self.map.get(&(locality, b / self.bucket_bytes * self.bucket_bytes)).copied().flatten()
+    }
+
+    /// Criterion and latency L of every row of `m` (None where the criterion is missing or 0).
+    pub fn latencies(&self, m: &MessageColumns) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
+        let n = m.duration.len();
+        let mut criterion = Vec::with_capacity(n);
+        let mut latency = Vec::with_capacity(n);
+        for row in 0..n {
+            let c = self.criterion(m, row);
+            criterion.push(c);
+            latency.push(latency_of(m, row, c));
+        }
+        (criterion, latency)
+    }
+
+    /// Latency L of every row, NaN where it has none: half the memory of `latencies`, for
+    /// functions that need only L.
+    pub fn latency_values(&self, m: &MessageColumns) -> Vec<f64> {
+        (0..m.duration.len()).map(|row| latency_of(m, row, self.criterion(m, row)).unwrap_or(f64::NAN)).collect()
     }
 }
 
@@ -282,28 +328,138 @@ fn latency_of(m: &MessageColumns, row: usize, criterion: Option<f64>) -> Option<
     }
 }
 
-/// Criterion and latency L of every row of `m` (None where the criterion is missing or 0).
+/// Criterion and latency L of every row of `m`, against criteria learnt from `m` itself.
 pub fn latencies(m: &MessageColumns, p: &Params) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
-    let lookup = row_criteria(m, p);
-    let n = m.duration.len();
-    let mut criterion = Vec::with_capacity(n);
-    let mut latency = Vec::with_capacity(n);
-    for row in 0..n {
-        let c = lookup(row);
-        criterion.push(c);
-        latency.push(latency_of(m, row, c));
-    }
-    (criterion, latency)
+    CriteriaTable::new(&criteria(m, p), p.bucket_bytes).latencies(m)
 }
 
-/// Latency L of every row, NaN where it has none: half the memory of `latencies`, for
-/// functions that need only L.
-pub fn latency_values(m: &MessageColumns, p: &Params) -> Vec<f64> {
-    let lookup = row_criteria(m, p);
-    (0..m.duration.len()).map(|row| latency_of(m, row, lookup(row)).unwrap_or(f64::NAN)).collect()
+/// Where an analysis takes its latency criteria from.
+#[derive(Debug, Clone)]
+enum Source {
+    /// Learnt from the analysis's own input rows (a relation that comes from no trace).
+    Own,
+    /// Learnt from the whole `messages` table of the trace the rows come from (an extra input).
+    Trace(MessageIndices),
+    /// Given as a relation shaped like `latency_criteria`'s output (an extra input):
+    /// locality, size_bucket and criterion_ns columns.
+    Given { locality: usize, size_bucket: usize, criterion_ns: usize },
+}
+
+/// The criteria an analysis measures latency against. By default the whole trace's: a view or
+/// filter of a trace's messages is measured against the trace it was cut from, so narrowing
+/// to a slow period does not relearn that period as normal. `criteria => 'rel'` gives them
+/// explicitly; a relation that comes from no trace learns them from itself.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    source: Source,
+    pub params: Params,
+    /// What the criteria were taken from, for messages to the user.
+    pub described: String,
+}
+
+/// Parameter names of the baseline, appended to an analysis's own parameters.
+pub const BASELINE_ARGS: [&str; 4] = ["bucket_bytes", "max_samples", "min_messages", "criteria"];
+
+impl Baseline {
+    /// Decide the baseline of `function` reading `relation`, from the arguments at positions
+    /// `first..first + 4` (bucket_bytes, max_samples, min_messages, criteria). Returns it with
+    /// the extra input its computation reads, if any.
+    pub fn plan(
+        args: &Args<'_>,
+        session: &dyn Session,
+        relation: &Relation,
+        first: usize,
+    ) -> Result<(Baseline, Option<Projected>)> {
+        let params = Params::from_args(args, first)?;
+        let function = args.function;
+        if let Some(given) = args.opt_relation(session, first + 3)? {
+            let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
+            let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
+            let described = format!("criteria from '{}'", given.reference);
+            return Ok((Baseline { source, params, described }, Some((given, Some(idx)))));
+        }
+        let Some(schema) = trace_schema(session, relation) else {
+            let described =
+                format!("criteria learnt from '{}' itself (it comes from no single trace)", relation.reference);
+            return Ok((Baseline { source: Source::Own, params, described }, None));
+        };
+        let whole = trace_table(session, function, &schema, "messages")?;
+        let described = format!("criteria of the whole trace ({}.messages)", schema.1);
+        if Arc::ptr_eq(&whole.provider, &relation.provider) {
+            return Ok((Baseline { source: Source::Own, params, described }, None));
+        }
+        let (projection, indices) = MessageIndices::find(function, &whole)?.projected();
+        Ok((Baseline { source: Source::Trace(indices), params, described }, Some((whole, Some(projection)))))
+    }
+
+    /// The criteria table: from `own` (the analysis's input read as message columns) or from
+    /// the extra input's batches.
+    pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<CriteriaTable> {
+        let p = &self.params;
+        match (&self.source, extra) {
+            (Source::Own, _) => Ok(CriteriaTable::new(&criteria(own, p), p.bucket_bytes)),
+            (Source::Trace(indices), Some(batches)) => {
+                Ok(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes))
+            }
+            (Source::Given { locality, size_bucket, criterion_ns }, Some(batches)) => {
+                let loc = text_column(batches, *locality)?;
+                let bucket = int64_column(batches, *size_bucket)?;
+                let crit = float64_column(batches, *criterion_ns)?;
+                let mut map = FastMap::default();
+                for row in 0..loc.len() {
+                    if bucket.is_null(row) {
+                        continue;
+                    }
+                    let b = bucket.value(row);
+                    if b.rem_euclid(p.bucket_bytes) != 0 {
+                        return exec_err!(
+                            "{}: size_bucket {b} is not a multiple of bucket_bytes = {}; pass the bucket_bytes the criteria were computed with",
+                            self.described,
+                            p.bucket_bytes
+                        );
+                    }
+                    let locality = match loc.is_valid(row).then(|| loc.value(row)) {
+                        Some("intra") => INTRA,
+                        Some("inter") => INTER,
+                        None => UNKNOWN,
+                        Some(other) => {
+                            return exec_err!(
+                                "{}: locality must be 'intra', 'inter' or NULL, got '{other}'",
+                                self.described
+                            );
+                        }
+                    };
+                    map.insert((locality, b), crit.is_valid(row).then(|| crit.value(row)));
+                }
+                Ok(CriteriaTable { bucket_bytes: p.bucket_bytes, map })
+            }
+            _ => exec_err!("{}: the criteria input was not read", self.described),
+        }
+    }
+
+    /// Whether the computation reads an extra input.
+    pub fn has_input(&self) -> bool {
+        !matches!(self.source, Source::Own)
+    }
+}
+
+/// A Float64 column of all batches.
+fn float64_column(batches: &[RecordBatch], index: usize) -> Result<Float64Array> {
+    Ok(crate::common::column(batches, index, &DataType::Float64)?
+        .as_primitive::<arrow::datatypes::Float64Type>()
+        .clone())
 }
 
 pub const CRITERIA_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages"];
+pub const MESSAGE_LATENCY_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages", "criteria"];
+
+/// The inputs of a derived table that reads `relation` (with `projection`) and the baseline's
+/// extra input, if any.
+pub fn with_baseline(relation: Relation, projection: Option<Vec<usize>>, extra: Option<Projected>) -> Vec<Projected> {
+    let mut inputs = vec![(relation, projection)];
+    inputs.extend(extra);
+    inputs
+}
 
 /// `latency_criteria([rel], bucket_bytes => 50, max_samples => 10000, min_messages => 5)`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
@@ -323,16 +479,17 @@ impl TableFunctionImpl for LatencyCriteria {
     }
 }
 
-/// `message_latency([rel], bucket_bytes, max_samples, min_messages)`: the relation's rows with
-/// criterion_ns, latency and delayed.
+/// `message_latency([rel], bucket_bytes, max_samples, min_messages, criteria)`: the relation's
+/// rows with criterion_ns, latency and delayed, measured against the baseline (the whole
+/// trace's criteria by default).
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct MessageLatency;
 
 impl TableFunctionImpl for MessageLatency {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("message_latency", CRITERIA_ARGS, args.exprs())?;
+        let a = Args::new("message_latency", MESSAGE_LATENCY_ARGS, args.exprs())?;
         let relation = a.relation(args.session(), 0, "messages")?;
-        let params = Params::from_args(&a, 1)?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation, 1)?;
         let indices = MessageIndices::find("message_latency", &relation)?;
         let input = relation.schema();
         for name in ["criterion_ns", "latency", "delayed"] {
@@ -349,9 +506,11 @@ impl TableFunctionImpl for MessageLatency {
         fields.push(Field::new("delayed", DataType::Boolean, true));
         let schema: SchemaRef = Arc::new(Schema::new(fields));
         let out_schema = schema.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             let m = indices.read(batches)?;
-            let (criterion, latency) = latencies(&m, &params);
+            let table = baseline.table(&m, inputs.get(1).map(Vec::as_slice))?;
+            let (criterion, latency) = table.latencies(&m);
             let mut out = Vec::with_capacity(batches.len());
             let mut offset = 0;
             for b in batches {
@@ -367,7 +526,7 @@ impl TableFunctionImpl for MessageLatency {
             }
             Ok(out)
         });
-        Ok(Arc::new(Derived::new(schema, relation, None, compute)))
+        Ok(Arc::new(Derived::from_many(schema, with_baseline(relation, None, extra), compute)))
     }
 }
 

@@ -61,9 +61,9 @@ const DOCS: &[FunctionDoc] = &[
     FunctionDoc {
         name: "message_latency",
         kind: "table",
-        parameters: latency::CRITERIA_ARGS,
-        signature: "message_latency([rel => 'messages'], bucket_bytes => 50, max_samples => 10000, min_messages => 5) -> rel's columns, criterion_ns, latency, delayed",
-        description: "every message with its criterion, latency L = duration / criterion and delayed = L > 1 (PCLVis 4.1)",
+        parameters: latency::MESSAGE_LATENCY_ARGS,
+        signature: "message_latency([rel => 'messages'], bucket_bytes => 50, max_samples => 10000, min_messages => 5, criteria => NULL) -> rel's columns, criterion_ns, latency, delayed",
+        description: "every message with its criterion (the whole trace's, or criteria => a latency_criteria-shaped relation), latency L = duration / criterion and delayed = L > 1 (PCLVis 4.1)",
     },
     FunctionDoc {
         name: "process_distance",
@@ -76,8 +76,8 @@ const DOCS: &[FunctionDoc] = &[
         name: "process_regions",
         kind: "table",
         parameters: regions::REGION_ARGS,
-        signature: "process_regions([rel => 'messages'], threshold => 2.0) -> rank, region, region_size",
-        description: "communication regions: average-linkage clusters of ranks at most threshold apart (PCLVis 4.2)",
+        signature: "process_regions([rel => 'messages'], threshold => NULL) -> rank, region, region_size",
+        description: "communication regions: average-linkage clusters of ranks, cut at the dendrogram's widest gap (or at threshold, the paper's fixed rule) (PCLVis 4.2)",
     },
     FunctionDoc {
         name: "process_dendrogram",
@@ -89,8 +89,8 @@ const DOCS: &[FunctionDoc] = &[
     FunctionDoc {
         name: "region_graph",
         kind: "table",
-        parameters: regions::REGION_ARGS,
-        signature: "region_graph([rel => 'messages'], threshold => 2.0) -> region_a, region_b, messages, bytes, mean_latency",
+        parameters: regions::REGION_GRAPH_ARGS,
+        signature: "region_graph([rel => 'messages'], threshold => NULL, bucket_bytes => 50, max_samples => 10000, min_messages => 5, criteria => NULL) -> region_a, region_b, messages, bytes, mean_latency",
         description: "messages, bytes and mean latency L between (and within) communication regions",
     },
     FunctionDoc {
@@ -124,8 +124,8 @@ const DOCS: &[FunctionDoc] = &[
     FunctionDoc {
         name: "dag_edges",
         kind: "table",
-        parameters: causality::dag::DAG_ARGS,
-        signature: "dag_edges([rel => 'messages']) -> from_node, to_node, msg_id, bytes, duration, latency",
+        parameters: causality::dag::DAG_EDGE_ARGS,
+        signature: "dag_edges([rel => 'messages'], bucket_bytes => 50, max_samples => 10000, min_messages => 5, criteria => NULL) -> from_node, to_node, msg_id, bytes, duration, latency",
         description: "edges of the communication-dependency DAG: each matched message from its send's node to its receive's node",
     },
     FunctionDoc {
@@ -139,8 +139,8 @@ const DOCS: &[FunctionDoc] = &[
         name: "latency_trend",
         kind: "table",
         parameters: trend::TREND_ARGS,
-        signature: "latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.25, high_level => 1.5) -> segment, kind, t_start, t_end, messages, mean_latency, delayed_messages, points_ts, points_latency",
-        description: "mean latency per time bin abstracted into growth, steady_high and compressed periods (PCLVis 5.1)",
+        signature: "latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.25, high_level => 1.5, bucket_bytes => 50, max_samples => 10000, min_messages => 5, criteria => NULL) -> segment, kind, t_start, t_end, messages, mean_latency, delayed_messages, points_ts, points_latency",
+        description: "mean latency per time bin abstracted into growth, steady_high and compressed periods, thresholds relative to the relation's average latency (PCLVis 5.1)",
     },
     FunctionDoc {
         name: "attribution",
@@ -168,7 +168,7 @@ const DOCS: &[FunctionDoc] = &[
         kind: "table",
         parameters: replay::REPLAY_ARGS,
         signature: "ideal_replay([rel => 'calls'], eager_limit => 65536, messages => 'messages', collectives => 'collectives') -> rank, pair, region, compute_ns, mpi_observed_ns, mpi_ideal_ns, transfer_ns, observed_end, ideal_end, trf_local, trf_cumulative",
-        description: "the run replayed on an ideal network (zero latency, infinite bandwidth): per rank and compute/MPI pair, observed and simulated MPI time and the transfer efficiency",
+        description: "the run replayed on an ideal network (zero latency, infinite bandwidth): per rank and compute/MPI pair (region NULL for the compute after the last call), observed and simulated MPI time and the transfer efficiency (equations 2-3)",
     },
     FunctionDoc {
         name: "transfer_efficiency",
@@ -182,14 +182,14 @@ const DOCS: &[FunctionDoc] = &[
         kind: "table",
         parameters: deltas::DELTA_ARGS,
         signature: "compute_deltas([rel => 'calls']) -> rank, call_seq, region, compute_delta_ns, comm_delta_ns, path",
-        description: "every MPI call with the compute time before it, its duration and its path (the previous MPI call's region), as ScalaTrace records delta times",
+        description: "every MPI call with the compute time before it, its duration and its path (the stack signatures of the previous MPI call and of this one), as ScalaTrace records delta times",
     },
     FunctionDoc {
         name: "delta_histogram",
         kind: "aggregate",
-        parameters: &["value", "bins", "rank"],
-        signature: "delta_histogram(value [, bins [, rank]]) -> {count, total, min, max, min_rank, max_rank, bins: [{lo, hi, count, mean, variance}]}",
-        description: "ScalaTrace's dynamically balanced histogram (default 5 bins), exact count, total, min and max and the ranks holding them",
+        parameters: &["value", "bins", "rank", "scheme"],
+        signature: "delta_histogram(value [, bins [, rank [, scheme]]]) -> {count, total, min, max, min_rank, max_rank, bins: [{lo, hi, count, mean, variance}]}",
+        description: "ScalaTrace's dynamically balanced histogram (default 5 bins; scheme 'source' = Algorithm 2, 'balanced' = commdb's refinement), exact count, total, min and max and the ranks holding them",
     },
     FunctionDoc {
         name: "wait_states",
@@ -208,9 +208,9 @@ const DOCS: &[FunctionDoc] = &[
     FunctionDoc {
         name: "lod_calls",
         kind: "table",
-        parameters: lod::LOD_ARGS,
-        signature: "lod_calls(resolution_ns [, t0, t1] [, rel => 'calls'], pixels => N) -> slot_start, slot_end, rank, thread, region, time_in_slot_ns, share",
-        description: "per time slot and thread, the region with the most exclusive time (Intel Trace Analyzer level of detail)",
+        parameters: lod::LOD_CALL_ARGS,
+        signature: "lod_calls(resolution_ns [, t0, t1] [, rel => 'calls'], pixels => N, per => 'thread') -> slot_start, slot_end, rank, thread, region, time_in_slot_ns, share",
+        description: "per time slot and thread (or per rank, per => 'rank'), the region with the most exclusive time, on the trace's slot grid (Intel Trace Analyzer level of detail)",
     },
     FunctionDoc {
         name: "lod_messages",

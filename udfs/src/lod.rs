@@ -14,7 +14,13 @@
 //!   slot grids.
 //!
 //! Every function can take `pixels => N` instead of a resolution (then derived from [t0, t1)
-//! by the lod_resolution rule). Costs: O(n log n) in the input rows; the output is bounded by
+//! by the lod_resolution rule). When t0 or t1 is not given, it is the span of the trace the
+//! relation comes from (first and last event of its `events`), the same for the three
+//! functions and for any view of the trace's tables, so their slot boundaries coincide and a
+//! timeline drawn from them lines up; a relation that comes from no trace uses its own span.
+//! `lod_calls(..., per => 'rank')` gives ITA's per-process representative: per slot, the
+//! region where all threads of the rank together spent the most exclusive time (thread NULL,
+//! share = that time over the slot width times the rank's threads). Costs: O(n log n) in the input rows; the output is bounded by
 //! slots x threads (calls) or by the input (messages, collectives).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -28,7 +34,7 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, Derived, Relation, column, int64_column, text_column};
+use crate::common::{Args, ComputeMany, Derived, Relation, column, int64_column, text_column};
 
 /// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
 pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
@@ -105,6 +111,49 @@ impl ScalarUDFImpl for LodResolution {
 }
 
 pub const LOD_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels"];
+pub const LOD_CALL_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels", "per"];
+
+/// The time span of the trace `relation` comes from (first and last event), read from the
+/// trace's events when t0 or t1 is not given, so the three lod functions share one slot grid.
+/// A relation that comes from no single trace uses its own rows' span.
+fn span_input(
+    session: &dyn datafusion::catalog::Session,
+    function: &str,
+    relation: &Relation,
+    p: &LodParams,
+) -> Result<Option<crate::common::Projected>> {
+    if p.t0.is_some() && p.t1.is_some() {
+        return Ok(None);
+    }
+    let Some(schema) = crate::common::trace_schema(session, relation) else { return Ok(None) };
+    let events = crate::common::trace_table(session, function, &schema, "events")?;
+    let ts = events.columns(function, &["ts"])?;
+    Ok(Some((events, Some(ts))))
+}
+
+/// (first, last) time of the span input's batches (a single ts column).
+fn span_of(batches: &[RecordBatch]) -> Result<(Option<i64>, Option<i64>)> {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for b in batches {
+        let ts = arrow::compute::cast(b.column(0), &DataType::Int64)?;
+        let ts = ts.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
+        if let Some(m) = arrow::compute::min(ts) {
+            lo = Some(lo.map_or(m, |l| l.min(m)));
+        }
+        if let Some(m) = arrow::compute::max(ts) {
+            hi = Some(hi.map_or(m, |h| h.max(m)));
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// The span to cut: the trace's (when read) or else the data's own.
+fn chosen_span(inputs: &[Vec<RecordBatch>], own: (Option<i64>, Option<i64>)) -> Result<(Option<i64>, Option<i64>)> {
+    match inputs.get(1) {
+        Some(batches) => span_of(batches),
+        None => Ok(own),
+    }
+}
 
 /// The slot grid of a call: [t0, t1) in slots of `res`.
 #[derive(Debug, Clone, Copy)]
@@ -130,15 +179,23 @@ struct LodParams {
     t0: Option<i64>,
     t1: Option<i64>,
     pixels: Option<i64>,
+    /// lod_calls: one representative per rank (all its threads) instead of per thread.
+    per_rank: bool,
 }
 
 impl LodParams {
     fn parse(a: &Args<'_>) -> Result<Self> {
+        let per_rank = match a.opt_text(5)?.as_deref() {
+            None | Some("thread") => false,
+            Some("rank") => true,
+            Some(other) => return plan_err!("{}: per must be 'thread' or 'rank', got '{other}'", a.function),
+        };
         let p = LodParams {
             res: a.opt_int(0, 1)?,
             t0: a.opt_int(1, i64::MIN)?,
             t1: a.opt_int(2, i64::MIN)?,
             pixels: a.opt_int(4, 1)?,
+            per_rank,
         };
         if p.res.is_none() && p.pixels.is_none() {
             return plan_err!("{}: give resolution_ns, or pixels => N to derive it from the time range", a.function);
@@ -212,6 +269,46 @@ fn segments(calls: &mut [(i64, i64, u32)]) -> Vec<(i64, i64, u32)> {
 
 /// One output row of lod_calls.
 type CallRow = (i64, i64, i64, i64, u32, i64);
+/// Exclusive-time segments (start, end, region id) of one thread.
+type Segments = Vec<(i64, i64, u32)>;
+
+/// Exclusive time per (slot, region) of segments, added into `acc`.
+fn add_to_slots(acc: &mut BTreeMap<i64, Vec<(u32, i64)>>, a: i64, b: i64, region: u32, g: Grid) {
+    let mut x = a.max(g.t0);
+    let b = b.min(g.t1);
+    while x < b {
+        let k = g.slot(x);
+        let end = g.start(k + 1).min(b);
+        let v = acc.entry(k).or_default();
+        match v.iter_mut().find(|e| e.0 == region) {
+            Some(e) => e.1 += end - x,
+            None => v.push((region, end - x)),
+        }
+        x = end;
+    }
+}
+
+/// The region with the most time in a slot; ties go to the name that sorts first.
+fn representative(v: &[(u32, i64)], names: &[String]) -> Option<(u32, i64)> {
+    v.iter().max_by(|p, q| p.1.cmp(&q.1).then_with(|| names[q.0 as usize].cmp(&names[p.0 as usize]))).copied()
+}
+
+/// ITA's per-process representative: per slot, the region where the rank's threads together
+/// spent the most exclusive time (thread reported as 0 and shown as NULL).
+fn rank_rows(rank: i64, threads: &[Segments], g: Grid, names: &[String]) -> Vec<CallRow> {
+    let mut acc: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
+    for segs in threads {
+        for &(a, b, region) in segs {
+            add_to_slots(&mut acc, a, b, region, g);
+        }
+    }
+    acc.into_iter()
+        .filter_map(|(k, v)| {
+            let (region, t) = representative(&v, names)?;
+            Some((g.start(k), g.start(k + 1).min(g.t1), rank, 0, region, t))
+        })
+        .collect()
+}
 
 /// The representative rows of one thread.
 fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String]) -> Vec<CallRow> {
@@ -252,9 +349,7 @@ fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &
         }
     }
     for (k, v) in acc {
-        let best =
-            v.iter().max_by(|p, q| p.1.cmp(&q.1).then_with(|| names[q.0 as usize].cmp(&names[p.0 as usize]))).copied();
-        if let Some((region, t)) = best {
+        if let Some((region, t)) = representative(&v, names) {
             let (s, e) = (g.start(k), g.start(k + 1).min(g.t1));
             out.push((s, e, rank, thread, region, t));
         }
@@ -269,21 +364,23 @@ pub struct LodCalls;
 
 impl TableFunctionImpl for LodCalls {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("lod_calls", LOD_ARGS, args.exprs())?;
+        let a = Args::new("lod_calls", LOD_CALL_ARGS, args.exprs())?;
         let p = LodParams::parse(&a)?;
         let relation: Relation = a.relation(args.session(), 3, "calls")?;
         let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+        let span = span_input(args.session(), "lod_calls", &relation, &p)?;
         let out = schema(vec![
             Field::new("slot_start", DataType::Int64, false),
             Field::new("slot_end", DataType::Int64, false),
             Field::new("rank", DataType::Int64, false),
-            Field::new("thread", DataType::Int64, false),
+            Field::new("thread", DataType::Int64, true),
             Field::new("region", DataType::Utf8, false),
             Field::new("time_in_slot_ns", DataType::Int64, false),
             Field::new("share", DataType::Float64, false),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
             let region = text_column(batches, 2)?;
             let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
@@ -311,23 +408,45 @@ impl TableFunctionImpl for LodCalls {
                 hi = Some(hi.map_or(b, |h| h.max(b)));
                 by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
             }
+            let (lo, hi) = chosen_span(inputs, (lo, hi))?;
             let Some(g) = p.grid("lod_calls", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
-            let rows: Vec<CallRow> = by_thread
-                .into_par_iter()
-                .flat_map_iter(|((r, t), mut calls)| call_rows(r, t, &segments(&mut calls), g, &names))
-                .collect();
+            // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
+            let rows: Vec<(CallRow, i64)> = if p.per_rank {
+                let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
+                for ((r, _), mut calls) in by_thread {
+                    by_rank.entry(r).or_default().push(segments(&mut calls));
+                }
+                by_rank
+                    .into_par_iter()
+                    .flat_map_iter(|(r, threads)| {
+                        let n = threads.len() as i64;
+                        rank_rows(r, &threads, g, &names).into_iter().map(move |row| (row, n))
+                    })
+                    .collect()
+            } else {
+                by_thread
+                    .into_par_iter()
+                    .flat_map_iter(|((r, t), mut calls)| {
+                        call_rows(r, t, &segments(&mut calls), g, &names).into_iter().map(|row| (row, 1))
+                    })
+                    .collect()
+            };
             let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.4 as usize].as_str()))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.5))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.5 as f64 / (r.1 - r.0).max(1) as f64))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.2))),
+                Arc::new(Int64Array::from(rows.iter().map(|r| (!p.per_rank).then_some(r.0.3)).collect::<Vec<_>>())),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.4 as usize].as_str()))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.5))),
+                Arc::new(Float64Array::from_iter_values(
+                    rows.iter().map(|(r, n)| r.5 as f64 / ((r.1 - r.0).max(1) * n) as f64),
+                )),
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        let mut inputs = vec![(relation, Some(idx))];
+        inputs.extend(span);
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
 
@@ -530,13 +649,15 @@ impl TableFunctionImpl for LodMessages {
         ]);
         let s = out.clone();
         let has_latency = latency.is_some();
-        let compute: Compute = Arc::new(move |batches| {
+        let span = span_input(args.session(), "lod_messages", &relation, &p)?;
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             // Each batch is read on its own (no concatenated copies of the input).
             let cols: Vec<MessageColumns> =
                 batches.iter().map(|b| MessageColumns::new(b, has_latency)).collect::<Result<_>>()?;
             let spans: Vec<(i64, i64)> = cols.par_iter().filter_map(MessageColumns::span).collect();
-            let lo = spans.iter().map(|s| s.0).min();
-            let hi = spans.iter().map(|s| s.1).max();
+            let own = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max());
+            let (lo, hi) = chosen_span(inputs, own)?;
             let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
             let mut keyed: Vec<MessageRow> = cols.par_iter().flat_map_iter(|c| c.rows(g)).collect();
             keyed.par_sort_unstable_by_key(|r| r.key);
@@ -548,7 +669,9 @@ impl TableFunctionImpl for LodMessages {
             drop(keyed);
             Ok(vec![o.into_batch(s.clone())?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        let mut inputs = vec![(relation, Some(idx))];
+        inputs.extend(span);
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
 
@@ -574,7 +697,9 @@ impl TableFunctionImpl for LodCollectives {
             Field::new("participants", DataType::Int64, false),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        let span = span_input(args.session(), "lod_collectives", &relation, &p)?;
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             let (comm, instance) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
             let op = text_column(batches, 2)?;
             let (rank, begin, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?, int64_column(batches, 5)?);
@@ -595,8 +720,8 @@ impl TableFunctionImpl for LodCollectives {
                     x.3.insert(rank.value(i));
                 }
             }
-            let lo = inst.values().map(|x| x.0).min();
-            let hi = inst.values().map(|x| x.0).max();
+            let own = (inst.values().map(|x| x.0).min(), inst.values().map(|x| x.0).max());
+            let (lo, hi) = chosen_span(inputs, own)?;
             let Some(g) = p.grid("lod_collectives", lo, hi)? else {
                 return Ok(vec![RecordBatch::new_empty(s.clone())]);
             };
@@ -625,7 +750,9 @@ impl TableFunctionImpl for LodCollectives {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        let mut inputs = vec![(relation, Some(idx))];
+        inputs.extend(span);
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
 

@@ -8,10 +8,19 @@
 //! for S, one for the condensed distance matrix. Unreachable pairs have no finite distance.
 //!
 //! Regions are found by average-linkage agglomerative clustering (kodama's nearest-neighbour
-//! chain) of each connected component separately, so components never merge at a finite
-//! threshold; a region is a cluster of the merges at most `threshold` apart. Cost: O(n (n + m))
-//! for the searches and O(n^2) time and n^2 / 2 doubles of memory for the clustering of a
-//! component of n ranks.
+//! chain) of each connected component separately, so components never merge. Where to cut
+//! the dendrogram: with `threshold => t`, the paper's fixed rule (merges at most t apart; the
+//! paper uses 2). A fixed threshold does not carry over between sizes: S_p grows with the
+//! number of reachable ranks, so on a 256-rank stencil every distance exceeds 2 and the rule
+//! leaves one region per rank. By default the cut is scale-free and follows the paper's second
+//! stop rule (stop when the clusters to merge exchange hardly any messages): each component is
+//! cut at the level of its dendrogram whose regions have the highest modularity (Newman and
+//! Girvan), with ranks linked by the messages they exchanged: a region keeps a merge when more
+//! messages run between its two halves than their shares of all messages would give by chance.
+//! This gives Table 1's two regions, recovers planted groups at any size, and keeps one region
+//! when traffic has no group structure (all-to-all). Cost: O(n (n + m)) for the searches,
+//! O(n^2) time and n^2 / 2 doubles of memory for the clustering of a component of n ranks, and
+//! O(m log n) for the modularity of every level.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
@@ -22,8 +31,8 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, Derived, int64_column};
-use crate::latency::{MessageIndices, Params, latencies};
+use crate::common::{Args, Compute, ComputeMany, Derived, int64_column};
+use crate::latency::{Baseline, MessageIndices, with_baseline};
 
 /// The undirected communication graph over the ranks that appear in a relation.
 #[derive(Debug, Clone)]
@@ -32,28 +41,34 @@ pub struct Graph {
     pub ranks: Vec<i64>,
     /// Adjacency lists (sorted, no self loops).
     pub adjacent: Vec<Vec<u32>>,
+    /// Messages exchanged (both directions) with each neighbour, aligned with `adjacent`.
+    pub weight: Vec<Vec<f64>>,
 }
 
 impl Graph {
+    /// The graph of (src, dst) pairs, one per message.
     pub fn from_pairs(pairs: impl Iterator<Item = (i64, i64)>) -> Self {
-        let mut edges: BTreeSet<(i64, i64)> = BTreeSet::new();
+        let mut edges: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         let mut ranks: BTreeSet<i64> = BTreeSet::new();
         for (a, b) in pairs {
             ranks.insert(a);
             ranks.insert(b);
             if a != b {
-                edges.insert((a.min(b), a.max(b)));
+                *edges.entry((a.min(b), a.max(b))).or_default() += 1.0;
             }
         }
         let ranks: Vec<i64> = ranks.into_iter().collect();
         let index: HashMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
         let mut adjacent = vec![Vec::new(); ranks.len()];
-        for (a, b) in edges {
+        let mut weight = vec![Vec::new(); ranks.len()];
+        for ((a, b), w) in edges {
             let (ia, ib) = (index[&a], index[&b]);
             adjacent[ia as usize].push(ib);
             adjacent[ib as usize].push(ia);
+            weight[ia as usize].push(w);
+            weight[ib as usize].push(w);
         }
-        Graph { ranks, adjacent }
+        Graph { ranks, adjacent, weight }
     }
 
     pub fn len(&self) -> usize {
@@ -226,9 +241,93 @@ pub fn dendrogram(graph: &Graph) -> Vec<Merge> {
     out
 }
 
+/// Where to cut the dendrogram.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Cut {
+    /// Keep the merges at most this far apart (the paper's rule with 2).
+    Threshold(f64),
+    /// In each component, the level whose regions have the highest modularity.
+    Modularity,
+}
+
+/// For every merge, whether the modularity rule keeps it: in each component, the merges up
+/// to the level of highest modularity Q = sum over regions of (w_in / W - (d / 2W)^2), w_in the
+/// messages within the region, d the messages its ranks sent or received and W all messages.
+/// Merging A and B changes Q by w_AB / W - d_A d_B / (2 W^2), so one pass over the merges (in
+/// distance order, with cluster adjacencies merged small into large) finds every level's Q.
+fn modularity_keeps(graph: &Graph, merges: &[Merge]) -> Vec<bool> {
+    let n = graph.len();
+    let next_id = graph.ranks.last().copied().unwrap_or(-1) + 1;
+    let vertex: HashMap<i64, usize> = graph.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+    let node = |id: i64| if id < next_id { vertex[&id] } else { n + (id - next_id) as usize };
+    let total: f64 = graph.weight.iter().flatten().sum::<f64>() / 2.0;
+    let mut keep = vec![false; merges.len()];
+    if total <= 0.0 {
+        return keep;
+    }
+    // Per cluster slot: degree and adjacency (cluster slot -> weight); a merge's slot is n + k.
+    let mut degree: Vec<f64> = graph.weight.iter().map(|w| w.iter().sum()).collect();
+    degree.resize(n + merges.len(), 0.0);
+    let mut adjacency: Vec<HashMap<usize, f64>> = (0..n)
+        .map(|v| graph.adjacent[v].iter().zip(&graph.weight[v]).map(|(u, w)| (*u as usize, *w)).collect())
+        .collect();
+    adjacency.resize_with(n + merges.len(), HashMap::new);
+    let mut component: Vec<usize> = vec![0; n + merges.len()];
+    for (c, vs) in graph.components().iter().enumerate() {
+        for v in vs {
+            component[*v] = c;
+        }
+    }
+    // Per component: running change of Q, best change so far and the merges up to it.
+    let mut running: HashMap<usize, (f64, f64, usize)> = HashMap::new();
+    let mut order: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (k, m) in merges.iter().enumerate() {
+        let (a, b, to) = (node(m.a), node(m.b), n + k);
+        let w_ab = adjacency[a].get(&b).copied().unwrap_or(0.0);
+        let delta = w_ab / total - degree[a] * degree[b] / (2.0 * total * total);
+        let (small, large) = if adjacency[a].len() < adjacency[b].len() { (a, b) } else { (b, a) };
+        let mut merged = std::mem::take(&mut adjacency[large]);
+        for (other, w) in std::mem::take(&mut adjacency[small]) {
+            *merged.entry(other).or_default() += w;
+        }
+        merged.remove(&a);
+        merged.remove(&b);
+        for (&other, &w) in &merged {
+            let back = &mut adjacency[other];
+            back.remove(&a);
+            back.remove(&b);
+            back.insert(to, w);
+        }
+        adjacency[to] = merged;
+        degree[to] = degree[a] + degree[b];
+        component[to] = component[a];
+        let c = component[a];
+        let r = running.entry(c).or_insert((0.0, 0.0, 0));
+        r.0 += delta;
+        let list = order.entry(c).or_default();
+        list.push(k);
+        // Ties keep the coarser level: as good a division with fewer regions.
+        if r.0 >= r.1 - 1e-12 {
+            r.1 = r.0.max(r.1);
+            r.2 = list.len();
+        }
+    }
+    for (c, list) in order {
+        let best = running.get(&c).map_or(0, |r| r.2);
+        for &k in &list[..best] {
+            keep[k] = true;
+        }
+    }
+    keep
+}
+
 /// Region of every rank of the graph (by vertex), numbered from 0 in order of lowest rank.
-pub fn regions(graph: &Graph, threshold: f64) -> Vec<usize> {
+pub fn regions(graph: &Graph, cut: Cut) -> Vec<usize> {
     let merges = dendrogram(graph);
+    let keep: Vec<bool> = match cut {
+        Cut::Modularity => modularity_keeps(graph, &merges),
+        Cut::Threshold(t) => merges.iter().map(|m| m.distance <= t).collect(),
+    };
     let next_id = graph.ranks.last().copied().unwrap_or(-1) + 1;
     let n = graph.len();
     let mut parent: Vec<usize> = (0..n + merges.len()).collect();
@@ -242,8 +341,8 @@ pub fn regions(graph: &Graph, threshold: f64) -> Vec<usize> {
     let vertex: HashMap<i64, usize> = graph.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     let node = |id: i64| if id < next_id { vertex[&id] } else { n + (id - next_id) as usize };
     for (k, m) in merges.iter().enumerate() {
-        if m.distance > threshold {
-            break;
+        if !keep[k] {
+            continue;
         }
         let (a, b) = (find(&mut parent, node(m.a)), find(&mut parent, node(m.b)));
         parent[a] = n + k;
@@ -267,6 +366,7 @@ fn graph_of(batches: &[RecordBatch], src: usize, dst: usize) -> Result<Graph> {
 
 pub const DISTANCE_ARGS: &[&str] = &["rel"];
 pub const REGION_ARGS: &[&str] = &["rel", "threshold"];
+pub const REGION_GRAPH_ARGS: &[&str] = &["rel", "threshold", "bucket_bytes", "max_samples", "min_messages", "criteria"];
 
 fn schema(fields: Vec<Field>) -> SchemaRef {
     Arc::new(Schema::new(fields))
@@ -301,8 +401,12 @@ impl TableFunctionImpl for ProcessDistance {
     }
 }
 
-fn threshold_arg(a: &Args<'_>) -> Result<f64> {
-    a.float(1, 2.0, 0.0)
+/// The cut: `threshold => t` for the paper's fixed rule, else the modularity rule.
+fn cut_arg(a: &Args<'_>) -> Result<Cut> {
+    Ok(match a.literal_given(1) {
+        true => Cut::Threshold(a.float(1, 2.0, 0.0)?),
+        false => Cut::Modularity,
+    })
 }
 
 /// `process_regions([rel], threshold => 2.0)` -> rank, region, region_size.
@@ -313,7 +417,7 @@ impl TableFunctionImpl for ProcessRegions {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new("process_regions", REGION_ARGS, args.exprs())?;
         let relation = a.relation(args.session(), 0, "messages")?;
-        let threshold = threshold_arg(&a)?;
+        let cut = cut_arg(&a)?;
         let idx = relation.columns("process_regions", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("rank", DataType::Int64, false),
@@ -323,7 +427,7 @@ impl TableFunctionImpl for ProcessRegions {
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
             let g = graph_of(batches, 0, 1)?;
-            let region = regions(&g, threshold);
+            let region = regions(&g, cut);
             let mut size: HashMap<usize, i64> = HashMap::new();
             for r in &region {
                 *size.entry(*r).or_default() += 1;
@@ -377,9 +481,10 @@ pub struct RegionGraph;
 
 impl TableFunctionImpl for RegionGraph {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("region_graph", REGION_ARGS, args.exprs())?;
+        let a = Args::new("region_graph", REGION_GRAPH_ARGS, args.exprs())?;
         let relation = a.relation(args.session(), 0, "messages")?;
-        let threshold = threshold_arg(&a)?;
+        let cut = cut_arg(&a)?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation, 2)?;
         let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
         let message_idx = MessageIndices::find("region_graph", &relation)?;
         let out = schema(vec![
@@ -390,13 +495,15 @@ impl TableFunctionImpl for RegionGraph {
             Field::new("mean_latency", DataType::Float64, true),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             let g = graph_of(batches, idx[0], idx[1])?;
-            let region = regions(&g, threshold);
+            let region = regions(&g, cut);
             let vertex: HashMap<i64, usize> = g.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
             let (src, dst, bytes) =
                 (int64_column(batches, idx[0])?, int64_column(batches, idx[1])?, int64_column(batches, idx[2])?);
-            let (_, latency) = latencies(&message_idx.read(batches)?, &Params::default());
+            let cols = message_idx.read(batches)?;
+            let (_, latency) = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latencies(&cols);
             // (messages, bytes, latency sum, latency count)
             let mut acc: BTreeMap<(i64, i64), (i64, i64, f64, i64)> = BTreeMap::new();
             for (row, l) in latency.iter().enumerate() {
@@ -427,7 +534,7 @@ impl TableFunctionImpl for RegionGraph {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, None, compute)))
+        Ok(Arc::new(Derived::from_many(out, with_baseline(relation, None, extra), compute)))
     }
 }
 
@@ -449,16 +556,18 @@ mod tests {
         assert_eq!(format!("{:.2}", d(0, 1)), "1.18");
         assert_eq!(format!("{:.2}", d(0, 4)), "2.72");
         assert!((d(3, 5) - d(5, 3)).abs() < 1e-12);
-        assert_eq!(regions(&g, 2.0), vec![0, 0, 0, 0, 1, 1, 1, 1]);
-        assert_eq!(regions(&g, 100.0), vec![0; 8]);
-        assert_eq!(regions(&g, 0.0), (0..8).collect::<Vec<_>>());
+        assert_eq!(regions(&g, Cut::Threshold(2.0)), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(regions(&g, Cut::Modularity), vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        assert_eq!(regions(&g, Cut::Threshold(100.0)), vec![0; 8]);
+        assert_eq!(regions(&g, Cut::Threshold(0.0)), (0..8).collect::<Vec<_>>());
     }
 
     #[test]
     fn components_never_merge() {
         let g = Graph::from_pairs([(0, 1), (1, 2), (10, 11)].into_iter());
         assert_eq!(g.components().len(), 2);
-        assert_eq!(regions(&g, 1e300), vec![0, 0, 0, 1, 1]);
+        assert_eq!(regions(&g, Cut::Threshold(1e300)), vec![0, 0, 0, 1, 1]);
+        assert_eq!(regions(&g, Cut::Modularity), vec![0, 0, 0, 1, 1]);
         let merges = dendrogram(&g);
         assert_eq!(merges.len(), 3);
         assert!(merges.iter().all(|m| m.distance.is_finite()));

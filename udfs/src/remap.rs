@@ -88,7 +88,7 @@ impl Traffic {
 }
 
 /// Read src, dst, bytes (and src_node, dst_node when present) at `idx`.
-fn traffic(batches: &[RecordBatch], idx: &[usize], nodes: Option<(usize, usize)>) -> Result<Traffic> {
+pub(crate) fn traffic(batches: &[RecordBatch], idx: &[usize], nodes: Option<(usize, usize)>) -> Result<Traffic> {
     let (src, dst, bytes) =
         (int64_column(batches, idx[0])?, int64_column(batches, idx[1])?, int64_column(batches, idx[2])?);
     let mut ranks: Vec<i64> = src.iter().chain(dst.iter()).flatten().collect();

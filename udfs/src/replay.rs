@@ -25,13 +25,16 @@
 //! The replay visits calls in dependency order (a call ends only after the calls that post what
 //! it waits for have started); times that contradict the messages leave no such order and are
 //! an error. Message sides whose times fall outside every MPI call of their rank cannot be
-//! placed and are counted (`unplaced` in transfer_efficiency). Reported per pair: compute_ns,
-//! mpi_observed_ns, mpi_ideal_ns = the ideal call's duration (its wait), at most the observed
-//! one, transfer_ns = observed - ideal, trf_local = (compute + ideal) / (compute + observed),
-//! trf_cumulative = the same sums over the rank's pairs so far. Causality holds on the ideal
-//! clocks, and no ideal end is later than the observed one; trf_local lies in [0, 1] (0 for a
-//! pair that is all transfer, such as a Waitall right after the Isends), trf_cumulative in
-//! (0, 1] once the rank has computed.
+//! placed and are counted (`unplaced` in transfer_efficiency). Reported per pair (equations 2
+//! and 3 of the source, as written): compute_ns, mpi_observed_ns, mpi_ideal_ns = the ideal
+//! call's duration, transfer_ns = observed - ideal, trf_local = (compute + ideal) / (compute +
+//! observed), trf_cumulative = the same sums over the rank's pairs so far. Nothing is clamped:
+//! a call can last longer on ideal clocks than observed (the rank itself arrives earlier while
+//! its partner's post moves less), so transfer_ns can be negative and trf_local above 1. The
+//! compute after a rank's last MPI call, up to its last event, is a last pair without a call
+//! (region NULL), so a rank's pairs add up to its whole run and its last trf_cumulative equals
+//! its `transfer_efficiency`. Causality holds on the ideal clocks, and no ideal end is later
+//! than the observed one (by induction: every post is no later than observed).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -57,6 +60,8 @@ const UNSET: i64 = i64::MIN;
 pub(crate) struct Call {
     /// Index into the region names.
     pub region: u32,
+    /// Row of the call in the input batches (all batches counted in order).
+    pub row: usize,
     pub start: i64,
     pub end: i64,
     /// Compute time before it (since the previous MPI call or the origin).
@@ -74,6 +79,8 @@ pub struct Replay {
     /// Names of the MPI regions called.
     pub regions: Vec<String>,
     origins: Vec<i64>,
+    /// The end of every rank's last call (MPI or not): its run ends there.
+    ends: Vec<i64>,
     /// Every rank's calls, rank after rank: rank r's are calls[first[r]..first[r + 1]].
     calls: Vec<Call>,
     first: Vec<usize>,
@@ -128,6 +135,8 @@ pub(crate) struct MpiCalls {
     pub ranks: Vec<i64>,
     pub regions: Vec<String>,
     pub origins: Vec<i64>,
+    /// The end of each rank's last call of any region.
+    pub ends: Vec<i64>,
     /// Rank after rank: rank r's calls are calls[first[r]..first[r + 1]].
     pub calls: Vec<Call>,
     pub first: Vec<usize>,
@@ -145,15 +154,17 @@ impl MpiCalls {
         ranks.dedup();
         let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
         let mut origins = vec![i64::MAX; ranks.len()];
-        let mut mpi: Vec<(usize, i64, i64, u32)> = Vec::new();
+        let mut ends = vec![i64::MIN; ranks.len()];
+        let mut mpi: Vec<(usize, i64, i64, u32, usize)> = Vec::new();
         for row in 0..rank.len() {
             if rank.is_null(row) || start.is_null(row) || end.is_null(row) {
                 continue;
             }
             let r = index[&rank.value(row)];
             origins[r] = origins[r].min(start.value(row));
+            ends[r] = ends[r].max(end.value(row));
             if let Some(region) = mpi_region[row] {
-                mpi.push((r, start.value(row), end.value(row), region));
+                mpi.push((r, start.value(row), end.value(row), region, row));
             }
         }
         mpi.sort_unstable();
@@ -163,7 +174,7 @@ impl MpiCalls {
         let mut calls: Vec<Call> = Vec::with_capacity(mpi.len());
         let mut first = vec![0usize; ranks.len() + 1];
         let mut prev: Option<(usize, i64)> = None;
-        for &(r, s, e, region) in &mpi {
+        for &(r, s, e, region, row) in &mpi {
             let prev_end = match prev {
                 Some((pr, pe)) if pr == r => {
                     if s < pe {
@@ -175,6 +186,7 @@ impl MpiCalls {
             };
             calls.push(Call {
                 region,
+                row,
                 start: s,
                 end: e,
                 compute: (s - prev_end).max(0),
@@ -188,7 +200,12 @@ impl MpiCalls {
         for r in 0..ranks.len() {
             first[r + 1] = first[r + 1].max(first[r]);
         }
-        Ok(MpiCalls { ranks, regions, origins, calls, first })
+        for r in 0..ranks.len() {
+            if ends[r] < origins[r] {
+                ends[r] = origins[r];
+            }
+        }
+        Ok(MpiCalls { ranks, regions, origins, ends, calls, first })
     }
 }
 
@@ -204,7 +221,7 @@ pub fn replay(
     colls: &[RecordBatch],
     eager_limit: i64,
 ) -> Result<Replay> {
-    let MpiCalls { ranks, regions, origins, mut calls, first } = MpiCalls::read(calls_in, "ideal_replay")?;
+    let MpiCalls { ranks, regions, origins, ends, mut calls, first } = MpiCalls::read(calls_in, "ideal_replay")?;
     let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
     let mut unplaced = vec![0i64; ranks.len()];
     let locate = |unplaced: &mut Vec<i64>, rank: Option<i64>, t: Option<i64>| -> Option<u32> {
@@ -274,7 +291,7 @@ pub fn replay(
         dep_start[i + 1] += dep_start[i];
     }
     let waits: Vec<Dep> = deps.into_iter().map(|(_, p)| p).collect();
-    let mut replay = Replay { ranks, regions, origins, calls, first, unplaced };
+    let mut replay = Replay { ranks, regions, origins, ends, calls, first, unplaced };
     simulate(&mut replay, &dep_start, &waits, &instance_posts)?;
     Ok(replay)
 }
@@ -380,7 +397,8 @@ fn simulate(rp: &mut Replay, dep_start: &[u32], waits: &[Dep], instance_posts: &
 pub struct Pair {
     pub rank: i64,
     pub pair: i64,
-    pub region: u32,
+    /// The MPI call's region; None for the compute after a rank's last MPI call.
+    pub region: Option<u32>,
     pub compute: i64,
     pub observed: i64,
     pub ideal: i64,
@@ -390,22 +408,44 @@ pub struct Pair {
     pub trf_cumulative: f64,
 }
 
+fn ratio(a: i64, b: i64) -> f64 {
+    if b > 0 { a as f64 / b as f64 } else { 1.0 }
+}
+
 impl Replay {
+    /// Rank r's MPI calls.
+    fn calls_of(&self, r: usize) -> &[Call] {
+        &self.calls[self.first[r]..self.first[r + 1]]
+    }
+
+    /// Compute after rank r's last MPI call, up to its last event, and the ideal end of its run.
+    fn tail(&self, r: usize) -> (i64, i64, i64) {
+        match self.calls_of(r).last() {
+            Some(c) => ((self.ends[r] - c.end).max(0), c.end, c.ideal_end),
+            None => (self.ends[r] - self.origins[r], self.origins[r], self.origins[r]),
+        }
+    }
+
+    /// Equations 2 and 3 of the transfer-efficiency monitors, pair by pair: t_simulated of a
+    /// pair is its compute plus the ideal MPI call's duration, t_observed its compute plus
+    /// the observed call's. Nothing is clamped: an ideal call may last longer than the
+    /// observed one (its partner's post moved less than its own), and trf_local is then
+    /// above 1. A rank's compute after its last MPI call is a last pair without a call, so the
+    /// pairs add up to the rank's whole run and the last trf_cumulative is its efficiency.
     pub fn pairs(&self) -> Vec<Pair> {
         let mut out = Vec::new();
         for r in 0..self.ranks.len() {
-            let calls = &self.calls[self.first[r]..self.first[r + 1]];
+            let calls = self.calls_of(r);
             let (mut sim, mut obs) = (0i64, 0i64);
             for (i, c) in calls.iter().enumerate() {
                 let observed = c.end - c.start;
-                let ideal = (c.ideal_end - c.ideal_start).min(observed);
+                let ideal = c.ideal_end - c.ideal_start;
                 sim += c.compute + ideal;
                 obs += c.compute + observed;
-                let ratio = |a: i64, b: i64| if b > 0 { a as f64 / b as f64 } else { 1.0 };
                 out.push(Pair {
                     rank: self.ranks[r],
                     pair: i as i64,
-                    region: c.region,
+                    region: Some(c.region),
                     compute: c.compute,
                     observed,
                     ideal,
@@ -415,27 +455,43 @@ impl Replay {
                     trf_cumulative: ratio(sim, obs),
                 });
             }
+            let (compute, end, ideal_end) = self.tail(r);
+            if compute > 0 {
+                sim += compute;
+                obs += compute;
+                out.push(Pair {
+                    rank: self.ranks[r],
+                    pair: calls.len() as i64,
+                    region: None,
+                    compute,
+                    observed: 0,
+                    ideal: 0,
+                    observed_end: end + compute,
+                    ideal_end: ideal_end + compute,
+                    trf_local: 1.0,
+                    trf_cumulative: ratio(sim, obs),
+                });
+            }
         }
         out
     }
 
-    /// Per rank (and overall, rank None): observed and ideal runtime from the origin.
+    /// Per rank (and overall, rank None): observed and ideal runtime from the origin to the
+    /// rank's last event (overall: from the earliest origin to the latest end).
     pub fn efficiency(&self) -> Vec<(Option<i64>, i64, i64, i64)> {
         let mut out = Vec::new();
         let (mut obs_all, mut ideal_all, mut unplaced_all) = (0i64, 0i64, 0i64);
         let first = self.origins.iter().copied().min().unwrap_or(0);
         for r in 0..self.ranks.len() {
-            let calls = &self.calls[self.first[r]..self.first[r + 1]];
             let o = self.origins[r];
-            let (obs, ideal) = calls.last().map_or((0, 0), |c| (c.end - o, c.ideal_end - o));
-            out.push((Some(self.ranks[r]), obs, ideal.min(obs), self.unplaced[r]));
-            if let Some(c) = calls.last() {
-                obs_all = obs_all.max(c.end - first);
-                ideal_all = ideal_all.max(c.ideal_end - first);
-            }
+            let (compute, _, ideal_end) = self.tail(r);
+            let (obs, ideal) = (self.ends[r] - o, ideal_end + compute - o);
+            out.push((Some(self.ranks[r]), obs, ideal, self.unplaced[r]));
+            obs_all = obs_all.max(self.ends[r] - first);
+            ideal_all = ideal_all.max(ideal_end + compute - first);
             unplaced_all += self.unplaced[r];
         }
-        out.push((None, obs_all, ideal_all.min(obs_all), unplaced_all));
+        out.push((None, obs_all, ideal_all, unplaced_all));
         out
     }
 }
@@ -467,7 +523,7 @@ impl TableFunctionImpl for IdealReplay {
         let out: SchemaRef = Arc::new(Schema::new(vec![
             i("rank"),
             i("pair"),
-            Field::new("region", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
             i("compute_ns"),
             i("mpi_observed_ns"),
             i("mpi_ideal_ns"),
@@ -485,7 +541,9 @@ impl TableFunctionImpl for IdealReplay {
             let columns: Vec<ArrayRef> = vec![
                 int(|p| p.rank),
                 int(|p| p.pair),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|p| rp.regions[p.region as usize].as_str()))),
+                Arc::new(StringArray::from(
+                    rows.iter().map(|p| p.region.map(|r| rp.regions[r as usize].as_str())).collect::<Vec<_>>(),
+                )),
                 int(|p| p.compute),
                 int(|p| p.observed),
                 int(|p| p.ideal),

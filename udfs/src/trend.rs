@@ -1,24 +1,29 @@
 //! Latency over time, abstracted, after PCLVis section 5.1: the run is cut into bins of
 //! `bin_ns` (by send time, aligned to multiples of bin_ns; NULL: the 1-2-5 step that gives
-//! about 100 bins over the messages' span, as `lod_resolution` picks it), each bin's mean message latency L
-//! (the paper's Ave; L = transmission time / the criterion of the message's size bucket and
-//! locality, see `latency`) is taken, and every bin is classified by a window of `window` bins
-//! centred on it (clipped at the ends), by least squares over the bins that hold messages:
+//! about 100 bins over the messages' span, as `lod_resolution` picks it), each bin's mean
+//! message latency L is taken (L = transmission time / the criterion of the message's size
+//! bucket and locality, against the whole trace's criteria by default, see `latency`), and
+//! every bin is classified against Ave, the mean L of all the relation's messages (the paper's
+//! Ave_region), by a window of `window` bins centred on it (clipped at the ends), by least
+//! squares over the bins that hold messages:
 //!
-//! - `growth`: the fitted line rises by at least `growth_rise` over the window (slope x
-//!   (window - 1) >= growth_rise; default 0.25: a quarter of the normal transmission time per
-//!   window, while the mean L of a bin of a few dozen messages with 5-20% noise wanders by a
-//!   few hundredths);
-//! - `steady_high`: not rising or falling by that much, and the window's mean L is at least
-//!   `high_level` (default 1.5: messages take half again their normal time);
+//! - `steady_high`: the bin's own mean L is at least `high_level` x Ave (default 1.5: half again
+//!   the region's average), whatever its neighbours, so a burst of one bin is kept; or the
+//!   window neither rises nor falls by growth_rise x Ave and its mean L is that high;
+//! - `growth`: otherwise, the fitted line rises by at least `growth_rise` x Ave over the window
+//!   (slope x (window - 1); default 0.15, while the mean L of a bin of a few dozen messages with
+//!   5-20% noise wanders by a few hundredths of Ave) and the bin itself has risen (its mean is
+//!   above that of the window's bins before it: flat bins just before a jump are not growth);
 //! - `compressed`: everything else, including windows with fewer than 3 bins with messages.
 //!
-//! A run shorter than a window between two runs of one class takes their class (a ramp whose
-//! slope is near the threshold stays one growth period). Maximal runs of bins with the same
-//! class are then the segments. Growth and steady-high segments
-//! keep every bin's point (bin centre, mean L); a compressed segment keeps only its first,
-//! middle and last bin with messages, which is the paper's abstraction: detail where latency
-//! builds up or stays high, three points elsewhere. Cost: O(messages) plus O(bins x window).
+//! A compressed run shorter than a window between two runs of one important class takes their
+//! class (a ramp whose slope is near the threshold stays one growth period); growth and
+//! steady-high runs are never absorbed, however short. Maximal runs of bins with the same class
+//! are then the segments. Growth and steady-high segments keep every bin's point (bin centre,
+//! mean L); a compressed segment keeps three timestamps, the centres of its start, middle and
+//! end bins (L NULL for a kept bin without messages), which is the paper's abstraction: detail
+//! where latency builds up or stays high, three points elsewhere. Cost: O(messages) plus
+//! O(bins x window).
 
 use std::sync::Arc;
 
@@ -30,23 +35,35 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived};
-use crate::latency::{MessageIndices, Params, latency_values};
+use crate::common::{Args, ComputeMany, Derived};
+use crate::latency::{Baseline, MessageIndices, with_baseline};
 
-pub const TREND_ARGS: &[&str] = &["bin_ns", "rel", "window", "growth_rise", "high_level"];
+pub const TREND_ARGS: &[&str] = &[
+    "bin_ns",
+    "rel",
+    "window",
+    "growth_rise",
+    "high_level",
+    "bucket_bytes",
+    "max_samples",
+    "min_messages",
+    "criteria",
+];
 /// The most bins one call may make.
 const MAX_BINS: i64 = 50_000_000;
 
 /// Bins when bin_ns is not given: the span cut into about this many 1-2-5 steps.
 pub const DEFAULT_BINS: i64 = 100;
 
-/// Thresholds of the classification.
+/// Thresholds of the classification, relative to the region's average latency.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TrendParams {
     /// Bin width; 0: a 1-2-5 step giving about DEFAULT_BINS bins over the samples' span.
     pub bin_ns: i64,
     pub window: usize,
+    /// Growth: the window's fitted line rises by at least this fraction of the average.
     pub growth_rise: f64,
+    /// Steady high: the window's (or a bin's) mean L is at least this multiple of the average.
     pub high_level: f64,
 }
 
@@ -73,8 +90,8 @@ pub struct Segment {
     pub messages: i64,
     pub mean_latency: Option<f64>,
     pub delayed_messages: i64,
-    /// (bin centre, mean L) of the bins kept.
-    pub points: Vec<(i64, f64)>,
+    /// (bin centre, mean L) of the bins kept; L is None for a kept bin without messages.
+    pub points: Vec<(i64, Option<f64>)>,
 }
 
 /// Least-squares slope and mean of (x, y).
@@ -101,13 +118,15 @@ fn runs(kinds: &[&'static str]) -> Vec<(usize, usize)> {
     out
 }
 
-/// A run shorter than a window between two runs of one kind joins them: a ramp whose slope is
-/// near the threshold stays one growth period instead of flickering.
+/// A compressed run shorter than a window between two runs of one important kind joins them:
+/// a ramp whose slope is near the threshold stays one growth period instead of flickering.
+/// Growth and steady-high runs are never absorbed, however short: a burst is what the
+/// abstraction exists to show.
 fn absorb_short_runs(mut kinds: Vec<&'static str>, window: usize) -> Vec<&'static str> {
     let r = runs(&kinds);
     for k in 1..r.len().saturating_sub(1) {
         let ((a, _), (s, e), (b, _)) = (r[k - 1], r[k], r[k + 1]);
-        if e - s < window && kinds[a] == kinds[b] && kinds[s] != kinds[a] {
+        if e - s < window && kinds[a] == kinds[b] && kinds[s] == "compressed" && kinds[a] != "compressed" {
             let kind = kinds[a];
             kinds[s..e].fill(kind);
         }
@@ -140,19 +159,31 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
         b.sum += l;
         b.delayed += i64::from(l > 1.0);
     }
+    // Ave_region: the mean latency of all the region's messages (PCLVis 5.1).
+    let (count, total) = bins.iter().fold((0i64, 0.0), |a, b| (a.0 + b.messages, a.1 + b.sum));
+    let average = total / count.max(1) as f64;
+    let (rise_needed, high) = (p.growth_rise * average, p.high_level * average);
     let (before, after) = ((p.window - 1) / 2, p.window / 2);
     let kinds: Vec<&'static str> = (0..bins.len())
         .map(|b| {
             let range = b.saturating_sub(before)..(b + after + 1).min(bins.len());
             let points: Vec<(f64, f64)> = range.filter_map(|i| bins[i].mean().map(|m| (i as f64, m))).collect();
+            let own = bins[b].mean();
+            if own.is_some_and(|m| m >= high) {
+                return "steady_high";
+            }
             if points.len() < 3 {
                 return "compressed";
             }
             let (slope, level) = fit(&points);
             let rise = slope * (p.window - 1) as f64;
-            if rise >= p.growth_rise {
+            // A growth bin has risen itself: above the mean of the window's bins before it (the
+            // flat bins just before a jump see a rising line but did not rise).
+            let before: Vec<f64> = points.iter().filter(|q| (q.0 as usize) < b).map(|q| q.1).collect();
+            let risen = before.is_empty() || own.is_some_and(|m| m > before.iter().sum::<f64>() / before.len() as f64);
+            if rise >= rise_needed && risen {
                 "growth"
-            } else if rise.abs() < p.growth_rise && level >= p.high_level {
+            } else if rise.abs() < rise_needed && level >= high {
                 "steady_high"
             } else {
                 "compressed"
@@ -161,18 +192,20 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
         .collect();
     let kinds = absorb_short_runs(kinds, p.window);
     let start_of = |b: usize| (first + b as i64) * p.bin_ns;
+    let centre = |b: usize| start_of(b) + p.bin_ns / 2;
     let mut out = Vec::new();
     for (s, end) in runs(&kinds) {
         let e = end - 1;
         let run = &bins[s..=e];
         let (messages, sum, delayed) =
             run.iter().fold((0, 0.0, 0), |a, b| (a.0 + b.messages, a.1 + b.sum, a.2 + b.delayed));
-        let with_data: Vec<(i64, f64)> =
-            (s..=e).filter_map(|i| bins[i].mean().map(|m| (start_of(i) + p.bin_ns / 2, m))).collect();
-        let points = if kinds[s] == "compressed" && with_data.len() > 3 {
-            vec![with_data[0], with_data[with_data.len() / 2], with_data[with_data.len() - 1]]
+        let points = if kinds[s] == "compressed" {
+            // The period's start, middle and end (the paper's three kept timestamps).
+            let mut keep = vec![s, s + (e - s) / 2, e];
+            keep.dedup();
+            keep.into_iter().map(|i| (centre(i), bins[i].mean())).collect()
         } else {
-            with_data
+            (s..=e).filter_map(|i| bins[i].mean().map(|m| (centre(i), Some(m)))).collect()
         };
         out.push(Segment {
             kind: kinds[s],
@@ -202,7 +235,8 @@ fn output_schema() -> SchemaRef {
     ]))
 }
 
-/// `latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.25, high_level => 1.5)`.
+/// `latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.15, high_level => 1.5,
+/// bucket_bytes, max_samples, min_messages, criteria)`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct LatencyTrend;
 
@@ -215,9 +249,10 @@ impl TableFunctionImpl for LatencyTrend {
         let params = TrendParams {
             bin_ns,
             window: a.int(2, 5, 2)?.min(1 << 20) as usize,
-            growth_rise: a.float(3, 0.25, 0.0)?,
+            growth_rise: a.float(3, 0.15, 0.0)?,
             high_level: a.float(4, 1.5, 0.0)?,
         };
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 5)?;
         let found = MessageIndices::find("latency_trend", &rel)?;
         if !found.has_send_ts() {
             return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);
@@ -225,9 +260,9 @@ impl TableFunctionImpl for LatencyTrend {
         let (projection, input) = found.projected();
         let out = output_schema();
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let cols = input.read(batches)?;
-            let latency = latency_values(&cols, &Params::default());
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let cols = input.read(&inputs[0])?;
+            let latency = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latency_values(&cols);
             let send = cols.send_ts.as_ref().expect("checked when planned");
             let samples = latency
                 .iter()
@@ -237,7 +272,7 @@ impl TableFunctionImpl for LatencyTrend {
             let segs = segments(samples, &params)?;
             Ok(vec![batch(&s, &segs)?])
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(projection), compute)))
+        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, Some(projection), extra), compute)))
     }
 }
 
@@ -247,7 +282,7 @@ fn batch(schema: &SchemaRef, segs: &[Segment]) -> Result<RecordBatch> {
     for s in segs {
         for (t, l) in &s.points {
             ts.values().append_value(*t);
-            ls.values().append_value(*l);
+            ls.values().append_option(*l);
         }
         ts.append(true);
         ls.append(true);
@@ -271,7 +306,7 @@ mod tests {
     use super::*;
 
     fn params() -> TrendParams {
-        TrendParams { bin_ns: 10, window: 5, growth_rise: 0.25, high_level: 1.5 }
+        TrendParams { bin_ns: 10, window: 5, growth_rise: 0.15, high_level: 1.5 }
     }
 
     /// One sample per ns: flat 1.0 on [0, 300), a ramp to 3.0 on [300, 500), 3.0 on [500, 800),
@@ -296,6 +331,39 @@ mod tests {
         assert_eq!(segs.iter().map(|s| s.messages).sum::<i64>(), 1_100);
         assert_eq!(segs[0].points.len(), 3);
         assert!(segs[1].points.len() > 3);
+        // The compressed periods keep their start, middle and end bins.
+        let first = &segs[0];
+        let bins = (first.t_end - first.t_start) / 10;
+        assert_eq!(first.points[0].0, first.t_start + 5);
+        assert_eq!(first.points[2].0, first.t_end - 5);
+        assert_eq!(first.points[1].0, first.t_start + (bins - 1) / 2 * 10 + 5);
+    }
+
+    #[test]
+    fn short_bursts_are_kept_whatever_their_length() {
+        // A flat run at 1.0 with bursts at 4x of 1, 2, 3 and 8 bins: every one is a steady-high
+        // segment of its own, and nothing else is.
+        let bursts = [(200, 210), (400, 420), (600, 630), (800, 880)];
+        let l = |t: i64| if bursts.iter().any(|(a, b)| (*a..*b).contains(&t)) { 4.0 } else { 1.0 };
+        let segs = segments((0..1_200).map(|t| (t, l(t))), &params()).unwrap();
+        let high: Vec<(i64, i64)> =
+            segs.iter().filter(|s| s.kind != "compressed").map(|s| (s.t_start, s.t_end)).collect();
+        assert_eq!(high.len(), 4, "{segs:?}");
+        for ((a, b), (s, e)) in bursts.iter().zip(&high) {
+            assert!(s <= a && e >= b, "burst {a}..{b} inside {s}..{e}: {segs:?}");
+            assert!(e - s <= b - a + 2 * 50, "burst {a}..{b} widened to {s}..{e}");
+        }
+    }
+
+    #[test]
+    fn thresholds_follow_the_average() {
+        // The same shape at twice the level is classified the same way: a ramp from 2 to 6 and
+        // back reads like one from 1 to 3.
+        let shape = |t: i64| series(t);
+        let one = segments((0..1_100).map(|t| (t, shape(t))), &params()).unwrap();
+        let two = segments((0..1_100).map(|t| (t, 2.0 * shape(t))), &params()).unwrap();
+        let kinds = |s: &[Segment]| s.iter().map(|x| (x.kind, x.t_start, x.t_end)).collect::<Vec<_>>();
+        assert_eq!(kinds(&one), kinds(&two));
     }
 
     #[test]

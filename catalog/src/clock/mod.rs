@@ -3,8 +3,15 @@
 //! linear regression or a monotone C1 spline by the number of sync sessions); `correct` maps
 //! every event and metric time through its rank's model, keeping the raw local time in
 //! `events.ts_local`; `clc` optionally goes on to shift receives that still precede their send
-//! (a controlled logical clock in the spirit of Scalasca's). The master rank's clock (the one
-//! without samples) is the global clock. Cost: O(events), ranks in parallel.
+//! (a controlled logical clock in the spirit of Scalasca's).
+//!
+//! One clock is the global one: the master's, the lowest rank without samples (ITC's master
+//! answers the others' ping-pongs and has none of its own). When several ranks have no samples
+//! the choice is reported in `warnings`, and each of the others is placed by ITC's synced-host
+//! case: a rank on a node where another rank has samples shares that node's timer and takes
+//! that rank's model; a rank on the master's node keeps its times; a rank with neither is kept
+//! as recorded and named in the warning (`clock_unsynced_rank`). Cost: O(events), ranks in
+//! parallel.
 
 pub mod clc;
 pub mod model;
@@ -16,7 +23,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::events::EventParts;
-use crate::trace::{ClockSample, RawMetrics, Warnings};
+use crate::trace::{ClockSample, RankInfo, RawMetrics, Warnings};
 use model::{Fit, RankModel};
 
 /// What correction to apply when a trace is opened.
@@ -59,13 +66,15 @@ pub fn correct(
     events: &mut EventParts,
     metrics: &mut RawMetrics,
     samples: &[ClockSample],
+    ranks: &[RankInfo],
     correction: Correction,
     warnings: &mut Warnings,
 ) -> Vec<RankModel> {
     if correction == Correction::Off || samples.is_empty() {
         return Vec::new();
     }
-    let models = model::fit_all(samples, warnings);
+    let fitted = model::fit_all(samples, warnings);
+    let models = place_unsampled(fitted, ranks, warnings);
     let by_rank = index_by_rank(&models);
     let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
     events.parts.par_iter_mut().for_each(|part| {
@@ -92,6 +101,58 @@ pub fn correct(
     }
     metrics.ts = corrected;
     models
+}
+
+/// The models of the ranks without samples: the lowest of them is the master (identity); the
+/// others take the model of a sampled rank on their node (synced host), or the identity on
+/// the master's node, or else the identity with a warning. Returns every model, by rank.
+pub fn place_unsampled(fitted: Vec<RankModel>, ranks: &[RankInfo], warnings: &mut Warnings) -> Vec<RankModel> {
+    let has = |r: i32| fitted.iter().any(|m| m.rank == r && m.fit != Fit::Identity);
+    let mut unsampled: Vec<&RankInfo> = ranks.iter().filter(|r| !has(r.rank)).collect();
+    unsampled.sort_by_key(|r| r.rank);
+    let Some(master) = unsampled.first().copied() else { return fitted };
+    let mut out: Vec<RankModel> = fitted.iter().filter(|m| m.fit != Fit::Identity).cloned().collect();
+    let node_model = |node: &str| {
+        let sampled = ranks.iter().filter(|r| r.node.as_deref() == Some(node) && has(r.rank));
+        sampled.map(|r| r.rank).min().and_then(|r| fitted.iter().find(|m| m.rank == r))
+    };
+    let mut unsynced = Vec::new();
+    let mut synced_host = 0usize;
+    for r in &unsampled {
+        let fit = if r.rank == master.rank {
+            Fit::Identity
+        } else if let Some(m) = r.node.as_deref().and_then(node_model) {
+            synced_host += 1;
+            m.fit.clone()
+        } else if r.node.is_some() && r.node == master.node {
+            Fit::Identity
+        } else {
+            unsynced.push(r.rank);
+            Fit::Identity
+        };
+        out.push(RankModel { rank: r.rank, fit, samples_used: 0, samples_dropped: 0, rms_residual_ns: 0.0 });
+    }
+    out.sort_by_key(|m| m.rank);
+    if unsampled.len() > 1 {
+        let n = unsampled.len();
+        warnings.add("clock_reference", || {
+            format!(
+                "{n} ranks have no clock sync samples; rank {} (the lowest) is taken as the master clock, {synced_host} take the model of a sampled rank on their node",
+                master.rank
+            )
+        });
+    }
+    if !unsynced.is_empty() {
+        let shown: Vec<String> = unsynced.iter().take(10).map(i32::to_string).collect();
+        let more = if unsynced.len() > 10 { format!(" and {} more", unsynced.len() - 10) } else { String::new() };
+        warnings.add_many("clock_unsynced_rank", unsynced.len() as i64, || {
+            format!(
+                "ranks {}{more} have no sync samples, share no node with a sampled rank or the master, and keep their recorded times",
+                shown.join(", ")
+            )
+        });
+    }
+    out
 }
 
 /// Models indexed by rank.

@@ -156,11 +156,7 @@ pub fn condense(session: i32, samples: &[ClockSample], warnings: &mut Warnings) 
     longest.sort_by_key(|&i| (std::cmp::Reverse(samples[i].round_trip), i));
     let mut dropped: Vec<usize> = longest.into_iter().take(raw.len() / 10).collect();
     dropped.sort_unstable();
-    let kept = valid
-        .iter()
-        .filter(|i| dropped.binary_search(i).is_err())
-        .map(|&i| (samples[i].local_ts as f64, samples[i].master_ts as f64))
-        .collect();
+    let kept = valid.iter().filter(|i| dropped.binary_search(i).is_err()).map(|&i| samples[i].point()).collect();
     Some(Session { session, kept, dropped })
 }
 
@@ -243,7 +239,7 @@ mod tests {
     use super::*;
 
     fn sample(rank: i32, session: i32, local: i64, master: i64, rt: Option<i64>) -> ClockSample {
-        ClockSample { rank, session, local_ts: local, master_ts: master, round_trip: rt, std_dev_ns: None }
+        ClockSample { rank, session, local_ts: local, master_ts: master, round_trip: rt, std_dev_ns: None, exact: None }
     }
 
     #[test]

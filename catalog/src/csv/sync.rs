@@ -97,6 +97,7 @@ pub fn read(path: &Path, unit: TimeUnit) -> Result<Vec<ClockSample>> {
             master_ts: time(master)?,
             round_trip,
             std_dev_ns,
+            exact: None,
         });
     }
     Ok(out)

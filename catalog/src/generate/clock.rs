@@ -70,6 +70,7 @@ pub fn samples(cfg: &GeneratorConfig, clocks: &[ClockTruth], session_starts: &[i
                     master_ts: t + there,
                     round_trip: Some(local_recv - local_send),
                     std_dev_ns: None,
+                    exact: None,
                 });
             }
         }

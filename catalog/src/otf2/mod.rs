@@ -328,20 +328,25 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let mut parts = parts;
     parts.sort_by_key(|p| (p.rank, p.thread));
     let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
+    let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
     let mut clock_sync = Vec::new();
     let mut metrics = RawMetrics { names: metric_names, ..RawMetrics::default() };
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
         for (session, (time, offset, std_dev)) in p.offsets.iter().enumerate() {
-            let local_ts = ns(i128::from(*time) - i128::from(d.global_offset));
+            let local_ticks = i128::from(*time) - i128::from(d.global_offset);
+            let local_ts = ns(local_ticks);
+            let local = exact_ns(local_ticks);
+            let master = local + exact_ns(i128::from(*offset));
             clock_sync.push(ClockSample {
                 rank: p.rank,
                 session: session as i32,
                 local_ts,
-                master_ts: local_ts + ns(i128::from(*offset)),
+                master_ts: master.round() as i64,
                 round_trip: None,
                 std_dev_ns: Some((*std_dev * 1e9 / d.timer_resolution as f64).round() as i64),
+                exact: Some((local, master)),
             });
         }
         let m = p.decoded.metrics;

@@ -22,10 +22,11 @@ use datafusion::error::Result;
 use petgraph::graph::DiGraph;
 
 use super::{Kind, Messages, Timeline};
-use crate::common::{Args, Compute, Derived, Relation, int64_column};
-use crate::latency::{MessageIndices, Params, latencies};
+use crate::common::{Args, Compute, ComputeMany, Derived, Relation, int64_column};
+use crate::latency::{Baseline, MessageIndices, with_baseline};
 
 pub const DAG_ARGS: &[&str] = &["rel"];
+pub const DAG_EDGE_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages", "criteria"];
 const NONE: u32 = u32::MAX;
 
 /// A node of the DAG.
@@ -207,8 +208,9 @@ pub struct DagEdges;
 
 impl TableFunctionImpl for DagEdges {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("dag_edges", DAG_ARGS, args.exprs())?;
+        let a = Args::new("dag_edges", DAG_EDGE_ARGS, args.exprs())?;
         let rel = a.relation(args.session(), 0, "messages")?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 1)?;
         let input = DagInput::find("dag_edges", &rel)?;
         let out = schema(vec![
             Field::new("from_node", DataType::Int64, false),
@@ -219,10 +221,11 @@ impl TableFunctionImpl for DagEdges {
             Field::new("latency", DataType::Float64, true),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let batches = &inputs[0];
             let (m, dag) = input.dag(batches)?;
             let cols = input.latency.read(batches)?;
-            let (_, latency) = latencies(&cols, &Params::default());
+            let (_, latency) = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latencies(&cols);
             let bytes = int64_column(batches, input.bytes)?;
             let edges: Vec<(usize, u32, u32)> = dag.edges().collect();
             let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
@@ -236,7 +239,7 @@ impl TableFunctionImpl for DagEdges {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, rel, None, compute)))
+        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, None, extra), compute)))
     }
 }
 

@@ -1,23 +1,38 @@
 //! ScalaTrace's dynamically balanced histogram of delta times: a fixed number of contiguous
 //! bins that follow the values as they arrive, so repeated calls are described without storing
-//! every time stamp.
+//! every time stamp. The rules are the source's (section 4.2, Algorithms 1 and 2):
 //!
-//! The first value v creates `bins` equal bins over [0, 2v] (over [2v, 0] for a negative v,
-//! [0, 1] for 0). Every later value updates its bin's count, mean and variance incrementally
-//! (Welford); a value outside the range stretches the first or last bin to it. After every
-//! `SMOOTH_INTERVAL` additions the histogram rebalances: the two adjacent bins whose merged
-//! count is smallest are merged (counts, means and variances combined exactly), and the fullest
-//! bin is split at its mean — when the fullest bin holds more than that pair together, so that
-//! rebalancing never merges two well-filled bins (which would blur two modes into one) — assuming its values uniform over the support its mean and variance
-//! imply (mean +- sqrt(3) sd, within the bin) for the new halves' counts, means (centres of
-//! their parts of the support) and variances (width^2 / 12). Partial histograms (DataFusion
-//! aggregates in parallel) merge by adding each non-empty bin of one as a weighted point to the
-//! bin of the other that holds its mean, stretching the range to cover both, then
-//! rebalancing. Count, total, minimum and maximum (and the ranks holding them) are exact for
-//! any partitioning; bin boundaries depend on the order in which values arrive, as in
-//! ScalaTrace, and bins always stay contiguous and cover [min, max].
+//! - The first value v creates `bins` equal bins over [0, 2v] (over [2v, 0] for a negative v,
+//!   [0, 1] for 0). A value outside the range stretches the first or last bin to it.
+//! - Every value updates its bin's count, mean and variance incrementally.
+//! - When the bin a value was added to reaches a multiple of `SMOOTH_INTERVAL` values, the
+//!   histogram rebalances: B is the fullest bin; b1, b2 are adjacent bins (neither of them B)
+//!   whose counts differ by less than m1 = `SMOOTH_INTERVAL` and whose counts together are at
+//!   most k x B's count (k the number of bins); b1 and b2 merge into one bin over both ranges,
+//!   and B splits at its mean into [min, mean] and [mean, max], with the new means sigma/2 on
+//!   either side of the old one, the new sigma half the old one and half the values each.
+//!
+//! `Scheme::Balanced` is commdb's refinement, an option named as such: rebalance every
+//! `SMOOTH_INTERVAL` additions; merge the adjacent pair with the fewest values and split the
+//! fullest bin only when it holds more than that pair together (so two well-filled bins are
+//! never blurred into one); split with the halves' counts, means and variances from the
+//! uniform support the bin's mean and variance imply (mean +- sqrt(3) sd). On an imbalanced
+//! run (one rank computing 3x longer) the source's rules blend the slow rank's values with
+//! fast ones in a wide last bin whose mean hides them, while the refinement's last bin stands
+//! out at over twice the first bin's mean (the unit test
+//! `the_refinement_keeps_a_small_far_mode_apart` and deltas.slt).
+//!
+//! Where the source leaves a choice open, commdb takes: m1 = the smoothing interval; among the
+//! pairs that qualify, the one with the fewest values (the "small, adjacent bins"); the merged
+//! bin's variance combined exactly (Chan et al.) rather than under the uniform assumption.
+//! Partial histograms (DataFusion aggregates in parallel) merge by adding each non-empty bin
+//! of one as a weighted point to the bin of the other that holds its mean, stretching the
+//! range to cover both, then rebalancing once. Count, total, minimum and maximum (and the
+//! ranks holding them) are exact for any partitioning; bin boundaries depend on the order in
+//! which values arrive, as in ScalaTrace, and bins always stay contiguous and cover [min, max].
 
-/// Additions between rebalancing passes.
+/// The source's smooth_interval: a bin reaching a multiple of this many values triggers a
+/// rebalance, and m1, how far apart two bins' counts may be to merge.
 pub const SMOOTH_INTERVAL: u64 = 64;
 
 /// One bin: [lo, hi) (the last bin includes hi), with count, mean and sum of squared
@@ -54,12 +69,49 @@ impl Bin {
     }
 }
 
-/// Split a bin at its mean (its middle when the mean is on an edge). Its values are taken as
-/// uniform over the support its mean and variance imply ([mean - sqrt(3) sd, mean + sqrt(3) sd]
-/// within the bin), which gives the halves' counts, means (centres of their parts of the
-/// support) and variances (width^2 / 12); when the support lies on one side of the split, that
-/// side keeps the bin's count, mean and variance unchanged.
+/// Split a bin along its mean (Algorithm 2): [lo, mean] and [mean, hi], half the values each,
+/// the new means sigma/2 below and above the old one (kept within their ranges) and the new
+/// sigma half the old one.
 fn split(b: &Bin) -> (Bin, Bin) {
+    let at = b.mean.clamp(b.lo, b.hi);
+    let sd = b.variance().sqrt();
+    let left_count = b.count / 2;
+    let right_count = b.count - left_count;
+    let m2 = |count: u64| (sd / 2.0) * (sd / 2.0) * count as f64;
+    let part = |lo: f64, hi: f64, count: u64, mean: f64| Bin {
+        lo,
+        hi,
+        count,
+        mean: if count > 0 { mean.clamp(lo, hi) } else { 0.0 },
+        m2: m2(count),
+    };
+    (part(b.lo, at, left_count, b.mean - sd / 2.0), part(at, b.hi, right_count, b.mean + sd / 2.0))
+}
+
+/// Which rebalancing rules a histogram follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scheme {
+    /// ScalaTrace's Algorithm 2 (the default).
+    #[default]
+    Source,
+    /// commdb's refinement (see the module doc).
+    Balanced,
+}
+
+impl Scheme {
+    pub fn parse(s: &str) -> Option<Scheme> {
+        match s {
+            "source" => Some(Scheme::Source),
+            "balanced" => Some(Scheme::Balanced),
+            _ => None,
+        }
+    }
+}
+
+/// The refinement's split: the halves' counts, means (centres of their parts of the support)
+/// and variances (width^2 / 12) from the uniform support [mean - sqrt(3) sd, mean + sqrt(3) sd]
+/// within the bin; when the support lies on one side of the split, that side keeps the bin.
+fn split_uniform(b: &Bin) -> (Bin, Bin) {
     let at = if b.mean > b.lo && b.mean < b.hi { b.mean } else { (b.lo + b.hi) / 2.0 };
     let sd = b.variance().sqrt();
     let (a, z) = ((b.mean - 3f64.sqrt() * sd).max(b.lo), (b.mean + 3f64.sqrt() * sd).min(b.hi));
@@ -92,11 +144,17 @@ pub struct Histogram {
     pub max: f64,
     pub min_rank: Option<i64>,
     pub max_rank: Option<i64>,
+    pub scheme: Scheme,
+    /// Additions since the last rebalance (the refinement's trigger).
     since_smooth: u64,
 }
 
 impl Histogram {
     pub fn new(bins: usize) -> Histogram {
+        Histogram::with_scheme(bins, Scheme::Source)
+    }
+
+    pub fn with_scheme(bins: usize, scheme: Scheme) -> Histogram {
         Histogram {
             target: bins.max(1),
             bins: Vec::new(),
@@ -106,6 +164,7 @@ impl Histogram {
             max: f64::NEG_INFINITY,
             min_rank: None,
             max_rank: None,
+            scheme,
             since_smooth: 0,
         }
     }
@@ -177,16 +236,47 @@ impl Histogram {
         let delta = v - b.mean;
         b.mean += delta / b.count as f64;
         b.m2 += delta * (v - b.mean);
+        let full = b.count.is_multiple_of(SMOOTH_INTERVAL);
         self.since_smooth += 1;
-        if self.since_smooth >= SMOOTH_INTERVAL {
-            self.smooth();
+        match self.scheme {
+            Scheme::Source if full => self.smooth(),
+            Scheme::Balanced if self.since_smooth >= SMOOTH_INTERVAL => self.smooth(),
+            _ => {}
         }
     }
 
-    /// Merge the lightest adjacent pair and split the fullest bin at its mean, when that makes
-    /// the bins more even (the fullest bin holds more than the pair together).
+    /// Algorithm 2's rebalance: merge two small adjacent bins of similar counts and split the
+    /// fullest bin at its mean; nothing when no pair qualifies.
     pub fn smooth(&mut self) {
         self.since_smooth = 0;
+        if self.scheme == Scheme::Balanced {
+            return self.smooth_balanced();
+        }
+        let k = self.bins.len();
+        if k < 3 {
+            return;
+        }
+        let fullest = (0..k).max_by_key(|&i| (self.bins[i].count, std::cmp::Reverse(i))).unwrap_or(0);
+        let top = self.bins[fullest].count;
+        let (c, m1) = (|i: usize| self.bins[i].count, SMOOTH_INTERVAL);
+        let pair = (0..k - 1)
+            .filter(|&i| i != fullest && i + 1 != fullest)
+            .filter(|&i| c(i).abs_diff(c(i + 1)) < m1 && c(i) + c(i + 1) <= k as u64 * top)
+            .min_by_key(|&i| (c(i) + c(i + 1), i));
+        let Some(pair) = pair else { return };
+        let right = self.bins.remove(pair + 1);
+        let left = &mut self.bins[pair];
+        left.hi = right.hi;
+        left.absorb(right.count, right.mean, right.m2);
+        let fullest = if fullest > pair { fullest - 1 } else { fullest };
+        let (left, right) = split(&self.bins[fullest]);
+        self.bins[fullest] = left;
+        self.bins.insert(fullest + 1, right);
+    }
+
+    /// The refinement's rebalance: merge the lightest adjacent pair and split the fullest bin
+    /// when it holds more than that pair together.
+    fn smooth_balanced(&mut self) {
         if self.bins.len() < 2 {
             return;
         }
@@ -201,7 +291,7 @@ impl Histogram {
         left.hi = right.hi;
         left.absorb(right.count, right.mean, right.m2);
         let fullest = if fullest > pair { fullest - 1 } else { fullest };
-        let (left, right) = split(&self.bins[fullest]);
+        let (left, right) = split_uniform(&self.bins[fullest]);
         self.bins[fullest] = left;
         self.bins.insert(fullest + 1, right);
     }
@@ -212,7 +302,7 @@ impl Histogram {
             return;
         }
         if self.count == 0 {
-            *self = Histogram { target: self.target, ..other.clone() };
+            *self = Histogram { target: self.target, scheme: self.scheme, ..other.clone() };
             return;
         }
         self.count += other.count;
@@ -240,6 +330,7 @@ impl Histogram {
         put(u64::from(self.min_rank.is_some()));
         put(self.max_rank.map_or(u64::MAX, |r| r as u64));
         put(u64::from(self.max_rank.is_some()));
+        put(u64::from(self.scheme == Scheme::Balanced));
         put(self.since_smooth);
         put(self.bins.len() as u64);
         for b in &self.bins {
@@ -263,6 +354,7 @@ impl Histogram {
         let max = f64::from_bits(next()?);
         let (min_rank, has_min) = (next()? as i64, next()? == 1);
         let (max_rank, has_max) = (next()? as i64, next()? == 1);
+        let scheme = if next()? == 1 { Scheme::Balanced } else { Scheme::Source };
         let since_smooth = next()?;
         let n = next()? as usize;
         if n > 1 << 20 {
@@ -287,6 +379,7 @@ impl Histogram {
             max,
             min_rank: has_min.then_some(min_rank),
             max_rank: has_max.then_some(max_rank),
+            scheme,
             since_smooth,
         })
     }
@@ -331,12 +424,77 @@ mod tests {
             h.add(v, Some((i % 8) as i64));
         }
         check(&h);
-        // The bins fall into two groups by their means, holding about 7/8 and 1/8 of the values.
-        let low: u64 = h.bins.iter().filter(|b| b.mean < 200_000.0).map(|b| b.count).sum();
-        let high: u64 = h.bins.iter().filter(|b| b.mean > 900_000.0).map(|b| b.count).sum();
-        assert!(low.abs_diff(3_500) <= 175 && high.abs_diff(500) <= 50, "{:?}", h.bins);
-        assert_eq!(low + high, h.count, "no bin between the modes: {:?}", h.bins);
+        // Algorithm 2 spends most bins where most values are: the bins below 200 us hold at
+        // least 80% of the 3,500 values near 100 us, the rest reach up to the 1 ms mode.
+        let low: u64 = h.bins.iter().filter(|b| b.hi <= 200_000.0).map(|b| b.count).sum();
+        assert!(low >= 2_800 && h.bins.iter().filter(|b| b.hi <= 200_000.0).count() >= 2, "{:?}", h.bins);
+        assert_eq!(h.bins.last().unwrap().hi, h.max);
         assert_eq!((h.min_rank, h.max_rank), (Some(0), Some(7)));
+    }
+
+    #[test]
+    fn a_split_follows_algorithm_2() {
+        // 100 values with mean 100 and sigma 10 over [80, 120).
+        let b = Bin { lo: 80.0, hi: 120.0, count: 100, mean: 100.0, m2: 100.0 * 100.0 };
+        let (l, r) = split(&b);
+        assert_eq!((l.lo, l.hi, r.lo, r.hi), (80.0, 100.0, 100.0, 120.0));
+        assert_eq!((l.count, r.count), (50, 50));
+        assert_eq!((l.mean, r.mean), (95.0, 105.0));
+        assert_eq!((l.variance().sqrt(), r.variance().sqrt()), (5.0, 5.0));
+    }
+
+    #[test]
+    fn values_crowding_one_bin_are_spread_by_rebalancing() {
+        // The first value 100 makes bins of 40 over [0, 200]; the next 2,000 fall in [90, 110],
+        // all inside one initial bin. Without rebalancing that bin would hold every value.
+        let mut h = Histogram::new(5);
+        h.add(100.0, None);
+        for i in 0..2_000u64 {
+            h.add(90.0 + (i * 7919 % 2_000) as f64 / 100.0, None);
+        }
+        check(&h);
+        let fullest = h.bins.iter().map(|b| b.count).max().unwrap();
+        let used = h.bins.iter().filter(|b| b.count > 0).count();
+        assert!(fullest * 2 < h.count && used >= 4, "{:?}", h.bins);
+        // Rebalancing only moved boundaries towards the values: most bins now lie within them.
+        assert!(h.bins.iter().filter(|b| b.lo >= 80.0 && b.hi <= 120.0).count() >= 3, "{:?}", h.bins);
+    }
+
+    #[test]
+    fn rebalancing_waits_for_a_bin_to_fill_a_smoothing_interval() {
+        let mut h = Histogram::new(5);
+        h.add(100.0, None);
+        for _ in 0..SMOOTH_INTERVAL - 2 {
+            h.add(100.0, None);
+        }
+        // 63 values in one bin: not yet a multiple of the interval, the initial bins stand.
+        assert_eq!(h.bins.iter().map(|b| b.hi - b.lo).collect::<Vec<_>>(), [40.0; 5]);
+        h.add(100.0, None);
+        assert_ne!(h.bins.iter().map(|b| b.hi - b.lo).collect::<Vec<_>>(), [40.0; 5], "{:?}", h.bins);
+    }
+
+    #[test]
+    fn the_refinement_keeps_a_small_far_mode_apart() {
+        // One rank in sixteen computes 3x longer (the imbalance of the deltas test): under the
+        // source's rules its values share a wide last bin with fast ones, under the refinement
+        // the last bin holds only them.
+        let value = |i: u64| {
+            if i % 16 == 5 { 300_000.0 + (i % 7) as f64 * 4_000.0 } else { 95_000.0 + (i % 11) as f64 * 1_000.0 }
+        };
+        let (mut source, mut refined) = (Histogram::new(5), Histogram::with_scheme(5, Scheme::Balanced));
+        for i in 0..800u64 {
+            source.add(value(i), Some((i % 16) as i64));
+            refined.add(value(i), Some((i % 16) as i64));
+        }
+        check(&source);
+        check(&refined);
+        // How far the last bin stands out from the first: the slow rank's mode shows clearly
+        // (over twice the first bin's mean) only under the refinement.
+        let stands_out = |h: &Histogram| h.bins[h.bins.len() - 1].mean > 2.0 * h.bins[0].mean;
+        assert!(stands_out(&refined), "{:?}", refined.bins);
+        assert!(!stands_out(&source), "{:?}", source.bins);
+        let merged = Histogram::decode(&refined.encode()).unwrap();
+        assert_eq!(merged.scheme, Scheme::Balanced);
     }
 
     #[test]

@@ -1,9 +1,18 @@
 //! Delta times, after ScalaTrace's time-preserving compression: instead of time stamps, each
 //! MPI call is described by its compute delta (time since the end of the rank's previous MPI
-//! call) and its communication delta (its own duration), keyed by its path — here the region
-//! of the previous MPI call, so the same call reached from different places is kept apart —
-//! and summarised per (region, path) by statistics and the dynamically balanced histograms of
-//! `histogram`, which expose imbalance between ranks without storing every time stamp.
+//! call) and its communication delta (its own duration), keyed by its path, and summarised per
+//! (region, path) by statistics and the dynamically balanced histograms of `histogram`, which
+//! expose imbalance between ranks without storing every time stamp.
+//!
+//! The path follows ScalaTrace's path-sensitive histograms (section 4.3): a call site is known
+//! by its stack signature, and a delta is kept apart by the signature of the previous
+//! operation as well as its own. ScalaTrace's signature is an XOR of the return addresses of
+//! the call stack; a trace has no addresses, so commdb's signature is the chain of enclosing
+//! regions, outermost first (`main/solve/MPI_Send`), found by nesting the calls of the same
+//! rank and thread by time. `path` = `<previous MPI call's signature> -> <this call's
+//! signature>` (`(start)` for a rank's first MPI call), so two sends after the same receive
+//! but from different call sites, or one call site reached from a loop's entry and from its
+//! iteration, are different paths.
 //!
 //! `compute_deltas([rel => 'calls'])` lists every outermost MPI call of every rank (as
 //! `ideal_replay` sees them); `delta_histogram(value [, bins [, rank]])` aggregates values into
@@ -24,7 +33,7 @@ use datafusion::error::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
 use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
-use histogram::Histogram;
+use histogram::{Histogram, Scheme};
 
 use crate::common::{Args, Compute, Derived};
 use crate::replay::MpiCalls;
@@ -34,6 +43,44 @@ pub const DELTA_ARGS: &[&str] = &["rel"];
 pub const BINS: i64 = 5;
 const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 
+/// Stack signature of every input row: the regions of the calls enclosing it on the same rank
+/// and thread (by time), outermost first, then its own, joined by '/'.
+fn stack_signatures(batches: &[RecordBatch], thread: Option<usize>) -> Result<Vec<Option<String>>> {
+    let rank = crate::common::int64_column(batches, 0)?;
+    let region = crate::common::text_column(batches, 1)?;
+    let (start, end) = (crate::common::int64_column(batches, 2)?, crate::common::int64_column(batches, 3)?);
+    let thread = thread.map(|t| crate::common::int64_column(batches, t)).transpose()?;
+    let n = rank.len();
+    let valid = |i: usize| rank.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i);
+    let mut order: Vec<usize> = (0..n).filter(|&i| valid(i)).collect();
+    let key = |i: usize| {
+        let t = thread.as_ref().map_or(0, |t| if t.is_valid(i) { t.value(i) } else { 0 });
+        (rank.value(i), t, start.value(i), std::cmp::Reverse(end.value(i)))
+    };
+    order.sort_unstable_by_key(|&i| key(i));
+    let mut out: Vec<Option<String>> = vec![None; n];
+    // (end, signature) of the calls open at the current position.
+    let mut stack: Vec<(i64, String)> = Vec::new();
+    let mut owner: Option<(i64, i64)> = None;
+    for i in order {
+        let (r, t, s, _) = key(i);
+        if owner != Some((r, t)) {
+            stack.clear();
+            owner = Some((r, t));
+        }
+        while stack.last().is_some_and(|(e, _)| *e <= s) {
+            stack.pop();
+        }
+        let signature = match stack.last() {
+            Some((_, parent)) => format!("{parent}/{}", region.value(i)),
+            None => region.value(i).to_string(),
+        };
+        stack.push((end.value(i), signature.clone()));
+        out[i] = Some(signature);
+    }
+    Ok(out)
+}
+
 /// `compute_deltas([rel => 'calls'])`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct ComputeDeltas;
@@ -42,26 +89,33 @@ impl TableFunctionImpl for ComputeDeltas {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new("compute_deltas", DELTA_ARGS, args.exprs())?;
         let rel = a.relation(args.session(), 0, "calls")?;
-        let idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
+        let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
+        let thread = rel.schema().index_of("thread").ok().map(|t| {
+            idx.push(t);
+            idx.len() - 1
+        });
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, false),
             Field::new("call_seq", DataType::Int64, false),
             Field::new("region", DataType::Utf8, false),
             Field::new("compute_delta_ns", DataType::Int64, false),
             Field::new("comm_delta_ns", DataType::Int64, false),
-            Field::new("path", DataType::Utf8, true),
+            Field::new("path", DataType::Utf8, false),
         ]));
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
             let m = MpiCalls::read(batches, "compute_deltas")?;
+            let signatures = stack_signatures(batches, thread)?;
+            let signature = |c: &crate::replay::Call| signatures[c.row].as_deref().unwrap_or("?");
             let n = m.calls.len();
             let (mut rank, mut seq, mut path) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
             for r in 0..m.ranks.len() {
                 let calls = &m.calls[m.first[r]..m.first[r + 1]];
-                for (i, _) in calls.iter().enumerate() {
+                for (i, c) in calls.iter().enumerate() {
                     rank.push(m.ranks[r]);
                     seq.push(i as i64);
-                    path.push(i.checked_sub(1).map(|p| m.regions[calls[p].region as usize].as_str()));
+                    let before = i.checked_sub(1).map_or("(start)", |p| signature(&calls[p]));
+                    path.push(format!("{before} -> {}", signature(c)));
                 }
             }
             let columns: Vec<ArrayRef> = vec![
@@ -116,7 +170,8 @@ impl Default for DeltaHistogram {
                 vec![
                     TypeSignature::Exact(vec![f.clone()]),
                     TypeSignature::Exact(vec![f.clone(), i.clone()]),
-                    TypeSignature::Exact(vec![f, i.clone(), i]),
+                    TypeSignature::Exact(vec![f.clone(), i.clone(), i.clone()]),
+                    TypeSignature::Exact(vec![f, i.clone(), i, DataType::Utf8]),
                 ],
                 Volatility::Immutable,
             ),
@@ -158,7 +213,26 @@ impl AggregateUDFImpl for DeltaHistogram {
                 None => return plan_err!("delta_histogram: bins must be a literal integer"),
             },
         };
-        Ok(Box::new(HistogramAccumulator(Histogram::new(bins as usize))))
+        let scheme = match acc_args.exprs.get(3) {
+            None => Scheme::Source,
+            Some(e) => match e.downcast_ref::<datafusion::physical_expr::expressions::Literal>() {
+                Some(lit) => match lit.value() {
+                    ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)) => {
+                        match Scheme::parse(s) {
+                            Some(scheme) => scheme,
+                            None => {
+                                return plan_err!(
+                                    "delta_histogram: scheme must be 'source' (ScalaTrace's rules) or 'balanced' (commdb's refinement), got '{s}'"
+                                );
+                            }
+                        }
+                    }
+                    other => return plan_err!("delta_histogram: scheme must be 'source' or 'balanced', got {other}"),
+                },
+                None => return plan_err!("delta_histogram: scheme must be a literal: 'source' or 'balanced'"),
+            },
+        };
+        Ok(Box::new(HistogramAccumulator(Histogram::with_scheme(bins as usize, scheme))))
     }
 }
 
@@ -241,5 +315,50 @@ impl Accumulator for HistogramAccumulator {
 
     fn size(&self) -> usize {
         std::mem::size_of_val(self) + self.0.bins.capacity() * std::mem::size_of::<histogram::Bin>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(rows: &[(i64, &str, i64, i64)]) -> Vec<RecordBatch> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("start_ts", DataType::Int64, false),
+            Field::new("end_ts", DataType::Int64, false),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ];
+        vec![RecordBatch::try_new(schema, columns).unwrap()]
+    }
+
+    #[test]
+    fn call_sites_after_the_same_call_are_kept_apart() {
+        // Rank 0: main { solve { MPI_Recv, MPI_Send }, halo { MPI_Send }, MPI_Recv } and rank 1's
+        // calls interleaved in the input: the two sends follow a receive but from different
+        // call sites (solve and halo), so their paths differ.
+        let b = calls(&[
+            (0, "main", 0, 100),
+            (1, "main", 0, 100),
+            (0, "solve", 10, 40),
+            (0, "MPI_Recv", 12, 20),
+            (1, "MPI_Send", 5, 6),
+            (0, "MPI_Send", 22, 30),
+            (0, "halo", 50, 60),
+            (0, "MPI_Send", 52, 58),
+            (0, "MPI_Recv", 70, 80),
+        ]);
+        let sig = stack_signatures(&b, None).unwrap();
+        assert_eq!(sig[3].as_deref(), Some("main/solve/MPI_Recv"));
+        assert_eq!(sig[5].as_deref(), Some("main/solve/MPI_Send"));
+        assert_eq!(sig[7].as_deref(), Some("main/halo/MPI_Send"));
+        assert_eq!(sig[8].as_deref(), Some("main/MPI_Recv"));
+        assert_eq!(sig[4].as_deref(), Some("main/MPI_Send"));
     }
 }
