@@ -6,11 +6,12 @@
 --          with the evidence and the recommended action; then the wait states behind it.
 -- Inputs:  the default trace (`commdb TRACE -f queries/attribution_report.sql`). Windows are a
 --          fiftieth of the run, rounded to a 1-2-5 step; write attribution(WINDOW_NS) for
---          another width, and max_inter_share / max_load_balance / max_fluctuation to move
---          the thresholds.
+--          another width, and max_inter_share / max_load_ratio / max_fluctuation / slow_level
+--          to move the thresholds. Latency is measured against the whole trace.
 -- Output:  1. causes over the run: cause, windows, first_ms, last_ms, recommendation;
---          2. every window: window_start_ms, messages, inter_share, load_balance_max,
---             traffic_fluctuation, delayed_share, cause;
+--          2. every window: window_start_ms, messages, slow_share (L >= 2), inter_share,
+--             avoidable_share (off-node messages a fitted placement keeps on a node),
+--             load_ratio (busiest rank over the median rank), traffic_fluctuation, cause;
 --          3. wait states per pattern: pattern, waits, total_ms, the partner waited for most;
 --          4. the remapping (O1), when the trace knows its nodes: ranks_per_node, messages,
 --             inter_messages_before / _after, inter_bytes_before / _after, reduction,
@@ -30,10 +31,11 @@ ORDER BY windows DESC, cause;
 SELECT
     round(window_start / 1e6, 3) AS window_start_ms,
     messages,
+    round(slow_share, 3) AS slow_share,
     round(inter_share, 3) AS inter_share,
-    round(load_balance_max, 2) AS load_balance_max,
+    round(avoidable_share, 3) AS avoidable_share,
+    round(load_ratio, 2) AS load_ratio,
     round(traffic_fluctuation, 3) AS traffic_fluctuation,
-    round(delayed_share, 3) AS delayed_share,
     cause
 FROM attribution()
 ORDER BY window_start;

@@ -146,8 +146,8 @@ const DOCS: &[FunctionDoc] = &[
         name: "attribution",
         kind: "table",
         parameters: attribution::ATTRIBUTION_ARGS,
-        signature: "attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_balance => 3, max_fluctuation => 0.5) -> window_start, window_end, messages, delayed_share, inter_node, intra_node, inter_share, load_balance_mean, load_balance_max, traffic_fluctuation, cause, recommendation",
-        description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) and the paper's recommended action (PCLVis 6)",
+        signature: "attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_ratio => 1.5, max_fluctuation => 0.5, slow_level => 2, bucket_bytes => 50, max_samples => 10000, min_messages => 5, criteria => NULL) -> window_start, window_end, messages, delayed_share, slow_share, inter_node, intra_node, inter_share, avoidable_share, offnode_cost, load_balance_mean, load_balance_max, load_ratio, traffic_fluctuation, cause, recommendation",
+        description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) by rules that do not depend on the number of ranks, and the paper's recommended action (PCLVis 6)",
     },
     FunctionDoc {
         name: "remap_suggestion",

@@ -13,7 +13,8 @@
 //! - `growth`: otherwise, the fitted line rises by at least `growth_rise` x Ave over the window
 //!   (slope x (window - 1); default 0.15, while the mean L of a bin of a few dozen messages with
 //!   5-20% noise wanders by a few hundredths of Ave) and the bin itself has risen (its mean is
-//!   above that of the window's bins before it: flat bins just before a jump are not growth);
+//!   at least one bin's share of that rise above the mean of the window's bins before it: flat
+//!   bins just before a jump are not growth);
 //! - `compressed`: everything else, including windows with fewer than 3 bins with messages.
 //!
 //! A compressed run shorter than a window between two runs of one important class takes their
@@ -177,10 +178,13 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
             }
             let (slope, level) = fit(&points);
             let rise = slope * (p.window - 1) as f64;
-            // A growth bin has risen itself: above the mean of the window's bins before it (the
-            // flat bins just before a jump see a rising line but did not rise).
+            // A growth bin has risen itself: by at least one bin's share of the required rise
+            // above the mean of the window's bins before it (the flat bins just before a jump
+            // see a rising line but did not rise).
             let before: Vec<f64> = points.iter().filter(|q| (q.0 as usize) < b).map(|q| q.1).collect();
-            let risen = before.is_empty() || own.is_some_and(|m| m > before.iter().sum::<f64>() / before.len() as f64);
+            let step = rise_needed / (p.window - 1) as f64;
+            let risen =
+                before.is_empty() || own.is_some_and(|m| m >= before.iter().sum::<f64>() / before.len() as f64 + step);
             if rise >= rise_needed && risen {
                 "growth"
             } else if rise.abs() < rise_needed && level >= high {

@@ -200,6 +200,7 @@ fn map_times(fit: &Fit, local: &[i64], out: &mut Vec<i64>) {
 mod tests {
     use super::*;
     use crate::clock::spline::MonotoneSpline;
+    use crate::trace::RankInfo;
 
     #[test]
     fn spline_walk_matches_lookup() {
@@ -209,6 +210,39 @@ mod tests {
         map_times(&Fit::Spline(s.clone()), &times, &mut walked);
         let looked: Vec<i64> = times.iter().map(|&t| s.eval(t as f64).round() as i64).collect();
         assert_eq!(walked, looked);
+    }
+
+    fn rank(rank: i32, node: &str) -> RankInfo {
+        RankInfo { rank, node: Some(node.to_string()), name: format!("rank {rank}") }
+    }
+
+    #[test]
+    fn the_lowest_unsampled_rank_is_the_master_and_synced_hosts_share_a_model() {
+        // Nodes a: 0, 1; b: 2, 3; c: 4. Only rank 2 has samples.
+        let ranks = [rank(0, "a"), rank(1, "a"), rank(2, "b"), rank(3, "b"), rank(4, "c")];
+        let fitted = vec![RankModel {
+            rank: 2,
+            fit: Fit::Offset(500.0),
+            samples_used: 9,
+            samples_dropped: 1,
+            rms_residual_ns: 3.0,
+        }];
+        let mut w = Warnings::default();
+        let models = place_unsampled(fitted, &ranks, &mut w);
+        let fit = |r: i32| models.iter().find(|m| m.rank == r).map(|m| m.fit.clone());
+        assert_eq!(fit(0), Some(Fit::Identity), "the master");
+        assert_eq!(fit(1), Some(Fit::Identity), "on the master's node");
+        assert_eq!(fit(2), Some(Fit::Offset(500.0)));
+        assert_eq!(fit(3), Some(Fit::Offset(500.0)), "synced host: rank 2's node");
+        assert_eq!(fit(4), Some(Fit::Identity), "nothing to go by");
+        assert_eq!(w.count("clock_reference"), 1);
+        assert_eq!(w.count("clock_unsynced_rank"), 1);
+        // Every rank sampled but one: that one is the master, silently.
+        let all = (1..5).map(|r| RankModel { rank: r, ..models[2].clone() }).collect();
+        let mut quiet = Warnings::default();
+        let models = place_unsampled(all, &ranks, &mut quiet);
+        assert_eq!(models.iter().find(|m| m.rank == 0).map(|m| m.fit.clone()), Some(Fit::Identity));
+        assert!(quiet.is_empty(), "{quiet:?}");
     }
 
     #[test]

@@ -280,6 +280,23 @@ mod tests {
     }
 
     #[test]
+    fn fractional_offsets_are_fitted_before_rounding() {
+        // Two OTF2-style points 1.19 s apart whose offsets differ by 20.6 ns: the slope is
+        // 1 + 20.6 / 1.19e9. Rounding each offset first (0.4 ns and 21.0 ns) bends it by 2%.
+        let exact = |session: i32, local: f64, offset: f64| ClockSample {
+            exact: Some((local, local + offset)),
+            ..sample(1, session, local as i64, (local + offset).round() as i64, None)
+        };
+        let points = [exact(0, 1_000.0, 0.4), exact(1, 1_190_001_000.0, 21.0 - 0.0)];
+        let mut w = Warnings::default();
+        let Fit::Linear { slope, .. } = fit_rank(1, &points, &mut w).fit else { panic!() };
+        assert!(((slope - 1.0) - 20.6 / 1.19e9).abs() < 1e-15, "{}", slope - 1.0);
+        let rounded: Vec<ClockSample> = points.iter().map(|p| ClockSample { exact: None, ..*p }).collect();
+        let Fit::Linear { slope: bent, .. } = fit_rank(1, &rounded, &mut w).fit else { panic!() };
+        assert!(((bent - 1.0) / (slope - 1.0) - 1.0).abs() > 0.01, "rounding first bends the slope");
+    }
+
+    #[test]
     fn bad_input_falls_back_with_a_warning() {
         let mut w = Warnings::default();
         let same_local = [sample(1, 0, 500, 600, None), sample(1, 1, 500, 610, None)];
