@@ -35,7 +35,7 @@ use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use histogram::{Histogram, Scheme};
 
-use crate::common::{Args, Compute, Derived};
+use crate::common::{Args, Compute, Derived, FastMap, int64_column};
 use crate::replay::MpiCalls;
 
 pub const DELTA_ARGS: &[&str] = &["rel"];
@@ -43,42 +43,143 @@ pub const DELTA_ARGS: &[&str] = &["rel"];
 pub const BINS: i64 = 5;
 const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 
-/// Stack signature of every input row: the regions of the calls enclosing it on the same rank
-/// and thread (by time), outermost first, then its own, joined by '/'.
-fn stack_signatures(batches: &[RecordBatch], thread: Option<usize>) -> Result<Vec<Option<String>>> {
-    let rank = crate::common::int64_column(batches, 0)?;
-    let region = crate::common::text_column(batches, 1)?;
-    let (start, end) = (crate::common::int64_column(batches, 2)?, crate::common::int64_column(batches, 3)?);
-    let thread = thread.map(|t| crate::common::int64_column(batches, t)).transpose()?;
-    let n = rank.len();
-    let valid = |i: usize| rank.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i);
-    let mut order: Vec<usize> = (0..n).filter(|&i| valid(i)).collect();
-    let key = |i: usize| {
-        let t = thread.as_ref().map_or(0, |t| if t.is_valid(i) { t.value(i) } else { 0 });
-        (rank.value(i), t, start.value(i), std::cmp::Reverse(end.value(i)))
-    };
-    order.sort_unstable_by_key(|&i| key(i));
-    let mut out: Vec<Option<String>> = vec![None; n];
-    // (end, signature) of the calls open at the current position.
-    let mut stack: Vec<(i64, String)> = Vec::new();
-    let mut owner: Option<(i64, i64)> = None;
-    for i in order {
-        let (r, t, s, _) = key(i);
-        if owner != Some((r, t)) {
-            stack.clear();
-            owner = Some((r, t));
-        }
-        while stack.last().is_some_and(|(e, _)| *e <= s) {
-            stack.pop();
-        }
-        let signature = match stack.last() {
-            Some((_, parent)) => format!("{parent}/{}", region.value(i)),
-            None => region.value(i).to_string(),
-        };
-        stack.push((end.value(i), signature.clone()));
-        out[i] = Some(signature);
+/// Stack signatures, interned: signature k is `parent[k]` (another signature, or none) with
+/// the region `region[k]` appended.
+#[derive(Debug, Default)]
+struct Signatures {
+    parent: Vec<u32>,
+    region: Vec<u32>,
+    index: FastMap<(u32, u32), u32>,
+}
+
+const NO_SIGNATURE: u32 = u32::MAX;
+
+impl Signatures {
+    fn intern(&mut self, parent: u32, region: u32) -> u32 {
+        let next = self.parent.len() as u32;
+        *self.index.entry((parent, region)).or_insert_with(|| {
+            self.parent.push(parent);
+            self.region.push(region);
+            next
+        })
     }
-    Ok(out)
+
+    /// The text of signature `k`: its regions, outermost first, joined by '/'.
+    fn text(&self, k: u32, names: &[String]) -> String {
+        let mut chain = Vec::new();
+        let mut at = k;
+        while at != NO_SIGNATURE {
+            chain.push(names[self.region[at as usize] as usize].as_str());
+            at = self.parent[at as usize];
+        }
+        chain.reverse();
+        chain.join("/")
+    }
+}
+
+/// Every row's region as an id into the returned names (dictionary values read once).
+fn region_ids(batches: &[RecordBatch], index: usize) -> Result<(Vec<Option<u32>>, Vec<String>)> {
+    let mut names: Vec<String> = Vec::new();
+    let mut ids: FastMap<String, u32> = FastMap::default();
+    let mut id_of = |name: &str, names: &mut Vec<String>| {
+        *ids.entry(name.to_string()).or_insert_with(|| {
+            names.push(name.to_string());
+            names.len() as u32 - 1
+        })
+    };
+    let mut out = Vec::new();
+    for b in batches {
+        let col = b.column(index);
+        if let Some(dict) = col.as_any_dictionary_opt() {
+            let values = arrow::compute::cast(dict.values(), &DataType::Utf8)?;
+            let values = values.as_string::<i32>();
+            let per_value: Vec<Option<u32>> =
+                (0..values.len()).map(|i| values.is_valid(i).then(|| id_of(values.value(i), &mut names))).collect();
+            let keys = arrow::compute::cast(dict.keys(), &DataType::Int64)?;
+            let keys = keys.as_primitive::<Int64Type>();
+            out.extend(
+                (0..keys.len()).map(|i| if keys.is_valid(i) { per_value[keys.value(i) as usize] } else { None }),
+            );
+        } else {
+            let text = arrow::compute::cast(col, &DataType::Utf8)?;
+            let text = text.as_string::<i32>();
+            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| id_of(text.value(i), &mut names))));
+        }
+    }
+    Ok((out, names))
+}
+
+/// Where the nesting of calls comes from: the call_id and parent_id columns (the calls table
+/// has them), or the calls' times on each rank and thread.
+#[derive(Debug, Clone, Copy)]
+enum Nesting {
+    Parents { call_id: usize, parent_id: usize },
+    Times { thread: Option<usize> },
+}
+
+/// Stack signature of every input row (columns rank, region, start_ts, end_ts first): the
+/// regions of the calls enclosing it, outermost first, then its own.
+fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u32>, Signatures, Vec<String>)> {
+    let (region, names) = region_ids(batches, 1)?;
+    let n = region.len();
+    let mut sig = Signatures::default();
+    let mut out = vec![NO_SIGNATURE; n];
+    match nesting {
+        Nesting::Parents { call_id, parent_id } => {
+            let (id, parent) = (int64_column(batches, call_id)?, int64_column(batches, parent_id)?);
+            let row_of: FastMap<i64, u32> =
+                (0..n).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i as u32)).collect();
+            let mut chain: Vec<usize> = Vec::new();
+            for start in 0..n {
+                // Walk up to the first call whose signature is known, then fill back down.
+                let mut at = start;
+                while out[at] == NO_SIGNATURE && region[at].is_some() {
+                    chain.push(at);
+                    match parent.is_valid(at).then(|| row_of.get(&parent.value(at))).flatten() {
+                        Some(&p) if !chain.contains(&(p as usize)) => at = p as usize,
+                        _ => break,
+                    }
+                }
+                let mut above = if out[at] != NO_SIGNATURE && !chain.contains(&at) { out[at] } else { NO_SIGNATURE };
+                while let Some(row) = chain.pop() {
+                    if let Some(r) = region[row] {
+                        above = sig.intern(above, r);
+                        out[row] = above;
+                    }
+                }
+            }
+        }
+        Nesting::Times { thread } => {
+            let rank = int64_column(batches, 0)?;
+            let (start, end) = (int64_column(batches, 2)?, int64_column(batches, 3)?);
+            let thread = thread.map(|t| int64_column(batches, t)).transpose()?;
+            let valid = |i: usize| rank.is_valid(i) && region[i].is_some() && start.is_valid(i) && end.is_valid(i);
+            let key = |i: usize| {
+                let t = thread.as_ref().map_or(0, |t| if t.is_valid(i) { t.value(i) } else { 0 });
+                (rank.value(i), t, start.value(i), std::cmp::Reverse(end.value(i)))
+            };
+            let mut order: Vec<usize> = (0..n).filter(|&i| valid(i)).collect();
+            order.sort_unstable_by_key(|&i| key(i));
+            // (end, signature) of the calls open at the current position.
+            let mut stack: Vec<(i64, u32)> = Vec::new();
+            let mut owner: Option<(i64, i64)> = None;
+            for i in order {
+                let (r, t, s, _) = key(i);
+                if owner != Some((r, t)) {
+                    stack.clear();
+                    owner = Some((r, t));
+                }
+                while stack.last().is_some_and(|(e, _)| *e <= s) {
+                    stack.pop();
+                }
+                let above = stack.last().map_or(NO_SIGNATURE, |x| x.1);
+                let k = sig.intern(above, region[i].expect("valid rows have a region"));
+                stack.push((end.value(i), k));
+                out[i] = k;
+            }
+        }
+    }
+    Ok((out, sig, names))
 }
 
 /// `compute_deltas([rel => 'calls'])`.
@@ -90,41 +191,62 @@ impl TableFunctionImpl for ComputeDeltas {
         let a = Args::new("compute_deltas", DELTA_ARGS, args.exprs())?;
         let rel = a.relation(args.session(), 0, "calls")?;
         let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
-        let thread = rel.schema().index_of("thread").ok().map(|t| {
-            idx.push(t);
-            idx.len() - 1
-        });
+        let schema = rel.schema();
+        let mut extra = |name: &str| {
+            schema.index_of(name).ok().map(|c| {
+                idx.push(c);
+                idx.len() - 1
+            })
+        };
+        let nesting = match (extra("call_id"), extra("parent_id")) {
+            (Some(call_id), Some(parent_id)) => Nesting::Parents { call_id, parent_id },
+            _ => Nesting::Times { thread: extra("thread") },
+        };
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, false),
             Field::new("call_seq", DataType::Int64, false),
             Field::new("region", DataType::Utf8, false),
             Field::new("compute_delta_ns", DataType::Int64, false),
             Field::new("comm_delta_ns", DataType::Int64, false),
-            Field::new("path", DataType::Utf8, false),
+            Field::new("path", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), false),
         ]));
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
             let m = MpiCalls::read(batches, "compute_deltas")?;
-            let signatures = stack_signatures(batches, thread)?;
-            let signature = |c: &crate::replay::Call| signatures[c.row].as_deref().unwrap_or("?");
+            let (row_signature, signatures, names) = stack_signatures(batches, nesting)?;
             let n = m.calls.len();
-            let (mut rank, mut seq, mut path) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+            // Paths interned as (previous signature, this signature) -> dictionary key.
+            let mut path_key: FastMap<(u32, u32), i32> = FastMap::default();
+            let mut path_text: Vec<String> = Vec::new();
+            let (mut rank, mut seq, mut keys) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
             for r in 0..m.ranks.len() {
                 let calls = &m.calls[m.first[r]..m.first[r + 1]];
                 for (i, c) in calls.iter().enumerate() {
                     rank.push(m.ranks[r]);
                     seq.push(i as i64);
-                    let before = i.checked_sub(1).map_or("(start)", |p| signature(&calls[p]));
-                    path.push(format!("{before} -> {}", signature(c)));
+                    let before = i.checked_sub(1).map_or(NO_SIGNATURE, |p| row_signature[calls[p].row]);
+                    let this = row_signature[c.row];
+                    let next = path_text.len() as i32;
+                    let key = *path_key.entry((before, this)).or_insert_with(|| {
+                        let text =
+                            |k: u32| if k == NO_SIGNATURE { "(start)".to_string() } else { signatures.text(k, &names) };
+                        path_text.push(format!("{} -> {}", text(before), text(this)));
+                        next
+                    });
+                    keys.push(key);
                 }
             }
+            let path = arrow::array::DictionaryArray::<arrow::datatypes::Int32Type>::try_new(
+                arrow::array::Int32Array::from(keys),
+                Arc::new(StringArray::from(path_text)),
+            )?;
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from(rank)),
                 Arc::new(Int64Array::from(seq)),
                 Arc::new(StringArray::from_iter_values(m.calls.iter().map(|c| m.regions[c.region as usize].as_str()))),
                 Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.compute))),
                 Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.end - c.start))),
-                Arc::new(StringArray::from(path)),
+                Arc::new(path),
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
@@ -354,11 +476,36 @@ mod tests {
             (0, "MPI_Send", 52, 58),
             (0, "MPI_Recv", 70, 80),
         ]);
-        let sig = stack_signatures(&b, None).unwrap();
-        assert_eq!(sig[3].as_deref(), Some("main/solve/MPI_Recv"));
-        assert_eq!(sig[5].as_deref(), Some("main/solve/MPI_Send"));
-        assert_eq!(sig[7].as_deref(), Some("main/halo/MPI_Send"));
-        assert_eq!(sig[8].as_deref(), Some("main/MPI_Recv"));
-        assert_eq!(sig[4].as_deref(), Some("main/MPI_Send"));
+        let (sig, table, names) = stack_signatures(&b, Nesting::Times { thread: None }).unwrap();
+        let text = |row: usize| table.text(sig[row], &names);
+        assert_eq!(text(3), "main/solve/MPI_Recv");
+        assert_eq!(text(5), "main/solve/MPI_Send");
+        assert_eq!(text(7), "main/halo/MPI_Send");
+        assert_eq!(text(8), "main/MPI_Recv");
+        assert_eq!(text(4), "main/MPI_Send");
+        // The same from call_id and parent_id, listed children first.
+        let ids: Vec<i64> = (0..9).collect();
+        let parents = [None, None, Some(0), Some(2), Some(1), Some(2), Some(0), Some(6), Some(0)];
+        let mut columns = b[0].columns().to_vec();
+        columns.push(Arc::new(Int64Array::from(ids)));
+        columns.push(Arc::new(Int64Array::from(parents.to_vec())));
+        let mut fields: Vec<Field> = b[0].schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new("call_id", DataType::Int64, false));
+        fields.push(Field::new("parent_id", DataType::Int64, true));
+        let with_ids = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).unwrap();
+        let mut reversed: Vec<usize> = (0..9).rev().collect();
+        reversed.rotate_left(3);
+        let shuffled = vec![
+            arrow::compute::take_record_batch(
+                &with_ids,
+                &arrow::array::UInt32Array::from(reversed.iter().map(|&i| i as u32).collect::<Vec<_>>()),
+            )
+            .unwrap(),
+        ];
+        let (sig2, table2, names2) =
+            stack_signatures(&shuffled, Nesting::Parents { call_id: 4, parent_id: 5 }).unwrap();
+        for (at, &row) in reversed.iter().enumerate() {
+            assert_eq!(table2.text(sig2[at], &names2), text(row), "row {row}");
+        }
     }
 }
