@@ -187,6 +187,8 @@ impl<'a> ResultWriter<'a> {
         Ok(footer)
     }
 
+    /// Cells and headers wider than MAX_CELL_CHARS are cut for display (the table format
+    /// only; csv, json and the others print every character).
     fn write_table(&mut self) -> Result<(), String> {
         let fields = self.schema.fields();
         if fields.is_empty() {
@@ -196,11 +198,17 @@ impl<'a> ResultWriter<'a> {
             .iter()
             .enumerate()
             .map(|(c, f)| {
-                self.kept[c].iter().map(|s| s.chars().count()).chain([f.name().chars().count()]).max().unwrap_or(0)
+                self.kept[c]
+                    .iter()
+                    .map(|s| s.chars().count().min(MAX_CELL_CHARS))
+                    .chain([f.name().chars().count().min(MAX_CELL_CHARS)])
+                    .max()
+                    .unwrap_or(0)
             })
             .collect();
         let rule: String = widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+");
-        let header: Vec<String> = fields.iter().zip(&widths).map(|(f, w)| format!(" {:<w$} ", f.name())).collect();
+        let header: Vec<String> =
+            fields.iter().zip(&widths).map(|(f, w)| format!(" {:<w$} ", shown(f.name()))).collect();
         let mut text = String::new();
         text.push_str(header.join("|").trim_end());
         text.push('\n');
@@ -211,7 +219,7 @@ impl<'a> ResultWriter<'a> {
                 .iter()
                 .enumerate()
                 .map(|(c, f)| {
-                    let v = &self.kept[c][r];
+                    let v = shown(&self.kept[c][r]);
                     let w = widths[c];
                     if is_numeric(f.data_type()) { format!(" {v:>w$} ") } else { format!(" {v:<w$} ") }
                 })
@@ -329,5 +337,19 @@ mod tests {
         assert_eq!(v.as_array().unwrap().len(), 3);
         let (md, _) = render(Format::Markdown, 40);
         assert!(md.starts_with("| n | s |\n| ---: | --- |\n| 1 | a,b |"), "{md}");
+    }
+}
+
+/// The widest cell the table format shows; longer ones end in an ellipsis.
+pub const MAX_CELL_CHARS: usize = 1_000;
+
+/// A cell as the table shows it: cut to MAX_CELL_CHARS characters, the last one an ellipsis.
+fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(MAX_CELL_CHARS) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some(_) => {
+            let cut = s.char_indices().nth(MAX_CELL_CHARS - 1).map_or(s.len(), |(i, _)| i);
+            std::borrow::Cow::Owned(format!("{}…", &s[..cut]))
+        }
     }
 }

@@ -432,3 +432,16 @@ fn latency_report_shows_the_injected_background_traffic() {
         assert!((3.0..=5.5).contains(&latency), "latency {latency} does not show the factor 4: {row}");
     }
 }
+
+#[test]
+fn a_cell_wider_than_the_formatter_allows_is_cut_not_a_panic() {
+    // Rust's width argument stops at 65,535: wider cells used to abort the shell.
+    let o = run(&["-q", "-c", "SELECT repeat('x', 70000) AS wide, 1 AS n"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let row = out.lines().nth(2).unwrap_or_default();
+    assert!(row.contains('…') && row.chars().count() < 1_100, "{}", &row[..row.len().min(200)]);
+    // Other formats keep every character.
+    let o = run(&["-q", "--format", "csv", "-c", "SELECT repeat('x', 70000) AS wide"]);
+    assert!(o.status.success() && stdout(&o).contains(&"x".repeat(70_000)), "{}", stderr(&o));
+}
