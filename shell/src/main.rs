@@ -316,9 +316,14 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     shell.set_output(cli.output.clone())?;
     let actions = actions(matches, &cli);
     if !actions.is_empty() {
+        let mut commands = 0;
         for (_, action) in actions {
             let flow = match action {
-                Ok(sql) => shell.script(&sql, "-c").await?,
+                Ok(sql) => {
+                    // Each -c is named by its place among the -c options: `-c#3:1`.
+                    commands += 1;
+                    shell.script(&sql, &format!("-c#{commands}")).await?
+                }
                 Err(path) => {
                     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                     shell.script(&text, &path.display().to_string()).await?

@@ -99,7 +99,7 @@ fn bad_input_gives_clear_errors() {
 
     let o = run(&[SMALL, "-c", "SELEC 1"]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("-c:1:"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-c#1:1:"), "{}", stderr(&o));
 
     let o = run(&["generate", "/tmp/never", "--pattern", "hexagon"]);
     assert!(!o.status.success());
@@ -444,4 +444,11 @@ fn a_cell_wider_than_the_formatter_allows_is_cut_not_a_panic() {
     // Other formats keep every character.
     let o = run(&["-q", "--format", "csv", "-c", "SELECT repeat('x', 70000) AS wide"]);
     assert!(o.status.success() && stdout(&o).contains(&"x".repeat(70_000)), "{}", stderr(&o));
+}
+
+#[test]
+fn a_failing_command_is_named_by_its_place() {
+    let o = run(&["-q", "-c", "SELECT 1", "-c", "SELECT 2", "-c", "SELECT\n  nope"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("-c#3:1:"), "{}", stderr(&o));
 }
