@@ -76,6 +76,8 @@ struct Column {
     kind: Kind,
     builders: Vec<Box<dyn ArrayBuilder>>,
     fields: Vec<Field>,
+    /// Host names this column's node lists expanded to so far (capped per log).
+    hosts: usize,
 }
 
 fn text() -> Box<dyn ArrayBuilder> {
@@ -119,7 +121,7 @@ impl Column {
                 vec![f("node_list", DataType::Utf8), f("nodes", list)],
             ),
         };
-        Column { source: source.trim().to_string(), kind, builders, fields }
+        Column { source: source.trim().to_string(), kind, builders, fields, hosts: 0 }
     }
 
     fn append_null(&mut self) {
@@ -203,6 +205,14 @@ impl Column {
                     "" | "None assigned" | "(null)" => None,
                     _ => Some(hostlist::expand(v).map_err(|e| format!("bad host list '{v}': {e}"))?),
                 };
+                self.hosts += hosts.as_ref().map_or(0, Vec::len);
+                if self.hosts > hostlist::MAX_HOSTS {
+                    return Err(format!(
+                        "the host lists of this log expand to more than {} names in total (this one to {})",
+                        hostlist::MAX_HOSTS,
+                        hosts.as_ref().map_or(0, Vec::len)
+                    ));
+                }
                 string(b[0].as_mut(), (!v.is_empty()).then_some(v));
                 let lb = b[1].as_any_mut().downcast_mut::<ListBuilder<StringBuilder>>().ok_or("builder")?;
                 match hosts {
@@ -338,6 +348,14 @@ pub fn parse<R: BufRead>(reader: R, path: &Path) -> Result<RecordBatch> {
             let mut map = Vec::with_capacity(f.len());
             for h in &f {
                 let h = h.trim().trim_start_matches('\u{feff}');
+                if f.iter().filter(|o| o.trim().trim_start_matches('\u{feff}').eq_ignore_ascii_case(h)).count() > 1 {
+                    return Err(Error::at_line(
+                        path,
+                        line_no,
+                        Some(h),
+                        format!("column '{h}' appears more than once in the header"),
+                    ));
+                }
                 let idx = match columns.iter().position(|c| c.source.eq_ignore_ascii_case(h)) {
                     Some(i) => i,
                     None => {
@@ -421,6 +439,16 @@ mod tests {
         assert_eq!(parse_job_id("2355542.extern").unwrap().step, Some("extern"));
         assert!(parse_job_id("batch").is_none());
         assert!(parse_job_id("12.").is_none());
+    }
+
+    #[test]
+    fn a_duplicated_column_or_too_many_hosts_is_an_error_naming_the_line() {
+        let e = parse("JobID|NodeList|nodelist\n1|n1|n1\n".as_bytes(), Path::new("dup.txt")).unwrap_err().to_string();
+        assert!(e.contains("dup.txt") && e.contains(":1") && e.contains("appears more than once"), "{e}");
+        let line = "1|node[0000000-0524287]\n";
+        let text = format!("JobID|NodeList\n{}", line.repeat(3));
+        let e = parse(text.as_bytes(), Path::new("hosts.txt")).unwrap_err().to_string();
+        assert!(e.contains("hosts.txt") && e.contains(":4") && e.contains("in total"), "{e}");
     }
 
     #[test]
