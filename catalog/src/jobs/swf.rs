@@ -66,6 +66,8 @@ pub fn read(path: &Path) -> Result<Log> {
     let mut header = Vec::new();
     let mut line = String::new();
     let mut line_no = 0u64;
+    // File line of every job, for errors found after reading.
+    let mut line_of_row: Vec<u64> = Vec::new();
     loop {
         line.clear();
         let n = reader.read_line(&mut line).map_err(|e| Error::io(path, e))?;
@@ -107,8 +109,13 @@ pub fn read(path: &Path) -> Result<Log> {
                     Ok(v) => v,
                     Err(_) => {
                         let f: f64 = field.parse().map_err(|_| bad())?;
-                        if !f.is_finite() {
-                            return Err(bad());
+                        if !f.is_finite() || f.abs() >= 9.2e18 {
+                            return Err(Error::at_line(
+                                path,
+                                line_no,
+                                Some(name),
+                                format!("'{field}' is out of range for a whole number"),
+                            ));
                         }
                         f.round() as i64
                     }
@@ -124,6 +131,7 @@ pub fn read(path: &Path) -> Result<Log> {
                 format!("expected the 18 fields of the Standard Workload Format, found {count}"),
             ));
         }
+        line_of_row.push(line_no);
     }
     let mut fields = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
@@ -146,22 +154,52 @@ pub fn read(path: &Path) -> Result<Log> {
     let get = |i: usize| int_arrays[i].as_ref();
     let (submit, wait, run) = (get(1), get(2), get(3));
     let n = submit.map_or(0, |a| a.len());
-    let at = |f: &dyn Fn(usize) -> Option<i64>| -> ArrayRef {
-        let v: TimestampNanosecondArray =
-            (0..n).map(|i| start.and_then(|s| f(i).map(|x| (s + x) * 1_000_000_000))).collect();
-        Arc::new(v.with_timezone("UTC"))
+    // Seconds since UnixStartTime to ns since the epoch; a time that does not fit is an error
+    // naming the job's line (no silent wrap-around).
+    let at = |name: &str, f: &dyn Fn(usize) -> Option<Option<i64>>| -> Result<ArrayRef> {
+        let mut v: Vec<Option<i64>> = Vec::with_capacity(n);
+        for i in 0..n {
+            let Some(s) = start else {
+                v.push(None);
+                continue;
+            };
+            let ns = match f(i) {
+                None => None,
+                Some(Some(x)) => Some(s.checked_add(x).and_then(|t| t.checked_mul(1_000_000_000))),
+                Some(None) => Some(None),
+            };
+            match ns {
+                None => v.push(None),
+                Some(Some(t)) => v.push(Some(t)),
+                Some(None) => {
+                    return Err(Error::at_line(
+                        path,
+                        line_of_row[i],
+                        Some(name),
+                        format!("the time is out of range (UnixStartTime {s} plus the job's seconds)"),
+                    ));
+                }
+            }
+        }
+        Ok(Arc::new(TimestampNanosecondArray::from(v).with_timezone("UTC")))
     };
     let value = |a: Option<&arrow::array::Int64Array>, i: usize| {
         a.and_then(|a| (!arrow::array::Array::is_null(a, i)).then(|| a.value(i)))
     };
-    let submit_at = |i: usize| value(submit, i);
-    let start_at = |i: usize| Some(value(submit, i)? + value(wait, i)?);
-    let end_at = |i: usize| Some(start_at(i)? + value(run, i)?);
-    for (name, f) in
-        [("submit_ts", &submit_at as &dyn Fn(usize) -> Option<i64>), ("start_ts", &start_at), ("end_ts", &end_at)]
-    {
+    // Seconds from the log's start: None when unknown, Some(None) when they overflow.
+    let submit_at = |i: usize| value(submit, i).map(Some);
+    let start_at = |i: usize| Some(value(submit, i)?.checked_add(value(wait, i)?));
+    let end_at = |i: usize| match start_at(i)? {
+        Some(t) => Some(t.checked_add(value(run, i)?)),
+        None => Some(None),
+    };
+    for (name, f) in [
+        ("submit_ts", &submit_at as &dyn Fn(usize) -> Option<Option<i64>>),
+        ("start_ts", &start_at),
+        ("end_ts", &end_at),
+    ] {
         fields.push(Field::new(name, DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), true));
-        columns.push(at(f));
+        columns.push(at(name, f)?);
     }
     let jobs = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
     Ok(Log { jobs, header })
@@ -178,6 +216,22 @@ pub fn header_batch(log: &Log) -> Result<RecordBatch> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn times_that_do_not_fit_are_errors_naming_the_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.swf");
+        let job = |submit: &str| format!("1 {submit} 10 100 4 -1 -1 4 200 -1 1 1 1 -1 1 -1 -1 -1\n");
+        std::fs::write(&p, format!("; UnixStartTime: 1000\n{}{}", job("5"), job("9223372036854775807"))).unwrap();
+        let e = super::read(&p).unwrap_err().to_string();
+        assert!(
+            e.contains("big.swf") && e.contains(":3") && e.contains("submit_ts") && e.contains("out of range"),
+            "{e}"
+        );
+        std::fs::write(&p, job("1e30")).unwrap();
+        let e = super::read(&p).unwrap_err().to_string();
+        assert!(e.contains(":1") && e.contains("submit_time") && e.contains("out of range"), "{e}");
+    }
+
     use super::*;
     use arrow::array::{Array, AsArray};
     use arrow::datatypes::{Float64Type, Int64Type, TimestampNanosecondType};
