@@ -158,7 +158,7 @@ pub fn read(path: &Path) -> Result<Log> {
     // naming the job's line (no silent wrap-around).
     let at = |name: &str, f: &dyn Fn(usize) -> Option<Option<i64>>| -> Result<ArrayRef> {
         let mut v: Vec<Option<i64>> = Vec::with_capacity(n);
-        for i in 0..n {
+        for (i, line) in line_of_row.iter().enumerate().take(n) {
             let Some(s) = start else {
                 v.push(None);
                 continue;
@@ -174,7 +174,7 @@ pub fn read(path: &Path) -> Result<Log> {
                 Some(None) => {
                     return Err(Error::at_line(
                         path,
-                        line_of_row[i],
+                        *line,
                         Some(name),
                         format!("the time is out of range (UnixStartTime {s} plus the job's seconds)"),
                     ));
