@@ -286,6 +286,20 @@ pub fn human_duration(d: Duration) -> String {
     }
 }
 
+/// The widest cell the table format shows; longer ones end in an ellipsis.
+pub const MAX_CELL_CHARS: usize = 1_000;
+
+/// A cell as the table shows it: cut to MAX_CELL_CHARS characters, the last one an ellipsis.
+fn shown(s: &str) -> std::borrow::Cow<'_, str> {
+    match s.char_indices().nth(MAX_CELL_CHARS) {
+        None => std::borrow::Cow::Borrowed(s),
+        Some(_) => {
+            let cut = s.char_indices().nth(MAX_CELL_CHARS - 1).map_or(s.len(), |(i, _)| i);
+            std::borrow::Cow::Owned(format!("{}…", &s[..cut]))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -337,19 +351,5 @@ mod tests {
         assert_eq!(v.as_array().unwrap().len(), 3);
         let (md, _) = render(Format::Markdown, 40);
         assert!(md.starts_with("| n | s |\n| ---: | --- |\n| 1 | a,b |"), "{md}");
-    }
-}
-
-/// The widest cell the table format shows; longer ones end in an ellipsis.
-pub const MAX_CELL_CHARS: usize = 1_000;
-
-/// A cell as the table shows it: cut to MAX_CELL_CHARS characters, the last one an ellipsis.
-fn shown(s: &str) -> std::borrow::Cow<'_, str> {
-    match s.char_indices().nth(MAX_CELL_CHARS) {
-        None => std::borrow::Cow::Borrowed(s),
-        Some(_) => {
-            let cut = s.char_indices().nth(MAX_CELL_CHARS - 1).map_or(s.len(), |(i, _)| i);
-            std::borrow::Cow::Owned(format!("{}…", &s[..cut]))
-        }
     }
 }
