@@ -169,6 +169,7 @@ fn instant_kind(name: &str) -> EventKind {
 pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     let mut reader = open_reader(&csv::ReaderBuilder::new(), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
+    crate::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> =
         header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();
     let mut idx = [0usize; 6];

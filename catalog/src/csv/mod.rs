@@ -78,6 +78,29 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     Ok(trace)
 }
 
+/// A header whose column names (compared without case, as SQL compares them) repeat is
+/// ambiguous: an error naming the file and the column.
+pub fn check_unique_header<'a>(path: &Path, names: impl IntoIterator<Item = &'a str>) -> Result<()> {
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    for (i, name) in names.into_iter().enumerate() {
+        let key = name.trim().trim_start_matches('\u{feff}').to_ascii_lowercase();
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+            return Err(Error::at_line(
+                path,
+                1,
+                Some(name),
+                format!(
+                    "column '{name}' appears twice in the header (columns {} and {}; names are compared without case)",
+                    first + 1,
+                    i + 1
+                ),
+            ));
+        }
+        seen.push((key, i));
+    }
+    Ok(())
+}
+
 fn first_line(path: &Path) -> Result<String> {
     use std::io::BufRead;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
@@ -129,6 +152,24 @@ pub(crate) fn parse_time(text: &str, unit: TimeUnit) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeated_header_names_are_errors_naming_the_column() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            ("a.csv", "rank,type,timestamp,source,destination,size,rank\n0,send,1,0,1,8,0\n"),
+            ("b.csv", "rank,type,timestamp,source,destination,size,TYPE\n0,send,1,0,1,8,x\n"),
+        ] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            let e = read(&p, &OpenOptions::default()).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("appears twice"), "{e}");
+        }
+        let p = dir.path().join("t.csv");
+        std::fs::write(&p, "node,Node\nn1,n2\n").unwrap();
+        let e = table::read(&p).unwrap_err().to_string();
+        assert!(e.contains("t.csv") && e.contains("'Node' appears twice"), "{e}");
+    }
 
     #[test]
     fn times_in_units() {

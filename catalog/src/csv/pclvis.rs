@@ -29,6 +29,7 @@ struct Columns {
 }
 
 fn columns(path: &Path, header: &csv::StringRecord) -> Result<Columns> {
+    crate::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> = header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
     let find = |n: &str| names.iter().position(|h| h == n);
     let mut missing = REQUIRED.iter().filter(|n| find(n).is_none()).peekable();

@@ -33,6 +33,7 @@ pub fn read(path: &Path, unit: TimeUnit) -> Result<Vec<ClockSample>> {
         .iter()
         .map(|h| h.trim_start_matches('\u{feff}').to_ascii_lowercase())
         .collect();
+    crate::csv::check_unique_header(path, header.iter().map(String::as_str))?;
     let find = |name: &str| header.iter().position(|h| h == name);
     let need = |name: &str| {
         find(name).ok_or_else(|| {
