@@ -31,6 +31,39 @@ pub enum Flow {
     Quit,
 }
 
+/// A results file being written: under a temporary name beside its target until committed.
+#[derive(Debug)]
+struct OutputFile {
+    target: PathBuf,
+    temp: PathBuf,
+    file: File,
+    committed: bool,
+}
+
+impl OutputFile {
+    fn create(target: PathBuf) -> Result<OutputFile, String> {
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let temp = target.with_file_name(format!(".{name}.commdb-{}.tmp", std::process::id()));
+        let file = File::create(&temp).map_err(|e| format!("{}: {e}", target.display()))?;
+        Ok(OutputFile { target, temp, file, committed: false })
+    }
+
+    fn commit(mut self) -> Result<(), String> {
+        self.file.flush().map_err(|e| format!("{}: {e}", self.target.display()))?;
+        std::fs::rename(&self.temp, &self.target).map_err(|e| format!("{}: {e}", self.target.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
 /// The shell's state: the session, output settings and completion words.
 ///
 /// Queries execute on their own multi-threaded runtime; the shell itself runs on a
@@ -38,7 +71,7 @@ pub enum Flow {
 pub struct Shell {
     pub session: Session,
     pub print: PrintOptions,
-    output: Option<(PathBuf, File)>,
+    output: Option<OutputFile>,
     words: Words,
     queries: Option<tokio::runtime::Runtime>,
 }
@@ -64,14 +97,41 @@ impl Shell {
     }
 
     /// Send results to a file instead of stdout.
+    /// Send results to `path` (None: back to standard output). The file is written beside
+    /// the target under a temporary name and takes the target's place when the output is
+    /// closed after success (`close_output`, `\o`, another `-o`), so a failing run leaves
+    /// the target as it was. A path that is one of the open traces (or inside one) is refused.
     pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<(), String> {
-        self.output = match path {
-            Some(p) => {
-                let f = File::create(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-                Some((p, f))
+        self.close_output()?;
+        if let Some(p) = path {
+            self.refuse_input(&p)?;
+            self.output = Some(OutputFile::create(p)?);
+        }
+        Ok(())
+    }
+
+    /// Finish the output file: it replaces its target.
+    pub fn close_output(&mut self) -> Result<(), String> {
+        match self.output.take() {
+            Some(o) => o.commit(),
+            None => Ok(()),
+        }
+    }
+
+    fn refuse_input(&self, target: &std::path::Path) -> Result<(), String> {
+        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+        let Some(target) = canonical(target) else { return Ok(()) };
+        for (_, trace) in self.session.traces() {
+            if let Some(input) = canonical(std::path::Path::new(&trace.meta.path))
+                && (target == input || target.starts_with(&input))
+            {
+                return Err(format!(
+                    "{}: is the trace {} was read from; write results elsewhere",
+                    target.display(),
+                    trace.meta.name
+                ));
             }
-            None => None,
-        };
+        }
         Ok(())
     }
 
@@ -174,7 +234,7 @@ impl Shell {
         let mut stdout = std::io::stdout().lock();
         let to_file = self.output.is_some();
         let out: &mut dyn Write = match &mut self.output {
-            Some((_, f)) => f,
+            Some(o) => &mut o.file,
             None => &mut stdout,
         };
         // Execution runs as a task of the query runtime, so that Ctrl-C is seen even while an

@@ -333,15 +333,16 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                 break;
             }
         }
-        return Ok(());
+        return shell.close_output();
     }
     if std::io::stdin().is_terminal() {
-        shell.repl().await
+        shell.repl().await?;
     } else {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
-        shell.script(&text, "stdin").await.map(|_| ())
+        shell.script(&text, "stdin").await?;
     }
+    shell.close_output()
 }
 
 fn main() -> ExitCode {

@@ -452,3 +452,27 @@ fn a_failing_command_is_named_by_its_place() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("-c#3:1:"), "{}", stderr(&o));
 }
+
+#[test]
+fn output_replaces_its_target_only_after_success_and_never_an_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("result.csv");
+    std::fs::write(&out, "kept\n").unwrap();
+    let target = out.display().to_string();
+    // The second statement fails: the old file stays, and no temporary file is left behind.
+    let o = run(&[SMALL, "-q", "--format", "csv", "-o", &target, "-c", "SELECT 1 AS a", "-c", "SELECT nope"]);
+    assert!(!o.status.success());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "kept\n");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "a temporary file was left");
+    let o = run(&[SMALL, "-q", "--format", "csv", "-o", &target, "-c", "SELECT 1 AS a"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\n1\n");
+    // Writing over the trace that was opened is refused, and the trace is untouched.
+    let trace = dir.path().join("trace.csv");
+    std::fs::copy(root().join("tests/data/latency.csv"), &trace).unwrap();
+    let before = std::fs::read(&trace).unwrap();
+    let t = trace.display().to_string();
+    let o = run(&[&t, "-q", "-o", &t, "-c", "SELECT 1"]);
+    assert!(!o.status.success() && stderr(&o).contains("is the trace"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&trace).unwrap(), before);
+}
