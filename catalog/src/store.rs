@@ -43,9 +43,76 @@ pub fn is_store(dir: &Path) -> bool {
     dir.join(MANIFEST).is_file()
 }
 
-/// Write `trace` into `dir` (created if missing).
+/// Write `trace` as a store at `dir`: a new directory, an empty one, or an existing commdb
+/// store, which is replaced only when the new one is complete. The tables and the manifest are
+/// written into a fresh directory beside `dir` that takes its place at the end, so an
+/// interrupted write leaves the old store (or nothing) at `dir`, never a store that opens as if
+/// it were complete. A non-empty directory that is not a store is refused (and `convert`
+/// refuses the trace's own file or directory, `refuse_source`).
 pub fn write(trace: &Trace, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    check_target(dir)?;
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let partial = parent.join(format!(".{name}.commdb-partial-{}", std::process::id()));
+    if partial.exists() {
+        std::fs::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    }
+    std::fs::create_dir(&partial).map_err(|e| Error::io(&partial, e))?;
+    let written = write_into(trace, &partial);
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(e);
+    }
+    let previous = parent.join(format!(".{name}.commdb-previous-{}", std::process::id()));
+    let had_old = dir.exists();
+    if had_old {
+        std::fs::rename(dir, &previous).map_err(|e| Error::io(dir, e))?;
+    }
+    if let Err(e) = std::fs::rename(&partial, dir) {
+        if had_old {
+            let _ = std::fs::rename(&previous, dir);
+        }
+        return Err(Error::io(dir, e));
+    }
+    if had_old {
+        std::fs::remove_dir_all(&previous).map_err(|e| Error::io(&previous, e))?;
+    }
+    Ok(())
+}
+
+/// Refuse converting a trace into the file or directory it is read from (or one that holds it).
+pub fn refuse_source(source: &Path, dir: &Path) -> Result<()> {
+    if let (Ok(target), Ok(source)) = (std::fs::canonicalize(dir), std::fs::canonicalize(source))
+        && (source == target || source.starts_with(&target))
+    {
+        return Err(Error::argument(format!(
+            "{}: the trace is read from there; write the store to another directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Refuse a target that would lose data: a non-empty directory that is not a store, a file.
+fn check_target(dir: &Path) -> Result<()> {
+    if dir.is_file() {
+        return Err(Error::argument(format!("{}: is a file, not a directory for a store", dir.display())));
+    }
+    if dir.is_dir() && !is_store(dir) {
+        let mut entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+        if entries.next().is_some() {
+            return Err(Error::argument(format!(
+                "{}: the directory is not empty and is not a commdb store; choose a new or empty directory",
+                dir.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Write the tables and, last, the manifest into `dir` (which exists).
+fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
     let entries: Vec<(String, TableEntry)> = model::TABLES
         .par_iter()
         .map(|t| {
@@ -217,6 +284,36 @@ mod tests {
             assert_eq!(a, b, "table {}", t.name);
         }
         assert_eq!(back.meta.timer_resolution_hz, Some(1_000_000_000));
+    }
+
+    #[test]
+    fn a_store_is_replaced_whole_and_other_directories_are_refused() {
+        let small = |ranks: i32| {
+            generate(&GeneratorConfig { ranks, iterations: 1, ..GeneratorConfig::default() })
+                .unwrap()
+                .trace
+                .build()
+                .unwrap()
+        };
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("store");
+        write(&small(2), &dir).unwrap();
+        write(&small(4), &dir).unwrap();
+        assert_eq!(read(&dir).unwrap().row_count("ranks"), 4);
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, ["store"], "no partial or previous directory is left");
+        // A directory with other files is not overwritten.
+        let other = root.path().join("photos");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("cat.jpg"), b"meow").unwrap();
+        let e = write(&small(2), &other).unwrap_err().to_string();
+        assert!(e.contains("photos") && e.contains("not a commdb store"), "{e}");
+        assert_eq!(std::fs::read(other.join("cat.jpg")).unwrap(), b"meow");
+        // Nor the directory the trace is read from, or one holding it.
+        let e = refuse_source(&dir, &dir).unwrap_err().to_string();
+        assert!(e.contains("read from there"), "{e}");
+        assert!(refuse_source(&other.join("cat.jpg"), &other).is_err());
+        assert!(refuse_source(&other, &dir).is_ok());
     }
 
     #[test]

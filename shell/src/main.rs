@@ -262,6 +262,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         Some(Sub::Generate(args)) => return run_generate(args, cli.open.clock_correction, cli.quiet),
         Some(Sub::Convert { input, output }) => {
             let started = Instant::now();
+            store::refuse_source(std::path::Path::new(input), output).map_err(|e| e.to_string())?;
             let trace = commdb_catalog::open(input, &open_options(&cli.open)).map_err(|e| e.to_string())?;
             store::write(&trace, output).map_err(|e| e.to_string())?;
             if !cli.quiet {

@@ -476,3 +476,38 @@ fn output_replaces_its_target_only_after_success_and_never_an_input() {
     assert!(!o.status.success() && stderr(&o).contains("is the trace"), "{}", stderr(&o));
     assert_eq!(std::fs::read(&trace).unwrap(), before);
 }
+
+#[test]
+fn an_interrupted_convert_leaves_the_old_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let s = store.display().to_string();
+    let o = run(&["convert", SMALL, &s]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Kill a convert of a larger trace into the same store at several moments: the store at
+    // that path is always a whole one, the old or the new, never a partial one.
+    for wait_ms in [50, 200, 600] {
+        let mut child = commdb()
+            .args(["convert", "generate:ranks=64,iterations=400", &s])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(wait_ms));
+        let _ = child.kill();
+        let _ = child.wait();
+        let o = run(&[&s, "-q", "--format", "csv", "-c", "SELECT count(*) AS n FROM ranks"]);
+        assert!(o.status.success(), "after {wait_ms} ms: {}", stderr(&o));
+        let n = stdout(&o).lines().nth(1).unwrap_or_default().to_string();
+        assert!(n == "4" || n == "64", "after {wait_ms} ms: {n} ranks");
+    }
+    // Converting into a directory that holds other files is refused.
+    let other = dir.path().join("notes");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("todo.txt"), "keep").unwrap();
+    let o = run(&["convert", SMALL, &other.display().to_string()]);
+    assert!(!o.status.success() && stderr(&o).contains("not a commdb store"), "{}", stderr(&o));
+    let o = run(&["convert", &s, &s]);
+    assert!(!o.status.success() && stderr(&o).contains("read from there"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(other.join("todo.txt")).unwrap(), "keep");
+}
