@@ -88,6 +88,7 @@ impl Shell {
     pub fn new(session: Session, print: PrintOptions) -> Result<Self, String> {
         let queries = tokio::runtime::Builder::new_multi_thread()
             .thread_name("commdb-query")
+            .thread_stack_size(crate::STACK_BYTES)
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the query runtime: {e}"))?;

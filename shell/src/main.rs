@@ -346,20 +346,31 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     shell.close_output()
 }
 
+/// Stack of the threads that plan and execute queries. Deep expression trees (a WHERE of
+/// thousands of ORs, a sum of thousands of terms) recurse once per operator when planned and
+/// evaluated; the pages of a stack are only used when touched, so a large one costs nothing
+/// for ordinary queries.
+pub const STACK_BYTES: usize = 512 << 20;
+
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    // The shell runs on a thread of its own with a large stack (planning happens there).
+    let shell = std::thread::Builder::new().name("commdb".into()).stack_size(STACK_BYTES).spawn(move || {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(r) => r,
+            Err(e) => return Err(format!("cannot start the runtime: {e}")),
+        };
+        runtime.block_on(run(&matches, cli))
+    });
+    let result = match shell {
+        Ok(handle) => handle.join().unwrap_or_else(|_| Err("the shell stopped unexpectedly".into())),
+        Err(e) => Err(format!("cannot start the shell's thread: {e}")),
     };
-    match runtime.block_on(run(&matches, cli)) {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");

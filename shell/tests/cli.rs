@@ -511,3 +511,17 @@ fn an_interrupted_convert_leaves_the_old_store() {
     assert!(!o.status.success() && stderr(&o).contains("read from there"), "{}", stderr(&o));
     assert_eq!(std::fs::read_to_string(other.join("todo.txt")).unwrap(), "keep");
 }
+
+#[test]
+fn long_operator_chains_are_planned_and_run() {
+    let sum = format!("SELECT 1{} AS n", "+1".repeat(2_100));
+    let ors: String = (1..=3_000).map(|i| format!(" OR src = {i}")).collect();
+    let ors = format!("SELECT count(*) AS n FROM (VALUES (1)) t(src) WHERE src = 0{ors}");
+    let ands: String = (1..=3_000).map(|i| format!(" AND src <> {}", i + 1)).collect();
+    let ands = format!("SELECT count(*) AS n FROM (VALUES (1)) t(src) WHERE src >= 0{ands}");
+    for (sql, want) in [(sum, "2101"), (ors, "1"), (ands, "1")] {
+        let o = run(&["-q", "--format", "csv", "-c", &sql]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(stdout(&o).lines().nth(1), Some(want));
+    }
+}
