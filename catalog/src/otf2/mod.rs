@@ -225,6 +225,71 @@ fn comm_members(d: &GlobalDefs, p: &Placement) -> HashMap<u32, Vec<i32>> {
 }
 
 /// Read an OTF2 archive (anchor file or its directory).
+/// Event files whose location the global definitions do not define mean the definitions do
+/// not belong to these event files (a replaced or damaged traces.def): an error, never a trace
+/// that silently leaves them out.
+fn check_event_files(base: &Path, d: &defs::GlobalDefs) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(base) else { return Ok(()) };
+    let defined: std::collections::HashSet<u64> = d.locations.iter().map(|l| l.id).collect();
+    let mut strangers: Vec<String> = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if let Some(id) = name.strip_suffix(".evt").and_then(|stem| stem.parse::<u64>().ok())
+            && !defined.contains(&id)
+        {
+            strangers.push(name);
+        }
+    }
+    if strangers.is_empty() {
+        return Ok(());
+    }
+    strangers.sort();
+    let global = base.with_extension("def");
+    Err(Error::in_file(
+        &global,
+        format!(
+            "the global definitions define {} locations but {} event files in {} belong to none of them ({}{}): the definitions do not match the event files",
+            d.locations.len(),
+            strangers.len(),
+            base.display(),
+            strangers.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if strangers.len() > 5 { ", ..." } else { "" }
+        ),
+    ))
+}
+
+/// Warnings for locations read without their data: an empty event file where the definitions
+/// give events, a missing local definitions file where others have one (its clock offsets and
+/// id mappings are lost).
+fn report_missing_parts<'a>(
+    parts: impl Iterator<Item = (&'a Option<(std::path::PathBuf, u64)>, &'a Option<std::path::PathBuf>)> + Clone,
+    warnings: &mut Warnings,
+) {
+    let empty: Vec<&(std::path::PathBuf, u64)> = parts.clone().filter_map(|p| p.0.as_ref()).collect();
+    if let Some((file, events)) = empty.first() {
+        let n = empty.len();
+        warnings.add_many("otf2_empty_event_file", n as i64, || {
+            format!(
+                "{}: the event file is empty but the definitions give its location {events} events; {n} location(s) like it were read without events",
+                file.display()
+            )
+        });
+    }
+    let total = parts.clone().count();
+    let missing: Vec<&std::path::PathBuf> = parts.filter_map(|p| p.1.as_ref()).collect();
+    if let Some(file) = missing.first()
+        && missing.len() < total
+    {
+        let n = missing.len();
+        warnings.add_many("otf2_missing_local_definitions", n as i64, || {
+            format!(
+                "{}: the local definitions are missing while other locations have theirs; its clock offsets and id mappings are lost ({n} location(s))",
+                file.display()
+            )
+        });
+    }
+}
+
 pub fn read(path: &Path) -> Result<RawTrace> {
     read_with_progress(path, None)
 }
@@ -286,7 +351,12 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         thread: i32,
         decoded: events::Decoded,
         offsets: Vec<(u64, i64, f64)>,
+        /// The .evt file is empty although the definitions give the location events.
+        empty_events: Option<(std::path::PathBuf, u64)>,
+        /// The location's local definitions file is missing.
+        missing_defs: Option<std::path::PathBuf>,
     }
+    check_event_files(&base, &d)?;
     if let Some(p) = progress {
         p.set_total(d.locations.len() as u64);
     }
@@ -295,7 +365,9 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         .par_iter()
         .map(|l| {
             let (rank, thread) = place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
-            let local = defs::read_local(&base.join(format!("{}.def", l.id)), anchor.chunk_size_definitions)?;
+            let local_path = base.join(format!("{}.def", l.id));
+            let missing_defs = (!local_path.exists()).then(|| local_path.clone());
+            let local = defs::read_local(&local_path, anchor.chunk_size_definitions)?;
             let evt = base.join(format!("{}.evt", l.id));
             let data = match std::fs::read(&evt) {
                 Ok(data) => data,
@@ -313,6 +385,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
                 metric_members: &metric_members,
                 expected_events: l.events,
             };
+            let empty_events = (data.is_empty() && l.events > 0).then(|| (evt.clone(), l.events));
             let decoded = if data.is_empty() {
                 events::Decoded::default()
             } else {
@@ -321,12 +394,13 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
             if let Some(p) = progress {
                 p.add(1);
             }
-            Ok(Part { rank, thread, decoded, offsets: local.clock_offsets })
+            Ok(Part { rank, thread, decoded, offsets: local.clock_offsets, empty_events, missing_defs })
         })
         .collect::<Result<_>>()?;
 
     let mut parts = parts;
     parts.sort_by_key(|p| (p.rank, p.thread));
+    report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
     let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
     let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
     let mut clock_sync = Vec::new();
@@ -513,6 +587,24 @@ mod tests {
             std::fs::write(file, &original).unwrap();
         }
         assert!(errors > 50, "only {errors} damaged archives were rejected");
+        // An empty event file and a missing local definitions file are named in warnings.
+        let evt = dir.path().join("traces/3.evt");
+        let saved = std::fs::read(&evt).unwrap();
+        std::fs::write(&evt, b"").unwrap();
+        std::fs::remove_file(dir.path().join("traces/2.def")).unwrap();
+        let t = read(&anchor).unwrap();
+        assert_eq!(t.warnings.count("otf2_empty_event_file"), 1, "{:?}", t.warnings);
+        assert_eq!(t.warnings.count("otf2_missing_local_definitions"), 1, "{:?}", t.warnings);
+        let text = format!("{:?}", t.warnings);
+        assert!(text.contains("3.evt") && text.contains("2.def"), "{text}");
+        std::fs::write(&evt, saved).unwrap();
+        // Global definitions that do not define the locations of the event files: an error.
+        let global = dir.path().join("traces.def");
+        let original = std::fs::read(&global).unwrap();
+        std::fs::write(&global, &original[..19.min(original.len())]).unwrap();
+        let e = read(&anchor).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("traces.def"), "{e}");
+        std::fs::write(&global, &original).unwrap();
         std::fs::remove_file(dir.path().join("traces/3.evt")).unwrap();
         let e = read(&anchor).unwrap_err().to_string();
         assert!(e.contains("3.evt"), "{e}");
