@@ -51,6 +51,11 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
             "{path} is a commdb store, whose times were corrected when it was converted; give the clock sync file when converting the source trace"
         )));
     }
+    if is_store && options.nodes.is_some() {
+        return Err(Error::argument(format!(
+            "{path} is a commdb store, whose messages were placed on nodes when it was converted; give the nodes file when converting the source trace"
+        )));
+    }
     let mut trace = match format.as_deref() {
         Some("csv") => csv_trace(p, options)?,
         Some("parquet" | "store") => store::read_with_progress(p, options.progress.as_deref())?,
@@ -74,6 +79,16 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
             ));
         }
     };
+    if is_store && options.clock_correction != Correction::Model {
+        let asked = options.clock_correction.name();
+        let has = trace.meta.clock_correction.as_str();
+        let same = has == asked || (asked == "off" && has == "none");
+        if !same {
+            return Err(Error::argument(format!(
+                "{path} is a commdb store whose times were corrected with '{has}' when it was converted; clock correction '{asked}' cannot be applied to it: convert the source trace with --clock-correction {asked}"
+            )));
+        }
+    }
     trace.meta.path = path.to_string();
     Ok(trace)
 }
@@ -87,6 +102,9 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     let mut raw = crate::otf2::read_with_progress(p, options.progress.as_deref())?;
+    if let Some(nodes_file) = &options.nodes {
+        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
     raw.meta.name = default_name(&otf2_name_source(p));
     build(raw, options)
 }
@@ -112,6 +130,9 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
     let cfg = GeneratorConfig::parse_spec(spec)?;
     let mut raw = generate(&cfg)?.trace;
     raw.meta.path = path.to_string();
+    if let Some(nodes_file) = &options.nodes {
+        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
     build(raw, options)
 }
 

@@ -525,3 +525,48 @@ fn long_operator_chains_are_planned_and_run() {
         assert_eq!(stdout(&o).lines().nth(1), Some(want));
     }
 }
+
+#[test]
+fn nodes_apply_to_otf2_and_options_a_store_cannot_honour_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = dir.path().join("otf2");
+    let o = run(&[
+        "generate",
+        archive.to_str().unwrap(),
+        "--ranks",
+        "4",
+        "--ranks-per-node",
+        "2",
+        "--iterations",
+        "2",
+        "--format",
+        "otf2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let nodes = dir.path().join("nodes.csv");
+    std::fs::write(&nodes, "rank,node\n0,a\n1,b\n2,a\n3,b\n").unwrap();
+    let anchor = archive.join("traces.otf2").display().to_string();
+    let o = run(&[
+        &anchor,
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT string_agg(node, '' ORDER BY rank) AS n FROM ranks",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).lines().nth(1), Some("abab"));
+    // A store's placement and clock correction were fixed when it was converted.
+    let store = dir.path().join("store");
+    let o = run(&["convert", "generate:ranks=4,iterations=2,clock-skew", store.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = store.display().to_string();
+    let o = run(&[&s, "--nodes", nodes.to_str().unwrap(), "-q", "-c", "SELECT 1"]);
+    assert!(!o.status.success() && stderr(&o).contains("give the nodes file when converting"), "{}", stderr(&o));
+    let o = run(&[&s, "--clock-correction", "off", "-q", "-c", "SELECT 1"]);
+    assert!(!o.status.success() && stderr(&o).contains("--clock-correction off"), "{}", stderr(&o));
+    let o = run(&[&s, "-q", "-c", "SELECT 1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
