@@ -257,7 +257,8 @@ impl Session {
 
     /// Plan a SQL statement, rewriting named arguments of commdb's table functions.
     async fn plan(&self, sql: &str) -> Result<DataFrame> {
-        if self.parameters.is_empty() || !sql.contains("=>") {
+        let copies = sql.to_ascii_lowercase().contains("copy");
+        if (self.parameters.is_empty() || !sql.contains("=>")) && !copies {
             return Ok(self.ctx.sql(sql).await?);
         }
         let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
@@ -265,6 +266,9 @@ impl Session {
             return Ok(self.ctx.sql(sql).await?);
         }
         let mut statement = statements.pop_front().expect("one statement");
+        if let DFStatement::CopyTo(copy) = &statement {
+            check_copy_target(&copy.target)?;
+        }
         match &mut statement {
             DFStatement::Statement(s) => named_args::rewrite(s.as_mut(), &self.parameters)?,
             DFStatement::Explain(e) => {
@@ -345,6 +349,34 @@ impl Session {
             }
         }
         Ok(o)
+    }
+}
+
+/// A COPY target must be a file (or, ending in '/', a directory) in a directory that exists and
+/// can be written: COPY creates no parent directories, and fails at once where it could not
+/// write instead of leaving the engine to try.
+fn check_copy_target(target: &str) -> Result<()> {
+    if target.contains("://") {
+        return Ok(());
+    }
+    let path = std::path::Path::new(target.trim_end_matches('/'));
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    if !parent.is_dir() {
+        return Err(Error::argument(format!(
+            "COPY: {} does not exist (COPY writes into an existing directory; create it first)",
+            parent.display()
+        )));
+    }
+    let probe = parent.join(format!(".commdb-copy-probe-{}", std::process::id()));
+    match std::fs::File::create(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(e) => Err(Error::argument(format!("COPY: cannot write in {}: {e}", parent.display()))),
     }
 }
 
