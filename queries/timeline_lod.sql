@@ -5,15 +5,16 @@
 --          messages merged per pair of slots, and the collectives merged per first slot.
 -- Inputs:  the default trace's calls, messages and collectives (`commdb TRACE -f
 --          queries/timeline_lod.sql --format csv -o timeline.csv`).
--- Output:  three tables —
---   1. resolution: t0, t1, resolution_ns (lod_resolution of the run's span for 1,920 pixels);
+-- Output:  four tables —
+--   1. resolution: t0, t1, resolution_ns (lod_resolution of the trace's span, first to last
+--      event, for 1,920 pixels: the grid the three lod functions share by default);
 --   2. lod_calls: slot_start, slot_end, rank, thread, region, time_in_slot_ns, share;
 --   3. lod_messages: src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg,
 --      latency_avg, first_send_ts, last_recv_ts;
 --   4. lod_collectives: comm, first_slot, op, instances, duration_avg, participants.
 
-SELECT min(start_ts) AS t0, max(end_ts) + 1 AS t1, lod_resolution(min(start_ts), max(end_ts) + 1, 1920) AS resolution_ns
-FROM calls;
+SELECT min(ts) AS t0, max(ts) + 1 AS t1, lod_resolution(min(ts), max(ts) + 1, 1920) AS resolution_ns
+FROM events;
 
 SELECT * FROM lod_calls(pixels => 1920) ORDER BY rank, thread, slot_start;
 
