@@ -36,6 +36,10 @@ struct Manifest {
 struct TableEntry {
     file: String,
     rows: usize,
+    /// CRC-32 of the whole file, checked when the store is read (absent in stores written
+    /// before checksums: then not checked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    crc32: Option<u32>,
 }
 
 /// Whether `dir` is a commdb store.
@@ -119,7 +123,8 @@ fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
             let file = format!("{}.parquet", t.name);
             let path = dir.join(&file);
             let rows = write_table(&path, t.schema(), trace.table(t.name))?;
-            Ok((t.name.to_string(), TableEntry { file, rows }))
+            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32fast::hash(&bytes)) }))
         })
         .collect::<Result<_>>()?;
     let manifest = Manifest {
@@ -181,7 +186,7 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
                 .tables
                 .get(t.name)
                 .ok_or_else(|| Error::in_file(&path, format!("manifest lists no file for table '{}'", t.name)))?;
-            let batches = read_table(&dir.join(&entry.file), t)?;
+            let batches = read_table(&dir.join(&entry.file), t, entry.crc32)?;
             let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
             if rows != entry.rows {
                 return Err(Error::in_file(
@@ -198,10 +203,21 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     Ok(Trace::from_tables(meta, tables, warnings))
 }
 
-fn read_table(path: &Path, doc: &model::TableDoc) -> Result<Vec<RecordBatch>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+/// Read one table's file, checking it against the manifest's checksum first: a damaged store
+/// is an error naming the file, never a table with different contents.
+fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<Vec<RecordBatch>> {
+    let data = bytes::Bytes::from(std::fs::read(path).map_err(|e| Error::io(path, e))?);
+    if let Some(expected) = crc32 {
+        let found = crc32fast::hash(&data);
+        if found != expected {
+            return Err(Error::in_file(
+                path,
+                format!("the file is damaged: its checksum is {found:08x}, the manifest's {expected:08x}"),
+            ));
+        }
+    }
     let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+    let reader = ParquetRecordBatchReaderBuilder::try_new(data)
         .map_err(engine)?
         .with_batch_size(1 << 16)
         .build()
@@ -314,6 +330,32 @@ mod tests {
         assert!(e.contains("read from there"), "{e}");
         assert!(refuse_source(&other.join("cat.jpg"), &other).is_err());
         assert!(refuse_source(&other, &dir).is_ok());
+    }
+
+    #[test]
+    fn any_changed_byte_of_a_table_file_is_found() {
+        let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
+            .unwrap()
+            .trace
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write(&trace, dir.path()).unwrap();
+        let file = dir.path().join("messages.parquet");
+        let original = std::fs::read(&file).unwrap();
+        let step = (original.len() / 150).max(1);
+        let mut checked = 0;
+        for at in (0..original.len()).step_by(step) {
+            let mut bytes = original.clone();
+            bytes[at] ^= 0x01;
+            std::fs::write(&file, &bytes).unwrap();
+            let e = read(dir.path()).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains("messages.parquet"), "byte {at}: {e}");
+            checked += 1;
+        }
+        assert!(checked >= 150);
+        std::fs::write(&file, &original).unwrap();
+        assert!(read(dir.path()).is_ok());
     }
 
     #[test]
