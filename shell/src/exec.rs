@@ -111,6 +111,11 @@ impl Shell {
         Ok(())
     }
 
+    /// Rows the table format shows from now on (usize::MAX: all).
+    pub fn set_max_rows(&mut self, rows: usize) {
+        self.print.max_rows = rows;
+    }
+
     /// Finish the output file: it replaces its target.
     pub fn close_output(&mut self) -> Result<(), String> {
         match self.output.take() {

@@ -52,9 +52,10 @@ struct Cli {
     /// No row counts, timings or load messages.
     #[arg(short = 'q', long)]
     quiet: bool,
-    /// Rows shown by the table format.
-    #[arg(long, default_value_t = 40)]
-    max_rows: usize,
+    /// Rows shown by the table format: 0 for all [default: 40 in the interactive shell and for
+    /// -c, all for -f scripts and standard input]
+    #[arg(long, value_name = "N")]
+    max_rows: Option<usize>,
     /// Open a generated 64-rank trace with known latency problems.
     #[arg(long)]
     demo: bool,
@@ -257,7 +258,13 @@ fn actions(matches: &clap::ArgMatches, cli: &Cli) -> Vec<(usize, Result<String, 
 }
 
 async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
-    let print = PrintOptions { format: cli.format, max_rows: cli.max_rows, quiet: cli.quiet, timing: true };
+    // 0 means every row; without --max-rows, scripts print every row and the rest 40.
+    let rows = |default: usize| match cli.max_rows {
+        Some(0) => usize::MAX,
+        Some(n) => n,
+        None => default,
+    };
+    let print = PrintOptions { format: cli.format, max_rows: rows(40), quiet: cli.quiet, timing: true };
     match &cli.subcommand {
         Some(Sub::Generate(args)) => return run_generate(args, cli.open.clock_correction, cli.quiet),
         Some(Sub::Convert { input, output }) => {
@@ -327,7 +334,10 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                 }
                 Err(path) => {
                     let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                    shell.script(&text, &path.display().to_string()).await?
+                    shell.set_max_rows(rows(usize::MAX));
+                    let flow = shell.script(&text, &path.display().to_string()).await?;
+                    shell.set_max_rows(rows(40));
+                    flow
                 }
             };
             if flow == Flow::Quit {
@@ -341,6 +351,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     } else {
         let mut text = String::new();
         std::io::stdin().read_to_string(&mut text).map_err(|e| format!("stdin: {e}"))?;
+        shell.set_max_rows(rows(usize::MAX));
         shell.script(&text, "stdin").await?;
     }
     shell.close_output()

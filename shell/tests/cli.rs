@@ -570,3 +570,21 @@ fn nodes_apply_to_otf2_and_options_a_store_cannot_honour_are_refused() {
     let o = run(&[&s, "-q", "-c", "SELECT 1"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+#[test]
+fn scripts_print_every_row_and_max_rows_zero_means_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("many.sql");
+    std::fs::write(&script, "SELECT value FROM generate_series(1, 100);\n").unwrap();
+    let rows = |o: &Output| stdout(o).lines().filter(|l| l.trim().parse::<i64>().is_ok()).count();
+    let o = run(&["-f", script.to_str().unwrap()]);
+    assert!(o.status.success() && rows(&o) == 100, "{}", stderr(&o));
+    assert!(!stdout(&o).contains("not shown"), "{}", stdout(&o));
+    let o = run(&["-c", "SELECT value FROM generate_series(1, 100)"]);
+    assert_eq!(rows(&o), 40);
+    assert!(stdout(&o).contains("60 not shown"), "{}", stdout(&o));
+    let o = run(&["--max-rows", "0", "-c", "SELECT value FROM generate_series(1, 100)"]);
+    assert_eq!(rows(&o), 100);
+    let o = run(&["--max-rows", "5", "-f", script.to_str().unwrap()]);
+    assert_eq!(rows(&o), 5);
+}
