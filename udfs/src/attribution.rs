@@ -358,7 +358,7 @@ impl TableFunctionImpl for Attribution {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = crate::common::number_first(args.exprs());
         let a = Args::new("attribution", ATTRIBUTION_ARGS, &exprs)?;
-        let window_ns = a.opt_int(0, 1)?.unwrap_or(0);
+        let window_ns = a.opt_ns(0, 1)?.unwrap_or(0);
         let rel = a.relation(args.session(), 1, "messages")?;
         let rules = Rules {
             window_ns,

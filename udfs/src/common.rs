@@ -219,7 +219,12 @@ pub fn number_first(exprs: &[Expr]) -> Vec<Expr> {
         )
     };
     let mut out = exprs.to_vec();
-    if is_text(out.first()) && !is_text(out.get(1)) {
+    let is_duration = matches!(
+        out.first(),
+        Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)), _))
+            if duration_ns(s).is_some()
+    );
+    if is_text(out.first()) && !is_text(out.get(1)) && !is_duration {
         if out.len() == 1 {
             out.insert(0, Expr::Literal(ScalarValue::Null, None));
         } else {
@@ -227,6 +232,25 @@ pub fn number_first(exprs: &[Expr]) -> Vec<Expr> {
         }
     }
     out
+}
+
+/// A duration literal in nanoseconds: a number with a unit, `'2ms'`, `'1.5 s'`, `'250us'`,
+/// `'40ns'` (units ns, us, ms, s, min). None when the text is not one.
+pub fn duration_ns(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?;
+    let (num, unit) = t.split_at(split);
+    let scale = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "min" => 60e9,
+        _ => return None,
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    let ns = (v * scale).round();
+    (ns.is_finite() && (-9.0e18..=9.0e18).contains(&ns)).then_some(ns as i64)
 }
 
 /// Positional arguments of a table function; NULL or absent means default.
@@ -297,6 +321,31 @@ impl<'a> Args<'a> {
             }
             Some(other) => plan_err!("{}: {} must be text, got {other}", self.function, self.names[i]),
         }
+    }
+
+    /// An optional time in nanoseconds (None when omitted or NULL), at least `min`: an integer
+    /// or a duration literal such as `'2ms'`.
+    pub fn opt_ns(&self, i: usize, min: i64) -> Result<Option<i64>> {
+        let v = match self.literal(i)? {
+            None => return Ok(None),
+            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s))) => {
+                match duration_ns(&s) {
+                    Some(v) => v,
+                    None => {
+                        return plan_err!(
+                            "{}: {} must be nanoseconds or a duration such as '2ms' (units ns, us, ms, s, min), got '{s}'",
+                            self.function,
+                            self.names[i]
+                        );
+                    }
+                }
+            }
+            Some(_) => self.int(i, 0, i64::MIN)?,
+        };
+        if v < min {
+            return plan_err!("{}: {} must be at least {min}, got {v}", self.function, self.names[i]);
+        }
+        Ok(Some(v))
     }
 
     /// An optional integer argument (None when omitted or NULL), at least `min`.

@@ -16,6 +16,7 @@ pub mod regions;
 pub mod remap;
 pub mod replay;
 pub mod trend;
+pub mod units;
 pub mod waits;
 pub mod wallclock;
 
@@ -255,6 +256,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "a Slurm host list such as node[001-004,010] or rack[1-2]-n[01-02] expanded, zero padding kept",
     },
     FunctionDoc {
+        name: "format_duration",
+        kind: "scalar",
+        parameters: &["ns"],
+        signature: "format_duration(ns) -> text",
+        description: "a time in nanoseconds with the unit that reads best, four significant digits: 38.3 us, 1.204 s",
+    },
+    FunctionDoc {
+        name: "format_bytes",
+        kind: "scalar",
+        parameters: &["n"],
+        signature: "format_bytes(n) -> text",
+        description: "a size in bytes in binary units, four significant digits: 64 KiB, 1.5 MiB",
+    },
+    FunctionDoc {
         name: "wallclock",
         kind: "scalar",
         parameters: &["ts", "trace"],
@@ -311,6 +326,8 @@ pub fn register_all(session: &mut Session) {
         session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(order));
     }
     session.context().register_udaf(datafusion::logical_expr::AggregateUDF::from(deltas::DeltaHistogram::default()));
+    session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(units::Format::duration()));
+    session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(units::Format::bytes()));
     let wallclock = wallclock::Wallclock::new(session.starts(), session.notices());
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(wallclock));
     for doc in DOCS {

@@ -191,9 +191,9 @@ impl LodParams {
             Some(other) => return plan_err!("{}: per must be 'thread' or 'rank', got '{other}'", a.function),
         };
         let p = LodParams {
-            res: a.opt_int(0, 1)?,
-            t0: a.opt_int(1, i64::MIN)?,
-            t1: a.opt_int(2, i64::MIN)?,
+            res: a.opt_ns(0, 1)?,
+            t0: a.opt_ns(1, i64::MIN)?,
+            t1: a.opt_ns(2, i64::MIN)?,
             pixels: a.opt_int(4, 1)?,
             per_rank,
         };

@@ -248,7 +248,7 @@ impl TableFunctionImpl for LatencyTrend {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let exprs = crate::common::number_first(args.exprs());
         let a = Args::new("latency_trend", TREND_ARGS, &exprs)?;
-        let bin_ns = a.opt_int(0, 1)?.unwrap_or(0);
+        let bin_ns = a.opt_ns(0, 1)?.unwrap_or(0);
         let rel = a.relation(args.session(), 1, "messages")?;
         let params = TrendParams {
             bin_ns,
