@@ -360,6 +360,15 @@ impl<'a> Args<'a> {
     pub fn int(&self, i: usize, default: i64, min: i64) -> Result<i64> {
         let v = match self.literal(i)? {
             None => default,
+            // Only whole numbers: 1.5 is not silently 1, true is not 1, '7' is not 7.
+            Some(s) if !s.data_type().is_integer() && !is_whole_float(&s) => {
+                return plan_err!(
+                    "{}: {} must be an integer, got {s} ({})",
+                    self.function,
+                    self.names[i],
+                    s.data_type()
+                );
+            }
             Some(s) => match s.cast_to(&DataType::Int64) {
                 Ok(ScalarValue::Int64(Some(v))) => v,
                 _ => return plan_err!("{}: {} must be an integer, got {s}", self.function, self.names[i]),
@@ -375,6 +384,9 @@ impl<'a> Args<'a> {
     pub fn float(&self, i: usize, default: f64, min: f64) -> Result<f64> {
         let v = match self.literal(i)? {
             None => default,
+            Some(s) if !s.data_type().is_numeric() => {
+                return plan_err!("{}: {} must be a number, got {s} ({})", self.function, self.names[i], s.data_type());
+            }
             Some(s) => match s.cast_to(&DataType::Float64) {
                 Ok(ScalarValue::Float64(Some(v))) => v,
                 _ => return plan_err!("{}: {} must be a number, got {s}", self.function, self.names[i]),
@@ -384,6 +396,16 @@ impl<'a> Args<'a> {
             return plan_err!("{}: {} must be a number of at least {min}, got {v}", self.function, self.names[i]);
         }
         Ok(v)
+    }
+}
+
+/// A floating-point literal holding a whole number (`1e6`, `2.0`): accepted where an integer is
+/// asked for.
+fn is_whole_float(v: &ScalarValue) -> bool {
+    match v {
+        ScalarValue::Float64(Some(x)) => x.fract() == 0.0 && x.is_finite(),
+        ScalarValue::Float32(Some(x)) => x.fract() == 0.0 && x.is_finite(),
+        _ => false,
     }
 }
 
