@@ -118,11 +118,28 @@ fn unquote(s: &str) -> String {
     s.to_string()
 }
 
-/// SQL listing tables and views of every schema.
-pub fn list_tables_sql() -> &'static str {
-    "SELECT table_schema AS schema, table_name AS name, table_type AS type \
-     FROM information_schema.tables WHERE table_schema <> 'information_schema' \
-     ORDER BY table_schema = 'public' DESC, table_schema, table_name"
+/// SQL listing tables and views of every schema, each trace's tables once: under the trace's
+/// schema (the default trace marked), not again as the plain names in `public`, which then
+/// lists only the user's own tables and views.
+pub fn list_tables_sql(default_trace: Option<&str>) -> String {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let Some(default) = default_trace else {
+        return "SELECT table_schema AS schema, table_name AS name, table_type AS type \
+                FROM information_schema.tables WHERE table_schema <> 'information_schema' \
+                ORDER BY table_schema = 'public' DESC, table_schema, table_name"
+            .to_string();
+    };
+    let trace_tables: Vec<String> = commdb_catalog::model::TABLES.iter().map(|t| quote(t.name)).collect();
+    format!(
+        "SELECT CASE WHEN table_schema = {d} THEN table_schema || ' (default)' ELSE table_schema END AS schema, \
+                table_name AS name, table_type AS type \
+         FROM information_schema.tables \
+         WHERE table_schema <> 'information_schema' \
+           AND NOT (table_schema = 'public' AND table_name IN ({names}) AND table_type = 'BASE TABLE') \
+         ORDER BY table_schema = {d} DESC, table_schema = 'public' DESC, table_schema, table_name",
+        d = quote(default),
+        names = trace_tables.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -300,7 +300,10 @@ impl Shell {
         match cmd {
             Command::Quit => return Ok(Flow::Quit),
             Command::Help => println!("{HELP}"),
-            Command::ListTables => self.sql(list_tables_sql()).await?,
+            Command::ListTables => {
+                let default = self.session.default_trace().map(|t| t.meta.name.clone());
+                self.sql(&list_tables_sql(default.as_deref())).await?
+            }
             Command::Describe(name) => {
                 let df = describe::columns(&self.session, &name).await?;
                 self.print_frame(df, Instant::now()).await?;

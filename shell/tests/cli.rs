@@ -588,3 +588,12 @@ fn scripts_print_every_row_and_max_rows_zero_means_all() {
     let o = run(&["--max-rows", "5", "-f", script.to_str().unwrap()]);
     assert_eq!(rows(&o), 5);
 }
+
+#[test]
+fn list_tables_shows_each_trace_table_once() {
+    let o = run(&[SMALL, "-q", "--format", "csv", "-c", "CREATE VIEW v AS SELECT * FROM messages", "-c", "\\d"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().filter(|l| l.ends_with(",messages,BASE TABLE")).count(), 1, "{out}");
+    assert!(out.contains("generated (default),messages") && out.contains("public,v,VIEW"), "{out}");
+}
