@@ -13,7 +13,7 @@ use arrow::datatypes::Int32Type;
 
 use crate::build;
 use crate::clock::{self, Correction};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::events::{EventParts, NONE_I32, PartStream, region_dictionary};
 use crate::model;
 use crate::phases::LoadPhases;
@@ -279,7 +279,14 @@ impl RawTrace {
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
         tables.insert("metrics", vec![self.metrics_batch()?]);
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
-        let info = self.info_batch(last - first, warnings.total())?;
+        // Times so far apart that their difference overflows come from a damaged timestamp.
+        let span = last.checked_sub(first).ok_or_else(|| {
+            Error::in_file(
+                std::path::Path::new(&self.meta.path),
+                format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
+            )
+        })?;
+        let info = self.info_batch(span, warnings.total())?;
         tables.insert("trace_info", vec![info]);
         phases.since("other tables to Arrow", start);
         let events = phases.time("events to Arrow", || std::mem::take(&mut self.events).into_batches(&region_names))?;
