@@ -64,6 +64,16 @@ impl Drop for OutputFile {
     }
 }
 
+/// The runtime queries execute on: threads with large stacks (deep expressions recurse).
+fn query_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_name("commdb-query")
+        .thread_stack_size(crate::STACK_BYTES)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the query runtime: {e}"))
+}
+
 /// The shell's state: the session, output settings and completion words.
 ///
 /// Queries execute on their own multi-threaded runtime; the shell itself runs on a
@@ -86,13 +96,7 @@ impl Drop for Shell {
 
 impl Shell {
     pub fn new(session: Session, print: PrintOptions) -> Result<Self, String> {
-        let queries = tokio::runtime::Builder::new_multi_thread()
-            .thread_name("commdb-query")
-            .thread_stack_size(crate::STACK_BYTES)
-            .enable_all()
-            .build()
-            .map_err(|e| format!("cannot start the query runtime: {e}"))?;
-        let shell = Shell { session, print, output: None, words: Words::default(), queries: Some(queries) };
+        let shell = Shell { session, print, output: None, words: Words::default(), queries: Some(query_runtime()?) };
         shell.refresh_words();
         Ok(shell)
     }
@@ -275,6 +279,13 @@ impl Shell {
                 },
                 _ = tokio::signal::ctrl_c() => {
                     task.abort();
+                    // An operator that computes without yielding keeps its threads busy after
+                    // the abort: the next query gets fresh threads instead of waiting behind it.
+                    drop(writer);
+                    if let Some(old) = self.queries.take() {
+                        old.shutdown_background();
+                    }
+                    self.queries = Some(query_runtime()?);
                     return Err("query cancelled".to_string());
                 }
             }

@@ -597,3 +597,42 @@ fn list_tables_shows_each_trace_table_once() {
     assert_eq!(out.lines().filter(|l| l.ends_with(",messages,BASE TABLE")).count(), 1, "{out}");
     assert!(out.contains("generated (default),messages") && out.contains("public,v,VIEW"), "{out}");
 }
+
+/// Drive the interactive shell through tmux; None (after saying why) when tmux is missing.
+fn tmux(args: &[&str]) -> Option<String> {
+    let o = Command::new("tmux").arg("-L").arg("commdb-tests").args(args).output().ok()?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[test]
+fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
+    if tmux(&["-V"]).is_none() {
+        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+        return;
+    }
+    let bin = env!("CARGO_BIN_EXE_commdb");
+    let session = format!("ctrlc{}", std::process::id());
+    let shell = format!("{bin} 'generate:ranks=16,iterations=60'");
+    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "30", &shell]);
+    let wait_for = |text: &str, seconds: u64| {
+        for _ in 0..seconds * 10 {
+            let screen = tmux(&["capture-pane", "-t", &session, "-p"]).unwrap_or_default();
+            if screen.contains(text) {
+                return screen;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        tmux(&["capture-pane", "-t", &session, "-p"]).unwrap_or_default()
+    };
+    wait_for("commdb>", 30);
+    let join = "SELECT count(*) FROM messages a, messages b, messages c WHERE a.bytes + b.bytes + c.bytes < 0\\;";
+    tmux(&["send-keys", "-t", &session, join, "Enter"]);
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    tmux(&["send-keys", "-t", &session, "C-c"]);
+    let screen = wait_for("query cancelled", 10);
+    assert!(screen.contains("query cancelled"), "{screen}");
+    tmux(&["send-keys", "-t", &session, "SELECT 41 + 1 AS answer\\;", "Enter"]);
+    let screen = wait_for(" 42", 10);
+    tmux(&["kill-session", "-t", &session]);
+    assert!(screen.contains(" 42"), "the next query did not answer: {screen}");
+}
