@@ -93,7 +93,7 @@ struct OpenArgs {
 enum Sub {
     /// Generate a synthetic trace with known ground truth into a commdb store directory.
     Generate(GenerateArgs),
-    /// Convert a trace into a commdb store directory (Parquet), which reopens fast.
+    /// Convert a trace into a commdb store directory (Parquet tables, read back losslessly).
     Convert {
         /// Trace to read.
         input: String,
