@@ -52,6 +52,19 @@ impl Error {
         Error::Format { path: path.to_path_buf(), position: Position::File, message: message.into() }
     }
 
+    /// Ok when `path` is a regular file: devices, pipes and sockets have no end to read to
+    /// (`/dev/zero` as a CSV would fill the memory), directories are not files.
+    pub fn regular_file(path: &Path) -> Result<(), Error> {
+        match std::fs::metadata(path) {
+            Ok(m) if m.is_file() => Ok(()),
+            Ok(_) => Err(Error::in_file(
+                path,
+                "not a regular file: expected a file with an end (not a device, pipe or directory)",
+            )),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
     pub fn argument(message: impl Into<String>) -> Self {
         Error::Argument(message.into())
     }

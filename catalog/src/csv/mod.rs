@@ -56,6 +56,7 @@ impl std::str::FromStr for TimeUnit {
 
 /// Read a CSV trace, choosing the shape from its header.
 pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
+    Error::regular_file(path)?;
     let header = first_line(path)?;
     let lower = header.to_ascii_lowercase();
     let mut trace = if lower.contains("event type") && lower.contains("timestamp") {

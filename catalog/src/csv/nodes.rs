@@ -9,6 +9,7 @@ use crate::trace::RankInfo;
 
 /// Read a rank,node file into a map.
 pub fn read(path: &Path) -> Result<HashMap<i32, String>> {
+    crate::error::Error::regular_file(path)?;
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(false)
         .trim(csv::Trim::All)

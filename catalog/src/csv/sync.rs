@@ -23,6 +23,7 @@ enum Shape {
 
 /// Read the samples of a sync CSV.
 pub fn read(path: &Path, unit: TimeUnit) -> Result<Vec<ClockSample>> {
+    crate::error::Error::regular_file(path)?;
     let mut reader = ::csv::ReaderBuilder::new()
         .trim(::csv::Trim::All)
         .from_path(path)

@@ -19,6 +19,7 @@ const INFER_ROWS: usize = 1_000;
 
 /// Read the whole file as one table.
 pub fn read(path: &Path) -> Result<RecordBatch> {
+    Error::regular_file(path)?;
     let mut file = BufReader::new(File::open(path).map_err(|e| Error::io(path, e))?);
     let format = Format::default().with_header(true);
     let (schema, _) =

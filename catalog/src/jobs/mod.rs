@@ -35,6 +35,7 @@ impl LogKind {
 
 /// Read a scheduler log into one table.
 pub fn read(path: &Path, kind: LogKind) -> Result<RecordBatch> {
+    crate::error::Error::regular_file(path)?;
     match kind {
         LogKind::Sacct => sacct::read(path),
         LogKind::Swf => Ok(swf::read(path)?.jobs),
