@@ -72,20 +72,37 @@ impl Default for Session {
 }
 
 impl Session {
-    /// A session with as many partitions as cores.
+    /// A session with as many partitions as cores and the default memory budget.
     pub fn new() -> Self {
         let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-        Self::with_partitions(cores)
+        Self::with_limits(cores, Some(default_memory_limit()))
     }
 
-    /// A session with a fixed number of partitions (tests use this for determinism).
+    /// A session with a fixed number of partitions (tests use this for determinism) and no
+    /// memory budget.
     pub fn with_partitions(partitions: usize) -> Self {
+        Self::with_limits(partitions, None)
+    }
+
+    /// A session with `partitions` and, when given, a memory budget in bytes for what queries
+    /// hold while they run (sorts, joins, aggregations, repartitions): past it a query fails
+    /// with an error naming the budget instead of the process being killed. The trace tables
+    /// themselves are not counted.
+    pub fn with_limits(partitions: usize, memory_limit: Option<usize>) -> Self {
         let config = SessionConfig::new()
             .with_information_schema(true)
             .with_target_partitions(partitions.max(1))
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
+        let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
+        if let Some(limit) = memory_limit {
+            runtime = runtime.with_memory_limit(limit, 1.0);
+        }
+        let ctx = match runtime.build_arc() {
+            Ok(rt) => SessionContext::new_with_config_rt(config, rt),
+            Err(_) => SessionContext::new_with_config(config),
+        };
         Session {
-            ctx: SessionContext::new_with_config(config),
+            ctx,
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
@@ -378,6 +395,18 @@ fn check_copy_target(target: &str) -> Result<()> {
         }
         Err(e) => Err(Error::argument(format!("COPY: cannot write in {}: {e}", parent.display()))),
     }
+}
+
+/// The default memory budget of queries: three quarters of the machine's memory (8 GiB when
+/// it cannot be read).
+pub fn default_memory_limit() -> usize {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
+        text.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<usize>().ok())
+    });
+    total_kib.map_or(8 << 30, |kib| kib / 4 * 3 * 1024)
 }
 
 /// ", N warnings (see <name>.warnings)" or nothing.

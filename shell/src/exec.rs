@@ -115,6 +115,21 @@ impl Shell {
         Ok(())
     }
 
+    /// A query stopped by the memory budget says which budget, and how to change it.
+    fn name_the_budget(&self, error: String) -> String {
+        if !error.contains("Resources exhausted") {
+            return error;
+        }
+        let limit = self.session.context().runtime_env().memory_pool.memory_limit();
+        match limit {
+            datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => format!(
+                "{error}\nthe query needs more than the memory budget for queries ({} MiB): narrow it with a view or a filter, or raise --memory-limit",
+                bytes >> 20
+            ),
+            _ => error,
+        }
+    }
+
     /// Rows the table format shows from now on (usize::MAX: all).
     pub fn set_max_rows(&mut self, rows: usize) {
         self.print.max_rows = rows;
@@ -201,7 +216,7 @@ impl Shell {
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
-        let result = self.statement(sql).await;
+        let result = self.statement(sql).await.map_err(|e| self.name_the_budget(e));
         self.print_notices();
         result
     }

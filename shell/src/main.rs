@@ -76,6 +76,10 @@ struct OpenArgs {
     /// CSV with rank,node giving where each rank ran.
     #[arg(long, value_name = "FILE", global = true)]
     nodes: Option<PathBuf>,
+    /// Memory queries may hold while they run (sorts, joins, aggregations), e.g. 8G or 512M;
+    /// past it a query fails with an error saying so [default: 3/4 of the machine's memory]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, global = true)]
+    memory_limit: Option<usize>,
     /// Unit of CSV timestamps: s, ms, us or ns.
     #[arg(long, default_value = "ns", value_parser = parse_time_unit, global = true)]
     time_unit: TimeUnit,
@@ -293,7 +297,9 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         None => {}
     }
 
-    let mut session = Session::new();
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let budget = cli.open.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
+    let mut session = Session::with_limits(cores, Some(budget));
     commdb_udfs::register_all(&mut session);
     session.open_options = open_options(&cli.open);
     let mut shell = Shell::new(session, print)?;
@@ -362,6 +368,29 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
 /// evaluated; the pages of a stack are only used when touched, so a large one costs nothing
 /// for ordinary queries.
 pub const STACK_BYTES: usize = 512 << 20;
+
+/// A size in bytes: a number with an optional unit K, M, G, T (powers of 1024; `KiB`, `GB`
+/// and the like are read the same).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1.0,
+        "K" => 1024.0,
+        "M" => 1024.0 * 1024.0,
+        "G" => 1024.0 * 1024.0 * 1024.0,
+        "T" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("'{t}': expected a size such as 8G, 512M or 1000000 (bytes)")),
+    };
+    let v: f64 =
+        num.trim().parse().map_err(|_| format!("'{t}': expected a number with an optional unit K, M, G, T"))?;
+    let bytes = v * scale;
+    if !(1.0..9.0e18).contains(&bytes) {
+        return Err(format!("'{t}': out of range"));
+    }
+    Ok(bytes as usize)
+}
 
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();

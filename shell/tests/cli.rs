@@ -636,3 +636,15 @@ fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
     tmux(&["kill-session", "-t", &session]);
     assert!(screen.contains(" 42"), "the next query did not answer: {screen}");
 }
+
+#[test]
+fn a_query_over_the_memory_budget_fails_naming_it() {
+    let sql = "SELECT count(*) FROM events a JOIN events b ON a.ts = b.ts AND a.rank = b.rank";
+    let o = run(&["--memory-limit", "4M", "generate:ranks=64,iterations=100", "-q", "-c", sql]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("memory budget for queries (4 MiB)"), "{}", stderr(&o));
+    let o = run(&["--memory-limit", "2G", "generate:ranks=16,iterations=10", "-q", "-c", sql]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["--memory-limit", "lots", "-c", "SELECT 1"]);
+    assert!(!o.status.success() && stderr(&o).contains("expected a size such as 8G"), "{}", stderr(&o));
+}
