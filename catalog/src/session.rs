@@ -381,6 +381,9 @@ fn check_copy_target(target: &str) -> Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
+    if parent.exists() && !parent.is_dir() {
+        return Err(Error::argument(format!("COPY: {} is not a directory", parent.display())));
+    }
     if !parent.is_dir() {
         return Err(Error::argument(format!(
             "COPY: {} does not exist (COPY writes into an existing directory; create it first)",
