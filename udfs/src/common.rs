@@ -434,6 +434,47 @@ pub fn bool_column(batches: &[RecordBatch], index: usize) -> Result<BooleanArray
     Ok(column(batches, index, &DataType::Boolean)?.as_boolean().clone())
 }
 
+/// The region of every row of column `index` as an id into `names` (None for NULL and for
+/// names `keep` rejects), reading dictionary-encoded regions once per dictionary entry.
+pub fn region_ids(
+    batches: &[RecordBatch],
+    index: usize,
+    keep: impl Fn(&str) -> bool,
+    names: &mut Vec<String>,
+) -> Result<Vec<Option<u32>>> {
+    let mut ids: FastMap<String, u32> = FastMap::default();
+    let mut id_of = |name: &str, names: &mut Vec<String>| -> Option<u32> {
+        if !keep(name) {
+            return None;
+        }
+        Some(*ids.entry(name.to_string()).or_insert_with(|| {
+            names.push(name.to_string());
+            names.len() as u32 - 1
+        }))
+    };
+    let mut out = Vec::new();
+    for b in batches {
+        let col = b.column(index);
+        if let Some(dict) = col.as_any_dictionary_opt() {
+            let values = cast(dict.values(), &DataType::Utf8)?;
+            let values = values.as_string::<i32>();
+            let per_value: Vec<Option<u32>> = (0..values.len())
+                .map(|i| values.is_valid(i).then(|| id_of(values.value(i), names)).flatten())
+                .collect();
+            let keys = cast(dict.keys(), &DataType::Int64)?;
+            let keys = keys.as_primitive::<Int64Type>();
+            out.extend(
+                (0..keys.len()).map(|i| if keys.is_valid(i) { per_value[keys.value(i) as usize] } else { None }),
+            );
+        } else {
+            let text = cast(col, &DataType::Utf8)?;
+            let text = text.as_string::<i32>();
+            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| id_of(text.value(i), names)).flatten()));
+        }
+    }
+    Ok(out)
+}
+
 /// Turn an Arrow error into a DataFusion one.
 pub fn arrow_err(e: arrow::error::ArrowError) -> DataFusionError {
     DataFusionError::ArrowError(Box::new(e), None)

@@ -39,13 +39,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived, FastMap, Projected, int64_column};
+use crate::common::{Args, ComputeMany, Derived, FastMap, Projected, int64_column, region_ids};
 
 pub const REPLAY_ARGS: &[&str] = &["rel", "eager_limit", "messages", "collectives"];
 pub const EAGER_LIMIT: i64 = 65_536;
@@ -93,42 +93,6 @@ fn call_at(calls: &[Call], t: i64) -> Option<usize> {
     (t <= calls[i].end).then_some(i)
 }
 
-/// Which rows are MPI calls and the id of their region in `names`, reading dictionary-encoded
-/// regions once per dictionary entry.
-fn mpi_regions(batches: &[RecordBatch], index: usize, names: &mut Vec<String>) -> Result<Vec<Option<u32>>> {
-    let mut ids: FastMap<String, u32> = FastMap::default();
-    let mut id_of = |name: &str, names: &mut Vec<String>| -> Option<u32> {
-        if !name.starts_with("MPI_") {
-            return None;
-        }
-        Some(*ids.entry(name.to_string()).or_insert_with(|| {
-            names.push(name.to_string());
-            names.len() as u32 - 1
-        }))
-    };
-    let mut out = Vec::new();
-    for b in batches {
-        let col = b.column(index);
-        if let Some(dict) = col.as_any_dictionary_opt() {
-            let values = arrow::compute::cast(dict.values(), &DataType::Utf8)?;
-            let values = values.as_string::<i32>();
-            let per_value: Vec<Option<u32>> = (0..values.len())
-                .map(|i| if values.is_valid(i) { id_of(values.value(i), names) } else { None })
-                .collect();
-            let keys = arrow::compute::cast(dict.keys(), &DataType::Int64)?;
-            let keys = keys.as_primitive::<arrow::datatypes::Int64Type>();
-            out.extend(
-                (0..keys.len()).map(|i| if keys.is_valid(i) { per_value[keys.value(i) as usize] } else { None }),
-            );
-        } else {
-            let text = arrow::compute::cast(col, &DataType::Utf8)?;
-            let text = text.as_string::<i32>();
-            out.extend((0..text.len()).map(|i| if text.is_valid(i) { id_of(text.value(i), names) } else { None }));
-        }
-    }
-    Ok(out)
-}
-
 /// Every rank's outermost MPI calls in order, with the compute time before each.
 #[derive(Debug)]
 pub(crate) struct MpiCalls {
@@ -148,7 +112,7 @@ impl MpiCalls {
         let rank = int64_column(calls_in, 0)?;
         let (start, end) = (int64_column(calls_in, 2)?, int64_column(calls_in, 3)?);
         let mut regions: Vec<String> = Vec::new();
-        let mpi_region = mpi_regions(calls_in, 1, &mut regions)?;
+        let mpi_region = region_ids(calls_in, 1, |name| name.starts_with("MPI_"), &mut regions)?;
         let mut ranks: Vec<i64> = rank.iter().flatten().collect();
         ranks.sort_unstable();
         ranks.dedup();

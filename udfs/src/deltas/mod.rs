@@ -77,38 +77,6 @@ impl Signatures {
     }
 }
 
-/// Every row's region as an id into the returned names (dictionary values read once).
-fn region_ids(batches: &[RecordBatch], index: usize) -> Result<(Vec<Option<u32>>, Vec<String>)> {
-    let mut names: Vec<String> = Vec::new();
-    let mut ids: FastMap<String, u32> = FastMap::default();
-    let mut id_of = |name: &str, names: &mut Vec<String>| {
-        *ids.entry(name.to_string()).or_insert_with(|| {
-            names.push(name.to_string());
-            names.len() as u32 - 1
-        })
-    };
-    let mut out = Vec::new();
-    for b in batches {
-        let col = b.column(index);
-        if let Some(dict) = col.as_any_dictionary_opt() {
-            let values = arrow::compute::cast(dict.values(), &DataType::Utf8)?;
-            let values = values.as_string::<i32>();
-            let per_value: Vec<Option<u32>> =
-                (0..values.len()).map(|i| values.is_valid(i).then(|| id_of(values.value(i), &mut names))).collect();
-            let keys = arrow::compute::cast(dict.keys(), &DataType::Int64)?;
-            let keys = keys.as_primitive::<Int64Type>();
-            out.extend(
-                (0..keys.len()).map(|i| if keys.is_valid(i) { per_value[keys.value(i) as usize] } else { None }),
-            );
-        } else {
-            let text = arrow::compute::cast(col, &DataType::Utf8)?;
-            let text = text.as_string::<i32>();
-            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| id_of(text.value(i), &mut names))));
-        }
-    }
-    Ok((out, names))
-}
-
 /// Row of each call_id: a dense table when the ids are (the calls table numbers its calls
 /// from 0), a hash map otherwise.
 enum RowOf {
@@ -156,7 +124,8 @@ enum Nesting {
 /// Stack signature of every input row (columns rank, region, start_ts, end_ts first): the
 /// regions of the calls enclosing it, outermost first, then its own.
 fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u32>, Signatures, Vec<String>)> {
-    let (region, names) = region_ids(batches, 1)?;
+    let mut names = Vec::new();
+    let region = crate::common::region_ids(batches, 1, |_| true, &mut names)?;
     let n = region.len();
     let mut sig = Signatures::default();
     let mut out = vec![NO_SIGNATURE; n];
