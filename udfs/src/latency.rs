@@ -181,7 +181,7 @@ impl MessageIndices {
 
 /// Key of a message's group, or None when it has no duration or size.
 #[inline]
-pub(crate) fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
+fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
     if m.duration.is_null(row) || m.bytes.is_null(row) {
         return None;
     }
@@ -282,11 +282,7 @@ impl CriteriaTable {
     /// The criterion of a row's group (None when its group has none or its size is NULL).
     #[inline]
     pub fn criterion(&self, m: &MessageColumns, row: usize) -> Option<f64> {
-        if m.bytes.is_null(row) {
-            return None;
-        }
-        let b = m.bytes.value(row).max(0);
-        self.map.get(&(m.locality[row], b / self.bucket_bytes * self.bucket_bytes)).copied().flatten()
+        self.criterion_at(m, row, m.locality[row])
     }
 
     /// The criterion of a row's size bucket at another locality (what the message would
@@ -435,11 +431,6 @@ impl Baseline {
             }
             _ => exec_err!("{}: the criteria input was not read", self.described),
         }
-    }
-
-    /// Whether the computation reads an extra input.
-    pub fn has_input(&self) -> bool {
-        !matches!(self.source, Source::Own)
     }
 }
 
