@@ -272,8 +272,11 @@ type CallRow = (i64, i64, i64, i64, u32, i64);
 /// Exclusive-time segments (start, end, region id) of one thread.
 type Segments = Vec<(i64, i64, u32)>;
 
-/// Exclusive time per (slot, region) of segments, added into `acc`.
-fn add_to_slots(acc: &mut BTreeMap<i64, Vec<(u32, i64)>>, a: i64, b: i64, region: u32, g: Grid) {
+/// Exclusive time per slot and region.
+type SlotTimes = BTreeMap<i64, Vec<(u32, i64)>>;
+
+/// Add the time of [a, b) in `region` to the slots it covers.
+fn add_to_slots(acc: &mut SlotTimes, a: i64, b: i64, region: u32, g: Grid) {
     let mut x = a.max(g.t0);
     let b = b.min(g.t1);
     while x < b {
@@ -288,6 +291,14 @@ fn add_to_slots(acc: &mut BTreeMap<i64, Vec<(u32, i64)>>, a: i64, b: i64, region
     }
 }
 
+/// One row per slot of `acc`: its representative region and that region's time.
+fn representatives(acc: SlotTimes, rank: i64, thread: i64, g: Grid, names: &[String]) -> impl Iterator<Item = CallRow> {
+    acc.into_iter().filter_map(move |(k, v)| {
+        let (region, t) = representative(&v, names)?;
+        Some((g.start(k), g.start(k + 1).min(g.t1), rank, thread, region, t))
+    })
+}
+
 /// The region with the most time in a slot; ties go to the name that sorts first.
 fn representative(v: &[(u32, i64)], names: &[String]) -> Option<(u32, i64)> {
     v.iter().max_by(|p, q| p.1.cmp(&q.1).then_with(|| names[q.0 as usize].cmp(&names[p.0 as usize]))).copied()
@@ -296,31 +307,19 @@ fn representative(v: &[(u32, i64)], names: &[String]) -> Option<(u32, i64)> {
 /// ITA's per-process representative: per slot, the region where the rank's threads together
 /// spent the most exclusive time (thread reported as 0 and shown as NULL).
 fn rank_rows(rank: i64, threads: &[Segments], g: Grid, names: &[String]) -> Vec<CallRow> {
-    let mut acc: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
+    let mut acc: SlotTimes = BTreeMap::new();
     for segs in threads {
         for &(a, b, region) in segs {
             add_to_slots(&mut acc, a, b, region, g);
         }
     }
-    acc.into_iter()
-        .filter_map(|(k, v)| {
-            let (region, t) = representative(&v, names)?;
-            Some((g.start(k), g.start(k + 1).min(g.t1), rank, 0, region, t))
-        })
-        .collect()
+    representatives(acc, rank, 0, g, names).collect()
 }
 
 /// The representative rows of one thread.
 fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String]) -> Vec<CallRow> {
     let mut out = Vec::new();
-    let mut acc: BTreeMap<i64, Vec<(u32, i64)>> = BTreeMap::new();
-    let add = |acc: &mut BTreeMap<i64, Vec<(u32, i64)>>, k: i64, region: u32, t: i64| {
-        let v = acc.entry(k).or_default();
-        match v.iter_mut().find(|x| x.0 == region) {
-            Some(x) => x.1 += t,
-            None => v.push((region, t)),
-        }
-    };
+    let mut acc: SlotTimes = BTreeMap::new();
     for &(a, b, region) in segs {
         let (a, b) = (a.max(g.t0), b.min(g.t1));
         if a >= b {
@@ -332,28 +331,13 @@ fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &
             // Covers two or more whole slots: one merged row, partial slots on both sides.
             let (s, e) = (g.start(first_full), g.start(last_full + 1).min(g.t1));
             out.push((s, e, rank, thread, region, e - s));
-            if a < s {
-                add(&mut acc, g.slot(a), region, s - a);
-            }
-            if e < b {
-                add(&mut acc, g.slot(e), region, b - e);
-            }
+            add_to_slots(&mut acc, a, s, region, g);
+            add_to_slots(&mut acc, e, b, region, g);
         } else {
-            let mut x = a;
-            while x < b {
-                let k = g.slot(x);
-                let end = g.start(k + 1).min(b);
-                add(&mut acc, k, region, end - x);
-                x = end;
-            }
+            add_to_slots(&mut acc, a, b, region, g);
         }
     }
-    for (k, v) in acc {
-        if let Some((region, t)) = representative(&v, names) {
-            let (s, e) = (g.start(k), g.start(k + 1).min(g.t1));
-            out.push((s, e, rank, thread, region, t));
-        }
-    }
+    out.extend(representatives(acc, rank, thread, g, names));
     out.sort_unstable_by_key(|r| r.0);
     out
 }
