@@ -17,6 +17,7 @@ pub mod clc;
 pub mod model;
 pub mod spline;
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use rayon::prelude::*;
@@ -107,21 +108,28 @@ pub fn correct(
 /// others take the model of a sampled rank on their node (synced host), or the identity on
 /// the master's node, or else the identity with a warning. Returns every model, by rank.
 pub fn place_unsampled(fitted: Vec<RankModel>, ranks: &[RankInfo], warnings: &mut Warnings) -> Vec<RankModel> {
-    let has = |r: i32| fitted.iter().any(|m| m.rank == r && m.fit != Fit::Identity);
-    let mut unsampled: Vec<&RankInfo> = ranks.iter().filter(|r| !has(r.rank)).collect();
+    let sampled: HashMap<i32, &RankModel> =
+        fitted.iter().filter(|m| m.fit != Fit::Identity).map(|m| (m.rank, m)).collect();
+    let mut unsampled: Vec<&RankInfo> = ranks.iter().filter(|r| !sampled.contains_key(&r.rank)).collect();
     unsampled.sort_by_key(|r| r.rank);
     let Some(master) = unsampled.first().copied() else { return fitted };
-    let mut out: Vec<RankModel> = fitted.iter().filter(|m| m.fit != Fit::Identity).cloned().collect();
-    let node_model = |node: &str| {
-        let sampled = ranks.iter().filter(|r| r.node.as_deref() == Some(node) && has(r.rank));
-        sampled.map(|r| r.rank).min().and_then(|r| fitted.iter().find(|m| m.rank == r))
-    };
+    // The model of each node: that of its lowest sampled rank.
+    let mut by_node: HashMap<&str, &RankModel> = HashMap::new();
+    for r in ranks {
+        if let (Some(node), Some(m)) = (r.node.as_deref(), sampled.get(&r.rank)) {
+            let e = by_node.entry(node).or_insert(m);
+            if m.rank < e.rank {
+                *e = m;
+            }
+        }
+    }
+    let mut out: Vec<RankModel> = sampled.values().map(|m| (*m).clone()).collect();
     let mut unsynced = Vec::new();
     let mut synced_host = 0usize;
     for r in &unsampled {
         let fit = if r.rank == master.rank {
             Fit::Identity
-        } else if let Some(m) = r.node.as_deref().and_then(node_model) {
+        } else if let Some(m) = r.node.as_deref().and_then(|n| by_node.get(n)) {
             synced_host += 1;
             m.fit.clone()
         } else if r.node.is_some() && r.node == master.node {
@@ -243,6 +251,31 @@ mod tests {
         let models = place_unsampled(all, &ranks, &mut quiet);
         assert_eq!(models.iter().find(|m| m.rank == 0).map(|m| m.fit.clone()), Some(Fit::Identity));
         assert!(quiet.is_empty(), "{quiet:?}");
+    }
+
+    #[test]
+    fn synced_hosts_at_sixteen_thousand_ranks() {
+        // 16,384 ranks on 512 nodes of 32; only each node's first rank has samples (an offset
+        // equal to its node number). Every other rank takes its node's model; rank 0 samples
+        // too, so the master is rank 1, on node 0, and the rest of node 0 keeps node 0's model.
+        let ranks: Vec<RankInfo> = (0..16_384).map(|r| rank(r, &format!("n{}", r / 32))).collect();
+        let fitted: Vec<RankModel> = (0..512)
+            .map(|n| RankModel {
+                rank: n * 32,
+                fit: Fit::Offset(f64::from(n)),
+                samples_used: 1,
+                samples_dropped: 0,
+                rms_residual_ns: 0.0,
+            })
+            .collect();
+        let mut w = Warnings::default();
+        let models = place_unsampled(fitted, &ranks, &mut w);
+        assert_eq!(models.len(), 16_384);
+        for m in &models {
+            let want = if m.rank == 1 { Fit::Identity } else { Fit::Offset(f64::from(m.rank / 32)) };
+            assert_eq!(m.fit, want, "rank {}", m.rank);
+        }
+        assert_eq!(w.count("clock_unsynced_rank"), 0);
     }
 
     #[test]
