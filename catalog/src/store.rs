@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::io::Write;
 use std::path::Path;
 
 use arrow::array::{Array, AsArray, RecordBatch};
@@ -122,9 +123,8 @@ fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
         .map(|t| {
             let file = format!("{}.parquet", t.name);
             let path = dir.join(&file);
-            let rows = write_table(&path, t.schema(), trace.table(t.name))?;
-            let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-            Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32fast::hash(&bytes)) }))
+            let (rows, crc32) = write_table(&path, t.schema(), trace.table(t.name))?;
+            Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32) }))
         })
         .collect::<Result<_>>()?;
     let manifest = Manifest {
@@ -139,8 +139,30 @@ fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
     std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
 }
 
-fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[RecordBatch]) -> Result<usize> {
-    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+/// A writer that keeps the CRC-32 of everything written through it.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.crc.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// Write one table's file; its row count and the CRC-32 of the file's bytes.
+fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[RecordBatch]) -> Result<(usize, u32)> {
+    let file = Checksummed {
+        inner: std::io::BufWriter::new(File::create(path).map_err(|e| Error::io(path, e))?),
+        crc: crc32fast::Hasher::new(),
+    };
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(1 << 20))
@@ -152,8 +174,9 @@ fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[Reco
         writer.write(b).map_err(engine)?;
         rows += b.num_rows();
     }
-    writer.close().map_err(engine)?;
-    Ok(rows)
+    let mut file = writer.into_inner().map_err(engine)?;
+    file.flush().map_err(|e| Error::io(path, e))?;
+    Ok((rows, file.crc.finalize()))
 }
 
 /// Read a store written by `write`.
