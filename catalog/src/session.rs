@@ -93,11 +93,20 @@ impl Session {
             .with_information_schema(true)
             .with_target_partitions(partitions.max(1))
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
-        let mut runtime = datafusion::execution::runtime_env::RuntimeEnvBuilder::new();
-        if let Some(limit) = memory_limit {
-            runtime = runtime.with_memory_limit(limit, 1.0);
-        }
-        let ctx = match runtime.build_arc() {
+        use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
+        use datafusion::execution::runtime_env::RuntimeEnvBuilder;
+        let runtime = |spill: bool| {
+            let mut b = RuntimeEnvBuilder::new();
+            if let Some(limit) = memory_limit {
+                b = b.with_memory_limit(limit, 1.0);
+            }
+            if !spill {
+                b = b.with_disk_manager_builder(DiskManagerBuilder::default().with_mode(DiskManagerMode::Disabled));
+            }
+            b.build_arc()
+        };
+        // Without a usable temporary directory queries cannot spill, but the budget still holds.
+        let ctx = match runtime(true).or_else(|_| runtime(false)) {
             Ok(rt) => SessionContext::new_with_config_rt(config, rt),
             Err(_) => SessionContext::new_with_config(config),
         };
