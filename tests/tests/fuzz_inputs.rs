@@ -128,7 +128,6 @@ fn fuzz_file(
         }
     }
     std::fs::write(file, &seed).unwrap();
-    assert!(errors + read_ok == cases());
     eprintln!("{format}: {} cases, {errors} errors, {read_ok} read", cases());
 }
 

@@ -52,26 +52,40 @@ pub fn bytes(n: f64) -> String {
     format!("{} {}", significant(v), UNITS[unit])
 }
 
+/// What a formatting function writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Unit {
+    Duration,
+    Bytes,
+}
+
 /// One of the two formatting functions.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Format {
-    name: &'static str,
+    unit: Unit,
     signature: Signature,
 }
 
 impl Format {
+    fn new(unit: Unit) -> Self {
+        Format { unit, signature: Signature::numeric(1, Volatility::Immutable) }
+    }
+
     pub fn duration() -> Self {
-        Format { name: "format_duration", signature: Signature::numeric(1, Volatility::Immutable) }
+        Format::new(Unit::Duration)
     }
 
     pub fn bytes() -> Self {
-        Format { name: "format_bytes", signature: Signature::numeric(1, Volatility::Immutable) }
+        Format::new(Unit::Bytes)
     }
 }
 
 impl ScalarUDFImpl for Format {
     fn name(&self) -> &str {
-        self.name
+        match self.unit {
+            Unit::Duration => "format_duration",
+            Unit::Bytes => "format_bytes",
+        }
     }
 
     fn signature(&self) -> &Signature {
@@ -86,8 +100,11 @@ impl ScalarUDFImpl for Format {
         let arrays = ColumnarValue::values_to_arrays(&args.args)?;
         let values = arrow::compute::cast(&arrays[0], &DataType::Float64)?;
         let values = values.as_primitive::<Float64Type>();
-        let f = if self.name == "format_duration" { duration } else { bytes };
-        let out: StringArray = (0..values.len()).map(|i| values.is_valid(i).then(|| f(values.value(i)))).collect();
+        let write = match self.unit {
+            Unit::Duration => duration,
+            Unit::Bytes => bytes,
+        };
+        let out: StringArray = (0..values.len()).map(|i| values.is_valid(i).then(|| write(values.value(i)))).collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }
