@@ -18,13 +18,14 @@
 //! relation comes from (first and last event of its `events`), the same for the three
 //! functions and for any view of the trace's tables, so their slot boundaries coincide and a
 //! timeline drawn from them lines up; a relation that comes from no trace uses its own span.
+//! A trace's span is read once per open trace and remembered (its tables never change).
 //! `lod_calls(..., per => 'rank')` gives ITA's per-process representative: per slot, the
 //! region where all threads of the rank together spent the most exclusive time (thread NULL,
 //! share = that time over the slot width times the rank's threads). Costs: O(n log n) in the input rows; the output is bounded by
 //! slots x threads (calls) or by the input (messages, collectives).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use arrow::array::{Array, ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -113,26 +114,50 @@ impl ScalarUDFImpl for LodResolution {
 pub const LOD_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels"];
 pub const LOD_CALL_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels", "per"];
 
-/// The time span of the trace `relation` comes from (first and last event), read from the
-/// trace's events when t0 or t1 is not given, so the three lod functions share one slot grid.
-/// A relation that comes from no single trace uses its own rows' span.
+/// Where a lod function's default span comes from.
+#[derive(Debug, Clone)]
+enum Span {
+    /// The relation's own rows (t0 and t1 given, or a relation from no trace).
+    Own,
+    /// The trace's span, known from an earlier call.
+    Known(Option<i64>, Option<i64>),
+    /// The trace's span, to read from its events (the extra input) and remember.
+    Scan(Weak<dyn TableProvider>),
+}
+
+/// Spans of the traces read so far, by their events table: a trace's tables never change, so
+/// its events are scanned for their first and last time once, not by every lod call.
+static TRACE_SPANS: Mutex<Vec<(Weak<dyn TableProvider>, TimeSpan)>> = Mutex::new(Vec::new());
+
+/// First and last time, when there are any.
+type TimeSpan = (Option<i64>, Option<i64>);
+
+/// The span of the trace `relation` comes from (first and last event), when t0 or t1 is not
+/// given, so the three lod functions share one slot grid. A relation that comes from no single
+/// trace uses its own rows' span. Returns the span and the extra input to read, if any.
 fn span_input(
     session: &dyn datafusion::catalog::Session,
     function: &str,
     relation: &Relation,
     p: &LodParams,
-) -> Result<Option<crate::common::Projected>> {
+) -> Result<(Span, Option<crate::common::Projected>)> {
     if p.t0.is_some() && p.t1.is_some() {
-        return Ok(None);
+        return Ok((Span::Own, None));
     }
-    let Some(schema) = crate::common::trace_schema(session, relation) else { return Ok(None) };
+    let Some(schema) = crate::common::trace_schema(session, relation) else { return Ok((Span::Own, None)) };
     let events = crate::common::trace_table(session, function, &schema, "events")?;
+    let key = Arc::downgrade(&events.provider);
+    let mut known = TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    known.retain(|(k, _)| k.strong_count() > 0);
+    if let Some((_, (lo, hi))) = known.iter().find(|(k, _)| Weak::ptr_eq(k, &key)) {
+        return Ok((Span::Known(*lo, *hi), None));
+    }
     let ts = events.columns(function, &["ts"])?;
-    Ok(Some((events, Some(ts))))
+    Ok((Span::Scan(key), Some((events, Some(ts)))))
 }
 
 /// (first, last) time of the span input's batches (a single ts column).
-fn span_of(batches: &[RecordBatch]) -> Result<(Option<i64>, Option<i64>)> {
+fn span_of(batches: &[RecordBatch]) -> Result<TimeSpan> {
     let (mut lo, mut hi) = (None::<i64>, None::<i64>);
     for b in batches {
         let ts = arrow::compute::cast(b.column(0), &DataType::Int64)?;
@@ -147,11 +172,20 @@ fn span_of(batches: &[RecordBatch]) -> Result<(Option<i64>, Option<i64>)> {
     Ok((lo, hi))
 }
 
-/// The span to cut: the trace's (when read) or else the data's own.
-fn chosen_span(inputs: &[Vec<RecordBatch>], own: (Option<i64>, Option<i64>)) -> Result<(Option<i64>, Option<i64>)> {
-    match inputs.get(1) {
-        Some(batches) => span_of(batches),
-        None => Ok(own),
+/// The span to cut: the trace's (known, or read now and remembered) or else the data's own.
+fn chosen_span(
+    span: &Span,
+    inputs: &[Vec<RecordBatch>],
+    own: (Option<i64>, Option<i64>),
+) -> Result<(Option<i64>, Option<i64>)> {
+    match (span, inputs.get(1)) {
+        (Span::Known(lo, hi), _) => Ok((*lo, *hi)),
+        (Span::Scan(key), Some(batches)) => {
+            let found = span_of(batches)?;
+            TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((key.clone(), found));
+            Ok(found)
+        }
+        _ => Ok(own),
     }
 }
 
@@ -352,7 +386,7 @@ impl TableFunctionImpl for LodCalls {
         let p = LodParams::parse(&a)?;
         let relation: Relation = a.relation(args.session(), 3, "calls")?;
         let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
-        let span = span_input(args.session(), "lod_calls", &relation, &p)?;
+        let (span, span_read) = span_input(args.session(), "lod_calls", &relation, &p)?;
         let out = schema(vec![
             Field::new("slot_start", DataType::Int64, false),
             Field::new("slot_end", DataType::Int64, false),
@@ -392,7 +426,7 @@ impl TableFunctionImpl for LodCalls {
                 hi = Some(hi.map_or(b, |h| h.max(b)));
                 by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
             }
-            let (lo, hi) = chosen_span(inputs, (lo, hi))?;
+            let (lo, hi) = chosen_span(&span, inputs, (lo, hi))?;
             let Some(g) = p.grid("lod_calls", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
             // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
             let rows: Vec<(CallRow, i64)> = if p.per_rank {
@@ -429,7 +463,7 @@ impl TableFunctionImpl for LodCalls {
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
         let mut inputs = vec![(relation, Some(idx))];
-        inputs.extend(span);
+        inputs.extend(span_read);
         Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
@@ -633,7 +667,7 @@ impl TableFunctionImpl for LodMessages {
         ]);
         let s = out.clone();
         let has_latency = latency.is_some();
-        let span = span_input(args.session(), "lod_messages", &relation, &p)?;
+        let (span, span_read) = span_input(args.session(), "lod_messages", &relation, &p)?;
         let compute: ComputeMany = Arc::new(move |inputs| {
             let batches = &inputs[0];
             // Each batch is read on its own (no concatenated copies of the input).
@@ -641,7 +675,7 @@ impl TableFunctionImpl for LodMessages {
                 batches.iter().map(|b| MessageColumns::new(b, has_latency)).collect::<Result<_>>()?;
             let spans: Vec<(i64, i64)> = cols.par_iter().filter_map(MessageColumns::span).collect();
             let own = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max());
-            let (lo, hi) = chosen_span(inputs, own)?;
+            let (lo, hi) = chosen_span(&span, inputs, own)?;
             let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
             let mut keyed: Vec<MessageRow> = cols.par_iter().flat_map_iter(|c| c.rows(g)).collect();
             keyed.par_sort_unstable_by_key(|r| r.key);
@@ -654,7 +688,7 @@ impl TableFunctionImpl for LodMessages {
             Ok(vec![o.into_batch(s.clone())?])
         });
         let mut inputs = vec![(relation, Some(idx))];
-        inputs.extend(span);
+        inputs.extend(span_read);
         Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
@@ -681,7 +715,7 @@ impl TableFunctionImpl for LodCollectives {
             Field::new("participants", DataType::Int64, false),
         ]);
         let s = out.clone();
-        let span = span_input(args.session(), "lod_collectives", &relation, &p)?;
+        let (span, span_read) = span_input(args.session(), "lod_collectives", &relation, &p)?;
         let compute: ComputeMany = Arc::new(move |inputs| {
             let batches = &inputs[0];
             let (comm, instance) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
@@ -705,7 +739,7 @@ impl TableFunctionImpl for LodCollectives {
                 }
             }
             let own = (inst.values().map(|x| x.0).min(), inst.values().map(|x| x.0).max());
-            let (lo, hi) = chosen_span(inputs, own)?;
+            let (lo, hi) = chosen_span(&span, inputs, own)?;
             let Some(g) = p.grid("lod_collectives", lo, hi)? else {
                 return Ok(vec![RecordBatch::new_empty(s.clone())]);
             };
@@ -735,7 +769,7 @@ impl TableFunctionImpl for LodCollectives {
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
         let mut inputs = vec![(relation, Some(idx))];
-        inputs.extend(span);
+        inputs.extend(span_read);
         Ok(Arc::new(Derived::from_many(out, inputs, compute)))
     }
 }
