@@ -11,7 +11,7 @@
 //! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
 //! parallel over buckets.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -334,8 +334,11 @@ pub fn latencies(m: &MessageColumns, p: &Params) -> (Vec<Option<f64>>, Vec<Optio
 enum Source {
     /// Learnt from the analysis's own input rows (a relation that comes from no trace).
     Own,
-    /// Learnt from the whole `messages` table of the trace the rows come from (an extra input).
-    Trace(MessageIndices),
+    /// Learnt from the whole `messages` table of the trace the rows come from (an extra input),
+    /// then remembered for that table and these parameters.
+    Trace(MessageIndices, Weak<dyn TableProvider>),
+    /// The whole trace's, learnt by an earlier call.
+    Known(Arc<CriteriaTable>),
     /// Given as a relation shaped like `latency_criteria`'s output (an extra input):
     /// locality, size_bucket and criterion_ns columns.
     Given { locality: usize, size_bucket: usize, criterion_ns: usize },
@@ -351,6 +354,18 @@ pub struct Baseline {
     pub params: Params,
     /// What the criteria were taken from, for messages to the user.
     pub described: String,
+}
+
+/// Criteria of the traces' messages tables learnt so far, by table and parameters: a trace's
+/// tables never change, so narrowed analyses of one trace learn its criteria once.
+type Remembered = (Weak<dyn TableProvider>, Params, Arc<CriteriaTable>);
+static TRACE_CRITERIA: Mutex<Vec<Remembered>> = Mutex::new(Vec::new());
+
+/// The criteria remembered for `table` with `params`, dropping those of closed traces.
+fn remembered(table: &Weak<dyn TableProvider>, params: &Params) -> Option<Arc<CriteriaTable>> {
+    let mut known = TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner);
+    known.retain(|(k, _, _)| k.strong_count() > 0);
+    known.iter().find(|(k, p, _)| Weak::ptr_eq(k, table) && p == params).map(|(_, _, t)| t.clone())
 }
 
 /// Parameter names of the baseline, appended to an analysis's own parameters.
@@ -384,18 +399,25 @@ impl Baseline {
         if Arc::ptr_eq(&whole.provider, &relation.provider) {
             return Ok((Baseline { source: Source::Own, params, described }, None));
         }
+        let key = Arc::downgrade(&whole.provider);
+        if let Some(table) = remembered(&key, &params) {
+            return Ok((Baseline { source: Source::Known(table), params, described }, None));
+        }
         let (projection, indices) = MessageIndices::find(function, &whole)?.projected();
-        Ok((Baseline { source: Source::Trace(indices), params, described }, Some((whole, Some(projection)))))
+        Ok((Baseline { source: Source::Trace(indices, key), params, described }, Some((whole, Some(projection)))))
     }
 
     /// The criteria table: from `own` (the analysis's input read as message columns) or from
     /// the extra input's batches.
-    pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<CriteriaTable> {
+    pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
         let p = &self.params;
         match (&self.source, extra) {
-            (Source::Own, _) => Ok(CriteriaTable::new(&criteria(own, p), p.bucket_bytes)),
-            (Source::Trace(indices), Some(batches)) => {
-                Ok(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes))
+            (Source::Own, _) => Ok(Arc::new(CriteriaTable::new(&criteria(own, p), p.bucket_bytes))),
+            (Source::Known(table), _) => Ok(table.clone()),
+            (Source::Trace(indices, key), Some(batches)) => {
+                let table = Arc::new(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes));
+                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), *p, table.clone()));
+                Ok(table)
             }
             (Source::Given { locality, size_bucket, criterion_ns }, Some(batches)) => {
                 let loc = text_column(batches, *locality)?;
@@ -427,7 +449,7 @@ impl Baseline {
                     };
                     map.insert((locality, b), crit.is_valid(row).then(|| crit.value(row)));
                 }
-                Ok(CriteriaTable { bucket_bytes: p.bucket_bytes, map })
+                Ok(Arc::new(CriteriaTable { bucket_bytes: p.bucket_bytes, map }))
             }
             _ => exec_err!("{}: the criteria input was not read", self.described),
         }
