@@ -59,6 +59,10 @@ struct Cli {
     /// Open a generated 64-rank trace with known latency problems.
     #[arg(long)]
     demo: bool,
+    /// Memory queries may hold while they run (sorts, joins, aggregations), e.g. 8G or 512M;
+    /// past it a query fails with an error saying so [default: 3/4 of the machine's memory]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    memory_limit: Option<usize>,
     /// Attach a scheduler log as table `jobs` (sacct -P output; SWF when named *.swf or *.swf.gz).
     #[arg(long, value_name = "FILE")]
     jobs: Option<PathBuf>,
@@ -76,10 +80,7 @@ struct OpenArgs {
     /// CSV with rank,node giving where each rank ran.
     #[arg(long, value_name = "FILE", global = true)]
     nodes: Option<PathBuf>,
-    /// Memory queries may hold while they run (sorts, joins, aggregations), e.g. 8G or 512M;
-    /// past it a query fails with an error saying so [default: 3/4 of the machine's memory]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, global = true)]
-    memory_limit: Option<usize>,
+
     /// Unit of CSV timestamps: s, ms, us or ns.
     #[arg(long, default_value = "ns", value_parser = parse_time_unit, global = true)]
     time_unit: TimeUnit,
@@ -298,7 +299,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     }
 
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    let budget = cli.open.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
+    let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
     let mut session = Session::with_limits(cores, Some(budget));
     commdb_udfs::register_all(&mut session);
     session.open_options = open_options(&cli.open);
