@@ -229,9 +229,20 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
 /// Read one table's file, checking it against the manifest's checksum first: a damaged store
 /// is an error naming the file, never a table with different contents.
 fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<Vec<RecordBatch>> {
-    let data = bytes::Bytes::from(std::fs::read(path).map_err(|e| Error::io(path, e))?);
     if let Some(expected) = crc32 {
-        let found = crc32fast::hash(&data);
+        // Streamed, so the check holds no more than a buffer of the file in memory.
+        let mut file = std::io::BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| Error::io(path, e))?);
+        let mut hasher = crc32fast::Hasher::new();
+        loop {
+            let chunk = std::io::BufRead::fill_buf(&mut file).map_err(|e| Error::io(path, e))?;
+            if chunk.is_empty() {
+                break;
+            }
+            hasher.update(chunk);
+            let n = chunk.len();
+            std::io::BufRead::consume(&mut file, n);
+        }
+        let found = hasher.finalize();
         if found != expected {
             return Err(Error::in_file(
                 path,
@@ -240,7 +251,8 @@ fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<
         }
     }
     let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
-    let reader = ParquetRecordBatchReaderBuilder::try_new(data)
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
         .map_err(engine)?
         .with_batch_size(1 << 16)
         .build()
