@@ -189,10 +189,10 @@ pub const MESSAGES: TableDoc = TableDoc {
     one_row_per: "point-to-point message (matched, or an unmatched half with NULL partner columns)",
     columns: &[
         col("msg_id", int64, false, "message identifier, in order of send time"),
-        col("src", int32, false, "sending rank"),
-        col("dst", int32, false, "receiving rank"),
-        col("comm", int32, false, "communicator id"),
-        col("tag", int32, false, "message tag"),
+        col("src", int32, true, "sending rank; NULL when the receive names a peer that resolves to no rank"),
+        col("dst", int32, true, "receiving rank; NULL when the send names a peer that resolves to no rank"),
+        col("comm", int32, true, "communicator id"),
+        col("tag", int32, true, "message tag"),
         col("bytes", int64, false, "message size in bytes"),
         col("send_ts", int64, true, "time of the send event (ns); NULL when the send is missing"),
         col("recv_ts", int64, true, "time the receive completed (ns); NULL when the receive is missing"),
@@ -223,7 +223,12 @@ pub const COLLECTIVES: TableDoc = TableDoc {
     name: "collectives",
     one_row_per: "rank's part in one collective operation",
     columns: &[
-        col("instance", int64, false, "0-based sequence number of the operation on its communicator"),
+        col(
+            "instance",
+            int64,
+            false,
+            "0-based sequence number of the operation on its communicator; on MPI_COMM_SELF, where every rank's operations are its own, numbered across ranks so that (comm, instance) names one operation",
+        ),
         col("comm", int32, false, "communicator id"),
         col("op", small_dict, false, "collective operation: barrier, bcast, allreduce, ..."),
         col("root", int32, true, "root rank, for rooted operations"),
@@ -243,8 +248,13 @@ pub const COMMUNICATORS: TableDoc = TableDoc {
     columns: &[
         col("comm", int32, false, "communicator id"),
         col("name", utf8, false, "name, e.g. MPI_COMM_WORLD"),
-        col("size", int32, false, "number of member ranks"),
-        col("members", int32_list, false, "world ranks of the members, in communicator rank order"),
+        col("size", int32, false, "number of member ranks (1 for MPI_COMM_SELF: each rank alone)"),
+        col(
+            "members",
+            int32_list,
+            true,
+            "world ranks of the members, in communicator rank order (NULL where the writer's definition names no rank); NULL for MPI_COMM_SELF, whose one member is whichever rank calls",
+        ),
     ],
 };
 

@@ -261,7 +261,14 @@ fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<
     let mut out = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| Error::in_file(path, e.to_string()))?;
-        if batch.schema().fields() != expected.fields() {
+        // A column this version allows to be NULL may have been written by one that did not.
+        let fits = batch.schema().fields().len() == expected.fields().len()
+            && batch.schema().fields().iter().zip(expected.fields()).all(|(got, want)| {
+                got.name() == want.name()
+                    && got.data_type() == want.data_type()
+                    && (want.is_nullable() || !got.is_nullable())
+            });
+        if !fits {
             return Err(Error::in_file(
                 path,
                 format!("columns do not match the '{}' table of this commdb version", doc.name),

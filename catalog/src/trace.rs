@@ -53,6 +53,10 @@ pub struct CommInfo {
     pub comm: i32,
     pub name: String,
     pub members: Vec<i32>,
+    /// A communicator whose only member is whichever rank calls (MPI_COMM_SELF, an OTF2
+    /// group of type COMM_SELF): `members` is empty, its rank 0 is the caller, and each rank's
+    /// collectives on it are operations of their own.
+    pub per_rank: bool,
 }
 
 /// A clock synchronisation sample or offset point (see the `clock_sync` table).
@@ -371,13 +375,15 @@ impl RawTrace {
 
     fn communicators_batch(&self) -> Result<RecordBatch> {
         let c = &self.communicators;
-        let members = ListArray::from_iter_primitive::<Int32Type, _, _>(
-            c.iter().map(|x| Some(x.members.iter().map(|m| Some(*m)).collect::<Vec<_>>())),
-        );
+        let members = ListArray::from_iter_primitive::<Int32Type, _, _>(c.iter().map(|x| {
+            (!x.per_rank).then(|| x.members.iter().map(|&m| (m != NONE_I32).then_some(m)).collect::<Vec<_>>())
+        }));
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.comm))),
             Arc::new(StringArray::from_iter_values(c.iter().map(|x| x.name.as_str()))),
-            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.members.len() as i32))),
+            Arc::new(Int32Array::from_iter_values(
+                c.iter().map(|x| if x.per_rank { 1 } else { x.members.len() as i32 }),
+            )),
             Arc::new(members),
         ];
         let schema = model::COMMUNICATORS.schema();

@@ -204,3 +204,146 @@ async fn commdb_archives_are_accepted_by_otf2_print() {
         assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor), "{pattern:?}");
     }
 }
+
+/// Every point-to-point event's peer as otf2-print resolves it: per location, in order, the
+/// record and the peer's location id (None where otf2-print says INVALID).
+fn reference_peers(anchor: &Path) -> BTreeMap<i64, Vec<(String, Option<i64>)>> {
+    let out = Command::new("otf2-print").arg(anchor).output().expect("run otf2-print");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut peers: BTreeMap<i64, Vec<(String, Option<i64>)>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(record), Some(location)) = (words.next(), words.next()) else { continue };
+        if record != "MPI_SEND" && record != "MPI_RECV" {
+            continue;
+        }
+        let field = if record == "MPI_SEND" { "Receiver: " } else { "Sender: " };
+        let peer = line.split(field).nth(1).unwrap_or("");
+        let peer = peer.split(')').next().unwrap_or("");
+        let location_of_peer = peer.rsplit('<').next().and_then(|l| l.trim_end_matches('>').parse().ok());
+        let location_of_peer = if peer.contains("INVALID") { None } else { location_of_peer };
+        peers.entry(location.parse().unwrap()).or_default().push((record.to_string(), location_of_peer));
+    }
+    peers
+}
+
+/// The same from commdb's events: the peer rank's first location.
+async fn commdb_peers(s: &mut commdb_catalog::Session, schema: &str) -> BTreeMap<i64, Vec<(String, Option<i64>)>> {
+    let sql = format!(
+        "SELECT l.location_id, CASE WHEN e.kind = 'send' THEN 'MPI_SEND' ELSE 'MPI_RECV' END, p.location_id \
+         FROM {schema}.events e JOIN {schema}.locations l ON e.rank = l.rank AND e.thread = l.thread \
+         LEFT JOIN {schema}.locations p ON p.rank = e.peer AND p.thread = 0 \
+         WHERE e.kind IN ('send', 'recv') ORDER BY l.location_id, e.seq"
+    );
+    let mut peers: BTreeMap<i64, Vec<(String, Option<i64>)>> = BTreeMap::new();
+    for row in commdb_tests::rows(&s.collect(&sql).await.unwrap()).unwrap() {
+        let peer = (row[2] != "NULL").then(|| row[2].parse().unwrap());
+        peers.entry(row[0].parse().unwrap()).or_default().push((row[1].clone(), peer));
+    }
+    peers
+}
+
+fn other_writer_fixture(dir: &Path, variant: &str) -> Option<PathBuf> {
+    let script = project_root().join("tests/otf2/make_other_writers.py");
+    let out = Command::new("/usr/bin/python3").arg(&script).arg(dir).arg(variant).output();
+    match out {
+        Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
+        Ok(o) => {
+            println!(
+                "skip: the reference Python writer failed (python3-otf2 not installed?): {}",
+                String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
+            );
+            None
+        }
+        Err(e) => {
+            println!("skip: /usr/bin/python3 cannot run: {e}");
+            None
+        }
+    }
+}
+
+#[tokio::test]
+async fn communicators_of_every_group_type_resolve_as_otf2_print_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(anchor) = other_writer_fixture(&dir.path().join("self"), "self") else { return };
+    let mut s = commdb_tests::session();
+    s.open(&anchor.display().to_string(), Some("x"), &Default::default()).unwrap();
+    if otf2_print_available() {
+        assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor));
+        assert_eq!(commdb_peers(&mut s, "x").await, reference_peers(&anchor));
+    }
+    // Self-sends on MPI_COMM_SELF, the sub-communicator's message and the one on the
+    // GLOBAL_MEMBERS communicator match; the send to a rank the sub-communicator lacks keeps
+    // a NULL receiver.
+    let messages = q(&mut s, "SELECT src, dst, comm, recv_ts IS NOT NULL FROM x.messages ORDER BY msg_id").await;
+    let messages: Vec<String> = messages.into_iter().map(|r| r.join(" ")).collect();
+    assert_eq!(
+        messages,
+        ["0 0 1 true", "1 1 1 true", "2 2 1 true", "3 3 1 true", "3 1 2 true", "0 NULL 2 false", "2 3 3 true"]
+    );
+    assert_eq!(q(&mut s, "SELECT count(*) FROM x.messages WHERE dst IS NULL").await[0][0], "1");
+    // Each barrier on MPI_COMM_SELF is an operation with one participant, so nobody waits.
+    let coll = q(&mut s, "SELECT comm, instance, count(*) FROM x.collectives GROUP BY 1, 2 ORDER BY 1, 2").await;
+    let coll: Vec<String> = coll.into_iter().map(|r| r.join(" ")).collect();
+    assert_eq!(coll, ["1 0 1", "1 1 1", "1 2 1", "1 3 1", "2 0 2"]);
+    let comms = q(&mut s, "SELECT name, size, CAST(members AS VARCHAR) FROM x.communicators ORDER BY comm").await;
+    let comms: Vec<String> = comms.into_iter().map(|r| r.join(" ")).collect();
+    assert_eq!(
+        comms,
+        ["MPI_COMM_WORLD 4 [0, 1, 2, 3]", "MPI_COMM_SELF 1 NULL", "sub 2 [3, 1]", "everyone 4 [0, 1, 2, 3]"]
+    );
+    let warnings = q(&mut s, "SELECT code, count FROM x.warnings ORDER BY code").await;
+    let warnings: Vec<String> = warnings.into_iter().map(|r| r.join(" ")).collect();
+    assert_eq!(warnings, ["otf2_rank_outside_communicator 1", "unmatched_send 1"]);
+    let waits =
+        q(&mut s, "SELECT count(*) FROM wait_states('x.messages', collectives => 'x.collectives') WHERE comm = 1")
+            .await;
+    assert_eq!(waits[0][0], "0", "one-member operations cannot wait");
+
+    // commdb's own archive of the trace keeps MPI_COMM_SELF a COMM_SELF group.
+    let out = dir.path().join("again");
+    let raw = commdb_catalog::otf2::read(&anchor).unwrap();
+    commdb_catalog::otf2::writer::write(&raw, &out).unwrap();
+    s.open(&out.join("traces.otf2").display().to_string(), Some("y"), &Default::default()).unwrap();
+    for t in ["messages", "collectives", "communicators"] {
+        let (a, b) = (format!("SELECT * FROM x.{t}"), format!("SELECT * FROM y.{t}"));
+        let (x, y) = (q(&mut s, &a).await, q(&mut s, &b).await);
+        assert_eq!(x, y, "{t} after commdb's OTF2 writer");
+    }
+    if otf2_print_available() {
+        let defs = Command::new("otf2-print").arg("-G").arg(out.join("traces.otf2")).output().unwrap();
+        assert!(String::from_utf8_lossy(&defs.stdout).contains("Type: COMM_SELF"));
+        assert_eq!(commdb_peers(&mut s, "y").await, reference_peers(&out.join("traces.otf2")));
+    }
+}
+
+#[tokio::test]
+async fn ranks_without_a_node_class_are_placed_on_their_parent() {
+    for (variant, class) in [("noclass", "(empty)"), ("custom", "'host'")] {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(anchor) = other_writer_fixture(&dir.path().join(variant), variant) else { return };
+        let mut s = commdb_tests::session();
+        s.open(&anchor.display().to_string(), Some("x"), &Default::default()).unwrap();
+        let rows = commdb_tests::rows(
+            &s.collect(
+                "SELECT (SELECT string_agg(node, ',' ORDER BY rank) FROM x.ranks), \
+                        (SELECT message FROM x.warnings WHERE code = 'otf2_node_from_parent'), \
+                        (SELECT count(*) FROM x.messages WHERE intra_node IS NULL AND dst IS NOT NULL)",
+            )
+            .await
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(rows[0][0], "n0,n0,n1,n1", "{variant}");
+        assert!(rows[0][1].starts_with("4 of 4 ranks") && rows[0][1].contains(class), "{variant}: {}", rows[0][1]);
+        assert_eq!(rows[0][2], "0", "{variant}: every matched message has a locality");
+        let status =
+            commdb_tests::rows(&s.collect("SELECT DISTINCT status FROM latency_criteria('x.messages')").await.unwrap())
+                .unwrap();
+        assert!(status.iter().all(|r| r[0] != "unknown_locality"), "{variant}: {status:?}");
+    }
+}
+
+async fn q(s: &mut commdb_catalog::Session, sql: &str) -> Vec<Vec<String>> {
+    commdb_tests::rows(&s.collect(sql).await.unwrap()).unwrap()
+}

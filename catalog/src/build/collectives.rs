@@ -2,7 +2,8 @@
 //! in one operation; the k-th operation a rank takes part in on a communicator is instance k
 //! of that communicator (MPI requires every member to call collectives on a communicator in
 //! the same order). Instances whose members disagree on the operation, or that fewer members
-//! than the communicator's size took part in, are reported. The parts are collected during the
+//! than the communicator's size took part in, are reported. On a communicator of each rank
+//! alone (MPI_COMM_SELF) every part is an operation of its own. The parts are collected during the
 //! stream walk of `build::walk`, then placed in (comm, instance, rank) order by a transpose.
 
 use std::collections::BTreeMap;
@@ -95,6 +96,20 @@ pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut W
     let mut placed = vec![first; total];
     let mut next = 0;
     for (comm, members) in members_by_comm(&per_stream) {
+        if comms.iter().any(|c| c.comm == comm && c.per_rank) {
+            // Each rank alone (MPI_COMM_SELF): every part is an operation of its own, numbered
+            // across the ranks so that (comm, instance) names one operation.
+            for m in &members {
+                for k in 0..m.parts {
+                    placed[next] = Part {
+                        instance: next_self_instance(&placed, next, comm),
+                        ..per_stream[m.stream][m.position(k)]
+                    };
+                    next += 1;
+                }
+            }
+            continue;
+        }
         // Start of each instance's group: its size is the number of members with more parts.
         let instances = members.iter().map(|m| m.parts).max().unwrap_or(0);
         let mut with_exactly = vec![0usize; instances + 1];
@@ -128,6 +143,15 @@ pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut W
         }
     }
     Collectives { parts: placed }
+}
+
+/// The instance number of the next part of a per-rank communicator placed at `next`: one more
+/// than the part placed before it on the same communicator.
+fn next_self_instance(placed: &[Part], next: usize, comm: i32) -> i64 {
+    match next.checked_sub(1).map(|i| placed[i]) {
+        Some(p) if p.comm == comm => p.instance + 1,
+        _ => 0,
+    }
 }
 
 /// Instances placed at a time by `assemble`.
@@ -322,7 +346,7 @@ mod tests {
         let on_world = |p: &Vec<Part>| p.iter().filter(|x| x.comm == -1).count();
         let (fewest, most) =
             (per_stream.iter().map(on_world).min().unwrap(), per_stream.iter().map(on_world).max().unwrap());
-        let world = [CommInfo { comm: -1, name: "world".into(), members: (0..8).collect() }];
+        let world = [CommInfo { comm: -1, name: "world".into(), members: (0..8).collect(), per_rank: false }];
         let mut w = Warnings::default();
         let got = assemble(per_stream, &world, &mut w).parts;
         assert_eq!(got, want);
@@ -346,7 +370,7 @@ mod tests {
                 });
             }
         }
-        let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1] }];
+        let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1], per_rank: false }];
         let mut w = Warnings::default();
         let e = EventParts::single(e);
         let c = assemble(walk(&e, &e.streams(), &mut w).collective_parts, &comms, &mut w);

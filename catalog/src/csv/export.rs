@@ -302,7 +302,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     let communicators = comm_names
         .into_iter()
         .filter(|(c, _)| *c != NONE_I32)
-        .map(|(comm, name)| CommInfo { comm, name, members: world.clone() })
+        .map(|(comm, name)| CommInfo { comm, name, members: world.clone(), per_rank: false })
         .collect();
     Ok(RawTrace {
         meta: TraceMeta { format: "csv-events".into(), ..TraceMeta::default() },

@@ -190,6 +190,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
             comm: c,
             name: if c == 0 { "MPI_COMM_WORLD".into() } else { format!("comm {c}") },
             members: world.clone(),
+            per_rank: false,
         })
         .collect();
     Ok(RawTrace {

@@ -422,7 +422,12 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
         locations,
         regions,
         events,
-        communicators: vec![CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: (0..cfg.ranks).collect() }],
+        communicators: vec![CommInfo {
+            comm: 0,
+            name: "MPI_COMM_WORLD".into(),
+            members: (0..cfg.ranks).collect(),
+            per_rank: false,
+        }],
         clock_sync,
         ..RawTrace::default()
     };

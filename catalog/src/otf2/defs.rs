@@ -29,9 +29,15 @@ const COMM: u8 = 22;
 const MAPPING_TABLE: u8 = 5;
 const CLOCK_OFFSET: u8 = 6;
 
+pub const GROUP_LOCATIONS: u8 = 1;
+pub const GROUP_REGIONS: u8 = 2;
+pub const GROUP_METRIC: u8 = 3;
 pub const GROUP_COMM_LOCATIONS: u8 = 4;
 pub const GROUP_COMM_GROUP: u8 = 5;
 pub const GROUP_COMM_SELF: u8 = 6;
+/// Group flag: a COMM_GROUP that lists no members and holds every rank of its paradigm's
+/// COMM_LOCATIONS group.
+pub const GROUP_FLAG_GLOBAL_MEMBERS: u32 = 1;
 pub const MAPPING_REGION: u8 = 3;
 pub const MAPPING_GROUP: u8 = 4;
 pub const MAPPING_METRIC: u8 = 5;
@@ -74,6 +80,7 @@ pub struct Group {
     pub name: u32,
     pub kind: u8,
     pub paradigm: u8,
+    pub flags: u32,
     pub members: Vec<u64>,
 }
 
@@ -199,10 +206,11 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                     return Err(c.error(format!("{n} members cannot fit in the record")));
                 }
                 let members = (0..n).map(|_| c.u64c()).collect::<Result<Vec<_>>>()?;
-                let mut g = Group { name, kind: old_kind, paradigm: 0, members };
+                let mut g = Group { name, kind: old_kind, paradigm: 0, flags: 0, members };
                 if c.more(end) {
                     g.kind = c.u8()?;
                     g.paradigm = c.u8()?;
+                    g.flags = c.u32c()?;
                 }
                 c.finish(end)?;
                 d.groups.insert(id, g);

@@ -117,6 +117,8 @@ pub struct Context<'a> {
     pub region_index: &'a RegionIndex,
     /// Communicator id -> world rank of each communicator rank.
     pub comm_members: &'a CommMembers,
+    /// Communicators whose only member is the calling rank (groups of type COMM_SELF).
+    pub self_comms: &'a [u32],
     /// Metric (class or instance) id -> (member name index, value type) per value.
     pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
     /// Number of events the location's definition announces (used to size the columns).
@@ -142,6 +144,7 @@ impl Context<'_> {
         match self.comm_members.get(comm) {
             Some(m) => match m.get(rank as usize) {
                 Some(&w) => w,
+                None if rank == 0 && self.self_comms.contains(&comm) => self.rank,
                 None => {
                     warnings.add("otf2_rank_outside_communicator", || {
                         format!("rank {rank} of communicator {comm} is outside the communicator; the peer is NULL")
@@ -366,17 +369,18 @@ mod tests {
 
     #[test]
     fn peers_become_world_ranks_through_their_communicator() {
-        let members: HashMap<u32, Vec<i32>> = [(1, vec![4, 6])].into_iter().collect();
+        let members: HashMap<u32, Vec<i32>> = [(1, vec![4, 6]), (3, vec![])].into_iter().collect();
         let (local, regions, comms, metrics) =
             (LocalDefs::default(), RegionIndex::new(&[]), CommMembers::new(&members), HashMap::new());
         let ctx = Context {
-            rank: 0,
+            rank: 5,
             thread: 0,
             global_offset: 0,
             timer_resolution: 1_000_000_000,
             local: &local,
             region_index: &regions,
             comm_members: &comms,
+            self_comms: &[3],
             metric_members: &metrics,
             expected_events: 0,
         };
@@ -384,8 +388,11 @@ mod tests {
         assert_eq!(ctx.world_rank(1, 1, &mut w), 6);
         assert_eq!(ctx.world_rank(9, 3, &mut w), 3, "an undefined communicator keeps the rank");
         assert_eq!(ctx.world_rank(1, UNDEFINED_U32, &mut w), NONE_I32);
+        assert_eq!(ctx.world_rank(3, 0, &mut w), 5, "rank 0 of a COMM_SELF communicator is the caller");
         assert!(w.is_empty());
-        assert_eq!(ctx.world_rank(1, 2, &mut w), NONE_I32);
+        assert_eq!(ctx.world_rank(3, 1, &mut w), NONE_I32);
         assert_eq!(w.count("otf2_rank_outside_communicator"), 1);
+        assert_eq!(ctx.world_rank(1, 2, &mut w), NONE_I32);
+        assert_eq!(w.count("otf2_rank_outside_communicator"), 2);
     }
 }

@@ -192,34 +192,61 @@ fn placement(d: &GlobalDefs) -> Placement {
     Placement { rank_of_group, location }
 }
 
-/// World ranks of every communicator's members, in communicator rank order.
-fn comm_members(d: &GlobalDefs, p: &Placement) -> HashMap<u32, Vec<i32>> {
+/// The members of every communicator as world ranks, in communicator rank order, resolved as
+/// the reference reader resolves them: a COMM_GROUP lists ranks of its paradigm's
+/// COMM_LOCATIONS group (all of them when flagged GLOBAL_MEMBERS), a COMM_LOCATIONS or
+/// LOCATIONS group lists locations, a COMM_SELF group lists nobody because its one member is
+/// whichever rank calls (those communicators are returned apart), and a group of unknown type
+/// lists world ranks. A communicator over a group of regions or metrics has no members: its
+/// peers stay NULL, and a warning says so. Members that resolve to no rank are NULL
+/// (`None`), never a sentinel.
+struct Communicators {
+    members: HashMap<u32, Vec<Option<i32>>>,
+    per_rank: Vec<u32>,
+}
+
+fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Communicators {
     let rank_of_location = |loc: u64| p.location.get(&loc).map(|x| x.0);
-    let mut out = HashMap::new();
+    let mut out = Communicators { members: HashMap::new(), per_rank: Vec::new() };
     for (id, comm) in &d.comms {
-        let Some(g) = d.groups.get(&comm.group) else { continue };
-        let members: Vec<i32> = match g.kind {
+        let Some(g) = d.groups.get(&comm.group) else {
+            warnings.add("otf2_comm_without_group", || {
+                format!("communicator {id} refers to group {} which is not defined; its peers are NULL", comm.group)
+            });
+            out.members.insert(*id, Vec::new());
+            continue;
+        };
+        let members: Vec<Option<i32>> = match g.kind {
             GROUP_COMM_GROUP => {
                 let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
-                g.members
-                    .iter()
-                    .map(|&m| match base {
-                        Some(b) => b
-                            .members
-                            .get(m as usize)
-                            .and_then(|&l| rank_of_location(l))
-                            .unwrap_or(crate::events::NONE_I32),
-                        None => i32::try_from(m).unwrap_or(crate::events::NONE_I32),
-                    })
-                    .collect()
+                let locations =
+                    |m: u64| base.and_then(|b| b.members.get(m as usize)).and_then(|&l| rank_of_location(l));
+                match base {
+                    Some(b) if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() => {
+                        b.members.iter().map(|&l| rank_of_location(l)).collect()
+                    }
+                    Some(_) => g.members.iter().map(|&m| locations(m)).collect(),
+                    None => g.members.iter().map(|&m| i32::try_from(m).ok()).collect(),
+                }
             }
-            GROUP_COMM_LOCATIONS => {
-                g.members.iter().map(|&l| rank_of_location(l).unwrap_or(crate::events::NONE_I32)).collect()
+            GROUP_COMM_LOCATIONS | defs::GROUP_LOCATIONS => g.members.iter().map(|&l| rank_of_location(l)).collect(),
+            GROUP_COMM_SELF => {
+                out.per_rank.push(*id);
+                Vec::new()
             }
-            GROUP_COMM_SELF => Vec::new(),
-            _ => g.members.iter().map(|&m| i32::try_from(m).unwrap_or(crate::events::NONE_I32)).collect(),
+            defs::GROUP_REGIONS | defs::GROUP_METRIC => {
+                warnings.add("otf2_comm_group_type", || {
+                    format!(
+                        "communicator {id} ('{}') is defined over a group of {}, not of ranks; its peers are NULL",
+                        d.string(comm.name).unwrap_or(""),
+                        if g.kind == defs::GROUP_REGIONS { "regions" } else { "metrics" }
+                    )
+                });
+                Vec::new()
+            }
+            _ => g.members.iter().map(|&m| i32::try_from(m).ok()).collect(),
         };
-        out.insert(*id, members);
+        out.members.insert(*id, members);
     }
     out
 }
@@ -302,8 +329,14 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let mut warnings = Warnings::default();
     let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
     let place = placement(&d);
-    let comms = comm_members(&d, &place);
-    let comm_index = events::CommMembers::new(&comms);
+    let comms = comm_members(&d, &place, &mut warnings);
+    let comm_index = events::CommMembers::new(
+        &comms
+            .members
+            .iter()
+            .map(|(id, m)| (*id, m.iter().map(|r| r.unwrap_or(crate::events::NONE_I32)).collect()))
+            .collect(),
+    );
     let string = |id: u32| d.string(id).unwrap_or("").to_string();
 
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
@@ -382,6 +415,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
                 local: &local,
                 region_index: &region_index,
                 comm_members: &comm_index,
+                self_comms: &comms.per_rank,
                 metric_members: &metric_members,
                 expected_events: l.events,
             };
@@ -436,10 +470,12 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let mut ranks: Vec<RankInfo> = Vec::new();
     let mut groups: Vec<(&u32, &defs::LocationGroup)> = d.location_groups.iter().collect();
     groups.sort_by_key(|(id, _)| place.rank_of_group.get(id).copied().unwrap_or(i32::MAX));
+    let mut rules = NodeRules::default();
     for (id, g) in groups {
         let Some(&rank) = place.rank_of_group.get(id) else { continue };
-        ranks.push(RankInfo { rank, node: node_name(&d, g.parent), name: string(g.name) });
+        ranks.push(RankInfo { rank, node: node_name(&d, g.parent, &mut rules), name: string(g.name) });
     }
+    rules.report(&mut warnings);
     let mut locations: Vec<LocationInfo> = d
         .locations
         .iter()
@@ -461,7 +497,12 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         .map(|(id, c)| CommInfo {
             comm: *id as i32,
             name: string(c.name),
-            members: comms.get(id).cloned().unwrap_or_default(),
+            members: comms
+                .members
+                .get(id)
+                .map(|m| m.iter().map(|r| r.unwrap_or(crate::events::NONE_I32)).collect())
+                .unwrap_or_default(),
+            per_rank: comms.per_rank.contains(id),
         })
         .collect();
     let meta = TraceMeta {
@@ -477,20 +518,51 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     Ok(RawTrace { meta, ranks, locations, regions, events, communicators, clock_sync, metrics, warnings })
 }
 
-/// The name of the "node" system-tree ancestor of a location group (or its direct parent).
-fn node_name(d: &GlobalDefs, parent: u32) -> Option<String> {
+/// The node of a location group: its system-tree ancestor of class "node", as Score-P names
+/// it, else (writers that leave the class empty or use their own words) the location group's
+/// parent system-tree node. Which rule placed the ranks is said in `warnings`.
+fn node_name(d: &GlobalDefs, parent: u32, rules: &mut NodeRules) -> Option<String> {
     let mut id = parent;
-    let mut first: Option<String> = None;
     for _ in 0..64 {
-        let node = d.system_tree.get(&id)?;
-        let name = d.string(node.name).unwrap_or("").to_string();
+        let Some(node) = d.system_tree.get(&id) else { break };
         if d.string(node.class) == Some("node") {
-            return Some(name);
+            rules.by_class += 1;
+            return Some(d.string(node.name).unwrap_or("").to_string());
         }
-        first.get_or_insert(name);
         id = node.parent;
     }
-    first
+    let node = d.system_tree.get(&parent)?;
+    rules.by_parent += 1;
+    let class = d.string(node.class).unwrap_or("");
+    if !rules.parent_classes.iter().any(|c| c == class) {
+        rules.parent_classes.push(class.to_string());
+    }
+    Some(d.string(node.name).unwrap_or("").to_string())
+}
+
+/// How many ranks each rule of `node_name` placed.
+#[derive(Debug, Default)]
+struct NodeRules {
+    by_class: usize,
+    by_parent: usize,
+    parent_classes: Vec<String>,
+}
+
+impl NodeRules {
+    fn report(&self, warnings: &mut Warnings) {
+        if self.by_parent == 0 {
+            return;
+        }
+        let classes =
+            self.parent_classes.iter().map(|c| if c.is_empty() { "(empty)".to_string() } else { format!("'{c}'") });
+        let classes = classes.collect::<Vec<_>>().join(", ");
+        let (n, of) = (self.by_parent, self.by_parent + self.by_class);
+        warnings.add_many("otf2_node_from_parent", n as i64, || {
+            format!(
+                "{n} of {of} ranks have no system-tree ancestor of class 'node'; they are placed on their location group's parent system-tree node (class {classes}); give --nodes FILE to place them otherwise"
+            )
+        });
+    }
 }
 
 #[cfg(test)]

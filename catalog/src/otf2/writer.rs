@@ -21,6 +21,7 @@ use rayon::prelude::*;
 use crate::clock::model::condense;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, NONE_I32, NONE_I64, PartStream, RawEvents};
+use crate::otf2::defs;
 use crate::trace::{ClockSample, RawTrace, Warnings};
 
 const EVENT_CHUNK: usize = 1 << 20;
@@ -183,11 +184,19 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
         let next = location_of.values().max().map_or(0, |m| m + 1);
         location_of.entry((ps.stream.rank, ps.stream.thread)).or_insert(next);
     }
-    // World rank -> comm rank of every communicator.
+    // World rank -> comm rank of every communicator; on a per-rank communicator (COMM_SELF)
+    // the rank itself is rank 0.
     let comm_rank: HashMap<i32, HashMap<i32, u32>> = trace
         .communicators
         .iter()
-        .map(|c| (c.comm, c.members.iter().enumerate().map(|(i, w)| (*w, i as u32)).collect()))
+        .map(|c| {
+            let ranks: HashMap<i32, u32> = if c.per_rank {
+                trace.ranks.iter().map(|r| (r.rank, 0)).collect()
+            } else {
+                c.members.iter().enumerate().map(|(i, w)| (*w, i as u32)).collect()
+            };
+            (c.comm, ranks)
+        })
         .collect();
 
     let stream_events: Vec<(u64, Vec<u8>, u64)> = streams
@@ -342,7 +351,8 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
     write_group(&mut g, 0, locations_group_name, 4, &world_locations);
     for (i, c) in trace.communicators.iter().enumerate() {
         let members: Vec<u64> = c.members.iter().filter_map(|r| index_of_rank.get(r).copied()).collect();
-        write_group(&mut g, i as u32 + 1, comm_names[i], 5, &members);
+        let kind = if c.per_rank { defs::GROUP_COMM_SELF } else { defs::GROUP_COMM_GROUP };
+        write_group(&mut g, i as u32 + 1, comm_names[i], kind, &members);
     }
     for (i, c) in trace.communicators.iter().enumerate() {
         u32c(c.comm.max(0) as u32, &mut g.record);

@@ -13,7 +13,7 @@ pub mod matching;
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, BooleanArray, DictionaryArray, Int64Array, RecordBatch, StringArray};
 use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::{Int32Type, Int64Type};
 use rayon::prelude::*;
@@ -164,10 +164,10 @@ impl MessageChunk {
         let nullable = |v: Vec<i64>| -> ArrayRef { Arc::new(owned_nullable::<Int64Type>(v, NONE_I64)) };
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(self.first_id..self.first_id + n as i64)),
-            Arc::new(Int32Array::from(self.src)),
-            Arc::new(Int32Array::from(self.dst)),
-            Arc::new(Int32Array::from(self.comm)),
-            Arc::new(Int32Array::from(self.tag)),
+            Arc::new(owned_nullable::<Int32Type>(self.src, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.dst, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.comm, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.tag, NONE_I32)),
             Arc::new(Int64Array::from(self.bytes)),
             nullable(self.send_ts),
             nullable(self.recv_ts),
@@ -276,6 +276,11 @@ pub fn derive(
     Ok(Messages { chunks: chunks.into_iter().map(|c| c.0).collect(), matched_events, node_names: nodes.names.clone() })
 }
 
+/// A rank, communicator or tag as a warning shows it: NULL when unknown.
+fn shown(v: i32) -> String {
+    if v == NONE_I32 { "NULL".into() } else { v.to_string() }
+}
+
 fn report_unmatched(pairs: &[Pair], sends: &[Half], recvs: &[Half], warnings: &mut Warnings) {
     let (lone_sends, lone_recvs) = pairs
         .par_iter()
@@ -288,7 +293,11 @@ fn report_unmatched(pairs: &[Pair], sends: &[Half], recvs: &[Half], warnings: &m
         warnings.add_many("unmatched_send", lone_sends, || {
             format!(
                 "sends without a matching receive are kept with NULL receive columns; first: {} -> {} comm {} tag {} at ts {}",
-                s.src, s.dst, s.comm, s.tag, s.ts
+                shown(s.src),
+                shown(s.dst),
+                shown(s.comm),
+                shown(s.tag),
+                s.ts
             )
         });
     }
@@ -298,7 +307,11 @@ fn report_unmatched(pairs: &[Pair], sends: &[Half], recvs: &[Half], warnings: &m
         warnings.add_many("unmatched_recv", lone_recvs, || {
             format!(
                 "receives without a matching send are kept with NULL send columns; first: {} -> {} comm {} tag {} at ts {}",
-                r.src, r.dst, r.comm, r.tag, r.ts
+                shown(r.src),
+                shown(r.dst),
+                shown(r.comm),
+                shown(r.tag),
+                r.ts
             )
         });
     }
