@@ -19,8 +19,8 @@ use crate::trace::Trace;
 pub struct OpenOptions {
     /// A rank,node CSV giving the placement of ranks.
     pub nodes: Option<PathBuf>,
-    /// Unit of CSV timestamps.
-    pub time_unit: TimeUnit,
+    /// Unit of CSV timestamps whose header does not say it (ns when not given).
+    pub time_unit: Option<TimeUnit>,
     /// Force a format: otf2, csv or parquet (a commdb store).
     pub format: Option<String>,
     /// Where readers report how far they are.
@@ -50,6 +50,9 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         return Err(Error::argument(format!(
             "{path} is a commdb store, whose times were corrected when it was converted; give the clock sync file when converting the source trace"
         )));
+    }
+    if is_store {
+        refuse_time_unit(path, "a commdb store", options)?;
     }
     if is_store && options.nodes.is_some() {
         return Err(Error::argument(format!(
@@ -100,7 +103,20 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     build(raw, options)
 }
 
+/// `--time-unit` says the unit of CSV times: for a format that records its own unit it is
+/// an error unless a clock sync CSV comes with it.
+fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) -> Result<()> {
+    match options.time_unit {
+        Some(unit) if options.clock_sync.is_none() => Err(Error::argument(format!(
+            "--time-unit {} applies to CSV traces and clock sync files; {path} is {format}, which records its own time unit",
+            unit.name()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
+    refuse_time_unit(&p.display().to_string(), "an OTF2 archive", options)?;
     let mut raw = crate::otf2::read_with_progress(p, options.progress.as_deref())?;
     if let Some(nodes_file) = &options.nodes {
         crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
@@ -112,7 +128,7 @@ fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 /// Replace the sync samples when a sync file is given, then correct and derive.
 fn build(mut raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
     if let Some(sync) = &options.clock_sync {
-        raw.clock_sync = crate::csv::sync::read(sync, options.time_unit)?;
+        raw.clock_sync = crate::csv::sync::read(sync, options.time_unit.unwrap_or_default())?;
     }
     raw.build_with(options.clock_correction)
 }
@@ -127,6 +143,7 @@ fn otf2_name_source(p: &Path) -> String {
 }
 
 fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
+    refuse_time_unit(path, "a generated trace", options)?;
     let cfg = GeneratorConfig::parse_spec(spec)?;
     let mut raw = generate(&cfg)?.trace;
     raw.meta.path = path.to_string();

@@ -364,7 +364,7 @@ impl Session {
             match key.as_str() {
                 "TYPE" | "FORMAT" => o.format = Some(value.to_ascii_lowercase()),
                 "NODES" => o.nodes = Some(value.into()),
-                "TIME_UNIT" => o.time_unit = value.parse::<TimeUnit>()?,
+                "TIME_UNIT" => o.time_unit = Some(value.parse::<TimeUnit>()?),
                 "CLOCK_CORRECTION" => o.clock_correction = value.parse()?,
                 "CLOCK_SYNC" => o.clock_sync = Some(value.into()),
                 other => {

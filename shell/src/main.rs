@@ -82,8 +82,8 @@ struct OpenArgs {
     nodes: Option<PathBuf>,
 
     /// Unit of CSV timestamps: s, ms, us or ns.
-    #[arg(long, default_value = "ns", value_parser = parse_time_unit, global = true)]
-    time_unit: TimeUnit,
+    #[arg(long, value_parser = parse_time_unit, global = true)]
+    time_unit: Option<TimeUnit>,
     /// Clock correction when a trace is read: off, model (fit each rank's clock to the
     /// master's from the sync samples) or clc (model, then no message runs backwards).
     #[arg(long, default_value = "model", value_parser = parse_correction, global = true)]
@@ -271,7 +271,21 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     };
     let print = PrintOptions { format: cli.format, max_rows: rows(40), quiet: cli.quiet, timing: true };
     match &cli.subcommand {
-        Some(Sub::Generate(args)) => return run_generate(args, cli.open.clock_correction, cli.quiet),
+        Some(Sub::Generate(args)) => {
+            // The generator places ranks by --ranks-per-node and writes its own clocks.
+            for (given, option) in [
+                (cli.open.nodes.is_some(), "--nodes"),
+                (cli.open.time_unit.is_some(), "--time-unit"),
+                (cli.open.clock_sync.is_some(), "--clock-sync"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{option} applies to reading a trace, not to generate (which places ranks with --ranks-per-node and records its own clocks)"
+                    ));
+                }
+            }
+            return run_generate(args, cli.open.clock_correction, cli.quiet);
+        }
         Some(Sub::Convert { input, output }) => {
             let started = Instant::now();
             store::refuse_source(std::path::Path::new(input), output).map_err(|e| e.to_string())?;

@@ -104,6 +104,15 @@ fn bad_input_gives_clear_errors() {
     let o = run(&["generate", "/tmp/never", "--pattern", "hexagon"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("pattern must be stencil2d, ring, alltoall or master-worker"), "{}", stderr(&o));
+
+    // Options that do not apply are errors, never ignored.
+    let o = run(&[SMALL, "--time-unit", "us", "-c", "SELECT 1"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--time-unit us applies to CSV traces"), "{}", stderr(&o));
+    let o = run(&["generate", "/tmp/never", "--nodes", &data("three_ranks_nodes.csv")]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--nodes applies to reading a trace, not to generate"), "{}", stderr(&o));
+    assert!(!Path::new("/tmp/never").exists());
 }
 
 #[test]

@@ -16,7 +16,10 @@ use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents,
 use crate::open::OpenOptions;
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta, Warnings};
 
-const COLUMNS: [&str; 6] = ["timestamp (ns)", "event type", "name", "thread", "process", "attributes"];
+/// The columns every row needs besides the timestamp; Thread (default 0) and Attributes
+/// (default none) are optional.
+const REQUIRED: [&str; 3] = ["event type", "name", "process"];
+const EXPECTED: &str = "Timestamp (ns),Event Type,Name,Thread,Process,Attributes";
 
 /// A scalar value of the attribute dictionary.
 #[derive(Debug, Clone, PartialEq)]
@@ -172,13 +175,23 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     crate::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> =
         header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();
-    let mut idx = [0usize; 6];
-    for (k, want) in COLUMNS.iter().enumerate() {
-        idx[k] = names.iter().position(|n| n == want).ok_or_else(|| {
-            Error::at_line(path, 1, None, format!("missing column '{want}'; expected {}", COLUMNS.join(",")))
-        })?;
+    let missing = |want: &str| {
+        Error::at_line(
+            path,
+            1,
+            None,
+            format!("missing column '{want}'; expected {EXPECTED} (Thread and Attributes may be left out)"),
+        )
+    };
+    let (c_ts, unit) =
+        crate::csv::timestamp_column(path, &header, options.time_unit)?.ok_or_else(|| missing("timestamp (ns)"))?;
+    let mut idx = [0usize; 3];
+    for (k, want) in REQUIRED.iter().enumerate() {
+        idx[k] = names.iter().position(|n| n == want).ok_or_else(|| missing(want))?;
     }
-    let [c_ts, c_type, c_name, c_thread, c_process, c_attrs] = idx;
+    let [c_type, c_name, c_process] = idx;
+    let c_thread = names.iter().position(|n| n == "thread");
+    let c_attrs = names.iter().position(|n| n == "attributes");
 
     let mut events = RawEvents::default();
     let mut regions: Vec<RegionInfo> = Vec::new();
@@ -197,15 +210,21 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
                 format!("expected {what}, found '{}'", field(i)),
             )
         };
-        let ts = parse_time(field(c_ts), options.time_unit).ok_or_else(|| bad(c_ts, "a time"))?;
-        let thread: i32 = field(c_thread).parse().map_err(|_| bad(c_thread, "a thread number"))?;
+        let ts = parse_time(field(c_ts), unit).ok_or_else(|| bad(c_ts, "a time"))?;
+        let thread: i32 = match c_thread {
+            Some(c) => field(c).parse().map_err(|_| bad(c, "a thread number"))?,
+            None => 0,
+        };
         let rank: i32 = field(c_process)
             .parse()
             .ok()
             .filter(|r: &i32| *r >= 0)
             .ok_or_else(|| bad(c_process, "a rank (0 or more)"))?;
-        let attrs = parse_attributes(field(c_attrs))
-            .map_err(|m| Error::at_line(path, line, Some(header.get(c_attrs).unwrap_or("Attributes")), m))?;
+        let attrs = match c_attrs {
+            Some(c) => parse_attributes(field(c))
+                .map_err(|m| Error::at_line(path, line, Some(header.get(c).unwrap_or("Attributes")), m))?,
+            None => Vec::new(),
+        };
         let attr = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v);
         let attr_i64 = |k: &str| attr(k).and_then(Value::int).unwrap_or(NONE_I64);
         let attr_i32 = |k: &str| attr(k).and_then(Value::int).and_then(|v| i32::try_from(v).ok()).unwrap_or(NONE_I32);
@@ -263,10 +282,11 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
                     return Err(Error::at_line(
                         path,
                         line,
-                        Some(header.get(c_attrs).unwrap_or("Attributes")),
+                        Some(c_attrs.and_then(|c| header.get(c)).unwrap_or("Attributes")),
                         format!(
-                            "{name} needs {} , communicator and msg_tag attributes",
-                            if matches!(e.kind, EventKind::Send | EventKind::Isend) { "receiver" } else { "sender" }
+                            "{name} needs {}, communicator and msg_tag attributes{}",
+                            if matches!(e.kind, EventKind::Send | EventKind::Isend) { "receiver" } else { "sender" },
+                            if c_attrs.is_none() { ", and the file has no Attributes column" } else { "" }
                         ),
                     ));
                 }

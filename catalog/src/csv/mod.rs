@@ -31,6 +31,15 @@ pub enum TimeUnit {
 }
 
 impl TimeUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            TimeUnit::Seconds => "s",
+            TimeUnit::Milliseconds => "ms",
+            TimeUnit::Microseconds => "us",
+            TimeUnit::Nanoseconds => "ns",
+        }
+    }
+
     pub fn nanoseconds(self) -> f64 {
         match self {
             TimeUnit::Seconds => 1e9,
@@ -50,6 +59,110 @@ impl std::str::FromStr for TimeUnit {
             "us" | "microseconds" => Ok(TimeUnit::Microseconds),
             "ns" | "nanoseconds" => Ok(TimeUnit::Nanoseconds),
             other => Err(Error::argument(format!("time unit must be one of s, ms, us, ns; got '{other}'"))),
+        }
+    }
+}
+
+/// The timestamp column of a CSV header and the unit its values are in: a column named
+/// `timestamp` takes the unit given by `--time-unit` (ns when none is), one named with its unit
+/// (`Timestamp (s)`, `timestamp [us]`, `time (ms)`) takes that unit. Two timestamp columns, a
+/// unit that is not one of s, ms, us, ns, or a `--time-unit` that contradicts the header's unit
+/// are errors naming the column.
+pub(crate) fn timestamp_column(
+    path: &Path,
+    header: &::csv::StringRecord,
+    given: Option<TimeUnit>,
+) -> Result<Option<(usize, TimeUnit)>> {
+    let mut found: Option<(usize, TimeUnit)> = None;
+    for (i, raw) in header.iter().enumerate() {
+        let name = raw.trim().trim_start_matches('\u{feff}').to_ascii_lowercase();
+        let (word, unit) = match name.find(['(', '[']) {
+            Some(open) => {
+                let unit = name[open + 1..].trim_end_matches([')', ']']).trim().to_string();
+                (name[..open].trim().to_string(), Some(unit))
+            }
+            None => (name.clone(), None),
+        };
+        if word != "timestamp" && !(word == "time" && unit.is_some()) {
+            continue;
+        }
+        if let Some((first, _)) = found {
+            return Err(Error::at_line(
+                path,
+                1,
+                Some(raw),
+                format!("two timestamp columns ('{}' and '{raw}'): keep one", header.get(first).unwrap_or("?").trim()),
+            ));
+        }
+        let unit = match unit {
+            None => given.unwrap_or_default(),
+            Some(u) => {
+                let u = if u == "µs" || u == "μs" { "us".to_string() } else { u };
+                let unit: TimeUnit = u.parse().map_err(|_| {
+                    Error::at_line(path, 1, Some(raw), format!("unknown time unit '{u}': expected s, ms, us or ns"))
+                })?;
+                if let Some(g) = given
+                    && g != unit
+                {
+                    return Err(Error::at_line(
+                        path,
+                        1,
+                        Some(raw),
+                        format!(
+                            "the header gives times in {} but --time-unit says {}: drop --time-unit or fix the header",
+                            unit.name(),
+                            g.name()
+                        ),
+                    ));
+                }
+                unit
+            }
+        };
+        found = Some((i, unit));
+    }
+    Ok(found)
+}
+
+/// Removes the spaces and tabs that follow a field separator outside quotes, so that
+/// `1, "{'a': 1, 'b': 2}", 3` (as some writers put it) reads as three fields with the quoted
+/// one intact. Unquoted fields are trimmed anyway.
+pub(crate) struct SpacesAfterCommas<R> {
+    inner: R,
+    in_quotes: bool,
+    after_comma: bool,
+}
+
+impl<R> SpacesAfterCommas<R> {
+    pub(crate) fn new(inner: R) -> Self {
+        SpacesAfterCommas { inner, in_quotes: false, after_comma: false }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for SpacesAfterCommas<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            let n = self.inner.read(buf)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let mut kept = 0;
+            for i in 0..n {
+                let b = buf[i];
+                if self.after_comma && (b == b' ' || b == b'\t') {
+                    continue;
+                }
+                self.after_comma = false;
+                if b == b'"' {
+                    self.in_quotes = !self.in_quotes;
+                } else if b == b',' && !self.in_quotes {
+                    self.after_comma = true;
+                }
+                buf[kept] = b;
+                kept += 1;
+            }
+            if kept > 0 {
+                return Ok(kept);
+            }
         }
     }
 }
@@ -118,12 +231,13 @@ pub(crate) fn open_reader(
     builder: &::csv::ReaderBuilder,
     path: &Path,
     options: &OpenOptions,
-) -> Result<::csv::Reader<crate::progress::ProgressReader<std::fs::File>>> {
+) -> Result<::csv::Reader<SpacesAfterCommas<crate::progress::ProgressReader<std::fs::File>>>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     if let Some(p) = &options.progress {
         p.set_total(file.metadata().map(|m| m.len()).unwrap_or(0));
     }
-    Ok(builder.from_reader(crate::progress::ProgressReader::new(file, options.progress.clone())))
+    Ok(builder
+        .from_reader(SpacesAfterCommas::new(crate::progress::ProgressReader::new(file, options.progress.clone()))))
 }
 
 /// Read the next record; its line number, or `None` at the end of the file.
@@ -153,6 +267,43 @@ pub(crate) fn parse_time(text: &str, unit: TimeUnit) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spaces_after_commas_go_outside_quotes_only() {
+        use std::io::Read;
+        let text = "1, \"{'a': 1, 'b': 2}\",\t3\n\"x, y\", z\n";
+        // Read a byte at a time too, so that a space split from its comma is still dropped.
+        for chunk in [1, 4, 1024] {
+            let mut out = Vec::new();
+            let mut r = SpacesAfterCommas::new(std::io::Read::take(text.as_bytes(), u64::MAX));
+            let mut buf = vec![0u8; chunk];
+            loop {
+                let n = r.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&buf[..n]);
+            }
+            assert_eq!(String::from_utf8(out).unwrap(), "1,\"{'a': 1, 'b': 2}\",3\n\"x, y\",z\n", "chunk {chunk}");
+        }
+    }
+
+    #[test]
+    fn the_timestamp_column_says_its_unit() {
+        let header = |h: &str| ::csv::StringRecord::from(h.split(',').collect::<Vec<_>>());
+        let p = Path::new("t.csv");
+        let unit = |h: &str, given| timestamp_column(p, &header(h), given).map(|c| c.map(|(i, u)| (i, u.name())));
+        assert_eq!(unit("rank,timestamp", None).unwrap(), Some((1, "ns")));
+        assert_eq!(unit("rank,timestamp", Some(TimeUnit::Microseconds)).unwrap(), Some((1, "us")));
+        assert_eq!(unit("Timestamp (s),x", None).unwrap(), Some((0, "s")));
+        assert_eq!(unit("x,time [µs]", None).unwrap(), Some((1, "us")));
+        assert_eq!(unit("Timestamp (ms)", Some(TimeUnit::Milliseconds)).unwrap(), Some((0, "ms")));
+        assert_eq!(unit("rank,time", None).unwrap(), None, "a bare 'time' is not taken for a timestamp");
+        let e = unit("Timestamp (fortnights)", None).unwrap_err().to_string();
+        assert!(e.contains("t.csv:1: column 'Timestamp (fortnights)'") && e.contains("unknown time unit"), "{e}");
+        let e = unit("Timestamp (s)", Some(TimeUnit::Nanoseconds)).unwrap_err().to_string();
+        assert!(e.contains("the header gives times in s but --time-unit says ns"), "{e}");
+    }
 
     #[test]
     fn repeated_header_names_are_errors_naming_the_column() {

@@ -14,12 +14,13 @@ use crate::events::{Event, EventKind, EventParts, RawEvents};
 use crate::open::OpenOptions;
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, TraceMeta};
 
-const REQUIRED: [&str; 6] = ["rank", "type", "timestamp", "source", "destination", "size"];
+const REQUIRED: [&str; 5] = ["rank", "type", "source", "destination", "size"];
 
 struct Columns {
     rank: usize,
     kind: usize,
     timestamp: usize,
+    unit: crate::csv::TimeUnit,
     source: usize,
     destination: usize,
     size: usize,
@@ -28,25 +29,31 @@ struct Columns {
     node: Option<usize>,
 }
 
-fn columns(path: &Path, header: &csv::StringRecord) -> Result<Columns> {
+fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::csv::TimeUnit>) -> Result<Columns> {
     crate::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> = header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
     let find = |n: &str| names.iter().position(|h| h == n);
-    let mut missing = REQUIRED.iter().filter(|n| find(n).is_none()).peekable();
+    let timestamp = crate::csv::timestamp_column(path, header, unit)?;
+    let mut missing = REQUIRED.iter().filter(|n| find(n).is_none()).copied().collect::<Vec<_>>();
+    if timestamp.is_none() {
+        missing.insert(2, "timestamp");
+    }
+    let mut missing = missing.into_iter().peekable();
     if missing.peek().is_some() {
-        let missing: Vec<_> = missing.copied().collect();
+        let missing: Vec<_> = missing.collect();
         return Err(Error::at_line(
             path,
             1,
             None,
-            format!("missing column(s) {}; expected {}", missing.join(", "), REQUIRED.join(",")),
+            format!("missing column(s) {}; expected rank,type,timestamp,source,destination,size", missing.join(", ")),
         ));
     }
     let get = |n: &str| find(n).unwrap_or_default();
     Ok(Columns {
         rank: get("rank"),
         kind: get("type"),
-        timestamp: get("timestamp"),
+        timestamp: timestamp.map_or(0, |t| t.0),
+        unit: timestamp.map_or_else(Default::default, |t| t.1),
         source: get("source"),
         destination: get("destination"),
         size: get("size"),
@@ -60,7 +67,7 @@ fn columns(path: &Path, header: &csv::StringRecord) -> Result<Columns> {
 pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
     let mut reader = open_reader(csv::ReaderBuilder::new().trim(csv::Trim::All), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
-    let cols = columns(path, &header)?;
+    let cols = columns(path, &header, options.time_unit)?;
     let col_name = |i: usize| header.get(i).unwrap_or("?").trim().to_string();
 
     let mut events = RawEvents::default();
@@ -113,7 +120,7 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
                 ),
             ));
         }
-        let ts = parse_time(field(cols.timestamp), options.time_unit).ok_or_else(|| {
+        let ts = parse_time(field(cols.timestamp), cols.unit).ok_or_else(|| {
             Error::at_line(
                 path,
                 line,
