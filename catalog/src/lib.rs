@@ -27,6 +27,7 @@ pub mod model;
 pub mod named_args;
 pub mod open;
 pub mod otf2;
+pub mod paraver;
 pub mod phases;
 pub mod progress;
 pub mod session;

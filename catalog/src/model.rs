@@ -276,6 +276,18 @@ pub const CLOCK_SYNC: TableDoc = TableDoc {
     ],
 };
 
+pub const STATES: TableDoc = TableDoc {
+    name: "states",
+    one_row_per: "interval a thread spent in one state (Paraver state records; empty for other formats)",
+    columns: &[
+        col("rank", int32, false, "rank"),
+        col("thread", int32, false, "thread within the rank"),
+        col("begin_ts", int64, false, "start of the interval (ns)"),
+        col("end_ts", int64, false, "end of the interval (ns)"),
+        col("state", int32, false, "state number as recorded"),
+        col("name", dict, true, "state name from the .pcf (Running, Waiting a message, ...)"),
+    ],
+};
 pub const METRICS: TableDoc = TableDoc {
     name: "metrics",
     one_row_per: "metric sample",
@@ -311,6 +323,7 @@ pub const TABLES: &[TableDoc] = &[
     COMMUNICATORS,
     CLOCK_SYNC,
     METRICS,
+    STATES,
     WARNINGS,
 ];
 

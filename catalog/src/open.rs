@@ -63,22 +63,26 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         Some("csv") => csv_trace(p, options)?,
         Some("parquet" | "store") => store::read_with_progress(p, options.progress.as_deref())?,
         Some("otf2") => otf2_trace(p, options)?,
+        Some("paraver" | "prv") => paraver_trace(p, options)?,
         Some(other) => {
-            return Err(Error::argument(format!("unknown trace type '{other}': expected otf2, csv or parquet")));
+            return Err(Error::argument(format!(
+                "unknown trace type '{other}': expected otf2, paraver, csv or parquet"
+            )));
         }
         None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
         None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
         None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p, options)?,
+        None if crate::paraver::is_prv(p) || (p.is_dir() && contains_prv(p)) => paraver_trace(p, options)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
                 p,
-                "directory holds no commdb store (manifest.json) and no OTF2 anchor (*.otf2)",
+                "directory holds no commdb store (manifest.json), no OTF2 anchor (*.otf2) and no Paraver trace (*.prv)",
             ));
         }
         None => {
             return Err(Error::in_file(
                 p,
-                "unknown trace format: expected an OTF2 archive (*.otf2), a .csv file, a commdb store directory or a generate: spec",
+                "unknown trace format: expected an OTF2 archive (*.otf2), a Paraver trace (*.prv, *.prv.gz), a .csv file, a commdb store directory or a generate: spec",
             ));
         }
     };
@@ -113,6 +117,15 @@ fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) -> Result<(
         ))),
         _ => Ok(()),
     }
+}
+
+fn paraver_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
+    refuse_time_unit(&p.display().to_string(), "a Paraver trace", options)?;
+    let mut raw = crate::paraver::read_with_progress(p, options.progress.as_deref())?;
+    if let Some(nodes_file) = &options.nodes {
+        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
+    build(raw, options)
 }
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
@@ -155,6 +168,10 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
 
 fn has_extension(p: &Path, ext: &str) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
+}
+
+fn contains_prv(dir: &Path) -> bool {
+    std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| crate::paraver::is_prv(&e.path()))).unwrap_or(false)
 }
 
 fn contains_extension(dir: &Path, ext: &str) -> bool {

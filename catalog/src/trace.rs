@@ -92,6 +92,19 @@ pub struct RawMetrics {
     pub names: Vec<String>,
 }
 
+/// Intervals a thread spent in a state (Paraver state records), before conversion to Arrow.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawStates {
+    pub rank: Vec<i32>,
+    pub thread: Vec<i32>,
+    pub begin: Vec<i64>,
+    pub end: Vec<i64>,
+    pub state: Vec<i32>,
+    /// Index into `names`, or NONE_I32 when the state is not named.
+    pub name: Vec<i32>,
+    pub names: Vec<String>,
+}
+
 /// Problems found while loading, counted by kind; the first occurrence is kept as an example.
 #[derive(Debug, Clone, Default)]
 pub struct Warnings {
@@ -169,6 +182,7 @@ pub struct RawTrace {
     pub communicators: Vec<CommInfo>,
     pub clock_sync: Vec<ClockSample>,
     pub metrics: RawMetrics,
+    pub states: RawStates,
     pub warnings: Warnings,
 }
 
@@ -282,6 +296,7 @@ impl RawTrace {
         tables.insert("communicators", vec![self.communicators_batch()?]);
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
         tables.insert("metrics", vec![self.metrics_batch()?]);
+        tables.insert("states", vec![self.states_batch()?]);
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
         // Times so far apart that their difference overflows come from a damaged timestamp.
         let span = last.checked_sub(first).ok_or_else(|| {
@@ -401,6 +416,19 @@ impl RawTrace {
             Arc::new(Int64Array::from(c.iter().map(|x| x.std_dev_ns).collect::<Vec<_>>())),
         ];
         Ok(RecordBatch::try_new(model::CLOCK_SYNC.schema(), columns)?)
+    }
+
+    fn states_batch(&self) -> Result<RecordBatch> {
+        let s = &self.states;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(s.rank.clone())),
+            Arc::new(Int32Array::from(s.thread.clone())),
+            Arc::new(Int64Array::from(s.begin.clone())),
+            Arc::new(Int64Array::from(s.end.clone())),
+            Arc::new(Int32Array::from(s.state.clone())),
+            region_dictionary(&s.name, &s.names)?,
+        ];
+        Ok(RecordBatch::try_new(model::STATES.schema(), columns)?)
     }
 
     fn metrics_batch(&self) -> Result<RecordBatch> {

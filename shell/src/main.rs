@@ -34,7 +34,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Debug, Parser)]
 #[command(name = "commdb", version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
-    /// Traces to open (CSV, commdb store directory, or generate:KEY=VALUE,...). The first is
+    /// Traces to open: an OTF2 archive (its *.otf2 anchor or directory), a Paraver trace
+    /// (*.prv or *.prv.gz with its .pcf and .row, or their directory), a CSV trace (PCLVis events
+    /// or an event export), a commdb store directory, or generate:KEY=VALUE,... The first is
     /// also the default schema.
     traces: Vec<String>,
     /// Run SQL (may be given several times; runs in order with -f).
@@ -96,11 +98,12 @@ struct OpenArgs {
 
 #[derive(Debug, Subcommand)]
 enum Sub {
-    /// Generate a synthetic trace with known ground truth into a commdb store directory.
+    /// Generate a synthetic trace with known ground truth into a directory (a commdb store, an
+    /// OTF2 archive or a Paraver trace).
     Generate(GenerateArgs),
     /// Convert a trace into a commdb store directory (Parquet tables, read back losslessly).
     Convert {
-        /// Trace to read.
+        /// Trace to read (any format commdb opens).
         input: String,
         /// Directory to write.
         output: PathBuf,
@@ -154,8 +157,9 @@ struct GenerateArgs {
     /// Absolute start of the run, YYYY-MM-DDTHH:MM:SS in UTC, or none.
     #[arg(long, default_value = "2026-03-02T08:00:00")]
     start: String,
-    /// What to write: a commdb store (parquet) or an OTF2 archive (otf2).
-    #[arg(long = "format", default_value = "parquet", value_parser = ["parquet", "otf2"])]
+    /// What to write: a commdb store (parquet), an OTF2 archive (otf2) or a Paraver trace
+    /// (paraver: DIR/trace.prv, .pcf and .row).
+    #[arg(long = "format", default_value = "parquet", value_parser = ["parquet", "otf2", "paraver"])]
     output_format: String,
 }
 
@@ -213,6 +217,9 @@ fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Res
     let written = Instant::now();
     if args.output_format == "otf2" {
         commdb_catalog::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
+    } else if args.output_format == "paraver" {
+        let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
+        commdb_catalog::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
     } else {
         let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
         store::write(&trace, &args.output).map_err(|e| e.to_string())?;

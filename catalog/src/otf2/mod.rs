@@ -515,7 +515,18 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         start_wallclock_ns: d.realtime_ns.and_then(|r| i64::try_from(r).ok()),
         ..TraceMeta::default()
     };
-    Ok(RawTrace { meta, ranks, locations, regions, events, communicators, clock_sync, metrics, warnings })
+    Ok(RawTrace {
+        meta,
+        ranks,
+        locations,
+        regions,
+        events,
+        communicators,
+        clock_sync,
+        metrics,
+        states: Default::default(),
+        warnings,
+    })
 }
 
 /// The node of a location group: its system-tree ancestor of class "node", as Score-P names

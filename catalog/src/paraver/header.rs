@@ -1,0 +1,285 @@
+//! The `.prv` header: `#Paraver (DATE):DURATION[_ns]:NODES:NAPPL:APPL_1:...`, where NODES is
+//! `N(c1,...,cN)` (CPUs per node) and each application is `NTASKS(T1:N1,...)[,NCOMMS]` (threads
+//! and 1-based node of each task, then how many communicator lines follow), and the lines after
+//! it: communicators `c:APPL:ID:NTASKS:TASK...` (tasks 1-based) and `#` comments, among them the
+//! note Paraver's cutter leaves. Layout from BSC's Paraver trace format description, summarised
+//! in PARAVER-NOTES.md.
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// One task of an application: its threads and the (1-based) node it ran on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Task {
+    pub threads: u32,
+    pub node: u32,
+}
+
+/// A communicator line: its application, id and (1-based) member tasks in communicator order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommLine {
+    pub app: u32,
+    pub id: i64,
+    pub tasks: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Header {
+    /// The date as written (`DD/MM/YYYY at HH:MM`), when given.
+    pub date: Option<String>,
+    /// The trace's end time in ns.
+    pub duration_ns: i64,
+    /// Times are in ns (`_ns` suffix), else in us.
+    pub nanoseconds: bool,
+    /// CPUs of each node.
+    pub node_cpus: Vec<u32>,
+    /// Tasks of each application.
+    pub apps: Vec<Vec<Task>>,
+    pub comms: Vec<CommLine>,
+    /// The trace was cut from a longer one (a comment naming the cutter).
+    pub cut: bool,
+    /// The 1-based line number of the first record.
+    pub first_record_line: u64,
+}
+
+/// Split `text` at the `sep` characters outside parentheses.
+fn split_top(text: &str, sep: char) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                out.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&text[start..]);
+    out
+}
+
+/// `N(a,b,...)` as (N, [a, b, ...]); a bare `N` has no list.
+fn counted_list(text: &str) -> Option<(u32, Vec<&str>)> {
+    let text = text.trim();
+    match text.find('(') {
+        Some(open) => {
+            let n = text[..open].trim().parse().ok()?;
+            let inner = text[open + 1..].strip_suffix(')')?;
+            let items = if inner.trim().is_empty() { Vec::new() } else { inner.split(',').collect() };
+            Some((n, items))
+        }
+        None => Some((text.parse().ok()?, Vec::new())),
+    }
+}
+
+/// Parse the header line and the communicator and comment lines that follow it. `lines`
+/// yields the file's lines from the first; parsing stops at the first record line.
+pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Result<Header> {
+    let err = |line: u64, field: &str, msg: String| Error::at_line(path, line, Some(field), msg);
+    let first = lines.next().ok_or_else(|| Error::at_line(path, 1, None, "empty file: expected a #Paraver header"))?;
+    let first = first.trim_start_matches('\u{feff}').trim_end();
+    let rest = first.strip_prefix("#Paraver").ok_or_else(|| {
+        Error::at_line(path, 1, None, format!("expected a header starting '#Paraver', found '{}'", clip(first)))
+    })?;
+    let rest = rest.trim_start();
+    let (date, rest) = match rest.strip_prefix('(') {
+        Some(r) => {
+            let close = r.find(')').ok_or_else(|| err(1, "date", "the date's ')' is missing".into()))?;
+            (Some(r[..close].to_string()), r[close + 1..].strip_prefix(':').unwrap_or(&r[close + 1..]))
+        }
+        None => (None, rest.strip_prefix(':').unwrap_or(rest)),
+    };
+    let fields = split_top(rest, ':');
+    if fields.len() < 3 {
+        return Err(err(1, "header", format!("expected DURATION:NODES:NAPPL:APPL..., found '{}'", clip(rest))));
+    }
+    let (digits, nanoseconds) = match fields[0].trim().strip_suffix("_ns") {
+        Some(d) => (d, true),
+        None => (fields[0].trim(), false),
+    };
+    let duration: i64 = digits.parse().map_err(|_| {
+        err(1, "duration", format!("expected a whole number of us, or of ns with _ns, found '{}'", fields[0]))
+    })?;
+    let duration_ns = if nanoseconds { duration } else { duration.saturating_mul(1000) };
+    let (nodes, cpus) = counted_list(fields[1])
+        .ok_or_else(|| err(1, "nodes", format!("expected N(c1,...,cN), found '{}'", fields[1])))?;
+    let node_cpus: Vec<u32> = if cpus.is_empty() {
+        vec![1; nodes as usize]
+    } else {
+        cpus.iter()
+            .map(|c| c.trim().parse().map_err(|_| err(1, "nodes", format!("expected a CPU count, found '{c}'"))))
+            .collect::<Result<_>>()?
+    };
+    if node_cpus.len() != nodes as usize {
+        return Err(err(1, "nodes", format!("{nodes} nodes announced but {} CPU counts given", node_cpus.len())));
+    }
+    let napps: usize = fields[2]
+        .trim()
+        .parse()
+        .map_err(|_| err(1, "applications", format!("expected a number, found '{}'", fields[2])))?;
+    if fields.len() != 3 + napps {
+        return Err(err(
+            1,
+            "applications",
+            format!("{napps} applications announced but {} described", fields.len() - 3),
+        ));
+    }
+    let mut apps = Vec::with_capacity(napps);
+    let mut expected_comms = 0usize;
+    for (a, field) in fields[3..].iter().enumerate() {
+        let (list, ncomms) = match split_top(field, ',').as_slice() {
+            [list] => (*list, 0),
+            [list, n] => (
+                *list,
+                n.trim().parse().map_err(|_| {
+                    err(1, "applications", format!("expected a communicator count after ',', found '{n}'"))
+                })?,
+            ),
+            _ => {
+                return Err(err(
+                    1,
+                    "applications",
+                    format!("application {}: expected NTASKS(T:N,...), found '{field}'", a + 1),
+                ));
+            }
+        };
+        expected_comms += ncomms;
+        let (ntasks, items) = counted_list(list).ok_or_else(|| {
+            err(1, "applications", format!("application {}: expected NTASKS(T:N,...), found '{list}'", a + 1))
+        })?;
+        let tasks: Vec<Task> = items
+            .iter()
+            .map(|t| {
+                let (threads, node) = t.split_once(':').unwrap_or((t, "0"));
+                match (threads.trim().parse(), node.trim().parse()) {
+                    (Ok(threads), Ok(node)) if threads > 0 && (node as usize) <= node_cpus.len() => {
+                        Ok(Task { threads, node })
+                    }
+                    _ => Err(err(
+                        1,
+                        "applications",
+                        format!(
+                            "application {}: expected THREADS:NODE with a node of the {} announced, found '{t}'",
+                            a + 1,
+                            node_cpus.len()
+                        ),
+                    )),
+                }
+            })
+            .collect::<Result<_>>()?;
+        if tasks.len() != ntasks as usize {
+            return Err(err(
+                1,
+                "applications",
+                format!("application {}: {ntasks} tasks announced but {} described", a + 1, tasks.len()),
+            ));
+        }
+        apps.push(tasks);
+    }
+    let mut header =
+        Header { date, duration_ns, nanoseconds, node_cpus, apps, first_record_line: 2, ..Header::default() };
+    let mut line_no = 1u64;
+    for line in lines {
+        line_no += 1;
+        let line = line.trim_end();
+        if let Some(c) = line.strip_prefix("c:") {
+            let parts: Vec<&str> = c.split(':').collect();
+            let num = |i: usize, what: &str| -> Result<i64> {
+                parts.get(i).and_then(|p| p.trim().parse().ok()).ok_or_else(|| {
+                    err(
+                        line_no,
+                        what,
+                        format!("communicator line: expected c:APPL:ID:NTASKS:TASK..., found '{}'", clip(line)),
+                    )
+                })
+            };
+            let (app, id, n) = (num(0, "application")?, num(1, "communicator")?, num(2, "tasks")?);
+            if app < 1 || app as usize > header.apps.len() {
+                return Err(err(
+                    line_no,
+                    "application",
+                    format!("communicator {id} names application {app}; the header has {}", header.apps.len()),
+                ));
+            }
+            let ntasks = header.apps[app as usize - 1].len() as i64;
+            let tasks: Vec<u32> = (0..n.max(0) as usize)
+                .map(|k| {
+                    let t = num(3 + k, "tasks")?;
+                    if t < 1 || t > ntasks {
+                        return Err(err(
+                            line_no,
+                            "tasks",
+                            format!("communicator {id}: task {t} is not one of the application's {ntasks}"),
+                        ));
+                    }
+                    Ok(t as u32)
+                })
+                .collect::<Result<_>>()?;
+            if parts.len() != 3 + n.max(0) as usize {
+                return Err(err(
+                    line_no,
+                    "tasks",
+                    format!("communicator {id}: {n} tasks announced but {} listed", parts.len().saturating_sub(3)),
+                ));
+            }
+            header.comms.push(CommLine { app: app as u32, id, tasks });
+        } else if line.starts_with('#') {
+            if line.to_ascii_uppercase().contains("CUTTER") || line.to_ascii_lowercase().contains("cut") {
+                header.cut = true;
+            }
+        } else if line.is_empty() {
+            continue;
+        } else {
+            break;
+        }
+        header.first_record_line = line_no + 1;
+    }
+    let _ = expected_comms;
+    Ok(header)
+}
+
+fn clip(text: &str) -> String {
+    if text.chars().count() > 80 {
+        format!("{}...", text.chars().take(80).collect::<String>())
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extrae_headers_parse() {
+        let text = "#Paraver (03/04/2024 at 12:15):1234567_ns:2(4,4):1:4(1:1,2:1,1:2,1:2),2\nc:1:1:4:1:2:3:4\nc:1:2:2:3:1\n1:1:1:1:1:0:100:1\n";
+        let h = parse(Path::new("a.prv"), text.lines()).unwrap();
+        assert_eq!(h.date.as_deref(), Some("03/04/2024 at 12:15"));
+        assert_eq!((h.duration_ns, h.nanoseconds), (1_234_567, true));
+        assert_eq!(h.node_cpus, vec![4, 4]);
+        assert_eq!(h.apps[0][1], Task { threads: 2, node: 1 });
+        assert_eq!(h.comms[1], CommLine { app: 1, id: 2, tasks: vec![3, 1] });
+        assert_eq!(h.first_record_line, 4);
+        let us =
+            parse(Path::new("b.prv"), "#Paraver (01/01/2020 at 00:00):500:1(2):2:2(1:1,1:1):1(1:1)\n".lines()).unwrap();
+        assert_eq!((us.duration_ns, us.apps.len()), (500_000, 2));
+    }
+
+    #[test]
+    fn bad_headers_name_the_field() {
+        for (text, want) in [
+            ("#Paraver (x):12:1(2):1:3(1:1,1:1)", "3 tasks announced but 2 described"),
+            ("#Paraver (x):12:1(2):1:1(1:4)", "expected THREADS:NODE with a node of the 1 announced"),
+            ("#Paraver (x):1.5:1(2):1:1(1:1)", "column 'duration'"),
+            ("Paraver:1:1(1):1:1(1:1)", "expected a header starting '#Paraver'"),
+            ("#Paraver (x):10:1(2):1:2(1:1,1:1)\nc:1:1:2:1:3", "task 3 is not one of the application's 2"),
+        ] {
+            let e = parse(Path::new("h.prv"), text.lines()).unwrap_err().to_string();
+            assert!(e.contains("h.prv:") && e.contains(want), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! Writes a trace as a Paraver trace (`NAME.prv`, `NAME.pcf`, `NAME.row`) that Paraver's layout
+//! rules accept: a header with the nodes (CPUs = ranks placed there), one application whose
+//! tasks are the ranks, and the communicators; every record in time order (a communication by
+//! its logical send), ids 1-based. Calls become Extrae-style event pairs (MPI calls under types
+//! 50000001-50000003 by kind, other regions under 60000019 "User function", value 0 on leaving),
+//! each collective's sizes, root and communicator the MPI global-operation types
+//! 50100001-50100004, each matched message one communication record (logical send = physical
+//! send = send_ts, logical receive = recv_post_ts, physical receive = recv_ts), and each thread
+//! one Running state over the trace. Times are written in ns (`_ns`); Paraver has no times
+//! before 0, so a trace whose clock correction moved events before 0 is shifted to start at 0.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Int32Type, Int64Type};
+
+use crate::error::{Error, Result};
+use crate::events::collective_op_code;
+use crate::trace::Trace;
+
+const P2P: &[&str] = &[
+    "send",
+    "recv",
+    "isend",
+    "irecv",
+    "ssend",
+    "bsend",
+    "rsend",
+    "issend",
+    "ibsend",
+    "irsend",
+    "sendrecv",
+    "sendrecv_replace",
+    "wait",
+    "waitall",
+    "waitany",
+    "waitsome",
+    "test",
+    "testall",
+    "testany",
+    "testsome",
+    "probe",
+    "iprobe",
+    "mprobe",
+    "improbe",
+    "mrecv",
+    "imrecv",
+    "start",
+    "startall",
+    "send_init",
+    "recv_init",
+];
+
+/// The Extrae event type of a region.
+fn region_type(name: &str, paradigm_mpi: bool) -> i64 {
+    let lower = name.to_ascii_lowercase();
+    match lower.strip_prefix("mpi_") {
+        Some(call) if paradigm_mpi || name.starts_with("MPI_") => {
+            if usize::from(collective_op_code(name)) < crate::events::COLLECTIVE_OPS.len() {
+                50_000_002
+            } else if P2P.contains(&call) {
+                50_000_001
+            } else {
+                50_000_003
+            }
+        }
+        _ => 60_000_019,
+    }
+}
+
+fn type_description(ty: i64) -> &'static str {
+    match ty {
+        50_000_001 => "MPI Point-to-point",
+        50_000_002 => "MPI Collective Comm",
+        50_000_003 => "MPI Other",
+        _ => "User function",
+    }
+}
+
+/// One record before formatting: its time, its place in the stream's order, and its line.
+struct Rec {
+    ts: i64,
+    order: u64,
+    kind: RecKind,
+}
+
+enum RecKind {
+    State { stream: u32, end: i64 },
+    Event { stream: u32, ty: i64, value: i64 },
+    Collective { stream: u32, sent: i64, received: i64, root: i64, comm: i64 },
+    Comm { send: u32, recv: u32, physical_send: i64, logical_recv: i64, physical_recv: i64, size: i64, tag: i64 },
+}
+
+fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
+    b.column_by_name(name)
+        .map(|c| c.as_ref())
+        .ok_or_else(|| Error::argument(format!("paraver writer: the trace has no column '{name}'")))
+}
+
+/// Write `trace` as `dir/NAME.prv`, `.pcf` and `.row` (NAME = `name`).
+pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    // Ranks and their threads, nodes.
+    let mut threads: BTreeMap<i32, i32> = BTreeMap::new();
+    for b in trace.table("locations") {
+        let (rank, thread) =
+            (col(b, "rank")?.as_primitive::<Int32Type>(), col(b, "thread")?.as_primitive::<Int32Type>());
+        for i in 0..b.num_rows() {
+            let t = threads.entry(rank.value(i)).or_insert(0);
+            *t = (*t).max(thread.value(i) + 1);
+        }
+    }
+    let mut node_of: BTreeMap<i32, String> = BTreeMap::new();
+    for b in trace.table("ranks") {
+        let rank = col(b, "rank")?.as_primitive::<Int32Type>();
+        let node = arrow::compute::cast(col(b, "node")?, &DataType::Utf8)?;
+        let node = node.as_string::<i32>();
+        for i in 0..b.num_rows() {
+            threads.entry(rank.value(i)).or_insert(1);
+            let n = if node.is_valid(i) { node.value(i).to_string() } else { "node".to_string() };
+            node_of.insert(rank.value(i), n);
+        }
+    }
+    let ranks: Vec<i32> = threads.keys().copied().collect();
+    if ranks.iter().enumerate().any(|(i, r)| *r != i as i32) {
+        return Err(Error::argument("paraver writer: ranks must be numbered 0..N without gaps"));
+    }
+    let mut nodes: Vec<String> = Vec::new();
+    for r in &ranks {
+        let n = node_of.get(r).cloned().unwrap_or_else(|| "node".into());
+        if !nodes.contains(&n) {
+            nodes.push(n);
+        }
+    }
+    let node_index = |r: i32| nodes.iter().position(|n| Some(n) == node_of.get(&r)).unwrap_or(0);
+    let mut cpus = vec![0u32; nodes.len()];
+    let mut cpu_of = Vec::with_capacity(ranks.len());
+    for &r in &ranks {
+        let n = node_index(r);
+        cpus[n] += 1;
+        cpu_of.push((n, cpus[n]));
+    }
+    let first_cpu: Vec<u32> = cpus
+        .iter()
+        .scan(0, |acc, c| {
+            let f = *acc;
+            *acc += c;
+            Some(f)
+        })
+        .collect();
+    let cpu = |r: i32| first_cpu[cpu_of[r as usize].0] + cpu_of[r as usize].1;
+    let mut first_stream = Vec::with_capacity(ranks.len());
+    let mut streams = 0u32;
+    for r in &ranks {
+        first_stream.push(streams);
+        streams += threads[r] as u32;
+    }
+    let stream_of = |rank: i32, thread: i32| first_stream[rank as usize] + thread as u32;
+    let mut stream_ids: Vec<(i32, i32)> = Vec::new();
+    for r in &ranks {
+        for t in 0..threads[r] {
+            stream_ids.push((*r, t));
+        }
+    }
+
+    // Regions: (type, value) per name.
+    let mut paradigm: BTreeMap<String, bool> = BTreeMap::new();
+    for b in trace.table("regions") {
+        let (name, p) = (col(b, "name")?.as_string::<i32>(), col(b, "paradigm")?.as_string::<i32>());
+        for i in 0..b.num_rows() {
+            paradigm.insert(name.value(i).to_string(), p.value(i) == "mpi");
+        }
+    }
+    let mut values: BTreeMap<i64, Vec<String>> = BTreeMap::new();
+    let mut code: BTreeMap<String, (i64, i64)> = BTreeMap::new();
+    let mut region_code = |name: &str| -> (i64, i64) {
+        if let Some(c) = code.get(name) {
+            return *c;
+        }
+        let ty = region_type(name, paradigm.get(name).copied().unwrap_or(false));
+        let list = values.entry(ty).or_default();
+        list.push(name.to_string());
+        let c = (ty, list.len() as i64);
+        code.insert(name.to_string(), c);
+        c
+    };
+
+    // Paraver times start at 0: shift a trace that clock correction moved before it.
+    let mut earliest = 0i64;
+    for b in trace.table("events") {
+        if let Some(m) = arrow::compute::min(col(b, "ts")?.as_primitive::<Int64Type>()) {
+            earliest = earliest.min(m);
+        }
+    }
+    for b in trace.table("messages") {
+        for c in ["send_ts", "recv_ts", "recv_post_ts"] {
+            if let Some(m) = arrow::compute::min(col(b, c)?.as_primitive::<Int64Type>()) {
+                earliest = earliest.min(m);
+            }
+        }
+    }
+    let shift = -earliest;
+    let mut recs: Vec<Rec> = Vec::new();
+    let mut order = 0u64;
+    let mut end_ts = 0i64;
+    for b in trace.table("events") {
+        let rank = col(b, "rank")?.as_primitive::<Int32Type>();
+        let thread = col(b, "thread")?.as_primitive::<Int32Type>();
+        let ts = col(b, "ts")?.as_primitive::<Int64Type>();
+        let kind = arrow::compute::cast(col(b, "kind")?, &DataType::Utf8)?;
+        let kind = kind.as_string::<i32>();
+        let region = arrow::compute::cast(col(b, "region")?, &DataType::Utf8)?;
+        let region = region.as_string::<i32>();
+        let peer = col(b, "peer")?.as_primitive::<Int32Type>();
+        let comm = col(b, "comm")?.as_primitive::<Int32Type>();
+        let bytes = col(b, "bytes")?.as_primitive::<Int64Type>();
+        let bytes_recv = col(b, "bytes_recv")?.as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            let t = ts.value(i) + shift;
+            end_ts = end_ts.max(t);
+            let stream = stream_of(rank.value(i), thread.value(i));
+            let k = match kind.value(i) {
+                "enter" | "leave" if region.is_valid(i) => {
+                    let (ty, v) = region_code(region.value(i));
+                    RecKind::Event { stream, ty, value: if kind.value(i) == "enter" { v } else { 0 } }
+                }
+                "coll_end" => {
+                    let opt = |a: &arrow::array::Int64Array| if a.is_valid(i) { a.value(i) } else { 0 };
+                    RecKind::Collective {
+                        stream,
+                        sent: opt(bytes),
+                        received: opt(bytes_recv),
+                        root: if peer.is_valid(i) { i64::from(peer.value(i)) } else { -1 },
+                        comm: if comm.is_valid(i) { i64::from(comm.value(i)) } else { 0 },
+                    }
+                }
+                _ => continue,
+            };
+            recs.push(Rec { ts: t, order, kind: k });
+            order += 1;
+        }
+    }
+    for b in trace.table("messages") {
+        let src = col(b, "src")?.as_primitive::<Int32Type>();
+        let dst = col(b, "dst")?.as_primitive::<Int32Type>();
+        let tag = col(b, "tag")?.as_primitive::<Int32Type>();
+        let size = col(b, "bytes")?.as_primitive::<Int64Type>();
+        let send_ts = col(b, "send_ts")?.as_primitive::<Int64Type>();
+        let recv_ts = col(b, "recv_ts")?.as_primitive::<Int64Type>();
+        let post = col(b, "recv_post_ts")?.as_primitive::<Int64Type>();
+        for i in 0..b.num_rows() {
+            if [src.is_null(i), dst.is_null(i), send_ts.is_null(i), recv_ts.is_null(i)].contains(&true) {
+                continue;
+            }
+            let physical_recv = recv_ts.value(i) + shift;
+            recs.push(Rec {
+                ts: send_ts.value(i) + shift,
+                order,
+                kind: RecKind::Comm {
+                    send: stream_of(src.value(i), 0),
+                    recv: stream_of(dst.value(i), 0),
+                    physical_send: send_ts.value(i) + shift,
+                    logical_recv: if post.is_valid(i) { post.value(i) + shift } else { physical_recv },
+                    physical_recv,
+                    size: size.value(i),
+                    tag: if tag.is_valid(i) { i64::from(tag.value(i)) } else { 0 },
+                },
+            });
+            order += 1;
+            end_ts = end_ts.max(physical_recv);
+        }
+    }
+    for (s, _) in stream_ids.iter().enumerate() {
+        recs.push(Rec { ts: 0, order: s as u64, kind: RecKind::State { stream: s as u32, end: end_ts } });
+    }
+    // States first at a time, then events in stream order, then communications.
+    let rank_kind = |k: &RecKind| match k {
+        RecKind::State { .. } => 0,
+        RecKind::Event { .. } | RecKind::Collective { .. } => 1,
+        RecKind::Comm { .. } => 2,
+    };
+    recs.sort_by_key(|r| (r.ts, rank_kind(&r.kind), r.order));
+
+    // The .prv.
+    let prv_path = dir.join(format!("{name}.prv"));
+    let file = std::fs::File::create(&prv_path).map_err(|e| Error::io(&prv_path, e))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let io = |e: std::io::Error| Error::io(&prv_path, e);
+    let date = trace.meta.start_wallclock_ns.map_or_else(|| "01/01/1970 at 00:00".to_string(), date_text);
+    let comms = communicators(trace)?;
+    let tasks: Vec<String> = ranks.iter().map(|r| format!("{}:{}", threads[r], node_index(*r) + 1)).collect();
+    writeln!(
+        out,
+        "#Paraver ({date}):{end_ts}_ns:{}({}):1:{}({}),{}",
+        nodes.len(),
+        cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        ranks.len(),
+        tasks.join(","),
+        comms.len()
+    )
+    .map_err(io)?;
+    for (id, members) in &comms {
+        let list: Vec<String> = members.iter().map(|m| (m + 1).to_string()).collect();
+        writeln!(out, "c:1:{id}:{}:{}", members.len(), list.join(":")).map_err(io)?;
+    }
+    let ids = |s: u32| {
+        let (r, t) = stream_ids[s as usize];
+        (cpu(r), r + 1, t + 1)
+    };
+    let mut line = Vec::with_capacity(128);
+    for r in &recs {
+        line.clear();
+        match r.kind {
+            RecKind::State { stream, end } => {
+                let (c, task, th) = ids(stream);
+                num(&mut line, &[1, i64::from(c), 1, i64::from(task), i64::from(th), 0, end, 1]);
+            }
+            RecKind::Event { stream, ty, value } => {
+                let (c, task, th) = ids(stream);
+                num(&mut line, &[2, i64::from(c), 1, i64::from(task), i64::from(th), r.ts, ty, value]);
+            }
+            RecKind::Collective { stream, sent, received, root, comm } => {
+                let (c, task, th) = ids(stream);
+                let mut f = vec![
+                    2,
+                    i64::from(c),
+                    1,
+                    i64::from(task),
+                    i64::from(th),
+                    r.ts,
+                    50_100_001,
+                    sent,
+                    50_100_002,
+                    received,
+                ];
+                if root >= 0 {
+                    f.extend([50_100_003, root]);
+                }
+                f.extend([50_100_004, comm]);
+                num(&mut line, &f);
+            }
+            RecKind::Comm { send, recv, physical_send, logical_recv, physical_recv, size, tag } => {
+                let (cs, ts_, ths) = ids(send);
+                let (cr, tr, thr) = ids(recv);
+                num(
+                    &mut line,
+                    &[
+                        3,
+                        i64::from(cs),
+                        1,
+                        i64::from(ts_),
+                        i64::from(ths),
+                        physical_send,
+                        physical_send,
+                        i64::from(cr),
+                        1,
+                        i64::from(tr),
+                        i64::from(thr),
+                        logical_recv,
+                        physical_recv,
+                        size,
+                        tag,
+                    ],
+                );
+            }
+        }
+        out.write_all(&line).map_err(io)?;
+    }
+    out.flush().map_err(io)?;
+
+    // The .pcf and the .row.
+    let mut pcf = String::from(
+        "DEFAULT_OPTIONS\n\nLEVEL               THREAD\nUNITS               NANOSEC\n\nSTATES\n0    Idle\n1    Running\n\n",
+    );
+    for (ty, names) in &values {
+        let outside = if *ty == 60_000_019 { "End" } else { "Outside MPI" };
+        pcf.push_str(&format!("EVENT_TYPE\n0    {ty}    {}\nVALUES\n0   {outside}\n", type_description(*ty)));
+        for (i, n) in names.iter().enumerate() {
+            pcf.push_str(&format!("{}   {n}\n", i + 1));
+        }
+        pcf.push('\n');
+    }
+    pcf.push_str("EVENT_TYPE\n1    50100001    Send Size in MPI Global OP\n1    50100002    Recv Size in MPI Global OP\n1    50100003    Root in MPI Global OP\n1    50100004    Communicator in MPI Global OP\n\n");
+    let pcf_path = dir.join(format!("{name}.pcf"));
+    std::fs::write(&pcf_path, pcf).map_err(|e| Error::io(&pcf_path, e))?;
+    let mut row = format!("LEVEL CPU SIZE {}\n", cpus.iter().sum::<u32>());
+    for (n, c) in nodes.iter().zip(&cpus) {
+        for k in 1..=*c {
+            row.push_str(&format!("{k}.{n}\n"));
+        }
+    }
+    row.push_str(&format!("\nLEVEL NODE SIZE {}\n", nodes.len()));
+    for n in &nodes {
+        row.push_str(&format!("{n}\n"));
+    }
+    row.push_str(&format!("\nLEVEL THREAD SIZE {}\n", stream_ids.len()));
+    for (r, t) in &stream_ids {
+        row.push_str(&format!("THREAD 1.{}.{}\n", r + 1, t + 1));
+    }
+    let row_path = dir.join(format!("{name}.row"));
+    std::fs::write(&row_path, row).map_err(|e| Error::io(&row_path, e))?;
+    Ok(())
+}
+
+/// The communicators as (id, member ranks), MPI_COMM_WORLD first.
+fn communicators(trace: &Trace) -> Result<Vec<(i32, Vec<i32>)>> {
+    let mut out = Vec::new();
+    for b in trace.table("communicators") {
+        let comm = col(b, "comm")?.as_primitive::<Int32Type>();
+        let members = col(b, "members")?.as_list::<i32>();
+        for i in 0..b.num_rows() {
+            if members.is_null(i) {
+                continue;
+            }
+            let m = members.value(i);
+            let m = m.as_primitive::<Int32Type>();
+            out.push((comm.value(i), m.iter().flatten().collect()));
+        }
+    }
+    Ok(out)
+}
+
+/// Append `fields` joined by ':' and a line end.
+fn num(line: &mut Vec<u8>, fields: &[i64]) {
+    for (k, v) in fields.iter().enumerate() {
+        if k > 0 {
+            line.push(b':');
+        }
+        let mut buf = [0u8; 20];
+        let mut i = buf.len();
+        let mut x = v.unsigned_abs();
+        loop {
+            i -= 1;
+            buf[i] = b'0' + (x % 10) as u8;
+            x /= 10;
+            if x == 0 {
+                break;
+            }
+        }
+        if *v < 0 {
+            line.push(b'-');
+        }
+        line.extend_from_slice(&buf[i..]);
+    }
+    line.push(b'\n');
+}
+
+/// ns since the Unix epoch as `DD/MM/YYYY at HH:MM` (UTC).
+fn date_text(ns: i64) -> String {
+    let minutes = ns.div_euclid(60_000_000_000);
+    let (days, minute_of_day) = (minutes.div_euclid(1440), minutes.rem_euclid(1440));
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{d:02}/{m:02}/{y:04} at {:02}:{:02}", minute_of_day / 60, minute_of_day % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_and_numbers() {
+        assert_eq!(date_text(1_772_438_400_000_000_000), "02/03/2026 at 08:00");
+        let mut l = Vec::new();
+        num(&mut l, &[2, 0, -15, 1234567890123]);
+        assert_eq!(l, b"2:0:-15:1234567890123\n");
+        assert_eq!(region_type("MPI_Allreduce", true), 50_000_002);
+        assert_eq!(region_type("MPI_Waitall", true), 50_000_001);
+        assert_eq!(region_type("MPI_Init", true), 50_000_003);
+        assert_eq!(region_type("compute", false), 60_000_019);
+    }
+}
