@@ -241,6 +241,7 @@ impl RawTrace {
         let region_names: Vec<String> = self.regions.iter().map(|r| r.name.clone()).collect();
         let mut warnings = std::mem::take(&mut self.warnings);
         let nodes = NodeMap::new(&self.ranks);
+        report_unplaced(&self.ranks, &mut warnings);
 
         let mut phases = LoadPhases::default();
         let models = phases.time("clock correction", || {
@@ -441,6 +442,19 @@ impl RawTrace {
             Arc::new(Float64Array::from(m.value.clone())),
         ];
         Ok(RecordBatch::try_new(model::METRICS.schema(), columns)?)
+    }
+}
+
+/// Ranks that no reader rule placed on a node, named the same way for every format.
+fn report_unplaced(ranks: &[RankInfo], warnings: &mut Warnings) {
+    let unplaced: Vec<i32> = ranks.iter().filter(|r| r.node.is_none()).map(|r| r.rank).collect();
+    if let Some(first) = unplaced.first() {
+        let (n, total) = (unplaced.len(), ranks.len());
+        warnings.add_many("ranks_without_node", n as i64, || {
+            format!(
+                "{n} of {total} ranks have no node (first: rank {first}): their messages have intra_node NULL and latency criteria of unknown locality; give --nodes FILE (rank,node) to place them"
+            )
+        });
     }
 }
 

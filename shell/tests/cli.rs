@@ -116,6 +116,34 @@ fn bad_input_gives_clear_errors() {
 }
 
 #[test]
+fn help_names_every_format_the_readers_accept() {
+    let o = run(&["--help"]);
+    let text = stdout(&o);
+    for format in ["OTF2", "Paraver", "*.prv.gz", "CSV", "commdb store", "generate:"] {
+        assert!(text.contains(format), "--help does not name {format}: {text}");
+    }
+    let o = run(&["generate", "--help"]);
+    assert!(stdout(&o).contains("paraver"), "{}", stdout(&o));
+}
+
+#[test]
+fn paraver_traces_open_from_the_command_line_and_convert_to_stores() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen_dir = dir.path().join("pv");
+    let o = run(&["generate", gen_dir.to_str().unwrap(), "--ranks", "8", "--iterations", "3", "--format", "paraver"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = dir.path().join("store");
+    let o = run(&["convert", gen_dir.to_str().unwrap(), store.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sql = "SELECT (SELECT count(*) FROM messages) AS m, (SELECT count(*) FROM states) AS s, (SELECT format FROM trace_info) AS f";
+    let a = run(&[gen_dir.join("trace.prv").to_str().unwrap(), "-q", "--format", "csv", "-c", sql]);
+    let b = run(&[store.to_str().unwrap(), "-q", "--format", "csv", "-c", sql]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    assert_eq!(stdout(&a).lines().nth(1).unwrap(), "60,8,paraver");
+    assert_eq!(stdout(&b).lines().nth(1).unwrap(), "60,8,paraver", "the store keeps the Paraver tables");
+}
+
+#[test]
 fn generate_convert_info_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("gen");

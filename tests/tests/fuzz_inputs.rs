@@ -1,5 +1,5 @@
 //! Mutation fuzzing of every reader a user's files reach: CSV traces (both shapes), clock sync
-//! CSVs, Slurm sacct and SWF logs, commdb stores and OTF2 archives. Each case takes a valid seed
+//! CSVs, Slurm sacct and SWF logs, commdb stores, OTF2 archives and Paraver traces. Each case takes a valid seed
 //! file, damages it (a flipped or replaced byte, a cut, a doubled or dropped line, an inserted
 //! byte) with a deterministic generator, and reads it: the reader must return a trace or an
 //! error that names the file, never panic and never hang.
@@ -209,5 +209,33 @@ fn otf2_archives_survive_damage() {
     let names = dir.path().display().to_string();
     for (k, name) in ["traces.otf2", "traces.def", "traces/1.evt", "traces/1.def"].iter().enumerate() {
         fuzz_file(name, 40 + k as u64, &dir.path().join(name), &names, open_trace(anchor.clone()));
+    }
+}
+
+#[test]
+fn paraver_traces_survive_damage() {
+    // The hand-written Extrae-shaped trace (two applications, a cut, every record type) and a
+    // generated one, each of its three files damaged in turn.
+    let dir = tempfile::tempdir().unwrap();
+    let extrae = dir.path().join("extrae");
+    std::fs::create_dir_all(&extrae).unwrap();
+    for name in ["extrae.prv", "extrae.pcf", "extrae.row"] {
+        std::fs::copy(test_data().join("paraver").join(name), extrae.join(name)).unwrap();
+    }
+    let generated = dir.path().join("generated");
+    let trace = generate(&GeneratorConfig { ranks: 4, iterations: 2, ..GeneratorConfig::default() })
+        .unwrap()
+        .trace
+        .build()
+        .unwrap();
+    commdb_catalog::paraver::writer::write(&trace, &generated, "run").unwrap();
+    let mut stream = 50;
+    for (dir, base) in [(&extrae, "extrae"), (&generated, "run")] {
+        let prv = dir.join(format!("{base}.prv"));
+        for ext in ["prv", "pcf", "row"] {
+            let name = format!("{base}.{ext}");
+            fuzz_file(&name, stream, &dir.join(&name), &dir.display().to_string(), open_trace(prv.clone()));
+            stream += 1;
+        }
     }
 }

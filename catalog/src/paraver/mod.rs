@@ -71,18 +71,21 @@ fn companion(prv: &Path, ext: &str) -> PathBuf {
     prv.with_file_name(format!("{}.{ext}", &name[..stem_len]))
 }
 
-fn read_bytes(path: &Path) -> Result<Vec<u8>> {
+/// A reader of `path`, decompressing a `.gz` file.
+fn open_text(path: &Path) -> Result<Box<dyn Read>> {
     Error::regular_file(path)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut data = Vec::new();
-    if path.to_string_lossy().to_ascii_lowercase().ends_with(".gz") {
-        flate2::read::MultiGzDecoder::new(file)
-            .read_to_end(&mut data)
-            .map_err(|e| Error::in_file(path, format!("cannot decompress: {e}")))?;
+    Ok(if path.to_string_lossy().to_ascii_lowercase().ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(std::io::BufReader::with_capacity(1 << 20, file)))
     } else {
-        std::io::BufReader::new(file).read_to_end(&mut data).map_err(|e| Error::io(path, e))?;
-    }
-    Ok(data)
+        Box::new(file)
+    })
+}
+
+fn read_text(path: &Path) -> Result<String> {
+    let mut data = Vec::new();
+    open_text(path)?.read_to_end(&mut data).map_err(|e| Error::in_file(path, format!("cannot read: {e}")))?;
+    Ok(String::from_utf8_lossy(&data).into_owned())
 }
 
 pub fn read(path: &Path) -> Result<RawTrace> {
@@ -113,27 +116,46 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
             format!("{} is missing: a Paraver trace needs its .pcf to name its events and states", pcf_path.display()),
         ));
     }
-    let pcf = pcf::parse(&pcf_path, &String::from_utf8_lossy(&read_bytes(&pcf_path)?))?;
+    let pcf = pcf::parse(&pcf_path, &read_text(&pcf_path)?)?;
     let row_path = companion(&prv, "row");
     let row = if row_path.exists() {
-        row::parse(&row_path, &String::from_utf8_lossy(&read_bytes(&row_path)?))?
+        row::parse(&row_path, &read_text(&row_path)?)?
     } else {
         warnings.add("paraver_missing_row", || {
             format!("{} is missing: nodes and threads are named by number", row_path.display())
         });
         row::Row::default()
     };
-    let data = read_bytes(&prv)?;
-    let bytes = data.len() as u64;
     if let Some(p) = progress {
-        p.set_total(bytes);
+        p.set_total(std::fs::metadata(&prv).map(|m| m.len()).unwrap_or(0));
     }
-    let header = header::parse(&prv, data.split(|&b| b == b'\n').map(|l| std::str::from_utf8(l).unwrap_or("")))?;
-    let body_start = line_offset(&data, header.first_record_line);
+    // The header and the communicator and comment lines after it, up to the first record.
+    let mut reader = std::io::BufReader::with_capacity(1 << 16, open_text(&prv)?);
+    let mut head: Vec<String> = Vec::new();
+    let mut first_record = Vec::new();
+    loop {
+        let mut line = Vec::new();
+        let n = std::io::BufRead::read_until(&mut reader, b'\n', &mut line)
+            .map_err(|e| Error::in_file(&prv, format!("cannot read: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        if !head.is_empty() && line.first().is_some_and(u8::is_ascii_digit) {
+            first_record = line;
+            break;
+        }
+        head.push(String::from_utf8_lossy(&line).trim_end().to_string());
+    }
+    let header = header::parse(&prv, head.iter().map(String::as_str))?;
     let layout = records::Layout::new(&header.apps);
     let scale = if header.nanoseconds { 1 } else { 1000 };
-    let recs = records::parse(&prv, &data[body_start..], header.first_record_line, &layout, scale)?;
-    drop(data);
+    let report = |n: u64| {
+        if let Some(p) = progress {
+            p.add(n);
+        }
+    };
+    let first_line = head.len() as u64 + 1;
+    let recs = records::parse(&prv, &mut reader, first_record, first_line, &layout, scale, &report)?;
     if recs.other_types.0 > 0 {
         let (n, line) = recs.other_types;
         warnings.add_many("paraver_record_type", n as i64, || {
@@ -143,23 +165,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
             )
         });
     }
-    let trace = assemble(&prv, header, &pcf, &row, recs, layout, warnings)?;
-    if let Some(p) = progress {
-        p.add(bytes);
-    }
-    Ok(trace)
-}
-
-/// Byte offset of the 1-based line `line`.
-fn line_offset(data: &[u8], line: u64) -> usize {
-    let mut at = 0;
-    for _ in 1..line {
-        match data[at..].iter().position(|&b| b == b'\n') {
-            Some(p) => at += p + 1,
-            None => return data.len(),
-        }
-    }
-    at
+    assemble(&prv, header, &pcf, &row, recs, layout, warnings)
 }
 
 /// Where each stream of the layout goes: application, rank and thread.
@@ -245,17 +251,17 @@ fn assemble(
     let mut classes: FastMap<i64, Class> = FastMap::default();
     let mut not_in_pcf: Vec<i64> = Vec::new();
     let mut last: Option<(i64, Class)> = None;
-    for e in &recs.events {
-        if last.is_some_and(|l| l.0 == e.ty) {
+    for e in recs.events() {
+        if last.is_some_and(|l| l.0 == e.ty()) {
             continue;
         }
-        let class = *classes.entry(e.ty).or_insert_with(|| {
-            if !pcf.types.contains_key(&e.ty) && !COLLECTIVE_INFO.contains(&e.ty) {
-                not_in_pcf.push(e.ty);
+        let class = *classes.entry(e.ty()).or_insert_with(|| {
+            if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
+                not_in_pcf.push(e.ty());
             }
-            classify(e.ty, pcf, &mut metric_names)
+            classify(e.ty(), pcf, &mut metric_names)
         });
-        last = Some((e.ty, class));
+        last = Some((e.ty(), class));
     }
     if !not_in_pcf.is_empty() {
         not_in_pcf.sort_unstable();
@@ -276,19 +282,33 @@ fn assemble(
         }
     }
     let mpi_app = recs
-        .events
-        .iter()
-        .find(|e| classes.get(&e.ty) == Some(&Class::Mpi))
+        .events()
+        .find(|e| classes.get(&e.ty()) == Some(&Class::Mpi))
         .map_or(0, |e| app_of_stream[e.stream as usize]);
     let st = streams(&header, mpi_app);
 
     // Regions: every (type, value) entered on the ranks' streams.
     let mut region_keys: Vec<(i64, i64)> = recs
-        .events
+        .pieces
         .par_iter()
-        .filter(|e| e.value != 0 && matches!(classes.get(&e.ty), Some(Class::Mpi | Class::Function)))
-        .map(|e| (e.ty, e.value))
-        .collect::<std::collections::HashSet<_>>()
+        .map(|p| {
+            let mut keys: std::collections::HashSet<(i64, i64)> = std::collections::HashSet::new();
+            let mut last = (i64::MIN, i64::MIN);
+            for e in &p.events {
+                if e.value != 0
+                    && (e.ty(), e.value) != last
+                    && matches!(classes.get(&e.ty()), Some(Class::Mpi | Class::Function))
+                {
+                    keys.insert((e.ty(), e.value));
+                    last = (e.ty(), e.value);
+                }
+            }
+            keys
+        })
+        .reduce(std::collections::HashSet::new, |mut a, b| {
+            a.extend(b);
+            a
+        })
         .into_iter()
         .collect();
     region_keys.sort_unstable();
@@ -322,65 +342,31 @@ fn assemble(
 
     // Events and message halves per stream.
     let n_streams = layout.streams;
-    let by_stream = bucket(&recs.events, n_streams, |e| e.stream as usize);
-    let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { st.rank[s as usize] };
-    let mut halves: Vec<Vec<MessageEvent>> = vec![Vec::new(); n_streams];
-    let mut outside = (0i64, 0u64);
-    for (k, c) in recs.comms.iter().enumerate() {
-        let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
-        if c.send == NO_STREAM || c.recv == NO_STREAM {
-            if outside.0 == 0 {
-                outside.1 = c.line;
-            }
-            outside.0 += 1;
-        }
-        if c.send != NO_STREAM {
-            halves[c.send as usize].push(MessageEvent {
-                ts: c.physical_send,
-                kind: EventKind::Send,
-                peer: rank_of(c.recv),
-                tag,
-                bytes: c.size,
-                request: NONE_I64,
-            });
-        }
-        if c.recv != NO_STREAM {
-            let h = &mut halves[c.recv as usize];
-            let request = k as i64;
-            h.push(MessageEvent {
-                ts: c.logical_recv,
-                kind: EventKind::IrecvRequest,
-                peer: NONE_I32,
-                tag: NONE_I32,
-                bytes: NONE_I64,
-                request,
-            });
-            h.push(MessageEvent {
-                ts: c.physical_recv,
-                kind: EventKind::Irecv,
-                peer: rank_of(c.send),
-                tag,
-                bytes: c.size,
-                request,
-            });
-        }
-    }
+    // The halves on one thread, the check for overtaking messages on the other.
+    let ((mut halves, outside), overtaking) =
+        rayon::join(|| message_halves(&recs.comms, &st.rank, n_streams), || overtaking(&recs.comms));
     if outside.0 > 0 {
         let (n, line) = outside;
         warnings.add_many("paraver_partner_outside", n, || {
             format!("{}:{line}: communications whose partner lies outside the trace (cut away) are kept as unmatched halves", prv.display())
         });
     }
-    report_overtaking(prv, &recs.comms, &mut warnings);
+    if let Some((n, first)) = overtaking {
+        warnings.add_many("paraver_overtaking", n, || {
+            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
+        });
+    }
     halves.par_iter_mut().for_each(|h| h.sort_by_key(|m| m.ts));
 
     let comms = communicators(&header, mpi_app);
     let world = comms.iter().find(|c| c.name == "MPI_COMM_WORLD").map_or(0, |c| c.comm);
-    let ctx = StreamContext { classes: &classes, region_of: &region_of, regions: &regions, world };
+    let collective_op: Vec<u8> =
+        regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
+    let ctx = StreamContext { classes: &classes, region_of: &region_of, collective_op: &collective_op, world };
     let walked: Vec<StreamOut> = (0..n_streams)
         .into_par_iter()
         .map(|s| {
-            let events = &by_stream.items[by_stream.starts[s]..by_stream.starts[s + 1]];
+            let events = recs.pieces.iter().map(|p| p.of_stream(s));
             walk_stream(&ctx, events, &halves[s], st.rank[s], st.thread[s], st.app[s] as usize == mpi_app)
         })
         .collect();
@@ -478,34 +464,71 @@ fn assemble(
     })
 }
 
-/// Items grouped by a key in 0..n, keeping their order within a group (a counting sort).
-struct Buckets<T> {
-    items: Vec<T>,
-    starts: Vec<usize>,
-}
-
-fn bucket<T: Copy>(items: &[T], n: usize, key: impl Fn(&T) -> usize) -> Buckets<T> {
-    let mut starts = vec![0usize; n + 1];
-    for it in items {
-        starts[key(it) + 1] += 1;
+/// The message halves of every stream: a send on the sender's stream, a receive's post and
+/// completion on the receiver's (tied by the record's index as request id); and how many
+/// records have a partner outside the trace, with the first one's line.
+#[allow(clippy::type_complexity)]
+fn message_halves(comms: &[CommRec], rank: &[i32], n_streams: usize) -> (Vec<Vec<MessageEvent>>, (i64, u64)) {
+    let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
+    // Sized first: the halves are a large part of a big trace's memory.
+    let mut sizes = vec![0usize; n_streams];
+    for c in comms {
+        if c.send != NO_STREAM {
+            sizes[c.send as usize] += 1;
+        }
+        if c.recv != NO_STREAM {
+            sizes[c.recv as usize] += 2;
+        }
     }
-    for i in 0..n {
-        starts[i + 1] += starts[i];
+    let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
+    let mut outside = (0i64, 0u64);
+    for (k, c) in comms.iter().enumerate() {
+        let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
+        if c.send == NO_STREAM || c.recv == NO_STREAM {
+            if outside.0 == 0 {
+                outside.1 = c.line;
+            }
+            outside.0 += 1;
+        }
+        if c.send != NO_STREAM {
+            halves[c.send as usize].push(MessageEvent {
+                ts: c.physical_send,
+                kind: EventKind::Send,
+                peer: rank_of(c.recv),
+                tag,
+                bytes: c.size,
+                request: NONE_I64,
+            });
+        }
+        if c.recv != NO_STREAM {
+            let h = &mut halves[c.recv as usize];
+            let request = k as i64;
+            let post = MessageEvent {
+                ts: c.logical_recv,
+                kind: EventKind::IrecvRequest,
+                peer: NONE_I32,
+                tag: NONE_I32,
+                bytes: NONE_I64,
+                request,
+            };
+            h.push(post);
+            h.push(MessageEvent {
+                ts: c.physical_recv,
+                kind: EventKind::Irecv,
+                peer: rank_of(c.send),
+                tag,
+                bytes: c.size,
+                request,
+            });
+        }
     }
-    let mut next = starts.clone();
-    let mut out: Vec<T> = items.to_vec();
-    for it in items {
-        let k = key(it);
-        out[next[k]] = *it;
-        next[k] += 1;
-    }
-    Buckets { items: out, starts }
+    (halves, outside)
 }
 
 /// Messages of one channel (sender, receiver, tag) whose receives were posted in another order
 /// than the sends: MPI's matching rule, by which commdb pairs halves, may pair them otherwise
-/// than the records do. Counted, never silent.
-fn report_overtaking(prv: &Path, comms: &[CommRec], warnings: &mut Warnings) {
+/// than the records do. How many, and the first one's line; counted, never silent.
+fn overtaking(comms: &[CommRec]) -> Option<(i64, u64)> {
     let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
     let mut n = 0i64;
     let mut first = 0u64;
@@ -520,11 +543,7 @@ fn report_overtaking(prv: &Path, comms: &[CommRec], warnings: &mut Warnings) {
             n += 1;
         }
     }
-    if n > 0 {
-        warnings.add_many("paraver_overtaking", n, || {
-            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
-        });
-    }
+    (n > 0).then_some((n, first))
 }
 
 fn communicators(header: &header::Header, mpi_app: usize) -> Vec<CommInfo> {
@@ -553,7 +572,9 @@ fn communicators(header: &header::Header, mpi_app: usize) -> Vec<CommInfo> {
 struct StreamContext<'a> {
     classes: &'a FastMap<i64, Class>,
     region_of: &'a FastMap<(i64, i64), i32>,
-    regions: &'a [RegionInfo],
+    /// Collective operation code of each MPI region (`COLLECTIVE_OPS.len()`: none of the
+    /// known collectives; 0: not an MPI region).
+    collective_op: &'a [u8],
     world: i32,
 }
 
@@ -577,18 +598,19 @@ struct OpenCollective {
 /// The events of one stream, in order: its event records (file order) with its message halves
 /// (by time) placed among them: after the enters and before the leaves of the same time, as a
 /// communication happens inside the MPI call that makes it.
-fn walk_stream(
+fn walk_stream<'a>(
     ctx: &StreamContext,
-    records: &[EventRec],
+    pieces: impl Iterator<Item = &'a [EventRec]> + Clone,
     halves: &[MessageEvent],
     rank: i32,
     thread: i32,
     is_rank: bool,
 ) -> StreamOut {
     let mut out = StreamOut::default();
+    let records = pieces.clone().flatten();
     if !is_rank {
         for r in records {
-            match ctx.classes[&r.ty] {
+            match ctx.classes[&r.ty()] {
                 Class::Metric(m) => {
                     out.metric_ts.push(r.ts);
                     out.metric.push(m);
@@ -601,7 +623,7 @@ fn walk_stream(
         return out;
     }
     let ev = &mut out.events;
-    *ev = RawEvents::with_capacity(records.len() + halves.len());
+    *ev = RawEvents::with_capacity(pieces.map(<[EventRec]>::len).sum::<usize>() + halves.len());
     let mut next_half = 0;
     let mut open: Vec<(i64, i32)> = Vec::new();
     let mut collective: Option<OpenCollective> = None;
@@ -620,18 +642,22 @@ fn walk_stream(
             *next_half += 1;
         }
     };
+    let mut last_type = (i64::MIN, Class::Mpi);
     for r in records {
-        let class = ctx.classes[&r.ty];
+        if r.ty() != last_type.0 {
+            last_type = (r.ty(), ctx.classes[&r.ty()]);
+        }
+        let class = last_type.1;
         let leaving = r.value == 0 && matches!(class, Class::Mpi | Class::Function);
         flush(ev, &mut next_half, &|t| t < r.ts || (t == r.ts && leaving));
         match class {
             Class::Mpi | Class::Function if r.value != 0 => {
-                let region = ctx.region_of[&(r.ty, r.value)];
+                let region = ctx.region_of[&(r.ty(), r.value)];
                 ev.push_plain(r.ts, EventKind::Enter, region);
-                open.push((r.ty, region));
+                open.push((r.ty(), region));
                 if class == Class::Mpi {
-                    let op = collective_op_code(&ctx.regions[region as usize].name);
-                    if r.ty == 50_000_002 || usize::from(op) < COLLECTIVE_OPS.len() {
+                    let op = ctx.collective_op[region as usize];
+                    if r.ty() == 50_000_002 || (op != 0 && usize::from(op) < COLLECTIVE_OPS.len()) {
                         ev.push_plain(r.ts, EventKind::CollBegin, NONE_I32);
                         collective = Some(OpenCollective { region, op, info: [NONE_I64; 4] });
                         info = [NONE_I64; 4];
@@ -639,7 +665,7 @@ fn walk_stream(
                 }
             }
             Class::Mpi | Class::Function => {
-                let region = match open.iter().rposition(|(t, _)| *t == r.ty) {
+                let region = match open.iter().rposition(|(t, _)| *t == r.ty()) {
                     Some(p) => open.remove(p).1,
                     None => NONE_I32,
                 };
@@ -783,6 +809,27 @@ mod tests {
             let states: usize = b.table("states").iter().map(RecordBatch::num_rows).sum();
             assert_eq!(states, 12, "one Running state per thread");
         }
+    }
+
+    #[test]
+    fn overtaking_messages_are_counted() {
+        let c = |ts: i64, post: i64, tag: i64, line: u64| CommRec {
+            send: 0,
+            recv: 1,
+            logical_send: ts,
+            physical_send: ts,
+            logical_recv: post,
+            physical_recv: post + 5,
+            size: 8,
+            tag,
+            line,
+        };
+        assert_eq!(overtaking(&[c(10, 20, 1, 2), c(30, 40, 1, 3)]), None);
+        assert_eq!(overtaking(&[c(10, 40, 1, 2), c(30, 20, 1, 3)]), Some((1, 3)));
+        assert_eq!(overtaking(&[c(10, 40, 1, 2), c(30, 20, 2, 3)]), None, "another tag is another channel");
+        let (halves, outside) =
+            message_halves(&[c(10, 20, 1, 2), CommRec { send: NO_STREAM, ..c(1, 2, 3, 7) }], &[0, 1], 2);
+        assert_eq!((halves[0].len(), halves[1].len(), outside), (1, 4, (1, 7)));
     }
 
     #[test]
