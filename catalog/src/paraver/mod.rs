@@ -342,8 +342,7 @@ fn assemble(
 
     // Events and message halves per stream.
     let n_streams = layout.streams;
-    // The halves on one thread, the check for overtaking messages on the other.
-    let ((mut halves, outside), overtaking) =
+    let ((halves, outside), overtaking) =
         rayon::join(|| message_halves(&recs.comms, &st.rank, n_streams), || overtaking(&recs.comms));
     if outside.0 > 0 {
         let (n, line) = outside;
@@ -356,7 +355,6 @@ fn assemble(
             format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
         });
     }
-    halves.par_iter_mut().for_each(|h| h.sort_by_key(|m| m.ts));
 
     let comms = communicators(&header, mpi_app);
     let world = comms.iter().find(|c| c.name == "MPI_COMM_WORLD").map_or(0, |c| c.comm);
@@ -464,85 +462,101 @@ fn assemble(
     })
 }
 
-/// The message halves of every stream: a send on the sender's stream, a receive's post and
-/// completion on the receiver's (tied by the record's index as request id); and how many
-/// records have a partner outside the trace, with the first one's line.
+/// The message halves of every stream, in time order: a send on the sender's stream, a
+/// receive's post and completion on the receiver's (tied by the record's index as request id);
+/// and how many records have a partner outside the trace, with the first one's line. Streams
+/// are split into ranges that rayon fills in parallel, each scanning the records for its own.
 #[allow(clippy::type_complexity)]
 fn message_halves(comms: &[CommRec], rank: &[i32], n_streams: usize) -> (Vec<Vec<MessageEvent>>, (i64, u64)) {
     let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
-    // Sized first: the halves are a large part of a big trace's memory.
-    let mut sizes = vec![0usize; n_streams];
-    for c in comms {
-        if c.send != NO_STREAM {
-            sizes[c.send as usize] += 1;
-        }
-        if c.recv != NO_STREAM {
-            sizes[c.recv as usize] += 2;
-        }
-    }
-    let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
-    let mut outside = (0i64, 0u64);
-    for (k, c) in comms.iter().enumerate() {
-        let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
-        if c.send == NO_STREAM || c.recv == NO_STREAM {
-            if outside.0 == 0 {
-                outside.1 = c.line;
+    let is_outside = |c: &CommRec| c.send == NO_STREAM || c.recv == NO_STREAM;
+    let outside = comms.par_iter().filter(|c| is_outside(c)).count() as i64;
+    let first_outside = comms.iter().find(|c| is_outside(c)).map_or(0, |c| c.line);
+    let chunk = n_streams.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
+    let ranges: Vec<usize> = (0..n_streams).step_by(chunk).collect();
+    let groups: Vec<Vec<Vec<MessageEvent>>> = ranges
+        .into_par_iter()
+        .map(|lo| {
+            let hi = (lo + chunk).min(n_streams) as u32;
+            let lo = lo as u32;
+            let mine = |s: u32| s >= lo && s < hi;
+            // Sized first: the halves are a large part of a big trace's memory.
+            let mut sizes = vec![0usize; (hi - lo) as usize];
+            for c in comms {
+                if mine(c.send) {
+                    sizes[(c.send - lo) as usize] += 1;
+                }
+                if mine(c.recv) {
+                    sizes[(c.recv - lo) as usize] += 2;
+                }
             }
-            outside.0 += 1;
-        }
-        if c.send != NO_STREAM {
-            halves[c.send as usize].push(MessageEvent {
-                ts: c.physical_send,
-                kind: EventKind::Send,
-                peer: rank_of(c.recv),
-                tag,
-                bytes: c.size,
-                request: NONE_I64,
-            });
-        }
-        if c.recv != NO_STREAM {
-            let h = &mut halves[c.recv as usize];
-            let request = k as i64;
-            let post = MessageEvent {
-                ts: c.logical_recv,
-                kind: EventKind::IrecvRequest,
-                peer: NONE_I32,
-                tag: NONE_I32,
-                bytes: NONE_I64,
-                request,
-            };
-            h.push(post);
-            h.push(MessageEvent {
-                ts: c.physical_recv,
-                kind: EventKind::Irecv,
-                peer: rank_of(c.send),
-                tag,
-                bytes: c.size,
-                request,
-            });
-        }
-    }
-    (halves, outside)
+            let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
+            for (k, c) in comms.iter().enumerate() {
+                let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
+                if mine(c.send) {
+                    halves[(c.send - lo) as usize].push(MessageEvent {
+                        ts: c.physical_send,
+                        kind: EventKind::Send,
+                        peer: rank_of(c.recv),
+                        tag,
+                        bytes: c.size,
+                        request: NONE_I64,
+                    });
+                }
+                if mine(c.recv) {
+                    let h = &mut halves[(c.recv - lo) as usize];
+                    let request = k as i64;
+                    let post = MessageEvent {
+                        ts: c.logical_recv,
+                        kind: EventKind::IrecvRequest,
+                        peer: NONE_I32,
+                        tag: NONE_I32,
+                        bytes: NONE_I64,
+                        request,
+                    };
+                    h.push(post);
+                    h.push(MessageEvent {
+                        ts: c.physical_recv,
+                        kind: EventKind::Irecv,
+                        peer: rank_of(c.send),
+                        tag,
+                        bytes: c.size,
+                        request,
+                    });
+                }
+            }
+            for h in &mut halves {
+                h.sort_by_key(|m| m.ts);
+            }
+            halves
+        })
+        .collect();
+    (groups.into_iter().flatten().collect(), (outside, first_outside))
 }
 
 /// Messages of one channel (sender, receiver, tag) whose receives were posted in another order
 /// than the sends: MPI's matching rule, by which commdb pairs halves, may pair them otherwise
-/// than the records do. How many, and the first one's line; counted, never silent.
+/// than the records do. How many, and the first one's line; counted, never silent. Channels
+/// are split by sender among rayon's workers.
 fn overtaking(comms: &[CommRec]) -> Option<(i64, u64)> {
-    let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
-    let mut n = 0i64;
-    let mut first = 0u64;
-    for c in comms.iter().filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM) {
-        let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
-        if let Some((ps, lr)) = prev
-            && (c.physical_send < ps || c.logical_recv < lr)
-        {
-            if n == 0 {
-                first = c.line;
+    let parts = 2 * rayon::current_num_threads().max(1) as u32;
+    let (n, first) = (0..parts)
+        .into_par_iter()
+        .map(|part| {
+            let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
+            let (mut n, mut first) = (0i64, u64::MAX);
+            for c in comms.iter().filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM && c.send % parts == part) {
+                let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
+                if let Some((ps, lr)) = prev
+                    && (c.physical_send < ps || c.logical_recv < lr)
+                {
+                    first = first.min(c.line);
+                    n += 1;
+                }
             }
-            n += 1;
-        }
-    }
+            (n, first)
+        })
+        .reduce(|| (0, u64::MAX), |a, b| (a.0 + b.0, a.1.min(b.1)));
     (n > 0).then_some((n, first))
 }
 
