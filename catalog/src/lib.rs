@@ -33,6 +33,7 @@ pub mod progress;
 pub mod session;
 pub mod sql;
 pub mod store;
+pub mod suggest;
 pub mod trace;
 pub mod wallclock;
 

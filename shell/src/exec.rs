@@ -115,6 +115,33 @@ impl Shell {
         Ok(())
     }
 
+    /// An unknown table or table function is answered with the closest known name.
+    fn suggest_names(&self, error: String) -> String {
+        let quoted_before = |marker: &str| -> Option<String> {
+            let end = error.find(marker)?;
+            let start = error[..end].rfind('\'')? + 1;
+            Some(error[start..end].to_string())
+        };
+        let state = self.session.context().state();
+        if let Some(name) = quoted_before("' not found").filter(|_| error.contains("table function '")) {
+            let names: Vec<String> = state.table_functions().keys().cloned().collect();
+            return commdb_catalog::suggest::did_you_mean(error, &name, names.iter().map(String::as_str));
+        }
+        if error.contains("table '")
+            && let Some(name) = quoted_before("' not found")
+        {
+            let table = name.rsplit('.').next().unwrap_or(&name).to_string();
+            let mut names: Vec<String> = commdb_catalog::model::TABLES.iter().map(|t| t.name.to_string()).collect();
+            if let Some(catalog) = self.session.context().catalog(commdb_catalog::session::CATALOG)
+                && let Some(public) = catalog.schema(commdb_catalog::session::DEFAULT_SCHEMA)
+            {
+                names.extend(public.table_names());
+            }
+            return commdb_catalog::suggest::did_you_mean(error, &table, names.iter().map(String::as_str));
+        }
+        error
+    }
+
     /// A query stopped by the memory budget says which budget, and how to change it.
     fn name_the_budget(&self, error: String) -> String {
         if !error.contains("Resources exhausted") {
@@ -206,6 +233,12 @@ impl Shell {
     /// Run one SQL statement or backslash command.
     pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
         let text = text.trim();
+        // The words people type first in a shell they do not know yet, as psql takes them.
+        match text.trim_end_matches(';').trim().to_ascii_lowercase().as_str() {
+            "help" => return self.command(Command::Help).await,
+            "quit" | "exit" => return Ok(Flow::Quit),
+            _ => {}
+        }
         if text.starts_with('\\') {
             let cmd: Command = text.parse()?;
             return self.command(cmd).await;
@@ -216,7 +249,7 @@ impl Shell {
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
-        let result = self.statement(sql).await.map_err(|e| self.name_the_budget(e));
+        let result = self.statement(sql).await.map_err(|e| self.suggest_names(self.name_the_budget(e)));
         self.print_notices();
         result
     }

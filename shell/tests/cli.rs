@@ -116,6 +116,26 @@ fn bad_input_gives_clear_errors() {
 }
 
 #[test]
+fn unknown_names_get_the_closest_known_one() {
+    let o = run(&[SMALL, "-c", "SELECT * FROM atribution()"]);
+    assert!(
+        stderr(&o).contains("table function 'atribution' not found; did you mean 'attribution'?"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&[SMALL, "-c", "SELECT * FROM mesages"]);
+    assert!(stderr(&o).contains("did you mean 'messages'?"), "{}", stderr(&o));
+    let o = run(&[SMALL, "-c", "SELECT * FROM zzzzzzzz"]);
+    assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
+    let o = run(&["generate", "/tmp/never", "--pattern", "rign"]);
+    assert!(stderr(&o).contains("did you mean 'ring'?"), "{}", stderr(&o));
+    // help, quit and exit as words, as psql takes them.
+    let o = run(&[SMALL, "-q", "-c", "help", "-c", "quit", "-c", "SELECT 42 AS never"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\\d NAME") && !stdout(&o).contains("never"), "{}", stdout(&o));
+}
+
+#[test]
 fn help_names_every_format_the_readers_accept() {
     let o = run(&["--help"]);
     let text = stdout(&o);

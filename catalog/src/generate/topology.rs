@@ -26,7 +26,11 @@ impl std::str::FromStr for Pattern {
             "ring" => Ok(Pattern::Ring),
             "alltoall" => Ok(Pattern::Alltoall),
             "master-worker" => Ok(Pattern::MasterWorker),
-            _ => Err(format!("pattern must be stencil2d, ring, alltoall or master-worker; got '{s}'")),
+            _ => Err(crate::suggest::did_you_mean(
+                format!("pattern must be stencil2d, ring, alltoall or master-worker; got '{s}'"),
+                s,
+                ["stencil2d", "ring", "alltoall", "master-worker"],
+            )),
         }
     }
 }
