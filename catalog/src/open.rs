@@ -170,6 +170,31 @@ fn has_extension(p: &Path, ext: &str) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
+/// The one file of `dir` that `matches` (files only): `what` names such a file and such files
+/// for the errors when there is none or several.
+pub(crate) fn only_file_in(
+    dir: &Path,
+    matches: impl Fn(&Path) -> bool,
+    what: (&str, &str),
+) -> Result<std::path::PathBuf> {
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut found: Vec<std::path::PathBuf> =
+        entries.flatten().map(|e| e.path()).filter(|p| p.is_file() && matches(p)).collect();
+    found.sort();
+    match found.len() {
+        1 => Ok(found.remove(0)),
+        0 => Err(Error::in_file(dir, format!("no {} in this directory", what.0))),
+        _ => Err(Error::in_file(
+            dir,
+            format!(
+                "several {} in this directory ({}); name one",
+                what.1,
+                found.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
+
 fn contains_prv(dir: &Path) -> bool {
     std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| crate::paraver::is_prv(&e.path()))).unwrap_or(false)
 }

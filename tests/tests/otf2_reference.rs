@@ -123,9 +123,11 @@ async fn ping_pong_has_sixteen_matched_messages() {
     assert_eq!(v, vec![16, 8, 16384, 2097152, 16]);
 }
 
-fn python_fixture(dir: &Path) -> Option<PathBuf> {
-    let script = project_root().join("tests/otf2/make_fixture.py");
-    let out = Command::new("/usr/bin/python3").arg(&script).arg(dir).output();
+/// An archive written into `dir` by one of the reference-writer scripts in tests/otf2 with
+/// `args` after the directory; None (and a printed reason) without the reference writer.
+fn reference_archive(script: &str, dir: &Path, args: &[&str]) -> Option<PathBuf> {
+    let script = project_root().join("tests/otf2").join(script);
+    let out = Command::new("/usr/bin/python3").arg(&script).arg(dir).args(args).output();
     match out {
         Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
         Ok(o) => {
@@ -140,6 +142,10 @@ fn python_fixture(dir: &Path) -> Option<PathBuf> {
             None
         }
     }
+}
+
+fn python_fixture(dir: &Path) -> Option<PathBuf> {
+    reference_archive("make_fixture.py", dir, &[])
 }
 
 #[tokio::test]
@@ -244,22 +250,7 @@ async fn commdb_peers(s: &mut commdb_catalog::Session, schema: &str) -> BTreeMap
 }
 
 fn other_writer_fixture(dir: &Path, variant: &str) -> Option<PathBuf> {
-    let script = project_root().join("tests/otf2/make_other_writers.py");
-    let out = Command::new("/usr/bin/python3").arg(&script).arg(dir).arg(variant).output();
-    match out {
-        Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
-        Ok(o) => {
-            println!(
-                "skip: the reference Python writer failed (python3-otf2 not installed?): {}",
-                String::from_utf8_lossy(&o.stderr).lines().last().unwrap_or("")
-            );
-            None
-        }
-        Err(e) => {
-            println!("skip: /usr/bin/python3 cannot run: {e}");
-            None
-        }
-    }
+    reference_archive("make_other_writers.py", dir, &[variant])
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::events::EventParts;
+use crate::events::{EventParts, NONE_I32};
 use crate::trace::{
     ClockSample, CommInfo, LocationInfo, RankInfo, RawMetrics, RawTrace, RegionInfo, TraceMeta, Warnings,
 };
@@ -34,29 +34,8 @@ pub fn find_anchor(path: &Path) -> Result<PathBuf> {
     if path.is_file() {
         return Ok(path.to_path_buf());
     }
-    let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
-    let mut anchors: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x.eq_ignore_ascii_case("otf2")))
-        .collect();
-    anchors.sort();
-    match anchors.len() {
-        1 => Ok(anchors.remove(0)),
-        0 => Err(Error::in_file(path, "no OTF2 anchor file (*.otf2) in this directory")),
-        _ => Err(Error::in_file(
-            path,
-            format!(
-                "several OTF2 anchors in this directory ({}); name one",
-                anchors
-                    .iter()
-                    .filter_map(|a| a.file_name())
-                    .map(|n| n.to_string_lossy())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        )),
-    }
+    let is_anchor = |p: &Path| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("otf2"));
+    crate::open::only_file_in(path, is_anchor, ("OTF2 anchor file (*.otf2)", "OTF2 anchors"))
 }
 
 fn paradigm_name(p: u8) -> &'static str {
@@ -198,15 +177,16 @@ fn placement(d: &GlobalDefs) -> Placement {
 /// LOCATIONS group lists locations, a COMM_SELF group lists nobody because its one member is
 /// whichever rank calls (those communicators are returned apart), and a group of unknown type
 /// lists world ranks. A communicator over a group of regions or metrics has no members: its
-/// peers stay NULL, and a warning says so. Members that resolve to no rank are NULL
-/// (`None`), never a sentinel.
+/// peers stay NULL, and a warning says so. Members that resolve to no rank are NONE_I32,
+/// which the tables show as NULL.
 struct Communicators {
-    members: HashMap<u32, Vec<Option<i32>>>,
+    members: HashMap<u32, Vec<i32>>,
     per_rank: Vec<u32>,
 }
 
 fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Communicators {
-    let rank_of_location = |loc: u64| p.location.get(&loc).map(|x| x.0);
+    let rank_of_location = |loc: u64| p.location.get(&loc).map_or(NONE_I32, |x| x.0);
+    let as_rank = |m: u64| i32::try_from(m).unwrap_or(NONE_I32);
     let mut out = Communicators { members: HashMap::new(), per_rank: Vec::new() };
     for (id, comm) in &d.comms {
         let Some(g) = d.groups.get(&comm.group) else {
@@ -216,17 +196,19 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
             out.members.insert(*id, Vec::new());
             continue;
         };
-        let members: Vec<Option<i32>> = match g.kind {
+        let members: Vec<i32> = match g.kind {
             GROUP_COMM_GROUP => {
                 let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
-                let locations =
-                    |m: u64| base.and_then(|b| b.members.get(m as usize)).and_then(|&l| rank_of_location(l));
                 match base {
                     Some(b) if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() => {
                         b.members.iter().map(|&l| rank_of_location(l)).collect()
                     }
-                    Some(_) => g.members.iter().map(|&m| locations(m)).collect(),
-                    None => g.members.iter().map(|&m| i32::try_from(m).ok()).collect(),
+                    Some(b) => g
+                        .members
+                        .iter()
+                        .map(|&m| b.members.get(m as usize).map_or(NONE_I32, |&l| rank_of_location(l)))
+                        .collect(),
+                    None => g.members.iter().map(|&m| as_rank(m)).collect(),
                 }
             }
             GROUP_COMM_LOCATIONS | defs::GROUP_LOCATIONS => g.members.iter().map(|&l| rank_of_location(l)).collect(),
@@ -244,7 +226,7 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
                 });
                 Vec::new()
             }
-            _ => g.members.iter().map(|&m| i32::try_from(m).ok()).collect(),
+            _ => g.members.iter().map(|&m| as_rank(m)).collect(),
         };
         out.members.insert(*id, members);
     }
@@ -330,13 +312,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
     let place = placement(&d);
     let comms = comm_members(&d, &place, &mut warnings);
-    let comm_index = events::CommMembers::new(
-        &comms
-            .members
-            .iter()
-            .map(|(id, m)| (*id, m.iter().map(|r| r.unwrap_or(crate::events::NONE_I32)).collect()))
-            .collect(),
-    );
+    let comm_index = events::CommMembers::new(&comms.members);
     let string = |id: u32| d.string(id).unwrap_or("").to_string();
 
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
@@ -497,11 +473,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         .map(|(id, c)| CommInfo {
             comm: *id as i32,
             name: string(c.name),
-            members: comms
-                .members
-                .get(id)
-                .map(|m| m.iter().map(|r| r.unwrap_or(crate::events::NONE_I32)).collect())
-                .unwrap_or_default(),
+            members: comms.members.get(id).cloned().unwrap_or_default(),
             per_rank: comms.per_rank.contains(id),
         })
         .collect();

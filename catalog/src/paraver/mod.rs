@@ -41,20 +41,7 @@ pub fn find_prv(path: &Path) -> Result<PathBuf> {
     if !path.is_dir() {
         return Ok(path.to_path_buf());
     }
-    let entries = std::fs::read_dir(path).map_err(|e| Error::io(path, e))?;
-    let mut found: Vec<PathBuf> = entries.flatten().map(|e| e.path()).filter(|p| p.is_file() && is_prv(p)).collect();
-    found.sort();
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(Error::in_file(path, "no Paraver trace (*.prv) in this directory")),
-        _ => Err(Error::in_file(
-            path,
-            format!(
-                "several Paraver traces in this directory ({}); name one",
-                found.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy()).collect::<Vec<_>>().join(", ")
-            ),
-        )),
-    }
+    crate::open::only_file_in(path, is_prv, ("Paraver trace (*.prv)", "Paraver traces"))
 }
 
 /// A path named like a Paraver trace: `*.prv` or `*.prv.gz`.
@@ -342,8 +329,10 @@ fn assemble(
 
     // Events and message halves per stream.
     let n_streams = layout.streams;
-    let ((halves, outside), overtaking) =
+    // The halves on one thread, the check for overtaking messages on the other.
+    let ((mut halves, outside), overtaking) =
         rayon::join(|| message_halves(&recs.comms, &st.rank, n_streams), || overtaking(&recs.comms));
+    halves.par_iter_mut().for_each(|h| h.sort_by_key(|m| m.ts));
     if outside.0 > 0 {
         let (n, line) = outside;
         warnings.add_many("paraver_partner_outside", n, || {
@@ -462,101 +451,85 @@ fn assemble(
     })
 }
 
-/// The message halves of every stream, in time order: a send on the sender's stream, a
-/// receive's post and completion on the receiver's (tied by the record's index as request id);
-/// and how many records have a partner outside the trace, with the first one's line. Streams
-/// are split into ranges that rayon fills in parallel, each scanning the records for its own.
+/// The message halves of every stream: a send on the sender's stream, a receive's post and
+/// completion on the receiver's (tied by the record's index as request id); and how many
+/// records have a partner outside the trace, with the first one's line.
 #[allow(clippy::type_complexity)]
 fn message_halves(comms: &[CommRec], rank: &[i32], n_streams: usize) -> (Vec<Vec<MessageEvent>>, (i64, u64)) {
     let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
-    let is_outside = |c: &CommRec| c.send == NO_STREAM || c.recv == NO_STREAM;
-    let outside = comms.par_iter().filter(|c| is_outside(c)).count() as i64;
-    let first_outside = comms.iter().find(|c| is_outside(c)).map_or(0, |c| c.line);
-    let chunk = n_streams.div_ceil(4 * rayon::current_num_threads().max(1)).max(1);
-    let ranges: Vec<usize> = (0..n_streams).step_by(chunk).collect();
-    let groups: Vec<Vec<Vec<MessageEvent>>> = ranges
-        .into_par_iter()
-        .map(|lo| {
-            let hi = (lo + chunk).min(n_streams) as u32;
-            let lo = lo as u32;
-            let mine = |s: u32| s >= lo && s < hi;
-            // Sized first: the halves are a large part of a big trace's memory.
-            let mut sizes = vec![0usize; (hi - lo) as usize];
-            for c in comms {
-                if mine(c.send) {
-                    sizes[(c.send - lo) as usize] += 1;
-                }
-                if mine(c.recv) {
-                    sizes[(c.recv - lo) as usize] += 2;
-                }
+    // Sized first: the halves are a large part of a big trace's memory.
+    let mut sizes = vec![0usize; n_streams];
+    for c in comms {
+        if c.send != NO_STREAM {
+            sizes[c.send as usize] += 1;
+        }
+        if c.recv != NO_STREAM {
+            sizes[c.recv as usize] += 2;
+        }
+    }
+    let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
+    let mut outside = (0i64, 0u64);
+    for (k, c) in comms.iter().enumerate() {
+        let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
+        if c.send == NO_STREAM || c.recv == NO_STREAM {
+            if outside.0 == 0 {
+                outside.1 = c.line;
             }
-            let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
-            for (k, c) in comms.iter().enumerate() {
-                let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
-                if mine(c.send) {
-                    halves[(c.send - lo) as usize].push(MessageEvent {
-                        ts: c.physical_send,
-                        kind: EventKind::Send,
-                        peer: rank_of(c.recv),
-                        tag,
-                        bytes: c.size,
-                        request: NONE_I64,
-                    });
-                }
-                if mine(c.recv) {
-                    let h = &mut halves[(c.recv - lo) as usize];
-                    let request = k as i64;
-                    let post = MessageEvent {
-                        ts: c.logical_recv,
-                        kind: EventKind::IrecvRequest,
-                        peer: NONE_I32,
-                        tag: NONE_I32,
-                        bytes: NONE_I64,
-                        request,
-                    };
-                    h.push(post);
-                    h.push(MessageEvent {
-                        ts: c.physical_recv,
-                        kind: EventKind::Irecv,
-                        peer: rank_of(c.send),
-                        tag,
-                        bytes: c.size,
-                        request,
-                    });
-                }
-            }
-            for h in &mut halves {
-                h.sort_by_key(|m| m.ts);
-            }
-            halves
-        })
-        .collect();
-    (groups.into_iter().flatten().collect(), (outside, first_outside))
+            outside.0 += 1;
+        }
+        if c.send != NO_STREAM {
+            halves[c.send as usize].push(MessageEvent {
+                ts: c.physical_send,
+                kind: EventKind::Send,
+                peer: rank_of(c.recv),
+                tag,
+                bytes: c.size,
+                request: NONE_I64,
+            });
+        }
+        if c.recv != NO_STREAM {
+            let h = &mut halves[c.recv as usize];
+            let request = k as i64;
+            let post = MessageEvent {
+                ts: c.logical_recv,
+                kind: EventKind::IrecvRequest,
+                peer: NONE_I32,
+                tag: NONE_I32,
+                bytes: NONE_I64,
+                request,
+            };
+            h.push(post);
+            h.push(MessageEvent {
+                ts: c.physical_recv,
+                kind: EventKind::Irecv,
+                peer: rank_of(c.send),
+                tag,
+                bytes: c.size,
+                request,
+            });
+        }
+    }
+    (halves, outside)
 }
 
 /// Messages of one channel (sender, receiver, tag) whose receives were posted in another order
 /// than the sends: MPI's matching rule, by which commdb pairs halves, may pair them otherwise
-/// than the records do. How many, and the first one's line; counted, never silent. Channels
-/// are split by sender among rayon's workers.
+/// than the records do. How many, and the first one's line; counted, never silent.
 fn overtaking(comms: &[CommRec]) -> Option<(i64, u64)> {
-    let parts = 2 * rayon::current_num_threads().max(1) as u32;
-    let (n, first) = (0..parts)
-        .into_par_iter()
-        .map(|part| {
-            let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
-            let (mut n, mut first) = (0i64, u64::MAX);
-            for c in comms.iter().filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM && c.send % parts == part) {
-                let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
-                if let Some((ps, lr)) = prev
-                    && (c.physical_send < ps || c.logical_recv < lr)
-                {
-                    first = first.min(c.line);
-                    n += 1;
-                }
+    let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
+    let mut n = 0i64;
+    let mut first = 0u64;
+    for c in comms.iter().filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM) {
+        let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
+        if let Some((ps, lr)) = prev
+            && (c.physical_send < ps || c.logical_recv < lr)
+        {
+            if n == 0 {
+                first = c.line;
             }
-            (n, first)
-        })
-        .reduce(|| (0, u64::MAX), |a, b| (a.0 + b.0, a.1.min(b.1)));
+            n += 1;
+        }
+    }
     (n > 0).then_some((n, first))
 }
 
@@ -716,7 +689,8 @@ fn walk_stream<'a>(
     out
 }
 
-/// `DD/MM/YYYY at HH:MM` as ns since the Unix epoch (the header gives no time zone: UTC).
+/// `DD/MM/YYYY at HH:MM` as ns since the Unix epoch (the header gives no time zone: UTC);
+/// the calendar arithmetic is the scheduler logs' (`jobs::time`).
 fn date_ns(text: &str) -> Option<i64> {
     let (day, time) = text.split_once(" at ")?;
     let mut d = day.trim().split('/').map(|p| p.parse::<i64>().ok());
@@ -727,13 +701,7 @@ fn date_ns(text: &str) -> Option<i64> {
     if !(1..=12).contains(&mm) || !(1..=31).contains(&dd) || h > 23 || m > 59 {
         return None;
     }
-    // Days from civil date (proleptic Gregorian).
-    let (y, mo) = if mm <= 2 { (year - 1, mm + 9) } else { (year, mm - 3) };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * mo + 2) / 5 + dd - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = crate::jobs::time::days_from_civil(year, mm, dd);
     Some(((days * 24 + h) * 60 + m) * 60 * 1_000_000_000)
 }
 

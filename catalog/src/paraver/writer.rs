@@ -451,16 +451,7 @@ fn num(line: &mut Vec<u8>, fields: &[i64]) {
 fn date_text(ns: i64) -> String {
     let minutes = ns.div_euclid(60_000_000_000);
     let (days, minute_of_day) = (minutes.div_euclid(1440), minutes.rem_euclid(1440));
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::jobs::time::civil_from_days(days);
     format!("{d:02}/{m:02}/{y:04} at {:02}:{:02}", minute_of_day / 60, minute_of_day % 60)
 }
 

@@ -264,14 +264,7 @@ impl Histogram {
             .filter(|&i| c(i).abs_diff(c(i + 1)) < m1 && c(i) + c(i + 1) <= k as u64 * top)
             .min_by_key(|&i| (c(i) + c(i + 1), i));
         let Some(pair) = pair else { return };
-        let right = self.bins.remove(pair + 1);
-        let left = &mut self.bins[pair];
-        left.hi = right.hi;
-        left.absorb(right.count, right.mean, right.m2);
-        let fullest = if fullest > pair { fullest - 1 } else { fullest };
-        let (left, right) = split(&self.bins[fullest]);
-        self.bins[fullest] = left;
-        self.bins.insert(fullest + 1, right);
+        self.merge_and_split(pair, fullest, split);
     }
 
     /// The refinement's rebalance: merge the lightest adjacent pair and split the fullest bin
@@ -286,12 +279,18 @@ impl Histogram {
         if self.bins[fullest].count <= merged(pair) {
             return;
         }
+        self.merge_and_split(pair, fullest, split_uniform);
+    }
+
+    /// Merge bins `pair` and `pair + 1`, then split bin `fullest` (an index from before the
+    /// merge) in two with `split`: the bin count stays the same.
+    fn merge_and_split(&mut self, pair: usize, fullest: usize, split: fn(&Bin) -> (Bin, Bin)) {
         let right = self.bins.remove(pair + 1);
         let left = &mut self.bins[pair];
         left.hi = right.hi;
         left.absorb(right.count, right.mean, right.m2);
         let fullest = if fullest > pair { fullest - 1 } else { fullest };
-        let (left, right) = split_uniform(&self.bins[fullest]);
+        let (left, right) = split(&self.bins[fullest]);
         self.bins[fullest] = left;
         self.bins.insert(fullest + 1, right);
     }
