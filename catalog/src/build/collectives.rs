@@ -99,12 +99,11 @@ pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut W
         if comms.iter().any(|c| c.comm == comm && c.per_rank) {
             // Each rank alone (MPI_COMM_SELF): every part is an operation of its own, numbered
             // across the ranks so that (comm, instance) names one operation.
+            let mut instance = 0;
             for m in &members {
                 for k in 0..m.parts {
-                    placed[next] = Part {
-                        instance: next_self_instance(&placed, next, comm),
-                        ..per_stream[m.stream][m.position(k)]
-                    };
+                    placed[next] = Part { instance, ..per_stream[m.stream][m.position(k)] };
+                    instance += 1;
                     next += 1;
                 }
             }
@@ -143,15 +142,6 @@ pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut W
         }
     }
     Collectives { parts: placed }
-}
-
-/// The instance number of the next part of a per-rank communicator placed at `next`: one more
-/// than the part placed before it on the same communicator.
-fn next_self_instance(placed: &[Part], next: usize, comm: i32) -> i64 {
-    match next.checked_sub(1).map(|i| placed[i]) {
-        Some(p) if p.comm == comm => p.instance + 1,
-        _ => 0,
-    }
 }
 
 /// Instances placed at a time by `assemble`.

@@ -129,16 +129,16 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
         ));
     }
     let mut apps = Vec::with_capacity(napps);
-    let mut expected_comms = 0usize;
     for (a, field) in fields[3..].iter().enumerate() {
-        let (list, ncomms) = match split_top(field, ',').as_slice() {
-            [list] => (*list, 0),
-            [list, n] => (
-                *list,
-                n.trim().parse().map_err(|_| {
+        // The communicator count after ',' is checked for form; the lines themselves follow.
+        let list = match split_top(field, ',').as_slice() {
+            [list] => *list,
+            [list, n] => {
+                n.trim().parse::<u32>().map_err(|_| {
                     err(1, "applications", format!("expected a communicator count after ',', found '{n}'"))
-                })?,
-            ),
+                })?;
+                *list
+            }
             _ => {
                 return Err(err(
                     1,
@@ -147,7 +147,6 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
                 ));
             }
         };
-        expected_comms += ncomms;
         let (ntasks, items) = counted_list(list).ok_or_else(|| {
             err(1, "applications", format!("application {}: expected NTASKS(T:N,...), found '{list}'", a + 1))
         })?;
@@ -228,9 +227,7 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
             }
             header.comms.push(CommLine { app: app as u32, id, tasks });
         } else if line.starts_with('#') {
-            if line.to_ascii_uppercase().contains("CUTTER") || line.to_ascii_lowercase().contains("cut") {
-                header.cut = true;
-            }
+            header.cut |= line.to_ascii_uppercase().contains("CUTTER");
         } else if line.is_empty() {
             continue;
         } else {
@@ -238,7 +235,6 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
         }
         header.first_record_line = line_no + 1;
     }
-    let _ = expected_comms;
     Ok(header)
 }
 
