@@ -3,7 +3,8 @@
 //! collectives), and prints records/s and peak memory (VmHWM), ROUNDS times (default 1). When
 //! DIR/trace.prv does not exist yet it is generated first (a 1024-rank stencil, 32 ranks per
 //! node, ITERATIONS iterations) and written with commdb's Paraver writer.
-//! `cargo bench -p commdb-shell --bench paraver -- DIR [ITERATIONS] [ROUNDS]`
+//! `cargo bench -p commdb-shell --bench paraver -- DIR [ITERATIONS] [ROUNDS]`; with
+//! `MIMALLOC_PURGE_DELAY=-1` the rounds after the first run on pages the allocator kept.
 
 mod common;
 use common::{cpu_seconds, peak_rss_mib};
@@ -26,6 +27,7 @@ fn main() {
     let prv = dir.join("trace.prv");
     let rounds: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(1).max(1);
     println!("commdb Paraver load benchmark, {} threads, {rounds} rounds", rayon::current_num_threads());
+    println!("{}", common::allocator_mode());
     if !prv.exists() {
         let iterations = args.get(1).and_then(|i| i.parse().ok()).unwrap_or(1800);
         let cfg = GeneratorConfig { ranks: 1024, ranks_per_node: 32, iterations, ..GeneratorConfig::default() };

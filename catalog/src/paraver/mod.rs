@@ -28,7 +28,7 @@ use crate::fast_hash::FastMap;
 use crate::trace::{
     CommInfo, LocationInfo, RankInfo, RawMetrics, RawStates, RawTrace, RegionInfo, TraceMeta, Warnings,
 };
-use records::{CommRec, EventRec, NO_STREAM};
+use records::{CommRec, EventRec, HalfKind, NO_STREAM};
 
 /// Extrae's MPI call event types (point-to-point, collective, other, and the one-sided and
 /// I/O types some versions add).
@@ -59,7 +59,7 @@ fn companion(prv: &Path, ext: &str) -> PathBuf {
 }
 
 /// A reader of `path`, decompressing a `.gz` file.
-fn open_text(path: &Path) -> Result<Box<dyn Read>> {
+fn open_text(path: &Path) -> Result<Box<dyn Read + Send>> {
     Error::regular_file(path)?;
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     Ok(if path.to_string_lossy().to_ascii_lowercase().ends_with(".gz") {
@@ -327,21 +327,12 @@ fn assemble(
         });
     }
 
-    // Events and message halves per stream.
     let n_streams = layout.streams;
-    // The halves on one thread, the check for overtaking messages on the other.
-    let ((mut halves, outside), overtaking) =
-        rayon::join(|| message_halves(&recs.comms, &st.rank, n_streams), || overtaking(&recs.comms));
-    halves.par_iter_mut().for_each(|h| h.sort_by_key(|m| m.ts));
+    let outside = outside_records(recs.comms());
     if outside.0 > 0 {
         let (n, line) = outside;
         warnings.add_many("paraver_partner_outside", n, || {
             format!("{}:{line}: communications whose partner lies outside the trace (cut away) are kept as unmatched halves", prv.display())
-        });
-    }
-    if let Some((n, first)) = overtaking {
-        warnings.add_many("paraver_overtaking", n, || {
-            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
         });
     }
 
@@ -350,14 +341,34 @@ fn assemble(
     let collective_op: Vec<u8> =
         regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
     let ctx = StreamContext { classes: &classes, region_of: &region_of, collective_op: &collective_op, world };
-    let walked: Vec<StreamOut> = (0..n_streams)
-        .into_par_iter()
-        .map(|s| {
-            let events = recs.pieces.iter().map(|p| p.of_stream(s));
-            walk_stream(&ctx, events, &halves[s], st.rank[s], st.thread[s], st.app[s] as usize == mpi_app)
+    // The request id tying a receive's post to its completion: the record's index in the file.
+    let first_record: Vec<i64> = recs
+        .pieces
+        .iter()
+        .scan(0i64, |n, p| {
+            *n += p.comms.len() as i64;
+            Some(*n - p.comms.len() as i64)
         })
         .collect();
-    drop(halves);
+    // Every stream walked on one thread, the check for overtaking messages on the other.
+    let (walked, overtaking): (Vec<StreamOut>, _) = rayon::join(
+        || {
+            (0..n_streams)
+                .into_par_iter()
+                .map(|s| {
+                    let halves = stream_halves(&recs.pieces, &first_record, s, &st.rank);
+                    let events = recs.pieces.iter().map(|p| p.of_stream(s));
+                    walk_stream(&ctx, events, &halves, st.rank[s], st.thread[s], st.app[s] as usize == mpi_app)
+                })
+                .collect()
+        },
+        || overtaking(recs.comms()),
+    );
+    if let Some((n, first)) = overtaking {
+        warnings.add_many("paraver_overtaking", n, || {
+            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
+        });
+    }
 
     let mut parts = Vec::new();
     let mut metrics = RawMetrics { names: metric_names, ..RawMetrics::default() };
@@ -451,75 +462,44 @@ fn assemble(
     })
 }
 
-/// The message halves of every stream: a send on the sender's stream, a receive's post and
-/// completion on the receiver's (tied by the record's index as request id); and how many
-/// records have a partner outside the trace, with the first one's line.
-#[allow(clippy::type_complexity)]
-fn message_halves(comms: &[CommRec], rank: &[i32], n_streams: usize) -> (Vec<Vec<MessageEvent>>, (i64, u64)) {
+/// The message halves of stream `s` from every piece, by time (file order among equal times):
+/// a send with its receiver, a receive's post and its completion tied by the record's index in
+/// the file as request id (`first_record`: the index of each piece's first record).
+fn stream_halves(pieces: &[records::Piece], first_record: &[i64], s: usize, rank: &[i32]) -> Vec<MessageEvent> {
     let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
-    // Sized first: the halves are a large part of a big trace's memory.
-    let mut sizes = vec![0usize; n_streams];
-    for c in comms {
-        if c.send != NO_STREAM {
-            sizes[c.send as usize] += 1;
-        }
-        if c.recv != NO_STREAM {
-            sizes[c.recv as usize] += 2;
-        }
-    }
-    let mut halves: Vec<Vec<MessageEvent>> = sizes.into_iter().map(Vec::with_capacity).collect();
-    let mut outside = (0i64, 0u64);
-    for (k, c) in comms.iter().enumerate() {
-        let tag = i32::try_from(c.tag).unwrap_or(NONE_I32);
-        if c.send == NO_STREAM || c.recv == NO_STREAM {
-            if outside.0 == 0 {
-                outside.1 = c.line;
-            }
-            outside.0 += 1;
-        }
-        if c.send != NO_STREAM {
-            halves[c.send as usize].push(MessageEvent {
-                ts: c.physical_send,
-                kind: EventKind::Send,
-                peer: rank_of(c.recv),
-                tag,
-                bytes: c.size,
-                request: NONE_I64,
-            });
-        }
-        if c.recv != NO_STREAM {
-            let h = &mut halves[c.recv as usize];
-            let request = k as i64;
-            let post = MessageEvent {
-                ts: c.logical_recv,
-                kind: EventKind::IrecvRequest,
-                peer: NONE_I32,
-                tag: NONE_I32,
-                bytes: NONE_I64,
-                request,
+    let mut out = Vec::with_capacity(pieces.iter().map(|p| p.halves_of_stream(s).len()).sum());
+    for (p, first) in pieces.iter().zip(first_record) {
+        out.extend(p.halves_of_stream(s).iter().map(|h| {
+            let request = first + i64::from(h.record);
+            let (kind, peer, tag, bytes, request) = match h.kind {
+                HalfKind::Send => (EventKind::Send, rank_of(h.peer), h.tag, h.bytes, NONE_I64),
+                HalfKind::Post => (EventKind::IrecvRequest, NONE_I32, NONE_I32, NONE_I64, request),
+                HalfKind::Receive => (EventKind::Irecv, rank_of(h.peer), h.tag, h.bytes, request),
             };
-            h.push(post);
-            h.push(MessageEvent {
-                ts: c.physical_recv,
-                kind: EventKind::Irecv,
-                peer: rank_of(c.send),
-                tag,
-                bytes: c.size,
-                request,
-            });
-        }
+            MessageEvent { ts: h.ts, kind, peer, tag, bytes, request }
+        }));
     }
-    (halves, outside)
+    out.sort_by_key(|m| m.ts);
+    out
+}
+
+/// How many communication records have a partner outside the trace, and the first one's line.
+fn outside_records<'a>(comms: impl Iterator<Item = &'a CommRec>) -> (i64, u64) {
+    let mut outside = comms.filter(|c| c.send == NO_STREAM || c.recv == NO_STREAM);
+    match outside.next() {
+        Some(first) => (1 + outside.count() as i64, first.line),
+        None => (0, 0),
+    }
 }
 
 /// Messages of one channel (sender, receiver, tag) whose receives were posted in another order
 /// than the sends: MPI's matching rule, by which commdb pairs halves, may pair them otherwise
 /// than the records do. How many, and the first one's line; counted, never silent.
-fn overtaking(comms: &[CommRec]) -> Option<(i64, u64)> {
+fn overtaking<'a>(comms: impl Iterator<Item = &'a CommRec>) -> Option<(i64, u64)> {
     let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
     let mut n = 0i64;
     let mut first = 0u64;
-    for c in comms.iter().filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM) {
+    for c in comms.filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM) {
         let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
         if let Some((ps, lr)) = prev
             && (c.physical_send < ps || c.logical_recv < lr)
@@ -806,12 +786,67 @@ mod tests {
             tag,
             line,
         };
-        assert_eq!(overtaking(&[c(10, 20, 1, 2), c(30, 40, 1, 3)]), None);
-        assert_eq!(overtaking(&[c(10, 40, 1, 2), c(30, 20, 1, 3)]), Some((1, 3)));
-        assert_eq!(overtaking(&[c(10, 40, 1, 2), c(30, 20, 2, 3)]), None, "another tag is another channel");
-        let (halves, outside) =
-            message_halves(&[c(10, 20, 1, 2), CommRec { send: NO_STREAM, ..c(1, 2, 3, 7) }], &[0, 1], 2);
-        assert_eq!((halves[0].len(), halves[1].len(), outside), (1, 4, (1, 7)));
+        assert_eq!(overtaking([c(10, 20, 1, 2), c(30, 40, 1, 3)].iter()), None);
+        assert_eq!(overtaking([c(10, 40, 1, 2), c(30, 20, 1, 3)].iter()), Some((1, 3)));
+        assert_eq!(overtaking([c(10, 40, 1, 2), c(30, 20, 2, 3)].iter()), None, "another tag is another channel");
+        let cut = CommRec { send: NO_STREAM, ..c(1, 2, 3, 7) };
+        assert_eq!(outside_records([c(10, 20, 1, 2), cut, cut].iter()), (2, 7));
+        assert_eq!(outside_records([c(10, 20, 1, 2)].iter()), (0, 0));
+    }
+
+    /// Time, kind, peer, tag and request of a message half.
+    type HalfFields = (i64, u8, i32, i32, i64);
+
+    #[test]
+    fn halves_do_not_depend_on_where_pieces_end() {
+        let layout = records::Layout::new(&[vec![header::Task { threads: 1, node: 1 }; 3]]);
+        let mut body = String::new();
+        for i in 0..300i64 {
+            let (from, to) = (1 + i % 3, 1 + (i + 1) % 3);
+            let t = 10 * i + 10;
+            body.push_str(&format!("3:1:1:{from}:1:{t}:{t}:1:1:{to}:1:{}:{}:8:{}\n", t - 5, t + 7, i % 4));
+            body.push_str(&format!("2:1:1:{from}:1:{t}:50000001:0\n"));
+        }
+        let halves = |piece: usize| {
+            let r = records::parse_in_pieces(
+                Path::new("a.prv"),
+                &mut body.as_bytes(),
+                Vec::new(),
+                1,
+                &layout,
+                1,
+                &|_| {},
+                piece,
+            )
+            .unwrap();
+            let first: Vec<i64> = r
+                .pieces
+                .iter()
+                .scan(0, |n, p| {
+                    *n += p.comms.len() as i64;
+                    Some(*n - p.comms.len() as i64)
+                })
+                .collect();
+            let lines: Vec<u64> = r.comms().map(|c| c.line).collect();
+            let per_stream: Vec<Vec<HalfFields>> = (0..3)
+                .map(|s| {
+                    stream_halves(&r.pieces, &first, s, &[0, 1, 2])
+                        .iter()
+                        .map(|h| (h.ts, h.kind as u8, h.peer, h.tag, h.request))
+                        .collect()
+                })
+                .collect();
+            (r.pieces.len(), lines, per_stream)
+        };
+        let (one, lines, whole) = halves(1 << 20);
+        assert_eq!(one, 1);
+        assert_eq!(lines, (0..300).map(|i| 1 + 2 * i).collect::<Vec<u64>>());
+        assert_eq!(whole.iter().map(Vec::len).sum::<usize>(), 900);
+        for piece in [60, 200, 1000] {
+            let (n, l, h) = halves(piece);
+            assert!(n > 3, "pieces of {piece} bytes");
+            assert_eq!((&l, &h), (&lines, &whole), "pieces of {piece} bytes");
+        }
     }
 
     #[test]

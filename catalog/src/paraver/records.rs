@@ -3,7 +3,9 @@
 //! (every record is one line and carries its full object ids); the pieces are joined in file
 //! order, each with its event pairs grouped by stream. State records (type 1), event records
 //! (type 2, each (type, value) pair becomes one `EventRec`) and communication records (type 3)
-//! are kept as numbers; what they mean is decided by `paraver::assemble` with the .pcf.
+//! are kept as numbers, and each communication's halves (send, receive posted, receive
+//! completed) are placed on their streams in the piece that holds it; what they mean is
+//! decided by `paraver::assemble` with the .pcf.
 
 use std::path::Path;
 
@@ -92,12 +94,55 @@ pub struct CommRec {
 
 pub const NO_STREAM: u32 = u32::MAX;
 
-/// The event pairs of one piece of the file, grouped by stream (file order within a stream):
-/// stream `s` has `events[starts[s]..starts[s + 1]]`.
+/// Which half of a communication a `Half` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HalfKind {
+    /// The send, at the physical send time.
+    Send,
+    /// The receive posted, at the logical receive time.
+    Post,
+    /// The receive completed, at the physical receive time.
+    Receive,
+}
+
+/// One half of a communication record, placed on the stream it happens on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Half {
+    pub ts: i64,
+    pub bytes: i64,
+    /// The partner's stream (`NO_STREAM`: outside the trace).
+    pub peer: u32,
+    /// The tag, or NONE_I32 when it does not fit in 32 bits.
+    pub tag: i32,
+    /// Index of the communication record among its piece's.
+    pub record: u32,
+    pub kind: HalfKind,
+}
+
+/// The event pairs and message halves of one piece of the file, grouped by stream (file order
+/// within a stream): stream `s` has `events[starts[s]..starts[s + 1]]` and
+/// `halves[half_starts[s]..half_starts[s + 1]]`.
 #[derive(Debug, Default)]
 pub struct Piece {
     pub events: Vec<EventRec>,
     pub starts: Vec<u32>,
+    pub halves: Vec<Half>,
+    pub half_starts: Vec<u32>,
+    /// The communication records of the piece, in file order.
+    pub comms: Vec<CommRec>,
+}
+
+/// Offsets of each stream's items in a grouped list, from how many each has (a counting sort's
+/// first step): `starts[s]..starts[s + 1]`.
+fn starts_of(counts: impl Iterator<Item = (usize, u32)>, streams: usize) -> Vec<u32> {
+    let mut starts = vec![0u32; streams + 1];
+    for (s, n) in counts {
+        starts[s + 1] += n;
+    }
+    for i in 0..streams {
+        starts[i + 1] += starts[i];
+    }
+    starts
 }
 
 impl Piece {
@@ -106,22 +151,42 @@ impl Piece {
         &self.events[self.starts[s] as usize..self.starts[s + 1] as usize]
     }
 
-    /// Group the piece's events by stream, keeping their order within each (a counting sort).
-    fn group(events: &[EventRec], streams: usize) -> Piece {
-        let mut starts = vec![0u32; streams + 1];
-        for e in events {
-            starts[e.stream as usize + 1] += 1;
-        }
-        for i in 0..streams {
-            starts[i + 1] += starts[i];
-        }
+    #[inline]
+    pub fn halves_of_stream(&self, s: usize) -> &[Half] {
+        &self.halves[self.half_starts[s] as usize..self.half_starts[s + 1] as usize]
+    }
+
+    /// Group the piece's events and the halves of its communications by stream, keeping their
+    /// order within each (a counting sort).
+    fn group(events: &[EventRec], comms: Vec<CommRec>, streams: usize) -> Piece {
+        let starts = starts_of(events.iter().map(|e| (e.stream as usize, 1)), streams);
         let mut next = starts.clone();
         let mut out = vec![EventRec { stream: 0, ts: 0, ty: 0, value: 0 }; events.len()];
         for e in events {
             out[next[e.stream as usize] as usize] = *e;
             next[e.stream as usize] += 1;
         }
-        Piece { events: out, starts }
+        let sides = |c: &CommRec| [(c.send, 1), (c.recv, 2)].into_iter().filter(|(s, _)| *s != NO_STREAM);
+        let half_starts = starts_of(comms.iter().flat_map(sides).map(|(s, n)| (s as usize, n)), streams);
+        let mut next = half_starts.clone();
+        let blank = Half { ts: 0, bytes: 0, peer: 0, tag: 0, record: 0, kind: HalfKind::Send };
+        let mut halves = vec![blank; half_starts[streams] as usize];
+        let mut put = |s: u32, h: Half| {
+            halves[next[s as usize] as usize] = h;
+            next[s as usize] += 1;
+        };
+        for (k, c) in comms.iter().enumerate() {
+            let tag = i32::try_from(c.tag).unwrap_or(crate::events::NONE_I32);
+            let half = Half { ts: 0, bytes: c.size, peer: NO_STREAM, tag, record: k as u32, kind: HalfKind::Send };
+            if c.send != NO_STREAM {
+                put(c.send, Half { ts: c.physical_send, peer: c.recv, ..half });
+            }
+            if c.recv != NO_STREAM {
+                put(c.recv, Half { ts: c.logical_recv, kind: HalfKind::Post, ..half });
+                put(c.recv, Half { ts: c.physical_recv, peer: c.send, kind: HalfKind::Receive, ..half });
+            }
+        }
+        Piece { events: out, starts, halves, half_starts, comms }
     }
 }
 
@@ -130,7 +195,6 @@ pub struct Records {
     pub states: Vec<StateRec>,
     /// Event pairs of each piece of the file, in file order.
     pub pieces: Vec<Piece>,
-    pub comms: Vec<CommRec>,
     /// Records of a type other than 1, 2 and 3: how many, and the first one's line (within the
     /// piece until the pieces are joined).
     pub other_types: (u64, u64),
@@ -142,6 +206,11 @@ impl Records {
     /// Every event pair, in file order within each stream.
     pub fn events(&self) -> impl Iterator<Item = &EventRec> {
         self.pieces.iter().flat_map(|p| p.events.iter())
+    }
+
+    /// Every communication record, in file order.
+    pub fn comms(&self) -> impl Iterator<Item = &CommRec> {
+        self.pieces.iter().flat_map(|p| p.comms.iter())
     }
 }
 
@@ -155,107 +224,171 @@ struct PieceError {
 /// Parse the records read from `reader`, whose first line is line `first_line` of `path`
 /// (`start` holds bytes of it already read); times are multiplied by `scale` to become ns.
 /// The text is read a batch of pieces at a time into buffers that are reused, and each batch
-/// is parsed in parallel, so the file is never held whole. `progress` is told the bytes read.
+/// is parsed in parallel while the next one is read, so the file is never held whole and the
+/// cores do not wait for the reading. `progress` is told the bytes read.
 pub fn parse(
     path: &Path,
-    reader: &mut dyn std::io::Read,
+    reader: &mut (dyn std::io::Read + Send),
     start: Vec<u8>,
     first_line: u64,
     layout: &Layout,
     scale: i64,
-    progress: &dyn Fn(u64),
+    progress: &(dyn Fn(u64) + Sync),
 ) -> Result<Records> {
     parse_in_pieces(path, reader, start, first_line, layout, scale, progress, PIECE_BYTES)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn parse_in_pieces(
-    path: &Path,
-    reader: &mut dyn std::io::Read,
-    start: Vec<u8>,
-    first_line: u64,
-    layout: &Layout,
-    scale: i64,
-    progress: &dyn Fn(u64),
-    piece_bytes: usize,
-) -> Result<Records> {
-    let batch = 2 * rayon::current_num_threads().max(1);
-    let mut buffers: Vec<Vec<u8>> = (0..batch).map(|_| Vec::with_capacity(piece_bytes + (64 << 10))).collect();
-    let mut carry = start;
-    let mut out = Records::default();
-    let mut line = first_line;
-    let mut eof = false;
-    while !eof {
-        let mut filled = 0;
-        for buf in &mut buffers {
+/// A batch of pieces of the text, each ending at a line end, and the partial line after them.
+struct Batch {
+    buffers: Vec<Vec<u8>>,
+    filled: usize,
+    carry: Vec<u8>,
+    eof: bool,
+}
+
+impl Batch {
+    fn new(pieces: usize, piece_bytes: usize) -> Self {
+        let buffers = (0..pieces).map(|_| Vec::with_capacity(piece_bytes + slack(piece_bytes))).collect();
+        Batch { buffers, filled: 0, carry: Vec::new(), eof: false }
+    }
+
+    /// Fill the pieces from `reader`, starting with `carry` (the partial line the previous
+    /// batch ended with); the partial line this one ends with is left in `self.carry`.
+    fn fill(
+        &mut self,
+        mut carry: Vec<u8>,
+        reader: &mut (dyn std::io::Read + Send),
+        piece_bytes: usize,
+        progress: &(dyn Fn(u64) + Sync),
+    ) -> std::io::Result<()> {
+        self.filled = 0;
+        for buf in &mut self.buffers {
             buf.clear();
             buf.append(&mut carry);
-            eof = fill(buf, reader, piece_bytes).map_err(|e| Error::io(path, e))?;
+            self.eof = fill(buf, reader, piece_bytes)?;
             progress(buf.len() as u64);
-            if !eof {
+            if !self.eof {
                 // Keep the piece to whole lines; the partial last one starts the next piece.
                 let cut = memchr::memrchr(b'\n', buf).map_or(0, |p| p + 1);
                 carry.extend_from_slice(&buf[cut..]);
                 buf.truncate(cut);
             }
-            filled += 1;
-            if eof {
+            self.filled += 1;
+            if self.eof {
                 break;
             }
         }
-        let parsed: Vec<std::result::Result<Records, PieceError>> =
-            buffers[..filled].par_iter().map(|p| parse_piece(p, layout, scale)).collect();
-        for (k, piece) in parsed.into_iter().enumerate() {
+        self.carry = carry;
+        Ok(())
+    }
+
+    fn pieces(&self) -> &[Vec<u8>] {
+        &self.buffers[..self.filled]
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn parse_in_pieces(
+    path: &Path,
+    reader: &mut (dyn std::io::Read + Send),
+    start: Vec<u8>,
+    first_line: u64,
+    layout: &Layout,
+    scale: i64,
+    progress: &(dyn Fn(u64) + Sync),
+    piece_bytes: usize,
+) -> Result<Records> {
+    let pieces = 2 * rayon::current_num_threads().max(1);
+    let (mut current, mut next) = (Batch::new(pieces, piece_bytes), Batch::new(pieces, piece_bytes));
+    current.fill(start, reader, piece_bytes, progress).map_err(|e| Error::io(path, e))?;
+    let mut out = Records::default();
+    let mut line = first_line;
+    loop {
+        let parse_batch = |batch: &Batch| -> Vec<std::result::Result<Records, PieceError>> {
+            batch.pieces().par_iter().map(|p| parse_piece(p, layout, scale)).collect()
+        };
+        let (parsed, read) = if current.eof {
+            (parse_batch(&current), Ok(()))
+        } else {
+            let carry = std::mem::take(&mut current.carry);
+            rayon::join(|| parse_batch(&current), || next.fill(carry, reader, piece_bytes, progress))
+        };
+        for piece in parsed {
             match piece {
                 Ok(mut r) => {
                     if r.other_types.0 > 0 && out.other_types.0 == 0 {
                         out.other_types.1 = line + r.other_types.1 - 1;
                     }
                     out.other_types.0 += r.other_types.0;
-                    for c in &mut r.comms {
+                    for c in r.pieces.iter_mut().flat_map(|p| p.comms.iter_mut()) {
                         c.line += line - 1;
                     }
                     line += r.lines;
                     out.states.append(&mut r.states);
                     out.pieces.append(&mut r.pieces);
-                    out.comms.append(&mut r.comms);
                 }
-                Err(e) => {
-                    let before: u64 = buffers[..k].iter().map(|p| memchr::memchr_iter(b'\n', p).count() as u64).sum();
-                    return Err(Error::at_line(path, line + before + e.line - 1, Some(e.field), e.message));
-                }
+                // The pieces before it in the batch are counted in `line` already.
+                Err(e) => return Err(Error::at_line(path, line + e.line - 1, Some(e.field), e.message)),
             }
         }
+        read.map_err(|e| Error::io(path, e))?;
+        if current.eof {
+            return Ok(out);
+        }
+        std::mem::swap(&mut current, &mut next);
     }
-    Ok(out)
 }
 
 /// Read into `buf` until it holds a piece's worth of bytes and at least one line end, or the
-/// input ends (true).
+/// input ends (true). The bytes are read into the buffer's spare capacity, which is never
+/// cleared first.
 fn fill(buf: &mut Vec<u8>, reader: &mut dyn std::io::Read, piece_bytes: usize) -> std::io::Result<bool> {
+    use std::io::Read;
     loop {
         let len = buf.len();
         if len >= piece_bytes && memchr::memrchr(b'\n', buf).is_some() {
             return Ok(false);
         }
-        let want = piece_bytes.max(len) + (64 << 10);
-        buf.resize(want, 0);
-        match reader.read(&mut buf[len..]) {
-            Ok(0) => {
-                buf.truncate(len);
-                return Ok(true);
-            }
-            Ok(n) => buf.truncate(len + n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => buf.truncate(len),
-            Err(e) => {
-                buf.truncate(len);
-                return Err(e);
-            }
+        let want = piece_bytes.max(len) + slack(piece_bytes) - len;
+        if reader.take(want as u64).read_to_end(buf)? == 0 {
+            return Ok(true);
         }
     }
 }
 
 const PIECE_BYTES: usize = 4 << 20;
+
+/// How much more than a piece is read at once, so that a piece usually ends in a line end
+/// without another read.
+fn slack(piece_bytes: usize) -> usize {
+    piece_bytes / 16 + 1
+}
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+
+/// How many of the eight bytes of `word` (first byte lowest) are ASCII digits before the
+/// first one that is not. A byte is a digit when its high nibble is 3 both as it is and
+/// after adding 6 (which carries '0'-'9' no further than 0x3F); carries and borrows between
+/// bytes only move upward, past the first non-digit, where nothing is read.
+#[inline(always)]
+fn leading_digits(word: u64) -> usize {
+    let high = 0xF0 * ONES;
+    let not_digit = ((word & high) ^ (0x30 * ONES)) | ((word.wrapping_add(0x06 * ONES) & high) ^ (0x30 * ONES));
+    (not_digit.trailing_zeros() / 8) as usize
+}
+
+/// The value of the first `n` (1 to 8) digits of `word`: the digits are moved to the top
+/// bytes (zeros before them), then combined pairwise, in fours and all eight with three
+/// multiplications (the SWAR method of simdjson's eight-digit parser).
+#[inline(always)]
+fn digits_value(word: u64, n: usize) -> u64 {
+    debug_assert!((1..=8).contains(&n));
+    let d = word.wrapping_sub(0x30 * ONES) << (8 * (8 - n) as u32);
+    let pairs = d.wrapping_mul(10).wrapping_add(d >> 8);
+    let lo = (pairs & 0x0000_00FF_0000_00FF).wrapping_mul(100 + (1_000_000 << 32));
+    let hi = ((pairs >> 16) & 0x0000_00FF_0000_00FF).wrapping_mul(1 + (10_000 << 32));
+    lo.wrapping_add(hi) >> 32
+}
 
 /// A cursor over the ':'-separated fields of one line.
 struct Fields<'a> {
@@ -279,8 +412,42 @@ impl Fields<'_> {
         if negative {
             i += 1;
         }
-        let digits = i;
-        let mut v: u64 = 0;
+        self.int_from(field, start, i, 0, negative)
+    }
+
+    /// The next field as an integer, eight digits at a time where eight bytes are left: for the
+    /// fields that are usually long (times, event types). Anything but plain digits followed
+    /// by more digits or a ':' is left to `int`.
+    #[inline(always)]
+    fn long_int(&mut self, field: &'static str) -> std::result::Result<i64, PieceError> {
+        let start = self.pos;
+        if let Some(word) = self.b.get(start..start + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+            let word = u64::from_le_bytes(word);
+            let n = leading_digits(word);
+            if n == 8 {
+                return self.int_from(field, start, start + 8, digits_value(word, 8), false);
+            }
+            if n > 0 && (word >> (8 * n)) as u8 == b':' {
+                self.pos = start + n + 1;
+                return Ok(digits_value(word, n) as i64);
+            }
+        }
+        self.int(field)
+    }
+
+    /// Go on reading the digits of a field begun at `start` from `i`, with the value `v` of
+    /// the digits before `i`.
+    #[inline(always)]
+    fn int_from(
+        &mut self,
+        field: &'static str,
+        start: usize,
+        mut i: usize,
+        mut v: u64,
+        negative: bool,
+    ) -> std::result::Result<i64, PieceError> {
+        let b = self.b;
+        let digits = start + usize::from(negative);
         while let Some(d) = b.get(i).map(|c| c.wrapping_sub(b'0')).filter(|d| *d < 10) {
             v = v.wrapping_mul(10).wrapping_add(u64::from(d));
             i += 1;
@@ -319,8 +486,9 @@ fn parse_piece(piece: &[u8], layout: &Layout, scale: i64) -> std::result::Result
     SCRATCH.with(|scratch| {
         let mut events = scratch.borrow_mut();
         events.clear();
-        let mut out = parse_lines(piece, layout, scale, &mut events)?;
-        out.pieces.push(Piece::group(&events, layout.streams));
+        let mut comms = Vec::new();
+        let mut out = parse_lines(piece, layout, scale, &mut events, &mut comms)?;
+        out.pieces.push(Piece::group(&events, comms, layout.streams));
         Ok(out)
     })
 }
@@ -330,6 +498,7 @@ fn parse_lines(
     layout: &Layout,
     scale: i64,
     events: &mut Vec<EventRec>,
+    comms: &mut Vec<CommRec>,
 ) -> std::result::Result<Records, PieceError> {
     let mut out = Records::default();
     let mut line_in_piece = 0u64;
@@ -390,7 +559,7 @@ fn parse_lines(
             }
             2 => {
                 let stream = object(&mut f, line_in_piece)?;
-                let ts = scaled(f.int("time").map_err(|e| at(e, line_in_piece))?, "time")?;
+                let ts = scaled(f.long_int("time").map_err(|e| at(e, line_in_piece))?, "time")?;
                 if !f.more() {
                     return Err(PieceError {
                         line: line_in_piece,
@@ -399,7 +568,7 @@ fn parse_lines(
                     });
                 }
                 while f.more() {
-                    let ty = f.int("type").map_err(|e| at(e, line_in_piece))?;
+                    let ty = f.long_int("type").map_err(|e| at(e, line_in_piece))?;
                     let ty = u32::try_from(ty).map_err(|_| PieceError {
                         line: line_in_piece,
                         field: "type",
@@ -427,7 +596,7 @@ fn parse_lines(
                         message: "neither the sender nor the receiver is an object of the trace".into(),
                     });
                 }
-                out.comms.push(CommRec {
+                comms.push(CommRec {
                     send,
                     recv,
                     logical_send,
@@ -482,7 +651,12 @@ mod tests {
         assert_eq!(events.len(), 2);
         assert_eq!(*events[1], EventRec { stream: 2, ts: 50_000, ty: 42000050, value: 1234 });
         assert_eq!(r.pieces[0].of_stream(2).len(), 2);
-        assert_eq!((r.comms[0].send, r.comms[0].recv, r.comms[0].physical_recv, r.comms[0].line), (0, 1, 30_000, 4));
+        let halves =
+            |s: usize| r.pieces[0].halves_of_stream(s).iter().map(|h| (h.ts, h.kind, h.peer)).collect::<Vec<_>>();
+        assert_eq!(halves(0), vec![(11_000, HalfKind::Send, 1)]);
+        assert_eq!(halves(1), vec![(20_000, HalfKind::Post, NO_STREAM), (30_000, HalfKind::Receive, 0)]);
+        let c = r.comms().next().unwrap();
+        assert_eq!((c.send, c.recv, c.physical_recv, c.line), (0, 1, 30_000, 4));
         assert_eq!(r.other_types, (1, 5));
     }
 
@@ -506,6 +680,28 @@ mod tests {
     }
 
     #[test]
+    fn numbers_of_every_length_parse_as_the_standard_library_does() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut texts: Vec<String> = (0..20).map(|k| "9".repeat(k + 1)).collect();
+        texts.extend(["0", "-0", "007", "9223372036854775807", "-9223372036854775807"].map(String::from));
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let digits = (x % 19) as u32 + 1;
+            texts.push(((x >> 5) % 10u64.pow(digits.min(18))).to_string());
+        }
+        for t in &texts {
+            for tail in ["", ":", ":12345678:9", "x"] {
+                let line = format!("{t}{tail}");
+                let want = if tail == "x" { None } else { t.parse::<i64>().ok() };
+                assert_eq!(Fields { b: line.as_bytes(), pos: 0 }.int("f").ok(), want, "{line}");
+                assert_eq!(Fields { b: line.as_bytes(), pos: 0 }.long_int("f").ok(), want, "{line}");
+            }
+        }
+    }
+
+    #[test]
     fn pieces_end_at_line_ends_and_lines_are_counted_across_them() {
         let mut body = Vec::new();
         for i in 0..1000 {
@@ -517,6 +713,7 @@ mod tests {
             assert!(e.contains("a.prv:1002: column 'task'"), "pieces of {piece}: {e}");
             let ok = parse_text(&body[..body.len() - 16], 1, piece).unwrap();
             assert_eq!(ok.events().count(), 1000, "pieces of {piece}");
+            assert!(piece == PIECE_BYTES || ok.pieces.len() > 10, "pieces of {piece}: {}", ok.pieces.len());
             assert!(ok.events().zip(0..).all(|(e, i)| e.ts == i), "pieces of {piece}: file order");
         }
     }
