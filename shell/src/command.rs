@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use crate::fit::Expanded;
 use crate::print::Format;
 
 /// A backslash command.
@@ -29,6 +30,8 @@ pub enum Command {
     Format(Format),
     /// `\timing [on|off]`.
     Timing(Option<bool>),
+    /// `\x [on|off|auto]`: expanded display (no argument: toggle on and off).
+    Expanded(Option<Expanded>),
     /// `\info [NAME]`: trace_info and row counts of a trace.
     Info(Option<String>),
     /// `\dot FILE EDGES_SQL [; NODES_SQL]`: a graph as Graphviz DOT.
@@ -54,6 +57,8 @@ pub const HELP: &str = "\
                    (id, [label], [load_balance]) as a Graphviz DOT graph
 \\format X          table, csv, tsv, json, ndjson or markdown
 \\timing [on|off]   show how long each statement took
+\\x [on|off|auto]  print each row as a block of column | value lines (auto: when a
+                   table is wider than the terminal); no argument toggles
 \\?                 this help
 \\q                 quit (or Ctrl-D)
 SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";
@@ -100,6 +105,10 @@ impl FromStr for Command {
                 Some("on") => Ok(Command::Timing(Some(true))),
                 Some("off") => Ok(Command::Timing(Some(false))),
                 Some(other) => Err(format!("usage: \\timing [on|off], got '{other}'")),
+            },
+            "\\x" => match arg {
+                None => Ok(Command::Expanded(None)),
+                Some(mode) => mode.parse().map(|m| Command::Expanded(Some(m))).map_err(|e| format!("\\x: {e}")),
             },
             "\\?" | "\\h" | "\\help" => Ok(Command::Help),
             "\\q" | "\\quit" => Ok(Command::Quit),
@@ -162,6 +171,12 @@ mod tests {
         assert_eq!("\\format csv".parse(), Ok(Command::Format(Format::Csv)));
         assert!("\\format xml".parse::<Command>().is_err());
         assert_eq!("\\timing on".parse(), Ok(Command::Timing(Some(true))));
+        assert_eq!("\\x".parse(), Ok(Command::Expanded(None)));
+        assert_eq!("\\x auto".parse(), Ok(Command::Expanded(Some(Expanded::Auto))));
+        assert_eq!(
+            "\\x wide".parse::<Command>().unwrap_err(),
+            "\\x: unknown expanded display 'wide': expected on, off or auto"
+        );
         assert!("\\zz".parse::<Command>().is_err());
         assert_eq!("\\q".parse(), Ok(Command::Quit));
     }

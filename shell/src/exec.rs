@@ -20,6 +20,7 @@ use rustyline::{Config, Editor};
 
 use crate::command::{Command, HELP, list_tables_sql};
 use crate::describe;
+use crate::fit::{Expanded, Width};
 use crate::helper::{ShellHelper, Words};
 use crate::print::{PrintOptions, ResultWriter, human_duration};
 use crate::progress::Progress;
@@ -288,9 +289,12 @@ impl Shell {
     pub async fn print_frame(&mut self, df: DataFrame, started: Instant) -> Result<(), String> {
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let no_columns = schema.fields().is_empty();
-        let opts = self.print;
+        let mut opts = self.print;
         let mut stdout = std::io::stdout().lock();
         let to_file = self.output.is_some();
+        if to_file && opts.width == Width::Terminal {
+            opts.width = Width::Unlimited;
+        }
         let out: &mut dyn Write = match &mut self.output {
             Some(o) => &mut o.file,
             None => &mut stdout,
@@ -394,6 +398,13 @@ impl Shell {
                 self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
             }
             Command::Format(f) => self.print.format = f,
+            Command::Expanded(mode) => {
+                self.print.expanded = mode.unwrap_or(match self.print.expanded {
+                    Expanded::Off => Expanded::On,
+                    _ => Expanded::Off,
+                });
+                self.note(&format!("expanded display is {}", self.print.expanded));
+            }
             Command::Timing(on) => {
                 self.print.timing = on.unwrap_or(!self.print.timing);
                 self.note(&format!("timing is {}", if self.print.timing { "on" } else { "off" }));
@@ -425,14 +436,26 @@ impl Shell {
             let _ = editor.load_history(h);
         }
         let interactive = std::io::stdin().is_terminal();
+        // A statement typed over several lines: each line after the first gets the
+        // continuation prompt, and the statement goes into the history whole.
+        let mut pending = String::new();
         loop {
-            match editor.readline("commdb> ") {
+            let prompt = if pending.is_empty() { PROMPT } else { CONTINUATION_PROMPT };
+            match editor.readline(prompt) {
                 Ok(line) => {
-                    if line.trim().is_empty() {
+                    if pending.is_empty() && line.trim().is_empty() {
                         continue;
                     }
-                    let _ = editor.add_history_entry(line.as_str());
-                    match script_chunks(&line) {
+                    if !pending.is_empty() {
+                        pending.push('\n');
+                    }
+                    pending.push_str(&line);
+                    if !statement_is_complete(&pending) {
+                        continue;
+                    }
+                    let text = std::mem::take(&mut pending);
+                    let _ = editor.add_history_entry(text.as_str());
+                    match script_chunks(&text) {
                         Err(e) => eprintln!("error: {e}"),
                         Ok(chunks) => {
                             for (_, chunk) in chunks {
@@ -448,6 +471,8 @@ impl Shell {
                         }
                     }
                 }
+                // Ctrl-C drops a statement being typed, as psql does.
+                Err(ReadlineError::Interrupted) if !pending.is_empty() => pending.clear(),
                 Err(ReadlineError::Interrupted) => {
                     if !interactive {
                         break;
@@ -488,6 +513,19 @@ impl Shell {
             *w = words;
         }
     }
+}
+
+const PROMPT: &str = "commdb> ";
+/// The prompt of the second and later lines of a statement, as wide as `PROMPT`.
+const CONTINUATION_PROMPT: &str = "   ...> ";
+
+/// Whether typed text is ready to run: a backslash command or one of the words `run` takes
+/// alone (help, quit, exit) at once, SQL when it ends with ';' outside quotes and comments.
+fn statement_is_complete(text: &str) -> bool {
+    let t = text.trim();
+    t.starts_with('\\')
+        || matches!(t.trim_end_matches(';').trim().to_ascii_lowercase().as_str(), "help" | "quit" | "exit")
+        || commdb_catalog::sql::is_complete(t)
 }
 
 fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<(), String> {

@@ -1,13 +1,14 @@
-//! Line-editing help for the REPL: a statement is complete when it ends with ';' outside
-//! quotes and comments (backslash commands are complete at once), and Tab completes table,
-//! column, schema and function names and SQL keywords from the current session.
+//! Line-editing help for the REPL: Tab completes table, column, schema and function names
+//! and SQL keywords from the current session. Lines are gathered into statements by the
+//! REPL itself (`exec::Shell::repl`), which shows a continuation prompt for each line after
+//! the first.
 
 use std::sync::{Arc, RwLock};
 
 use rustyline::completion::{Completer, Pair};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
-use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::validate::Validator;
 use rustyline::{Context, Helper};
 
 /// Shared list of completion words, refreshed by the shell after every statement.
@@ -63,16 +64,7 @@ impl Hinter for ShellHelper {
 
 impl Highlighter for ShellHelper {}
 
-impl Validator for ShellHelper {
-    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
-        let input = ctx.input().trim();
-        if input.is_empty() || input.starts_with('\\') || commdb_catalog::sql::is_complete(input) {
-            Ok(ValidationResult::Valid(None))
-        } else {
-            Ok(ValidationResult::Incomplete)
-        }
-    }
-}
+impl Validator for ShellHelper {}
 
 impl Helper for ShellHelper {}
 

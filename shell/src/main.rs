@@ -7,6 +7,7 @@ mod demo;
 mod describe;
 mod dot;
 mod exec;
+mod fit;
 mod helper;
 mod print;
 mod progress;
@@ -23,6 +24,7 @@ use commdb_catalog::generate::{self, GeneratorConfig, Pattern};
 use commdb_catalog::{OpenOptions, Session, store};
 
 use crate::exec::{Flow, Shell};
+use crate::fit::{Expanded, Width};
 use crate::print::{Format, PrintOptions, human_duration};
 
 /// Large tables are built and dropped in quick succession; mimalloc reuses the memory instead of
@@ -58,6 +60,15 @@ struct Cli {
     /// -c, all for -f scripts and standard input]
     #[arg(long, value_name = "N")]
     max_rows: Option<usize>,
+    /// Characters the table format fits its lines into, narrowing wide columns and hiding the
+    /// last ones: 0 for no limit [default: the terminal's width when writing to one, else no
+    /// limit]
+    #[arg(long, value_name = "N")]
+    width: Option<usize>,
+    /// Print each row of the table format as a block of column | value lines: on, off, or auto
+    /// (when the table would not fit the width)
+    #[arg(long, value_name = "MODE", default_value = "off", value_parser = parse_expanded)]
+    expanded: Expanded,
     /// Open a generated 64-rank trace with known latency problems.
     #[arg(long)]
     demo: bool,
@@ -164,6 +175,10 @@ struct GenerateArgs {
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
+    s.parse()
+}
+
+fn parse_expanded(s: &str) -> Result<Expanded, String> {
     s.parse()
 }
 
@@ -276,7 +291,19 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         Some(n) => n,
         None => default,
     };
-    let print = PrintOptions { format: cli.format, max_rows: rows(40), quiet: cli.quiet, timing: true };
+    let width = match cli.width {
+        None => Width::Terminal,
+        Some(0) => Width::Unlimited,
+        Some(n) => Width::Columns(n),
+    };
+    let print = PrintOptions {
+        format: cli.format,
+        max_rows: rows(40),
+        quiet: cli.quiet,
+        timing: true,
+        width,
+        expanded: cli.expanded,
+    };
     match &cli.subcommand {
         Some(Sub::Generate(args)) => {
             // The generator places ranks by --ranks-per-node and writes its own clocks.

@@ -1,7 +1,8 @@
 //! Output of query results: an aligned table (at most `max_rows` rows, numbers right-aligned),
 //! CSV, TSV, JSON (one array), NDJSON (one object per line) or a Markdown table. Results are
 //! written batch by batch as they stream in, so a large CSV export never sits in memory; the
-//! table format keeps only the rows it shows and counts the rest.
+//! table format keeps only the rows it shows and counts the rest, and fits them to the
+//! terminal (`fit`).
 
 use std::io::Write;
 use std::str::FromStr;
@@ -11,6 +12,8 @@ use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+
+use crate::fit::{self, Expanded, Width};
 
 /// Output format of results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +55,10 @@ pub struct PrintOptions {
     pub max_rows: usize,
     pub quiet: bool,
     pub timing: bool,
+    /// How wide the table format may print.
+    pub width: Width,
+    /// Whether the table format prints each row as a block.
+    pub expanded: Expanded,
 }
 
 fn cell_options() -> FormatOptions<'static> {
@@ -188,27 +195,42 @@ impl<'a> ResultWriter<'a> {
     }
 
     /// Cells and headers wider than MAX_CELL_CHARS are cut for display (the table format
-    /// only; csv, json and the others print every character).
+    /// only; csv, json and the others print every character); a table wider than the width
+    /// limit is narrowed and its last columns hidden (and named), or printed expanded.
     fn write_table(&mut self) -> Result<(), String> {
         let fields = self.schema.fields();
         if fields.is_empty() {
             return Ok(());
         }
-        let widths: Vec<usize> = fields
+        let names: Vec<std::borrow::Cow<str>> = fields.iter().map(|f| shown(f.name())).collect();
+        let natural: Vec<usize> = names
             .iter()
             .enumerate()
-            .map(|(c, f)| {
+            .map(|(c, name)| {
                 self.kept[c]
                     .iter()
                     .map(|s| s.chars().count().min(MAX_CELL_CHARS))
-                    .chain([f.name().chars().count().min(MAX_CELL_CHARS)])
+                    .chain([name.chars().count()])
                     .max()
                     .unwrap_or(0)
             })
             .collect();
+        let limit = self.opts.width.columns();
+        let too_wide = limit.is_some_and(|l| fit::line_width(&natural) > l);
+        if self.opts.expanded == Expanded::On || (self.opts.expanded == Expanded::Auto && too_wide) {
+            let names: Vec<&str> = names.iter().map(|n| n.as_ref()).collect();
+            let rows: Vec<Vec<&str>> =
+                (0..self.kept_rows).map(|r| self.kept.iter().map(|col| col[r].as_str()).collect()).collect();
+            let text = fit::expanded(&names, &rows, limit);
+            return write!(self.out, "{text}").map_err(|e| e.to_string());
+        }
+        let widths = match limit {
+            Some(l) => fit::fit(&natural, l),
+            None => natural,
+        };
         let rule: String = widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+");
         let header: Vec<String> =
-            fields.iter().zip(&widths).map(|(f, w)| format!(" {:<w$} ", shown(f.name()))).collect();
+            names.iter().zip(&widths).map(|(name, w)| format!(" {:<w$} ", fit::cut(name, *w))).collect();
         let mut text = String::new();
         text.push_str(header.join("|").trim_end());
         text.push('\n');
@@ -217,14 +239,25 @@ impl<'a> ResultWriter<'a> {
         for r in 0..self.kept_rows {
             let row: Vec<String> = fields
                 .iter()
+                .zip(&widths)
                 .enumerate()
-                .map(|(c, f)| {
-                    let v = shown(&self.kept[c][r]);
-                    let w = widths[c];
+                .map(|(c, (f, w))| {
+                    let v = fit::cut(&shown(&self.kept[c][r]), *w).into_owned();
                     if is_numeric(f.data_type()) { format!(" {v:>w$} ") } else { format!(" {v:<w$} ") }
                 })
                 .collect();
             text.push_str(row.join("|").trim_end());
+            text.push('\n');
+        }
+        let hidden: Vec<&str> = fields.iter().skip(widths.len()).map(|f| f.name().as_str()).collect();
+        if !hidden.is_empty() {
+            let n = hidden.len();
+            let line = format!(
+                "{n} more column{} not shown (\\x on shows every column): {}",
+                if n == 1 { "" } else { "s" },
+                hidden.join(", ")
+            );
+            text.push_str(&fit::cut(&line, limit.unwrap_or(usize::MAX)));
             text.push('\n');
         }
         write!(self.out, "{text}").map_err(|e| e.to_string())
@@ -322,7 +355,14 @@ mod tests {
     fn render(format: Format, max_rows: usize) -> (String, String) {
         let mut out = Vec::new();
         let b = batch();
-        let opts = PrintOptions { format, max_rows, quiet: false, timing: false };
+        let opts = PrintOptions {
+            format,
+            max_rows,
+            quiet: false,
+            timing: false,
+            width: Width::Unlimited,
+            expanded: Expanded::Off,
+        };
         let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
         w.write(&b).unwrap();
         let footer = w.finish(Duration::from_millis(3)).unwrap();

@@ -661,37 +661,87 @@ fn tmux(args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-#[test]
-fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
-    if tmux(&["-V"]).is_none() {
-        eprintln!("skipped: tmux is not installed (apt-get install tmux)");
-        return;
+/// An interactive shell on `trace` in a tmux pane of `columns` x 30, started and waiting at
+/// its prompt; None (after saying why) when tmux is missing.
+struct Pane {
+    session: String,
+}
+
+impl Pane {
+    fn start(name: &str, trace: &str, columns: u32) -> Option<Pane> {
+        if tmux(&["-V"]).is_none() {
+            eprintln!("skipped: tmux is not installed (apt-get install tmux)");
+            return None;
+        }
+        let bin = env!("CARGO_BIN_EXE_commdb");
+        let session = format!("{name}{}", std::process::id());
+        let shell = format!("{bin} '{trace}'");
+        tmux(&["new-session", "-d", "-s", &session, "-x", &columns.to_string(), "-y", "30", &shell]);
+        let pane = Pane { session };
+        pane.wait_for("commdb>", 30);
+        Some(pane)
     }
-    let bin = env!("CARGO_BIN_EXE_commdb");
-    let session = format!("ctrlc{}", std::process::id());
-    let shell = format!("{bin} 'generate:ranks=16,iterations=60'");
-    tmux(&["new-session", "-d", "-s", &session, "-x", "120", "-y", "30", &shell]);
-    let wait_for = |text: &str, seconds: u64| {
+
+    /// The screen, wrapped lines joined, once it shows `text` (or after `seconds`).
+    fn wait_for(&self, text: &str, seconds: u64) -> String {
+        let screen = || tmux(&["capture-pane", "-J", "-t", &self.session, "-p"]).unwrap_or_default();
         for _ in 0..seconds * 10 {
-            let screen = tmux(&["capture-pane", "-t", &session, "-p"]).unwrap_or_default();
-            if screen.contains(text) {
-                return screen;
+            let s = screen();
+            if s.contains(text) {
+                return s;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        tmux(&["capture-pane", "-t", &session, "-p"]).unwrap_or_default()
-    };
-    wait_for("commdb>", 30);
+        screen()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", &self.session];
+        args.extend(keys);
+        tmux(&args);
+    }
+}
+
+impl Drop for Pane {
+    fn drop(&mut self) {
+        tmux(&["kill-session", "-t", &self.session]);
+    }
+}
+
+#[test]
+fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
+    let Some(pane) = Pane::start("ctrlc", "generate:ranks=16,iterations=60", 120) else { return };
     let join = "SELECT count(*) FROM messages a, messages b, messages c WHERE a.bytes + b.bytes + c.bytes < 0\\;";
-    tmux(&["send-keys", "-t", &session, join, "Enter"]);
+    pane.keys(&[join, "Enter"]);
     std::thread::sleep(std::time::Duration::from_secs(2));
-    tmux(&["send-keys", "-t", &session, "C-c"]);
-    let screen = wait_for("query cancelled", 10);
+    pane.keys(&["C-c"]);
+    let screen = pane.wait_for("query cancelled", 10);
     assert!(screen.contains("query cancelled"), "{screen}");
-    tmux(&["send-keys", "-t", &session, "SELECT 41 + 1 AS answer\\;", "Enter"]);
-    let screen = wait_for(" 42", 10);
-    tmux(&["kill-session", "-t", &session]);
+    pane.keys(&["SELECT 41 + 1 AS answer\\;", "Enter"]);
+    let screen = pane.wait_for(" 42", 10);
     assert!(screen.contains(" 42"), "the next query did not answer: {screen}");
+}
+
+#[test]
+fn statements_over_several_lines_get_a_continuation_prompt_and_tables_fit_the_terminal() {
+    let Some(pane) = Pane::start("lines", SMALL, 80) else { return };
+    pane.keys(&["SELECT 41", "Enter"]);
+    let screen = pane.wait_for("...>", 10);
+    assert!(screen.lines().any(|l| l.starts_with("   ...> ")), "{screen}");
+    pane.keys(&["+ 1 AS answer\\;", "Enter"]);
+    let screen = pane.wait_for(" 42", 10);
+    assert!(screen.contains("answer") && screen.contains(" 42"), "{screen}");
+    // Ctrl-C drops the statement being typed.
+    pane.keys(&["C-l", "SELECT 'dropped'", "Enter"]);
+    pane.wait_for("...>", 10);
+    pane.keys(&["C-c"]);
+    pane.keys(&["SELECT 'kept' AS w\\;", "Enter"]);
+    let screen = pane.wait_for(" kept", 10);
+    assert!(screen.contains(" kept") && !screen.contains(" dropped\n"), "{screen}");
+    pane.keys(&["C-l", "SELECT * FROM messages LIMIT 2\\;", "Enter"]);
+    let screen = pane.wait_for("not shown", 10);
+    assert!(screen.contains("more columns not shown"), "{screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 80), "a line is wider than the pane: {screen}");
 }
 
 #[test]
@@ -704,4 +754,36 @@ fn a_query_over_the_memory_budget_fails_naming_it() {
     assert!(o.status.success(), "{}", stderr(&o));
     let o = run(&["--memory-limit", "lots", "-c", "SELECT 1"]);
     assert!(!o.status.success() && stderr(&o).contains("expected a size such as 8G"), "{}", stderr(&o));
+}
+
+#[test]
+fn wide_tables_fit_the_width_and_expanded_display_shows_every_column() {
+    let sql = "SELECT * FROM messages ORDER BY msg_id LIMIT 2";
+    let o = run(&[SMALL, "-q", "--width", "80", "-c", sql]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.lines().all(|l| l.chars().count() <= 80), "{out}");
+    assert!(out.starts_with(" msg_id | src | dst"), "{out}");
+    assert!(out.contains("more columns not shown (\\x on shows every column): "), "{out}");
+    // Without a width (not a terminal) every column is shown whole.
+    let whole = stdout(&run(&[SMALL, "-q", "-c", sql]));
+    assert!(whole.lines().next().unwrap().contains("duration") && !whole.contains("not shown"), "{whole}");
+    for args in [vec!["--expanded", "on"], vec!["--expanded", "auto", "--width", "80"], vec!["-c", "\\x"]] {
+        let mut all = vec![SMALL, "-q"];
+        all.extend(&args);
+        all.extend(["-c", sql]);
+        let out = stdout(&run(&all));
+        assert!(out.starts_with("-[ RECORD 1 ]"), "{args:?}: {out}");
+        assert!(out.contains("\nduration         | ") && out.contains("-[ RECORD 2 ]"), "{args:?}: {out}");
+    }
+    // auto: a table that fits is printed as a table.
+    let out =
+        stdout(&run(&[SMALL, "-q", "--expanded", "auto", "--width", "80", "-c", "SELECT rank FROM ranks LIMIT 1"]));
+    assert!(out.starts_with(" rank\n"), "{out}");
+    let o = run(&[SMALL, "-q", "-c", "\\x sideways"]);
+    assert!(
+        stderr(&o).contains("\\x: unknown expanded display 'sideways': expected on, off or auto"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -1,0 +1,185 @@
+//! Fitting results to the terminal, as analysts know it from psql and duckdb: a table wider
+//! than the screen has its widest columns narrowed (cells cut with an ellipsis) and, when
+//! that is not enough, its last columns hidden and named below it; the expanded display
+//! (psql's `\x`) prints each row as a block of `column | value` lines instead, and in `auto`
+//! mode is chosen whenever the table would not fit whole.
+
+use std::borrow::Cow;
+use std::io::IsTerminal;
+use std::str::FromStr;
+
+/// How wide the table format may print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Width {
+    /// The terminal's width when writing to one, else no limit.
+    Terminal,
+    Columns(usize),
+    Unlimited,
+}
+
+impl Width {
+    /// The limit in characters, if any.
+    pub fn columns(self) -> Option<usize> {
+        match self {
+            Width::Terminal => terminal_columns(),
+            Width::Columns(n) => Some(n),
+            Width::Unlimited => None,
+        }
+    }
+}
+
+/// Columns of the terminal standard output writes to (None when it is not a terminal).
+fn terminal_columns() -> Option<usize> {
+    let out = std::io::stdout();
+    if !out.is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(&out).ok().map(|w| usize::from(w.ws_col)).filter(|c| *c > 0)
+}
+
+/// psql's expanded display: off, on, or whenever a table would not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expanded {
+    Off,
+    On,
+    Auto,
+}
+
+impl FromStr for Expanded {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "on" => Ok(Expanded::On),
+            "off" => Ok(Expanded::Off),
+            "auto" => Ok(Expanded::Auto),
+            other => Err(format!("unknown expanded display '{other}': expected on, off or auto")),
+        }
+    }
+}
+
+impl std::fmt::Display for Expanded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Expanded::Off => "off",
+            Expanded::On => "on",
+            Expanded::Auto => "auto",
+        })
+    }
+}
+
+/// A column is narrowed down to this many characters (or its own width, if less) before
+/// columns are hidden.
+pub const MIN_WIDTH: usize = 8;
+
+/// Characters a table line takes for columns of widths `widths`: " v " each, '|' between.
+pub fn line_width(widths: &[usize]) -> usize {
+    (widths.iter().sum::<usize>() + 3 * widths.len()).saturating_sub(1)
+}
+
+/// The widths of the columns a table shows within `limit` characters, given each column's
+/// natural width: all of them unchanged when they fit; else as many leading columns as fit
+/// at their narrowest (MIN_WIDTH), widened again as far as the limit allows, the widest cut
+/// first. At least one column is shown.
+pub fn fit(natural: &[usize], limit: usize) -> Vec<usize> {
+    if line_width(natural) <= limit {
+        return natural.to_vec();
+    }
+    let floor: Vec<usize> = natural.iter().map(|w| (*w).min(MIN_WIDTH)).collect();
+    let shown = (1..=natural.len()).rev().find(|k| line_width(&floor[..*k]) <= limit).unwrap_or(1);
+    if line_width(&floor[..shown]) > limit {
+        return vec![limit.saturating_sub(2).max(1)];
+    }
+    let capped = |cap: usize| -> Vec<usize> {
+        natural[..shown].iter().zip(&floor).map(|(n, f)| (*n).min(cap.max(*f))).collect()
+    };
+    // The largest cap on the widest columns that fits, then what is left to the first of the
+    // columns still cut.
+    let (mut lo, mut hi) = (0, natural.iter().copied().max().unwrap_or(0));
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if line_width(&capped(mid)) <= limit { lo = mid } else { hi = mid - 1 }
+    }
+    let mut widths = capped(lo);
+    let mut spare = limit - line_width(&widths);
+    for (w, n) in widths.iter_mut().zip(natural) {
+        let more = (n - *w).min(spare);
+        *w += more;
+        spare -= more;
+    }
+    widths
+}
+
+/// `s` cut to `width` characters, the last one an ellipsis.
+pub fn cut(s: &str, width: usize) -> Cow<'_, str> {
+    match s.char_indices().nth(width) {
+        None => Cow::Borrowed(s),
+        Some(_) => {
+            let end = s.char_indices().nth(width.saturating_sub(1)).map_or(s.len(), |(i, _)| i);
+            Cow::Owned(format!("{}…", &s[..end]))
+        }
+    }
+}
+
+/// Rows as psql's expanded display prints them: a `-[ RECORD n ]` rule, then one
+/// `name | value` line per column; values are cut to fit `limit`.
+pub fn expanded(names: &[&str], rows: &[Vec<&str>], limit: Option<usize>) -> String {
+    let name_width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let widest = rows.iter().flatten().map(|v| v.chars().count()).max().unwrap_or(0);
+    let value_room = limit.map_or(usize::MAX, |l| l.saturating_sub(name_width + 3).max(1));
+    let rule_width = name_width + 3 + widest.min(value_room);
+    let mut text = String::new();
+    for (r, row) in rows.iter().enumerate() {
+        let title = format!("-[ RECORD {} ]", r + 1);
+        let pad = rule_width.saturating_sub(title.chars().count());
+        text.push_str(&title);
+        text.push_str(&"-".repeat(pad));
+        text.push('\n');
+        for (name, value) in names.iter().zip(row) {
+            let line = format!("{name:<name_width$} | {}", cut(value, value_room));
+            text.push_str(line.trim_end());
+            text.push('\n');
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_that_fit_are_left_alone() {
+        assert_eq!(fit(&[3, 10, 4], 80), vec![3, 10, 4]);
+        assert_eq!(line_width(&[3, 10, 4]), 25);
+    }
+
+    #[test]
+    fn the_widest_columns_are_cut_first_then_the_last_ones_hidden() {
+        let w = fit(&[6, 40, 30, 5], 60);
+        assert_eq!(line_width(&w), 60);
+        assert_eq!((w[0], w[3]), (6, 5), "narrow columns keep their width: {w:?}");
+        assert!(w[1] < 40 && w[2] < 30 && w[1].abs_diff(w[2]) <= 1, "{w:?}");
+        let many = vec![20; 12];
+        let w = fit(&many, 80);
+        assert!(w.len() < 12 && line_width(&w) <= 80, "{w:?}");
+        assert!(w.iter().all(|x| *x >= MIN_WIDTH), "{w:?}");
+        assert_eq!(fit(&[500], 30), vec![28]);
+        assert_eq!(fit(&[50, 50], 5), vec![3]);
+    }
+
+    #[test]
+    fn cells_are_cut_with_an_ellipsis() {
+        assert_eq!(cut("send_call_start", 8), "send_ca…");
+        assert_eq!(cut("short", 8), "short");
+        assert_eq!(cut("ééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn expanded_rows_are_blocks() {
+        let text = expanded(&["msg_id", "src"], &[vec!["0", "1"], vec!["1", "NULL"]], Some(80));
+        assert_eq!(text, "-[ RECORD 1 ]\nmsg_id | 0\nsrc    | 1\n-[ RECORD 2 ]\nmsg_id | 1\nsrc    | NULL\n");
+        let long = "x".repeat(200);
+        let text = expanded(&["s"], &[vec![&long]], Some(40));
+        assert!(text.lines().all(|l| l.chars().count() <= 40), "{text}");
+    }
+}
