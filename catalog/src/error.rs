@@ -26,6 +26,8 @@ pub enum Error {
     Argument(String),
     /// An Arrow, Parquet or DataFusion operation failed.
     Engine(String),
+    /// A SQL statement is wrong at a place in its text (1-based line and column).
+    Sql { message: String, line: u64, column: u64 },
 }
 
 impl Error {
@@ -68,6 +70,14 @@ impl Error {
     pub fn argument(message: impl Into<String>) -> Self {
         Error::Argument(message.into())
     }
+
+    /// Where in the statement's text a SQL error lies: 1-based line and column.
+    pub fn position(&self) -> Option<(u64, u64)> {
+        match self {
+            Error::Sql { line, column, .. } => Some((*line, *column)),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -82,7 +92,7 @@ impl fmt::Display for Error {
                 Position::Offset(o) => write!(f, "{} at byte {o}: {message}", path.display()),
                 Position::File => write!(f, "{}: {message}", path.display()),
             },
-            Error::Argument(m) | Error::Engine(m) => f.write_str(m),
+            Error::Argument(m) | Error::Engine(m) | Error::Sql { message: m, .. } => f.write_str(m),
         }
     }
 }
@@ -103,9 +113,61 @@ impl From<arrow::error::ArrowError> for Error {
 }
 
 impl From<datafusion::error::DataFusionError> for Error {
+    /// Errors of the SQL parser in plain words and, like the planner's errors that carry a
+    /// span (`datafusion.sql_parser.collect_spans`), with their place in the statement.
     fn from(e: datafusion::error::DataFusionError) -> Self {
-        Error::Engine(e.to_string())
+        let span = e.diagnostic().and_then(|d| d.span).map(|s| (s.start.line, s.start.column));
+        let (message, parsed) = sql_message(&e.to_string());
+        match span.or(parsed).filter(|(line, column)| *line > 0 && *column > 0) {
+            Some((line, column)) => Error::Sql { message, line, column },
+            None => Error::Engine(message),
+        }
     }
 }
 
+/// A DataFusion error's text with the SQL parser's wrapping taken off (`SQL error:
+/// ParserError("Expected: ), found: x at Line: 1, Column: 9")` becomes `syntax error:
+/// expected ), found: x`), and the place the parser named.
+fn sql_message(text: &str) -> (String, Option<(u64, u64)>) {
+    let inner = ["SQL error: ParserError(", "SQL error: TokenizerError(", "SQL error: SpannedParserError("]
+        .iter()
+        .find_map(|p| text.strip_prefix(p))
+        .map(|rest| rest.strip_suffix(')').unwrap_or(rest));
+    let Some(inner) = inner else { return (text.to_string(), None) };
+    // The message is a Debug-quoted string, perhaps followed by a span.
+    let inner = inner.split("\", Span").next().unwrap_or(inner);
+    let inner = inner.trim_matches('"').replace("\\\"", "\"");
+    let (words, position) = match inner.rsplit_once(" at Line: ") {
+        Some((words, place)) => {
+            let mut numbers = place.split(", Column: ").map(|n| n.trim().parse::<u64>().ok());
+            let position = match (numbers.next().flatten(), numbers.next().flatten()) {
+                (Some(line), Some(column)) => Some((line, column)),
+                _ => None,
+            };
+            (words.to_string(), position)
+        }
+        None => (inner, None),
+    };
+    let words = match words.strip_prefix("Expected: ") {
+        Some(rest) => format!("expected {}", rest.replacen(", found: ", ", found ", 1)),
+        None => words,
+    };
+    (format!("syntax error: {words}"), position)
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parser_errors_in_plain_words_with_their_place() {
+        let (m, at) = sql_message(r#"SQL error: ParserError("Expected: ), found: messages at Line: 2, Column: 20")"#);
+        assert_eq!((m.as_str(), at), ("syntax error: expected ), found messages", Some((2, 20))));
+        let (m, at) = sql_message(r#"SQL error: ParserError("Expected: (, found: EOF")"#);
+        assert_eq!((m.as_str(), at), ("syntax error: expected (, found EOF", None));
+        let (m, at) = sql_message("Schema error: No field named nonsense.");
+        assert_eq!((m.as_str(), at), ("Schema error: No field named nonsense.", None));
+    }
+}

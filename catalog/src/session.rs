@@ -89,10 +89,12 @@ impl Session {
     /// with an error naming the budget instead of the process being killed. The trace tables
     /// themselves are not counted.
     pub fn with_limits(partitions: usize, memory_limit: Option<usize>) -> Self {
-        let config = SessionConfig::new()
+        let mut config = SessionConfig::new()
             .with_information_schema(true)
             .with_target_partitions(partitions.max(1))
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
+        // Planning errors name their place in the statement (shown with a caret by the shell).
+        config.options_mut().sql_parser.collect_spans = true;
         use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
         use datafusion::execution::runtime_env::RuntimeEnvBuilder;
         let runtime = |spill: bool| {

@@ -83,6 +83,8 @@ pub struct Shell {
     pub session: Session,
     pub print: PrintOptions,
     output: Option<OutputFile>,
+    /// Where in its text the last failed statement went wrong (line, column), when known.
+    error_at: Option<(u64, u64)>,
     words: Words,
     queries: Option<tokio::runtime::Runtime>,
 }
@@ -97,7 +99,14 @@ impl Drop for Shell {
 
 impl Shell {
     pub fn new(session: Session, print: PrintOptions) -> Result<Self, String> {
-        let shell = Shell { session, print, output: None, words: Words::default(), queries: Some(query_runtime()?) };
+        let shell = Shell {
+            session,
+            print,
+            output: None,
+            error_at: None,
+            words: Words::default(),
+            queries: Some(query_runtime()?),
+        };
         shell.refresh_words();
         Ok(shell)
     }
@@ -233,6 +242,7 @@ impl Shell {
 
     /// Run one SQL statement or backslash command.
     pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
+        self.error_at = None;
         let text = text.trim();
         // The words people type first in a shell they do not know yet, as psql takes them.
         match text.trim_end_matches(';').trim().to_ascii_lowercase().as_str() {
@@ -267,6 +277,9 @@ impl Shell {
         if let Some(p) = progress {
             p.stop();
             self.session.open_options.progress = None;
+        }
+        if let Err(e) = &outcome {
+            self.error_at = e.position();
         }
         match outcome.map_err(|e| e.to_string())? {
             Outcome::Done(message) => {
@@ -419,7 +432,7 @@ impl Shell {
             match self.run(&chunk).await {
                 Ok(Flow::Quit) => return Ok(Flow::Quit),
                 Ok(Flow::Continue) => {}
-                Err(e) => return Err(format!("{source}:{line_no}: {e}")),
+                Err(e) => return Err(located(source, line_no, &chunk, self.error_at.take(), &e)),
             }
         }
         Ok(Flow::Continue)
@@ -463,7 +476,12 @@ impl Shell {
                                     Ok(Flow::Quit) => return save(&mut editor, history.as_deref()),
                                     Ok(Flow::Continue) => {}
                                     Err(e) => {
-                                        eprintln!("error: {e}");
+                                        match self.error_at.take() {
+                                            Some(at) => {
+                                                eprintln!("error: {}", located("line", 1, &chunk, Some(at), &e))
+                                            }
+                                            None => eprintln!("error: {e}"),
+                                        }
                                         break;
                                     }
                                 }
@@ -513,6 +531,37 @@ impl Shell {
             *w = words;
         }
     }
+}
+
+/// A failed statement's error as `SOURCE:LINE: message`, or, when the place in the statement
+/// is known, `SOURCE:LINE:COLUMN: message` with that line of the file under it and a caret
+/// at the column. `first_line` is the statement's first line in its source.
+fn located(source: &str, first_line: u64, statement: &str, at: Option<(u64, u64)>, message: &str) -> String {
+    match at {
+        None => format!("{source}:{first_line}: {message}"),
+        Some((line, column)) => {
+            let file_line = first_line + line - 1;
+            // The excerpt goes under the message's first line, before any list that follows.
+            let text = excerpt(statement, (line, column), file_line);
+            let (first, rest) = message.split_once('\n').map_or((message, None), |(a, b)| (a, Some(b)));
+            let mut out = format!("{source}:{file_line}:{column}: {first}\n{}", text.trim_end());
+            if let Some(rest) = rest {
+                out.push('\n');
+                out.push_str(rest);
+            }
+            out
+        }
+    }
+}
+
+/// Line `at.0` of `statement`, numbered `shown_line`, and a caret under column `at.1` (tabs
+/// kept, so that the caret lines up).
+fn excerpt(statement: &str, at: (u64, u64), shown_line: u64) -> String {
+    let Some(text) = statement.lines().nth(at.0.saturating_sub(1) as usize) else { return String::new() };
+    let number = shown_line.to_string();
+    let lead: String =
+        text.chars().take(at.1.saturating_sub(1) as usize).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+    format!("{number} | {text}\n{} | {lead}^\n", " ".repeat(number.len()))
 }
 
 const PROMPT: &str = "commdb> ";
@@ -575,6 +624,16 @@ pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn errors_name_the_file_line_and_column_with_a_caret() {
+        let sql = "SELECT\n\tcount( FROM messages";
+        assert_eq!(
+            super::located("r.sql", 6, sql, Some((2, 9)), "syntax error"),
+            "r.sql:7:9: syntax error\n7 | \tcount( FROM messages\n  | \t       ^"
+        );
+        assert_eq!(super::located("r.sql", 6, sql, None, "bad"), "r.sql:6: bad");
+    }
+
     use super::*;
 
     #[test]

@@ -42,7 +42,9 @@ fn script_stops_at_the_first_error_with_its_line() {
     let o = run(&[SMALL, "-q", "-f", script.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("report.sql:4:") && err.contains("nonsense"), "{err}");
+    // The file's line of the error, its column, and a caret under it.
+    assert!(err.contains("report.sql:5:3: Schema error: No field named nonsense."), "{err}");
+    assert!(err.contains("\n5 |   nonsense FROM messages\n  |   ^\n"), "{err}");
     assert!(!stdout(&o).contains("42"));
 }
 
@@ -507,7 +509,17 @@ fn a_cell_wider_than_the_formatter_allows_is_cut_not_a_panic() {
 fn a_failing_command_is_named_by_its_place() {
     let o = run(&["-q", "-c", "SELECT 1", "-c", "SELECT 2", "-c", "SELECT\n  nope"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("-c#3:1:"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-c#3:2:3:"), "{}", stderr(&o));
+    // Parser errors in plain words, at their place.
+    let o = run(&["-q", "-c", "SELECT count( FROM t"]);
+    let err = stderr(&o);
+    assert!(
+        err.contains(
+            "-c#1:1:20: syntax error: expected ), found t\n1 | SELECT count( FROM t\n  |                    ^"
+        ),
+        "{err}"
+    );
+    assert!(!err.contains("ParserError"), "{err}");
 }
 
 #[test]
