@@ -443,7 +443,7 @@ impl Shell {
         let config =
             Config::builder().auto_add_history(false).max_history_size(10_000).map_err(|e| e.to_string())?.build();
         let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config).map_err(|e| e.to_string())?;
-        editor.set_helper(Some(ShellHelper { words: self.words.clone() }));
+        editor.set_helper(Some(ShellHelper::new(self.words.clone())));
         let history = history_path();
         if let Some(h) = &history {
             let _ = editor.load_history(h);
@@ -503,16 +503,24 @@ impl Shell {
         save(&mut editor, history.as_deref())
     }
 
-    /// Refresh the completion words from the session.
+    /// Refresh the completion words and the columns of each trace table from the session.
     pub fn refresh_words(&self) {
         let mut words: Vec<String> = Vec::new();
+        let mut columns: std::collections::HashMap<String, Vec<String>> = std::collections::HashMap::new();
         for t in commdb_catalog::model::TABLES {
             words.push(t.name.to_string());
             words.extend(t.columns.iter().map(|c| c.name.to_string()));
+            columns.insert(t.name.to_string(), t.columns.iter().map(|c| c.name.to_string()).collect());
         }
         for (schema, _) in self.session.traces() {
             words.push(schema.to_string());
-            words.extend(commdb_catalog::model::TABLES.iter().map(|t| format!("{schema}.{}", t.name)));
+            for t in commdb_catalog::model::TABLES {
+                words.push(format!("{schema}.{}", t.name));
+                columns.insert(
+                    format!("{schema}.{}", t.name).to_ascii_lowercase(),
+                    t.columns.iter().map(|c| c.name.to_string()).collect(),
+                );
+            }
         }
         let state = self.session.context().state();
         words.extend(state.scalar_functions().keys().cloned());
@@ -528,7 +536,7 @@ impl Shell {
         words.sort_unstable_by_key(|w| w.to_ascii_lowercase());
         words.dedup();
         if let Ok(mut w) = self.words.write() {
-            *w = words;
+            *w = crate::helper::Completions { words, columns };
         }
     }
 }

@@ -735,7 +735,7 @@ fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
 }
 
 #[test]
-fn statements_over_several_lines_get_a_continuation_prompt_and_tables_fit_the_terminal() {
+fn statements_over_several_lines_get_a_continuation_prompt_completion_knows_aliases_and_tables_fit() {
     let Some(pane) = Pane::start("lines", SMALL, 80) else { return };
     pane.keys(&["SELECT 41", "Enter"]);
     let screen = pane.wait_for("...>", 10);
@@ -750,6 +750,13 @@ fn statements_over_several_lines_get_a_continuation_prompt_and_tables_fit_the_te
     pane.keys(&["SELECT 'kept' AS w\\;", "Enter"]);
     let screen = pane.wait_for(" kept", 10);
     assert!(screen.contains(" kept") && !screen.contains(" dropped\n"), "{screen}");
+    // Tab completes a column through the statement's alias.
+    pane.keys(&["C-l", "SELECT count(*) AS n FROM messages m WHERE m.send_t", "Tab"]);
+    let screen = pane.wait_for("m.send_ts", 10);
+    assert!(screen.contains("WHERE m.send_ts"), "{screen}");
+    pane.keys(&[" >= 0\\;", "Enter"]);
+    let screen = pane.wait_for("1 row", 10);
+    assert!(screen.contains(" n\n"), "{screen}");
     pane.keys(&["C-l", "SELECT * FROM messages LIMIT 2\\;", "Enter"]);
     let screen = pane.wait_for("not shown", 10);
     assert!(screen.contains("more columns not shown"), "{screen}");
