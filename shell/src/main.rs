@@ -47,7 +47,7 @@ struct Cli {
     /// Run the statements of a file (may be given several times).
     #[arg(short = 'f', long = "file", value_name = "FILE")]
     files: Vec<PathBuf>,
-    /// Output format.
+    /// Output format: table, csv, tsv, json, ndjson or markdown.
     #[arg(long, default_value = "table", value_parser = parse_format)]
     format: Format,
     /// Write results to FILE.
@@ -130,30 +130,37 @@ enum Sub {
 struct GenerateArgs {
     /// Directory to write (a commdb store, with ground_truth.json inside).
     output: PathBuf,
+    /// MPI ranks of the simulated run (1 to 1048576).
     #[arg(long, default_value_t = 16)]
     ranks: i32,
+    /// Ranks placed on each node, in rank order (node000, node001, ...).
     #[arg(long, default_value_t = 4)]
     ranks_per_node: i32,
     /// stencil2d, ring, alltoall or master-worker.
     #[arg(long, default_value = "stencil2d")]
     pattern: Pattern,
+    /// Iterations of compute then communication; the run lasts about ITERATIONS x (compute +
+    /// communication).
     #[arg(long, default_value_t = 100)]
     iterations: u32,
+    /// Seed of the random noise: the same seed gives the same trace.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Base message size in bytes.
     #[arg(long, default_value_t = 4096)]
     bytes: i64,
-    /// Mean compute time per iteration (e.g. 100us).
+    /// Mean compute time per iteration, with its unit: ns, us, ms or s (e.g. 100us).
     #[arg(long, default_value = "100us")]
     compute: String,
     /// Place neighbouring ranks on different nodes.
     #[arg(long)]
     bad_mapping: bool,
-    /// T0:T1:FACTOR — inter-node transmission times x FACTOR between T0 and T1 (e.g. 5ms:9ms:4).
+    /// T0:T1:FACTOR — inter-node transmission times x FACTOR between T0 and T1, times from the
+    /// run's start with their unit (e.g. 5ms:9ms:4); T0 must fall within the run.
     #[arg(long, value_name = "T0:T1:FACTOR")]
     background_traffic: Option<String>,
-    /// T0:T1:FACTOR — inter-node transmission times x a factor growing from 1 at T0 to FACTOR at T1.
+    /// T0:T1:FACTOR — inter-node transmission times x a factor growing from 1 at T0 to FACTOR
+    /// at T1, times with their unit as for --background-traffic.
     #[arg(long, value_name = "T0:T1:FACTOR")]
     latency_ramp: Option<String>,
     /// RANKS:FACTOR — more compute and messages on those ranks (e.g. 0-3,7:2).

@@ -806,3 +806,40 @@ fn wide_tables_fit_the_width_and_expanded_display_shows_every_column() {
         stderr(&o)
     );
 }
+
+#[test]
+fn durations_on_the_command_line_need_a_unit_and_a_place_in_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g").display().to_string();
+    let o = run(&["generate", &out, "--background-traffic", "8:14:5"]);
+    assert!(stderr(&o).contains("duration '8': give its unit (ns, us, ms or s), e.g. 8ms"), "{}", stderr(&o));
+    let o = run(&["generate", &out, "--ranks", "4", "--iterations", "2", "--latency-ramp", "8s:14s:5"]);
+    assert!(stderr(&o).contains("latency-ramp starts at 8000 ms, but the run lasts"), "{}", stderr(&o));
+    assert!(!Path::new(&out).exists(), "nothing is written for a refused run");
+    let o = run(&["generate", &out, "--ranks", "4", "--iterations", "20", "--background-traffic", "100us:300us:4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn every_option_has_a_line_of_help() {
+    for args in [vec!["-h"], vec!["generate", "-h"]] {
+        let o = run(&args);
+        let help = stdout(&o);
+        let lines: Vec<&str> = help.lines().collect();
+        let options: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].trim_start().starts_with('-')).collect();
+        assert!(options.len() > 10, "{help}");
+        for i in options {
+            // `--name <VALUE>  what it does`, or the text on the next, further indented line.
+            let line = lines[i];
+            // A bare `[default: ...]` is not help.
+            let words = |t: &str| !t.trim().is_empty() && !t.trim().starts_with('[');
+            let same_line = line.trim_start().split_once("  ").is_some_and(|(_, text)| words(text));
+            let next = lines.get(i + 1).is_some_and(|n| {
+                let t = n.trim_start();
+                words(t) && !t.starts_with('-') && n.len() - t.len() > line.len() - line.trim_start().len()
+            });
+            let described = same_line || next;
+            assert!(described, "{args:?}: no help for '{}'", line.trim());
+        }
+    }
+}

@@ -257,13 +257,18 @@ impl GeneratorConfig {
     }
 }
 
-/// A duration: a number with an optional unit (ns, us, ms, s); no unit means ns.
+/// A duration: a number with its unit (ns, us, ms, s), as `100us` or `1.5ms`; only 0 may go
+/// without one (a bare number is refused rather than read as nanoseconds).
 pub fn parse_duration(text: &str) -> Result<i64> {
     let t = text.trim();
     let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let scale = match unit {
-        "" | "ns" => 1.0,
+        "" if num.trim().parse::<f64>().is_ok_and(|v| v == 0.0) => 1.0,
+        "" => {
+            return Err(Error::argument(format!("duration '{t}': give its unit (ns, us, ms or s), e.g. {t}ms")));
+        }
+        "ns" => 1.0,
         "us" => 1e3,
         "ms" => 1e6,
         "s" => 1e9,
@@ -340,6 +345,19 @@ pub fn parse_rank_list(text: &str) -> Result<Vec<i32>> {
 pub fn generate(cfg: &GeneratorConfig) -> Result<Generated> {
     cfg.validate()?;
     let mut generated = simulate::run(cfg);
+    let run_ns = generated.truth.duration_ns;
+    for (name, window) in [("background-traffic", &cfg.background_traffic), ("latency-ramp", &cfg.latency_ramp)] {
+        if let Some(w) = window
+            && w.from_ns >= run_ns
+        {
+            return Err(Error::argument(format!(
+                "generate: {name} starts at {} ms, but the run lasts {} ms, so no message would be affected; \
+                 give T0 and T1 within the run (or more iterations)",
+                w.from_ns as f64 / 1e6,
+                run_ns as f64 / 1e6
+            )));
+        }
+    }
     generated.truth.jobs = jobs::scheduler_log(&generated.truth);
     Ok(generated)
 }
@@ -367,12 +385,20 @@ mod tests {
         assert_eq!(c.start_wallclock_ns, Some(DEFAULT_START_NS));
         assert_eq!(GeneratorConfig::parse_spec("start=none").unwrap().start_wallclock_ns, None);
         assert!(GeneratorConfig::parse_spec("start=yesterday").is_err());
+        let late = GeneratorConfig::parse_spec("ranks=4,iterations=2,background-traffic=8s:14s:5").unwrap();
+        let e = generate(&late).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("background-traffic starts at 8000 ms, but the run lasts"), "{e}");
     }
 
     #[test]
     fn durations() {
         assert_eq!(parse_duration("1.5ms").unwrap(), 1_500_000);
-        assert_eq!(parse_duration("20").unwrap(), 20);
+        assert_eq!(parse_duration("20ns").unwrap(), 20);
+        assert_eq!(parse_duration("0").unwrap(), 0);
+        assert_eq!(
+            parse_duration("20").unwrap_err().to_string(),
+            "duration '20': give its unit (ns, us, ms or s), e.g. 20ms"
+        );
         assert!(parse_duration("5 parsecs").is_err());
     }
 }
