@@ -112,6 +112,9 @@ impl Session {
             Ok(rt) => SessionContext::new_with_config_rt(config, rt),
             Err(_) => SessionContext::new_with_config(config),
         };
+        // A data file's path may stand for a table: `SELECT * FROM 'jobs.parquet'` (CSV, JSON
+        // and Parquet, by extension), as in duckdb.
+        let ctx = ctx.enable_url_table();
         Session {
             ctx,
             traces: BTreeMap::new(),

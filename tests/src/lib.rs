@@ -1,8 +1,9 @@
 //! commdb-tests: the behaviour of commdb's SQL, tested through sqllogictest files
 //! (`tests/slt/*.slt`), each run on a fresh session with commdb's functions registered and a
 //! fixed number of partitions. Paths in the files may use `${SHARED}` (../shared/data, the
-//! reference data beside the project) and `${DATA}` (tests/data, small hand-made traces); a
-//! file that needs ${SHARED} is skipped, with the reason printed, when that folder is absent.
+//! reference data beside the project), `${DATA}` (tests/data, small hand-made traces) and
+//! `${TMP}` (an empty directory of the file's own, for what it writes); a file that needs
+//! ${SHARED} is skipped, with the reason printed, when that folder is absent.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -57,6 +58,8 @@ pub struct Db {
     session: Session,
     shared: String,
     data: String,
+    /// `${TMP}`: a directory of the test's own, removed with it.
+    tmp: tempfile::TempDir,
 }
 
 impl Db {
@@ -65,11 +68,14 @@ impl Db {
             session: session(),
             shared: shared_data().map(|p| p.display().to_string()).unwrap_or_default(),
             data: test_data().display().to_string(),
+            tmp: tempfile::tempdir().expect("a temporary directory"),
         }
     }
 
     fn substitute(&self, sql: &str) -> String {
-        sql.replace("${SHARED}", &self.shared).replace("${DATA}", &self.data)
+        sql.replace("${SHARED}", &self.shared)
+            .replace("${DATA}", &self.data)
+            .replace("${TMP}", &self.tmp.path().display().to_string())
     }
 }
 
