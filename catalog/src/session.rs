@@ -43,6 +43,8 @@ pub enum Outcome {
 /// A SQL session over zero or more traces.
 pub struct Session {
     ctx: SessionContext,
+    /// The default catalog, where each trace is a schema.
+    catalog: Arc<dyn datafusion::catalog::CatalogProvider>,
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
     parameters: Parameters,
@@ -95,6 +97,9 @@ impl Session {
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
         // Planning errors name their place in the statement (shown with a caret by the shell).
         config.options_mut().sql_parser.collect_spans = true;
+        // Table functions find the notices through the session's configuration.
+        let notices = Notices::default();
+        let config = config.with_extension(Arc::new(notices.clone()));
         use datafusion::execution::disk_manager::{DiskManagerBuilder, DiskManagerMode};
         use datafusion::execution::runtime_env::RuntimeEnvBuilder;
         let runtime = |spill: bool| {
@@ -113,16 +118,19 @@ impl Session {
             Err(_) => SessionContext::new_with_config(config),
         };
         // A data file's path may stand for a table: `SELECT * FROM 'jobs.parquet'` (CSV, JSON
-        // and Parquet, by extension), as in duckdb.
+        // and Parquet, by extension), as in duckdb. The wrapper that resolves such paths cannot
+        // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
+        let catalog = ctx.catalog(CATALOG).expect("the default catalog");
         let ctx = ctx.enable_url_table();
         Session {
             ctx,
+            catalog,
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
             tables: std::collections::BTreeSet::new(),
             starts: SharedStarts::default(),
-            notices: Notices::default(),
+            notices,
             open_options: OpenOptions::default(),
         }
     }
@@ -175,15 +183,13 @@ impl Session {
         let name = if name.is_empty() { "trace".to_string() } else { name };
         self.check_free(&name)?;
         trace.rename(&name)?;
-        let catalog =
-            self.ctx.catalog(CATALOG).ok_or_else(|| Error::Engine("the default catalog is missing".into()))?;
         let schema = Arc::new(MemorySchemaProvider::new());
         let partitions = self.ctx.copied_config().target_partitions();
         for (table, batches) in trace.tables() {
             let provider = Arc::new(mem_table(table, batches, partitions)?);
             schema.register_table(table.to_string(), provider)?;
         }
-        catalog.register_schema(&name, schema)?;
+        self.catalog.register_schema(&name, schema)?;
         if self.default_trace.is_none() {
             for (table, batches) in trace.tables() {
                 let provider = Arc::new(mem_table(table, batches, partitions)?);
@@ -210,9 +216,7 @@ impl Session {
                 if open.is_empty() { "none".to_string() } else { open.join(", ") }
             )));
         }
-        if let Some(catalog) = self.ctx.catalog(CATALOG) {
-            catalog.deregister_schema(name, true)?;
-        }
+        self.catalog.deregister_schema(name, true)?;
         self.starts.write().unwrap_or_else(PoisonError::into_inner).remove(name);
         if self.default_trace.as_deref() == Some(name) {
             for t in model::TABLES {

@@ -843,3 +843,20 @@ fn every_option_has_a_line_of_help() {
         }
     }
 }
+
+#[test]
+fn a_trace_too_small_for_criteria_says_so_and_which_argument_helps() {
+    let tiny = "generate:ranks=2,ranks-per-node=1,pattern=ring,iterations=2";
+    let o = run(&[tiny, "-q", "-c", "SELECT count(latency) AS n FROM message_latency()"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(" 0"), "{}", stdout(&o));
+    let err = stderr(&o);
+    assert!(err.contains("warning: message_latency: 4 of 4 messages have no latency criterion"), "{err}");
+    assert!(err.contains("min_messages => 2"), "{err}");
+    // With the argument it names, every message has one, and nothing is said.
+    let o = run(&[tiny, "-q", "-c", "SELECT count(latency) AS n FROM message_latency(min_messages => 2)"]);
+    assert!(stdout(&o).contains(" 4") && !stderr(&o).contains("warning"), "{}{}", stdout(&o), stderr(&o));
+    // A trace of a realistic size has a criterion for every message: no warning.
+    let o = run(&["generate:ranks=64,iterations=10", "-q", "-c", "SELECT count(*) FROM attribution()"]);
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+}

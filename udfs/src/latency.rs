@@ -20,6 +20,7 @@ use datafusion::error::Result;
 use rayon::prelude::*;
 
 use arrow::array::AsArray;
+use commdb_catalog::wallclock::Notices;
 use datafusion::catalog::Session;
 use datafusion::common::exec_err;
 
@@ -354,6 +355,9 @@ pub struct Baseline {
     pub params: Params,
     /// What the criteria were taken from, for messages to the user.
     pub described: String,
+    /// The analysis, and where it tells the user about messages left without a criterion.
+    function: &'static str,
+    notices: Option<Notices>,
 }
 
 /// Criteria of the traces' messages tables learnt so far, by table and parameters: a trace's
@@ -383,33 +387,74 @@ impl Baseline {
     ) -> Result<(Baseline, Option<Projected>)> {
         let params = Params::from_args(args, first)?;
         let function = args.function;
+        let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
+        let baseline = |source: Source, params: Params, described: String| Baseline {
+            source,
+            params,
+            described,
+            function,
+            notices: notices.clone(),
+        };
         if let Some(given) = args.opt_relation(session, first + 3)? {
             let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
             let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
             let described = format!("criteria from '{}'", given.reference);
-            return Ok((Baseline { source, params, described }, Some((given, Some(idx)))));
+            return Ok((baseline(source, params, described), Some((given, Some(idx)))));
         }
         let Some(schema) = trace_schema(session, relation) else {
             let described =
                 format!("criteria learnt from '{}' itself (it comes from no single trace)", relation.reference);
-            return Ok((Baseline { source: Source::Own, params, described }, None));
+            return Ok((baseline(Source::Own, params, described), None));
         };
         let whole = trace_table(session, function, &schema, "messages")?;
         let described = format!("criteria of the whole trace ({}.messages)", schema.1);
         if Arc::ptr_eq(&whole.provider, &relation.provider) {
-            return Ok((Baseline { source: Source::Own, params, described }, None));
+            return Ok((baseline(Source::Own, params, described), None));
         }
         let key = Arc::downgrade(&whole.provider);
         if let Some(table) = remembered(&key, &params) {
-            return Ok((Baseline { source: Source::Known(table), params, described }, None));
+            return Ok((baseline(Source::Known(table), params, described), None));
         }
         let (projection, indices) = MessageIndices::find(function, &whole)?.projected();
-        Ok((Baseline { source: Source::Trace(indices, key), params, described }, Some((whole, Some(projection)))))
+        Ok((baseline(Source::Trace(indices, key), params, described), Some((whole, Some(projection)))))
     }
 
     /// The criteria table: from `own` (the analysis's input read as message columns) or from
     /// the extra input's batches.
     pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
+        let table = self.criteria_table(own, extra)?;
+        self.report_uncovered(&table, own);
+        Ok(table)
+    }
+
+    /// Say how many of the analysis's messages have no criterion, and what would give them
+    /// one: on a small trace every bucket may have fewer than `min_messages` messages, and
+    /// the analysis would otherwise show NULLs and zero shares without a word.
+    fn report_uncovered(&self, table: &CriteriaTable, own: &MessageColumns) {
+        let Some(notices) = &self.notices else { return };
+        let timed = (0..own.bytes.len()).filter(|&row| own.duration.is_valid(row));
+        let (total, uncovered) =
+            timed.fold((0usize, 0usize), |(t, u), row| (t + 1, u + usize::from(table.criterion(own, row).is_none())));
+        if uncovered == 0 {
+            return;
+        }
+        let p = &self.params;
+        let why = match self.source {
+            Source::Given { .. } => "the criteria given have none for their locality and size bucket".to_string(),
+            _ => format!(
+                "their locality is unknown or their size bucket has fewer than min_messages = {} messages",
+                p.min_messages
+            ),
+        };
+        notices.push(format!(
+            "{}: {uncovered} of {total} messages have no latency criterion ({why}); their latency is NULL and they \
+             count as not delayed. Lower min_messages (e.g. min_messages => 2) or widen bucket_bytes (now {}) to give \
+             them one",
+            self.function, p.bucket_bytes
+        ));
+    }
+
+    fn criteria_table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
         let p = &self.params;
         match (&self.source, extra) {
             (Source::Own, _) => Ok(Arc::new(CriteriaTable::new(&criteria(own, p), p.bucket_bytes))),
