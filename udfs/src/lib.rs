@@ -15,6 +15,7 @@ pub mod lod;
 pub mod regions;
 pub mod remap;
 pub mod replay;
+pub mod summaries;
 pub mod trend;
 pub mod units;
 pub mod waits;
@@ -156,6 +157,27 @@ const DOCS: &[FunctionDoc] = &[
         parameters: remap::REMAP_ARGS,
         signature: "remap_suggestion([ranks_per_node] [, rel => 'messages'], weight => 'messages') -> rank, current_node, suggested_node",
         description: "a placement of ranks on nodes (at most ranks_per_node each) that cuts less traffic between nodes: METIS multilevel k-way, never worse than the current one",
+    },
+    FunctionDoc {
+        name: "comm_matrix",
+        kind: "table",
+        parameters: summaries::MATRIX_ARGS,
+        signature: "comm_matrix([rel => 'messages'], by => 'rank', value => 'messages') -> src, dst, messages, bytes, mean_duration_ns, value, share",
+        description: "the communication matrix: per sender and receiver (by 'rank' or 'node'), messages, bytes and mean transmission time; value is the quantity chosen ('messages', 'bytes' or 'duration': the total transmission ns) and share its part of the total over all pairs",
+    },
+    FunctionDoc {
+        name: "message_histogram",
+        kind: "table",
+        parameters: summaries::HISTOGRAM_ARGS,
+        signature: "message_histogram([rel => 'messages'], bins => NULL) -> bin, bytes_from, bytes_to, messages, bytes, mean_duration_ns, share",
+        description: "messages by size: power-of-two classes [bytes_from, bytes_to) (0 bytes, 1, 2-3, 4-7, ...) as MPI profilers report them, or `bins` equal-width bins from the smallest to the largest message; share of the messages",
+    },
+    FunctionDoc {
+        name: "load_imbalance",
+        kind: "table",
+        parameters: summaries::IMBALANCE_ARGS,
+        signature: "load_imbalance([rel => 'calls'], metric => 'duration') -> region, ranks, total_ns, mean_ns, min_ns, min_rank, max_ns, max_rank, load_balance, imbalance_pct",
+        description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca)",
     },
     FunctionDoc {
         name: "remap_summary",
@@ -311,6 +333,9 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "swf_header" => Arc::new(jobs::SwfHeader),
         "lod_messages" => Arc::new(lod::LodMessages),
         "lod_collectives" => Arc::new(lod::LodCollectives),
+        "comm_matrix" => Arc::new(summaries::CommMatrix),
+        "message_histogram" => Arc::new(summaries::MessageHistogram),
+        "load_imbalance" => Arc::new(summaries::LoadImbalance),
         _ => return None,
     })
 }

@@ -1,0 +1,317 @@
+//! The summaries every trace tool starts with, in one call: who talks to whom
+//! (`comm_matrix`, the communication matrix of Vampir's and Intel Trace Analyzer's message
+//! statistics, per rank or per node pair), how big the messages are (`message_histogram`:
+//! power-of-two size classes as MPI profilers such as mpiP and IPM report them, or equal-width
+//! bins), and how evenly each region's time is spread over the ranks (`load_imbalance`, with
+//! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
+//! percent imbalance, (max - mean) / max).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::plan_err;
+use datafusion::error::Result;
+
+use crate::common::{Args, Compute, Derived, int64_column, text_column};
+
+pub const MATRIX_ARGS: &[&str] = &["rel", "by", "value"];
+pub const HISTOGRAM_ARGS: &[&str] = &["rel", "bins"];
+pub const IMBALANCE_ARGS: &[&str] = &["rel", "metric"];
+
+/// A text argument that must be one of `allowed` (the first is the default).
+fn choice(a: &Args<'_>, i: usize, allowed: &[&'static str]) -> Result<&'static str> {
+    match a.opt_text(i)? {
+        None => Ok(allowed[0]),
+        Some(s) => match allowed.iter().find(|x| x.eq_ignore_ascii_case(&s)) {
+            Some(x) => Ok(x),
+            None => plan_err!(
+                "{}: {} must be {}, got '{s}'",
+                a.function,
+                a.names[i],
+                allowed.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(" or ")
+            ),
+        },
+    }
+}
+
+/// Messages, bytes and transmission times of a group of messages.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tally {
+    messages: i64,
+    bytes: i64,
+    timed: i64,
+    duration: i64,
+}
+
+impl Tally {
+    fn add(&mut self, bytes: Option<i64>, duration: Option<i64>) {
+        self.messages += 1;
+        self.bytes += bytes.unwrap_or(0);
+        if let Some(d) = duration {
+            self.timed += 1;
+            self.duration += d;
+        }
+    }
+
+    fn mean_duration(&self) -> Option<f64> {
+        (self.timed > 0).then(|| self.duration as f64 / self.timed as f64)
+    }
+}
+
+/// One end of a communication: a rank or a node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum End {
+    Rank(i64),
+    Node(String),
+}
+
+fn float(name: &str) -> Field {
+    Field::new(name, DataType::Float64, true)
+}
+
+fn int(name: &str) -> Field {
+    Field::new(name, DataType::Int64, false)
+}
+
+/// `comm_matrix([rel => 'messages'], by => 'rank', value => 'messages')`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CommMatrix;
+
+impl TableFunctionImpl for CommMatrix {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("comm_matrix", MATRIX_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "messages")?;
+        let by = choice(&a, 1, &["rank", "node"])?;
+        let value = choice(&a, 2, &["messages", "bytes", "duration"])?;
+        let ends = if by == "rank" { ["src", "dst"] } else { ["src_node", "dst_node"] };
+        let idx = rel.columns(a.function, &[ends[0], ends[1], "bytes", "duration"])?;
+        let end_type = if by == "rank" { DataType::Int64 } else { DataType::Utf8 };
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("src", end_type.clone(), true),
+            Field::new("dst", end_type, true),
+            int("messages"),
+            int("bytes"),
+            float("mean_duration_ns"),
+            float("value"),
+            float("share"),
+        ]));
+        let schema = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (bytes, duration) = (int64_column(batches, 2)?, int64_column(batches, 3)?);
+            let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
+            let ends: Vec<ArrayRef> = if by == "rank" {
+                vec![Arc::new(int64_column(batches, 0)?), Arc::new(int64_column(batches, 1)?)]
+            } else {
+                vec![Arc::new(text_column(batches, 0)?), Arc::new(text_column(batches, 1)?)]
+            };
+            // Pairs in matrix order (NULL ends, peers that resolve to no rank, first).
+            let key = |c: &ArrayRef, i: usize| -> Option<End> {
+                c.is_valid(i).then(|| match c.as_any().downcast_ref::<Int64Array>() {
+                    Some(a) => End::Rank(a.value(i)),
+                    None => End::Node(
+                        c.as_any().downcast_ref::<StringArray>().map_or_else(String::new, |s| s.value(i).to_string()),
+                    ),
+                })
+            };
+            let mut pairs: BTreeMap<(Option<End>, Option<End>), (usize, Tally)> = BTreeMap::new();
+            for i in 0..bytes.len() {
+                let entry = pairs.entry((key(&ends[0], i), key(&ends[1], i))).or_insert((i, Tally::default()));
+                entry.1.add(opt(&bytes, i), opt(&duration, i));
+            }
+            let quantity = |t: &Tally| match value {
+                "messages" => Some(t.messages as f64),
+                "bytes" => Some(t.bytes as f64),
+                _ => (t.timed > 0).then_some(t.duration as f64),
+            };
+            let total: f64 = pairs.values().filter_map(|(_, t)| quantity(t)).sum();
+            let first: Vec<u64> = pairs.values().map(|(i, _)| *i as u64).collect();
+            let take = |c: &ArrayRef| arrow::compute::take(c, &arrow::array::UInt64Array::from(first.clone()), None);
+            let tallies: Vec<&Tally> = pairs.values().map(|(_, t)| t).collect();
+            let values: Vec<Option<f64>> = tallies.iter().map(|t| quantity(t)).collect();
+            let columns: Vec<ArrayRef> = vec![
+                take(&ends[0])?,
+                take(&ends[1])?,
+                Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.messages))),
+                Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.bytes))),
+                Arc::new(Float64Array::from_iter(tallies.iter().map(|t| t.mean_duration()))),
+                Arc::new(Float64Array::from(values.clone())),
+                Arc::new(Float64Array::from_iter(values.iter().map(|v| v.filter(|_| total > 0.0).map(|v| v / total)))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+/// `message_histogram([rel => 'messages'], bins => NULL)`: power-of-two size classes, or
+/// `bins` equal-width bins from the smallest to the largest message.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct MessageHistogram;
+
+/// The bin of a message of `bytes` and the bytes the bin covers, [from, to).
+fn size_class(bytes: i64, equal: Option<(i64, i64)>) -> (i64, i64, i64) {
+    match equal {
+        Some((min, width)) => {
+            let bin = (bytes - min) / width;
+            (bin, min + bin * width, min + (bin + 1) * width)
+        }
+        // 0 bytes; then [1, 2), [2, 4), [4, 8), ...
+        None if bytes <= 0 => (0, 0, 1),
+        None => {
+            let bit = 63 - bytes.leading_zeros() as i64;
+            let to = if bit >= 62 { i64::MAX } else { 1i64 << (bit + 1) };
+            (bit + 1, 1i64 << bit, to)
+        }
+    }
+}
+
+impl TableFunctionImpl for MessageHistogram {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("message_histogram", HISTOGRAM_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "messages")?;
+        let bins = a.opt_int(1, 1)?;
+        if bins.is_some_and(|b| b > 100_000) {
+            return plan_err!("message_histogram: bins must be at most 100000, got {}", bins.unwrap_or(0));
+        }
+        let idx = rel.columns(a.function, &["bytes", "duration"])?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            int("bin"),
+            int("bytes_from"),
+            int("bytes_to"),
+            int("messages"),
+            int("bytes"),
+            float("mean_duration_ns"),
+            float("share"),
+        ]));
+        let schema = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (bytes, duration) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+            let sized: Vec<i64> = bytes.iter().flatten().collect();
+            let equal = match (bins, sized.iter().min(), sized.iter().max()) {
+                (Some(n), Some(&lo), Some(&hi)) => {
+                    Some((lo, ((hi as i128 - lo as i128 + 1) as f64 / n as f64).ceil().max(1.0) as i64))
+                }
+                _ => None,
+            };
+            let mut classes: BTreeMap<i64, (i64, i64, Tally)> = BTreeMap::new();
+            let mut no_size = 0usize;
+            for i in 0..bytes.len() {
+                if bytes.is_null(i) {
+                    no_size += 1;
+                    continue;
+                }
+                let (bin, from, to) = size_class(bytes.value(i), equal);
+                let d = duration.is_valid(i).then(|| duration.value(i));
+                classes.entry(bin).or_insert((from, to, Tally::default())).2.add(Some(bytes.value(i)), d);
+            }
+            if no_size > 0 {
+                return datafusion::common::exec_err!(
+                    "message_histogram: {no_size} messages have no size (bytes is NULL); filter them out first"
+                );
+            }
+            let total = classes.values().map(|c| c.2.messages).sum::<i64>().max(1) as f64;
+            let rows: Vec<(&i64, &(i64, i64, Tally))> = classes.iter().collect();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.bytes))),
+                Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.1.2.mean_duration()))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages as f64 / total))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+/// `load_imbalance([rel => 'calls'], metric => 'duration')`: per region, how the time spent in
+/// it is spread over the ranks that enter it.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct LoadImbalance;
+
+impl TableFunctionImpl for LoadImbalance {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("load_imbalance", IMBALANCE_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "calls")?;
+        let metric = choice(&a, 1, &["duration", "exclusive"])?;
+        let idx = rel.columns(a.function, &["rank", "region", metric])?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("region", DataType::Utf8, true),
+            int("ranks"),
+            int("total_ns"),
+            float("mean_ns"),
+            int("min_ns"),
+            int("min_rank"),
+            int("max_ns"),
+            int("max_rank"),
+            float("load_balance"),
+            float("imbalance_pct"),
+        ]));
+        let schema = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (rank, region, time) = (int64_column(batches, 0)?, text_column(batches, 1)?, int64_column(batches, 2)?);
+            // Time per region and rank; ranks in order, so ties go to the lowest rank.
+            let mut per: BTreeMap<Option<&str>, BTreeMap<i64, i64>> = BTreeMap::new();
+            for i in 0..rank.len() {
+                if rank.is_null(i) || time.is_null(i) {
+                    continue;
+                }
+                let r = region.is_valid(i).then(|| region.value(i));
+                *per.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
+            }
+            let mut cols: (Vec<Option<String>>, Vec<i64>, Vec<i64>, Vec<f64>) = Default::default();
+            let mut extremes: Vec<[i64; 4]> = Vec::new();
+            let mut ratios: Vec<(Option<f64>, Option<f64>)> = Vec::new();
+            for (r, ranks) in &per {
+                let total: i64 = ranks.values().sum();
+                let mean = total as f64 / ranks.len() as f64;
+                let min = ranks.iter().fold((i64::MAX, 0), |m, (k, v)| if *v < m.0 { (*v, *k) } else { m });
+                let max = ranks.iter().fold((i64::MIN, 0), |m, (k, v)| if *v > m.0 { (*v, *k) } else { m });
+                cols.0.push(r.map(str::to_string));
+                cols.1.push(ranks.len() as i64);
+                cols.2.push(total);
+                cols.3.push(mean);
+                extremes.push([min.0, min.1, max.0, max.1]);
+                let positive = max.0 > 0;
+                ratios.push((
+                    positive.then(|| mean / max.0 as f64),
+                    positive.then(|| 100.0 * (max.0 as f64 - mean) / max.0 as f64),
+                ));
+            }
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(cols.0)),
+                Arc::new(Int64Array::from(cols.1)),
+                Arc::new(Int64Array::from(cols.2)),
+                Arc::new(Float64Array::from(cols.3)),
+                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[0]))),
+                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[1]))),
+                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[2]))),
+                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[3]))),
+                Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.0))),
+                Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.1))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn power_of_two_classes_and_equal_bins() {
+        assert_eq!(size_class(0, None), (0, 0, 1));
+        assert_eq!(size_class(1, None), (1, 1, 2));
+        assert_eq!(size_class(4096, None), (13, 4096, 8192));
+        assert_eq!(size_class(8191, None), (13, 4096, 8192));
+        assert_eq!(size_class(i64::MAX, None).2, i64::MAX);
+        assert_eq!(size_class(250, Some((100, 50))), (3, 250, 300));
+    }
+}
