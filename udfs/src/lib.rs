@@ -12,6 +12,7 @@ pub mod deltas;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
+pub mod profile;
 pub mod regions;
 pub mod remap;
 pub mod replay;
@@ -180,6 +181,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca)",
     },
     FunctionDoc {
+        name: "time_profile",
+        kind: "table",
+        parameters: profile::TIME_PROFILE_ARGS,
+        signature: "time_profile([rel => 'calls'], bins => 100) -> bin, bin_start, bin_end, region, time_ns, share",
+        description: "per equal time bin and region, the time the streams spent with that region innermost (a region's time over all bins is its exclusive time); share of the bin's time over all streams",
+    },
+    FunctionDoc {
+        name: "call_tree",
+        kind: "table",
+        parameters: profile::CALL_TREE_ARGS,
+        signature: "call_tree([rel => 'calls']) -> path, depth, region, rank, calls, inclusive_ns, exclusive_ns",
+        description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...')",
+    },
+    FunctionDoc {
         name: "remap_summary",
         kind: "table",
         parameters: remap::REMAP_ARGS,
@@ -336,6 +351,8 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "comm_matrix" => Arc::new(summaries::CommMatrix),
         "message_histogram" => Arc::new(summaries::MessageHistogram),
         "load_imbalance" => Arc::new(summaries::LoadImbalance),
+        "time_profile" => Arc::new(profile::TimeProfile),
+        "call_tree" => Arc::new(profile::CallTree),
         _ => return None,
     })
 }

@@ -1,0 +1,246 @@
+//! Where the time goes, from the calls: over time (`time_profile`: per time bin and region,
+//! the time the ranks spent with that region innermost, as the summary timeline of Vampir
+//! and Intel Trace Analyzer's function profile over time shows it) and by calling context
+//! (`call_tree`: per call path and rank, calls, inclusive and exclusive time, as a profile's
+//! calling-context tree; HPCToolkit and Score-P's CUBE present the same tree).
+//!
+//! Each stream (rank, thread) is swept once in start order with a stack of open calls: the
+//! time between two consecutive enters or leaves belongs to the innermost open call, so
+//! every region's time over all bins is its exclusive time (`calls.exclusive`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{exec_err, plan_err};
+use datafusion::error::Result;
+
+use crate::common::{Args, Compute, Derived, int64_column, text_column};
+
+pub const TIME_PROFILE_ARGS: &[&str] = &["rel", "bins"];
+pub const CALL_TREE_ARGS: &[&str] = &["rel"];
+
+/// One call as the sweep reads it.
+#[derive(Debug, Clone, Copy)]
+struct Call {
+    start: i64,
+    end: i64,
+    region: u32,
+}
+
+/// Call `emit(region, from, to)` for every stretch of a stream's time that one call is the
+/// innermost open call of; `calls` sorted by start, enclosing calls before the calls they
+/// enclose.
+fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
+    let mut stack: Vec<Call> = Vec::new();
+    let mut cursor = i64::MIN;
+    for c in calls {
+        while let Some(top) = stack.last().copied().filter(|t| t.end <= c.start) {
+            emit(top.region, cursor.max(top.start), top.end);
+            cursor = top.end;
+            stack.pop();
+        }
+        if let Some(top) = stack.last() {
+            emit(top.region, cursor.max(top.start), c.start);
+        }
+        cursor = c.start;
+        stack.push(*c);
+    }
+    while let Some(top) = stack.pop() {
+        emit(top.region, cursor.max(top.start), top.end);
+        cursor = top.end;
+    }
+}
+
+/// The calls of a relation by stream, each stream's sorted for the sweep, and region names.
+fn streams(batches: &[RecordBatch]) -> Result<(Vec<Vec<Call>>, Vec<String>)> {
+    let (rank, thread, region) = (int64_column(batches, 0)?, int64_column(batches, 1)?, text_column(batches, 2)?);
+    let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
+    let mut names: Vec<String> = Vec::new();
+    let mut ids: HashMap<&str, u32> = HashMap::new();
+    let mut by_stream: BTreeMap<(i64, i64), Vec<Call>> = BTreeMap::new();
+    for i in 0..rank.len() {
+        if rank.is_null(i) || start.is_null(i) || end.is_null(i) {
+            return exec_err!("time_profile: row {i} has no rank, start_ts or end_ts; filter such calls out first");
+        }
+        let name = if region.is_valid(i) { region.value(i) } else { "NULL" };
+        let id = *ids.entry(name).or_insert_with(|| {
+            names.push(name.to_string());
+            names.len() as u32 - 1
+        });
+        let key = (rank.value(i), if thread.is_valid(i) { thread.value(i) } else { 0 });
+        by_stream.entry(key).or_default().push(Call { start: start.value(i), end: end.value(i), region: id });
+    }
+    let mut out: Vec<Vec<Call>> = by_stream.into_values().collect();
+    for calls in &mut out {
+        // Enclosing calls first among calls that start together.
+        calls.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
+    }
+    Ok((out, names))
+}
+
+/// `time_profile([rel => 'calls'], bins => 100)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct TimeProfile;
+
+impl TableFunctionImpl for TimeProfile {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("time_profile", TIME_PROFILE_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "calls")?;
+        let bins = a.int(1, 100, 1)?;
+        if bins > 1_000_000 {
+            return plan_err!("time_profile: bins must be at most 1000000, got {bins}");
+        }
+        let idx = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("bin", DataType::Int64, false),
+            Field::new("bin_start", DataType::Int64, false),
+            Field::new("bin_end", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("time_ns", DataType::Int64, false),
+            Field::new("share", DataType::Float64, false),
+        ]));
+        let schema = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (streams, names) = streams(batches)?;
+            let first = streams.iter().flatten().map(|c| c.start).min();
+            let last = streams.iter().flatten().map(|c| c.end).max();
+            let (Some(t0), Some(t1)) = (first, last) else {
+                return Ok(vec![RecordBatch::new_empty(schema.clone())]);
+            };
+            let width = ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64;
+            let mut time: BTreeMap<(i64, u32), i64> = BTreeMap::new();
+            for calls in &streams {
+                sweep(calls, |region, from, to| {
+                    let mut a = from;
+                    while a < to {
+                        let bin = (a - t0) / width;
+                        let b = to.min(t0 + (bin + 1) * width);
+                        *time.entry((bin, region)).or_default() += b - a;
+                        a = b;
+                    }
+                });
+            }
+            let rows: Vec<(&(i64, u32), &i64)> = time.iter().filter(|(_, t)| **t > 0).collect();
+            let room = (width * streams.len() as i64) as f64;
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + r.0.0 * width))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + (r.0.0 + 1) * width))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.1 as usize].as_str()))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.1))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| *r.1 as f64 / room))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+/// `call_tree([rel => 'calls'])`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CallTree;
+
+/// A call path's depth, calls, inclusive and exclusive time on one rank.
+type Totals = (i32, i64, i64, i64);
+/// Per call path and rank.
+type PathTotals = BTreeMap<(String, i64), Totals>;
+
+impl TableFunctionImpl for CallTree {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("call_tree", CALL_TREE_ARGS, args.exprs())?;
+        let rel = a.relation(args.session(), 0, "calls")?;
+        let idx = rel.columns(a.function, &["call_id", "parent_id", "rank", "region", "duration", "exclusive"])?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("path", DataType::Utf8, false),
+            Field::new("depth", DataType::Int32, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("rank", DataType::Int64, false),
+            Field::new("calls", DataType::Int64, false),
+            Field::new("inclusive_ns", DataType::Int64, false),
+            Field::new("exclusive_ns", DataType::Int64, false),
+        ]));
+        let schema = out.clone();
+        let compute: Compute = Arc::new(move |batches| {
+            let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+            let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
+            let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);
+            let row_of: HashMap<i64, usize> =
+                (0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)).collect();
+            let name = |i: usize| if region.is_valid(i) { region.value(i) } else { "NULL" };
+            // The path of each row, built from its parent's (memoised; a parent outside the
+            // relation starts the path with "...").
+            let mut paths: Vec<Option<(String, i32)>> = vec![None; id.len()];
+            for i in 0..id.len() {
+                let mut chain = vec![i];
+                while let Some(&top) = chain.last() {
+                    if paths[top].is_some() {
+                        chain.pop();
+                        break;
+                    }
+                    match parent.is_valid(top).then(|| parent.value(top)).map(|p| row_of.get(&p)) {
+                        Some(Some(&p)) if !chain.contains(&p) => chain.push(p),
+                        Some(Some(_)) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
+                        Some(None) => {
+                            paths[top] = Some((format!(".../{}", name(top)), 1));
+                            chain.pop();
+                            break;
+                        }
+                        None => {
+                            paths[top] = Some((name(top).to_string(), 0));
+                            chain.pop();
+                            break;
+                        }
+                    }
+                }
+                while let Some(row) = chain.pop() {
+                    let p = parent.value(row);
+                    let (up, depth) = paths[row_of[&p]].clone().expect("the parent's path is known");
+                    paths[row] = Some((format!("{up}/{}", name(row)), depth + 1));
+                }
+            }
+            let mut totals: PathTotals = BTreeMap::new();
+            for (i, path) in paths.into_iter().enumerate() {
+                let (path, depth) = path.expect("every row has a path");
+                let t = totals.entry((path, rank.value(i))).or_insert((depth, 0, 0, 0));
+                t.1 += 1;
+                t.2 += duration.value(i);
+                t.3 += exclusive.value(i);
+            }
+            let rows: Vec<(&(String, i64), &Totals)> = totals.iter().collect();
+            let leaf = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.0.as_str()))),
+                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| leaf(&r.0.0)))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sweep_gives_each_stretch_to_the_innermost_call() {
+        // main [0, 100) holding a [10, 40) holding b [20, 30), then c [50, 60).
+        let calls = [
+            Call { start: 0, end: 100, region: 0 },
+            Call { start: 10, end: 40, region: 1 },
+            Call { start: 20, end: 30, region: 2 },
+            Call { start: 50, end: 60, region: 3 },
+        ];
+        let mut per = [0i64; 4];
+        sweep(&calls, |r, a, b| per[r as usize] += b - a);
+        assert_eq!(per, [60, 20, 10, 10]);
+    }
+}
