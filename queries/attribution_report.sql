@@ -18,6 +18,7 @@
 --             kept_current (the current placement is already as good), then the ranks to move:
 --             rank, current_node, suggested_node.
 
+\echo Causes over the run: what slows communication, where, and what to do
 SELECT
     cause,
     count(*) AS windows,
@@ -28,6 +29,7 @@ FROM attribution()
 GROUP BY cause
 ORDER BY windows DESC, cause;
 
+\echo Every window: slow messages, inter-node share, load ratio and traffic fluctuation behind the cause
 SELECT
     round(window_start / 1e6, 3) AS window_start_ms,
     messages,
@@ -40,6 +42,7 @@ SELECT
 FROM attribution()
 ORDER BY window_start;
 
+\echo Wait states per pattern, and the rank waited for most
 SELECT pattern, waits, total_ms, partner AS waited_for_most
 FROM (
     SELECT
@@ -54,10 +57,12 @@ FROM (
 WHERE place = 1
 ORDER BY total_ms DESC;
 
+\echo Remapping (O1): inter-node traffic before and after the suggested placement
 SELECT ranks_per_node, messages, inter_messages_before, inter_messages_after, inter_bytes_before,
        inter_bytes_after, round(reduction, 4) AS reduction, kept_current
 FROM remap_summary();
 
+\echo Ranks to move to another node
 SELECT rank, current_node, suggested_node
 FROM remap_suggestion()
 WHERE current_node IS DISTINCT FROM suggested_node

@@ -13,6 +13,7 @@
 --             worst_ns, mean_ns;
 --          4. clock warnings: code, count, message.
 
+\echo Clock correction: sync samples and messages still received before they were sent
 SELECT
     i.clock_correction,
     (SELECT count(*) FROM clock_sync) AS sync_samples,
@@ -20,6 +21,7 @@ SELECT
     i.clock_violations
 FROM trace_info i;
 
+\echo Clock model per rank: method, segments and rate
 SELECT
     rank,
     min(method) AS method,
@@ -34,6 +36,7 @@ FROM clock_model()
 GROUP BY rank
 ORDER BY rank;
 
+\echo The 10 sender/receiver pairs with most clock violations
 SELECT
     src,
     dst,
@@ -45,6 +48,7 @@ GROUP BY src, dst
 ORDER BY violations DESC, worst_ns DESC
 LIMIT 10;
 
+\echo Clock warnings
 SELECT code, count, message
 FROM warnings
 WHERE code LIKE 'clock%' OR code LIKE 'clc%'

@@ -16,6 +16,7 @@
 --          4. the 10 nodes with the most delayed incoming edges: node_id, rank, first_ts,
 --             last_ts, recvs, delayed_in, mean_latency_in, load_balance.
 
+\echo Dependency DAG of the slowest period: size and delayed edges
 SELECT
     (SELECT count(*) FROM dag_nodes()) AS nodes,
     count(*) AS edges,
@@ -25,11 +26,13 @@ SELECT
     (SELECT round(max(lb), 3) FROM load_balance()) AS max_lb
 FROM dag_edges();
 
+\echo The 10 least balanced ranks (load balance lb)
 SELECT rank, messages, round(lb, 3) AS lb
 FROM load_balance()
 ORDER BY lb DESC, rank
 LIMIT 10;
 
+\echo The 20 slowest edges (latency L)
 SELECT
     e.msg_id,
     e.from_node,
@@ -45,6 +48,7 @@ JOIN dag_nodes() t ON t.node_id = e.to_node
 ORDER BY 8 DESC NULLS LAST, 1
 LIMIT 20;
 
+\echo The 10 nodes with the most delayed incoming edges
 SELECT
     n.node_id,
     n.rank,

@@ -12,6 +12,7 @@
 --             before them, one row per bin: region, path, bin, lo_us, hi_us, count, mean_us,
 --             sd_us.
 
+\echo Compute deltas per region and call path, most frequent first
 SELECT
     region,
     path,
@@ -34,6 +35,7 @@ FROM (
 )
 ORDER BY calls DESC, region, path;
 
+\echo Compute-delta histograms of the 5 region and path pairs with the most compute
 SELECT
     region,
     path,

@@ -15,6 +15,7 @@
 --          a multiple of 3600 hints at a time-zone mismatch), matches (all trace nodes and the
 --          whole run), run_steps (the job's steps that also hold both, e.g. '0,extern').
 
+\echo Jobs holding the trace's nodes, the trace's own job first
 WITH run AS (
     SELECT wallclock(min(ts)) AS run_start, wallclock(max(ts)) AS run_end FROM events
 ),

@@ -12,8 +12,10 @@
 --      by the region's ranks), delayed_share, max_latency;
 --   4. localities: locality, messages, delayed, delayed_share, mean_latency.
 
+\echo Latency criteria: median transmission time per locality and size bucket
 SELECT * FROM latency_criteria('messages') ORDER BY locality, size_bucket;
 
+\echo The 20 most delayed messages (latency L = duration / criterion)
 SELECT msg_id, src, dst,
        CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
        bytes, send_ts, duration, criterion_ns, round(latency, 2) AS latency
@@ -22,6 +24,7 @@ WHERE delayed
 ORDER BY latency DESC, msg_id
 LIMIT 20;
 
+\echo Communication regions, worst mean latency first
 SELECT r.region,
        count(DISTINCT r.rank) AS ranks,
        count(*) AS messages,
@@ -32,6 +35,7 @@ FROM message_latency('messages') m JOIN process_regions('messages') r ON m.src =
 GROUP BY r.region
 ORDER BY rl DESC NULLS LAST, r.region;
 
+\echo Delayed messages per locality
 SELECT CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
        count(*) AS messages,
        count(*) FILTER (WHERE delayed) AS delayed,

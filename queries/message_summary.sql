@@ -8,6 +8,7 @@
 --          avg_ns / p50_ns / p95_ns / max_ns (transmission time recv_ts - send_ts),
 --          unmatched (messages missing their send or receive).
 
+\echo Point-to-point messages per locality and size class (times in ns)
 SELECT
     CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
     CASE WHEN bytes = 0 THEN 0 ELSE CAST(power(2, floor(log2(bytes))) AS BIGINT) END AS size_class,

@@ -17,6 +17,7 @@
 
 CREATE TABLE IF NOT EXISTS switches (node VARCHAR, switch VARCHAR);
 
+\echo Other jobs on the trace's nodes or switches during the run, longest overlap first
 WITH run AS (
     SELECT
         CAST(wallclock(min(ts)) AS BIGINT) AS run_start,

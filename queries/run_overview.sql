@@ -15,6 +15,7 @@
 --          4. the 10 rank pairs that exchange the most bytes: src, dst, src_node, dst_node,
 --             messages, bytes, avg_us.
 
+\echo The run: ranks, nodes, duration, events and warnings
 SELECT
     i.name,
     i.format,
@@ -32,6 +33,7 @@ SELECT
     i.clock_correction
 FROM trace_info i;
 
+\echo Traffic per locality
 SELECT
     CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
     count(*) AS messages,
@@ -44,6 +46,7 @@ FROM messages
 GROUP BY 1
 ORDER BY 1;
 
+\echo The 10 regions with the most exclusive time over all ranks
 SELECT
     CAST(region AS VARCHAR) AS region,
     count(*) AS calls,
@@ -55,6 +58,7 @@ GROUP BY 1
 ORDER BY exclusive_s DESC, region
 LIMIT 10;
 
+\echo The 10 rank pairs that exchange the most bytes
 SELECT
     src,
     dst,

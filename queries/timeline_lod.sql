@@ -13,11 +13,15 @@
 --      latency_avg, first_send_ts, last_recv_ts;
 --   4. lod_collectives: comm, first_slot, op, instances, duration_avg, participants.
 
+\echo Timeline resolution for 1,920 pixels
 SELECT min(ts) AS t0, max(ts) + 1 AS t1, lod_resolution(min(ts), max(ts) + 1, 1920) AS resolution_ns
 FROM events;
 
+\echo Calls per time slot (level of detail)
 SELECT * FROM lod_calls(pixels => 1920) ORDER BY rank, thread, slot_start;
 
+\echo Messages per time slot
 SELECT * FROM lod_messages(pixels => 1920) ORDER BY send_slot, src, dst, recv_slot;
 
+\echo Collectives per time slot
 SELECT * FROM lod_collectives(pixels => 1920) ORDER BY first_slot, comm;

@@ -15,6 +15,7 @@
 --          3. the MPI regions that lose most to transfer: region, calls, transfer_ms,
 --             observed_ms, ideal_ms.
 
+\echo Transfer efficiency: the whole run and the 5 least efficient ranks
 SELECT rank, round(observed_ns / 1e6, 3) AS observed_ms, round(ideal_ns / 1e6, 3) AS ideal_ms,
        round(efficiency, 4) AS efficiency, unplaced
 FROM (
@@ -24,6 +25,7 @@ FROM (
 WHERE place <= 6
 ORDER BY rank IS NOT NULL, efficiency, rank;
 
+\echo Transfer efficiency over time
 SELECT
     round(step * w / 1e6, 3) AS step_start_ms,
     count(*) AS pairs,
@@ -37,6 +39,7 @@ FROM (
 GROUP BY step, w
 ORDER BY step;
 
+\echo MPI regions that lose most to transfer
 SELECT
     region,
     count(*) AS calls,

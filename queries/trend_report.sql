@@ -13,6 +13,7 @@
 --          2. per growth or steady-high segment, the 5 sender/receiver pairs with most delayed
 --             messages in it: segment, kind, src, dst, locality, delayed, mean_latency.
 
+\echo Latency over time: growth and steady-high segments
 SELECT
     segment,
     kind,
@@ -25,6 +26,7 @@ SELECT
 FROM latency_trend()
 ORDER BY segment;
 
+\echo Per segment, the 5 sender/receiver pairs with most delayed messages
 SELECT segment, kind, src, dst, locality, delayed, mean_latency
 FROM (
     SELECT

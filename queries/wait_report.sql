@@ -8,6 +8,7 @@
 --          2. the 10 ranks others wait for most: partner, waits, total_ms, patterns;
 --          3. the 10 longest waits: rank, pattern, wait_us, ts, msg_id, instance, partner.
 
+\echo Wait states per pattern
 SELECT
     pattern,
     count(*) AS waits,
@@ -18,6 +19,7 @@ FROM wait_states()
 GROUP BY pattern
 ORDER BY total_ms DESC;
 
+\echo The 10 ranks others wait for most
 SELECT
     partner,
     count(*) AS waits,
@@ -28,6 +30,7 @@ GROUP BY partner
 ORDER BY total_ms DESC, partner
 LIMIT 10;
 
+\echo The 10 longest waits
 SELECT rank, pattern, round(wait_ns / 1e3, 3) AS wait_us, ts, msg_id, instance, partner
 FROM wait_states()
 ORDER BY wait_ns DESC, rank, ts

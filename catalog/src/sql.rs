@@ -69,6 +69,14 @@ pub fn is_complete(text: &str) -> bool {
         .is_some_and(|t| t.token == Token::SemiColon)
 }
 
+/// Whether `text` holds anything but whitespace and comments (an unterminated quote counts).
+pub fn has_statement(text: &str) -> bool {
+    match tokenize(text) {
+        Ok(tokens) => tokens.iter().any(|t| !matches!(t.token, Token::Whitespace(_) | Token::EOF)),
+        Err(_) => true,
+    }
+}
+
 /// commdb's own statements.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

@@ -40,6 +40,8 @@ pub enum Command {
         edges: String,
         nodes: Option<String>,
     },
+    /// `\echo TEXT`: a line of text, such as a report's title for the table that follows.
+    Echo(String),
     Help,
     Quit,
 }
@@ -56,6 +58,7 @@ pub const HELP: &str = "\
 \\dot FILE E [; N]  write edge query E (from, to, [latency], [label]) and node query N
                    (id, [label], [load_balance]) as a Graphviz DOT graph
 \\format X          table, csv, tsv, json, ndjson or markdown
+\\echo TEXT        print TEXT (a title in reports; on stderr for csv, tsv and json)
 \\timing [on|off]   show how long each statement took
 \\x [on|off|auto]  print each row as a block of column | value lines (auto: when a
                    table is wider than the terminal); no argument toggles
@@ -106,6 +109,7 @@ impl FromStr for Command {
                 Some("off") => Ok(Command::Timing(Some(false))),
                 Some(other) => Err(format!("usage: \\timing [on|off], got '{other}'")),
             },
+            "\\echo" => Ok(Command::Echo(arg.unwrap_or_default())),
             "\\x" => match arg {
                 None => Ok(Command::Expanded(None)),
                 Some(mode) => mode.parse().map(|m| Command::Expanded(Some(m))).map_err(|e| format!("\\x: {e}")),
@@ -171,6 +175,7 @@ mod tests {
         assert_eq!("\\format csv".parse(), Ok(Command::Format(Format::Csv)));
         assert!("\\format xml".parse::<Command>().is_err());
         assert_eq!("\\timing on".parse(), Ok(Command::Timing(Some(true))));
+        assert_eq!("\\echo 'Waits per rank'".parse(), Ok(Command::Echo("Waits per rank".into())));
         assert_eq!("\\x".parse(), Ok(Command::Expanded(None)));
         assert_eq!("\\x auto".parse(), Ok(Command::Expanded(Some(Expanded::Auto))));
         assert_eq!(

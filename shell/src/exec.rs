@@ -85,6 +85,8 @@ pub struct Shell {
     output: Option<OutputFile>,
     /// Where in its text the last failed statement went wrong (line, column), when known.
     error_at: Option<(u64, u64)>,
+    /// Whether a result or a title has been written, so that a title gets a blank line above.
+    wrote_output: bool,
     words: Words,
     queries: Option<tokio::runtime::Runtime>,
 }
@@ -104,6 +106,7 @@ impl Shell {
             print,
             output: None,
             error_at: None,
+            wrote_output: false,
             words: Words::default(),
             queries: Some(query_runtime()?),
         };
@@ -195,6 +198,22 @@ impl Shell {
             }
         }
         Ok(())
+    }
+
+    /// A line of text in the output where the tables go (table and markdown formats), so a
+    /// report's titles stand above its tables; with the machine-readable formats it goes to
+    /// stderr, unless quiet, and the output stays parseable.
+    fn echo(&mut self, text: &str) -> Result<(), String> {
+        if !self.print.format.footer_in_output() {
+            self.note(text);
+            return Ok(());
+        }
+        let gap = if std::mem::replace(&mut self.wrote_output, true) { "\n" } else { "" };
+        match &mut self.output {
+            Some(o) => writeln!(o.file, "{gap}{text}"),
+            None => writeln!(std::io::stdout(), "{gap}{text}"),
+        }
+        .map_err(|e| e.to_string())
     }
 
     fn note(&self, text: &str) {
@@ -356,6 +375,7 @@ impl Shell {
             }
         }
         let Some(writer) = writer else { return Ok(()) };
+        self.wrote_output = true;
         let mut footer = writer.finish(started.elapsed())?;
         if !opts.timing
             && let Some(i) = footer.rfind(" (")
@@ -376,6 +396,7 @@ impl Shell {
         match cmd {
             Command::Quit => return Ok(Flow::Quit),
             Command::Help => println!("{HELP}"),
+            Command::Echo(text) => self.echo(&text)?,
             Command::ListTables => {
                 let default = self.session.default_trace().map(|t| t.meta.name.clone());
                 self.sql(&list_tables_sql(default.as_deref())).await?
@@ -604,7 +625,7 @@ pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
     let mut sql = String::new();
     let mut sql_first_line = 0u64;
     let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<(), String> {
-        if !sql.trim().is_empty() {
+        if commdb_catalog::sql::has_statement(sql) {
             for s in commdb_catalog::sql::split_statements(sql).map_err(|e| format!("line {first}: {e}"))? {
                 out.push((first + s.line - 1, s.sql));
             }
@@ -614,7 +635,8 @@ pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
     };
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
-        let pending = !sql.trim().is_empty() && !commdb_catalog::sql::is_complete(&sql);
+        // Comments alone (a script's header) leave no statement open.
+        let pending = commdb_catalog::sql::has_statement(&sql) && !commdb_catalog::sql::is_complete(&sql);
         if line.trim_start().starts_with('\\') && !pending {
             flush(&mut sql, sql_first_line, &mut out)?;
             out.push((line_no, line.trim().to_string()));
@@ -651,5 +673,8 @@ mod tests {
         let lines: Vec<u64> = c.iter().map(|x| x.0).collect();
         assert_eq!(lines, vec![2, 3, 4, 6]);
         assert_eq!(c[1].1, "\\timing off");
+        // A command right after a header of comments is a command, not part of a statement.
+        let c = script_chunks("-- a report\n--   with a header\n\n\\echo Title\nSELECT 1;").unwrap();
+        assert_eq!(c, vec![(4, "\\echo Title".to_string()), (5, "SELECT 1".to_string())]);
     }
 }

@@ -860,3 +860,51 @@ fn a_trace_too_small_for_criteria_says_so_and_which_argument_helps() {
     let o = run(&["generate:ranks=64,iterations=10", "-q", "-c", "SELECT count(*) FROM attribution()"]);
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
+
+/// The saved reports as a reader sees them on a fixed generated trace: titles, columns and
+/// units, compared with `shell/tests/golden/NAME.txt` (`UPDATE_GOLDEN=1` rewrites them; read
+/// the diff before committing). Reports that need a scheduler log are checked above.
+#[test]
+fn reports_match_their_golden_files() {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden");
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut checked = 0;
+    let mut reports: Vec<PathBuf> = std::fs::read_dir(root().join("queries"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    reports.sort();
+    for path in reports {
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("--jobs")) {
+            continue;
+        }
+        let spec = "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1";
+        let o = run(&[spec, "--max-rows", "25", "-c", "\\timing off", "-f", path.to_str().unwrap()]);
+        assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
+        let out = stdout(&o);
+        // Every table of a report has a title above it.
+        let lines: Vec<&str> = out.lines().collect();
+        for (i, l) in lines.iter().enumerate().skip(1) {
+            if l.starts_with("---") || l.starts_with("-+") {
+                let title = lines.get(i.wrapping_sub(2)).copied().unwrap_or("");
+                assert!(
+                    !title.is_empty() && !title.contains(" | "),
+                    "{}: a table without a title: {out}",
+                    path.display()
+                );
+            }
+        }
+        let file = golden.join(path.file_stem().unwrap()).with_extension("txt");
+        if update {
+            std::fs::create_dir_all(&golden).unwrap();
+            std::fs::write(&file, &out).unwrap();
+        } else {
+            let want = std::fs::read_to_string(&file).unwrap_or_default();
+            assert_eq!(out, want, "{} differs from {} (UPDATE_GOLDEN=1 rewrites it)", path.display(), file.display());
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "{checked} reports checked");
+}
