@@ -5,15 +5,17 @@
 --          went and who talks to whom.
 -- Inputs:  the default trace (`commdb TRACE -f queries/run_overview.sql`).
 -- Output:  1. one row: name, format, ranks, nodes, ranks_per_node (max), threads, started
---             (UTC, NULL when the trace has no absolute start), duration_s, events, messages,
+--             (UTC, NULL when the trace has no absolute start), duration, events, messages,
 --             unmatched (messages missing a send or receive), collectives (operations, counted
 --             once per instance), warnings, clock_correction;
---          2. traffic per locality ('intra', 'inter', 'unknown'): messages, bytes, share_bytes
---             (of all bytes), avg_bytes, avg_us / max_us (transmission time);
+--          2. traffic per locality ('intra', 'inter', 'unknown'): messages, total_bytes, bytes_pct
+--             (of all bytes), avg_size, avg_time / max_time (transmission time);
 --          3. the 10 regions with the most exclusive time over all ranks: region, calls,
---             exclusive_s, share (of all ranks' time, ranks x duration), avg_us per call;
+--             exclusive_time, time_pct (of all ranks' time, ranks x duration), avg_per_call;
 --          4. the 10 rank pairs that exchange the most bytes: src, dst, src_node, dst_node,
---             messages, bytes, avg_us.
+--             messages, total_bytes, avg_time.
+--          Times and sizes are shown with the unit that reads best (format_duration,
+--          format_bytes), shares in percent.
 
 \echo The run: ranks, nodes, duration, events and warnings
 SELECT
@@ -24,7 +26,7 @@ SELECT
     (SELECT max(c) FROM (SELECT count(*) AS c FROM ranks WHERE node IS NOT NULL GROUP BY node)) AS ranks_per_node,
     i.locations AS threads,
     i.start_wallclock AS started,
-    round(i.duration_ns / 1e9, 6) AS duration_s,
+    format_duration(i.duration_ns) AS duration,
     i.events,
     (SELECT count(*) FROM messages) AS messages,
     (SELECT count(*) FROM messages WHERE duration IS NULL) AS unmatched,
@@ -37,11 +39,11 @@ FROM trace_info i;
 SELECT
     CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
     count(*) AS messages,
-    sum(bytes) AS bytes,
-    round(sum(bytes) / CAST((SELECT greatest(sum(bytes), 1) FROM messages) AS DOUBLE), 4) AS share_bytes,
-    round(avg(bytes), 1) AS avg_bytes,
-    round(avg(duration) / 1e3, 3) AS avg_us,
-    round(max(duration) / 1e3, 3) AS max_us
+    format_bytes(sum(bytes)) AS total_bytes,
+    round(100 * sum(bytes) / CAST((SELECT greatest(sum(bytes), 1) FROM messages) AS DOUBLE), 1) AS bytes_pct,
+    format_bytes(CAST(round(avg(bytes)) AS BIGINT)) AS avg_size,
+    format_duration(CAST(round(avg(duration)) AS BIGINT)) AS avg_time,
+    format_duration(max(duration)) AS max_time
 FROM messages
 GROUP BY 1
 ORDER BY 1;
@@ -50,12 +52,12 @@ ORDER BY 1;
 SELECT
     CAST(region AS VARCHAR) AS region,
     count(*) AS calls,
-    round(sum(exclusive) / 1e9, 6) AS exclusive_s,
-    round(sum(exclusive) / CAST((SELECT greatest(ranks * duration_ns, 1) FROM trace_info) AS DOUBLE), 4) AS share,
-    round(avg(exclusive) / 1e3, 3) AS avg_us
+    format_duration(sum(exclusive)) AS exclusive_time,
+    round(100 * sum(exclusive) / CAST((SELECT greatest(ranks * duration_ns, 1) FROM trace_info) AS DOUBLE), 1) AS time_pct,
+    format_duration(CAST(round(avg(exclusive)) AS BIGINT)) AS avg_per_call
 FROM calls
 GROUP BY 1
-ORDER BY exclusive_s DESC, region
+ORDER BY sum(exclusive) DESC, region
 LIMIT 10;
 
 \echo The 10 rank pairs that exchange the most bytes
@@ -65,9 +67,9 @@ SELECT
     CAST(min(src_node) AS VARCHAR) AS src_node,
     CAST(min(dst_node) AS VARCHAR) AS dst_node,
     count(*) AS messages,
-    sum(bytes) AS bytes,
-    round(avg(duration) / 1e3, 3) AS avg_us
+    format_bytes(sum(bytes)) AS total_bytes,
+    format_duration(CAST(round(avg(duration)) AS BIGINT)) AS avg_time
 FROM messages
 GROUP BY src, dst
-ORDER BY bytes DESC, src, dst
+ORDER BY sum(bytes) DESC, src, dst
 LIMIT 10;
