@@ -7,17 +7,19 @@
 -- Inputs:  the default trace (`commdb TRACE -f queries/transfer_efficiency.sql`); messages up
 --          to 64 KiB count as eager, write ideal_replay(eager_limit => N) to change it.
 -- Output:  1. overall and the 5 ranks with the lowest efficiency: rank (NULL = the whole run),
---             observed_ms, ideal_ms, efficiency (ideal / observed), unplaced (message sides
+--             observed, ideal, efficiency_pct (ideal / observed), unplaced (message sides
 --             outside any MPI call);
---          2. over time, in about 20 steps of the run: step_start_ms, pairs, transfer_ms,
---             efficiency (simulated / observed time of the pairs ending in the step), so the
+--          2. over time, in about 20 steps of the run: step_start, pairs, transfer,
+--             efficiency_pct (simulated / observed time of the pairs ending in the step), so the
 --             phases where transfer costs time stand out;
---          3. the MPI regions that lose most to transfer: region, calls, transfer_ms,
---             observed_ms, ideal_ms.
+--          3. the MPI regions that lose most to transfer: region, calls, transfer, observed,
+--             ideal.
+--          Times are shown with the unit that reads best (format_duration), efficiencies in
+--          percent.
 
 \echo Transfer efficiency: the whole run and the 5 least efficient ranks
-SELECT rank, round(observed_ns / 1e6, 3) AS observed_ms, round(ideal_ns / 1e6, 3) AS ideal_ms,
-       round(efficiency, 4) AS efficiency, unplaced
+SELECT rank, format_duration(observed_ns) AS observed, format_duration(ideal_ns) AS ideal,
+       round(100 * efficiency, 2) AS efficiency_pct, unplaced
 FROM (
     SELECT *, row_number() OVER (ORDER BY rank IS NOT NULL, efficiency, rank) AS place
     FROM transfer_efficiency()
@@ -27,10 +29,10 @@ ORDER BY rank IS NOT NULL, efficiency, rank;
 
 \echo Transfer efficiency over time
 SELECT
-    round(step * w / 1e6, 3) AS step_start_ms,
+    format_duration(step * w) AS step_start,
     count(*) AS pairs,
-    round(sum(transfer_ns) / 1e6, 3) AS transfer_ms,
-    round(sum(compute_ns + mpi_ideal_ns) / CAST(greatest(sum(compute_ns + mpi_observed_ns), 1) AS DOUBLE), 4) AS efficiency
+    format_duration(sum(transfer_ns)) AS transfer,
+    round(100 * sum(compute_ns + mpi_ideal_ns) / CAST(greatest(sum(compute_ns + mpi_observed_ns), 1) AS DOUBLE), 2) AS efficiency_pct
 FROM (
     SELECT r.*, s.w, r.observed_end / s.w AS step
     FROM ideal_replay() r
@@ -43,10 +45,10 @@ ORDER BY step;
 SELECT
     region,
     count(*) AS calls,
-    round(sum(transfer_ns) / 1e6, 3) AS transfer_ms,
-    round(sum(mpi_observed_ns) / 1e6, 3) AS observed_ms,
-    round(sum(mpi_ideal_ns) / 1e6, 3) AS ideal_ms
+    format_duration(sum(transfer_ns)) AS transfer,
+    format_duration(sum(mpi_observed_ns)) AS observed,
+    format_duration(sum(mpi_ideal_ns)) AS ideal
 FROM ideal_replay()
 GROUP BY region
-ORDER BY transfer_ms DESC, region
+ORDER BY sum(transfer_ns) DESC, region
 LIMIT 10;
