@@ -365,7 +365,7 @@ fn attribution_report_names_each_injected_cause() {
     ] {
         let trace = format!("generate:ranks=16,iterations=60{scenario}");
         let rows = report_rows(&[&trace, "--format", "tsv", "-q", "-f", &report]);
-        let causes: Vec<&str> = rows.iter().take_while(|r| r[0] != "window_start_ms").map(|r| r[0].as_str()).collect();
+        let causes: Vec<&str> = rows.iter().take_while(|r| r[0] != "window_from").map(|r| r[0].as_str()).collect();
         assert!(causes.contains(&cause), "{scenario}: {causes:?}");
         let expected = if cause == "background_traffic" { vec!["none", cause] } else { vec![cause] };
         let mut sorted = causes.clone();
@@ -745,7 +745,8 @@ fn statements_over_several_lines_get_a_continuation_prompt_completion_knows_alia
     assert!(screen.contains("answer") && screen.contains(" 42"), "{screen}");
     // Ctrl-C drops the statement being typed.
     pane.keys(&["C-l", "SELECT 'dropped'", "Enter"]);
-    pane.wait_for("...>", 10);
+    let screen = pane.wait_for("'dropped'\n   ...>", 10);
+    assert!(screen.contains("'dropped'\n   ...>"), "{screen}");
     pane.keys(&["C-c"]);
     pane.keys(&["SELECT 'kept' AS w\\;", "Enter"]);
     let screen = pane.wait_for(" kept", 10);
