@@ -8,13 +8,14 @@
 --          view of messages (a time window, some ranks) and replace 'messages' below by it. To
 --          draw the DAG: \dot dag.dot SELECT * FROM dag_edges(); SELECT node_id,
 --          'rank ' || rank AS label, load_balance FROM dag_nodes()
--- Output:  1. one row: nodes, edges, ranks, delayed_edges (latency L > 1), delayed_share,
+-- Output:  1. one row: nodes, edges, ranks, delayed_edges (latency L > 1), delayed_pct,
 --             max_lb (largest load balance LB);
 --          2. the 10 least balanced ranks: rank, messages (sent + received), lb;
 --          3. the 20 slowest edges: msg_id, from_node, from_rank, to_node, to_rank, bytes,
---             duration_ns, latency;
---          4. the 10 nodes with the most delayed incoming edges: node_id, rank, first_ts,
---             last_ts, recvs, delayed_in, mean_latency_in, load_balance.
+--             time (transmission), latency;
+--          4. the 10 nodes with the most delayed incoming edges: node_id, rank, first, last
+--             (times into the run), recvs, delayed_in, mean_latency_in, load_balance.
+--          Sizes are in bytes, times shown with the unit that reads best, shares in percent.
 
 \echo Dependency DAG of the slowest period: size and delayed edges
 SELECT
@@ -22,7 +23,7 @@ SELECT
     count(*) AS edges,
     (SELECT count(*) FROM load_balance()) AS ranks,
     count(*) FILTER (WHERE latency > 1) AS delayed_edges,
-    round(count(*) FILTER (WHERE latency > 1) / CAST(greatest(count(*), 1) AS DOUBLE), 4) AS delayed_share,
+    round(100 * count(*) FILTER (WHERE latency > 1) / CAST(greatest(count(*), 1) AS DOUBLE), 1) AS delayed_pct,
     (SELECT round(max(lb), 3) FROM load_balance()) AS max_lb
 FROM dag_edges();
 
@@ -40,7 +41,7 @@ SELECT
     e.to_node,
     t.rank AS to_rank,
     e.bytes,
-    e.duration AS duration_ns,
+    format_duration(e.duration) AS time,
     round(e.latency, 3) AS latency
 FROM dag_edges() e
 JOIN dag_nodes() f ON f.node_id = e.from_node
@@ -52,8 +53,8 @@ LIMIT 20;
 SELECT
     n.node_id,
     n.rank,
-    n.first_ts,
-    n.last_ts,
+    format_duration(n.first_ts) AS first,
+    format_duration(n.last_ts) AS last,
     n.recvs,
     count(*) FILTER (WHERE e.latency > 1) AS delayed_in,
     round(avg(e.latency), 3) AS mean_latency_in,

@@ -7,8 +7,8 @@
 -- Inputs:  the default trace (`commdb TRACE -f queries/trend_report.sql`). Bins are about a
 --          hundredth of the run (a 1-2-5 step); for another width write latency_trend(BIN_NS),
 --          and window => N, growth_rise => X, high_level => Y to change the classification.
--- Output:  1. the segments: segment, kind ('growth', 'steady_high', 'compressed'), t_start_ms,
---             t_end_ms, messages, mean_latency, delayed_messages (L > 1), points (the bins
+-- Output:  1. the segments: segment, kind ('growth', 'steady_high', 'compressed'), starts,
+--             ends (times into the run, with the unit that reads best), messages, mean_latency, delayed_messages (L > 1), points (the bins
 --             kept: every bin of growth and steady-high periods, first/middle/last otherwise);
 --          2. per growth or steady-high segment, the 5 sender/receiver pairs with most delayed
 --             messages in it: segment, kind, src, dst, locality, delayed, mean_latency.
@@ -17,8 +17,8 @@
 SELECT
     segment,
     kind,
-    round(t_start / 1e6, 3) AS t_start_ms,
-    round(t_end / 1e6, 3) AS t_end_ms,
+    format_duration(t_start) AS starts,
+    format_duration(t_end) AS ends,
     messages,
     round(mean_latency, 3) AS mean_latency,
     delayed_messages,
