@@ -125,6 +125,28 @@ impl Relation {
     }
 }
 
+/// The output of a future that planning needs at once (a table looked up in a schema, a
+/// query planned for a view): it is polled once, which is all in-memory catalogs need, and
+/// only when it is not ready is it waited for, on this thread. Waiting inside another wait
+/// (a function planned while another's query is planned) is an error, not a panic.
+pub fn wait_for<F: std::future::Future>(future: F) -> Result<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+        return Ok(out);
+    }
+    match futures::executor::enter() {
+        Ok(guard) => {
+            drop(guard);
+            Ok(futures::executor::block_on(future))
+        }
+        Err(_) => plan_err!(
+            "a table this query reads is not ready while another function's query is planned; query it on its own first"
+        ),
+    }
+}
+
 /// Resolve a relation name (`messages`, `run2.messages`, a view) in the session.
 pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Relation> {
     let reference = TableReference::from(name);
@@ -134,7 +156,8 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
         .catalog_list()
         .catalog(&resolved.catalog)
         .and_then(|c| c.schema(&resolved.schema))
-        .map(|schema| futures::executor::block_on(schema.table(&resolved.table)))
+        .map(|schema| wait_for(schema.table(&resolved.table)))
+        .transpose()?
         .transpose()?
         .flatten();
     match provider {

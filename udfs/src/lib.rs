@@ -9,6 +9,7 @@ pub mod causality;
 pub mod clock;
 pub mod common;
 pub mod deltas;
+pub mod diagnosis;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
@@ -179,6 +180,13 @@ const DOCS: &[FunctionDoc] = &[
         parameters: summaries::IMBALANCE_ARGS,
         signature: "load_imbalance([rel => 'calls'], metric => 'duration') -> region, ranks, total_ns, mean_ns, min_ns, min_rank, max_ns, max_rank, load_balance, imbalance_pct",
         description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca)",
+    },
+    FunctionDoc {
+        name: "rank_diagnosis",
+        kind: "table",
+        parameters: diagnosis::DIAGNOSIS_ARGS,
+        signature: "rank_diagnosis([rel => 'messages'], by => 'rank', collectives => 'collectives', max_inter_share => 0.75) -> rank, node, sent, received, mean_latency, delayed_share, inter_share, waits_suffered_ns, waits_caused_ns, moved_by_remap, cause (by => 'node': node, ranks, sent, received, mean_latency, delayed_share, inter_share, waits_suffered_ns, waits_caused_ns, cause)",
+        description: "which ranks (or nodes) communicate slowly and why: latency and inter-node share of their messages, waiting suffered and caused, and the cause that fits (late, mapping, waits_for_others, none)",
     },
     FunctionDoc {
         name: "time_profile",
@@ -352,6 +360,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "message_histogram" => Arc::new(summaries::MessageHistogram),
         "load_imbalance" => Arc::new(summaries::LoadImbalance),
         "time_profile" => Arc::new(profile::TimeProfile),
+        "rank_diagnosis" => Arc::new(diagnosis::RankDiagnosis),
         "call_tree" => Arc::new(profile::CallTree),
         _ => return None,
     })
