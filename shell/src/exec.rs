@@ -499,7 +499,7 @@ impl Shell {
                                     Err(e) => {
                                         match self.error_at.take() {
                                             Some(at) => {
-                                                eprintln!("error: {}", located("line", 1, &chunk, Some(at), &e))
+                                                eprintln!("error at {}", located("", 1, &chunk, Some(at), &e))
                                             }
                                             None => eprintln!("error: {e}"),
                                         }
@@ -573,7 +573,13 @@ fn located(source: &str, first_line: u64, statement: &str, at: Option<(u64, u64)
             // The excerpt goes under the message's first line, before any list that follows.
             let text = excerpt(statement, (line, column), file_line);
             let (first, rest) = message.split_once('\n').map_or((message, None), |(a, b)| (a, Some(b)));
-            let mut out = format!("{source}:{file_line}:{column}: {first}\n{}", text.trim_end());
+            // Typed statements have no file: their place is said in words.
+            let place = if source.is_empty() {
+                format!("line {file_line}, column {column}")
+            } else {
+                format!("{source}:{file_line}:{column}")
+            };
+            let mut out = format!("{place}: {first}\n{}", text.trim_end());
             if let Some(rest) = rest {
                 out.push('\n');
                 out.push_str(rest);

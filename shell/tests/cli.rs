@@ -760,6 +760,13 @@ fn statements_over_several_lines_get_a_continuation_prompt_completion_knows_alia
     pane.keys(&[" >= 0\\;", "Enter"]);
     let screen = pane.wait_for("1 row", 10);
     assert!(screen.contains(" n\n"), "{screen}");
+    // An error shows the line and a caret under the place.
+    pane.keys(&["C-l", "SELECT", "Enter"]);
+    pane.wait_for("SELECT\n   ...>", 10);
+    pane.keys(&["  nope FROM messages\\;", "Enter"]);
+    let screen = pane.wait_for("^", 10);
+    assert!(screen.contains("error at line 2, column 3: Schema error: No field named nope"), "{screen}");
+    assert!(screen.contains("2 |   nope FROM messages\n  |   ^"), "{screen}");
     pane.keys(&["C-l", "SELECT * FROM messages LIMIT 2\\;", "Enter"]);
     let screen = pane.wait_for("not shown", 10);
     assert!(screen.contains("more columns not shown"), "{screen}");
