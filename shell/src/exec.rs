@@ -143,6 +143,16 @@ impl Shell {
         if error.contains("table '")
             && let Some(name) = quoted_before("' not found")
         {
+            // A quoted path in FROM: say what is wrong with the file, not with a table name.
+            let path = name.splitn(3, '.').nth(2).unwrap_or(&name);
+            if path.contains('/') || DATA_FILE_EXTENSIONS.iter().any(|e| path.to_ascii_lowercase().ends_with(e)) {
+                let what = if std::path::Path::new(path).exists() {
+                    "not a file a query reads: a path in FROM reads a .csv, .json or .parquet file, by its extension"
+                } else {
+                    "no such file"
+                };
+                return format!("{path}: {what}");
+            }
             let table = name.rsplit('.').next().unwrap_or(&name).to_string();
             let mut names: Vec<String> = commdb_catalog::model::TABLES.iter().map(|t| t.name.to_string()).collect();
             if let Some(catalog) = self.session.context().catalog(commdb_catalog::session::CATALOG)
@@ -598,6 +608,9 @@ fn excerpt(statement: &str, at: (u64, u64), shown_line: u64) -> String {
         text.chars().take(at.1.saturating_sub(1) as usize).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
     format!("{number} | {text}\n{} | {lead}^\n", " ".repeat(number.len()))
 }
+
+/// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
+const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
 
 const PROMPT: &str = "commdb> ";
 /// The prompt of the second and later lines of a statement, as wide as `PROMPT`.

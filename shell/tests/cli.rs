@@ -918,3 +918,20 @@ fn reports_match_their_golden_files() {
     }
     assert!(checked >= 10, "{checked} reports checked");
 }
+
+#[test]
+fn a_missing_data_file_in_from_is_named_as_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("out.parquet").display().to_string();
+    let o = run(&["-q", "-c", &format!("SELECT * FROM '{missing}'")]);
+    assert!(stderr(&o).contains(&format!("{missing}: no such file")), "{}", stderr(&o));
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, "x").unwrap();
+    let t = text.display().to_string();
+    let o = run(&["-q", "-c", &format!("SELECT * FROM '{t}'")]);
+    assert!(stderr(&o).contains("not a file a query reads"), "{}", stderr(&o));
+    let csv = dir.path().join("ranks.csv");
+    std::fs::write(&csv, "rank,node\n0,a\n1,b\n").unwrap();
+    let o = run(&["-q", "--format", "csv", "-c", &format!("SELECT count(*) AS n FROM '{}'", csv.display())]);
+    assert_eq!(stdout(&o), "n\n2\n", "{}", stderr(&o));
+}
