@@ -27,10 +27,13 @@ Try:
   SELECT intra_node, count(*) AS messages, avg(duration) AS avg_ns FROM messages GROUP BY intra_node;
   -- when were inter-node messages slow? (1 ms bins)
   SELECT send_ts / 1000000 AS ms, avg(duration) AS avg_ns FROM messages WHERE NOT intra_node GROUP BY 1 ORDER BY 1;
-  -- which MPI calls take the time
-  SELECT region, count(*) AS calls, sum(duration) / 1e6 AS total_ms FROM calls GROUP BY region ORDER BY total_ms DESC;
+  -- who talks to whom, and which MPI calls take the time
+  SELECT * FROM comm_matrix(by => 'node', value => 'bytes') ORDER BY share DESC;
+  SELECT path, sum(exclusive_ns) AS ns FROM call_tree() GROUP BY path ORDER BY ns DESC;
   -- why is it slow, window by window, and what would a better placement save?
   SELECT window_start, cause, recommendation FROM attribution(1000000) WHERE cause <> 'none';
   SELECT inter_messages_before, inter_messages_after, reduction FROM remap_summary();
+  -- and which ranks, and why
+  SELECT rank, node, cause, inter_share FROM rank_diagnosis() WHERE cause <> 'none' ORDER BY rank;
   -- the saved reports: -f queries/attribution_report.sql, trend_report.sql, ...
 \\? lists the shell's commands, \\d the tables.";
