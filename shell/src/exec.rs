@@ -273,11 +273,10 @@ impl Shell {
     pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
         self.error_at = None;
         let text = text.trim();
-        // The words people type first in a shell they do not know yet, as psql takes them.
-        match text.trim_end_matches(';').trim().to_ascii_lowercase().as_str() {
-            "help" => return self.command(Command::Help).await,
-            "quit" | "exit" => return Ok(Flow::Quit),
-            _ => {}
+        match shell_word(text) {
+            Some(ShellWord::Help) => return self.command(Command::Help).await,
+            Some(ShellWord::Quit) => return Ok(Flow::Quit),
+            None => {}
         }
         if text.starts_with('\\') {
             let cmd: Command = text.parse()?;
@@ -612,6 +611,22 @@ fn excerpt(statement: &str, at: (u64, u64), shown_line: u64) -> String {
 /// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
 const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
 
+/// The words people type first in a shell they do not know yet, taken as psql takes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShellWord {
+    Help,
+    Quit,
+}
+
+/// `help`, `quit` or `exit` typed alone (a trailing ';' allowed), in any case.
+fn shell_word(text: &str) -> Option<ShellWord> {
+    match text.trim().trim_end_matches(';').trim().to_ascii_lowercase().as_str() {
+        "help" => Some(ShellWord::Help),
+        "quit" | "exit" => Some(ShellWord::Quit),
+        _ => None,
+    }
+}
+
 const PROMPT: &str = "commdb> ";
 /// The prompt of the second and later lines of a statement, as wide as `PROMPT`.
 const CONTINUATION_PROMPT: &str = "   ...> ";
@@ -620,9 +635,7 @@ const CONTINUATION_PROMPT: &str = "   ...> ";
 /// alone (help, quit, exit) at once, SQL when it ends with ';' outside quotes and comments.
 fn statement_is_complete(text: &str) -> bool {
     let t = text.trim();
-    t.starts_with('\\')
-        || matches!(t.trim_end_matches(';').trim().to_ascii_lowercase().as_str(), "help" | "quit" | "exit")
-        || commdb_catalog::sql::is_complete(t)
+    t.starts_with('\\') || shell_word(t).is_some() || commdb_catalog::sql::is_complete(t)
 }
 
 fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<(), String> {

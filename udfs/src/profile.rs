@@ -145,8 +145,45 @@ pub struct CallTree;
 
 /// A call path's depth, calls, inclusive and exclusive time on one rank.
 type Totals = (i32, i64, i64, i64);
-/// Per call path and rank.
-type PathTotals = BTreeMap<(String, i64), Totals>;
+
+/// What a call path continues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Up {
+    /// Nothing: an outermost call.
+    Root,
+    /// A call outside the relation.
+    Outside,
+    Path(u32),
+}
+
+/// The distinct call paths: text, depth and leaf region of each, by id.
+#[derive(Debug, Default)]
+struct Paths<'a> {
+    text: Vec<String>,
+    depth: Vec<i32>,
+    leaf: Vec<&'a str>,
+    ids: HashMap<(Up, &'a str), u32>,
+}
+
+impl<'a> Paths<'a> {
+    /// The id of the path that continues `up` with `region`.
+    fn id(&mut self, up: Up, region: &'a str) -> u32 {
+        if let Some(&id) = self.ids.get(&(up, region)) {
+            return id;
+        }
+        let (text, depth) = match up {
+            Up::Root => (region.to_string(), 0),
+            Up::Outside => (format!(".../{region}"), 1),
+            Up::Path(p) => (format!("{}/{region}", self.text[p as usize]), self.depth[p as usize] + 1),
+        };
+        let id = self.text.len() as u32;
+        self.text.push(text);
+        self.depth.push(depth);
+        self.leaf.push(region);
+        self.ids.insert((up, region), id);
+        id
+    }
+}
 
 impl TableFunctionImpl for CallTree {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
@@ -170,13 +207,14 @@ impl TableFunctionImpl for CallTree {
             let row_of: HashMap<i64, usize> =
                 (0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)).collect();
             let name = |i: usize| if region.is_valid(i) { region.value(i) } else { "NULL" };
-            // The path of each row, built from its parent's (memoised; a parent outside the
-            // relation starts the path with "...").
-            let mut paths: Vec<Option<(String, i32)>> = vec![None; id.len()];
+            // The path of each row, from its parent's (memoised; a parent outside the relation
+            // starts the path with "..."). Paths are interned: text is built once per path.
+            let mut paths = Paths::default();
+            let mut row_path: Vec<Option<u32>> = vec![None; id.len()];
             for i in 0..id.len() {
                 let mut chain = vec![i];
                 while let Some(&top) = chain.last() {
-                    if paths[top].is_some() {
+                    if row_path[top].is_some() {
                         chain.pop();
                         break;
                     }
@@ -184,37 +222,36 @@ impl TableFunctionImpl for CallTree {
                         Some(Some(&p)) if !chain.contains(&p) => chain.push(p),
                         Some(Some(_)) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
                         Some(None) => {
-                            paths[top] = Some((format!(".../{}", name(top)), 1));
+                            row_path[top] = Some(paths.id(Up::Outside, name(top)));
                             chain.pop();
                             break;
                         }
                         None => {
-                            paths[top] = Some((name(top).to_string(), 0));
+                            row_path[top] = Some(paths.id(Up::Root, name(top)));
                             chain.pop();
                             break;
                         }
                     }
                 }
                 while let Some(row) = chain.pop() {
-                    let p = parent.value(row);
-                    let (up, depth) = paths[row_of[&p]].clone().expect("the parent's path is known");
-                    paths[row] = Some((format!("{up}/{}", name(row)), depth + 1));
+                    let up = row_path[row_of[&parent.value(row)]].expect("the parent's path is known");
+                    row_path[row] = Some(paths.id(Up::Path(up), name(row)));
                 }
             }
-            let mut totals: PathTotals = BTreeMap::new();
-            for (i, path) in paths.into_iter().enumerate() {
-                let (path, depth) = path.expect("every row has a path");
-                let t = totals.entry((path, rank.value(i))).or_insert((depth, 0, 0, 0));
+            let mut totals: HashMap<(u32, i64), Totals> = HashMap::new();
+            for (i, path) in row_path.into_iter().enumerate() {
+                let path = path.expect("every row has a path");
+                let t = totals.entry((path, rank.value(i))).or_insert((paths.depth[path as usize], 0, 0, 0));
                 t.1 += 1;
                 t.2 += duration.value(i);
                 t.3 += exclusive.value(i);
             }
-            let rows: Vec<(&(String, i64), &Totals)> = totals.iter().collect();
-            let leaf = |p: &str| p.rsplit('/').next().unwrap_or(p).to_string();
+            let mut rows: Vec<((u32, i64), Totals)> = totals.into_iter().collect();
+            rows.sort_by(|a, b| (&paths.text[a.0.0 as usize], a.0.1).cmp(&(&paths.text[b.0.0 as usize], b.0.1)));
             let columns: Vec<ArrayRef> = vec![
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.0.as_str()))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.text[r.0.0 as usize].as_str()))),
                 Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| leaf(&r.0.0)))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.leaf[r.0.0 as usize]))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),

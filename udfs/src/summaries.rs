@@ -61,11 +61,24 @@ impl Tally {
     }
 }
 
-/// One end of a communication: a rank or a node.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum End {
+/// One end of a communication: a rank or a node (borrowed from the column, so that grouping
+/// millions of messages allocates nothing per message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum End<'a> {
     Rank(i64),
-    Node(String),
+    Node(&'a str),
+}
+
+/// The end in row `i` of a rank or node column (None when NULL).
+fn end(column: &ArrayRef, i: usize) -> Option<End<'_>> {
+    if column.is_null(i) {
+        return None;
+    }
+    match (column.as_any().downcast_ref::<Int64Array>(), column.as_any().downcast_ref::<StringArray>()) {
+        (Some(a), _) => Some(End::Rank(a.value(i))),
+        (None, Some(s)) => Some(End::Node(s.value(i))),
+        (None, None) => None,
+    }
 }
 
 fn float(name: &str) -> Field {
@@ -108,17 +121,9 @@ impl TableFunctionImpl for CommMatrix {
                 vec![Arc::new(text_column(batches, 0)?), Arc::new(text_column(batches, 1)?)]
             };
             // Pairs in matrix order (NULL ends, peers that resolve to no rank, first).
-            let key = |c: &ArrayRef, i: usize| -> Option<End> {
-                c.is_valid(i).then(|| match c.as_any().downcast_ref::<Int64Array>() {
-                    Some(a) => End::Rank(a.value(i)),
-                    None => End::Node(
-                        c.as_any().downcast_ref::<StringArray>().map_or_else(String::new, |s| s.value(i).to_string()),
-                    ),
-                })
-            };
             let mut pairs: BTreeMap<(Option<End>, Option<End>), (usize, Tally)> = BTreeMap::new();
             for i in 0..bytes.len() {
-                let entry = pairs.entry((key(&ends[0], i), key(&ends[1], i))).or_insert((i, Tally::default()));
+                let entry = pairs.entry((end(&ends[0], i), end(&ends[1], i))).or_insert((i, Tally::default()));
                 entry.1.add(opt(&bytes, i), opt(&duration, i));
             }
             let quantity = |t: &Tally| match value {
@@ -189,28 +194,24 @@ impl TableFunctionImpl for MessageHistogram {
         let schema = out.clone();
         let compute: Compute = Arc::new(move |batches| {
             let (bytes, duration) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
-            let sized: Vec<i64> = bytes.iter().flatten().collect();
-            let equal = match (bins, sized.iter().min(), sized.iter().max()) {
+            if bytes.null_count() > 0 {
+                return datafusion::common::exec_err!(
+                    "message_histogram: {} messages have no size (bytes is NULL); filter them out first",
+                    bytes.null_count()
+                );
+            }
+            let (lo, hi) = (arrow::compute::min(&bytes), arrow::compute::max(&bytes));
+            let equal = match (bins, lo.as_ref(), hi.as_ref()) {
                 (Some(n), Some(&lo), Some(&hi)) => {
                     Some((lo, ((hi as i128 - lo as i128 + 1) as f64 / n as f64).ceil().max(1.0) as i64))
                 }
                 _ => None,
             };
             let mut classes: BTreeMap<i64, (i64, i64, Tally)> = BTreeMap::new();
-            let mut no_size = 0usize;
             for i in 0..bytes.len() {
-                if bytes.is_null(i) {
-                    no_size += 1;
-                    continue;
-                }
                 let (bin, from, to) = size_class(bytes.value(i), equal);
                 let d = duration.is_valid(i).then(|| duration.value(i));
                 classes.entry(bin).or_insert((from, to, Tally::default())).2.add(Some(bytes.value(i)), d);
-            }
-            if no_size > 0 {
-                return datafusion::common::exec_err!(
-                    "message_histogram: {no_size} messages have no size (bytes is NULL); filter them out first"
-                );
             }
             let total = classes.values().map(|c| c.2.messages).sum::<i64>().max(1) as f64;
             let rows: Vec<(&i64, &(i64, i64, Tally))> = classes.iter().collect();

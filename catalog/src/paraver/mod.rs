@@ -342,14 +342,7 @@ fn assemble(
         regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
     let ctx = StreamContext { classes: &classes, region_of: &region_of, collective_op: &collective_op, world };
     // The request id tying a receive's post to its completion: the record's index in the file.
-    let first_record: Vec<i64> = recs
-        .pieces
-        .iter()
-        .scan(0i64, |n, p| {
-            *n += p.comms.len() as i64;
-            Some(*n - p.comms.len() as i64)
-        })
-        .collect();
+    let first_record = recs.first_comm_of_pieces();
     // Every stream walked on one thread, the check for overtaking messages on the other.
     let (walked, overtaking): (Vec<StreamOut>, _) = rayon::join(
         || {
@@ -819,14 +812,7 @@ mod tests {
                 piece,
             )
             .unwrap();
-            let first: Vec<i64> = r
-                .pieces
-                .iter()
-                .scan(0, |n, p| {
-                    *n += p.comms.len() as i64;
-                    Some(*n - p.comms.len() as i64)
-                })
-                .collect();
+            let first = r.first_comm_of_pieces();
             let lines: Vec<u64> = r.comms().map(|c| c.line).collect();
             let per_stream: Vec<Vec<HalfFields>> = (0..3)
                 .map(|s| {

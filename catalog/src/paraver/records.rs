@@ -212,6 +212,18 @@ impl Records {
     pub fn comms(&self) -> impl Iterator<Item = &CommRec> {
         self.pieces.iter().flat_map(|p| p.comms.iter())
     }
+
+    /// The index in the file's communication records of each piece's first one.
+    pub fn first_comm_of_pieces(&self) -> Vec<i64> {
+        let mut next = 0i64;
+        self.pieces
+            .iter()
+            .map(|p| {
+                next += p.comms.len() as i64;
+                next - p.comms.len() as i64
+            })
+            .collect()
+    }
 }
 
 /// A failure within a piece: its line within the piece, the field and the message.
