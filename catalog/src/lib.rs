@@ -10,6 +10,7 @@
 //! - `jobs`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists;
 //! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH;
 //! - `wallclock`: the traces' absolute start times and the notices SQL functions raise;
+//! - `interrupt`: Ctrl-C reaching readers and analyses that compute for long;
 //! - `phases`: where the time of a build goes, phase by phase.
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
@@ -22,6 +23,7 @@ pub mod error;
 pub mod events;
 pub mod fast_hash;
 pub mod generate;
+pub mod interrupt;
 pub mod jobs;
 pub mod model;
 pub mod named_args;

@@ -295,6 +295,7 @@ impl Shell {
 
     async fn statement(&mut self, sql: &str) -> Result<(), String> {
         let started = Instant::now();
+        commdb_catalog::interrupt::lower();
         let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
         let progress = is_attach.then(|| {
             let share = Arc::new(LoadProgress::default());
@@ -371,6 +372,8 @@ impl Shell {
                     None => break,
                 },
                 _ = tokio::signal::ctrl_c() => {
+                    // Readers and analyses computing on blocking threads stop at their next step.
+                    commdb_catalog::interrupt::raise();
                     task.abort();
                     // An operator that computes without yielding keeps its threads busy after
                     // the abort: the next query gets fresh threads instead of waiting behind it.

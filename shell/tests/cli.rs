@@ -935,3 +935,25 @@ fn a_missing_data_file_in_from_is_named_as_a_file() {
     let o = run(&["-q", "--format", "csv", "-c", &format!("SELECT count(*) AS n FROM '{}'", csv.display())]);
     assert_eq!(stdout(&o), "n\n2\n", "{}", stderr(&o));
 }
+
+#[test]
+fn analyses_are_plan_nodes_that_explain_shows_without_running() {
+    let o = run(&[
+        SMALL,
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "EXPLAIN SELECT rank FROM transfer_efficiency() WHERE rank IS NULL",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("transfer_efficiency: analysis, projection=[rank]"), "{out}");
+    assert!(out.contains("TableScan: transfer_efficiency()"), "{out}");
+    assert!(!out.contains("metrics=["), "{out}");
+    let o = run(&[SMALL, "-q", "--format", "csv", "-c", "EXPLAIN ANALYZE SELECT count(*) FROM ideal_replay()"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let line = out.lines().find(|l| l.contains("ideal_replay: analysis")).unwrap_or_else(|| panic!("{out}"));
+    assert!(line.contains("output_rows=") && line.contains("elapsed_compute="), "{line}");
+}

@@ -1,9 +1,9 @@
 //! Shared machinery of commdb's table functions. An analysis function takes the name of a
 //! relation (table or view) as its first argument, resolves it while the query is planned (so
 //! the output schema is known), and computes its result when the query executes: `Derived`
-//! scans the relation (or several) with the session's own planner, hands the batches to the
-//! function's computation and serves the result as an in-memory plan. Arguments are literals; NULL (or an
-//! omitted named argument) means "the default".
+//! plans the scan of the relation (or several) with the session's own planner and returns an
+//! `AnalysisExec` (crate::plan) that reads them and runs the function's computation. Arguments
+//! are literals; NULL (or an omitted named argument) means "the default".
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,11 +14,12 @@ use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{ScalarValue, TableReference, plan_err};
-use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::datasource::provider_as_source;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
+
+use crate::plan::AnalysisExec;
 
 /// The computation of a derived table: input batches (the projected input columns) in,
 /// result batches out.
@@ -31,14 +32,18 @@ pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch
 pub type Projected = (Relation, Option<Vec<usize>>);
 
 /// One relation a derived table reads, with the columns it needs.
+#[derive(Clone)]
 struct Input {
     provider: Arc<dyn TableProvider>,
     reference: TableReference,
     projection: Option<Vec<usize>>,
 }
 
-/// A table computed from other relations when the query runs.
+/// A table computed from other relations when the query runs; its plan node is named after
+/// the function (`named`).
+#[derive(Clone)]
 pub struct Derived {
+    name: &'static str,
     schema: SchemaRef,
     inputs: Vec<Input>,
     compute: ComputeMany,
@@ -47,7 +52,11 @@ pub struct Derived {
 impl fmt::Debug for Derived {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let inputs: Vec<&TableReference> = self.inputs.iter().map(|i| &i.reference).collect();
-        f.debug_struct("Derived").field("inputs", &inputs).field("schema", &self.schema).finish_non_exhaustive()
+        f.debug_struct("Derived")
+            .field("name", &self.name)
+            .field("inputs", &inputs)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
     }
 }
 
@@ -63,7 +72,12 @@ impl Derived {
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
             .collect();
-        Derived { schema, inputs, compute }
+        Derived { name: "analysis", schema, inputs, compute }
+    }
+
+    /// The same table, its plan node named after the function `name`.
+    pub fn named(&self, name: &'static str) -> Derived {
+        Derived { name, ..self.clone() }
     }
 }
 
@@ -84,15 +98,15 @@ impl TableProvider for Derived {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut read = Vec::with_capacity(self.inputs.len());
+        let mut inputs = Vec::with_capacity(self.inputs.len());
         for input in &self.inputs {
             let source = provider_as_source(input.provider.clone());
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
-            let physical = state.create_physical_plan(&plan).await?;
-            read.push(datafusion::physical_plan::collect(physical, state.task_ctx()).await?);
+            inputs.push(state.create_physical_plan(&plan).await?);
         }
-        let out = (self.compute)(&read)?;
-        Ok(MemorySourceConfig::try_new_exec(&[out], self.schema.clone(), projection.cloned())?)
+        let node =
+            AnalysisExec::new(self.name, inputs, self.compute.clone(), self.schema.clone(), projection.cloned())?;
+        Ok(Arc::new(node))
     }
 }
 

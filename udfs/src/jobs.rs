@@ -1,22 +1,25 @@
 //! Job-scheduler logs in SQL: `read_sacct(path)` and `read_swf(path)` read a Slurm `sacct -P`
 //! output or a Standard Workload Format log into a table (commdb_catalog::jobs), `swf_header`
 //! shows a log's header comments, and `expand_hostlist(text)` expands a Slurm host list into its
-//! host names, so scheduler records join with `ranks.node`. The files are read when the query
-//! is planned; a bad record is a planning error naming the file, line and column.
+//! host names, so scheduler records join with `ranks.node`. Planning reads only what fixes the
+//! table's columns (a sacct file's header lines); the records are read when the query runs, as
+//! an analysis plan node (crate::plan) that Ctrl-C stops. A bad record is an error naming the
+//! file, line and column.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, ListBuilder, RecordBatch, StringBuilder};
-use arrow::datatypes::{DataType, Field};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use commdb_catalog::jobs::{self, LogKind, hostlist};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{ScalarValue, exec_err, plan_err};
-use datafusion::datasource::MemTable;
 use datafusion::error::Result;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
+
+use crate::common::{ComputeMany, Derived};
 
 pub const PATH_ARGS: &[&str] = &["path"];
 
@@ -35,14 +38,23 @@ fn path_arg(function: &str, exprs: &[Expr]) -> Result<String> {
     }
 }
 
-fn table(
-    function: &str,
-    batch: std::result::Result<RecordBatch, commdb_catalog::Error>,
+/// A table read from the file at `path` when the query runs.
+fn lazy_file(
+    schema: std::result::Result<SchemaRef, commdb_catalog::Error>,
+    function: &'static str,
+    read: impl Fn() -> std::result::Result<RecordBatch, commdb_catalog::Error> + Send + Sync + 'static,
 ) -> Result<Arc<dyn TableProvider>> {
-    match batch {
-        Ok(b) => Ok(Arc::new(MemTable::try_new(b.schema(), vec![vec![b]])?)),
-        Err(e) => plan_err!("{function}: {e}"),
-    }
+    let schema = match schema {
+        Ok(s) => s,
+        Err(e) => return plan_err!("{function}: {e}"),
+    };
+    let expected = schema.clone();
+    let compute: ComputeMany = Arc::new(move |_| match read() {
+        Ok(batch) if batch.schema().fields() == expected.fields() => Ok(vec![batch]),
+        Ok(_) => exec_err!("{function}: the file changed while the query was planned; run it again"),
+        Err(e) => exec_err!("{function}: {e}"),
+    });
+    Ok(Arc::new(Derived::from_many(schema, Vec::new(), compute).named(function)))
 }
 
 /// `read_sacct(path)` -> the typed columns of a sacct -P / -p output.
@@ -52,7 +64,8 @@ pub struct ReadSacct;
 impl TableFunctionImpl for ReadSacct {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let path = path_arg("read_sacct", args.exprs())?;
-        table("read_sacct", jobs::read(Path::new(&path), LogKind::Sacct))
+        let schema = jobs::sacct::schema(Path::new(&path));
+        lazy_file(schema, "read_sacct", move || jobs::read(Path::new(&path), LogKind::Sacct))
     }
 }
 
@@ -63,7 +76,7 @@ pub struct ReadSwf;
 impl TableFunctionImpl for ReadSwf {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let path = path_arg("read_swf", args.exprs())?;
-        table("read_swf", jobs::read(Path::new(&path), LogKind::Swf))
+        lazy_file(Ok(jobs::swf::schema()), "read_swf", move || jobs::read(Path::new(&path), LogKind::Swf))
     }
 }
 
@@ -74,8 +87,9 @@ pub struct SwfHeader;
 impl TableFunctionImpl for SwfHeader {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let path = path_arg("swf_header", args.exprs())?;
-        let batch = jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log));
-        table("swf_header", batch)
+        lazy_file(Ok(jobs::swf::header_schema()), "swf_header", move || {
+            jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
+        })
     }
 }
 

@@ -13,6 +13,7 @@ pub mod diagnosis;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
+pub mod plan;
 pub mod profile;
 pub mod regions;
 pub mod remap;
@@ -366,6 +367,26 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
     })
 }
 
+/// A table function whose analyses' plan nodes carry its name.
+#[derive(Debug)]
+struct Named {
+    name: &'static str,
+    inner: Arc<dyn TableFunctionImpl>,
+}
+
+impl TableFunctionImpl for Named {
+    fn call_with_args(
+        &self,
+        args: datafusion::catalog::TableFunctionArgs,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::catalog::TableProvider>> {
+        let provider = self.inner.call_with_args(args)?;
+        Ok(match provider.downcast_ref::<common::Derived>() {
+            Some(derived) => Arc::new(derived.named(self.name)),
+            None => provider,
+        })
+    }
+}
+
 /// Register every commdb function in the session, with the parameter names that named
 /// arguments use.
 pub fn register_all(session: &mut Session) {
@@ -382,8 +403,8 @@ pub fn register_all(session: &mut Session) {
     let wallclock = wallclock::Wallclock::new(session.starts(), session.notices());
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(wallclock));
     for doc in DOCS {
-        if let Some(f) = implementation(doc.name) {
-            session.context().register_udtf(doc.name, f);
+        if let Some(inner) = implementation(doc.name) {
+            session.context().register_udtf(doc.name, Arc::new(Named { name: doc.name, inner }));
             session.register_parameter_names(doc.name, doc.parameters);
         }
     }

@@ -298,6 +298,7 @@ fn simulate(rp: &mut Replay, dep_start: &[u32], waits: &[Dep], instance_posts: &
             }
         };
     while let Some(r) = ready.pop_front() {
+        commdb_catalog::interrupt::check("ideal_replay")?;
         queued[r] = false;
         while pos[r] < rp.first[r + 1] {
             let k = pos[r];

@@ -22,7 +22,7 @@ use arrow::array::{
     ArrayBuilder, ArrayRef, Int32Builder, Int64Builder, ListBuilder, RecordBatch, StringBuilder,
     TimestampNanosecondBuilder,
 };
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
 use crate::jobs::hostlist;
@@ -327,6 +327,78 @@ fn fields(line: &str, trailing: bool) -> Vec<&str> {
     line.split('|').collect()
 }
 
+/// The columns a header line names, added to `columns` when new (with `rows` NULLs before
+/// them): the index into `columns` of each field.
+fn add_header(columns: &mut Vec<Column>, f: Vec<&str>, rows: usize, path: &Path, line_no: u64) -> Result<Vec<usize>> {
+    let mut map = Vec::with_capacity(f.len());
+    for h in &f {
+        let h = h.trim().trim_start_matches('\u{feff}');
+        if f.iter().filter(|o| o.trim().trim_start_matches('\u{feff}').eq_ignore_ascii_case(h)).count() > 1 {
+            return Err(Error::at_line(
+                path,
+                line_no,
+                Some(h),
+                format!("column '{h}' appears more than once in the header"),
+            ));
+        }
+        let idx = match columns.iter().position(|c| c.source.eq_ignore_ascii_case(h)) {
+            Some(i) => i,
+            None => {
+                let mut c = Column::new(h);
+                // Output names stay unique: a name taken by an earlier column gets a suffix.
+                for f in &mut c.fields {
+                    if columns.iter().flat_map(|o| &o.fields).any(|o| o.name() == f.name()) {
+                        *f = Field::new(format!("{}_{}", f.name(), columns.len()), f.data_type().clone(), true);
+                    }
+                }
+                for _ in 0..rows {
+                    c.append_null();
+                }
+                columns.push(c);
+                columns.len() - 1
+            }
+        };
+        map.push(idx);
+    }
+    Ok(map)
+}
+
+const NO_HEADER: &str =
+    "expected a header line naming the columns (JobID|JobName|...), as sacct -P prints without --noheader";
+
+/// Whether a line of a sacct output is a header line (`JobID|...`), and its first field.
+fn is_header(line: &str) -> bool {
+    let first = line.split('|').next().unwrap_or("").trim().trim_start_matches('\u{feff}');
+    first.eq_ignore_ascii_case("jobid")
+}
+
+/// The table a sacct output file reads as, from its header lines only (no record is parsed):
+/// what a query is planned with before the file is read.
+pub fn schema(path: &Path) -> Result<SchemaRef> {
+    crate::error::Error::regular_file(path)?;
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut columns: Vec<Column> = Vec::new();
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| Error::io(path, e))?;
+        let line = line.trim_end_matches('\r');
+        if n.is_multiple_of(4096) {
+            crate::interrupt::check("read_sacct")?;
+        }
+        if line.trim().is_empty() || line.trim_start().starts_with('#') {
+            continue;
+        }
+        if is_header(line) {
+            add_header(&mut columns, fields(line, line.ends_with('|')), 0, path, n as u64 + 1)?;
+        } else if columns.is_empty() {
+            return Err(Error::at_line(path, n as u64 + 1, None, NO_HEADER));
+        }
+    }
+    if columns.is_empty() {
+        return Err(Error::at_line(path, 1, None, "no sacct header line (JobID|...) found"));
+    }
+    Ok(Arc::new(Schema::new(columns.iter().flat_map(|c| c.fields.iter().cloned()).collect::<Vec<_>>())))
+}
+
 /// Parse sacct output from a reader; `path` names it in errors.
 pub fn parse<R: BufRead>(reader: R, path: &Path) -> Result<RecordBatch> {
     let mut columns: Vec<Column> = Vec::new();
@@ -341,51 +413,18 @@ pub fn parse<R: BufRead>(reader: R, path: &Path) -> Result<RecordBatch> {
         if line.trim().is_empty() || line.trim_start().starts_with('#') {
             continue;
         }
-        let first = line.split('|').next().unwrap_or("").trim().trim_start_matches('\u{feff}');
-        if first.eq_ignore_ascii_case("jobid") {
+        if n.is_multiple_of(4096) {
+            crate::interrupt::check("read_sacct")?;
+        }
+        if is_header(line) {
             trailing = line.ends_with('|');
-            let f = fields(line, trailing);
-            let mut map = Vec::with_capacity(f.len());
-            for h in &f {
-                let h = h.trim().trim_start_matches('\u{feff}');
-                if f.iter().filter(|o| o.trim().trim_start_matches('\u{feff}').eq_ignore_ascii_case(h)).count() > 1 {
-                    return Err(Error::at_line(
-                        path,
-                        line_no,
-                        Some(h),
-                        format!("column '{h}' appears more than once in the header"),
-                    ));
-                }
-                let idx = match columns.iter().position(|c| c.source.eq_ignore_ascii_case(h)) {
-                    Some(i) => i,
-                    None => {
-                        let mut c = Column::new(h);
-                        // Output names stay unique: a name taken by an earlier column gets a suffix.
-                        for f in &mut c.fields {
-                            if columns.iter().flat_map(|o| &o.fields).any(|o| o.name() == f.name()) {
-                                *f = Field::new(format!("{}_{}", f.name(), columns.len()), f.data_type().clone(), true);
-                            }
-                        }
-                        for _ in 0..rows {
-                            c.append_null();
-                        }
-                        columns.push(c);
-                        columns.len() - 1
-                    }
-                };
-                map.push(idx);
-            }
+            let map = add_header(&mut columns, fields(line, trailing), rows, path, line_no)?;
             current = Some(map);
             continue;
         }
         let f = fields(line, trailing);
         let Some(map) = &current else {
-            return Err(Error::at_line(
-                path,
-                line_no,
-                None,
-                "expected a header line naming the columns (JobID|JobName|...), as sacct -P prints without --noheader",
-            ));
+            return Err(Error::at_line(path, line_no, None, NO_HEADER));
         };
         if f.len() != map.len() {
             return Err(Error::at_line(

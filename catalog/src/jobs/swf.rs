@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Builder, Int64Builder, RecordBatch, StringArray, TimestampNanosecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
 
@@ -58,6 +58,25 @@ fn open(path: &Path) -> Result<Box<dyn BufRead>> {
     })
 }
 
+/// The table every SWF log reads as: the 18 fields and the absolute times.
+pub fn schema() -> SchemaRef {
+    let mut fields: Vec<Field> = FIELDS
+        .iter()
+        .map(|(name, fractional)| {
+            Field::new(*name, if *fractional { DataType::Float64 } else { DataType::Int64 }, true)
+        })
+        .collect();
+    for name in ["submit_ts", "start_ts", "end_ts"] {
+        fields.push(Field::new(name, DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), true));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The table of a log's header comments.
+pub fn header_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]))
+}
+
 /// Read an SWF log.
 pub fn read(path: &Path) -> Result<Log> {
     let mut reader = open(path)?;
@@ -75,6 +94,9 @@ pub fn read(path: &Path) -> Result<Log> {
             break;
         }
         line_no += 1;
+        if line_no.is_multiple_of(4096) {
+            crate::interrupt::check("read_swf")?;
+        }
         let t = line.trim();
         if t.is_empty() {
             continue;
@@ -201,17 +223,16 @@ pub fn read(path: &Path) -> Result<Log> {
         fields.push(Field::new(name, DataType::Timestamp(TimeUnit::Nanosecond, Some("UTC".into())), true));
         columns.push(at(name, f)?);
     }
-    let jobs = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)?;
+    debug_assert_eq!(Schema::new(fields).fields(), schema().fields());
+    let jobs = RecordBatch::try_new(schema(), columns)?;
     Ok(Log { jobs, header })
 }
 
 /// The header comments as a (key, value) table.
 pub fn header_batch(log: &Log) -> Result<RecordBatch> {
-    let schema =
-        Schema::new(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, false)]);
     let keys = StringArray::from_iter_values(log.header.iter().map(|h| h.0.as_str()));
     let values = StringArray::from_iter_values(log.header.iter().map(|h| h.1.as_str()));
-    Ok(RecordBatch::try_new(Arc::new(schema), vec![Arc::new(keys), Arc::new(values)])?)
+    Ok(RecordBatch::try_new(header_schema(), vec![Arc::new(keys), Arc::new(values)])?)
 }
 
 #[cfg(test)]

@@ -228,6 +228,7 @@ impl Timeline {
         let mut ready: VecDeque<usize> = (0..n).collect();
         let mut visited = 0usize;
         while let Some(r) = ready.pop_front() {
+            commdb_catalog::interrupt::check("logical order")?;
             while pos[r] < self.rank_start[r + 1] {
                 let i = pos[r];
                 let e = self.events[i];

@@ -1,0 +1,180 @@
+//! The physical plan node of an analysis. A table function plans its inputs (the relations it
+//! reads, as ordinary scans or view queries) and returns an `AnalysisExec` named after the
+//! function with those plans as its children. Nothing is read or computed while the query is
+//! planned: `EXPLAIN` costs nothing and shows the function's node, and `EXPLAIN ANALYZE` shows
+//! its rows and compute time. When the query runs, `execute` pulls every input, hands the batches
+//! to the computation on a blocking thread (away from the async workers that drive other
+//! operators) and streams the result; Ctrl-C (`commdb_catalog::interrupt`) stops it between
+//! steps. This is the shape DataFusion's own operators have (`ExecutionPlan`), applied to
+//! commdb's whole-relation analyses.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::TreeNodeRecursion;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+use crate::common::ComputeMany;
+
+/// An analysis as a plan node: its inputs' plans as children, its computation run when the
+/// query executes.
+pub struct AnalysisExec {
+    name: String,
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    compute: ComputeMany,
+    /// The computation's whole output and the columns of it the query reads.
+    full_schema: SchemaRef,
+    projection: Option<Vec<usize>>,
+    properties: Arc<PlanProperties>,
+    metrics: ExecutionPlanMetricsSet,
+}
+
+impl fmt::Debug for AnalysisExec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnalysisExec").field("name", &self.name).field("inputs", &self.inputs.len()).finish()
+    }
+}
+
+impl AnalysisExec {
+    pub fn new(
+        name: &str,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        compute: ComputeMany,
+        full_schema: SchemaRef,
+        projection: Option<Vec<usize>>,
+    ) -> Result<Self> {
+        let schema = match &projection {
+            Some(p) => Arc::new(full_schema.project(p)?),
+            None => full_schema.clone(),
+        };
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(schema),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Final,
+            Boundedness::Bounded,
+        );
+        Ok(AnalysisExec {
+            name: name.to_string(),
+            inputs,
+            compute,
+            full_schema,
+            projection,
+            properties: Arc::new(properties),
+            metrics: ExecutionPlanMetricsSet::new(),
+        })
+    }
+}
+
+impl DisplayAs for AnalysisExec {
+    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        match t {
+            DisplayFormatType::Default | DisplayFormatType::Verbose => {
+                write!(f, "{}: analysis", self.name)?;
+                if let Some(p) = &self.projection {
+                    let names: Vec<&str> = p.iter().map(|&i| self.full_schema.field(i).name().as_str()).collect();
+                    write!(f, ", projection=[{}]", names.join(", "))?;
+                }
+                Ok(())
+            }
+            DisplayFormatType::TreeRender => write!(f, "function={}", self.name),
+        }
+    }
+}
+
+impl ExecutionPlan for AnalysisExec {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        self.inputs.iter().collect()
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false; self.inputs.len()]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        if children.len() != self.inputs.len() {
+            return datafusion::common::internal_err!(
+                "{}: expects {} inputs, got {}",
+                self.name,
+                self.inputs.len(),
+                children.len()
+            );
+        }
+        let mut node = AnalysisExec::new(
+            &self.name,
+            children,
+            self.compute.clone(),
+            self.full_schema.clone(),
+            self.projection.clone(),
+        )?;
+        node.metrics = self.metrics.clone();
+        Ok(Arc::new(node))
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let baseline = BaselineMetrics::new(&self.metrics, partition);
+        let inputs = self.inputs.clone();
+        let compute = self.compute.clone();
+        let projection = self.projection.clone();
+        let name = self.name.clone();
+        let run = async move {
+            let mut read = Vec::with_capacity(inputs.len());
+            for input in inputs {
+                read.push(datafusion::physical_plan::collect(input, context.clone()).await?);
+                commdb_catalog::interrupt::check(&name)?;
+            }
+            let timer = baseline.elapsed_compute().clone();
+            let work = move || {
+                let _running = timer.timer();
+                compute(&read)
+            };
+            // Off the async workers when there are any; inline otherwise.
+            let out = match tokio::runtime::Handle::try_current() {
+                Ok(handle) => handle
+                    .spawn_blocking(work)
+                    .await
+                    .map_err(|e| DataFusionError::Execution(format!("{name}: the computation stopped: {e}")))??,
+                Err(_) => work()?,
+            };
+            let out: Vec<RecordBatch> = match &projection {
+                Some(p) => out.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?,
+                None => out,
+            };
+            baseline.record_output(out.iter().map(RecordBatch::num_rows).sum());
+            baseline.done();
+            Ok::<_, DataFusionError>(out)
+        };
+        let batches =
+            futures::stream::once(run).map_ok(|out| futures::stream::iter(out.into_iter().map(Ok))).try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), batches.boxed())))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
