@@ -7,10 +7,10 @@
 --          `--clock-correction off` to see the violations of the recorded times.
 -- Output:  1. one row: clock_correction, sync samples, sessions, clock_violations;
 --          2. per rank: method, segments, rate_min_ppm / rate_max_ppm (the model's slope - 1 in
---             ppm, i.e. how fast the master clock runs against the rank's), offset_at_zero_ns,
---             samples_used, samples_dropped, rms_residual_ns;
+--             ppm, i.e. how fast the master clock runs against the rank's), offset_at_zero,
+--             samples_used, samples_dropped, rms_residual (times with their unit);
 --          3. the 10 sender/receiver pairs with most violations: src, dst, violations,
---             worst_ns, mean_ns;
+--             worst, mean (times with their unit);
 --          4. clock warnings: code, count, message.
 
 \echo Clock correction: sync samples and messages still received before they were sent
@@ -28,10 +28,10 @@ SELECT
     count(*) AS segments,
     round((min(slope) - 1) * 1e6, 3) AS rate_min_ppm,
     round((max(slope) - 1) * 1e6, 3) AS rate_max_ppm,
-    round(min(offset_ns) FILTER (WHERE segment = 0), 1) AS offset_at_zero_ns,
+    format_duration(min(offset_ns) FILTER (WHERE segment = 0)) AS offset_at_zero,
     min(samples_used) AS samples_used,
     min(samples_dropped) AS samples_dropped,
-    round(min(rms_residual_ns), 1) AS rms_residual_ns
+    format_duration(min(rms_residual_ns)) AS rms_residual
 FROM clock_model()
 GROUP BY rank
 ORDER BY rank;
@@ -41,11 +41,11 @@ SELECT
     src,
     dst,
     count(*) AS violations,
-    max(violation_ns) AS worst_ns,
-    CAST(round(avg(violation_ns)) AS BIGINT) AS mean_ns
+    format_duration(max(violation_ns)) AS worst,
+    format_duration(avg(violation_ns)) AS mean
 FROM clock_violations()
 GROUP BY src, dst
-ORDER BY violations DESC, worst_ns DESC
+ORDER BY violations DESC, max(violation_ns) DESC
 LIMIT 10;
 
 \echo Clock warnings

@@ -18,13 +18,13 @@ SELECT
     path,
     h['count'] AS calls,
     ranks,
-    round(h['total'] / h['count'] / 1e3, 3) AS compute_mean_us,
-    round(h['min'] / 1e3, 3) AS compute_min_us,
+    format_duration(h['total'] / h['count']) AS compute_mean,
+    format_duration(h['min']) AS compute_min,
     h['min_rank'] AS min_rank,
-    round(h['max'] / 1e3, 3) AS compute_max_us,
+    format_duration(h['max']) AS compute_max,
     h['max_rank'] AS max_rank,
-    round(c['total'] / c['count'] / 1e3, 3) AS comm_mean_us,
-    round(c['max'] / 1e3, 3) AS comm_max_us,
+    format_duration(c['total'] / c['count']) AS comm_mean,
+    format_duration(c['max']) AS comm_max,
     c['max_rank'] AS comm_max_rank
 FROM (
     SELECT region, path, count(DISTINCT rank) AS ranks,
@@ -40,11 +40,11 @@ SELECT
     region,
     path,
     row_number() OVER (PARTITION BY region, path ORDER BY b['lo']) AS bin,
-    round(b['lo'] / 1e3, 3) AS lo_us,
-    round(b['hi'] / 1e3, 3) AS hi_us,
+    format_duration(b['lo']) AS lo,
+    format_duration(b['hi']) AS hi,
     b['count'] AS count,
-    round(b['mean'] / 1e3, 3) AS mean_us,
-    round(sqrt(b['variance']) / 1e3, 3) AS sd_us
+    format_duration(b['mean']) AS mean,
+    format_duration(sqrt(b['variance'])) AS sd
 FROM (
     SELECT region, path, unnest(h['bins']) AS b
     FROM (

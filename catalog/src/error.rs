@@ -118,6 +118,11 @@ impl From<datafusion::error::DataFusionError> for Error {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         let span = e.diagnostic().and_then(|d| d.span).map(|s| (s.start.line, s.start.column));
         let (message, parsed) = sql_message(&e.to_string());
+        // DataFusion's plea to report its internal errors upstream is not the user's business.
+        let message = match message.find("\nThis issue was likely caused by a bug in DataFusion") {
+            Some(i) => message[..i].to_string(),
+            None => message,
+        };
         match span.or(parsed).filter(|(line, column)| *line > 0 && *column > 0) {
             Some((line, column)) => Error::Sql { message, line, column },
             None => Error::Engine(message),

@@ -303,6 +303,7 @@ impl Session {
         let mut statement = statements.pop_front().expect("one statement");
         if let DFStatement::CopyTo(copy) = &statement {
             check_copy_target(&copy.target)?;
+            check_copy_format(copy.stored_as.as_deref())?;
         }
         match &mut statement {
             DFStatement::Statement(s) => named_args::rewrite(s.as_mut(), &self.parameters)?,
@@ -387,14 +388,37 @@ impl Session {
     }
 }
 
+/// The formats COPY writes (`STORED AS`); anything else is an error, not a silent CSV.
+fn check_copy_format(stored_as: Option<&str>) -> Result<()> {
+    const WRITES: [&str; 4] = ["csv", "parquet", "json", "arrow"];
+    match stored_as {
+        Some(f) if !WRITES.contains(&f.to_ascii_lowercase().as_str()) => Err(Error::argument(format!(
+            "COPY: STORED AS {f} is not a format COPY writes; expected CSV, PARQUET, JSON or ARROW"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A COPY target must be a file (or, ending in '/', a directory) in a directory that exists and
 /// can be written: COPY creates no parent directories, and fails at once where it could not
 /// write instead of leaving the engine to try.
 fn check_copy_target(target: &str) -> Result<()> {
-    if target.contains("://") {
-        return Ok(());
+    let target = target.strip_prefix("file://").unwrap_or(target);
+    if let Some((scheme, _)) = target.split_once("://") {
+        return Err(Error::argument(format!(
+            "COPY: {target} is in an object store ({scheme}://), and commdb writes local files only"
+        )));
     }
     let path = std::path::Path::new(target.trim_end_matches('/'));
+    if let Ok(meta) = std::fs::metadata(path)
+        && !meta.is_file()
+        && !meta.is_dir()
+    {
+        return Err(Error::argument(format!(
+            "COPY: {} is not a regular file (a device, pipe or socket); COPY writes files",
+            path.display()
+        )));
+    }
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => std::path::PathBuf::from("."),

@@ -167,7 +167,7 @@ impl Shell {
 
     /// A query stopped by the memory budget says which budget, and how to change it.
     fn name_the_budget(&self, error: String) -> String {
-        if !error.contains("Resources exhausted") {
+        if !error.contains("Resources exhausted") || error.contains("memory budget") {
             return error;
         }
         let limit = self.session.context().runtime_env().memory_pool.memory_limit();

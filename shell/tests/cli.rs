@@ -871,13 +871,54 @@ fn a_trace_too_small_for_criteria_says_so_and_which_argument_helps() {
     assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
 
+/// A report's output: every table has a title above it, and the whole equals
+/// `shell/tests/golden/NAME.txt` (`UPDATE_GOLDEN=1` rewrites it).
+fn check_golden(report: &Path, out: &str) {
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden");
+    let lines: Vec<&str> = out.lines().collect();
+    for (i, l) in lines.iter().enumerate().skip(1) {
+        if l.starts_with("---") || l.starts_with("-+") {
+            let title = lines.get(i.wrapping_sub(2)).copied().unwrap_or("");
+            assert!(
+                !title.is_empty() && !title.contains(" | "),
+                "{}: a table without a title: {out}",
+                report.display()
+            );
+        }
+    }
+    let file = golden.join(report.file_stem().unwrap()).with_extension("txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(&golden).unwrap();
+        std::fs::write(&file, out).unwrap();
+    } else {
+        let want = std::fs::read_to_string(&file).unwrap_or_default();
+        assert_eq!(out, want, "{} differs from {} (UPDATE_GOLDEN=1 rewrites it)", report.display(), file.display());
+    }
+}
+
+/// The job reports as a reader sees them, on a generated 16-rank run with its Slurm log and
+/// switch map.
+#[test]
+fn job_reports_match_their_golden_files() {
+    let dir = tempfile::tempdir().unwrap();
+    generated_run(dir.path(), "16");
+    let trace = dir.path().to_str().unwrap().to_string();
+    let sacct = dir.path().join("sacct.txt").display().to_string();
+    let switches = dir.path().join("switches.csv").display().to_string();
+    for name in ["jobs_for_trace.sql", "neighbours.sql"] {
+        let report = root().join("queries").join(name);
+        let path = report.display().to_string();
+        let o = run(&[&trace, "--jobs", &sacct, "--switches", &switches, "-c", "\\timing off", "-f", &path]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        check_golden(&report, &stdout(&o));
+    }
+}
+
 /// The saved reports as a reader sees them on a fixed generated trace: titles, columns and
 /// units, compared with `shell/tests/golden/NAME.txt` (`UPDATE_GOLDEN=1` rewrites them; read
 /// the diff before committing). Reports that need a scheduler log are checked above.
 #[test]
 fn reports_match_their_golden_files() {
-    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden");
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut checked = 0;
     let mut reports: Vec<PathBuf> = std::fs::read_dir(root().join("queries"))
         .unwrap()
@@ -893,27 +934,7 @@ fn reports_match_their_golden_files() {
         let spec = "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1";
         let o = run(&[spec, "--max-rows", "25", "-c", "\\timing off", "-f", path.to_str().unwrap()]);
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
-        let out = stdout(&o);
-        // Every table of a report has a title above it.
-        let lines: Vec<&str> = out.lines().collect();
-        for (i, l) in lines.iter().enumerate().skip(1) {
-            if l.starts_with("---") || l.starts_with("-+") {
-                let title = lines.get(i.wrapping_sub(2)).copied().unwrap_or("");
-                assert!(
-                    !title.is_empty() && !title.contains(" | "),
-                    "{}: a table without a title: {out}",
-                    path.display()
-                );
-            }
-        }
-        let file = golden.join(path.file_stem().unwrap()).with_extension("txt");
-        if update {
-            std::fs::create_dir_all(&golden).unwrap();
-            std::fs::write(&file, &out).unwrap();
-        } else {
-            let want = std::fs::read_to_string(&file).unwrap_or_default();
-            assert_eq!(out, want, "{} differs from {} (UPDATE_GOLDEN=1 rewrites it)", path.display(), file.display());
-        }
+        check_golden(&path, &stdout(&o));
         checked += 1;
     }
     assert!(checked >= 10, "{checked} reports checked");

@@ -5,6 +5,7 @@
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
 pub mod attribution;
+pub mod bounded;
 pub mod causality;
 pub mod clock;
 pub mod common;
@@ -390,6 +391,11 @@ impl TableFunctionImpl for Named {
 /// Register every commdb function in the session, with the parameter names that named
 /// arguments use.
 pub fn register_all(session: &mut Session) {
+    let budget = match session.context().runtime_env().memory_pool.memory_limit() {
+        datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => bytes,
+        _ => commdb_catalog::session::default_memory_limit(),
+    };
+    bounded::register(session.context(), budget);
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(lod::LodResolution::default()));
     session.context().register_udf(datafusion::logical_expr::ScalarUDF::from(jobs::ExpandHostlist::default()));
     for order in

@@ -206,6 +206,9 @@ impl Grid {
     }
 }
 
+/// The largest time or resolution (ns, about 73 years) the slot grid accepts.
+const MAX_TIME: i64 = 1 << 61;
+
 /// Arguments shared by the lod table functions.
 #[derive(Debug, Clone, Copy)]
 struct LodParams {
@@ -231,6 +234,14 @@ impl LodParams {
             pixels: a.opt_int(4, 1)?,
             per_rank,
         };
+        // Slot arithmetic (t - t0, t + resolution) stays within 64 bits.
+        for (name, v) in [("resolution_ns", p.res), ("t0", p.t0), ("t1", p.t1)] {
+            if let Some(v) = v
+                && !(-MAX_TIME..=MAX_TIME).contains(&v)
+            {
+                return plan_err!("{}: {name} must be within ±{MAX_TIME} ns (73 years), got {v}", a.function);
+            }
+        }
         if p.res.is_none() && p.pixels.is_none() {
             return plan_err!("{}: give resolution_ns, or pixels => N to derive it from the time range", a.function);
         }

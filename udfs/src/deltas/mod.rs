@@ -367,6 +367,7 @@ struct HistogramAccumulator(Histogram);
 
 impl Accumulator for HistogramAccumulator {
     fn update_batch(&mut self, values: &[ArrayRef]) -> Result<()> {
+        const MAX_VALUE: f64 = 9.2e18;
         let Some(v) = values.first() else { return Ok(()) };
         let v = arrow::compute::cast(v, &DataType::Float64)?;
         let v = v.as_primitive::<Float64Type>();
@@ -377,8 +378,13 @@ impl Accumulator for HistogramAccumulator {
         let ranks = ranks.as_ref().map(|r| r.as_primitive::<Int64Type>());
         for i in 0..v.len() {
             if v.is_valid(i) {
+                let x = v.value(i);
+                // Times in ns fit 64 bits; beyond, the bins' variances overflow to NaN.
+                if !x.is_finite() || x.abs() > MAX_VALUE {
+                    return exec_err!("delta_histogram: value must be a finite time in ns within ±9.2e18, got {x:e}");
+                }
                 let rank = ranks.and_then(|r| r.is_valid(i).then(|| r.value(i)));
-                self.0.add(v.value(i), rank);
+                self.0.add(x, rank);
             }
         }
         Ok(())
