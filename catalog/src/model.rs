@@ -300,6 +300,22 @@ pub const METRICS: TableDoc = TableDoc {
     ],
 };
 
+pub const METRIC_DEFINITIONS: TableDoc = TableDoc {
+    name: "metric_definitions",
+    one_row_per: "metric",
+    columns: &[
+        col("metric", utf8, false, "metric name, as in metrics.metric"),
+        col(
+            "mode",
+            utf8,
+            true,
+            "how values relate to time (OTF2's metric mode): accumulated_start (a counter since a fixed point), relative_last (counted since the previous sample; Paraver's hardware counters), absolute_point (a reading), ...; NULL when the trace does not say",
+        ),
+        col("unit", utf8, true, "unit the writer gives, e.g. # for counts"),
+        col("description", utf8, true, "what the metric counts, as the writer describes it"),
+    ],
+};
+
 pub const WARNINGS: TableDoc = TableDoc {
     name: "warnings",
     one_row_per: "kind of problem found while loading",
@@ -323,6 +339,7 @@ pub const TABLES: &[TableDoc] = &[
     COMMUNICATORS,
     CLOCK_SYNC,
     METRICS,
+    METRIC_DEFINITIONS,
     STATES,
     WARNINGS,
 ];

@@ -24,7 +24,7 @@ use crate::trace::{Trace, TraceMeta, Warnings};
 pub const MANIFEST: &str = "manifest.json";
 const STORE_VERSION: u32 = 1;
 /// Tables of the model that stores of this version written before them do not have.
-const ADDED_LATER: [&str; 1] = ["states"];
+const ADDED_LATER: [&str; 2] = ["states", "metric_definitions"];
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Manifest {

@@ -90,6 +90,18 @@ pub struct RawMetrics {
     pub metric: Vec<i32>,
     pub value: Vec<f64>,
     pub names: Vec<String>,
+    /// What the writer says of each name (same index; absent when it says nothing).
+    pub definitions: Vec<MetricDefinition>,
+}
+
+/// What a trace's writer says of a metric: how its values relate to time (OTF2's metric mode,
+/// lower case: `accumulated_start`, `relative_last`, `absolute_point`, ...), its unit and what
+/// it counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricDefinition {
+    pub mode: Option<String>,
+    pub unit: Option<String>,
+    pub description: Option<String>,
 }
 
 /// Intervals a thread spent in a state (Paraver state records), before conversion to Arrow.
@@ -297,6 +309,7 @@ impl RawTrace {
         tables.insert("communicators", vec![self.communicators_batch()?]);
         tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
         tables.insert("metrics", vec![self.metrics_batch()?]);
+        tables.insert("metric_definitions", vec![self.metric_definitions_batch()?]);
         tables.insert("states", vec![self.states_batch()?]);
         tables.insert("warnings", vec![warnings_batch(&warnings)?]);
         // Times so far apart that their difference overflows come from a damaged timestamp.
@@ -430,6 +443,29 @@ impl RawTrace {
             region_dictionary(&s.name, &s.names)?,
         ];
         Ok(RecordBatch::try_new(model::STATES.schema(), columns)?)
+    }
+
+    /// One row per metric name, with the first definition the writer gave it.
+    fn metric_definitions_batch(&self) -> Result<RecordBatch> {
+        let m = &self.metrics;
+        let mut seen = std::collections::HashSet::new();
+        let rows: Vec<(&str, Option<&MetricDefinition>)> = m
+            .names
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| seen.insert(n.as_str()))
+            .map(|(i, n)| (n.as_str(), m.definitions.get(i)))
+            .collect();
+        let text = |f: &dyn Fn(&MetricDefinition) -> Option<&str>| -> ArrayRef {
+            Arc::new(StringArray::from(rows.iter().map(|(_, d)| d.and_then(f)).collect::<Vec<_>>()))
+        };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|(n, _)| *n))),
+            text(&|d| d.mode.as_deref()),
+            text(&|d| d.unit.as_deref()),
+            text(&|d| d.description.as_deref()),
+        ];
+        Ok(RecordBatch::try_new(model::METRIC_DEFINITIONS.schema(), columns)?)
     }
 
     fn metrics_batch(&self) -> Result<RecordBatch> {

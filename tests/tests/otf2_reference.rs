@@ -338,3 +338,96 @@ async fn ranks_without_a_node_class_are_placed_on_their_parent() {
 async fn q(s: &mut commdb_catalog::Session, sql: &str) -> Vec<Vec<String>> {
     commdb_tests::rows(&s.collect(sql).await.unwrap()).unwrap()
 }
+
+/// (location, region, metric) -> (calls, inclusive, exclusive) summed, computed from
+/// otf2-print's events alone: the counters' values at each ENTER and LEAVE of a location (the
+/// METRIC record at the same time stamp just before it), a stack of open calls, and each
+/// call's inclusive value subtracted from its parent's exclusive one.
+type CounterTotals = BTreeMap<(i64, String, String), (i64, f64, f64)>;
+
+fn reference_counters(anchor: &Path) -> CounterTotals {
+    let out = Command::new("otf2-print").arg(anchor).output().expect("run otf2-print");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // Per location: the last metric values seen and the open calls (region, values at enter,
+    // inclusive values of the calls nested in it).
+    type Open = (String, BTreeMap<String, f64>, BTreeMap<String, f64>);
+    let mut last: BTreeMap<i64, BTreeMap<String, f64>> = BTreeMap::new();
+    let mut stacks: BTreeMap<i64, Vec<Open>> = BTreeMap::new();
+    let mut totals = CounterTotals::new();
+    for line in text.lines().filter(|l| !l.starts_with(' ')) {
+        let mut words = line.split_whitespace();
+        let (Some(record), Some(Ok(location))) = (words.next(), words.next().map(str::parse::<i64>)) else { continue };
+        match record {
+            "METRIC" => {
+                let values = last.entry(location).or_default();
+                // ("PAPI_TOT_CYC" <0>; UINT64; 98850), ...
+                for part in line.split("(\"").skip(1) {
+                    let name = part.split('"').next().unwrap_or("").to_string();
+                    let value = part.split("; ").nth(2).and_then(|v| v.trim_end_matches([')', ',', ' ']).parse().ok());
+                    if let Some(v) = value {
+                        values.insert(name, v);
+                    }
+                }
+            }
+            "ENTER" | "LEAVE" => {
+                let region =
+                    line.split("Region: \"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("").to_string();
+                let now = last.get(&location).cloned().unwrap_or_default();
+                let stack = stacks.entry(location).or_default();
+                if record == "ENTER" {
+                    stack.push((region, now, BTreeMap::new()));
+                    continue;
+                }
+                let (region, at_enter, nested) = stack.pop().expect("a LEAVE after its ENTER");
+                for (metric, start) in &at_enter {
+                    let inclusive = now[metric] - start;
+                    let exclusive = inclusive - nested.get(metric).copied().unwrap_or(0.0);
+                    let t = totals.entry((location, region.clone(), metric.clone())).or_insert((0, 0.0, 0.0));
+                    *t = (t.0 + 1, t.1 + inclusive, t.2 + exclusive);
+                    if let Some(parent) = stack.last_mut() {
+                        *parent.2.entry(metric.clone()).or_insert(0.0) += inclusive;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    totals
+}
+
+#[tokio::test]
+async fn counters_per_call_match_otf2_print() {
+    let Some(shared) = shared_data() else {
+        println!("skip: ../shared/data is absent");
+        return;
+    };
+    if !otf2_print_available() {
+        return;
+    }
+    let anchor = shared.join("otf2").join("ping-pong-papi").join("traces.otf2");
+    let reference = reference_counters(&anchor);
+    assert!(reference.len() >= 10, "{reference:?}");
+    let mut s = commdb_tests::session();
+    s.open(&anchor.display().to_string(), None, &commdb_catalog::OpenOptions::default()).expect("open");
+    let sql = "SELECT l.location_id, c.region, c.metric, count(*), sum(c.inclusive), sum(c.exclusive) \
+               FROM call_metrics() c JOIN locations l ON c.rank = l.rank AND c.thread = l.thread GROUP BY 1, 2, 3";
+    let mut ours = CounterTotals::new();
+    for b in s.collect(sql).await.expect("query") {
+        let text = |i: usize| arrow::compute::cast(b.column(i), &arrow::datatypes::DataType::Utf8).expect("cast");
+        let (loc, region, metric) = (b.column(0).as_primitive::<Int64Type>(), text(1), text(2));
+        let (n, inc, exc) = (
+            b.column(3).as_primitive::<Int64Type>(),
+            b.column(4).as_primitive::<arrow::datatypes::Float64Type>(),
+            b.column(5).as_primitive::<arrow::datatypes::Float64Type>(),
+        );
+        for i in 0..b.num_rows() {
+            let key = (
+                loc.value(i),
+                region.as_string::<i32>().value(i).to_string(),
+                metric.as_string::<i32>().value(i).to_string(),
+            );
+            ours.insert(key, (n.value(i), inc.value(i), exc.value(i)));
+        }
+    }
+    assert_eq!(ours, reference);
+}

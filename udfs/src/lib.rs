@@ -9,6 +9,7 @@ pub mod bounded;
 pub mod causality;
 pub mod clock;
 pub mod common;
+pub mod counters;
 pub mod deltas;
 pub mod diagnosis;
 pub mod jobs;
@@ -205,6 +206,13 @@ const DOCS: &[FunctionDoc] = &[
         description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...')",
     },
     FunctionDoc {
+        name: "call_metrics",
+        kind: "table",
+        parameters: counters::CALL_METRICS_ARGS,
+        signature: "call_metrics([rel => 'calls'], metrics => 'metrics', mode => NULL) -> call_id, rank, thread, region, metric, inclusive, exclusive",
+        description: "per call and recorded metric (hardware counters), what it counted between enter and leave (inclusive) and without the calls nested in it (exclusive), read by the metric's mode in metric_definitions (or mode => 'accumulated_start' | 'relative_last' | 'relative_next')",
+    },
+    FunctionDoc {
         name: "remap_summary",
         kind: "table",
         parameters: remap::REMAP_ARGS,
@@ -364,6 +372,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "time_profile" => Arc::new(profile::TimeProfile),
         "rank_diagnosis" => Arc::new(diagnosis::RankDiagnosis),
         "call_tree" => Arc::new(profile::CallTree),
+        "call_metrics" => Arc::new(counters::CallMetrics),
         _ => return None,
     })
 }

@@ -153,6 +153,16 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
             p.bin_ns
         );
     }
+    // A window wider than the run would make every bin fit a line over all of them (and cost
+    // bins x bins).
+    if p.window as i64 > count.max(3) {
+        return exec_err!(
+            "latency_trend: window = {} is wider than the run's {count} bins of {} ns; choose a window of at most {}",
+            p.window,
+            p.bin_ns,
+            count.max(3)
+        );
+    }
     let mut bins = vec![Bin::default(); count as usize];
     for (t, l) in samples {
         let b = &mut bins[(t.div_euclid(p.bin_ns) - first) as usize];
@@ -252,7 +262,7 @@ impl TableFunctionImpl for LatencyTrend {
         let rel = a.relation(args.session(), 1, "messages")?;
         let params = TrendParams {
             bin_ns,
-            window: a.int(2, 5, 2)?.min(1 << 20) as usize,
+            window: usize::try_from(a.int(2, 5, 2)?).unwrap_or(usize::MAX),
             growth_rise: a.float(3, 0.15, 0.0)?,
             high_level: a.float(4, 1.5, 0.0)?,
         };

@@ -94,7 +94,10 @@ pub struct Comm {
 #[derive(Debug, Clone, Default)]
 pub struct MetricMember {
     pub name: u32,
+    pub description: u32,
+    pub mode: u8,
     pub value_type: u8,
+    pub unit: Option<u32>,
 }
 
 /// All global definitions commdb uses.
@@ -220,12 +223,19 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                 let end = c.record_end()?;
                 let id = c.u32c()?;
                 let name = c.u32c()?;
-                let _description = c.u32c()?;
+                let description = c.u32c()?;
                 let _metric_type = c.u8()?;
-                let _mode = c.u8()?;
+                let mode = c.u8()?;
                 let value_type = c.u8()?;
+                // Base, exponent and unit follow in archives that record them.
+                let mut unit = None;
+                if c.more(end) {
+                    let _base = c.u8()?;
+                    let _exponent = c.i64c()?;
+                    unit = Some(c.u32c()?);
+                }
                 c.finish(end)?;
-                d.metric_members.insert(id, MetricMember { name, value_type });
+                d.metric_members.insert(id, MetricMember { name, description, mode, value_type, unit });
             }
             METRIC_CLASS => {
                 c.record = "MetricClass";

@@ -331,12 +331,20 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         .collect();
 
     let mut metric_names: Vec<String> = Vec::new();
+    let mut metric_definitions: Vec<crate::trace::MetricDefinition> = Vec::new();
     let mut metric_name_index: HashMap<u32, i32> = HashMap::new();
     let mut member_ids: Vec<&u32> = d.metric_members.keys().collect();
     member_ids.sort_unstable();
     for id in member_ids {
+        let member = &d.metric_members[id];
         metric_name_index.insert(*id, metric_names.len() as i32);
-        metric_names.push(string(d.metric_members[id].name));
+        metric_names.push(string(member.name));
+        let text = |id: Option<u32>| id.and_then(|i| d.string(i)).filter(|s| !s.is_empty()).map(str::to_string);
+        metric_definitions.push(crate::trace::MetricDefinition {
+            mode: metric_mode_name(member.mode),
+            unit: text(member.unit),
+            description: text(Some(member.description)),
+        });
     }
     let metric_members: HashMap<u32, Vec<(i32, u8)>> = d
         .metrics
@@ -414,7 +422,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
     let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
     let mut clock_sync = Vec::new();
-    let mut metrics = RawMetrics { names: metric_names, ..RawMetrics::default() };
+    let mut metrics = RawMetrics { names: metric_names, definitions: metric_definitions, ..RawMetrics::default() };
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
@@ -546,6 +554,25 @@ impl NodeRules {
             )
         });
     }
+}
+
+/// OTF2's metric mode in words: its value property (low four bits: accumulated, absolute,
+/// relative) and timing (high four bits: start, point, last, next), as OTF2 names them.
+fn metric_mode_name(mode: u8) -> Option<String> {
+    let value = match mode & 0x0F {
+        0 => "accumulated",
+        1 => "absolute",
+        2 => "relative",
+        _ => return None,
+    };
+    let timing = match mode >> 4 {
+        0 => "start",
+        1 => "point",
+        2 => "last",
+        3 => "next",
+        _ => return None,
+    };
+    Some(format!("{value}_{timing}"))
 }
 
 #[cfg(test)]

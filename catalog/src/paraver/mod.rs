@@ -26,7 +26,8 @@ use crate::error::{Error, Result};
 use crate::events::{COLLECTIVE_OPS, Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
 use crate::fast_hash::FastMap;
 use crate::trace::{
-    CommInfo, LocationInfo, RankInfo, RawMetrics, RawStates, RawTrace, RegionInfo, TraceMeta, Warnings,
+    CommInfo, LocationInfo, MetricDefinition, RankInfo, RawMetrics, RawStates, RawTrace, RegionInfo, TraceMeta,
+    Warnings,
 };
 use records::{CommRec, EventRec, HalfKind, NO_STREAM};
 
@@ -187,7 +188,11 @@ fn streams(header: &header::Header, mpi_app: usize) -> Streams {
     s
 }
 
-fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>) -> Class {
+/// Extrae's hardware-counter event types (PAPI and native counters): each value is what the
+/// counter counted since the thread's previous reading.
+const COUNTER_TYPES: std::ops::Range<i64> = 42_000_000..43_000_000;
+
+fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions: &mut Vec<MetricDefinition>) -> Class {
     if let Some(k) = COLLECTIVE_INFO.iter().position(|t| *t == ty) {
         return Class::CollectiveInfo(k);
     }
@@ -208,6 +213,11 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>) -> Class {
     let name = if name.is_empty() { format!("type {ty}") } else { name };
     let index = metric_names.iter().position(|n| *n == name).unwrap_or_else(|| {
         metric_names.push(name);
+        definitions.push(MetricDefinition {
+            mode: COUNTER_TYPES.contains(&ty).then(|| "relative_last".to_string()),
+            unit: None,
+            description: described.map(|d| d.description.clone()),
+        });
         metric_names.len() - 1
     });
     Class::Metric(index as i32)
@@ -235,6 +245,7 @@ fn assemble(
 ) -> Result<RawTrace> {
     // What every event type means.
     let mut metric_names: Vec<String> = Vec::new();
+    let mut metric_definitions: Vec<MetricDefinition> = Vec::new();
     let mut classes: FastMap<i64, Class> = FastMap::default();
     let mut not_in_pcf: Vec<i64> = Vec::new();
     let mut last: Option<(i64, Class)> = None;
@@ -246,7 +257,7 @@ fn assemble(
             if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
                 not_in_pcf.push(e.ty());
             }
-            classify(e.ty(), pcf, &mut metric_names)
+            classify(e.ty(), pcf, &mut metric_names, &mut metric_definitions)
         });
         last = Some((e.ty(), class));
     }
@@ -364,7 +375,7 @@ fn assemble(
     }
 
     let mut parts = Vec::new();
-    let mut metrics = RawMetrics { names: metric_names, ..RawMetrics::default() };
+    let mut metrics = RawMetrics { names: metric_names, definitions: metric_definitions, ..RawMetrics::default() };
     let mut other_app_events = 0i64;
     for (s, out) in walked.into_iter().enumerate() {
         if !out.events.is_empty() {

@@ -1,0 +1,295 @@
+//! Recorded metrics per call: `call_metrics([rel => 'calls'], metrics => 'metrics', mode)`
+//! gives, for every call and every metric its stream recorded (hardware counters such as
+//! PAPI_TOT_CYC), the inclusive value (what the metric counted between the call's enter and
+//! leave) and the exclusive value (inclusive minus the inclusive values of the calls directly
+//! nested in it), as Score-P's profiles and CUBE show counters per call path.
+//!
+//! How a value becomes a count over an interval depends on what the writer recorded, OTF2's
+//! metric mode (trace table `metric_definitions`): an *accumulated* metric is a counter since a
+//! fixed point (Score-P's PAPI counters, `accumulated_start`); a *relative_last* value is what
+//! was counted since the stream's previous sample (Extrae's counters in Paraver); a
+//! *relative_next* value what will be counted until the next one. Each stream's samples become a
+//! running count C(t) (the value itself, the sum so far, or the sum before the sample), C(t) at a
+//! call's enter or leave is C at the last sample at or before that time, and the inclusive value
+//! is C(leave) minus C(enter). Score-P and Extrae sample exactly at enter and leave, so nothing is interpolated.
+//! Absolute metrics (a reading such as a temperature) and relative_point values have no count
+//! per call: they are left out with a warning. A call before an accumulated metric's first
+//! sample has NULL values; the nested calls subtracted are those of `rel`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Float64Builder, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use commdb_catalog::wallclock::Notices;
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::{exec_err, plan_err};
+use datafusion::error::Result;
+
+use crate::common::{
+    Args, ComputeMany, Derived, Projected, column, int64_column, text_column, trace_schema, trace_table,
+};
+
+pub const CALL_METRICS_ARGS: &[&str] = &["rel", "metrics", "mode"];
+
+/// How a metric's samples become a running count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Running {
+    /// The value is the count since a fixed point.
+    Value,
+    /// The count so far includes the sample (relative_last).
+    SumThrough,
+    /// The count so far stops before the sample (relative_next).
+    SumBefore,
+}
+
+/// The running count of a mode, or why there is none.
+fn running(mode: Option<&str>) -> std::result::Result<Running, String> {
+    match mode {
+        Some(m) if m.starts_with("accumulated") => Ok(Running::Value),
+        Some("relative_last") => Ok(Running::SumThrough),
+        Some("relative_next") => Ok(Running::SumBefore),
+        Some(m) if m.starts_with("absolute") => Err(format!("mode {m}: a reading, not a count")),
+        Some(m) => Err(format!("mode {m}: no count per interval")),
+        None => Err("no recorded mode".to_string()),
+    }
+}
+
+/// The modes `mode =>` accepts.
+const MODES: &str = "'accumulated_start', 'relative_last' or 'relative_next'";
+
+/// `call_metrics([rel => 'calls'], metrics => 'metrics', mode => NULL)`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CallMetrics;
+
+impl TableFunctionImpl for CallMetrics {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("call_metrics", CALL_METRICS_ARGS, args.exprs())?;
+        let session = args.session();
+        let calls = a.relation(session, 0, "calls")?;
+        let metrics = a.relation(session, 1, "metrics")?;
+        let mode = a.opt_text(2)?;
+        if let Some(m) = &mode
+            && running(Some(m)).is_err()
+        {
+            return plan_err!("call_metrics: mode must be {MODES}, got '{m}'");
+        }
+        let call_idx =
+            calls.columns(a.function, &["call_id", "parent_id", "rank", "thread", "region", "start_ts", "end_ts"])?;
+        let metric_idx = metrics.columns(a.function, &["rank", "thread", "ts", "metric", "value"])?;
+        let mut inputs: Vec<Projected> = vec![(calls, Some(call_idx)), (metrics.clone(), Some(metric_idx))];
+        if mode.is_none() {
+            let Some(schema) = trace_schema(session, &metrics) else {
+                return plan_err!(
+                    "call_metrics: '{}' is not a trace's metrics table, so how its values relate to time is unknown; give mode => {MODES}",
+                    metrics.reference
+                );
+            };
+            let definitions = trace_table(session, a.function, &schema, "metric_definitions")?;
+            let idx = definitions.columns(a.function, &["metric", "mode"])?;
+            inputs.push((definitions, Some(idx)));
+        }
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("call_id", DataType::Int64, false),
+            Field::new("rank", DataType::Int64, false),
+            Field::new("thread", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("metric", DataType::Utf8, false),
+            Field::new("inclusive", DataType::Float64, true),
+            Field::new("exclusive", DataType::Float64, true),
+        ]));
+        let schema = out.clone();
+        let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let modes = match inputs.get(2) {
+                Some(defs) => {
+                    let (names, modes) = (text_column(defs, 0)?, text_column(defs, 1)?);
+                    (0..names.len())
+                        .filter(|&i| names.is_valid(i))
+                        .map(|i| (names.value(i).to_string(), modes.is_valid(i).then(|| modes.value(i).to_string())))
+                        .collect()
+                }
+                None => HashMap::new(),
+            };
+            let (batch, skipped) = per_call(&inputs[0], &inputs[1], mode.as_deref(), &modes, &schema)?;
+            if let (Some(n), false) = (&notices, skipped.is_empty()) {
+                n.push(format!(
+                    "call_metrics: no value per call for {}; give mode => {MODES} if the trace's mode is wrong or missing",
+                    skipped.join(", ")
+                ));
+            }
+            Ok(vec![batch])
+        });
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+    }
+}
+
+/// One stream's samples of one metric, as running counts by time.
+struct Series {
+    ts: Vec<i64>,
+    count: Vec<f64>,
+}
+
+impl Series {
+    /// The running count at `t`: at the last sample at or before it. None before the first
+    /// sample of a counter whose count starts elsewhere; 0 before the first relative sample.
+    fn at(&self, t: i64, how: Running) -> Option<f64> {
+        let k = self.ts.partition_point(|&s| s <= t);
+        match k {
+            0 if how == Running::Value => None,
+            0 => Some(0.0),
+            _ => Some(self.count[k - 1]),
+        }
+    }
+}
+
+/// The rows of `call_metrics`, and the metrics left out with why.
+fn per_call(
+    calls: &[RecordBatch],
+    samples: &[RecordBatch],
+    mode: Option<&str>,
+    modes: &HashMap<String, Option<String>>,
+    schema: &SchemaRef,
+) -> Result<(RecordBatch, Vec<String>)> {
+    let (s_rank, s_thread, s_ts) = (int64_column(samples, 0)?, int64_column(samples, 1)?, int64_column(samples, 2)?);
+    let (s_metric, s_value) = (text_column(samples, 3)?, column(samples, 4, &DataType::Float64)?);
+    let s_value = s_value.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
+    // Which metrics count, and how.
+    let mut names: Vec<String> = Vec::new();
+    let mut how: Vec<Running> = Vec::new();
+    let mut id_of: HashMap<&str, Option<u32>> = HashMap::new();
+    let mut skipped: Vec<String> = Vec::new();
+    let mut rows_of: HashMap<(i64, i64, u32), Vec<usize>> = HashMap::new();
+    for i in 0..s_ts.len() {
+        if s_rank.is_null(i) || s_thread.is_null(i) || s_ts.is_null(i) || s_metric.is_null(i) || s_value.is_null(i) {
+            continue;
+        }
+        let name = s_metric.value(i);
+        let id = *id_of.entry(name).or_insert_with(|| {
+            let given = mode.map(str::to_string).or_else(|| modes.get(name).cloned().flatten());
+            match running(given.as_deref()) {
+                Ok(r) => {
+                    names.push(name.to_string());
+                    how.push(r);
+                    Some(names.len() as u32 - 1)
+                }
+                Err(why) => {
+                    skipped.push(format!("{name} ({why})"));
+                    None
+                }
+            }
+        });
+        if let Some(id) = id {
+            rows_of.entry((s_rank.value(i), s_thread.value(i), id)).or_default().push(i);
+        }
+    }
+    // Each stream's series, in time order (samples of equal time keep their record order).
+    let mut series: HashMap<(i64, i64), Vec<(u32, Series)>> = HashMap::new();
+    for ((rank, thread, id), mut rows) in rows_of {
+        rows.sort_by_key(|&i| s_ts.value(i));
+        let mut sum = 0.0;
+        let mut count = Vec::with_capacity(rows.len());
+        for &i in &rows {
+            let v = s_value.value(i);
+            count.push(match how[id as usize] {
+                Running::Value => v,
+                Running::SumThrough => {
+                    sum += v;
+                    sum
+                }
+                Running::SumBefore => {
+                    let before = sum;
+                    sum += v;
+                    before
+                }
+            });
+        }
+        let ts = rows.iter().map(|&i| s_ts.value(i)).collect();
+        series.entry((rank, thread)).or_default().push((id, Series { ts, count }));
+    }
+    for s in series.values_mut() {
+        s.sort_by_key(|(id, _)| *id);
+    }
+
+    let (call_id, parent) = (int64_column(calls, 0)?, int64_column(calls, 1)?);
+    let (rank, thread, region) = (int64_column(calls, 2)?, int64_column(calls, 3)?, text_column(calls, 4)?);
+    let (start, end) = (int64_column(calls, 5)?, int64_column(calls, 6)?);
+    // Inclusive values: one row per call and metric of its stream.
+    let mut out_call: Vec<usize> = Vec::new();
+    let mut out_metric: Vec<u32> = Vec::new();
+    let mut inclusive: Vec<Option<f64>> = Vec::new();
+    let mut row_of: HashMap<(i64, u32), usize> = HashMap::new();
+    for c in 0..call_id.len() {
+        if c % 65_536 == 0 {
+            commdb_catalog::interrupt::check("call_metrics")?;
+        }
+        if call_id.is_null(c) || rank.is_null(c) || thread.is_null(c) || start.is_null(c) || end.is_null(c) {
+            continue;
+        }
+        let Some(stream) = series.get(&(rank.value(c), thread.value(c))) else { continue };
+        for (id, s) in stream {
+            let h = how[*id as usize];
+            let v = match (s.at(start.value(c), h), s.at(end.value(c), h)) {
+                (Some(a), Some(b)) => Some(b - a),
+                _ => None,
+            };
+            row_of.insert((call_id.value(c), *id), inclusive.len());
+            out_call.push(c);
+            out_metric.push(*id);
+            inclusive.push(v);
+        }
+    }
+    // Exclusive: minus the directly nested calls' inclusive values (unknown if any is).
+    let mut nested: Vec<Option<f64>> = vec![Some(0.0); inclusive.len()];
+    for (r, (&c, &id)) in out_call.iter().zip(&out_metric).enumerate() {
+        if parent.is_null(c) {
+            continue;
+        }
+        if let Some(&p) = row_of.get(&(parent.value(c), id)) {
+            nested[p] = match (nested[p], inclusive[r]) {
+                (Some(a), Some(b)) => Some(a + b),
+                _ => None,
+            };
+        }
+    }
+    let mut exclusive = Float64Builder::with_capacity(inclusive.len());
+    for (i, n) in inclusive.iter().zip(&nested) {
+        exclusive.append_option(match (i, n) {
+            (Some(i), Some(n)) => Some(i - n),
+            _ => None,
+        });
+    }
+    if out_call.len() != inclusive.len() {
+        return exec_err!("call_metrics: rows out of step");
+    }
+    let take =
+        |a: &Int64Array| -> ArrayRef { Arc::new(Int64Array::from_iter_values(out_call.iter().map(|&c| a.value(c)))) };
+    let columns: Vec<ArrayRef> = vec![
+        take(&call_id),
+        take(&rank),
+        take(&thread),
+        Arc::new(StringArray::from_iter(out_call.iter().map(|&c| region.is_valid(c).then(|| region.value(c))))),
+        Arc::new(StringArray::from_iter_values(out_metric.iter().map(|&id| names[id as usize].as_str()))),
+        Arc::new(Float64Array::from(inclusive)),
+        Arc::new(exclusive.finish()),
+    ];
+    Ok((RecordBatch::try_new(schema.clone(), columns)?, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_counts_follow_the_mode() {
+        let s = Series { ts: vec![10, 20, 30], count: vec![5.0, 8.0, 12.0] };
+        assert_eq!(s.at(9, Running::Value), None);
+        assert_eq!(s.at(9, Running::SumThrough), Some(0.0));
+        assert_eq!(s.at(10, Running::Value), Some(5.0));
+        assert_eq!(s.at(25, Running::Value), Some(8.0));
+        assert_eq!(s.at(99, Running::Value), Some(12.0));
+        assert!(running(Some("absolute_point")).is_err());
+        assert!(running(None).is_err());
+        assert_eq!(running(Some("accumulated_start")), Ok(Running::Value));
+    }
+}
