@@ -1,5 +1,5 @@
 //! The trace model: the Arrow schema of every table commdb exposes, defined here and nowhere
-//! else, with a one-line meaning per column (shown by the shell's `\d NAME` and in README).
+//! else, with a one-line meaning per column (shown by the shell's `\d NAME` and in docs/reference.md).
 //!
 //! Times are Int64 nanoseconds since the trace's own zero; durations are Int64 nanoseconds;
 //! byte counts are Int64. Low-cardinality text (event kinds, region names, collective
@@ -23,6 +23,8 @@ pub struct ColumnDoc {
 pub struct TableDoc {
     pub name: &'static str,
     pub one_row_per: &'static str,
+    /// Where the rows come from, when more needs saying than the columns' meanings.
+    pub about: &'static str,
     pub columns: &'static [ColumnDoc],
 }
 
@@ -71,6 +73,7 @@ const fn col(name: &'static str, data_type: fn() -> DataType, nullable: bool, me
 pub const TRACE_INFO: TableDoc = TableDoc {
     name: "trace_info",
     one_row_per: "trace",
+    about: "",
     columns: &[
         col("name", utf8, false, "schema name of the trace"),
         col("path", utf8, false, "file or directory it was read from"),
@@ -102,6 +105,7 @@ pub const TRACE_INFO: TableDoc = TableDoc {
 pub const RANKS: TableDoc = TableDoc {
     name: "ranks",
     one_row_per: "MPI rank",
+    about: "",
     columns: &[
         col("rank", int32, false, "rank in MPI_COMM_WORLD"),
         col("node", utf8, true, "host name of the node the rank ran on"),
@@ -113,6 +117,7 @@ pub const RANKS: TableDoc = TableDoc {
 pub const LOCATIONS: TableDoc = TableDoc {
     name: "locations",
     one_row_per: "location (OTF2 location, Paraver thread)",
+    about: "",
     columns: &[
         col("location_id", int64, false, "location identifier in the source trace"),
         col("rank", int32, false, "rank the location belongs to"),
@@ -126,6 +131,7 @@ pub const LOCATIONS: TableDoc = TableDoc {
 pub const REGIONS: TableDoc = TableDoc {
     name: "regions",
     one_row_per: "code region",
+    about: "",
     columns: &[
         col("region_id", int64, false, "region identifier"),
         col("name", utf8, false, "region name, e.g. MPI_Send or a function"),
@@ -139,6 +145,7 @@ pub const REGIONS: TableDoc = TableDoc {
 pub const EVENTS: TableDoc = TableDoc {
     name: "events",
     one_row_per: "raw event",
+    about: "",
     columns: &[
         col("rank", int32, false, "rank that recorded the event"),
         col("thread", int32, false, "thread within the rank"),
@@ -170,6 +177,7 @@ pub const EVENTS: TableDoc = TableDoc {
 pub const CALLS: TableDoc = TableDoc {
     name: "calls",
     one_row_per: "enter/leave pair",
+    about: "",
     columns: &[
         col("call_id", int64, false, "call identifier, in order of rank, thread and start"),
         col("rank", int32, false, "rank"),
@@ -187,6 +195,7 @@ pub const CALLS: TableDoc = TableDoc {
 pub const MESSAGES: TableDoc = TableDoc {
     name: "messages",
     one_row_per: "point-to-point message (matched, or an unmatched half with NULL partner columns)",
+    about: "",
     columns: &[
         col("msg_id", int64, false, "message identifier, in order of send time"),
         col("src", int32, true, "sending rank; NULL when the receive names a peer that resolves to no rank"),
@@ -222,6 +231,7 @@ pub const MESSAGES: TableDoc = TableDoc {
 pub const COLLECTIVES: TableDoc = TableDoc {
     name: "collectives",
     one_row_per: "rank's part in one collective operation",
+    about: "",
     columns: &[
         col(
             "instance",
@@ -245,6 +255,7 @@ pub const COLLECTIVES: TableDoc = TableDoc {
 pub const COMMUNICATORS: TableDoc = TableDoc {
     name: "communicators",
     one_row_per: "communicator",
+    about: "",
     columns: &[
         col("comm", int32, false, "communicator id"),
         col("name", utf8, false, "name, e.g. MPI_COMM_WORLD"),
@@ -261,6 +272,7 @@ pub const COMMUNICATORS: TableDoc = TableDoc {
 pub const CLOCK_SYNC: TableDoc = TableDoc {
     name: "clock_sync",
     one_row_per: "clock synchronisation sample or offset point",
+    about: "",
     columns: &[
         col("rank", int32, false, "rank whose clock was measured"),
         col("session", int32, false, "0-based sync session (samples taken together)"),
@@ -279,6 +291,7 @@ pub const CLOCK_SYNC: TableDoc = TableDoc {
 pub const STATES: TableDoc = TableDoc {
     name: "states",
     one_row_per: "interval a thread spent in one state (Paraver state records; empty for other formats)",
+    about: "",
     columns: &[
         col("rank", int32, false, "rank"),
         col("thread", int32, false, "thread within the rank"),
@@ -291,6 +304,7 @@ pub const STATES: TableDoc = TableDoc {
 pub const METRICS: TableDoc = TableDoc {
     name: "metrics",
     one_row_per: "metric sample",
+    about: "",
     columns: &[
         col("rank", int32, false, "rank"),
         col("thread", int32, false, "thread within the rank"),
@@ -303,6 +317,7 @@ pub const METRICS: TableDoc = TableDoc {
 pub const METRIC_DEFINITIONS: TableDoc = TableDoc {
     name: "metric_definitions",
     one_row_per: "metric",
+    about: "What the trace's writer says of each metric: OTF2's MetricMember (mode, unit, description), Paraver's .pcf (Extrae's hardware-counter types 42000000-42999999 count since the thread's previous reading, relative_last; other types have no mode). Empty for CSV and generated traces, and for stores written before it existed.",
     columns: &[
         col("metric", utf8, false, "metric name, as in metrics.metric"),
         col(
@@ -319,6 +334,7 @@ pub const METRIC_DEFINITIONS: TableDoc = TableDoc {
 pub const WARNINGS: TableDoc = TableDoc {
     name: "warnings",
     one_row_per: "kind of problem found while loading",
+    about: "",
     columns: &[
         col("code", utf8, false, "short name of the problem, e.g. unmatched_send"),
         col("count", int64, false, "how many times it occurred"),

@@ -978,3 +978,28 @@ fn analyses_are_plan_nodes_that_explain_shows_without_running() {
     let line = out.lines().find(|l| l.contains("ideal_replay: analysis")).unwrap_or_else(|| panic!("{out}"));
     assert!(line.contains("output_rows=") && line.contains("elapsed_compute="), "{line}");
 }
+
+/// README's ten-minute tour on the demo says what the demo shows; these are its figures.
+#[test]
+fn the_readme_tour_finds_what_it_says_on_the_demo() {
+    let o = run(&[
+        "--demo",
+        "-q",
+        "--format",
+        "csv",
+        "-c",
+        "SELECT cause, count(*) AS ranks FROM rank_diagnosis() GROUP BY cause ORDER BY ranks DESC",
+        "-c",
+        "SELECT kind, t_start, t_end FROM latency_trend() WHERE kind <> 'compressed'",
+        "-c",
+        "SELECT count(*) AS windows FROM attribution('1ms') WHERE cause LIKE '%background_traffic%' AND window_start >= 8000000 AND window_end <= 14000000",
+        "-c",
+        "SELECT inter_messages_before, inter_messages_after FROM remap_summary()",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("cause,ranks\nmapping,48\nnone,16\n"), "{out}");
+    assert!(out.contains("steady_high,8000000,14000000"), "{out}");
+    assert!(out.contains("windows\n6\n"), "{out}");
+    assert!(out.contains("44800,6400"), "{out}");
+}

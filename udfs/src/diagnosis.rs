@@ -15,8 +15,8 @@
 //! - `none`.
 //!
 //! "Typical" is the median over the ranks of the relation, so no rule depends on the number of
-//! ranks. The rules are commdb's (PCLVis attributes per time window, not per rank); README's
-//! departures table says so. The function is a view: a query over `message_latency`,
+//! ranks. The rules are commdb's (PCLVis attributes per time window, not per rank);
+//! docs/departures.md says so. The function is a view: a query over `message_latency`,
 //! `wait_states` and `remap_suggestion`, planned when it is called and run with the query.
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! commdb-udfs: commdb's SQL functions for MPI trace analysis, one module per family, all
 //! registered by `register_all`. `functions()` lists each with its parameters, signature and a
-//! one-line description (the shell's `\df` and README show them). Analysis table functions
+//! one-line description (the shell's `\df` and docs/reference.md show them). Analysis table functions
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
@@ -17,6 +17,7 @@ pub mod latency;
 pub mod lod;
 pub mod plan;
 pub mod profile;
+pub mod reference;
 pub mod regions;
 pub mod remap;
 pub mod replay;
