@@ -58,9 +58,9 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-impl From<Interrupted> for crate::Error {
+impl From<Interrupted> for crate::error::Error {
     fn from(e: Interrupted) -> Self {
-        crate::Error::Argument(e.to_string())
+        crate::error::Error::Argument(e.to_string())
     }
 }
 

@@ -1,24 +1,27 @@
 //! commdb-catalog: the trace model of commdb and everything that gets data into it.
 //!
-//! - `model`: the Arrow schema of every table, with the meaning of every column;
-//! - `events`, `trace`: raw events as columns, and a trace as Arrow tables;
-//! - `build`: calls, messages and collectives derived from raw events;
-//! - `fast_hash`: the hasher of integer-keyed maps in per-row loops;
-//! - `clock`: clock models from sync samples and the correction applied at load;
-//! - `otf2`, `csv`, `store`, `generate`: readers (OTF2, CSV shapes, commdb's Parquet store) and the
-//!   synthetic trace generator; `open` picks the reader for a path;
-//! - `jobs`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists;
-//! - `session`, `sql`: a DataFusion session holding traces as schemas, ATTACH/DETACH;
-//! - `wallclock`: the traces' absolute start times and the notices SQL functions raise;
-//! - `interrupt`: Ctrl-C reaching readers and analyses that compute for long;
-//! - `phases`: where the time of a build goes, phase by phase.
+//! The folders follow what happens to a trace:
+//! - `reading/`: one folder per format (`otf2/`, `paraver/`, `csv/`, each with the options it
+//!   takes) and the dispatcher that picks one for a path (`reading::open`); `store` reads and
+//!   writes commdb's own Parquet stores, `generate/` makes synthetic traces with known ground truth;
+//! - `clock/`: clock models from sync samples and the correction applied when a trace is read;
+//! - `deriving/`: calls, messages and collectives derived from raw events, and `assemble`, which
+//!   turns a reader's `RawTrace` into the Arrow tables of a `Trace`;
+//! - `session/`: a DataFusion session holding traces as schemas, with ATTACH/DETACH and named
+//!   arguments;
+//! - `jobs/`: job-scheduler logs (Slurm sacct, Standard Workload Format) and host lists.
+//!
+//! Beneath them, the basic types every stage shares: `model` (the schema of every table, with
+//! the meaning of every column), `events` and `trace` (raw events as columns, a trace in
+//! memory), `error`, `phases` (where the time of a build goes), `progress`, `interrupt` (Ctrl-C
+//! reaching long work), `wallclock` (traces' absolute starts, notices of SQL functions),
+//! `suggest` ("did you mean") and `fast_hash`.
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
 //! on input: every error names the file and position and what was expected.
 
-pub mod build;
 pub mod clock;
-pub mod csv;
+pub mod deriving;
 pub mod error;
 pub mod events;
 pub mod fast_hash;
@@ -26,20 +29,16 @@ pub mod generate;
 pub mod interrupt;
 pub mod jobs;
 pub mod model;
-pub mod named_args;
-pub mod open;
-pub mod otf2;
-pub mod paraver;
 pub mod phases;
 pub mod progress;
+pub mod reading;
 pub mod session;
-pub mod sql;
 pub mod store;
 pub mod suggest;
 pub mod trace;
 pub mod wallclock;
 
 pub use error::{Error, Result};
-pub use open::{OpenOptions, open};
+pub use reading::{OpenOptions, open};
 pub use session::{Outcome, Session};
 pub use trace::{RawTrace, Trace};

@@ -24,7 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn load(anchor: &Path, correction: Correction) -> (f64, usize, i64) {
     let t = Instant::now();
-    let raw = commdb_catalog::otf2::read(anchor).expect("read");
+    let raw = commdb_catalog::reading::otf2::read(anchor).expect("read");
     let n = raw.events.len();
     let trace = raw.build_with(correction).expect("build");
     let s = t.elapsed().as_secs_f64();
@@ -55,7 +55,7 @@ fn main() {
             ..GeneratorConfig::default()
         };
         let g = generate(&cfg).expect("generate");
-        commdb_catalog::otf2::writer::write(&g.trace, dir).expect("write");
+        commdb_catalog::reading::otf2::writer::write(&g.trace, dir).expect("write");
         println!("wrote {} events to {}", g.truth.events, anchor.display());
     }
 
@@ -67,7 +67,7 @@ fn main() {
     }
 
     // The correction step alone, on the decoded events.
-    let mut raw = commdb_catalog::otf2::read(&anchor).expect("read");
+    let mut raw = commdb_catalog::reading::otf2::read(&anchor).expect("read");
     let n = raw.events.len();
     let t = Instant::now();
     let mut w = commdb_catalog::trace::Warnings::default();

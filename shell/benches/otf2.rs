@@ -54,7 +54,7 @@ fn main() {
             peak_rss_mib()
         );
         let t = Instant::now();
-        commdb_catalog::otf2::writer::write(&g.trace, dir).expect("write");
+        commdb_catalog::reading::otf2::writer::write(&g.trace, dir).expect("write");
         let w = t.elapsed().as_secs_f64();
         println!("write OTF2                {n:>12} events {w:>8.3} s {:>8.2} M events/s", n as f64 / w / 1e6);
     }
@@ -66,7 +66,7 @@ fn main() {
     let (mut events_bytes, mut derived_bytes, mut n_events) = (0, 0, 0);
     for round in 0..rounds {
         let ((n, events), load, busy) = timed(|| {
-            let raw = commdb_catalog::otf2::read(path).expect("read");
+            let raw = commdb_catalog::reading::otf2::read(path).expect("read");
             let names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
             (raw.events.len(), raw.events.into_batches(&names).expect("events table"))
         });
@@ -81,7 +81,8 @@ fn main() {
         );
         drop(events);
 
-        let (trace, all, busy) = timed(|| commdb_catalog::otf2::read(path).expect("read").build().expect("build"));
+        let (trace, all, busy) =
+            timed(|| commdb_catalog::reading::otf2::read(path).expect("read").build().expect("build"));
         if all < best_all {
             best_phases = trace.phases.clone();
         }

@@ -35,7 +35,7 @@ fn main() {
         let trace = generate(&cfg).expect("generate").trace.build().expect("build");
         println!("generate and build          {:>8.3} s", t.elapsed().as_secs_f64());
         let t = Instant::now();
-        commdb_catalog::paraver::writer::write(&trace, dir, "trace").expect("write");
+        commdb_catalog::reading::paraver::writer::write(&trace, dir, "trace").expect("write");
         println!("write Paraver               {:>8.3} s", t.elapsed().as_secs_f64());
     }
     let bytes = std::fs::metadata(&prv).expect("trace.prv").len();
@@ -44,7 +44,7 @@ fn main() {
     let mut best = (f64::MAX, f64::MAX);
     for round in 1..=rounds {
         let (t, cpu) = (Instant::now(), cpu_seconds());
-        let raw = commdb_catalog::paraver::read(&prv).expect("read");
+        let raw = commdb_catalog::reading::paraver::read(&prv).expect("read");
         let read_s = t.elapsed().as_secs_f64();
         let events = raw.events.len();
         let t2 = Instant::now();

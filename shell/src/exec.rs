@@ -638,7 +638,7 @@ const CONTINUATION_PROMPT: &str = "   ...> ";
 /// alone (help, quit, exit) at once, SQL when it ends with ';' outside quotes and comments.
 fn statement_is_complete(text: &str) -> bool {
     let t = text.trim();
-    t.starts_with('\\') || shell_word(t).is_some() || commdb_catalog::sql::is_complete(t)
+    t.starts_with('\\') || shell_word(t).is_some() || commdb_catalog::session::sql::is_complete(t)
 }
 
 fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<(), String> {
@@ -660,8 +660,8 @@ pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
     let mut sql = String::new();
     let mut sql_first_line = 0u64;
     let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<(), String> {
-        if commdb_catalog::sql::has_statement(sql) {
-            for s in commdb_catalog::sql::split_statements(sql).map_err(|e| format!("line {first}: {e}"))? {
+        if commdb_catalog::session::sql::has_statement(sql) {
+            for s in commdb_catalog::session::sql::split_statements(sql).map_err(|e| format!("line {first}: {e}"))? {
                 out.push((first + s.line - 1, s.sql));
             }
         }
@@ -671,7 +671,8 @@ pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
     for (i, line) in text.lines().enumerate() {
         let line_no = i as u64 + 1;
         // Comments alone (a script's header) leave no statement open.
-        let pending = commdb_catalog::sql::has_statement(&sql) && !commdb_catalog::sql::is_complete(&sql);
+        let pending =
+            commdb_catalog::session::sql::has_statement(&sql) && !commdb_catalog::session::sql::is_complete(&sql);
         if line.trim_start().starts_with('\\') && !pending {
             flush(&mut sql, sql_first_line, &mut out)?;
             out.push((line_no, line.trim().to_string()));

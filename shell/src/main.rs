@@ -19,8 +19,8 @@ use std::time::Instant;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use commdb_catalog::clock::Correction;
-use commdb_catalog::csv::TimeUnit;
 use commdb_catalog::generate::{self, GeneratorConfig, Pattern};
+use commdb_catalog::reading::csv::TimeUnit;
 use commdb_catalog::{OpenOptions, Session, store};
 
 use crate::exec::{Flow, Shell};
@@ -234,14 +234,14 @@ fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Res
     let gen_time = started.elapsed();
     let events = generated.truth.events;
     let mut raw = generated.trace;
-    raw.meta.name = commdb_catalog::open::default_name(&args.output.to_string_lossy());
+    raw.meta.name = commdb_catalog::reading::default_name(&args.output.to_string_lossy());
     raw.meta.path = args.output.display().to_string();
     let written = Instant::now();
     if args.output_format == "otf2" {
-        commdb_catalog::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
+        commdb_catalog::reading::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
     } else if args.output_format == "paraver" {
         let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
-        commdb_catalog::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
+        commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
     } else {
         let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
         store::write(&trace, &args.output).map_err(|e| e.to_string())?;

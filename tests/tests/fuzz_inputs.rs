@@ -202,7 +202,7 @@ fn stores_survive_damage() {
 fn otf2_archives_survive_damage() {
     let dir = tempfile::tempdir().unwrap();
     let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
-    commdb_catalog::otf2::writer::write(&raw, dir.path()).unwrap();
+    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
     let anchor = dir.path().join("traces.otf2");
     // Damaged definitions may surface in an event file (an event naming a region that is no
     // longer defined): the error names a file of the archive.
@@ -228,7 +228,7 @@ fn paraver_traces_survive_damage() {
         .trace
         .build()
         .unwrap();
-    commdb_catalog::paraver::writer::write(&trace, &generated, "run").unwrap();
+    commdb_catalog::reading::paraver::writer::write(&trace, &generated, "run").unwrap();
     let mut stream = 50;
     for (dir, base) in [(&extrae, "extrae"), (&generated, "run")] {
         let prv = dir.join(format!("{base}.prv"));

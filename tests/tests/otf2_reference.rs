@@ -200,7 +200,7 @@ async fn commdb_archives_are_accepted_by_otf2_print() {
         let cfg = GeneratorConfig { ranks: 8, iterations: 4, pattern, clock_skew: skew, ..GeneratorConfig::default() };
         let raw = generate(&cfg).unwrap().trace;
         let dir = tempfile::tempdir().unwrap();
-        commdb_catalog::otf2::writer::write(&raw, dir.path()).unwrap();
+        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
         let anchor = dir.path().join("traces.otf2");
         let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
         assert!(defs.status.success(), "{}", String::from_utf8_lossy(&defs.stderr));
@@ -293,8 +293,8 @@ async fn communicators_of_every_group_type_resolve_as_otf2_print_does() {
 
     // commdb's own archive of the trace keeps MPI_COMM_SELF a COMM_SELF group.
     let out = dir.path().join("again");
-    let raw = commdb_catalog::otf2::read(&anchor).unwrap();
-    commdb_catalog::otf2::writer::write(&raw, &out).unwrap();
+    let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
+    commdb_catalog::reading::otf2::writer::write(&raw, &out).unwrap();
     s.open(&out.join("traces.otf2").display().to_string(), Some("y"), &Default::default()).unwrap();
     for t in ["messages", "collectives", "communicators"] {
         let (a, b) = (format!("SELECT * FROM x.{t}"), format!("SELECT * FROM y.{t}"));

@@ -25,8 +25,7 @@ use crate::plan::AnalysisExec;
 /// result batches out.
 pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
-/// The computation of a table derived from several relations: each input's batches in order.
-pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
+pub use crate::plan::ComputeMany;
 
 /// A relation and the columns of it to read (None: all).
 pub type Projected = (Relation, Option<Vec<usize>>);

@@ -25,7 +25,8 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::common::ComputeMany;
+/// The computation of an analysis: each input's batches in order in, result batches out.
+pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
 /// An analysis as a plan node: its inputs' plans as children, its computation run when the
 /// query executes.

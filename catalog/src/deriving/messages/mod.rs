@@ -3,7 +3,7 @@
 //! without a partner are kept as rows with NULL partner columns and counted as warnings.
 //!
 //! msg_id follows send time (the receive's completion for a receive without a send): the
-//! messages are put in that order once (`build::time_order`), then the table is gathered in chunks of
+//! messages are put in that order once (`deriving::time_order`), then the table is gathered in chunks of
 //! `CHUNK_ROWS` messages in parallel, each chunk one record batch. The gather works a block of
 //! messages at a time so that their halves are fetched from memory once for all columns.
 
@@ -18,7 +18,7 @@ use arrow::buffer::{BooleanBuffer, NullBuffer};
 use arrow::datatypes::{Int32Type, Int64Type};
 use rayon::prelude::*;
 
-use crate::build::time_order;
+use crate::deriving::time_order;
 use crate::error::{Error, Result};
 use crate::events::{NONE_I32, NONE_I64, PartStream, owned_nullable};
 use crate::model;
@@ -320,7 +320,7 @@ fn report_unmatched(pairs: &[Pair], sends: &[Half], recvs: &[Half], warnings: &m
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build;
+    use crate::deriving;
     use crate::events::{Event, EventKind, EventParts, RawEvents};
     use crate::trace::RankInfo;
 
@@ -333,7 +333,7 @@ mod tests {
         let mut w = Warnings::default();
         let ranks: Vec<RankInfo> =
             (0..2).map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new() }).collect();
-        let m = build::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
+        let m = deriving::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
         assert_eq!(m.chunks.len(), 1, "a small trace is one chunk");
         (m, w)
     }
@@ -449,7 +449,8 @@ mod tests {
             let parts = EventParts::single(e);
             let mut w = Warnings::default();
             let ranks: Vec<RankInfo> = (0..4).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
-            let m = build::derive(&parts, &parts.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
+            let m =
+                deriving::derive(&parts, &parts.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
             let mut got = m.matched_events.clone();
             got.sort();
             assert!(want.len() > 100, "seed {seed}: the traffic matches messages");
@@ -553,7 +554,7 @@ mod tests {
         let e = &EventParts::single(e);
         let mut w = Warnings::default();
         let ranks: Vec<RankInfo> = (0..2).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
-        let derived = build::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], false, &mut w).unwrap();
+        let derived = deriving::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], false, &mut w).unwrap();
         let batches = derived.messages.into_batches().unwrap();
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(batches.len(), 2);

@@ -7,11 +7,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use crate::csv::nodes::csv_error;
-use crate::csv::{next_record, open_reader, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
-use crate::open::OpenOptions;
+use crate::reading::csv::CsvOptions;
+use crate::reading::csv::nodes::csv_error;
+use crate::reading::csv::{next_record, open_reader, parse_time};
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, TraceMeta};
 
 const REQUIRED: [&str; 5] = ["rank", "type", "source", "destination", "size"];
@@ -20,7 +20,7 @@ struct Columns {
     rank: usize,
     kind: usize,
     timestamp: usize,
-    unit: crate::csv::TimeUnit,
+    unit: crate::reading::csv::TimeUnit,
     source: usize,
     destination: usize,
     size: usize,
@@ -29,11 +29,11 @@ struct Columns {
     node: Option<usize>,
 }
 
-fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::csv::TimeUnit>) -> Result<Columns> {
-    crate::csv::check_unique_header(path, header.iter())?;
+fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::reading::csv::TimeUnit>) -> Result<Columns> {
+    crate::reading::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> = header.iter().map(|h| h.trim().to_ascii_lowercase()).collect();
     let find = |n: &str| names.iter().position(|h| h == n);
-    let timestamp = crate::csv::timestamp_column(path, header, unit)?;
+    let timestamp = crate::reading::csv::timestamp_column(path, header, unit)?;
     let mut missing = REQUIRED.iter().filter(|n| find(n).is_none()).copied().collect::<Vec<_>>();
     if timestamp.is_none() {
         missing.insert(2, "timestamp");
@@ -64,7 +64,7 @@ fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::csv::Tim
 }
 
 /// Read a PCLVis-shaped CSV trace.
-pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
+pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut reader = open_reader(csv::ReaderBuilder::new().trim(csv::Trim::All), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let cols = columns(path, &header, options.time_unit)?;

@@ -10,8 +10,8 @@
 
 use std::path::Path;
 
-use crate::csv::{TimeUnit, next_record, parse_time};
 use crate::error::{Error, Result};
+use crate::reading::csv::{TimeUnit, next_record, parse_time};
 use crate::trace::ClockSample;
 
 /// Which columns carry the local time.
@@ -27,14 +27,14 @@ pub fn read(path: &Path, unit: TimeUnit) -> Result<Vec<ClockSample>> {
     let mut reader = ::csv::ReaderBuilder::new()
         .trim(::csv::Trim::All)
         .from_path(path)
-        .map_err(|e| crate::csv::nodes::csv_error(path, e))?;
+        .map_err(|e| crate::reading::csv::nodes::csv_error(path, e))?;
     let header: Vec<String> = reader
         .headers()
-        .map_err(|e| crate::csv::nodes::csv_error(path, e))?
+        .map_err(|e| crate::reading::csv::nodes::csv_error(path, e))?
         .iter()
         .map(|h| h.trim_start_matches('\u{feff}').to_ascii_lowercase())
         .collect();
-    crate::csv::check_unique_header(path, header.iter().map(String::as_str))?;
+    crate::reading::csv::check_unique_header(path, header.iter().map(String::as_str))?;
     let find = |name: &str| header.iter().position(|h| h == name);
     let need = |name: &str| {
         find(name).ok_or_else(|| {

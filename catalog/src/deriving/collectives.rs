@@ -4,7 +4,7 @@
 //! the same order). Instances whose members disagree on the operation, or that fewer members
 //! than the communicator's size took part in, are reported. On a communicator of each rank
 //! alone (MPI_COMM_SELF) every part is an operation of its own. The parts are collected during the
-//! stream walk of `build::walk`, then placed in (comm, instance, rank) order by a transpose.
+//! stream walk of `deriving::walk`, then placed in (comm, instance, rank) order by a transpose.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -293,7 +293,7 @@ fn op_name(code: u8) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::walk::walk;
+    use crate::deriving::walk::walk;
     use crate::events::{Event, EventKind, EventParts, NONE_I32, collective_op_code};
 
     #[test]

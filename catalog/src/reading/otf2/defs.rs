@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::Result;
-use crate::otf2::buffer::{Cursor, UNDEFINED_U32};
+use crate::reading::otf2::buffer::{Cursor, UNDEFINED_U32};
 use crate::trace::Warnings;
 
 const CLOCK_PROPERTIES: u8 = 5;

@@ -27,7 +27,7 @@ pub fn read(path: &Path) -> Result<RecordBatch> {
     if schema.fields().is_empty() {
         return Err(Error::in_file(path, "the file is empty: expected a header line with column names"));
     }
-    crate::csv::check_unique_header(path, schema.fields().iter().map(|f| f.name().as_str()))?;
+    crate::reading::csv::check_unique_header(path, schema.fields().iter().map(|f| f.name().as_str()))?;
     file.rewind().map_err(|e| Error::io(path, e))?;
     let schema = Arc::new(schema);
     let reader = ReaderBuilder::new(schema.clone())

@@ -7,9 +7,9 @@
 
 use rayon::prelude::*;
 
-use crate::build::calls::{CallParts, CallStack};
-use crate::build::collectives::{Part, PartCollector};
-use crate::build::messages::halves::{HalfCollector, Halves};
+use crate::deriving::calls::{CallParts, CallStack};
+use crate::deriving::collectives::{Part, PartCollector};
+use crate::deriving::messages::halves::{HalfCollector, Halves};
 use crate::events::{EventKind, EventParts, PartStream, RawEvents};
 use crate::trace::Warnings;
 
@@ -25,7 +25,7 @@ pub struct Walked {
 
 /// What the walk of one stream found.
 struct Found {
-    calls: crate::build::calls::Calls,
+    calls: crate::deriving::calls::Calls,
     collective_parts: Vec<Part>,
     /// Earliest and latest event time of the stream, (i64::MAX, i64::MIN) when it is empty.
     span: (i64, i64),

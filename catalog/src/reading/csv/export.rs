@@ -9,11 +9,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use crate::csv::nodes::csv_error;
-use crate::csv::{next_record, open_reader, parse_time};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
-use crate::open::OpenOptions;
+use crate::reading::csv::CsvOptions;
+use crate::reading::csv::nodes::csv_error;
+use crate::reading::csv::{next_record, open_reader, parse_time};
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta, Warnings};
 
 /// The columns every row needs besides the timestamp; Thread (default 0) and Attributes
@@ -169,10 +169,10 @@ fn instant_kind(name: &str) -> EventKind {
 }
 
 /// Read an event-export CSV trace.
-pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
+pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut reader = open_reader(&csv::ReaderBuilder::new(), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
-    crate::csv::check_unique_header(path, header.iter())?;
+    crate::reading::csv::check_unique_header(path, header.iter())?;
     let names: Vec<String> =
         header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();
     let missing = |want: &str| {
@@ -183,8 +183,8 @@ pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
             format!("missing column '{want}'; expected {EXPECTED} (Thread and Attributes may be left out)"),
         )
     };
-    let (c_ts, unit) =
-        crate::csv::timestamp_column(path, &header, options.time_unit)?.ok_or_else(|| missing("timestamp (ns)"))?;
+    let (c_ts, unit) = crate::reading::csv::timestamp_column(path, &header, options.time_unit)?
+        .ok_or_else(|| missing("timestamp (ns)"))?;
     let mut idx = [0usize; 3];
     for (k, want) in REQUIRED.iter().enumerate() {
         idx[k] = names.iter().position(|n| n == want).ok_or_else(|| missing(want))?;

@@ -642,7 +642,7 @@ fn parse_lines(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paraver::header::Task;
+    use crate::reading::paraver::header::Task;
 
     fn layout() -> Layout {
         Layout::new(&[vec![Task { threads: 1, node: 1 }, Task { threads: 2, node: 1 }]])

@@ -4,6 +4,7 @@
 //! messages are then matched and collective parts ordered across streams. Problems
 //! (unmatched halves, unbalanced enter/leave) are counted as warnings.
 
+pub mod assemble;
 pub mod calls;
 pub mod collectives;
 pub mod messages;

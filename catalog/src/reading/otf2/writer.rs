@@ -21,7 +21,7 @@ use rayon::prelude::*;
 use crate::clock::model::condense;
 use crate::error::{Error, Result};
 use crate::events::{EventKind, NONE_I32, NONE_I64, PartStream, RawEvents};
-use crate::otf2::defs;
+use crate::reading::otf2::defs;
 use crate::trace::{ClockSample, RawTrace, Warnings};
 
 const EVENT_CHUNK: usize = 1 << 20;

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::channels::{self, ChannelCount, Place, recv_channel, send_channel};
 use super::halves::Half;
-use crate::build::split_lengths;
+use crate::deriving::split_lengths;
 use crate::events::PartStream;
 use crate::fast_hash::FastMap;
 

@@ -1,5 +1,5 @@
 //! The send and receive halves of messages as one stream's events are walked (see
-//! `build::walk`). A half carries everything its row of `messages` needs: peer, comm, tag,
+//! `deriving::walk`). A half carries everything its row of `messages` needs: peer, comm, tag,
 //! size, event time, the times of its enclosing call, and for non-blocking operations the
 //! completion of a send or the post time of a receive, tied by request id (an isend to its
 //! isend_complete, an irecv_request to its irecv). Requests that never complete or are reused
@@ -7,7 +7,7 @@
 
 use rayon::prelude::*;
 
-use crate::build::split_lengths;
+use crate::deriving::split_lengths;
 use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
 use crate::trace::Warnings;

@@ -35,7 +35,7 @@ pub fn find_anchor(path: &Path) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let is_anchor = |p: &Path| p.extension().is_some_and(|x| x.eq_ignore_ascii_case("otf2"));
-    crate::open::only_file_in(path, is_anchor, ("OTF2 anchor file (*.otf2)", "OTF2 anchors"))
+    crate::reading::paths::only_file_in(path, is_anchor, ("OTF2 anchor file (*.otf2)", "OTF2 anchors"))
 }
 
 fn paradigm_name(p: u8) -> &'static str {
@@ -486,7 +486,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         })
         .collect();
     let meta = TraceMeta {
-        name: crate::open::default_name(&path.display().to_string()),
+        name: crate::reading::paths::default_name(&path.display().to_string()),
         path: path.display().to_string(),
         format: "otf2".into(),
         format_version: Some(anchor.version),
@@ -616,7 +616,7 @@ mod tests {
             // raw samples give.
             let (a, b) = (raw.build().unwrap(), back.build().unwrap());
             use arrow::array::AsArray;
-            let ts = |t: &crate::Trace| -> Vec<i64> {
+            let ts = |t: &crate::trace::Trace| -> Vec<i64> {
                 t.table("events")
                     .iter()
                     .flat_map(|b| b.column(3).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec())

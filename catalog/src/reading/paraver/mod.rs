@@ -42,7 +42,7 @@ pub fn find_prv(path: &Path) -> Result<PathBuf> {
     if !path.is_dir() {
         return Ok(path.to_path_buf());
     }
-    crate::open::only_file_in(path, is_prv, ("Paraver trace (*.prv)", "Paraver traces"))
+    crate::reading::paths::only_file_in(path, is_prv, ("Paraver trace (*.prv)", "Paraver traces"))
 }
 
 /// A path named like a Paraver trace: `*.prv` or `*.prv.gz`.
@@ -445,7 +445,7 @@ fn assemble(
         })
         .collect();
     let meta = TraceMeta {
-        name: crate::open::default_name(&prv.display().to_string()),
+        name: crate::reading::paths::default_name(&prv.display().to_string()),
         path: prv.display().to_string(),
         format: "paraver".into(),
         timer_resolution_hz: Some(if header.nanoseconds { 1_000_000_000 } else { 1_000_000 }),
@@ -696,7 +696,7 @@ mod tests {
     use arrow::array::RecordBatch;
 
     /// Columns of a table as text, dictionaries decoded, for comparing traces.
-    fn columns(t: &crate::Trace, table: &str, names: &[&str]) -> Vec<Vec<String>> {
+    fn columns(t: &crate::trace::Trace, table: &str, names: &[&str]) -> Vec<Vec<String>> {
         let schema = crate::model::schema(table).unwrap();
         let all = arrow::compute::concat_batches(&schema, t.table(table)).unwrap();
         names

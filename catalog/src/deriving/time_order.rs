@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use crate::build::split_lengths;
+use crate::deriving::split_lengths;
 
 /// Records per bucket aimed at by the first pass: a bucket and its scratch copy fit in L2.
 const BUCKET_RECORDS: usize = 2048;

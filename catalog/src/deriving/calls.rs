@@ -5,7 +5,7 @@
 //! naming another region than the innermost call still closes it, a call still open at the end
 //! of its stream is closed at the stream's last event time. O(events), streams in parallel.
 //!
-//! The stack is driven by the stream walk of `build::walk`, which also feeds message matching
+//! The stack is driven by the stream walk of `deriving::walk`, which also feeds message matching
 //! (the innermost open call of a send or receive gives its call times) and collectives.
 
 use std::sync::Arc;
@@ -196,7 +196,7 @@ impl CallStack {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::build::walk::walk;
+    use crate::deriving::walk::walk;
     use crate::events::{Event, EventKind, EventParts, RawEvents};
 
     fn ev(ts: i64, kind: EventKind, region: i32) -> Event {

@@ -1,15 +1,23 @@
 //! Opening a trace by path: the format is chosen from what the path is (a commdb store
 //! directory, a CSV file, an OTF2 anchor, a `generate:` spec) or forced by `OpenOptions`.
 
+pub mod csv;
+pub mod otf2;
+pub mod paraver;
+pub mod paths;
+
+use paths::otf2_name_source;
+pub use paths::{GENERATE_PREFIX, default_name};
+
 use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
 use crate::clock::Correction;
-use crate::csv::TimeUnit;
 use crate::error::{Error, Result};
 use crate::generate::{GeneratorConfig, generate};
 use crate::progress::LoadProgress;
+use crate::reading::csv::TimeUnit;
 use crate::store;
 use crate::trace::RawTrace;
 use crate::trace::Trace;
@@ -31,9 +39,6 @@ pub struct OpenOptions {
     /// A CSV of clock sync samples replacing the trace's own (see `csv::sync`).
     pub clock_sync: Option<PathBuf>,
 }
-
-/// Prefix of a generator spec used as a path, e.g. `generate:ranks=16,pattern=ring`.
-pub const GENERATE_PREFIX: &str = "generate:";
 
 /// Read the trace at `path`.
 pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
@@ -72,7 +77,7 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
         None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
         None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p, options)?,
-        None if crate::paraver::is_prv(p) || (p.is_dir() && contains_prv(p)) => paraver_trace(p, options)?,
+        None if crate::reading::paraver::is_prv(p) || (p.is_dir() && contains_prv(p)) => paraver_trace(p, options)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
                 p,
@@ -101,7 +106,12 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
 }
 
 fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
-    let mut raw = crate::csv::read(p, options)?;
+    let csv = csv::CsvOptions {
+        time_unit: options.time_unit,
+        nodes: options.nodes.clone(),
+        progress: options.progress.clone(),
+    };
+    let mut raw = csv::read(p, &csv)?;
     raw.meta.name = default_name(p.to_string_lossy().as_ref());
     raw.meta.path = p.display().to_string();
     build(raw, options)
@@ -121,18 +131,18 @@ fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) -> Result<(
 
 fn paraver_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(&p.display().to_string(), "a Paraver trace", options)?;
-    let mut raw = crate::paraver::read_with_progress(p, options.progress.as_deref())?;
+    let mut raw = crate::reading::paraver::read_with_progress(p, options.progress.as_deref())?;
     if let Some(nodes_file) = &options.nodes {
-        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     build(raw, options)
 }
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(&p.display().to_string(), "an OTF2 archive", options)?;
-    let mut raw = crate::otf2::read_with_progress(p, options.progress.as_deref())?;
+    let mut raw = crate::reading::otf2::read_with_progress(p, options.progress.as_deref())?;
     if let Some(nodes_file) = &options.nodes {
-        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     raw.meta.name = default_name(&otf2_name_source(p));
     build(raw, options)
@@ -141,18 +151,9 @@ fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 /// Replace the sync samples when a sync file is given, then correct and derive.
 fn build(mut raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
     if let Some(sync) = &options.clock_sync {
-        raw.clock_sync = crate::csv::sync::read(sync, options.time_unit.unwrap_or_default())?;
+        raw.clock_sync = crate::reading::csv::sync::read(sync, options.time_unit.unwrap_or_default())?;
     }
     raw.build_with(options.clock_correction)
-}
-
-/// Score-P names every anchor `traces.otf2`: name such an archive after its directory.
-fn otf2_name_source(p: &Path) -> String {
-    let is_generic_anchor = p.file_stem().is_some_and(|s| s == "traces") && p.is_file();
-    match (is_generic_anchor, p.canonicalize().ok().and_then(|c| c.parent().map(Path::to_path_buf))) {
-        (true, Some(dir)) => dir.to_string_lossy().to_string(),
-        _ => p.to_string_lossy().to_string(),
-    }
 }
 
 fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
@@ -161,7 +162,7 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
     let mut raw = generate(&cfg)?.trace;
     raw.meta.path = path.to_string();
     if let Some(nodes_file) = &options.nodes {
-        crate::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     build(raw, options)
 }
@@ -170,55 +171,14 @@ fn has_extension(p: &Path, ext: &str) -> bool {
     p.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
-/// The one file of `dir` that `matches` (files only): `what` names such a file and such files
-/// for the errors when there is none or several.
-pub(crate) fn only_file_in(
-    dir: &Path,
-    matches: impl Fn(&Path) -> bool,
-    what: (&str, &str),
-) -> Result<std::path::PathBuf> {
-    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut found: Vec<std::path::PathBuf> =
-        entries.flatten().map(|e| e.path()).filter(|p| p.is_file() && matches(p)).collect();
-    found.sort();
-    match found.len() {
-        1 => Ok(found.remove(0)),
-        0 => Err(Error::in_file(dir, format!("no {} in this directory", what.0))),
-        _ => Err(Error::in_file(
-            dir,
-            format!(
-                "several {} in this directory ({}); name one",
-                what.1,
-                found.iter().filter_map(|p| p.file_name()).map(|n| n.to_string_lossy()).collect::<Vec<_>>().join(", ")
-            ),
-        )),
-    }
-}
-
 fn contains_prv(dir: &Path) -> bool {
-    std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| crate::paraver::is_prv(&e.path()))).unwrap_or(false)
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().any(|e| crate::reading::paraver::is_prv(&e.path())))
+        .unwrap_or(false)
 }
 
 fn contains_extension(dir: &Path, ext: &str) -> bool {
     std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| has_extension(&e.path(), ext))).unwrap_or(false)
-}
-
-/// A schema name derived from a path: the file stem, lower case, non-alphanumerics as '_'.
-pub fn default_name(path: &str) -> String {
-    if path.starts_with(GENERATE_PREFIX) {
-        return "generated".to_string();
-    }
-    if Path::new(path).is_file() && path.ends_with("traces.otf2") {
-        return default_name(&otf2_name_source(Path::new(path)));
-    }
-    let p = Path::new(path.trim_end_matches(['/', '\\']));
-    let stem = p.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-    let mut name: String =
-        stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
-    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.insert_str(0, "t_");
-    }
-    name
 }
 
 #[cfg(test)]

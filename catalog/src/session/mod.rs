@@ -5,6 +5,9 @@
 //! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
 //! configured partitions, so scans run on every core without copying data.
 
+pub mod named_args;
+pub mod sql;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
 
@@ -16,14 +19,14 @@ use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use sqlparser::dialect::GenericDialect;
 
-use crate::csv::TimeUnit;
 use crate::error::{Error, Result};
 use crate::model;
-use crate::named_args::{self, Parameters};
-use crate::open::{OpenOptions, default_name, open};
-use crate::sql::{Command, parse_command};
+use crate::reading::csv::TimeUnit;
+use crate::reading::{OpenOptions, default_name, open};
 use crate::trace::Trace;
 use crate::wallclock::{Notices, SharedStarts};
+use named_args::Parameters;
+use sql::{Command, parse_command};
 
 /// The catalog all schemas live in.
 pub const CATALOG: &str = "datafusion";
@@ -342,7 +345,7 @@ impl Session {
     /// `ATTACH 'file.csv' AS name (TYPE table)`: any CSV with a header as table `name`.
     fn attach_table(&mut self, path: &str, name: Option<&str>, options: &[(String, String)]) -> Result<Outcome> {
         let name = self.table_name(path, name, options, "a CSV table")?;
-        let batch = crate::csv::table::read(std::path::Path::new(path))?;
+        let batch = crate::reading::csv::table::read(std::path::Path::new(path))?;
         self.register_plain_table(path, name, batch)
     }
 

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::otf2::buffer::Cursor;
+use crate::reading::otf2::buffer::Cursor;
 
 /// What the anchor says about an archive.
 #[derive(Debug, Clone, PartialEq, Eq)]

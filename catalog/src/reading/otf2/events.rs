@@ -12,8 +12,8 @@ use std::path::Path;
 use crate::error::Result;
 use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
-use crate::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
-use crate::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION};
+use crate::reading::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
+use crate::reading::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION};
 use crate::trace::Warnings;
 
 const BUFFER_FLUSH: u8 = 10;

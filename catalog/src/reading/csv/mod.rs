@@ -14,11 +14,21 @@ pub mod pclvis;
 pub mod sync;
 pub mod table;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::open::OpenOptions;
+use crate::progress::LoadProgress;
 use crate::trace::RawTrace;
+
+/// What reading a CSV trace takes: the unit of a timestamp column whose header names none,
+/// a rank,node file placing the ranks, and where to report the bytes read.
+#[derive(Debug, Clone, Default)]
+pub struct CsvOptions {
+    pub time_unit: Option<TimeUnit>,
+    pub nodes: Option<PathBuf>,
+    pub progress: Option<Arc<LoadProgress>>,
+}
 
 /// Time unit of CSV timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -168,7 +178,7 @@ impl<R: std::io::Read> std::io::Read for SpacesAfterCommas<R> {
 }
 
 /// Read a CSV trace, choosing the shape from its header.
-pub fn read(path: &Path, options: &OpenOptions) -> Result<RawTrace> {
+pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     Error::regular_file(path)?;
     let header = first_line(path)?;
     let lower = header.to_ascii_lowercase();
@@ -230,7 +240,7 @@ fn first_line(path: &Path) -> Result<String> {
 pub(crate) fn open_reader(
     builder: &::csv::ReaderBuilder,
     path: &Path,
-    options: &OpenOptions,
+    options: &CsvOptions,
 ) -> Result<::csv::Reader<SpacesAfterCommas<crate::progress::ProgressReader<std::fs::File>>>> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     if let Some(p) = &options.progress {
@@ -314,7 +324,7 @@ mod tests {
         ] {
             let p = dir.path().join(name);
             std::fs::write(&p, text).unwrap();
-            let e = read(&p, &OpenOptions::default()).unwrap_err().to_string();
+            let e = read(&p, &CsvOptions::default()).unwrap_err().to_string();
             assert!(e.contains(name) && e.contains("appears twice"), "{e}");
         }
         let p = dir.path().join("t.csv");
