@@ -172,141 +172,217 @@ fn instant_kind(name: &str) -> EventKind {
 pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut reader = open_reader(&csv::ReaderBuilder::new(), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
-    crate::reading::csv::check_unique_header(path, header.iter())?;
-    let names: Vec<String> =
-        header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();
-    let missing = |want: &str| {
-        Error::at_line(
-            path,
-            1,
-            None,
-            format!("missing column '{want}'; expected {EXPECTED} (Thread and Attributes may be left out)"),
-        )
-    };
-    let (c_ts, unit) = crate::reading::csv::timestamp_column(path, &header, options.time_unit)?
-        .ok_or_else(|| missing("timestamp (ns)"))?;
-    let mut idx = [0usize; 3];
-    for (k, want) in REQUIRED.iter().enumerate() {
-        idx[k] = names.iter().position(|n| n == want).ok_or_else(|| missing(want))?;
-    }
-    let [c_type, c_name, c_process] = idx;
-    let c_thread = names.iter().position(|n| n == "thread");
-    let c_attrs = names.iter().position(|n| n == "attributes");
-
+    let c = Columns::find(path, &header, options)?;
     let mut events = RawEvents::default();
-    let mut regions: Vec<RegionInfo> = Vec::new();
-    let mut region_index: HashMap<String, i32> = HashMap::new();
+    let mut regions = Regions::default();
     let mut streams: BTreeSet<(i32, i32)> = BTreeSet::new();
     let mut comm_names: BTreeMap<i32, String> = BTreeMap::new();
     let mut warnings = Warnings::default();
     let mut record = csv::StringRecord::new();
     while let Some(line) = next_record(&mut reader, &mut record, path)? {
-        let field = |i: usize| record.get(i).unwrap_or("").trim();
-        let bad = |i: usize, what: &str| {
-            Error::at_line(
-                path,
-                line,
-                Some(header.get(i).unwrap_or("?")),
-                format!("expected {what}, found '{}'", field(i)),
-            )
-        };
-        let ts = parse_time(field(c_ts), unit).ok_or_else(|| bad(c_ts, "a time"))?;
-        let thread: i32 = match c_thread {
-            Some(c) => field(c).parse().map_err(|_| bad(c, "a thread number"))?,
+        let at = Line { path, line, header: &header, record: &record };
+        let ts = parse_time(at.field(c.ts), c.unit).ok_or_else(|| at.bad(c.ts, "a time"))?;
+        let thread: i32 = match c.thread {
+            Some(i) => at.field(i).parse().map_err(|_| at.bad(i, "a thread number"))?,
             None => 0,
         };
-        let rank: i32 = field(c_process)
+        let rank: i32 = at
+            .field(c.process)
             .parse()
             .ok()
             .filter(|r: &i32| *r >= 0)
-            .ok_or_else(|| bad(c_process, "a rank (0 or more)"))?;
-        let attrs = match c_attrs {
-            Some(c) => parse_attributes(field(c))
-                .map_err(|m| Error::at_line(path, line, Some(header.get(c).unwrap_or("Attributes")), m))?,
+            .ok_or_else(|| at.bad(c.process, "a rank (0 or more)"))?;
+        let attrs = match c.attrs {
+            Some(i) => parse_attributes(at.field(i))
+                .map_err(|m| Error::at_line(path, line, Some(header.get(i).unwrap_or("Attributes")), m))?,
             None => Vec::new(),
         };
-        let attr = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v);
-        let attr_i64 = |k: &str| attr(k).and_then(Value::int).unwrap_or(NONE_I64);
-        let attr_i32 = |k: &str| attr(k).and_then(Value::int).and_then(|v| i32::try_from(v).ok()).unwrap_or(NONE_I32);
-        let name = field(c_name);
+        let name = at.field(c.name);
         streams.insert((rank, thread));
         let mut e = Event::new(rank, thread, ts, EventKind::Other);
-        match field(c_type) {
-            "Enter" | "Leave" => {
-                e.kind = if field(c_type) == "Enter" { EventKind::Enter } else { EventKind::Leave };
-                let next = regions.len() as i32;
-                e.region = *region_index.entry(name.to_string()).or_insert_with(|| {
-                    let region_id = attr("region").and_then(Value::int).unwrap_or(i64::from(next));
-                    regions.push(RegionInfo {
-                        region_id,
-                        name: name.to_string(),
-                        paradigm: if name.starts_with("MPI_") { "mpi" } else { "user" }.into(),
-                        role: None,
-                        file: None,
-                        line: None,
-                    });
-                    next
-                });
+        match at.field(c.kind) {
+            kind @ ("Enter" | "Leave") => {
+                e.kind = if kind == "Enter" { EventKind::Enter } else { EventKind::Leave };
+                e.region = regions.index(name, &attrs);
             }
-            "Instant" => {
-                e.kind = instant_kind(name);
-                if e.kind == EventKind::Other {
-                    warnings.add("unknown_instant_event", || {
-                        format!("{}:{line}: instant event '{name}' is kept with kind 'other'", path.display())
-                    });
-                }
-                e.peer = match e.kind {
-                    EventKind::Send | EventKind::Isend => attr_i32("receiver"),
-                    EventKind::Recv | EventKind::Irecv => attr_i32("sender"),
-                    EventKind::CollEnd => Some(attr_i32("root")).filter(|r| *r >= 0).unwrap_or(NONE_I32),
-                    _ => NONE_I32,
-                };
-                e.comm = attr_i32("communicator");
-                if let Some(Value::Text(c)) = attr("communicator") {
-                    comm_names.entry(e.comm).or_insert_with(|| c.clone());
-                }
-                e.tag = attr_i32("msg_tag");
-                e.bytes = if e.kind == EventKind::CollEnd { attr_i64("size_sent") } else { attr_i64("msg_length") };
-                e.bytes_recv = attr_i64("size_received");
-                e.request = attr_i64("request_id");
-                if e.kind == EventKind::CollEnd {
-                    let op = match attr("collective_op") {
-                        Some(Value::Text(t)) => t.rsplit(['.', '_']).next().unwrap_or(t).to_string(),
-                        _ => "other".to_string(),
-                    };
-                    e.op = collective_op_code(&op);
-                }
-                let needs_peer =
-                    matches!(e.kind, EventKind::Send | EventKind::Isend | EventKind::Recv | EventKind::Irecv);
-                if needs_peer && (e.peer == NONE_I32 || e.comm == NONE_I32 || e.tag == NONE_I32) {
-                    return Err(Error::at_line(
-                        path,
-                        line,
-                        Some(c_attrs.and_then(|c| header.get(c)).unwrap_or("Attributes")),
-                        format!(
-                            "{name} needs {}, communicator and msg_tag attributes{}",
-                            if matches!(e.kind, EventKind::Send | EventKind::Isend) { "receiver" } else { "sender" },
-                            if c_attrs.is_none() { ", and the file has no Attributes column" } else { "" }
-                        ),
-                    ));
-                }
-            }
+            "Instant" => instant(&mut e, name, &attrs, &at, &c, &mut comm_names, &mut warnings)?,
             other => {
                 return Err(Error::at_line(
                     path,
                     line,
-                    Some(header.get(c_type).unwrap_or("Event Type")),
+                    Some(header.get(c.kind).unwrap_or("Event Type")),
                     format!("expected Enter, Leave or Instant, found '{other}'"),
                 ));
             }
         }
         events.push(e);
     }
-    let events = EventParts::single(events);
+    let (ranks, locations, communicators) = definitions(&streams, comm_names);
+    Ok(RawTrace {
+        meta: TraceMeta { format: "csv-events".into(), ..TraceMeta::default() },
+        ranks,
+        locations,
+        regions: regions.list,
+        events: EventParts::single(events),
+        communicators,
+        warnings,
+        ..RawTrace::default()
+    })
+}
 
+/// Where the export shape's columns are, and the unit of its timestamps.
+struct Columns {
+    ts: usize,
+    unit: crate::reading::csv::TimeUnit,
+    kind: usize,
+    name: usize,
+    process: usize,
+    thread: Option<usize>,
+    attrs: Option<usize>,
+}
+
+impl Columns {
+    fn find(path: &Path, header: &csv::StringRecord, options: &CsvOptions) -> Result<Columns> {
+        crate::reading::csv::check_unique_header(path, header.iter())?;
+        let names: Vec<String> =
+            header.iter().map(|h| h.trim().trim_start_matches('\u{feff}').to_ascii_lowercase()).collect();
+        let missing = |want: &str| {
+            Error::at_line(
+                path,
+                1,
+                None,
+                format!("missing column '{want}'; expected {EXPECTED} (Thread and Attributes may be left out)"),
+            )
+        };
+        let (ts, unit) = crate::reading::csv::timestamp_column(path, header, options.time_unit)?
+            .ok_or_else(|| missing("timestamp (ns)"))?;
+        let mut idx = [0usize; 3];
+        for (k, want) in REQUIRED.iter().enumerate() {
+            idx[k] = names.iter().position(|n| n == want).ok_or_else(|| missing(want))?;
+        }
+        let [kind, name, process] = idx;
+        let thread = names.iter().position(|n| n == "thread");
+        let attrs = names.iter().position(|n| n == "attributes");
+        Ok(Columns { ts, unit, kind, name, process, thread, attrs })
+    }
+}
+
+/// One record being read, for its fields and its errors.
+struct Line<'a> {
+    path: &'a Path,
+    line: u64,
+    header: &'a csv::StringRecord,
+    record: &'a csv::StringRecord,
+}
+
+impl Line<'_> {
+    fn field(&self, i: usize) -> &str {
+        self.record.get(i).unwrap_or("").trim()
+    }
+
+    fn bad(&self, i: usize, what: &str) -> Error {
+        Error::at_line(
+            self.path,
+            self.line,
+            Some(self.header.get(i).unwrap_or("?")),
+            format!("expected {what}, found '{}'", self.field(i)),
+        )
+    }
+}
+
+/// The regions named by Enter and Leave records, numbered in order of first appearance (or
+/// by their `region` attribute).
+#[derive(Default)]
+struct Regions {
+    list: Vec<RegionInfo>,
+    index: HashMap<String, i32>,
+}
+
+impl Regions {
+    fn index(&mut self, name: &str, attrs: &[(String, Value)]) -> i32 {
+        let next = self.list.len() as i32;
+        let list = &mut self.list;
+        *self.index.entry(name.to_string()).or_insert_with(|| {
+            let region_id =
+                attrs.iter().find(|(k, _)| k == "region").and_then(|(_, v)| v.int()).unwrap_or(i64::from(next));
+            list.push(RegionInfo {
+                region_id,
+                name: name.to_string(),
+                paradigm: if name.starts_with("MPI_") { "mpi" } else { "user" }.into(),
+                role: None,
+                file: None,
+                line: None,
+            });
+            next
+        })
+    }
+}
+
+/// An Instant record: its kind from the name, peer, communicator, tag, sizes, request and
+/// collective operation from the attributes.
+fn instant(
+    e: &mut Event,
+    name: &str,
+    attrs: &[(String, Value)],
+    at: &Line<'_>,
+    c: &Columns,
+    comm_names: &mut BTreeMap<i32, String>,
+    warnings: &mut Warnings,
+) -> Result<()> {
+    let attr = |k: &str| attrs.iter().find(|(n, _)| n == k).map(|(_, v)| v);
+    let attr_i64 = |k: &str| attr(k).and_then(Value::int).unwrap_or(NONE_I64);
+    let attr_i32 = |k: &str| attr(k).and_then(Value::int).and_then(|v| i32::try_from(v).ok()).unwrap_or(NONE_I32);
+    e.kind = instant_kind(name);
+    if e.kind == EventKind::Other {
+        warnings.add("unknown_instant_event", || {
+            format!("{}:{}: instant event '{name}' is kept with kind 'other'", at.path.display(), at.line)
+        });
+    }
+    e.peer = match e.kind {
+        EventKind::Send | EventKind::Isend => attr_i32("receiver"),
+        EventKind::Recv | EventKind::Irecv => attr_i32("sender"),
+        EventKind::CollEnd => Some(attr_i32("root")).filter(|r| *r >= 0).unwrap_or(NONE_I32),
+        _ => NONE_I32,
+    };
+    e.comm = attr_i32("communicator");
+    if let Some(Value::Text(name)) = attr("communicator") {
+        comm_names.entry(e.comm).or_insert_with(|| name.clone());
+    }
+    e.tag = attr_i32("msg_tag");
+    e.bytes = if e.kind == EventKind::CollEnd { attr_i64("size_sent") } else { attr_i64("msg_length") };
+    e.bytes_recv = attr_i64("size_received");
+    e.request = attr_i64("request_id");
+    if e.kind == EventKind::CollEnd {
+        let op = match attr("collective_op") {
+            Some(Value::Text(t)) => t.rsplit(['.', '_']).next().unwrap_or(t).to_string(),
+            _ => "other".to_string(),
+        };
+        e.op = collective_op_code(&op);
+    }
+    let needs_peer = matches!(e.kind, EventKind::Send | EventKind::Isend | EventKind::Recv | EventKind::Irecv);
+    if needs_peer && (e.peer == NONE_I32 || e.comm == NONE_I32 || e.tag == NONE_I32) {
+        return Err(Error::at_line(
+            at.path,
+            at.line,
+            Some(c.attrs.and_then(|i| at.header.get(i)).unwrap_or("Attributes")),
+            format!(
+                "{name} needs {}, communicator and msg_tag attributes{}",
+                if matches!(e.kind, EventKind::Send | EventKind::Isend) { "receiver" } else { "sender" },
+                if c.attrs.is_none() { ", and the file has no Attributes column" } else { "" }
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Ranks, locations (one per rank and thread seen) and communicators (every rank a member:
+/// the export does not say more).
+fn definitions(
+    streams: &BTreeSet<(i32, i32)>,
+    comm_names: BTreeMap<i32, String>,
+) -> (Vec<RankInfo>, Vec<LocationInfo>, Vec<CommInfo>) {
     let rank_set: BTreeSet<i32> = streams.iter().map(|s| s.0).collect();
-    let ranks: Vec<RankInfo> =
-        rank_set.iter().map(|&r| RankInfo { rank: r, node: None, name: format!("rank {r}") }).collect();
+    let ranks = rank_set.iter().map(|&r| RankInfo { rank: r, node: None, name: format!("rank {r}") }).collect();
     let locations = streams
         .iter()
         .enumerate()
@@ -324,16 +400,7 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
         .filter(|(c, _)| *c != NONE_I32)
         .map(|(comm, name)| CommInfo { comm, name, members: world.clone(), per_rank: false })
         .collect();
-    Ok(RawTrace {
-        meta: TraceMeta { format: "csv-events".into(), ..TraceMeta::default() },
-        ranks,
-        locations,
-        regions,
-        events,
-        communicators,
-        warnings,
-        ..RawTrace::default()
-    })
+    (ranks, locations, communicators)
 }
 
 #[cfg(test)]

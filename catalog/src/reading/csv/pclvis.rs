@@ -68,40 +68,89 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut reader = open_reader(csv::ReaderBuilder::new().trim(csv::Trim::All), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let cols = columns(path, &header, options.time_unit)?;
-    let col_name = |i: usize| header.get(i).unwrap_or("?").trim().to_string();
-
     let mut events = RawEvents::default();
     let mut nodes: BTreeMap<i32, (String, u64)> = BTreeMap::new();
     let mut ranks: BTreeSet<i32> = BTreeSet::new();
     let mut comms: BTreeSet<i32> = BTreeSet::new();
     let mut record = csv::StringRecord::new();
     while let Some(line) = next_record(&mut reader, &mut record, path)? {
-        let field = |i: usize| record.get(i).unwrap_or("");
-        let int = |i: usize| -> Result<i64> {
-            field(i).parse::<i64>().map_err(|_| {
-                Error::at_line(path, line, Some(&col_name(i)), format!("expected an integer, found '{}'", field(i)))
-            })
-        };
-        let rank_of = |i: usize| -> Result<i32> {
-            let v = int(i)?;
-            i32::try_from(v).ok().filter(|r| *r >= 0).ok_or_else(|| {
-                Error::at_line(path, line, Some(&col_name(i)), format!("expected a rank (0 or more), found '{v}'"))
-            })
-        };
-        let rank = rank_of(cols.rank)?;
-        let source = rank_of(cols.source)?;
-        let destination = rank_of(cols.destination)?;
-        let kind = match field(cols.kind).to_ascii_lowercase().as_str() {
+        let row = Row { path, line, header: &header, record: &record };
+        let (event, source, destination) = row.event(&cols)?;
+        if let Some(c) = cols.node {
+            row.place(c, event.rank, &mut nodes)?;
+        }
+        ranks.insert(source);
+        ranks.insert(destination);
+        comms.insert(event.comm);
+        events.push(event);
+    }
+    // Stable per-rank time order (rows may be listed in any order).
+    events.group_by_stream();
+    sort_streams_by_time(&mut events);
+    let (ranks, locations, communicators) = definitions(&ranks, &nodes, &comms);
+    Ok(RawTrace {
+        meta: TraceMeta { format: "csv-pclvis".into(), ..TraceMeta::default() },
+        ranks,
+        locations,
+        communicators,
+        events: EventParts::single(events),
+        ..RawTrace::default()
+    })
+}
+
+/// One row being read, for its fields and its errors.
+struct Row<'a> {
+    path: &'a Path,
+    line: u64,
+    header: &'a csv::StringRecord,
+    record: &'a csv::StringRecord,
+}
+
+impl Row<'_> {
+    fn field(&self, i: usize) -> &str {
+        self.record.get(i).unwrap_or("")
+    }
+
+    fn name(&self, i: usize) -> String {
+        self.header.get(i).unwrap_or("?").trim().to_string()
+    }
+
+    fn error(&self, i: usize, message: String) -> Error {
+        Error::at_line(self.path, self.line, Some(&self.name(i)), message)
+    }
+
+    fn int(&self, i: usize) -> Result<i64> {
+        self.field(i)
+            .parse::<i64>()
+            .map_err(|_| self.error(i, format!("expected an integer, found '{}'", self.field(i))))
+    }
+
+    fn rank(&self, i: usize) -> Result<i32> {
+        let v = self.int(i)?;
+        i32::try_from(v)
+            .ok()
+            .filter(|r| *r >= 0)
+            .ok_or_else(|| self.error(i, format!("expected a rank (0 or more), found '{v}'")))
+    }
+
+    /// A small optional number (tag, communicator): 0 when the column is absent.
+    fn small(&self, i: Option<usize>) -> Result<i32> {
+        match i {
+            None => Ok(0),
+            Some(i) => i32::try_from(self.int(i)?)
+                .map_err(|_| self.error(i, format!("value '{}' out of range", self.field(i)))),
+        }
+    }
+
+    /// The row's send or receive, and its source and destination ranks.
+    fn event(&self, cols: &Columns) -> Result<(Event, i32, i32)> {
+        let rank = self.rank(cols.rank)?;
+        let source = self.rank(cols.source)?;
+        let destination = self.rank(cols.destination)?;
+        let kind = match self.field(cols.kind).to_ascii_lowercase().as_str() {
             "send" | "isend" => EventKind::Send,
             "recv" | "receive" | "irecv" => EventKind::Recv,
-            other => {
-                return Err(Error::at_line(
-                    path,
-                    line,
-                    Some(&col_name(cols.kind)),
-                    format!("expected send or recv, found '{other}'"),
-                ));
-            }
+            other => return Err(self.error(cols.kind, format!("expected send or recv, found '{other}'"))),
         };
         let (own, peer, own_col) = if kind == EventKind::Send {
             (source, destination, cols.source)
@@ -109,73 +158,52 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
             (destination, source, cols.destination)
         };
         if own != rank {
-            return Err(Error::at_line(
-                path,
-                line,
-                Some(&col_name(own_col)),
+            return Err(self.error(
+                own_col,
                 format!(
                     "a {} recorded by rank {rank} must have {} = {rank}, found {own}",
-                    field(cols.kind),
-                    col_name(own_col)
+                    self.field(cols.kind),
+                    self.name(own_col)
                 ),
             ));
         }
-        let ts = parse_time(field(cols.timestamp), cols.unit).ok_or_else(|| {
-            Error::at_line(
-                path,
-                line,
-                Some(&col_name(cols.timestamp)),
-                format!("expected a time, found '{}'", field(cols.timestamp)),
-            )
+        let ts = parse_time(self.field(cols.timestamp), cols.unit).ok_or_else(|| {
+            self.error(cols.timestamp, format!("expected a time, found '{}'", self.field(cols.timestamp)))
         })?;
-        let bytes = int(cols.size)?;
+        let bytes = self.int(cols.size)?;
         if bytes < 0 {
-            return Err(Error::at_line(
-                path,
-                line,
-                Some(&col_name(cols.size)),
-                format!("expected a size of 0 or more, found {bytes}"),
-            ));
+            return Err(self.error(cols.size, format!("expected a size of 0 or more, found {bytes}")));
         }
-        let small = |i: Option<usize>| -> Result<i32> {
-            match i {
-                None => Ok(0),
-                Some(i) => i32::try_from(int(i)?).map_err(|_| {
-                    Error::at_line(path, line, Some(&col_name(i)), format!("value '{}' out of range", field(i)))
-                }),
-            }
-        };
-        let tag = small(cols.tag)?;
-        let comm = small(cols.comm)?;
-        if let Some(c) = cols.node {
-            let node = field(c);
-            if !node.is_empty() {
-                match nodes.get(&rank) {
-                    Some((prev, prev_line)) if prev != node => {
-                        return Err(Error::at_line(
-                            path,
-                            line,
-                            Some(&col_name(c)),
-                            format!("rank {rank} is on node '{prev}' at line {prev_line} but on '{node}' here"),
-                        ));
-                    }
-                    Some(_) => {}
-                    None => {
-                        nodes.insert(rank, (node.to_string(), line));
-                    }
-                }
-            }
-        }
-        ranks.insert(source);
-        ranks.insert(destination);
-        comms.insert(comm);
-        events.push(Event { peer, comm, tag, bytes, ..Event::new(rank, 0, ts, kind) });
+        let (tag, comm) = (self.small(cols.tag)?, self.small(cols.comm)?);
+        Ok((Event { peer, comm, tag, bytes, ..Event::new(rank, 0, ts, kind) }, source, destination))
     }
-    // Stable per-rank time order (rows may be listed in any order).
-    events.group_by_stream();
-    sort_streams_by_time(&mut events);
-    let events = EventParts::single(events);
 
+    /// Record the rank's node from column `c`; a rank found on two nodes is an error.
+    fn place(&self, c: usize, rank: i32, nodes: &mut BTreeMap<i32, (String, u64)>) -> Result<()> {
+        let node = self.field(c);
+        if node.is_empty() {
+            return Ok(());
+        }
+        match nodes.get(&rank) {
+            Some((prev, prev_line)) if prev != node => {
+                Err(self.error(c, format!("rank {rank} is on node '{prev}' at line {prev_line} but on '{node}' here")))
+            }
+            Some(_) => Ok(()),
+            None => {
+                nodes.insert(rank, (node.to_string(), self.line));
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Ranks (with the nodes the rows gave), one location per rank, and the communicators seen
+/// (every rank a member: the shape does not say more).
+fn definitions(
+    ranks: &BTreeSet<i32>,
+    nodes: &BTreeMap<i32, (String, u64)>,
+    comms: &BTreeSet<i32>,
+) -> (Vec<RankInfo>, Vec<LocationInfo>, Vec<CommInfo>) {
     let ranks: Vec<RankInfo> = ranks
         .iter()
         .map(|&r| RankInfo { rank: r, node: nodes.get(&r).map(|n| n.0.clone()), name: format!("rank {r}") })
@@ -200,14 +228,7 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
             per_rank: false,
         })
         .collect();
-    Ok(RawTrace {
-        meta: TraceMeta { format: "csv-pclvis".into(), ..TraceMeta::default() },
-        ranks,
-        locations,
-        communicators,
-        events,
-        ..RawTrace::default()
-    })
+    (ranks, locations, communicators)
 }
 
 /// Sort each stream by time, keeping the file order of equal times.

@@ -312,80 +312,125 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
     let place = placement(&d);
     let comms = comm_members(&d, &place, &mut warnings);
-    let comm_index = events::CommMembers::new(&comms.members);
-    let string = |id: u32| d.string(id).unwrap_or("").to_string();
+    let regions = regions(&d);
+    let metric_defs = MetricDefs::of(&d);
+    check_event_files(&base, &d)?;
+    let located = Located { anchor: &anchor, base: &base, d: &d, place: &place, comms: &comms, metrics: &metric_defs };
+    let mut parts = decode_locations(&located, progress)?;
+    parts.sort_by_key(|p| (p.rank, p.thread));
+    report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
+    let metrics =
+        RawMetrics { names: metric_defs.names, definitions: metric_defs.definitions, ..RawMetrics::default() };
+    let (events, clock_sync, metrics) = gather(parts, &d, metrics, &mut warnings);
+    let (ranks, locations) = ranks_and_locations(&d, &place, &mut warnings);
+    let communicators = communicators(&d, &comms);
+    Ok(RawTrace {
+        meta: meta(path, anchor, &d),
+        ranks,
+        locations,
+        regions,
+        events,
+        communicators,
+        clock_sync,
+        metrics,
+        states: Default::default(),
+        warnings,
+    })
+}
 
-    let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
-    let region_index = events::RegionIndex::new(&region_ids);
-    let regions: Vec<RegionInfo> = d
-        .regions
+/// The regions of the global definitions.
+fn regions(d: &GlobalDefs) -> Vec<RegionInfo> {
+    d.regions
         .iter()
         .map(|(id, r)| RegionInfo {
             region_id: i64::from(*id),
-            name: string(r.name),
+            name: d.string(r.name).unwrap_or("").to_string(),
             paradigm: paradigm_name(r.paradigm).to_string(),
             role: role_name(r.role).map(str::to_string),
             file: d.string(r.source_file).filter(|s| !s.is_empty()).map(str::to_string),
             line: (r.begin_line != 0 && r.begin_line != u32::MAX).then_some(i64::from(r.begin_line)),
         })
-        .collect();
+        .collect()
+}
 
-    let mut metric_names: Vec<String> = Vec::new();
-    let mut metric_definitions: Vec<crate::trace::MetricDefinition> = Vec::new();
-    let mut metric_name_index: HashMap<u32, i32> = HashMap::new();
-    let mut member_ids: Vec<&u32> = d.metric_members.keys().collect();
-    member_ids.sort_unstable();
-    for id in member_ids {
-        let member = &d.metric_members[id];
-        metric_name_index.insert(*id, metric_names.len() as i32);
-        metric_names.push(string(member.name));
+/// The metrics the definitions declare: each member's name and definition, in member order,
+/// and per metric class its members as (name index, value type), as the decoder reads them.
+struct MetricDefs {
+    names: Vec<String>,
+    definitions: Vec<crate::trace::MetricDefinition>,
+    classes: HashMap<u32, Vec<(i32, u8)>>,
+}
+
+impl MetricDefs {
+    fn of(d: &GlobalDefs) -> MetricDefs {
         let text = |id: Option<u32>| id.and_then(|i| d.string(i)).filter(|s| !s.is_empty()).map(str::to_string);
-        metric_definitions.push(crate::trace::MetricDefinition {
-            mode: metric_mode_name(member.mode),
-            unit: text(member.unit),
-            description: text(Some(member.description)),
-        });
-    }
-    let metric_members: HashMap<u32, Vec<(i32, u8)>> = d
-        .metrics
-        .iter()
-        .map(|(id, members)| {
+        let mut out = MetricDefs { names: Vec::new(), definitions: Vec::new(), classes: HashMap::new() };
+        let mut index: HashMap<u32, i32> = HashMap::new();
+        let mut member_ids: Vec<&u32> = d.metric_members.keys().collect();
+        member_ids.sort_unstable();
+        for id in member_ids {
+            let member = &d.metric_members[id];
+            index.insert(*id, out.names.len() as i32);
+            out.names.push(d.string(member.name).unwrap_or("").to_string());
+            out.definitions.push(crate::trace::MetricDefinition {
+                mode: metric_mode_name(member.mode),
+                unit: text(member.unit),
+                description: text(Some(member.description)),
+            });
+        }
+        for (id, members) in &d.metrics {
             let v = members
                 .iter()
                 .map(|m| {
-                    (
-                        metric_name_index.get(m).copied().unwrap_or(crate::events::NONE_I32),
-                        d.metric_members.get(m).map_or(0, |x| x.value_type),
-                    )
+                    let name = index.get(m).copied().unwrap_or(crate::events::NONE_I32);
+                    (name, d.metric_members.get(m).map_or(0, |x| x.value_type))
                 })
                 .collect();
-            (*id, v)
-        })
-        .collect();
-
-    struct Part {
-        rank: i32,
-        thread: i32,
-        decoded: events::Decoded,
-        offsets: Vec<(u64, i64, f64)>,
-        /// The .evt file is empty although the definitions give the location events.
-        empty_events: Option<(std::path::PathBuf, u64)>,
-        /// The location's local definitions file is missing.
-        missing_defs: Option<std::path::PathBuf>,
+            out.classes.insert(*id, v);
+        }
+        out
     }
-    check_event_files(&base, &d)?;
+}
+
+/// What decoding a location needs of the archive.
+struct Located<'a> {
+    anchor: &'a anchor::Anchor,
+    base: &'a Path,
+    d: &'a GlobalDefs,
+    place: &'a Placement,
+    comms: &'a Communicators,
+    metrics: &'a MetricDefs,
+}
+
+/// One location decoded.
+struct Part {
+    rank: i32,
+    thread: i32,
+    decoded: events::Decoded,
+    offsets: Vec<(u64, i64, f64)>,
+    /// The .evt file is empty although the definitions give the location events.
+    empty_events: Option<(std::path::PathBuf, u64)>,
+    /// The location's local definitions file is missing.
+    missing_defs: Option<std::path::PathBuf>,
+}
+
+/// Every location's local definitions and events, decoded in parallel.
+fn decode_locations(a: &Located<'_>, progress: Option<&crate::progress::LoadProgress>) -> Result<Vec<Part>> {
+    let d = a.d;
+    let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
+    let region_index = events::RegionIndex::new(&region_ids);
+    let comm_index = events::CommMembers::new(&a.comms.members);
     if let Some(p) = progress {
         p.set_total(d.locations.len() as u64);
     }
-    let parts: Vec<Part> = d
-        .locations
+    d.locations
         .par_iter()
         .map(|l| {
-            let (rank, thread) = place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
-            let local_path = base.join(format!("{}.def", l.id));
+            let (rank, thread) = a.place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
+            let local_path = a.base.join(format!("{}.def", l.id));
             let missing_defs = (!local_path.exists()).then(|| local_path.clone());
-            let local = defs::read_local(&local_path, anchor.chunk_size_definitions)?;
-            let evt = base.join(format!("{}.evt", l.id));
+            let local = defs::read_local(&local_path, a.anchor.chunk_size_definitions)?;
+            let evt = a.base.join(format!("{}.evt", l.id));
             let data = match std::fs::read(&evt) {
                 Ok(data) => data,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound && l.events == 0 => Vec::new(),
@@ -399,42 +444,46 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
                 local: &local,
                 region_index: &region_index,
                 comm_members: &comm_index,
-                self_comms: &comms.per_rank,
-                metric_members: &metric_members,
+                self_comms: &a.comms.per_rank,
+                metric_members: &a.metrics.classes,
                 expected_events: l.events,
             };
             let empty_events = (data.is_empty() && l.events > 0).then(|| (evt.clone(), l.events));
             let decoded = if data.is_empty() {
                 events::Decoded::default()
             } else {
-                events::decode(&evt, &data, anchor.chunk_size_events, &ctx)?
+                events::decode(&evt, &data, a.anchor.chunk_size_events, &ctx)?
             };
             if let Some(p) = progress {
                 p.add(1);
             }
             Ok(Part { rank, thread, decoded, offsets: local.clock_offsets, empty_events, missing_defs })
         })
-        .collect::<Result<_>>()?;
+        .collect()
+}
 
-    let mut parts = parts;
-    parts.sort_by_key(|p| (p.rank, p.thread));
-    report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
+/// The decoded locations (in rank, thread order) put together: events, clock sync samples
+/// (ClockOffset records in ns, exact values kept for the fit) and metric samples.
+fn gather(
+    parts: Vec<Part>,
+    d: &GlobalDefs,
+    mut metrics: RawMetrics,
+    warnings: &mut Warnings,
+) -> (EventParts, Vec<ClockSample>, RawMetrics) {
     let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
     let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
     let mut clock_sync = Vec::new();
-    let mut metrics = RawMetrics { names: metric_names, definitions: metric_definitions, ..RawMetrics::default() };
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
         for (session, (time, offset, std_dev)) in p.offsets.iter().enumerate() {
             let local_ticks = i128::from(*time) - i128::from(d.global_offset);
-            let local_ts = ns(local_ticks);
             let local = exact_ns(local_ticks);
             let master = local + exact_ns(i128::from(*offset));
             clock_sync.push(ClockSample {
                 rank: p.rank,
                 session: session as i32,
-                local_ts,
+                local_ts: ns(local_ticks),
                 master_ts: master.round() as i64,
                 round_trip: None,
                 std_dev_ns: Some((*std_dev * 1e9 / d.timer_resolution as f64).round() as i64),
@@ -449,17 +498,25 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         metrics.value.extend(m.value);
         all.push(p.decoded.events);
     }
-    let events = EventParts::new(all);
+    (EventParts::new(all), clock_sync, metrics)
+}
 
+/// Ranks (their node from the system tree) and locations, in rank order.
+fn ranks_and_locations(
+    d: &GlobalDefs,
+    place: &Placement,
+    warnings: &mut Warnings,
+) -> (Vec<RankInfo>, Vec<LocationInfo>) {
+    let string = |id: u32| d.string(id).unwrap_or("").to_string();
     let mut ranks: Vec<RankInfo> = Vec::new();
     let mut groups: Vec<(&u32, &defs::LocationGroup)> = d.location_groups.iter().collect();
     groups.sort_by_key(|(id, _)| place.rank_of_group.get(id).copied().unwrap_or(i32::MAX));
     let mut rules = NodeRules::default();
     for (id, g) in groups {
         let Some(&rank) = place.rank_of_group.get(id) else { continue };
-        ranks.push(RankInfo { rank, node: node_name(&d, g.parent, &mut rules), name: string(g.name) });
+        ranks.push(RankInfo { rank, node: node_name(d, g.parent, &mut rules), name: string(g.name) });
     }
-    rules.report(&mut warnings);
+    rules.report(warnings);
     let mut locations: Vec<LocationInfo> = d
         .locations
         .iter()
@@ -475,17 +532,25 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         })
         .collect();
     locations.sort_by_key(|l| (l.rank, l.thread));
-    let communicators = d
-        .comms
+    (ranks, locations)
+}
+
+/// The communicators with their members as ranks.
+fn communicators(d: &GlobalDefs, comms: &Communicators) -> Vec<CommInfo> {
+    d.comms
         .iter()
         .map(|(id, c)| CommInfo {
             comm: *id as i32,
-            name: string(c.name),
+            name: d.string(c.name).unwrap_or("").to_string(),
             members: comms.members.get(id).cloned().unwrap_or_default(),
             per_rank: comms.per_rank.contains(id),
         })
-        .collect();
-    let meta = TraceMeta {
+        .collect()
+}
+
+/// The trace's facts from the anchor and the global definitions.
+fn meta(path: &Path, anchor: anchor::Anchor, d: &GlobalDefs) -> TraceMeta {
+    TraceMeta {
         name: crate::reading::paths::default_name(&path.display().to_string()),
         path: path.display().to_string(),
         format: "otf2".into(),
@@ -494,19 +559,7 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
         timer_resolution_hz: i64::try_from(d.timer_resolution).ok(),
         start_wallclock_ns: d.realtime_ns.and_then(|r| i64::try_from(r).ok()),
         ..TraceMeta::default()
-    };
-    Ok(RawTrace {
-        meta,
-        ranks,
-        locations,
-        regions,
-        events,
-        communicators,
-        clock_sync,
-        metrics,
-        states: Default::default(),
-        warnings,
-    })
+    }
 }
 
 /// The node of a location group: its system-tree ancestor of class "node", as Score-P names
