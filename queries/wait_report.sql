@@ -26,7 +26,7 @@ SELECT
     partner,
     count(*) AS waits,
     format_duration(sum(wait_ns)) AS total,
-    string_agg(DISTINCT pattern, ',') AS patterns
+    string_agg(DISTINCT pattern, ',' ORDER BY pattern) AS patterns
 FROM wait_states()
 GROUP BY partner
 ORDER BY sum(wait_ns) DESC, partner

@@ -253,7 +253,7 @@ const DOCS: &[FunctionDoc] = &[
         kind: "table",
         parameters: waits::WAIT_ARGS,
         signature: "wait_states([rel => 'messages'], collectives => 'collectives') -> rank, pattern, wait_ns, ts, msg_id, comm, instance, partner",
-        description: "Scalasca wait states: late_sender, late_receiver and wait_at_collective, one row per wait",
+        description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
     },
     FunctionDoc {
         name: "lod_resolution",

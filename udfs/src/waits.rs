@@ -8,9 +8,26 @@
 //!   (a synchronous or rendezvous send that had to wait): the sender waits from its call's
 //!   start until the post. Rank = sender, partner = receiver. Eager sends return before the
 //!   post and show no wait.
-//! - Wait at Collective: in each collective instance every participant waits from its own begin
-//!   until the last participant's begin; partner = that last rank. (Scalasca splits this by
-//!   operation — Wait at NxN, Late Broadcast, ...; here one rule covers all operations.)
+//!
+//! Collective operations follow Scalasca's per-operation patterns (its performance-properties
+//! reference, "Wait at Barrier", "Wait at N x N", "Late Broadcast", "Early Reduce", "Early
+//! Scan"), by the `op` of each instance:
+//!
+//! - `wait_at_barrier` (barrier) and `wait_at_nxn` (allgather(v), alltoall(v/w), allreduce,
+//!   reduce_scatter(_block), neighbour collectives): no one finishes before the last one has
+//!   begun, so every participant waits from its own begin until the last begin; partner = that
+//!   last rank.
+//! - `late_broadcast` (bcast, scatter(v), 1-to-n): a destination that begins before the root
+//!   waits until the root begins; partner = the root.
+//! - `early_reduce` (reduce, gather(v), n-to-1): a root that begins before every sender waits
+//!   until the first sender begins, before which no data can arrive; partner = that sender.
+//!   Senders do not wait.
+//! - `early_scan` (scan, exscan): a rank waits until the last of the ranks below it has begun
+//!   (their data flows up); partner = that rank. Ranks are ordered by their rank in the trace,
+//!   which is the communicator's order for MPI_COMM_WORLD and for communicators that keep it.
+//! - `wait_at_collective`: commdb's rule for operations Scalasca has no pattern for (handle and
+//!   window management, unknown operations) and for rooted operations whose root is not
+//!   recorded: the N x N rule.
 //!
 //! Only waits longer than 0 are listed. Cost: O(messages + participations).
 
@@ -22,12 +39,12 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived, int64_column};
+use crate::common::{Args, ComputeMany, Derived, int64_column, text_column};
 
 pub const WAIT_ARGS: &[&str] = &["rel", "collectives"];
 const MESSAGE_COLUMNS: [&str; 8] =
     ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
-const COLLECTIVE_COLUMNS: [&str; 4] = ["comm", "instance", "rank", "begin_ts"];
+const COLLECTIVE_COLUMNS: [&str; 6] = ["comm", "instance", "rank", "begin_ts", "op", "root"];
 
 /// One wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,42 +102,110 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     Ok(out)
 }
 
-/// One collective instance: the latest begin and its rank, and every (rank, begin).
+/// One collective instance: its operation, root and every (rank, begin).
 #[derive(Debug, Default)]
 struct Instance {
-    last: (i64, i64),
+    op: String,
+    root: Option<i64>,
     members: Vec<(i64, i64)>,
 }
 
-/// Wait at Collective of participations given as comm, instance, rank, begin_ts.
+/// The Scalasca pattern of a collective operation (see the module's notes).
+fn pattern_of(op: &str, has_root: bool) -> &'static str {
+    match op {
+        "barrier" => "wait_at_barrier",
+        "allgather"
+        | "allgatherv"
+        | "alltoall"
+        | "alltoallv"
+        | "alltoallw"
+        | "allreduce"
+        | "reduce_scatter"
+        | "reduce_scatter_block"
+        | "neighbor_allgather"
+        | "neighbor_alltoall" => "wait_at_nxn",
+        "bcast" | "scatter" | "scatterv" if has_root => "late_broadcast",
+        "reduce" | "gather" | "gatherv" if has_root => "early_reduce",
+        "scan" | "exscan" => "early_scan",
+        _ => "wait_at_collective",
+    }
+}
+
+/// Collective waits of participations given as comm, instance, rank, begin_ts, op, root.
 pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+    let op = text_column(batches, 4)?;
+    let root = int64_column(batches, 5)?;
     let mut groups: BTreeMap<(i64, i64), Instance> = BTreeMap::new();
     for r in 0..cols[0].len() {
         if cols.iter().any(|c| c.is_null(r)) {
             continue;
         }
         let (comm, inst, rank, begin) = (cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r));
-        let g = groups.entry((comm, inst)).or_insert(Instance { last: (begin, rank), members: Vec::new() });
-        if (begin, -rank) > (g.last.0, -g.last.1) {
-            g.last = (begin, rank);
-        }
+        let g = groups.entry((comm, inst)).or_insert_with(|| Instance {
+            op: if op.is_valid(r) { op.value(r).to_string() } else { String::new() },
+            root: root.is_valid(r).then(|| root.value(r)),
+            members: Vec::new(),
+        });
         g.members.push((rank, begin));
     }
     let mut out = Vec::new();
-    for ((comm, instance), Instance { last: (last, last_rank), members }) in groups {
-        for (rank, begin) in members {
-            if last > begin {
-                out.push(Wait {
-                    rank,
-                    pattern: "wait_at_collective",
-                    wait_ns: last - begin,
-                    ts: begin,
-                    msg_id: None,
-                    comm: Some(comm),
-                    instance: Some(instance),
-                    partner: Some(last_rank),
-                });
+    for ((comm, instance), g) in groups {
+        let pattern = pattern_of(&g.op, g.root.is_some());
+        let wait = |rank: i64, begin: i64, until: i64, partner: i64| Wait {
+            rank,
+            pattern,
+            wait_ns: until - begin,
+            ts: begin,
+            msg_id: None,
+            comm: Some(comm),
+            instance: Some(instance),
+            partner: Some(partner),
+        };
+        // The latest begin and its rank (the lowest rank among equal begins).
+        let latest = |members: &mut dyn Iterator<Item = (i64, i64)>| {
+            members.max_by_key(|&(rank, begin)| (begin, -rank)).map(|(rank, begin)| (begin, rank))
+        };
+        match pattern {
+            "late_broadcast" => {
+                let root = g.root.expect("a rooted pattern has its root");
+                if let Some(&(_, root_begin)) = g.members.iter().find(|m| m.0 == root) {
+                    for &(rank, begin) in g.members.iter().filter(|m| m.0 != root && m.1 < root_begin) {
+                        out.push(wait(rank, begin, root_begin, root));
+                    }
+                }
+            }
+            "early_reduce" => {
+                let root = g.root.expect("a rooted pattern has its root");
+                let first = g.members.iter().filter(|m| m.0 != root).min_by_key(|&&(rank, begin)| (begin, rank));
+                if let (Some(&(_, root_begin)), Some(&(sender, first_begin))) =
+                    (g.members.iter().find(|m| m.0 == root), first)
+                    && first_begin > root_begin
+                {
+                    out.push(wait(root, root_begin, first_begin, sender));
+                }
+            }
+            "early_scan" => {
+                let mut members = g.members.clone();
+                members.sort_unstable();
+                let mut below: Option<(i64, i64)> = None;
+                for (rank, begin) in members {
+                    if let Some((last, partner)) = below
+                        && last > begin
+                    {
+                        out.push(wait(rank, begin, last, partner));
+                    }
+                    if below.is_none_or(|(b, _)| begin > b) {
+                        below = Some((begin, rank));
+                    }
+                }
+            }
+            _ => {
+                if let Some((last, last_rank)) = latest(&mut g.members.iter().copied()) {
+                    for &(rank, begin) in g.members.iter().filter(|m| m.1 < last) {
+                        out.push(wait(rank, begin, last, last_rank));
+                    }
+                }
             }
         }
     }

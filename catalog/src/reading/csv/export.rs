@@ -354,7 +354,7 @@ fn instant(
     e.request = attr_i64("request_id");
     if e.kind == EventKind::CollEnd {
         let op = match attr("collective_op") {
-            Some(Value::Text(t)) => t.rsplit(['.', '_']).next().unwrap_or(t).to_string(),
+            Some(Value::Text(t)) => t.rsplit('.').next().unwrap_or(t).to_string(),
             _ => "other".to_string(),
         };
         e.op = collective_op_code(&op);
