@@ -10,6 +10,7 @@ pub mod causality;
 pub mod clock;
 pub mod common;
 pub mod counters;
+pub mod critical;
 pub mod deltas;
 pub mod diagnosis;
 pub mod jobs;
@@ -256,6 +257,20 @@ const DOCS: &[FunctionDoc] = &[
         description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
     },
     FunctionDoc {
+        name: "critical_path",
+        kind: "table",
+        parameters: critical::CRITICAL_PATH_ARGS,
+        signature: "critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives') -> seq, rank, region, start_ts, end_ts, kind, duration",
+        description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end: a call that waited continues on the rank it waited for; kind compute, mpi or transfer (a receive after its late sender started)",
+    },
+    FunctionDoc {
+        name: "critical_path_profile",
+        kind: "table",
+        parameters: critical::CRITICAL_PATH_ARGS,
+        signature: "critical_path_profile([rel => 'calls'], messages => 'messages', collectives => 'collectives') -> region, rank, path_ns, path_share, mean_ns, imbalance_ns",
+        description: "per region and rank (rank NULL: the region over all ranks) the time on the critical path and its share of the run; per region its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
+    },
+    FunctionDoc {
         name: "lod_resolution",
         kind: "scalar",
         parameters: &["t0", "t1", "pixels"],
@@ -374,6 +389,8 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "rank_diagnosis" => Arc::new(diagnosis::RankDiagnosis),
         "call_tree" => Arc::new(profile::CallTree),
         "call_metrics" => Arc::new(counters::CallMetrics),
+        "critical_path" => Arc::new(critical::CriticalPath),
+        "critical_path_profile" => Arc::new(critical::CriticalPathProfile),
         _ => return None,
     })
 }

@@ -24,16 +24,16 @@ pub const CALL_TREE_ARGS: &[&str] = &["rel"];
 
 /// One call as the sweep reads it.
 #[derive(Debug, Clone, Copy)]
-struct Call {
-    start: i64,
-    end: i64,
-    region: u32,
+pub(crate) struct Call {
+    pub start: i64,
+    pub end: i64,
+    pub region: u32,
 }
 
 /// Call `emit(region, from, to)` for every stretch of a stream's time that one call is the
 /// innermost open call of; `calls` sorted by start, enclosing calls before the calls they
 /// enclose.
-fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
+pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
     let mut stack: Vec<Call> = Vec::new();
     let mut cursor = i64::MIN;
     for c in calls {
@@ -54,8 +54,11 @@ fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
     }
 }
 
-/// The calls of a relation by stream, each stream's sorted for the sweep, and region names.
-fn streams(batches: &[RecordBatch]) -> Result<(Vec<Vec<Call>>, Vec<String>)> {
+/// The calls of a relation (columns rank, thread, region, start_ts, end_ts) by stream (rank,
+/// thread), each stream's sorted for the sweep, and region names.
+pub(crate) type Streams = Vec<((i64, i64), Vec<Call>)>;
+
+pub(crate) fn streams(batches: &[RecordBatch], function: &str) -> Result<(Streams, Vec<String>)> {
     let (rank, thread, region) = (int64_column(batches, 0)?, int64_column(batches, 1)?, text_column(batches, 2)?);
     let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
     let mut names: Vec<String> = Vec::new();
@@ -63,7 +66,7 @@ fn streams(batches: &[RecordBatch]) -> Result<(Vec<Vec<Call>>, Vec<String>)> {
     let mut by_stream: BTreeMap<(i64, i64), Vec<Call>> = BTreeMap::new();
     for i in 0..rank.len() {
         if rank.is_null(i) || start.is_null(i) || end.is_null(i) {
-            return exec_err!("time_profile: row {i} has no rank, start_ts or end_ts; filter such calls out first");
+            return exec_err!("{function}: row {i} has no rank, start_ts or end_ts; filter such calls out first");
         }
         let name = if region.is_valid(i) { region.value(i) } else { "NULL" };
         let id = *ids.entry(name).or_insert_with(|| {
@@ -73,8 +76,8 @@ fn streams(batches: &[RecordBatch]) -> Result<(Vec<Vec<Call>>, Vec<String>)> {
         let key = (rank.value(i), if thread.is_valid(i) { thread.value(i) } else { 0 });
         by_stream.entry(key).or_default().push(Call { start: start.value(i), end: end.value(i), region: id });
     }
-    let mut out: Vec<Vec<Call>> = by_stream.into_values().collect();
-    for calls in &mut out {
+    let mut out: Streams = by_stream.into_iter().collect();
+    for (_, calls) in &mut out {
         // Enclosing calls first among calls that start together.
         calls.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
     }
@@ -104,15 +107,15 @@ impl TableFunctionImpl for TimeProfile {
         ]));
         let schema = out.clone();
         let compute: Compute = Arc::new(move |batches| {
-            let (streams, names) = streams(batches)?;
-            let first = streams.iter().flatten().map(|c| c.start).min();
-            let last = streams.iter().flatten().map(|c| c.end).max();
+            let (streams, names) = streams(batches, "time_profile")?;
+            let first = streams.iter().flat_map(|s| &s.1).map(|c| c.start).min();
+            let last = streams.iter().flat_map(|s| &s.1).map(|c| c.end).max();
             let (Some(t0), Some(t1)) = (first, last) else {
                 return Ok(vec![RecordBatch::new_empty(schema.clone())]);
             };
             let width = ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64;
             let mut time: BTreeMap<(i64, u32), i64> = BTreeMap::new();
-            for calls in &streams {
+            for (_, calls) in &streams {
                 sweep(calls, |region, from, to| {
                     let mut a = from;
                     while a < to {

@@ -42,9 +42,9 @@ use datafusion::error::Result;
 use crate::common::{Args, ComputeMany, Derived, int64_column, text_column};
 
 pub const WAIT_ARGS: &[&str] = &["rel", "collectives"];
-const MESSAGE_COLUMNS: [&str; 8] =
+pub(crate) const MESSAGE_COLUMNS: [&str; 8] =
     ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
-const COLLECTIVE_COLUMNS: [&str; 6] = ["comm", "instance", "rank", "begin_ts", "op", "root"];
+pub(crate) const COLLECTIVE_COLUMNS: [&str; 6] = ["comm", "instance", "rank", "begin_ts", "op", "root"];
 
 /// One wait.
 #[derive(Debug, Clone, PartialEq, Eq)]

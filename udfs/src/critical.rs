@@ -1,0 +1,304 @@
+//! The critical path of a run and its profile, after Scalasca's critical-path analysis (Böhme,
+//! Wolf, de Supinski, Schulz, Geimer, "Scalable critical-path based performance analysis",
+//! IPDPS 2012): the chain of activities that determines when the run ends.
+//!
+//! `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`
+//! walks backward from the end of the rank that finishes last. Each rank's time is cut into
+//! stretches of its innermost region (the sweep of `call_tree` and `time_profile`). In a
+//! computation stretch the path stays on the rank. In an MPI call it stays on the rank unless
+//! the call waited for another rank (a wait state of `wait_states`: a late sender, a late
+//! receiver, a collective's pattern): then the path covers the call from the end of that wait
+//! to the current time and continues on the rank waited for, at the moment the wait ended (the
+//! sender starting its send, the receiver posting, the last participant beginning), because
+//! that rank's activity, not the waiting, determined the end. Waiting time is therefore never on
+//! the path. The part of a receive after a late sender started sending is kind `transfer`;
+//! other MPI time is `mpi`, time in non-MPI regions `compute`. Consecutive stretches of one rank
+//! and region are one segment; segments are numbered from the start of the run, and follow
+//! each other without gap from the first segment's start to the run's end.
+//!
+//! `critical_path_profile(...)` gives per region and rank the time on the path, its share of
+//! the run, the region's mean exclusive time per rank, and per region (rank NULL) the
+//! critical-path imbalance: path time beyond that mean, the indicator of the source (time a
+//! region holds the run up more than its average load explains).
+//!
+//! Only thread 0 of each rank is walked (the MPI thread of an MPI-only run); calls of other
+//! threads are ignored.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use crate::common::{Args, ComputeMany, Derived, Projected};
+use crate::profile::{streams, sweep};
+use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+
+pub const CRITICAL_PATH_ARGS: &[&str] = &["rel", "messages", "collectives"];
+
+/// One stretch of a rank's time with one innermost region.
+#[derive(Debug, Clone, Copy)]
+struct Stretch {
+    from: i64,
+    to: i64,
+    region: u32,
+    /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
+    call_start: Option<i64>,
+}
+
+/// One segment of the path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Segment {
+    pub rank: i64,
+    pub region: String,
+    pub start: i64,
+    pub end: i64,
+    pub kind: &'static str,
+}
+
+/// A wait as the walk reads it: when it ended, who ended it, and whether the rest of the call
+/// is a transfer.
+#[derive(Debug, Clone, Copy)]
+struct WaitEnd {
+    start: i64,
+    end: i64,
+    partner: i64,
+    transfer: bool,
+}
+
+/// Every rank's stretches, by rank.
+type Ranks = BTreeMap<i64, Vec<Stretch>>;
+
+/// Every rank's stretches (thread 0) and the region names.
+fn stretches(calls: &[RecordBatch]) -> Result<(Ranks, Vec<String>)> {
+    let (streams, names) = streams(calls, "critical_path")?;
+    let is_mpi: Vec<bool> = names.iter().map(|n| n.starts_with("MPI_")).collect();
+    let mut out = BTreeMap::new();
+    for ((rank, thread), calls) in streams {
+        if thread != 0 {
+            continue;
+        }
+        let mut list: Vec<Stretch> = Vec::new();
+        sweep(&calls, |region, from, to| {
+            if to > from {
+                list.push(Stretch { from, to, region, call_start: None });
+            }
+        });
+        // MPI stretches that touch form one call.
+        let mut start = None;
+        let mut prev_end = i64::MIN;
+        for s in &mut list {
+            if is_mpi[s.region as usize] {
+                if start.is_none() || s.from != prev_end {
+                    start = Some(s.from);
+                }
+                s.call_start = start;
+            } else {
+                start = None;
+            }
+            prev_end = s.to;
+        }
+        out.insert(rank, list);
+    }
+    Ok((out, names))
+}
+
+/// The waits of every rank, by the rank that waited, sorted by their end.
+fn waits_by_rank(waits: Vec<Wait>) -> HashMap<i64, Vec<WaitEnd>> {
+    let mut out: HashMap<i64, Vec<WaitEnd>> = HashMap::new();
+    for w in waits {
+        let Some(partner) = w.partner else { continue };
+        out.entry(w.rank).or_default().push(WaitEnd {
+            start: w.ts,
+            end: w.ts + w.wait_ns,
+            partner,
+            transfer: w.pattern == "late_sender",
+        });
+    }
+    for list in out.values_mut() {
+        list.sort_by_key(|w| (w.end, w.start));
+    }
+    out
+}
+
+/// The critical path, in time order.
+fn walk(
+    stretches: &BTreeMap<i64, Vec<Stretch>>,
+    names: &[String],
+    waits: &HashMap<i64, Vec<WaitEnd>>,
+) -> Result<Vec<Segment>> {
+    // From the end of the rank that finishes last (the lowest such rank).
+    let last = stretches.iter().filter_map(|(r, s)| s.last().map(|l| (*r, l.to))).max_by_key(|&(r, end)| (end, -r));
+    let Some((mut rank, mut t)) = last else { return Ok(Vec::new()) };
+    let mut backward: Vec<Segment> = Vec::new();
+    let mut seen: HashSet<(i64, i64)> = HashSet::new();
+    let budget = stretches.values().map(Vec::len).sum::<usize>() * 4 + waits.values().map(Vec::len).sum::<usize>() + 16;
+    let mut emit = |rank: i64, region: u32, start: i64, end: i64, kind: &'static str| {
+        if end <= start {
+            return;
+        }
+        match backward.last_mut() {
+            Some(s) if s.rank == rank && s.kind == kind && s.region == names[region as usize] && s.start == end => {
+                s.start = start;
+            }
+            _ => backward.push(Segment { rank, region: names[region as usize].clone(), start, end, kind }),
+        }
+    };
+    for step in 0.. {
+        if step > budget {
+            return exec_err!(
+                "critical_path: the walk does not end; the dependencies of the relations contradict each other"
+            );
+        }
+        if step % 65_536 == 0 {
+            commdb_catalog::interrupt::check("critical_path")?;
+        }
+        let Some(list) = stretches.get(&rank) else { break };
+        // The stretch holding the instant just before t.
+        let i = list.partition_point(|s| s.to < t);
+        let Some(s) = list.get(i).filter(|s| s.from < t) else { break };
+        let Some(call_start) = s.call_start else {
+            emit(rank, s.region, s.from, t, "compute");
+            t = s.from;
+            continue;
+        };
+        // The latest wait of this call that ended by t.
+        let wait = waits.get(&rank).and_then(|list| {
+            let k = list.partition_point(|w| w.end <= t);
+            list[..k]
+                .iter()
+                .rev()
+                .find(|w| w.start >= call_start && w.end > call_start && stretches.contains_key(&w.partner))
+        });
+        match wait {
+            Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
+                emit(rank, s.region, w.end, t, if w.transfer { "transfer" } else { "mpi" });
+                rank = w.partner;
+                t = w.end;
+            }
+            _ => {
+                emit(rank, s.region, s.from, t, "mpi");
+                t = s.from;
+            }
+        }
+    }
+    backward.reverse();
+    Ok(backward)
+}
+
+/// The inputs both functions read, and the critical path computed from them.
+fn inputs(function: &'static str, args: &TableFunctionArgs) -> Result<Vec<Projected>> {
+    let a = Args::new(function, CRITICAL_PATH_ARGS, args.exprs())?;
+    let calls = a.relation(args.session(), 0, "calls")?;
+    let messages = a.relation(args.session(), 1, "messages")?;
+    let collectives = a.relation(args.session(), 2, "collectives")?;
+    let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
+    let oi = collectives.columns(function, &COLLECTIVE_COLUMNS)?;
+    Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))])
+}
+
+/// The path, the stretches it was walked over and the region names.
+type Walked = (Vec<Segment>, Ranks, Vec<String>);
+
+fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
+    let (stretches, names) = stretches(&inputs[0])?;
+    let mut waits = message_waits(&inputs[1])?;
+    waits.extend(collective_waits(&inputs[2])?);
+    let path = walk(&stretches, &names, &waits_by_rank(waits))?;
+    Ok((path, stretches, names))
+}
+
+/// `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CriticalPath;
+
+impl TableFunctionImpl for CriticalPath {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let inputs = inputs("critical_path", &args)?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("seq", DataType::Int64, false),
+            Field::new("rank", DataType::Int64, false),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("start_ts", DataType::Int64, false),
+            Field::new("end_ts", DataType::Int64, false),
+            Field::new("kind", DataType::Utf8, false),
+            Field::new("duration", DataType::Int64, false),
+        ]));
+        let schema = out.clone();
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let (path, _, _) = critical_path(inputs)?;
+            let int = |f: &dyn Fn(&Segment) -> i64| -> ArrayRef {
+                Arc::new(Int64Array::from_iter_values(path.iter().map(f)))
+            };
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
+                int(&|s| s.rank),
+                Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.region.as_str()))),
+                int(&|s| s.start),
+                int(&|s| s.end),
+                Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.kind))),
+                int(&|s| s.end - s.start),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+    }
+}
+
+/// `critical_path_profile([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct CriticalPathProfile;
+
+impl TableFunctionImpl for CriticalPathProfile {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let inputs = inputs("critical_path_profile", &args)?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("region", DataType::Utf8, false),
+            Field::new("rank", DataType::Int64, true),
+            Field::new("path_ns", DataType::Int64, false),
+            Field::new("path_share", DataType::Float64, false),
+            Field::new("mean_ns", DataType::Float64, true),
+            Field::new("imbalance_ns", DataType::Float64, true),
+        ]));
+        let schema = out.clone();
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let (path, stretches, names) = critical_path(inputs)?;
+            let runtime = match (path.first(), path.last()) {
+                (Some(a), Some(b)) => (b.end - a.start).max(1),
+                _ => 1,
+            };
+            // Mean exclusive time per rank of every region, over all walked ranks.
+            let mut total: HashMap<&str, i64> = HashMap::new();
+            for list in stretches.values() {
+                for s in list {
+                    *total.entry(names[s.region as usize].as_str()).or_default() += s.to - s.from;
+                }
+            }
+            let ranks = stretches.len().max(1) as f64;
+            let mut on_path: BTreeMap<(&str, Option<i64>), i64> = BTreeMap::new();
+            for s in &path {
+                *on_path.entry((s.region.as_str(), Some(s.rank))).or_default() += s.end - s.start;
+                *on_path.entry((s.region.as_str(), None)).or_default() += s.end - s.start;
+            }
+            let mut rows: Vec<(&str, Option<i64>, i64)> = on_path.into_iter().map(|((r, k), v)| (r, k, v)).collect();
+            rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)).then(a.1.cmp(&b.1)));
+            let mean = |region: &str| total.get(region).map_or(0.0, |&t| t as f64 / ranks);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 as f64 / runtime as f64))),
+                Arc::new(Float64Array::from(rows.iter().map(|r| r.1.is_none().then(|| mean(r.0))).collect::<Vec<_>>())),
+                Arc::new(Float64Array::from(
+                    rows.iter().map(|r| r.1.is_none().then(|| (r.2 as f64 - mean(r.0)).max(0.0))).collect::<Vec<_>>(),
+                )),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+    }
+}
