@@ -8,7 +8,9 @@
 --             rank, imbalance (path time beyond that mean);
 --          2. the 10 ranks with most time on the path: rank, path time, share (%), regions;
 --          3. the 10 longest waits: rank, pattern, wait, at (time into the run), the rank
---             waited for, and whether that rank is on the critical path.
+--             waited for, and whether that rank is on the critical path;
+--          4. who caused the waiting (delay costs): the 10 ranks and regions whose excess time
+--             caused most of it, directly and through chains of waits, with their share (%).
 --          Times are shown with their unit (format_duration).
 
 \echo Regions on the critical path, longest first
@@ -45,4 +47,16 @@ SELECT
 FROM wait_states() w
 LEFT JOIN on_path p ON p.rank = w.partner
 ORDER BY w.wait_ns DESC, w.rank, w.ts
+LIMIT 10;
+
+\echo Who caused the waiting: the 10 largest delay costs
+SELECT
+    rank,
+    region,
+    format_duration(cost_ns) AS cost,
+    format_duration(direct_ns) AS direct,
+    format_duration(propagated_ns) AS propagated,
+    round(cost_ns * 100 / sum(cost_ns) OVER (), 2) AS cost_pct
+FROM delay_costs()
+ORDER BY cost_ns DESC, rank, region
 LIMIT 10;

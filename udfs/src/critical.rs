@@ -41,12 +41,12 @@ pub const CRITICAL_PATH_ARGS: &[&str] = &["rel", "messages", "collectives"];
 
 /// One stretch of a rank's time with one innermost region.
 #[derive(Debug, Clone, Copy)]
-struct Stretch {
-    from: i64,
-    to: i64,
-    region: u32,
+pub(crate) struct Stretch {
+    pub from: i64,
+    pub to: i64,
+    pub region: u32,
     /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
-    call_start: Option<i64>,
+    pub call_start: Option<i64>,
 }
 
 /// One segment of the path.
@@ -70,11 +70,11 @@ struct WaitEnd {
 }
 
 /// Every rank's stretches, by rank.
-type Ranks = BTreeMap<i64, Vec<Stretch>>;
+pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
 
 /// Every rank's stretches (thread 0) and the region names.
-fn stretches(calls: &[RecordBatch]) -> Result<(Ranks, Vec<String>)> {
-    let (streams, names) = streams(calls, "critical_path")?;
+pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks, Vec<String>)> {
+    let (streams, names) = streams(calls, function)?;
     let is_mpi: Vec<bool> = names.iter().map(|n| n.starts_with("MPI_")).collect();
     let mut out = BTreeMap::new();
     for ((rank, thread), calls) in streams {
@@ -205,7 +205,7 @@ fn inputs(function: &'static str, args: &TableFunctionArgs) -> Result<Vec<Projec
 type Walked = (Vec<Segment>, Ranks, Vec<String>);
 
 fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
-    let (stretches, names) = stretches(&inputs[0])?;
+    let (stretches, names) = stretches(&inputs[0], "critical_path")?;
     let mut waits = message_waits(&inputs[1])?;
     waits.extend(collective_waits(&inputs[2])?);
     let path = walk(&stretches, &names, &waits_by_rank(waits))?;

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod common;
 pub mod counters;
 pub mod critical;
+pub mod delays;
 pub mod deltas;
 pub mod diagnosis;
 pub mod jobs;
@@ -271,6 +272,13 @@ const DOCS: &[FunctionDoc] = &[
         description: "per region and rank (rank NULL: the region over all ranks) the time on the critical path and its share of the run; per region its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
     },
     FunctionDoc {
+        name: "delay_costs",
+        kind: "table",
+        parameters: critical::CRITICAL_PATH_ARGS,
+        signature: "delay_costs([rel => 'calls'], messages => 'messages', collectives => 'collectives') -> rank, region, cost_ns, direct_ns, propagated_ns",
+        description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
+    },
+    FunctionDoc {
         name: "lod_resolution",
         kind: "scalar",
         parameters: &["t0", "t1", "pixels"],
@@ -391,6 +399,7 @@ fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
         "call_metrics" => Arc::new(counters::CallMetrics),
         "critical_path" => Arc::new(critical::CriticalPath),
         "critical_path_profile" => Arc::new(critical::CriticalPathProfile),
+        "delay_costs" => Arc::new(delays::DelayCosts),
         _ => return None,
     })
 }

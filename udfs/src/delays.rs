@@ -1,0 +1,289 @@
+//! Root causes of waiting: `delay_costs([rel => 'calls'], messages => 'messages',
+//! collectives => 'collectives')`, after Scalasca's delay analysis (Böhme, Geimer, Wolf, Arnold,
+//! "Identifying the root causes of wait states in large-scale parallel applications", ICPP
+//! 2010).
+//!
+//! A wait state (one row of `wait_states`) of rank w on rank d has a synchronisation interval:
+//! from the previous time the two synchronised (the end of their latest earlier message, on each
+//! side its own call's end, or of their latest earlier common collective) to the wait, on w until
+//! the wait began and on d until it arrived (the wait's end). The delay is what d did more than w
+//! in that interval: per region, its exclusive time beyond w's, and its own waiting beyond w's.
+//! The wait's cost goes to d's regions in proportion to their excess time: that is the direct
+//! cost. The share of d's excess waiting is handed on to d's own waits in the interval, in
+//! proportion to their time there, and from them to their causes in turn: the propagated cost.
+//! Waits are taken in decreasing order of their end, so a wait has received everything handed
+//! to it before it hands on. The costs of all regions, and of `unexplained` waiting (a wait whose
+//! delayer did nothing more than the waiter: rank and region NULL), add up to the total waiting.
+//!
+//! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`); time
+//! spent waiting inside an MPI call counts as waiting, not as the call's region.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::error::Result;
+
+use crate::common::{Args, ComputeMany, Derived, int64_column};
+use crate::critical::{CRITICAL_PATH_ARGS, Ranks, stretches};
+use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+
+/// How far back among a pair's messages, or a rank's collectives, the previous common one is
+/// looked for.
+const COLLECTIVE_LOOKBACK: usize = 256;
+
+/// One wait as the analysis reads it.
+#[derive(Debug, Clone, Copy)]
+struct W {
+    waiter: i64,
+    delayer: i64,
+    start: i64,
+    end: i64,
+}
+
+/// When two ranks last synchronised: per ordered pair (a, b), the times on each side (a's,
+/// b's) of their messages' calls ending, in order of a's time.
+#[derive(Debug, Default)]
+struct SyncPoints {
+    messages: HashMap<(i64, i64), Vec<(i64, i64)>>,
+    /// Per rank: (end, comm, instance) of its collectives, by end.
+    collectives: HashMap<i64, Vec<(i64, i64, i64)>>,
+    /// Per (rank, comm, instance): that rank's end of the collective.
+    ends: HashMap<(i64, i64, i64), i64>,
+}
+
+impl SyncPoints {
+    fn read(messages: &[RecordBatch], collectives: &[RecordBatch]) -> Result<SyncPoints> {
+        let mut out = SyncPoints::default();
+        // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, recv_call_start, recv_call_end, ...
+        let (src, dst) = (int64_column(messages, 1)?, int64_column(messages, 2)?);
+        let (send_end, recv_end) = (int64_column(messages, 4)?, int64_column(messages, 6)?);
+        for i in 0..src.len() {
+            if src.is_null(i) || dst.is_null(i) || send_end.is_null(i) || recv_end.is_null(i) {
+                continue;
+            }
+            let (a, b, ta, tb) = (src.value(i), dst.value(i), send_end.value(i), recv_end.value(i));
+            out.messages.entry((a, b)).or_default().push((ta, tb));
+            out.messages.entry((b, a)).or_default().push((tb, ta));
+        }
+        for list in out.messages.values_mut() {
+            list.sort_unstable();
+        }
+        // COLLECTIVE_COLUMNS then end_ts: comm, instance, rank, begin_ts, op, root, end_ts.
+        let (comm, instance, rank, end) = (
+            int64_column(collectives, 0)?,
+            int64_column(collectives, 1)?,
+            int64_column(collectives, 2)?,
+            int64_column(collectives, 6)?,
+        );
+        for i in 0..rank.len() {
+            if comm.is_null(i) || instance.is_null(i) || rank.is_null(i) || end.is_null(i) {
+                continue;
+            }
+            let (c, k, r, e) = (comm.value(i), instance.value(i), rank.value(i), end.value(i));
+            out.collectives.entry(r).or_default().push((e, c, k));
+            out.ends.insert((r, c, k), e);
+        }
+        for list in out.collectives.values_mut() {
+            list.sort_unstable();
+        }
+        Ok(out)
+    }
+
+    /// The start of the synchronisation interval of `w` waiting from `w_until` on `d` arriving
+    /// at `d_until`: on each side the time of their latest earlier synchronisation, if any.
+    fn previous(&self, w: i64, w_until: i64, d: i64, d_until: i64) -> Option<(i64, i64)> {
+        let mut best: Option<(i64, i64)> = None;
+        let mut consider = |tw: i64, td: i64| {
+            if tw <= w_until && td <= d_until && best.is_none_or(|(bw, _)| tw > bw) {
+                best = Some((tw, td));
+            }
+        };
+        if let Some(list) = self.messages.get(&(w, d)) {
+            // Latest first on w's side; the first that is also before d's arrival is it.
+            let k = list.partition_point(|p| p.0 <= w_until);
+            if let Some(&(tw, td)) = list[..k].iter().rev().take(COLLECTIVE_LOOKBACK).find(|p| p.1 <= d_until) {
+                consider(tw, td);
+            }
+        }
+        if let Some(list) = self.collectives.get(&w) {
+            let k = list.partition_point(|c| c.0 <= w_until);
+            for &(tw, c, inst) in list[..k].iter().rev().take(COLLECTIVE_LOOKBACK) {
+                if let Some(&td) = self.ends.get(&(d, c, inst))
+                    && td <= d_until
+                {
+                    consider(tw, td);
+                    break;
+                }
+            }
+        }
+        best
+    }
+}
+
+/// A rank's time in `[a, b)`: exclusive time per region, with the time it spent waiting (its
+/// waits overlapping the interval) taken out of the region it waited in and counted apart.
+fn time_in(stretches: &[crate::critical::Stretch], waits: &[W], a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
+    let mut regions: HashMap<u32, i64> = HashMap::new();
+    let first = stretches.partition_point(|s| s.to <= a);
+    for s in stretches[first..].iter().take_while(|s| s.from < b) {
+        *regions.entry(s.region).or_default() += s.to.min(b) - s.from.max(a);
+    }
+    let mut waiting = 0;
+    for w in waits {
+        let overlap = w.end.min(b) - w.start.max(a);
+        if overlap <= 0 {
+            continue;
+        }
+        waiting += overlap;
+        let i = stretches.partition_point(|s| s.to <= w.start);
+        if let Some(s) = stretches.get(i)
+            && let Some(t) = regions.get_mut(&s.region)
+        {
+            *t -= overlap.min(*t);
+        }
+    }
+    (regions, waiting)
+}
+
+/// Costs per (rank, region): total, direct, propagated; and the unexplained waiting.
+type Costs = (BTreeMap<(i64, u32), (f64, f64)>, f64);
+
+fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Costs> {
+    let mut list: Vec<W> = waits
+        .into_iter()
+        .filter_map(|w| {
+            let delayer = w.partner.filter(|p| *p != w.rank && ranks.contains_key(p))?;
+            Some(W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns })
+        })
+        .collect();
+    // Latest end first: a wait hands on only to waits that end no later.
+    list.sort_by_key(|w| (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer));
+    let mut by_rank: HashMap<i64, Vec<(usize, W)>> = HashMap::new();
+    for (i, w) in list.iter().enumerate() {
+        by_rank.entry(w.waiter).or_default().push((i, *w));
+    }
+    for l in by_rank.values_mut() {
+        l.sort_by_key(|(_, w)| w.start);
+    }
+    let plain: HashMap<i64, Vec<W>> = by_rank.iter().map(|(r, l)| (*r, l.iter().map(|x| x.1).collect())).collect();
+    let empty: Vec<W> = Vec::new();
+    let origin = |r: i64| ranks.get(&r).and_then(|s| s.first()).map_or(0, |s| s.from);
+    let mut incoming = vec![0.0f64; list.len()];
+    let mut costs: BTreeMap<(i64, u32), (f64, f64)> = BTreeMap::new();
+    let mut unexplained = 0.0;
+    for (i, w) in list.iter().enumerate() {
+        if i % 4096 == 0 {
+            commdb_catalog::interrupt::check("delay_costs")?;
+        }
+        let own = (w.end - w.start) as f64;
+        let total = own + incoming[i];
+        let (w_from, d_from) =
+            sync.previous(w.waiter, w.start, w.delayer, w.end).unwrap_or((origin(w.waiter), origin(w.delayer)));
+        let (Some(ws), Some(ds)) = (ranks.get(&w.waiter), ranks.get(&w.delayer)) else {
+            unexplained += total;
+            continue;
+        };
+        let (w_time, w_wait) = time_in(ws, plain.get(&w.waiter).unwrap_or(&empty), w_from, w.start);
+        let (d_time, d_wait) = time_in(ds, plain.get(&w.delayer).unwrap_or(&empty), d_from, w.end);
+        let excess: Vec<(u32, f64)> = d_time
+            .iter()
+            .map(|(&region, &t)| (region, (t - w_time.get(&region).copied().unwrap_or(0)).max(0) as f64))
+            .filter(|(_, e)| *e > 0.0)
+            .collect();
+        let wait_excess = (d_wait - w_wait).max(0) as f64;
+        let sum: f64 = excess.iter().map(|e| e.1).sum::<f64>() + wait_excess;
+        if sum <= 0.0 {
+            unexplained += total;
+            continue;
+        }
+        for (region, e) in excess {
+            let c = costs.entry((w.delayer, region)).or_default();
+            c.0 += own * e / sum;
+            c.1 += incoming[i] * e / sum;
+        }
+        if wait_excess > 0.0 {
+            // Hand on to the delayer's waits in its interval, by their time there.
+            let handed = total * wait_excess / sum;
+            let theirs: Vec<(usize, f64)> = by_rank
+                .get(&w.delayer)
+                .map(|l| {
+                    l.iter()
+                        .filter(|(j, _)| *j > i)
+                        .map(|(j, v)| (*j, (v.end.min(w.end) - v.start.max(d_from)).max(0) as f64))
+                        .filter(|(_, o)| *o > 0.0)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let weight: f64 = theirs.iter().map(|t| t.1).sum();
+            if weight > 0.0 {
+                for (j, o) in theirs {
+                    incoming[j] += handed * o / weight;
+                }
+            } else {
+                unexplained += handed;
+            }
+        }
+    }
+    Ok((costs, unexplained))
+}
+
+/// `delay_costs([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
+#[derive(Debug, Default, PartialEq, Eq, Hash)]
+pub struct DelayCosts;
+
+impl TableFunctionImpl for DelayCosts {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let a = Args::new("delay_costs", CRITICAL_PATH_ARGS, args.exprs())?;
+        let calls = a.relation(args.session(), 0, "calls")?;
+        let messages = a.relation(args.session(), 1, "messages")?;
+        let collectives = a.relation(args.session(), 2, "collectives")?;
+        let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+        let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
+        let mut with_end: Vec<&str> = COLLECTIVE_COLUMNS.to_vec();
+        with_end.push("end_ts");
+        let oi = collectives.columns(a.function, &with_end)?;
+        let out: SchemaRef = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, true),
+            Field::new("region", DataType::Utf8, true),
+            Field::new("cost_ns", DataType::Float64, false),
+            Field::new("direct_ns", DataType::Float64, false),
+            Field::new("propagated_ns", DataType::Float64, false),
+        ]));
+        let schema = out.clone();
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let (ranks, names) = stretches(&inputs[0], "delay_costs")?;
+            let mut waits = message_waits(&inputs[1])?;
+            waits.extend(collective_waits(&inputs[2])?);
+            let sync = SyncPoints::read(&inputs[1], &inputs[2])?;
+            let (costs, unexplained) = delay_costs(&ranks, waits, &sync)?;
+            let mut rows: Vec<(Option<i64>, Option<&str>, f64, f64)> = costs
+                .iter()
+                .map(|(&(rank, region), &(direct, propagated))| {
+                    (Some(rank), Some(names[region as usize].as_str()), direct, propagated)
+                })
+                .collect();
+            if unexplained > 0.0 {
+                rows.push((None, None, 0.0, unexplained));
+            }
+            rows.sort_by(|a, b| (b.2 + b.3).total_cmp(&(a.2 + a.3)).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+            let seen: HashSet<(Option<i64>, Option<&str>)> = rows.iter().map(|r| (r.0, r.1)).collect();
+            debug_assert_eq!(seen.len(), rows.len());
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 + r.3))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| if r.0.is_some() { r.2 } else { 0.0 }))),
+                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| if r.0.is_some() { r.3 } else { 0.0 }))),
+            ];
+            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        });
+        Ok(Arc::new(Derived::from_many(
+            out,
+            vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))],
+            compute,
+        )))
+    }
+}
