@@ -1,6 +1,6 @@
-//! Replay and delta benchmark: ideal_replay and transfer_efficiency over a generated 256-rank
-//! stencil trace of about 10 M events (calls, messages and collectives derived from it),
-//! compute_deltas over its calls, and delta_histogram over a table of 100 M synthetic delta
+//! Replay and delta benchmark: ideal_replay, transfer_efficiency, critical_path and delay_costs
+//! over a generated 256-rank stencil trace of about 10 M events (calls, messages and collectives
+//! derived from it), compute_deltas over its calls, and delta_histogram over a table of 100 M synthetic delta
 //! times (two modes, ranks attached). Prints the wall time of each SQL query and peak memory
 //! (VmHWM).
 //!
@@ -50,6 +50,8 @@ async fn main() {
     time(&mut session, "ideal_replay()", "SELECT count(*), min(trf_cumulative) FROM ideal_replay()").await;
     time(&mut session, "ideal_replay(), again", "SELECT count(*), min(trf_cumulative) FROM ideal_replay()").await;
     time(&mut session, "transfer_efficiency()", "SELECT * FROM transfer_efficiency() WHERE rank IS NULL").await;
+    time(&mut session, "critical_path()", "SELECT count(*), sum(duration) FROM critical_path()").await;
+    time(&mut session, "delay_costs()", "SELECT count(*), sum(cost_ns) FROM delay_costs()").await;
     time(
         &mut session,
         "compute_deltas() + delta_histogram per (region, path)",
