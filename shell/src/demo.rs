@@ -35,5 +35,8 @@ Try:
   SELECT inter_messages_before, inter_messages_after, reduction FROM remap_summary();
   -- and which ranks, and why
   SELECT rank, node, cause, inter_share FROM rank_diagnosis() WHERE cause <> 'none' ORDER BY rank;
-  -- the saved reports: -f queries/attribution_report.sql, trend_report.sql, ...
+  -- what determines the run's end, and who causes the waiting
+  SELECT region, path_share, imbalance_ns FROM critical_path_profile() WHERE rank IS NULL ORDER BY path_ns DESC;
+  SELECT rank, region, cost_ns FROM delay_costs() ORDER BY cost_ns DESC LIMIT 10;
+  -- the saved reports: -f queries/attribution_report.sql, critical_path.sql, ...
 \\? lists the shell's commands, \\d the tables.";
