@@ -108,6 +108,10 @@ impl Default for ExpandHostlist {
 }
 
 impl ScalarUDFImpl for ExpandHostlist {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         "expand_hostlist"
     }

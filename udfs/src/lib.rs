@@ -362,6 +362,30 @@ pub fn functions() -> &'static [FunctionDoc] {
     DOCS
 }
 
+/// DataFusion's documentation of a commdb scalar or aggregate function, from its entry in
+/// `functions()`: what `SHOW FUNCTIONS` and `information_schema.routines` show as its
+/// description and syntax. (DataFusion 55 gives table functions no such place.)
+pub fn documentation(name: &str) -> Option<&'static datafusion::logical_expr::Documentation> {
+    use datafusion::logical_expr::{DocSection, Documentation};
+    static BUILT: std::sync::OnceLock<std::collections::HashMap<&'static str, Documentation>> =
+        std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let section = DocSection { include: true, label: "commdb", description: None };
+            DOCS.iter()
+                .filter(|d| d.kind != "table")
+                .map(|d| {
+                    let mut b = Documentation::builder(section.clone(), d.description, d.signature);
+                    for p in d.parameters {
+                        b = b.with_argument(*p, format!("see the signature: {}", d.signature));
+                    }
+                    (d.name, b.build())
+                })
+                .collect()
+        })
+        .get(name)
+}
+
 fn implementation(name: &str) -> Option<Arc<dyn TableFunctionImpl>> {
     Some(match name {
         "clock_model" => Arc::new(clock::ClockModel),

@@ -68,6 +68,10 @@ impl Default for LodResolution {
 }
 
 impl ScalarUDFImpl for LodResolution {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         "lod_resolution"
     }

@@ -81,6 +81,10 @@ impl Format {
 }
 
 impl ScalarUDFImpl for Format {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         match self.unit {
             Unit::Duration => "format_duration",

@@ -63,6 +63,10 @@ impl Hash for Wallclock {
 }
 
 impl ScalarUDFImpl for Wallclock {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         "wallclock"
     }

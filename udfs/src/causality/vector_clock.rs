@@ -220,6 +220,10 @@ fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
 }
 
 impl ScalarUDFImpl for ClockOrder {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         self.name
     }

@@ -306,6 +306,10 @@ impl Default for DeltaHistogram {
 }
 
 impl AggregateUDFImpl for DeltaHistogram {
+    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+        crate::documentation(self.name())
+    }
+
     fn name(&self) -> &str {
         "delta_histogram"
     }
