@@ -33,6 +33,37 @@ pub fn test_data() -> PathBuf {
     project_root().join("tests").join("data")
 }
 
+/// Run `work` on a thread of its own with a stack of `stack_bytes` (deep plans need more than
+/// the default): Ok(None) when it succeeded, Ok(Some(error)) when it failed cleanly, Err(why)
+/// when it panicked or gave no answer within `hang`. The fuzz tests judge every case with it.
+pub fn survive(
+    stack_bytes: usize,
+    hang: std::time::Duration,
+    work: impl FnOnce() -> Result<(), String> + Send + 'static,
+) -> Result<Option<String>, String> {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .stack_size(stack_bytes)
+        .spawn(move || {
+            let _ = tx.send(catch_unwind(AssertUnwindSafe(work)));
+        })
+        .map_err(|e| format!("no thread: {e}"))?;
+    match rx.recv_timeout(hang) {
+        Ok(Ok(Ok(()))) => Ok(None),
+        Ok(Ok(Err(message))) => Ok(Some(message)),
+        Ok(Err(panic)) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panicked: {text}"))
+        }
+        Err(_) => Err(format!("no answer within {hang:?}")),
+    }
+}
+
 /// A fresh session as the tests use it.
 pub fn session() -> Session {
     let mut session = Session::with_partitions(PARTITIONS);

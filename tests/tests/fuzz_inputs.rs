@@ -8,9 +8,7 @@
 //! `COMMDB_FUZZ_CASES=100000` for a long one. A failing case prints its format, case number
 //! and mutation, so it can be replayed.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use commdb_catalog::OpenOptions;
@@ -77,29 +75,6 @@ fn mutate(seed: &[u8], stream: u64, k: u64) -> (Vec<u8>, String) {
     (b, what)
 }
 
-/// Read with `read` in a thread: Ok(message) for a clean result or error, Err(why) for a panic
-/// or a hang.
-fn survive(read: impl FnOnce() -> Result<(), String> + Send + 'static) -> Result<Option<String>, String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(read));
-        let _ = tx.send(outcome);
-    });
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(Ok(()))) => Ok(None),
-        Ok(Ok(Err(message))) => Ok(Some(message)),
-        Ok(Err(panic)) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(format!("panicked: {text}"))
-        }
-        Err(_) => Err(format!("no answer within {HANG:?}")),
-    }
-}
-
 /// Fuzz one file of a format: `file` is rewritten with each damaged copy of `seed` and read
 /// with `read`; every error must contain `names` (the file's name, or the directory of a
 /// several-file input).
@@ -115,7 +90,7 @@ fn fuzz_file(
     for k in 0..cases() {
         let (bytes, what) = mutate(&seed, stream, k);
         std::fs::write(file, &bytes).unwrap();
-        match survive(read.clone()) {
+        match commdb_tests::survive(2 << 20, HANG, read.clone()) {
             Ok(None) => read_ok += 1,
             Ok(Some(message)) => {
                 errors += 1;

@@ -9,8 +9,6 @@
 //! The default is a short run (`CASES` statements of each kind, as CI runs it); set
 //! `COMMDB_FUZZ_CASES=5000` for a long one. A failing case prints its statement.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use commdb_catalog::generate::rng::uniform;
@@ -87,33 +85,15 @@ const SEEDS: &[&str] = &[
     "SELECT count(*) FROM events e JOIN calls c ON e.rank = c.rank AND e.ts BETWEEN c.start_ts AND c.end_ts",
 ];
 
-/// Run `sql` on a fresh session over the trace: Ok(error text or None) when it answered,
-/// Err(why) for a panic or a hang.
+/// Run `sql` on a fresh session over the trace (on a large stack, as the shell plans): Ok(error
+/// text or None) when it answered, Err(why) for a panic or a hang.
 fn survive(sql: String) -> Result<Option<String>, String> {
-    let (tx, rx) = mpsc::channel();
-    let spawned = std::thread::Builder::new().stack_size(256 << 20).spawn(move || {
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-            let mut session = commdb_tests::session();
-            session.open(TRACE, None, &Default::default()).map_err(|e| e.to_string())?;
-            runtime.block_on(session.collect(&sql)).map(|_| ()).map_err(|e| e.to_string())
-        }));
-        let _ = tx.send(outcome);
-    });
-    spawned.map_err(|e| format!("no thread: {e}"))?;
-    match rx.recv_timeout(HANG) {
-        Ok(Ok(Ok(()))) => Ok(None),
-        Ok(Ok(Err(message))) => Ok(Some(message)),
-        Ok(Err(panic)) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_default();
-            Err(format!("panicked: {text}"))
-        }
-        Err(_) => Err(format!("no answer within {HANG:?}")),
-    }
+    commdb_tests::survive(256 << 20, HANG, move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut session = commdb_tests::session();
+        session.open(TRACE, None, &Default::default()).map_err(|e| e.to_string())?;
+        runtime.block_on(session.collect(&sql)).map(|_| ()).map_err(|e| e.to_string())
+    })
 }
 
 /// Run every statement; each must answer (rows or a clean error).

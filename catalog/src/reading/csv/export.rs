@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
 use crate::reading::csv::CsvOptions;
 use crate::reading::csv::nodes::csv_error;
-use crate::reading::csv::{next_record, open_reader, parse_time};
+use crate::reading::csv::{Record, next_record, open_reader, parse_time};
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta, Warnings};
 
 /// The columns every row needs besides the timestamp; Thread (default 0) and Attributes
@@ -180,7 +180,7 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut warnings = Warnings::default();
     let mut record = csv::StringRecord::new();
     while let Some(line) = next_record(&mut reader, &mut record, path)? {
-        let at = Line { path, line, header: &header, record: &record };
+        let at = Record { path, line, header: &header, record: &record };
         let ts = parse_time(at.field(c.ts), c.unit).ok_or_else(|| at.bad(c.ts, "a time"))?;
         let thread: i32 = match c.thread {
             Some(i) => at.field(i).parse().map_err(|_| at.bad(i, "a thread number"))?,
@@ -267,29 +267,6 @@ impl Columns {
     }
 }
 
-/// One record being read, for its fields and its errors.
-struct Line<'a> {
-    path: &'a Path,
-    line: u64,
-    header: &'a csv::StringRecord,
-    record: &'a csv::StringRecord,
-}
-
-impl Line<'_> {
-    fn field(&self, i: usize) -> &str {
-        self.record.get(i).unwrap_or("").trim()
-    }
-
-    fn bad(&self, i: usize, what: &str) -> Error {
-        Error::at_line(
-            self.path,
-            self.line,
-            Some(self.header.get(i).unwrap_or("?")),
-            format!("expected {what}, found '{}'", self.field(i)),
-        )
-    }
-}
-
 /// The regions named by Enter and Leave records, numbered in order of first appearance (or
 /// by their `region` attribute).
 #[derive(Default)]
@@ -324,7 +301,7 @@ fn instant(
     e: &mut Event,
     name: &str,
     attrs: &[(String, Value)],
-    at: &Line<'_>,
+    at: &Record<'_>,
     c: &Columns,
     comm_names: &mut BTreeMap<i32, String>,
     warnings: &mut Warnings,

@@ -177,6 +177,36 @@ impl<R: std::io::Read> std::io::Read for SpacesAfterCommas<R> {
     }
 }
 
+/// One record of a CSV file being read: its fields, and errors that name the file, the line and
+/// the column.
+pub(crate) struct Record<'a> {
+    pub path: &'a Path,
+    pub line: u64,
+    pub header: &'a ::csv::StringRecord,
+    pub record: &'a ::csv::StringRecord,
+}
+
+impl Record<'_> {
+    /// Field `i`, trimmed ("" when the record is short).
+    pub fn field(&self, i: usize) -> &str {
+        self.record.get(i).unwrap_or("").trim()
+    }
+
+    /// The header's name of column `i`.
+    pub fn column(&self, i: usize) -> &str {
+        self.header.get(i).unwrap_or("?").trim()
+    }
+
+    pub fn error(&self, i: usize, message: String) -> Error {
+        Error::at_line(self.path, self.line, Some(self.column(i)), message)
+    }
+
+    /// Field `i` is not `what`.
+    pub fn bad(&self, i: usize, what: &str) -> Error {
+        self.error(i, format!("expected {what}, found '{}'", self.field(i)))
+    }
+}
+
 /// Read a CSV trace, choosing the shape from its header.
 pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     Error::regular_file(path)?;

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
 use crate::reading::csv::CsvOptions;
 use crate::reading::csv::nodes::csv_error;
-use crate::reading::csv::{next_record, open_reader, parse_time};
+use crate::reading::csv::{Record, next_record, open_reader, parse_time};
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, TraceMeta};
 
 const REQUIRED: [&str; 5] = ["rank", "type", "source", "destination", "size"];
@@ -74,7 +74,7 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     let mut comms: BTreeSet<i32> = BTreeSet::new();
     let mut record = csv::StringRecord::new();
     while let Some(line) = next_record(&mut reader, &mut record, path)? {
-        let row = Row { path, line, header: &header, record: &record };
+        let row = Record { path, line, header: &header, record: &record };
         let (event, source, destination) = row.event(&cols)?;
         if let Some(c) = cols.node {
             row.place(c, event.rank, &mut nodes)?;
@@ -98,31 +98,10 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
     })
 }
 
-/// One row being read, for its fields and its errors.
-struct Row<'a> {
-    path: &'a Path,
-    line: u64,
-    header: &'a csv::StringRecord,
-    record: &'a csv::StringRecord,
-}
-
-impl Row<'_> {
-    fn field(&self, i: usize) -> &str {
-        self.record.get(i).unwrap_or("")
-    }
-
-    fn name(&self, i: usize) -> String {
-        self.header.get(i).unwrap_or("?").trim().to_string()
-    }
-
-    fn error(&self, i: usize, message: String) -> Error {
-        Error::at_line(self.path, self.line, Some(&self.name(i)), message)
-    }
-
+/// What a PCLVis row's fields mean.
+impl Record<'_> {
     fn int(&self, i: usize) -> Result<i64> {
-        self.field(i)
-            .parse::<i64>()
-            .map_err(|_| self.error(i, format!("expected an integer, found '{}'", self.field(i))))
+        self.field(i).parse::<i64>().map_err(|_| self.bad(i, "an integer"))
     }
 
     fn rank(&self, i: usize) -> Result<i32> {
@@ -163,13 +142,11 @@ impl Row<'_> {
                 format!(
                     "a {} recorded by rank {rank} must have {} = {rank}, found {own}",
                     self.field(cols.kind),
-                    self.name(own_col)
+                    self.column(own_col)
                 ),
             ));
         }
-        let ts = parse_time(self.field(cols.timestamp), cols.unit).ok_or_else(|| {
-            self.error(cols.timestamp, format!("expected a time, found '{}'", self.field(cols.timestamp)))
-        })?;
+        let ts = parse_time(self.field(cols.timestamp), cols.unit).ok_or_else(|| self.bad(cols.timestamp, "a time"))?;
         let bytes = self.int(cols.size)?;
         if bytes < 0 {
             return Err(self.error(cols.size, format!("expected a size of 0 or more, found {bytes}")));
