@@ -112,13 +112,16 @@ fn lengths(args: &[ColumnarValue], i: usize, rows: usize) -> Vec<f64> {
             };
             vec![len as f64; rows]
         }
-        Some(ColumnarValue::Array(a)) => match arrow::compute::cast(a, &DataType::LargeUtf8) {
-            Ok(t) => {
-                let t = t.as_string::<i64>();
-                (0..t.len()).map(|r| if t.is_valid(r) { t.value(r).len() as f64 } else { 0.0 }).collect()
+        // Byte lengths without copying the text.
+        Some(ColumnarValue::Array(a)) => {
+            match arrow::compute::kernels::length::length(a).and_then(|l| arrow::compute::cast(&l, &DataType::Int64)) {
+                Ok(l) => {
+                    let l = l.as_primitive::<Int64Type>();
+                    (0..l.len()).map(|r| if l.is_valid(r) { l.value(r) as f64 } else { 0.0 }).collect()
+                }
+                Err(_) => vec![0.0; rows],
             }
-            Err(_) => vec![0.0; rows],
-        },
+        }
         None => vec![0.0; rows],
     }
 }

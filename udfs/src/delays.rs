@@ -18,7 +18,7 @@
 //! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`); time
 //! spent waiting inside an MPI call counts as waiting, not as the call's region.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -125,14 +125,14 @@ impl SyncPoints {
 
 /// A rank's time in `[a, b)`: exclusive time per region, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the region it waited in and counted apart.
-fn time_in(stretches: &[crate::critical::Stretch], waits: &[W], a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
+fn time_in(stretches: &[crate::critical::Stretch], waits: &[(usize, W)], a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
     let mut regions: HashMap<u32, i64> = HashMap::new();
     let first = stretches.partition_point(|s| s.to <= a);
     for s in stretches[first..].iter().take_while(|s| s.from < b) {
         *regions.entry(s.region).or_default() += s.to.min(b) - s.from.max(a);
     }
     let mut waiting = 0;
-    for w in waits {
+    for (_, w) in waits {
         let overlap = w.end.min(b) - w.start.max(a);
         if overlap <= 0 {
             continue;
@@ -168,8 +168,7 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
     for l in by_rank.values_mut() {
         l.sort_by_key(|(_, w)| w.start);
     }
-    let plain: HashMap<i64, Vec<W>> = by_rank.iter().map(|(r, l)| (*r, l.iter().map(|x| x.1).collect())).collect();
-    let empty: Vec<W> = Vec::new();
+    let none: Vec<(usize, W)> = Vec::new();
     let origin = |r: i64| ranks.get(&r).and_then(|s| s.first()).map_or(0, |s| s.from);
     let mut incoming = vec![0.0f64; list.len()];
     let mut costs: BTreeMap<(i64, u32), (f64, f64)> = BTreeMap::new();
@@ -186,8 +185,8 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
             unexplained += total;
             continue;
         };
-        let (w_time, w_wait) = time_in(ws, plain.get(&w.waiter).unwrap_or(&empty), w_from, w.start);
-        let (d_time, d_wait) = time_in(ds, plain.get(&w.delayer).unwrap_or(&empty), d_from, w.end);
+        let (w_time, w_wait) = time_in(ws, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start);
+        let (d_time, d_wait) = time_in(ds, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end);
         let excess: Vec<(u32, f64)> = d_time
             .iter()
             .map(|(&region, &t)| (region, (t - w_time.get(&region).copied().unwrap_or(0)).max(0) as f64))
@@ -230,6 +229,10 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
     Ok((costs, unexplained))
 }
 
+/// One output row: rank, region, cost, direct, propagated; unexplained waiting has no rank or
+/// region.
+type Row<'a> = (Option<i64>, Option<&'a str>, f64, f64, f64);
+
 /// `delay_costs([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct DelayCosts;
@@ -259,24 +262,24 @@ impl TableFunctionImpl for DelayCosts {
             waits.extend(collective_waits(&inputs[2])?);
             let sync = SyncPoints::read(&inputs[1], &inputs[2])?;
             let (costs, unexplained) = delay_costs(&ranks, waits, &sync)?;
-            let mut rows: Vec<(Option<i64>, Option<&str>, f64, f64)> = costs
+            let mut rows: Vec<Row> = costs
                 .iter()
                 .map(|(&(rank, region), &(direct, propagated))| {
-                    (Some(rank), Some(names[region as usize].as_str()), direct, propagated)
+                    (Some(rank), Some(names[region as usize].as_str()), direct + propagated, direct, propagated)
                 })
                 .collect();
             if unexplained > 0.0 {
-                rows.push((None, None, 0.0, unexplained));
+                rows.push((None, None, unexplained, 0.0, 0.0));
             }
-            rows.sort_by(|a, b| (b.2 + b.3).total_cmp(&(a.2 + a.3)).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-            let seen: HashSet<(Option<i64>, Option<&str>)> = rows.iter().map(|r| (r.0, r.1)).collect();
-            debug_assert_eq!(seen.len(), rows.len());
+            rows.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+            let float =
+                |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
                 Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 + r.3))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| if r.0.is_some() { r.2 } else { 0.0 }))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| if r.0.is_some() { r.3 } else { 0.0 }))),
+                float(|r| r.2),
+                float(|r| r.3),
+                float(|r| r.4),
             ];
             Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
         });

@@ -162,10 +162,6 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
             instance: Some(instance),
             partner: Some(partner),
         };
-        // The latest begin and its rank (the lowest rank among equal begins).
-        let latest = |members: &mut dyn Iterator<Item = (i64, i64)>| {
-            members.max_by_key(|&(rank, begin)| (begin, -rank)).map(|(rank, begin)| (begin, rank))
-        };
         match pattern {
             "late_broadcast" => {
                 let root = g.root.expect("a rooted pattern has its root");
@@ -201,7 +197,8 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
                 }
             }
             _ => {
-                if let Some((last, last_rank)) = latest(&mut g.members.iter().copied()) {
+                // The latest begin and its rank (the lowest rank among equal begins).
+                if let Some(&(last_rank, last)) = g.members.iter().max_by_key(|&&(rank, begin)| (begin, -rank)) {
                     for &(rank, begin) in g.members.iter().filter(|m| m.1 < last) {
                         out.push(wait(rank, begin, last, last_rank));
                     }
