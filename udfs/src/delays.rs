@@ -123,16 +123,33 @@ impl SyncPoints {
     }
 }
 
+/// One rank's waits (with their index in processing order), by start, and the longest of them.
+#[derive(Debug, Default)]
+struct RankWaits {
+    list: Vec<(usize, W)>,
+    longest: i64,
+}
+
+impl RankWaits {
+    /// The waits that overlap `[a, b)`, found by their start: one that starts more than the
+    /// longest wait before `a` has ended by then.
+    fn overlapping(&self, a: i64, b: i64) -> impl Iterator<Item = &(usize, W)> {
+        let from = self.list.partition_point(|(_, w)| w.start < a.saturating_sub(self.longest));
+        let to = self.list.partition_point(|(_, w)| w.start < b);
+        self.list[from..to.max(from)].iter().filter(move |(_, w)| w.end > a)
+    }
+}
+
 /// A rank's time in `[a, b)`: exclusive time per region, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the region it waited in and counted apart.
-fn time_in(stretches: &[crate::critical::Stretch], waits: &[(usize, W)], a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
+fn time_in(stretches: &[crate::critical::Stretch], waits: &RankWaits, a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
     let mut regions: HashMap<u32, i64> = HashMap::new();
     let first = stretches.partition_point(|s| s.to <= a);
     for s in stretches[first..].iter().take_while(|s| s.from < b) {
         *regions.entry(s.region).or_default() += s.to.min(b) - s.from.max(a);
     }
     let mut waiting = 0;
-    for (_, w) in waits {
+    for (_, w) in waits.overlapping(a, b) {
         let overlap = w.end.min(b) - w.start.max(a);
         if overlap <= 0 {
             continue;
@@ -161,14 +178,16 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         .collect();
     // Latest end first: a wait hands on only to waits that end no later.
     list.sort_by_key(|w| (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer));
-    let mut by_rank: HashMap<i64, Vec<(usize, W)>> = HashMap::new();
+    let mut by_rank: HashMap<i64, RankWaits> = HashMap::new();
     for (i, w) in list.iter().enumerate() {
-        by_rank.entry(w.waiter).or_default().push((i, *w));
+        let r = by_rank.entry(w.waiter).or_default();
+        r.list.push((i, *w));
+        r.longest = r.longest.max(w.end - w.start);
     }
-    for l in by_rank.values_mut() {
-        l.sort_by_key(|(_, w)| w.start);
+    for r in by_rank.values_mut() {
+        r.list.sort_by_key(|(_, w)| w.start);
     }
-    let none: Vec<(usize, W)> = Vec::new();
+    let none = RankWaits::default();
     let origin = |r: i64| ranks.get(&r).and_then(|s| s.first()).map_or(0, |s| s.from);
     let mut incoming = vec![0.0f64; list.len()];
     let mut costs: BTreeMap<(i64, u32), (f64, f64)> = BTreeMap::new();
@@ -208,14 +227,11 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
             let handed = total * wait_excess / sum;
             let theirs: Vec<(usize, f64)> = by_rank
                 .get(&w.delayer)
-                .map(|l| {
-                    l.iter()
-                        .filter(|(j, _)| *j > i)
-                        .map(|(j, v)| (*j, (v.end.min(w.end) - v.start.max(d_from)).max(0) as f64))
-                        .filter(|(_, o)| *o > 0.0)
-                        .collect()
-                })
-                .unwrap_or_default();
+                .unwrap_or(&none)
+                .overlapping(d_from, w.end)
+                .filter(|(j, _)| *j > i)
+                .map(|(j, v)| (*j, (v.end.min(w.end) - v.start.max(d_from)) as f64))
+                .collect();
             let weight: f64 = theirs.iter().map(|t| t.1).sum();
             if weight > 0.0 {
                 for (j, o) in theirs {
