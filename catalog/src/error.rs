@@ -116,6 +116,9 @@ impl From<datafusion::error::DataFusionError> for Error {
     /// Errors of the SQL parser in plain words and, like the planner's errors that carry a
     /// span (`datafusion.sql_parser.collect_spans`), with their place in the statement.
     fn from(e: datafusion::error::DataFusionError) -> Self {
+        if let Some(own) = own_message(&e) {
+            return Error::Engine(own);
+        }
         let span = e.diagnostic().and_then(|d| d.span).map(|s| (s.start.line, s.start.column));
         let (message, parsed) = sql_message(&e.to_string());
         // DataFusion's plea to report its internal errors upstream is not the user's business.
@@ -128,6 +131,16 @@ impl From<datafusion::error::DataFusionError> for Error {
             None => Error::Engine(message),
         }
     }
+}
+
+/// The text of commdb's own error raised while a query ran (a trace's events that cannot be
+/// decoded, an interruption), as it was written, without the engine's wrapping.
+pub fn own_message(e: &datafusion::error::DataFusionError) -> Option<String> {
+    let datafusion::error::DataFusionError::External(inner) = e.find_root() else { return None };
+    if let Some(own) = inner.downcast_ref::<Error>() {
+        return Some(own.to_string());
+    }
+    inner.downcast_ref::<crate::interrupt::Interrupted>().map(ToString::to_string)
 }
 
 /// A DataFusion error's text with the SQL parser's wrapping taken off (`SQL error:

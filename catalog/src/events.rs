@@ -324,20 +324,25 @@ impl RawEvents {
 
     /// The (rank, thread) streams, assuming events are grouped by stream.
     pub fn streams(&self) -> Vec<Stream> {
-        let n = self.len();
-        // Grouped by stream: when the first and last events share one, it is the only one.
-        if n > 0 && self.rank[0] == self.rank[n - 1] && self.thread[0] == self.thread[n - 1] {
-            return vec![Stream { rank: self.rank[0], thread: self.thread[0], start: 0, end: n }];
+        self.columns().streams()
+    }
+
+    /// The columns, borrowed.
+    pub fn columns(&self) -> EventColumns<'_> {
+        EventColumns {
+            rank: &self.rank,
+            thread: &self.thread,
+            ts: &self.ts,
+            kind: &self.kind,
+            region: &self.region,
+            peer: &self.peer,
+            comm: &self.comm,
+            tag: &self.tag,
+            bytes: &self.bytes,
+            request: &self.request,
+            op: &self.op,
+            bytes_recv: &self.bytes_recv,
         }
-        let mut out = Vec::new();
-        let mut start = 0;
-        for i in 1..=self.len() {
-            if i == self.len() || self.rank[i] != self.rank[start] || self.thread[i] != self.thread[start] {
-                out.push(Stream { rank: self.rank[start], thread: self.thread[start], start, end: i });
-                start = i;
-            }
-        }
-        out
     }
 
     /// Reorder events so that streams are contiguous in (rank, thread) order, keeping the
@@ -404,6 +409,92 @@ impl RawEvents {
     }
 }
 
+/// The columns the derivation reads, borrowed from a reader's buffers (`RawEvents::columns`)
+/// or from a batch of the `events` table built here (`EventColumns::of_batch`), whose value
+/// buffers keep the sentinels under their nulls. Either way no event is copied.
+#[derive(Debug, Clone, Copy)]
+pub struct EventColumns<'a> {
+    pub rank: &'a [i32],
+    pub thread: &'a [i32],
+    pub ts: &'a [i64],
+    pub kind: &'a [u8],
+    pub region: &'a [i32],
+    pub peer: &'a [i32],
+    pub comm: &'a [i32],
+    pub tag: &'a [i32],
+    pub bytes: &'a [i64],
+    pub request: &'a [i64],
+    pub op: &'a [u8],
+    pub bytes_recv: &'a [i64],
+}
+
+impl<'a> EventColumns<'a> {
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    #[inline]
+    pub fn kind(&self, i: usize) -> EventKind {
+        EventKind::from_u8(self.kind[i])
+    }
+
+    /// The (rank, thread) streams, assuming events are grouped by stream.
+    pub fn streams(&self) -> Vec<Stream> {
+        let n = self.len();
+        // Grouped by stream: when the first and last events share one, it is the only one.
+        if n > 0 && self.rank[0] == self.rank[n - 1] && self.thread[0] == self.thread[n - 1] {
+            return vec![Stream { rank: self.rank[0], thread: self.thread[0], start: 0, end: n }];
+        }
+        let mut out = Vec::new();
+        let mut start = 0;
+        for i in 1..=n {
+            if i == n || self.rank[i] != self.rank[start] || self.thread[i] != self.thread[start] {
+                out.push(Stream { rank: self.rank[start], thread: self.thread[start], start, end: i });
+                start = i;
+            }
+        }
+        out
+    }
+
+    /// The columns of an `events` batch made by `RawEvents::into_batch` (a batch read back
+    /// from a store has lost the sentinels under its nulls and must not be read this way).
+    pub fn of_batch(batch: &'a RecordBatch) -> Result<EventColumns<'a>> {
+        use arrow::array::AsArray;
+        let schema = model::EVENTS.schema();
+        if batch.schema().fields() != schema.fields() {
+            return Err(crate::error::Error::argument(
+                "a batch that is not of the events table cannot be derived from",
+            ));
+        }
+        fn values<T: ArrowPrimitiveType>(batch: &RecordBatch, i: usize) -> &[T::Native] {
+            batch.column(i).as_primitive::<T>().values()
+        }
+        // Kind and operation codes were moved in as bytes: read them back as bytes.
+        fn codes(batch: &RecordBatch, i: usize) -> &[u8] {
+            batch.column(i).as_dictionary::<Int8Type>().keys().values().inner().typed_data::<u8>()
+        }
+        let region = batch.column(5).as_dictionary::<Int32Type>().keys().values();
+        Ok(EventColumns {
+            rank: values::<Int32Type>(batch, 0),
+            thread: values::<Int32Type>(batch, 1),
+            ts: values::<Int64Type>(batch, 3),
+            kind: codes(batch, 4),
+            region,
+            peer: values::<Int32Type>(batch, 6),
+            comm: values::<Int32Type>(batch, 7),
+            tag: values::<Int32Type>(batch, 8),
+            bytes: values::<Int64Type>(batch, 9),
+            request: values::<Int64Type>(batch, 10),
+            op: codes(batch, 11),
+            bytes_recv: values::<Int64Type>(batch, 12),
+        })
+    }
+}
+
 /// One (rank, thread) stream inside a part of `EventParts`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PartStream {
@@ -412,6 +503,18 @@ pub struct PartStream {
     /// Global index of the part's first event.
     pub offset: usize,
     pub stream: Stream,
+}
+
+/// Every stream of `parts` (each holding whole streams, in (rank, thread) order) with its part
+/// and global offset, in order.
+pub fn part_streams(parts: &[EventColumns<'_>]) -> Vec<PartStream> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for (part, e) in parts.iter().enumerate() {
+        out.extend(e.streams().into_iter().map(|stream| PartStream { part, offset, stream }));
+        offset += e.len();
+    }
+    out
 }
 
 /// Raw events as parts (one per location, or per rank from the generator), each holding whole
@@ -462,13 +565,12 @@ impl EventParts {
 
     /// Every stream with its part and global offset, in order.
     pub fn streams(&self) -> Vec<PartStream> {
-        let mut out = Vec::new();
-        let mut offset = 0;
-        for (part, e) in self.parts.iter().enumerate() {
-            out.extend(e.streams().into_iter().map(|stream| PartStream { part, offset, stream }));
-            offset += e.len();
-        }
-        out
+        part_streams(&self.columns())
+    }
+
+    /// The columns of every part, borrowed.
+    pub fn columns(&self) -> Vec<EventColumns<'_>> {
+        self.parts.iter().map(RawEvents::columns).collect()
     }
 
     /// Earliest and latest event time (0, 0 when empty).

@@ -1,10 +1,13 @@
 //! Progress of a long load, for callers that show it (the shell draws a bar on a terminal):
 //! units done out of a total — bytes for CSV files, locations for OTF2 archives, tables for a
-//! commdb store — updated from any thread without locking.
+//! commdb store — updated from any thread without locking. `Building` does the same for the
+//! step of building a trace's tables that a query is waiting on (crate::deriving::steps), and
+//! keeps what the finished steps took, for the caller to say once the query is done.
 
 use std::io::Read;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 /// Units done and the total expected (0 while unknown).
 #[derive(Debug, Default)]
@@ -27,6 +30,52 @@ impl LoadProgress {
     pub fn fraction(&self) -> Option<f64> {
         let total = self.total.load(Ordering::Relaxed);
         (total > 0).then(|| (self.done.load(Ordering::Relaxed) as f64 / total as f64).min(1.0))
+    }
+}
+
+/// A step that is running: what it is and how far it is.
+type Running = Option<(String, Arc<LoadProgress>)>;
+
+/// The step running now and the steps finished since last taken.
+static BUILDING: Mutex<(Running, Vec<String>)> = Mutex::new((None, Vec::new()));
+
+/// A step of building a trace's tables, shown while it runs.
+#[derive(Debug)]
+pub struct Building {
+    what: String,
+    progress: Arc<LoadProgress>,
+}
+
+impl Building {
+    /// The step `what` ("reading the events of demo") starts.
+    pub fn start(what: &str) -> Building {
+        let progress = Arc::new(LoadProgress::default());
+        BUILDING.lock().unwrap_or_else(PoisonError::into_inner).0 = Some((what.to_string(), progress.clone()));
+        Building { what: what.to_string(), progress }
+    }
+
+    pub fn progress(&self) -> &LoadProgress {
+        &self.progress
+    }
+
+    /// The step is over; when it succeeded and took long enough for a user to wonder (half a
+    /// second, as the progress line), what it took is kept for `take_finished`.
+    pub fn finish(self, took: Duration, ok: bool) {
+        let mut state = BUILDING.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = None;
+        if ok && took >= Duration::from_millis(500) {
+            state.1.push(format!("{} took {:.1} s (done once; later queries reuse it)", self.what, took.as_secs_f64()));
+        }
+    }
+
+    /// The step running now, if any: what it is and how far it is.
+    pub fn now() -> Option<(String, Arc<LoadProgress>)> {
+        BUILDING.lock().unwrap_or_else(PoisonError::into_inner).0.clone()
+    }
+
+    /// The steps finished since the last call, in words.
+    pub fn take_finished() -> Vec<String> {
+        std::mem::take(&mut BUILDING.lock().unwrap_or_else(PoisonError::into_inner).1)
     }
 }
 

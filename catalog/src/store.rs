@@ -120,12 +120,13 @@ fn check_target(dir: &Path) -> Result<()> {
 
 /// Write the tables and, last, the manifest into `dir` (which exists).
 fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
+    trace.build_all()?;
     let entries: Vec<(String, TableEntry)> = model::TABLES
         .par_iter()
         .map(|t| {
             let file = format!("{}.parquet", t.name);
             let path = dir.join(&file);
-            let (rows, crc32) = write_table(&path, t.schema(), trace.table(t.name))?;
+            let (rows, crc32) = write_table(&path, t.schema(), &trace.table(t.name)?)?;
             Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32) }))
         })
         .collect::<Result<_>>()?;
@@ -342,8 +343,8 @@ mod tests {
         write(&trace, dir.path()).unwrap();
         let back = read(dir.path()).unwrap();
         for t in model::TABLES {
-            let a = arrow::compute::concat_batches(&t.schema(), trace.table(t.name)).unwrap();
-            let b = arrow::compute::concat_batches(&t.schema(), back.table(t.name)).unwrap();
+            let a = arrow::compute::concat_batches(&t.schema(), &trace.table(t.name).unwrap()).unwrap();
+            let b = arrow::compute::concat_batches(&t.schema(), &back.table(t.name).unwrap()).unwrap();
             assert_eq!(a, b, "table {}", t.name);
         }
         assert_eq!(back.meta.timer_resolution_hz, Some(1_000_000_000));
@@ -362,7 +363,7 @@ mod tests {
         let dir = root.path().join("store");
         write(&small(2), &dir).unwrap();
         write(&small(4), &dir).unwrap();
-        assert_eq!(read(&dir).unwrap().row_count("ranks"), 4);
+        assert_eq!(read(&dir).unwrap().row_count("ranks").unwrap(), 4);
         let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(left, ["store"], "no partial or previous directory is left");
         // A directory with other files is not overwritten.

@@ -1,13 +1,15 @@
 //! A trace in memory. `RawTrace` is what a reader or the generator produces (definitions and
 //! raw events); `Trace` holds the Arrow tables of the model, ready to be registered as a SQL
 //! schema. Turning one into the other (clock correction, derivation, conversion) is
-//! `RawTrace::build`, in crate::deriving::assemble.
+//! `RawTrace::build`, in crate::deriving::assemble, whose steps run as tables are first used
+//! (crate::deriving::steps).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arrow::array::{RecordBatch, StringArray};
 
+use crate::deriving::steps::Built;
 use crate::error::Result;
 use crate::events::{EventParts, NONE_I32};
 use crate::model;
@@ -193,50 +195,87 @@ pub struct RawTrace {
     pub warnings: Warnings,
 }
 
-/// A trace as Arrow tables, one entry per table of the model.
+/// A trace as Arrow tables, one entry per table of the model. A trace opened from a source
+/// holds its definitions at first; the other tables are built by the steps of
+/// crate::deriving::steps when a query first uses one, once, and shared by every later query
+/// and every clone of the `Trace`.
 #[derive(Debug, Clone)]
 pub struct Trace {
+    /// Facts known at open. `clock_correction` and `clock_violations` are filled for a trace
+    /// read from a store; for others they are in `trace_info`.
     pub meta: TraceMeta,
-    tables: BTreeMap<&'static str, Vec<RecordBatch>>,
-    pub warnings: Warnings,
-    /// Where the time of `RawTrace::build` went (empty for a trace read from a store).
-    pub phases: LoadPhases,
+    built: Arc<Mutex<Built>>,
 }
 
 impl Trace {
-    /// A trace built from a raw one, with where the time of the build went.
-    pub(crate) fn assembled(
-        meta: TraceMeta,
-        tables: BTreeMap<&'static str, Vec<RecordBatch>>,
-        warnings: Warnings,
-        phases: LoadPhases,
-    ) -> Self {
-        Trace { meta, tables, warnings, phases }
+    /// A trace whose other tables the pending steps of `built` make.
+    pub(crate) fn staged(meta: TraceMeta, built: Built) -> Self {
+        Trace { meta, built: Arc::new(Mutex::new(built)) }
     }
 
     /// Assemble a trace from complete tables (used by the Parquet store).
     pub fn from_tables(meta: TraceMeta, tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
-        Trace { meta, tables, warnings, phases: LoadPhases::default() }
+        Trace::staged(meta, Built::complete(tables, warnings))
     }
 
-    /// The batches of a table of the model (empty when the trace has no such rows).
-    pub fn table(&self, name: &str) -> &[RecordBatch] {
-        self.tables.get(name).map_or(&[], Vec::as_slice)
+    fn built(&self) -> MutexGuard<'_, Built> {
+        self.built.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn row_count(&self, name: &str) -> usize {
-        self.table(name).iter().map(RecordBatch::num_rows).sum()
+    /// The batches of a table of the model (empty when the trace has no such rows), built
+    /// first if no query has used it yet.
+    pub fn table(&self, name: &str) -> Result<Vec<RecordBatch>> {
+        let mut built = self.built();
+        built.ensure(name)?;
+        Ok(built.tables.get(name).cloned().unwrap_or_default())
     }
 
-    /// (table name, batches) in model order.
-    pub fn tables(&self) -> impl Iterator<Item = (&'static str, &[RecordBatch])> {
-        model::TABLES.iter().map(|t| (t.name, self.table(t.name)))
+    /// Rows of a table, built first if needed.
+    pub fn row_count(&self, name: &str) -> Result<usize> {
+        Ok(self.table(name)?.iter().map(RecordBatch::num_rows).sum())
+    }
+
+    /// Rows of a table if it is built (None while a query has yet to use it).
+    pub fn built_rows(&self, name: &str) -> Option<usize> {
+        let built = self.built();
+        built.is_built(name).then(|| built.tables.get(name).map_or(0, |b| b.iter().map(RecordBatch::num_rows).sum()))
+    }
+
+    /// Build every table now.
+    pub fn build_all(&self) -> Result<()> {
+        self.built().ensure_all()
+    }
+
+    /// (table name, batches) in model order, every table built.
+    pub fn tables(&self) -> Result<Vec<(&'static str, Vec<RecordBatch>)>> {
+        let mut built = self.built();
+        built.ensure_all()?;
+        Ok(model::TABLES.iter().map(|t| (t.name, built.tables.get(t.name).cloned().unwrap_or_default())).collect())
+    }
+
+    /// Every problem found, every table built first.
+    pub fn warnings(&self) -> Result<Warnings> {
+        let mut built = self.built();
+        built.ensure_all()?;
+        Ok(built.warnings.clone())
+    }
+
+    /// The problems found by the steps run so far.
+    pub fn warnings_so_far(&self) -> Warnings {
+        self.built().warnings.clone()
+    }
+
+    /// Where the time of the steps run so far went.
+    pub fn phases(&self) -> LoadPhases {
+        self.built().phases.clone()
     }
 
     /// Give the trace another schema name.
     pub fn rename(&mut self, name: &str) -> Result<()> {
         self.meta.name = name.to_string();
-        let info = self.tables.get_mut("trace_info").and_then(|b| b.first_mut());
+        let mut built = self.built();
+        built.rename(name);
+        let info = built.tables.get_mut("trace_info").and_then(|b| b.first_mut());
         if let Some(batch) = info {
             let mut columns = batch.columns().to_vec();
             columns[0] = Arc::new(StringArray::from(vec![name.to_string(); batch.num_rows()]));

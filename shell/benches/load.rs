@@ -50,12 +50,13 @@ fn main() {
 
     let t = Instant::now();
     let trace = generated.trace.build().expect("build");
+    trace.build_all().expect("every table");
     report("derive calls/msgs/colls", events, "events", t);
     println!(
         "  {} calls, {} messages, {} collective parts",
-        trace.row_count("calls"),
-        trace.row_count("messages"),
-        trace.row_count("collectives")
+        trace.row_count("calls").expect("built"),
+        trace.row_count("messages").expect("built"),
+        trace.row_count("collectives").expect("built")
     );
 
     let dir = tempfile::tempdir().expect("tempdir");
@@ -67,7 +68,7 @@ fn main() {
     let t = Instant::now();
     let back = store::read(&store_dir).expect("read store");
     report("store read (parquet)", events, "events", t);
-    assert_eq!(back.row_count("messages"), trace.row_count("messages"));
+    assert_eq!(back.row_count("messages").expect("read"), trace.row_count("messages").expect("built"));
     drop(back);
 
     // The messages as a PCLVis CSV: one send row and one receive row each.
@@ -77,7 +78,7 @@ fn main() {
         use arrow::datatypes::{Int32Type, Int64Type};
         let mut w = std::io::BufWriter::new(std::fs::File::create(&csv_path).expect("csv"));
         writeln!(w, "rank,type,timestamp,source,destination,size").unwrap();
-        for b in trace.table("messages") {
+        for b in &trace.table("messages").expect("built") {
             let src = b.column(1).as_primitive::<Int32Type>();
             let dst = b.column(2).as_primitive::<Int32Type>();
             let bytes = b.column(5).as_primitive::<Int64Type>();
@@ -90,10 +91,11 @@ fn main() {
             }
         }
     }
-    let rows = trace.row_count("messages") * 2;
+    let rows = trace.row_count("messages").expect("built") * 2;
     drop(trace);
     let t = Instant::now();
     let csv = open(&csv_path.display().to_string(), &OpenOptions::default()).expect("csv");
+    csv.build_all().expect("every table");
     report("csv read + match", rows, "events", t);
-    assert_eq!(csv.row_count("messages") * 2, rows);
+    assert_eq!(csv.row_count("messages").expect("built") * 2, rows);
 }

@@ -81,19 +81,23 @@ fn main() {
         );
         drop(events);
 
-        let (trace, all, busy) =
-            timed(|| commdb_catalog::reading::otf2::read(path).expect("read").build().expect("build"));
+        let (trace, all, busy) = timed(|| {
+            let trace = commdb_catalog::reading::otf2::read(path).expect("read").build().expect("build");
+            trace.build_all().expect("every table");
+            trace
+        });
         if all < best_all {
-            best_phases = trace.phases.clone();
+            best_phases = trace.phases();
         }
         best_all = best_all.min(all);
-        derived_bytes = ["calls", "messages", "collectives"].iter().map(|t| bytes_of(trace.table(t))).sum();
+        derived_bytes =
+            ["calls", "messages", "collectives"].iter().map(|t| bytes_of(&trace.table(t).expect("built"))).sum();
         println!(
             "round {round} load with derived tables  {n:>12} events {all:>8.3} s {:>8.2} M events/s  {busy:.2} cores busy  {} calls, {} messages, {} collective parts  peak {:>7.0} MiB",
             n as f64 / all / 1e6,
-            trace.row_count("calls"),
-            trace.row_count("messages"),
-            trace.row_count("collectives"),
+            trace.row_count("calls").expect("built"),
+            trace.row_count("messages").expect("built"),
+            trace.row_count("collectives").expect("built"),
             peak_rss_mib()
         );
         if round + 1 == rounds {

@@ -49,6 +49,7 @@ fn main() {
         let events = raw.events.len();
         let t2 = Instant::now();
         let trace = raw.build().expect("build");
+        trace.build_all().expect("every table");
         let build_s = t2.elapsed().as_secs_f64();
         let total = t.elapsed().as_secs_f64();
         let cpu = cpu_seconds() - cpu;
@@ -56,7 +57,7 @@ fn main() {
             "round {round}: read {read_s:>7.3} s {:>6.1} M records/s ({events} events) | with derived tables {total:>7.3} s {:>6.1} M records/s (build {build_s:.3} s, {} messages) | cpu {cpu:.2} s | peak {:>6.0} MiB",
             records as f64 / read_s / 1e6,
             records as f64 / total / 1e6,
-            trace.row_count("messages"),
+            trace.row_count("messages").expect("built"),
             peak_rss_mib()
         );
         best = (best.0.min(read_s), best.1.min(total));

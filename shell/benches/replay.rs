@@ -36,7 +36,8 @@ async fn main() {
     let cfg = GeneratorConfig { ranks: 256, pattern: Pattern::Stencil2d, iterations, ..GeneratorConfig::default() };
     let t = Instant::now();
     let trace = generate(&cfg).expect("generate").trace.build().expect("build");
-    let events = trace.row_count("events");
+    trace.build_all().expect("every table");
+    let events = trace.row_count("events").expect("built");
     println!(
         "{:<48} {:>8.3} s  {events:>9} events  peak {:>7.0} MiB",
         format!("256-rank stencil, {iterations} iterations"),

@@ -127,7 +127,8 @@ pub fn info(session: &Session, name: Option<&str>) -> Result<DataFrame, String> 
         None => session.default_trace().ok_or("no trace is open; \\open PATH opens one")?,
     };
     let mut rows = Vec::new();
-    if let Some(b) = trace.table("trace_info").first() {
+    let info = trace.table("trace_info").map_err(|e| e.to_string())?;
+    if let Some(b) = info.first() {
         let opts = FormatOptions::default().with_null("NULL");
         for (f, c) in b.schema().fields().iter().zip(b.columns()) {
             let v = ArrayFormatter::try_new(c.as_ref(), &opts).map_err(|e| e.to_string())?.value(0).to_string();
@@ -135,9 +136,9 @@ pub fn info(session: &Session, name: Option<&str>) -> Result<DataFrame, String> 
         }
     }
     for t in model::TABLES.iter().filter(|t| t.name != "trace_info") {
-        rows.push(vec![format!("rows in {}", t.name), trace.row_count(t.name).to_string()]);
+        rows.push(vec![format!("rows in {}", t.name), trace.row_count(t.name).map_err(|e| e.to_string())?.to_string()]);
     }
-    for (code, count, message) in trace.warnings.iter() {
+    for (code, count, message) in trace.warnings().map_err(|e| e.to_string())?.iter() {
         rows.push(vec![format!("warning {code}"), format!("{count}: {message}")]);
     }
     text_frame(session, &["key", "value"], rows)

@@ -243,11 +243,8 @@ impl Shell {
         let name = result.map_err(|e| e.to_string())?;
         let trace = self.session.trace(&name).expect("just opened");
         self.note(&format!(
-            "opened {path} as {name}: {} ranks, {} events, {} messages, {} calls ({}){}",
-            trace.row_count("ranks"),
-            trace.row_count("events"),
-            trace.row_count("messages"),
-            trace.row_count("calls"),
+            "opened {path} as {name}: {} ({}){}",
+            commdb_catalog::session::opened_summary(trace),
             human_duration(started.elapsed()),
             commdb_catalog::session::warning_summary(trace)
         ));
@@ -262,8 +259,12 @@ impl Shell {
         result
     }
 
-    /// Show the warnings SQL functions raised while the last statement ran.
+    /// Show the steps building a trace's tables that the last statement waited on, and the
+    /// warnings SQL functions raised while it ran.
     fn print_notices(&self) {
+        for step in commdb_catalog::progress::Building::take_finished() {
+            self.note(&step);
+        }
         for notice in self.session.take_notices() {
             eprintln!("warning: {notice}");
         }
@@ -360,6 +361,7 @@ impl Shell {
             }
         });
         let mut writer = if no_columns { None } else { Some(ResultWriter::new(out, schema, opts)?) };
+        let _building = Progress::building();
         loop {
             tokio::select! {
                 next = rx.recv() => match next {
@@ -368,7 +370,7 @@ impl Shell {
                             w.write(&batch)?;
                         }
                     }
-                    Some(Err(e)) => return Err(e.to_string()),
+                    Some(Err(e)) => return Err(commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string())),
                     None => break,
                 },
                 _ = tokio::signal::ctrl_c() => {

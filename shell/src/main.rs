@@ -333,10 +333,11 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             let trace = commdb_catalog::open(input, &open_options(&cli.open)).map_err(|e| e.to_string())?;
             store::write(&trace, output).map_err(|e| e.to_string())?;
             if !cli.quiet {
+                let rows = |t: &str| trace.built_rows(t).unwrap_or(0);
                 eprintln!(
                     "converted {input} ({} events, {} messages) to {} in {}",
-                    trace.row_count("events"),
-                    trace.row_count("messages"),
+                    rows("events"),
+                    rows("messages"),
                     output.display(),
                     human_duration(started.elapsed())
                 );

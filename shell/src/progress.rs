@@ -1,7 +1,8 @@
 //! A progress line for long loads, drawn on stderr only when it is a terminal and the load
 //! takes longer than half a second: a bar with the share done when the reader reports it
 //! (bytes of a CSV file, locations of an OTF2 archive, tables of a store), what is loading and
-//! for how long.
+//! for how long. While a query runs, the same line shows the step building a trace's tables
+//! that it waits on (reading the events, deriving messages), if any.
 
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use commdb_catalog::progress::LoadProgress;
+use commdb_catalog::progress::{Building, LoadProgress};
 
 /// A running progress line; `stop` clears it.
 pub struct Progress {
@@ -17,39 +18,61 @@ pub struct Progress {
     handle: Option<JoinHandle<()>>,
 }
 
+/// Draw one frame of the line: a bar when the share done is known, a spinner otherwise.
+fn draw(what: &str, share: Option<&LoadProgress>, elapsed: f64, k: usize) {
+    let frames = ["|", "/", "-", "\\"];
+    match share.and_then(LoadProgress::fraction) {
+        Some(f) if f >= 1.0 => eprint!("\r\x1b[2K{} {what}: building tables {elapsed:.1} s ", frames[k % 4]),
+        Some(f) => {
+            let filled = (f * 30.0).round() as usize;
+            eprint!("\r[{}{}] {:>3.0}% {what} {elapsed:.1} s ", "#".repeat(filled), "-".repeat(30 - filled), f * 100.0);
+        }
+        None => eprint!("\r\x1b[2K{} {what} {elapsed:.1} s ", frames[k % 4]),
+    }
+    let _ = std::io::stderr().flush();
+}
+
 impl Progress {
     pub fn start(what: &str, share: Option<Arc<LoadProgress>>) -> Self {
+        let what = what.to_string();
+        Progress::watch(move || Some((what.clone(), share.clone())))
+    }
+
+    /// The line of the step building a trace's tables that a running query waits on, if any
+    /// (`commdb_catalog::progress::Building`).
+    pub fn building() -> Self {
+        Progress::watch(|| Building::now().map(|(what, share)| (what, Some(share))))
+    }
+
+    /// Draw what `now` says is running, each thing from half a second after it started.
+    fn watch(now: impl Fn() -> Option<(String, Option<Arc<LoadProgress>>)> + Send + 'static) -> Self {
         let done = Arc::new(AtomicBool::new(false));
         let handle = std::io::stderr().is_terminal().then(|| {
             let done = done.clone();
-            let what = what.to_string();
             std::thread::spawn(move || {
-                let started = Instant::now();
-                let frames = ["|", "/", "-", "\\"];
                 let mut drawn = false;
                 let mut k = 0;
+                let mut current: Option<(String, Instant)> = None;
                 while !done.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(100));
-                    if started.elapsed() > Duration::from_millis(500) && !done.load(Ordering::Relaxed) {
-                        let elapsed = started.elapsed().as_secs_f64();
-                        match share.as_ref().and_then(|s| s.fraction()) {
-                            Some(f) if f >= 1.0 => {
-                                eprint!("\r\x1b[2K{} {what}: building tables {elapsed:.1} s ", frames[k % 4]);
-                            }
-                            Some(f) => {
-                                let filled = (f * 30.0).round() as usize;
-                                eprint!(
-                                    "\r[{}{}] {:>3.0}% {what} {elapsed:.1} s ",
-                                    "#".repeat(filled),
-                                    "-".repeat(30 - filled),
-                                    f * 100.0
-                                );
-                            }
-                            None => eprint!("\r{} {what} {elapsed:.1} s ", frames[k % 4]),
+                    let running = now();
+                    match (&running, &current) {
+                        (Some((what, _)), Some((was, _))) if what == was => {}
+                        (Some((what, _)), _) => current = Some((what.clone(), Instant::now())),
+                        (None, _) => current = None,
+                    }
+                    let late = current.as_ref().is_some_and(|(_, t)| t.elapsed() > Duration::from_millis(500));
+                    match (running, &current) {
+                        (Some((what, share)), Some((_, started))) if late && !done.load(Ordering::Relaxed) => {
+                            draw(&what, share.as_deref(), started.elapsed().as_secs_f64(), k);
+                            drawn = true;
+                            k += 1;
                         }
-                        let _ = std::io::stderr().flush();
-                        drawn = true;
-                        k += 1;
+                        _ if drawn && current.is_none() => {
+                            eprint!("\r\x1b[2K");
+                            drawn = false;
+                        }
+                        _ => {}
                     }
                 }
                 if drawn {
@@ -60,7 +83,14 @@ impl Progress {
         Progress { done, handle }
     }
 
-    pub fn stop(mut self) {
+    /// Clear the line now (dropping it does the same).
+    pub fn stop(self) {
+        drop(self);
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
         self.done.store(true, Ordering::Relaxed);
         if let Some(h) = self.handle.take() {
             let _ = h.join();

@@ -50,8 +50,16 @@ fn an_interrupt_stops_a_reader_in_the_middle_and_an_analysis_between_steps() {
     let n = rows[0].column(0).as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(0);
     assert_eq!(n, 400_000);
 
-    // An analysis stops at its next step.
+    // A step building a trace's tables does not start; the next query runs it.
     session.open("generate:ranks=16", None, &Default::default()).unwrap();
+    interrupt::raise();
+    let err = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap_err().to_string();
+    assert!(err.contains("correcting clocks of generated: interrupted"), "{err}");
+    interrupt::lower();
+    let rows = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap();
+    assert_eq!(rows[0].num_rows(), 1);
+
+    // An analysis stops at its next step.
     interrupt::raise();
     let err = runtime.block_on(session.collect("SELECT count(*) FROM ideal_replay()")).unwrap_err().to_string();
     interrupt::lower();

@@ -23,7 +23,7 @@ use std::str::FromStr;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::events::EventParts;
+use crate::events::{EventParts, RawEvents};
 use crate::trace::{ClockSample, RankInfo, RawMetrics, Warnings};
 use model::{Fit, RankModel};
 
@@ -71,26 +71,57 @@ pub fn correct(
     correction: Correction,
     warnings: &mut Warnings,
 ) -> Vec<RankModel> {
+    let models = fit(samples, ranks, correction, warnings);
+    events.parts.par_iter_mut().for_each(|part| correct_events(part, &models));
+    correct_metrics(metrics, &models);
+    models
+}
+
+/// The clock model of every rank, from `samples` (none when there are no samples or the
+/// correction is off).
+pub fn fit(
+    samples: &[ClockSample],
+    ranks: &[RankInfo],
+    correction: Correction,
+    warnings: &mut Warnings,
+) -> Vec<RankModel> {
     if correction == Correction::Off || samples.is_empty() {
         return Vec::new();
     }
     let fitted = model::fit_all(samples, warnings);
-    let models = place_unsampled(fitted, ranks, warnings);
-    let by_rank = index_by_rank(&models);
+    place_unsampled(fitted, ranks, warnings)
+}
+
+/// Map the times of the events of `part` (whole streams) through their rank's model, keeping
+/// the recorded times in `ts_local`; a part whose ranks keep their times is left as it is.
+/// Readers that decode in parallel call it as each part is decoded, while its times are in
+/// cache and the memory the decoding freed can hold the corrected times.
+pub fn correct_events(part: &mut RawEvents, models: &[RankModel]) {
+    if models.is_empty() || part.ts_local.is_some() {
+        return;
+    }
+    let by_rank = index_by_rank(models);
     let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
-    events.parts.par_iter_mut().for_each(|part| {
-        let streams = part.streams();
-        if streams.iter().all(|s| fit_of(s.rank).is_none_or(|f| *f == Fit::Identity)) {
-            return;
-        }
-        let local = std::mem::take(&mut part.ts);
-        let mut corrected = Vec::with_capacity(local.len());
-        for s in streams {
-            map_times(fit_of(s.rank).unwrap_or(&Fit::Identity), &local[s.start..s.end], &mut corrected);
-        }
-        part.ts = corrected;
-        part.ts_local = Some(local);
-    });
+    let streams = part.streams();
+    if streams.iter().all(|s| fit_of(s.rank).is_none_or(|f| *f == Fit::Identity)) {
+        return;
+    }
+    let local = std::mem::take(&mut part.ts);
+    let mut corrected = Vec::with_capacity(local.len());
+    for s in streams {
+        map_times(fit_of(s.rank).unwrap_or(&Fit::Identity), &local[s.start..s.end], &mut corrected);
+    }
+    part.ts = corrected;
+    part.ts_local = Some(local);
+}
+
+/// Map the metric sample times (grouped by rank) through their rank's model.
+pub fn correct_metrics(metrics: &mut RawMetrics, models: &[RankModel]) {
+    if models.is_empty() {
+        return;
+    }
+    let by_rank = index_by_rank(models);
+    let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
     let local = std::mem::take(&mut metrics.ts);
     let mut corrected = Vec::with_capacity(local.len());
     let mut start = 0;
@@ -101,7 +132,6 @@ pub fn correct(
         start = end;
     }
     metrics.ts = corrected;
-    models
 }
 
 /// The models of the ranks without samples: the lowest of them is the master (identity); the

@@ -1,24 +1,23 @@
-//! Assembling a trace: a reader's `RawTrace` becomes the Arrow tables of the model. Clock
-//! correction first (crate::clock), then the derivation of calls, messages and collectives
-//! (this folder's walk and matching), then every table to Arrow, with the time of each phase
-//! recorded (crate::phases) and the problems found counted in `warnings`.
+//! Assembling a trace: a reader's `RawTrace` becomes the Arrow tables of the model. The
+//! definitions become tables at once; clock correction (crate::clock), the events and the
+//! derivation of calls, messages and collectives (this folder's walk and matching) follow when a
+//! query first needs them (crate::deriving::steps), with the time of each phase recorded
+//! (crate::phases) and the problems found counted in `warnings`. This file makes the tables.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use arrow::array::{
     ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, TimestampNanosecondArray,
 };
 use arrow::datatypes::Int32Type;
 
-use crate::clock::{self, Correction};
-use crate::deriving;
-use crate::error::{Error, Result};
+use crate::clock::Correction;
+use crate::deriving::steps::{self, EventSource};
+use crate::error::Result;
 use crate::events::{NONE_I32, PartStream, region_dictionary};
 use crate::model;
-use crate::phases::LoadPhases;
-use crate::trace::{MetricDefinition, NodeMap, RankInfo, RawTrace, Trace, Warnings};
+use crate::trace::{ClockSample, MetricDefinition, RankInfo, RawTrace, Trace, TraceMeta, Warnings};
 
 impl RawTrace {
     /// Correct clocks with the default (`Correction::Model`), derive, convert to Arrow.
@@ -26,105 +25,31 @@ impl RawTrace {
         self.build_with(Correction::default())
     }
 
-    /// Correct clocks as asked, derive calls, messages and collectives and convert every table
-    /// to Arrow.
-    pub fn build_with(mut self, correction: Correction) -> Result<Trace> {
-        let region_names: Vec<String> = self.regions.iter().map(|r| r.name.clone()).collect();
-        let mut warnings = std::mem::take(&mut self.warnings);
-        let nodes = NodeMap::new(&self.ranks);
-        report_unplaced(&self.ranks, &mut warnings);
-
-        let mut phases = LoadPhases::default();
-        let models = phases.time("clock correction", || {
-            clock::correct(
-                &mut self.events,
-                &mut self.metrics,
-                &self.clock_sync,
-                &self.ranks,
-                correction,
-                &mut warnings,
-            )
-        });
-        let streams = self.events.streams();
-        let keep_matched = correction == Correction::Clc;
-        let comms = &self.communicators;
-        let mut derived = deriving::derive(&self.events, &streams, &nodes, comms, keep_matched, &mut warnings)?;
-        if correction == Correction::Clc && derived.messages.violations() > 0 {
-            phases.extend(std::mem::take(&mut derived.phases));
-            phases.time("controlled logical clock", || {
-                for p in self.events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
-                    p.ts_local = Some(p.ts.clone());
-                }
-                clock::clc::apply(&mut self.events, &streams, &derived.messages.matched_events, &mut warnings);
-            });
-            // Times moved, the matching (per-stream order) did not: derive again, quietly.
-            let mut again = Warnings::default();
-            derived = deriving::derive(&self.events, &streams, &nodes, comms, false, &mut again)?;
-        }
-        let deriving::Derived { calls, messages, collectives, span: (first, last), phases: derive_phases } = derived;
-        phases.extend(derive_phases);
-        let start = Instant::now();
-        let clock_label = match correction {
-            Correction::Off => "off",
-            Correction::Model if models.is_empty() => "none",
-            other => other.name(),
-        };
-        self.meta.clock_correction = clock_label.to_string();
-        self.meta.clock_violations = messages.violations();
-        if self.meta.clock_violations > 0 {
-            let n = self.meta.clock_violations;
-            warnings.add_many("clock_violation", n, || {
-                format!("{n} matched messages are received before they are sent (see clock_violations())")
-            });
-        }
-        let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
-        let locations = self.locations_batch(&streams)?;
-        tables.insert("ranks", vec![self.ranks_batch()?]);
-        tables.insert("locations", vec![locations]);
-        tables.insert("regions", vec![self.regions_batch()?]);
-        tables.insert("calls", calls.into_batches(&region_names)?);
-        tables.insert("messages", messages.into_batches()?);
-        tables.insert("collectives", vec![collectives]);
-        tables.insert("communicators", vec![self.communicators_batch()?]);
-        tables.insert("clock_sync", vec![self.clock_sync_batch()?]);
-        tables.insert("metrics", vec![self.metrics_batch()?]);
-        tables.insert("metric_definitions", vec![self.metric_definitions_batch()?]);
-        tables.insert("states", vec![self.states_batch()?]);
-        tables.insert("warnings", vec![warnings_batch(&warnings)?]);
-        // Times so far apart that their difference overflows come from a damaged timestamp.
-        let span = last.checked_sub(first).ok_or_else(|| {
-            Error::in_file(
-                std::path::Path::new(&self.meta.path),
-                format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
-            )
-        })?;
-        let info = self.info_batch(span, warnings.total())?;
-        tables.insert("trace_info", vec![info]);
-        phases.since("other tables to Arrow", start);
-        let events = phases.time("events to Arrow", || std::mem::take(&mut self.events).into_batches(&region_names))?;
-        tables.insert("events", events);
-        Ok(Trace::assembled(self.meta, tables, warnings, phases))
+    /// The trace with its definition tables built; correcting clocks as asked, converting the
+    /// events and deriving calls, messages and collectives wait for the first query that needs
+    /// them (crate::deriving::steps).
+    pub fn build_with(self, correction: Correction) -> Result<Trace> {
+        self.build_later(None, None, correction)
     }
 
-    fn info_batch(&self, duration: i64, warnings: i64) -> Result<RecordBatch> {
-        let m = &self.meta;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from(vec![m.name.clone()])),
-            Arc::new(StringArray::from(vec![m.path.clone()])),
-            Arc::new(StringArray::from(vec![m.format.clone()])),
-            Arc::new(StringArray::from(vec![m.format_version.clone()])),
-            Arc::new(StringArray::from(vec![m.creator.clone()])),
-            Arc::new(Int64Array::from(vec![self.ranks.len() as i64])),
-            Arc::new(Int64Array::from(vec![self.locations.len() as i64])),
-            Arc::new(Int64Array::from(vec![m.timer_resolution_hz])),
-            Arc::new(TimestampNanosecondArray::from(vec![m.start_wallclock_ns]).with_timezone("UTC")),
-            Arc::new(Int64Array::from(vec![duration])),
-            Arc::new(Int64Array::from(vec![self.events.len() as i64])),
-            Arc::new(Int64Array::from(vec![warnings])),
-            Arc::new(StringArray::from(vec![m.clock_correction.clone()])),
-            Arc::new(Int64Array::from(vec![m.clock_violations])),
-        ];
-        Ok(RecordBatch::try_new(model::TRACE_INFO.schema(), columns)?)
+    /// `build_with` for a reader that left the events to `source` (decoded when first needed);
+    /// `clock_sync` replaces the trace's own samples.
+    pub fn build_later(
+        mut self,
+        source: Option<EventSource>,
+        clock_sync: Option<Vec<ClockSample>>,
+        correction: Correction,
+    ) -> Result<Trace> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        report_unplaced(&self.ranks, &mut warnings);
+        let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
+        tables.insert("ranks", vec![self.ranks_batch()?]);
+        tables.insert("regions", vec![self.regions_batch()?]);
+        tables.insert("communicators", vec![self.communicators_batch()?]);
+        tables.insert("metric_definitions", vec![self.metric_definitions_batch()?]);
+        let meta = self.meta.clone();
+        let built = steps::staged(self, source, clock_sync, correction, tables, warnings);
+        Ok(Trace::staged(meta, built))
     }
 
     fn ranks_batch(&self) -> Result<RecordBatch> {
@@ -148,7 +73,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::RANKS.schema(), columns)?)
     }
 
-    fn locations_batch(&self, streams: &[PartStream]) -> Result<RecordBatch> {
+    pub(crate) fn locations_batch(&self, streams: &[PartStream]) -> Result<RecordBatch> {
         let mut counts: BTreeMap<(i32, i32), i64> = BTreeMap::new();
         for ps in streams {
             let s = ps.stream;
@@ -198,7 +123,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(schema, columns)?)
     }
 
-    fn clock_sync_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn clock_sync_batch(&self) -> Result<RecordBatch> {
         let c = &self.clock_sync;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.rank))),
@@ -211,7 +136,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::CLOCK_SYNC.schema(), columns)?)
     }
 
-    fn states_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn states_batch(&self) -> Result<RecordBatch> {
         let s = &self.states;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(s.rank.clone())),
@@ -247,7 +172,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::METRIC_DEFINITIONS.schema(), columns)?)
     }
 
-    fn metrics_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn metrics_batch(&self) -> Result<RecordBatch> {
         let m = &self.metrics;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int32Array::from(m.rank.clone())),
@@ -258,6 +183,34 @@ impl RawTrace {
         ];
         Ok(RecordBatch::try_new(model::METRICS.schema(), columns)?)
     }
+}
+
+/// The `trace_info` row.
+pub(crate) fn info_batch(
+    m: &TraceMeta,
+    ranks: usize,
+    locations: usize,
+    events: usize,
+    duration: i64,
+    warnings: &Warnings,
+) -> Result<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![m.name.clone()])),
+        Arc::new(StringArray::from(vec![m.path.clone()])),
+        Arc::new(StringArray::from(vec![m.format.clone()])),
+        Arc::new(StringArray::from(vec![m.format_version.clone()])),
+        Arc::new(StringArray::from(vec![m.creator.clone()])),
+        Arc::new(Int64Array::from(vec![ranks as i64])),
+        Arc::new(Int64Array::from(vec![locations as i64])),
+        Arc::new(Int64Array::from(vec![m.timer_resolution_hz])),
+        Arc::new(TimestampNanosecondArray::from(vec![m.start_wallclock_ns]).with_timezone("UTC")),
+        Arc::new(Int64Array::from(vec![duration])),
+        Arc::new(Int64Array::from(vec![events as i64])),
+        Arc::new(Int64Array::from(vec![warnings.total()])),
+        Arc::new(StringArray::from(vec![m.clock_correction.clone()])),
+        Arc::new(Int64Array::from(vec![m.clock_violations])),
+    ];
+    Ok(RecordBatch::try_new(model::TRACE_INFO.schema(), columns)?)
 }
 
 /// Ranks that no reader rule placed on a node, named the same way for every format.
@@ -273,7 +226,7 @@ fn report_unplaced(ranks: &[RankInfo], warnings: &mut Warnings) {
     }
 }
 
-fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
+pub(crate) fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
     let rows: Vec<_> = w.iter().collect();
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
@@ -286,30 +239,47 @@ fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
 #[cfg(test)]
 mod tests {
     use crate::generate::{GeneratorConfig, generate};
+    use crate::trace::Trace;
 
     #[test]
-    fn build_records_its_phases_in_order() {
+    fn each_step_runs_when_a_table_it_makes_is_first_used_and_records_its_phases() {
         let cfg = GeneratorConfig { ranks: 8, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
-        let start = std::time::Instant::now();
         let trace = generate(&cfg).unwrap().trace.build().unwrap();
+        assert_eq!(trace.built_rows("ranks"), Some(8));
+        assert_eq!(trace.built_rows("events"), None);
+        assert_eq!(trace.built_rows("messages"), None);
+        assert_eq!(trace.phases().iter().count(), 0, "opening builds the definitions only");
+
+        let start = std::time::Instant::now();
+        let events = trace.row_count("events").unwrap();
+        assert!(events > 0 && trace.built_rows("events") == Some(events));
+        assert_eq!(trace.built_rows("calls"), None, "the events do not derive calls");
+        let names = |t: &Trace| t.phases().iter().map(|p| p.name).collect::<Vec<_>>();
+        assert_eq!(names(&trace), ["clock correction", "event tables to Arrow", "events to Arrow"]);
+
+        // A clone shares the built tables: the derivation runs once, for both.
+        let clone = trace.clone();
+        assert!(clone.row_count("messages").unwrap() > 0);
         let elapsed = start.elapsed().as_secs_f64();
-        let names: Vec<&str> = trace.phases.iter().map(|p| p.name).collect();
+        assert!(trace.built_rows("calls").is_some() && trace.built_rows("trace_info") == Some(1));
         assert_eq!(
-            names,
+            names(&trace),
             [
                 "clock correction",
+                "event tables to Arrow",
+                "events to Arrow",
                 "stream walk",
                 "message matching",
                 "msg_id order",
                 "messages gather",
                 "collectives",
                 "other tables to Arrow",
-                "events to Arrow"
             ]
         );
-        let beside: Vec<&str> = trace.phases.iter().filter(|p| p.beside).map(|p| p.name).collect();
+        let phases = trace.phases();
+        let beside: Vec<&str> = phases.iter().filter(|p| p.beside).map(|p| p.name).collect();
         assert_eq!(beside, ["collectives"]);
-        assert!(trace.phases.iter().all(|p| p.seconds >= 0.0));
-        assert!(trace.phases.total() > 0.0 && trace.phases.total() <= elapsed, "{}", trace.phases);
+        assert!(phases.iter().all(|p| p.seconds >= 0.0));
+        assert!(phases.total() > 0.0 && phases.total() <= elapsed, "{phases}");
     }
 }

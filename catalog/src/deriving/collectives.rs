@@ -13,7 +13,7 @@ use arrow::array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow::datatypes::{Int32Type, Int64Type};
 
 use crate::error::Result;
-use crate::events::{COLLECTIVE_OPS, NONE_I32, NONE_I64, RawEvents, owned_nullable, owned_op_dictionary};
+use crate::events::{COLLECTIVE_OPS, EventColumns, NONE_I32, NONE_I64, owned_nullable, owned_op_dictionary};
 use crate::fast_hash::FastMap;
 use crate::model;
 use crate::trace::{CommInfo, Warnings};
@@ -213,7 +213,7 @@ impl PartCollector {
 
     /// The collective_end event `i` of `events` closes this rank's part in the next instance of
     /// its communicator.
-    pub fn end(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+    pub fn end(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
         let ts = events.ts[i];
         if self.begin == NONE_I64 {
             w.add("coll_end_without_begin", || {
@@ -294,7 +294,7 @@ fn op_name(code: u8) -> &'static str {
 mod tests {
     use super::*;
     use crate::deriving::walk::walk;
-    use crate::events::{Event, EventKind, EventParts, NONE_I32, collective_op_code};
+    use crate::events::{Event, EventKind, EventParts, NONE_I32, RawEvents, collective_op_code};
 
     #[test]
     fn placement_equals_a_sort_when_ranks_take_part_unevenly() {
@@ -363,7 +363,7 @@ mod tests {
         let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1], per_rank: false }];
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let c = assemble(walk(&e, &e.streams(), &mut w).collective_parts, &comms, &mut w);
+        let c = assemble(walk(&e.columns(), &e.streams(), &mut w).collective_parts, &comms, &mut w);
         assert!(w.is_empty(), "{w:?}");
         let got: Vec<_> = c.parts.iter().map(|p| (p.instance, p.rank, op_name(p.op))).collect();
         assert_eq!(got, vec![(0, 0, "barrier"), (0, 1, "barrier"), (1, 0, "allreduce"), (1, 1, "allreduce")]);

@@ -8,13 +8,14 @@ pub mod assemble;
 pub mod calls;
 pub mod collectives;
 pub mod messages;
+pub mod steps;
 pub mod time_order;
 pub mod walk;
 
 use arrow::array::RecordBatch;
 
 use crate::error::Result;
-use crate::events::{EventParts, PartStream};
+use crate::events::{EventColumns, PartStream};
 use crate::phases::LoadPhases;
 use crate::trace::{CommInfo, NodeMap, Warnings};
 
@@ -34,7 +35,7 @@ pub struct Derived {
 /// Derive calls, messages and collectives (`streams` is `events.streams()`). `keep_matched`
 /// also lists the event pair of every matched message (`Messages::matched_events`).
 pub fn derive(
-    events: &EventParts,
+    events: &[EventColumns<'_>],
     streams: &[PartStream],
     nodes: &NodeMap,
     comms: &[CommInfo],

@@ -10,7 +10,7 @@ use rayon::prelude::*;
 use crate::deriving::calls::{CallParts, CallStack};
 use crate::deriving::collectives::{Part, PartCollector};
 use crate::deriving::messages::halves::{HalfCollector, Halves};
-use crate::events::{EventKind, EventParts, PartStream, RawEvents};
+use crate::events::{EventColumns, EventKind, PartStream};
 use crate::trace::Warnings;
 
 /// What the walks found, in stream order.
@@ -75,9 +75,9 @@ fn count(kinds: &[u8]) -> Counts {
 }
 
 /// Walk every stream (`streams` is `events.streams()`).
-pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings) -> Walked {
+pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut Warnings) -> Walked {
     let counts: Vec<Counts> =
-        streams.par_iter().map(|ps| count(&events.parts[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
+        streams.par_iter().map(|ps| count(&events[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
     let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());
     let mut calls_before = 0;
     let first_call: Vec<i64> = counts
@@ -94,7 +94,7 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
         .zip(halves.split_mut())
         .map(|(((ps, c), first_call), (sends, recvs))| {
             let halves = HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset);
-            walk_stream(&events.parts[ps.part], ps, c, first_call, halves)
+            walk_stream(&events[ps.part], ps, c, first_call, halves)
         })
         .collect();
     let mut calls = CallParts { parts: Vec::with_capacity(found.len()) };
@@ -111,7 +111,7 @@ pub fn walk(events: &EventParts, streams: &[PartStream], warnings: &mut Warnings
 }
 
 fn walk_stream(
-    events: &RawEvents,
+    events: &EventColumns<'_>,
     ps: &PartStream,
     counts: &Counts,
     first_call: i64,

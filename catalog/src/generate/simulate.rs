@@ -450,10 +450,10 @@ mod tests {
             let cfg =
                 GeneratorConfig { ranks: 9, ranks_per_node: 3, pattern, iterations: 5, ..GeneratorConfig::default() };
             let (trace, truth) = build(&cfg);
-            assert!(trace.warnings.is_empty(), "{pattern:?}: {:?}", trace.warnings);
-            assert_eq!(trace.row_count("messages") as u64, truth.messages, "{pattern:?}");
-            assert_eq!(trace.row_count("events") as u64, truth.events);
-            assert_eq!(trace.row_count("collectives") as u64, 9 * truth.collectives_per_rank);
+            assert!(trace.warnings().unwrap().is_empty(), "{pattern:?}: {:?}", trace.warnings());
+            assert_eq!(trace.row_count("messages").unwrap() as u64, truth.messages, "{pattern:?}");
+            assert_eq!(trace.row_count("events").unwrap() as u64, truth.events);
+            assert_eq!(trace.row_count("collectives").unwrap() as u64, 9 * truth.collectives_per_rank);
         }
     }
 

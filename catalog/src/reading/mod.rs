@@ -140,20 +140,27 @@ fn paraver_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(&p.display().to_string(), "an OTF2 archive", options)?;
-    let mut raw = crate::reading::otf2::read_with_progress(p, options.progress.as_deref())?;
+    let (mut raw, source) = crate::reading::otf2::read_definitions(p)?;
     if let Some(nodes_file) = &options.nodes {
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     raw.meta.name = default_name(&otf2_name_source(p));
-    build(raw, options)
+    raw.build_later(Some(source), clock_sync(options)?, options.clock_correction)
 }
 
-/// Replace the sync samples when a sync file is given, then correct and derive.
-fn build(mut raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
-    if let Some(sync) = &options.clock_sync {
-        raw.clock_sync = crate::reading::csv::sync::read(sync, options.time_unit.unwrap_or_default())?;
-    }
-    raw.build_with(options.clock_correction)
+/// The sync samples of the file given beside the trace, if any.
+fn clock_sync(options: &OpenOptions) -> Result<Option<Vec<crate::trace::ClockSample>>> {
+    options
+        .clock_sync
+        .as_ref()
+        .map(|sync| crate::reading::csv::sync::read(sync, options.time_unit.unwrap_or_default()))
+        .transpose()
+}
+
+/// Correct and derive (when first needed), with the sync samples of the file given beside the
+/// trace instead of its own.
+fn build(raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
+    raw.build_later(None, clock_sync(options)?, options.clock_correction)
 }
 
 fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {

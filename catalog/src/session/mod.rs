@@ -7,6 +7,7 @@
 
 pub mod named_args;
 pub mod sql;
+pub mod trace_table;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
@@ -27,12 +28,12 @@ use crate::trace::Trace;
 use crate::wallclock::{Notices, SharedStarts};
 use named_args::Parameters;
 use sql::{Command, parse_command};
+use trace_table::TraceTable;
 
 /// The catalog all schemas live in.
 pub const CATALOG: &str = "datafusion";
 /// The default schema: tables of the first trace, and the user's views.
 pub const DEFAULT_SCHEMA: &str = "public";
-const SLICE_ROWS: usize = 1 << 16;
 
 /// What a statement produced.
 #[derive(Debug)]
@@ -188,15 +189,15 @@ impl Session {
         trace.rename(&name)?;
         let schema = Arc::new(MemorySchemaProvider::new());
         let partitions = self.ctx.copied_config().target_partitions();
-        for (table, batches) in trace.tables() {
-            let provider = Arc::new(mem_table(table, batches, partitions)?);
-            schema.register_table(table.to_string(), provider)?;
+        let trace = Arc::new(trace);
+        let provider = |t: &model::TableDoc| Arc::new(TraceTable::new(trace.clone(), t.name, t.schema(), partitions));
+        for t in model::TABLES {
+            schema.register_table(t.name.to_string(), provider(t))?;
         }
         self.catalog.register_schema(&name, schema)?;
         if self.default_trace.is_none() {
-            for (table, batches) in trace.tables() {
-                let provider = Arc::new(mem_table(table, batches, partitions)?);
-                self.ctx.register_table(table, provider)?;
+            for t in model::TABLES {
+                self.ctx.register_table(t.name, provider(t))?;
             }
             self.default_trace = Some(name.clone());
         }
@@ -206,7 +207,7 @@ impl Session {
             trace.meta.start_wallclock_ns,
             is_default,
         );
-        self.traces.insert(name.clone(), Arc::new(trace));
+        self.traces.insert(name.clone(), trace);
         Ok(name)
     }
 
@@ -260,11 +261,8 @@ impl Session {
                 let name = self.open(&path, name.as_deref(), &opts)?;
                 let trace = self.trace(&name).expect("just attached");
                 Ok(Outcome::Done(format!(
-                    "attached {} as {name}: {} ranks, {} events, {} messages{}",
-                    path,
-                    trace.row_count("ranks"),
-                    trace.row_count("events"),
-                    trace.row_count("messages"),
+                    "attached {path} as {name}: {}{}",
+                    opened_summary(trace),
                     warning_summary(trace)
                 )))
             }
@@ -457,27 +455,19 @@ pub fn default_memory_limit() -> usize {
     total_kib.map_or(8 << 30, |kib| kib / 4 * 3 * 1024)
 }
 
-/// ", N warnings (see <name>.warnings)" or nothing.
-pub fn warning_summary(trace: &Trace) -> String {
-    let n = trace.warnings.total();
-    if n == 0 { String::new() } else { format!("; {n} warning(s), see {}.warnings", trace.meta.name) }
+/// What opening a trace found: its ranks, and its events and messages when they are built
+/// (a trace read from a source builds them when a query first uses them).
+pub fn opened_summary(trace: &Trace) -> String {
+    let ranks = trace.built_rows("ranks").unwrap_or(0);
+    match (trace.built_rows("events"), trace.built_rows("messages")) {
+        (Some(events), Some(messages)) => format!("{ranks} ranks, {events} events, {messages} messages"),
+        (Some(events), None) => format!("{ranks} ranks, {events} events"),
+        _ => format!("{ranks} ranks (events are read when a query first uses them)"),
+    }
 }
 
-fn mem_table(table: &str, batches: &[RecordBatch], partitions: usize) -> Result<MemTable> {
-    let schema = model::schema(table).ok_or_else(|| Error::Engine(format!("no schema for table {table}")))?;
-    let mut slices = Vec::new();
-    for b in batches {
-        let mut offset = 0;
-        while offset < b.num_rows() {
-            let len = SLICE_ROWS.min(b.num_rows() - offset);
-            slices.push(b.slice(offset, len));
-            offset += len;
-        }
-    }
-    let per_partition = slices.len().div_ceil(partitions.max(1)).max(1);
-    let mut parts: Vec<Vec<RecordBatch>> = slices.chunks(per_partition).map(<[RecordBatch]>::to_vec).collect();
-    if parts.is_empty() {
-        parts.push(Vec::new());
-    }
-    Ok(MemTable::try_new(schema, parts)?)
+/// ", N warnings (see <name>.warnings)" or nothing: the problems found so far.
+pub fn warning_summary(trace: &Trace) -> String {
+    let n = trace.warnings_so_far().total();
+    if n == 0 { String::new() } else { format!("; {n} warning(s), see {}.warnings", trace.meta.name) }
 }

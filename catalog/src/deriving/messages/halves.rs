@@ -8,7 +8,7 @@
 use rayon::prelude::*;
 
 use crate::deriving::split_lengths;
-use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents};
+use crate::events::{EventColumns, EventKind, NONE_I32, NONE_I64};
 use crate::fast_hash::FastMap;
 use crate::trace::Warnings;
 
@@ -169,7 +169,7 @@ impl<'a> HalfCollector<'a> {
     }
 
     /// A send or isend event `i`, inside call `call` (index, start) if any.
-    pub fn send(&mut self, events: &RawEvents, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
+    pub fn send(&mut self, events: &EventColumns<'_>, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
         let k = self.send_calls.len();
         let blocking = events.kind(i) == EventKind::Send;
@@ -184,7 +184,7 @@ impl<'a> HalfCollector<'a> {
         self.sends[k] = self.half(events, i, (self.rank, events.peer[i]), call, NONE_I64);
     }
 
-    pub fn isend_complete(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+    pub fn isend_complete(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
         match self.open_isends.remove(request) {
             Some(k) => self.sends[k].aux_ts = ts,
@@ -197,7 +197,7 @@ impl<'a> HalfCollector<'a> {
         }
     }
 
-    pub fn irecv_request(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+    pub fn irecv_request(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
         if self.posted_irecvs.insert(request, ts).is_some() {
             let rank = self.rank;
@@ -209,7 +209,7 @@ impl<'a> HalfCollector<'a> {
 
     /// A recv or irecv event `i`, inside call `call` (index, start) if any. A blocking receive
     /// is posted when its call starts, a non-blocking one by its irecv_request.
-    pub fn recv(&mut self, events: &RawEvents, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
+    pub fn recv(&mut self, events: &EventColumns<'_>, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
         let post = if events.kind(i) == EventKind::Recv {
             call.map_or(ts, |c| c.1)
@@ -236,7 +236,7 @@ impl<'a> HalfCollector<'a> {
     /// stream's calls are complete.
     fn half(
         &self,
-        events: &RawEvents,
+        events: &EventColumns<'_>,
         i: usize,
         (src, dst): (i32, i32),
         call: Option<(usize, i64)>,
@@ -256,7 +256,7 @@ impl<'a> HalfCollector<'a> {
         }
     }
 
-    pub fn cancelled(&mut self, events: &RawEvents, i: usize, w: &mut Warnings) {
+    pub fn cancelled(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
         let was_open = self.open_isends.remove(request).is_some() || self.posted_irecvs.remove(request).is_some();
         if !was_open {

@@ -333,7 +333,8 @@ mod tests {
         let mut w = Warnings::default();
         let ranks: Vec<RankInfo> =
             (0..2).map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new() }).collect();
-        let m = deriving::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
+        let m =
+            deriving::derive(&e.columns(), &e.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
         assert_eq!(m.chunks.len(), 1, "a small trace is one chunk");
         (m, w)
     }
@@ -449,8 +450,9 @@ mod tests {
             let parts = EventParts::single(e);
             let mut w = Warnings::default();
             let ranks: Vec<RankInfo> = (0..4).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
-            let m =
-                deriving::derive(&parts, &parts.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
+            let m = deriving::derive(&parts.columns(), &parts.streams(), &NodeMap::new(&ranks), &[], true, &mut w)
+                .unwrap()
+                .messages;
             let mut got = m.matched_events.clone();
             got.sort();
             assert!(want.len() > 100, "seed {seed}: the traffic matches messages");
@@ -554,7 +556,7 @@ mod tests {
         let e = &EventParts::single(e);
         let mut w = Warnings::default();
         let ranks: Vec<RankInfo> = (0..2).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
-        let derived = deriving::derive(e, &e.streams(), &NodeMap::new(&ranks), &[], false, &mut w).unwrap();
+        let derived = deriving::derive(&e.columns(), &e.streams(), &NodeMap::new(&ranks), &[], false, &mut w).unwrap();
         let batches = derived.messages.into_batches().unwrap();
         assert!(w.is_empty(), "{w:?}");
         assert_eq!(batches.len(), 2);

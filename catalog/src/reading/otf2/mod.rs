@@ -4,7 +4,9 @@
 //! MPI's COMM_LOCATIONS group is their MPI_COMM_WORLD rank), locations (threads, in id order
 //! within their rank), regions, groups and communicators (whose members become world ranks)
 //! and metrics. Each location's local definitions (mapping tables, clock offsets) and events
-//! are then decoded in parallel with rayon, straight into the `events` columns.
+//! are then decoded in parallel with rayon, straight into the `events` columns; opening a
+//! trace reads the definitions only and leaves this to the first query that needs the events
+//! (`read_definitions`).
 //!
 //! The on-disk layout was read off archives written by Score-P and by the reference library
 //! and checked against `otf2-print`; see `buffer`, `defs` and `events` for the record layouts.
@@ -20,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
+use crate::deriving::steps::{ClockPlan, DecodedEvents, EventSource};
 use crate::error::{Error, Result};
 use crate::events::{EventParts, NONE_I32};
 use crate::trace::{
@@ -305,6 +308,25 @@ pub fn read(path: &Path) -> Result<RawTrace> {
 
 /// Read an OTF2 archive, counting decoded locations in `progress`.
 pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<RawTrace> {
+    let (mut raw, source) = read_definitions(path)?;
+    let keep = ClockPlan { correction: crate::clock::Correction::Off, ranks: &[], samples: None };
+    let decoded = source(progress, &keep)?;
+    raw.events = decoded.events;
+    raw.clock_sync = decoded.clock_sync;
+    let m = decoded.metrics;
+    raw.metrics = RawMetrics {
+        names: std::mem::take(&mut raw.metrics.names),
+        definitions: std::mem::take(&mut raw.metrics.definitions),
+        ..m
+    };
+    raw.warnings.merge(decoded.warnings);
+    Ok(raw)
+}
+
+/// Read an OTF2 archive's anchor and global definitions, and check that its event files are
+/// there; decoding the locations' local definitions and events is left to the returned
+/// source, run when the events are first needed.
+pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
     let anchor_path = find_anchor(path)?;
     let anchor = anchor::read(&anchor_path)?;
     let base = anchor_path.with_extension("");
@@ -312,30 +334,53 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
     let place = placement(&d);
     let comms = comm_members(&d, &place, &mut warnings);
-    let regions = regions(&d);
     let metric_defs = MetricDefs::of(&d);
     check_event_files(&base, &d)?;
-    let located = Located { anchor: &anchor, base: &base, d: &d, place: &place, comms: &comms, metrics: &metric_defs };
-    let mut parts = decode_locations(&located, progress)?;
-    parts.sort_by_key(|p| (p.rank, p.thread));
-    report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
-    let metrics =
-        RawMetrics { names: metric_defs.names, definitions: metric_defs.definitions, ..RawMetrics::default() };
-    let (events, clock_sync, metrics) = gather(parts, &d, metrics, &mut warnings);
     let (ranks, locations) = ranks_and_locations(&d, &place, &mut warnings);
-    let communicators = communicators(&d, &comms);
-    Ok(RawTrace {
-        meta: meta(path, anchor, &d),
+    let metrics = RawMetrics {
+        names: metric_defs.names.clone(),
+        definitions: metric_defs.definitions.clone(),
+        ..RawMetrics::default()
+    };
+    let raw = RawTrace {
+        meta: meta(path, anchor.clone(), &d),
         ranks,
         locations,
-        regions,
-        events,
-        communicators,
-        clock_sync,
+        regions: regions(&d),
+        events: EventParts::default(),
+        communicators: communicators(&d, &comms),
+        clock_sync: Vec::new(),
         metrics,
         states: Default::default(),
         warnings,
-    })
+    };
+    let source: EventSource = Box::new(move |progress, clock| {
+        let located =
+            Located { anchor: &anchor, base: &base, d: &d, place: &place, comms: &comms, metrics: &metric_defs };
+        decode_events(&located, progress, clock)
+    });
+    Ok((raw, source))
+}
+
+/// Every location's local definitions, then the clock models their offsets (or the samples
+/// given beside the trace) give, then every location's events, each corrected as soon as it is
+/// decoded; all put together.
+fn decode_events(
+    a: &Located<'_>,
+    progress: Option<&crate::progress::LoadProgress>,
+    clock: &ClockPlan<'_>,
+) -> Result<DecodedEvents> {
+    let mut warnings = Warnings::default();
+    let locals = read_locals(a)?;
+    let clock_sync = clock_samples(a.d, &locals);
+    let samples = clock.samples.unwrap_or(&clock_sync);
+    let models = crate::clock::fit(samples, clock.ranks, clock.correction, &mut warnings);
+    let mut parts = decode_locations(a, locals, &models, progress)?;
+    parts.sort_by_key(|p| (p.rank, p.thread));
+    report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
+    let (events, mut metrics) = gather(parts, RawMetrics::default(), &mut warnings);
+    crate::clock::correct_metrics(&mut metrics, &models);
+    Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
 }
 
 /// The regions of the global definitions.
@@ -407,15 +452,68 @@ struct Part {
     rank: i32,
     thread: i32,
     decoded: events::Decoded,
-    offsets: Vec<(u64, i64, f64)>,
     /// The .evt file is empty although the definitions give the location events.
     empty_events: Option<(std::path::PathBuf, u64)>,
     /// The location's local definitions file is missing.
     missing_defs: Option<std::path::PathBuf>,
 }
 
-/// Every location's local definitions and events, decoded in parallel.
-fn decode_locations(a: &Located<'_>, progress: Option<&crate::progress::LoadProgress>) -> Result<Vec<Part>> {
+/// A location's local definitions, and the path of its file when that is missing.
+struct Local {
+    rank: i32,
+    thread: i32,
+    defs: defs::LocalDefs,
+    missing: Option<PathBuf>,
+}
+
+/// Every location's local definitions (small files), read in parallel, in location order.
+fn read_locals(a: &Located<'_>) -> Result<Vec<Local>> {
+    a.d.locations
+        .par_iter()
+        .map(|l| {
+            let (rank, thread) = a.place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
+            let path = a.base.join(format!("{}.def", l.id));
+            let missing = (!path.exists()).then(|| path.clone());
+            Ok(Local { rank, thread, defs: defs::read_local(&path, a.anchor.chunk_size_definitions)?, missing })
+        })
+        .collect()
+}
+
+/// The clock sync samples of the locations' ClockOffset records, in ns (exact values kept for
+/// the fit), in (rank, thread) order.
+fn clock_samples(d: &GlobalDefs, locals: &[Local]) -> Vec<ClockSample> {
+    let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
+    let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
+    let mut order: Vec<&Local> = locals.iter().collect();
+    order.sort_by_key(|l| (l.rank, l.thread));
+    let mut out = Vec::new();
+    for l in order {
+        for (session, (time, offset, std_dev)) in l.defs.clock_offsets.iter().enumerate() {
+            let local_ticks = i128::from(*time) - i128::from(d.global_offset);
+            let local = exact_ns(local_ticks);
+            let master = local + exact_ns(i128::from(*offset));
+            out.push(ClockSample {
+                rank: l.rank,
+                session: session as i32,
+                local_ts: ns(local_ticks),
+                master_ts: master.round() as i64,
+                round_trip: None,
+                std_dev_ns: Some((*std_dev * 1e9 / d.timer_resolution as f64).round() as i64),
+                exact: Some((local, master)),
+            });
+        }
+    }
+    out
+}
+
+/// Every location's events, decoded in parallel, each corrected by `models` as soon as it is
+/// decoded: its times are then in cache, and the memory its file took holds the corrected ones.
+fn decode_locations(
+    a: &Located<'_>,
+    locals: Vec<Local>,
+    models: &[crate::clock::model::RankModel],
+    progress: Option<&crate::progress::LoadProgress>,
+) -> Result<Vec<Part>> {
     let d = a.d;
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
     let region_index = events::RegionIndex::new(&region_ids);
@@ -425,11 +523,9 @@ fn decode_locations(a: &Located<'_>, progress: Option<&crate::progress::LoadProg
     }
     d.locations
         .par_iter()
-        .map(|l| {
-            let (rank, thread) = a.place.location.get(&l.id).copied().unwrap_or((crate::events::NONE_I32, 0));
-            let local_path = a.base.join(format!("{}.def", l.id));
-            let missing_defs = (!local_path.exists()).then(|| local_path.clone());
-            let local = defs::read_local(&local_path, a.anchor.chunk_size_definitions)?;
+        .zip(locals)
+        .map(|(l, local)| {
+            let Local { rank, thread, defs: local, missing: missing_defs } = local;
             let evt = a.base.join(format!("{}.evt", l.id));
             let data = match std::fs::read(&evt) {
                 Ok(data) => data,
@@ -449,47 +545,26 @@ fn decode_locations(a: &Located<'_>, progress: Option<&crate::progress::LoadProg
                 expected_events: l.events,
             };
             let empty_events = (data.is_empty() && l.events > 0).then(|| (evt.clone(), l.events));
-            let decoded = if data.is_empty() {
+            let mut decoded = if data.is_empty() {
                 events::Decoded::default()
             } else {
                 events::decode(&evt, &data, a.anchor.chunk_size_events, &ctx)?
             };
+            drop(data);
+            crate::clock::correct_events(&mut decoded.events, models);
             if let Some(p) = progress {
                 p.add(1);
             }
-            Ok(Part { rank, thread, decoded, offsets: local.clock_offsets, empty_events, missing_defs })
+            Ok(Part { rank, thread, decoded, empty_events, missing_defs })
         })
         .collect()
 }
 
-/// The decoded locations (in rank, thread order) put together: events, clock sync samples
-/// (ClockOffset records in ns, exact values kept for the fit) and metric samples.
-fn gather(
-    parts: Vec<Part>,
-    d: &GlobalDefs,
-    mut metrics: RawMetrics,
-    warnings: &mut Warnings,
-) -> (EventParts, Vec<ClockSample>, RawMetrics) {
-    let ns = |ticks: i128| (ticks * 1_000_000_000 / i128::from(d.timer_resolution)) as i64;
-    let exact_ns = |ticks: i128| ticks as f64 * 1e9 / d.timer_resolution as f64;
-    let mut clock_sync = Vec::new();
+/// The decoded locations (in rank, thread order) put together: events and metric samples.
+fn gather(parts: Vec<Part>, mut metrics: RawMetrics, warnings: &mut Warnings) -> (EventParts, RawMetrics) {
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
-        for (session, (time, offset, std_dev)) in p.offsets.iter().enumerate() {
-            let local_ticks = i128::from(*time) - i128::from(d.global_offset);
-            let local = exact_ns(local_ticks);
-            let master = local + exact_ns(i128::from(*offset));
-            clock_sync.push(ClockSample {
-                rank: p.rank,
-                session: session as i32,
-                local_ts: ns(local_ticks),
-                master_ts: master.round() as i64,
-                round_trip: None,
-                std_dev_ns: Some((*std_dev * 1e9 / d.timer_resolution as f64).round() as i64),
-                exact: Some((local, master)),
-            });
-        }
         let m = p.decoded.metrics;
         metrics.rank.extend(std::iter::repeat_n(p.rank, m.ts.len()));
         metrics.thread.extend(std::iter::repeat_n(p.thread, m.ts.len()));
@@ -498,7 +573,7 @@ fn gather(
         metrics.value.extend(m.value);
         all.push(p.decoded.events);
     }
-    (EventParts::new(all), clock_sync, metrics)
+    (EventParts::new(all), metrics)
 }
 
 /// Ranks (their node from the system tree) and locations, in rank order.
@@ -660,24 +735,28 @@ mod tests {
             let (a, b) = (raw.clone().build_with(off).unwrap(), back.clone().build_with(off).unwrap());
             for t in ["ranks", "regions", "events", "calls", "messages", "collectives", "communicators"] {
                 let schema = model::schema(t).unwrap();
-                let x = arrow::compute::concat_batches(&schema, a.table(t)).unwrap();
-                let y = arrow::compute::concat_batches(&schema, b.table(t)).unwrap();
+                let x = arrow::compute::concat_batches(&schema, &a.table(t).unwrap()).unwrap();
+                let y = arrow::compute::concat_batches(&schema, &b.table(t).unwrap()).unwrap();
                 assert_eq!(x, y, "{pattern:?}: table {t} differs after an OTF2 round trip");
             }
-            assert_eq!(b.warnings.iter().collect::<Vec<_>>(), a.warnings.iter().collect::<Vec<_>>());
+            assert_eq!(
+                b.warnings().unwrap().iter().collect::<Vec<_>>(),
+                a.warnings().unwrap().iter().collect::<Vec<_>>()
+            );
             // Corrected with the model: condensed offset points give (nearly) the line the
             // raw samples give.
             let (a, b) = (raw.build().unwrap(), back.build().unwrap());
             use arrow::array::AsArray;
             let ts = |t: &crate::trace::Trace| -> Vec<i64> {
                 t.table("events")
+                    .unwrap()
                     .iter()
                     .flat_map(|b| b.column(3).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec())
                     .collect()
             };
             let worst = ts(&a).iter().zip(ts(&b)).map(|(x, y)| (x - y).abs()).max().unwrap();
             assert!(worst <= 5, "{pattern:?}: corrected times differ by {worst} ns");
-            assert!(b.warnings.is_empty(), "{:?}", b.warnings);
+            assert!(b.warnings().unwrap().is_empty(), "{:?}", b.warnings());
         }
     }
 

@@ -698,7 +698,7 @@ mod tests {
     /// Columns of a table as text, dictionaries decoded, for comparing traces.
     fn columns(t: &crate::trace::Trace, table: &str, names: &[&str]) -> Vec<Vec<String>> {
         let schema = crate::model::schema(table).unwrap();
-        let all = arrow::compute::concat_batches(&schema, t.table(table)).unwrap();
+        let all = arrow::compute::concat_batches(&schema, &t.table(table).unwrap()).unwrap();
         names
             .iter()
             .map(|n| {
@@ -772,7 +772,7 @@ mod tests {
                 );
             }
             assert_eq!(b.meta.start_wallclock_ns, a.meta.start_wallclock_ns);
-            let states: usize = b.table("states").iter().map(RecordBatch::num_rows).sum();
+            let states: usize = b.table("states").unwrap().iter().map(RecordBatch::num_rows).sum();
             assert_eq!(states, 12, "one Running state per thread");
         }
     }

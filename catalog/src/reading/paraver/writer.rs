@@ -104,7 +104,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     // Ranks and their threads, nodes.
     let mut threads: BTreeMap<i32, i32> = BTreeMap::new();
-    for b in trace.table("locations") {
+    for b in &trace.table("locations")? {
         let (rank, thread) =
             (col(b, "rank")?.as_primitive::<Int32Type>(), col(b, "thread")?.as_primitive::<Int32Type>());
         for i in 0..b.num_rows() {
@@ -113,7 +113,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
         }
     }
     let mut node_of: BTreeMap<i32, String> = BTreeMap::new();
-    for b in trace.table("ranks") {
+    for b in &trace.table("ranks")? {
         let rank = col(b, "rank")?.as_primitive::<Int32Type>();
         let node = arrow::compute::cast(col(b, "node")?, &DataType::Utf8)?;
         let node = node.as_string::<i32>();
@@ -167,7 +167,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
 
     // Regions: (type, value) per name.
     let mut paradigm: BTreeMap<String, bool> = BTreeMap::new();
-    for b in trace.table("regions") {
+    for b in &trace.table("regions")? {
         let (name, p) = (col(b, "name")?.as_string::<i32>(), col(b, "paradigm")?.as_string::<i32>());
         for i in 0..b.num_rows() {
             paradigm.insert(name.value(i).to_string(), p.value(i) == "mpi");
@@ -189,12 +189,12 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
 
     // Paraver times start at 0: shift a trace that clock correction moved before it.
     let mut earliest = 0i64;
-    for b in trace.table("events") {
+    for b in &trace.table("events")? {
         if let Some(m) = arrow::compute::min(col(b, "ts")?.as_primitive::<Int64Type>()) {
             earliest = earliest.min(m);
         }
     }
-    for b in trace.table("messages") {
+    for b in &trace.table("messages")? {
         for c in ["send_ts", "recv_ts", "recv_post_ts"] {
             if let Some(m) = arrow::compute::min(col(b, c)?.as_primitive::<Int64Type>()) {
                 earliest = earliest.min(m);
@@ -205,7 +205,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
     let mut recs: Vec<Rec> = Vec::new();
     let mut order = 0u64;
     let mut end_ts = 0i64;
-    for b in trace.table("events") {
+    for b in &trace.table("events")? {
         let rank = col(b, "rank")?.as_primitive::<Int32Type>();
         let thread = col(b, "thread")?.as_primitive::<Int32Type>();
         let ts = col(b, "ts")?.as_primitive::<Int64Type>();
@@ -242,7 +242,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
             order += 1;
         }
     }
-    for b in trace.table("messages") {
+    for b in &trace.table("messages")? {
         let src = col(b, "src")?.as_primitive::<Int32Type>();
         let dst = col(b, "dst")?.as_primitive::<Int32Type>();
         let tag = col(b, "tag")?.as_primitive::<Int32Type>();
@@ -407,7 +407,7 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
 /// The communicators as (id, member ranks), MPI_COMM_WORLD first.
 fn communicators(trace: &Trace) -> Result<Vec<(i32, Vec<i32>)>> {
     let mut out = Vec::new();
-    for b in trace.table("communicators") {
+    for b in &trace.table("communicators")? {
         let comm = col(b, "comm")?.as_primitive::<Int32Type>();
         let members = col(b, "members")?.as_list::<i32>();
         for i in 0..b.num_rows() {

@@ -1,0 +1,328 @@
+//! The steps that make a trace's tables, each run when a query first uses a table it makes,
+//! once per trace, so that a query pays only for the tables it touches:
+//!
+//! 1. definitions, when the trace is opened: `ranks`, `regions`, `communicators`,
+//!    `metric_definitions`;
+//! 2. events: decoding the events when the reader left them for later (an OTF2 archive's
+//!    location files are read here, each corrected as it is decoded), clock correction
+//!    (crate::clock) of what the reader did not correct, then `events`, `locations`,
+//!    `clock_sync`, `metrics` and `states`;
+//! 3. derivation: `calls`, `messages` and `collectives`, read from the `events` table's own
+//!    columns (crate::events::EventColumns, no copy), then `trace_info` (its duration and clock
+//!    violations come from them) and `warnings`, complete only now.
+//!
+//! With the controlled logical clock event times depend on the matching, so step 2 derives
+//! as well and there is no step 3. A step that fails leaves its tables unbuilt and fails
+//! again, with the same message, for every later query that needs them.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use arrow::array::RecordBatch;
+
+use crate::clock::model::RankModel;
+use crate::clock::{self, Correction};
+use crate::deriving;
+use crate::error::{Error, Result};
+use crate::events::{EventColumns, EventParts, part_streams};
+use crate::model;
+use crate::phases::LoadPhases;
+use crate::progress::{Building, LoadProgress};
+use crate::trace::{ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, TraceMeta, Warnings};
+
+/// Decodes a trace's events when they are first needed, reporting how far it is, correcting
+/// clocks as the plan says when it can do so as it goes.
+pub type EventSource = Box<dyn FnOnce(Option<&LoadProgress>, &ClockPlan<'_>) -> Result<DecodedEvents> + Send>;
+
+/// How to correct the clocks of events being decoded: the correction asked for, the ranks
+/// (their nodes place ranks without samples) and the samples given beside the trace, which
+/// replace its own.
+#[derive(Debug, Clone, Copy)]
+pub struct ClockPlan<'a> {
+    pub correction: Correction,
+    pub ranks: &'a [RankInfo],
+    pub samples: Option<&'a [ClockSample]>,
+}
+
+/// What decoding the events gives: the events, the clock sync samples recorded beside them and
+/// the metric samples (their names and definitions stay those of the definitions).
+#[derive(Debug, Default)]
+pub struct DecodedEvents {
+    pub events: EventParts,
+    pub clock_sync: Vec<ClockSample>,
+    pub metrics: RawMetrics,
+    pub warnings: Warnings,
+    /// The models the events and metrics were corrected with as they were decoded; None when
+    /// the source left correction to the step.
+    pub models: Option<Vec<RankModel>>,
+}
+
+/// The step that makes a table of the model.
+fn step_of(table: &str) -> u8 {
+    match table {
+        "ranks" | "regions" | "communicators" | "metric_definitions" => 1,
+        "events" | "locations" | "clock_sync" | "metrics" | "states" => 2,
+        _ => 3,
+    }
+}
+
+/// The tables built so far, the problems found, and the step to run next.
+pub struct Built {
+    pub tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+    pub warnings: Warnings,
+    pub phases: LoadPhases,
+    /// The facts `trace_info` is made of.
+    info: TraceMeta,
+    next: Option<Step>,
+    failed: Option<String>,
+}
+
+impl std::fmt::Debug for Built {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let tables: Vec<&str> = self.tables.keys().copied().collect();
+        f.debug_struct("Built")
+            .field("tables", &tables)
+            .field("next", &self.next.as_ref().map(Step::name))
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Step {
+    Events(Box<EventsStep>),
+    Derivation(Box<DerivationStep>),
+}
+
+impl Step {
+    fn name(&self) -> &'static str {
+        match self {
+            Step::Events(s) if s.source.is_some() => "reading the events",
+            Step::Events(_) => "correcting clocks",
+            Step::Derivation(_) => "deriving calls, messages and collectives",
+        }
+    }
+
+    fn number(&self) -> u8 {
+        match self {
+            Step::Events(_) => 2,
+            Step::Derivation(_) => 3,
+        }
+    }
+}
+
+impl Built {
+    /// Every table given.
+    pub fn complete(tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
+        Built { tables, warnings, phases: LoadPhases::default(), info: TraceMeta::default(), next: None, failed: None }
+    }
+
+    /// Whether `table` is built (a complete trace's missing table is built and empty).
+    pub fn is_built(&self, table: &str) -> bool {
+        let before_next = self.next.as_ref().is_none_or(|s| step_of(table) < s.number());
+        self.tables.contains_key(table) || (self.failed.is_none() && before_next)
+    }
+
+    /// Run the steps up to the one that makes `table`.
+    pub fn ensure(&mut self, table: &str) -> Result<()> {
+        while !self.is_built(table) {
+            self.run_next()?;
+        }
+        Ok(())
+    }
+
+    pub fn ensure_all(&mut self) -> Result<()> {
+        while self.next.is_some() {
+            self.run_next()?;
+        }
+        Ok(())
+    }
+
+    pub fn rename(&mut self, name: &str) {
+        self.info.name = name.to_string();
+    }
+
+    fn run_next(&mut self) -> Result<()> {
+        if let Some(message) = &self.failed {
+            return Err(Error::Engine(message.clone()));
+        }
+        let Some(name) = self.next.as_ref().map(Step::name) else { return Ok(()) };
+        let what = format!("{name} of {}", self.info.name);
+        // Checked before the step starts, which then runs to its end (a step stopped half-way
+        // would have to start again from the source): an interrupted query leaves it to the next.
+        crate::interrupt::check(&what)?;
+        let Some(step) = self.next.take() else { return Ok(()) };
+        let started = Instant::now();
+        let shown = Building::start(&what);
+        let result = match step {
+            Step::Events(s) => s.run(self, shown.progress()),
+            Step::Derivation(s) => (*s).run(self),
+        };
+        shown.finish(started.elapsed(), result.is_ok());
+        if let Err(e) = &result {
+            self.failed = Some(e.to_string());
+        }
+        result
+    }
+}
+
+/// Step 2: decode (when deferred), correct clocks, make the event tables.
+struct EventsStep {
+    raw: RawTrace,
+    source: Option<EventSource>,
+    /// Sync samples given beside the trace, replacing its own.
+    clock_sync: Option<Vec<ClockSample>>,
+    correction: Correction,
+}
+
+impl EventsStep {
+    fn run(self: Box<Self>, built: &mut Built, progress: &LoadProgress) -> Result<()> {
+        let EventsStep { mut raw, source, clock_sync, correction } = *self;
+        let mut corrected = None;
+        if let Some(source) = source {
+            let plan = ClockPlan { correction, ranks: &raw.ranks, samples: clock_sync.as_deref() };
+            let decoded = built.phases.time("decoding events", || source(Some(progress), &plan))?;
+            raw.events = decoded.events;
+            raw.clock_sync = decoded.clock_sync;
+            let names = std::mem::take(&mut raw.metrics.names);
+            let definitions = std::mem::take(&mut raw.metrics.definitions);
+            raw.metrics = RawMetrics { names, definitions, ..decoded.metrics };
+            built.warnings.merge(decoded.warnings);
+            corrected = decoded.models;
+        }
+        if let Some(samples) = clock_sync {
+            raw.clock_sync = samples;
+        }
+        let warnings = &mut built.warnings;
+        let models = match corrected {
+            Some(models) => models,
+            None => built.phases.time("clock correction", || {
+                clock::correct(&mut raw.events, &mut raw.metrics, &raw.clock_sync, &raw.ranks, correction, warnings)
+            }),
+        };
+        built.info.clock_correction = match correction {
+            Correction::Off => "off",
+            Correction::Model if models.is_empty() => "none",
+            other => other.name(),
+        }
+        .to_string();
+        let nodes = NodeMap::new(&raw.ranks);
+        let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
+        let streams = raw.events.streams();
+        let start = Instant::now();
+        built.tables.insert("locations", vec![raw.locations_batch(&streams)?]);
+        built.tables.insert("clock_sync", vec![raw.clock_sync_batch()?]);
+        built.tables.insert("metrics", vec![raw.metrics_batch()?]);
+        built.tables.insert("states", vec![raw.states_batch()?]);
+        built.phases.since("event tables to Arrow", start);
+        let facts = Facts { ranks: raw.ranks.len(), locations: raw.locations.len(), events: raw.events.len() };
+        let comms = std::mem::take(&mut raw.communicators);
+        if correction == Correction::Clc {
+            let derived = clc(&mut raw.events, &nodes, &comms, built)?;
+            let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
+            built.tables.insert("events", events);
+            return finish(derived, &region_names, facts, built);
+        }
+        let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
+        built.tables.insert("events", events);
+        built.next = Some(Step::Derivation(Box::new(DerivationStep { nodes, comms, region_names, facts })));
+        Ok(())
+    }
+}
+
+/// Derive with the controlled logical clock: derive, shift the receives that precede their
+/// send, derive again (quietly: the first derivation's warnings stand).
+fn clc(events: &mut EventParts, nodes: &NodeMap, comms: &[CommInfo], built: &mut Built) -> Result<deriving::Derived> {
+    let streams = events.streams();
+    let mut derived = deriving::derive(&events.columns(), &streams, nodes, comms, true, &mut built.warnings)?;
+    if derived.messages.violations() == 0 {
+        return Ok(derived);
+    }
+    built.phases.extend(std::mem::take(&mut derived.phases));
+    let warnings = &mut built.warnings;
+    built.phases.time("controlled logical clock", || {
+        for p in events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
+            p.ts_local = Some(p.ts.clone());
+        }
+        clock::clc::apply(events, &streams, &derived.messages.matched_events, warnings);
+    });
+    // Times moved, the matching (per-stream order) did not.
+    deriving::derive(&events.columns(), &streams, nodes, comms, false, &mut Warnings::default())
+}
+
+/// Counts `trace_info` gives.
+#[derive(Debug, Clone, Copy)]
+struct Facts {
+    ranks: usize,
+    locations: usize,
+    events: usize,
+}
+
+/// Step 3: derive from the `events` table.
+struct DerivationStep {
+    nodes: NodeMap,
+    comms: Vec<CommInfo>,
+    region_names: Vec<String>,
+    facts: Facts,
+}
+
+impl DerivationStep {
+    fn run(self, built: &mut Built) -> Result<()> {
+        let events = built.tables.get("events").cloned().unwrap_or_default();
+        let columns = events.iter().map(EventColumns::of_batch).collect::<Result<Vec<_>>>()?;
+        let streams = part_streams(&columns);
+        let derived = deriving::derive(&columns, &streams, &self.nodes, &self.comms, false, &mut built.warnings)?;
+        finish(derived, &self.region_names, self.facts, built)
+    }
+}
+
+/// The derived tables, then `trace_info` and `warnings`.
+fn finish(derived: deriving::Derived, region_names: &[String], facts: Facts, built: &mut Built) -> Result<()> {
+    let deriving::Derived { calls, messages, collectives, span: (first, last), phases } = derived;
+    built.phases.extend(phases);
+    let start = Instant::now();
+    let violations = messages.violations();
+    built.info.clock_violations = violations;
+    if violations > 0 {
+        built.warnings.add_many("clock_violation", violations, || {
+            format!("{violations} matched messages are received before they are sent (see clock_violations())")
+        });
+    }
+    built.tables.insert("calls", calls.into_batches(region_names)?);
+    built.tables.insert("messages", messages.into_batches()?);
+    built.tables.insert("collectives", vec![collectives]);
+    // Times so far apart that their difference overflows come from a damaged timestamp.
+    let span = last.checked_sub(first).ok_or_else(|| {
+        Error::in_file(
+            std::path::Path::new(&built.info.path),
+            format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
+        )
+    })?;
+    let info =
+        deriving::assemble::info_batch(&built.info, facts.ranks, facts.locations, facts.events, span, &built.warnings)?;
+    built.tables.insert("trace_info", vec![info]);
+    built.tables.insert("warnings", vec![deriving::assemble::warnings_batch(&built.warnings)?]);
+    built.phases.since("other tables to Arrow", start);
+    debug_assert!(model::TABLES.iter().all(|t| built.tables.contains_key(t.name)));
+    Ok(())
+}
+
+/// Step 1 done by the caller (the definition tables in `tables`): the trace's state before
+/// its first query.
+pub(crate) fn staged(
+    raw: RawTrace,
+    source: Option<EventSource>,
+    clock_sync: Option<Vec<ClockSample>>,
+    correction: Correction,
+    tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+    warnings: Warnings,
+) -> Built {
+    let info = raw.meta.clone();
+    Built {
+        tables,
+        warnings,
+        phases: LoadPhases::default(),
+        info,
+        next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction }))),
+        failed: None,
+    }
+}

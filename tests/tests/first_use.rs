@@ -1,0 +1,113 @@
+//! Tables built on first use: opening an OTF2 archive reads its definitions only, the events
+//! are decoded by the first query that reads them, calls, messages and collectives are derived
+//! by the first that needs them, once, and every order of first use gives the same tables as
+//! building everything at once.
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::Int64Type;
+use commdb_catalog::generate::{GeneratorConfig, generate};
+use commdb_catalog::{OpenOptions, model};
+
+fn count(session: &mut commdb_catalog::Session, runtime: &tokio::runtime::Runtime, sql: &str) -> Result<i64, String> {
+    let rows = runtime.block_on(session.collect(sql)).map_err(|e| e.to_string())?;
+    Ok(rows[0].column(0).as_primitive::<Int64Type>().value(0))
+}
+
+fn archive(ranks: i32, clock_skew: bool) -> (tempfile::TempDir, String) {
+    let cfg = GeneratorConfig { ranks, ranks_per_node: 4, iterations: 6, clock_skew, ..GeneratorConfig::default() };
+    let raw = generate(&cfg).unwrap().trace;
+    let dir = tempfile::tempdir().unwrap();
+    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    let anchor = dir.path().join("traces.otf2").display().to_string();
+    (dir, anchor)
+}
+
+#[test]
+fn opening_reads_the_definitions_and_each_step_runs_when_first_needed() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (dir, anchor) = archive(16, false);
+    let mut session = commdb_tests::session();
+    let name = session.open(&anchor, Some("run"), &OpenOptions::default()).unwrap();
+    let trace = session.trace(&name).unwrap().clone();
+    assert_eq!(trace.built_rows("ranks"), Some(16));
+    assert_eq!(trace.built_rows("events"), None);
+
+    // The event files are not read yet: damaging one now is seen by the first query that
+    // needs the events, not by the definitions.
+    let evt = dir.path().join("traces").join("5.evt");
+    let saved = std::fs::read(&evt).unwrap();
+    std::fs::write(&evt, vec![0xff; saved.len()]).unwrap();
+    assert_eq!(count(&mut session, &runtime, "SELECT count(*) FROM ranks"), Ok(16));
+    assert_eq!(
+        count(&mut session, &runtime, "SELECT count(*) FROM regions r JOIN communicators c ON true").map(|n| n > 0),
+        Ok(true)
+    );
+    // Planning builds nothing.
+    runtime.block_on(session.collect("EXPLAIN SELECT * FROM messages")).unwrap();
+    assert_eq!(trace.built_rows("events"), None);
+    let err = count(&mut session, &runtime, "SELECT count(*) FROM events").unwrap_err();
+    assert!(err.contains("5.evt"), "the error names the file: {err}");
+    // The failed step fails again, with the same message, for a table it would have made.
+    let again = count(&mut session, &runtime, "SELECT count(*) FROM messages").unwrap_err();
+    assert_eq!(again, err);
+    std::fs::write(&evt, saved).unwrap();
+
+    // A trace opened anew: the events, then (only when asked) the derived tables.
+    let mut session = commdb_tests::session();
+    let name = session.open(&anchor, Some("run"), &OpenOptions::default()).unwrap();
+    let trace = session.trace(&name).unwrap().clone();
+    let events = count(&mut session, &runtime, "SELECT count(*) FROM events").unwrap();
+    assert!(events > 0);
+    assert_eq!(trace.built_rows("events"), Some(events as usize));
+    assert_eq!(trace.built_rows("messages"), None, "counting events derives nothing");
+    let messages = count(&mut session, &runtime, "SELECT count(*) FROM run.messages").unwrap();
+    assert!(messages > 0);
+    assert_eq!(
+        trace.built_rows("calls").map(|n| n > 0),
+        Some(true),
+        "one derivation makes calls, messages and collectives"
+    );
+    let derivations = trace.phases().iter().filter(|p| p.name == "stream walk").count();
+    count(
+        &mut session,
+        &runtime,
+        "SELECT count(*) FROM calls c JOIN messages m ON c.rank = m.src AND c.start_ts = m.send_call_start",
+    )
+    .unwrap();
+    assert_eq!(trace.phases().iter().filter(|p| p.name == "stream walk").count(), derivations, "derived once");
+}
+
+/// Every table of `trace` as one batch each.
+fn all_tables(trace: &commdb_catalog::Trace) -> Vec<(&'static str, RecordBatch)> {
+    model::TABLES
+        .iter()
+        .map(|t| (t.name, arrow::compute::concat_batches(&t.schema(), &trace.table(t.name).unwrap()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn any_order_of_first_use_gives_the_tables_built_at_once() {
+    // Skewed clocks: the events opened from the archive are corrected as each location is
+    // decoded, those read whole by the step after; both give the same times.
+    let (_dir, anchor) = archive(12, true);
+    let at_once = commdb_catalog::reading::otf2::read(std::path::Path::new(&anchor)).unwrap().build().unwrap();
+    at_once.build_all().unwrap();
+    let expected = all_tables(&at_once);
+    let events = &expected.iter().find(|(n, _)| *n == "events").unwrap().1;
+    let (ts, local) = (events.column(3).as_primitive::<Int64Type>(), events.column(13).as_primitive::<Int64Type>());
+    let moved = (0..events.num_rows()).filter(|&i| ts.value(i) != local.value(i)).count();
+    assert!(moved * 2 > events.num_rows(), "most times are corrected ({moved} of {})", events.num_rows());
+    for first in ["trace_info", "messages", "events", "warnings", "clock_sync", "locations"] {
+        let trace = commdb_catalog::open(&anchor, &OpenOptions::default()).unwrap();
+        trace.table(first).unwrap();
+        let got = all_tables(&trace);
+        for ((name, a), (_, b)) in expected.iter().zip(&got) {
+            if *name == "trace_info" {
+                // The path and name say where it was opened from; the rest is equal.
+                assert_eq!(a.columns()[2..], b.columns()[2..], "{first} first: trace_info");
+            } else {
+                assert_eq!(a, b, "{first} first: table {name}");
+            }
+        }
+    }
+}
