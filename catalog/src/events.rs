@@ -377,10 +377,7 @@ impl RawEvents {
     /// Convert to the `events` table, moving the columns (no copy). `region_names[i]` is the
     /// name of region index i.
     pub fn into_batch(self, region_names: &[String]) -> Result<RecordBatch> {
-        let mut seq = Vec::with_capacity(self.len());
-        for s in self.streams() {
-            seq.extend(0..(s.end - s.start) as i64);
-        }
+        let seq = self.columns().seq();
         let kind = owned_kind_dictionary(self.kind);
         let op = owned_op_dictionary(self.op);
         let region = owned_region_dictionary(self.region, region_names)?;
@@ -410,7 +407,7 @@ impl RawEvents {
 }
 
 /// The columns the derivation reads, borrowed from a reader's buffers (`RawEvents::columns`)
-/// or from a batch of the `events` table built here (`EventColumns::of_batch`), whose value
+/// or from a batch of the `events` table built here (`without_seq`), whose value
 /// buffers keep the sentinels under their nulls. Either way no event is copied.
 #[derive(Debug, Clone, Copy)]
 pub struct EventColumns<'a> {
@@ -460,39 +457,76 @@ impl<'a> EventColumns<'a> {
         out
     }
 
-    /// The columns of an `events` batch made by `RawEvents::into_batch` (a batch read back
-    /// from a store has lost the sentinels under its nulls and must not be read this way).
-    pub fn of_batch(batch: &'a RecordBatch) -> Result<EventColumns<'a>> {
+    /// The columns of an `events` batch checked to be one (`seq` is not read).
+    fn of_columns(columns: &'a [ArrayRef]) -> EventColumns<'a> {
         use arrow::array::AsArray;
-        let schema = model::EVENTS.schema();
-        if batch.schema().fields() != schema.fields() {
-            return Err(crate::error::Error::argument(
-                "a batch that is not of the events table cannot be derived from",
-            ));
-        }
-        fn values<T: ArrowPrimitiveType>(batch: &RecordBatch, i: usize) -> &[T::Native] {
-            batch.column(i).as_primitive::<T>().values()
+        fn values<T: ArrowPrimitiveType>(columns: &[ArrayRef], i: usize) -> &[T::Native] {
+            columns[i].as_primitive::<T>().values()
         }
         // Kind and operation codes were moved in as bytes: read them back as bytes.
-        fn codes(batch: &RecordBatch, i: usize) -> &[u8] {
-            batch.column(i).as_dictionary::<Int8Type>().keys().values().inner().typed_data::<u8>()
+        fn codes(columns: &[ArrayRef], i: usize) -> &[u8] {
+            columns[i].as_dictionary::<Int8Type>().keys().values().inner().typed_data::<u8>()
         }
-        let region = batch.column(5).as_dictionary::<Int32Type>().keys().values();
-        Ok(EventColumns {
-            rank: values::<Int32Type>(batch, 0),
-            thread: values::<Int32Type>(batch, 1),
-            ts: values::<Int64Type>(batch, 3),
-            kind: codes(batch, 4),
-            region,
-            peer: values::<Int32Type>(batch, 6),
-            comm: values::<Int32Type>(batch, 7),
-            tag: values::<Int32Type>(batch, 8),
-            bytes: values::<Int64Type>(batch, 9),
-            request: values::<Int64Type>(batch, 10),
-            op: codes(batch, 11),
-            bytes_recv: values::<Int64Type>(batch, 12),
-        })
+        EventColumns {
+            rank: values::<Int32Type>(columns, 0),
+            thread: values::<Int32Type>(columns, 1),
+            ts: values::<Int64Type>(columns, 3),
+            kind: codes(columns, 4),
+            region: columns[5].as_dictionary::<Int32Type>().keys().values(),
+            peer: values::<Int32Type>(columns, 6),
+            comm: values::<Int32Type>(columns, 7),
+            tag: values::<Int32Type>(columns, 8),
+            bytes: values::<Int64Type>(columns, 9),
+            request: values::<Int64Type>(columns, 10),
+            op: codes(columns, 11),
+            bytes_recv: values::<Int64Type>(columns, 12),
+        }
     }
+
+    /// The `seq` column: each event's position in its stream.
+    fn seq(&self) -> Vec<i64> {
+        let mut seq = Vec::with_capacity(self.len());
+        for s in self.streams() {
+            seq.extend(0..(s.end - s.start) as i64);
+        }
+        seq
+    }
+}
+
+/// Run `work` on the columns of `events` batches (made by `RawEvents::into_batch`) with their
+/// `seq` column dropped, and make it anew after: `seq` (8 bytes an event) and the working
+/// memory of `work` (the derivation's) are then never held at once, and the new `seq` reuses
+/// memory `work` freed. Returns the batches, equal to those given, and what `work` gave (its
+/// failure too: the batches come back either way).
+pub fn without_seq<T>(
+    batches: Vec<RecordBatch>,
+    work: impl FnOnce(&[EventColumns<'_>]) -> Result<T>,
+) -> Result<(Vec<RecordBatch>, Result<T>)> {
+    let schema = model::EVENTS.schema();
+    if batches.iter().any(|b| b.schema().fields() != schema.fields()) {
+        return Err(crate::error::Error::argument("a batch that is not of the events table cannot be derived from"));
+    }
+    let bare: Vec<Vec<ArrayRef>> = batches
+        .into_iter()
+        .map(|b| {
+            let mut columns = b.columns().to_vec();
+            columns[2] = Arc::new(Int64Array::from(Vec::<i64>::new()));
+            columns
+        })
+        .collect();
+    let views: Vec<EventColumns<'_>> = bare.iter().map(|c| EventColumns::of_columns(c)).collect();
+    let out = work(&views);
+    let seqs: Vec<Vec<i64>> = views.iter().map(EventColumns::seq).collect();
+    drop(views);
+    let batches = bare
+        .into_iter()
+        .zip(seqs)
+        .map(|(mut columns, seq)| {
+            columns[2] = Arc::new(Int64Array::from(seq));
+            Ok(RecordBatch::try_new(schema.clone(), columns)?)
+        })
+        .collect::<Result<_>>()?;
+    Ok((batches, out))
 }
 
 /// One (rank, thread) stream inside a part of `EventParts`.

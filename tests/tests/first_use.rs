@@ -42,8 +42,11 @@ fn opening_reads_the_definitions_and_each_step_runs_when_first_needed() {
         count(&mut session, &runtime, "SELECT count(*) FROM regions r JOIN communicators c ON true").map(|n| n > 0),
         Ok(true)
     );
-    // Planning builds nothing.
-    runtime.block_on(session.collect("EXPLAIN SELECT * FROM messages")).unwrap();
+    // Planning builds nothing; the plan says where the table will be built.
+    let plan = runtime.block_on(session.collect("EXPLAIN SELECT * FROM messages")).unwrap();
+    let text: String =
+        plan.iter().flat_map(|b| b.column(1).as_string::<i32>().iter().flatten().map(str::to_string)).collect();
+    assert!(text.contains("BuildOnFirstScan: table=run.messages"), "{text}");
     assert_eq!(trace.built_rows("events"), None);
     let err = count(&mut session, &runtime, "SELECT count(*) FROM events").unwrap_err();
     assert!(err.contains("5.evt"), "the error names the file: {err}");

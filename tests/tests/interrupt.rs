@@ -54,7 +54,10 @@ fn an_interrupt_stops_a_reader_in_the_middle_and_an_analysis_between_steps() {
     session.open("generate:ranks=16", None, &Default::default()).unwrap();
     interrupt::raise();
     let err = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap_err().to_string();
-    assert!(err.contains("correcting clocks of generated: interrupted"), "{err}");
+    assert!(
+        err.contains("correcting clocks and deriving calls, messages and collectives of generated: interrupted"),
+        "{err}"
+    );
     interrupt::lower();
     let rows = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap();
     assert_eq!(rows[0].num_rows(), 1);
