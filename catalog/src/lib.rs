@@ -24,6 +24,7 @@ pub mod clock;
 pub mod deriving;
 pub mod error;
 pub mod events;
+pub mod export;
 pub mod fast_hash;
 pub mod generate;
 pub mod interrupt;

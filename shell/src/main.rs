@@ -124,6 +124,18 @@ enum Sub {
         /// Trace to read.
         trace: String,
     },
+    /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
+    /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open.
+    Export {
+        /// Trace to read (any format commdb opens).
+        trace: String,
+        /// Format to write: chrome.
+        #[arg(long = "format", value_name = "FORMAT")]
+        to: String,
+        /// File to write (replaced whole).
+        #[arg(short = 'o', long = "output", value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -340,6 +352,27 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                     rows("messages"),
                     output.display(),
                     human_duration(started.elapsed())
+                );
+            }
+            return Ok(());
+        }
+        Some(Sub::Export { trace, to, file }) => {
+            if !to.eq_ignore_ascii_case("chrome") {
+                return Err(format!("export: unknown format '{to}': expected chrome"));
+            }
+            let started = Instant::now();
+            let trace_path = trace;
+            let trace = commdb_catalog::open(trace_path, &open_options(&cli.open)).map_err(|e| e.to_string())?;
+            let n = commdb_catalog::export::chrome::write(&trace, file).map_err(|e| e.to_string())?;
+            if !cli.quiet {
+                eprintln!(
+                    "exported {trace_path} to {} in {}: {} calls, {} messages as flows, {} collective parts, {} metric samples; open it in ui.perfetto.dev or chrome://tracing",
+                    file.display(),
+                    human_duration(started.elapsed()),
+                    n.calls,
+                    n.flows,
+                    n.collectives,
+                    n.counters
                 );
             }
             return Ok(());

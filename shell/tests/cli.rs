@@ -1003,3 +1003,21 @@ fn the_readme_tour_finds_what_it_says_on_the_demo() {
     assert!(out.contains("windows\n6\n"), "{out}");
     assert!(out.contains("44800,6400"), "{out}");
 }
+
+#[test]
+fn export_writes_chrome_json_and_refuses_what_it_cannot_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("trace.json");
+    let o = run(&["export", SMALL, "--format", "chrome", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("open it in ui.perfetto.dev"), "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert!(json["traceEvents"].as_array().is_some_and(|e| e.iter().any(|e| e["ph"] == "X")));
+
+    let o = run(&["export", SMALL, "--format", "otf2", "-o", out.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("export: unknown format 'otf2': expected chrome"), "{}", stderr(&o));
+    let o = run(&["export", SMALL, "--format", "chrome", "-o", dir.path().to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+}
