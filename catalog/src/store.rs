@@ -17,6 +17,7 @@ use parquet::file::properties::WriterProperties;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::deriving::steps::TableLoader;
 use crate::error::{Error, Result};
 use crate::model;
 use crate::trace::{Trace, TraceMeta, Warnings};
@@ -35,7 +36,7 @@ struct Manifest {
     tables: BTreeMap<String, TableEntry>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct TableEntry {
     file: String,
     rows: usize,
@@ -199,37 +200,59 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
             format!("store version {} is not supported (expected {STORE_VERSION})", manifest.commdb_store_version),
         ));
     }
+    let lazy = |name: &str| LATER.contains(&name) && manifest.tables.contains_key(name);
     if let Some(p) = progress {
-        p.set_total(model::TABLES.len() as u64);
+        p.set_total(model::TABLES.iter().filter(|t| !lazy(t.name)).count() as u64);
+    }
+    let entry_of = |t: &model::TableDoc| -> Result<Option<TableEntry>> {
+        match manifest.tables.get(t.name) {
+            Some(entry) => Ok(Some(entry.clone())),
+            // A table added after the store was written is empty in it.
+            None if ADDED_LATER.contains(&t.name) => Ok(None),
+            None => Err(Error::in_file(&path, format!("manifest lists no file for table '{}'", t.name))),
+        }
+    };
+    let mut stored: BTreeMap<&'static str, TableLoader> = BTreeMap::new();
+    for t in model::TABLES.iter().filter(|t| lazy(t.name)) {
+        if let Some(entry) = entry_of(t)? {
+            let dir = dir.to_path_buf();
+            stored.insert(t.name, Box::new(move || read_checked(&dir, t, &entry)));
+        }
     }
     let tables: Vec<(&'static str, Vec<RecordBatch>)> = model::TABLES
         .par_iter()
+        .filter(|t| !lazy(t.name))
         .map(|t| {
             if let Some(p) = progress {
                 p.add(1);
             }
-            let Some(entry) = manifest.tables.get(t.name) else {
-                // A table added after the store was written is empty in it.
-                if ADDED_LATER.contains(&t.name) {
-                    return Ok((t.name, vec![RecordBatch::new_empty(t.schema())]));
-                }
-                return Err(Error::in_file(&path, format!("manifest lists no file for table '{}'", t.name)));
-            };
-            let batches = read_table(&dir.join(&entry.file), t, entry.crc32)?;
-            let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            if rows != entry.rows {
-                return Err(Error::in_file(
-                    &dir.join(&entry.file),
-                    format!("has {rows} rows but the manifest says {}", entry.rows),
-                ));
+            match entry_of(t)? {
+                Some(entry) => Ok((t.name, read_checked(dir, t, &entry)?)),
+                None => Ok((t.name, vec![RecordBatch::new_empty(t.schema())])),
             }
-            Ok((t.name, batches))
         })
         .collect::<Result<_>>()?;
     let tables: BTreeMap<&'static str, Vec<RecordBatch>> = tables.into_iter().collect();
     let meta = meta_from_info(tables.get("trace_info").map_or(&[][..], Vec::as_slice), &manifest, dir);
     let warnings = warnings_from_table(tables.get("warnings").map_or(&[][..], Vec::as_slice));
-    Ok(Trace::from_tables(meta, tables, warnings))
+    Ok(Trace::from_stored(meta, tables, warnings, stored))
+}
+
+/// The tables of a store read when a query first uses them: the large ones. The others (the
+/// definitions, trace_info, warnings, clock_sync) are read when it is opened.
+const LATER: [&str; 6] = ["events", "calls", "messages", "collectives", "metrics", "states"];
+
+/// A table's file read and checked against its manifest entry (checksum, then row count).
+fn read_checked(dir: &Path, t: &model::TableDoc, entry: &TableEntry) -> Result<Vec<RecordBatch>> {
+    let batches = read_table(&dir.join(&entry.file), t, entry.crc32)?;
+    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+    if rows != entry.rows {
+        return Err(Error::in_file(
+            &dir.join(&entry.file),
+            format!("has {rows} rows but the manifest says {}", entry.rows),
+        ));
+    }
+    Ok(batches)
 }
 
 /// Read one table's file, checking it against the manifest's checksum first: a damaged store
@@ -397,13 +420,14 @@ mod tests {
             let mut bytes = original.clone();
             bytes[at] ^= 0x01;
             std::fs::write(&file, &bytes).unwrap();
-            let e = read(dir.path()).map(|_| ()).unwrap_err().to_string();
+            // The store opens; the damage is found when the table is first used.
+            let e = read(dir.path()).unwrap().table("messages").map(|_| ()).unwrap_err().to_string();
             assert!(e.contains("messages.parquet"), "byte {at}: {e}");
             checked += 1;
         }
         assert!(checked >= 150);
         std::fs::write(&file, &original).unwrap();
-        assert!(read(dir.path()).is_ok());
+        assert!(read(dir.path()).unwrap().build_all().is_ok());
     }
 
     #[test]
@@ -419,7 +443,37 @@ mod tests {
             .unwrap();
         write(&trace, dir.path()).unwrap();
         std::fs::write(dir.path().join("messages.parquet"), b"garbage").unwrap();
-        let e = read(dir.path()).unwrap_err().to_string();
+        let back = read(dir.path()).unwrap();
+        let e = back.table("messages").unwrap_err().to_string();
         assert!(e.contains("messages.parquet"), "{e}");
+        // Every use reads the file again, and says so again.
+        assert_eq!(back.row_count("messages").unwrap_err().to_string(), e);
+        // A table read at open is damaged at open.
+        std::fs::write(dir.path().join("ranks.parquet"), b"garbage").unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("ranks.parquet"), "{e}");
+    }
+
+    #[test]
+    fn opening_a_store_reads_its_large_tables_when_first_used() {
+        let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
+            .unwrap()
+            .trace
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        write(&trace, dir.path()).unwrap();
+        let back = read(dir.path()).unwrap();
+        assert_eq!(back.built_rows("ranks"), Some(4));
+        for t in LATER {
+            assert_eq!(back.built_rows(t), None, "{t} is read when first used");
+        }
+        let events = std::fs::read(dir.path().join("events.parquet")).unwrap();
+        std::fs::remove_file(dir.path().join("events.parquet")).unwrap();
+        assert!(back.row_count("messages").unwrap() > 0, "one table is read on its own");
+        assert!(back.table("events").unwrap_err().to_string().contains("events.parquet"));
+        std::fs::write(dir.path().join("events.parquet"), events).unwrap();
+        assert_eq!(back.row_count("events").unwrap(), trace.row_count("events").unwrap());
+        assert_eq!(back.built_rows("events"), Some(trace.row_count("events").unwrap()));
     }
 }

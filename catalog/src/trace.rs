@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arrow::array::{RecordBatch, StringArray};
 
-use crate::deriving::steps::Built;
+use crate::deriving::steps::{Built, TableLoader};
 use crate::error::Result;
 use crate::events::{EventParts, NONE_I32};
 use crate::model;
@@ -213,9 +213,20 @@ impl Trace {
         Trace { meta, built: Arc::new(Mutex::new(built)) }
     }
 
-    /// Assemble a trace from complete tables (used by the Parquet store).
+    /// Assemble a trace from complete tables.
     pub fn from_tables(meta: TraceMeta, tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
-        Trace::staged(meta, Built::complete(tables, warnings))
+        Trace::staged(meta, Built::complete(tables, warnings, BTreeMap::new()))
+    }
+
+    /// A trace whose tables are in `tables` or, read when first used, in `stored` (a commdb
+    /// store's).
+    pub fn from_stored(
+        meta: TraceMeta,
+        tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+        warnings: Warnings,
+        stored: BTreeMap<&'static str, TableLoader>,
+    ) -> Self {
+        Trace::staged(meta, Built::complete(tables, warnings, stored))
     }
 
     fn built(&self) -> MutexGuard<'_, Built> {

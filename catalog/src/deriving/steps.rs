@@ -68,6 +68,9 @@ fn step_of(table: &str) -> u8 {
     }
 }
 
+/// Reads a table kept in a file (a commdb store's) when it is first used.
+pub type TableLoader = Box<dyn Fn() -> Result<Vec<RecordBatch>> + Send>;
+
 /// The tables built so far, the problems found, and the step to run next.
 pub struct Built {
     pub tables: BTreeMap<&'static str, Vec<RecordBatch>>,
@@ -77,6 +80,8 @@ pub struct Built {
     info: TraceMeta,
     next: Option<Step>,
     failed: Option<String>,
+    /// Tables read from their file when first used, each on its own.
+    stored: BTreeMap<&'static str, TableLoader>,
 }
 
 impl std::fmt::Debug for Built {
@@ -86,6 +91,7 @@ impl std::fmt::Debug for Built {
             .field("tables", &tables)
             .field("next", &self.next.as_ref().map(|s| s.name(false)))
             .field("failed", &self.failed)
+            .field("stored", &self.stored.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
 }
@@ -117,19 +123,34 @@ impl Step {
 }
 
 impl Built {
-    /// Every table given.
-    pub fn complete(tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
-        Built { tables, warnings, phases: LoadPhases::default(), info: TraceMeta::default(), next: None, failed: None }
+    /// Every table given, or left to its loader in `stored`.
+    pub fn complete(
+        tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+        warnings: Warnings,
+        stored: BTreeMap<&'static str, TableLoader>,
+    ) -> Self {
+        Built {
+            tables,
+            warnings,
+            phases: LoadPhases::default(),
+            info: TraceMeta::default(),
+            next: None,
+            failed: None,
+            stored,
+        }
     }
 
     /// Whether `table` is built (a complete trace's missing table is built and empty).
     pub fn is_built(&self, table: &str) -> bool {
         let before_next = self.next.as_ref().is_none_or(|s| step_of(table) < s.number());
-        self.tables.contains_key(table) || (self.failed.is_none() && before_next)
+        self.tables.contains_key(table) || (!self.stored.contains_key(table) && self.failed.is_none() && before_next)
     }
 
     /// Run the steps up to the one that makes `table`.
     pub fn ensure(&mut self, table: &str) -> Result<()> {
+        if let Some((&name, _)) = self.stored.get_key_value(table) {
+            return self.load(name);
+        }
         while !self.is_built(table) {
             self.run_next(step_of(table))?;
         }
@@ -137,9 +158,27 @@ impl Built {
     }
 
     pub fn ensure_all(&mut self) -> Result<()> {
+        let stored: Vec<&'static str> = self.stored.keys().copied().collect();
+        for name in stored {
+            self.load(name)?;
+        }
         while self.next.is_some() {
             self.run_next(3)?;
         }
+        Ok(())
+    }
+
+    /// Read a stored table from its file (again on the next use when that fails).
+    fn load(&mut self, name: &'static str) -> Result<()> {
+        let what = format!("reading table {name} of {}", self.info.name);
+        crate::interrupt::check(&what)?;
+        let Some(loader) = self.stored.get(name) else { return Ok(()) };
+        let started = Instant::now();
+        let shown = Building::start(&what);
+        let result = loader();
+        shown.finish(started.elapsed(), result.is_ok());
+        self.tables.insert(name, result?);
+        self.stored.remove(name);
         Ok(())
     }
 
@@ -343,5 +382,6 @@ pub(crate) fn staged(
         info,
         next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction }))),
         failed: None,
+        stored: BTreeMap::new(),
     }
 }
