@@ -40,6 +40,11 @@ pub enum Command {
         edges: String,
         nodes: Option<String>,
     },
+    /// `\chart FILE.svg SQL`: a chart of the query's result (crate::chart).
+    Chart {
+        path: PathBuf,
+        sql: String,
+    },
     /// `\echo TEXT`: a line of text, such as a report's title for the table that follows.
     Echo(String),
     Help,
@@ -57,6 +62,8 @@ pub const HELP: &str = "\
 \\o [FILE]          write results to FILE (no FILE: back to the terminal)
 \\dot FILE E [; N]  write edge query E (from, to, [latency], [label]) and node query N
                    (id, [label], [load_balance]) as a Graphviz DOT graph
+\\chart FILE.svg Q  draw query Q as an SVG chart: x = first column; bars for text x, lines
+                   for numeric or time x, a heatmap for (x, y, value) rows whose x repeats
 \\format X          table, csv, tsv, json, ndjson or markdown
 \\echo TEXT        print TEXT (a title in reports; on stderr for csv, tsv and json)
 \\timing [on|off]   show how long each statement took
@@ -98,6 +105,19 @@ impl FromStr for Command {
                     return Err(usage.into());
                 }
                 Ok(Command::Dot { path: unquote(file).into(), edges, nodes })
+            }
+            "\\chart" => {
+                let usage = "usage: \\chart FILE.svg SQL, e.g. \\chart regions.svg SELECT region, sum(duration) FROM calls GROUP BY 1";
+                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| usage.to_string())?;
+                let path = PathBuf::from(unquote(file));
+                if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+                    return Err(format!("\\chart writes SVG: give a file named *.svg, not '{}'", path.display()));
+                }
+                let sql = sql.trim().trim_end_matches(';').trim().to_string();
+                if sql.is_empty() {
+                    return Err(usage.into());
+                }
+                Ok(Command::Chart { path, sql })
             }
             "\\format" => match arg {
                 Some(f) => f.parse().map(Command::Format),

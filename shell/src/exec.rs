@@ -445,6 +445,23 @@ impl Shell {
                 std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
                 self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
             }
+            Command::Chart { path, sql } => {
+                let batches = self.collect(&sql).await?;
+                let schema = batches
+                    .first()
+                    .map(RecordBatch::schema)
+                    .ok_or("\\chart: the query returned no rows: nothing to draw")?;
+                let one_line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
+                let title = if one_line.chars().count() > 100 {
+                    format!("{}…", one_line.chars().take(99).collect::<String>())
+                } else {
+                    one_line
+                };
+                let text = crate::chart::svg(&schema, &batches, &title)?;
+                std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+                let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+                self.note(&format!("wrote a chart of {rows} rows to {}", path.display()));
+            }
             Command::Format(f) => self.print.format = f,
             Command::Expanded(mode) => {
                 self.print.expanded = mode.unwrap_or(match self.print.expanded {

@@ -2,6 +2,7 @@
 //! parsed here; statements run in `exec`, backslash commands are in `command`, output formats
 //! in `print`, line editing in `helper`.
 
+mod chart;
 mod command;
 mod demo;
 mod describe;
@@ -53,6 +54,10 @@ struct Cli {
     /// Write results to FILE.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Draw the result of the one -c query as an SVG chart in FILE instead of printing it (as
+    /// \chart does).
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
     /// No row counts, timings or load messages.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -290,11 +295,15 @@ fn open_options(args: &OpenArgs) -> OpenOptions {
     }
 }
 
-/// The -c and -f actions in command-line order.
+/// The -c and -f actions in command-line order (with --chart, the one -c query drawn).
 fn actions(matches: &clap::ArgMatches, cli: &Cli) -> Vec<(usize, Result<String, PathBuf>)> {
     let mut out: Vec<(usize, Result<String, PathBuf>)> = Vec::new();
+    let command = |sql: &String| match &cli.chart {
+        Some(file) => Ok(format!("\\chart {} {sql}", file.display())),
+        None => Ok(sql.clone()),
+    };
     if let Some(idx) = matches.indices_of("commands") {
-        out.extend(idx.zip(cli.commands.iter().cloned().map(Ok)));
+        out.extend(idx.zip(cli.commands.iter().map(command)));
     }
     if let Some(idx) = matches.indices_of("files") {
         out.extend(idx.zip(cli.files.iter().cloned().map(Err)));
@@ -418,6 +427,14 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         shell.run(&format!("ATTACH '{}' AS switches (TYPE table)", path.to_string_lossy().replace('\'', "''"))).await?;
     }
     shell.set_output(cli.output.clone())?;
+    if let Some(file) = &cli.chart
+        && (cli.commands.len() != 1 || !cli.files.is_empty())
+    {
+        return Err(format!(
+            "--chart {} draws the result of one query: give exactly one -c SQL and no -f (in a script, \\chart FILE.svg SQL draws any of its queries)",
+            file.display()
+        ));
+    }
     let actions = actions(matches, &cli);
     if !actions.is_empty() {
         let mut commands = 0;

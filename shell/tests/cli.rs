@@ -1021,3 +1021,85 @@ fn export_writes_chrome_json_and_refuses_what_it_cannot_write() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
 }
+
+/// Chromium when installed (Debian's `chromium`), else None with the reason printed.
+fn chromium() -> Option<&'static str> {
+    let found = Command::new("chromium").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if found.is_ok_and(|s| s.success()) {
+        Some("chromium")
+    } else {
+        println!("skipped: chromium is not installed (apt-get install chromium), charts are not rendered");
+        None
+    }
+}
+
+/// Run headless Chromium on `file` with `args`, within a minute.
+fn headless(browser: &str, file: &Path, args: &[&str]) -> Output {
+    Command::new("timeout")
+        .args(["60", browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .args(args)
+        .arg(format!("file://{}", file.display()))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run chromium")
+}
+
+#[test]
+fn charts_are_drawn_and_render_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let charts = [
+        ("bars.svg", "SELECT region, sum(exclusive) / 1e6 AS ms FROM calls GROUP BY 1 ORDER BY 2 DESC"),
+        (
+            "lines.svg",
+            "SELECT send_ts / 1000000 AS ms, avg(duration) AS mean_ns, max(duration) AS max_ns FROM messages GROUP BY 1",
+        ),
+        ("matrix.svg", "SELECT src, dst, sum(bytes) AS bytes FROM messages GROUP BY 1, 2"),
+    ];
+    for (file, sql) in charts {
+        let path = dir.path().join(file);
+        let o = run(&["--demo", "-c", sql, "--chart", path.to_str().unwrap()]);
+        assert!(o.status.success(), "{file}: {}", stderr(&o));
+        assert!(stderr(&o).contains("wrote a chart of"), "{}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "the result is drawn, not printed: {}", stdout(&o));
+    }
+    let svg = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    assert_eq!(svg("bars.svg").matches("<polyline").count(), 0);
+    assert_eq!(svg("lines.svg").matches("<polyline").count(), 2);
+    assert!(svg("matrix.svg").contains("Each cell is one (src, dst) row"));
+    // \chart in a script, and what it refuses.
+    let script = dir.path().join("report.sql");
+    std::fs::write(
+        &script,
+        format!("\\chart {}/ranks.svg SELECT rank, node_index FROM ranks;\n", dir.path().display()),
+    )
+    .unwrap();
+    let o = run(&["--demo", "-f", script.to_str().unwrap()]);
+    assert!(o.status.success() && dir.path().join("ranks.svg").exists(), "{}", stderr(&o));
+    let o = run(&["--demo", "-c", "SELECT 1", "-c", "SELECT 2", "--chart", "x.svg"]);
+    assert!(stderr(&o).contains("draws the result of one query"), "{}", stderr(&o));
+    let o = run(&["--demo", "-c", "\\chart out.png SELECT 1, 2"]);
+    assert!(stderr(&o).contains("give a file named *.svg"), "{}", stderr(&o));
+    let o = run(&["--demo", "-c", "SELECT 'a' AS x, 'b' AS y", "--chart", dir.path().join("t.svg").to_str().unwrap()]);
+    assert!(stderr(&o).contains("no numeric column"), "{}", stderr(&o));
+
+    let Some(browser) = chromium() else { return };
+    let blank = dir.path().join("blank.svg");
+    std::fs::write(&blank, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"960\" height=\"600\"><rect width=\"100%\" height=\"100%\" fill=\"white\"/></svg>").unwrap();
+    let shot = |file: &Path, png: &Path| {
+        let o = headless(browser, file, &["--window-size=960,600", &format!("--screenshot={}", png.display())]);
+        assert!(png.exists(), "{}: no screenshot: {}", file.display(), stderr(&o));
+        std::fs::metadata(png).unwrap().len()
+    };
+    let blank_size = shot(&blank, &dir.path().join("blank.png"));
+    for (file, _) in charts {
+        let path = dir.path().join(file);
+        // The browser reads the file as an SVG document: no parse error, and the drawing is there.
+        let dom = stdout(&headless(browser, &path, &["--dump-dom"]));
+        assert!(dom.contains("<svg") && !dom.contains("parsererror"), "{file}: {dom}");
+        let size = shot(&path, &dir.path().join(format!("{file}.png")));
+        assert!(
+            size > 3 * blank_size,
+            "{file}: the screenshot ({size} bytes) is close to a blank page's ({blank_size})"
+        );
+    }
+}
