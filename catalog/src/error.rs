@@ -137,10 +137,7 @@ impl From<datafusion::error::DataFusionError> for Error {
 /// decoded, an interruption), as it was written, without the engine's wrapping.
 pub fn own_message(e: &datafusion::error::DataFusionError) -> Option<String> {
     let datafusion::error::DataFusionError::External(inner) = e.find_root() else { return None };
-    if let Some(own) = inner.downcast_ref::<Error>() {
-        return Some(own.to_string());
-    }
-    inner.downcast_ref::<crate::interrupt::Interrupted>().map(ToString::to_string)
+    inner.downcast_ref::<Error>().map(ToString::to_string)
 }
 
 /// A DataFusion error's text with the SQL parser's wrapping taken off (`SQL error:

@@ -65,8 +65,9 @@ impl From<Interrupted> for crate::error::Error {
 }
 
 impl From<Interrupted> for datafusion::error::DataFusionError {
+    /// As the catalog's own error, which reads the same wherever the engine wraps it.
     fn from(e: Interrupted) -> Self {
-        datafusion::error::DataFusionError::External(Box::new(e))
+        datafusion::error::DataFusionError::External(Box::new(crate::error::Error::from(e)))
     }
 }
 

@@ -235,7 +235,7 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let tables: BTreeMap<&'static str, Vec<RecordBatch>> = tables.into_iter().collect();
     let meta = meta_from_info(tables.get("trace_info").map_or(&[][..], Vec::as_slice), &manifest, dir);
     let warnings = warnings_from_table(tables.get("warnings").map_or(&[][..], Vec::as_slice));
-    Ok(Trace::from_stored(meta, tables, warnings, stored))
+    Ok(crate::deriving::steps::stored_trace(meta, tables, warnings, stored))
 }
 
 /// The tables of a store read when a query first uses them: the large ones. The others (the

@@ -1,15 +1,14 @@
 //! A trace in memory. `RawTrace` is what a reader or the generator produces (definitions and
 //! raw events); `Trace` holds the Arrow tables of the model, ready to be registered as a SQL
 //! schema. Turning one into the other (clock correction, derivation, conversion) is
-//! `RawTrace::build`, in crate::deriving::assemble, whose steps run as tables are first used
-//! (crate::deriving::steps).
+//! `RawTrace::build`, whose steps run as tables are first used (crate::deriving::steps,
+//! behind the `TableState` a `Trace` holds).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use arrow::array::{RecordBatch, StringArray};
 
-use crate::deriving::steps::{Built, TableLoader};
 use crate::error::Result;
 use crate::events::{EventParts, NONE_I32};
 use crate::model;
@@ -195,41 +194,41 @@ pub struct RawTrace {
     pub warnings: Warnings,
 }
 
+/// The tables of a trace as they are built: those built so far, the problems found and where
+/// the time went, and how to build the rest when a table is first used (crate::deriving::steps
+/// builds them from a reader's `RawTrace`, or reads them from a store).
+pub trait TableState: Send + std::fmt::Debug {
+    /// Build `table` (and what it needs) unless it is built.
+    fn ensure(&mut self, table: &str) -> Result<()>;
+    /// Build every table.
+    fn ensure_all(&mut self) -> Result<()>;
+    fn is_built(&self, table: &str) -> bool;
+    fn tables(&self) -> &BTreeMap<&'static str, Vec<RecordBatch>>;
+    fn tables_mut(&mut self) -> &mut BTreeMap<&'static str, Vec<RecordBatch>>;
+    fn warnings(&self) -> &Warnings;
+    fn phases(&self) -> &LoadPhases;
+    /// The trace is now called `name` (for tables built later).
+    fn rename(&mut self, name: &str);
+}
+
 /// A trace as Arrow tables, one entry per table of the model. A trace opened from a source
-/// holds its definitions at first; the other tables are built by the steps of
-/// crate::deriving::steps when a query first uses one, once, and shared by every later query
-/// and every clone of the `Trace`.
+/// holds its definitions at first; the other tables are built when a query first uses one,
+/// once, and shared by every later query and every clone of the `Trace`.
 #[derive(Debug, Clone)]
 pub struct Trace {
     /// Facts known at open. `clock_correction` and `clock_violations` are filled for a trace
     /// read from a store; for others they are in `trace_info`.
     pub meta: TraceMeta,
-    built: Arc<Mutex<Built>>,
+    built: Arc<Mutex<Box<dyn TableState>>>,
 }
 
 impl Trace {
-    /// A trace whose other tables the pending steps of `built` make.
-    pub(crate) fn staged(meta: TraceMeta, built: Built) -> Self {
-        Trace { meta, built: Arc::new(Mutex::new(built)) }
+    /// A trace whose tables `state` holds or builds.
+    pub fn new(meta: TraceMeta, state: Box<dyn TableState>) -> Self {
+        Trace { meta, built: Arc::new(Mutex::new(state)) }
     }
 
-    /// Assemble a trace from complete tables.
-    pub fn from_tables(meta: TraceMeta, tables: BTreeMap<&'static str, Vec<RecordBatch>>, warnings: Warnings) -> Self {
-        Trace::staged(meta, Built::complete(tables, warnings, BTreeMap::new()))
-    }
-
-    /// A trace whose tables are in `tables` or, read when first used, in `stored` (a commdb
-    /// store's).
-    pub fn from_stored(
-        meta: TraceMeta,
-        tables: BTreeMap<&'static str, Vec<RecordBatch>>,
-        warnings: Warnings,
-        stored: BTreeMap<&'static str, TableLoader>,
-    ) -> Self {
-        Trace::staged(meta, Built::complete(tables, warnings, stored))
-    }
-
-    fn built(&self) -> MutexGuard<'_, Built> {
+    fn built(&self) -> MutexGuard<'_, Box<dyn TableState>> {
         self.built.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -238,7 +237,7 @@ impl Trace {
     pub fn table(&self, name: &str) -> Result<Vec<RecordBatch>> {
         let mut built = self.built();
         built.ensure(name)?;
-        Ok(built.tables.get(name).cloned().unwrap_or_default())
+        Ok(built.tables().get(name).cloned().unwrap_or_default())
     }
 
     /// Rows of a table, built first if needed.
@@ -249,7 +248,7 @@ impl Trace {
     /// Rows of a table if it is built (None while a query has yet to use it).
     pub fn built_rows(&self, name: &str) -> Option<usize> {
         let built = self.built();
-        built.is_built(name).then(|| built.tables.get(name).map_or(0, |b| b.iter().map(RecordBatch::num_rows).sum()))
+        built.is_built(name).then(|| built.tables().get(name).map_or(0, |b| b.iter().map(RecordBatch::num_rows).sum()))
     }
 
     /// Build every table now.
@@ -261,24 +260,24 @@ impl Trace {
     pub fn tables(&self) -> Result<Vec<(&'static str, Vec<RecordBatch>)>> {
         let mut built = self.built();
         built.ensure_all()?;
-        Ok(model::TABLES.iter().map(|t| (t.name, built.tables.get(t.name).cloned().unwrap_or_default())).collect())
+        Ok(model::TABLES.iter().map(|t| (t.name, built.tables().get(t.name).cloned().unwrap_or_default())).collect())
     }
 
     /// Every problem found, every table built first.
     pub fn warnings(&self) -> Result<Warnings> {
         let mut built = self.built();
         built.ensure_all()?;
-        Ok(built.warnings.clone())
+        Ok(built.warnings().clone())
     }
 
     /// The problems found by the steps run so far.
     pub fn warnings_so_far(&self) -> Warnings {
-        self.built().warnings.clone()
+        self.built().warnings().clone()
     }
 
     /// Where the time of the steps run so far went.
     pub fn phases(&self) -> LoadPhases {
-        self.built().phases.clone()
+        self.built().phases().clone()
     }
 
     /// Give the trace another schema name.
@@ -286,7 +285,7 @@ impl Trace {
         self.meta.name = name.to_string();
         let mut built = self.built();
         built.rename(name);
-        let info = built.tables.get_mut("trace_info").and_then(|b| b.first_mut());
+        let info = built.tables_mut().get_mut("trace_info").and_then(|b| b.first_mut());
         if let Some(batch) = info {
             let mut columns = batch.columns().to_vec();
             columns[0] = Arc::new(StringArray::from(vec![name.to_string(); batch.num_rows()]));

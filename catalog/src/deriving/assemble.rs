@@ -1,8 +1,6 @@
-//! Assembling a trace: a reader's `RawTrace` becomes the Arrow tables of the model. The
-//! definitions become tables at once; clock correction (crate::clock), the events and the
-//! derivation of calls, messages and collectives (this folder's walk and matching) follow when a
-//! query first needs them (crate::deriving::steps), with the time of each phase recorded
-//! (crate::phases) and the problems found counted in `warnings`. This file makes the tables.
+//! The tables of the model made from a reader's `RawTrace`: ranks, regions, communicators,
+//! locations, clock sync samples, metrics and their definitions, states, trace_info and
+//! warnings. crate::deriving::steps decides when each is made.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,47 +10,13 @@ use arrow::array::{
 };
 use arrow::datatypes::Int32Type;
 
-use crate::clock::Correction;
-use crate::deriving::steps::{self, EventSource};
 use crate::error::Result;
 use crate::events::{NONE_I32, PartStream, region_dictionary};
 use crate::model;
-use crate::trace::{ClockSample, MetricDefinition, RankInfo, RawTrace, Trace, TraceMeta, Warnings};
+use crate::trace::{MetricDefinition, RankInfo, RawTrace, TraceMeta, Warnings};
 
 impl RawTrace {
-    /// Correct clocks with the default (`Correction::Model`), derive, convert to Arrow.
-    pub fn build(self) -> Result<Trace> {
-        self.build_with(Correction::default())
-    }
-
-    /// The trace with its definition tables built; correcting clocks as asked, converting the
-    /// events and deriving calls, messages and collectives wait for the first query that needs
-    /// them (crate::deriving::steps).
-    pub fn build_with(self, correction: Correction) -> Result<Trace> {
-        self.build_later(None, None, correction)
-    }
-
-    /// `build_with` for a reader that left the events to `source` (decoded when first needed);
-    /// `clock_sync` replaces the trace's own samples.
-    pub fn build_later(
-        mut self,
-        source: Option<EventSource>,
-        clock_sync: Option<Vec<ClockSample>>,
-        correction: Correction,
-    ) -> Result<Trace> {
-        let mut warnings = std::mem::take(&mut self.warnings);
-        report_unplaced(&self.ranks, &mut warnings);
-        let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
-        tables.insert("ranks", vec![self.ranks_batch()?]);
-        tables.insert("regions", vec![self.regions_batch()?]);
-        tables.insert("communicators", vec![self.communicators_batch()?]);
-        tables.insert("metric_definitions", vec![self.metric_definitions_batch()?]);
-        let meta = self.meta.clone();
-        let built = steps::staged(self, source, clock_sync, correction, tables, warnings);
-        Ok(Trace::staged(meta, built))
-    }
-
-    fn ranks_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn ranks_batch(&self) -> Result<RecordBatch> {
         let mut node_index: Vec<Option<i32>> = Vec::with_capacity(self.ranks.len());
         let mut seen: Vec<&str> = Vec::new();
         for r in &self.ranks {
@@ -93,7 +57,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::LOCATIONS.schema(), columns)?)
     }
 
-    fn regions_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn regions_batch(&self) -> Result<RecordBatch> {
         let r = &self.regions;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(r.iter().map(|x| x.region_id))),
@@ -106,7 +70,7 @@ impl RawTrace {
         Ok(RecordBatch::try_new(model::REGIONS.schema(), columns)?)
     }
 
-    fn communicators_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn communicators_batch(&self) -> Result<RecordBatch> {
         let c = &self.communicators;
         let members = ListArray::from_iter_primitive::<Int32Type, _, _>(c.iter().map(|x| {
             (!x.per_rank).then(|| x.members.iter().map(|&m| (m != NONE_I32).then_some(m)).collect::<Vec<_>>())
@@ -150,7 +114,7 @@ impl RawTrace {
     }
 
     /// One row per metric name, with the first definition the writer gave it.
-    fn metric_definitions_batch(&self) -> Result<RecordBatch> {
+    pub(crate) fn metric_definitions_batch(&self) -> Result<RecordBatch> {
         let m = &self.metrics;
         let mut seen = std::collections::HashSet::new();
         let rows: Vec<(&str, Option<&MetricDefinition>)> = m
@@ -214,7 +178,7 @@ pub(crate) fn info_batch(
 }
 
 /// Ranks that no reader rule placed on a node, named the same way for every format.
-fn report_unplaced(ranks: &[RankInfo], warnings: &mut Warnings) {
+pub(crate) fn report_unplaced(ranks: &[RankInfo], warnings: &mut Warnings) {
     let unplaced: Vec<i32> = ranks.iter().filter(|r| r.node.is_none()).map(|r| r.rank).collect();
     if let Some(first) = unplaced.first() {
         let (n, total) = (unplaced.len(), ranks.len());
@@ -234,52 +198,4 @@ pub(crate) fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
         Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
     ];
     Ok(RecordBatch::try_new(model::WARNINGS.schema(), columns)?)
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::generate::{GeneratorConfig, generate};
-    use crate::trace::Trace;
-
-    #[test]
-    fn each_step_runs_when_a_table_it_makes_is_first_used_and_records_its_phases() {
-        let cfg = GeneratorConfig { ranks: 8, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
-        let trace = generate(&cfg).unwrap().trace.build().unwrap();
-        assert_eq!(trace.built_rows("ranks"), Some(8));
-        assert_eq!(trace.built_rows("events"), None);
-        assert_eq!(trace.built_rows("messages"), None);
-        assert_eq!(trace.phases().iter().count(), 0, "opening builds the definitions only");
-
-        let start = std::time::Instant::now();
-        let events = trace.row_count("events").unwrap();
-        assert!(events > 0 && trace.built_rows("events") == Some(events));
-        assert_eq!(trace.built_rows("calls"), None, "the events do not derive calls");
-        let names = |t: &Trace| t.phases().iter().map(|p| p.name).collect::<Vec<_>>();
-        assert_eq!(names(&trace), ["clock correction", "event tables to Arrow", "events to Arrow"]);
-
-        // A clone shares the built tables: the derivation runs once, for both.
-        let clone = trace.clone();
-        assert!(clone.row_count("messages").unwrap() > 0);
-        let elapsed = start.elapsed().as_secs_f64();
-        assert!(trace.built_rows("calls").is_some() && trace.built_rows("trace_info") == Some(1));
-        assert_eq!(
-            names(&trace),
-            [
-                "clock correction",
-                "event tables to Arrow",
-                "events to Arrow",
-                "stream walk",
-                "message matching",
-                "msg_id order",
-                "messages gather",
-                "collectives",
-                "other tables to Arrow",
-            ]
-        );
-        let phases = trace.phases();
-        let beside: Vec<&str> = phases.iter().filter(|p| p.beside).map(|p| p.name).collect();
-        assert_eq!(beside, ["collectives"]);
-        assert!(phases.iter().all(|p| p.seconds >= 0.0));
-        assert!(phases.total() > 0.0 && phases.total() <= elapsed, "{phases}");
-    }
 }

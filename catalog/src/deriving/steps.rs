@@ -24,13 +24,15 @@ use arrow::array::RecordBatch;
 
 use crate::clock::model::RankModel;
 use crate::clock::{self, Correction};
-use crate::deriving;
+use crate::deriving::{self, assemble};
 use crate::error::{Error, Result};
 use crate::events::{EventParts, part_streams, without_seq};
 use crate::model;
 use crate::phases::LoadPhases;
 use crate::progress::{Building, LoadProgress};
-use crate::trace::{ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, TraceMeta, Warnings};
+use crate::trace::{
+    ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, TableState, Trace, TraceMeta, Warnings,
+};
 
 /// Decodes a trace's events when they are first needed, reporting how far it is, correcting
 /// clocks as the plan says when it can do so as it goes.
@@ -215,6 +217,51 @@ impl Built {
     }
 }
 
+/// A trace whose tables are in `tables` or, read from their file when first used, in `stored`
+/// (a commdb store's).
+pub fn stored_trace(
+    meta: TraceMeta,
+    tables: BTreeMap<&'static str, Vec<RecordBatch>>,
+    warnings: Warnings,
+    stored: BTreeMap<&'static str, TableLoader>,
+) -> Trace {
+    Trace::new(meta, Box::new(Built::complete(tables, warnings, stored)))
+}
+
+impl TableState for Built {
+    fn ensure(&mut self, table: &str) -> Result<()> {
+        Built::ensure(self, table)
+    }
+
+    fn ensure_all(&mut self) -> Result<()> {
+        Built::ensure_all(self)
+    }
+
+    fn is_built(&self, table: &str) -> bool {
+        Built::is_built(self, table)
+    }
+
+    fn tables(&self) -> &BTreeMap<&'static str, Vec<RecordBatch>> {
+        &self.tables
+    }
+
+    fn tables_mut(&mut self) -> &mut BTreeMap<&'static str, Vec<RecordBatch>> {
+        &mut self.tables
+    }
+
+    fn warnings(&self) -> &Warnings {
+        &self.warnings
+    }
+
+    fn phases(&self) -> &LoadPhases {
+        &self.phases
+    }
+
+    fn rename(&mut self, name: &str) {
+        Built::rename(self, name);
+    }
+}
+
 /// Step 2: decode (when deferred), correct clocks, make the event tables.
 struct EventsStep {
     raw: RawTrace,
@@ -355,18 +402,50 @@ fn finish(derived: deriving::Derived, region_names: &[String], facts: Facts, bui
             format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
         )
     })?;
-    let info =
-        deriving::assemble::info_batch(&built.info, facts.ranks, facts.locations, facts.events, span, &built.warnings)?;
+    let info = assemble::info_batch(&built.info, facts.ranks, facts.locations, facts.events, span, &built.warnings)?;
     built.tables.insert("trace_info", vec![info]);
-    built.tables.insert("warnings", vec![deriving::assemble::warnings_batch(&built.warnings)?]);
+    built.tables.insert("warnings", vec![assemble::warnings_batch(&built.warnings)?]);
     built.phases.since("other tables to Arrow", start);
     debug_assert!(model::TABLES.iter().all(|t| built.tables.contains_key(t.name)));
     Ok(())
 }
 
-/// Step 1 done by the caller (the definition tables in `tables`): the trace's state before
-/// its first query.
-pub(crate) fn staged(
+impl RawTrace {
+    /// Correct clocks with the default (`Correction::Model`), derive, convert to Arrow.
+    pub fn build(self) -> Result<Trace> {
+        self.build_with(Correction::default())
+    }
+
+    /// The trace with its definition tables built; correcting clocks as asked, converting the
+    /// events and deriving calls, messages and collectives wait for the first query that needs
+    /// them (crate::deriving::steps).
+    pub fn build_with(self, correction: Correction) -> Result<Trace> {
+        self.build_later(None, None, correction)
+    }
+
+    /// `build_with` for a reader that left the events to `source` (decoded when first needed);
+    /// `clock_sync` replaces the trace's own samples.
+    pub fn build_later(
+        mut self,
+        source: Option<EventSource>,
+        clock_sync: Option<Vec<ClockSample>>,
+        correction: Correction,
+    ) -> Result<Trace> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        assemble::report_unplaced(&self.ranks, &mut warnings);
+        let mut tables: BTreeMap<&'static str, Vec<RecordBatch>> = BTreeMap::new();
+        tables.insert("ranks", vec![self.ranks_batch()?]);
+        tables.insert("regions", vec![self.regions_batch()?]);
+        tables.insert("communicators", vec![self.communicators_batch()?]);
+        tables.insert("metric_definitions", vec![self.metric_definitions_batch()?]);
+        let meta = self.meta.clone();
+        let built = staged(self, source, clock_sync, correction, tables, warnings);
+        Ok(Trace::new(meta, Box::new(built)))
+    }
+}
+
+/// The trace's state before its first query: step 1 done (the definition tables in `tables`).
+fn staged(
     raw: RawTrace,
     source: Option<EventSource>,
     clock_sync: Option<Vec<ClockSample>>,
@@ -383,5 +462,53 @@ pub(crate) fn staged(
         next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction }))),
         failed: None,
         stored: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::generate::{GeneratorConfig, generate};
+    use crate::trace::Trace;
+
+    #[test]
+    fn each_step_runs_when_a_table_it_makes_is_first_used_and_records_its_phases() {
+        let cfg = GeneratorConfig { ranks: 8, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
+        let trace = generate(&cfg).unwrap().trace.build().unwrap();
+        assert_eq!(trace.built_rows("ranks"), Some(8));
+        assert_eq!(trace.built_rows("events"), None);
+        assert_eq!(trace.built_rows("messages"), None);
+        assert_eq!(trace.phases().iter().count(), 0, "opening builds the definitions only");
+
+        let start = std::time::Instant::now();
+        let events = trace.row_count("events").unwrap();
+        assert!(events > 0 && trace.built_rows("events") == Some(events));
+        assert_eq!(trace.built_rows("calls"), None, "the events do not derive calls");
+        let names = |t: &Trace| t.phases().iter().map(|p| p.name).collect::<Vec<_>>();
+        assert_eq!(names(&trace), ["clock correction", "event tables to Arrow", "events to Arrow"]);
+
+        // A clone shares the built tables: the derivation runs once, for both.
+        let clone = trace.clone();
+        assert!(clone.row_count("messages").unwrap() > 0);
+        let elapsed = start.elapsed().as_secs_f64();
+        assert!(trace.built_rows("calls").is_some() && trace.built_rows("trace_info") == Some(1));
+        assert_eq!(
+            names(&trace),
+            [
+                "clock correction",
+                "event tables to Arrow",
+                "events to Arrow",
+                "stream walk",
+                "message matching",
+                "msg_id order",
+                "messages gather",
+                "collectives",
+                "other tables to Arrow",
+            ]
+        );
+        let phases = trace.phases();
+        let beside: Vec<&str> = phases.iter().filter(|p| p.beside).map(|p| p.name).collect();
+        assert_eq!(beside, ["collectives"]);
+        assert!(phases.iter().all(|p| p.seconds >= 0.0));
+        assert!(phases.total() > 0.0 && phases.total() <= elapsed, "{phases}");
     }
 }
