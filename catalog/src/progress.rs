@@ -58,13 +58,19 @@ impl Building {
         &self.progress
     }
 
-    /// The step is over; when it succeeded and took long enough for a user to wonder (half a
-    /// second, as the progress line), what it took is kept for `take_finished`.
-    pub fn finish(self, took: Duration, ok: bool) {
+    /// The step is over. When it succeeded and took long enough for a user to wonder (half a
+    /// second, as the progress line), or `found` problems to tell (the trace's warnings it
+    /// added, in words), a line saying so is kept for `take_finished`.
+    pub fn finish(self, took: Duration, ok: bool, found: Option<String>) {
         let mut state = BUILDING.lock().unwrap_or_else(PoisonError::into_inner);
         state.0 = None;
-        if ok && took >= Duration::from_millis(500) {
-            state.1.push(format!("{} took {:.1} s (done once; later queries reuse it)", self.what, took.as_secs_f64()));
+        if ok && (took >= Duration::from_millis(500) || found.is_some()) {
+            let mut line =
+                format!("{} took {:.1} s (done once; later queries reuse it)", self.what, took.as_secs_f64());
+            if let Some(found) = found {
+                line = format!("{line}; {found}");
+            }
+            state.1.push(line);
         }
     }
 

@@ -1103,3 +1103,31 @@ fn charts_are_drawn_and_render_in_a_browser() {
         );
     }
 }
+
+#[test]
+fn tables_are_built_on_first_use_and_new_problems_are_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("unmatched.csv");
+    std::fs::write(
+        &csv,
+        "rank,type,timestamp,source,destination,size\n0,send,100,0,1,8\n0,send,200,0,1,8\n1,recv,300,0,1,8\n",
+    )
+    .unwrap();
+    let o = run(&[csv.to_str().unwrap(), "-c", "SELECT count(*) FROM ranks"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("2 ranks (events and messages are built when a query first uses them)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!stderr(&o).contains("deriving"), "counting ranks derives nothing: {}", stderr(&o));
+    let o = run(&[csv.to_str().unwrap(), "-c", "SELECT count(*) FROM messages"]);
+    assert!(
+        stderr(&o).contains("building the events and deriving calls, messages and collectives of unmatched took")
+            && stderr(&o).contains("1 problem(s) found, see unmatched.warnings"),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(&["-q", csv.to_str().unwrap(), "-c", "SELECT count(*) FROM messages"]);
+    assert!(stderr(&o).is_empty(), "-q says nothing: {}", stderr(&o));
+}

@@ -55,7 +55,7 @@ fn an_interrupt_stops_a_reader_in_the_middle_and_an_analysis_between_steps() {
     interrupt::raise();
     let err = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap_err().to_string();
     assert!(
-        err.contains("correcting clocks and deriving calls, messages and collectives of generated: interrupted"),
+        err.contains("building the events and deriving calls, messages and collectives of generated: interrupted"),
         "{err}"
     );
     interrupt::lower();

@@ -110,8 +110,8 @@ impl Step {
                 "reading the events and deriving calls, messages and collectives"
             }
             Step::Events(s) if s.source.is_some() => "reading the events",
-            Step::Events(_) if derive_too => "correcting clocks and deriving calls, messages and collectives",
-            Step::Events(_) => "correcting clocks",
+            Step::Events(_) if derive_too => "building the events and deriving calls, messages and collectives",
+            Step::Events(_) => "building the events",
             Step::Derivation(_) => "deriving calls, messages and collectives",
         }
     }
@@ -178,7 +178,7 @@ impl Built {
         let started = Instant::now();
         let shown = Building::start(&what);
         let result = loader();
-        shown.finish(started.elapsed(), result.is_ok());
+        shown.finish(started.elapsed(), result.is_ok(), None);
         self.tables.insert(name, result?);
         self.stored.remove(name);
         Ok(())
@@ -205,11 +205,14 @@ impl Built {
         let Some(step) = self.next.take() else { return Ok(()) };
         let started = Instant::now();
         let shown = Building::start(&what);
+        let before = self.warnings.total();
         let result = match step {
             Step::Events(s) => s.run(self, shown.progress(), derive_too),
             Step::Derivation(s) => (*s).run(self),
         };
-        shown.finish(started.elapsed(), result.is_ok());
+        let new = self.warnings.total() - before;
+        let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
+        shown.finish(started.elapsed(), result.is_ok(), found);
         if let Err(e) = &result {
             self.failed = Some(e.to_string());
         }
