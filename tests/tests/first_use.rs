@@ -114,3 +114,67 @@ fn any_order_of_first_use_gives_the_tables_built_at_once() {
         }
     }
 }
+
+#[test]
+fn a_store_is_queried_in_its_files_with_the_same_answers() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let spec = "generate:ranks=16,ranks-per-node=4,iterations=8";
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write(&trace, &store).unwrap();
+    let queries = [
+        "SELECT count(*), sum(duration), min(send_ts), max(recv_ts) FROM messages WHERE src = 3 AND send_ts > 1000000",
+        "SELECT kind, count(*) FROM events GROUP BY kind ORDER BY kind",
+        "SELECT region, count(*), sum(exclusive) FROM calls GROUP BY region ORDER BY region",
+        "SELECT size_bucket, locality, criterion_ns FROM latency_criteria() ORDER BY 1, 2",
+        "SELECT count(*) FROM collectives c JOIN messages m ON c.rank = m.src",
+    ];
+    let answers = |path: &str| -> (Vec<String>, commdb_catalog::Trace) {
+        let mut session = commdb_tests::session();
+        let name = session.open(path, Some("t"), &OpenOptions::default()).unwrap();
+        let out = queries
+            .iter()
+            .map(|q| {
+                let rows = runtime.block_on(session.collect(q)).unwrap();
+                // Values as text: a dictionary's keys may differ where its values do not.
+                let options = arrow::util::display::FormatOptions::default();
+                let mut text = Vec::new();
+                for b in &rows {
+                    for i in 0..b.num_rows() {
+                        let row: Vec<String> = b
+                            .columns()
+                            .iter()
+                            .map(|c| {
+                                arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options)
+                                    .unwrap()
+                                    .value(i)
+                                    .to_string()
+                            })
+                            .collect();
+                        text.push(row.join("|"));
+                    }
+                }
+                text.join("\n")
+            })
+            .collect();
+        (out, session.trace(&name).unwrap().clone())
+    };
+    let (in_memory, _) = answers(spec);
+    let (in_files, opened) = answers(&store.display().to_string());
+    assert_eq!(in_files, in_memory);
+    for t in ["events", "calls", "messages", "collectives"] {
+        assert_eq!(opened.built_rows(t), None, "{t} was scanned in its file, not read into memory");
+        assert!(opened.stored_file(t).is_some());
+    }
+    // A damaged file is found by the first query that scans it.
+    let file = store.join("messages.parquet");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&file, &bytes).unwrap();
+    let mut session = commdb_tests::session();
+    session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let err = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap_err().to_string();
+    assert!(err.contains("messages.parquet") && err.contains("damaged"), "{err}");
+}

@@ -31,7 +31,7 @@ use crate::model;
 use crate::phases::LoadPhases;
 use crate::progress::{Building, LoadProgress};
 use crate::trace::{
-    ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, TableState, Trace, TraceMeta, Warnings,
+    ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, StoredFile, TableState, Trace, TraceMeta, Warnings,
 };
 
 /// Decodes a trace's events when they are first needed, reporting how far it is, correcting
@@ -70,8 +70,21 @@ fn step_of(table: &str) -> u8 {
     }
 }
 
-/// Reads a table kept in a file (a commdb store's) when it is first used.
+/// Reads a table kept in a file (a commdb store's) into memory.
 pub type TableLoader = Box<dyn Fn() -> Result<Vec<RecordBatch>> + Send>;
+
+/// A table kept in a Parquet file of a commdb store: scanned there by queries, read whole into
+/// memory (`load`) only when the trace's tables are asked for as batches.
+pub struct StoredTable {
+    pub file: StoredFile,
+    pub load: TableLoader,
+}
+
+impl std::fmt::Debug for StoredTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredTable").field("file", &self.file).finish_non_exhaustive()
+    }
+}
 
 /// The tables built so far, the problems found, and the step to run next.
 pub struct Built {
@@ -83,7 +96,7 @@ pub struct Built {
     next: Option<Step>,
     failed: Option<String>,
     /// Tables read from their file when first used, each on its own.
-    stored: BTreeMap<&'static str, TableLoader>,
+    stored: BTreeMap<&'static str, StoredTable>,
 }
 
 impl std::fmt::Debug for Built {
@@ -125,11 +138,11 @@ impl Step {
 }
 
 impl Built {
-    /// Every table given, or left to its loader in `stored`.
+    /// Every table given, or left in its file in `stored`.
     pub fn complete(
         tables: BTreeMap<&'static str, Vec<RecordBatch>>,
         warnings: Warnings,
-        stored: BTreeMap<&'static str, TableLoader>,
+        stored: BTreeMap<&'static str, StoredTable>,
     ) -> Self {
         Built {
             tables,
@@ -174,10 +187,10 @@ impl Built {
     fn load(&mut self, name: &'static str) -> Result<()> {
         let what = format!("reading table {name} of {}", self.info.name);
         crate::interrupt::check(&what)?;
-        let Some(loader) = self.stored.get(name) else { return Ok(()) };
+        let Some(stored) = self.stored.get(name) else { return Ok(()) };
         let started = Instant::now();
         let shown = Building::start(&what);
-        let result = loader();
+        let result = (stored.load)();
         shown.finish(started.elapsed(), result.is_ok(), None);
         self.tables.insert(name, result?);
         self.stored.remove(name);
@@ -226,7 +239,7 @@ pub fn stored_trace(
     meta: TraceMeta,
     tables: BTreeMap<&'static str, Vec<RecordBatch>>,
     warnings: Warnings,
-    stored: BTreeMap<&'static str, TableLoader>,
+    stored: BTreeMap<&'static str, StoredTable>,
 ) -> Trace {
     Trace::new(meta, Box::new(Built::complete(tables, warnings, stored)))
 }
@@ -262,6 +275,10 @@ impl TableState for Built {
 
     fn rename(&mut self, name: &str) {
         Built::rename(self, name);
+    }
+
+    fn stored_file(&self, table: &str) -> Option<StoredFile> {
+        self.stored.get(table).map(|s| s.file.clone())
     }
 }
 

@@ -3,29 +3,36 @@
 //! scan plans a `BuildOnFirstScan` node, which builds the table when the query runs (the steps
 //! of crate::deriving::steps, on a blocking thread since a step can take seconds) and then
 //! streams it, so that `EXPLAIN` and planning cost nothing and a query pays only for the tables
-//! it reads.
+//! it reads. A commdb store's large tables are scanned in their Parquet files (`CheckedFirst`
+//! checks each file against the manifest once), never read whole into memory by a query.
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session as PlanningSession, TableProvider};
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::MemTable;
+use datafusion::datasource::file_format::parquet::ParquetFormat;
+use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{Expr, TableType};
+use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::filter_pushdown::{
+    ChildPushdownResult, FilterDescription, FilterPushdownPhase, FilterPushdownPropagation,
+};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::trace::Trace;
+use crate::trace::{StoredFile, Trace};
 
 /// Rows per slice handed to a partition: big enough to amortise per-batch overhead, small
 /// enough for the partitions to share the work.
@@ -38,11 +45,13 @@ pub struct TraceTable {
     name: &'static str,
     schema: SchemaRef,
     partitions: usize,
+    /// For a table scanned in its store's file: whether the file matched its checksum.
+    checked: Arc<OnceLock<std::result::Result<(), String>>>,
 }
 
 impl TraceTable {
     pub fn new(trace: Arc<Trace>, name: &'static str, schema: SchemaRef, partitions: usize) -> Self {
-        TraceTable { trace, name, schema, partitions: partitions.max(1) }
+        TraceTable { trace, name, schema, partitions: partitions.max(1), checked: Arc::new(OnceLock::new()) }
     }
 }
 
@@ -76,6 +85,16 @@ impl TableProvider for TraceTable {
         TableType::Base
     }
 
+    /// A table scanned in its file takes the query's filters, so that Parquet row groups
+    /// whose statistics rule them out are skipped (tables in memory are filtered above).
+    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> Result<Vec<TableProviderFilterPushDown>> {
+        let how = match self.trace.stored_file(self.name) {
+            Some(_) => TableProviderFilterPushDown::Inexact,
+            None => TableProviderFilterPushDown::Unsupported,
+        };
+        Ok(vec![how; filters.len()])
+    }
+
     async fn scan(
         &self,
         state: &dyn PlanningSession,
@@ -83,6 +102,9 @@ impl TableProvider for TraceTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        if let Some(file) = self.trace.stored_file(self.name) {
+            return self.scan_in_place(state, file, projection, filters, limit).await;
+        }
         if self.trace.built_rows(self.name).is_some() {
             let batches = self.trace.table(self.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
             let table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
@@ -96,6 +118,110 @@ impl TableProvider for TraceTable {
             self.partitions,
         )?;
         Ok(Arc::new(node))
+    }
+}
+
+impl TraceTable {
+    /// Scan a table in its store's Parquet file (DataFusion's listing table: only the columns
+    /// asked for are read, row groups stream), after checking the file against the manifest's
+    /// checksum once, when the first query runs.
+    async fn scan_in_place(
+        &self,
+        state: &dyn PlanningSession,
+        file: StoredFile,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let url = ListingTableUrl::parse(file.path.to_string_lossy())?;
+        let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(self.schema.clone());
+        let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await?;
+        Ok(Arc::new(CheckedFirst { file, checked: self.checked.clone(), inner }))
+    }
+}
+
+/// Runs its input once the file it reads is checked (once per table, for every later query).
+#[derive(Debug)]
+pub struct CheckedFirst {
+    file: StoredFile,
+    checked: Arc<OnceLock<std::result::Result<(), String>>>,
+    inner: Arc<dyn ExecutionPlan>,
+}
+
+impl DisplayAs for CheckedFirst {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "CheckedFirst: file={}", self.file.path.display())
+    }
+}
+
+impl ExecutionPlan for CheckedFirst {
+    fn name(&self) -> &str {
+        "CheckedFirst"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        self.inner.properties()
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.inner]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
+    ) -> Result<TreeNodeRecursion> {
+        Ok(TreeNodeRecursion::Continue)
+    }
+
+    /// Filters pass through to the scan below (Parquet row groups are pruned by them).
+    fn gather_filters_for_pushdown(
+        &self,
+        _phase: FilterPushdownPhase,
+        parent_filters: Vec<Arc<dyn PhysicalExpr>>,
+        _config: &ConfigOptions,
+    ) -> Result<FilterDescription> {
+        FilterDescription::from_children(parent_filters, &self.children())
+    }
+
+    fn handle_child_pushdown_result(
+        &self,
+        _phase: FilterPushdownPhase,
+        child_pushdown_result: ChildPushdownResult,
+        _config: &ConfigOptions,
+    ) -> Result<FilterPushdownPropagation<Arc<dyn ExecutionPlan>>> {
+        Ok(FilterPushdownPropagation::if_all(child_pushdown_result))
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        match <[_; 1]>::try_from(children) {
+            Ok([inner]) => Ok(Arc::new(CheckedFirst { file: self.file.clone(), checked: self.checked.clone(), inner })),
+            Err(_) => datafusion::common::internal_err!("CheckedFirst has one input"),
+        }
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let (file, checked, inner) = (self.file.clone(), self.checked.clone(), self.inner.clone());
+        let schema = inner.schema();
+        let run = async move {
+            let verdict = match checked.get() {
+                Some(v) => v.clone(),
+                None => {
+                    let path = file.clone();
+                    let check = move || crate::store::check_file(&path.path, path.crc32).map_err(|e| e.to_string());
+                    let v = match tokio::runtime::Handle::try_current() {
+                        Ok(handle) => handle.spawn_blocking(check).await.unwrap_or_else(|e| Err(e.to_string())),
+                        Err(_) => check(),
+                    };
+                    checked.get_or_init(|| v).clone()
+                }
+            };
+            verdict.map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
+            inner.execute(partition, context)
+        };
+        let batches = futures::stream::once(run).try_flatten();
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
     }
 }
 
