@@ -8,14 +8,19 @@
 //!    (crate::clock) of what the reader did not correct, then `events`, `locations`,
 //!    `clock_sync`, `metrics` and `states`;
 //! 3. derivation: `calls`, `messages` and `collectives`, read from the `events` table's own
-//!    columns (crate::events::EventColumns, no copy), then `trace_info` (its duration and clock
-//!    violations come from them) and `warnings`, complete only now.
+//!    columns (crate::events::EventColumns, no copy; its `seq` column is dropped meanwhile and
+//!    made again after), then `trace_info` (its duration and clock violations come from them)
+//!    and `warnings`, complete only now.
 //!
 //! A query that needs a derived table first runs steps 2 and 3 as one: the derivation reads
 //! the events' own buffers before they become the `events` table, so that the table does not
-//! sit beside the derivation's working memory (430 MB less at the peak for 50 M events). With
-//! the controlled logical clock event times depend on the matching, so step 2 always derives. A step that fails leaves its tables unbuilt and fails
-//! again, with the same message, for every later query that needs them.
+//! sit beside the derivation's working memory. With the controlled logical clock event times
+//! depend on the matching, so step 2 always derives. A step that fails leaves its tables
+//! unbuilt and fails again, with the same message, for every later query that needs them.
+//!
+//! A commdb store has every table already: its small ones are read at open, the large ones
+//! stay in their files (`StoredTable`), which queries scan in place (crate::session::trace_table)
+//! and which are read into memory only when asked for as batches.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
