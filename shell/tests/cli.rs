@@ -1036,7 +1036,15 @@ fn chromium() -> Option<&'static str> {
 /// Run headless Chromium on `file` with `args`, within a minute.
 fn headless(browser: &str, file: &Path, args: &[&str]) -> Output {
     Command::new("timeout")
-        .args(["60", browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+        .args([
+            "60",
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--hide-scrollbars",
+        ])
         .args(args)
         .arg(format!("file://{}", file.display()))
         .stdin(Stdio::null())
