@@ -72,8 +72,9 @@ pub fn correct(
     warnings: &mut Warnings,
 ) -> Vec<RankModel> {
     let models = fit(samples, ranks, correction, warnings);
-    events.parts.par_iter_mut().for_each(|part| correct_events(part, &models));
-    correct_metrics(metrics, &models);
+    let fits = Fits::of(&models);
+    events.parts.par_iter_mut().for_each(|part| correct_events(part, &fits));
+    correct_metrics(metrics, &fits);
     models
 }
 
@@ -96,12 +97,11 @@ pub fn fit(
 /// the recorded times in `ts_local`; a part whose ranks keep their times is left as it is.
 /// Readers that decode in parallel call it as each part is decoded, while its times are in
 /// cache and the memory the decoding freed can hold the corrected times.
-pub fn correct_events(part: &mut RawEvents, models: &[RankModel]) {
-    if models.is_empty() || part.ts_local.is_some() {
+pub fn correct_events(part: &mut RawEvents, fits: &Fits<'_>) {
+    if fits.is_empty() || part.ts_local.is_some() {
         return;
     }
-    let by_rank = index_by_rank(models);
-    let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
+    let fit_of = |rank: i32| fits.of_rank(rank);
     let streams = part.streams();
     if streams.iter().all(|s| fit_of(s.rank).is_none_or(|f| *f == Fit::Identity)) {
         return;
@@ -116,12 +116,11 @@ pub fn correct_events(part: &mut RawEvents, models: &[RankModel]) {
 }
 
 /// Map the metric sample times (grouped by rank) through their rank's model.
-pub fn correct_metrics(metrics: &mut RawMetrics, models: &[RankModel]) {
-    if models.is_empty() {
+pub fn correct_metrics(metrics: &mut RawMetrics, fits: &Fits<'_>) {
+    if fits.is_empty() {
         return;
     }
-    let by_rank = index_by_rank(models);
-    let fit_of = |rank: i32| usize::try_from(rank).ok().and_then(|r| by_rank.get(r).copied().flatten());
+    let fit_of = |rank: i32| fits.of_rank(rank);
     let local = std::mem::take(&mut metrics.ts);
     let mut corrected = Vec::with_capacity(local.len());
     let mut start = 0;
@@ -193,16 +192,30 @@ pub fn place_unsampled(fitted: Vec<RankModel>, ranks: &[RankInfo], warnings: &mu
     out
 }
 
-/// Models indexed by rank.
-fn index_by_rank(models: &[RankModel]) -> Vec<Option<&Fit>> {
-    let n = models.iter().map(|m| m.rank.max(-1) + 1).max().unwrap_or(0) as usize;
-    let mut out = vec![None; n];
-    for m in models {
-        if let Ok(r) = usize::try_from(m.rank) {
-            out[r] = Some(&m.fit);
+/// Each rank's fit, indexed by rank once for all the parts and metrics it maps.
+#[derive(Debug)]
+pub struct Fits<'a>(Vec<Option<&'a Fit>>);
+
+impl<'a> Fits<'a> {
+    pub fn of(models: &'a [RankModel]) -> Self {
+        let n = models.iter().map(|m| m.rank.max(-1) + 1).max().unwrap_or(0) as usize;
+        let mut out = vec![None; n];
+        for m in models {
+            if let Ok(r) = usize::try_from(m.rank) {
+                out[r] = Some(&m.fit);
+            }
         }
+        Fits(out)
     }
-    out
+
+    /// No rank has a model: nothing to map.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn of_rank(&self, rank: i32) -> Option<&'a Fit> {
+        usize::try_from(rank).ok().and_then(|r| self.0.get(r).copied().flatten())
+    }
 }
 
 /// Append the master times of `local` to `out`, rounded to the nanosecond.

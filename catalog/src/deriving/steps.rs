@@ -31,7 +31,7 @@ use crate::clock::model::RankModel;
 use crate::clock::{self, Correction};
 use crate::deriving::{self, assemble};
 use crate::error::{Error, Result};
-use crate::events::{EventParts, part_streams, without_seq};
+use crate::events::{EventParts, PartStream, part_streams, without_seq};
 use crate::model;
 use crate::phases::LoadPhases;
 use crate::progress::{Building, LoadProgress};
@@ -340,9 +340,8 @@ impl EventsStep {
         let comms = std::mem::take(&mut raw.communicators);
         if correction == Correction::Clc || derive_too {
             let derived = if correction == Correction::Clc {
-                clc(&mut raw.events, &nodes, &comms, built)?
+                clc(&mut raw.events, &streams, &nodes, &comms, built)?
             } else {
-                let streams = raw.events.streams();
                 deriving::derive(&raw.events.columns(), &streams, &nodes, &comms, false, &mut built.warnings)?
             };
             let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
@@ -358,9 +357,14 @@ impl EventsStep {
 
 /// Derive with the controlled logical clock: derive, shift the receives that precede their
 /// send, derive again (quietly: the first derivation's warnings stand).
-fn clc(events: &mut EventParts, nodes: &NodeMap, comms: &[CommInfo], built: &mut Built) -> Result<deriving::Derived> {
-    let streams = events.streams();
-    let mut derived = deriving::derive(&events.columns(), &streams, nodes, comms, true, &mut built.warnings)?;
+fn clc(
+    events: &mut EventParts,
+    streams: &[PartStream],
+    nodes: &NodeMap,
+    comms: &[CommInfo],
+    built: &mut Built,
+) -> Result<deriving::Derived> {
+    let mut derived = deriving::derive(&events.columns(), streams, nodes, comms, true, &mut built.warnings)?;
     if derived.messages.violations() == 0 {
         return Ok(derived);
     }
@@ -370,10 +374,10 @@ fn clc(events: &mut EventParts, nodes: &NodeMap, comms: &[CommInfo], built: &mut
         for p in events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
             p.ts_local = Some(p.ts.clone());
         }
-        clock::clc::apply(events, &streams, &derived.messages.matched_events, warnings);
+        clock::clc::apply(events, streams, &derived.messages.matched_events, warnings);
     });
     // Times moved, the matching (per-stream order) did not.
-    deriving::derive(&events.columns(), &streams, nodes, comms, false, &mut Warnings::default())
+    deriving::derive(&events.columns(), streams, nodes, comms, false, &mut Warnings::default())
 }
 
 /// Counts `trace_info` gives.

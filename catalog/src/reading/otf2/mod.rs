@@ -375,11 +375,12 @@ fn decode_events(
     let clock_sync = clock_samples(a.d, &locals);
     let samples = clock.samples.unwrap_or(&clock_sync);
     let models = crate::clock::fit(samples, clock.ranks, clock.correction, &mut warnings);
-    let mut parts = decode_locations(a, locals, &models, progress)?;
+    let fits = crate::clock::Fits::of(&models);
+    let mut parts = decode_locations(a, locals, &fits, progress)?;
     parts.sort_by_key(|p| (p.rank, p.thread));
     report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
     let (events, mut metrics) = gather(parts, RawMetrics::default(), &mut warnings);
-    crate::clock::correct_metrics(&mut metrics, &models);
+    crate::clock::correct_metrics(&mut metrics, &fits);
     Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
 }
 
@@ -511,7 +512,7 @@ fn clock_samples(d: &GlobalDefs, locals: &[Local]) -> Vec<ClockSample> {
 fn decode_locations(
     a: &Located<'_>,
     locals: Vec<Local>,
-    models: &[crate::clock::model::RankModel],
+    fits: &crate::clock::Fits<'_>,
     progress: Option<&crate::progress::LoadProgress>,
 ) -> Result<Vec<Part>> {
     let d = a.d;
@@ -551,7 +552,7 @@ fn decode_locations(
                 events::decode(&evt, &data, a.anchor.chunk_size_events, &ctx)?
             };
             drop(data);
-            crate::clock::correct_events(&mut decoded.events, models);
+            crate::clock::correct_events(&mut decoded.events, fits);
             if let Some(p) = progress {
                 p.add(1);
             }
