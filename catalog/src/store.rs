@@ -357,6 +357,11 @@ mod tests {
     use super::*;
     use crate::generate::{GeneratorConfig, generate};
 
+    /// A generated trace of `ranks` ranks and `iterations` iterations, built.
+    fn generated(ranks: i32, iterations: u32) -> Trace {
+        generate(&GeneratorConfig { ranks, iterations, ..GeneratorConfig::default() }).unwrap().trace.build().unwrap()
+    }
+
     #[test]
     fn round_trip_keeps_every_table() {
         let cfg = GeneratorConfig {
@@ -382,13 +387,7 @@ mod tests {
 
     #[test]
     fn a_store_is_replaced_whole_and_other_directories_are_refused() {
-        let small = |ranks: i32| {
-            generate(&GeneratorConfig { ranks, iterations: 1, ..GeneratorConfig::default() })
-                .unwrap()
-                .trace
-                .build()
-                .unwrap()
-        };
+        let small = |ranks: i32| generated(ranks, 1);
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("store");
         write(&small(2), &dir).unwrap();
@@ -412,11 +411,7 @@ mod tests {
 
     #[test]
     fn any_changed_byte_of_a_table_file_is_found() {
-        let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
-            .unwrap()
-            .trace
-            .build()
-            .unwrap();
+        let trace = generated(4, 3);
         let dir = tempfile::tempdir().unwrap();
         write(&trace, dir.path()).unwrap();
         let file = dir.path().join("messages.parquet");
@@ -443,11 +438,7 @@ mod tests {
         std::fs::write(dir.path().join(MANIFEST), "{ not json").unwrap();
         let e = read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("manifest.json") && e.contains("not a commdb manifest"), "{e}");
-        let trace = generate(&GeneratorConfig { ranks: 2, iterations: 1, ..GeneratorConfig::default() })
-            .unwrap()
-            .trace
-            .build()
-            .unwrap();
+        let trace = generated(2, 1);
         write(&trace, dir.path()).unwrap();
         std::fs::write(dir.path().join("messages.parquet"), b"garbage").unwrap();
         let back = read(dir.path()).unwrap();
@@ -464,11 +455,7 @@ mod tests {
 
     #[test]
     fn opening_a_store_reads_its_large_tables_when_first_used() {
-        let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
-            .unwrap()
-            .trace
-            .build()
-            .unwrap();
+        let trace = generated(4, 3);
         let dir = tempfile::tempdir().unwrap();
         write(&trace, dir.path()).unwrap();
         let back = read(dir.path()).unwrap();
