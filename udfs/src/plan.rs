@@ -13,17 +13,16 @@ use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
+use commdb_catalog::session::plan_node::{batches_once, off_the_workers, projection_text};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
-use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
-use futures::{StreamExt, TryStreamExt};
 
 /// The computation of an analysis: each input's batches in order in, result batches out.
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
@@ -82,11 +81,7 @@ impl DisplayAs for AnalysisExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(f, "{}: analysis", self.name)?;
-                if let Some(p) = &self.projection {
-                    let names: Vec<&str> = p.iter().map(|&i| self.full_schema.field(i).name().as_str()).collect();
-                    write!(f, ", projection=[{}]", names.join(", "))?;
-                }
-                Ok(())
+                f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
             DisplayFormatType::TreeRender => write!(f, "function={}", self.name),
         }
@@ -154,14 +149,7 @@ impl ExecutionPlan for AnalysisExec {
                 let _running = timer.timer();
                 compute(&read)
             };
-            // Off the async workers when there are any; inline otherwise.
-            let out = match tokio::runtime::Handle::try_current() {
-                Ok(handle) => handle
-                    .spawn_blocking(work)
-                    .await
-                    .map_err(|e| DataFusionError::Execution(format!("{name}: the computation stopped: {e}")))??,
-                Err(_) => work()?,
-            };
+            let out = off_the_workers(&name, work).await??;
             let out: Vec<RecordBatch> = match &projection {
                 Some(p) => out.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?,
                 None => out,
@@ -170,9 +158,7 @@ impl ExecutionPlan for AnalysisExec {
             baseline.done();
             Ok::<_, DataFusionError>(out)
         };
-        let batches =
-            futures::stream::once(run).map_ok(|out| futures::stream::iter(out.into_iter().map(Ok))).try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), batches.boxed())))
+        Ok(batches_once(self.schema(), run))
     }
 
     fn metrics(&self) -> Option<MetricsSet> {

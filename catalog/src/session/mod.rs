@@ -6,6 +6,7 @@
 //! configured partitions, so scans run on every core without copying data.
 
 pub mod named_args;
+pub mod plan_node;
 pub mod sql;
 pub mod trace_table;
 

@@ -7,7 +7,7 @@
 //! checks each file against the manifest once), never read whole into memory by a query.
 
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
@@ -30,8 +30,9 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 
+use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
 
 /// Rows per slice handed to a partition: big enough to amortise per-batch overhead, small
@@ -46,12 +47,12 @@ pub struct TraceTable {
     schema: SchemaRef,
     partitions: usize,
     /// For a table scanned in its store's file: whether the file matched its checksum.
-    checked: Arc<OnceLock<std::result::Result<(), String>>>,
+    checked: Arc<CheckOnce>,
 }
 
 impl TraceTable {
     pub fn new(trace: Arc<Trace>, name: &'static str, schema: SchemaRef, partitions: usize) -> Self {
-        TraceTable { trace, name, schema, partitions: partitions.max(1), checked: Arc::new(OnceLock::new()) }
+        TraceTable { trace, name, schema, partitions: partitions.max(1), checked: Arc::default() }
     }
 }
 
@@ -141,11 +142,14 @@ impl TraceTable {
     }
 }
 
+/// Whether a store file matched its manifest's checksum, found once for every query.
+type CheckOnce = tokio::sync::OnceCell<std::result::Result<(), String>>;
+
 /// Runs its input once the file it reads is checked (once per table, for every later query).
 #[derive(Debug)]
 pub struct CheckedFirst {
     file: StoredFile,
-    checked: Arc<OnceLock<std::result::Result<(), String>>>,
+    checked: Arc<CheckOnce>,
     inner: Arc<dyn ExecutionPlan>,
 }
 
@@ -205,19 +209,17 @@ impl ExecutionPlan for CheckedFirst {
         let (file, checked, inner) = (self.file.clone(), self.checked.clone(), self.inner.clone());
         let schema = inner.schema();
         let run = async move {
-            let verdict = match checked.get() {
-                Some(v) => v.clone(),
-                None => {
-                    let path = file.clone();
-                    let check = move || crate::store::check_file(&path.path, path.crc32).map_err(|e| e.to_string());
-                    let v = match tokio::runtime::Handle::try_current() {
-                        Ok(handle) => handle.spawn_blocking(check).await.unwrap_or_else(|e| Err(e.to_string())),
-                        Err(_) => check(),
-                    };
-                    checked.get_or_init(|| v).clone()
-                }
-            };
-            verdict.map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
+            // The partitions of the first query wait for one check instead of each making its own.
+            let verdict = checked
+                .get_or_init(|| async move {
+                    let path = file.path.clone();
+                    let check = move || crate::store::check_file(&file.path, file.crc32).map_err(|e| e.to_string());
+                    off_the_workers(&format!("checking {}", path.display()), check)
+                        .await
+                        .unwrap_or_else(|e| Err(e.to_string()))
+                })
+                .await;
+            verdict.clone().map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
             inner.execute(partition, context)
         };
         let batches = futures::stream::once(run).try_flatten();
@@ -272,11 +274,7 @@ impl DisplayAs for BuildOnFirstScan {
                     "BuildOnFirstScan: table={}.{}, partitions={}",
                     self.trace.meta.name, self.table, self.partitions
                 )?;
-                if let Some(p) = &self.projection {
-                    let names: Vec<&str> = p.iter().map(|&i| self.full_schema.field(i).name().as_str()).collect();
-                    write!(f, ", projection=[{}]", names.join(", "))?;
-                }
-                Ok(())
+                f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
             DisplayFormatType::TreeRender => write!(f, "table={}", self.table),
         }
@@ -311,24 +309,14 @@ impl ExecutionPlan for BuildOnFirstScan {
         let (trace, table, partitions) = (self.trace.clone(), self.table, self.partitions);
         let projection = self.projection.clone();
         let run = async move {
-            let build = move || trace.table(table);
-            // Off the async workers when there are any; inline otherwise.
-            let batches = match tokio::runtime::Handle::try_current() {
-                Ok(handle) => handle.spawn_blocking(build).await.map_err(|e| {
-                    DataFusionError::Execution(format!("building table {table}: the work stopped: {e}"))
-                })?,
-                Err(_) => build(),
-            }
-            .map_err(|e| DataFusionError::External(Box::new(e)))?;
+            let built = off_the_workers(&format!("building table {table}"), move || trace.table(table)).await?;
+            let batches = built.map_err(|e| DataFusionError::External(Box::new(e)))?;
             let mine = partition(&batches, partitions).into_iter().nth(partition_index).unwrap_or_default();
-            let out: Vec<RecordBatch> = match &projection {
-                Some(p) => mine.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?,
-                None => mine,
-            };
-            Ok::<_, DataFusionError>(out)
+            match &projection {
+                Some(p) => Ok(mine.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?),
+                None => Ok(mine),
+            }
         };
-        let batches =
-            futures::stream::once(run).map_ok(|out| futures::stream::iter(out.into_iter().map(Ok))).try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), batches.boxed())))
+        Ok(batches_once(self.schema(), run))
     }
 }
