@@ -83,8 +83,8 @@ pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataF
         .map(|f| {
             vec![
                 f.name.to_string(),
-                f.kind.to_string(),
-                f.signature.to_string(),
+                f.kind().as_str().to_string(),
+                f.signature(),
                 f.description.to_string(),
                 "commdb".to_string(),
             ]

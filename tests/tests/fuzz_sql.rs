@@ -120,21 +120,23 @@ fn pick<'a>(items: &[&'a str], u: f64) -> &'a str {
 
 #[test]
 fn table_functions_survive_hostile_arguments() {
-    let functions: Vec<&commdb_udfs::FunctionDoc> = commdb_udfs::functions()
+    let functions: Vec<&commdb_udfs::Function> = commdb_udfs::functions()
         .iter()
-        .filter(|f| f.kind == "table" && !f.name.starts_with("read_") && f.name != "swf_header")
+        .copied()
+        .filter(|f| f.kind() == commdb_udfs::Kind::Table && !f.name.starts_with("read_") && f.name != "swf_header")
         .collect();
     let statements = (0..cases()).map(|k| {
         let r = |i: u64| uniform(0x5C1, 1, k, i);
         let f = functions[((r(0) * functions.len() as f64) as usize).min(functions.len() - 1)];
-        let n = (r(1) * (f.parameters.len() + 2) as f64) as usize;
+        let n = (r(1) * (f.params.len() + 2) as f64) as usize;
+        let names = f.names();
         let args: Vec<String> = (0..n)
             .map(|i| {
                 let value = pick(HOSTILE, r(10 + i as u64));
                 // Half the arguments by name: a declared one, or one that does not exist.
                 match (r(30 + i as u64) * 4.0) as u32 {
                     0 | 1 => value.to_string(),
-                    2 => format!("{} => {value}", pick(f.parameters, r(50 + i as u64)).trim_start_matches('[')),
+                    2 => format!("{} => {value}", pick(&names, r(50 + i as u64))),
                     _ => format!("no_such_argument => {value}"),
                 }
             })
@@ -184,8 +186,11 @@ fn damaged_statements_survive() {
 
 #[test]
 fn scalar_functions_survive_hostile_arguments() {
-    let mut functions: Vec<(&str, usize)> =
-        commdb_udfs::functions().iter().filter(|f| f.kind != "table").map(|f| (f.name, f.parameters.len())).collect();
+    let mut functions: Vec<(&str, usize)> = commdb_udfs::functions()
+        .iter()
+        .filter(|f| f.kind() != commdb_udfs::Kind::Table)
+        .map(|f| (f.name, f.params.len()))
+        .collect();
     functions.extend([("lpad", 3), ("rpad", 3), ("repeat", 2), ("array_repeat", 2), ("array_resize", 3), ("range", 3)]);
     let columns = ["rank", "ts", "bytes", "NULL", "region"];
     let statements = (0..cases()).map(|k| {

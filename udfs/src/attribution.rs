@@ -55,20 +55,76 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived, FastMap, int64_column};
-use crate::latency::{Baseline, INTER, INTRA, MessageIndices, with_baseline};
+use crate::declare::{
+    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
+    param, text,
+};
+use crate::latency::{Baseline, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
 
-pub const ATTRIBUTION_ARGS: &[&str] = &[
-    "window_ns",
-    "rel",
-    "max_inter_share",
-    "max_load_ratio",
-    "max_fluctuation",
-    "slow_level",
-    "bucket_bytes",
-    "max_samples",
-    "min_messages",
-    "criteria",
-];
+pub const ATTRIBUTION: Function = Function {
+    name: "attribution",
+    params: &[
+        param(
+            "window_ns",
+            Type::Duration { min: 1 },
+            ParamDefault::Chosen("about 50 windows over the run"),
+            "width of the time windows (aligned to its multiples)",
+        ),
+        MESSAGES,
+        param(
+            "max_inter_share",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(0.75),
+            "mapping: inter-node share of the window's messages at least this",
+        ),
+        param(
+            "max_load_ratio",
+            Type::Number { min: 1.0 },
+            ParamDefault::Number(1.5),
+            "pattern: the busiest rank's messages at least this x the median rank's",
+        ),
+        param(
+            "max_fluctuation",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(0.5),
+            "background_traffic: mean (L - 1) of the inter-node messages at least this",
+        ),
+        param(
+            "slow_level",
+            Type::Number { min: 1.0 },
+            ParamDefault::Number(2.0),
+            "a message is slow when L is at least this",
+        ),
+        BUCKET_BYTES,
+        MAX_SAMPLES,
+        MIN_MESSAGES,
+        CRITERIA,
+    ],
+    output: Output::Columns(&[
+        col("window_start", int64, "start of the window"),
+        col("window_end", int64, "end of the window"),
+        col("messages", int64, "messages of the window (by send time)"),
+        col("delayed_share", float64, "share of them with L > 1"),
+        col("slow_share", float64, "share of them with L >= slow_level"),
+        col("inter_node", int64, "messages between nodes"),
+        col("intra_node", int64, "messages within a node"),
+        col("inter_share", float64, "inter_node / messages of known locality"),
+        col(
+            "avoidable_share",
+            float64,
+            "share of the inter-node messages remap_suggestion's placement keeps on a node",
+        ),
+        col("offnode_cost", float64, "inter-node transmission times over the intra-node criterion of their size"),
+        col("load_balance_mean", float64, "mean LB of the window's ranks (equations 9-10)"),
+        col("load_balance_max", float64, "largest LB of the window's ranks"),
+        col("load_ratio", float64, "the busiest rank's messages / the median rank's"),
+        col("traffic_fluctuation", float64, "mean (L - 1) of the inter-node messages"),
+        col("cause", text, "mapping, pattern, background_traffic (comma-separated when several) or none"),
+        col("recommendation", text, "the paper's action for each cause (O1, O2, O3)"),
+    ]),
+    description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) by rules that do not depend on the number of ranks, and the paper's recommended action (PCLVis 6)",
+    make: Make::Table(|| Arc::new(Attribution)),
+};
 /// Most windows x ranks one call may hold.
 const MAX_CELLS: u128 = 100_000_000;
 /// Share of the off-node messages a fitted placement must keep on nodes for 'mapping'.
@@ -356,18 +412,17 @@ pub struct Attribution;
 
 impl TableFunctionImpl for Attribution {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let exprs = crate::common::number_first(args.exprs());
-        let a = Args::new("attribution", ATTRIBUTION_ARGS, &exprs)?;
-        let window_ns = a.opt_ns(0, 1)?.unwrap_or(0);
-        let rel = a.relation(args.session(), 1, "messages")?;
+        let a = Args::new(&ATTRIBUTION, args.exprs())?;
+        let window_ns = a.opt_ns("window_ns")?.unwrap_or(0);
+        let rel = a.relation(args.session(), "rel")?;
         let rules = Rules {
             window_ns,
-            max_inter_share: a.float(2, 0.75, 0.0)?,
-            max_load_ratio: a.float(3, 1.5, 1.0)?,
-            max_fluctuation: a.float(4, 0.5, 0.0)?,
-            slow_level: a.float(5, 2.0, 1.0)?,
+            max_inter_share: a.float("max_inter_share")?,
+            max_load_ratio: a.float("max_load_ratio")?,
+            max_fluctuation: a.float("max_fluctuation")?,
+            slow_level: a.float("slow_level")?,
         };
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 6)?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
         let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts", "bytes"])?;
         let schema = rel.schema();
         let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {

@@ -18,9 +18,41 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit};
 
 use crate::common::{Args, Compute, Derived, Relation, int64_column, resolve};
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col as out_col, float64, int32, int64, param, text};
 
-pub const MODEL_ARGS: &[&str] = &["rel"];
-pub const VIOLATION_ARGS: &[&str] = &["rel"];
+pub const CLOCK_MODEL: Function = Function {
+    name: "clock_model",
+    params: &[param("rel", Type::Relation, ParamDefault::Text("clock_sync"), "the clock sync samples to fit")],
+    output: Output::Columns(&[
+        out_col("rank", int32, ""),
+        out_col("segment", int32, "0-based segment of the rank's model (piecewise models have several)"),
+        out_col("local_from", int64, "first local time the segment covers (NULL: from the start)"),
+        out_col("local_to", int64, "last local time the segment covers (NULL: to the end)"),
+        out_col("slope", float64, "master time per local time"),
+        out_col("offset_ns", float64, "master ~ slope * local + offset_ns"),
+        out_col("method", text, "how the model was fitted: none (the master), offset, linear or spline"),
+        out_col("samples_used", int64, "sync samples the fit used"),
+        out_col("samples_dropped", int64, "sync samples dropped for their long round trip (a tenth of each session)"),
+        out_col("rms_residual_ns", float64, "root mean square of the used samples' residuals"),
+    ]),
+    description: "per rank and segment, the clock model fitted from the sync samples: master ~ slope * local + offset_ns (Intel Trace Collector clock sync)",
+    make: Make::Table(|| Arc::new(ClockModel)),
+};
+
+pub const CLOCK_VIOLATIONS: Function = Function {
+    name: "clock_violations",
+    params: &[param("rel", Type::Relation, ParamDefault::Text("messages"), "the matched messages to check")],
+    output: Output::Columns(&[
+        out_col("msg_id", int64, ""),
+        out_col("src", int64, ""),
+        out_col("dst", int64, ""),
+        out_col("send_ts", int64, ""),
+        out_col("recv_ts", int64, ""),
+        out_col("violation_ns", int64, "how much earlier the receive is than the send"),
+    ]),
+    description: "matched messages received before they were sent, by how much (ns)",
+    make: Make::Table(|| Arc::new(ClockViolations)),
+};
 
 fn schema(fields: Vec<Field>) -> SchemaRef {
     Arc::new(Schema::new(fields))
@@ -35,8 +67,8 @@ pub struct ClockModel;
 
 impl TableFunctionImpl for ClockModel {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("clock_model", MODEL_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "clock_sync")?;
+        let a = Args::new(&CLOCK_MODEL, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         relation.columns("clock_model", &SYNC_COLUMNS)?;
         let input = with_ranks_of_trace(args.session(), relation)?;
         let idx = input.columns("clock_model", &SYNC_COLUMNS)?;
@@ -165,8 +197,8 @@ pub struct ClockViolations;
 
 impl TableFunctionImpl for ClockViolations {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("clock_violations", VIOLATION_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&CLOCK_VIOLATIONS, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
         let out = schema(vec![
             Field::new("msg_id", DataType::Int64, false),

@@ -13,12 +13,13 @@ use arrow::compute::{cast, concat};
 use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::{ScalarValue, TableReference, plan_err};
+use datafusion::common::{ScalarValue, TableReference, internal_err, plan_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
+use crate::declare::{Function, Param, ParamDefault, Type};
 use crate::plan::AnalysisExec;
 
 /// The computation of a derived table: input batches (the projected input columns) in,
@@ -241,35 +242,6 @@ fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
-/// Arguments of a function whose parameters are (number, rel, ...) that also accepts the
-/// relation first, `f('messages', 1000000)`, as `f(1000000, 'messages')`: when the first
-/// argument is a string literal and the second is not, the two trade places.
-pub fn number_first(exprs: &[Expr]) -> Vec<Expr> {
-    let is_text = |e: Option<&Expr>| {
-        matches!(
-            e,
-            Some(Expr::Literal(
-                ScalarValue::Utf8(Some(_)) | ScalarValue::Utf8View(Some(_)) | ScalarValue::LargeUtf8(Some(_)),
-                _
-            ))
-        )
-    };
-    let mut out = exprs.to_vec();
-    let is_duration = matches!(
-        out.first(),
-        Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s)), _))
-            if duration_ns(s).is_some()
-    );
-    if is_text(out.first()) && !is_text(out.get(1)) && !is_duration {
-        if out.len() == 1 {
-            out.insert(0, Expr::Literal(ScalarValue::Null, None));
-        } else {
-            out.swap(0, 1);
-        }
-    }
-    out
-}
-
 /// A duration literal in nanoseconds: a number with a unit, `'2ms'`, `'1.5 s'`, `'250us'`,
 /// `'40ns'` (units ns, us, ms, s, min). None when the text is not one.
 pub fn duration_ns(text: &str) -> Option<i64> {
@@ -289,149 +261,280 @@ pub fn duration_ns(text: &str) -> Option<i64> {
     (ns.is_finite() && (-9.0e18..=9.0e18).contains(&ns)).then_some(ns as i64)
 }
 
-/// Positional arguments of a table function; NULL or absent means default.
+/// The arguments of a call, read by their declared names: each given literal has been
+/// checked against its parameter's declared type when the call was planned, and an omitted
+/// (or NULL) one is its declared default.
 #[derive(Debug)]
 pub struct Args<'a> {
     pub function: &'static str,
-    pub names: &'static [&'static str],
-    pub exprs: &'a [Expr],
+    declaration: &'static Function,
+    exprs: &'a [Expr],
 }
 
 impl<'a> Args<'a> {
-    pub fn new(function: &'static str, names: &'static [&'static str], exprs: &'a [Expr]) -> Result<Self> {
-        if exprs.len() > names.len() {
+    /// The arguments of `declaration` in `exprs` (named ones already in their places),
+    /// each checked against its declared type.
+    pub fn new(declaration: &'static Function, exprs: &'a [Expr]) -> Result<Self> {
+        let function = declaration.name;
+        let params = declaration.params;
+        if exprs.len() > params.len() {
+            let names: Vec<&str> = params.iter().map(|p| p.name).collect();
             return plan_err!(
                 "{function}: takes at most {} arguments ({}), got {}",
-                names.len(),
+                params.len(),
                 names.join(", "),
                 exprs.len()
             );
         }
-        Ok(Args { function, names, exprs })
+        let args = Args { function, declaration, exprs };
+        for (i, p) in params.iter().enumerate() {
+            match args.literal_at(i)? {
+                Some(v) => check(function, p, &v).map_err(|e| with_hint(e, declaration, p, &v))?,
+                None if p.default == ParamDefault::Required => {
+                    return plan_err!("{function}: argument {} is required ({})", p.name, p.meaning);
+                }
+                None => {}
+            }
+        }
+        Ok(args)
     }
 
-    fn literal(&self, i: usize) -> Result<Option<ScalarValue>> {
+    fn literal_at(&self, i: usize) -> Result<Option<ScalarValue>> {
         match self.exprs.get(i) {
             None => Ok(None),
             Some(Expr::Literal(v, _)) if v.is_null() => Ok(None),
             Some(Expr::Literal(v, _)) => Ok(Some(v.clone())),
-            Some(other) => plan_err!("{}: argument {} must be a literal, got {other}", self.function, self.names[i]),
+            Some(other) => {
+                plan_err!(
+                    "{}: argument {} must be a literal, got {other}",
+                    self.function,
+                    self.declaration.params[i].name
+                )
+            }
         }
     }
 
-    /// The relation argument (position `i`), default `default`.
-    pub fn relation(&self, session: &dyn Session, i: usize, default: &str) -> Result<Relation> {
-        let name = match self.literal(i)? {
-            None => default.to_string(),
-            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => s,
-            Some(other) => {
+    /// The declared parameter `name` and the literal given for it (None: omitted or NULL).
+    fn get(&self, name: &str) -> Result<(&'static Param, Option<ScalarValue>)> {
+        match self.declaration.param(name) {
+            Some((i, p)) => Ok((p, self.literal_at(i)?)),
+            None => internal_err!("{}: no parameter named {name} is declared", self.function),
+        }
+    }
+
+    /// Whether the function declares a parameter `name`.
+    pub fn declares(&self, name: &str) -> bool {
+        self.declaration.param(name).is_some()
+    }
+
+    /// Whether argument `name` was given (and is not NULL).
+    pub fn given(&self, name: &str) -> bool {
+        matches!(self.get(name), Ok((_, Some(_))))
+    }
+
+    /// The relation named by argument `name`, or its declared default.
+    pub fn relation(&self, session: &dyn Session, name: &str) -> Result<Relation> {
+        match self.opt_relation(session, name)? {
+            Some(r) => Ok(r),
+            None => match self.get(name)?.0.default {
+                ParamDefault::Text(table) => resolve(session, self.function, table),
+                _ => internal_err!("{}: {name} has no default relation", self.function),
+            },
+        }
+    }
+
+    /// The relation named by argument `name`: None when omitted or NULL.
+    pub fn opt_relation(&self, session: &dyn Session, name: &str) -> Result<Option<Relation>> {
+        match self.get(name)?.1 {
+            None => Ok(None),
+            Some(v) => resolve(session, self.function, &text_of(&v).unwrap_or_default()).map(Some),
+        }
+    }
+
+    /// Text argument `name` (a choice comes back as the declared word), or its default.
+    pub fn text(&self, name: &str) -> Result<String> {
+        match (self.opt_text(name)?, self.get(name)?.0.default) {
+            (Some(t), _) => Ok(t),
+            (None, ParamDefault::Text(t)) => Ok(t.to_string()),
+            _ => internal_err!("{}: {name} has no default text", self.function),
+        }
+    }
+
+    /// Text argument `name`: None when omitted or NULL.
+    pub fn opt_text(&self, name: &str) -> Result<Option<String>> {
+        let (p, v) = self.get(name)?;
+        let Some(t) = v.as_ref().and_then(text_of) else { return Ok(None) };
+        Ok(Some(match p.ty {
+            Type::Choice(words) => words.iter().find(|w| w.eq_ignore_ascii_case(&t)).map_or(t, |w| w.to_string()),
+            _ => t,
+        }))
+    }
+
+    /// Time argument `name` in nanoseconds (an integer or a duration such as '2ms'): None
+    /// when omitted or NULL.
+    pub fn opt_ns(&self, name: &str) -> Result<Option<i64>> {
+        let (_, v) = self.get(name)?;
+        Ok(v.map(|v| match text_of(&v) {
+            Some(t) => duration_ns(&t).unwrap_or_default(),
+            None => whole(&v).unwrap_or_default(),
+        }))
+    }
+
+    /// Integer argument `name`, or its declared default.
+    pub fn int(&self, name: &str) -> Result<i64> {
+        match (self.opt_int(name)?, self.get(name)?.0.default) {
+            (Some(v), _) => Ok(v),
+            (None, ParamDefault::Integer(d)) => Ok(d),
+            _ => internal_err!("{}: {name} has no default integer", self.function),
+        }
+    }
+
+    /// Integer argument `name`: None when omitted or NULL.
+    pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
+        Ok(self.get(name)?.1.as_ref().and_then(whole))
+    }
+
+    /// Number argument `name`, or its declared default.
+    pub fn float(&self, name: &str) -> Result<f64> {
+        let (p, v) = self.get(name)?;
+        match (v.as_ref().and_then(number), p.default) {
+            (Some(x), _) => Ok(x),
+            (None, ParamDefault::Number(d)) => Ok(d),
+            _ => internal_err!("{}: {name} has no default number", self.function),
+        }
+    }
+}
+
+/// A text given where a number is declared, in a function that reads a relation, is most
+/// likely the relation written first: say how to name it.
+fn with_hint(e: DataFusionError, declaration: &Function, p: &Param, v: &ScalarValue) -> DataFusionError {
+    let number = matches!(p.ty, Type::Integer { .. } | Type::Number { .. } | Type::Duration { .. });
+    match (number, text_of(v), declaration.param("rel")) {
+        (true, Some(t), Some((_, rel))) if rel.name != p.name && duration_ns(&t).is_none() => {
+            DataFusionError::Plan(format!("{}; to name the relation, write rel => '{t}'", own_message(&e)))
+        }
+        _ => e,
+    }
+}
+
+/// The message of a planning error without DataFusion's prefix.
+fn own_message(e: &DataFusionError) -> String {
+    match e {
+        DataFusionError::Plan(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Check a literal against its parameter's declared type, with an error naming the function,
+/// the parameter and what it takes.
+fn check(function: &str, p: &Param, v: &ScalarValue) -> Result<()> {
+    let name = p.name;
+    match p.ty {
+        Type::Relation => {
+            if text_of(v).is_none() {
                 return plan_err!(
-                    "{}: {} must be the name of a table or view as a string, e.g. '{default}', got {other}",
-                    self.function,
-                    self.names[i]
+                    "{function}: {name} must be the name of a table or view as a string, e.g. '{}', got {v}",
+                    match p.default {
+                        ParamDefault::Text(t) => t,
+                        _ => "messages",
+                    }
                 );
             }
-        };
-        resolve(session, self.function, &name)
-    }
-
-    /// An optional relation argument (position `i`): None when omitted or NULL.
-    pub fn opt_relation(&self, session: &dyn Session, i: usize) -> Result<Option<Relation>> {
-        match self.literal(i)? {
-            None => Ok(None),
-            Some(_) => self.relation(session, i, "").map(Some),
         }
-    }
-
-    /// Whether argument `i` was given (and is not NULL).
-    pub fn literal_given(&self, i: usize) -> bool {
-        matches!(self.exprs.get(i), Some(Expr::Literal(v, _)) if !v.is_null())
-    }
-
-    /// An optional text argument (position `i`): None when omitted or NULL.
-    pub fn opt_text(&self, i: usize) -> Result<Option<String>> {
-        match self.literal(i)? {
-            None => Ok(None),
-            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s))) => {
-                Ok(Some(s))
+        Type::Text => {
+            if text_of(v).is_none() {
+                return plan_err!("{function}: {name} must be text, got {v}");
             }
-            Some(other) => plan_err!("{}: {} must be text, got {other}", self.function, self.names[i]),
         }
-    }
-
-    /// An optional time in nanoseconds (None when omitted or NULL), at least `min`: an integer
-    /// or a duration literal such as `'2ms'`.
-    pub fn opt_ns(&self, i: usize, min: i64) -> Result<Option<i64>> {
-        let v = match self.literal(i)? {
-            None => return Ok(None),
-            Some(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)) | ScalarValue::LargeUtf8(Some(s))) => {
-                match duration_ns(&s) {
-                    Some(v) => v,
+        Type::Choice(words) => {
+            let ok = text_of(v).is_some_and(|t| words.iter().any(|w| w.eq_ignore_ascii_case(&t)));
+            if !ok {
+                let shown = match text_of(v) {
+                    Some(t) => format!("'{t}'"),
+                    None => v.to_string(),
+                };
+                return plan_err!("{function}: {name} must be {}, got {shown}", one_of(words));
+            }
+        }
+        Type::Integer { min } => {
+            // Only whole numbers: 1.5 is not silently 1, true is not 1, '7' is not 7.
+            let Some(x) = whole(v) else {
+                return plan_err!("{function}: {name} must be an integer, got {v} ({})", v.data_type());
+            };
+            if x < min {
+                return plan_err!("{function}: {name} must be at least {min}, got {x}");
+            }
+        }
+        Type::Number { min } => {
+            let Some(x) = number(v) else {
+                return plan_err!("{function}: {name} must be a number, got {v} ({})", v.data_type());
+            };
+            if !x.is_finite() || x < min {
+                return plan_err!("{function}: {name} must be a number of at least {min}, got {x}");
+            }
+        }
+        Type::Duration { min } => {
+            let x = match text_of(v) {
+                Some(t) => match duration_ns(&t) {
+                    Some(x) => x,
                     None => {
                         return plan_err!(
-                            "{}: {} must be nanoseconds or a duration such as '2ms' (units ns, us, ms, s, min), got '{s}'",
-                            self.function,
-                            self.names[i]
+                            "{function}: {name} must be nanoseconds or a duration such as '2ms' (units ns, us, ms, s, min), got '{t}'"
                         );
                     }
-                }
+                },
+                None => match whole(v) {
+                    Some(x) => x,
+                    None => return plan_err!("{function}: {name} must be an integer, got {v} ({})", v.data_type()),
+                },
+            };
+            if x < min {
+                return plan_err!("{function}: {name} must be at least {min}, got {x}");
             }
-            Some(_) => self.int(i, 0, i64::MIN)?,
-        };
-        if v < min {
-            return plan_err!("{}: {} must be at least {min}, got {v}", self.function, self.names[i]);
         }
-        Ok(Some(v))
+        Type::Value(_) => {}
     }
+    Ok(())
+}
 
-    /// An optional integer argument (None when omitted or NULL), at least `min`.
-    pub fn opt_int(&self, i: usize, min: i64) -> Result<Option<i64>> {
-        match self.literal(i)? {
-            None => Ok(None),
-            Some(_) => self.int(i, 0, min).map(Some),
-        }
+/// Words as a choice reads: `'a' or 'b'`, `'a', 'b' or 'c'`.
+pub fn one_of(words: &[&str]) -> String {
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    match quoted.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => quoted.concat(),
     }
+}
 
-    /// An integer argument with a default, at least `min`.
-    pub fn int(&self, i: usize, default: i64, min: i64) -> Result<i64> {
-        let v = match self.literal(i)? {
-            None => default,
-            // Only whole numbers: 1.5 is not silently 1, true is not 1, '7' is not 7.
-            Some(s) if !s.data_type().is_integer() && !is_whole_float(&s) => {
-                return plan_err!(
-                    "{}: {} must be an integer, got {s} ({})",
-                    self.function,
-                    self.names[i],
-                    s.data_type()
-                );
-            }
-            Some(s) => match s.cast_to(&DataType::Int64) {
-                Ok(ScalarValue::Int64(Some(v))) => v,
-                _ => return plan_err!("{}: {} must be an integer, got {s}", self.function, self.names[i]),
-            },
-        };
-        if v < min {
-            return plan_err!("{}: {} must be at least {min}, got {v}", self.function, self.names[i]);
+/// The text of a string literal.
+fn text_of(v: &ScalarValue) -> Option<String> {
+    match v {
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+            Some(s.clone())
         }
-        Ok(v)
+        _ => None,
     }
+}
 
-    /// A number argument with a default, finite and at least `min`.
-    pub fn float(&self, i: usize, default: f64, min: f64) -> Result<f64> {
-        let v = match self.literal(i)? {
-            None => default,
-            Some(s) if !s.data_type().is_numeric() => {
-                return plan_err!("{}: {} must be a number, got {s} ({})", self.function, self.names[i], s.data_type());
-            }
-            Some(s) => match s.cast_to(&DataType::Float64) {
-                Ok(ScalarValue::Float64(Some(v))) => v,
-                _ => return plan_err!("{}: {} must be a number, got {s}", self.function, self.names[i]),
-            },
-        };
-        if !v.is_finite() || v < min {
-            return plan_err!("{}: {} must be a number of at least {min}, got {v}", self.function, self.names[i]);
-        }
-        Ok(v)
+/// An integer literal, or a floating-point one holding a whole number (`1e6`, `2.0`).
+fn whole(v: &ScalarValue) -> Option<i64> {
+    if !v.data_type().is_integer() && !is_whole_float(v) {
+        return None;
+    }
+    match v.cast_to(&DataType::Int64) {
+        Ok(ScalarValue::Int64(Some(x))) => Some(x),
+        _ => None,
+    }
+}
+
+/// A numeric literal as f64.
+fn number(v: &ScalarValue) -> Option<f64> {
+    if !v.data_type().is_numeric() {
+        return None;
+    }
+    match v.cast_to(&DataType::Float64) {
+        Ok(ScalarValue::Float64(Some(x))) => Some(x),
+        _ => None,
     }
 }
 

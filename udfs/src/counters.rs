@@ -29,8 +29,32 @@ use datafusion::error::Result;
 use crate::common::{
     Args, ComputeMany, Derived, Projected, column, int64_column, text_column, trace_schema, trace_table,
 };
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
 
-pub const CALL_METRICS_ARGS: &[&str] = &["rel", "metrics", "mode"];
+pub const CALL_METRICS: Function = Function {
+    name: "call_metrics",
+    params: &[
+        param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to measure"),
+        param("metrics", Type::Relation, ParamDefault::Text("metrics"), "the metric samples (hardware counters)"),
+        param(
+            "mode",
+            Type::Choice(&["accumulated_start", "relative_last", "relative_next"]),
+            ParamDefault::Chosen("each metric's mode in metric_definitions"),
+            "how every metric's values become counts, for metrics that come from no trace",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("call_id", int64, ""),
+        col("rank", int64, ""),
+        col("thread", int64, ""),
+        col("region", text, ""),
+        col("metric", text, "the metric's name"),
+        col("inclusive", float64, "what it counted between the call's enter and leave"),
+        col("exclusive", float64, "the same without the calls of rel directly nested in it"),
+    ]),
+    description: "per call and recorded metric (hardware counters), what it counted between enter and leave (inclusive) and without the calls nested in it (exclusive), read by the metric's mode in metric_definitions (or mode => 'accumulated_start' | 'relative_last' | 'relative_next')",
+    make: Make::Table(|| Arc::new(CallMetrics)),
+};
 
 /// How a metric's samples become a running count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +80,12 @@ fn running(mode: Option<&str>) -> std::result::Result<Running, String> {
 }
 
 /// The modes `mode =>` accepts.
-const MODES: &str = "'accumulated_start', 'relative_last' or 'relative_next'";
+fn accepted_modes() -> String {
+    match CALL_METRICS.params[2].ty {
+        Type::Choice(words) => crate::common::one_of(words),
+        _ => String::new(),
+    }
+}
 
 /// `call_metrics([rel => 'calls'], metrics => 'metrics', mode => NULL)`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
@@ -64,16 +93,11 @@ pub struct CallMetrics;
 
 impl TableFunctionImpl for CallMetrics {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("call_metrics", CALL_METRICS_ARGS, args.exprs())?;
+        let a = Args::new(&CALL_METRICS, args.exprs())?;
         let session = args.session();
-        let calls = a.relation(session, 0, "calls")?;
-        let metrics = a.relation(session, 1, "metrics")?;
-        let mode = a.opt_text(2)?;
-        if let Some(m) = &mode
-            && running(Some(m)).is_err()
-        {
-            return plan_err!("call_metrics: mode must be {MODES}, got '{m}'");
-        }
+        let calls = a.relation(session, "rel")?;
+        let metrics = a.relation(session, "metrics")?;
+        let mode = a.opt_text("mode")?;
         let call_idx =
             calls.columns(a.function, &["call_id", "parent_id", "rank", "thread", "region", "start_ts", "end_ts"])?;
         let metric_idx = metrics.columns(a.function, &["rank", "thread", "ts", "metric", "value"])?;
@@ -81,8 +105,9 @@ impl TableFunctionImpl for CallMetrics {
         if mode.is_none() {
             let Some(schema) = trace_schema(session, &metrics) else {
                 return plan_err!(
-                    "call_metrics: '{}' is not a trace's metrics table, so how its values relate to time is unknown; give mode => {MODES}",
-                    metrics.reference
+                    "call_metrics: '{}' is not a trace's metrics table, so how its values relate to time is unknown; give mode => {}",
+                    metrics.reference,
+                    accepted_modes()
                 );
             };
             let definitions = trace_table(session, a.function, &schema, "metric_definitions")?;
@@ -114,8 +139,9 @@ impl TableFunctionImpl for CallMetrics {
             let (batch, skipped) = per_call(&inputs[0], &inputs[1], mode.as_deref(), &modes, &schema)?;
             if let (Some(n), false) = (&notices, skipped.is_empty()) {
                 n.push(format!(
-                    "call_metrics: no value per call for {}; give mode => {MODES} if the trace's mode is wrong or missing",
-                    skipped.join(", ")
+                    "call_metrics: no value per call for {}; give mode => {} if the trace's mode is wrong or missing",
+                    skipped.join(", "),
+                    accepted_modes()
                 ));
             }
             Ok(vec![batch])

@@ -34,10 +34,47 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived, Projected};
+use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 use crate::profile::{streams, sweep};
 use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
 
-pub const CRITICAL_PATH_ARGS: &[&str] = &["rel", "messages", "collectives"];
+/// The parameters of the critical path and of the delay costs.
+pub const RUN_PARAMS: &[Param] = &[
+    param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls of the run"),
+    param("messages", Type::Relation, ParamDefault::Text("messages"), "the matched messages between the calls"),
+    param("collectives", Type::Relation, ParamDefault::Text("collectives"), "the collective operations of the calls"),
+];
+
+pub const CRITICAL_PATH: Function = Function {
+    name: "critical_path",
+    params: RUN_PARAMS,
+    output: Output::Columns(&[
+        col("seq", int64, "position on the path, from 0 at the run's start"),
+        col("rank", int64, "the rank the path is on"),
+        col("region", text, "the region it is in"),
+        col("start_ts", int64, "start of the stretch"),
+        col("end_ts", int64, "end of the stretch"),
+        col("kind", text, "compute, mpi or transfer (a receive after its late sender started)"),
+        col("duration", int64, "end_ts - start_ts"),
+    ]),
+    description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end: a call that waited continues on the rank it waited for; kind compute, mpi or transfer (a receive after its late sender started)",
+    make: Make::Table(|| Arc::new(CriticalPath)),
+};
+
+pub const CRITICAL_PATH_PROFILE: Function = Function {
+    name: "critical_path_profile",
+    params: RUN_PARAMS,
+    output: Output::Columns(&[
+        col("region", text, ""),
+        col("rank", int64, "the rank (NULL: the region over all ranks)"),
+        col("path_ns", int64, "time of the region on the critical path"),
+        col("path_share", float64, "path_ns over the run's length"),
+        col("mean_ns", float64, "the region's mean exclusive time per rank (rank NULL rows)"),
+        col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
+    ]),
+    description: "per region and rank (rank NULL: the region over all ranks) the time on the critical path and its share of the run; per region its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
+    make: Make::Table(|| Arc::new(CriticalPathProfile)),
+};
 
 /// One stretch of a rank's time with one innermost region.
 #[derive(Debug, Clone, Copy)]
@@ -190,11 +227,12 @@ fn walk(
 }
 
 /// The inputs both functions read, and the critical path computed from them.
-fn inputs(function: &'static str, args: &TableFunctionArgs) -> Result<Vec<Projected>> {
-    let a = Args::new(function, CRITICAL_PATH_ARGS, args.exprs())?;
-    let calls = a.relation(args.session(), 0, "calls")?;
-    let messages = a.relation(args.session(), 1, "messages")?;
-    let collectives = a.relation(args.session(), 2, "collectives")?;
+fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Vec<Projected>> {
+    let function = declaration.name;
+    let a = Args::new(declaration, args.exprs())?;
+    let calls = a.relation(args.session(), "rel")?;
+    let messages = a.relation(args.session(), "messages")?;
+    let collectives = a.relation(args.session(), "collectives")?;
     let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let oi = collectives.columns(function, &COLLECTIVE_COLUMNS)?;
@@ -218,7 +256,7 @@ pub struct CriticalPath;
 
 impl TableFunctionImpl for CriticalPath {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let inputs = inputs("critical_path", &args)?;
+        let inputs = inputs(&CRITICAL_PATH, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("seq", DataType::Int64, false),
             Field::new("rank", DataType::Int64, false),
@@ -255,7 +293,7 @@ pub struct CriticalPathProfile;
 
 impl TableFunctionImpl for CriticalPathProfile {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let inputs = inputs("critical_path_profile", &args)?;
+        let inputs = inputs(&CRITICAL_PATH_PROFILE, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("region", DataType::Utf8, false),
             Field::new("rank", DataType::Int64, true),

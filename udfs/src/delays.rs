@@ -27,7 +27,22 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived, int64_column};
-use crate::critical::{CRITICAL_PATH_ARGS, Ranks, stretches};
+use crate::critical::{RUN_PARAMS, Ranks, stretches};
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+
+pub const DELAY_COSTS: Function = Function {
+    name: "delay_costs",
+    params: RUN_PARAMS,
+    output: Output::Columns(&[
+        col("rank", int64, "the rank whose extra work caused waiting (NULL: waiting nothing explains)"),
+        col("region", text, "the region of that work (NULL with rank NULL)"),
+        col("cost_ns", float64, "waiting it caused: direct_ns + propagated_ns"),
+        col("direct_ns", float64, "waits it caused directly"),
+        col("propagated_ns", float64, "waits it caused through chains of waits"),
+    ]),
+    description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
+    make: Make::Table(|| Arc::new(DelayCosts)),
+};
 use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
@@ -255,10 +270,10 @@ pub struct DelayCosts;
 
 impl TableFunctionImpl for DelayCosts {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("delay_costs", CRITICAL_PATH_ARGS, args.exprs())?;
-        let calls = a.relation(args.session(), 0, "calls")?;
-        let messages = a.relation(args.session(), 1, "messages")?;
-        let collectives = a.relation(args.session(), 2, "collectives")?;
+        let a = Args::new(&DELAY_COSTS, args.exprs())?;
+        let calls = a.relation(args.session(), "rel")?;
+        let messages = a.relation(args.session(), "messages")?;
+        let collectives = a.relation(args.session(), "collectives")?;
         let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
         let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
         let mut with_end: Vec<&str> = COLLECTIVE_COLUMNS.to_vec();

@@ -28,8 +28,50 @@ use datafusion::error::Result;
 use datafusion::execution::session_state::SessionState;
 
 use crate::common::Args;
+use crate::declare::{
+    Function, Make, Output, ParamDefault, Type, boolean, col, float64, int32, int64, param, text, text_view,
+};
+use crate::latency::MESSAGES;
 
-pub const DIAGNOSIS_ARGS: &[&str] = &["rel", "by", "collectives", "max_inter_share"];
+pub const RANK_DIAGNOSIS: Function = Function {
+    name: "rank_diagnosis",
+    params: &[
+        MESSAGES,
+        param(
+            "by",
+            Type::Choice(&["rank", "node"]),
+            ParamDefault::Text("rank"),
+            "one row per rank, or per node (node, ranks, then the same sums and shares, and cause)",
+        ),
+        param(
+            "collectives",
+            Type::Relation,
+            ParamDefault::Text("collectives"),
+            "the collective operations, for waiting",
+        ),
+        param(
+            "max_inter_share",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(0.75),
+            "mapping: a rank whose inter-node share is above this (a share from 0 to 1) and that remapping moves",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("rank", int32, ""),
+        col("node", text_view, ""),
+        col("sent", int64, "messages it sent"),
+        col("received", int64, "messages it received"),
+        col("mean_latency", float64, "mean latency L of its messages"),
+        col("delayed_share", float64, "share of its messages with L > 1"),
+        col("inter_share", float64, "share of its messages between nodes"),
+        col("waits_suffered_ns", int64, "time it waited (wait_states)"),
+        col("waits_caused_ns", int64, "time others waited for it"),
+        col("moved_by_remap", boolean, "remap_suggestion places it on another node"),
+        col("cause", text, "late, mapping, waits_for_others or none"),
+    ]),
+    description: "which ranks (or nodes, by => 'node') communicate slowly and why: latency and inter-node share of their messages, waiting suffered and caused, and the cause that fits (late, mapping, waits_for_others, none)",
+    make: Make::Table(|| Arc::new(RankDiagnosis)),
+};
 
 /// `rank_diagnosis([rel => 'messages'], by => 'rank', collectives => 'collectives',
 /// max_inter_share => 0.75)`.
@@ -95,18 +137,14 @@ FROM diagnosed GROUP BY node ORDER BY node"
 
 impl TableFunctionImpl for RankDiagnosis {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("rank_diagnosis", DIAGNOSIS_ARGS, args.exprs())?;
+        let a = Args::new(&RANK_DIAGNOSIS, args.exprs())?;
         let session = args.session();
         // The relations are resolved here, so that a wrong name fails with this function's.
-        let messages = a.relation(session, 0, "messages")?;
+        let messages = a.relation(session, "rel")?;
         messages.columns(a.function, &["src", "dst", "src_node", "dst_node", "intra_node"])?;
-        let by_node = match a.opt_text(1)?.as_deref() {
-            None | Some("rank") => false,
-            Some("node") => true,
-            Some(other) => return plan_err!("rank_diagnosis: by must be 'rank' or 'node', got '{other}'"),
-        };
-        let collectives = a.relation(session, 2, "collectives")?;
-        let max_inter = a.float(3, 0.75, 0.0)?;
+        let by_node = a.text("by")? == "node";
+        let collectives = a.relation(session, "collectives")?;
+        let max_inter = a.float("max_inter_share")?;
         if max_inter > 1.0 {
             return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
         }

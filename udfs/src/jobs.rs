@@ -13,29 +13,88 @@ use arrow::array::{Array, ArrayRef, AsArray, ListBuilder, RecordBatch, StringBui
 use arrow::datatypes::{DataType, Field, SchemaRef};
 use commdb_catalog::jobs::{self, LogKind, hostlist};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 
-use crate::common::{ComputeMany, Derived};
+use crate::common::{Args, ComputeMany, Derived};
+use crate::declare::{
+    Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text, timestamp_utc,
+};
 
-pub const PATH_ARGS: &[&str] = &["path"];
+const PATH: Param = param("path", Type::Text, ParamDefault::Required, "the file to read");
+
+pub const READ_SACCT: Function = Function {
+    name: "read_sacct",
+    params: &[PATH],
+    output: Output::ColumnsThen(
+        &[
+            col("jobid", text, "the JobID as written: 1234, 1234_7, 1234+1, 1234.batch"),
+            col("job_id", int64, "the job's number"),
+            col("array_task", text, "the array task (after _), when one"),
+            col("het_component", int32, "the heterogeneous component (after +), when one"),
+            col("step", text, "the step (after .): batch, extern, 0, ..."),
+        ],
+        "then the file's columns typed: times as UTC timestamps, durations as elapsed_s and the like in seconds, node lists as node_list and nodes (expanded), exit codes as exit_code and signal, others as text",
+    ),
+    description: "a Slurm sacct -P / -p output with its header; known columns typed, node lists expanded, others kept as text",
+    make: Make::Table(|| Arc::new(ReadSacct)),
+};
+
+pub const READ_SWF: Function = Function {
+    name: "read_swf",
+    params: &[PATH],
+    output: Output::Columns(&[
+        col("job_number", int64, "1: the job's number in the log"),
+        col("submit_time", int64, "2: seconds since the log's start"),
+        col("wait_time", int64, "3: seconds in the queue"),
+        col("run_time", int64, "4: seconds of running"),
+        col("procs", int64, "5: processors allocated"),
+        col("avg_cpu_time", float64, "6: mean CPU seconds per processor"),
+        col("used_memory", float64, "7: kilobytes per processor"),
+        col("req_procs", int64, "8: processors requested"),
+        col("req_time", int64, "9: seconds requested"),
+        col("req_memory", float64, "10: kilobytes per processor requested"),
+        col("status", int64, "11: 1 completed, 0 failed, 5 cancelled, ..."),
+        col("user_id", int64, "12"),
+        col("group_id", int64, "13"),
+        col("executable", int64, "14: application number"),
+        col("queue", int64, "15"),
+        col("partition", int64, "16"),
+        col("preceding_job", int64, "17: the job this one waited for"),
+        col("think_time", int64, "18: seconds after the preceding job"),
+        col("submit_ts", timestamp_utc, "absolute submit time (NULL without UnixStartTime in the header)"),
+        col("start_ts", timestamp_utc, "absolute start time"),
+        col("end_ts", timestamp_utc, "absolute end time"),
+    ]),
+    description: "a Standard Workload Format log (plain or gzip), -1 as NULL; absolute times when the header gives UnixStartTime",
+    make: Make::Table(|| Arc::new(ReadSwf)),
+};
+
+pub const SWF_HEADER: Function = Function {
+    name: "swf_header",
+    params: &[PATH],
+    output: Output::Columns(&[
+        col("key", text, "the comment's key (UnixStartTime, MaxNodes, ...)"),
+        col("value", text, "its value"),
+    ]),
+    description: "the '; Key: Value' header comments of a Standard Workload Format log",
+    make: Make::Table(|| Arc::new(SwfHeader)),
+};
+
+pub const EXPAND_HOSTLIST: Function = Function {
+    name: "expand_hostlist",
+    params: &[param("text", Type::Value("Utf8"), ParamDefault::Required, "a Slurm host list")],
+    output: Output::Value("list of host names"),
+    description: "a Slurm host list such as node[001-004,010] or rack[1-2]-n[01-02] expanded, zero padding kept",
+    make: Make::Scalar(|_| datafusion::logical_expr::ScalarUDF::from(ExpandHostlist::default())),
+};
 
 /// The path argument of a reader.
-fn path_arg(function: &str, exprs: &[Expr]) -> Result<String> {
-    match exprs {
-        [
-            Expr::Literal(
-                ScalarValue::Utf8(Some(p)) | ScalarValue::Utf8View(Some(p)) | ScalarValue::LargeUtf8(Some(p)),
-                _,
-            ),
-        ] => Ok(p.clone()),
-        _ => {
-            plan_err!("{function}: expects one argument, the path of the file as a string, e.g. {function}('jobs.txt')")
-        }
-    }
+fn path_arg(declaration: &'static Function, exprs: &[Expr]) -> Result<String> {
+    Args::new(declaration, exprs)?.text("path")
 }
 
 /// A table read from the file at `path` when the query runs.
@@ -63,7 +122,7 @@ pub struct ReadSacct;
 
 impl TableFunctionImpl for ReadSacct {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg("read_sacct", args.exprs())?;
+        let path = path_arg(&READ_SACCT, args.exprs())?;
         let schema = jobs::sacct::schema(Path::new(&path));
         lazy_file(schema, "read_sacct", move || jobs::read(Path::new(&path), LogKind::Sacct))
     }
@@ -75,7 +134,7 @@ pub struct ReadSwf;
 
 impl TableFunctionImpl for ReadSwf {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg("read_swf", args.exprs())?;
+        let path = path_arg(&READ_SWF, args.exprs())?;
         lazy_file(Ok(jobs::swf::schema()), "read_swf", move || jobs::read(Path::new(&path), LogKind::Swf))
     }
 }
@@ -86,7 +145,7 @@ pub struct SwfHeader;
 
 impl TableFunctionImpl for SwfHeader {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg("swf_header", args.exprs())?;
+        let path = path_arg(&SWF_HEADER, args.exprs())?;
         lazy_file(Ok(jobs::swf::header_schema()), "swf_header", move || {
             jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
         })
@@ -109,7 +168,7 @@ impl Default for ExpandHostlist {
 
 impl ScalarUDFImpl for ExpandHostlist {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(&EXPAND_HOSTLIST)
     }
 
     fn name(&self) -> &str {

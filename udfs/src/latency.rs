@@ -28,6 +28,10 @@ use crate::common::{
     Args, Compute, ComputeMany, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column,
     trace_schema, trace_table,
 };
+use crate::declare::{
+    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, boolean, col,
+    float64, int64, param, text,
+};
 
 pub const INTRA: u8 = 0;
 pub const INTER: u8 = 1;
@@ -43,18 +47,21 @@ pub struct Params {
 
 impl Default for Params {
     fn default() -> Self {
-        Params { bucket_bytes: 50, max_samples: 10_000, min_messages: 5 }
+        Params {
+            bucket_bytes: BUCKET_BYTES.default.integer(),
+            max_samples: MAX_SAMPLES.default.integer() as usize,
+            min_messages: MIN_MESSAGES.default.integer() as usize,
+        }
     }
 }
 
 impl Params {
     /// Read bucket_bytes, max_samples, min_messages from argument positions `first..`.
-    pub fn from_args(args: &Args<'_>, first: usize) -> Result<Self> {
-        let d = Params::default();
+    pub fn from_args(args: &Args<'_>) -> Result<Self> {
         Ok(Params {
-            bucket_bytes: args.int(first, d.bucket_bytes, 1)?,
-            max_samples: args.int(first + 1, d.max_samples as i64, 1)? as usize,
-            min_messages: args.int(first + 2, d.min_messages as i64, 1)? as usize,
+            bucket_bytes: args.int(BUCKET_BYTES.name)?,
+            max_samples: args.int(MAX_SAMPLES.name)? as usize,
+            min_messages: args.int(MIN_MESSAGES.name)? as usize,
         })
     }
 }
@@ -372,20 +379,12 @@ fn remembered(table: &Weak<dyn TableProvider>, params: &Params) -> Option<Arc<Cr
     known.iter().find(|(k, p, _)| Weak::ptr_eq(k, table) && p == params).map(|(_, _, t)| t.clone())
 }
 
-/// Parameter names of the baseline, appended to an analysis's own parameters.
-pub const BASELINE_ARGS: [&str; 4] = ["bucket_bytes", "max_samples", "min_messages", "criteria"];
-
 impl Baseline {
-    /// Decide the baseline of `function` reading `relation`, from the arguments at positions
-    /// `first..first + 4` (bucket_bytes, max_samples, min_messages, criteria). Returns it with
-    /// the extra input its computation reads, if any.
-    pub fn plan(
-        args: &Args<'_>,
-        session: &dyn Session,
-        relation: &Relation,
-        first: usize,
-    ) -> Result<(Baseline, Option<Projected>)> {
-        let params = Params::from_args(args, first)?;
+    /// Decide the baseline of `function` reading `relation`, from its arguments
+    /// bucket_bytes, max_samples, min_messages and criteria. Returns it with the extra input
+    /// its computation reads, if any.
+    pub fn plan(args: &Args<'_>, session: &dyn Session, relation: &Relation) -> Result<(Baseline, Option<Projected>)> {
+        let params = Params::from_args(args)?;
         let function = args.function;
         let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
         let baseline = |source: Source, params: Params, described: String| Baseline {
@@ -395,7 +394,7 @@ impl Baseline {
             function,
             notices: notices.clone(),
         };
-        if let Some(given) = args.opt_relation(session, first + 3)? {
+        if let Some(given) = args.opt_relation(session, CRITERIA.name)? {
             let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
             let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
             let described = format!("criteria from '{}'", given.reference);
@@ -511,8 +510,36 @@ fn float64_column(batches: &[RecordBatch], index: usize) -> Result<Float64Array>
         .clone())
 }
 
-pub const CRITERIA_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages"];
-pub const MESSAGE_LATENCY_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages", "criteria"];
+/// The relation of messages an analysis of latency reads.
+pub const MESSAGES: Param =
+    param("rel", Type::Relation, ParamDefault::Text("messages"), "the matched messages to analyse");
+
+pub const LATENCY_CRITERIA: Function = Function {
+    name: "latency_criteria",
+    params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES],
+    output: Output::Columns(&[
+        col("locality", text, "intra (both ranks on one node), inter, or NULL when a node is unknown"),
+        col("size_bucket", int64, "message size bucket: bytes / bucket_bytes"),
+        col("criterion_ns", float64, "median transmission time of the sampled messages (NULL: too few)"),
+        col("samples", int64, "messages that entered the median"),
+        col("messages", int64, "messages of the locality and bucket"),
+        col("status", text, "ok, too_few_messages or unknown_locality"),
+    ]),
+    description: "median transmission time per locality (intra/inter node) and message-size bucket (PCLVis 4.1)",
+    make: Make::Table(|| Arc::new(LatencyCriteria)),
+};
+
+pub const MESSAGE_LATENCY: Function = Function {
+    name: "message_latency",
+    params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
+    output: Output::InputThen(&[
+        col("criterion_ns", float64, "the criterion of the message's locality and size bucket"),
+        col("latency", float64, "L = duration / criterion_ns"),
+        col("delayed", boolean, "L > 1"),
+    ]),
+    description: "every message with its criterion (the whole trace's, or criteria => a latency_criteria-shaped relation), latency L = duration / criterion and delayed = L > 1 (PCLVis 4.1)",
+    make: Make::Table(|| Arc::new(MessageLatency)),
+};
 
 /// The inputs of a derived table that reads `relation` (with `projection`) and the baseline's
 /// extra input, if any.
@@ -528,9 +555,9 @@ pub struct LatencyCriteria;
 
 impl TableFunctionImpl for LatencyCriteria {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("latency_criteria", CRITERIA_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
-        let params = Params::from_args(&a, 1)?;
+        let a = Args::new(&LATENCY_CRITERIA, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
+        let params = Params::from_args(&a)?;
         let indices = MessageIndices::find("latency_criteria", &relation)?;
         let compute: Compute = Arc::new(move |batches| {
             let m = indices.read(batches)?;
@@ -548,9 +575,9 @@ pub struct MessageLatency;
 
 impl TableFunctionImpl for MessageLatency {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("message_latency", MESSAGE_LATENCY_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation, 1)?;
+        let a = Args::new(&MESSAGE_LATENCY, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation)?;
         let indices = MessageIndices::find("message_latency", &relation)?;
         let input = relation.schema();
         for name in ["criterion_ns", "latency", "delayed"] {

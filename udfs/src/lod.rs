@@ -36,6 +36,7 @@ use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl,
 use rayon::prelude::*;
 
 use crate::common::{Args, ComputeMany, Derived, Relation, column, int64_column, text_column};
+use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 
 /// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
 pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
@@ -69,7 +70,7 @@ impl Default for LodResolution {
 
 impl ScalarUDFImpl for LodResolution {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(&LOD_RESOLUTION)
     }
 
     fn name(&self) -> &str {
@@ -115,8 +116,116 @@ impl ScalarUDFImpl for LodResolution {
     }
 }
 
-pub const LOD_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels"];
-pub const LOD_CALL_ARGS: &[&str] = &["resolution_ns", "t0", "t1", "rel", "pixels", "per"];
+const RESOLUTION: Param = param(
+    "resolution_ns",
+    Type::Duration { min: 1 },
+    ParamDefault::Chosen("from pixels"),
+    "width of a slot (give it or pixels)",
+);
+const T0: Param = param(
+    "t0",
+    Type::Duration { min: i64::MIN },
+    ParamDefault::Chosen("the trace's first event"),
+    "start of the interval",
+);
+const T1: Param = param(
+    "t1",
+    Type::Duration { min: i64::MIN },
+    ParamDefault::Chosen("the trace's last event"),
+    "end of the interval",
+);
+const PIXELS: Param = param(
+    "pixels",
+    Type::Integer { min: 1 },
+    ParamDefault::Chosen("none"),
+    "derive resolution_ns from [t0, t1) by lod_resolution's rule for a drawing this wide",
+);
+
+pub const LOD_CALLS: Function = Function {
+    name: "lod_calls",
+    params: &[
+        RESOLUTION,
+        T0,
+        T1,
+        param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to slot"),
+        PIXELS,
+        param(
+            "per",
+            Type::Choice(&["thread", "rank"]),
+            ParamDefault::Text("thread"),
+            "one representative per thread, or per rank (all its threads)",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("slot_start", int64, "start of the slot (of the first slot, for a merged row)"),
+        col("slot_end", int64, "end of the slot (of the last slot, for a merged row)"),
+        col("rank", int64, ""),
+        col("thread", int64, "the thread (NULL with per => 'rank')"),
+        col("region", text, "the region with the most exclusive time in the slot"),
+        col("time_in_slot_ns", int64, "its exclusive time in the slot"),
+        col("share", float64, "that time over the slot's width (times the rank's threads with per => 'rank')"),
+    ]),
+    description: "per time slot and thread (or per rank, per => 'rank'), the region with the most exclusive time, on the trace's slot grid (Intel Trace Analyzer level of detail)",
+    make: Make::Table(|| Arc::new(LodCalls)),
+};
+
+pub const LOD_MESSAGES: Function = Function {
+    name: "lod_messages",
+    params: &[
+        RESOLUTION,
+        T0,
+        T1,
+        param("rel", Type::Relation, ParamDefault::Text("messages"), "the messages to slot"),
+        PIXELS,
+    ],
+    output: Output::Columns(&[
+        col("src", int64, ""),
+        col("dst", int64, ""),
+        col("send_slot", int64, "start of the slot of the sends"),
+        col("recv_slot", int64, "start of the slot of the receives"),
+        col("messages", int64, "messages merged in the row"),
+        col("bytes_avg", float64, "their mean size"),
+        col("duration_avg", float64, "their mean transmission time"),
+        col("latency_avg", float64, "their mean latency L, when the relation has a latency column"),
+        col("first_send_ts", int64, "the earliest send"),
+        col("last_recv_ts", int64, "the latest receive"),
+    ]),
+    description: "messages merged per (src, dst, send slot, receive slot), counts exact",
+    make: Make::Table(|| Arc::new(LodMessages)),
+};
+
+pub const LOD_COLLECTIVES: Function = Function {
+    name: "lod_collectives",
+    params: &[
+        RESOLUTION,
+        T0,
+        T1,
+        param("rel", Type::Relation, ParamDefault::Text("collectives"), "the collective operations to slot"),
+        PIXELS,
+    ],
+    output: Output::Columns(&[
+        col("comm", int64, ""),
+        col("first_slot", int64, "start of the slot of the operations' first begin"),
+        col("op", text, "the operation, or 'mixed' when they differ"),
+        col("instances", int64, "operations merged in the row"),
+        col("duration_avg", float64, "their mean duration"),
+        col("participants", int64, "ranks taking part"),
+    ]),
+    description: "collective operations merged per (communicator, slot of first begin); op 'mixed' when they differ",
+    make: Make::Table(|| Arc::new(LodCollectives)),
+};
+
+pub const LOD_RESOLUTION: Function = Function {
+    name: "lod_resolution",
+    params: &[
+        param("t0", Type::Value("Int64"), ParamDefault::Required, "start of the interval (ns)"),
+        param("t1", Type::Value("Int64"), ParamDefault::Required, "end of the interval (ns)"),
+        param("pixels", Type::Value("Int64"), ParamDefault::Required, "width of the drawing"),
+    ],
+    output: Output::Value("resolution_ns"),
+    description: "the smallest 1-2-5 step (ns) at or above (t1 - t0) / pixels, for a timeline of that many pixels",
+    make: Make::Scalar(|_| datafusion::logical_expr::ScalarUDF::from(LodResolution::default())),
+};
 
 /// Where a lod function's default span comes from.
 #[derive(Debug, Clone)]
@@ -226,16 +335,12 @@ struct LodParams {
 
 impl LodParams {
     fn parse(a: &Args<'_>) -> Result<Self> {
-        let per_rank = match a.opt_text(5)?.as_deref() {
-            None | Some("thread") => false,
-            Some("rank") => true,
-            Some(other) => return plan_err!("{}: per must be 'thread' or 'rank', got '{other}'", a.function),
-        };
+        let per_rank = a.declares("per") && a.text("per")? == "rank";
         let p = LodParams {
-            res: a.opt_ns(0, 1)?,
-            t0: a.opt_ns(1, i64::MIN)?,
-            t1: a.opt_ns(2, i64::MIN)?,
-            pixels: a.opt_int(4, 1)?,
+            res: a.opt_ns("resolution_ns")?,
+            t0: a.opt_ns("t0")?,
+            t1: a.opt_ns("t1")?,
+            pixels: a.opt_int("pixels")?,
             per_rank,
         };
         // Slot arithmetic (t - t0, t + resolution) stays within 64 bits.
@@ -397,9 +502,9 @@ pub struct LodCalls;
 
 impl TableFunctionImpl for LodCalls {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("lod_calls", LOD_CALL_ARGS, args.exprs())?;
+        let a = Args::new(&LOD_CALLS, args.exprs())?;
         let p = LodParams::parse(&a)?;
-        let relation: Relation = a.relation(args.session(), 3, "calls")?;
+        let relation: Relation = a.relation(args.session(), "rel")?;
         let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
         let (span, span_read) = span_input(args.session(), "lod_calls", &relation, &p)?;
         let out = schema(vec![
@@ -660,9 +765,9 @@ pub struct LodMessages;
 
 impl TableFunctionImpl for LodMessages {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("lod_messages", LOD_ARGS, args.exprs())?;
+        let a = Args::new(&LOD_MESSAGES, args.exprs())?;
         let p = LodParams::parse(&a)?;
-        let relation = a.relation(args.session(), 3, "messages")?;
+        let relation = a.relation(args.session(), "rel")?;
         let mut idx = relation.columns("lod_messages", &["src", "dst", "bytes", "send_ts", "recv_ts", "duration"])?;
         let latency = relation.schema().index_of("latency").ok();
         if let Some(l) = latency {
@@ -717,9 +822,9 @@ pub struct LodCollectives;
 
 impl TableFunctionImpl for LodCollectives {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("lod_collectives", LOD_ARGS, args.exprs())?;
+        let a = Args::new(&LOD_COLLECTIVES, args.exprs())?;
         let p = LodParams::parse(&a)?;
-        let relation = a.relation(args.session(), 3, "collectives")?;
+        let relation = a.relation(args.session(), "rel")?;
         let idx = relation.columns("lod_collectives", &["comm", "instance", "op", "rank", "begin_ts", "end_ts"])?;
         let out = schema(vec![
             Field::new("comm", DataType::Int64, false),

@@ -18,9 +18,44 @@ use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
 use crate::common::{Args, Compute, Derived, int64_column, text_column};
+use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text};
 
-pub const TIME_PROFILE_ARGS: &[&str] = &["rel", "bins"];
-pub const CALL_TREE_ARGS: &[&str] = &["rel"];
+/// The relation of calls a profile reads.
+pub const CALLS: Param = param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to profile");
+
+pub const TIME_PROFILE: Function = Function {
+    name: "time_profile",
+    params: &[
+        CALLS,
+        param("bins", Type::Integer { min: 1 }, ParamDefault::Integer(100), "equal time bins over the calls' span"),
+    ],
+    output: Output::Columns(&[
+        col("bin", int64, "bin number, from 0"),
+        col("bin_start", int64, "start of the bin"),
+        col("bin_end", int64, "end of the bin"),
+        col("region", text, "a region innermost in some stream during the bin"),
+        col("time_ns", int64, "time the streams spent with it innermost in the bin"),
+        col("share", float64, "time_ns over the bin's time of all streams"),
+    ]),
+    description: "per equal time bin and region, the time the streams spent with that region innermost (a region's time over all bins is its exclusive time); share of the bin's time over all streams",
+    make: Make::Table(|| Arc::new(TimeProfile)),
+};
+
+pub const CALL_TREE: Function = Function {
+    name: "call_tree",
+    params: &[CALLS],
+    output: Output::Columns(&[
+        col("path", text, "the call path, regions joined by '/' ('...' first when it starts outside rel)"),
+        col("depth", int32, "nesting depth of the path's last region, from 0"),
+        col("region", text, "the path's last region"),
+        col("rank", int64, ""),
+        col("calls", int64, "calls of this path on the rank"),
+        col("inclusive_ns", int64, "their time with nested calls"),
+        col("exclusive_ns", int64, "their time without nested calls"),
+    ]),
+    description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...')",
+    make: Make::Table(|| Arc::new(CallTree)),
+};
 
 /// One call as the sweep reads it.
 #[derive(Debug, Clone, Copy)]
@@ -90,9 +125,9 @@ pub struct TimeProfile;
 
 impl TableFunctionImpl for TimeProfile {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("time_profile", TIME_PROFILE_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "calls")?;
-        let bins = a.int(1, 100, 1)?;
+        let a = Args::new(&TIME_PROFILE, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let bins = a.int("bins")?;
         if bins > 1_000_000 {
             return plan_err!("time_profile: bins must be at most 1000000, got {bins}");
         }
@@ -190,8 +225,8 @@ impl<'a> Paths<'a> {
 
 impl TableFunctionImpl for CallTree {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("call_tree", CALL_TREE_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "calls")?;
+        let a = Args::new(&CALL_TREE, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
         let idx = rel.columns(a.function, &["call_id", "parent_id", "rank", "region", "duration", "exclusive"])?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("path", DataType::Utf8, false),

@@ -32,7 +32,11 @@ use datafusion::error::Result;
 use rayon::prelude::*;
 
 use crate::common::{Args, Compute, ComputeMany, Derived, int64_column};
-use crate::latency::{Baseline, MessageIndices, with_baseline};
+use crate::declare::{
+    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, col, float64,
+    int64, param,
+};
+use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
 
 /// The undirected communication graph over the ranks that appear in a relation.
 #[derive(Debug, Clone)]
@@ -364,9 +368,64 @@ fn graph_of(batches: &[RecordBatch], src: usize, dst: usize) -> Result<Graph> {
     Ok(Graph::from_pairs(s.iter().zip(d.iter()).filter_map(|(a, b)| Some((a?, b?)))))
 }
 
-pub const DISTANCE_ARGS: &[&str] = &["rel"];
-pub const REGION_ARGS: &[&str] = &["rel", "threshold"];
-pub const REGION_GRAPH_ARGS: &[&str] = &["rel", "threshold", "bucket_bytes", "max_samples", "min_messages", "criteria"];
+const THRESHOLD: Param = param(
+    "threshold",
+    Type::Number { min: 0.0 },
+    ParamDefault::Chosen("the level of highest modularity"),
+    "cut the dendrogram at this distance (the paper's fixed rule) instead of where modularity is best",
+);
+
+pub const PROCESS_DISTANCE: Function = Function {
+    name: "process_distance",
+    params: &[MESSAGES],
+    output: Output::Columns(&[
+        col("p", int64, "a rank"),
+        col("q", int64, "a rank it communicates with (p < q)"),
+        col("distance", float64, "free-energy distance of p and q in the communication graph"),
+    ]),
+    description: "free-energy distance of every pair of ranks connected in the communication graph (PCLVis 4.2)",
+    make: Make::Table(|| Arc::new(ProcessDistance)),
+};
+
+pub const PROCESS_REGIONS: Function = Function {
+    name: "process_regions",
+    params: &[MESSAGES, THRESHOLD],
+    output: Output::Columns(&[
+        col("rank", int64, ""),
+        col("region", int64, "communication region, numbered from 0 in order of lowest rank"),
+        col("region_size", int64, "ranks in the region"),
+    ]),
+    description: "communication regions: average-linkage clusters of ranks, cut at the dendrogram level of highest message-graph modularity (or at threshold, the paper's fixed rule) (PCLVis 4.2)",
+    make: Make::Table(|| Arc::new(ProcessRegions)),
+};
+
+pub const PROCESS_DENDROGRAM: Function = Function {
+    name: "process_dendrogram",
+    params: &[MESSAGES],
+    output: Output::Columns(&[
+        col("step", int64, "merge step, from 0"),
+        col("cluster_a", int64, "a merged cluster: a rank, or (max rank + 1 + step) for the cluster a step made"),
+        col("cluster_b", int64, "the other merged cluster"),
+        col("distance", float64, "average free-energy distance between the two clusters"),
+        col("size", int64, "ranks in the merged cluster"),
+    ]),
+    description: "the merge steps of the average-linkage clustering, to choose a region threshold",
+    make: Make::Table(|| Arc::new(ProcessDendrogram)),
+};
+
+pub const REGION_GRAPH: Function = Function {
+    name: "region_graph",
+    params: &[MESSAGES, THRESHOLD, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
+    output: Output::Columns(&[
+        col("region_a", int64, "sending region"),
+        col("region_b", int64, "receiving region (equal to region_a within a region)"),
+        col("messages", int64, "messages from region_a to region_b"),
+        col("bytes", int64, "their bytes"),
+        col("mean_latency", float64, "their mean latency L"),
+    ]),
+    description: "messages, bytes and mean latency L between (and within) communication regions",
+    make: Make::Table(|| Arc::new(RegionGraph)),
+};
 
 fn schema(fields: Vec<Field>) -> SchemaRef {
     Arc::new(Schema::new(fields))
@@ -378,8 +437,8 @@ pub struct ProcessDistance;
 
 impl TableFunctionImpl for ProcessDistance {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("process_distance", DISTANCE_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&PROCESS_DISTANCE, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         let idx = relation.columns("process_distance", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("p", DataType::Int64, false),
@@ -403,8 +462,8 @@ impl TableFunctionImpl for ProcessDistance {
 
 /// The cut: `threshold => t` for the paper's fixed rule, else the modularity rule.
 fn cut_arg(a: &Args<'_>) -> Result<Cut> {
-    Ok(match a.literal_given(1) {
-        true => Cut::Threshold(a.float(1, 2.0, 0.0)?),
+    Ok(match a.given(THRESHOLD.name) {
+        true => Cut::Threshold(a.float(THRESHOLD.name)?),
         false => Cut::Modularity,
     })
 }
@@ -415,8 +474,8 @@ pub struct ProcessRegions;
 
 impl TableFunctionImpl for ProcessRegions {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("process_regions", REGION_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&PROCESS_REGIONS, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         let cut = cut_arg(&a)?;
         let idx = relation.columns("process_regions", &["src", "dst"])?;
         let out = schema(vec![
@@ -449,8 +508,8 @@ pub struct ProcessDendrogram;
 
 impl TableFunctionImpl for ProcessDendrogram {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("process_dendrogram", DISTANCE_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&PROCESS_DENDROGRAM, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         let idx = relation.columns("process_dendrogram", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("step", DataType::Int64, false),
@@ -481,10 +540,10 @@ pub struct RegionGraph;
 
 impl TableFunctionImpl for RegionGraph {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("region_graph", REGION_GRAPH_ARGS, args.exprs())?;
-        let relation = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&REGION_GRAPH, args.exprs())?;
+        let relation = a.relation(args.session(), "rel")?;
         let cut = cut_arg(&a)?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation, 2)?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation)?;
         let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
         let message_idx = MessageIndices::find("region_graph", &relation)?;
         let out = schema(vec![

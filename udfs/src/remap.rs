@@ -17,13 +17,59 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
-use datafusion::common::{ScalarValue, exec_err, plan_err};
+use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
-use datafusion::logical_expr::Expr;
 
 use crate::common::{Args, Compute, Derived, FastMap, int64_column, text_column};
+use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, boolean, col, float64, int64, param, text};
+use crate::latency::MESSAGES;
 
-pub const REMAP_ARGS: &[&str] = &["ranks_per_node", "rel", "weight"];
+const REMAP_PARAMS: &[Param] = &[
+    param(
+        "ranks_per_node",
+        Type::Integer { min: 1 },
+        ParamDefault::Chosen("the current placement's most ranks on a node"),
+        "at most this many ranks on each node of the suggestion",
+    ),
+    MESSAGES,
+    param(
+        "weight",
+        Type::Choice(&["messages", "bytes"]),
+        ParamDefault::Text("messages"),
+        "what an edge between two ranks weighs: the messages or the bytes they exchange",
+    ),
+];
+
+pub const REMAP_SUGGESTION: Function = Function {
+    name: "remap_suggestion",
+    params: REMAP_PARAMS,
+    output: Output::Columns(&[
+        col("rank", int64, ""),
+        col("current_node", text, "the node the rank ran on (NULL when the relation does not say)"),
+        col("suggested_node", text, "the node the suggestion places it on"),
+    ]),
+    description: "a placement of ranks on nodes (at most ranks_per_node each) that cuts less traffic between nodes: METIS multilevel k-way, never worse than the current one",
+    make: Make::Table(|| Arc::new(RemapSuggestion)),
+};
+
+pub const REMAP_SUMMARY: Function = Function {
+    name: "remap_summary",
+    params: REMAP_PARAMS,
+    output: Output::Columns(&[
+        col("ranks", int64, "ranks placed"),
+        col("ranks_per_node", int64, "at most this many per node"),
+        col("messages", int64, "messages between distinct ranks"),
+        col("bytes", int64, "their bytes"),
+        col("inter_messages_before", int64, "messages between nodes in the current placement (NULL: unknown)"),
+        col("inter_messages_after", int64, "messages between nodes in the suggestion"),
+        col("inter_bytes_before", int64, "bytes between nodes in the current placement (NULL: unknown)"),
+        col("inter_bytes_after", int64, "bytes between nodes in the suggestion"),
+        col("reduction", float64, "1 - after / before of the chosen weight"),
+        col("kept_current", boolean, "the current placement was kept: no suggestion cut less"),
+    ]),
+    description: "inter-node messages and bytes of the current placement and of remap_suggestion's, and the reduction",
+    make: Make::Table(|| Arc::new(RemapSummary)),
+};
 
 /// What the edges weigh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,20 +302,14 @@ struct Call {
     nodes: Option<(usize, usize)>,
 }
 
-fn call(function: &'static str, args: &TableFunctionArgs) -> Result<(crate::common::Relation, Call)> {
-    let exprs = crate::common::number_first(args.exprs());
-    let a = Args::new(function, REMAP_ARGS, &exprs)?;
-    let cap = a.opt_int(0, 1)?.map(|c| c as usize);
-    let rel = a.relation(args.session(), 1, "messages")?;
-    let weight = match exprs.get(2) {
-        None => Weight::Messages,
-        Some(Expr::Literal(v, _)) if v.is_null() => Weight::Messages,
-        Some(Expr::Literal(ScalarValue::Utf8(Some(s)) | ScalarValue::Utf8View(Some(s)), _)) => match s.as_str() {
-            "messages" => Weight::Messages,
-            "bytes" => Weight::Bytes,
-            other => return plan_err!("{function}: weight must be 'messages' or 'bytes', got '{other}'"),
-        },
-        Some(other) => return plan_err!("{function}: weight must be 'messages' or 'bytes', got {other}"),
+fn call(declaration: &'static Function, args: &TableFunctionArgs) -> Result<(crate::common::Relation, Call)> {
+    let function = declaration.name;
+    let a = Args::new(declaration, args.exprs())?;
+    let cap = a.opt_int("ranks_per_node")?.map(|c| c as usize);
+    let rel = a.relation(args.session(), "rel")?;
+    let weight = match a.text("weight")?.as_str() {
+        "bytes" => Weight::Bytes,
+        _ => Weight::Messages,
     };
     let idx = rel.columns(function, &["src", "dst", "bytes"])?;
     let schema = rel.schema();
@@ -314,7 +354,7 @@ pub struct RemapSuggestion;
 
 impl TableFunctionImpl for RemapSuggestion {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (rel, c) = call("remap_suggestion", &args)?;
+        let (rel, c) = call(&REMAP_SUGGESTION, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, false),
             Field::new("current_node", DataType::Utf8, true),
@@ -340,7 +380,7 @@ pub struct RemapSummary;
 
 impl TableFunctionImpl for RemapSummary {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (rel, c) = call("remap_summary", &args)?;
+        let (rel, c) = call(&REMAP_SUMMARY, &args)?;
         let i = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
         let out: SchemaRef = Arc::new(Schema::new(vec![
             i("ranks", false),

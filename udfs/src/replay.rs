@@ -46,9 +46,55 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived, FastMap, Projected, int64_column, region_ids};
+use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 
-pub const REPLAY_ARGS: &[&str] = &["rel", "eager_limit", "messages", "collectives"];
 pub const EAGER_LIMIT: i64 = 65_536;
+
+const REPLAY_PARAMS: &[Param] = &[
+    param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to replay"),
+    param(
+        "eager_limit",
+        Type::Integer { min: 0 },
+        ParamDefault::Integer(EAGER_LIMIT),
+        "a send of at most this many bytes completes at its post (eager); larger ones wait for the receive (rendezvous)",
+    ),
+    param("messages", Type::Relation, ParamDefault::Text("messages"), "the matched messages between the calls"),
+    param("collectives", Type::Relation, ParamDefault::Text("collectives"), "the collective operations of the calls"),
+];
+
+pub const IDEAL_REPLAY: Function = Function {
+    name: "ideal_replay",
+    params: REPLAY_PARAMS,
+    output: Output::Columns(&[
+        col("rank", int64, ""),
+        col("pair", int64, "the pair's number on the rank, from 0"),
+        col("region", text, "the MPI call of the pair (NULL: the compute after the last call)"),
+        col("compute_ns", int64, "time outside MPI before the call"),
+        col("mpi_observed_ns", int64, "the call's observed duration"),
+        col("mpi_ideal_ns", int64, "its duration on the ideal network"),
+        col("transfer_ns", int64, "observed - ideal (can be negative)"),
+        col("observed_end", int64, "end of the call as recorded"),
+        col("ideal_end", int64, "end of the call on ideal clocks"),
+        col("trf_local", float64, "(compute + ideal) / (compute + observed) (equation 2)"),
+        col("trf_cumulative", float64, "the same over the rank's pairs so far (equation 3)"),
+    ]),
+    description: "the run replayed on an ideal network (zero latency, infinite bandwidth): per rank and compute/MPI pair (region NULL for the compute after the last call), observed and simulated MPI time and the transfer efficiency (equations 2-3)",
+    make: Make::Table(|| Arc::new(IdealReplay)),
+};
+
+pub const TRANSFER_EFFICIENCY: Function = Function {
+    name: "transfer_efficiency",
+    params: REPLAY_PARAMS,
+    output: Output::Columns(&[
+        col("rank", int64, "the rank (NULL: all ranks, the run)"),
+        col("observed_ns", int64, "its observed runtime"),
+        col("ideal_ns", int64, "its runtime on the ideal network"),
+        col("efficiency", float64, "ideal / observed"),
+        col("unplaced", int64, "message sides outside every MPI call of the rank, left out"),
+    ]),
+    description: "per rank and overall (rank NULL): observed and ideal-network runtime and their ratio",
+    make: Make::Table(|| Arc::new(TransferEfficiency)),
+};
 const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 const MESSAGE_COLUMNS: [&str; 7] =
     ["src", "dst", "bytes", "send_call_start", "send_complete_ts", "recv_post_ts", "recv_call_start"];
@@ -465,12 +511,13 @@ struct Inputs {
     eager_limit: i64,
 }
 
-fn inputs(function: &'static str, args: &TableFunctionArgs) -> Result<(Inputs, Vec<Projected>)> {
-    let a = Args::new(function, REPLAY_ARGS, args.exprs())?;
-    let calls = a.relation(args.session(), 0, "calls")?;
-    let eager_limit = a.int(1, EAGER_LIMIT, 0)?;
-    let messages = a.relation(args.session(), 2, "messages")?;
-    let colls = a.relation(args.session(), 3, "collectives")?;
+fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<(Inputs, Vec<Projected>)> {
+    let function = declaration.name;
+    let a = Args::new(declaration, args.exprs())?;
+    let calls = a.relation(args.session(), "rel")?;
+    let eager_limit = a.int("eager_limit")?;
+    let messages = a.relation(args.session(), "messages")?;
+    let colls = a.relation(args.session(), "collectives")?;
     let ci = calls.columns(function, &CALL_COLUMNS)?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let ki = colls.columns(function, &COLLECTIVE_COLUMNS)?;
@@ -483,7 +530,7 @@ pub struct IdealReplay;
 
 impl TableFunctionImpl for IdealReplay {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (inp, rels) = inputs("ideal_replay", &args)?;
+        let (inp, rels) = inputs(&IDEAL_REPLAY, &args)?;
         let i = |n: &str| Field::new(n, DataType::Int64, false);
         let out: SchemaRef = Arc::new(Schema::new(vec![
             i("rank"),
@@ -530,7 +577,7 @@ pub struct TransferEfficiency;
 
 impl TableFunctionImpl for TransferEfficiency {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (inp, rels) = inputs("transfer_efficiency", &args)?;
+        let (inp, rels) = inputs(&TRANSFER_EFFICIENCY, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, true),
             Field::new("observed_ns", DataType::Int64, false),

@@ -16,26 +16,85 @@ use datafusion::common::plan_err;
 use datafusion::error::Result;
 
 use crate::common::{Args, Compute, Derived, int64_column, text_column};
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
+use crate::latency::MESSAGES;
+use crate::profile::CALLS;
 
-pub const MATRIX_ARGS: &[&str] = &["rel", "by", "value"];
-pub const HISTOGRAM_ARGS: &[&str] = &["rel", "bins"];
-pub const IMBALANCE_ARGS: &[&str] = &["rel", "metric"];
+pub const COMM_MATRIX: Function = Function {
+    name: "comm_matrix",
+    params: &[
+        MESSAGES,
+        param("by", Type::Choice(&["rank", "node"]), ParamDefault::Text("rank"), "the ends of a cell: ranks or nodes"),
+        param(
+            "value",
+            Type::Choice(&["messages", "bytes", "duration"]),
+            ParamDefault::Text("messages"),
+            "the quantity of the value column: messages, bytes or total transmission ns",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("src", int64, "sending rank (by => 'node': its node, as text)"),
+        col("dst", int64, "receiving rank (by => 'node': its node, as text)"),
+        col("messages", int64, "messages from src to dst"),
+        col("bytes", int64, "their bytes"),
+        col("mean_duration_ns", float64, "their mean transmission time"),
+        col("value", float64, "the quantity chosen by value"),
+        col("share", float64, "value over the total of all pairs"),
+    ]),
+    description: "the communication matrix: per sender and receiver (by 'rank' or 'node'), messages, bytes and mean transmission time; value is the quantity chosen ('messages', 'bytes' or 'duration': the total transmission ns) and share its part of the total over all pairs",
+    make: Make::Table(|| Arc::new(CommMatrix)),
+};
 
-/// A text argument that must be one of `allowed` (the first is the default).
-fn choice(a: &Args<'_>, i: usize, allowed: &[&'static str]) -> Result<&'static str> {
-    match a.opt_text(i)? {
-        None => Ok(allowed[0]),
-        Some(s) => match allowed.iter().find(|x| x.eq_ignore_ascii_case(&s)) {
-            Some(x) => Ok(x),
-            None => plan_err!(
-                "{}: {} must be {}, got '{s}'",
-                a.function,
-                a.names[i],
-                allowed.iter().map(|x| format!("'{x}'")).collect::<Vec<_>>().join(" or ")
-            ),
-        },
-    }
-}
+pub const MESSAGE_HISTOGRAM: Function = Function {
+    name: "message_histogram",
+    params: &[
+        MESSAGES,
+        param(
+            "bins",
+            Type::Integer { min: 1 },
+            ParamDefault::Chosen("power-of-two classes"),
+            "this many equal-width bins from the smallest to the largest message",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("bin", int64, "bin number, from 0"),
+        col("bytes_from", int64, "smallest size of the bin"),
+        col("bytes_to", int64, "end of the bin (exclusive)"),
+        col("messages", int64, "messages in the bin"),
+        col("bytes", int64, "their bytes"),
+        col("mean_duration_ns", float64, "their mean transmission time"),
+        col("share", float64, "their share of the messages"),
+    ]),
+    description: "messages by size: power-of-two classes [bytes_from, bytes_to) (0 bytes, 1, 2-3, 4-7, ...) as MPI profilers report them, or `bins` equal-width bins from the smallest to the largest message; share of the messages",
+    make: Make::Table(|| Arc::new(MessageHistogram)),
+};
+
+pub const LOAD_IMBALANCE: Function = Function {
+    name: "load_imbalance",
+    params: &[
+        CALLS,
+        param(
+            "metric",
+            Type::Choice(&["duration", "exclusive"]),
+            ParamDefault::Text("duration"),
+            "the time of a call: inclusive (duration) or exclusive",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("region", text, ""),
+        col("ranks", int64, "ranks that enter the region"),
+        col("total_ns", int64, "time in the region over those ranks"),
+        col("mean_ns", float64, "mean time per rank"),
+        col("min_ns", int64, "least time of a rank"),
+        col("min_rank", int64, "the rank with the least time (lowest on ties)"),
+        col("max_ns", int64, "most time of a rank"),
+        col("max_rank", int64, "the rank with the most time (lowest on ties)"),
+        col("load_balance", float64, "mean / max (POP)"),
+        col("imbalance_pct", float64, "(max - mean) / max x 100 (Scalasca)"),
+    ]),
+    description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca)",
+    make: Make::Table(|| Arc::new(LoadImbalance)),
+};
 
 /// Messages, bytes and transmission times of a group of messages.
 #[derive(Debug, Default, Clone, Copy)]
@@ -95,10 +154,10 @@ pub struct CommMatrix;
 
 impl TableFunctionImpl for CommMatrix {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("comm_matrix", MATRIX_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
-        let by = choice(&a, 1, &["rank", "node"])?;
-        let value = choice(&a, 2, &["messages", "bytes", "duration"])?;
+        let a = Args::new(&COMM_MATRIX, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let by = a.text("by")?;
+        let value = a.text("value")?;
         let ends = if by == "rank" { ["src", "dst"] } else { ["src_node", "dst_node"] };
         let idx = rel.columns(a.function, &[ends[0], ends[1], "bytes", "duration"])?;
         let end_type = if by == "rank" { DataType::Int64 } else { DataType::Utf8 };
@@ -126,7 +185,7 @@ impl TableFunctionImpl for CommMatrix {
                 let entry = pairs.entry((end(&ends[0], i), end(&ends[1], i))).or_insert((i, Tally::default()));
                 entry.1.add(opt(&bytes, i), opt(&duration, i));
             }
-            let quantity = |t: &Tally| match value {
+            let quantity = |t: &Tally| match value.as_str() {
                 "messages" => Some(t.messages as f64),
                 "bytes" => Some(t.bytes as f64),
                 _ => (t.timed > 0).then_some(t.duration as f64),
@@ -175,9 +234,9 @@ fn size_class(bytes: i64, equal: Option<(i64, i64)>) -> (i64, i64, i64) {
 
 impl TableFunctionImpl for MessageHistogram {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("message_histogram", HISTOGRAM_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
-        let bins = a.opt_int(1, 1)?;
+        let a = Args::new(&MESSAGE_HISTOGRAM, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let bins = a.opt_int("bins")?;
         if bins.is_some_and(|b| b > 100_000) {
             return plan_err!("message_histogram: bins must be at most 100000, got {}", bins.unwrap_or(0));
         }
@@ -237,10 +296,10 @@ pub struct LoadImbalance;
 
 impl TableFunctionImpl for LoadImbalance {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("load_imbalance", IMBALANCE_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "calls")?;
-        let metric = choice(&a, 1, &["duration", "exclusive"])?;
-        let idx = rel.columns(a.function, &["rank", "region", metric])?;
+        let a = Args::new(&LOAD_IMBALANCE, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let metric = a.text("metric")?;
+        let idx = rel.columns(a.function, &["rank", "region", metric.as_str()])?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("region", DataType::Utf8, true),
             int("ranks"),

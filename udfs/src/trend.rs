@@ -37,19 +37,54 @@ use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived};
-use crate::latency::{Baseline, MessageIndices, with_baseline};
+use crate::declare::{
+    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
+    list_float64, list_int64, param, text,
+};
+use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
 
-pub const TREND_ARGS: &[&str] = &[
-    "bin_ns",
-    "rel",
-    "window",
-    "growth_rise",
-    "high_level",
-    "bucket_bytes",
-    "max_samples",
-    "min_messages",
-    "criteria",
-];
+pub const LATENCY_TREND: Function = Function {
+    name: "latency_trend",
+    params: &[
+        param(
+            "bin_ns",
+            Type::Duration { min: 1 },
+            ParamDefault::Chosen("about 100 bins over the run"),
+            "width of the time bins (by send time, aligned to its multiples)",
+        ),
+        MESSAGES,
+        param("window", Type::Integer { min: 2 }, ParamDefault::Integer(5), "bins in the window that classifies a bin"),
+        param(
+            "growth_rise",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(0.15),
+            "growth: the window's fitted line rises by at least this x Ave",
+        ),
+        param(
+            "high_level",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(1.5),
+            "steady_high: the bin's mean L is at least this x Ave",
+        ),
+        BUCKET_BYTES,
+        MAX_SAMPLES,
+        MIN_MESSAGES,
+        CRITERIA,
+    ],
+    output: Output::Columns(&[
+        col("segment", int64, "segment number, from 0 in time order"),
+        col("kind", text, "growth, steady_high or compressed"),
+        col("t_start", int64, "start of the segment's first bin"),
+        col("t_end", int64, "end of its last bin"),
+        col("messages", int64, "messages sent in the segment"),
+        col("mean_latency", float64, "their mean latency L"),
+        col("delayed_messages", int64, "those with L > 1"),
+        col("points_ts", list_int64, "kept bin centres: every bin of growth and steady_high, three of compressed"),
+        col("points_latency", list_float64, "mean L of each kept bin (NULL for a bin without messages)"),
+    ]),
+    description: "mean latency per time bin abstracted into growth, steady_high and compressed periods, thresholds relative to the relation's average latency (PCLVis 5.1)",
+    make: Make::Table(|| Arc::new(LatencyTrend)),
+};
 /// The most bins one call may make.
 const MAX_BINS: i64 = 50_000_000;
 
@@ -256,17 +291,16 @@ pub struct LatencyTrend;
 
 impl TableFunctionImpl for LatencyTrend {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let exprs = crate::common::number_first(args.exprs());
-        let a = Args::new("latency_trend", TREND_ARGS, &exprs)?;
-        let bin_ns = a.opt_ns(0, 1)?.unwrap_or(0);
-        let rel = a.relation(args.session(), 1, "messages")?;
+        let a = Args::new(&LATENCY_TREND, args.exprs())?;
+        let bin_ns = a.opt_ns("bin_ns")?.unwrap_or(0);
+        let rel = a.relation(args.session(), "rel")?;
         let params = TrendParams {
             bin_ns,
-            window: usize::try_from(a.int(2, 5, 2)?).unwrap_or(usize::MAX),
-            growth_rise: a.float(3, 0.15, 0.0)?,
-            high_level: a.float(4, 1.5, 0.0)?,
+            window: usize::try_from(a.int("window")?).unwrap_or(usize::MAX),
+            growth_rise: a.float("growth_rise")?,
+            high_level: a.float("high_level")?,
         };
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 5)?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
         let found = MessageIndices::find("latency_trend", &rel)?;
         if !found.has_send_ts() {
             return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);

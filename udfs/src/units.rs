@@ -3,6 +3,8 @@
 //! binary units (B, KiB, MiB, GiB, TiB, PiB), both with four significant digits and trailing
 //! zeros dropped: `38.3 us`, `1.204 s`, `64 KiB`. NULL stays NULL.
 
+use crate::declare::{Function, Make, Output, ParamDefault, Type, param};
+use datafusion::logical_expr::ScalarUDF;
 use std::sync::Arc;
 
 use arrow::array::{Array, AsArray, StringArray};
@@ -52,6 +54,22 @@ pub fn bytes(n: f64) -> String {
     format!("{} {}", significant(v), UNITS[unit])
 }
 
+pub const FORMAT_DURATION: Function = Function {
+    name: "format_duration",
+    params: &[param("ns", Type::Value("numeric"), ParamDefault::Required, "a time in nanoseconds")],
+    output: Output::Value("text"),
+    description: "a time in nanoseconds with the unit that reads best, four significant digits: 38.3 us, 1.204 s",
+    make: Make::Scalar(|_| ScalarUDF::from(Format::duration())),
+};
+
+pub const FORMAT_BYTES: Function = Function {
+    name: "format_bytes",
+    params: &[param("n", Type::Value("numeric"), ParamDefault::Required, "a size in bytes")],
+    output: Output::Value("text"),
+    description: "a size in bytes in binary units, four significant digits: 64 KiB, 1.5 MiB",
+    make: Make::Scalar(|_| ScalarUDF::from(Format::bytes())),
+};
+
 /// What a formatting function writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Unit {
@@ -82,7 +100,10 @@ impl Format {
 
 impl ScalarUDFImpl for Format {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(match self.unit {
+            Unit::Duration => &FORMAT_DURATION,
+            Unit::Bytes => &FORMAT_BYTES,
+        })
     }
 
     fn name(&self) -> &str {

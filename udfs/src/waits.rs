@@ -40,8 +40,32 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
 use crate::common::{Args, ComputeMany, Derived, int64_column, text_column};
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::latency::MESSAGES;
 
-pub const WAIT_ARGS: &[&str] = &["rel", "collectives"];
+pub const WAIT_STATES: Function = Function {
+    name: "wait_states",
+    params: &[
+        MESSAGES,
+        param("collectives", Type::Relation, ParamDefault::Text("collectives"), "the collective operations to check"),
+    ],
+    output: Output::Columns(&[
+        col("rank", int64, "the rank that waited"),
+        col(
+            "pattern",
+            text,
+            "late_sender, late_receiver, wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan or wait_at_collective",
+        ),
+        col("wait_ns", int64, "how long it waited"),
+        col("ts", int64, "when the wait began"),
+        col("msg_id", int64, "the message waited for (NULL for a collective)"),
+        col("comm", int64, "the collective's communicator (NULL for a message)"),
+        col("instance", int64, "the collective's instance (NULL for a message)"),
+        col("partner", int64, "the rank waited for (the late one), when one is"),
+    ]),
+    description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
+    make: Make::Table(|| Arc::new(WaitStates)),
+};
 pub(crate) const MESSAGE_COLUMNS: [&str; 8] =
     ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
 pub(crate) const COLLECTIVE_COLUMNS: [&str; 6] = ["comm", "instance", "rank", "begin_ts", "op", "root"];
@@ -229,9 +253,9 @@ pub struct WaitStates;
 
 impl TableFunctionImpl for WaitStates {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("wait_states", WAIT_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
-        let colls = a.relation(args.session(), 1, "collectives")?;
+        let a = Args::new(&WAIT_STATES, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let colls = a.relation(args.session(), "collectives")?;
         let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
         let ci = colls.columns("wait_states", &COLLECTIVE_COLUMNS)?;
         let out = output_schema();

@@ -3,6 +3,7 @@
 //! scheduler logs and other wall-clock records. Without `trace` the default trace is meant.
 //! A trace without an absolute start gives NULL and a warning (a session notice) naming it.
 
+use crate::declare::{Function, Make, Output, ParamDefault, Type, param};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError};
 
@@ -13,6 +14,24 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+};
+
+pub const WALLCLOCK: Function = Function {
+    name: "wallclock",
+    params: &[
+        param("ts", Type::Value("Int64"), ParamDefault::Required, "a trace time (ns)"),
+        param(
+            "trace",
+            Type::Value("Utf8"),
+            ParamDefault::Chosen("the default trace"),
+            "the attached trace the time belongs to",
+        ),
+    ],
+    output: Output::Value("UTC timestamp"),
+    description: "a trace time as absolute UTC time, from trace_info.start_wallclock of the default (or named) trace; NULL and a warning when unknown",
+    make: Make::Scalar(|session| {
+        datafusion::logical_expr::ScalarUDF::from(Wallclock::new(session.starts(), session.notices()))
+    }),
 };
 
 /// The scalar function, reading the session's trace starts.
@@ -64,7 +83,7 @@ impl Hash for Wallclock {
 
 impl ScalarUDFImpl for Wallclock {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(&WALLCLOCK)
     }
 
     fn name(&self) -> &str {

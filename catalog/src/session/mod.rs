@@ -5,6 +5,7 @@
 //! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
 //! configured partitions, so scans run on every core without copying data.
 
+pub mod information_schema;
 pub mod named_args;
 pub mod plan_node;
 pub mod sql;
@@ -97,7 +98,8 @@ impl Session {
     /// themselves are not counted.
     pub fn with_limits(partitions: usize, memory_limit: Option<usize>) -> Self {
         let mut config = SessionConfig::new()
-            .with_information_schema(true)
+            // The session registers its own information_schema (see `describe_table_functions`).
+            .with_information_schema(false)
             .with_target_partitions(partitions.max(1))
             .with_default_catalog_and_schema(CATALOG, DEFAULT_SCHEMA);
         // Planning errors name their place in the statement (shown with a caret by the shell).
@@ -127,7 +129,7 @@ impl Session {
         // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
         let catalog = ctx.catalog(CATALOG).expect("the default catalog");
         let ctx = ctx.enable_url_table();
-        Session {
+        let mut session = Session {
             ctx,
             catalog,
             traces: BTreeMap::new(),
@@ -137,7 +139,9 @@ impl Session {
             starts: SharedStarts::default(),
             notices,
             open_options: OpenOptions::default(),
-        }
+        };
+        session.describe_table_functions(Vec::new());
+        session
     }
 
     pub fn context(&self) -> &SessionContext {
@@ -288,8 +292,22 @@ impl Session {
     }
 
     /// Let `function`'s arguments be given by name (`function(name => value)`).
-    pub fn register_parameter_names(&mut self, function: &str, names: &'static [&'static str]) {
+    pub fn register_parameter_names(&mut self, function: &str, names: Vec<&'static str>) {
         self.parameters.insert(function.to_ascii_lowercase(), names);
+    }
+
+    /// Describe table functions in information_schema.routines and .parameters (and so in
+    /// `SHOW FUNCTIONS`), once they are registered.
+    pub fn describe_table_functions(&mut self, routines: Vec<information_schema::RoutineDoc>) {
+        let state = self.ctx.state();
+        let schema = information_schema::InformationSchema::new(
+            state.catalog_list().clone(),
+            state.table_functions().clone(),
+            CATALOG,
+            DEFAULT_SCHEMA,
+            routines,
+        );
+        let _ = self.catalog.register_schema(information_schema::NAME, Arc::new(schema));
     }
 
     /// Plan a SQL statement, rewriting named arguments of commdb's table functions.

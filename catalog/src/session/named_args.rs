@@ -12,7 +12,7 @@ use sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, TableFactor, Value, Vis
 use crate::error::{Error, Result};
 
 /// Parameter names of table functions, by lower-case function name.
-pub type Parameters = HashMap<String, &'static [&'static str]>;
+pub type Parameters = HashMap<String, Vec<&'static str>>;
 
 struct Rewriter<'a> {
     parameters: &'a Parameters,
@@ -92,7 +92,7 @@ mod tests {
 
     fn run(sql: &str) -> std::result::Result<String, String> {
         let mut params = Parameters::new();
-        params.insert("latency_criteria".into(), &["rel", "bucket_bytes", "max_samples"]);
+        params.insert("latency_criteria".into(), vec!["rel", "bucket_bytes", "max_samples"]);
         let mut stmts = Parser::parse_sql(&GenericDialect {}, sql).unwrap();
         rewrite(&mut stmts[0], &params).map_err(|e| e.to_string())?;
         Ok(stmts[0].to_string())

@@ -14,8 +14,20 @@ use datafusion::error::Result;
 
 use super::Messages;
 use crate::common::{Args, Compute, Derived};
+use crate::declare::{Function, Make, Output, col, float64, int64};
+use crate::latency::MESSAGES;
 
-pub const BALANCE_ARGS: &[&str] = &["rel"];
+pub const LOAD_BALANCE: Function = Function {
+    name: "load_balance",
+    params: &[MESSAGES],
+    output: Output::Columns(&[
+        col("rank", int64, ""),
+        col("messages", int64, "mc: messages the rank sent plus received"),
+        col("lb", float64, "LB = |mc - mean(mc)| / mean absolute deviation (0 when every rank has the same mc)"),
+    ]),
+    description: "messages sent plus received per rank and LB = |mc - mean| / mean absolute deviation (PCLVis equations 9-10)",
+    make: Make::Table(|| Arc::new(LoadBalance)),
+};
 
 /// LB of every load in `mc` (equations 9 and 10); all 0 when the loads are equal.
 pub fn lb(mc: &[i64]) -> Vec<f64> {
@@ -45,8 +57,8 @@ pub struct LoadBalance;
 
 impl TableFunctionImpl for LoadBalance {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("load_balance", BALANCE_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&LOAD_BALANCE, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
         let idx = rel.columns("load_balance", &super::vector_clock::MESSAGE_COLUMNS)?;
         let out = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, false),

@@ -23,10 +23,41 @@ use petgraph::graph::DiGraph;
 
 use super::{Kind, Messages, Timeline};
 use crate::common::{Args, Compute, ComputeMany, Derived, Relation, int64_column};
-use crate::latency::{Baseline, MessageIndices, with_baseline};
+use crate::declare::{BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, col, float64, int64};
+use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
 
-pub const DAG_ARGS: &[&str] = &["rel"];
-pub const DAG_EDGE_ARGS: &[&str] = &["rel", "bucket_bytes", "max_samples", "min_messages", "criteria"];
+pub const DAG_NODES: Function = Function {
+    name: "dag_nodes",
+    params: &[MESSAGES],
+    output: Output::Columns(&[
+        col("node_id", int64, "node of the DAG, from 0 in order of rank, then time"),
+        col("rank", int64, "the rank whose run of receives and sends the node is"),
+        col("first_ts", int64, "time of its first event"),
+        col("last_ts", int64, "time of its last event"),
+        col("sends", int64, "messages it sent"),
+        col("recvs", int64, "messages it received"),
+        col("bytes_sent", int64, "bytes it sent"),
+        col("bytes_recv", int64, "bytes it received"),
+        col("load_balance", float64, "LB of its rank (load_balance())"),
+    ]),
+    description: "nodes of the communication-dependency DAG: per rank, runs of receives followed by sends (PCLVis Algorithm 2)",
+    make: Make::Table(|| Arc::new(DagNodes)),
+};
+
+pub const DAG_EDGES: Function = Function {
+    name: "dag_edges",
+    params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
+    output: Output::Columns(&[
+        col("from_node", int64, "the node holding the send"),
+        col("to_node", int64, "the node holding the receive"),
+        col("msg_id", int64, ""),
+        col("bytes", int64, ""),
+        col("duration", int64, ""),
+        col("latency", float64, "the message's latency L (message_latency())"),
+    ]),
+    description: "edges of the communication-dependency DAG: each matched message from its send's node to its receive's node",
+    make: Make::Table(|| Arc::new(DagEdges)),
+};
 const NONE: u32 = u32::MAX;
 
 /// A node of the DAG.
@@ -164,8 +195,8 @@ pub struct DagNodes;
 
 impl TableFunctionImpl for DagNodes {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("dag_nodes", DAG_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
+        let a = Args::new(&DAG_NODES, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
         let input = DagInput::find("dag_nodes", &rel)?;
         let i64f = |n: &str| Field::new(n, DataType::Int64, false);
         let out = schema(vec![
@@ -208,9 +239,9 @@ pub struct DagEdges;
 
 impl TableFunctionImpl for DagEdges {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("dag_edges", DAG_EDGE_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "messages")?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel, 1)?;
+        let a = Args::new(&DAG_EDGES, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
+        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
         let input = DagInput::find("dag_edges", &rel)?;
         let out = schema(vec![
             Field::new("from_node", DataType::Int64, false),

@@ -25,8 +25,68 @@ use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl,
 
 use super::{Kind, Messages, Participations, Timeline};
 use crate::common::{Args, ComputeMany, Derived, Relation};
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::latency::MESSAGES;
+use datafusion::logical_expr::ScalarUDF;
 
-pub const VECTOR_CLOCK_ARGS: &[&str] = &["rel", "collectives", "max_cells"];
+pub const VECTOR_CLOCKS: Function = Function {
+    name: "vector_clocks",
+    params: &[
+        MESSAGES,
+        param(
+            "collectives",
+            Type::Relation,
+            ParamDefault::Chosen("none"),
+            "a collectives relation whose operations join their participants' clocks (collectives are left out when not given)",
+        ),
+        param(
+            "max_cells",
+            Type::Integer { min: 1 },
+            ParamDefault::Integer(MAX_CELLS),
+            "refuse, before computing, when events x ranks is above this (2^28 cells: 1 GiB)",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("rank", int64, "the rank of the event"),
+        col("seq", int64, "position of the event in the logical order"),
+        col("ts", int64, "time of the event"),
+        col("kind", text, "send, recv or collective"),
+        col("msg_id", int64, "the message sent or received (NULL for a collective)"),
+        col("comm", int64, "the collective's communicator (NULL for a message)"),
+        col("instance", int64, "the collective's instance on its communicator (NULL for a message)"),
+        col(
+            "vc",
+            list_int32,
+            "the vector clock: entry i counts the events of the i-th rank (ascending) up to this one",
+        ),
+    ]),
+    description: "the vector clock of every send, receive (and collective, given a collectives relation) in logical order; vc[i] counts events of the i-th rank",
+    make: Make::Table(|| Arc::new(VectorClocks)),
+};
+
+pub const HAPPENS_BEFORE: Function = Function {
+    name: "happens_before",
+    params: &[
+        param("a", Type::Value("List(Int32)"), ParamDefault::Required, "a vector clock (vector_clocks().vc)"),
+        param("b", Type::Value("List(Int32)"), ParamDefault::Required, "another vector clock of the same relation"),
+    ],
+    output: Output::Value("boolean"),
+    description: "vector clock a happened before b: a <= b element-wise and a != b",
+    make: Make::Scalar(|_| ScalarUDF::from(ClockOrder::happens_before())),
+};
+
+pub const CONCURRENT: Function = Function {
+    name: "concurrent",
+    params: HAPPENS_BEFORE.params,
+    output: Output::Value("boolean"),
+    description: "neither vector clock happened before the other (and they differ)",
+    make: Make::Scalar(|_| ScalarUDF::from(ClockOrder::concurrent())),
+};
+
+/// A list of Int32 without NULL entries, as `vc` is.
+fn list_int32() -> DataType {
+    list_type()
+}
 /// Default limit of events x ranks.
 pub const MAX_CELLS: i64 = 1 << 28;
 pub const MESSAGE_COLUMNS: [&str; 5] = ["msg_id", "src", "dst", "send_ts", "recv_ts"];
@@ -123,12 +183,8 @@ fn output_schema() -> SchemaRef {
 
 /// The relation arguments: messages, and collectives when named.
 pub fn relations(a: &Args<'_>, session: &dyn datafusion::catalog::Session) -> Result<(Relation, Option<Relation>)> {
-    let rel = a.relation(session, 0, "messages")?;
-    let colls = match a.exprs.get(1) {
-        Some(datafusion::logical_expr::Expr::Literal(v, _)) if v.is_null() => None,
-        None => None,
-        Some(_) => Some(a.relation(session, 1, "collectives")?),
-    };
+    let rel = a.relation(session, "rel")?;
+    let colls = a.opt_relation(session, "collectives")?;
     Ok((rel, colls))
 }
 
@@ -138,9 +194,9 @@ pub struct VectorClocks;
 
 impl TableFunctionImpl for VectorClocks {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("vector_clocks", VECTOR_CLOCK_ARGS, args.exprs())?;
+        let a = Args::new(&VECTOR_CLOCKS, args.exprs())?;
         let (rel, colls) = relations(&a, args.session())?;
-        let max_cells = a.int(2, MAX_CELLS, 1)?.min(i64::from(i32::MAX));
+        let max_cells = a.int("max_cells")?.min(i64::from(i32::MAX));
         let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
         let mut inputs = vec![(rel, Some(idx))];
         if let Some(c) = colls {
@@ -221,7 +277,7 @@ fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
 
 impl ScalarUDFImpl for ClockOrder {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(if self.name() == "concurrent" { &CONCURRENT } else { &HAPPENS_BEFORE })
     }
 
     fn name(&self) -> &str {

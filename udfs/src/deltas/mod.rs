@@ -36,11 +36,56 @@ use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSig
 use histogram::{Histogram, Scheme};
 
 use crate::common::{Args, Compute, Derived, FastMap, int64_column};
+use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::profile::CALLS;
 use crate::replay::MpiCalls;
+use datafusion::logical_expr::AggregateUDF;
 
-pub const DELTA_ARGS: &[&str] = &["rel"];
 /// Default number of bins.
 pub const BINS: i64 = 5;
+
+pub const COMPUTE_DELTAS: Function = Function {
+    name: "compute_deltas",
+    params: &[CALLS],
+    output: Output::Columns(&[
+        col("rank", int64, ""),
+        col("call_seq", int64, "the MPI call's number on its rank, from 0"),
+        col("region", text, "the MPI call"),
+        col("compute_delta_ns", int64, "time since the end of the rank's previous MPI call"),
+        col("comm_delta_ns", int64, "the call's duration"),
+        col("path", dict_int32_text, "previous MPI call's signature -> this call's signature (regions joined by '/')"),
+    ]),
+    description: "every MPI call with the compute time before it, its duration and its path (the stack signatures of the previous MPI call and of this one), as ScalaTrace records delta times",
+    make: Make::Table(|| Arc::new(ComputeDeltas)),
+};
+
+pub const DELTA_HISTOGRAM: Function = Function {
+    name: "delta_histogram",
+    params: &[
+        param("value", Type::Value("Float64"), ParamDefault::Required, "the values to summarise (a delta time)"),
+        param("bins", Type::Integer { min: 1 }, ParamDefault::Integer(BINS), "number of bins, from 1 to 1024"),
+        param(
+            "rank",
+            Type::Value("Int64"),
+            ParamDefault::Chosen("none"),
+            "the rank of each value, to name the ranks holding the minimum and maximum",
+        ),
+        param(
+            "scheme",
+            Type::Choice(&["source", "balanced"]),
+            ParamDefault::Text("source"),
+            "'source': ScalaTrace's Algorithm 2; 'balanced': commdb's refinement",
+        ),
+    ],
+    output: Output::Value("{count, total, min, max, min_rank, max_rank, bins: [{lo, hi, count, mean, variance}]}"),
+    description: "ScalaTrace's dynamically balanced histogram (default 5 bins; scheme 'source' = Algorithm 2, 'balanced' = commdb's refinement), exact count, total, min and max and the ranks holding them",
+    make: Make::Aggregate(|| AggregateUDF::from(DeltaHistogram::default())),
+};
+
+/// Region paths as compute_deltas gives them: a dictionary of text.
+fn dict_int32_text() -> DataType {
+    DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8))
+}
 const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 
 /// Stack signatures, interned: signature k is `parent[k]` (another signature, or none) with
@@ -192,8 +237,8 @@ pub struct ComputeDeltas;
 
 impl TableFunctionImpl for ComputeDeltas {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new("compute_deltas", DELTA_ARGS, args.exprs())?;
-        let rel = a.relation(args.session(), 0, "calls")?;
+        let a = Args::new(&COMPUTE_DELTAS, args.exprs())?;
+        let rel = a.relation(args.session(), "rel")?;
         let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
         let schema = rel.schema();
         let mut extra = |name: &str| {
@@ -307,7 +352,7 @@ impl Default for DeltaHistogram {
 
 impl AggregateUDFImpl for DeltaHistogram {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(self.name())
+        crate::documentation(&DELTA_HISTOGRAM)
     }
 
     fn name(&self) -> &str {
