@@ -14,7 +14,7 @@ use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Float64Type, SchemaRef};
 
 /// Okabe-Ito colours, black left out (it is the axes').
-const SERIES: [&str; 7] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442"];
+pub(crate) const SERIES: [&str; 7] = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442"];
 /// Stops of a viridis-like scale, low to high.
 const SCALE: [(u8, u8, u8); 5] = [(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)];
 
@@ -105,12 +105,12 @@ fn numbers(c: &ArrayRef) -> Vec<Option<f64>> {
 }
 
 /// Text escaped for SVG.
-fn esc(text: &str) -> String {
+pub(crate) fn esc(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 
 /// About `n` round tick values covering [lo, hi].
-fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+pub(crate) fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
         return vec![lo];
     }
@@ -128,7 +128,7 @@ fn ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 }
 
 /// A number shortly: 1.5k, 2M, 0.25.
-fn short(v: f64) -> String {
+pub(crate) fn short(v: f64) -> String {
     let a = v.abs();
     let (scaled, unit) = if a >= 1e12 {
         (v / 1e12, "T")
@@ -285,7 +285,7 @@ fn bars(batch: &RecordBatch, names: &[String], series: &[usize], title: &str) ->
     Ok(page(title, &names[0], &y_label, &how, &body, &legend(&entries)))
 }
 
-fn truncate(text: &str, n: usize) -> String {
+pub(crate) fn truncate(text: &str, n: usize) -> String {
     if text.chars().count() <= n {
         text.to_string()
     } else {
@@ -338,7 +338,7 @@ fn lines(batch: &RecordBatch, names: &[String], series: &[usize], title: &str) -
 }
 
 /// The colour of a share in [0, 1] on the scale.
-fn scale(share: f64) -> String {
+pub(crate) fn scale(share: f64) -> String {
     let s = share.clamp(0.0, 1.0) * (SCALE.len() - 1) as f64;
     let k = (s.floor() as usize).min(SCALE.len() - 2);
     let f = s - k as f64;

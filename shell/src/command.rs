@@ -45,6 +45,8 @@ pub enum Command {
         path: PathBuf,
         sql: String,
     },
+    /// `\report FILE.html`: the one-page report of the default trace (crate::report).
+    Report(PathBuf),
     /// `\echo TEXT`: a line of text, such as a report's title for the table that follows.
     Echo(String),
     Help,
@@ -64,6 +66,7 @@ pub const HELP: &str = "\
                    (id, [label], [load_balance]) as a Graphviz DOT graph
 \\chart FILE.svg Q  draw query Q as an SVG chart: x = first column; bars for text x, lines
                    for numeric or time x, a heatmap for (x, y, value) rows whose x repeats
+\\report FILE.html  write a one-page HTML report of the default trace (figures and diagnosis)
 \\format X          table, csv, tsv, json, ndjson or markdown
 \\echo TEXT        print TEXT (a title in reports; on stderr for csv, tsv and json)
 \\timing [on|off]   show how long each statement took
@@ -118,6 +121,13 @@ impl FromStr for Command {
                     return Err(usage.into());
                 }
                 Ok(Command::Chart { path, sql })
+            }
+            "\\report" => {
+                let path = PathBuf::from(unquote(rest.trim()));
+                if rest.trim().is_empty() || !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("html")) {
+                    return Err("usage: \\report FILE.html, e.g. \\report report.html".into());
+                }
+                Ok(Command::Report(path))
             }
             "\\format" => match arg {
                 Some(f) => f.parse().map(Command::Format),

@@ -271,6 +271,32 @@ impl Shell {
     }
 
     /// Run one SQL statement or backslash command.
+    /// Write the report of the default trace to `path` (beside it first, then renamed, so a
+    /// failed report leaves no half page).
+    pub async fn report(&mut self, path: &std::path::Path) -> Result<(), String> {
+        if self.session.default_trace().is_none() {
+            return Err("\\report: no trace is open; \\open PATH opens one".into());
+        }
+        let started = std::time::Instant::now();
+        let (page, written) = crate::report::html(&mut self.session).await?;
+        let name = path.file_name().ok_or_else(|| format!("\\report: '{}' is not a file name", path.display()))?;
+        let partial = path.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+        std::fs::write(&partial, &page).map_err(|e| format!("{}: {e}", partial.display()))?;
+        std::fs::rename(&partial, path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.note(&format!(
+            "wrote a report of {} figures ({:.1} MB) to {} in {:.1} s{}",
+            written.figures,
+            written.bytes as f64 / 1e6,
+            path.display(),
+            started.elapsed().as_secs_f64(),
+            match written.sections_missing {
+                0 => String::new(),
+                n => format!("; {n} section(s) could not be made for this trace (the page says why)"),
+            }
+        ));
+        Ok(())
+    }
+
     pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
         self.error_at = None;
         let text = text.trim();
@@ -462,6 +488,7 @@ impl Shell {
                 let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
                 self.note(&format!("wrote a chart of {rows} rows to {}", path.display()));
             }
+            Command::Report(path) => self.report(&path).await?,
             Command::Format(f) => self.print.format = f,
             Command::Expanded(mode) => {
                 self.print.expanded = mode.unwrap_or(match self.print.expanded {

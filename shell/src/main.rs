@@ -12,6 +12,7 @@ mod fit;
 mod helper;
 mod print;
 mod progress;
+mod report;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -112,6 +113,17 @@ struct OpenArgs {
     clock_sync: Option<PathBuf>,
 }
 
+/// A session with every core, the memory budget and commdb's functions, as the shell runs
+/// queries.
+fn sql_session(cli: &Cli) -> Session {
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
+    let mut session = Session::with_limits(cores, Some(budget));
+    commdb_udfs::register_all(&mut session);
+    session.open_options = open_options(&cli.open);
+    session
+}
+
 #[derive(Debug, Subcommand)]
 enum Sub {
     /// Generate a synthetic trace with known ground truth into a directory (a commdb store, an
@@ -128,6 +140,16 @@ enum Sub {
     Info {
         /// Trace to read.
         trace: String,
+    },
+    /// Write a one-page HTML report of a trace (inline SVG, nothing fetched): its facts, the
+    /// communication matrix and regions, latency over time, a timeline, the dependency DAG of
+    /// the slowest period, waiting, and what to do.
+    Report {
+        /// Trace to read (any format commdb opens).
+        trace: String,
+        /// File to write (replaced whole).
+        #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "report.html")]
+        file: PathBuf,
     },
     /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
     /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open.
@@ -386,6 +408,13 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             }
             return Ok(());
         }
+        Some(Sub::Report { trace, file }) => {
+            let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: cli.quiet, ..print })?;
+            shell.session.open_options = open_options(&cli.open);
+            shell.open_trace(trace, None)?;
+            shell.report(file).await?;
+            return Ok(());
+        }
         Some(Sub::Info { trace }) => {
             let mut shell = Shell::new(Session::new(), PrintOptions { quiet: true, ..print })?;
             shell.session.open_options = open_options(&cli.open);
@@ -396,12 +425,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         None => {}
     }
 
-    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
-    let mut session = Session::with_limits(cores, Some(budget));
-    commdb_udfs::register_all(&mut session);
-    session.open_options = open_options(&cli.open);
-    let mut shell = Shell::new(session, print)?;
+    let mut shell = Shell::new(sql_session(&cli), print)?;
     if cli.demo {
         let started = Instant::now();
         let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
