@@ -230,13 +230,10 @@ async fn matrix(session: &mut Session) -> Result<String, String> {
     let groups = order.len().div_ceil(MAX_GROUPS).max(1);
     let group_of: std::collections::HashMap<i64, usize> =
         order.iter().enumerate().map(|(i, (r, _))| (*r, i / groups)).collect();
-    let labels: Vec<String> =
-        order
-            .chunks(groups)
-            .map(|c| {
-                if groups == 1 { format!("{} R{}", c[0].0, c[0].1) } else { format!("{}-{}", c[0].0, c[c.len() - 1].0) }
-            })
-            .collect();
+    let labels: Vec<String> = order
+        .chunks(groups)
+        .map(|c| if groups == 1 { format!("{} R{}", c[0].0, c[0].1) } else { format!("{}+ R{}", c[0].0, c[0].1) })
+        .collect();
     let m = query(session, "SELECT src, dst, messages FROM comm_matrix()").await?;
     let mut cells: std::collections::HashMap<(usize, usize), f64> = std::collections::HashMap::new();
     let (src, dst, n) = (m.ints(0), m.ints(1), m.f64s(2));
@@ -252,7 +249,13 @@ async fn matrix(session: &mut Session) -> Result<String, String> {
         &figures::heatmap("messages between ranks", &labels, &cells, axis, "messages"),
         &format!(
             "Each cell is the number of messages the row's rank sent to the column's rank{}; ranks are sorted by the communication region process_regions() puts them in, so regions appear as blocks on the diagonal and traffic between regions off it.",
-            if groups == 1 { String::new() } else { format!(" (groups of {groups} consecutive ranks)") }
+            if groups == 1 {
+                String::new()
+            } else {
+                format!(
+                    " (groups of {groups} ranks consecutive in region order, labelled by their first rank and its region)"
+                )
+            }
         ),
     );
     let nodes = query(

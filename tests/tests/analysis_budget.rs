@@ -1,0 +1,40 @@
+//! Analyses answer to the session's memory budget: what an analysis reads and the working
+//! memory it reserves before computing come from the memory pool, and past the budget the
+//! query fails with an error saying how much it needs and what to narrow (never a process
+//! killed by the operating system); a narrower relation then fits.
+
+use arrow::array::AsArray;
+use arrow::datatypes::Int64Type;
+use commdb_catalog::{OpenOptions, Session};
+
+fn session(budget: usize) -> Session {
+    let mut session = Session::with_limits(2, Some(budget));
+    commdb_udfs::register_all(&mut session);
+    session.open("generate:ranks=64,ranks-per-node=8,iterations=200", None, &OpenOptions::default()).unwrap();
+    session
+}
+
+#[test]
+fn an_analysis_over_the_budget_says_what_it_needs_and_what_to_narrow() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // 51,200 messages: about 10 MB of the columns latency_criteria reads, twice that to compute.
+    let mut small = session(4 << 20);
+    let e = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria()")).unwrap_err().to_string();
+    assert!(e.contains("latency_criteria:") && e.contains("memory budget for queries"), "{e}");
+    assert!(e.contains("narrow the relation") && e.contains("--memory-limit"), "{e}");
+    assert!(e.contains("needs about 4") && e.contains("MiB"), "{e}");
+    println!("{e}");
+
+    // A view over a short time window fits the same budget.
+    runtime.block_on(small.collect("CREATE VIEW early AS SELECT * FROM messages WHERE send_ts < 2000000")).unwrap();
+    let rows = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria(rel => 'early')")).unwrap();
+    assert!(rows[0].column(0).as_primitive::<Int64Type>().value(0) > 0);
+
+    // With room, the whole relation is analysed, and the reservation is given back after.
+    let mut roomy = session(1 << 30);
+    for _ in 0..2 {
+        let rows = runtime.block_on(roomy.collect("SELECT count(*) FROM wait_states()")).unwrap();
+        assert!(rows[0].column(0).as_primitive::<Int64Type>().value(0) > 0);
+    }
+    assert_eq!(roomy.context().runtime_env().memory_pool.reserved(), 0);
+}
