@@ -57,7 +57,7 @@ pub enum Command {
 pub const HELP: &str = "\
 \\d                 list tables and views
 \\d NAME            columns of a table (type and meaning)
-\\df [PATTERN]      functions: signature and description
+\\df [PATTERN]      functions: signature and description (\\df NAME: its parameters, columns)
 \\open PATH [AS N]  open a trace (CSV, commdb store, generate:...) as schema N
 \\info [NAME]       trace facts and row counts (default trace if no NAME)
 \\i FILE            run the SQL statements of a file

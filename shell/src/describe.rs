@@ -75,8 +75,58 @@ fn matches(pattern: Option<&str>, name: &str) -> bool {
     }
 }
 
-/// `\df [PATTERN]`: commdb's functions first, then DataFusion's built-in ones.
+/// `\df NAME` for one of commdb's functions: its declared parameters in order (type, default,
+/// meaning), then its output columns.
+fn one_function(session: &Session, f: &commdb_udfs::Function) -> Result<DataFrame, String> {
+    use commdb_udfs::declare::{Output, ParamDefault, meaning};
+    let mut rows: Vec<Vec<String>> = f
+        .params
+        .iter()
+        .map(|p| {
+            let default = match p.default {
+                ParamDefault::Required => "required".to_string(),
+                d => d.shown(),
+            };
+            vec!["parameter".into(), p.name.into(), p.ty.described().replace("\\|", "|"), default, p.meaning.into()]
+        })
+        .collect();
+    match f.output {
+        Output::Value(v) => {
+            rows.push(vec!["returns".into(), String::new(), v.into(), String::new(), f.description.into()])
+        }
+        _ => {
+            if let Output::InputThen(_) = f.output {
+                rows.push(vec![
+                    "column".into(),
+                    "...".into(),
+                    String::new(),
+                    String::new(),
+                    "the input relation's columns".into(),
+                ]);
+            }
+            for c in f.columns() {
+                rows.push(vec![
+                    "column".into(),
+                    c.name.into(),
+                    (c.data_type)().to_string(),
+                    String::new(),
+                    meaning(c).into(),
+                ]);
+            }
+            if let Output::ColumnsThen(_, rest) = f.output {
+                rows.push(vec!["column".into(), "...".into(), String::new(), String::new(), rest.into()]);
+            }
+        }
+    }
+    text_frame(session, &["part", "name", "type", "default", "meaning"], rows)
+}
+
+/// `\df [PATTERN]`: commdb's functions first, then DataFusion's built-in ones; `\df NAME` of one
+/// of commdb's functions shows its parameters and columns.
 pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataFrame, String> {
+    if let Some(f) = pattern.and_then(commdb_udfs::function) {
+        return one_function(session, f);
+    }
     let mut rows: Vec<Vec<String>> = commdb_udfs::functions()
         .iter()
         .filter(|f| matches(pattern, f.name))

@@ -1231,3 +1231,20 @@ fn the_report_names_the_injected_problem_and_renders_in_a_browser() {
         );
     }
 }
+
+#[test]
+fn df_lists_functions_and_shows_one_functions_declaration() {
+    let o = run(&["-q", "--format", "csv", "-c", "\\df lod_"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for f in ["lod_calls", "lod_messages", "lod_collectives", "lod_resolution"] {
+        assert!(out.contains(&format!("\n{f},")), "{out}");
+    }
+    let o = run(&["-q", "--format", "csv", "-c", "\\df comm_matrix"]);
+    let out = stdout(&o);
+    assert!(out.starts_with("part,name,type,default,meaning\n"), "{out}");
+    assert!(out.contains("parameter,by,'rank' | 'node','rank',"), "{out}");
+    assert!(out.contains("column,share,Float64,,value over the total of all pairs"), "{out}");
+    let o = run(&["-q", "--format", "csv", "-c", "\\df abs"]);
+    assert!(stdout(&o).contains(",datafusion"), "{}", stdout(&o));
+}
