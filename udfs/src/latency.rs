@@ -558,12 +558,13 @@ impl TableFunctionImpl for LatencyCriteria {
         let a = Args::new(&LATENCY_CRITERIA, args.exprs())?;
         let relation = a.relation(args.session(), "rel")?;
         let params = Params::from_args(&a)?;
-        let indices = MessageIndices::find("latency_criteria", &relation)?;
+        // Only the columns the criteria need are read.
+        let (projection, indices) = MessageIndices::find("latency_criteria", &relation)?.projected();
         let compute: Compute = Arc::new(move |batches| {
             let m = indices.read(batches)?;
             Ok(vec![criteria_batch(&criteria(&m, &params))?])
         });
-        Ok(Arc::new(Derived::new(criteria_schema(), relation, None, compute)))
+        Ok(Arc::new(Derived::new(criteria_schema(), relation, Some(projection), compute)))
     }
 }
 
