@@ -1,7 +1,11 @@
 //! commdb's own trace store: a directory with one Parquet file per table of the model and a
 //! `manifest.json` naming them. Written by `commdb convert`, read back losslessly (same
 //! schemas, same rows) and much faster than re-reading and re-matching the source trace.
-//! Tables are read in parallel, one rayon task per file.
+//! Tables are read in parallel, one rayon task per file. A table of more than `PART_ROWS` rows
+//! is written as a directory of parts of consecutive rows (`events/part-00000.parquet`, ...):
+//! as the tables are in rank order (events, calls, collectives) or send-time order (messages),
+//! each part covers a range of ranks or a window of time, so a query's filter skips whole
+//! files by their statistics, and a part is the unit a streaming writer fills.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -38,13 +42,38 @@ struct Manifest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct TableEntry {
+    /// The table's file, or the directory of its parts.
     file: String,
     rows: usize,
     /// CRC-32 of the whole file, checked when the store is read (absent in stores written
     /// before checksums: then not checked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     crc32: Option<u32>,
+    /// The parts of a table cut into several files, in row order (none: one file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    parts: Vec<PartEntry>,
 }
+
+/// One file of a table written in parts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct PartEntry {
+    file: String,
+    rows: usize,
+    crc32: u32,
+}
+
+impl TableEntry {
+    /// The files of the table in the store at `dir`, with their checksums and rows.
+    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, Option<u32>, usize)> {
+        if self.parts.is_empty() {
+            return vec![(dir.join(&self.file), self.crc32, self.rows)];
+        }
+        self.parts.iter().map(|p| (dir.join(&self.file).join(&p.file), Some(p.crc32), p.rows)).collect()
+    }
+}
+
+/// Rows of a table above which it is written in parts of this many rows (4 row groups).
+pub const PART_ROWS: usize = 1 << 22;
 
 /// Whether `dir` is a commdb store.
 pub fn is_store(dir: &Path) -> bool {
@@ -58,6 +87,11 @@ pub fn is_store(dir: &Path) -> bool {
 /// it were complete. A non-empty directory that is not a store is refused (and `convert`
 /// refuses the trace's own file or directory, `refuse_source`).
 pub fn write(trace: &Trace, dir: &Path) -> Result<()> {
+    write_in_parts(trace, dir, PART_ROWS)
+}
+
+/// `write`, cutting tables of more than `part_rows` rows into parts of that many rows.
+pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()> {
     check_target(dir)?;
     let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -67,7 +101,7 @@ pub fn write(trace: &Trace, dir: &Path) -> Result<()> {
         std::fs::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
     }
     std::fs::create_dir(&partial).map_err(|e| Error::io(&partial, e))?;
-    let written = write_into(trace, &partial);
+    let written = write_into(trace, &partial, part_rows.max(1));
     if let Err(e) = written {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e);
@@ -120,15 +154,31 @@ fn check_target(dir: &Path) -> Result<()> {
 }
 
 /// Write the tables and, last, the manifest into `dir` (which exists).
-fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
+fn write_into(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()> {
     trace.build_all()?;
     let entries: Vec<(String, TableEntry)> = model::TABLES
         .par_iter()
         .map(|t| {
-            let file = format!("{}.parquet", t.name);
-            let path = dir.join(&file);
-            let (rows, crc32) = write_table(&path, t.schema(), &trace.table(t.name)?)?;
-            Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32) }))
+            let batches = trace.table(t.name)?;
+            let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            if total <= part_rows {
+                let file = format!("{}.parquet", t.name);
+                let (rows, crc32) = write_table(&dir.join(&file), t.schema(), &batches)?;
+                return Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32), parts: Vec::new() }));
+            }
+            let folder = dir.join(t.name);
+            std::fs::create_dir(&folder).map_err(|e| Error::io(&folder, e))?;
+            let pieces = in_parts(&batches, part_rows);
+            let parts = pieces
+                .par_iter()
+                .enumerate()
+                .map(|(k, piece)| {
+                    let file = format!("part-{k:05}.parquet");
+                    let (rows, crc32) = write_table(&folder.join(&file), t.schema(), piece)?;
+                    Ok(PartEntry { file, rows, crc32 })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((t.name.to_string(), TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
         })
         .collect::<Result<_>>()?;
     let manifest = Manifest {
@@ -141,6 +191,26 @@ fn write_into(trace: &Trace, dir: &Path) -> Result<()> {
     let path = dir.join(MANIFEST);
     let text = serde_json::to_string_pretty(&manifest).map_err(|e| Error::in_file(&path, e.to_string()))?;
     std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
+}
+
+/// Batches cut into pieces of `part_rows` consecutive rows (slices, no copies).
+fn in_parts(batches: &[RecordBatch], part_rows: usize) -> Vec<Vec<RecordBatch>> {
+    let mut pieces: Vec<Vec<RecordBatch>> = vec![Vec::new()];
+    let mut filled = 0;
+    for b in batches {
+        let mut at = 0;
+        while at < b.num_rows() {
+            if filled == part_rows {
+                pieces.push(Vec::new());
+                filled = 0;
+            }
+            let n = (part_rows - filled).min(b.num_rows() - at);
+            pieces.last_mut().expect("one piece at least").push(b.slice(at, n));
+            filled += n;
+            at += n;
+        }
+    }
+    pieces
 }
 
 /// A writer that keeps the CRC-32 of everything written through it.
@@ -215,7 +285,8 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let mut stored: BTreeMap<&'static str, StoredTable> = BTreeMap::new();
     for t in model::TABLES.iter().filter(|t| lazy(t.name)) {
         if let Some(entry) = entry_of(t)? {
-            let file = StoredFile { path: dir.join(&entry.file), crc32: entry.crc32, rows: entry.rows };
+            let files = entry.files(dir).into_iter().map(|(p, crc, _)| (p, crc)).collect();
+            let file = StoredFile { path: dir.join(&entry.file), files, rows: entry.rows };
             let dir = dir.to_path_buf();
             stored.insert(t.name, StoredTable { file, load: Box::new(move || read_checked(&dir, t, &entry)) });
         }
@@ -245,15 +316,16 @@ const LATER: [&str; 6] = ["events", "calls", "messages", "collectives", "metrics
 
 /// A table's file read and checked against its manifest entry (checksum, then row count).
 fn read_checked(dir: &Path, t: &model::TableDoc, entry: &TableEntry) -> Result<Vec<RecordBatch>> {
-    let batches = read_table(&dir.join(&entry.file), t, entry.crc32)?;
-    let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-    if rows != entry.rows {
-        return Err(Error::in_file(
-            &dir.join(&entry.file),
-            format!("has {rows} rows but the manifest says {}", entry.rows),
-        ));
+    let mut out = Vec::new();
+    for (path, crc32, expected) in entry.files(dir) {
+        let batches = read_table(&path, t, crc32)?;
+        let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if rows != expected {
+            return Err(Error::in_file(&path, format!("has {rows} rows but the manifest says {expected}")));
+        }
+        out.extend(batches);
     }
-    Ok(batches)
+    Ok(out)
 }
 
 /// Check a table's file against the manifest's checksum (none given: nothing to check): a

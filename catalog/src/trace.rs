@@ -215,11 +215,14 @@ pub trait TableState: Send + std::fmt::Debug {
     }
 }
 
-/// A table's Parquet file in a commdb store, with the checksum the store's manifest gives it.
+/// A table kept in a commdb store: one Parquet file, or a directory of parts (a large table cut
+/// into pieces of consecutive rows), each with the checksum the store's manifest gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFile {
+    /// The table's file, or its directory of parts.
     pub path: std::path::PathBuf,
-    pub crc32: Option<u32>,
+    /// The files to read, in row order, with their checksums.
+    pub files: Vec<(std::path::PathBuf, Option<u32>)>,
     pub rows: usize,
 }
 

@@ -115,6 +115,104 @@ fn any_order_of_first_use_gives_the_tables_built_at_once() {
     }
 }
 
+/// The rows of each query on the trace at `path`, as text (a dictionary's keys may differ where
+/// its values do not), and the trace.
+fn answers(runtime: &tokio::runtime::Runtime, path: &str, queries: &[&str]) -> (Vec<String>, commdb_catalog::Trace) {
+    let mut session = commdb_tests::session();
+    let name = session.open(path, Some("t"), &OpenOptions::default()).unwrap();
+    let out = queries
+        .iter()
+        .map(|q| {
+            let rows = runtime.block_on(session.collect(q)).unwrap();
+            let options = arrow::util::display::FormatOptions::default();
+            let mut text = Vec::new();
+            for b in &rows {
+                for i in 0..b.num_rows() {
+                    let row: Vec<String> = b
+                        .columns()
+                        .iter()
+                        .map(|c| {
+                            arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options)
+                                .unwrap()
+                                .value(i)
+                                .to_string()
+                        })
+                        .collect();
+                    text.push(row.join("|"));
+                }
+            }
+            text.join("\n")
+        })
+        .collect();
+    (out, session.trace(&name).unwrap().clone())
+}
+
+#[test]
+fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let spec = "generate:ranks=16,ranks-per-node=4,iterations=40";
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 500).unwrap();
+    let queries = [
+        "SELECT count(*), sum(duration), min(send_ts), max(recv_ts) FROM messages WHERE send_ts BETWEEN 1000000 AND 1500000",
+        "SELECT rank, kind, count(*), sum(ts) FROM events WHERE rank IN (3, 11) GROUP BY 1, 2 ORDER BY 1, 2",
+        "SELECT region, count(*), sum(exclusive) FROM calls GROUP BY region ORDER BY region",
+        "SELECT size_bucket, locality, criterion_ns FROM latency_criteria() ORDER BY 1, 2",
+        "SELECT count(*), round(sum(latency), 6) FROM message_latency()",
+    ];
+    let (in_memory, _) = answers(&runtime, spec, &queries);
+    let (in_parts, opened) = answers(&runtime, &store.display().to_string(), &queries);
+    assert_eq!(in_parts, in_memory);
+    for t in ["events", "calls", "messages"] {
+        let file = opened.stored_file(t).unwrap();
+        assert!(file.files.len() > 2, "{t} is written in parts: {:?}", file.files);
+        assert!(file.files[0].0.ends_with(format!("{t}/part-00000.parquet")));
+        assert_eq!(opened.built_rows(t), None);
+    }
+    // Read whole, the parts give the table back in its order.
+    let back = commdb_catalog::store::read(&store).unwrap();
+    for t in commdb_catalog::model::TABLES {
+        let a = arrow::compute::concat_batches(&t.schema(), &trace.table(t.name).unwrap()).unwrap();
+        let b = arrow::compute::concat_batches(&t.schema(), &back.table(t.name).unwrap()).unwrap();
+        assert_eq!(a.num_rows(), b.num_rows(), "{}", t.name);
+        if !matches!(t.name, "events" | "calls" | "messages" | "collectives" | "metrics" | "states") {
+            continue;
+        }
+        // Values compared, not dictionary keys (a Parquet file encodes its own dictionaries).
+        let plain = |c: &arrow::array::ArrayRef| match c.data_type() {
+            arrow::datatypes::DataType::Dictionary(_, v) => arrow::compute::cast(c, v).unwrap(),
+            _ => c.clone(),
+        };
+        for (x, y) in a.columns().iter().zip(b.columns()) {
+            assert_eq!(plain(x).as_ref(), plain(y).as_ref(), "{}", t.name);
+        }
+    }
+    // A window of send time reads only the parts whose statistics overlap it.
+    let mut session = commdb_tests::session();
+    session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let plan = runtime
+        .block_on(session.collect(
+            "EXPLAIN ANALYZE SELECT count(*), sum(duration) FROM messages WHERE send_ts BETWEEN 1000000 AND 1500000",
+        ))
+        .unwrap();
+    let text = format!("{:?}", plan);
+    let pruned = text.split("files_ranges_pruned_statistics=").nth(1).unwrap_or("").split(',').next().unwrap_or("");
+    let numbers: Vec<usize> = pruned.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
+    assert!(numbers.len() == 2 && numbers[1] < numbers[0], "parts are skipped by statistics: {pruned}");
+    // A damaged part is named by the first query that scans it.
+    let part = store.join("messages").join("part-00001.parquet");
+    let mut bytes = std::fs::read(&part).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(&part, &bytes).unwrap();
+    let mut session = commdb_tests::session();
+    session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let err = runtime.block_on(session.collect("SELECT sum(duration) FROM messages")).unwrap_err().to_string();
+    assert!(err.contains("part-00001.parquet") && err.contains("damaged"), "{err}");
+}
+
 #[test]
 fn a_store_is_queried_in_its_files_with_the_same_answers() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -130,36 +228,7 @@ fn a_store_is_queried_in_its_files_with_the_same_answers() {
         "SELECT size_bucket, locality, criterion_ns FROM latency_criteria() ORDER BY 1, 2",
         "SELECT count(*) FROM collectives c JOIN messages m ON c.rank = m.src",
     ];
-    let answers = |path: &str| -> (Vec<String>, commdb_catalog::Trace) {
-        let mut session = commdb_tests::session();
-        let name = session.open(path, Some("t"), &OpenOptions::default()).unwrap();
-        let out = queries
-            .iter()
-            .map(|q| {
-                let rows = runtime.block_on(session.collect(q)).unwrap();
-                // Values as text: a dictionary's keys may differ where its values do not.
-                let options = arrow::util::display::FormatOptions::default();
-                let mut text = Vec::new();
-                for b in &rows {
-                    for i in 0..b.num_rows() {
-                        let row: Vec<String> = b
-                            .columns()
-                            .iter()
-                            .map(|c| {
-                                arrow::util::display::ArrayFormatter::try_new(c.as_ref(), &options)
-                                    .unwrap()
-                                    .value(i)
-                                    .to_string()
-                            })
-                            .collect();
-                        text.push(row.join("|"));
-                    }
-                }
-                text.join("\n")
-            })
-            .collect();
-        (out, session.trace(&name).unwrap().clone())
-    };
+    let answers = |path: &str| answers(&runtime, path, &queries);
     let (in_memory, _) = answers(spec);
     let (in_files, opened) = answers(&store.display().to_string());
     assert_eq!(in_files, in_memory);

@@ -134,9 +134,12 @@ impl TraceTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let url = ListingTableUrl::parse(file.path.to_string_lossy())?;
+        let urls =
+            file.files.iter().map(|(p, _)| ListingTableUrl::parse(p.to_string_lossy())).collect::<Result<Vec<_>>>()?;
         let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
-        let config = ListingTableConfig::new(url).with_listing_options(options).with_schema(self.schema.clone());
+        let config = ListingTableConfig::new_with_multi_paths(urls)
+            .with_listing_options(options)
+            .with_schema(self.schema.clone());
         let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await?;
         Ok(Arc::new(CheckedFirst { file, checked: self.checked.clone(), inner }))
     }
@@ -213,7 +216,12 @@ impl ExecutionPlan for CheckedFirst {
             let verdict = checked
                 .get_or_init(|| async move {
                     let path = file.path.clone();
-                    let check = move || crate::store::check_file(&file.path, file.crc32).map_err(|e| e.to_string());
+                    let check = move || {
+                        file.files
+                            .iter()
+                            .try_for_each(|(p, crc)| crate::store::check_file(p, *crc))
+                            .map_err(|e| e.to_string())
+                    };
                     off_the_workers(&format!("checking {}", path.display()), check)
                         .await
                         .unwrap_or_else(|e| Err(e.to_string()))
