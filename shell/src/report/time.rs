@@ -1,0 +1,239 @@
+//! The report's sections over time: latency per time bin with `latency_trend()`'s periods and
+//! `attribution()`'s causes (PCLVis 5.1 and 6), the level-of-detail timeline (Intel Trace
+//! Analyzer) and the communication-dependency DAG of the slowest period (PCLVis 5.3).
+
+use commdb_catalog::Session;
+
+use super::drawings::{self, DagEdge, DagNode, Line, Slot};
+use super::figures::{self, Band};
+use super::{MAX_DAG_MESSAGES, MAX_LINES, TIME_BINS, TIMELINE_PIXELS, duration, figure, ms, query};
+use crate::chart::short;
+
+/// The messages' span: first send to last receive.
+pub async fn span(session: &mut Session) -> Result<(f64, f64), String> {
+    let s = query(session, "SELECT min(send_ts), max(coalesce(recv_ts, send_ts)) FROM messages").await?;
+    match (s.one(0), s.one(1)) {
+        (Some(a), Some(b)) if b > a => Ok((a, b)),
+        _ => Err("no timed messages".into()),
+    }
+}
+
+/// Section 4: latency L per time bin, with trend periods and attributed causes.
+pub async fn latency(session: &mut Session) -> Result<String, String> {
+    let (t0, t1) = span(session).await?;
+    let bin = query(session, &format!("SELECT lod_resolution({}, {}, {TIME_BINS})", t0 as i64, t1 as i64 + 1))
+        .await?
+        .one(0)
+        .unwrap_or(1.0)
+        .max(1.0);
+    let b = query(
+        session,
+        &format!(
+            "SELECT floor(send_ts / {bin}) * {bin} + {half} AS t, avg(latency), approx_percentile_cont(latency, 0.95) \
+             FROM message_latency() WHERE latency IS NOT NULL AND send_ts IS NOT NULL GROUP BY 1 ORDER BY 1",
+            half = bin / 2.0
+        ),
+    )
+    .await?;
+    let (t, mean, p95) = (b.f64s(0), b.f64s(1), b.f64s(2));
+    let points = |v: &[Option<f64>]| -> Vec<(f64, f64)> {
+        t.iter().zip(v).filter_map(|(t, v)| Some((ms((*t)?), (*v)?))).collect()
+    };
+    let mut bands = Vec::new();
+    let trend = query(session, "SELECT kind, t_start, t_end FROM latency_trend() WHERE kind <> 'compressed'").await?;
+    let (kind, from, to) = (trend.texts(0), trend.f64s(1), trend.f64s(2));
+    for i in 0..trend.len() {
+        let growth = kind[i].as_deref() == Some("growth");
+        bands.push(Band {
+            from: ms(from[i].unwrap_or(0.0)),
+            to: ms(to[i].unwrap_or(0.0)),
+            colour: if growth { "#F0E442" } else { "#D55E00" },
+            name: if growth { "growth period".into() } else { "steady-high period".into() },
+        });
+    }
+    let mut s = figure(
+        "Latency L over time: mean and 95th percentile per time bin",
+        &figures::time_series(
+            "latency over time",
+            "send time (ms)",
+            "latency L (1 = normal)",
+            &[("mean L".into(), "#0072B2", points(&mean)), ("95th percentile L".into(), "#E69F00", points(&p95))],
+            &bands,
+            Some((1.0, "L = 1: normal for the size")),
+        ),
+        &format!(
+            "L is a message's transmission time over the median time of messages of its size and locality (PCLVis 4.1), averaged over bins of {}. Shaded: the periods latency_trend() finds where latency grows (yellow) or stays high (vermilion).",
+            duration(bin)
+        ),
+    );
+    let causes = query(
+        session,
+        "SELECT window_start, window_end, cause FROM attribution() WHERE cause <> 'none' ORDER BY window_start",
+    )
+    .await?;
+    let (from, to, cause) = (causes.f64s(0), causes.f64s(1), causes.texts(2));
+    let colour = |c: &str| match c {
+        "mapping" => "#56B4E9",
+        "pattern" => "#009E73",
+        "background_traffic" => "#CC79A7",
+        _ => "#999999",
+    };
+    let mut cause_bands = Vec::new();
+    for i in 0..causes.len() {
+        for c in cause[i].as_deref().unwrap_or("").split(',') {
+            cause_bands.push(Band {
+                from: ms(from[i].unwrap_or(0.0)),
+                to: ms(to[i].unwrap_or(0.0)),
+                colour: colour(c),
+                name: c.replace('_', " "),
+            });
+        }
+    }
+    s.push_str(&figure(
+        "Causes of latency by time window",
+        &figures::time_series("causes of latency", "send time (ms)", "mean latency L", &[("mean L".into(), "#000000", points(&mean))], &cause_bands, Some((1.0, "L = 1"))),
+        if cause_bands.is_empty() {
+            "attribution() found no window whose slow messages it can attribute to a cause: no band is shaded."
+        } else {
+            "Shaded: the windows where attribution() (PCLVis 6) blames bad mapping (light blue), an unbalanced communication pattern (green) or background traffic on the network (purple); the line is the mean L for reference."
+        },
+    ));
+    Ok(s)
+}
+
+/// Section 5: the level-of-detail timeline with message lines.
+pub async fn timeline(session: &mut Session) -> Result<String, String> {
+    let calls = query(
+        session,
+        &format!(
+            "SELECT slot_start, slot_end, rank, region FROM lod_calls(pixels => {TIMELINE_PIXELS}, per => 'rank')"
+        ),
+    )
+    .await?;
+    if calls.len() == 0 {
+        return Err("no calls".into());
+    }
+    let (from, to, rank, region) = (calls.f64s(0), calls.f64s(1), calls.ints(2), calls.texts(3));
+    let mut slots = Vec::with_capacity(calls.len());
+    let mut time: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
+    for i in 0..calls.len() {
+        let (a, b) = (from[i].unwrap_or(0.0), to[i].unwrap_or(0.0));
+        let name = region[i].clone().unwrap_or_default();
+        *time.entry(name.clone()).or_default() += b - a;
+        // Consecutive slots of one region on a rank are one rectangle.
+        match slots.last_mut() {
+            Some(Slot { to, rank: r, region: g, .. }) if *r == rank[i] && *g == name && (*to - ms(a)).abs() < 1e-9 => {
+                *to = ms(b)
+            }
+            _ => slots.push(Slot { from: ms(a), to: ms(b), rank: rank[i], region: name }),
+        }
+    }
+    let mut named: Vec<(String, f64)> = time.into_iter().collect();
+    named.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let named: Vec<String> = named.into_iter().take(6).map(|n| n.0).collect();
+    let mut ranks: Vec<i64> = rank.clone();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let m = query(
+        session,
+        &format!("SELECT send_slot, src, recv_slot, dst FROM lod_messages(pixels => {TIMELINE_PIXELS}) WHERE send_slot IS NOT NULL AND recv_slot IS NOT NULL ORDER BY send_slot, src, dst"),
+    )
+    .await?;
+    let (send, src, recv, dst) = (m.f64s(0), m.ints(1), m.f64s(2), m.ints(3));
+    // Every k-th line in time order, so the drawn ones spread over the run and the ranks.
+    let stride = m.len().div_ceil(MAX_LINES).max(1);
+    let res = (0..calls.len())
+        .map(|i| to[i].unwrap_or(0.0) - from[i].unwrap_or(0.0))
+        .filter(|w| *w > 0.0)
+        .fold(f64::INFINITY, f64::min);
+    let half = if res.is_finite() { res / 2.0 } else { 0.0 };
+    let lines: Vec<Line> = (0..m.len())
+        .step_by(stride)
+        .map(|i| Line {
+            send: ms(send[i].unwrap_or(0.0) + half),
+            src: src[i],
+            recv: ms(recv[i].unwrap_or(0.0) + half),
+            dst: dst[i],
+        })
+        .collect();
+    Ok(figure(
+        "Timeline: what each rank does, slot by slot",
+        &drawings::timeline("timeline", &slots, &lines, &named, &ranks),
+        &format!(
+            "One row per rank, time to the right in slots of {} (Intel Trace Analyzer's level of detail: each slot shows the region where the rank spent most of its time). Grey lines join the slots of a send and of its receive{}.",
+            duration(if res.is_finite() { res } else { 0.0 }),
+            if stride > 1 {
+                format!(" (one in {stride} of the {} slot pairs, evenly over the run)", m.len())
+            } else {
+                String::new()
+            }
+        ),
+    ))
+}
+
+/// Section 6: the dependency DAG of the slowest period (at most MAX_DAG_MESSAGES messages).
+pub async fn dag(session: &mut Session) -> Result<String, String> {
+    let (t0, t1) = span(session).await?;
+    let slow = query(session, "SELECT t_start, t_end, kind FROM latency_trend() WHERE kind <> 'compressed' ORDER BY mean_latency DESC LIMIT 1").await?;
+    let (from, what) = match slow.one(0) {
+        Some(a) => (
+            a,
+            format!(
+                "the {} period from {} ms",
+                slow.texts(2)[0].clone().unwrap_or_default().replace('_', "-"),
+                short(ms(a))
+            ),
+        ),
+        None => (t0, "the run's start (latency_trend() found no slow period)".to_string()),
+    };
+    let end = slow.one(1).unwrap_or(t1);
+    let cut = query(
+        session,
+        &format!(
+            "SELECT send_ts FROM messages WHERE send_ts >= {from} ORDER BY send_ts LIMIT 1 OFFSET {MAX_DAG_MESSAGES}"
+        ),
+    )
+    .await?;
+    let to = cut.one(0).map_or(end, |c| c.min(end)).max(from + 1.0);
+    let view = "__commdb_report_period";
+    query(
+        session,
+        &format!(
+            "CREATE OR REPLACE VIEW {view} AS SELECT * FROM messages WHERE send_ts >= {} AND send_ts < {}",
+            from as i64, to as i64
+        ),
+    )
+    .await?;
+    let nodes = query(
+        session,
+        &format!("SELECT node_id, rank, first_ts, last_ts, load_balance FROM dag_nodes(rel => '{view}')"),
+    )
+    .await;
+    let edges = query(session, &format!("SELECT from_node, to_node, latency FROM dag_edges(rel => '{view}')")).await;
+    let _ = query(session, &format!("DROP VIEW IF EXISTS {view}")).await;
+    let (nodes, edges) = (nodes?, edges?);
+    if nodes.len() == 0 {
+        return Err("no messages in the slowest period".into());
+    }
+    let (id, rank, first, last, lb) = (nodes.ints(0), nodes.ints(1), nodes.f64s(2), nodes.f64s(3), nodes.f64s(4));
+    let nodes: Vec<DagNode> = (0..nodes.len())
+        .map(|i| DagNode {
+            id: id[i],
+            rank: rank[i],
+            first: ms(first[i].unwrap_or(0.0)),
+            last: ms(last[i].unwrap_or(0.0)),
+            load_balance: lb[i].unwrap_or(0.0),
+        })
+        .collect();
+    let (a, b, l) = (edges.ints(0), edges.ints(1), edges.f64s(2));
+    let edges: Vec<DagEdge> = (0..edges.len()).map(|i| DagEdge { from: a[i], to: b[i], latency: l[i] }).collect();
+    Ok(figure(
+        &format!("Communication dependencies from {what}"),
+        &drawings::dag("dependency DAG", &nodes, &edges),
+        &format!(
+            "The messages sent between {} and {} ms (at most {MAX_DAG_MESSAGES}) as PCLVis's dependency DAG: a node is what a rank received and then sent on that basis, placed on its rank's row at its time and coloured by the rank's load balance LB (dark: balanced, bright: far from the mean); an edge is a message, coloured by its latency L (bright: slow). Slow edges into a node delay everything after it.",
+            short(ms(from)),
+            short(ms(to))
+        ),
+    ))
+}
