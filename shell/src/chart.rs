@@ -86,7 +86,7 @@ fn labels(c: &ArrayRef) -> Vec<String> {
 }
 
 /// Every value as a number (None for NULL or what is not one).
-fn numbers(c: &ArrayRef) -> Vec<Option<f64>> {
+pub(crate) fn numbers(c: &ArrayRef) -> Vec<Option<f64>> {
     let as_int = match c.data_type() {
         DataType::Timestamp(_, _) | DataType::Date64 | DataType::Duration(_) => {
             arrow::compute::cast(c, &DataType::Int64).ok()

@@ -147,6 +147,14 @@ fn answers(runtime: &tokio::runtime::Runtime, path: &str, queries: &[&str]) -> (
     (out, session.trace(&name).unwrap().clone())
 }
 
+/// Flip a bit in the middle of a file.
+fn damage(file: &std::path::Path) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x10;
+    std::fs::write(file, &bytes).unwrap();
+}
+
 #[test]
 fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -202,11 +210,7 @@ fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
     let numbers: Vec<usize> = pruned.split(|c: char| !c.is_ascii_digit()).filter_map(|n| n.parse().ok()).collect();
     assert!(numbers.len() == 2 && numbers[1] < numbers[0], "parts are skipped by statistics: {pruned}");
     // A damaged part is named by the first query that scans it.
-    let part = store.join("messages").join("part-00001.parquet");
-    let mut bytes = std::fs::read(&part).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x10;
-    std::fs::write(&part, &bytes).unwrap();
+    damage(&store.join("messages").join("part-00001.parquet"));
     let mut session = commdb_tests::session();
     session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
     let err = runtime.block_on(session.collect("SELECT sum(duration) FROM messages")).unwrap_err().to_string();
@@ -237,11 +241,7 @@ fn a_store_is_queried_in_its_files_with_the_same_answers() {
         assert!(opened.stored_file(t).is_some());
     }
     // A damaged file is found by the first query that scans it.
-    let file = store.join("messages.parquet");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let at = bytes.len() / 2;
-    bytes[at] ^= 0x10;
-    std::fs::write(&file, &bytes).unwrap();
+    damage(&store.join("messages.parquet"));
     let mut session = commdb_tests::session();
     session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
     let err = runtime.block_on(session.collect("SELECT count(*) FROM messages")).unwrap_err().to_string();

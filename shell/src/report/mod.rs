@@ -20,7 +20,7 @@ mod time;
 use std::fmt::Write;
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Float64Type};
+use arrow::datatypes::{DataType, Int64Type};
 use commdb_catalog::Session;
 
 use crate::chart::esc;
@@ -51,9 +51,10 @@ impl Rows {
     }
 
     fn f64s(&self, col: usize) -> Vec<Option<f64>> {
-        let a = self.cast(col, &DataType::Float64);
-        let a = a.as_primitive::<Float64Type>();
-        (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))).collect()
+        match self.0.columns().get(col) {
+            Some(c) => crate::chart::numbers(c),
+            None => Vec::new(),
+        }
     }
 
     fn texts(&self, col: usize) -> Vec<Option<String>> {
@@ -62,8 +63,11 @@ impl Rows {
         (0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i).to_string())).collect()
     }
 
+    /// Integers (ranks, ids, counts), NULL as 0.
     fn ints(&self, col: usize) -> Vec<i64> {
-        self.f64s(col).into_iter().map(|v| v.unwrap_or(0.0) as i64).collect()
+        let a = self.cast(col, &DataType::Int64);
+        let a = a.as_primitive::<Int64Type>();
+        (0..a.len()).map(|i| if a.is_valid(i) { a.value(i) } else { 0 }).collect()
     }
 
     fn one(&self, col: usize) -> Option<f64> {
@@ -117,10 +121,6 @@ fn table(rows: &[Vec<String>]) -> String {
 
 fn ms(ns: f64) -> f64 {
     ns / 1e6
-}
-
-fn duration(ns: f64) -> String {
-    commdb_udfs::units::duration(ns)
 }
 
 /// The report of the session's default trace as one HTML page.

@@ -6,7 +6,8 @@ use commdb_catalog::Session;
 
 use super::drawings::{self, Region, RegionEdge};
 use super::figures;
-use super::{MAX_GROUPS, Rows, duration, figure, query, table};
+use super::{MAX_GROUPS, Rows, figure, query, table};
+use commdb_udfs::units::duration;
 
 /// Section 1: the trace's facts and the problems found reading it.
 pub async fn overview(session: &mut Session, info: &Rows) -> Result<String, String> {

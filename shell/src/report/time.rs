@@ -6,8 +6,9 @@ use commdb_catalog::Session;
 
 use super::drawings::{self, DagEdge, DagNode, Line, Slot};
 use super::figures::{self, Band};
-use super::{MAX_DAG_MESSAGES, MAX_LINES, TIME_BINS, TIMELINE_PIXELS, duration, figure, ms, query};
+use super::{MAX_DAG_MESSAGES, MAX_LINES, TIME_BINS, TIMELINE_PIXELS, figure, ms, query};
 use crate::chart::short;
+use commdb_udfs::units::duration;
 
 /// The messages' span: first send to last receive.
 pub async fn span(session: &mut Session) -> Result<(f64, f64), String> {
