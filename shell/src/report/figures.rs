@@ -103,13 +103,18 @@ impl Frame {
 
     /// Legend entries (swatch, text) in the right margin from row `first`.
     pub fn legend(&self, entries: &[(String, String)], first: usize) -> String {
+        self.faint_legend(entries, first, 1.0)
+    }
+
+    /// Legend entries whose swatches are drawn at `opacity`, as shaded areas are.
+    pub fn faint_legend(&self, entries: &[(String, String)], first: usize, opacity: f64) -> String {
         let mut s = String::new();
         let x = self.width - self.right + 14.0;
         for (k, (name, colour)) in entries.iter().enumerate() {
             let y = self.top + 14.0 + 18.0 * (k + first) as f64;
             let _ = writeln!(
                 s,
-                "<rect x=\"{x}\" y=\"{}\" width=\"11\" height=\"11\" fill=\"{colour}\"/><text x=\"{}\" y=\"{y}\">{}</text>",
+                "<rect x=\"{x}\" y=\"{}\" width=\"11\" height=\"11\" fill=\"{colour}\" fill-opacity=\"{opacity}\"/><text x=\"{}\" y=\"{y}\">{}</text>",
                 y - 10.0,
                 x + 16.0,
                 esc(&truncate(name, 20))
@@ -299,22 +304,13 @@ pub fn time_series(
     }
     s.push_str(&f.legend(&legend, 0));
     // Bands' swatches as faint as the bands.
-    let mut seen: Vec<&str> = Vec::new();
+    let mut faint: Vec<(String, String)> = Vec::new();
     for b in bands {
-        if !seen.contains(&b.name.as_str()) {
-            let y = f.top + 14.0 + 18.0 * (legend.len() + seen.len()) as f64;
-            let x = f.width - f.right + 14.0;
-            let _ = writeln!(
-                s,
-                "<rect x=\"{x}\" y=\"{}\" width=\"11\" height=\"11\" fill=\"{}\" fill-opacity=\"0.45\"/><text x=\"{}\" y=\"{y}\">{}</text>",
-                y - 10.0,
-                b.colour,
-                x + 16.0,
-                esc(&truncate(&b.name, 20))
-            );
-            seen.push(&b.name);
+        if !faint.iter().any(|(name, _)| *name == b.name) {
+            faint.push((b.name.clone(), b.colour.to_string()));
         }
     }
+    s.push_str(&f.faint_legend(&faint, legend.len(), 0.45));
     s.push_str("</svg>");
     s
 }
