@@ -21,6 +21,7 @@
 //! on input: every error names the file and position and what was expected.
 
 pub mod clock;
+pub mod convert;
 pub mod deriving;
 pub mod error;
 pub mod events;

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{Int64Type, TimestampNanosecondType};
@@ -92,35 +92,240 @@ pub fn write(trace: &Trace, dir: &Path) -> Result<()> {
 
 /// `write`, cutting tables of more than `part_rows` rows into parts of that many rows.
 pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()> {
-    check_target(dir)?;
-    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
-    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    let partial = parent.join(format!(".{name}.commdb-partial-{}", std::process::id()));
-    if partial.exists() {
-        std::fs::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
+    let mut store = StoreWriter::create(dir)?;
+    trace.build_all()?;
+    let part_rows = part_rows.max(1);
+    let entries: Vec<(&'static str, TableEntry)> = model::TABLES
+        .par_iter()
+        .map(|t| {
+            let batches = trace.table(t.name)?;
+            let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
+            if total <= part_rows {
+                return Ok((t.name, one_file(store.partial(), t, &batches)?));
+            }
+            let folder = store.partial().join(t.name);
+            std::fs::create_dir(&folder).map_err(|e| Error::io(&folder, e))?;
+            let pieces = in_parts(&batches, part_rows);
+            let parts = pieces
+                .par_iter()
+                .enumerate()
+                .map(|(k, piece)| {
+                    let file = part_name(k);
+                    let (rows, crc32) = write_table(&folder.join(&file), t.schema(), piece)?;
+                    Ok(PartEntry { file, rows, crc32 })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            Ok((t.name, TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
+        })
+        .collect::<Result<_>>()?;
+    for (name, entry) in entries {
+        store.add(name, entry);
     }
-    std::fs::create_dir(&partial).map_err(|e| Error::io(&partial, e))?;
-    let written = write_into(trace, &partial, part_rows.max(1));
-    if let Err(e) = written {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(e);
-    }
-    let previous = parent.join(format!(".{name}.commdb-previous-{}", std::process::id()));
-    let had_old = dir.exists();
-    if had_old {
-        std::fs::rename(dir, &previous).map_err(|e| Error::io(dir, e))?;
-    }
-    if let Err(e) = std::fs::rename(&partial, dir) {
-        if had_old {
-            let _ = std::fs::rename(&previous, dir);
+    store.finish(&trace.meta)
+}
+
+fn part_name(k: usize) -> String {
+    format!("part-{k:05}.parquet")
+}
+
+/// A table written as one file in `dir`.
+fn one_file(dir: &Path, t: &model::TableDoc, batches: &[RecordBatch]) -> Result<TableEntry> {
+    let file = format!("{}.parquet", t.name);
+    let (rows, crc32) = write_table(&dir.join(&file), t.schema(), batches)?;
+    Ok(TableEntry { file, rows, crc32: Some(crc32), parts: Vec::new() })
+}
+
+/// A store being written: its tables go into a fresh directory beside the target, which takes
+/// the target's place when `finish` has written the manifest. Dropped unfinished (an error, an
+/// interruption), it removes that directory: nothing at the target looks like a store.
+#[derive(Debug)]
+pub struct StoreWriter {
+    dir: PathBuf,
+    partial: PathBuf,
+    tables: BTreeMap<String, TableEntry>,
+    finished: bool,
+}
+
+impl StoreWriter {
+    /// Start a store at `dir`: a new directory, an empty one, or a commdb store (replaced when
+    /// the new one is complete).
+    pub fn create(dir: &Path) -> Result<Self> {
+        check_target(dir)?;
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        let partial = parent.join(format!(".{name}.commdb-partial-{}", std::process::id()));
+        if partial.exists() {
+            std::fs::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
         }
-        return Err(Error::io(dir, e));
+        std::fs::create_dir(&partial).map_err(|e| Error::io(&partial, e))?;
+        Ok(StoreWriter { dir: dir.to_path_buf(), partial, tables: BTreeMap::new(), finished: false })
     }
-    if had_old {
-        std::fs::remove_dir_all(&previous).map_err(|e| Error::io(&previous, e))?;
+
+    /// The directory the tables are written into until `finish`.
+    pub fn partial(&self) -> &Path {
+        &self.partial
     }
-    Ok(())
+
+    /// A scratch directory beside the store for files the writing needs on the way (removed
+    /// by whoever uses it, and with the partial store if the write fails).
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.partial.with_extension(format!("scratch-{name}"))
+    }
+
+    /// Write a table of the model whose batches are all at hand, as one file.
+    pub fn table(&mut self, name: &'static str, batches: &[RecordBatch]) -> Result<()> {
+        let doc = model::table_doc(name).ok_or_else(|| Error::Engine(format!("{name} is not a table of the model")))?;
+        let entry = one_file(&self.partial, doc, batches)?;
+        self.add(name, entry);
+        Ok(())
+    }
+
+    /// A writer for a table of the model whose batches come a few at a time: it is written as
+    /// parts of `part_rows` rows.
+    pub fn parts(&self, name: &'static str, part_rows: usize) -> Result<PartWriter> {
+        let doc = model::table_doc(name).ok_or_else(|| Error::Engine(format!("{name} is not a table of the model")))?;
+        let folder = self.partial.join(name);
+        std::fs::create_dir(&folder).map_err(|e| Error::io(&folder, e))?;
+        Ok(PartWriter {
+            name,
+            folder,
+            schema: doc.schema(),
+            part_rows: part_rows.max(1),
+            open: None,
+            parts: Vec::new(),
+            rows: 0,
+        })
+    }
+
+    /// Record a table written through `parts`.
+    pub fn add_parts(&mut self, parts: PartWriter) -> Result<()> {
+        let name = parts.name;
+        let entry = parts.finish()?;
+        self.add(name, entry);
+        Ok(())
+    }
+
+    fn add(&mut self, name: &str, entry: TableEntry) {
+        self.tables.insert(name.to_string(), entry);
+    }
+
+    /// Write the manifest (every table of the model must have been written) and put the store
+    /// in its place.
+    pub fn finish(mut self, meta: &TraceMeta) -> Result<()> {
+        if let Some(t) = model::TABLES.iter().find(|t| !self.tables.contains_key(t.name)) {
+            return Err(Error::Engine(format!("the store lacks table {}", t.name)));
+        }
+        let manifest = Manifest {
+            commdb_store_version: STORE_VERSION,
+            name: meta.name.clone(),
+            source_path: meta.path.clone(),
+            source_format: meta.format.clone(),
+            tables: std::mem::take(&mut self.tables),
+        };
+        let path = self.partial.join(MANIFEST);
+        let text = serde_json::to_string_pretty(&manifest).map_err(|e| Error::in_file(&path, e.to_string()))?;
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        let (dir, partial) = (self.dir.clone(), self.partial.clone());
+        let parent = partial.parent().unwrap_or(Path::new("."));
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+        let previous = parent.join(format!(".{name}.commdb-previous-{}", std::process::id()));
+        let had_old = dir.exists();
+        if had_old {
+            std::fs::rename(&dir, &previous).map_err(|e| Error::io(&dir, e))?;
+        }
+        if let Err(e) = std::fs::rename(&partial, &dir) {
+            if had_old {
+                let _ = std::fs::rename(&previous, &dir);
+            }
+            return Err(Error::io(&dir, e));
+        }
+        self.finished = true;
+        if had_old {
+            std::fs::remove_dir_all(&previous).map_err(|e| Error::io(&previous, e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StoreWriter {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_dir_all(&self.partial);
+        }
+    }
+}
+
+/// The Parquet writer of a part being filled.
+type OpenPart = (ArrowWriter<Checksummed<std::io::BufWriter<File>>>, String, usize);
+
+/// A table of a store written a batch at a time into parts of consecutive rows
+/// (`StoreWriter::parts`); the rows keep the order they are given in.
+pub struct PartWriter {
+    name: &'static str,
+    folder: PathBuf,
+    schema: arrow::datatypes::SchemaRef,
+    part_rows: usize,
+    open: Option<OpenPart>,
+    parts: Vec<PartEntry>,
+    rows: usize,
+}
+
+impl std::fmt::Debug for PartWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartWriter").field("folder", &self.folder).field("rows", &self.rows).finish()
+    }
+}
+
+impl PartWriter {
+    /// Rows written so far.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Append a batch, starting new parts as they fill.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let mut at = 0;
+        while at < batch.num_rows() {
+            let (writer, file, filled) = match &mut self.open {
+                Some(open) => open,
+                None => {
+                    let file = part_name(self.parts.len());
+                    let writer = parquet_writer(&self.folder.join(&file), self.schema.clone())?;
+                    self.open.insert((writer, file, 0))
+                }
+            };
+            let n = (self.part_rows - *filled).min(batch.num_rows() - at);
+            let path = self.folder.join(&*file);
+            writer.write(&batch.slice(at, n)).map_err(|e| Error::in_file(&path, e.to_string()))?;
+            *filled += n;
+            self.rows += n;
+            at += n;
+            if *filled == self.part_rows {
+                self.close_part()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn close_part(&mut self) -> Result<()> {
+        let Some((writer, file, rows)) = self.open.take() else { return Ok(()) };
+        let path = self.folder.join(&file);
+        let mut out = writer.into_inner().map_err(|e| Error::in_file(&path, e.to_string()))?;
+        out.flush().map_err(|e| Error::io(&path, e))?;
+        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize() });
+        Ok(())
+    }
+
+    /// Close the last part (a table without rows gets one empty part, with its schema).
+    fn finish(mut self) -> Result<TableEntry> {
+        if self.parts.is_empty() && self.open.is_none() {
+            let file = part_name(0);
+            self.open = Some((parquet_writer(&self.folder.join(&file), self.schema.clone())?, file, 0));
+        }
+        self.close_part()?;
+        Ok(TableEntry { file: self.name.to_string(), rows: self.rows, crc32: None, parts: self.parts })
+    }
 }
 
 /// Refuse converting a trace into the file or directory it is read from (or one that holds it).
@@ -151,46 +356,6 @@ fn check_target(dir: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Write the tables and, last, the manifest into `dir` (which exists).
-fn write_into(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()> {
-    trace.build_all()?;
-    let entries: Vec<(String, TableEntry)> = model::TABLES
-        .par_iter()
-        .map(|t| {
-            let batches = trace.table(t.name)?;
-            let total: usize = batches.iter().map(RecordBatch::num_rows).sum();
-            if total <= part_rows {
-                let file = format!("{}.parquet", t.name);
-                let (rows, crc32) = write_table(&dir.join(&file), t.schema(), &batches)?;
-                return Ok((t.name.to_string(), TableEntry { file, rows, crc32: Some(crc32), parts: Vec::new() }));
-            }
-            let folder = dir.join(t.name);
-            std::fs::create_dir(&folder).map_err(|e| Error::io(&folder, e))?;
-            let pieces = in_parts(&batches, part_rows);
-            let parts = pieces
-                .par_iter()
-                .enumerate()
-                .map(|(k, piece)| {
-                    let file = format!("part-{k:05}.parquet");
-                    let (rows, crc32) = write_table(&folder.join(&file), t.schema(), piece)?;
-                    Ok(PartEntry { file, rows, crc32 })
-                })
-                .collect::<Result<Vec<_>>>()?;
-            Ok((t.name.to_string(), TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
-        })
-        .collect::<Result<_>>()?;
-    let manifest = Manifest {
-        commdb_store_version: STORE_VERSION,
-        name: trace.meta.name.clone(),
-        source_path: trace.meta.path.clone(),
-        source_format: trace.meta.format.clone(),
-        tables: entries.into_iter().collect(),
-    };
-    let path = dir.join(MANIFEST);
-    let text = serde_json::to_string_pretty(&manifest).map_err(|e| Error::in_file(&path, e.to_string()))?;
-    std::fs::write(&path, text).map_err(|e| Error::io(&path, e))
 }
 
 /// Batches cut into pieces of `part_rows` consecutive rows (slices, no copies).
@@ -231,8 +396,11 @@ impl<W: Write> Write for Checksummed<W> {
     }
 }
 
-/// Write one table's file; its row count and the CRC-32 of the file's bytes.
-fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[RecordBatch]) -> Result<(usize, u32)> {
+/// A Parquet writer for a table's file at `path`, keeping the CRC-32 of its bytes.
+fn parquet_writer(
+    path: &Path,
+    schema: arrow::datatypes::SchemaRef,
+) -> Result<ArrowWriter<Checksummed<std::io::BufWriter<File>>>> {
     let file = Checksummed {
         inner: std::io::BufWriter::new(File::create(path).map_err(|e| Error::io(path, e))?),
         crc: crc32fast::Hasher::new(),
@@ -241,8 +409,13 @@ fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[Reco
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(1 << 20))
         .build();
+    ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| Error::in_file(path, e.to_string()))
+}
+
+/// Write one table's file; its row count and the CRC-32 of the file's bytes.
+fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[RecordBatch]) -> Result<(usize, u32)> {
     let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
-    let mut writer = ArrowWriter::try_new(file, schema, Some(props)).map_err(engine)?;
+    let mut writer = parquet_writer(path, schema)?;
     let mut rows = 0;
     for b in batches {
         writer.write(b).map_err(engine)?;

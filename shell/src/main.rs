@@ -373,14 +373,25 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         Some(Sub::Convert { input, output }) => {
             let started = Instant::now();
             store::refuse_source(std::path::Path::new(input), output).map_err(|e| e.to_string())?;
-            let trace = commdb_catalog::open(input, &open_options(&cli.open)).map_err(|e| e.to_string())?;
-            store::write(&trace, output).map_err(|e| e.to_string())?;
-            if !cli.quiet {
+            let options = open_options(&cli.open);
+            let (events, messages, how) = if commdb_catalog::convert::in_groups(input, &options) {
+                let share = std::sync::Arc::new(commdb_catalog::progress::LoadProgress::default());
+                let shown = progress::Progress::start(&format!("converting {input}"), Some(share.clone()));
+                let options = OpenOptions { progress: Some(share), ..options };
+                let limits = commdb_catalog::convert::Limits::default();
+                let converted = commdb_catalog::convert::otf2(std::path::Path::new(input), output, &options, &limits);
+                shown.stop();
+                let c = converted.map_err(|e| e.to_string())?;
+                (c.events as usize, c.messages as usize, format!(" ({} groups of ranks)", c.groups))
+            } else {
+                let trace = commdb_catalog::open(input, &options).map_err(|e| e.to_string())?;
+                store::write(&trace, output).map_err(|e| e.to_string())?;
                 let rows = |t: &str| trace.built_rows(t).unwrap_or(0);
+                (rows("events"), rows("messages"), String::new())
+            };
+            if !cli.quiet {
                 eprintln!(
-                    "converted {input} ({} events, {} messages) to {} in {}",
-                    rows("events"),
-                    rows("messages"),
+                    "converted {input} ({events} events, {messages} messages) to {}{how} in {}",
                     output.display(),
                     human_duration(started.elapsed())
                 );

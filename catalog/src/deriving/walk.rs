@@ -76,15 +76,21 @@ fn count(kinds: &[u8]) -> Counts {
 
 /// Walk every stream (`streams` is `events.streams()`).
 pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut Warnings) -> Walked {
+    walk_from(events, streams, 0, warnings)
+}
+
+/// `walk` for a group of ranks of a larger trace (crate::convert): the group's first call gets
+/// call_id `first_call`, and the streams' offsets place their events in the whole trace.
+pub fn walk_from(events: &[EventColumns<'_>], streams: &[PartStream], first_call: i64, warnings: &mut Warnings) -> Walked {
     let counts: Vec<Counts> =
         streams.par_iter().map(|ps| count(&events[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
     let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());
-    let mut calls_before = 0;
+    let mut calls_before = first_call;
     let first_call: Vec<i64> = counts
         .iter()
         .map(|c| {
-            calls_before += c.enters;
-            (calls_before - c.enters) as i64
+            calls_before += c.enters as i64;
+            calls_before - c.enters as i64
         })
         .collect();
     let found: Vec<Found> = streams

@@ -76,7 +76,7 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         }
         None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
         None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
-        None if has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2")) => otf2_trace(p, options)?,
+        None if is_otf2(p) => otf2_trace(p, options)?,
         None if crate::reading::paraver::is_prv(p) || (p.is_dir() && contains_prv(p)) => paraver_trace(p, options)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
@@ -119,7 +119,7 @@ fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 
 /// `--time-unit` says the unit of CSV times: for a format that records its own unit it is
 /// an error unless a clock sync CSV comes with it.
-fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) -> Result<()> {
+pub(crate) fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) -> Result<()> {
     match options.time_unit {
         Some(unit) if options.clock_sync.is_none() => Err(Error::argument(format!(
             "--time-unit {} applies to CSV traces and clock sync files; {path} is {format}, which records its own time unit",
@@ -149,7 +149,7 @@ fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 }
 
 /// The sync samples of the file given beside the trace, if any.
-fn clock_sync(options: &OpenOptions) -> Result<Option<Vec<crate::trace::ClockSample>>> {
+pub(crate) fn clock_sync(options: &OpenOptions) -> Result<Option<Vec<crate::trace::ClockSample>>> {
     options
         .clock_sync
         .as_ref()
@@ -172,6 +172,11 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     build(raw, options)
+}
+
+/// Whether `p` is an OTF2 anchor or a directory holding one.
+pub(crate) fn is_otf2(p: &Path) -> bool {
+    has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2"))
 }
 
 fn has_extension(p: &Path, ext: &str) -> bool {

@@ -99,13 +99,13 @@ pub fn pair(sends: &[Half], recvs: &[Half], streams: &[PartStream], per_stream: 
 /// The halves of one rank: index ranges into the sends and the receives. A rank's streams are
 /// consecutive, so are their halves.
 #[derive(Debug, Clone)]
-struct RankHalves {
-    rank: i32,
-    sends: std::ops::Range<usize>,
-    recvs: std::ops::Range<usize>,
+pub(crate) struct RankHalves {
+    pub rank: i32,
+    pub sends: std::ops::Range<usize>,
+    pub recvs: std::ops::Range<usize>,
 }
 
-fn rank_ranges(streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<RankHalves> {
+pub(crate) fn rank_ranges(streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<RankHalves> {
     let mut out: Vec<RankHalves> = Vec::new();
     let (mut s, mut r) = (0, 0);
     for (ps, &(ns, nr)) in streams.iter().zip(per_stream) {
@@ -125,7 +125,7 @@ fn rank_ranges(streams: &[PartStream], per_stream: &[(usize, usize)]) -> Vec<Ran
 /// Number the halves of each rank's channels in matching order, ranks in parallel. Returns
 /// the places of sends and receives and, per rank, its send and receive channels.
 #[allow(clippy::type_complexity)]
-fn number_channels(
+pub(crate) fn number_channels(
     sends: &[Half],
     recvs: &[Half],
     ranks: &[RankHalves],

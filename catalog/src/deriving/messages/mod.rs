@@ -10,6 +10,7 @@
 pub mod channels;
 pub mod halves;
 pub mod matching;
+pub mod spilled;
 
 use std::sync::Arc;
 
@@ -84,7 +85,7 @@ pub struct MessageChunk {
 }
 
 impl MessageChunk {
-    fn with_capacity(first_id: i64, n: usize) -> Self {
+    pub(crate) fn with_capacity(first_id: i64, n: usize) -> Self {
         MessageChunk {
             first_id,
             src: Vec::with_capacity(n),
@@ -116,7 +117,7 @@ impl MessageChunk {
     /// Append the messages of `rows`, a block at a time: each block's halves are looked up
     /// once, then each column is filled from them in one tight loop while they are in cache.
     /// Returns how many matched messages report different sizes on the two sides.
-    fn extend(&mut self, rows: &[Pair], sends: &[Half], recvs: &[Half], nodes: &NodeMap) -> i64 {
+    pub(crate) fn extend(&mut self, rows: &[Pair], sends: &[Half], recvs: &[Half], nodes: &NodeMap) -> i64 {
         let mut size_mismatch = 0;
         let mut block: Vec<Row> = Vec::with_capacity(GATHER_BLOCK);
         for part in rows.chunks(GATHER_BLOCK) {
@@ -143,7 +144,7 @@ impl MessageChunk {
     }
 
     /// The chunk's record batch, moving the columns.
-    fn into_batch(self, node_names: &ArrayRef) -> Result<RecordBatch> {
+    pub(crate) fn into_batch(self, node_names: &ArrayRef) -> Result<RecordBatch> {
         let n = self.len();
         // Intra-node when both nodes are known and equal; NULL when either is unknown.
         let known = |i: usize| self.src_node[i] != NONE_I32 && self.dst_node[i] != NONE_I32;
@@ -245,9 +246,9 @@ pub fn derive(
         )));
     }
     let mut pairs = phases.time("message matching", || matching::pair(sends, recvs, streams, &halves.per_stream));
-    report_unmatched(&pairs, sends, recvs, warnings);
     // msg_id order: by send time (the receive's completion for a receive without a send).
     phases.time("msg_id order", || time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event));
+    report_unmatched(&pairs, sends, recvs, warnings);
 
     let start = std::time::Instant::now();
     let chunks: Vec<(MessageChunk, i64)> = pairs
@@ -261,9 +262,7 @@ pub fn derive(
         .collect();
     phases.since("messages gather", start);
     let size_mismatch = chunks.iter().map(|c| c.1).sum();
-    warnings.add_many("message_size_mismatch", size_mismatch, || {
-        "matched sends and receives that report different sizes; the send's size is kept".to_string()
-    });
+    report_size_mismatch(size_mismatch, warnings);
     let matched_events = if keep_matched {
         pairs
             .iter()
@@ -281,40 +280,81 @@ fn shown(v: i32) -> String {
     if v == NONE_I32 { "NULL".into() } else { v.to_string() }
 }
 
+/// Count the halves without a partner in `pairs` (in msg_id order), the earliest as example.
 fn report_unmatched(pairs: &[Pair], sends: &[Half], recvs: &[Half], warnings: &mut Warnings) {
     let (lone_sends, lone_recvs) = pairs
         .par_iter()
         .map(|p| (i64::from(p.recv == Pair::NONE), i64::from(p.send == Pair::NONE)))
         .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    if lone_sends > 0
-        && let Some(p) = pairs.iter().find(|p| p.recv == Pair::NONE)
-    {
-        let s = sends[p.send as usize];
-        warnings.add_many("unmatched_send", lone_sends, || {
-            format!(
-                "sends without a matching receive are kept with NULL receive columns; first: {} -> {} comm {} tag {} at ts {}",
-                shown(s.src),
-                shown(s.dst),
-                shown(s.comm),
-                shown(s.tag),
-                s.ts
-            )
-        });
+    let first_send = (lone_sends > 0).then(|| pairs.iter().find(|p| p.recv == Pair::NONE)).flatten();
+    let first_recv = (lone_recvs > 0).then(|| pairs.iter().find(|p| p.send == Pair::NONE)).flatten();
+    let lone = Unmatched {
+        sends: lone_sends,
+        first_send: first_send.map(|p| sends[p.send as usize]),
+        recvs: lone_recvs,
+        first_recv: first_recv.map(|p| recvs[p.recv as usize]),
+    };
+    lone.report(warnings);
+}
+
+/// Halves without a partner: how many of each side, and the earliest in msg_id order.
+#[derive(Debug, Default)]
+pub(crate) struct Unmatched {
+    pub sends: i64,
+    pub first_send: Option<Half>,
+    pub recvs: i64,
+    pub first_recv: Option<Half>,
+}
+
+impl Unmatched {
+    /// Count the half of `row` if it has no partner.
+    pub fn count(&mut self, send: Option<&Half>, recv: Option<&Half>) {
+        match (send, recv) {
+            (Some(s), None) => {
+                self.sends += 1;
+                self.first_send.get_or_insert(*s);
+            }
+            (None, Some(r)) => {
+                self.recvs += 1;
+                self.first_recv.get_or_insert(*r);
+            }
+            _ => {}
+        }
     }
-    // `matching::pair` puts the receives without a send last.
-    if let Some(p) = pairs[pairs.len() - lone_recvs as usize..].first() {
-        let r = recvs[p.recv as usize];
-        warnings.add_many("unmatched_recv", lone_recvs, || {
-            format!(
-                "receives without a matching send are kept with NULL send columns; first: {} -> {} comm {} tag {} at ts {}",
-                shown(r.src),
-                shown(r.dst),
-                shown(r.comm),
-                shown(r.tag),
-                r.ts
-            )
-        });
+
+    pub fn report(&self, warnings: &mut Warnings) {
+        if let Some(s) = self.first_send {
+            warnings.add_many("unmatched_send", self.sends, || {
+                format!(
+                    "sends without a matching receive are kept with NULL receive columns; first: {} -> {} comm {} tag {} at ts {}",
+                    shown(s.src),
+                    shown(s.dst),
+                    shown(s.comm),
+                    shown(s.tag),
+                    s.ts
+                )
+            });
+        }
+        if let Some(r) = self.first_recv {
+            warnings.add_many("unmatched_recv", self.recvs, || {
+                format!(
+                    "receives without a matching send are kept with NULL send columns; first: {} -> {} comm {} tag {} at ts {}",
+                    shown(r.src),
+                    shown(r.dst),
+                    shown(r.comm),
+                    shown(r.tag),
+                    r.ts
+                )
+            });
+        }
     }
+}
+
+/// The warning for matched messages whose two sides report different sizes.
+pub(crate) fn report_size_mismatch(n: i64, warnings: &mut Warnings) {
+    warnings.add_many("message_size_mismatch", n, || {
+        "matched sends and receives that report different sizes; the send's size is kept".to_string()
+    });
 }
 
 #[cfg(test)]

@@ -323,10 +323,32 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     Ok(raw)
 }
 
-/// Read an OTF2 archive's anchor and global definitions, and check that its event files are
-/// there; decoding the locations' local definitions and events is left to the returned
-/// source, run when the events are first needed.
-pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
+/// An archive whose anchor and global definitions are read: what decoding its locations needs.
+struct Archive {
+    anchor: anchor::Anchor,
+    base: PathBuf,
+    d: GlobalDefs,
+    place: Placement,
+    comms: Communicators,
+    metrics: MetricDefs,
+}
+
+impl Archive {
+    fn located(&self) -> Located<'_> {
+        Located {
+            anchor: &self.anchor,
+            base: &self.base,
+            d: &self.d,
+            place: &self.place,
+            comms: &self.comms,
+            metrics: &self.metrics,
+        }
+    }
+}
+
+/// Read the anchor and global definitions and check that the event files are there: the trace
+/// with its definitions, and the archive to decode the locations from.
+fn open_archive(path: &Path) -> Result<(RawTrace, Archive)> {
     let anchor_path = find_anchor(path)?;
     let anchor = anchor::read(&anchor_path)?;
     let base = anchor_path.with_extension("");
@@ -354,11 +376,15 @@ pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
         states: Default::default(),
         warnings,
     };
-    let source: EventSource = Box::new(move |progress, clock| {
-        let located =
-            Located { anchor: &anchor, base: &base, d: &d, place: &place, comms: &comms, metrics: &metric_defs };
-        decode_events(&located, progress, clock)
-    });
+    Ok((raw, Archive { anchor, base, d, place, comms, metrics: metric_defs }))
+}
+
+/// Read an OTF2 archive's anchor and global definitions, and check that its event files are
+/// there; decoding the locations' local definitions and events is left to the returned
+/// source, run when the events are first needed.
+pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
+    let (raw, archive) = open_archive(path)?;
+    let source: EventSource = Box::new(move |progress, clock| decode_events(&archive.located(), progress, clock));
     Ok((raw, source))
 }
 
@@ -376,12 +402,120 @@ fn decode_events(
     let samples = clock.samples.unwrap_or(&clock_sync);
     let models = crate::clock::fit(samples, clock.ranks, clock.correction, &mut warnings);
     let fits = crate::clock::Fits::of(&models);
-    let mut parts = decode_locations(a, locals, &fits, progress)?;
+    if let Some(p) = progress {
+        p.set_total(a.d.locations.len() as u64);
+    }
+    let mut parts = decode_locations(a, a.d.locations.iter().zip(locals).collect(), &fits, progress)?;
     parts.sort_by_key(|p| (p.rank, p.thread));
     report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
     let (events, mut metrics) = gather(parts, RawMetrics::default(), &mut warnings);
     crate::clock::correct_metrics(&mut metrics, &fits);
     Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
+}
+
+/// An OTF2 archive decoded a group of whole ranks at a time, for a conversion in bounded memory
+/// (crate::convert): the local definitions (small) and the clock models are read once for all
+/// locations, then each group's event files are decoded and corrected as for the whole trace.
+pub struct Pieces {
+    archive: Archive,
+    /// Each location's local definitions until its group is decoded, in location order.
+    locals: Vec<Option<Local>>,
+    /// Location indices in (rank, thread) order.
+    order: Vec<usize>,
+    /// The samples of the archive's clock offsets.
+    pub clock_sync: Vec<ClockSample>,
+    /// The models the events are corrected with.
+    pub models: Vec<crate::clock::model::RankModel>,
+    /// (empty event file, missing local definitions) of every location decoded so far.
+    missing: Vec<(Option<(PathBuf, u64)>, Option<PathBuf>)>,
+}
+
+/// Read an OTF2 archive's definitions, to decode its events a group of ranks at a time.
+pub fn read_in_pieces(path: &Path) -> Result<(RawTrace, Pieces)> {
+    let (raw, archive) = open_archive(path)?;
+    let d = &archive.d;
+    let mut order: Vec<usize> = (0..d.locations.len()).collect();
+    let key = |i: &usize| archive.place.location.get(&d.locations[*i].id).copied().unwrap_or((NONE_I32, 0));
+    order.sort_by_key(key);
+    let pieces = Pieces {
+        archive,
+        locals: Vec::new(),
+        order,
+        clock_sync: Vec::new(),
+        models: Vec::new(),
+        missing: Vec::new(),
+    };
+    Ok((raw, pieces))
+}
+
+impl std::fmt::Debug for Pieces {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pieces").field("base", &self.archive.base).field("locations", &self.order.len()).finish()
+    }
+}
+
+impl Pieces {
+    /// Read every location's local definitions and fit the clock models as `clock` says.
+    pub fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
+        let locals = read_locals(&self.archive.located())?;
+        self.clock_sync = clock_samples(&self.archive.d, &locals);
+        let samples = clock.samples.unwrap_or(&self.clock_sync);
+        self.models = crate::clock::fit(samples, clock.ranks, clock.correction, warnings);
+        self.locals = locals.into_iter().map(Some).collect();
+        Ok(())
+    }
+
+    /// Events the definitions give for all locations.
+    pub fn events(&self) -> u64 {
+        self.archive.d.locations.iter().map(|l| l.events).sum()
+    }
+
+    /// The locations cut into groups of whole ranks, in (rank, thread) order, each of about
+    /// `events` events by the definitions' counts (a rank with more is a group of its own).
+    pub fn groups(&self, events: u64) -> Vec<Vec<usize>> {
+        let d = &self.archive.d;
+        let rank = |i: usize| self.archive.place.location.get(&d.locations[i].id).map_or(NONE_I32, |l| l.0);
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut filled = 0u64;
+        let mut last_rank = None;
+        for &i in &self.order {
+            let r = rank(i);
+            let new_rank = last_rank != Some(r);
+            if groups.is_empty() || (new_rank && filled >= events) {
+                groups.push(Vec::new());
+                filled = 0;
+            }
+            groups.last_mut().expect("a group").push(i);
+            filled += d.locations[i].events;
+            last_rank = Some(r);
+        }
+        groups
+    }
+
+    /// Decode and correct the locations of one group (from `groups`): their events in
+    /// (rank, thread) order and their metric samples.
+    pub fn decode(&mut self, group: &[usize], warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
+        let fits = crate::clock::Fits::of(&self.models);
+        let d = &self.archive.d;
+        let mut locations = Vec::with_capacity(group.len());
+        for &i in group {
+            let local = self.locals.get_mut(i).and_then(Option::take).ok_or_else(|| {
+                Error::Engine(format!("OTF2 location {} decoded twice or before its definitions", d.locations[i].id))
+            })?;
+            locations.push((&d.locations[i], local));
+        }
+        let mut parts = decode_locations(&self.archive.located(), locations, &fits, None)?;
+        parts.sort_by_key(|p| (p.rank, p.thread));
+        self.missing.extend(parts.iter().map(|p| (p.empty_events.clone(), p.missing_defs.clone())));
+        let (events, mut metrics) = gather(parts, RawMetrics::default(), warnings);
+        crate::clock::correct_metrics(&mut metrics, &fits);
+        Ok((events, metrics))
+    }
+
+    /// After the last group: report the locations read without their data.
+    pub fn finish(&self, warnings: &mut Warnings) {
+        report_missing_parts(self.missing.iter().map(|(e, m)| (e, m)), warnings);
+    }
 }
 
 /// The regions of the global definitions.
@@ -511,7 +645,7 @@ fn clock_samples(d: &GlobalDefs, locals: &[Local]) -> Vec<ClockSample> {
 /// decoded: its times are then in cache, and the memory its file took holds the corrected ones.
 fn decode_locations(
     a: &Located<'_>,
-    locals: Vec<Local>,
+    locations: Vec<(&defs::Location, Local)>,
     fits: &crate::clock::Fits<'_>,
     progress: Option<&crate::progress::LoadProgress>,
 ) -> Result<Vec<Part>> {
@@ -519,12 +653,8 @@ fn decode_locations(
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
     let region_index = events::RegionIndex::new(&region_ids);
     let comm_index = events::CommMembers::new(&a.comms.members);
-    if let Some(p) = progress {
-        p.set_total(d.locations.len() as u64);
-    }
-    d.locations
-        .par_iter()
-        .zip(locals)
+    locations
+        .into_par_iter()
         .map(|(l, local)| {
             let Local { rank, thread, defs: local, missing: missing_defs } = local;
             let evt = a.base.join(format!("{}.evt", l.id));

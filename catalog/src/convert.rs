@@ -1,0 +1,260 @@
+//! Converting a trace into a store in bounded memory, whatever its size.
+//!
+//! An OTF2 archive is read a group of whole ranks at a time (`reading::otf2::Pieces`): each
+//! group's events are decoded and clock-corrected as for the whole trace, walked once
+//! (`deriving::walk`), and written at once to the store's parts (`events`, `calls`, `metrics`),
+//! while the group's message halves go to bucket files (`deriving::messages::spilled`), to be
+//! matched exactly when every group is read: a rank numbers its own channels, so the key of
+//! every half names its partner in whatever group that is. The collective parts (one per rank
+//! and operation, 64 bytes) are kept and put together at the end as in memory. Memory is
+//! bounded by a group (`Limits::group_events`) and a bucket of halves, not by the trace.
+//!
+//! The store has the tables, rows and row order of one written from the trace in memory
+//! (`store::write`); only the way the rows are cut into batches and parts differs. The
+//! controlled logical clock moves times by the matching of the whole trace, so a conversion
+//! with it reads the trace in memory.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+
+use crate::clock::Correction;
+use crate::deriving::messages::spilled::SpilledHalves;
+use crate::deriving::steps::ClockPlan;
+use crate::deriving::{assemble, collectives, walk};
+use crate::error::{Error, Result};
+use crate::events::PartStream;
+use crate::progress::LoadProgress;
+use crate::reading::{self, OpenOptions, otf2};
+use crate::store::{self, PartWriter, StoreWriter};
+use crate::trace::{NodeMap, RawMetrics, RawTrace, Warnings};
+
+/// How much a conversion holds at a time.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Events of a group of ranks read, derived and written together (a rank with more is a
+    /// group of its own).
+    pub group_events: u64,
+    /// Rows of a part of a table in the store.
+    pub part_rows: usize,
+    /// Events of the trace per bucket of message halves matched together.
+    pub bucket_events: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { group_events: 1 << 22, part_rows: store::PART_ROWS, bucket_events: 1 << 25 }
+    }
+}
+
+/// What a conversion read and wrote.
+#[derive(Debug, Default)]
+pub struct Converted {
+    pub events: u64,
+    pub messages: u64,
+    /// Groups of ranks the trace was read in.
+    pub groups: usize,
+    pub warnings: Warnings,
+}
+
+/// Whether `convert` reads the trace at `path` a group of ranks at a time: an OTF2 archive
+/// (read by its definitions first) unless the controlled logical clock is asked for.
+pub fn in_groups(path: &str, options: &OpenOptions) -> bool {
+    let format = options.format.as_deref().map(str::to_ascii_lowercase);
+    let p = Path::new(path);
+    let otf2 = match format.as_deref() {
+        Some("otf2") => true,
+        Some(_) => false,
+        None => !(p.is_dir() && store::is_store(p)) && reading::is_otf2(p),
+    };
+    otf2 && options.clock_correction != Correction::Clc
+}
+
+/// Convert the OTF2 archive at `path` into a store at `dir`, a group of ranks at a time.
+pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
+    let shown = path.display().to_string();
+    reading::refuse_time_unit(&shown, "an OTF2 archive", options)?;
+    if options.clock_correction == Correction::Clc {
+        return Err(Error::argument(
+            "the controlled logical clock moves times by the matching of the whole trace: convert with it through the trace in memory",
+        ));
+    }
+    let (mut raw, mut pieces) = otf2::read_in_pieces(path)?;
+    if let Some(nodes_file) = &options.nodes {
+        reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
+    raw.meta.name = reading::default_name(&reading::paths::otf2_name_source(path));
+    raw.meta.path = shown;
+    let mut warnings = std::mem::take(&mut raw.warnings);
+    assemble::report_unplaced(&raw.ranks, &mut warnings);
+    let samples = reading::clock_sync(options)?;
+    let correction = options.clock_correction;
+    let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
+    pieces.prepare(&plan, &mut warnings)?;
+    raw.clock_sync = samples.unwrap_or_else(|| pieces.clock_sync.clone());
+    raw.meta.clock_correction = match correction {
+        Correction::Off => "off",
+        Correction::Model if pieces.models.is_empty() => "none",
+        other => other.name(),
+    }
+    .to_string();
+
+    let mut store = StoreWriter::create(dir)?;
+    let groups = pieces.groups(limits.group_events);
+    let progress: Option<&Arc<LoadProgress>> = options.progress.as_ref();
+    if let Some(p) = progress {
+        p.set_total(groups.len() as u64);
+    }
+    let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
+    let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
+    let mut out = Streamed {
+        events: store.parts("events", limits.part_rows)?,
+        calls: store.parts("calls", limits.part_rows)?,
+        metrics: store.parts("metrics", limits.part_rows)?,
+    };
+    let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
+    let mut walked_so_far = Walked::default();
+    for group in &groups {
+        crate::interrupt::check(&format!("converting {}", raw.meta.path))?;
+        let (events, metrics) = pieces.decode(group, &mut warnings)?;
+        let columns = events.columns();
+        let mut streams = events.streams();
+        for s in &mut streams {
+            s.offset += walked_so_far.events;
+        }
+        let walk::Walked { calls, halves, collective_parts, span } =
+            walk::walk_from(&columns, &streams, walked_so_far.calls, &mut warnings);
+        drop(columns);
+        spilled.add(&halves, &streams)?;
+        drop(halves);
+        walked_so_far.add(span, calls.len(), collective_parts, &streams, events.len());
+        let calls = calls.into_batches(&region_names)?;
+        let events = events.into_batches(&region_names)?;
+        let metrics = metrics_batch(&mut raw, metrics)?;
+        out.write(events, calls, metrics)?;
+        if let Some(p) = progress {
+            p.add(1);
+        }
+    }
+    pieces.finish(&mut warnings);
+    let Streamed { events, calls, metrics } = out;
+    for parts in [events, calls, metrics] {
+        store.add_parts(parts)?;
+    }
+
+    let nodes = NodeMap::new(&raw.ranks);
+    let mut messages = store.parts("messages", limits.part_rows)?;
+    let matched = spilled.finish(&nodes, &mut warnings, |batch| messages.write(&batch))?;
+    store.add_parts(messages)?;
+    let mut collective_warnings = Warnings::default();
+    let parts = std::mem::take(&mut walked_so_far.collective_parts);
+    let collectives = collectives::assemble(parts, &raw.communicators, &mut collective_warnings).to_batch()?;
+    warnings.merge(collective_warnings);
+    store.table("collectives", &[collectives])?;
+
+    let violations = matched.violations;
+    raw.meta.clock_violations = violations;
+    if violations > 0 {
+        warnings.add_many("clock_violation", violations, || {
+            format!("{violations} matched messages are received before they are sent (see clock_violations())")
+        });
+    }
+    let (first, last) = walked_so_far.span();
+    let span = last.checked_sub(first).ok_or_else(|| {
+        Error::in_file(path, format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"))
+    })?;
+    let events = walked_so_far.events;
+    let info = assemble::info_batch(&raw.meta, raw.ranks.len(), raw.locations.len(), events, span, &warnings)?;
+    let small: [(&'static str, RecordBatch); 9] = [
+        ("trace_info", info),
+        ("ranks", raw.ranks_batch()?),
+        ("locations", raw.locations_batch(&walked_so_far.streams)?),
+        ("regions", raw.regions_batch()?),
+        ("communicators", raw.communicators_batch()?),
+        ("clock_sync", raw.clock_sync_batch()?),
+        ("metric_definitions", raw.metric_definitions_batch()?),
+        ("states", raw.states_batch()?),
+        ("warnings", assemble::warnings_batch(&warnings)?),
+    ];
+    for (name, batch) in small {
+        store.table(name, &[batch])?;
+    }
+    store.finish(&raw.meta)?;
+    Ok(Converted { events: events as u64, messages: matched.messages, groups: groups.len(), warnings })
+}
+
+/// The tables written a group at a time.
+struct Streamed {
+    events: PartWriter,
+    calls: PartWriter,
+    metrics: PartWriter,
+}
+
+impl Streamed {
+    /// Write one group's rows: the events beside the calls and metrics.
+    fn write(&mut self, events: Vec<RecordBatch>, calls: Vec<RecordBatch>, metrics: RecordBatch) -> Result<()> {
+        let (a, b) = rayon::join(
+            || events.iter().try_for_each(|b| self.events.write(b)),
+            || {
+                calls.iter().try_for_each(|b| self.calls.write(b))?;
+                self.metrics.write(&metrics)
+            },
+        );
+        a.and(b)
+    }
+}
+
+/// The `metrics` rows of one group's samples (names and definitions are the trace's).
+fn metrics_batch(raw: &mut RawTrace, samples: RawMetrics) -> Result<RecordBatch> {
+    let names = std::mem::take(&mut raw.metrics.names);
+    let definitions = std::mem::take(&mut raw.metrics.definitions);
+    raw.metrics = RawMetrics { names, definitions, ..samples };
+    let batch = raw.metrics_batch();
+    raw.metrics.rank = Vec::new();
+    raw.metrics.thread = Vec::new();
+    raw.metrics.ts = Vec::new();
+    raw.metrics.metric = Vec::new();
+    raw.metrics.value = Vec::new();
+    batch
+}
+
+/// What the walks of the groups so far found that the end of the conversion needs.
+#[derive(Debug, Default)]
+struct Walked {
+    /// Events so far: the global index of the next group's first event.
+    events: usize,
+    /// Calls so far: the call_id of the next group's first call.
+    calls: i64,
+    /// Earliest and latest event time so far.
+    first: i64,
+    last: i64,
+    streams: Vec<PartStream>,
+    collective_parts: Vec<Vec<collectives::Part>>,
+}
+
+impl Walked {
+    fn add(
+        &mut self,
+        span: (i64, i64),
+        calls: usize,
+        collective_parts: Vec<Vec<collectives::Part>>,
+        streams: &[PartStream],
+        events: usize,
+    ) {
+        if events > 0 {
+            let (first, last) = span;
+            (self.first, self.last) =
+                if self.events == 0 { (first, last) } else { (self.first.min(first), self.last.max(last)) };
+        }
+        self.events += events;
+        self.calls += calls as i64;
+        self.streams.extend_from_slice(streams);
+        self.collective_parts.extend(collective_parts);
+    }
+
+    /// Earliest and latest event time, (0, 0) without events.
+    fn span(&self) -> (i64, i64) {
+        if self.events == 0 { (0, 0) } else { (self.first, self.last) }
+    }
+}

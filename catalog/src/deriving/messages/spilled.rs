@@ -1,0 +1,382 @@
+//! Message matching for a trace derived a group of ranks at a time (crate::convert), in memory
+//! bounded by a bucket rather than by the trace.
+//!
+//! The matching rule is the one of `matching` (MPI's non-overtaking rule: per channel
+//! (src, dst, comm, tag), the k-th send posted matches the k-th receive posted), and it splits
+//! exactly along ranks: a rank numbers the halves of its own channels (`channels::number`,
+//! sends by send event, receives by post time), and a rank is always whole in one group. So
+//! every half leaves its group with a key, (src, dst, comm, tag, k), that names its partner
+//! wherever that one is, earlier or later in the trace. Halves are written to bucket files by
+//! a hash of their channel; each bucket is then matched on its own by that key and its
+//! messages sorted into msg_id order (send time, then global event index; a receive without a
+//! send by its completion) as a run file; the runs are merged into the `messages` table. No
+//! half is approximated or dropped: halves without a partner are rows with NULL partner
+//! columns, counted as warnings, exactly as in `messages::derive`.
+
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use rayon::prelude::*;
+
+use super::halves::{Half, Halves};
+use super::matching::{Pair, number_channels, rank_ranges};
+use super::{CHUNK_ROWS, MessageChunk, Unmatched, report_size_mismatch};
+use crate::deriving::time_order;
+use crate::error::{Error, Result};
+use crate::events::{NONE_I64, PartStream};
+use crate::fast_hash::FastMap;
+use crate::trace::{NodeMap, Warnings};
+
+/// Bytes of a half in a file: src, dst, comm, tag, bytes, ts, call start and end, aux_ts, event.
+const HALF_BYTES: usize = 4 * 4 + 5 * 8 + 8;
+
+/// A half's key: its channel and its position among the channel's halves of its side.
+type Key = (i32, i32, i32, i32, u32);
+
+fn put_half(h: &Half, out: &mut Vec<u8>) {
+    for v in [h.src, h.dst, h.comm, h.tag] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [h.bytes, h.ts, h.call_start, h.call_end, h.aux_ts] {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
+    out.extend_from_slice(&(h.event as u64).to_le_bytes());
+}
+
+fn get_half(b: &[u8]) -> Half {
+    let i32_at = |k: usize| i32::from_le_bytes(b[4 * k..4 * k + 4].try_into().expect("4 bytes"));
+    let i64_at = |k: usize| i64::from_le_bytes(b[16 + 8 * k..24 + 8 * k].try_into().expect("8 bytes"));
+    Half {
+        src: i32_at(0),
+        dst: i32_at(1),
+        comm: i32_at(2),
+        tag: i32_at(3),
+        bytes: i64_at(0),
+        ts: i64_at(1),
+        call_start: i64_at(2),
+        call_end: i64_at(3),
+        aux_ts: i64_at(4),
+        event: i64_at(5) as usize,
+    }
+}
+
+/// The bucket of a channel: a mix of its four fields.
+fn bucket_of(h: &Half, buckets: usize) -> usize {
+    let mut x = (h.src as u32 as u64) << 32 | h.dst as u32 as u64;
+    x ^= ((h.comm as u32 as u64) << 32 | h.tag as u32 as u64).rotate_left(17);
+    x = (x ^ (x >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x = (x ^ (x >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    ((x ^ (x >> 33)) % buckets as u64) as usize
+}
+
+/// One side's bucket files.
+struct Side {
+    files: Vec<BufWriter<File>>,
+    paths: Vec<PathBuf>,
+    halves: u64,
+}
+
+impl Side {
+    fn create(dir: &Path, name: &str, buckets: usize) -> Result<Self> {
+        let mut side = Side { files: Vec::new(), paths: Vec::new(), halves: 0 };
+        for b in 0..buckets {
+            let path = dir.join(format!("{name}-{b:04}.bin"));
+            let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
+            side.files.push(BufWriter::with_capacity(1 << 16, file));
+            side.paths.push(path);
+        }
+        Ok(side)
+    }
+
+    /// Write `halves` with their positions, each to the bucket of its channel.
+    fn add(&mut self, halves: &[Half], seqs: impl Iterator<Item = u32>) -> Result<()> {
+        let buckets = self.files.len();
+        let mut record = Vec::with_capacity(HALF_BYTES + 4);
+        for (h, seq) in halves.iter().zip(seqs) {
+            record.clear();
+            put_half(h, &mut record);
+            record.extend_from_slice(&seq.to_le_bytes());
+            let b = bucket_of(h, buckets);
+            self.files[b].write_all(&record).map_err(|e| Error::io(&self.paths[b], e))?;
+        }
+        self.halves += halves.len() as u64;
+        Ok(())
+    }
+
+    fn close(&mut self) -> Result<()> {
+        for (f, p) in self.files.iter_mut().zip(&self.paths) {
+            f.flush().map_err(|e| Error::io(p, e))?;
+        }
+        self.files.clear();
+        Ok(())
+    }
+}
+
+/// Read one bucket's halves with their positions.
+fn read_bucket(path: &Path) -> Result<Vec<(Half, u32)>> {
+    let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let size = HALF_BYTES + 4;
+    if data.len() % size != 0 {
+        return Err(Error::in_file(path, format!("{} bytes is not a whole number of {size}-byte halves", data.len())));
+    }
+    let out = data
+        .par_chunks(size)
+        .map(|r| (get_half(&r[..HALF_BYTES]), u32::from_le_bytes(r[HALF_BYTES..].try_into().expect("4 bytes"))))
+        .collect();
+    let _ = std::fs::remove_file(path);
+    Ok(out)
+}
+
+/// The halves of a trace being derived a group of ranks at a time, spilled to bucket files in
+/// a scratch directory (removed when done).
+pub struct SpilledHalves {
+    dir: PathBuf,
+    sends: Side,
+    recvs: Side,
+}
+
+/// What the matching of spilled halves found.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Matched {
+    pub messages: u64,
+    /// Matched messages received before they are sent.
+    pub violations: i64,
+}
+
+impl SpilledHalves {
+    /// Bucket files for `buckets` buckets in `dir` (created, and removed when done).
+    pub fn create(dir: &Path, buckets: usize) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let buckets = buckets.max(1);
+        Ok(SpilledHalves {
+            dir: dir.to_path_buf(),
+            sends: Side::create(dir, "sends", buckets)?,
+            recvs: Side::create(dir, "recvs", buckets)?,
+        })
+    }
+
+    /// Sends and receives spilled so far.
+    pub fn halves(&self) -> (u64, u64) {
+        (self.sends.halves, self.recvs.halves)
+    }
+
+    /// Add the halves of a group of whole ranks (as the walk of its streams found them): each
+    /// rank numbers its channels' halves, and each half goes to its channel's bucket.
+    pub fn add(&mut self, halves: &Halves, streams: &[PartStream]) -> Result<()> {
+        let ranks = rank_ranges(streams, &halves.per_stream);
+        let (send_places, recv_places, _) = number_channels(&halves.sends, &halves.recvs, &ranks);
+        self.sends.add(&halves.sends, send_places.iter().map(|p| p.seq))?;
+        self.recvs.add(&halves.recvs, recv_places.iter().map(|p| p.seq))
+    }
+
+    /// Match every bucket, then merge the buckets' messages in msg_id order into record batches
+    /// of the `messages` table, handed to `sink` in order. Problems are counted in `warnings`
+    /// as `messages::derive` counts them.
+    pub fn finish(
+        mut self,
+        nodes: &NodeMap,
+        warnings: &mut Warnings,
+        mut sink: impl FnMut(RecordBatch) -> Result<()>,
+    ) -> Result<Matched> {
+        self.sends.close()?;
+        self.recvs.close()?;
+        let mut runs = Vec::with_capacity(self.sends.paths.len());
+        for (b, (s, r)) in self.sends.paths.iter().zip(&self.recvs.paths).enumerate() {
+            let run = self.dir.join(format!("run-{b:04}.bin"));
+            match_bucket(s, r, &run)?;
+            runs.push(run);
+        }
+        let names: ArrayRef = Arc::new(StringArray::from_iter_values(nodes.names.iter()));
+        let mut merged = Merge::open(&runs)?;
+        let mut unmatched = Unmatched::default();
+        let (mut size_mismatch, mut matched) = (0i64, Matched::default());
+        loop {
+            let (sends, recvs, pairs) = merged.next_chunk(CHUNK_ROWS, &mut unmatched)?;
+            if pairs.is_empty() && matched.messages > 0 {
+                break;
+            }
+            let mut chunk = MessageChunk::with_capacity(matched.messages as i64, pairs.len());
+            size_mismatch += chunk.extend(&pairs, &sends, &recvs, nodes);
+            matched.violations += chunk
+                .send_ts
+                .iter()
+                .zip(&chunk.recv_ts)
+                .filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s)
+                .count() as i64;
+            matched.messages += pairs.len() as u64;
+            sink(chunk.into_batch(&names)?)?;
+            if pairs.is_empty() {
+                break;
+            }
+        }
+        unmatched.report(warnings);
+        report_size_mismatch(size_mismatch, warnings);
+        drop(merged);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(matched)
+    }
+}
+
+impl std::fmt::Debug for SpilledHalves {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpilledHalves").field("dir", &self.dir).field("halves", &self.halves()).finish()
+    }
+}
+
+impl Drop for SpilledHalves {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Bytes of a message in a run file: which halves it has, the send, the receive.
+const RUN_BYTES: usize = 1 + 2 * HALF_BYTES;
+const HAS_SEND: u8 = 1;
+const HAS_RECV: u8 = 2;
+
+/// Match one bucket's halves by key and write its messages, in msg_id order, to `run`.
+fn match_bucket(send_path: &Path, recv_path: &Path, run: &Path) -> Result<()> {
+    let sends = read_bucket(send_path)?;
+    let recvs = read_bucket(recv_path)?;
+    if sends.len().max(recvs.len()) >= Pair::NONE as usize {
+        return Err(Error::Engine(format!(
+            "{} sends and {} receives in one bucket of message matching: more than it handles ({})",
+            sends.len(),
+            recvs.len(),
+            Pair::NONE
+        )));
+    }
+    let key = |h: &Half, seq: u32| -> Key { (h.src, h.dst, h.comm, h.tag, seq) };
+    let mut by_key: FastMap<Key, u32> = FastMap::default();
+    by_key.reserve(recvs.len());
+    for (j, (h, seq)) in recvs.iter().enumerate() {
+        by_key.insert(key(h, *seq), j as u32);
+    }
+    let mut taken = vec![false; recvs.len()];
+    let mut pairs: Vec<Pair> = Vec::with_capacity(sends.len().max(recvs.len()));
+    for (i, (h, seq)) in sends.iter().enumerate() {
+        let recv = by_key.remove(&key(h, *seq)).unwrap_or(Pair::NONE);
+        if recv != Pair::NONE {
+            taken[recv as usize] = true;
+        }
+        pairs.push(Pair { ts: h.ts, event: h.event, send: i as u32, recv });
+    }
+    drop(by_key);
+    for (j, (h, _)) in recvs.iter().enumerate().filter(|(j, _)| !taken[*j]) {
+        pairs.push(Pair { ts: h.ts, event: h.event, send: Pair::NONE, recv: j as u32 });
+    }
+    time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event);
+    let file = File::create(run).map_err(|e| Error::io(run, e))?;
+    let mut out = BufWriter::with_capacity(1 << 16, file);
+    let mut record = Vec::with_capacity(RUN_BYTES);
+    for p in &pairs {
+        record.clear();
+        let send = Pair::half_keyed(&sends, p.send);
+        let recv = Pair::half_keyed(&recvs, p.recv);
+        record.push(u8::from(send.is_some()) * HAS_SEND | u8::from(recv.is_some()) * HAS_RECV);
+        put_half(send.unwrap_or(&Half::UNSET), &mut record);
+        put_half(recv.unwrap_or(&Half::UNSET), &mut record);
+        out.write_all(&record).map_err(|e| Error::io(run, e))?;
+    }
+    out.flush().map_err(|e| Error::io(run, e))
+}
+
+impl Pair {
+    fn half_keyed(halves: &[(Half, u32)], k: u32) -> Option<&Half> {
+        (k != Pair::NONE).then(|| &halves[k as usize].0)
+    }
+}
+
+/// A message read back from a run: its halves, and its msg_id order.
+struct RunMessage {
+    send: Option<Half>,
+    recv: Option<Half>,
+}
+
+impl RunMessage {
+    fn order(&self) -> (i64, usize) {
+        let h = self.send.as_ref().or(self.recv.as_ref()).expect("a message has a half");
+        (h.ts, h.event)
+    }
+}
+
+/// The runs merged in msg_id order.
+struct Merge {
+    readers: Vec<(BufReader<File>, PathBuf)>,
+    heads: Vec<Option<RunMessage>>,
+    /// (msg_id order, run) of every run's head, the smallest on top.
+    heap: BinaryHeap<std::cmp::Reverse<((i64, usize), usize)>>,
+}
+
+impl Merge {
+    fn open(runs: &[PathBuf]) -> Result<Self> {
+        let mut m = Merge { readers: Vec::new(), heads: Vec::new(), heap: BinaryHeap::new() };
+        for path in runs {
+            let file = File::open(path).map_err(|e| Error::io(path, e))?;
+            m.readers.push((BufReader::with_capacity(1 << 16, file), path.clone()));
+            m.heads.push(None);
+            m.advance(m.readers.len() - 1)?;
+        }
+        Ok(m)
+    }
+
+    /// Read the next message of run `r` into its head.
+    fn advance(&mut self, r: usize) -> Result<()> {
+        let (reader, path) = &mut self.readers[r];
+        let mut record = [0u8; RUN_BYTES];
+        match reader.read_exact(&mut record) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+                self.heads[r] = None;
+                return Ok(());
+            }
+            Err(e) => return Err(Error::io(path, e)),
+        }
+        let flags = record[0];
+        let message = RunMessage {
+            send: (flags & HAS_SEND != 0).then(|| get_half(&record[1..1 + HALF_BYTES])),
+            recv: (flags & HAS_RECV != 0).then(|| get_half(&record[1 + HALF_BYTES..])),
+        };
+        if message.send.is_none() && message.recv.is_none() {
+            return Err(Error::in_file(path, "a message without halves in a run of message matching"));
+        }
+        self.heap.push(std::cmp::Reverse((message.order(), r)));
+        self.heads[r] = Some(message);
+        Ok(())
+    }
+
+    /// The next (at most) `rows` messages in msg_id order: their sends, receives and pairs of
+    /// indices into them, as `MessageChunk::extend` takes them.
+    fn next_chunk(&mut self, rows: usize, unmatched: &mut Unmatched) -> Result<(Vec<Half>, Vec<Half>, Vec<Pair>)> {
+        let (mut sends, mut recvs, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        while pairs.len() < rows {
+            let Some(std::cmp::Reverse((order, r))) = self.heap.pop() else { break };
+            let message = self.heads[r].take().expect("the run of a heap entry has a head");
+            unmatched.count(message.send.as_ref(), message.recv.as_ref());
+            let index = |h: Option<Half>, into: &mut Vec<Half>| match h {
+                Some(h) => {
+                    into.push(h);
+                    (into.len() - 1) as u32
+                }
+                None => Pair::NONE,
+            };
+            let send = index(message.send, &mut sends);
+            let recv = index(message.recv, &mut recvs);
+            pairs.push(Pair { ts: order.0, event: order.1, send, recv });
+            self.advance(r)?;
+        }
+        Ok((sends, recvs, pairs))
+    }
+}
+
+impl Drop for Merge {
+    fn drop(&mut self) {
+        for (_, path) in &self.readers {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Converting an OTF2 archive a group of ranks at a time (commdb_catalog::convert) gives the
+//! store that the trace in memory gives, on traces whose messages, channels and collectives
+//! cross the groups' boundaries: every table has the same rows in the same order, warnings
+//! included; a conversion that fails half-way leaves nothing at the target.
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::DataType;
+use commdb_catalog::convert::{self, Limits};
+use commdb_catalog::events::EventKind;
+use commdb_catalog::generate::{GeneratorConfig, Pattern, generate};
+use commdb_catalog::trace::RawTrace;
+use commdb_catalog::{OpenOptions, model};
+
+/// Groups of about two ranks, buckets of a few hundred halves, parts of 700 rows.
+const SMALL: Limits = Limits { group_events: 300, part_rows: 700, bucket_events: 1500 };
+
+fn archive(raw: &RawTrace) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    commdb_catalog::reading::otf2::writer::write(raw, &dir.path().join("trace")).unwrap();
+    let anchor = dir.path().join("trace").join("traces.otf2").display().to_string();
+    (dir, anchor)
+}
+
+fn plain(c: &ArrayRef) -> ArrayRef {
+    match c.data_type() {
+        DataType::Dictionary(_, v) => arrow::compute::cast(c, v).unwrap(),
+        _ => c.clone(),
+    }
+}
+
+fn table(trace: &commdb_catalog::Trace, t: &model::TableDoc) -> RecordBatch {
+    arrow::compute::concat_batches(&t.schema(), &trace.table(t.name).unwrap()).unwrap()
+}
+
+/// Convert in groups and compare every table with the trace opened in memory.
+fn same_as_in_memory(anchor: &str, options: &OpenOptions, limits: &Limits) -> convert::Converted {
+    let in_memory = commdb_catalog::open(anchor, options).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let store = out.path().join("store");
+    assert!(convert::in_groups(anchor, options));
+    let converted = convert::otf2(std::path::Path::new(anchor), &store, options, limits).unwrap();
+    let back = commdb_catalog::store::read(&store).unwrap();
+    for t in model::TABLES {
+        let (a, b) = (table(&in_memory, t), table(&back, t));
+        assert_eq!(a.num_rows(), b.num_rows(), "{}: rows", t.name);
+        for (k, (x, y)) in a.columns().iter().zip(b.columns()).enumerate() {
+            assert_eq!(plain(x).as_ref(), plain(y).as_ref(), "{}: column {}", t.name, t.schema().field(k).name());
+        }
+    }
+    assert_eq!(converted.events as usize, in_memory.row_count("events").unwrap());
+    assert_eq!(converted.messages as usize, in_memory.row_count("messages").unwrap());
+    converted
+}
+
+#[test]
+fn non_blocking_exchange_with_skewed_clocks_and_several_messages_per_channel() {
+    let cfg = GeneratorConfig {
+        ranks: 24,
+        ranks_per_node: 4,
+        iterations: 8,
+        clock_skew: true,
+        imbalance: commdb_catalog::generate::parse_imbalance("3,17:3").ok(),
+        ..GeneratorConfig::default()
+    };
+    let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &SMALL);
+    assert!(converted.groups >= 10, "the ranks are read in many groups: {}", converted.groups);
+    // Parts are cut within and across groups.
+    let store = tempfile::tempdir().unwrap();
+    let target = store.path().join("s");
+    let limits = Limits { part_rows: 200, ..SMALL };
+    convert::otf2(std::path::Path::new(&anchor), &target, &OpenOptions::default(), &limits).unwrap();
+    let opened = commdb_catalog::store::read(&target).unwrap();
+    for t in ["events", "calls", "messages"] {
+        assert!(opened.stored_file(t).unwrap().files.len() > 2, "{t} in parts");
+    }
+}
+
+#[test]
+fn blocking_master_worker_receives_posted_before_the_sends_group_is_read() {
+    // Rank 0 receives from every worker: its receives are read in the first group, their
+    // sends in every later one.
+    let cfg = GeneratorConfig {
+        ranks: 20,
+        ranks_per_node: 3,
+        iterations: 5,
+        pattern: Pattern::MasterWorker,
+        ..GeneratorConfig::default()
+    };
+    let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    same_as_in_memory(&anchor, &OpenOptions::default(), &SMALL);
+    // One group and one bucket give the same store too.
+    let whole = Limits { group_events: u64::MAX, part_rows: 1 << 20, bucket_events: u64::MAX };
+    assert_eq!(same_as_in_memory(&anchor, &OpenOptions::default(), &whole).groups, 1);
+    // So does any correction but the controlled logical clock, which reads the whole trace.
+    let off = OpenOptions { clock_correction: commdb_catalog::clock::Correction::Off, ..OpenOptions::default() };
+    same_as_in_memory(&anchor, &off, &SMALL);
+    let clc = OpenOptions { clock_correction: commdb_catalog::clock::Correction::Clc, ..OpenOptions::default() };
+    assert!(!convert::in_groups(&anchor, &clc));
+}
+
+#[test]
+fn unmatched_halves_in_different_groups_are_kept_and_counted_alike() {
+    let cfg = GeneratorConfig { ranks: 16, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
+    let mut raw = generate(&cfg).unwrap().trace;
+    // A receive on rank 13 and one on rank 2 get a tag no send has: two sends and two receives
+    // lose their partner, in groups far apart.
+    let mut changed = 0;
+    for part in &mut raw.events.parts {
+        for i in 0..part.len() {
+            let recv = matches!(part.kind(i), EventKind::Irecv | EventKind::Recv);
+            if recv && (part.rank[i] == 13 || part.rank[i] == 2) && part.tag[i] != 77 {
+                part.tag[i] = 77;
+                changed += 1;
+                break;
+            }
+        }
+    }
+    assert_eq!(changed, 2);
+    let (_dir, anchor) = archive(&raw);
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &SMALL);
+    assert_eq!(converted.warnings.count("unmatched_send"), 2);
+    assert_eq!(converted.warnings.count("unmatched_recv"), 2);
+}
+
+#[test]
+fn a_conversion_that_fails_half_way_leaves_nothing_at_the_target() {
+    let cfg = GeneratorConfig { ranks: 12, ranks_per_node: 4, iterations: 4, ..GeneratorConfig::default() };
+    let (dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    // The event file of the last rank is cut short: its group fails after earlier groups
+    // were written.
+    let evt = dir.path().join("trace").join("traces").join("11.evt");
+    let data = std::fs::read(&evt).unwrap();
+    std::fs::write(&evt, &data[..data.len() / 2]).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let store = out.path().join("store");
+    let err = convert::otf2(std::path::Path::new(&anchor), &store, &OpenOptions::default(), &SMALL).unwrap_err();
+    assert!(err.to_string().contains("11.evt"), "the damaged file is named: {err}");
+    assert!(!store.exists(), "no store at the target");
+    let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "nothing left beside it: {left:?}");
+}
