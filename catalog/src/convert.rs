@@ -28,7 +28,7 @@ use crate::events::PartStream;
 use crate::progress::LoadProgress;
 use crate::reading::{self, OpenOptions, otf2};
 use crate::store::{self, PartWriter, StoreWriter};
-use crate::trace::{NodeMap, RawMetrics, RawTrace, Warnings};
+use crate::trace::{NodeMap, RawMetrics, RawTrace, TraceMeta, Warnings};
 
 /// How much a conversion holds at a time.
 #[derive(Debug, Clone, Copy)]
@@ -73,6 +73,18 @@ pub fn in_groups(path: &str, options: &OpenOptions) -> bool {
 
 /// Convert the OTF2 archive at `path` into a store at `dir`, a group of ranks at a time.
 pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
+    otf2_as(path, dir, options, limits, |_| {})
+}
+
+/// `otf2`, the trace's name, path and format then set by `describe` (`commdb generate` names
+/// the archive it writes on the way after the store).
+pub fn otf2_as(
+    path: &Path,
+    dir: &Path,
+    options: &OpenOptions,
+    limits: &Limits,
+    describe: impl FnOnce(&mut TraceMeta),
+) -> Result<Converted> {
     let shown = path.display().to_string();
     reading::refuse_time_unit(&shown, "an OTF2 archive", options)?;
     if options.clock_correction == Correction::Clc {
@@ -86,6 +98,7 @@ pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> 
     }
     raw.meta.name = reading::default_name(&reading::paths::otf2_name_source(path));
     raw.meta.path = shown;
+    describe(&mut raw.meta);
     let mut warnings = std::mem::take(&mut raw.warnings);
     assemble::report_unplaced(&raw.ranks, &mut warnings);
     let samples = reading::clock_sync(options)?;
@@ -162,7 +175,10 @@ pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> 
     }
     let (first, last) = walked_so_far.span();
     let span = last.checked_sub(first).ok_or_else(|| {
-        Error::in_file(path, format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"))
+        Error::in_file(
+            path,
+            format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
+        )
     })?;
     let events = walked_so_far.events;
     let info = assemble::info_batch(&raw.meta, raw.ranks.len(), raw.locations.len(), events, span, &warnings)?;

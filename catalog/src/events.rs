@@ -228,6 +228,20 @@ impl RawEvents {
         self.ts.len()
     }
 
+    /// Remove every event, keeping the memory for the next ones.
+    pub fn clear(&mut self) {
+        for v in [&mut self.rank, &mut self.thread, &mut self.peer, &mut self.comm, &mut self.tag] {
+            v.clear();
+        }
+        for v in [&mut self.ts, &mut self.bytes, &mut self.request, &mut self.bytes_recv] {
+            v.clear();
+        }
+        self.kind.clear();
+        self.region.clear();
+        self.op.clear();
+        self.ts_local = None;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.ts.is_empty()
     }

@@ -266,45 +266,92 @@ impl GenerateArgs {
     }
 }
 
+/// Events the generator hands to the OTF2 writer at a time.
+const GENERATE_FLUSH_EVENTS: usize = 1 << 22;
+
+/// Generated traces of more events than this are written to a store through an OTF2 archive
+/// converted a group of ranks at a time, not held in memory (about 110 bytes per event).
+const GENERATE_IN_MEMORY_EVENTS: u64 = 1 << 24;
+
 fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Result<(), String> {
     let cfg = args.config()?;
     let started = Instant::now();
-    let generated = generate::generate(&cfg).map_err(|e| e.to_string())?;
-    let gen_time = started.elapsed();
-    let events = generated.truth.events;
-    let mut raw = generated.trace;
-    raw.meta.name = commdb_catalog::reading::default_name(&args.output.to_string_lossy());
-    raw.meta.path = args.output.display().to_string();
-    let written = Instant::now();
-    if args.output_format == "otf2" {
-        commdb_catalog::reading::otf2::writer::write(&raw, &args.output).map_err(|e| e.to_string())?;
-    } else if args.output_format == "paraver" {
-        let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
-        commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
-    } else {
-        let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
-        store::write(&trace, &args.output).map_err(|e| e.to_string())?;
-    }
-    generated.truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
-    if let Some(jobs) = &generated.truth.jobs {
+    let streamed = args.output_format == "otf2"
+        || (args.output_format == "parquet"
+            && correction != Correction::Clc
+            && generate::estimated_events(&cfg) > GENERATE_IN_MEMORY_EVENTS);
+    let truth =
+        if streamed { generate_streamed(args, &cfg, correction)? } else { generate_in_memory(args, &cfg, correction)? };
+    truth.write(&args.output.join("ground_truth.json")).map_err(|e| e.to_string())?;
+    if let Some(jobs) = &truth.jobs {
         for (file, text) in [("sacct.txt", jobs.sacct_text()), ("switches.csv", jobs.switch_map_csv())] {
             let path = args.output.join(file);
             std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
         }
     }
     if !quiet {
+        let took = started.elapsed();
         eprintln!(
-            "generated {events} events, {} messages on {} ranks in {} ({:.1} M events/s); written as {} to {} in {}",
-            generated.truth.messages,
+            "generated {} events, {} messages on {} ranks and wrote them as {} to {} in {} ({:.1} M events/s)",
+            truth.events,
+            truth.messages,
             cfg.ranks,
-            human_duration(gen_time),
-            events as f64 / gen_time.as_secs_f64().max(1e-9) / 1e6,
             args.output_format,
             args.output.display(),
-            human_duration(written.elapsed())
+            human_duration(took),
+            truth.events as f64 / took.as_secs_f64().max(1e-9) / 1e6,
         );
     }
     Ok(())
+}
+
+/// Generate in memory, then write.
+fn generate_in_memory(
+    args: &GenerateArgs,
+    cfg: &GeneratorConfig,
+    correction: Correction,
+) -> Result<generate::GroundTruth, String> {
+    let generated = generate::generate(cfg).map_err(|e| e.to_string())?;
+    let mut raw = generated.trace;
+    raw.meta.name = commdb_catalog::reading::default_name(&args.output.to_string_lossy());
+    raw.meta.path = args.output.display().to_string();
+    let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
+    if args.output_format == "paraver" {
+        commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
+    } else {
+        store::write(&trace, &args.output).map_err(|e| e.to_string())?;
+    }
+    Ok(generated.truth)
+}
+
+/// Generate without holding the events: an OTF2 archive written as the run goes; a store
+/// converted from such an archive, written beside the store and removed after.
+fn generate_streamed(
+    args: &GenerateArgs,
+    cfg: &GeneratorConfig,
+    correction: Correction,
+) -> Result<generate::GroundTruth, String> {
+    if args.output_format == "otf2" {
+        return generate::generate_otf2(cfg, &args.output, GENERATE_FLUSH_EVENTS).map_err(|e| e.to_string());
+    }
+    let name = args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
+    let scratch = args.output.with_file_name(format!(".{name}.commdb-generate-{}", std::process::id()));
+    let result = (|| {
+        let truth = generate::generate_otf2(cfg, &scratch, GENERATE_FLUSH_EVENTS).map_err(|e| e.to_string())?;
+        let options = OpenOptions { clock_correction: correction, ..OpenOptions::default() };
+        let limits = commdb_catalog::convert::Limits::default();
+        let anchor = scratch.join("traces.otf2");
+        commdb_catalog::convert::otf2_as(&anchor, &args.output, &options, &limits, |meta| {
+            meta.name = commdb_catalog::reading::default_name(&args.output.to_string_lossy());
+            meta.path = args.output.display().to_string();
+            meta.format = "generated".into();
+            meta.format_version = None;
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(truth)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
 }
 
 fn open_options(args: &OpenArgs) -> OpenOptions {

@@ -140,3 +140,49 @@ fn a_conversion_that_fails_half_way_leaves_nothing_at_the_target() {
     let left: Vec<_> = std::fs::read_dir(out.path()).unwrap().flatten().map(|e| e.file_name()).collect();
     assert!(left.is_empty(), "nothing left beside it: {left:?}");
 }
+
+#[test]
+fn an_archive_generated_as_the_run_goes_is_the_one_written_from_memory() {
+    let small = GeneratorConfig {
+        ranks: 12,
+        ranks_per_node: 4,
+        iterations: 30,
+        clock_skew: true,
+        sync_sessions: 2,
+        ..GeneratorConfig::default()
+    };
+    // Event files of several 1 MiB chunks, written a few iterations at a time.
+    let long = GeneratorConfig { ranks: 4, ranks_per_node: 2, iterations: 12000, ..GeneratorConfig::default() };
+    for cfg in [small, long] {
+        same_archive(&cfg);
+    }
+}
+
+fn same_archive(cfg: &GeneratorConfig) {
+    let cfg = cfg.clone();
+    let generated = generate(&cfg).unwrap();
+    let (whole, _) = archive(&generated.trace);
+    let streamed = tempfile::tempdir().unwrap();
+    // Hand-overs every few iterations, each rank's file written in pieces.
+    let truth = commdb_catalog::generate::generate_otf2(&cfg, streamed.path(), 500).unwrap();
+    assert_eq!(truth, generated.truth);
+    let files = |root: &std::path::Path| {
+        let mut out = Vec::new();
+        for sub in [root.to_path_buf(), root.join("traces")] {
+            for e in std::fs::read_dir(&sub).unwrap().flatten().filter(|e| e.path().is_file()) {
+                out.push((e.path().strip_prefix(root).unwrap().to_path_buf(), std::fs::read(e.path()).unwrap()));
+            }
+        }
+        out.sort();
+        out
+    };
+    let (a, b) = (files(&whole.path().join("trace")), files(streamed.path()));
+    assert_eq!(a.len(), b.len());
+    assert!(a.len() > cfg.ranks as usize * 2, "event and definition files of every location");
+    let largest = a.iter().map(|f| f.1.len()).max().unwrap();
+    assert!(cfg.iterations < 1000 || largest > 2 << 20, "files of several chunks: {largest} bytes");
+    for ((pa, da), (pb, db)) in a.iter().zip(&b) {
+        assert_eq!(pa, pb);
+        assert!(da == db, "{} differs", pa.display());
+    }
+}

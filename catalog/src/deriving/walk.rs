@@ -81,7 +81,12 @@ pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut 
 
 /// `walk` for a group of ranks of a larger trace (crate::convert): the group's first call gets
 /// call_id `first_call`, and the streams' offsets place their events in the whole trace.
-pub fn walk_from(events: &[EventColumns<'_>], streams: &[PartStream], first_call: i64, warnings: &mut Warnings) -> Walked {
+pub fn walk_from(
+    events: &[EventColumns<'_>],
+    streams: &[PartStream],
+    first_call: i64,
+    warnings: &mut Warnings,
+) -> Walked {
     let counts: Vec<Counts> =
         streams.par_iter().map(|ps| count(&events[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
     let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());

@@ -341,10 +341,40 @@ pub fn parse_rank_list(text: &str) -> Result<Vec<i32>> {
     Ok(out)
 }
 
+/// About how many events `cfg` generates (an upper bound: imbalance adds messages).
+pub fn estimated_events(cfg: &GeneratorConfig) -> u64 {
+    let ranks = u64::from(cfg.ranks.max(1) as u32);
+    let edges = topology::Topology::new(cfg.pattern, cfg.ranks).edges.len() as u64;
+    let factor = cfg.imbalance.as_ref().map_or(1, |im| im.factor.round().max(1.0) as u64);
+    let per_rank = 12 + u64::from(cfg.iterations) * (14 + 8 * (edges * factor).div_ceil(ranks));
+    ranks * per_rank
+}
+
 /// Generate a trace.
 pub fn generate(cfg: &GeneratorConfig) -> Result<Generated> {
+    generate_with(cfg, None)
+}
+
+/// Generate a trace as an OTF2 archive at `dir` without holding its events: they are written
+/// to the location files every `flush_events` events (at the end of an iteration). Returns the
+/// ground truth.
+pub fn generate_otf2(cfg: &GeneratorConfig, dir: &Path, flush_events: usize) -> Result<GroundTruth> {
     cfg.validate()?;
-    let mut generated = simulate::run(cfg);
+    let node = topology::placement(cfg.pattern, cfg.ranks, cfg.ranks_per_node, cfg.bad_mapping);
+    let skeleton = simulate::skeleton(cfg, &node);
+    // Every rank's first event is at true time 0: the earliest local time is a clock's at 0.
+    let earliest = clock::truths(cfg).iter().map(|c| clock::local(c, 0)).min().unwrap_or(0);
+    let mut files = crate::reading::otf2::writer::EventFiles::create(&skeleton, dir, earliest)?;
+    let mut sink = |bufs: &[crate::events::RawEvents]| files.append(bufs);
+    let flush = simulate::Flush { events: flush_events.max(1), sink: &mut sink };
+    let generated = generate_with(cfg, Some(flush))?;
+    files.finish(&generated.trace)?;
+    Ok(generated.truth)
+}
+
+fn generate_with(cfg: &GeneratorConfig, flush: Option<simulate::Flush<'_>>) -> Result<Generated> {
+    cfg.validate()?;
+    let mut generated = simulate::run(cfg, flush)?;
     let run_ns = generated.truth.duration_ns;
     for (name, window) in [("background-traffic", &cfg.background_traffic), ("latency-ramp", &cfg.latency_ramp)] {
         if let Some(w) = window

@@ -3,6 +3,7 @@
 //! every receive knows the arrival time of its message. Events go straight into per-rank
 //! column buffers, stamped with the rank's (possibly skewed) local clock.
 
+use crate::error::Result;
 use crate::events::{Event, EventKind, EventParts, RawEvents, collective_op_code};
 use crate::generate::clock::{self, SESSION_NS};
 use crate::generate::rng::{streams, symmetric};
@@ -306,7 +307,16 @@ fn tag(pattern: Pattern, edge: usize, topo: &Topology) -> i32 {
     }
 }
 
-pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
+/// Where a streamed run hands its events: every `events` events or so (at the end of an
+/// iteration), each rank's buffer since the last hand-over, in rank order.
+pub(super) struct Flush<'a> {
+    pub events: usize,
+    pub sink: &'a mut dyn FnMut(&[RawEvents]) -> Result<()>,
+}
+
+/// Run the simulation, keeping every event in the trace, or handing them to `flush` as they
+/// come (the trace then has none).
+pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result<Generated> {
     let n = cfg.ranks as usize;
     let topo = Topology::new(cfg.pattern, cfg.ranks);
     let node = placement(cfg.pattern, cfg.ranks, cfg.ranks_per_node, cfg.bad_mapping);
@@ -322,7 +332,11 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
         total += *m as usize;
     }
     let compute_factor = (0..cfg.ranks).map(|r| if imbalanced(r) { factor } else { 1.0 }).collect();
-    let per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6);
+    let mut per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6);
+    if let Some(f) = &flush {
+        per_rank_events = per_rank_events.min(f.events / n.max(1) + 64 + 8 * total.div_ceil(n.max(1)));
+    }
+    let mut handed = 0usize;
     let mut sim = Sim {
         cfg,
         topo,
@@ -354,6 +368,9 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
             _ => sim.exchange(),
         }
         sim.collective(ALLREDUCE, "allreduce", 8);
+        if let Some(f) = &mut flush {
+            handed += sim.hand_over(f, false)?;
+        }
     }
     let finalize = sim.t.iter().copied().max().unwrap_or(0);
     for r in 0..n {
@@ -362,6 +379,9 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
         sim.push(r, finalize + INIT_NS + OVERHEAD_NS, EventKind::Leave, |e| e.region = MAIN);
     }
     let duration_ns = finalize + INIT_NS + OVERHEAD_NS;
+    if let Some(f) = &mut flush {
+        handed += sim.hand_over(f, true)?;
+    }
 
     let mut sessions = vec![0];
     for s in 1..=i64::from(cfg.sync_sessions) {
@@ -370,19 +390,44 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
     sessions.push(finalize);
     let clock_sync = if cfg.clock_skew { clock::samples(cfg, &clocks, &sessions) } else { Vec::new() };
 
-    let node_names: Vec<String> = node.iter().map(|k| format!("node{k:03}")).collect();
     let events = EventParts::new(std::mem::take(&mut sim.bufs));
+    let mut trace = skeleton(cfg, &node);
     let truth = GroundTruth {
         config: cfg.clone(),
-        nodes: node_names.clone(),
+        nodes: trace.ranks.iter().map(|r| r.node.clone().unwrap_or_default()).collect(),
         clocks,
-        events: events.len() as u64,
+        events: (events.len() + handed) as u64,
         messages: sim.messages,
         inter_node_messages: sim.inter_messages,
         collectives_per_rank: u64::from(cfg.iterations) + 1,
         duration_ns,
         jobs: None,
     };
+    trace.events = events;
+    trace.clock_sync = clock_sync;
+    Ok(Generated { trace, truth })
+}
+
+impl Sim<'_> {
+    /// Hand the events buffered since the last time to `flush` when there are enough of them
+    /// (or at the `end`); returns how many were handed.
+    fn hand_over(&mut self, flush: &mut Flush<'_>, end: bool) -> Result<usize> {
+        let buffered: usize = self.bufs.iter().map(RawEvents::len).sum();
+        if buffered == 0 || (!end && buffered < flush.events) {
+            return Ok(0);
+        }
+        (flush.sink)(&self.bufs)?;
+        for b in &mut self.bufs {
+            b.clear();
+        }
+        Ok(buffered)
+    }
+}
+
+/// The trace's definitions (ranks on their nodes, one location each, regions, the world
+/// communicator), without events; `node[r]` is the node of rank r.
+pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
+    let node_names: Vec<String> = node.iter().map(|k| format!("node{k:03}")).collect();
     let ranks: Vec<RankInfo> = (0..cfg.ranks)
         .map(|r| RankInfo { rank: r, node: Some(node_names[r as usize].clone()), name: format!("rank {r}") })
         .collect();
@@ -407,7 +452,7 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
             line: None,
         })
         .collect();
-    let trace = RawTrace {
+    RawTrace {
         meta: TraceMeta {
             name: "generated".into(),
             path: String::new(),
@@ -421,17 +466,14 @@ pub(super) fn run(cfg: &GeneratorConfig) -> Generated {
         ranks,
         locations,
         regions,
-        events,
         communicators: vec![CommInfo {
             comm: 0,
             name: "MPI_COMM_WORLD".into(),
             members: (0..cfg.ranks).collect(),
             per_rank: false,
         }],
-        clock_sync,
         ..RawTrace::default()
-    };
-    Generated { trace, truth }
+    }
 }
 
 #[cfg(test)]

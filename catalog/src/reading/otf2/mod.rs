@@ -437,14 +437,8 @@ pub fn read_in_pieces(path: &Path) -> Result<(RawTrace, Pieces)> {
     let mut order: Vec<usize> = (0..d.locations.len()).collect();
     let key = |i: &usize| archive.place.location.get(&d.locations[*i].id).copied().unwrap_or((NONE_I32, 0));
     order.sort_by_key(key);
-    let pieces = Pieces {
-        archive,
-        locals: Vec::new(),
-        order,
-        clock_sync: Vec::new(),
-        models: Vec::new(),
-        missing: Vec::new(),
-    };
+    let pieces =
+        Pieces { archive, locals: Vec::new(), order, clock_sync: Vec::new(), models: Vec::new(), missing: Vec::new() };
     Ok((raw, pieces))
 }
 

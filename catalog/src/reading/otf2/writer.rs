@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
@@ -166,204 +166,336 @@ fn write_file(path: &Path, data: &[u8]) -> Result<()> {
 
 /// Write `trace` as an OTF2 archive `dir/traces.otf2` (+ `traces.def`, `traces/`).
 pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
-    let events = &trace.events;
-    let (min_ts, max_ts) = events.time_span();
-    let min_ts = min_ts.min(0);
-    let offset = min_ts.unsigned_abs();
-    let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
-    let traces = dir.join("traces");
-    std::fs::create_dir_all(&traces).map_err(|e| Error::io(&traces, e))?;
+    let mut files = EventFiles::create(trace, dir, trace.events.time_span().0)?;
+    files.append(&trace.events.parts)?;
+    files.finish(trace)
+}
 
-    // Locations: one per (rank, thread) stream, ids in stream order.
-    let streams: Vec<PartStream> = events.streams();
-    let mut location_of: BTreeMap<(i32, i32), u64> = BTreeMap::new();
-    for l in &trace.locations {
-        location_of.insert((l.rank, l.thread), l.location_id.max(0) as u64);
-    }
-    for ps in &streams {
-        let next = location_of.values().max().map_or(0, |m| m + 1);
-        location_of.entry((ps.stream.rank, ps.stream.thread)).or_insert(next);
-    }
-    // World rank -> comm rank of every communicator; on a per-rank communicator (COMM_SELF)
-    // the rank itself is rank 0.
-    let comm_rank: HashMap<i32, HashMap<i32, u32>> = trace
-        .communicators
-        .iter()
-        .map(|c| {
-            let ranks: HashMap<i32, u32> = if c.per_rank {
-                trace.ranks.iter().map(|r| (r.rank, 0)).collect()
-            } else {
-                c.members.iter().enumerate().map(|(i, w)| (*w, i as u32)).collect()
-            };
-            (c.comm, ranks)
-        })
-        .collect();
+/// The event file of one location being written: the chunk being filled is kept, the chunks
+/// before it are in the file.
+struct Encoder {
+    b: Buffer,
+    last_time: Option<u64>,
+    written: u64,
+    path: PathBuf,
+    /// Whether the file was created.
+    created: bool,
+}
 
-    let stream_events: Vec<(u64, Vec<u8>, u64)> = streams
-        .par_iter()
-        .map(|ps| {
-            let s = &ps.stream;
-            let (data, n) = events_file(&events.parts[ps.part], s, &comm_rank, &ticks)?;
-            Ok((location_of[&(s.rank, s.thread)], data, n))
-        })
-        .collect::<Result<_>>()?;
-    let mut counts: HashMap<u64, u64> = HashMap::new();
-    for (loc, data, n) in &stream_events {
-        write_file(&traces.join(format!("{loc}.evt")), data)?;
-        counts.insert(*loc, *n);
+impl Encoder {
+    /// Append the full chunks to the file.
+    fn drain(&mut self) -> Result<()> {
+        let done = self.b.chunk_start;
+        if done > 0 {
+            self.write(done)?;
+            self.b.out.drain(..done);
+            self.b.chunk_start = 0;
+        }
+        Ok(())
     }
 
-    // Local definitions: clock offsets per rank (first location of the rank), each sync
-    // session condensed by the clock model's rule (longest tenth of round trips dropped).
-    let mut sessions: BTreeMap<(i32, i32), Vec<ClockSample>> = BTreeMap::new();
-    for s in &trace.clock_sync {
-        sessions.entry((s.rank, s.session)).or_default().push(*s);
+    fn write(&mut self, n: usize) -> Result<()> {
+        let path = &self.path;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(self.created)
+            .truncate(!self.created)
+            .open(path)
+            .map_err(|e| Error::io(path, e))?;
+        f.write_all(&self.b.out[..n]).map_err(|e| Error::io(path, e))?;
+        self.created = true;
+        Ok(())
     }
-    let mut invalid = Warnings::default();
-    for (&(rank, thread), &loc) in &location_of {
-        let mut b = Buffer::new(DEF_CHUNK);
-        if thread == 0 {
-            for ((_, session), samples) in sessions.range((rank, i32::MIN)..=(rank, i32::MAX)) {
-                let Some(kept) = condense(*session, samples, &mut invalid) else { continue };
-                let (local, master) = kept.point();
-                b.record.extend_from_slice(&ticks(local.round() as i64).to_le_bytes());
-                compressed((master - local).round() as i64 as u64, &mut b.record);
-                b.record.extend_from_slice(&kept.offset_std_dev().to_le_bytes());
-                b.with_length(6, false);
+
+    /// Close the last chunk and write it.
+    fn finish(&mut self) -> Result<()> {
+        let b = std::mem::replace(&mut self.b, Buffer::new(EVENT_CHUNK));
+        self.b.out = b.finish();
+        self.b.chunk_start = 0;
+        self.write(self.b.out.len())
+    }
+}
+
+/// An archive's event files written a batch of events at a time (`append`), each location's
+/// full chunks going to its file as soon as they are full, then its definitions (`finish`):
+/// `commdb generate` writes archives of any size this way without holding their events. The
+/// earliest event time must be known at the start, as it sets the global offset.
+pub struct EventFiles {
+    dir: PathBuf,
+    min_ts: i64,
+    max_ts: Option<i64>,
+    /// Location id of each (rank, thread) stream.
+    location_of: BTreeMap<(i32, i32), u64>,
+    /// World rank -> comm rank of every communicator.
+    comm_rank: HashMap<i32, HashMap<i32, u32>>,
+    /// One per entry of `location_of`, in its order.
+    encoders: Vec<Encoder>,
+}
+
+impl std::fmt::Debug for EventFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventFiles").field("dir", &self.dir).field("locations", &self.encoders.len()).finish()
+    }
+}
+
+impl EventFiles {
+    /// Start the archive at `dir` for the locations of `trace` and the streams of its events;
+    /// no event is earlier than `min_ts` (ns).
+    pub fn create(trace: &RawTrace, dir: &Path, min_ts: i64) -> Result<Self> {
+        let traces = dir.join("traces");
+        std::fs::create_dir_all(&traces).map_err(|e| Error::io(&traces, e))?;
+        // Locations: one per (rank, thread) stream, ids in stream order.
+        let streams: Vec<PartStream> = trace.events.streams();
+        let mut location_of: BTreeMap<(i32, i32), u64> = BTreeMap::new();
+        for l in &trace.locations {
+            location_of.insert((l.rank, l.thread), l.location_id.max(0) as u64);
+        }
+        for ps in &streams {
+            let next = location_of.values().max().map_or(0, |m| m + 1);
+            location_of.entry((ps.stream.rank, ps.stream.thread)).or_insert(next);
+        }
+        // World rank -> comm rank of every communicator; on a per-rank communicator (COMM_SELF)
+        // the rank itself is rank 0.
+        let comm_rank: HashMap<i32, HashMap<i32, u32>> = trace
+            .communicators
+            .iter()
+            .map(|c| {
+                let ranks: HashMap<i32, u32> = if c.per_rank {
+                    trace.ranks.iter().map(|r| (r.rank, 0)).collect()
+                } else {
+                    c.members.iter().enumerate().map(|(i, w)| (*w, i as u32)).collect()
+                };
+                (c.comm, ranks)
+            })
+            .collect();
+        let encoders = location_of
+            .values()
+            .map(|loc| Encoder {
+                b: Buffer::new(EVENT_CHUNK),
+                last_time: None,
+                written: 0,
+                path: traces.join(format!("{loc}.evt")),
+                created: false,
+            })
+            .collect();
+        Ok(EventFiles { dir: dir.to_path_buf(), min_ts: min_ts.min(0), max_ts: None, location_of, comm_rank, encoders })
+    }
+
+    /// Ticks of a time: the global offset makes every tick count positive.
+    fn offset(&self) -> u64 {
+        self.min_ts.unsigned_abs()
+    }
+
+    /// Append events (whole streams per part, each stream's events in time order after those
+    /// appended before for it).
+    pub fn append(&mut self, parts: &[RawEvents]) -> Result<()> {
+        let position: HashMap<(i32, i32), usize> = self.location_of.keys().enumerate().map(|(i, k)| (*k, i)).collect();
+        let mut work: Vec<Vec<(usize, crate::events::Stream)>> = vec![Vec::new(); self.encoders.len()];
+        let mut earliest = i64::MAX;
+        for (p, part) in parts.iter().enumerate() {
+            for s in part.streams() {
+                let Some(&k) = position.get(&(s.rank, s.thread)) else {
+                    return Err(Error::Engine(format!(
+                        "events of rank {} thread {} but no location for them in the archive being written",
+                        s.rank, s.thread
+                    )));
+                };
+                work[k].push((p, s));
+            }
+            let span = part.ts.iter().fold((i64::MAX, i64::MIN), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+            earliest = earliest.min(span.0);
+            if !part.is_empty() {
+                self.max_ts = Some(self.max_ts.map_or(span.1, |m| m.max(span.1)));
             }
         }
-        if let Some((_, _, example)) = invalid.iter().next() {
-            return Err(Error::argument(format!("cannot write the clock offsets: {example}")));
+        if earliest < self.min_ts {
+            return Err(Error::Engine(format!(
+                "an event at {earliest} ns is earlier than the archive's start ({} ns)",
+                self.min_ts
+            )));
         }
-        write_file(&traces.join(format!("{loc}.def")), &b.finish())?;
+        let offset = self.offset();
+        let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
+        let comm_rank = &self.comm_rank;
+        self.encoders.par_iter_mut().zip(work).try_for_each(|(enc, jobs)| {
+            for (p, s) in jobs {
+                encode_events(enc, &parts[p], &s, comm_rank, &ticks);
+            }
+            enc.drain()
+        })
     }
 
-    // Global definitions.
-    let mut strings = Strings { ids: HashMap::new(), list: Vec::new() };
-    strings.id("");
-    let mut g = Buffer::new(DEF_CHUNK);
-    let mut defs_written = 0u64;
-    let mut emit = |g: &mut Buffer, t: u8| {
-        g.with_length(t, false);
-        defs_written += 1;
-    };
-    compressed(1_000_000_000, &mut g.record);
-    compressed(offset, &mut g.record);
-    compressed((max_ts - min_ts).max(0) as u64, &mut g.record);
-    // The realtime timestamp is the wall-clock time of the global offset, i.e. of ts = 0.
-    compressed(trace.meta.start_wallclock_ns.and_then(|w| u64::try_from(w).ok()).unwrap_or(UNDEFINED), &mut g.record);
-    emit(&mut g, 5);
-    // Collect string ids first, then write strings before the records that use them.
-    let root_name = strings.id("cluster");
-    let machine = strings.id("machine");
-    let node_class = strings.id("node");
-    let mut nodes: Vec<String> = Vec::new();
-    for r in &trace.ranks {
-        let n = r.node.clone().unwrap_or_else(|| "unknown".into());
-        if !nodes.contains(&n) {
-            nodes.push(n);
+    /// Close every event file, then write the local and global definitions of `trace` (whose
+    /// events, if any, were appended) and the anchor.
+    pub fn finish(mut self, trace: &RawTrace) -> Result<()> {
+        self.encoders.par_iter_mut().try_for_each(Encoder::finish)?;
+        let counts: HashMap<u64, u64> =
+            self.location_of.values().zip(&self.encoders).map(|(loc, e)| (*loc, e.written)).collect();
+        let (min_ts, max_ts) = (self.min_ts, self.max_ts.unwrap_or(0));
+        let offset = self.offset();
+        let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
+        let location_of = self.location_of;
+        let dir = self.dir.as_path();
+        let traces = dir.join("traces");
+
+        // Local definitions: clock offsets per rank (first location of the rank), each sync
+        // session condensed by the clock model's rule (longest tenth of round trips dropped).
+        let mut sessions: BTreeMap<(i32, i32), Vec<ClockSample>> = BTreeMap::new();
+        for s in &trace.clock_sync {
+            sessions.entry((s.rank, s.session)).or_default().push(*s);
         }
-    }
-    let node_ids: Vec<u32> = nodes.iter().map(|n| strings.id(n)).collect();
-    let rank_names: Vec<u32> = trace.ranks.iter().map(|r| strings.id(&r.name)).collect();
-    let loc_names: Vec<u32> = trace.locations.iter().map(|l| strings.id(&l.name)).collect();
-    let region_names: Vec<(u32, u32)> = trace
-        .regions
-        .iter()
-        .map(|r| (strings.id(&r.name), r.file.as_deref().map_or(u32::MAX, |f| strings.id(f))))
-        .collect();
-    let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
-    let locations_group_name = strings.id("MPI_COMM_WORLD locations");
-    for (i, s) in strings.list.iter().enumerate() {
-        u32c(i as u32, &mut g.record);
-        g.record.extend_from_slice(s.as_bytes());
-        g.record.push(0);
-        emit(&mut g, 10);
-    }
-    // System tree: root, then one node per host.
-    for (id, name, class, parent) in std::iter::once((0u32, root_name, machine, u32::MAX))
-        .chain(node_ids.iter().enumerate().map(|(i, n)| (i as u32 + 1, *n, node_class, 0)))
-    {
-        u32c(id, &mut g.record);
-        u32c(name, &mut g.record);
-        u32c(class, &mut g.record);
-        u32c(parent, &mut g.record);
-        emit(&mut g, 12);
-    }
-    let group_of_rank: HashMap<i32, u32> = trace.ranks.iter().enumerate().map(|(i, r)| (r.rank, i as u32)).collect();
-    for (i, r) in trace.ranks.iter().enumerate() {
-        let node = r.node.clone().unwrap_or_else(|| "unknown".into());
-        let parent = nodes.iter().position(|n| *n == node).map_or(0, |p| p as u32 + 1);
-        u32c(i as u32, &mut g.record);
-        u32c(rank_names[i], &mut g.record);
-        g.record.push(1);
-        u32c(parent, &mut g.record);
-        u32c(u32::MAX, &mut g.record);
-        emit(&mut g, 13);
-    }
-    for (i, l) in trace.locations.iter().enumerate() {
-        let id = location_of[&(l.rank, l.thread)];
-        compressed(id, &mut g.record);
-        u32c(loc_names[i], &mut g.record);
-        g.record.push(match l.kind.as_str() {
-            "gpu" => 2,
-            "metric" => 3,
-            _ => 1,
-        });
-        compressed(counts.get(&id).copied().unwrap_or(0), &mut g.record);
-        u32c(group_of_rank.get(&l.rank).copied().unwrap_or(u32::MAX), &mut g.record);
-        emit(&mut g, 14);
-    }
-    for (i, r) in trace.regions.iter().enumerate() {
-        let (name, file) = region_names[i];
-        u32c(i as u32, &mut g.record);
-        u32c(name, &mut g.record);
-        u32c(0, &mut g.record);
-        g.record.push(0);
-        u32c(file, &mut g.record);
-        u32c(r.line.map_or(0, |l| l as u32), &mut g.record);
-        u32c(0, &mut g.record);
-        u32c(name, &mut g.record);
-        g.record.push(role_code(r.role.as_deref()));
-        g.record.push(paradigm_code(&r.paradigm));
-        u32c(0, &mut g.record);
-        emit(&mut g, 15);
-    }
-    // Group 0: the MPI locations (thread 0 of every rank) in rank order; then one
-    // communicator group per communicator, whose members index group 0.
-    let mut ranks_sorted: Vec<i32> = trace.ranks.iter().map(|r| r.rank).collect();
-    ranks_sorted.sort_unstable();
-    let world_locations: Vec<u64> = ranks_sorted.iter().filter_map(|r| location_of.get(&(*r, 0)).copied()).collect();
-    let index_of_rank: HashMap<i32, u64> = ranks_sorted.iter().enumerate().map(|(i, r)| (*r, i as u64)).collect();
-    let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, members: &[u64]| {
-        u32c(id, &mut g.record);
-        u32c(name, &mut g.record);
-        g.record.push(0);
-        u32c(members.len() as u32, &mut g.record);
-        for &m in members {
-            compressed(m, &mut g.record);
+        let mut invalid = Warnings::default();
+        for (&(rank, thread), &loc) in &location_of {
+            let mut b = Buffer::new(DEF_CHUNK);
+            if thread == 0 {
+                for ((_, session), samples) in sessions.range((rank, i32::MIN)..=(rank, i32::MAX)) {
+                    let Some(kept) = condense(*session, samples, &mut invalid) else { continue };
+                    let (local, master) = kept.point();
+                    b.record.extend_from_slice(&ticks(local.round() as i64).to_le_bytes());
+                    compressed((master - local).round() as i64 as u64, &mut b.record);
+                    b.record.extend_from_slice(&kept.offset_std_dev().to_le_bytes());
+                    b.with_length(6, false);
+                }
+            }
+            if let Some((_, _, example)) = invalid.iter().next() {
+                return Err(Error::argument(format!("cannot write the clock offsets: {example}")));
+            }
+            write_file(&traces.join(format!("{loc}.def")), &b.finish())?;
         }
-        g.record.push(kind);
-        g.record.push(4);
-        u32c(0, &mut g.record);
-        emit(g, 18);
-    };
-    write_group(&mut g, 0, locations_group_name, 4, &world_locations);
-    for (i, c) in trace.communicators.iter().enumerate() {
-        let members: Vec<u64> = c.members.iter().filter_map(|r| index_of_rank.get(r).copied()).collect();
-        let kind = if c.per_rank { defs::GROUP_COMM_SELF } else { defs::GROUP_COMM_GROUP };
-        write_group(&mut g, i as u32 + 1, comm_names[i], kind, &members);
+
+        // Global definitions.
+        let mut strings = Strings { ids: HashMap::new(), list: Vec::new() };
+        strings.id("");
+        let mut g = Buffer::new(DEF_CHUNK);
+        let mut defs_written = 0u64;
+        let mut emit = |g: &mut Buffer, t: u8| {
+            g.with_length(t, false);
+            defs_written += 1;
+        };
+        compressed(1_000_000_000, &mut g.record);
+        compressed(offset, &mut g.record);
+        compressed((max_ts - min_ts).max(0) as u64, &mut g.record);
+        // The realtime timestamp is the wall-clock time of the global offset, i.e. of ts = 0.
+        compressed(
+            trace.meta.start_wallclock_ns.and_then(|w| u64::try_from(w).ok()).unwrap_or(UNDEFINED),
+            &mut g.record,
+        );
+        emit(&mut g, 5);
+        // Collect string ids first, then write strings before the records that use them.
+        let root_name = strings.id("cluster");
+        let machine = strings.id("machine");
+        let node_class = strings.id("node");
+        let mut nodes: Vec<String> = Vec::new();
+        for r in &trace.ranks {
+            let n = r.node.clone().unwrap_or_else(|| "unknown".into());
+            if !nodes.contains(&n) {
+                nodes.push(n);
+            }
+        }
+        let node_ids: Vec<u32> = nodes.iter().map(|n| strings.id(n)).collect();
+        let rank_names: Vec<u32> = trace.ranks.iter().map(|r| strings.id(&r.name)).collect();
+        let loc_names: Vec<u32> = trace.locations.iter().map(|l| strings.id(&l.name)).collect();
+        let region_names: Vec<(u32, u32)> = trace
+            .regions
+            .iter()
+            .map(|r| (strings.id(&r.name), r.file.as_deref().map_or(u32::MAX, |f| strings.id(f))))
+            .collect();
+        let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
+        let locations_group_name = strings.id("MPI_COMM_WORLD locations");
+        for (i, s) in strings.list.iter().enumerate() {
+            u32c(i as u32, &mut g.record);
+            g.record.extend_from_slice(s.as_bytes());
+            g.record.push(0);
+            emit(&mut g, 10);
+        }
+        // System tree: root, then one node per host.
+        for (id, name, class, parent) in std::iter::once((0u32, root_name, machine, u32::MAX))
+            .chain(node_ids.iter().enumerate().map(|(i, n)| (i as u32 + 1, *n, node_class, 0)))
+        {
+            u32c(id, &mut g.record);
+            u32c(name, &mut g.record);
+            u32c(class, &mut g.record);
+            u32c(parent, &mut g.record);
+            emit(&mut g, 12);
+        }
+        let group_of_rank: HashMap<i32, u32> =
+            trace.ranks.iter().enumerate().map(|(i, r)| (r.rank, i as u32)).collect();
+        for (i, r) in trace.ranks.iter().enumerate() {
+            let node = r.node.clone().unwrap_or_else(|| "unknown".into());
+            let parent = nodes.iter().position(|n| *n == node).map_or(0, |p| p as u32 + 1);
+            u32c(i as u32, &mut g.record);
+            u32c(rank_names[i], &mut g.record);
+            g.record.push(1);
+            u32c(parent, &mut g.record);
+            u32c(u32::MAX, &mut g.record);
+            emit(&mut g, 13);
+        }
+        for (i, l) in trace.locations.iter().enumerate() {
+            let id = location_of[&(l.rank, l.thread)];
+            compressed(id, &mut g.record);
+            u32c(loc_names[i], &mut g.record);
+            g.record.push(match l.kind.as_str() {
+                "gpu" => 2,
+                "metric" => 3,
+                _ => 1,
+            });
+            compressed(counts.get(&id).copied().unwrap_or(0), &mut g.record);
+            u32c(group_of_rank.get(&l.rank).copied().unwrap_or(u32::MAX), &mut g.record);
+            emit(&mut g, 14);
+        }
+        for (i, r) in trace.regions.iter().enumerate() {
+            let (name, file) = region_names[i];
+            u32c(i as u32, &mut g.record);
+            u32c(name, &mut g.record);
+            u32c(0, &mut g.record);
+            g.record.push(0);
+            u32c(file, &mut g.record);
+            u32c(r.line.map_or(0, |l| l as u32), &mut g.record);
+            u32c(0, &mut g.record);
+            u32c(name, &mut g.record);
+            g.record.push(role_code(r.role.as_deref()));
+            g.record.push(paradigm_code(&r.paradigm));
+            u32c(0, &mut g.record);
+            emit(&mut g, 15);
+        }
+        // Group 0: the MPI locations (thread 0 of every rank) in rank order; then one
+        // communicator group per communicator, whose members index group 0.
+        let mut ranks_sorted: Vec<i32> = trace.ranks.iter().map(|r| r.rank).collect();
+        ranks_sorted.sort_unstable();
+        let world_locations: Vec<u64> =
+            ranks_sorted.iter().filter_map(|r| location_of.get(&(*r, 0)).copied()).collect();
+        let index_of_rank: HashMap<i32, u64> = ranks_sorted.iter().enumerate().map(|(i, r)| (*r, i as u64)).collect();
+        let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, members: &[u64]| {
+            u32c(id, &mut g.record);
+            u32c(name, &mut g.record);
+            g.record.push(0);
+            u32c(members.len() as u32, &mut g.record);
+            for &m in members {
+                compressed(m, &mut g.record);
+            }
+            g.record.push(kind);
+            g.record.push(4);
+            u32c(0, &mut g.record);
+            emit(g, 18);
+        };
+        write_group(&mut g, 0, locations_group_name, 4, &world_locations);
+        for (i, c) in trace.communicators.iter().enumerate() {
+            let members: Vec<u64> = c.members.iter().filter_map(|r| index_of_rank.get(r).copied()).collect();
+            let kind = if c.per_rank { defs::GROUP_COMM_SELF } else { defs::GROUP_COMM_GROUP };
+            write_group(&mut g, i as u32 + 1, comm_names[i], kind, &members);
+        }
+        for (i, c) in trace.communicators.iter().enumerate() {
+            u32c(c.comm.max(0) as u32, &mut g.record);
+            u32c(comm_names[i], &mut g.record);
+            u32c(i as u32 + 1, &mut g.record);
+            u32c(u32::MAX, &mut g.record);
+            u32c(0, &mut g.record);
+            emit(&mut g, 22);
+        }
+        write_file(&dir.join("traces.def"), &g.finish())?;
+        write_anchor(&dir.join("traces.otf2"), location_of.len() as u64, defs_written, trace.meta.creator.as_deref())
     }
-    for (i, c) in trace.communicators.iter().enumerate() {
-        u32c(c.comm.max(0) as u32, &mut g.record);
-        u32c(comm_names[i], &mut g.record);
-        u32c(i as u32 + 1, &mut g.record);
-        u32c(u32::MAX, &mut g.record);
-        u32c(0, &mut g.record);
-        emit(&mut g, 22);
-    }
-    write_file(&dir.join("traces.def"), &g.finish())?;
-    write_anchor(&dir.join("traces.otf2"), location_of.len() as u64, defs_written, trace.meta.creator.as_deref())
 }
 
 fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&str>) -> Result<()> {
@@ -387,15 +519,15 @@ fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&
     write_file(path, &a)
 }
 
-/// The event file of one stream and its number of events.
-fn events_file(
+/// Encode the events of one stream into its location's file.
+fn encode_events(
+    enc: &mut Encoder,
     e: &RawEvents,
     s: &crate::events::Stream,
     comm_rank: &HashMap<i32, HashMap<i32, u32>>,
     ticks: &impl Fn(i64) -> u64,
-) -> Result<(Vec<u8>, u64)> {
-    let mut b = Buffer::new(EVENT_CHUNK);
-    let mut last_time: Option<u64> = None;
+) {
+    let Encoder { b, last_time, written, .. } = enc;
     let peer_rank = |comm: i32, peer: i32| -> u32 {
         if peer == NONE_I32 {
             return u32::MAX;
@@ -403,7 +535,6 @@ fn events_file(
         comm_rank.get(&comm).and_then(|m| m.get(&peer)).copied().unwrap_or(peer as u32)
     };
     let opt = |v: i64| if v == NONE_I64 { UNDEFINED } else { v as u64 };
-    let mut written = 0u64;
     for i in s.start..s.end {
         let kind = e.kind(i);
         let (t, singleton) = match kind {
@@ -462,10 +593,10 @@ fn events_file(
         }
         // Timestamp + record must share a chunk; a new chunk restarts with a timestamp.
         let need = 9 + 2 + b.record.len() + 9;
-        if b.reserve(need) || last_time != Some(now) {
+        if b.reserve(need) || *last_time != Some(now) {
             b.out.push(0x05);
             b.out.extend_from_slice(&now.to_le_bytes());
-            last_time = Some(now);
+            *last_time = Some(now);
         }
         if singleton {
             b.out.push(t);
@@ -475,7 +606,6 @@ fn events_file(
         } else {
             b.with_length(t, true);
         }
-        written += 1;
+        *written += 1;
     }
-    Ok((b.finish(), written))
 }
