@@ -58,6 +58,11 @@ impl Building {
         &self.progress
     }
 
+    /// The step's progress, for a reader that takes it shared.
+    pub fn share(&self) -> Arc<LoadProgress> {
+        self.progress.clone()
+    }
+
     /// The step is over. When it succeeded and took long enough for a user to wonder (half a
     /// second, as the progress line), or `found` problems to tell (the trace's warnings it
     /// added, in words), a line saying so is kept for `take_finished`.
@@ -71,6 +76,16 @@ impl Building {
                 line = format!("{line}; {found}");
             }
             state.1.push(line);
+        }
+    }
+
+    /// The step is over and is told however long it took, with `after` saying what it leaves
+    /// (a cache store's conversion: "later openings reuse it").
+    pub fn finish_told(self, took: Duration, ok: bool, after: &str) {
+        let mut state = BUILDING.lock().unwrap_or_else(PoisonError::into_inner);
+        state.0 = None;
+        if ok {
+            state.1.push(format!("{} took {:.1} s ({after})", self.what, took.as_secs_f64()));
         }
     }
 

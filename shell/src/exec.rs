@@ -235,11 +235,14 @@ impl Shell {
     /// Open a trace, with a progress line on a terminal.
     pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String, String> {
         let share = Arc::new(LoadProgress::default());
-        let progress = Progress::start(&format!("loading {path}"), Some(share.clone()));
+        let progress = Progress::loading(&format!("loading {path}"), share.clone());
         let started = Instant::now();
         let options = OpenOptions { progress: Some(share), ..self.session.open_options.clone() };
         let result = self.session.open(path, name, &options);
         progress.stop();
+        for step in commdb_catalog::progress::Building::take_finished() {
+            self.note(&step);
+        }
         let name = result.map_err(|e| e.to_string())?;
         let trace = self.session.trace(&name).expect("just opened");
         self.note(&format!(

@@ -120,7 +120,7 @@ fn sql_session(cli: &Cli) -> Session {
     let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
     let mut session = Session::with_limits(cores, Some(budget));
     commdb_udfs::register_all(&mut session);
-    session.open_options = open_options(&cli.open);
+    session.open_options = OpenOptions { memory_budget: Some(budget as u64), ..open_options(&cli.open) };
     session
 }
 
@@ -468,7 +468,6 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         }
         Some(Sub::Report { trace, file }) => {
             let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: cli.quiet, ..print })?;
-            shell.session.open_options = open_options(&cli.open);
             shell.open_trace(trace, None)?;
             shell.report(file).await?;
             return Ok(());

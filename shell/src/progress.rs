@@ -38,6 +38,15 @@ impl Progress {
         Progress::watch(move || Some((what.clone(), share.clone())))
     }
 
+    /// The line of a load: the step building a trace's tables while one runs (a big archive
+    /// converted into its cache store), else `what` with `share`.
+    pub fn loading(what: &str, share: Arc<LoadProgress>) -> Self {
+        let what = what.to_string();
+        Progress::watch(move || {
+            Building::now().map(|(step, s)| (step, Some(s))).or_else(|| Some((what.clone(), Some(share.clone()))))
+        })
+    }
+
     /// The line of the step building a trace's tables that a running query waits on, if any
     /// (`commdb_catalog::progress::Building`).
     pub fn building() -> Self {

@@ -1248,3 +1248,57 @@ fn df_lists_functions_and_shows_one_functions_declaration() {
     let o = run(&["-q", "--format", "csv", "-c", "\\df abs"]);
     assert!(stdout(&o).contains(",datafusion"), "{}", stdout(&o));
 }
+
+#[test]
+fn an_archive_bigger_than_the_budget_opens_through_a_cache_store_reused_until_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (archive, cache) = (dir.path().join("run"), dir.path().join("cache"));
+    let generate = |iterations: &str| {
+        let o = run(&[
+            "generate",
+            archive.to_str().unwrap(),
+            "--ranks",
+            "16",
+            "--iterations",
+            iterations,
+            "--format",
+            "otf2",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let truth: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(archive.join("ground_truth.json")).unwrap()).unwrap();
+        truth["messages"].to_string()
+    };
+    let anchor = archive.join("traces.otf2");
+    let count = |budget: &str| {
+        let o = commdb()
+            .args([anchor.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
+            .arg("SELECT count(*) AS n FROM messages")
+            .env("COMMDB_CACHE_DIR", &cache)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
+    };
+    let messages = generate("60");
+    let (n, err) = count("2MB");
+    assert_eq!(n, messages);
+    assert!(err.contains("converting") && err.contains("into the cache store"), "{err}");
+    let stores: Vec<_> = std::fs::read_dir(cache.join("stores")).unwrap().flatten().collect();
+    assert_eq!(stores.len(), 1);
+    assert!(stores[0].path().join("store").join("manifest.json").is_file());
+    // Opened again unchanged: the cache store is reused.
+    let (n, err) = count("2MB");
+    assert_eq!(n, messages);
+    assert!(!err.contains("converting"), "{err}");
+    // The archive changed: it is converted again.
+    let messages = generate("64");
+    let (n, err) = count("2MB");
+    assert_eq!(n, messages);
+    assert!(err.contains("into the cache store"), "{err}");
+    // Within the budget it is read into memory, as before.
+    let (n, err) = count("4GB");
+    assert_eq!(n, messages);
+    assert!(!err.contains("cache store"), "{err}");
+}

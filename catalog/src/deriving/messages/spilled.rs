@@ -277,7 +277,7 @@ fn match_bucket(send_path: &Path, recv_path: &Path, run: &Path) -> Result<()> {
         record.clear();
         let send = Pair::half_keyed(&sends, p.send);
         let recv = Pair::half_keyed(&recvs, p.recv);
-        record.push(u8::from(send.is_some()) * HAS_SEND | u8::from(recv.is_some()) * HAS_RECV);
+        record.push((u8::from(send.is_some()) * HAS_SEND) | (u8::from(recv.is_some()) * HAS_RECV));
         put_half(send.unwrap_or(&Half::UNSET), &mut record);
         put_half(recv.unwrap_or(&Half::UNSET), &mut record);
         out.write_all(&record).map_err(|e| Error::io(run, e))?;

@@ -413,6 +413,10 @@ fn decode_events(
     Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
 }
 
+/// What a location was read without: an empty event file where the definitions give events
+/// (the file, the events), a missing local definitions file.
+type MissingParts = (Option<(PathBuf, u64)>, Option<PathBuf>);
+
 /// An OTF2 archive decoded a group of whole ranks at a time, for a conversion in bounded memory
 /// (crate::convert): the local definitions (small) and the clock models are read once for all
 /// locations, then each group's event files are decoded and corrected as for the whole trace.
@@ -427,7 +431,16 @@ pub struct Pieces {
     /// The models the events are corrected with.
     pub models: Vec<crate::clock::model::RankModel>,
     /// (empty event file, missing local definitions) of every location decoded so far.
-    missing: Vec<(Option<(PathBuf, u64)>, Option<PathBuf>)>,
+    missing: Vec<MissingParts>,
+}
+
+/// Events the global definitions of the archive at `path` give for all its locations.
+pub fn events_defined(path: &Path) -> Result<u64> {
+    let anchor_path = find_anchor(path)?;
+    let anchor = anchor::read(&anchor_path)?;
+    let d =
+        defs::read_global(&anchor_path.with_extension("def"), anchor.chunk_size_definitions, &mut Warnings::default())?;
+    Ok(d.locations.iter().map(|l| l.events).sum())
 }
 
 /// Read an OTF2 archive's definitions, to decode its events a group of ranks at a time.

@@ -14,6 +14,8 @@
 //! controlled logical clock moves times by the matching of the whole trace, so a conversion
 //! with it reads the trace in memory.
 
+pub mod cache;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -29,6 +31,10 @@ use crate::progress::LoadProgress;
 use crate::reading::{self, OpenOptions, otf2};
 use crate::store::{self, PartWriter, StoreWriter};
 use crate::trace::{NodeMap, RawMetrics, RawTrace, TraceMeta, Warnings};
+
+/// Bytes a trace's tables take in memory per event, derived tables included (measured: 20 M
+/// events peak at 2.2 GB, 50 M at 5.6 GB).
+pub const BYTES_PER_EVENT: u64 = 110;
 
 /// How much a conversion holds at a time.
 #[derive(Debug, Clone, Copy)]

@@ -1,0 +1,128 @@
+//! Opening an archive too big for memory through a cache store: the first opening converts it
+//! a group of ranks at a time (crate::convert) into a store in the user's cache directory
+//! (`$COMMDB_CACHE_DIR`, else `$XDG_CACHE_HOME/commdb`, else `~/.cache/commdb`), whose tables
+//! queries then scan in their files; later openings reuse that store as long as the archive's
+//! files (their sizes and modification times) and the options that shape the tables (clock
+//! correction, nodes file, clock sync file) are the same. A changed archive is converted again.
+
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::progress::Building;
+use crate::reading::OpenOptions;
+use crate::reading::otf2::find_anchor;
+use crate::store;
+use crate::trace::Trace;
+
+/// The file beside a cache store saying what it was converted from.
+const SOURCE: &str = "source.json";
+
+/// What a cache store was converted from: enough to tell when the archive or the options
+/// changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Source {
+    commdb: String,
+    anchor: String,
+    /// (file, bytes, modified in ns since the epoch) of the anchor, the global definitions and
+    /// every file of the archive's directory of locations, in name order.
+    files: Vec<(String, u64, u128)>,
+    clock_correction: String,
+    nodes: Option<(String, u64, u128)>,
+    clock_sync: Option<(String, u64, u128)>,
+}
+
+/// Where cache stores are kept.
+pub fn cache_root() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var("COMMDB_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("commdb")))
+        .or_else(|| var("HOME").map(|h| h.join(".cache").join("commdb")))
+}
+
+fn stamp(path: &Path) -> Result<(String, u64, u128)> {
+    let m = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let modified =
+        m.modified().ok().and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
+    Ok((path.display().to_string(), m.len(), modified))
+}
+
+impl Source {
+    fn of(anchor: &Path, options: &OpenOptions) -> Result<Self> {
+        let base = anchor.with_extension("");
+        let mut files = vec![stamp(anchor)?, stamp(&anchor.with_extension("def"))?];
+        if let Ok(entries) = std::fs::read_dir(&base) {
+            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+            paths.sort();
+            for p in paths {
+                files.push(stamp(&p)?);
+            }
+        }
+        Ok(Source {
+            commdb: env!("CARGO_PKG_VERSION").to_string(),
+            anchor: anchor.display().to_string(),
+            files,
+            clock_correction: options.clock_correction.name().to_string(),
+            nodes: options.nodes.as_deref().map(stamp).transpose()?,
+            clock_sync: options.clock_sync.as_deref().map(stamp).transpose()?,
+        })
+    }
+}
+
+/// The cache directory of the archive whose anchor is `anchor`: named after the archive, with
+/// a checksum of its full path.
+fn cache_dir(root: &Path, anchor: &Path) -> PathBuf {
+    let name = crate::reading::default_name(&crate::reading::paths::otf2_name_source(anchor));
+    let key = crc32fast::hash(anchor.display().to_string().as_bytes());
+    root.join("stores").join(format!("{name}-{key:08x}"))
+}
+
+/// Open the OTF2 archive at `path` (of `events` events by its definitions, more than `budget`
+/// bytes of tables) through its cache store, converting it first when there is none or the
+/// archive changed.
+pub fn open(path: &Path, options: &OpenOptions, events: u64, budget: u64) -> Result<Trace> {
+    let anchor = find_anchor(path)?;
+    let anchor = std::fs::canonicalize(&anchor).map_err(|e| Error::io(&anchor, e))?;
+    let root = cache_root().ok_or_else(|| {
+        Error::argument(format!(
+            "{}: its tables would not fit the memory budget and no cache directory is known to convert it into; set COMMDB_CACHE_DIR (or convert it with commdb convert and open the store)",
+            path.display()
+        ))
+    })?;
+    let dir = cache_dir(&root, &anchor);
+    let store_dir = dir.join("store");
+    let source = Source::of(&anchor, options)?;
+    let recorded: Option<Source> =
+        std::fs::read_to_string(dir.join(SOURCE)).ok().and_then(|text| serde_json::from_str(&text).ok());
+    if recorded.as_ref() == Some(&source) && store::is_store(&store_dir) {
+        return store::read_with_progress(&store_dir, options.progress.as_deref());
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    // The old record goes first: a conversion that stops half-way leaves no record to trust.
+    let _ = std::fs::remove_file(dir.join(SOURCE));
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    let what = format!(
+        "converting {} ({:.0} M events, about {:.1} GiB of tables, more than the {:.1} GiB memory budget) into the cache store {}",
+        path.display(),
+        events as f64 / 1e6,
+        gib(events.saturating_mul(super::BYTES_PER_EVENT)),
+        gib(budget),
+        store_dir.display()
+    );
+    let started = Instant::now();
+    let building = Building::start(&what);
+    let convert_options = OpenOptions { progress: Some(building.share()), memory_budget: None, ..options.clone() };
+    let converted = super::otf2(path, &store_dir, &convert_options, &super::Limits::default());
+    building.finish_told(
+        started.elapsed(),
+        converted.is_ok(),
+        "once: later openings reuse it while the archive is unchanged",
+    );
+    converted?;
+    let text = serde_json::to_string_pretty(&source).map_err(|e| Error::Engine(e.to_string()))?;
+    let record = dir.join(SOURCE);
+    std::fs::write(&record, text).map_err(|e| Error::io(&record, e))?;
+    store::read_with_progress(&store_dir, options.progress.as_deref())
+}
