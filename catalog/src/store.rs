@@ -18,13 +18,14 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::deriving::steps::StoredTable;
 use crate::error::{Error, Result};
 use crate::model;
-use crate::trace::{StoredFile, Trace, TraceMeta, Warnings};
+use crate::trace::{KeyRange, StoredFile, Trace, TraceMeta, Warnings};
 
 pub const MANIFEST: &str = "manifest.json";
 const STORE_VERSION: u32 = 1;
@@ -60,15 +61,42 @@ struct PartEntry {
     file: String,
     rows: usize,
     crc32: u32,
+    /// The range of the table's order column in the part (absent in stores written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<KeyRange>,
+}
+
+/// The column a table's rows are ordered by in a store, whose range each part records.
+pub fn order_column(table: &str) -> Option<&'static str> {
+    match table {
+        "events" | "calls" | "collectives" | "metrics" | "states" => Some("rank"),
+        "messages" => Some("send_ts"),
+        _ => None,
+    }
+}
+
+/// The range of `column` over `batches` (None when it has no value).
+fn key_range(batches: &[RecordBatch], column: Option<&str>) -> Option<KeyRange> {
+    let column = column?;
+    let mut range: Option<(i64, i64)> = None;
+    for b in batches {
+        let Some(c) = b.column_by_name(column) else { continue };
+        let Ok(c) = arrow::compute::cast(c, &arrow::datatypes::DataType::Int64) else { continue };
+        let c = c.as_primitive::<Int64Type>();
+        if let (Some(lo), Some(hi)) = (arrow::compute::min(c), arrow::compute::max(c)) {
+            range = Some(range.map_or((lo, hi), |(a, z)| (a.min(lo), z.max(hi))));
+        }
+    }
+    range.map(|(min, max)| KeyRange { column: column.to_string(), min, max })
 }
 
 impl TableEntry {
     /// The files of the table in the store at `dir`, with their checksums and rows.
-    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, Option<u32>, usize)> {
+    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, Option<u32>, usize, Option<KeyRange>)> {
         if self.parts.is_empty() {
-            return vec![(dir.join(&self.file), self.crc32, self.rows)];
+            return vec![(dir.join(&self.file), self.crc32, self.rows, None)];
         }
-        self.parts.iter().map(|p| (dir.join(&self.file).join(&p.file), Some(p.crc32), p.rows)).collect()
+        self.parts.iter().map(|p| (dir.join(&self.file).join(&p.file), Some(p.crc32), p.rows, p.key.clone())).collect()
     }
 }
 
@@ -112,7 +140,7 @@ pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()>
                 .map(|(k, piece)| {
                     let file = part_name(k);
                     let (rows, crc32) = write_table(&folder.join(&file), t.schema(), piece)?;
-                    Ok(PartEntry { file, rows, crc32 })
+                    Ok(PartEntry { file, rows, crc32, key: key_range(piece, order_column(t.name)) })
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok((t.name, TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
@@ -193,6 +221,7 @@ impl StoreWriter {
             schema: doc.schema(),
             part_rows: part_rows.max(1),
             open: None,
+            key: None,
             parts: Vec::new(),
             rows: 0,
         })
@@ -267,6 +296,8 @@ pub struct PartWriter {
     schema: arrow::datatypes::SchemaRef,
     part_rows: usize,
     open: Option<OpenPart>,
+    /// The range of the order column in the open part.
+    key: Option<KeyRange>,
     parts: Vec<PartEntry>,
     rows: usize,
 }
@@ -297,7 +328,14 @@ impl PartWriter {
             };
             let n = (self.part_rows - *filled).min(batch.num_rows() - at);
             let path = self.folder.join(&*file);
-            writer.write(&batch.slice(at, n)).map_err(|e| Error::in_file(&path, e.to_string()))?;
+            let slice = batch.slice(at, n);
+            writer.write(&slice).map_err(|e| Error::in_file(&path, e.to_string()))?;
+            if let Some(r) = key_range(&[slice], order_column(self.name)) {
+                self.key = Some(match self.key.take() {
+                    Some(k) => KeyRange { min: k.min.min(r.min), max: k.max.max(r.max), ..k },
+                    None => r,
+                });
+            }
             *filled += n;
             self.rows += n;
             at += n;
@@ -313,7 +351,7 @@ impl PartWriter {
         let path = self.folder.join(&file);
         let mut out = writer.into_inner().map_err(|e| Error::in_file(&path, e.to_string()))?;
         out.flush().map_err(|e| Error::io(&path, e))?;
-        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize() });
+        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize(), key: self.key.take() });
         Ok(())
     }
 
@@ -396,6 +434,31 @@ impl<W: Write> Write for Checksummed<W> {
     }
 }
 
+/// Columns of times and ids, nearly every value its own: a dictionary would only be built to
+/// be given up (it was a sixth of a conversion's time), so they are written plain.
+const NEARLY_UNIQUE: [&str; 20] = [
+    "ts",
+    "ts_local",
+    "seq",
+    "msg_id",
+    "call_id",
+    "parent",
+    "start",
+    "end",
+    "duration",
+    "exclusive",
+    "send_ts",
+    "recv_ts",
+    "send_call_start",
+    "send_call_end",
+    "recv_call_start",
+    "recv_call_end",
+    "recv_post_ts",
+    "send_complete_ts",
+    "begin",
+    "value",
+];
+
 /// A Parquet writer for a table's file at `path`, keeping the CRC-32 of its bytes.
 fn parquet_writer(
     path: &Path,
@@ -405,10 +468,12 @@ fn parquet_writer(
         inner: std::io::BufWriter::new(File::create(path).map_err(|e| Error::io(path, e))?),
         crc: crc32fast::Hasher::new(),
     };
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(1 << 20))
-        .build();
+    let mut props =
+        WriterProperties::builder().set_compression(Compression::SNAPPY).set_max_row_group_row_count(Some(1 << 20));
+    for field in schema.fields().iter().filter(|f| NEARLY_UNIQUE.contains(&f.name().as_str())) {
+        props = props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
+    }
+    let props = props.build();
     ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| Error::in_file(path, e.to_string()))
 }
 
@@ -458,7 +523,7 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let mut stored: BTreeMap<&'static str, StoredTable> = BTreeMap::new();
     for t in model::TABLES.iter().filter(|t| lazy(t.name)) {
         if let Some(entry) = entry_of(t)? {
-            let files = entry.files(dir).into_iter().map(|(p, crc, _)| (p, crc)).collect();
+            let files = entry.files(dir).into_iter().map(|(p, crc, _, key)| (p, crc, key)).collect();
             let file = StoredFile { path: dir.join(&entry.file), files, rows: entry.rows };
             let dir = dir.to_path_buf();
             stored.insert(t.name, StoredTable { file, load: Box::new(move || read_checked(&dir, t, &entry)) });
@@ -490,7 +555,7 @@ const LATER: [&str; 6] = ["events", "calls", "messages", "collectives", "metrics
 /// A table's file read and checked against its manifest entry (checksum, then row count).
 fn read_checked(dir: &Path, t: &model::TableDoc, entry: &TableEntry) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    for (path, crc32, expected) in entry.files(dir) {
+    for (path, crc32, expected, _) in entry.files(dir) {
         let batches = read_table(&path, t, crc32)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         if rows != expected {

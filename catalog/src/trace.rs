@@ -215,14 +215,25 @@ pub trait TableState: Send + std::fmt::Debug {
     }
 }
 
+/// The smallest and largest value (NULLs left out) of the column a stored table is ordered by
+/// (`rank`, or `send_ts` for messages), in one of its parts: a scan skips the parts its filters
+/// rule out before reading or checking them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KeyRange {
+    pub column: String,
+    pub min: i64,
+    pub max: i64,
+}
+
 /// A table kept in a commdb store: one Parquet file, or a directory of parts (a large table cut
 /// into pieces of consecutive rows), each with the checksum the store's manifest gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFile {
     /// The table's file, or its directory of parts.
     pub path: std::path::PathBuf,
-    /// The files to read, in row order, with their checksums.
-    pub files: Vec<(std::path::PathBuf, Option<u32>)>,
+    /// The files to read, in row order, with their checksums and, for parts, the range of the
+    /// table's order column they hold.
+    pub files: Vec<(std::path::PathBuf, Option<u32>, Option<KeyRange>)>,
     pub rows: usize,
 }
 

@@ -127,38 +127,55 @@ pub fn otf2_as(
     }
     let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
     let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
-    let mut out = Streamed {
-        events: store.parts("events", limits.part_rows)?,
-        calls: store.parts("calls", limits.part_rows)?,
-        metrics: store.parts("metrics", limits.part_rows)?,
-    };
     let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
     let mut walked_so_far = Walked::default();
-    for group in &groups {
-        crate::interrupt::check(&format!("converting {}", raw.meta.path))?;
-        let (events, metrics) = pieces.decode(group, &mut warnings)?;
-        let columns = events.columns();
-        let mut streams = events.streams();
-        for s in &mut streams {
-            s.offset += walked_so_far.events;
-        }
-        let walk::Walked { calls, halves, collective_parts, span } =
-            walk::walk_from(&columns, &streams, walked_so_far.calls, &mut warnings);
-        drop(columns);
-        spilled.add(&halves, &streams)?;
-        drop(halves);
-        walked_so_far.add(span, calls.len(), collective_parts, &streams, events.len());
-        let calls = calls.into_batches(&region_names)?;
-        let events = events.into_batches(&region_names)?;
-        let metrics = metrics_batch(&mut raw, metrics)?;
-        out.write(events, calls, metrics)?;
-        if let Some(p) = progress {
-            p.add(1);
-        }
-    }
+    let events = store.parts("events", limits.part_rows)?;
+    let calls = store.parts("calls", limits.part_rows)?;
+    let metrics = store.parts("metrics", limits.part_rows)?;
+    // The events of a group are written on one thread and its calls and metrics on another
+    // while the next group is decoded and walked.
+    let written = std::thread::scope(|scope| -> Result<[PartWriter; 3]> {
+        let (events_out, events_done) = writer(scope, vec![events]);
+        let (calls_out, calls_done) = writer(scope, vec![calls, metrics]);
+        let read = (|| -> Result<()> {
+            for group in &groups {
+                crate::interrupt::check(&format!("converting {}", raw.meta.path))?;
+                let (events, metrics) = pieces.decode(group, &mut warnings)?;
+                let columns = events.columns();
+                let mut streams = events.streams();
+                for s in &mut streams {
+                    s.offset += walked_so_far.events;
+                }
+                let walk::Walked { calls, halves, collective_parts, span } =
+                    walk::walk_from(&columns, &streams, walked_so_far.calls, &mut warnings);
+                drop(columns);
+                walked_so_far.add(span, calls.len(), collective_parts, &streams, events.len());
+                let calls = calls.into_batches(&region_names)?;
+                let events = events.into_batches(&region_names)?;
+                let metrics = metrics_batch(&mut raw, metrics)?;
+                // A writer that stopped has its error waiting at its end.
+                if events_out.send(vec![events]).is_err() || calls_out.send(vec![calls, vec![metrics]]).is_err() {
+                    break;
+                }
+                spilled.add(&halves, &streams)?;
+                if let Some(p) = progress {
+                    p.add(1);
+                }
+            }
+            Ok(())
+        })();
+        drop((events_out, calls_out));
+        let joined = |done: std::thread::ScopedJoinHandle<'_, Result<Vec<PartWriter>>>| {
+            done.join().unwrap_or_else(|_| Err(Error::Engine("a writer of the store stopped unexpectedly".into())))
+        };
+        let (events, calls) = (joined(events_done), joined(calls_done));
+        read?;
+        let [events] = <[PartWriter; 1]>::try_from(events?).expect("one table");
+        let [calls, metrics] = <[PartWriter; 2]>::try_from(calls?).expect("two tables");
+        Ok([events, calls, metrics])
+    })?;
     pieces.finish(&mut warnings);
-    let Streamed { events, calls, metrics } = out;
-    for parts in [events, calls, metrics] {
+    for parts in written {
         store.add_parts(parts)?;
     }
 
@@ -206,25 +223,26 @@ pub fn otf2_as(
     Ok(Converted { events: events as u64, messages: matched.messages, groups: groups.len(), warnings })
 }
 
-/// The tables written a group at a time.
-struct Streamed {
-    events: PartWriter,
-    calls: PartWriter,
-    metrics: PartWriter,
-}
+/// Batches for each of some tables, in the order of the tables.
+type Batches = Vec<Vec<RecordBatch>>;
 
-impl Streamed {
-    /// Write one group's rows: the events beside the calls and metrics.
-    fn write(&mut self, events: Vec<RecordBatch>, calls: Vec<RecordBatch>, metrics: RecordBatch) -> Result<()> {
-        let (a, b) = rayon::join(
-            || events.iter().try_for_each(|b| self.events.write(b)),
-            || {
-                calls.iter().try_for_each(|b| self.calls.write(b))?;
-                self.metrics.write(&metrics)
-            },
-        );
-        a.and(b)
-    }
+/// A thread writing the batches sent to it into `tables` (one list per table), returning them
+/// when the sender is dropped, or at its first error.
+#[allow(clippy::type_complexity)]
+fn writer<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    mut tables: Vec<PartWriter>,
+) -> (std::sync::mpsc::SyncSender<Batches>, std::thread::ScopedJoinHandle<'scope, Result<Vec<PartWriter>>>) {
+    let (send, receive) = std::sync::mpsc::sync_channel::<Batches>(1);
+    let done = scope.spawn(move || {
+        for batches in receive {
+            for (table, batches) in tables.iter_mut().zip(&batches) {
+                batches.iter().try_for_each(|b| table.write(b))?;
+            }
+        }
+        Ok(tables)
+    });
+    (send, done)
 }
 
 /// The `metrics` rows of one group's samples (names and definitions are the trace's).

@@ -7,6 +7,7 @@
 
 pub mod information_schema;
 pub mod named_args;
+pub mod parts;
 pub mod plan_node;
 pub mod sql;
 pub mod trace_table;

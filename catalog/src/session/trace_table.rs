@@ -46,8 +46,9 @@ pub struct TraceTable {
     name: &'static str,
     schema: SchemaRef,
     partitions: usize,
-    /// For a table scanned in its store's file: whether the file matched its checksum.
-    checked: Arc<CheckOnce>,
+    /// For a table scanned in its store's files: whether each file read so far matched its
+    /// checksum.
+    checked: Arc<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Arc<CheckOnce>>>>,
 }
 
 impl TraceTable {
@@ -134,25 +135,45 @@ impl TraceTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let urls =
-            file.files.iter().map(|(p, _)| ListingTableUrl::parse(p.to_string_lossy())).collect::<Result<Vec<_>>>()?;
+        // Parts that the filters rule out by their range are neither checked nor read (one at
+        // least stays, for the plan to have a file).
+        let mut kept: Vec<_> = file
+            .files
+            .iter()
+            .filter(|(_, _, range)| range.as_ref().is_none_or(|r| crate::session::parts::may_match(r, filters)))
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            kept = file.files.iter().take(1).cloned().collect();
+        }
+        let file = StoredFile { files: kept, ..file };
+        let checks: Vec<Arc<CheckOnce>> = {
+            let mut checked = self.checked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            file.files.iter().map(|(p, _, _)| checked.entry(p.clone()).or_default().clone()).collect()
+        };
+        let urls = file
+            .files
+            .iter()
+            .map(|(p, _, _)| ListingTableUrl::parse(p.to_string_lossy()))
+            .collect::<Result<Vec<_>>>()?;
         let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(self.schema.clone());
         let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await?;
-        Ok(Arc::new(CheckedFirst { file, checked: self.checked.clone(), inner }))
+        Ok(Arc::new(CheckedFirst { file, checks, inner }))
     }
 }
 
 /// Whether a store file matched its manifest's checksum, found once for every query.
 type CheckOnce = tokio::sync::OnceCell<std::result::Result<(), String>>;
 
-/// Runs its input once the file it reads is checked (once per table, for every later query).
+/// Runs its input once the files it reads are checked (each file once, for every later query).
 #[derive(Debug)]
 pub struct CheckedFirst {
     file: StoredFile,
-    checked: Arc<CheckOnce>,
+    /// The check of each of `file.files`.
+    checks: Vec<Arc<CheckOnce>>,
     inner: Arc<dyn ExecutionPlan>,
 }
 
@@ -203,31 +224,28 @@ impl ExecutionPlan for CheckedFirst {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match <[_; 1]>::try_from(children) {
-            Ok([inner]) => Ok(Arc::new(CheckedFirst { file: self.file.clone(), checked: self.checked.clone(), inner })),
+            Ok([inner]) => Ok(Arc::new(CheckedFirst { file: self.file.clone(), checks: self.checks.clone(), inner })),
             Err(_) => datafusion::common::internal_err!("CheckedFirst has one input"),
         }
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let (file, checked, inner) = (self.file.clone(), self.checked.clone(), self.inner.clone());
+        let (file, checks, inner) = (self.file.clone(), self.checks.clone(), self.inner.clone());
         let schema = inner.schema();
         let run = async move {
-            // The partitions of the first query wait for one check instead of each making its own.
-            let verdict = checked
-                .get_or_init(|| async move {
-                    let path = file.path.clone();
-                    let check = move || {
-                        file.files
-                            .iter()
-                            .try_for_each(|(p, crc)| crate::store::check_file(p, *crc))
-                            .map_err(|e| e.to_string())
-                    };
-                    off_the_workers(&format!("checking {}", path.display()), check)
-                        .await
-                        .unwrap_or_else(|e| Err(e.to_string()))
-                })
-                .await;
-            verdict.clone().map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
+            // The partitions of the first query wait for one check of a file instead of each
+            // making its own.
+            for ((path, crc, _), check) in file.files.iter().zip(&checks) {
+                let (path, crc) = (path.clone(), *crc);
+                let verdict = check
+                    .get_or_init(|| async move {
+                        let what = format!("checking {}", path.display());
+                        let check = move || crate::store::check_file(&path, crc).map_err(|e| e.to_string());
+                        off_the_workers(&what, check).await.unwrap_or_else(|e| Err(e.to_string()))
+                    })
+                    .await;
+                verdict.clone().map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
+            }
             inner.execute(partition, context)
         };
         let batches = futures::stream::once(run).try_flatten();

@@ -180,39 +180,64 @@ impl SpilledHalves {
         mut self,
         nodes: &NodeMap,
         warnings: &mut Warnings,
-        mut sink: impl FnMut(RecordBatch) -> Result<()>,
+        mut sink: impl FnMut(RecordBatch) -> Result<()> + Send,
     ) -> Result<Matched> {
         self.sends.close()?;
         self.recvs.close()?;
-        let mut runs = Vec::with_capacity(self.sends.paths.len());
-        for (b, (s, r)) in self.sends.paths.iter().zip(&self.recvs.paths).enumerate() {
-            let run = self.dir.join(format!("run-{b:04}.bin"));
-            match_bucket(s, r, &run)?;
-            runs.push(run);
-        }
+        // Buckets are matched in parallel, as many at a time as there are threads.
+        let runs: Vec<PathBuf> = self
+            .sends
+            .paths
+            .par_iter()
+            .zip(&self.recvs.paths)
+            .enumerate()
+            .map(|(b, (s, r))| {
+                let run = self.dir.join(format!("run-{b:04}.bin"));
+                match_bucket(s, r, &run)?;
+                Ok(run)
+            })
+            .collect::<Result<_>>()?;
         let names: ArrayRef = Arc::new(StringArray::from_iter_values(nodes.names.iter()));
         let mut merged = Merge::open(&runs)?;
         let mut unmatched = Unmatched::default();
         let (mut size_mismatch, mut matched) = (0i64, Matched::default());
-        loop {
-            let (sends, recvs, pairs) = merged.next_chunk(CHUNK_ROWS, &mut unmatched)?;
-            if pairs.is_empty() && matched.messages > 0 {
-                break;
-            }
-            let mut chunk = MessageChunk::with_capacity(matched.messages as i64, pairs.len());
-            size_mismatch += chunk.extend(&pairs, &sends, &recvs, nodes);
-            matched.violations += chunk
-                .send_ts
-                .iter()
-                .zip(&chunk.recv_ts)
-                .filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s)
-                .count() as i64;
-            matched.messages += pairs.len() as u64;
-            sink(chunk.into_batch(&names)?)?;
-            if pairs.is_empty() {
-                break;
-            }
-        }
+        // The batches are written on another thread while the next ones are merged.
+        std::thread::scope(|scope| -> Result<()> {
+            let (send, receive) = std::sync::mpsc::sync_channel::<RecordBatch>(1);
+            let writer = scope.spawn(move || -> Result<()> {
+                for batch in receive {
+                    sink(batch)?;
+                }
+                Ok(())
+            });
+            let merging = (|| -> Result<()> {
+                loop {
+                    let (sends, recvs, pairs) = merged.next_chunk(CHUNK_ROWS, &mut unmatched)?;
+                    // No message at all still makes one (empty) batch, as in memory.
+                    if pairs.is_empty() && matched.messages > 0 {
+                        return Ok(());
+                    }
+                    let mut chunk = MessageChunk::with_capacity(matched.messages as i64, pairs.len());
+                    size_mismatch += chunk.extend(&pairs, &sends, &recvs, nodes);
+                    matched.violations += chunk
+                        .send_ts
+                        .iter()
+                        .zip(&chunk.recv_ts)
+                        .filter(|&(&s, &r)| s != NONE_I64 && r != NONE_I64 && r < s)
+                        .count() as i64;
+                    matched.messages += pairs.len() as u64;
+                    // A writer that stopped has its error waiting at its end.
+                    if send.send(chunk.into_batch(&names)?).is_err() || pairs.is_empty() {
+                        return Ok(());
+                    }
+                }
+            })();
+            drop(send);
+            let written = writer
+                .join()
+                .unwrap_or_else(|_| Err(Error::Engine("the writer of messages stopped unexpectedly".into())));
+            merging.and(written)
+        })?;
         unmatched.report(warnings);
         report_size_mismatch(size_mismatch, warnings);
         drop(merged);
