@@ -38,3 +38,26 @@ fn an_analysis_over_the_budget_says_what_it_needs_and_what_to_narrow() {
     }
     assert_eq!(roomy.context().runtime_env().memory_pool.reserved(), 0);
 }
+
+#[test]
+fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let query =
+        "SELECT count(*), count(latency), sum(CAST(delayed AS INT)), round(sum(latency), 6) FROM message_latency()";
+    let answer = |s: &mut Session| {
+        let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
+        Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
+    };
+    let expected = answer(&mut session(1 << 30)).unwrap();
+    // The 51,200 messages flow through in batches; only the five columns the criteria need are
+    // held (about 1.7 MB, twice that reserved).
+    let mut tight = session(8 << 20);
+    assert_eq!(answer(&mut tight).unwrap(), expected);
+    let plan = runtime.block_on(tight.collect(&format!("EXPLAIN {query}"))).unwrap();
+    let plan = arrow::util::pretty::pretty_format_batches(&plan).unwrap().to_string();
+    assert!(plan.contains("message_latency: analysis, streamed"), "{plan}");
+    assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+    // What it holds still answers to the budget.
+    let e = answer(&mut session(1 << 20)).unwrap_err();
+    assert!(e.contains("message_latency:") && e.contains("memory budget for queries"), "{e}");
+}

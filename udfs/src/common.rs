@@ -47,6 +47,9 @@ pub struct Derived {
     schema: SchemaRef,
     inputs: Vec<Input>,
     compute: ComputeMany,
+    /// Set for an analysis that streams its first input (crate::stream); `compute` is then
+    /// not used.
+    streamed: Option<crate::stream::Prepare>,
 }
 
 impl fmt::Debug for Derived {
@@ -72,7 +75,14 @@ impl Derived {
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
             .collect();
-        Derived { name: "analysis", schema, inputs, compute }
+        Derived { name: "analysis", schema, inputs, compute, streamed: None }
+    }
+
+    /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
+    /// from the others.
+    pub fn streamed(schema: SchemaRef, inputs: Vec<Projected>, prepare: crate::stream::Prepare) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("a streamed analysis has no whole computation"));
+        Derived { streamed: Some(prepare), ..Derived::from_many(schema, inputs, unused) }
     }
 
     /// The same table, its plan node named after the function `name`.
@@ -103,6 +113,16 @@ impl TableProvider for Derived {
             let source = provider_as_source(input.provider.clone());
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
+        }
+        if let Some(prepare) = &self.streamed {
+            let node = crate::stream::StreamExec::new(
+                self.name,
+                inputs,
+                prepare.clone(),
+                self.schema.clone(),
+                projection.cloned(),
+            )?;
+            return Ok(Arc::new(node));
         }
         let node =
             AnalysisExec::new(self.name, inputs, self.compute.clone(), self.schema.clone(), projection.cloned())?;

@@ -25,13 +25,14 @@ use datafusion::catalog::Session;
 use datafusion::common::exec_err;
 
 use crate::common::{
-    Args, Compute, ComputeMany, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column,
-    trace_schema, trace_table,
+    Args, Compute, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column, trace_schema,
+    trace_table,
 };
 use crate::declare::{
     BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, boolean, col,
     float64, int64, param, text,
 };
+use crate::stream::{Mapper, Prepare};
 
 pub const INTRA: u8 = 0;
 pub const INTER: u8 = 1;
@@ -421,7 +422,7 @@ impl Baseline {
     /// The criteria table: from `own` (the analysis's input read as message columns) or from
     /// the extra input's batches.
     pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
-        let table = self.criteria_table(own, extra)?;
+        let table = self.criteria_table(Some(own), extra)?;
         self.report_uncovered(&table, own);
         Ok(table)
     }
@@ -430,13 +431,21 @@ impl Baseline {
     /// one: on a small trace every bucket may have fewer than `min_messages` messages, and
     /// the analysis would otherwise show NULLs and zero shares without a word.
     fn report_uncovered(&self, table: &CriteriaTable, own: &MessageColumns) {
-        let Some(notices) = &self.notices else { return };
+        if self.notices.is_none() {
+            return;
+        }
         // One lookup per message, on every core: the analysis itself looks them up again.
         let (total, uncovered) = (0..own.bytes.len())
             .into_par_iter()
             .filter(|&row| own.duration.is_valid(row))
             .map(|row| (1usize, usize::from(table.criterion(own, row).is_none())))
             .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        self.notice_uncovered(total, uncovered);
+    }
+
+    /// Tell that `uncovered` of `total` messages with a duration have no criterion.
+    fn notice_uncovered(&self, total: usize, uncovered: usize) {
+        let Some(notices) = &self.notices else { return };
         if uncovered == 0 {
             return;
         }
@@ -456,10 +465,17 @@ impl Baseline {
         ));
     }
 
-    fn criteria_table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
+    fn criteria_table(
+        &self,
+        own: Option<&MessageColumns>,
+        extra: Option<&[RecordBatch]>,
+    ) -> Result<Arc<CriteriaTable>> {
         let p = &self.params;
         match (&self.source, extra) {
-            (Source::Own, _) => Ok(Arc::new(CriteriaTable::new(&criteria(own, p), p.bucket_bytes))),
+            (Source::Own, _) => match own {
+                Some(own) => Ok(Arc::new(CriteriaTable::new(&criteria(own, p), p.bucket_bytes))),
+                None => exec_err!("{}: the messages to learn the criteria from were not read", self.described),
+            },
             (Source::Known(table), _) => Ok(table.clone()),
             (Source::Trace(indices, key), Some(batches)) => {
                 let table = Arc::new(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes));
@@ -595,27 +611,66 @@ impl TableFunctionImpl for MessageLatency {
         fields.push(Field::new("delayed", DataType::Boolean, true));
         let schema: SchemaRef = Arc::new(Schema::new(fields));
         let out_schema = schema.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let batches = &inputs[0];
-            let m = indices.read(batches)?;
-            let table = baseline.table(&m, inputs.get(1).map(Vec::as_slice))?;
-            let (criterion, latency) = table.latencies(&m);
-            let mut out = Vec::with_capacity(batches.len());
-            let mut offset = 0;
-            for b in batches {
-                let n = b.num_rows();
-                let c = &criterion[offset..offset + n];
-                let l = &latency[offset..offset + n];
-                let mut columns = b.columns().to_vec();
-                columns.push(Arc::new(Float64Array::from(c.to_vec())));
-                columns.push(Arc::new(Float64Array::from(l.to_vec())));
-                columns.push(Arc::new(l.iter().map(|v| v.map(|x| x > 1.0)).collect::<BooleanArray>()));
-                out.push(RecordBatch::try_new(out_schema.clone(), columns)?);
-                offset += n;
+        // The messages stream through; the criteria come first from a second input: the five
+        // columns they need, of the relation itself or of its trace's messages.
+        let (extra, own) = match (&baseline.source, extra) {
+            (Source::Own, _) => {
+                let (projection, own) = indices.projected();
+                (Some((relation.clone(), Some(projection))), Some(own))
             }
-            Ok(out)
+            (_, extra) => (extra, None),
+        };
+        let prepare: Prepare = Arc::new(move |held| {
+            let table = match &own {
+                Some(own) => {
+                    let p = &baseline.params;
+                    let m = own.read(held.first().map_or(&[][..], Vec::as_slice))?;
+                    Arc::new(CriteriaTable::new(&criteria(&m, p), p.bucket_bytes))
+                }
+                None => baseline.criteria_table(None, held.first().map(Vec::as_slice))?,
+            };
+            Ok(Box::new(LatencyMapper {
+                table,
+                indices: indices.clone(),
+                schema: out_schema.clone(),
+                baseline: baseline.clone(),
+                counted: (0, 0),
+            }) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::from_many(schema, with_baseline(relation, None, extra), compute)))
+        Ok(Arc::new(Derived::streamed(schema, with_baseline(relation, None, extra), prepare)))
+    }
+}
+
+/// `message_latency`'s batches: each message with its criterion, latency and delayed.
+struct LatencyMapper {
+    table: Arc<CriteriaTable>,
+    indices: MessageIndices,
+    schema: SchemaRef,
+    baseline: Baseline,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+}
+
+impl Mapper for LatencyMapper {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let m = self.indices.read(std::slice::from_ref(batch))?;
+        let (criterion, latency) = self.table.latencies(&m);
+        for (row, c) in criterion.iter().enumerate() {
+            if m.duration.is_valid(row) {
+                self.counted.0 += 1;
+                self.counted.1 += usize::from(c.is_none());
+            }
+        }
+        let delayed: BooleanArray = latency.iter().map(|v| v.map(|x| x > 1.0)).collect();
+        let mut columns = batch.columns().to_vec();
+        columns.push(Arc::new(Float64Array::from(criterion)));
+        columns.push(Arc::new(Float64Array::from(latency)));
+        columns.push(Arc::new(delayed));
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    fn finish(&mut self) {
+        self.baseline.notice_uncovered(self.counted.0, self.counted.1);
     }
 }
 

@@ -26,6 +26,7 @@ pub mod reference;
 pub mod regions;
 pub mod remap;
 pub mod replay;
+pub mod stream;
 pub mod summaries;
 pub mod trend;
 pub mod units;

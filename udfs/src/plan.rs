@@ -83,6 +83,40 @@ impl AnalysisExec {
     }
 }
 
+/// Read every batch of `inputs`, reserving what they hold from the session's memory pool as
+/// they come, then as much again for the computation over them; past the budget, the error
+/// says what to narrow. The reservation is returned with the batches, to be dropped when done.
+pub async fn read_held(
+    name: &str,
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    context: &Arc<TaskContext>,
+) -> Result<(Vec<Vec<RecordBatch>>, datafusion::execution::memory_pool::MemoryReservation)> {
+    use datafusion::execution::memory_pool::MemoryConsumer;
+    use futures::StreamExt;
+    let pool = context.memory_pool().clone();
+    let reservation = MemoryConsumer::new(format!("{name} analysis")).register(&pool);
+    let mut read = Vec::with_capacity(inputs.len());
+    let mut rows = 0usize;
+    for input in inputs {
+        let mut stream = datafusion::physical_plan::execute_stream(input, context.clone())?;
+        let mut batches = Vec::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            rows += batch.num_rows();
+            let bytes = held_bytes(&batch);
+            reservation
+                .try_grow(bytes)
+                .map_err(|_| over_budget(name, &pool, reservation.size() + bytes, rows, "reading"))?;
+            batches.push(batch);
+        }
+        read.push(batches);
+        commdb_catalog::interrupt::check(name)?;
+    }
+    let input_bytes = reservation.size();
+    reservation.try_grow(input_bytes).map_err(|_| over_budget(name, &pool, 2 * input_bytes, rows, "computing over"))?;
+    Ok((read, reservation))
+}
+
 /// The bytes of a batch's rows: a slice of a larger table (an in-memory trace table is cut
 /// into slices of shared arrays) counts its own rows, not the whole arrays it points into.
 fn held_bytes(batch: &RecordBatch) -> usize {
@@ -179,31 +213,7 @@ impl ExecutionPlan for AnalysisExec {
         let projection = self.projection.clone();
         let name = self.name.clone();
         let run = async move {
-            use datafusion::execution::memory_pool::MemoryConsumer;
-            use futures::StreamExt;
-            let pool = context.memory_pool().clone();
-            let reservation = MemoryConsumer::new(format!("{name} analysis")).register(&pool);
-            let mut read = Vec::with_capacity(inputs.len());
-            let mut rows = 0usize;
-            for input in inputs {
-                let mut stream = datafusion::physical_plan::execute_stream(input, context.clone())?;
-                let mut batches = Vec::new();
-                while let Some(batch) = stream.next().await {
-                    let batch = batch?;
-                    rows += batch.num_rows();
-                    let bytes = held_bytes(&batch);
-                    reservation
-                        .try_grow(bytes)
-                        .map_err(|_| over_budget(&name, &pool, reservation.size() + bytes, rows, "reading"))?;
-                    batches.push(batch);
-                }
-                read.push(batches);
-                commdb_catalog::interrupt::check(&name)?;
-            }
-            let input_bytes = reservation.size();
-            reservation
-                .try_grow(input_bytes)
-                .map_err(|_| over_budget(&name, &pool, 2 * input_bytes, rows, "computing over"))?;
+            let (read, reservation) = read_held(&name, inputs, &context).await?;
             let timer = baseline.elapsed_compute().clone();
             let work = move || {
                 let _running = timer.timer();
