@@ -117,10 +117,15 @@ fn unmatched_halves_in_different_groups_are_kept_and_counted_alike() {
         }
     }
     assert_eq!(changed, 2);
+    // Rank 9 reports another operation for its third collective.
+    let part = raw.events.parts.iter_mut().find(|p| p.rank.contains(&9)).unwrap();
+    let third = (0..part.len()).filter(|&i| part.rank[i] == 9 && part.kind(i) == EventKind::CollEnd).nth(2).unwrap();
+    part.op[third] = part.op[third] % 3 + 2;
     let (_dir, anchor) = archive(&raw);
     let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &SMALL);
     assert_eq!(converted.warnings.count("unmatched_send"), 2);
     assert_eq!(converted.warnings.count("unmatched_recv"), 2);
+    assert_eq!(converted.warnings.count("collective_op_mismatch"), 1);
 }
 
 #[test]
@@ -184,5 +189,20 @@ fn same_archive(cfg: &GeneratorConfig) {
     for ((pa, da), (pb, db)) in a.iter().zip(&b) {
         assert_eq!(pa, pb);
         assert!(da == db, "{} differs", pa.display());
+    }
+}
+
+#[test]
+fn score_p_archives_convert_in_groups_as_in_memory() {
+    let Some(shared) = commdb_tests::shared_data() else {
+        println!("skipped: ../shared/data is absent (the Score-P archives)");
+        return;
+    };
+    // One rank per group: the metric samples of the PAPI run are written group by group.
+    let one_rank = Limits { group_events: 1, part_rows: 50, bucket_events: 10 };
+    for name in ["ping-pong", "ping-pong-papi"] {
+        let anchor = shared.join("otf2").join(name).join("traces.otf2");
+        let converted = same_as_in_memory(&anchor.display().to_string(), &OpenOptions::default(), &one_rank);
+        assert!(converted.groups >= 2 && converted.messages > 0, "{name}: {converted:?}");
     }
 }

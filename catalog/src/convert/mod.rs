@@ -6,8 +6,9 @@
 //! while the group's message halves go to bucket files (`deriving::messages::spilled`), to be
 //! matched exactly when every group is read: a rank numbers its own channels, so the key of
 //! every half names its partner in whatever group that is. The collective parts (one per rank
-//! and operation, 64 bytes) are kept and put together at the end as in memory. Memory is
-//! bounded by a group (`Limits::group_events`) and a bucket of halves, not by the trace.
+//! and operation) go to run files sorted by (communicator, instance, rank), merged at the end
+//! (`deriving::collectives::spilled`). Memory is bounded by a group (`Limits::group_events`)
+//! and a bucket of halves, not by the trace.
 //!
 //! The store has the tables, rows and row order of one written from the trace in memory
 //! (`store::write`); only the way the rows are cut into batches and parts differs. The
@@ -22,9 +23,10 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 
 use crate::clock::Correction;
+use crate::deriving::collectives::spilled::SpilledParts;
 use crate::deriving::messages::spilled::SpilledHalves;
 use crate::deriving::steps::ClockPlan;
-use crate::deriving::{assemble, collectives, walk};
+use crate::deriving::{assemble, walk};
 use crate::error::{Error, Result};
 use crate::events::PartStream;
 use crate::progress::LoadProgress;
@@ -127,6 +129,7 @@ pub fn otf2_as(
     }
     let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
     let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
+    let mut spilled_parts = SpilledParts::create(&store.scratch("collectives"), &raw.communicators)?;
     let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
     let mut walked_so_far = Walked::default();
     let events = store.parts("events", limits.part_rows)?;
@@ -149,7 +152,8 @@ pub fn otf2_as(
                 let walk::Walked { calls, halves, collective_parts, span } =
                     walk::walk_from(&columns, &streams, walked_so_far.calls, &mut warnings);
                 drop(columns);
-                walked_so_far.add(span, calls.len(), collective_parts, &streams, events.len());
+                walked_so_far.add(span, calls.len(), &streams, events.len());
+                spilled_parts.add(collective_parts)?;
                 let calls = calls.into_batches(&region_names)?;
                 let events = events.into_batches(&region_names)?;
                 let metrics = metrics_batch(&mut raw, metrics)?;
@@ -183,11 +187,9 @@ pub fn otf2_as(
     let mut messages = store.parts("messages", limits.part_rows)?;
     let matched = spilled.finish(&nodes, &mut warnings, |batch| messages.write(&batch))?;
     store.add_parts(messages)?;
-    let mut collective_warnings = Warnings::default();
-    let parts = std::mem::take(&mut walked_so_far.collective_parts);
-    let collectives = collectives::assemble(parts, &raw.communicators, &mut collective_warnings).to_batch()?;
-    warnings.merge(collective_warnings);
-    store.table("collectives", &[collectives])?;
+    let mut collectives = store.parts("collectives", limits.part_rows)?;
+    spilled_parts.finish(&raw.communicators, &mut warnings, |batch| collectives.write(&batch))?;
+    store.add_parts(collectives)?;
 
     let violations = matched.violations;
     raw.meta.clock_violations = violations;
@@ -270,18 +272,10 @@ struct Walked {
     first: i64,
     last: i64,
     streams: Vec<PartStream>,
-    collective_parts: Vec<Vec<collectives::Part>>,
 }
 
 impl Walked {
-    fn add(
-        &mut self,
-        span: (i64, i64),
-        calls: usize,
-        collective_parts: Vec<Vec<collectives::Part>>,
-        streams: &[PartStream],
-        events: usize,
-    ) {
+    fn add(&mut self, span: (i64, i64), calls: usize, streams: &[PartStream], events: usize) {
         if events > 0 {
             let (first, last) = span;
             (self.first, self.last) =
@@ -290,7 +284,6 @@ impl Walked {
         self.events += events;
         self.calls += calls as i64;
         self.streams.extend_from_slice(streams);
-        self.collective_parts.extend(collective_parts);
     }
 
     /// Earliest and latest event time, (0, 0) without events.

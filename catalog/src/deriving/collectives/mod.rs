@@ -6,6 +6,8 @@
 //! alone (MPI_COMM_SELF) every part is an operation of its own. The parts are collected during the
 //! stream walk of `deriving::walk`, then placed in (comm, instance, rank) order by a transpose.
 
+pub mod spilled;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -265,7 +267,7 @@ impl PartCollector {
 
 /// Report a (comm, instance) group whose members disagree on the operation, or that has
 /// another number of members than its communicator (`size`, when known).
-fn check_group(group: &[Part], size: Option<usize>, warnings: &mut Warnings) {
+pub(crate) fn check_group(group: &[Part], size: Option<usize>, warnings: &mut Warnings) {
     let first = group[0];
     if group.iter().any(|p| p.op != first.op) {
         warnings.add("collective_op_mismatch", || {
