@@ -20,7 +20,7 @@ use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::declare::{Function, Param, ParamDefault, Type};
-use crate::plan::AnalysisExec;
+use crate::plan::{AnalysisExec, Work};
 
 /// The computation of a derived table: input batches (the projected input columns) in,
 /// result batches out.
@@ -46,10 +46,7 @@ pub struct Derived {
     name: &'static str,
     schema: SchemaRef,
     inputs: Vec<Input>,
-    compute: ComputeMany,
-    /// Set for an analysis that streams its first input (crate::stream); `compute` is then
-    /// not used.
-    streamed: Option<crate::stream::Prepare>,
+    work: Work,
 }
 
 impl fmt::Debug for Derived {
@@ -75,14 +72,14 @@ impl Derived {
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
             .collect();
-        Derived { name: "analysis", schema, inputs, compute, streamed: None }
+        Derived { name: "analysis", schema, inputs, work: Work::Whole(compute) }
     }
 
     /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
     /// from the others.
     pub fn streamed(schema: SchemaRef, inputs: Vec<Projected>, prepare: crate::stream::Prepare) -> Self {
         let unused: ComputeMany = Arc::new(|_| internal_err!("a streamed analysis has no whole computation"));
-        Derived { streamed: Some(prepare), ..Derived::from_many(schema, inputs, unused) }
+        Derived { work: Work::Streamed(prepare), ..Derived::from_many(schema, inputs, unused) }
     }
 
     /// The same table, its plan node named after the function `name`.
@@ -114,18 +111,7 @@ impl TableProvider for Derived {
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
         }
-        if let Some(prepare) = &self.streamed {
-            let node = crate::stream::StreamExec::new(
-                self.name,
-                inputs,
-                prepare.clone(),
-                self.schema.clone(),
-                projection.cloned(),
-            )?;
-            return Ok(Arc::new(node));
-        }
-        let node =
-            AnalysisExec::new(self.name, inputs, self.compute.clone(), self.schema.clone(), projection.cloned())?;
+        let node = AnalysisExec::new(self.name, inputs, self.work.clone(), self.schema.clone(), projection.cloned())?;
         Ok(Arc::new(node))
     }
 }

@@ -34,12 +34,29 @@ use datafusion::physical_plan::{
 /// The computation of an analysis: each input's batches in order in, result batches out.
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
+/// What an analysis does with its inputs: compute over all of them held, or stream the first
+/// through a mapper prepared from the others (crate::stream).
+#[derive(Clone)]
+pub enum Work {
+    Whole(ComputeMany),
+    Streamed(crate::stream::Prepare),
+}
+
+impl fmt::Debug for Work {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Work::Whole(_) => "Whole",
+            Work::Streamed(_) => "Streamed",
+        })
+    }
+}
+
 /// An analysis as a plan node: its inputs' plans as children, its computation run when the
 /// query executes.
 pub struct AnalysisExec {
     name: String,
     inputs: Vec<Arc<dyn ExecutionPlan>>,
-    compute: ComputeMany,
+    work: Work,
     /// The computation's whole output and the columns of it the query reads.
     full_schema: SchemaRef,
     projection: Option<Vec<usize>>,
@@ -57,10 +74,13 @@ impl AnalysisExec {
     pub fn new(
         name: &str,
         inputs: Vec<Arc<dyn ExecutionPlan>>,
-        compute: ComputeMany,
+        work: Work,
         full_schema: SchemaRef,
         projection: Option<Vec<usize>>,
     ) -> Result<Self> {
+        if matches!(work, Work::Streamed(_)) && inputs.is_empty() {
+            return datafusion::common::internal_err!("{name}: a streamed analysis needs an input");
+        }
         let schema = match &projection {
             Some(p) => Arc::new(full_schema.project(p)?),
             None => full_schema.clone(),
@@ -68,13 +88,16 @@ impl AnalysisExec {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema),
             Partitioning::UnknownPartitioning(1),
-            EmissionType::Final,
+            match work {
+                Work::Whole(_) => EmissionType::Final,
+                Work::Streamed(_) => EmissionType::Incremental,
+            },
             Boundedness::Bounded,
         );
         Ok(AnalysisExec {
             name: name.to_string(),
             inputs,
-            compute,
+            work,
             full_schema,
             projection,
             properties: Arc::new(properties),
@@ -155,6 +178,9 @@ impl DisplayAs for AnalysisExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(f, "{}: analysis", self.name)?;
+                if matches!(self.work, Work::Streamed(_)) {
+                    f.write_str(", streamed")?;
+                }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
             DisplayFormatType::TreeRender => write!(f, "function={}", self.name),
@@ -198,7 +224,7 @@ impl ExecutionPlan for AnalysisExec {
         let mut node = AnalysisExec::new(
             &self.name,
             children,
-            self.compute.clone(),
+            self.work.clone(),
             self.full_schema.clone(),
             self.projection.clone(),
         )?;
@@ -209,7 +235,15 @@ impl ExecutionPlan for AnalysisExec {
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let inputs = self.inputs.clone();
-        let compute = self.compute.clone();
+        let compute = match &self.work {
+            Work::Whole(compute) => compute.clone(),
+            Work::Streamed(prepare) => {
+                let projection = self.projection.clone();
+                let streamed =
+                    crate::stream::Streamed { name: self.name.clone(), prepare: prepare.clone(), projection };
+                return Ok(streamed.execute(self.schema(), inputs, baseline, context));
+            }
+        };
         let projection = self.projection.clone();
         let name = self.name.clone();
         let run = async move {

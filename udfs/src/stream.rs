@@ -1,26 +1,20 @@
-//! The plan node of an analysis that streams its main input: what it learns from its other
-//! inputs (held, as an `AnalysisExec` holds its inputs, and answering to the memory budget the
-//! same way) is prepared first, then every batch of the main input is mapped as it comes and
-//! passed on. `message_latency` works this way: the criteria come from the messages' five
+//! An analysis that streams its main input (`plan::Work::Streamed`, run by `AnalysisExec`):
+//! what it learns from its other inputs (held, and answering to the memory budget as a whole
+//! analysis does) is prepared first, then every batch of the main input is mapped as it comes
+//! and passed on. `message_latency` works this way: the criteria come from the messages' five
 //! columns, then each message gets its latency, so a trace's messages of any number flow
 //! through in batches.
 
-use std::fmt;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
-use commdb_catalog::session::plan_node::{off_the_workers, projection_text};
-use datafusion::common::tree_node::TreeNodeRecursion;
+use commdb_catalog::session::plan_node::off_the_workers;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
-use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
-use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt};
 
 /// Maps the main input's batches, once prepared.
@@ -34,121 +28,34 @@ pub trait Mapper: Send {
 /// Prepares the mapper from the held inputs' batches.
 pub type Prepare = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
-/// An analysis streaming its first input through a mapper prepared from the others.
-pub struct StreamExec {
-    name: String,
-    /// The streamed input, then the held ones.
-    inputs: Vec<Arc<dyn ExecutionPlan>>,
-    prepare: Prepare,
-    full_schema: SchemaRef,
-    projection: Option<Vec<usize>>,
-    properties: Arc<PlanProperties>,
-    metrics: ExecutionPlanMetricsSet,
+/// The streamed execution of an analysis (`plan::Work::Streamed`).
+pub struct Streamed {
+    pub name: String,
+    pub prepare: Prepare,
+    pub projection: Option<Vec<usize>>,
 }
 
-impl fmt::Debug for StreamExec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StreamExec").field("name", &self.name).field("inputs", &self.inputs.len()).finish()
+impl std::fmt::Debug for Streamed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Streamed").field("name", &self.name).finish_non_exhaustive()
     }
 }
 
-impl StreamExec {
-    pub fn new(
-        name: &str,
-        inputs: Vec<Arc<dyn ExecutionPlan>>,
-        prepare: Prepare,
-        full_schema: SchemaRef,
-        projection: Option<Vec<usize>>,
-    ) -> Result<Self> {
-        if inputs.is_empty() {
-            return datafusion::common::internal_err!("{name}: a streamed analysis needs an input");
-        }
-        let schema = match &projection {
-            Some(p) => Arc::new(full_schema.project(p)?),
-            None => full_schema.clone(),
-        };
-        let properties = PlanProperties::new(
-            EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
-        Ok(StreamExec {
-            name: name.to_string(),
-            inputs,
-            prepare,
-            full_schema,
-            projection,
-            properties: Arc::new(properties),
-            metrics: ExecutionPlanMetricsSet::new(),
-        })
-    }
-}
-
-impl DisplayAs for StreamExec {
-    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => {
-                write!(f, "{}: analysis, streamed", self.name)?;
-                f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
-            }
-            DisplayFormatType::TreeRender => write!(f, "function={}", self.name),
-        }
-    }
-}
-
-impl ExecutionPlan for StreamExec {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
-    }
-
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        self.inputs.iter().collect()
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        vec![false; self.inputs.len()]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<TreeNodeRecursion>,
-    ) -> Result<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
-        if children.len() != self.inputs.len() {
-            return datafusion::common::internal_err!(
-                "{}: expects {} inputs, got {}",
-                self.name,
-                self.inputs.len(),
-                children.len()
-            );
-        }
-        let mut node = StreamExec::new(
-            &self.name,
-            children,
-            self.prepare.clone(),
-            self.full_schema.clone(),
-            self.projection.clone(),
-        )?;
-        node.metrics = self.metrics.clone();
-        Ok(Arc::new(node))
-    }
-
-    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let (main, held) = (self.inputs[0].clone(), self.inputs[1..].to_vec());
-        let (prepare, projection, name) = (self.prepare.clone(), self.projection.clone(), self.name.clone());
-        let schema = self.schema();
+impl Streamed {
+    /// Read the held inputs (`inputs[1..]`), prepare the mapper on a blocking thread, then map
+    /// the batches of `inputs[0]` as they come.
+    pub fn execute(
+        self,
+        schema: SchemaRef,
+        mut inputs: Vec<Arc<dyn ExecutionPlan>>,
+        baseline: BaselineMetrics,
+        context: Arc<TaskContext>,
+    ) -> SendableRecordBatchStream {
+        let Streamed { name, prepare, projection } = self;
+        let held = inputs.split_off(1);
+        let main = inputs.remove(0);
         let run = async move {
-            let reading = crate::plan::read_held(&name, held, &context).await?;
-            let (read, reservation) = reading;
+            let (read, reservation) = crate::plan::read_held(&name, held, &context).await?;
             let timer = baseline.elapsed_compute().clone();
             let work = move || {
                 let _running = timer.timer();
@@ -179,11 +86,7 @@ impl ExecutionPlan for StreamExec {
             Ok::<_, DataFusionError>(mapped)
         };
         let stream = futures::stream::once(run).try_flatten();
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
+        Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
 }
 
