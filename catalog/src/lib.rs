@@ -40,7 +40,8 @@ pub mod suggest;
 pub mod trace;
 pub mod wallclock;
 
+pub use convert::open;
 pub use error::{Error, Result};
-pub use reading::{OpenOptions, open};
+pub use reading::OpenOptions;
 pub use session::{Outcome, Session};
 pub use trace::{RawTrace, Trace};

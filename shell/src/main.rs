@@ -332,12 +332,14 @@ fn generate_streamed(
     correction: Correction,
 ) -> Result<generate::GroundTruth, String> {
     if args.output_format == "otf2" {
-        return generate::generate_otf2(cfg, &args.output, GENERATE_FLUSH_EVENTS).map_err(|e| e.to_string());
+        return commdb_catalog::reading::otf2::writer::write_generated(cfg, &args.output, GENERATE_FLUSH_EVENTS)
+            .map_err(|e| e.to_string());
     }
     let name = args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let scratch = args.output.with_file_name(format!(".{name}.commdb-generate-{}", std::process::id()));
     let result = (|| {
-        let truth = generate::generate_otf2(cfg, &scratch, GENERATE_FLUSH_EVENTS).map_err(|e| e.to_string())?;
+        let truth = commdb_catalog::reading::otf2::writer::write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS)
+            .map_err(|e| e.to_string())?;
         let options = OpenOptions { clock_correction: correction, ..OpenOptions::default() };
         let limits = commdb_catalog::convert::Limits::default();
         let anchor = scratch.join("traces.otf2");

@@ -8,6 +8,7 @@
 
 pub mod attribution;
 pub mod bounded;
+pub mod budget;
 pub mod causality;
 pub mod clock;
 pub mod common;

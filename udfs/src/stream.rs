@@ -55,7 +55,7 @@ impl Streamed {
         let held = inputs.split_off(1);
         let main = inputs.remove(0);
         let run = async move {
-            let (read, reservation) = crate::plan::read_held(&name, held, &context).await?;
+            let (read, reservation) = crate::budget::read_held(&name, held, &context).await?;
             let timer = baseline.elapsed_compute().clone();
             let work = move || {
                 let _running = timer.timer();

@@ -32,7 +32,7 @@ use crate::events::PartStream;
 use crate::progress::LoadProgress;
 use crate::reading::{self, OpenOptions, otf2};
 use crate::store::{self, PartWriter, StoreWriter};
-use crate::trace::{NodeMap, RawMetrics, RawTrace, TraceMeta, Warnings};
+use crate::trace::{NodeMap, RawMetrics, RawTrace, Trace, TraceMeta, Warnings};
 
 /// Bytes a trace's tables take in memory per event, derived tables included (measured: 20 M
 /// events peak at 2.2 GB, 50 M at 5.6 GB).
@@ -64,6 +64,31 @@ pub struct Converted {
     /// Groups of ranks the trace was read in.
     pub groups: usize,
     pub warnings: Warnings,
+}
+
+/// Open the trace at `path` as `reading::open` does, except an OTF2 archive whose tables would
+/// pass `options.memory_budget`: that one is opened through its cache store (`cache`).
+pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
+    let p = Path::new(path);
+    let otf2 = match options.format.as_deref().map(str::to_ascii_lowercase).as_deref() {
+        Some("otf2") => true,
+        Some(_) => false,
+        None => !path.starts_with(reading::GENERATE_PREFIX) && !store::is_store(p) && reading::is_otf2(p),
+    };
+    if let Some(budget) = options.memory_budget
+        && otf2
+        && options.clock_correction != Correction::Clc
+        && p.exists()
+    {
+        reading::refuse_time_unit(path, "an OTF2 archive", options)?;
+        let events = otf2::events_defined(p)?;
+        if events.saturating_mul(BYTES_PER_EVENT) > budget {
+            let mut trace = cache::open(p, options, events, budget)?;
+            trace.meta.path = path.to_string();
+            return Ok(trace);
+        }
+    }
+    reading::open(path, options)
 }
 
 /// Whether `convert` reads the trace at `path` a group of ranks at a time: an OTF2 archive

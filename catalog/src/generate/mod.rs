@@ -355,21 +355,25 @@ pub fn generate(cfg: &GeneratorConfig) -> Result<Generated> {
     generate_with(cfg, None)
 }
 
-/// Generate a trace as an OTF2 archive at `dir` without holding its events: they are written
-/// to the location files every `flush_events` events (at the end of an iteration). Returns the
-/// ground truth.
-pub fn generate_otf2(cfg: &GeneratorConfig, dir: &Path, flush_events: usize) -> Result<GroundTruth> {
+/// The definitions of the trace `cfg` generates (ranks, locations, regions, communicators),
+/// without events, and the earliest time an event of it can have.
+pub fn skeleton(cfg: &GeneratorConfig) -> Result<(RawTrace, i64)> {
     cfg.validate()?;
     let node = topology::placement(cfg.pattern, cfg.ranks, cfg.ranks_per_node, cfg.bad_mapping);
-    let skeleton = simulate::skeleton(cfg, &node);
     // Every rank's first event is at true time 0: the earliest local time is a clock's at 0.
     let earliest = clock::truths(cfg).iter().map(|c| clock::local(c, 0)).min().unwrap_or(0);
-    let mut files = crate::reading::otf2::writer::EventFiles::create(&skeleton, dir, earliest)?;
-    let mut sink = |bufs: &[crate::events::RawEvents]| files.append(bufs);
-    let flush = simulate::Flush { events: flush_events.max(1), sink: &mut sink };
-    let generated = generate_with(cfg, Some(flush))?;
-    files.finish(&generated.trace)?;
-    Ok(generated.truth)
+    Ok((simulate::skeleton(cfg, &node), earliest))
+}
+
+/// Generate a trace without keeping its events: every `flush_events` events or so (at the end
+/// of an iteration) each rank's events since the last time go to `sink`, in rank order. The
+/// trace returned has no events.
+pub fn generate_streamed(
+    cfg: &GeneratorConfig,
+    flush_events: usize,
+    sink: &mut dyn FnMut(&[crate::events::RawEvents]) -> Result<()>,
+) -> Result<Generated> {
+    generate_with(cfg, Some(simulate::Flush { events: flush_events.max(1), sink }))
 }
 
 fn generate_with(cfg: &GeneratorConfig, flush: Option<simulate::Flush<'_>>) -> Result<Generated> {

@@ -40,7 +40,7 @@ pub struct OpenOptions {
     pub clock_sync: Option<PathBuf>,
     /// Tables of more bytes than this are not held in memory: an OTF2 archive whose events
     /// would make more is converted once into a cache store, which is opened instead
-    /// (crate::convert::cache). None: always in memory.
+    /// (`crate::convert::open`; `open` here always reads into memory). None: always in memory.
     pub memory_budget: Option<u64>,
 }
 
@@ -144,14 +144,6 @@ fn paraver_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
 
 fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(&p.display().to_string(), "an OTF2 archive", options)?;
-    if let Some(budget) = options.memory_budget
-        && options.clock_correction != Correction::Clc
-    {
-        let events = crate::reading::otf2::events_defined(p)?;
-        if events.saturating_mul(crate::convert::BYTES_PER_EVENT) > budget {
-            return crate::convert::cache::open(p, options, events, budget);
-        }
-    }
     let (mut raw, source) = crate::reading::otf2::read_definitions(p)?;
     if let Some(nodes_file) = &options.nodes {
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;

@@ -23,10 +23,11 @@ use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use sqlparser::dialect::GenericDialect;
 
+use crate::convert::open;
 use crate::error::{Error, Result};
 use crate::model;
 use crate::reading::csv::TimeUnit;
-use crate::reading::{OpenOptions, default_name, open};
+use crate::reading::{OpenOptions, default_name};
 use crate::trace::Trace;
 use crate::wallclock::{Notices, SharedStarts};
 use named_args::Parameters;

@@ -171,6 +171,20 @@ pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
     files.finish(trace)
 }
 
+/// Generate the trace `cfg` describes as an OTF2 archive at `dir` without holding its events:
+/// they are written to the location files every `flush_events` events. Returns the ground truth.
+pub fn write_generated(
+    cfg: &crate::generate::GeneratorConfig,
+    dir: &Path,
+    flush_events: usize,
+) -> Result<crate::generate::GroundTruth> {
+    let (skeleton, earliest) = crate::generate::skeleton(cfg)?;
+    let mut files = EventFiles::create(&skeleton, dir, earliest)?;
+    let generated = crate::generate::generate_streamed(cfg, flush_events, &mut |bufs| files.append(bufs))?;
+    files.finish(&generated.trace)?;
+    Ok(generated.truth)
+}
+
 /// The event file of one location being written: the chunk being filled is kept, the chunks
 /// before it are in the file.
 struct Encoder {

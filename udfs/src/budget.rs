@@ -1,0 +1,80 @@
+//! What an analysis holds answers to the session's memory budget, as DataFusion's sorts and
+//! joins do: what it reads is reserved from the memory pool batch by batch, and before
+//! computing it reserves as much again for its working data (the indices, sorted copies and
+//! results the analyses build are of the order of their input). When the budget would be
+//! passed it stops with an error that says how much it needs and what to narrow, instead of
+//! growing until the operating system kills the process.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::TaskContext;
+use datafusion::physical_plan::ExecutionPlan;
+
+/// Read every batch of `inputs`, reserving what they hold from the session's memory pool as
+/// they come, then as much again for the computation over them; past the budget, the error
+/// says what to narrow. The reservation is returned with the batches, to be dropped when done.
+pub async fn read_held(
+    name: &str,
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    context: &Arc<TaskContext>,
+) -> Result<(Vec<Vec<RecordBatch>>, datafusion::execution::memory_pool::MemoryReservation)> {
+    use datafusion::execution::memory_pool::MemoryConsumer;
+    use futures::StreamExt;
+    let pool = context.memory_pool().clone();
+    let reservation = MemoryConsumer::new(format!("{name} analysis")).register(&pool);
+    let mut read = Vec::with_capacity(inputs.len());
+    let mut rows = 0usize;
+    for input in inputs {
+        let mut stream = datafusion::physical_plan::execute_stream(input, context.clone())?;
+        let mut batches = Vec::new();
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            rows += batch.num_rows();
+            let bytes = held_bytes(&batch);
+            reservation
+                .try_grow(bytes)
+                .map_err(|_| over_budget(name, &pool, reservation.size() + bytes, rows, "reading"))?;
+            batches.push(batch);
+        }
+        read.push(batches);
+        commdb_catalog::interrupt::check(name)?;
+    }
+    let input_bytes = reservation.size();
+    reservation.try_grow(input_bytes).map_err(|_| over_budget(name, &pool, 2 * input_bytes, rows, "computing over"))?;
+    Ok((read, reservation))
+}
+
+/// The bytes of a batch's rows: a slice of a larger table (an in-memory trace table is cut
+/// into slices of shared arrays) counts its own rows, not the whole arrays it points into.
+fn held_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or_else(|_| c.get_array_memory_size()))
+        .sum()
+}
+
+/// The error of an analysis that would pass the memory budget: how much it needs, for how many
+/// rows, and what to do.
+fn over_budget(
+    name: &str,
+    pool: &Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+    needed: usize,
+    rows: usize,
+    doing: &str,
+) -> DataFusionError {
+    use datafusion::execution::memory_pool::MemoryLimit;
+    let size = |b: usize| crate::units::bytes(b as f64);
+    let budget = match pool.memory_limit() {
+        MemoryLimit::Finite(b) => size(b),
+        _ => "unlimited".to_string(),
+    };
+    DataFusionError::Execution(format!(
+        "{name}: {doing} its input ({rows} rows so far) needs about {}, more than the memory budget for queries ({budget}, {} of it in use); \
+         narrow the relation it reads (a view over a time window or some ranks, e.g. rel => 'v') or raise --memory-limit",
+        size(needed),
+        size(pool.reserved())
+    ))
+}
