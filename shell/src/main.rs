@@ -475,8 +475,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             return Ok(());
         }
         Some(Sub::Info { trace }) => {
-            let mut shell = Shell::new(Session::new(), PrintOptions { quiet: true, ..print })?;
-            shell.session.open_options = open_options(&cli.open);
+            let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: true, ..print })?;
             shell.open_trace(trace, None)?;
             shell.run("\\info").await?;
             return Ok(());
