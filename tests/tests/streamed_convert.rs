@@ -206,3 +206,17 @@ fn score_p_archives_convert_in_groups_as_in_memory() {
         assert!(converted.groups >= 2 && converted.messages > 0, "{name}: {converted:?}");
     }
 }
+
+#[test]
+fn a_thousand_ranks_on_many_nodes_convert_in_groups_as_in_memory() {
+    // 1,024 ranks, 32 per node, with bad mapping and background traffic: about 25 groups of
+    // ranks and 8 buckets of halves.
+    let cfg = GeneratorConfig::parse_spec(
+        "ranks=1024,ranks-per-node=32,iterations=4,bad-mapping,background-traffic=0ms:10ms:3,clock-skew",
+    )
+    .unwrap();
+    let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    let limits = Limits { group_events: 8_000, part_rows: 40_000, bucket_events: 30_000 };
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &limits);
+    assert!(converted.groups >= 20, "{converted:?}");
+}
