@@ -156,7 +156,7 @@ pub fn otf2_as(
     let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
     let mut spilled_parts = SpilledParts::create(&store.scratch("collectives"), &raw.communicators)?;
     let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
-    let mut walked_so_far = Walked::default();
+    let mut so_far = SoFar::default();
     let events = store.parts("events", limits.part_rows)?;
     let calls = store.parts("calls", limits.part_rows)?;
     let metrics = store.parts("metrics", limits.part_rows)?;
@@ -172,12 +172,12 @@ pub fn otf2_as(
                 let columns = events.columns();
                 let mut streams = events.streams();
                 for s in &mut streams {
-                    s.offset += walked_so_far.events;
+                    s.offset += so_far.events;
                 }
                 let walk::Walked { calls, halves, collective_parts, span } =
-                    walk::walk_from(&columns, &streams, walked_so_far.calls, &mut warnings);
+                    walk::walk_from(&columns, &streams, so_far.calls, &mut warnings);
                 drop(columns);
-                walked_so_far.add(span, calls.len(), &streams, events.len());
+                so_far.add(span, calls.len(), &streams, events.len());
                 spilled_parts.add(collective_parts)?;
                 let calls = calls.into_batches(&region_names)?;
                 let events = events.into_batches(&region_names)?;
@@ -223,19 +223,19 @@ pub fn otf2_as(
             format!("{violations} matched messages are received before they are sent (see clock_violations())")
         });
     }
-    let (first, last) = walked_so_far.span();
+    let (first, last) = so_far.span();
     let span = last.checked_sub(first).ok_or_else(|| {
         Error::in_file(
             path,
             format!("event times from {first} to {last} ns span more than 292 years: a timestamp is damaged"),
         )
     })?;
-    let events = walked_so_far.events;
+    let events = so_far.events;
     let info = assemble::info_batch(&raw.meta, raw.ranks.len(), raw.locations.len(), events, span, &warnings)?;
     let small: [(&'static str, RecordBatch); 9] = [
         ("trace_info", info),
         ("ranks", raw.ranks_batch()?),
-        ("locations", raw.locations_batch(&walked_so_far.streams)?),
+        ("locations", raw.locations_batch(&so_far.streams)?),
         ("regions", raw.regions_batch()?),
         ("communicators", raw.communicators_batch()?),
         ("clock_sync", raw.clock_sync_batch()?),
@@ -288,7 +288,7 @@ fn metrics_batch(raw: &mut RawTrace, samples: RawMetrics) -> Result<RecordBatch>
 
 /// What the walks of the groups so far found that the end of the conversion needs.
 #[derive(Debug, Default)]
-struct Walked {
+struct SoFar {
     /// Events so far: the global index of the next group's first event.
     events: usize,
     /// Calls so far: the call_id of the next group's first call.
@@ -299,7 +299,7 @@ struct Walked {
     streams: Vec<PartStream>,
 }
 
-impl Walked {
+impl SoFar {
     fn add(&mut self, span: (i64, i64), calls: usize, streams: &[PartStream], events: usize) {
         if events > 0 {
             let (first, last) = span;
