@@ -440,7 +440,22 @@ pub fn events_defined(path: &Path) -> Result<u64> {
     let anchor = anchor::read(&anchor_path)?;
     let d =
         defs::read_global(&anchor_path.with_extension("def"), anchor.chunk_size_definitions, &mut Warnings::default())?;
-    Ok(d.locations.iter().map(|l| l.events).sum())
+    let base = anchor_path.with_extension("");
+    Ok(d.locations.iter().map(|l| location_events(&base, l)).sum())
+}
+
+/// Bytes of an event file per event assumed for locations whose definition does not count
+/// their events (the count is optional in OTF2: some writers leave it 0). Events take 2 to 20
+/// bytes, most about 10: 4 errs towards more events, smaller groups and the cache store.
+const MIN_EVENT_BYTES: u64 = 4;
+
+/// The events of a location: the definitions' count, or when that is 0 an estimate from the
+/// size of its event file.
+fn location_events(base: &Path, l: &defs::Location) -> u64 {
+    if l.events > 0 {
+        return l.events;
+    }
+    std::fs::metadata(base.join(format!("{}.evt", l.id))).map_or(0, |m| m.len() / MIN_EVENT_BYTES)
 }
 
 /// Read an OTF2 archive's definitions, to decode its events a group of ranks at a time.
@@ -472,13 +487,15 @@ impl Pieces {
         Ok(())
     }
 
-    /// Events the definitions give for all locations.
+    /// Events of all locations, by the definitions' counts (or their files' sizes where the
+    /// definitions do not count them).
     pub fn events(&self) -> u64 {
-        self.archive.d.locations.iter().map(|l| l.events).sum()
+        self.archive.d.locations.iter().map(|l| location_events(&self.archive.base, l)).sum()
     }
 
     /// The locations cut into groups of whole ranks, in (rank, thread) order, each of about
-    /// `events` events by the definitions' counts (a rank with more is a group of its own).
+    /// `events` events by the definitions' counts or the files' sizes (a rank with more is a
+    /// group of its own).
     pub fn groups(&self, events: u64) -> Vec<Vec<usize>> {
         let d = &self.archive.d;
         let rank = |i: usize| self.archive.place.location.get(&d.locations[i].id).map_or(NONE_I32, |l| l.0);
@@ -493,7 +510,7 @@ impl Pieces {
                 filled = 0;
             }
             groups.last_mut().expect("a group").push(i);
-            filled += d.locations[i].events;
+            filled += location_events(&self.archive.base, &d.locations[i]);
             last_rank = Some(r);
         }
         groups
@@ -970,5 +987,17 @@ mod tests {
         assert_eq!(find_anchor(dir.path()).unwrap(), dir.path().join("traces.otf2"));
         std::fs::copy(dir.path().join("traces.otf2"), dir.path().join("other.otf2")).unwrap();
         assert!(find_anchor(dir.path()).unwrap_err().to_string().contains("several OTF2 anchors"));
+    }
+
+    #[test]
+    fn a_location_without_an_event_count_is_sized_by_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("7.evt"), vec![0u8; 4000]).unwrap();
+        let counted = defs::Location { id: 7, events: 12, ..defs::Location::default() };
+        assert_eq!(location_events(dir.path(), &counted), 12);
+        let uncounted = defs::Location { events: 0, ..counted.clone() };
+        assert_eq!(location_events(dir.path(), &uncounted), 1000);
+        let missing = defs::Location { id: 8, events: 0, ..defs::Location::default() };
+        assert_eq!(location_events(dir.path(), &missing), 0);
     }
 }
