@@ -1288,10 +1288,11 @@ fn an_archive_bigger_than_the_budget_opens_through_a_cache_store_reused_until_it
     let stores: Vec<_> = std::fs::read_dir(cache.join("stores")).unwrap().flatten().collect();
     assert_eq!(stores.len(), 1);
     assert!(stores[0].path().join("store").join("manifest.json").is_file());
-    // Opened again unchanged: the cache store is reused.
+    // Opened again unchanged: the cache store is reused, its tables scanned in their files.
     let (n, err) = count("2MB");
     assert_eq!(n, messages);
     assert!(!err.contains("converting"), "{err}");
+    assert!(err.contains(&format!("{messages} messages (scanned in the store's files)")), "{err}");
     // The archive changed: it is converted again.
     let messages = generate("64");
     let (n, err) = count("2MB");

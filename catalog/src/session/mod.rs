@@ -480,6 +480,12 @@ pub fn default_memory_limit() -> usize {
 /// (a trace read from a source builds them when a query first uses them).
 pub fn opened_summary(trace: &Trace) -> String {
     let ranks = trace.built_rows("ranks").unwrap_or(0);
+    if let (Some(events), Some(messages)) = (trace.stored_file("events"), trace.stored_file("messages")) {
+        return format!(
+            "{ranks} ranks, {} events, {} messages (scanned in the store's files)",
+            events.rows, messages.rows
+        );
+    }
     match (trace.built_rows("events"), trace.built_rows("messages")) {
         (Some(events), Some(messages)) => format!("{ranks} ranks, {events} events, {messages} messages"),
         (Some(events), None) => format!("{ranks} ranks, {events} events"),
