@@ -220,3 +220,13 @@ fn a_thousand_ranks_on_many_nodes_convert_in_groups_as_in_memory() {
     let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &limits);
     assert!(converted.groups >= 20, "{converted:?}");
 }
+
+#[test]
+fn messages_of_more_than_one_batch_keep_their_ids_across_the_merge() {
+    // 1,024 ranks x 4 neighbours x 70 iterations: 286,720 messages, more than one batch of the
+    // merge (262,144).
+    let cfg = GeneratorConfig::parse_spec("ranks=1024,ranks-per-node=32,iterations=70").unwrap();
+    let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &Limits::default());
+    assert!(converted.messages > 1 << 18, "{converted:?}");
+}

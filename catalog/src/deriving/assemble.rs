@@ -13,7 +13,7 @@ use arrow::datatypes::Int32Type;
 use crate::error::Result;
 use crate::events::{NONE_I32, PartStream, region_dictionary};
 use crate::model;
-use crate::trace::{MetricDefinition, RankInfo, RawTrace, TraceMeta, Warnings};
+use crate::trace::{MetricDefinition, RankInfo, RawMetrics, RawTrace, TraceMeta, Warnings};
 
 impl RawTrace {
     pub(crate) fn ranks_batch(&self) -> Result<RecordBatch> {
@@ -137,16 +137,21 @@ impl RawTrace {
     }
 
     pub(crate) fn metrics_batch(&self) -> Result<RecordBatch> {
-        let m = &self.metrics;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(m.rank.clone())),
-            Arc::new(Int32Array::from(m.thread.clone())),
-            Arc::new(Int64Array::from(m.ts.clone())),
-            region_dictionary(&m.metric, &m.names)?,
-            Arc::new(Float64Array::from(m.value.clone())),
-        ];
-        Ok(RecordBatch::try_new(model::METRICS.schema(), columns)?)
+        metrics_batch(&self.metrics, &self.metrics.names)
     }
+}
+
+/// The `metrics` rows of `samples`, their metrics named by `names`.
+pub(crate) fn metrics_batch(samples: &RawMetrics, names: &[String]) -> Result<RecordBatch> {
+    let m = samples;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(m.rank.clone())),
+        Arc::new(Int32Array::from(m.thread.clone())),
+        Arc::new(Int64Array::from(m.ts.clone())),
+        region_dictionary(&m.metric, names)?,
+        Arc::new(Float64Array::from(m.value.clone())),
+    ];
+    Ok(RecordBatch::try_new(model::METRICS.schema(), columns)?)
 }
 
 /// The `trace_info` row.

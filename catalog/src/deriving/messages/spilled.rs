@@ -213,7 +213,9 @@ impl SpilledHalves {
             let merging = (|| -> Result<()> {
                 loop {
                     let (sends, recvs, pairs) = merged.next_chunk(CHUNK_ROWS, &mut unmatched)?;
-                    // No message at all still makes one (empty) batch, as in memory.
+                    // A chunk not full is the last; no message at all still makes one (empty)
+                    // batch, as in memory.
+                    let last = pairs.len() < CHUNK_ROWS;
                     if pairs.is_empty() && matched.messages > 0 {
                         return Ok(());
                     }
@@ -227,7 +229,7 @@ impl SpilledHalves {
                         .count() as i64;
                     matched.messages += pairs.len() as u64;
                     // A writer that stopped has its error waiting at its end.
-                    if send.send(chunk.into_batch(&names)?).is_err() || pairs.is_empty() {
+                    if send.send(chunk.into_batch(&names)?).is_err() || last {
                         return Ok(());
                     }
                 }
