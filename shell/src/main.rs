@@ -428,7 +428,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                 let shown = progress::Progress::start(&format!("converting {input}"), Some(share.clone()));
                 let options = OpenOptions { progress: Some(share), ..options };
                 let limits = commdb_catalog::convert::Limits::default();
-                let converted = commdb_catalog::convert::otf2(std::path::Path::new(input), output, &options, &limits);
+                let converted = commdb_catalog::convert::trace(std::path::Path::new(input), output, &options, &limits);
                 shown.stop();
                 let c = converted.map_err(|e| e.to_string())?;
                 (c.events as usize, c.messages as usize, format!(" ({} groups of ranks)", c.groups))

@@ -1303,3 +1303,71 @@ fn an_archive_bigger_than_the_budget_opens_through_a_cache_store_reused_until_it
     assert_eq!(n, messages);
     assert!(!err.contains("cache store"), "{err}");
 }
+
+#[test]
+fn a_paraver_trace_bigger_than_the_budget_opens_through_a_cache_store_and_converts_in_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let (run_dir, cache) = (dir.path().join("run"), dir.path().join("cache"));
+    let o = run(&["generate", run_dir.to_str().unwrap(), "--ranks", "16", "--iterations", "40", "--format", "paraver"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("ground_truth.json")).unwrap()).unwrap();
+    let messages = truth["messages"].to_string();
+    let prv = run_dir.join("trace.prv");
+    let count = |budget: &str| {
+        let o = commdb()
+            .args([prv.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
+            .arg("SELECT count(*) AS n FROM messages")
+            .env("COMMDB_CACHE_DIR", &cache)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
+    };
+    let (n, err) = count("1MB");
+    assert_eq!(n, messages);
+    assert!(err.contains("converting") && err.contains("into the cache store"), "{err}");
+    let (n, err) = count("1MB");
+    assert_eq!(n, messages);
+    assert!(!err.contains("converting"), "{err}");
+    let (n, err) = count("4GB");
+    assert_eq!(n, messages);
+    assert!(!err.contains("cache store"), "{err}");
+    // commdb convert reads it in groups of ranks too.
+    let store = dir.path().join("store");
+    let o = run(&["convert", prv.to_str().unwrap(), store.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains(&format!("{messages} messages")) && stderr(&o).contains("groups of ranks"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_csv_trace_bigger_than_the_budget_opens_through_a_cache_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let csv = dir.path().join("events.csv");
+    std::fs::copy(data("nonblocking_events.csv"), &csv).unwrap();
+    let count = |budget: &str| {
+        let o = commdb()
+            .args([csv.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
+            .arg("SELECT count(*) AS n FROM calls")
+            .env("COMMDB_CACHE_DIR", &cache)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
+    };
+    let (in_memory, err) = count("4GB");
+    assert!(!err.contains("cache store"), "{err}");
+    let (n, err) = count("1KB");
+    assert_eq!(n, in_memory);
+    assert!(err.contains("converting") && err.contains("into the cache store"), "{err}");
+    let (n, err) = count("1KB");
+    assert_eq!(n, in_memory);
+    assert!(!err.contains("converting"), "{err}");
+}

@@ -1,5 +1,5 @@
-//! Converting an OTF2 archive a group of ranks at a time (commdb_catalog::convert) gives the
-//! store that the trace in memory gives, on traces whose messages, channels and collectives
+//! Converting an OTF2 archive, a Paraver or a CSV trace a group of ranks at a time
+//! (commdb_catalog::convert) gives the store that the trace in memory gives, on traces whose messages, channels and collectives
 //! cross the groups' boundaries: every table has the same rows in the same order, warnings
 //! included; a conversion that fails half-way leaves nothing at the target.
 
@@ -38,7 +38,7 @@ fn same_as_in_memory(anchor: &str, options: &OpenOptions, limits: &Limits) -> co
     let out = tempfile::tempdir().unwrap();
     let store = out.path().join("store");
     assert!(convert::in_groups(anchor, options));
-    let converted = convert::otf2(std::path::Path::new(anchor), &store, options, limits).unwrap();
+    let converted = convert::trace(std::path::Path::new(anchor), &store, options, limits).unwrap();
     let back = commdb_catalog::store::read(&store).unwrap();
     for t in model::TABLES {
         let (a, b) = (table(&in_memory, t), table(&back, t));
@@ -229,4 +229,140 @@ fn messages_of_more_than_one_batch_keep_their_ids_across_the_merge() {
     let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
     let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &Limits::default());
     assert!(converted.messages > 1 << 18, "{converted:?}");
+}
+
+/// A generated trace written as a Paraver trace: the directory and the .prv.
+fn paraver(cfg: &GeneratorConfig) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = generate(cfg).unwrap().trace.build().unwrap();
+    commdb_catalog::reading::paraver::writer::write(&trace, dir.path(), "run").unwrap();
+    let prv = dir.path().join("run.prv").display().to_string();
+    (dir, prv)
+}
+
+#[test]
+fn paraver_traces_convert_in_groups_as_in_memory() {
+    // Extrae's shapes: two applications (the second one's counter kept as a metric), a cut,
+    // a partner outside the trace, a record of another type, a type not in the .pcf,
+    // collectives, counters, and a compressed file. One task per group.
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join("paraver");
+    let one_task = Limits { group_events: 1, part_rows: 5, bucket_events: 4 };
+    for name in ["extrae.prv", "counters/counters.prv", "gz/extrae.prv.gz"] {
+        let prv = data.join(name).display().to_string();
+        let converted = same_as_in_memory(&prv, &OpenOptions::default(), &one_task);
+        let tasks = if name.starts_with("counters") { 1 } else { 2 };
+        assert!(converted.groups >= tasks, "{name}: {converted:?}");
+    }
+    let prv = data.join("extrae.prv").display().to_string();
+    let converted = same_as_in_memory(&prv, &OpenOptions::default(), &SMALL);
+    for code in ["paraver_cut", "paraver_partner_outside", "paraver_record_type", "paraver_type_not_in_pcf"] {
+        assert_eq!(converted.warnings.count(code), 1, "{code}");
+    }
+}
+
+#[test]
+fn generated_paraver_traces_of_hundreds_of_ranks_convert_in_groups_as_in_memory() {
+    // 256 ranks over several 4 MiB pieces of the file, nodes of 16, an imbalanced rank and
+    // messages between every group; and master-worker, whose receives on rank 0 are split
+    // from sends in every other group.
+    for spec in [
+        "ranks=256,ranks-per-node=16,iterations=40,imbalance=3:2,bad-mapping",
+        "ranks=96,ranks-per-node=8,iterations=10,pattern=master-worker",
+        "ranks=64,ranks-per-node=8,iterations=6,pattern=alltoall",
+    ] {
+        let cfg = GeneratorConfig::parse_spec(spec).unwrap();
+        let (_dir, prv) = paraver(&cfg);
+        if spec.starts_with("ranks=256") {
+            let bytes = std::fs::metadata(&prv).unwrap().len();
+            assert!(bytes > 8 << 20, "{spec}: {bytes} bytes, more than two pieces of 4 MiB");
+        }
+        let limits = Limits { group_events: 4_000, part_rows: 30_000, bucket_events: 40_000 };
+        let converted = same_as_in_memory(&prv, &OpenOptions::default(), &limits);
+        assert!(converted.groups >= 4 && converted.messages > 0, "{spec}: {converted:?}");
+    }
+}
+
+#[test]
+fn a_paraver_conversion_that_fails_half_way_leaves_nothing_beside_the_target() {
+    let cfg = GeneratorConfig::parse_spec("ranks=16,ranks-per-node=4,iterations=4").unwrap();
+    let (dir, prv) = paraver(&cfg);
+    let text = std::fs::read_to_string(&prv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let bad = lines.len() - 3;
+    let damaged: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| if i == bad { "2:1:1:1:1:x:1:1".to_string() } else { l.to_string() })
+        .collect();
+    std::fs::write(&prv, damaged.join("\n") + "\n").unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("store");
+    let e =
+        convert::trace(std::path::Path::new(&prv), &target, &OpenOptions::default(), &SMALL).unwrap_err().to_string();
+    assert!(e.contains(&format!("run.prv:{}", bad + 1)), "{e}");
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing left beside the target");
+    drop(dir);
+}
+
+#[test]
+fn csv_traces_of_both_shapes_convert_in_groups_as_in_memory() {
+    // The PCLVis shape (nodes from a column or a nodes file) and the event export shape
+    // (calls, non-blocking messages, collectives, threads). One rank per group.
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    let one_rank = Limits { group_events: 1, part_rows: 5, bucket_events: 4 };
+    for name in ["latency.csv", "three_ranks.csv", "nonblocking_events.csv", "lod_events.csv", "collective_waits.csv"] {
+        let csv = data.join(name).display().to_string();
+        let converted = same_as_in_memory(&csv, &OpenOptions::default(), &one_rank);
+        assert!(converted.groups >= 2 && converted.events > 0, "{name}: {converted:?}");
+    }
+    let options = OpenOptions { nodes: Some(data.join("three_ranks_nodes.csv")), ..OpenOptions::default() };
+    same_as_in_memory(&data.join("three_ranks.csv").display().to_string(), &options, &one_rank);
+}
+
+#[test]
+fn a_thousand_ranks_in_a_shuffled_csv_convert_in_groups_as_in_memory() {
+    // Every message of a 1,024-rank run as a send row and a receive row of the PCLVis shape,
+    // in a shuffled order: each rank's rows are spread over the file, and a channel's sends
+    // and receives sit in different groups.
+    let cfg = GeneratorConfig::parse_spec("ranks=1024,ranks-per-node=32,iterations=3,bad-mapping,clock-skew").unwrap();
+    let trace = generate(&cfg).unwrap().trace.build().unwrap();
+    let m = table(&trace, model::table_doc("messages").unwrap());
+    let column = |name: &str| arrow::compute::cast(m.column_by_name(name).unwrap(), &DataType::Int64).unwrap();
+    let (src, dst, bytes, send, recv, tag) =
+        (column("src"), column("dst"), column("bytes"), column("send_ts"), column("recv_ts"), column("tag"));
+    let int = |c: &ArrayRef, i: usize| c.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().value(i);
+    let mut rows = Vec::new();
+    for i in 0..m.num_rows() {
+        let (s, d, b, t) = (int(&src, i), int(&dst, i), int(&bytes, i), int(&tag, i));
+        rows.push(format!("{s},send,{},{s},{d},{b},{t}", int(&send, i)));
+        rows.push(format!("{d},recv,{},{s},{d},{b},{t}", int(&recv, i)));
+    }
+    // A fixed shuffle (multiplicative hashing of the row index).
+    let n = rows.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shuffled.csv");
+    let text: String = std::iter::once("rank,type,timestamp,source,destination,size,tag".to_string())
+        .chain(order.iter().map(|&i| rows[i].clone()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    std::fs::write(&path, text + "\n").unwrap();
+    let limits = Limits { group_events: 2_000, part_rows: 5_000, bucket_events: 10_000 };
+    let converted = same_as_in_memory(&path.display().to_string(), &OpenOptions::default(), &limits);
+    assert!(converted.groups >= 10 && converted.messages as usize == m.num_rows(), "{converted:?}");
+}
+
+#[test]
+fn a_csv_conversion_that_fails_half_way_names_the_line_and_leaves_nothing() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    let out = tempfile::tempdir().unwrap();
+    let target = out.path().join("store");
+    let e =
+        convert::trace(&data.join("bad_type.csv"), &target, &OpenOptions::default(), &SMALL).unwrap_err().to_string();
+    let in_memory = commdb_catalog::open(&data.join("bad_type.csv").display().to_string(), &OpenOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, in_memory);
+    assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing left beside the target");
 }

@@ -1,15 +1,18 @@
-//! Opening an archive too big for memory through a cache store: the first opening converts it
-//! a group of ranks at a time (crate::convert) into a store in the user's cache directory
-//! (`$COMMDB_CACHE_DIR`, else `$XDG_CACHE_HOME/commdb`, else `~/.cache/commdb`), whose tables
-//! queries then scan in their files; later openings reuse that store as long as the archive's
-//! files (their sizes and modification times) and the options that shape the tables (clock
-//! correction, nodes file, clock sync file) are the same. A changed archive is converted again.
+//! Opening a trace too big for memory (an OTF2 archive, a Paraver or a CSV trace) through a cache
+//! store: the first opening converts it a group of ranks at a time (crate::convert) into a
+//! store in the user's cache directory (`$COMMDB_CACHE_DIR`, else `$XDG_CACHE_HOME/commdb`,
+//! else `~/.cache/commdb`), whose tables queries then scan in their files; later openings
+//! reuse that store as long as the trace's files (their sizes and modification times) and the
+//! options that shape the tables (clock correction, nodes file, clock sync file, a CSV trace's
+//! time unit) are the same.
+//! A changed trace is converted again.
 
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
+use super::Grouped;
 use crate::error::{Error, Result};
 use crate::progress::Building;
 use crate::reading::OpenOptions;
@@ -32,6 +35,8 @@ struct Source {
     clock_correction: String,
     nodes: Option<(String, u64, u128)>,
     clock_sync: Option<(String, u64, u128)>,
+    /// The unit of a CSV trace's times.
+    time_unit: Option<String>,
 }
 
 /// Where cache stores are kept.
@@ -50,14 +55,28 @@ fn stamp(path: &Path) -> Result<(String, u64, u128)> {
 }
 
 impl Source {
-    fn of(anchor: &Path, options: &OpenOptions) -> Result<Self> {
-        let base = anchor.with_extension("");
-        let mut files = vec![stamp(anchor)?, stamp(&anchor.with_extension("def"))?];
-        if let Ok(entries) = std::fs::read_dir(&base) {
-            let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-            paths.sort();
-            for p in paths {
-                files.push(stamp(&p)?);
+    /// `anchor`: the OTF2 anchor or the Paraver .prv file.
+    fn of(anchor: &Path, format: Grouped, options: &OpenOptions) -> Result<Self> {
+        let mut files = vec![stamp(anchor)?];
+        match format {
+            Grouped::Otf2 => {
+                files.push(stamp(&anchor.with_extension("def"))?);
+                if let Ok(entries) = std::fs::read_dir(anchor.with_extension("")) {
+                    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+                    paths.sort();
+                    for p in paths {
+                        files.push(stamp(&p)?);
+                    }
+                }
+            }
+            Grouped::Csv => {}
+            Grouped::Paraver => {
+                for ext in ["pcf", "row"] {
+                    let companion = crate::reading::paraver::companion(anchor, ext);
+                    if companion.exists() {
+                        files.push(stamp(&companion)?);
+                    }
+                }
             }
         }
         Ok(Source {
@@ -67,23 +86,31 @@ impl Source {
             clock_correction: options.clock_correction.name().to_string(),
             nodes: options.nodes.as_deref().map(stamp).transpose()?,
             clock_sync: options.clock_sync.as_deref().map(stamp).transpose()?,
+            time_unit: options.time_unit.map(|u| u.name().to_string()),
         })
     }
 }
 
-/// The cache directory of the archive whose anchor is `anchor`: named after the archive, with
-/// a checksum of its full path.
-fn cache_dir(root: &Path, anchor: &Path) -> PathBuf {
-    let name = crate::reading::default_name(&crate::reading::paths::otf2_name_source(anchor));
+/// The cache directory of the trace whose anchor (or .prv) is `anchor`: named after the trace,
+/// with a checksum of its full path.
+fn cache_dir(root: &Path, anchor: &Path, format: Grouped) -> PathBuf {
+    let name = match format {
+        Grouped::Otf2 => crate::reading::default_name(&crate::reading::paths::otf2_name_source(anchor)),
+        Grouped::Paraver | Grouped::Csv => crate::reading::default_name(&anchor.display().to_string()),
+    };
     let key = crc32fast::hash(anchor.display().to_string().as_bytes());
     root.join("stores").join(format!("{name}-{key:08x}"))
 }
 
-/// Open the OTF2 archive at `path` (of `events` events by its definitions, more than `budget`
-/// bytes of tables) through its cache store, converting it first when there is none or the
-/// archive changed.
-pub fn open(path: &Path, options: &OpenOptions, events: u64, budget: u64) -> Result<Trace> {
-    let anchor = find_anchor(path)?;
+/// Open the trace at `path` (of `events` events by an OTF2 archive's definitions or a Paraver
+/// file's size, more than `budget` bytes of tables) through its cache store, converting it
+/// first when there is none or the trace changed.
+pub fn open(path: &Path, format: Grouped, options: &OpenOptions, events: u64, budget: u64) -> Result<Trace> {
+    let anchor = match format {
+        Grouped::Otf2 => find_anchor(path)?,
+        Grouped::Paraver => crate::reading::paraver::find_prv(path)?,
+        Grouped::Csv => path.to_path_buf(),
+    };
     let anchor = std::fs::canonicalize(&anchor).map_err(|e| Error::io(&anchor, e))?;
     let root = cache_root().ok_or_else(|| {
         Error::argument(format!(
@@ -91,9 +118,9 @@ pub fn open(path: &Path, options: &OpenOptions, events: u64, budget: u64) -> Res
             path.display()
         ))
     })?;
-    let dir = cache_dir(&root, &anchor);
+    let dir = cache_dir(&root, &anchor, format);
     let store_dir = dir.join("store");
-    let source = Source::of(&anchor, options)?;
+    let source = Source::of(&anchor, format, options)?;
     let recorded: Option<Source> =
         std::fs::read_to_string(dir.join(SOURCE)).ok().and_then(|text| serde_json::from_str(&text).ok());
     if recorded.as_ref() == Some(&source) && store::is_store(&store_dir) {
@@ -114,7 +141,12 @@ pub fn open(path: &Path, options: &OpenOptions, events: u64, budget: u64) -> Res
     let started = Instant::now();
     let building = Building::start(&what);
     let convert_options = OpenOptions { progress: Some(building.share()), memory_budget: None, ..options.clone() };
-    let converted = super::otf2(path, &store_dir, &convert_options, &super::Limits::default());
+    let limits = super::Limits::default();
+    let converted = match format {
+        Grouped::Otf2 => super::otf2(path, &store_dir, &convert_options, &limits),
+        Grouped::Paraver => super::paraver(path, &store_dir, &convert_options, &limits),
+        Grouped::Csv => super::csv(path, &store_dir, &convert_options, &limits),
+    };
     building.finish_told(
         started.elapsed(),
         converted.is_ok(),

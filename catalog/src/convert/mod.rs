@@ -10,6 +10,12 @@
 //! (`deriving::collectives::spilled`). Memory is bounded by a group (`Limits::group_events`)
 //! and a bucket of halves, not by the trace.
 //!
+//! A Paraver trace interleaves all threads in one time-ordered file: one pass splits it by
+//! runs of whole tasks into scratch files (`reading::paraver::pieces`), which are then read a
+//! group at a time the same way. A CSV trace's rows may come in any order: one pass parses
+//! them into a scratch file of events and a second distributes those by ranks once the ranks
+//! are known (`reading::csv::pieces`). All three are read through `reading::InGroups`.
+//!
 //! The store has the tables, rows and row order of one written from the trace in memory
 //! (`store::write`); only the way the rows are cut into batches and parts differs. The
 //! controlled logical clock moves times by the matching of the whole trace, so a conversion
@@ -30,9 +36,9 @@ use crate::deriving::{assemble, walk};
 use crate::error::{Error, Result};
 use crate::events::PartStream;
 use crate::progress::LoadProgress;
-use crate::reading::{self, OpenOptions, otf2};
+use crate::reading::{self, InGroups, OpenOptions, otf2, paraver};
 use crate::store::{self, PartWriter, StoreWriter};
-use crate::trace::{NodeMap, Trace, TraceMeta, Warnings};
+use crate::trace::{NodeMap, RawTrace, Trace, TraceMeta, Warnings};
 
 /// Bytes a trace's tables take in memory per event, derived tables included (measured: 20 M
 /// events peak at 2.2 GB, 50 M at 5.6 GB).
@@ -66,18 +72,21 @@ pub struct Converted {
     pub warnings: Warnings,
 }
 
-/// Open the trace at `path` as `reading::open` does, except an OTF2 archive whose tables would
-/// pass `options.memory_budget`: that one is opened through its cache store (`cache`).
+/// Open the trace at `path` as `reading::open` does, except an OTF2 archive or a Paraver trace
+/// whose tables would pass `options.memory_budget`: that one is opened through its cache store
+/// (`cache`).
 pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     let p = Path::new(path);
     if let Some(budget) = options.memory_budget
-        && in_groups(path, options)
+        && let Some(format) = grouped(path, options)
         && p.exists()
     {
-        reading::refuse_time_unit(path, "an OTF2 archive", options)?;
-        let events = otf2::events_defined(p)?;
+        if format != Grouped::Csv {
+            reading::refuse_time_unit(path, format.name(), options)?;
+        }
+        let events = format.events(p)?;
         if events.saturating_mul(BYTES_PER_EVENT) > budget {
-            let mut trace = cache::open(p, options, events, budget)?;
+            let mut trace = cache::open(p, format, options, events, budget)?;
             trace.meta.path = path.to_string();
             return Ok(trace);
         }
@@ -85,22 +94,98 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     reading::open(path, options)
 }
 
-/// Whether `convert` reads the trace at `path` a group of ranks at a time: an OTF2 archive
-/// (read by its definitions first) unless the controlled logical clock is asked for.
-pub fn in_groups(path: &str, options: &OpenOptions) -> bool {
+/// The formats a conversion reads a group of ranks at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grouped {
+    Otf2,
+    Paraver,
+    Csv,
+}
+
+impl Grouped {
+    fn name(self) -> &'static str {
+        match self {
+            Grouped::Otf2 => "an OTF2 archive",
+            Grouped::Paraver => "a Paraver trace",
+            Grouped::Csv => "a CSV trace",
+        }
+    }
+
+    /// Events of the trace at `path`, by an OTF2 archive's definitions or a Paraver file's
+    /// size, before reading its events.
+    pub fn events(self, path: &Path) -> Result<u64> {
+        match self {
+            Grouped::Otf2 => otf2::events_defined(path),
+            Grouped::Paraver => paraver::pieces::events_estimated(path),
+            Grouped::Csv => reading::csv::pieces::events_estimated(path),
+        }
+    }
+}
+
+/// How `convert` reads the trace at `path` a group of ranks at a time: as an OTF2 archive, a
+/// Paraver trace or a CSV trace; None for a store, a generated trace and with the controlled
+/// logical clock, which needs the trace in memory.
+pub fn grouped(path: &str, options: &OpenOptions) -> Option<Grouped> {
+    if options.clock_correction == Correction::Clc {
+        return None;
+    }
     let format = options.format.as_deref().map(str::to_ascii_lowercase);
     let p = Path::new(path);
-    let otf2 = match format.as_deref() {
-        Some("otf2") => true,
-        Some(_) => false,
-        None => !path.starts_with(reading::GENERATE_PREFIX) && !store::is_store(p) && reading::is_otf2(p),
-    };
-    otf2 && options.clock_correction != Correction::Clc
+    match format.as_deref() {
+        Some("otf2") => Some(Grouped::Otf2),
+        Some("paraver" | "prv") => Some(Grouped::Paraver),
+        Some("csv") => Some(Grouped::Csv),
+        Some(_) => None,
+        None if path.starts_with(reading::GENERATE_PREFIX) || store::is_store(p) => None,
+        None if reading::is_otf2(p) => Some(Grouped::Otf2),
+        None if reading::is_paraver(p) => Some(Grouped::Paraver),
+        None if reading::is_csv(p) => Some(Grouped::Csv),
+        None => None,
+    }
+}
+
+/// Whether `convert` reads the trace at `path` a group of ranks at a time (`grouped`).
+pub fn in_groups(path: &str, options: &OpenOptions) -> bool {
+    grouped(path, options).is_some()
+}
+
+/// Convert the trace at `path` (an OTF2 archive, a Paraver or a CSV trace, by `grouped`) into a store
+/// at `dir`, a group of ranks at a time.
+pub fn trace(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
+    match grouped(&path.to_string_lossy(), options) {
+        Some(Grouped::Otf2) => otf2(path, dir, options, limits),
+        Some(Grouped::Paraver) => paraver(path, dir, options, limits),
+        Some(Grouped::Csv) => csv(path, dir, options, limits),
+        None => Err(Error::argument(format!(
+            "{}: only OTF2 archives, Paraver and CSV traces are converted a group of ranks at a time, and not with the controlled logical clock",
+            path.display()
+        ))),
+    }
 }
 
 /// Convert the OTF2 archive at `path` into a store at `dir`, a group of ranks at a time.
 pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
     otf2_as(path, dir, options, limits, |_| {})
+}
+
+/// The controlled logical clock moves times by the matching of the whole trace.
+fn refuse_clc(options: &OpenOptions) -> Result<()> {
+    if options.clock_correction == Correction::Clc {
+        return Err(Error::argument(
+            "the controlled logical clock moves times by the matching of the whole trace: convert with it through the trace in memory",
+        ));
+    }
+    Ok(())
+}
+
+/// The name of the clock correction applied, as `trace_info` says it.
+fn correction_name(correction: Correction, no_models: bool) -> String {
+    match correction {
+        Correction::Off => "off",
+        Correction::Model if no_models => "none",
+        other => other.name(),
+    }
+    .to_string()
 }
 
 /// `otf2`, the trace's name, path and format then set by `describe` (`commdb generate` names
@@ -114,11 +199,7 @@ pub fn otf2_as(
 ) -> Result<Converted> {
     let shown = path.display().to_string();
     reading::refuse_time_unit(&shown, "an OTF2 archive", options)?;
-    if options.clock_correction == Correction::Clc {
-        return Err(Error::argument(
-            "the controlled logical clock moves times by the matching of the whole trace: convert with it through the trace in memory",
-        ));
-    }
+    refuse_clc(options)?;
     let (mut raw, mut pieces) = otf2::read_in_pieces(path)?;
     if let Some(nodes_file) = &options.nodes {
         reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
@@ -133,18 +214,87 @@ pub fn otf2_as(
     let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
     pieces.prepare(&plan, &mut warnings)?;
     raw.clock_sync = samples.unwrap_or_else(|| pieces.clock_sync.clone());
-    raw.meta.clock_correction = match correction {
-        Correction::Off => "off",
-        Correction::Model if pieces.models.is_empty() => "none",
-        other => other.name(),
-    }
-    .to_string();
+    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
+    let store = StoreWriter::create(dir)?;
+    write(path, raw, &mut pieces, store, warnings, 0, options, limits)
+}
 
-    let mut store = StoreWriter::create(dir)?;
+/// Convert the Paraver trace at `path` into a store at `dir`: one pass splits its records by
+/// ranks into scratch files beside the store (`reading::paraver::pieces`), then they are read
+/// a group of ranks at a time.
+pub fn paraver(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
+    let shown = path.display().to_string();
+    reading::refuse_time_unit(&shown, "a Paraver trace", options)?;
+    refuse_clc(options)?;
+    let store = StoreWriter::create(dir)?;
+    let progress = options.progress.as_deref();
+    let shard_events = (limits.group_events / 4).max(1);
+    let (mut raw, mut pieces) =
+        paraver::pieces::read_in_pieces(path, &store.scratch("paraver"), shard_events, progress)?;
+    if let Some(nodes_file) = &options.nodes {
+        reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
+    raw.meta.path = shown;
+    let mut warnings = std::mem::take(&mut raw.warnings);
+    assemble::report_unplaced(&raw.ranks, &mut warnings);
+    let samples = reading::clock_sync(options)?;
+    let correction = options.clock_correction;
+    let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
+    pieces.prepare(&plan, &mut warnings);
+    raw.clock_sync = samples.unwrap_or_default();
+    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
+    write(path, raw, &mut pieces, store, warnings, 1, options, limits)
+}
+
+/// Convert the CSV trace at `path` into a store at `dir`: one pass parses its rows into a
+/// scratch file beside the store and a second distributes them by ranks
+/// (`reading::csv::pieces`), then they are read a group of ranks at a time.
+pub fn csv(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
+    refuse_clc(options)?;
+    let shape = reading::csv::Shape::of(path)?;
+    let store = StoreWriter::create(dir)?;
+    let csv_options = reading::csv::CsvOptions {
+        time_unit: options.time_unit,
+        nodes: options.nodes.clone(),
+        progress: options.progress.clone(),
+    };
+    let shard_events = (limits.group_events / 4).max(1);
+    let scratch = store.scratch("csv");
+    let (mut raw, mut pieces) =
+        reading::csv::pieces::read_in_pieces(path, shape, &csv_options, &scratch, shard_events)?;
+    raw.meta.name = reading::default_name(path.to_string_lossy().as_ref());
+    raw.meta.path = path.display().to_string();
+    let mut warnings = std::mem::take(&mut raw.warnings);
+    assemble::report_unplaced(&raw.ranks, &mut warnings);
+    let samples = reading::clock_sync(options)?;
+    let correction = options.clock_correction;
+    let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
+    pieces.prepare(&plan, &mut warnings);
+    raw.clock_sync = samples.unwrap_or_default();
+    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
+    write(path, raw, &mut pieces, store, warnings, 1, options, limits)
+}
+
+/// Write the store of the trace at `path`, whose definitions are `raw`, its events read a
+/// group of ranks at a time from `pieces` (after `passes` whole passes over the trace, for the
+/// progress shown).
+#[allow(clippy::too_many_arguments)]
+fn write(
+    path: &Path,
+    mut raw: RawTrace,
+    pieces: &mut dyn InGroups,
+    mut store: StoreWriter,
+    mut warnings: Warnings,
+    passes: u64,
+    options: &OpenOptions,
+    limits: &Limits,
+) -> Result<Converted> {
     let groups = pieces.groups(limits.group_events);
     let progress: Option<&Arc<LoadProgress>> = options.progress.as_ref();
     if let Some(p) = progress {
-        p.set_total(groups.len() as u64);
+        let n = groups.len() as u64;
+        p.set_total(n * (passes + 1));
+        p.add(n * passes);
     }
     let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
     let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
@@ -226,7 +376,10 @@ pub fn otf2_as(
     })?;
     let events = so_far.events;
     let info = assemble::info_batch(&raw.meta, raw.ranks.len(), raw.locations.len(), events, span, &warnings)?;
-    let small: [(&'static str, RecordBatch); 9] = [
+    let mut states = store.parts("states", limits.part_rows)?;
+    pieces.states(&raw, &mut |batch| states.write(&batch))?;
+    store.add_parts(states)?;
+    let small: [(&'static str, RecordBatch); 8] = [
         ("trace_info", info),
         ("ranks", raw.ranks_batch()?),
         ("locations", raw.locations_batch(&so_far.streams)?),
@@ -234,7 +387,6 @@ pub fn otf2_as(
         ("communicators", raw.communicators_batch()?),
         ("clock_sync", raw.clock_sync_batch()?),
         ("metric_definitions", raw.metric_definitions_batch()?),
-        ("states", raw.states_batch()?),
         ("warnings", assemble::warnings_batch(&warnings)?),
     ];
     for (name, batch) in small {

@@ -13,7 +13,7 @@ use arrow::datatypes::Int32Type;
 use crate::error::Result;
 use crate::events::{NONE_I32, PartStream, region_dictionary};
 use crate::model;
-use crate::trace::{MetricDefinition, RankInfo, RawMetrics, RawTrace, TraceMeta, Warnings};
+use crate::trace::{MetricDefinition, RankInfo, RawMetrics, RawStates, RawTrace, TraceMeta, Warnings};
 
 impl RawTrace {
     pub(crate) fn ranks_batch(&self) -> Result<RecordBatch> {
@@ -101,16 +101,7 @@ impl RawTrace {
     }
 
     pub(crate) fn states_batch(&self) -> Result<RecordBatch> {
-        let s = &self.states;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(s.rank.clone())),
-            Arc::new(Int32Array::from(s.thread.clone())),
-            Arc::new(Int64Array::from(s.begin.clone())),
-            Arc::new(Int64Array::from(s.end.clone())),
-            Arc::new(Int32Array::from(s.state.clone())),
-            region_dictionary(&s.name, &s.names)?,
-        ];
-        Ok(RecordBatch::try_new(model::STATES.schema(), columns)?)
+        states_batch(&self.states)
     }
 
     /// One row per metric name, with the first definition the writer gave it.
@@ -203,4 +194,17 @@ pub(crate) fn warnings_batch(w: &Warnings) -> Result<RecordBatch> {
         Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))),
     ];
     Ok(RecordBatch::try_new(model::WARNINGS.schema(), columns)?)
+}
+
+/// The `states` rows of `s`.
+pub(crate) fn states_batch(s: &RawStates) -> Result<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(s.rank.clone())),
+        Arc::new(Int32Array::from(s.thread.clone())),
+        Arc::new(Int64Array::from(s.begin.clone())),
+        Arc::new(Int64Array::from(s.end.clone())),
+        Arc::new(Int32Array::from(s.state.clone())),
+        region_dictionary(&s.name, &s.names)?,
+    ];
+    Ok(RecordBatch::try_new(model::STATES.schema(), columns)?)
 }

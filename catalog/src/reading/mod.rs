@@ -15,12 +15,13 @@ use std::sync::Arc;
 
 use crate::clock::Correction;
 use crate::error::{Error, Result};
+use crate::events::EventParts;
 use crate::generate::{GeneratorConfig, generate};
 use crate::progress::LoadProgress;
 use crate::reading::csv::TimeUnit;
 use crate::store;
-use crate::trace::RawTrace;
-use crate::trace::Trace;
+use crate::trace::{RawMetrics, RawTrace, Trace, Warnings};
+use arrow::array::RecordBatch;
 
 /// Options for reading a trace.
 #[derive(Debug, Clone, Default)]
@@ -42,6 +43,26 @@ pub struct OpenOptions {
     /// would make more is converted once into a cache store, which is opened instead
     /// (`crate::convert::open`; `open` here always reads into memory). None: always in memory.
     pub memory_budget: Option<u64>,
+}
+
+/// A trace read a group of whole ranks at a time, for a conversion in bounded memory
+/// (crate::convert): an OTF2 archive (`otf2::Pieces`), a Paraver trace (`paraver::pieces`) or
+/// a CSV trace (`csv::pieces`).
+pub trait InGroups: Send {
+    /// Events of the trace, as counted or estimated before decoding.
+    fn events(&self) -> u64;
+    /// The trace cut into groups of whole ranks, in rank order, each of about `events` events.
+    fn groups(&self, events: u64) -> Vec<Vec<usize>>;
+    /// Decode and clock-correct one group (from `groups`): its events in (rank, thread) order,
+    /// its metric samples.
+    fn decode(&mut self, group: &[usize], warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)>;
+    /// After the last group: report what the groups found that is reported once.
+    fn finish(&mut self, warnings: &mut Warnings);
+    /// The `states` table, a batch at a time (`raw` holds the states read with the
+    /// definitions).
+    fn states(&mut self, raw: &RawTrace, out: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+        out(raw.states_batch()?)
+    }
 }
 
 /// Read the trace at `path`.
@@ -79,9 +100,9 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
             )));
         }
         None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
-        None if p.is_file() && has_extension(p, "csv") => csv_trace(p, options)?,
+        None if is_csv(p) => csv_trace(p, options)?,
         None if is_otf2(p) => otf2_trace(p, options)?,
-        None if crate::reading::paraver::is_prv(p) || (p.is_dir() && contains_prv(p)) => paraver_trace(p, options)?,
+        None if is_paraver(p) => paraver_trace(p, options)?,
         None if p.is_dir() => {
             return Err(Error::in_file(
                 p,
@@ -176,6 +197,16 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     build(raw, options)
+}
+
+/// Whether `p` is a CSV file.
+pub(crate) fn is_csv(p: &Path) -> bool {
+    p.is_file() && has_extension(p, "csv")
+}
+
+/// Whether `p` is a Paraver trace or a directory holding one.
+pub(crate) fn is_paraver(p: &Path) -> bool {
+    crate::reading::paraver::is_prv(p) || (p.is_dir() && contains_prv(p))
 }
 
 /// Whether `p` is an OTF2 anchor or a directory holding one.

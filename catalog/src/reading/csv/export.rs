@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind, EventParts, NONE_I32, NONE_I64, RawEvents, collective_op_code};
+use crate::events::{Event, EventKind, NONE_I32, NONE_I64, collective_op_code};
 use crate::reading::csv::CsvOptions;
 use crate::reading::csv::nodes::csv_error;
 use crate::reading::csv::{Record, next_record, open_reader, parse_time};
@@ -168,12 +168,12 @@ fn instant_kind(name: &str) -> EventKind {
     }
 }
 
-/// Read an event-export CSV trace.
-pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
+/// Read an event-export CSV trace's rows, handing each event to `sink` in file order;
+/// returns the definitions.
+pub fn read_rows(path: &Path, options: &CsvOptions, sink: &mut dyn FnMut(Event) -> Result<()>) -> Result<RawTrace> {
     let mut reader = open_reader(&csv::ReaderBuilder::new(), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let c = Columns::find(path, &header, options)?;
-    let mut events = RawEvents::default();
     let mut regions = Regions::default();
     let mut streams: BTreeSet<(i32, i32)> = BTreeSet::new();
     let mut comm_names: BTreeMap<i32, String> = BTreeMap::new();
@@ -215,7 +215,7 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
                 ));
             }
         }
-        events.push(e);
+        sink(e)?;
     }
     let (ranks, locations, communicators) = definitions(&streams, comm_names);
     Ok(RawTrace {
@@ -223,7 +223,6 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
         ranks,
         locations,
         regions: regions.list,
-        events: EventParts::single(events),
         communicators,
         warnings,
         ..RawTrace::default()

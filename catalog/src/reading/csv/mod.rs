@@ -11,6 +11,7 @@
 pub mod export;
 pub mod nodes;
 pub mod pclvis;
+pub mod pieces;
 pub mod sync;
 pub mod table;
 
@@ -18,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::events::{EventParts, RawEvents};
 use crate::progress::LoadProgress;
 use crate::trace::RawTrace;
 
@@ -207,28 +209,75 @@ impl Record<'_> {
     }
 }
 
+/// The shapes of CSV trace commdb reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One row per send or receive (`pclvis`).
+    Pclvis,
+    /// One row per OTF2 event (`export`).
+    Export,
+}
+
+impl Shape {
+    /// The shape of the CSV trace at `path`, from its header.
+    pub fn of(path: &Path) -> Result<Shape> {
+        Error::regular_file(path)?;
+        let header = first_line(path)?;
+        let lower = header.to_ascii_lowercase();
+        if lower.contains("event type") && lower.contains("timestamp") {
+            Ok(Shape::Export)
+        } else if lower.contains("rank") && lower.contains("type") && lower.contains("timestamp") {
+            Ok(Shape::Pclvis)
+        } else {
+            Err(Error::at_line(
+                path,
+                1,
+                None,
+                format!(
+                    "unrecognised CSV header '{header}': expected the PCLVis shape (rank,type,timestamp,source,destination,size[,node]) or the event export shape (Timestamp (ns),Event Type,Name,Thread,Process,Attributes)"
+                ),
+            ))
+        }
+    }
+
+    /// Read the rows of the trace at `path`, handing each event to `sink` in file order;
+    /// returns the trace's definitions (ranks placed by `options.nodes` too), without events.
+    pub fn read_rows(
+        self,
+        path: &Path,
+        options: &CsvOptions,
+        sink: &mut dyn FnMut(crate::events::Event) -> Result<()>,
+    ) -> Result<RawTrace> {
+        let mut trace = match self {
+            Shape::Pclvis => pclvis::read_rows(path, options, sink)?,
+            Shape::Export => export::read_rows(path, options, sink)?,
+        };
+        if let Some(nodes_file) = &options.nodes {
+            nodes::apply(nodes_file, &mut trace.ranks)?;
+        }
+        Ok(trace)
+    }
+
+    /// Events of whole ranks, in file order, put in the trace's order: grouped by (rank,
+    /// thread), each stream of the PCLVis shape in time order (its rows may come in any).
+    pub fn order(self, mut events: RawEvents) -> EventParts {
+        events.group_by_stream();
+        if self == Shape::Pclvis {
+            pclvis::sort_streams_by_time(&mut events);
+        }
+        EventParts::single(events)
+    }
+}
+
 /// Read a CSV trace, choosing the shape from its header.
 pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
-    Error::regular_file(path)?;
-    let header = first_line(path)?;
-    let lower = header.to_ascii_lowercase();
-    let mut trace = if lower.contains("event type") && lower.contains("timestamp") {
-        export::read(path, options)?
-    } else if lower.contains("rank") && lower.contains("type") && lower.contains("timestamp") {
-        pclvis::read(path, options)?
-    } else {
-        return Err(Error::at_line(
-            path,
-            1,
-            None,
-            format!(
-                "unrecognised CSV header '{header}': expected the PCLVis shape (rank,type,timestamp,source,destination,size[,node]) or the event export shape (Timestamp (ns),Event Type,Name,Thread,Process,Attributes)"
-            ),
-        ));
-    };
-    if let Some(nodes_file) = &options.nodes {
-        nodes::apply(nodes_file, &mut trace.ranks)?;
-    }
+    let shape = Shape::of(path)?;
+    let mut events = RawEvents::default();
+    let mut trace = shape.read_rows(path, options, &mut |e| {
+        events.push(e);
+        Ok(())
+    })?;
+    trace.events = shape.order(events);
     Ok(trace)
 }
 

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::events::{Event, EventKind, EventParts, RawEvents};
+use crate::events::{Event, EventKind, RawEvents};
 use crate::reading::csv::CsvOptions;
 use crate::reading::csv::nodes::csv_error;
 use crate::reading::csv::{Record, next_record, open_reader, parse_time};
@@ -63,12 +63,12 @@ fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::reading:
     })
 }
 
-/// Read a PCLVis-shaped CSV trace.
-pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
+/// Read a PCLVis-shaped CSV trace's rows, handing each event to `sink` in file order;
+/// returns the definitions.
+pub fn read_rows(path: &Path, options: &CsvOptions, sink: &mut dyn FnMut(Event) -> Result<()>) -> Result<RawTrace> {
     let mut reader = open_reader(csv::ReaderBuilder::new().trim(csv::Trim::All), path, options)?;
     let header = reader.headers().map_err(|e| csv_error(path, e))?.clone();
     let cols = columns(path, &header, options.time_unit)?;
-    let mut events = RawEvents::default();
     let mut nodes: BTreeMap<i32, (String, u64)> = BTreeMap::new();
     let mut ranks: BTreeSet<i32> = BTreeSet::new();
     let mut comms: BTreeSet<i32> = BTreeSet::new();
@@ -82,18 +82,14 @@ pub fn read(path: &Path, options: &CsvOptions) -> Result<RawTrace> {
         ranks.insert(source);
         ranks.insert(destination);
         comms.insert(event.comm);
-        events.push(event);
+        sink(event)?;
     }
-    // Stable per-rank time order (rows may be listed in any order).
-    events.group_by_stream();
-    sort_streams_by_time(&mut events);
     let (ranks, locations, communicators) = definitions(&ranks, &nodes, &comms);
     Ok(RawTrace {
         meta: TraceMeta { format: "csv-pclvis".into(), ..TraceMeta::default() },
         ranks,
         locations,
         communicators,
-        events: EventParts::single(events),
         ..RawTrace::default()
     })
 }
@@ -209,7 +205,7 @@ fn definitions(
 }
 
 /// Sort each stream by time, keeping the file order of equal times.
-fn sort_streams_by_time(events: &mut RawEvents) {
+pub(super) fn sort_streams_by_time(events: &mut RawEvents) {
     let sorted = events.streams().iter().all(|s| events.ts[s.start..s.end].is_sorted());
     if sorted {
         return;

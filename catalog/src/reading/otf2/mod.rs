@@ -486,17 +486,19 @@ impl Pieces {
         self.locals = locals.into_iter().map(Some).collect();
         Ok(())
     }
+}
 
+impl crate::reading::InGroups for Pieces {
     /// Events of all locations, by the definitions' counts (or their files' sizes where the
     /// definitions do not count them).
-    pub fn events(&self) -> u64 {
+    fn events(&self) -> u64 {
         self.archive.d.locations.iter().map(|l| location_events(&self.archive.base, l)).sum()
     }
 
     /// The locations cut into groups of whole ranks, in (rank, thread) order, each of about
     /// `events` events by the definitions' counts or the files' sizes (a rank with more is a
     /// group of its own).
-    pub fn groups(&self, events: u64) -> Vec<Vec<usize>> {
+    fn groups(&self, events: u64) -> Vec<Vec<usize>> {
         let d = &self.archive.d;
         let rank = |i: usize| self.archive.place.location.get(&d.locations[i].id).map_or(NONE_I32, |l| l.0);
         let mut groups: Vec<Vec<usize>> = Vec::new();
@@ -518,7 +520,7 @@ impl Pieces {
 
     /// Decode and correct the locations of one group (from `groups`): their events in
     /// (rank, thread) order and their metric samples.
-    pub fn decode(&mut self, group: &[usize], warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
+    fn decode(&mut self, group: &[usize], warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
         let fits = crate::clock::Fits::of(&self.models);
         let d = &self.archive.d;
         let mut locations = Vec::with_capacity(group.len());
@@ -537,7 +539,7 @@ impl Pieces {
     }
 
     /// After the last group: report the locations read without their data.
-    pub fn finish(&self, warnings: &mut Warnings) {
+    fn finish(&mut self, warnings: &mut Warnings) {
         report_missing_parts(self.missing.iter().map(|(e, m)| (e, m)), warnings);
     }
 }

@@ -13,10 +13,12 @@
 
 pub mod header;
 pub mod pcf;
+pub mod pieces;
 pub mod records;
 pub mod row;
 pub mod writer;
 
+use std::collections::HashSet;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -52,7 +54,7 @@ pub fn is_prv(p: &Path) -> bool {
 }
 
 /// `NAME.pcf` or `NAME.row` beside `NAME.prv[.gz]`.
-fn companion(prv: &Path, ext: &str) -> PathBuf {
+pub(crate) fn companion(prv: &Path, ext: &str) -> PathBuf {
     let name = prv.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
     let lower = name.to_ascii_lowercase();
     let stem_len = if lower.ends_with(".prv.gz") { name.len() - 7 } else { name.len().saturating_sub(4) };
@@ -93,8 +95,27 @@ enum Class {
     Metric(i32),
 }
 
-/// Read a Paraver trace, reporting the bytes read in `progress`.
-pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<RawTrace> {
+/// A Paraver trace opened: its .pcf and .row read, its header parsed, and its reader at the
+/// first record.
+pub(crate) struct Opened {
+    pub prv: PathBuf,
+    pub header: header::Header,
+    pub pcf: pcf::Pcf,
+    pub row: row::Row,
+    pub layout: records::Layout,
+    /// Nanoseconds per unit of the trace's times.
+    pub scale: i64,
+    pub reader: std::io::BufReader<Box<dyn Read + Send>>,
+    /// The bytes of the first record, read with the header.
+    pub first_record: Vec<u8>,
+    /// The line number of the first record.
+    pub first_line: u64,
+    pub warnings: Warnings,
+}
+
+/// Open the Paraver trace at `path`: read its companions and its header, up to the first
+/// record; `progress` is given the file's size as its total.
+pub(crate) fn open(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<Opened> {
     let prv = find_prv(path)?;
     let mut warnings = Warnings::default();
     let pcf_path = companion(&prv, "pcf");
@@ -137,23 +158,32 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     let header = header::parse(&prv, head.iter().map(String::as_str))?;
     let layout = records::Layout::new(&header.apps);
     let scale = if header.nanoseconds { 1 } else { 1000 };
+    let first_line = head.len() as u64 + 1;
+    Ok(Opened { prv, header, pcf, row, layout, scale, reader, first_record, first_line, warnings })
+}
+
+/// Read a Paraver trace, reporting the bytes read in `progress`.
+pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<RawTrace> {
+    let mut o = open(path, progress)?;
     let report = |n: u64| {
         if let Some(p) = progress {
             p.add(n);
         }
     };
-    let first_line = head.len() as u64 + 1;
-    let recs = records::parse(&prv, &mut reader, first_record, first_line, &layout, scale, &report)?;
-    if recs.other_types.0 > 0 {
-        let (n, line) = recs.other_types;
-        warnings.add_many("paraver_record_type", n as i64, || {
-            format!(
-                "{}:{line}: records of types other than 1 (state), 2 (event) and 3 (communication) are skipped",
-                prv.display()
-            )
-        });
-    }
-    assemble(&prv, header, &pcf, &row, recs, layout, warnings)
+    let start = std::mem::take(&mut o.first_record);
+    let recs = records::parse(&o.prv, &mut o.reader, start, o.first_line, &o.layout, o.scale, &report)?;
+    report_other_types(&o.prv, recs.other_types, &mut o.warnings);
+    assemble(o, recs)
+}
+
+/// Records of types other than 1, 2 and 3: how many, and the first one's line.
+fn report_other_types(prv: &Path, (n, line): (u64, u64), warnings: &mut Warnings) {
+    warnings.add_many("paraver_record_type", n as i64, || {
+        format!(
+            "{}:{line}: records of types other than 1 (state), 2 (event) and 3 (communication) are skipped",
+            prv.display()
+        )
+    });
 }
 
 /// Where each stream of the layout goes: application, rank and thread.
@@ -234,212 +264,326 @@ struct MessageEvent {
     request: i64,
 }
 
-fn assemble(
-    prv: &Path,
-    header: header::Header,
-    pcf: &pcf::Pcf,
-    row: &row::Row,
-    recs: records::Records,
-    layout: records::Layout,
-    mut warnings: Warnings,
-) -> Result<RawTrace> {
-    // What every event type means.
-    let mut metric_names: Vec<String> = Vec::new();
-    let mut metric_definitions: Vec<MetricDefinition> = Vec::new();
-    let mut classes: FastMap<i64, Class> = FastMap::default();
-    let mut not_in_pcf: Vec<i64> = Vec::new();
-    let mut last: Option<(i64, Class)> = None;
-    for e in recs.events() {
-        if last.is_some_and(|l| l.0 == e.ty()) {
-            continue;
-        }
-        let class = *classes.entry(e.ty()).or_insert_with(|| {
-            if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
-                not_in_pcf.push(e.ty());
-            }
-            classify(e.ty(), pcf, &mut metric_names, &mut metric_definitions)
-        });
-        last = Some((e.ty(), class));
-    }
-    if !not_in_pcf.is_empty() {
-        not_in_pcf.sort_unstable();
-        let n = not_in_pcf.len();
-        warnings.add_many("paraver_type_not_in_pcf", n as i64, || {
-            format!(
-                "{}: event type(s) {} are not in the .pcf; their values are kept as metrics named 'type N'",
-                prv.display(),
-                not_in_pcf.iter().take(5).map(i64::to_string).collect::<Vec<_>>().join(", ")
-            )
-        });
-    }
-    // The application whose tasks are the ranks: the one with MPI calls (else the first).
-    let mut app_of_stream = Vec::with_capacity(layout.streams);
-    for (a, tasks) in header.apps.iter().enumerate() {
-        for t in tasks {
-            app_of_stream.extend(std::iter::repeat_n(a, t.threads as usize));
-        }
-    }
-    let mpi_app = recs
-        .events()
-        .find(|e| classes.get(&e.ty()) == Some(&Class::Mpi))
-        .map_or(0, |e| app_of_stream[e.stream as usize]);
-    let st = streams(&header, mpi_app);
+/// What the records of a trace tell before any stream can be walked, gathered piece by piece
+/// in file order: what each event type means, which stream calls MPI first, the code regions
+/// entered, and the communications whose partner lies outside the trace.
+#[derive(Default)]
+struct Summary {
+    classes: FastMap<i64, Class>,
+    metric_names: Vec<String>,
+    metric_definitions: Vec<MetricDefinition>,
+    not_in_pcf: Vec<i64>,
+    /// The stream of the first MPI call's event.
+    mpi_stream: Option<u32>,
+    /// Every (type, value) entered.
+    region_keys: HashSet<(i64, i64)>,
+    /// Communications with a partner outside the trace: how many, and the first one's line.
+    outside: (i64, u64),
+}
 
-    // Regions: every (type, value) entered on the ranks' streams.
-    let mut region_keys: Vec<(i64, i64)> = recs
-        .pieces
-        .par_iter()
-        .map(|p| {
-            let mut keys: std::collections::HashSet<(i64, i64)> = std::collections::HashSet::new();
-            let mut last = (i64::MIN, i64::MIN);
-            for e in &p.events {
-                if e.value != 0
-                    && (e.ty(), e.value) != last
-                    && matches!(classes.get(&e.ty()), Some(Class::Mpi | Class::Function))
-                {
-                    keys.insert((e.ty(), e.value));
-                    last = (e.ty(), e.value);
+impl Summary {
+    /// Classify the event types of `piece` (in `Records::events` order) and count its
+    /// communications with a partner outside the trace.
+    fn see(&mut self, piece: &records::Piece, pcf: &pcf::Pcf) {
+        let mut last: Option<i64> = None;
+        for e in &piece.events {
+            if last == Some(e.ty()) {
+                continue;
+            }
+            let (metric_names, metric_definitions, not_in_pcf) =
+                (&mut self.metric_names, &mut self.metric_definitions, &mut self.not_in_pcf);
+            let class = *self.classes.entry(e.ty()).or_insert_with(|| {
+                if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
+                    not_in_pcf.push(e.ty());
                 }
+                classify(e.ty(), pcf, metric_names, metric_definitions)
+            });
+            if class == Class::Mpi && self.mpi_stream.is_none() {
+                self.mpi_stream = Some(e.stream);
             }
-            keys
-        })
-        .reduce(std::collections::HashSet::new, |mut a, b| {
-            a.extend(b);
-            a
-        })
-        .into_iter()
-        .collect();
-    region_keys.sort_unstable();
-    let mut regions: Vec<RegionInfo> = Vec::with_capacity(region_keys.len());
-    let mut region_of: FastMap<(i64, i64), i32> = FastMap::default();
-    let mut unnamed: Vec<(i64, i64)> = Vec::new();
-    for (ty, value) in &region_keys {
-        let class = classes[ty];
-        let name = pcf.types.get(ty).and_then(|t| t.values.as_ref()).and_then(|v| v.get(value)).cloned();
-        let name = name.unwrap_or_else(|| {
-            unnamed.push((*ty, *value));
-            let what = pcf.types.get(ty).map_or_else(|| format!("type {ty}"), |t| t.description.clone());
-            format!("{what} {value}")
-        });
-        region_of.insert((*ty, *value), regions.len() as i32);
-        regions.push(RegionInfo {
-            region_id: *value,
-            name,
-            paradigm: if class == Class::Mpi { "mpi" } else { "user" }.into(),
-            role: None,
-            file: None,
-            line: None,
-        });
+            last = Some(e.ty());
+        }
+        let (n, line) = outside_records(piece.comms.iter());
+        if n > 0 && self.outside.0 == 0 {
+            self.outside.1 = line;
+        }
+        self.outside.0 += n;
     }
-    if let Some((ty, value)) = unnamed.first() {
-        let n = unnamed.len();
-        warnings.add_many("paraver_unnamed_value", n as i64, || {
-            format!("{}: value {value} of type {ty} (and {} more) has no name in the .pcf VALUES; the region is named by number", prv.display(), n - 1)
-        });
-    }
+}
 
-    let n_streams = layout.streams;
-    let outside = outside_records(recs.comms());
-    if outside.0 > 0 {
+/// The (type, value) pairs entered in `piece` (types classified already).
+fn region_keys(piece: &records::Piece, classes: &FastMap<i64, Class>) -> HashSet<(i64, i64)> {
+    let mut keys: HashSet<(i64, i64)> = HashSet::new();
+    let mut last = (i64::MIN, i64::MIN);
+    for e in &piece.events {
+        if e.value != 0
+            && (e.ty(), e.value) != last
+            && matches!(classes.get(&e.ty()), Some(Class::Mpi | Class::Function))
+        {
+            keys.insert((e.ty(), e.value));
+            last = (e.ty(), e.value);
+        }
+    }
+    keys
+}
+
+/// What a trace's records mean, from its `Summary`: the regions, the MPI application and its
+/// streams' ranks, the communicators, the metrics.
+struct Meaning {
+    classes: FastMap<i64, Class>,
+    regions: Vec<RegionInfo>,
+    region_of: FastMap<(i64, i64), i32>,
+    collective_op: Vec<u8>,
+    world: i32,
+    communicators: Vec<CommInfo>,
+    mpi_app: usize,
+    streams: Streams,
+    metric_names: Vec<String>,
+    metric_definitions: Vec<MetricDefinition>,
+}
+
+impl Meaning {
+    fn of(prv: &Path, header: &header::Header, pcf: &pcf::Pcf, summary: Summary, warnings: &mut Warnings) -> Meaning {
+        let Summary { classes, metric_names, metric_definitions, mut not_in_pcf, mpi_stream, region_keys, outside } =
+            summary;
+        if !not_in_pcf.is_empty() {
+            not_in_pcf.sort_unstable();
+            let n = not_in_pcf.len();
+            warnings.add_many("paraver_type_not_in_pcf", n as i64, || {
+                format!(
+                    "{}: event type(s) {} are not in the .pcf; their values are kept as metrics named 'type N'",
+                    prv.display(),
+                    not_in_pcf.iter().take(5).map(i64::to_string).collect::<Vec<_>>().join(", ")
+                )
+            });
+        }
+        // The application whose tasks are the ranks: the one with MPI calls (else the first).
+        let app_of_stream: Vec<usize> = header
+            .apps
+            .iter()
+            .enumerate()
+            .flat_map(|(a, tasks)| tasks.iter().flat_map(move |t| std::iter::repeat_n(a, t.threads as usize)))
+            .collect();
+        let mpi_app = mpi_stream.map_or(0, |s| app_of_stream[s as usize]);
+        let st = streams(header, mpi_app);
+
+        // Regions: every (type, value) entered.
+        let mut region_keys: Vec<(i64, i64)> = region_keys.into_iter().collect();
+        region_keys.sort_unstable();
+        let mut regions: Vec<RegionInfo> = Vec::with_capacity(region_keys.len());
+        let mut region_of: FastMap<(i64, i64), i32> = FastMap::default();
+        let mut unnamed: Vec<(i64, i64)> = Vec::new();
+        for (ty, value) in &region_keys {
+            let class = classes[ty];
+            let name = pcf.types.get(ty).and_then(|t| t.values.as_ref()).and_then(|v| v.get(value)).cloned();
+            let name = name.unwrap_or_else(|| {
+                unnamed.push((*ty, *value));
+                let what = pcf.types.get(ty).map_or_else(|| format!("type {ty}"), |t| t.description.clone());
+                format!("{what} {value}")
+            });
+            region_of.insert((*ty, *value), regions.len() as i32);
+            regions.push(RegionInfo {
+                region_id: *value,
+                name,
+                paradigm: if class == Class::Mpi { "mpi" } else { "user" }.into(),
+                role: None,
+                file: None,
+                line: None,
+            });
+        }
+        if let Some((ty, value)) = unnamed.first() {
+            let n = unnamed.len();
+            warnings.add_many("paraver_unnamed_value", n as i64, || {
+                format!("{}: value {value} of type {ty} (and {} more) has no name in the .pcf VALUES; the region is named by number", prv.display(), n - 1)
+            });
+        }
         let (n, line) = outside;
         warnings.add_many("paraver_partner_outside", n, || {
             format!("{}:{line}: communications whose partner lies outside the trace (cut away) are kept as unmatched halves", prv.display())
         });
+        let communicators = communicators(header, mpi_app);
+        let world = communicators.iter().find(|c| c.name == "MPI_COMM_WORLD").map_or(0, |c| c.comm);
+        let collective_op: Vec<u8> =
+            regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
+        Meaning {
+            classes,
+            regions,
+            region_of,
+            collective_op,
+            world,
+            communicators,
+            mpi_app,
+            streams: st,
+            metric_names,
+            metric_definitions,
+        }
     }
 
-    let comms = communicators(&header, mpi_app);
-    let world = comms.iter().find(|c| c.name == "MPI_COMM_WORLD").map_or(0, |c| c.comm);
-    let collective_op: Vec<u8> =
-        regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
-    let ctx = StreamContext { classes: &classes, region_of: &region_of, collective_op: &collective_op, world };
+    fn context(&self) -> StreamContext<'_> {
+        StreamContext {
+            classes: &self.classes,
+            region_of: &self.region_of,
+            collective_op: &self.collective_op,
+            world: self.world,
+        }
+    }
+
+    /// Walk stream `s` (its event records in file order, its halves by time).
+    fn walk<'a>(
+        &self,
+        s: usize,
+        events: impl Iterator<Item = &'a [EventRec]> + Clone,
+        halves: &[MessageEvent],
+    ) -> StreamOut {
+        let st = &self.streams;
+        walk_stream(&self.context(), events, halves, st.rank[s], st.thread[s], st.app[s] as usize == self.mpi_app)
+    }
+
+    /// Append a walked stream's events (when it has any) to `parts` and its samples to
+    /// `metrics`; returns its calls and communications not kept (outside the MPI application).
+    fn gather(&self, s: usize, out: StreamOut, parts: &mut Vec<RawEvents>, metrics: &mut RawMetrics) -> i64 {
+        if !out.events.is_empty() {
+            parts.push(out.events);
+        }
+        let n = out.metric_ts.len();
+        metrics.rank.extend(std::iter::repeat_n(self.streams.rank[s], n));
+        metrics.thread.extend(std::iter::repeat_n(self.streams.thread[s], n));
+        metrics.ts.extend(out.metric_ts);
+        metrics.metric.extend(out.metric);
+        metrics.value.extend(out.metric_value);
+        out.dropped
+    }
+
+    /// The metrics table's names and definitions, without samples.
+    fn metrics(&self) -> RawMetrics {
+        RawMetrics {
+            names: self.metric_names.clone(),
+            definitions: self.metric_definitions.clone(),
+            ..RawMetrics::default()
+        }
+    }
+
+    /// Report the calls and communications of other applications, which are not kept.
+    fn report_dropped(&self, prv: &Path, dropped: i64, warnings: &mut Warnings) {
+        warnings.add_many("paraver_other_application_events", dropped, || {
+            format!(
+                "{}: calls and communications of applications other than the MPI one ({}) are not kept; their counters are in metrics",
+                prv.display(),
+                self.mpi_app + 1
+            )
+        });
+    }
+}
+
+/// The rows of the `states` table, named by the .pcf's STATES as they first appear.
+#[derive(Default)]
+struct StateNames {
+    index: FastMap<i32, i32>,
+}
+
+impl StateNames {
+    /// Append `recs` (file order) to `states`, whose `names` grow with the states first seen.
+    fn append(&mut self, recs: &[records::StateRec], st: &Streams, pcf: &pcf::Pcf, states: &mut RawStates) {
+        for r in recs {
+            states.rank.push(st.rank[r.stream as usize]);
+            states.thread.push(st.thread[r.stream as usize]);
+            states.begin.push(r.begin);
+            states.end.push(r.end);
+            states.state.push(r.state);
+            let name = *self.index.entry(r.state).or_insert_with(|| match pcf.states.get(&r.state) {
+                Some(n) => {
+                    states.names.push(n.clone());
+                    states.names.len() as i32 - 1
+                }
+                None => NONE_I32,
+            });
+            states.name.push(name);
+        }
+    }
+}
+
+fn assemble(o: Opened, recs: records::Records) -> Result<RawTrace> {
+    let mut summary = Summary::default();
+    for p in &recs.pieces {
+        summary.see(p, &o.pcf);
+    }
+    summary.region_keys =
+        recs.pieces.par_iter().map(|p| region_keys(p, &summary.classes)).reduce(HashSet::new, |mut a, b| {
+            a.extend(b);
+            a
+        });
+    let mut warnings = o.warnings;
+    let m = Meaning::of(&o.prv, &o.header, &o.pcf, summary, &mut warnings);
     // The request id tying a receive's post to its completion: the record's index in the file.
     let first_record = recs.first_comm_of_pieces();
+    let rank = &m.streams.rank;
     // Every stream walked on one thread, the check for overtaking messages on the other.
     let (walked, overtaking): (Vec<StreamOut>, _) = rayon::join(
         || {
-            (0..n_streams)
+            (0..o.layout.streams)
                 .into_par_iter()
                 .map(|s| {
-                    let halves = stream_halves(&recs.pieces, &first_record, s, &st.rank);
-                    let events = recs.pieces.iter().map(|p| p.of_stream(s));
-                    walk_stream(&ctx, events, &halves, st.rank[s], st.thread[s], st.app[s] as usize == mpi_app)
+                    m.walk(
+                        s,
+                        recs.pieces.iter().map(|p| p.of_stream(s)),
+                        &stream_halves(&recs.pieces, &first_record, s, rank),
+                    )
                 })
                 .collect()
         },
         || overtaking(recs.comms()),
     );
-    if let Some((n, first)) = overtaking {
-        warnings.add_many("paraver_overtaking", n, || {
-            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
-        });
-    }
-
+    report_overtaking(&o.prv, overtaking, &mut warnings);
     let mut parts = Vec::new();
-    let mut metrics = RawMetrics { names: metric_names, definitions: metric_definitions, ..RawMetrics::default() };
-    let mut other_app_events = 0i64;
+    let mut metrics = m.metrics();
+    let mut dropped = 0i64;
     for (s, out) in walked.into_iter().enumerate() {
-        if !out.events.is_empty() {
-            parts.push(out.events);
-        }
-        other_app_events += out.dropped;
-        let n = out.metric_ts.len();
-        metrics.rank.extend(std::iter::repeat_n(st.rank[s], n));
-        metrics.thread.extend(std::iter::repeat_n(st.thread[s], n));
-        metrics.ts.extend(out.metric_ts);
-        metrics.metric.extend(out.metric);
-        metrics.value.extend(out.metric_value);
+        dropped += m.gather(s, out, &mut parts, &mut metrics);
     }
-    if other_app_events > 0 {
-        warnings.add_many("paraver_other_application_events", other_app_events, || {
-            format!(
-                "{}: calls and communications of applications other than the MPI one ({}) are not kept; their counters are in metrics",
-                prv.display(),
-                mpi_app + 1
-            )
-        });
-    }
+    m.report_dropped(&o.prv, dropped, &mut warnings);
     let mut states = RawStates::default();
-    let mut state_names: FastMap<i32, i32> = FastMap::default();
-    for r in &recs.states {
-        states.rank.push(st.rank[r.stream as usize]);
-        states.thread.push(st.thread[r.stream as usize]);
-        states.begin.push(r.begin);
-        states.end.push(r.end);
-        states.state.push(r.state);
-        let name = *state_names.entry(r.state).or_insert_with(|| match pcf.states.get(&r.state) {
-            Some(n) => {
-                states.names.push(n.clone());
-                states.names.len() as i32 - 1
-            }
-            None => NONE_I32,
-        });
-        states.name.push(name);
-    }
+    StateNames::default().append(&recs.states, &m.streams, &o.pcf, &mut states);
+    let mut raw = trace(&o.prv, &o.header, &o.row, &m, warnings);
+    raw.events = EventParts::new(parts);
+    raw.metrics = RawMetrics {
+        rank: metrics.rank,
+        thread: metrics.thread,
+        ts: metrics.ts,
+        metric: metrics.metric,
+        value: metrics.value,
+        ..raw.metrics
+    };
+    raw.states = states;
+    Ok(raw)
+}
+
+/// The trace's definitions (ranks, locations, regions, communicators, metric names), without
+/// events, samples or states.
+fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut warnings: Warnings) -> RawTrace {
     if header.cut {
         warnings.add("paraver_cut", || {
             format!("{}: the trace was cut from a longer one; calls begun before the cut and messages whose partner was cut away are reported separately", prv.display())
         });
     }
-
-    // Ranks, locations, nodes.
     let node_names = row.names("NODE");
     let node_name = |n: u32| -> Option<String> {
         (n > 0).then(|| node_names.get(n as usize - 1).cloned().unwrap_or_else(|| format!("node{n}")))
     };
-    let ranks: Vec<RankInfo> = header.apps[mpi_app]
+    let ranks: Vec<RankInfo> = header.apps[m.mpi_app]
         .iter()
         .enumerate()
         .map(|(t, task)| RankInfo { rank: t as i32, node: node_name(task.node), name: format!("task {}", t + 1) })
         .collect();
     let thread_names = row.names("THREAD");
-    let locations: Vec<LocationInfo> = (0..n_streams)
+    let st = &m.streams;
+    let locations: Vec<LocationInfo> = (0..st.rank.len())
         .map(|s| {
             let (a, t, th) = st.ids[s];
             LocationInfo {
                 location_id: s as i64,
                 rank: st.rank[s],
                 thread: st.thread[s],
-                kind: if st.app[s] as usize == mpi_app { "cpu" } else { "metric" }.into(),
+                kind: if st.app[s] as usize == m.mpi_app { "cpu" } else { "metric" }.into(),
                 name: thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}")),
             }
         })
@@ -452,39 +596,41 @@ fn assemble(
         start_wallclock_ns: header.date.as_deref().and_then(date_ns),
         ..TraceMeta::default()
     };
-    Ok(RawTrace {
+    let metrics = m.metrics();
+    RawTrace {
         meta,
         ranks,
         locations,
-        regions,
-        events: EventParts::new(parts),
-        communicators: comms,
+        regions: m.regions.clone(),
+        communicators: m.communicators.clone(),
         metrics,
-        states,
         warnings,
         ..RawTrace::default()
-    })
+    }
 }
 
 /// The message halves of stream `s` from every piece, by time (file order among equal times):
 /// a send with its receiver, a receive's post and its completion tied by the record's index in
 /// the file as request id (`first_record`: the index of each piece's first record).
 fn stream_halves(pieces: &[records::Piece], first_record: &[i64], s: usize, rank: &[i32]) -> Vec<MessageEvent> {
-    let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
     let mut out = Vec::with_capacity(pieces.iter().map(|p| p.halves_of_stream(s).len()).sum());
     for (p, first) in pieces.iter().zip(first_record) {
-        out.extend(p.halves_of_stream(s).iter().map(|h| {
-            let request = first + i64::from(h.record);
-            let (kind, peer, tag, bytes, request) = match h.kind {
-                HalfKind::Send => (EventKind::Send, rank_of(h.peer), h.tag, h.bytes, NONE_I64),
-                HalfKind::Post => (EventKind::IrecvRequest, NONE_I32, NONE_I32, NONE_I64, request),
-                HalfKind::Receive => (EventKind::Irecv, rank_of(h.peer), h.tag, h.bytes, request),
-            };
-            MessageEvent { ts: h.ts, kind, peer, tag, bytes, request }
-        }));
+        out.extend(p.halves_of_stream(s).iter().map(|h| message_event(h, first + i64::from(h.record), rank)));
     }
     out.sort_by_key(|m| m.ts);
     out
+}
+
+/// The event of half `h`, whose communication record is the file's `record`th, with its
+/// partner's stream as a rank.
+fn message_event(h: &records::Half, record: i64, rank: &[i32]) -> MessageEvent {
+    let rank_of = |s: u32| if s == NO_STREAM { NONE_I32 } else { rank[s as usize] };
+    let (kind, peer, tag, bytes, request) = match h.kind {
+        HalfKind::Send => (EventKind::Send, rank_of(h.peer), h.tag, h.bytes, NONE_I64),
+        HalfKind::Post => (EventKind::IrecvRequest, NONE_I32, NONE_I32, NONE_I64, record),
+        HalfKind::Receive => (EventKind::Irecv, rank_of(h.peer), h.tag, h.bytes, record),
+    };
+    MessageEvent { ts: h.ts, kind, peer, tag, bytes, request }
 }
 
 /// How many communication records have a partner outside the trace, and the first one's line.
@@ -498,23 +644,50 @@ fn outside_records<'a>(comms: impl Iterator<Item = &'a CommRec>) -> (i64, u64) {
 
 /// Messages of one channel (sender, receiver, tag) whose receives were posted in another order
 /// than the sends: MPI's matching rule, by which commdb pairs halves, may pair them otherwise
-/// than the records do. How many, and the first one's line; counted, never silent.
-fn overtaking<'a>(comms: impl Iterator<Item = &'a CommRec>) -> Option<(i64, u64)> {
-    let mut last: FastMap<(u32, u32, i64), (i64, i64)> = FastMap::default();
-    let mut n = 0i64;
-    let mut first = 0u64;
-    for c in comms.filter(|c| c.send != NO_STREAM && c.recv != NO_STREAM) {
-        let prev = last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
+/// than the records do. Counted, never silent.
+#[derive(Default)]
+struct Overtaking {
+    last: FastMap<(u32, u32, i64), (i64, i64)>,
+    n: i64,
+    first: u64,
+}
+
+impl Overtaking {
+    /// The next communication record, in file order.
+    fn add(&mut self, c: &CommRec) {
+        if c.send == NO_STREAM || c.recv == NO_STREAM {
+            return;
+        }
+        let prev = self.last.insert((c.send, c.recv, c.tag), (c.physical_send, c.logical_recv));
         if let Some((ps, lr)) = prev
             && (c.physical_send < ps || c.logical_recv < lr)
         {
-            if n == 0 {
-                first = c.line;
+            if self.n == 0 {
+                self.first = c.line;
             }
-            n += 1;
+            self.n += 1;
         }
     }
-    (n > 0).then_some((n, first))
+
+    /// How many overtake an earlier one, and the first one's line.
+    fn found(&self) -> Option<(i64, u64)> {
+        (self.n > 0).then_some((self.n, self.first))
+    }
+}
+
+/// `Overtaking` over `comms`.
+fn overtaking<'a>(comms: impl Iterator<Item = &'a CommRec>) -> Option<(i64, u64)> {
+    let mut o = Overtaking::default();
+    comms.for_each(|c| o.add(c));
+    o.found()
+}
+
+fn report_overtaking(prv: &Path, found: Option<(i64, u64)>, warnings: &mut Warnings) {
+    if let Some((n, first)) = found {
+        warnings.add_many("paraver_overtaking", n, || {
+            format!("{}:{first}: a message overtakes an earlier one of the same sender, receiver and tag; messages are paired by MPI's order, which may differ from the records", prv.display())
+        });
+    }
 }
 
 fn communicators(header: &header::Header, mpi_app: usize) -> Vec<CommInfo> {

@@ -310,10 +310,36 @@ pub(super) fn parse_in_pieces(
     progress: &(dyn Fn(u64) + Sync),
     piece_bytes: usize,
 ) -> Result<Records> {
+    let mut out = Records::default();
+    parse_each(path, reader, start, first_line, layout, scale, progress, piece_bytes, &mut |mut r| {
+        if out.other_types.0 == 0 {
+            out.other_types.1 = r.other_types.1;
+        }
+        out.other_types.0 += r.other_types.0;
+        out.states.append(&mut r.states);
+        out.pieces.append(&mut r.pieces);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// `parse`, handing each piece's records to `sink` in file order as they are parsed instead
+/// of gathering them: communication lines and the first other-type line are lines of the file.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn parse_each(
+    path: &Path,
+    reader: &mut (dyn std::io::Read + Send),
+    start: Vec<u8>,
+    first_line: u64,
+    layout: &Layout,
+    scale: i64,
+    progress: &(dyn Fn(u64) + Sync),
+    piece_bytes: usize,
+    sink: &mut dyn FnMut(Records) -> Result<()>,
+) -> Result<()> {
     let pieces = 2 * rayon::current_num_threads().max(1);
     let (mut current, mut next) = (Batch::new(pieces, piece_bytes), Batch::new(pieces, piece_bytes));
     current.fill(start, reader, piece_bytes, progress).map_err(|e| Error::io(path, e))?;
-    let mut out = Records::default();
     let mut line = first_line;
     loop {
         let parse_batch = |batch: &Batch| -> Vec<std::result::Result<Records, PieceError>> {
@@ -328,16 +354,14 @@ pub(super) fn parse_in_pieces(
         for piece in parsed {
             match piece {
                 Ok(mut r) => {
-                    if r.other_types.0 > 0 && out.other_types.0 == 0 {
-                        out.other_types.1 = line + r.other_types.1 - 1;
+                    if r.other_types.0 > 0 {
+                        r.other_types.1 += line - 1;
                     }
-                    out.other_types.0 += r.other_types.0;
                     for c in r.pieces.iter_mut().flat_map(|p| p.comms.iter_mut()) {
                         c.line += line - 1;
                     }
                     line += r.lines;
-                    out.states.append(&mut r.states);
-                    out.pieces.append(&mut r.pieces);
+                    sink(r)?;
                 }
                 // The pieces before it in the batch are counted in `line` already.
                 Err(e) => return Err(Error::at_line(path, line + e.line - 1, Some(e.field), e.message)),
@@ -345,7 +369,7 @@ pub(super) fn parse_in_pieces(
         }
         read.map_err(|e| Error::io(path, e))?;
         if current.eof {
-            return Ok(out);
+            return Ok(());
         }
         std::mem::swap(&mut current, &mut next);
     }
@@ -368,7 +392,7 @@ fn fill(buf: &mut Vec<u8>, reader: &mut dyn std::io::Read, piece_bytes: usize) -
     }
 }
 
-const PIECE_BYTES: usize = 4 << 20;
+pub(super) const PIECE_BYTES: usize = 4 << 20;
 
 /// How much more than a piece is read at once, so that a piece usually ends in a line end
 /// without another read.
