@@ -52,7 +52,9 @@ pub struct Limits {
     pub group_events: u64,
     /// Rows of a part of a table in the store.
     pub part_rows: usize,
-    /// Events of the trace per bucket of message halves matched together.
+    /// Events of the trace per bucket of message halves; a bucket is matched a quarter as
+    /// many halves at a time at most (split again when it holds more: in a trace made of
+    /// messages, such as a PCLVis CSV, every event is a half).
     pub bucket_events: u64,
 }
 
@@ -297,7 +299,7 @@ fn write(
         p.add(n * passes);
     }
     let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
-    let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets)?;
+    let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets, limits.bucket_events / 4)?;
     let mut spilled_parts = SpilledParts::create(&store.scratch("collectives"), &raw.communicators)?;
     let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
     let mut so_far = SoFar::default();

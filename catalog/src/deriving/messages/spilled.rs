@@ -64,10 +64,12 @@ fn get_half(b: &[u8]) -> Half {
     }
 }
 
-/// The bucket of a channel: a mix of its four fields.
-fn bucket_of(h: &Half, buckets: usize) -> usize {
+/// The bucket of a channel: a mix of its four fields (and of `salt`, 0 for the first split,
+/// another for splitting a bucket again).
+fn bucket_of(h: &Half, buckets: usize, salt: u64) -> usize {
     let mut x = (h.src as u32 as u64) << 32 | h.dst as u32 as u64;
     x ^= ((h.comm as u32 as u64) << 32 | h.tag as u32 as u64).rotate_left(17);
+    x ^= salt.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 33)).wrapping_mul(0xff51_afd7_ed55_8ccd);
     x = (x ^ (x >> 33)).wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     ((x ^ (x >> 33)) % buckets as u64) as usize
@@ -77,12 +79,14 @@ fn bucket_of(h: &Half, buckets: usize) -> usize {
 struct Side {
     files: Vec<BufWriter<File>>,
     paths: Vec<PathBuf>,
+    /// Halves in each bucket.
+    counts: Vec<u64>,
     halves: u64,
 }
 
 impl Side {
     fn create(dir: &Path, name: &str, buckets: usize) -> Result<Self> {
-        let mut side = Side { files: Vec::new(), paths: Vec::new(), halves: 0 };
+        let mut side = Side { files: Vec::new(), paths: Vec::new(), counts: vec![0; buckets], halves: 0 };
         for b in 0..buckets {
             let path = dir.join(format!("{name}-{b:04}.bin"));
             let file = File::create(&path).map_err(|e| Error::io(&path, e))?;
@@ -100,8 +104,9 @@ impl Side {
             record.clear();
             put_half(h, &mut record);
             record.extend_from_slice(&seq.to_le_bytes());
-            let b = bucket_of(h, buckets);
+            let b = bucket_of(h, buckets, 0);
             self.files[b].write_all(&record).map_err(|e| Error::io(&self.paths[b], e))?;
+            self.counts[b] += 1;
         }
         self.halves += halves.len() as u64;
         Ok(())
@@ -116,10 +121,50 @@ impl Side {
     }
 }
 
+/// Bytes of a half with its position in a bucket file.
+const RECORD_BYTES: usize = HALF_BYTES + 4;
+
+/// Split the bucket file at `path` into `parts` files `path.0`, `path.1`, ... by another mix
+/// of the channel (`salt`), reading it a chunk at a time; the file is removed.
+fn split_bucket(path: &Path, parts: usize, salt: u64) -> Result<Vec<PathBuf>> {
+    let paths: Vec<PathBuf> = (0..parts).map(|k| path.with_extension(format!("{k}.bin"))).collect();
+    let mut files: Vec<BufWriter<File>> = paths
+        .iter()
+        .map(|p| File::create(p).map(|f| BufWriter::with_capacity(1 << 16, f)).map_err(|e| Error::io(p, e)))
+        .collect::<Result<_>>()?;
+    let mut reader = BufReader::with_capacity(1 << 20, File::open(path).map_err(|e| Error::io(path, e))?);
+    let mut chunk = vec![0u8; RECORD_BYTES * 4096];
+    loop {
+        let mut filled = 0;
+        while filled < chunk.len() {
+            let n = reader.read(&mut chunk[filled..]).map_err(|e| Error::io(path, e))?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled % RECORD_BYTES != 0 {
+            return Err(Error::in_file(path, format!("does not end on a whole {RECORD_BYTES}-byte half")));
+        }
+        for record in chunk[..filled].chunks_exact(RECORD_BYTES) {
+            let k = bucket_of(&get_half(&record[..HALF_BYTES]), parts, salt);
+            files[k].write_all(record).map_err(|e| Error::io(&paths[k], e))?;
+        }
+        if filled < chunk.len() {
+            break;
+        }
+    }
+    for (f, p) in files.iter_mut().zip(&paths) {
+        f.flush().map_err(|e| Error::io(p, e))?;
+    }
+    let _ = std::fs::remove_file(path);
+    Ok(paths)
+}
+
 /// Read one bucket's halves with their positions.
 fn read_bucket(path: &Path) -> Result<Vec<(Half, u32)>> {
     let data = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let size = HALF_BYTES + 4;
+    let size = RECORD_BYTES;
     if data.len() % size != 0 {
         return Err(Error::in_file(path, format!("{} bytes is not a whole number of {size}-byte halves", data.len())));
     }
@@ -137,6 +182,9 @@ pub struct SpilledHalves {
     dir: PathBuf,
     sends: Side,
     recvs: Side,
+    /// Sends and receives of a bucket matched at once; a bucket with more is split again
+    /// first (a trace's share of message halves among its events is not known beforehand).
+    bucket_halves: u64,
 }
 
 /// What the matching of spilled halves found.
@@ -148,15 +196,36 @@ pub struct Matched {
 }
 
 impl SpilledHalves {
-    /// Bucket files for `buckets` buckets in `dir` (created, and removed when done).
-    pub fn create(dir: &Path, buckets: usize) -> Result<Self> {
+    /// Bucket files for `buckets` buckets in `dir` (created, and removed when done), each
+    /// matched `bucket_halves` halves (sends and receives) at most at a time, save a single
+    /// channel with more.
+    pub fn create(dir: &Path, buckets: usize, bucket_halves: u64) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let buckets = buckets.max(1);
         Ok(SpilledHalves {
             dir: dir.to_path_buf(),
             sends: Side::create(dir, "sends", buckets)?,
             recvs: Side::create(dir, "recvs", buckets)?,
+            bucket_halves: bucket_halves.max(1),
         })
+    }
+
+    /// The (sends, receives) files to match: each bucket, or the parts of one with more than
+    /// `bucket_halves` halves split again by another mix of the channel.
+    fn to_match(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
+        let mut out = Vec::new();
+        for b in 0..self.sends.paths.len() {
+            let (s, r) = (&self.sends.paths[b], &self.recvs.paths[b]);
+            let halves = self.sends.counts[b] + self.recvs.counts[b];
+            if halves <= self.bucket_halves {
+                out.push((s.clone(), r.clone()));
+                continue;
+            }
+            let parts = halves.div_ceil(self.bucket_halves) as usize;
+            let (sends, recvs) = rayon::join(|| split_bucket(s, parts, 1), || split_bucket(r, parts, 1));
+            out.extend(sends?.into_iter().zip(recvs?));
+        }
+        Ok(out)
     }
 
     /// Sends and receives spilled so far.
@@ -186,10 +255,8 @@ impl SpilledHalves {
         self.recvs.close()?;
         // Buckets are matched in parallel, as many at a time as there are threads.
         let runs: Vec<PathBuf> = self
-            .sends
-            .paths
+            .to_match()?
             .par_iter()
-            .zip(&self.recvs.paths)
             .enumerate()
             .map(|(b, (s, r))| {
                 let run = self.dir.join(format!("run-{b:04}.bin"));
@@ -405,5 +472,44 @@ impl Drop for Merge {
         for (_, path) in &self.readers {
             let _ = std::fs::remove_file(path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_split_again_keeps_every_half_and_each_channel_in_one_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sends-0000.bin");
+        let mut data = Vec::new();
+        let halves: Vec<(Half, u32)> = (0..10_000)
+            .map(|i| {
+                (
+                    Half { src: i % 37, dst: i % 11, tag: i % 3, ts: i64::from(i), event: i as usize, ..Half::UNSET },
+                    i as u32 / 7,
+                )
+            })
+            .collect();
+        for (h, seq) in &halves {
+            put_half(h, &mut data);
+            data.extend_from_slice(&seq.to_le_bytes());
+        }
+        std::fs::write(&path, &data).unwrap();
+        let parts = split_bucket(&path, 3, 1).unwrap();
+        assert!(!path.exists());
+        let mut back: Vec<(i64, u32)> = Vec::new();
+        let mut part_of: FastMap<(i32, i32, i32, i32), usize> = FastMap::default();
+        for (k, p) in parts.iter().enumerate() {
+            let read = read_bucket(p).unwrap();
+            assert!(read.len() > 2_000, "part {k} holds {} halves", read.len());
+            for (h, seq) in read {
+                assert_eq!(*part_of.entry((h.src, h.dst, h.comm, h.tag)).or_insert(k), k, "a channel in two parts");
+                back.push((h.ts, seq));
+            }
+        }
+        back.sort_unstable();
+        assert_eq!(back, halves.iter().map(|(h, s)| (h.ts, *s)).collect::<Vec<_>>());
     }
 }
