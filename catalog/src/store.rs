@@ -595,6 +595,35 @@ pub fn check_file(path: &Path, crc32: Option<u32>) -> Result<()> {
 /// Read one table's file, checking it against the manifest's checksum first: a damaged store
 /// is an error naming the file, never a table with different contents.
 fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<Vec<RecordBatch>> {
+    let mut out = Vec::new();
+    read_batches(path, doc, crc32, &mut |b| {
+        out.push(b);
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Every batch of the table `name` of `trace`, in row order, handed to `f` one at a time: a
+/// table kept in a store's files is read a file and a batch at a time (each file checked
+/// against its checksum first), never whole.
+pub fn each_batch(trace: &Trace, name: &str, f: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
+    let Some(stored) = trace.stored_file(name) else {
+        return trace.table(name)?.into_iter().try_for_each(f);
+    };
+    let doc = model::table_doc(name).ok_or_else(|| Error::Engine(format!("{name} is not a table of the model")))?;
+    for (path, crc32, _) in &stored.files {
+        read_batches(path, doc, *crc32, f)?;
+    }
+    Ok(())
+}
+
+/// `read_table`, handing each batch to `f` as it is read.
+fn read_batches(
+    path: &Path,
+    doc: &model::TableDoc,
+    crc32: Option<u32>,
+    f: &mut dyn FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
     check_file(path, crc32)?;
     let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
@@ -604,7 +633,6 @@ fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<
         .build()
         .map_err(engine)?;
     let expected = doc.schema();
-    let mut out = Vec::new();
     for batch in reader {
         let batch = batch.map_err(|e| Error::in_file(path, e.to_string()))?;
         // A column this version allows to be NULL may have been written by one that did not.
@@ -620,9 +648,9 @@ fn read_table(path: &Path, doc: &model::TableDoc, crc32: Option<u32>) -> Result<
                 format!("columns do not match the '{}' table of this commdb version", doc.name),
             ));
         }
-        out.push(batch.with_schema(expected.clone())?);
+        f(batch.with_schema(expected.clone())?)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 fn meta_from_info(info: &[RecordBatch], manifest: &Manifest, dir: &Path) -> TraceMeta {

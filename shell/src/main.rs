@@ -277,7 +277,7 @@ fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Res
     let cfg = args.config()?;
     let started = Instant::now();
     let streamed = args.output_format == "otf2"
-        || (args.output_format == "parquet"
+        || (matches!(args.output_format.as_str(), "parquet" | "paraver")
             && correction != Correction::Clc
             && generate::estimated_events(&cfg) > GENERATE_IN_MEMORY_EVENTS);
     let truth =
@@ -325,7 +325,9 @@ fn generate_in_memory(
 }
 
 /// Generate without holding the events: an OTF2 archive written as the run goes; a store
-/// converted from such an archive, written beside the store and removed after.
+/// converted from such an archive, written beside the store and removed after; a Paraver trace
+/// written from such a store (the writer reads its files a batch at a time and sorts the
+/// records in bounded memory), both removed after.
 fn generate_streamed(
     args: &GenerateArgs,
     cfg: &GeneratorConfig,
@@ -337,6 +339,25 @@ fn generate_streamed(
     }
     let name = args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let scratch = args.output.with_file_name(format!(".{name}.commdb-generate-{}", std::process::id()));
+    if args.output_format == "paraver" {
+        let store_dir = scratch.with_extension("store");
+        let result = (|| {
+            let truth = commdb_catalog::reading::otf2::writer::write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS)
+                .map_err(|e| e.to_string())?;
+            let options = OpenOptions { clock_correction: correction, ..OpenOptions::default() };
+            let limits = commdb_catalog::convert::Limits::default();
+            commdb_catalog::convert::otf2(&scratch.join("traces.otf2"), &store_dir, &options, &limits)
+                .map_err(|e| e.to_string())?;
+            let _ = std::fs::remove_dir_all(&scratch);
+            let trace = store::read(&store_dir).map_err(|e| e.to_string())?;
+            commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace")
+                .map_err(|e| e.to_string())?;
+            Ok(truth)
+        })();
+        let _ = std::fs::remove_dir_all(&scratch);
+        let _ = std::fs::remove_dir_all(&store_dir);
+        return result;
+    }
     let result = (|| {
         let truth = commdb_catalog::reading::otf2::writer::write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS)
             .map_err(|e| e.to_string())?;

@@ -61,3 +61,32 @@ fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() 
     let e = answer(&mut session(1 << 20)).unwrap_err();
     assert!(e.contains("message_latency:") && e.contains("memory budget for queries"), "{e}");
 }
+
+#[test]
+fn lod_messages_sums_the_messages_as_they_come_and_holds_only_its_groups() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let answer = |s: &mut Session, query: &str| {
+        let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
+        Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
+    };
+    // The trace's span is known before the messages are read: they stream through.
+    let query = "SELECT count(*), sum(messages), round(sum(bytes_avg * messages), 3), min(first_send_ts), max(last_recv_ts), round(sum(duration_avg), 3) FROM lod_messages(pixels => 40)";
+    let expected = answer(&mut session(1 << 30), query).unwrap();
+    // 51,200 messages: holding the six columns it reads would take about 2.5 MB, twice that
+    // reserved; the sums of 64 x 4 pairs over 40 x 40 slots take less than 1 MB.
+    let mut tight = session(2 << 20);
+    assert_eq!(answer(&mut tight, query).unwrap(), expected);
+    let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
+    assert!(plan.contains("lod_messages: analysis, streamed"), "{plan}");
+    assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+    // A table of no trace, cut on its own span (no t0 and t1 given), is read whole first, and
+    // answers to the budget as a whole analysis does; with t0 and t1 it streams.
+    let own = "SELECT count(*) FROM lod_messages(rel => 'early', pixels => 40)";
+    let mut s = session(1 << 30);
+    runtime.block_on(s.collect("CREATE TABLE early AS SELECT src, dst, bytes, send_ts, recv_ts, duration FROM messages WHERE send_ts < 2000000")).unwrap();
+    let given = "SELECT count(*) FROM lod_messages(rel => 'early', t0 => 0, t1 => 2000000, pixels => 40)";
+    assert!(answer(&mut s, &format!("EXPLAIN {given}")).unwrap().contains("lod_messages: analysis, streamed"));
+    let plan = answer(&mut s, &format!("EXPLAIN {own}")).unwrap();
+    assert!(plan.contains("lod_messages: analysis") && !plan.contains("streamed"), "{plan}");
+    assert!(answer(&mut s, own).unwrap().contains('|'));
+}

@@ -669,8 +669,9 @@ impl Mapper for LatencyMapper {
         Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 
-    fn finish(&mut self) {
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.baseline.notice_uncovered(self.counted.0, self.counted.1);
+        Ok(Vec::new())
     }
 }
 

@@ -22,7 +22,11 @@
 //! `lod_calls(..., per => 'rank')` gives ITA's per-process representative: per slot, the
 //! region where all threads of the rank together spent the most exclusive time (thread NULL,
 //! share = that time over the slot width times the rank's threads). Costs: O(n log n) in the input rows; the output is bounded by
-//! slots x threads (calls) or by the input (messages, collectives).
+//! slots x threads (calls) or by the input (messages, collectives). `lod_messages` sums its
+//! groups as the messages come (crate::stream) whenever the slot grid is known before they
+//! are read (t0 and t1 given, or the trace's span, aggregated from its events), so it holds
+//! only its groups, never the messages; a relation of no trace cut on its own span is read
+//! whole first.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -37,6 +41,12 @@ use rayon::prelude::*;
 
 use crate::common::{Args, ComputeMany, Derived, Relation, column, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
+use crate::stream::{Mapper, Prepare};
+use commdb_catalog::fast_hash::FastMap;
+use datafusion::common::TableReference;
+use datafusion::datasource::{ViewTable, provider_as_source};
+use datafusion::functions_aggregate::expr_fn::{max, min};
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
 
 /// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
 pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
@@ -265,20 +275,34 @@ fn span_input(
     if let Some((_, (lo, hi))) = known.iter().find(|(k, _)| Weak::ptr_eq(k, &key)) {
         return Ok((Span::Known(*lo, *hi), None));
     }
-    let ts = events.columns(function, &["ts"])?;
-    Ok((Span::Scan(key), Some((events, Some(ts)))))
+    events.columns(function, &["ts"])?;
+    // The first and last event time, aggregated as the events stream by: one row is read.
+    let plan = LogicalPlanBuilder::scan(events.reference.clone(), provider_as_source(events.provider), None)?
+        .aggregate(
+            Vec::<Expr>::new(),
+            vec![
+                min(datafusion::logical_expr::col("ts")).alias("lo"),
+                max(datafusion::logical_expr::col("ts")).alias("hi"),
+            ],
+        )?
+        .build()?;
+    let bounds = Relation {
+        reference: TableReference::bare(format!("span of {}", events.reference)),
+        provider: Arc::new(ViewTable::new(plan, None)),
+    };
+    Ok((Span::Scan(key), Some((bounds, None))))
 }
 
-/// (first, last) time of the span input's batches (a single ts column).
+/// (first, last) time of the span input's batches (its lo and hi columns).
 fn span_of(batches: &[RecordBatch]) -> Result<TimeSpan> {
     let (mut lo, mut hi) = (None::<i64>, None::<i64>);
     for b in batches {
-        let ts = arrow::compute::cast(b.column(0), &DataType::Int64)?;
-        let ts = ts.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
-        if let Some(m) = arrow::compute::min(ts) {
+        let first = arrow::compute::cast(b.column(0), &DataType::Int64)?;
+        let last = arrow::compute::cast(b.column(1), &DataType::Int64)?;
+        if let Some(m) = arrow::compute::min(first.as_any().downcast_ref::<Int64Array>().expect("cast to Int64")) {
             lo = Some(lo.map_or(m, |l| l.min(m)));
         }
-        if let Some(m) = arrow::compute::max(ts) {
+        if let Some(m) = arrow::compute::max(last.as_any().downcast_ref::<Int64Array>().expect("cast to Int64")) {
             hi = Some(hi.map_or(m, |h| h.max(m)));
         }
     }
@@ -288,10 +312,10 @@ fn span_of(batches: &[RecordBatch]) -> Result<TimeSpan> {
 /// The span to cut: the trace's (known, or read now and remembered) or else the data's own.
 fn chosen_span(
     span: &Span,
-    inputs: &[Vec<RecordBatch>],
+    span_read: Option<&Vec<RecordBatch>>,
     own: (Option<i64>, Option<i64>),
 ) -> Result<(Option<i64>, Option<i64>)> {
-    match (span, inputs.get(1)) {
+    match (span, span_read) {
         (Span::Known(lo, hi), _) => Ok((*lo, *hi)),
         (Span::Scan(key), Some(batches)) => {
             let found = span_of(batches)?;
@@ -546,7 +570,7 @@ impl TableFunctionImpl for LodCalls {
                 hi = Some(hi.map_or(b, |h| h.max(b)));
                 by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
             }
-            let (lo, hi) = chosen_span(&span, inputs, (lo, hi))?;
+            let (lo, hi) = chosen_span(&span, inputs.get(1), (lo, hi))?;
             let Some(g) = p.grid("lod_calls", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
             // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
             let rows: Vec<(CallRow, i64)> = if p.per_rank {
@@ -598,15 +622,20 @@ type Instances = BTreeMap<(i64, i64), (i64, i64, BTreeSet<String>, BTreeSet<i64>
 /// Per (comm, first slot): operations, instances, summed duration, ranks.
 type CollectiveGroups = BTreeMap<(i64, i64), (BTreeSet<String>, i64, f64, BTreeSet<i64>)>;
 
-/// One message reduced to what lod_messages needs.
-#[derive(Debug, Clone, Copy)]
-struct MessageRow {
-    key: (i64, i64, i64, i64),
-    send_ts: i64,
-    recv_ts: i64,
-    bytes: i64,
-    duration: i64,
+/// A (src, dst, send slot start, receive slot start) group of lod_messages.
+type MessageKey = (i64, i64, i64, i64);
+
+/// What lod_messages sums over the messages of a group.
+#[derive(Debug, Clone, Copy, Default)]
+struct MessageSums {
+    messages: i64,
+    bytes: f64,
+    duration: f64,
+    durations: i64,
     latency: f64,
+    latencies: i64,
+    first_send: Option<i64>,
+    last_recv: Option<i64>,
 }
 
 const NO_VALUE: i64 = i64::MIN;
@@ -658,22 +687,39 @@ impl MessageColumns {
         Some(it.fold((first, first), |(lo, hi), t| (lo.min(t), hi.max(t))))
     }
 
-    fn rows(&self, g: Grid) -> impl Iterator<Item = MessageRow> + '_ {
-        (0..self.src.len()).filter_map(move |i| {
-            let (a, sr, ds) = (self.anchor(i)?, Self::get(&self.src, i)?, Self::get(&self.dst, i)?);
+    /// Add the batch's messages anchored in [t0, t1) to their groups' sums, in row order.
+    fn fold(&self, g: Grid, groups: &mut FastMap<MessageKey, MessageSums>) {
+        for i in 0..self.src.len() {
+            let (Some(a), Some(sr), Some(ds)) = (self.anchor(i), Self::get(&self.src, i), Self::get(&self.dst, i))
+            else {
+                continue;
+            };
             if a < g.t0 || a >= g.t1 {
-                return None;
+                continue;
             }
             let (st, rt) = (Self::get(&self.send, i), Self::get(&self.recv, i));
-            Some(MessageRow {
-                key: (sr, ds, st.map_or(NO_VALUE, |t| g.start(g.slot(t))), rt.map_or(NO_VALUE, |t| g.start(g.slot(t)))),
-                send_ts: st.unwrap_or(NO_VALUE),
-                recv_ts: rt.unwrap_or(NO_VALUE),
-                bytes: Self::get(&self.bytes, i).unwrap_or(0),
-                duration: Self::get(&self.duration, i).unwrap_or(NO_VALUE),
-                latency: self.latency.as_ref().filter(|l| l.is_valid(i)).map_or(f64::NAN, |l| l.value(i)),
-            })
-        })
+            let key =
+                (sr, ds, st.map_or(NO_VALUE, |t| g.start(g.slot(t))), rt.map_or(NO_VALUE, |t| g.start(g.slot(t))));
+            let sums = groups.entry(key).or_default();
+            sums.messages += 1;
+            sums.bytes += Self::get(&self.bytes, i).unwrap_or(0) as f64;
+            if let Some(d) = Self::get(&self.duration, i) {
+                sums.duration += d as f64;
+                sums.durations += 1;
+            }
+            if let Some(l) = self.latency.as_ref().filter(|l| l.is_valid(i)).map(|l| l.value(i))
+                && !l.is_nan()
+            {
+                sums.latency += l;
+                sums.latencies += 1;
+            }
+            if let Some(t) = st {
+                sums.first_send = Some(sums.first_send.map_or(t, |f| f.min(t)));
+            }
+            if let Some(t) = rt {
+                sums.last_recv = Some(sums.last_recv.map_or(t, |l| l.max(t)));
+            }
+        }
     }
 }
 
@@ -707,39 +753,19 @@ impl MessageOut {
         }
     }
 
-    fn push(&mut self, group: &[MessageRow]) {
-        let (mut bytes, mut dur, mut durs, mut lat, mut lats) = (0f64, 0f64, 0i64, 0f64, 0i64);
-        let (mut first, mut last) = (None::<i64>, None::<i64>);
-        for r in group {
-            bytes += r.bytes as f64;
-            if r.duration != NO_VALUE {
-                dur += r.duration as f64;
-                durs += 1;
-            }
-            if !r.latency.is_nan() {
-                lat += r.latency;
-                lats += 1;
-            }
-            if r.send_ts != NO_VALUE {
-                first = Some(first.map_or(r.send_ts, |f| f.min(r.send_ts)));
-            }
-            if r.recv_ts != NO_VALUE {
-                last = Some(last.map_or(r.recv_ts, |l| l.max(r.recv_ts)));
-            }
-        }
-        let k = group[0].key;
-        let n = group.len() as i64;
+    fn push(&mut self, k: &MessageKey, g: &MessageSums) {
+        let n = g.messages;
         let slot = |v: i64| (v != NO_VALUE).then_some(v);
         self.src.append_value(k.0);
         self.dst.append_value(k.1);
         self.send_slot.append_option(slot(k.2));
         self.recv_slot.append_option(slot(k.3));
         self.messages.append_value(n);
-        self.bytes_avg.append_value(bytes / n as f64);
-        self.duration_avg.append_option((durs > 0).then(|| dur / durs as f64));
-        self.latency_avg.append_option((lats > 0).then(|| lat / lats as f64));
-        self.first_send.append_option(first);
-        self.last_recv.append_option(last);
+        self.bytes_avg.append_value(g.bytes / n as f64);
+        self.duration_avg.append_option((g.durations > 0).then(|| g.duration / g.durations as f64));
+        self.latency_avg.append_option((g.latencies > 0).then(|| g.latency / g.latencies as f64));
+        self.first_send.append_option(g.first_send);
+        self.last_recv.append_option(g.last_recv);
     }
 
     fn into_batch(mut self, schema: SchemaRef) -> Result<RecordBatch> {
@@ -785,31 +811,73 @@ impl TableFunctionImpl for LodMessages {
             Field::new("first_send_ts", DataType::Int64, true),
             Field::new("last_recv_ts", DataType::Int64, true),
         ]);
-        let s = out.clone();
         let has_latency = latency.is_some();
         let (span, span_read) = span_input(args.session(), "lod_messages", &relation, &p)?;
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let batches = &inputs[0];
-            // Each batch is read on its own (no concatenated copies of the input).
-            let cols: Vec<MessageColumns> =
-                batches.iter().map(|b| MessageColumns::new(b, has_latency)).collect::<Result<_>>()?;
-            let spans: Vec<(i64, i64)> = cols.par_iter().filter_map(MessageColumns::span).collect();
-            let own = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max());
-            let (lo, hi) = chosen_span(&span, inputs, own)?;
-            let Some(g) = p.grid("lod_messages", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
-            let mut keyed: Vec<MessageRow> = cols.par_iter().flat_map_iter(|c| c.rows(g)).collect();
-            keyed.par_sort_unstable_by_key(|r| r.key);
-            let groups = 1 + keyed.windows(2).filter(|w| w[0].key != w[1].key).count();
-            let mut o = MessageOut::with_capacity(groups);
-            for group in keyed.chunk_by(|x, y| x.key == y.key) {
-                o.push(group);
-            }
-            drop(keyed);
-            Ok(vec![o.into_batch(s.clone())?])
-        });
         let mut inputs = vec![(relation, Some(idx))];
         inputs.extend(span_read);
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        // With the span known before the messages are read (given, or the trace's), they
+        // stream through the sums; a relation cut on its own span is read whole first.
+        if matches!(span, Span::Own) && (p.t0.is_none() || p.t1.is_none()) {
+            let s = out.clone();
+            let compute: ComputeMany = Arc::new(move |inputs| {
+                let batches = &inputs[0];
+                // Each batch is read on its own (no concatenated copies of the input).
+                let cols: Vec<MessageColumns> =
+                    batches.iter().map(|b| MessageColumns::new(b, has_latency)).collect::<Result<_>>()?;
+                let spans: Vec<(i64, i64)> = cols.par_iter().filter_map(MessageColumns::span).collect();
+                let own = (spans.iter().map(|s| s.0).min(), spans.iter().map(|s| s.1).max());
+                let mut fold = MessageFold {
+                    grid: p.grid("lod_messages", own.0, own.1)?,
+                    has_latency,
+                    groups: FastMap::default(),
+                    schema: s.clone(),
+                };
+                for b in batches {
+                    fold.map(b)?;
+                }
+                fold.finish()
+            });
+            return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
+        }
+        let s = out.clone();
+        let prepare: Prepare = Arc::new(move |held| {
+            let (lo, hi) = chosen_span(&span, held.first(), (None, None))?;
+            Ok(Box::new(MessageFold {
+                grid: p.grid("lod_messages", lo, hi)?,
+                has_latency,
+                groups: FastMap::default(),
+                schema: s.clone(),
+            }) as Box<dyn Mapper>)
+        });
+        Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
+    }
+}
+
+/// lod_messages' sums, message batch by message batch; the groups, in key order, at the end.
+struct MessageFold {
+    /// None: the span is empty, and so is the answer.
+    grid: Option<Grid>,
+    has_latency: bool,
+    groups: FastMap<MessageKey, MessageSums>,
+    schema: SchemaRef,
+}
+
+impl Mapper for MessageFold {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        if let Some(g) = self.grid {
+            MessageColumns::new(batch, self.has_latency)?.fold(g, &mut self.groups);
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let mut groups: Vec<(MessageKey, MessageSums)> = std::mem::take(&mut self.groups).into_iter().collect();
+        groups.par_sort_unstable_by_key(|(k, _)| *k);
+        let mut o = MessageOut::with_capacity(groups.len());
+        for (k, g) in &groups {
+            o.push(k, g);
+        }
+        Ok(vec![o.into_batch(self.schema.clone())?])
     }
 }
 
@@ -859,7 +927,7 @@ impl TableFunctionImpl for LodCollectives {
                 }
             }
             let own = (inst.values().map(|x| x.0).min(), inst.values().map(|x| x.0).max());
-            let (lo, hi) = chosen_span(&span, inputs, own)?;
+            let (lo, hi) = chosen_span(&span, inputs.get(1), own)?;
             let Some(g) = p.grid("lod_collectives", lo, hi)? else {
                 return Ok(vec![RecordBatch::new_empty(s.clone())]);
             };

@@ -3,7 +3,9 @@
 //! analysis does) is prepared first, then every batch of the main input is mapped as it comes
 //! and passed on. `message_latency` works this way: the criteria come from the messages' five
 //! columns, then each message gets its latency, so a trace's messages of any number flow
-//! through in batches.
+//! through in batches. A mapper may also fold the batches and answer at the end:
+//! `lod_messages` sums each (src, dst, slot, slot) group as the messages come, holding only
+//! the groups.
 
 use std::sync::Arc;
 
@@ -17,12 +19,15 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
 use futures::{StreamExt, TryStreamExt};
 
-/// Maps the main input's batches, once prepared.
+/// Maps the main input's batches, once prepared; a mapper that folds them (`lod_messages`)
+/// maps each to no rows and gives its answer when the input ends.
 pub trait Mapper: Send {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch>;
 
-    /// The main input has ended.
-    fn finish(&mut self) {}
+    /// The main input has ended: the batches still to pass on.
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Prepares the mapper from the held inputs' batches.
@@ -64,21 +69,29 @@ impl Streamed {
             let mut mapper = off_the_workers(&name, work).await??;
             let mut batches = datafusion::physical_plan::execute_stream(main, context.clone())?;
             let mapped = async_stream_of(move |sink| async move {
+                let project = |out: RecordBatch| match &projection {
+                    Some(p) => out.project(p),
+                    None => Ok(out),
+                };
                 while let Some(batch) = batches.next().await {
                     commdb_catalog::interrupt::check(&name)?;
                     let timer = baseline.elapsed_compute().timer();
-                    let out = mapper.map(&batch?)?;
-                    let out = match &projection {
-                        Some(p) => out.project(p)?,
-                        None => out,
-                    };
+                    let out = project(mapper.map(&batch?)?)?;
                     timer.done();
+                    baseline.record_output(out.num_rows());
+                    if out.num_rows() > 0 && sink.send(out).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                let timer = baseline.elapsed_compute().timer();
+                let last = mapper.finish()?.into_iter().map(project).collect::<std::result::Result<Vec<_>, _>>()?;
+                timer.done();
+                for out in last {
                     baseline.record_output(out.num_rows());
                     if sink.send(out).await.is_err() {
                         return Ok(());
                     }
                 }
-                mapper.finish();
                 baseline.done();
                 drop(reservation);
                 Ok(())

@@ -16,6 +16,7 @@ pub mod pcf;
 pub mod pieces;
 pub mod records;
 pub mod row;
+mod sorted;
 pub mod writer;
 
 use std::collections::HashSet;

@@ -16,6 +16,7 @@ use std::path::Path;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 
+use super::sorted::{Rec, RecKind, Sorter};
 use crate::error::{Error, Result};
 use crate::events::collective_op_code;
 use crate::trace::Trace;
@@ -79,28 +80,24 @@ fn type_description(ty: i64) -> &'static str {
     }
 }
 
-/// One record before formatting: its time, its place in the stream's order, and its line.
-struct Rec {
-    ts: i64,
-    order: u64,
-    kind: RecKind,
-}
-
-enum RecKind {
-    State { stream: u32, end: i64 },
-    Event { stream: u32, ty: i64, value: i64 },
-    Collective { stream: u32, sent: i64, received: i64, root: i64, comm: i64 },
-    Comm { send: u32, recv: u32, physical_send: i64, logical_recv: i64, physical_recv: i64, size: i64, tag: i64 },
-}
-
 fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     b.column_by_name(name)
         .map(|c| c.as_ref())
         .ok_or_else(|| Error::argument(format!("paraver writer: the trace has no column '{name}'")))
 }
 
-/// Write `trace` as `dir/NAME.prv`, `.pcf` and `.row` (NAME = `name`).
+/// Records of the .prv put in order in memory at a time; more go through run files.
+const RECORDS_IN_MEMORY: usize = 1 << 22;
+
+/// Write `trace` as `dir/NAME.prv`, `.pcf` and `.row` (NAME = `name`). The tables are read a
+/// batch at a time (a store's files one at a time) and the records put in time order in
+/// bounded memory, so a trace of any size is written.
 pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
+    write_sorting(trace, dir, name, RECORDS_IN_MEMORY)
+}
+
+/// `write`, with `records_in_memory` records sorted in memory at a time.
+pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: usize) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     // Ranks and their threads, nodes.
     let mut threads: BTreeMap<i32, i32> = BTreeMap::new();
@@ -187,39 +184,30 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
         c
     };
 
-    // Paraver times start at 0: shift a trace that clock correction moved before it.
+    // Paraver times start at 0: a trace that clock correction moved before it is shifted when
+    // the records are written. The records are put in time order in bounded memory.
     let mut earliest = 0i64;
-    for b in &trace.table("events")? {
-        if let Some(m) = arrow::compute::min(col(b, "ts")?.as_primitive::<Int64Type>()) {
+    let mut latest = i64::MIN;
+    let mut sorter = Sorter::new(dir.join(format!(".{name}.commdb-sort-{}", std::process::id())), records_in_memory);
+    let mut order = 0u64;
+    crate::store::each_batch(trace, "events", &mut |b| {
+        let rank = col(&b, "rank")?.as_primitive::<Int32Type>();
+        let thread = col(&b, "thread")?.as_primitive::<Int32Type>();
+        let ts = col(&b, "ts")?.as_primitive::<Int64Type>();
+        let kind = arrow::compute::cast(col(&b, "kind")?, &DataType::Utf8)?;
+        let kind = kind.as_string::<i32>();
+        let region = arrow::compute::cast(col(&b, "region")?, &DataType::Utf8)?;
+        let region = region.as_string::<i32>();
+        let peer = col(&b, "peer")?.as_primitive::<Int32Type>();
+        let comm = col(&b, "comm")?.as_primitive::<Int32Type>();
+        let bytes = col(&b, "bytes")?.as_primitive::<Int64Type>();
+        let bytes_recv = col(&b, "bytes_recv")?.as_primitive::<Int64Type>();
+        if let Some(m) = arrow::compute::min(ts) {
             earliest = earliest.min(m);
         }
-    }
-    for b in &trace.table("messages")? {
-        for c in ["send_ts", "recv_ts", "recv_post_ts"] {
-            if let Some(m) = arrow::compute::min(col(b, c)?.as_primitive::<Int64Type>()) {
-                earliest = earliest.min(m);
-            }
-        }
-    }
-    let shift = -earliest;
-    let mut recs: Vec<Rec> = Vec::new();
-    let mut order = 0u64;
-    let mut end_ts = 0i64;
-    for b in &trace.table("events")? {
-        let rank = col(b, "rank")?.as_primitive::<Int32Type>();
-        let thread = col(b, "thread")?.as_primitive::<Int32Type>();
-        let ts = col(b, "ts")?.as_primitive::<Int64Type>();
-        let kind = arrow::compute::cast(col(b, "kind")?, &DataType::Utf8)?;
-        let kind = kind.as_string::<i32>();
-        let region = arrow::compute::cast(col(b, "region")?, &DataType::Utf8)?;
-        let region = region.as_string::<i32>();
-        let peer = col(b, "peer")?.as_primitive::<Int32Type>();
-        let comm = col(b, "comm")?.as_primitive::<Int32Type>();
-        let bytes = col(b, "bytes")?.as_primitive::<Int64Type>();
-        let bytes_recv = col(b, "bytes_recv")?.as_primitive::<Int64Type>();
         for i in 0..b.num_rows() {
-            let t = ts.value(i) + shift;
-            end_ts = end_ts.max(t);
+            let t = ts.value(i);
+            latest = latest.max(t);
             let stream = stream_of(rank.value(i), thread.value(i));
             let k = match kind.value(i) {
                 "enter" | "leave" if region.is_valid(i) => {
@@ -238,50 +226,49 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
                 }
                 _ => continue,
             };
-            recs.push(Rec { ts: t, order, kind: k });
+            sorter.push(Rec { ts: t, order, kind: k })?;
             order += 1;
         }
-    }
-    for b in &trace.table("messages")? {
-        let src = col(b, "src")?.as_primitive::<Int32Type>();
-        let dst = col(b, "dst")?.as_primitive::<Int32Type>();
-        let tag = col(b, "tag")?.as_primitive::<Int32Type>();
-        let size = col(b, "bytes")?.as_primitive::<Int64Type>();
-        let send_ts = col(b, "send_ts")?.as_primitive::<Int64Type>();
-        let recv_ts = col(b, "recv_ts")?.as_primitive::<Int64Type>();
-        let post = col(b, "recv_post_ts")?.as_primitive::<Int64Type>();
+        Ok(())
+    })?;
+    crate::store::each_batch(trace, "messages", &mut |b| {
+        let src = col(&b, "src")?.as_primitive::<Int32Type>();
+        let dst = col(&b, "dst")?.as_primitive::<Int32Type>();
+        let tag = col(&b, "tag")?.as_primitive::<Int32Type>();
+        let size = col(&b, "bytes")?.as_primitive::<Int64Type>();
+        let send_ts = col(&b, "send_ts")?.as_primitive::<Int64Type>();
+        let recv_ts = col(&b, "recv_ts")?.as_primitive::<Int64Type>();
+        let post = col(&b, "recv_post_ts")?.as_primitive::<Int64Type>();
+        for c in [send_ts, recv_ts, post] {
+            if let Some(m) = arrow::compute::min(c) {
+                earliest = earliest.min(m);
+            }
+        }
         for i in 0..b.num_rows() {
             if [src.is_null(i), dst.is_null(i), send_ts.is_null(i), recv_ts.is_null(i)].contains(&true) {
                 continue;
             }
-            let physical_recv = recv_ts.value(i) + shift;
-            recs.push(Rec {
-                ts: send_ts.value(i) + shift,
+            let physical_recv = recv_ts.value(i);
+            sorter.push(Rec {
+                ts: send_ts.value(i),
                 order,
                 kind: RecKind::Comm {
                     send: stream_of(src.value(i), 0),
                     recv: stream_of(dst.value(i), 0),
-                    physical_send: send_ts.value(i) + shift,
-                    logical_recv: if post.is_valid(i) { post.value(i) + shift } else { physical_recv },
+                    physical_send: send_ts.value(i),
+                    logical_recv: if post.is_valid(i) { post.value(i) } else { physical_recv },
                     physical_recv,
                     size: size.value(i),
                     tag: if tag.is_valid(i) { i64::from(tag.value(i)) } else { 0 },
                 },
-            });
+            })?;
             order += 1;
-            end_ts = end_ts.max(physical_recv);
+            latest = latest.max(physical_recv);
         }
-    }
-    for (s, _) in stream_ids.iter().enumerate() {
-        recs.push(Rec { ts: 0, order: s as u64, kind: RecKind::State { stream: s as u32, end: end_ts } });
-    }
-    // States first at a time, then events in stream order, then communications.
-    let rank_kind = |k: &RecKind| match k {
-        RecKind::State { .. } => 0,
-        RecKind::Event { .. } | RecKind::Collective { .. } => 1,
-        RecKind::Comm { .. } => 2,
-    };
-    recs.sort_by_key(|r| (r.ts, rank_kind(&r.kind), r.order));
+        Ok(())
+    })?;
+    let shift = -earliest;
+    let end_ts = if latest == i64::MIN { 0 } else { (latest + shift).max(0) };
 
     // The .prv.
     let prv_path = dir.join(format!("{name}.prv"));
@@ -310,31 +297,25 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
         (cpu(r), r + 1, t + 1)
     };
     let mut line = Vec::with_capacity(128);
-    for r in &recs {
+    // One Running state per thread over the trace, first at time 0.
+    for s in 0..stream_ids.len() as u32 {
+        let (c, task, th) = ids(s);
         line.clear();
+        num(&mut line, &[1, i64::from(c), 1, i64::from(task), i64::from(th), 0, end_ts, 1]);
+        out.write_all(&line).map_err(io)?;
+    }
+    sorter.finish(&mut |r| {
+        line.clear();
+        let t = r.ts + shift;
         match r.kind {
-            RecKind::State { stream, end } => {
-                let (c, task, th) = ids(stream);
-                num(&mut line, &[1, i64::from(c), 1, i64::from(task), i64::from(th), 0, end, 1]);
-            }
             RecKind::Event { stream, ty, value } => {
                 let (c, task, th) = ids(stream);
-                num(&mut line, &[2, i64::from(c), 1, i64::from(task), i64::from(th), r.ts, ty, value]);
+                num(&mut line, &[2, i64::from(c), 1, i64::from(task), i64::from(th), t, ty, value]);
             }
             RecKind::Collective { stream, sent, received, root, comm } => {
                 let (c, task, th) = ids(stream);
-                let mut f = vec![
-                    2,
-                    i64::from(c),
-                    1,
-                    i64::from(task),
-                    i64::from(th),
-                    r.ts,
-                    50_100_001,
-                    sent,
-                    50_100_002,
-                    received,
-                ];
+                let mut f =
+                    vec![2, i64::from(c), 1, i64::from(task), i64::from(th), t, 50_100_001, sent, 50_100_002, received];
                 if root >= 0 {
                     f.extend([50_100_003, root]);
                 }
@@ -352,22 +333,22 @@ pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
                         1,
                         i64::from(ts_),
                         i64::from(ths),
-                        physical_send,
-                        physical_send,
+                        physical_send + shift,
+                        physical_send + shift,
                         i64::from(cr),
                         1,
                         i64::from(tr),
                         i64::from(thr),
-                        logical_recv,
-                        physical_recv,
+                        logical_recv + shift,
+                        physical_recv + shift,
                         size,
                         tag,
                     ],
                 );
             }
         }
-        out.write_all(&line).map_err(io)?;
-    }
+        out.write_all(&line).map_err(io)
+    })?;
     out.flush().map_err(io)?;
 
     // The .pcf and the .row.
