@@ -136,6 +136,17 @@ enum Sub {
         /// Directory to write.
         output: PathBuf,
     },
+    /// List the cache stores that traces bigger than the memory budget were converted into
+    /// (in $COMMDB_CACHE_DIR, else $XDG_CACHE_HOME/commdb, else ~/.cache/commdb), most recently
+    /// opened first; with --clear, remove them (or those whose directory or trace names
+    /// contain one of NAMES).
+    Cache {
+        /// Remove the listed cache stores.
+        #[arg(long)]
+        clear: bool,
+        /// Only the cache stores whose directory or trace contains one of these.
+        names: Vec<String>,
+    },
     /// Print a trace's facts and table row counts.
     Info {
         /// Trace to read.
@@ -377,6 +388,56 @@ fn generate_streamed(
     result
 }
 
+/// `commdb cache [--clear] [NAMES]`.
+fn cache_command(clear: bool, names: &[String], quiet: bool) -> Result<(), String> {
+    use commdb_catalog::convert::cache;
+    let root = cache::cache_root().ok_or("no cache directory is known: set COMMDB_CACHE_DIR")?;
+    let all = cache::entries(&root).map_err(|e| e.to_string())?;
+    let chosen: Vec<&cache::Entry> = all
+        .iter()
+        .filter(|e| {
+            names.is_empty()
+                || names.iter().any(|n| {
+                    e.dir.to_string_lossy().contains(n.as_str())
+                        || e.source.as_deref().is_some_and(|s| s.contains(n.as_str()))
+                })
+        })
+        .collect();
+    if !names.is_empty() && chosen.is_empty() {
+        return Err(format!("no cache store in {} matches {}", root.display(), names.join(", ")));
+    }
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    if clear {
+        for e in &chosen {
+            cache::remove(e).map_err(|e| e.to_string())?;
+        }
+        if !quiet {
+            let freed: u64 = chosen.iter().map(|e| e.bytes).sum();
+            eprintln!("removed {} cache store(s) from {}, {:.2} GiB", chosen.len(), root.display(), gib(freed));
+        }
+        return Ok(());
+    }
+    if chosen.is_empty() {
+        println!("no cache stores in {}", root.display());
+        return Ok(());
+    }
+    for e in &chosen {
+        let ago = e
+            .last_opened
+            .and_then(|t| t.elapsed().ok())
+            .map_or_else(|| "never opened".to_string(), |d| format!("opened {} ago", human_duration(d)));
+        println!(
+            "{}  {:.2} GiB  {ago}  from {}",
+            e.dir.display(),
+            gib(e.bytes),
+            e.source.as_deref().unwrap_or("(unfinished conversion)")
+        );
+    }
+    let total: u64 = chosen.iter().map(|e| e.bytes).sum();
+    println!("{} cache store(s), {:.2} GiB; `commdb cache --clear [NAMES]` removes them", chosen.len(), gib(total));
+    Ok(())
+}
+
 fn open_options(args: &OpenArgs) -> OpenOptions {
     OpenOptions {
         nodes: args.nodes.clone(),
@@ -494,6 +555,22 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             shell.open_trace(trace, None)?;
             shell.report(file).await?;
             return Ok(());
+        }
+        Some(Sub::Cache { clear, names }) => {
+            for (given, option) in [
+                (cli.open.nodes.is_some(), "--nodes"),
+                (cli.open.time_unit.is_some(), "--time-unit"),
+                (cli.open.clock_sync.is_some(), "--clock-sync"),
+                (cli.open.clock_correction != Correction::default(), "--clock-correction"),
+                (cli.memory_limit.is_some(), "--memory-limit"),
+            ] {
+                if given {
+                    return Err(format!(
+                        "{option} applies to reading a trace, not to cache (which lists and removes cache stores)"
+                    ));
+                }
+            }
+            return cache_command(*clear, names, cli.quiet);
         }
         Some(Sub::Info { trace }) => {
             let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: true, ..print })?;

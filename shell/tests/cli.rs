@@ -1334,6 +1334,22 @@ fn a_paraver_trace_bigger_than_the_budget_opens_through_a_cache_store_and_conver
     let (n, err) = count("4GB");
     assert_eq!(n, messages);
     assert!(!err.contains("cache store"), "{err}");
+    // commdb cache lists the cache store and removes it.
+    let cache_cmd = |args: &[&str]| {
+        let o = commdb().arg("cache").args(args).env("COMMDB_CACHE_DIR", &cache).stdin(Stdio::null()).output().unwrap();
+        (o.status.success(), stdout(&o), stderr(&o))
+    };
+    let (ok, out, err) = cache_cmd(&[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("trace.prv") && out.contains("GiB") && out.contains("1 cache store(s)"), "{out}");
+    let (ok, _, err) = cache_cmd(&["no-such-trace", "--clear"]);
+    assert!(!ok && err.contains("no cache store") && err.contains("no-such-trace"), "{err}");
+    let (ok, _, err) = cache_cmd(&["--clear", "trace.prv"]);
+    assert!(ok && err.contains("removed 1 cache store(s)"), "{err}");
+    let (ok, out, _) = cache_cmd(&[]);
+    assert!(ok && out.contains("no cache stores"), "{out}");
+    let o = commdb().args(["cache", "--nodes", "x.csv"]).env("COMMDB_CACHE_DIR", &cache).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("--nodes applies to reading a trace"), "{}", stderr(&o));
     // commdb convert reads it in groups of ranks too.
     let store = dir.path().join("store");
     let o = run(&["convert", prv.to_str().unwrap(), store.to_str().unwrap()]);

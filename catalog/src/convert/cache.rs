@@ -124,6 +124,7 @@ pub fn open(path: &Path, format: Grouped, options: &OpenOptions, events: u64, bu
     let recorded: Option<Source> =
         std::fs::read_to_string(dir.join(SOURCE)).ok().and_then(|text| serde_json::from_str(&text).ok());
     if recorded.as_ref() == Some(&source) && store::is_store(&store_dir) {
+        mark_used(&dir);
         return store::read_with_progress(&store_dir, options.progress.as_deref());
     }
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
@@ -156,5 +157,67 @@ pub fn open(path: &Path, format: Grouped, options: &OpenOptions, events: u64, bu
     let text = serde_json::to_string_pretty(&source).map_err(|e| Error::Engine(e.to_string()))?;
     let record = dir.join(SOURCE);
     std::fs::write(&record, text).map_err(|e| Error::io(&record, e))?;
+    mark_used(&dir);
     store::read_with_progress(&store_dir, options.progress.as_deref())
+}
+
+/// The file of a cache store's directory whose modification time is its last opening.
+const USED: &str = "last_opened";
+
+/// Record that the cache store in `dir` is being opened (for `entries`; a failure to record
+/// it only leaves the time older).
+fn mark_used(dir: &Path) {
+    let _ = std::fs::write(dir.join(USED), b"");
+}
+
+/// A cache store, as `commdb cache` lists it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its directory (the store is `store` inside).
+    pub dir: PathBuf,
+    /// The trace it was converted from (None when its record is missing: a conversion that
+    /// stopped half-way, which the next opening redoes).
+    pub source: Option<String>,
+    /// Bytes on disk.
+    pub bytes: u64,
+    /// When it was last opened (or converted).
+    pub last_opened: Option<SystemTime>,
+}
+
+fn bytes_under(path: &Path) -> u64 {
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => {
+            std::fs::read_dir(path).map_or(0, |entries| entries.flatten().map(|e| bytes_under(&e.path())).sum())
+        }
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
+/// The cache stores under `root` (`cache_root()` by default), most recently opened first.
+pub fn entries(root: &Path) -> Result<Vec<Entry>> {
+    let stores = root.join("stores");
+    let Ok(listing) = std::fs::read_dir(&stores) else { return Ok(Vec::new()) };
+    let mut out: Vec<Entry> = listing
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| {
+            let dir = e.path();
+            let source = std::fs::read_to_string(dir.join(SOURCE))
+                .ok()
+                .and_then(|text| serde_json::from_str::<Source>(&text).ok())
+                .map(|s| s.anchor);
+            let last_opened = std::fs::metadata(dir.join(USED)).and_then(|m| m.modified()).ok();
+            Entry { bytes: bytes_under(&dir), dir, source, last_opened }
+        })
+        .collect();
+    out.sort_by(|a, b| b.last_opened.cmp(&a.last_opened).then_with(|| a.dir.cmp(&b.dir)));
+    Ok(out)
+}
+
+/// Remove a cache store: its record first, so that a removal cut short leaves a directory the
+/// next opening converts again rather than trusts.
+pub fn remove(entry: &Entry) -> Result<()> {
+    let _ = std::fs::remove_file(entry.dir.join(SOURCE));
+    std::fs::remove_dir_all(&entry.dir).map_err(|e| Error::io(&entry.dir, e))
 }
