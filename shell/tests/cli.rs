@@ -1249,6 +1249,20 @@ fn df_lists_functions_and_shows_one_functions_declaration() {
     assert!(stdout(&o).contains(",datafusion"), "{}", stdout(&o));
 }
 
+/// `SELECT count(*) AS n FROM table` on `trace` under the memory budget `budget`, with cache
+/// stores in `cache`: the count and what commdb said on stderr.
+fn count_within(trace: &std::path::Path, table: &str, budget: &str, cache: &std::path::Path) -> (String, String) {
+    let o = commdb()
+        .args([trace.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
+        .arg(format!("SELECT count(*) AS n FROM {table}"))
+        .env("COMMDB_CACHE_DIR", cache)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
+}
+
 #[test]
 fn an_archive_bigger_than_the_budget_opens_through_a_cache_store_reused_until_it_changes() {
     let dir = tempfile::tempdir().unwrap();
@@ -1270,17 +1284,7 @@ fn an_archive_bigger_than_the_budget_opens_through_a_cache_store_reused_until_it
         truth["messages"].to_string()
     };
     let anchor = archive.join("traces.otf2");
-    let count = |budget: &str| {
-        let o = commdb()
-            .args([anchor.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
-            .arg("SELECT count(*) AS n FROM messages")
-            .env("COMMDB_CACHE_DIR", &cache)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
-    };
+    let count = |budget: &str| count_within(&anchor, "messages", budget, &cache);
     let messages = generate("60");
     let (n, err) = count("2MB");
     assert_eq!(n, messages);
@@ -1314,17 +1318,7 @@ fn a_paraver_trace_bigger_than_the_budget_opens_through_a_cache_store_and_conver
         serde_json::from_str(&std::fs::read_to_string(run_dir.join("ground_truth.json")).unwrap()).unwrap();
     let messages = truth["messages"].to_string();
     let prv = run_dir.join("trace.prv");
-    let count = |budget: &str| {
-        let o = commdb()
-            .args([prv.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
-            .arg("SELECT count(*) AS n FROM messages")
-            .env("COMMDB_CACHE_DIR", &cache)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
-    };
+    let count = |budget: &str| count_within(&prv, "messages", budget, &cache);
     let (n, err) = count("1MB");
     assert_eq!(n, messages);
     assert!(err.contains("converting") && err.contains("into the cache store"), "{err}");
@@ -1367,17 +1361,7 @@ fn a_csv_trace_bigger_than_the_budget_opens_through_a_cache_store() {
     let cache = dir.path().join("cache");
     let csv = dir.path().join("events.csv");
     std::fs::copy(data("nonblocking_events.csv"), &csv).unwrap();
-    let count = |budget: &str| {
-        let o = commdb()
-            .args([csv.to_str().unwrap(), "--memory-limit", budget, "--format", "csv", "-c"])
-            .arg("SELECT count(*) AS n FROM calls")
-            .env("COMMDB_CACHE_DIR", &cache)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", stderr(&o));
-        (stdout(&o).lines().nth(1).unwrap_or("").to_string(), stderr(&o))
-    };
+    let count = |budget: &str| count_within(&csv, "calls", budget, &cache);
     let (in_memory, err) = count("4GB");
     assert!(!err.contains("cache store"), "{err}");
     let (n, err) = count("1KB");

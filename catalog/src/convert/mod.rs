@@ -203,22 +203,11 @@ pub fn otf2_as(
     reading::refuse_time_unit(&shown, "an OTF2 archive", options)?;
     refuse_clc(options)?;
     let (mut raw, mut pieces) = otf2::read_in_pieces(path)?;
-    if let Some(nodes_file) = &options.nodes {
-        reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
-    }
     raw.meta.name = reading::default_name(&reading::paths::otf2_name_source(path));
     raw.meta.path = shown;
     describe(&mut raw.meta);
-    let mut warnings = std::mem::take(&mut raw.warnings);
-    assemble::report_unplaced(&raw.ranks, &mut warnings);
-    let samples = reading::clock_sync(options)?;
-    let correction = options.clock_correction;
-    let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
-    pieces.prepare(&plan, &mut warnings)?;
-    raw.clock_sync = samples.unwrap_or_else(|| pieces.clock_sync.clone());
-    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
     let store = StoreWriter::create(dir)?;
-    write(path, raw, &mut pieces, store, warnings, 0, options, limits)
+    prepare_and_write(path, raw, &mut pieces, store, 0, options, limits)
 }
 
 /// Convert the Paraver trace at `path` into a store at `dir`: one pass splits its records by
@@ -233,19 +222,8 @@ pub fn paraver(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) 
     let shard_events = (limits.group_events / 4).max(1);
     let (mut raw, mut pieces) =
         paraver::pieces::read_in_pieces(path, &store.scratch("paraver"), shard_events, progress)?;
-    if let Some(nodes_file) = &options.nodes {
-        reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
-    }
     raw.meta.path = shown;
-    let mut warnings = std::mem::take(&mut raw.warnings);
-    assemble::report_unplaced(&raw.ranks, &mut warnings);
-    let samples = reading::clock_sync(options)?;
-    let correction = options.clock_correction;
-    let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
-    pieces.prepare(&plan, &mut warnings);
-    raw.clock_sync = samples.unwrap_or_default();
-    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
-    write(path, raw, &mut pieces, store, warnings, 1, options, limits)
+    prepare_and_write(path, raw, &mut pieces, store, 1, options, limits)
 }
 
 /// Convert the CSV trace at `path` into a store at `dir`: one pass parses its rows into a
@@ -255,26 +233,41 @@ pub fn csv(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> R
     refuse_clc(options)?;
     let shape = reading::csv::Shape::of(path)?;
     let store = StoreWriter::create(dir)?;
-    let csv_options = reading::csv::CsvOptions {
-        time_unit: options.time_unit,
-        nodes: options.nodes.clone(),
-        progress: options.progress.clone(),
-    };
+    // The nodes file is applied with the other formats' (`prepare_and_write`).
+    let csv_options =
+        reading::csv::CsvOptions { time_unit: options.time_unit, nodes: None, progress: options.progress.clone() };
     let shard_events = (limits.group_events / 4).max(1);
     let scratch = store.scratch("csv");
     let (mut raw, mut pieces) =
         reading::csv::pieces::read_in_pieces(path, shape, &csv_options, &scratch, shard_events)?;
     raw.meta.name = reading::default_name(path.to_string_lossy().as_ref());
     raw.meta.path = path.display().to_string();
+    prepare_and_write(path, raw, &mut pieces, store, 1, options, limits)
+}
+
+/// Place the ranks by `options.nodes`, fit the clock models (on `options.clock_sync`'s
+/// samples, else the trace's own), then write the store (`write`).
+fn prepare_and_write(
+    path: &Path,
+    mut raw: RawTrace,
+    pieces: &mut dyn InGroups,
+    store: StoreWriter,
+    passes: u64,
+    options: &OpenOptions,
+    limits: &Limits,
+) -> Result<Converted> {
+    if let Some(nodes_file) = &options.nodes {
+        reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
     let mut warnings = std::mem::take(&mut raw.warnings);
     assemble::report_unplaced(&raw.ranks, &mut warnings);
     let samples = reading::clock_sync(options)?;
     let correction = options.clock_correction;
     let plan = ClockPlan { correction, ranks: &raw.ranks, samples: samples.as_deref() };
-    pieces.prepare(&plan, &mut warnings);
-    raw.clock_sync = samples.unwrap_or_default();
-    raw.meta.clock_correction = correction_name(correction, pieces.models.is_empty());
-    write(path, raw, &mut pieces, store, warnings, 1, options, limits)
+    pieces.prepare(&plan, &mut warnings)?;
+    raw.clock_sync = samples.unwrap_or_else(|| pieces.clock_sync());
+    raw.meta.clock_correction = correction_name(correction, !pieces.corrects());
+    write(path, raw, pieces, store, warnings, passes, options, limits)
 }
 
 /// Write the store of the trace at `path`, whose definitions are `raw`, its events read a

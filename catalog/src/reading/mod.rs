@@ -5,6 +5,7 @@ pub mod csv;
 pub mod otf2;
 pub mod paraver;
 pub mod paths;
+pub mod shards;
 
 use paths::otf2_name_source;
 pub use paths::{GENERATE_PREFIX, default_name};
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::clock::Correction;
+use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::EventParts;
 use crate::generate::{GeneratorConfig, generate};
@@ -49,6 +51,15 @@ pub struct OpenOptions {
 /// (crate::convert): an OTF2 archive (`otf2::Pieces`), a Paraver trace (`paraver::pieces`) or
 /// a CSV trace (`csv::pieces`).
 pub trait InGroups: Send {
+    /// Read what decoding needs besides the events (an OTF2 archive's local definitions) and
+    /// fit the clock models as `clock` says.
+    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()>;
+    /// The trace's own clock sync samples (none for a format without them).
+    fn clock_sync(&self) -> Vec<crate::trace::ClockSample> {
+        Vec::new()
+    }
+    /// Whether `prepare` fitted clock models that the events are corrected with.
+    fn corrects(&self) -> bool;
     /// Events of the trace, as counted or estimated before decoding.
     fn events(&self) -> u64;
     /// The trace cut into groups of whole ranks, in rank order, each of about `events` events.

@@ -10,13 +10,14 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufReader, BufWriter, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::{CsvOptions, Shape};
 use crate::clock::model::RankModel;
 use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
+use crate::reading::shards::Scratch;
 use crate::trace::{RawMetrics, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while distributing).
@@ -39,27 +40,13 @@ pub struct Pieces {
     /// The events of each shard.
     sizes: Vec<u64>,
     /// The models the events are corrected with.
-    pub models: Vec<RankModel>,
+    models: Vec<RankModel>,
 }
 
 impl std::fmt::Debug for Pieces {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pieces").field("shape", &self.shape).field("shards", &self.sizes.len()).finish()
     }
-}
-
-/// The scratch directory of a split, removed with it (or when the split fails).
-#[derive(Debug)]
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn shard_path(scratch: &Path, k: usize) -> PathBuf {
-    scratch.join(format!("shard-{k}"))
 }
 
 fn encode(out: &mut Vec<u8>, e: &Event) {
@@ -131,8 +118,7 @@ pub fn read_in_pieces(
     scratch: &Path,
     shard_events: u64,
 ) -> Result<(RawTrace, Pieces)> {
-    std::fs::create_dir_all(scratch).map_err(|e| Error::io(scratch, e))?;
-    let guard = Scratch(scratch.to_path_buf());
+    let guard = Scratch::create(scratch)?;
     let all_path = scratch.join("events");
     let mut all = writer(&all_path)?;
     let mut counts: BTreeMap<i32, u64> = BTreeMap::new();
@@ -149,7 +135,7 @@ pub fn read_in_pieces(
     let starts = shard_starts(&counts, shard_events);
     let shard_of = |rank: i32| starts.partition_point(|&s| s <= rank).saturating_sub(1);
     let mut files: Vec<BufWriter<std::fs::File>> =
-        (0..starts.len()).map(|k| writer(&shard_path(scratch, k))).collect::<Result<_>>()?;
+        (0..starts.len()).map(|k| writer(&guard.shard(k))).collect::<Result<_>>()?;
     let mut sizes = vec![0u64; starts.len()];
     let mut reader =
         BufReader::with_capacity(1 << 20, std::fs::File::open(&all_path).map_err(|e| Error::io(&all_path, e))?);
@@ -163,49 +149,41 @@ pub fn read_in_pieces(
             let rank = i32::from_le_bytes(record[..4].try_into().expect("4 bytes"));
             let k = shard_of(rank);
             sizes[k] += 1;
-            files[k].write_all(record).map_err(|e| Error::io(&shard_path(scratch, k), e))?;
+            files[k].write_all(record).map_err(|e| Error::io(&guard.shard(k), e))?;
         }
         left -= n as u64;
     }
     drop(reader);
     let _ = std::fs::remove_file(&all_path);
     for (k, file) in files.into_iter().enumerate() {
-        close(file, &shard_path(scratch, k))?;
+        close(file, &guard.shard(k))?;
     }
     Ok((raw, Pieces { shape, scratch: guard, sizes, models: Vec::new() }))
 }
 
-impl Pieces {
-    /// Fit the clock models as `clock` says (a CSV trace has no sync samples of its own).
-    pub fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) {
-        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
-    }
-}
-
 impl crate::reading::InGroups for Pieces {
+    /// Fit the clock models as `clock` says (a CSV trace has no sync samples of its own).
+    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
+        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
+        Ok(())
+    }
+
+    fn corrects(&self) -> bool {
+        !self.models.is_empty()
+    }
+
     fn events(&self) -> u64 {
         self.sizes.iter().sum()
     }
 
-    /// Runs of shards of about `events` events each.
     fn groups(&self, events: u64) -> Vec<Vec<usize>> {
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut filled = 0u64;
-        for (k, size) in self.sizes.iter().enumerate() {
-            if groups.is_empty() || filled >= events {
-                groups.push(Vec::new());
-                filled = 0;
-            }
-            groups.last_mut().expect("a group").push(k);
-            filled += size;
-        }
-        groups
+        crate::reading::shards::groups(&self.sizes, events)
     }
 
     fn decode(&mut self, group: &[usize], _warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
         let mut events = RawEvents::default();
         for &k in group {
-            let path = shard_path(&self.scratch.0, k);
+            let path = self.scratch.shard(k);
             let mut data = Vec::new();
             std::fs::File::open(&path).and_then(|mut f| f.read_to_end(&mut data)).map_err(|e| Error::io(&path, e))?;
             if data.len() % EVENT_BYTES != 0 {

@@ -427,9 +427,9 @@ pub struct Pieces {
     /// Location indices in (rank, thread) order.
     order: Vec<usize>,
     /// The samples of the archive's clock offsets.
-    pub clock_sync: Vec<ClockSample>,
+    clock_sync: Vec<ClockSample>,
     /// The models the events are corrected with.
-    pub models: Vec<crate::clock::model::RankModel>,
+    models: Vec<crate::clock::model::RankModel>,
     /// (empty event file, missing local definitions) of every location decoded so far.
     missing: Vec<MissingParts>,
 }
@@ -476,9 +476,9 @@ impl std::fmt::Debug for Pieces {
     }
 }
 
-impl Pieces {
+impl crate::reading::InGroups for Pieces {
     /// Read every location's local definitions and fit the clock models as `clock` says.
-    pub fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
+    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
         let locals = read_locals(&self.archive.located())?;
         self.clock_sync = clock_samples(&self.archive.d, &locals);
         let samples = clock.samples.unwrap_or(&self.clock_sync);
@@ -486,9 +486,15 @@ impl Pieces {
         self.locals = locals.into_iter().map(Some).collect();
         Ok(())
     }
-}
 
-impl crate::reading::InGroups for Pieces {
+    fn clock_sync(&self) -> Vec<ClockSample> {
+        self.clock_sync.clone()
+    }
+
+    fn corrects(&self) -> bool {
+        !self.models.is_empty()
+    }
+
     /// Events of all locations, by the definitions' counts (or their files' sizes where the
     /// definitions do not count them).
     fn events(&self) -> u64 {

@@ -21,6 +21,7 @@ use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{EventParts, RawEvents};
 use crate::progress::LoadProgress;
+use crate::reading::shards::Scratch;
 use crate::trace::{RawMetrics, RawStates, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while splitting).
@@ -46,7 +47,7 @@ pub struct Pieces {
     /// States in the states file.
     states: u64,
     /// The models the events are corrected with.
-    pub models: Vec<RankModel>,
+    models: Vec<RankModel>,
     /// Calls and communications of streams outside the MPI application, so far.
     dropped: i64,
 }
@@ -54,16 +55,6 @@ pub struct Pieces {
 impl std::fmt::Debug for Pieces {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pieces").field("prv", &self.prv).field("shards", &self.sizes.len()).finish()
-    }
-}
-
-/// The scratch directory of a split, removed with it (or when the split fails).
-#[derive(Debug)]
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 
@@ -94,10 +85,6 @@ fn shard_bounds(header: &super::header::Header, shards: usize) -> Vec<usize> {
     bounds
 }
 
-fn shard_path(scratch: &Path, k: usize) -> PathBuf {
-    scratch.join(format!("shard-{k}"))
-}
-
 /// Read the Paraver trace at `path` once, splitting its records into shards of about
 /// `shard_events` events in the directory `scratch` (made here, removed when the pieces are
 /// dropped); `progress` is told the bytes read.
@@ -117,15 +104,14 @@ pub fn read_in_pieces(
     for k in 0..shards {
         shard_of[bounds[k]..bounds[k + 1]].fill(k as u32);
     }
-    std::fs::create_dir_all(scratch).map_err(|e| Error::io(scratch, e))?;
-    let guard = Scratch(scratch.to_path_buf());
+    let guard = Scratch::create(scratch)?;
     let mut sizes = vec![0u64; shards];
     let mut states = 0u64;
     let create = |p: PathBuf| -> Result<BufWriter<std::fs::File>> {
         Ok(BufWriter::with_capacity(1 << 16, std::fs::File::create(&p).map_err(|e| Error::io(&p, e))?))
     };
     let mut files: Vec<BufWriter<std::fs::File>> =
-        (0..shards).map(|k| create(shard_path(scratch, k))).collect::<Result<_>>()?;
+        (0..shards).map(|k| create(guard.shard(k))).collect::<Result<_>>()?;
     let states_path = scratch.join("states");
     let mut states_file = create(states_path.clone())?;
     let mut summary = Summary::default();
@@ -167,7 +153,7 @@ pub fn read_in_pieces(
                             sizes[k] += (events.len() + halves.len()) as u64;
                         }
                     }
-                    file.write_all(&buffer).map_err(|e| Error::io(&shard_path(scratch, k), e))?;
+                    file.write_all(&buffer).map_err(|e| Error::io(&guard.shard(k), e))?;
                 }
                 first_comm += piece.comms.len() as i64;
             }
@@ -183,7 +169,7 @@ pub fn read_in_pieces(
         },
     )?;
     for (k, file) in files.into_iter().enumerate() {
-        file.into_inner().map_err(|e| Error::io(&shard_path(scratch, k), e.into_error()))?;
+        file.into_inner().map_err(|e| Error::io(&guard.shard(k), e.into_error()))?;
     }
     states_file.into_inner().map_err(|e| Error::io(&states_path, e.into_error()))?;
     let mut warnings = o.warnings;
@@ -294,31 +280,24 @@ fn decode_shards(paths: &[PathBuf], first: usize, n: usize) -> Result<Shard> {
     Ok((events, halves))
 }
 
-impl Pieces {
-    /// Fit the clock models as `clock` says (a Paraver trace has no sync samples of its own).
-    pub fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) {
-        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
-    }
-}
-
 impl crate::reading::InGroups for Pieces {
+    /// Fit the clock models as `clock` says (a Paraver trace has no sync samples of its own).
+    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
+        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
+        Ok(())
+    }
+
+    fn corrects(&self) -> bool {
+        !self.models.is_empty()
+    }
+
+    /// Event records and message halves of all shards.
     fn events(&self) -> u64 {
         self.sizes.iter().sum()
     }
 
-    /// Runs of shards of about `events` records and halves each.
     fn groups(&self, events: u64) -> Vec<Vec<usize>> {
-        let mut groups: Vec<Vec<usize>> = Vec::new();
-        let mut filled = 0u64;
-        for (k, size) in self.sizes.iter().enumerate() {
-            if groups.is_empty() || filled >= events {
-                groups.push(Vec::new());
-                filled = 0;
-            }
-            groups.last_mut().expect("a group").push(k);
-            filled += size;
-        }
-        groups
+        crate::reading::shards::groups(&self.sizes, events)
     }
 
     fn decode(&mut self, group: &[usize], _warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
@@ -326,7 +305,7 @@ impl crate::reading::InGroups for Pieces {
             return Ok((EventParts::new(Vec::new()), RawMetrics::default()));
         };
         let (first, end) = (self.bounds[a], self.bounds[b + 1]);
-        let paths: Vec<PathBuf> = group.iter().map(|&k| shard_path(&self.scratch.0, k)).collect();
+        let paths: Vec<PathBuf> = group.iter().map(|&k| self.scratch.shard(k)).collect();
         let (events, halves) = decode_shards(&paths, first, end - first)?;
         for p in &paths {
             let _ = std::fs::remove_file(p);
@@ -360,7 +339,7 @@ impl crate::reading::InGroups for Pieces {
 
     /// The states, in file order, from their scratch file.
     fn states(&mut self, _raw: &RawTrace, out: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
-        let path = self.scratch.0.join("states");
+        let path = self.scratch.path().join("states");
         let file = std::fs::File::open(&path).map_err(|e| Error::io(&path, e))?;
         let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
         let mut names = StateNames::default();
