@@ -9,11 +9,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// Units done and the total expected (0 while unknown).
+/// Units done and the total expected (0 while unknown), in the current of a number of equal
+/// stages (a conversion that splits its trace first: the split, then the groups).
 #[derive(Debug, Default)]
 pub struct LoadProgress {
     done: AtomicU64,
     total: AtomicU64,
+    /// Stages finished, and how many there are (0: one).
+    stage: AtomicU64,
+    stages: AtomicU64,
 }
 
 impl LoadProgress {
@@ -26,10 +30,27 @@ impl LoadProgress {
         self.done.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// The work has `n` stages of equal share, the first now running.
+    pub fn set_stages(&self, n: u64) {
+        self.stage.store(0, Ordering::Relaxed);
+        self.stages.store(n, Ordering::Relaxed);
+    }
+
+    /// The next stage starts (its total is set by `set_total`).
+    pub fn next_stage(&self) {
+        self.stage.fetch_add(1, Ordering::Relaxed);
+        self.set_total(0);
+    }
+
     /// Share done in [0, 1], when a total is known.
     pub fn fraction(&self) -> Option<f64> {
         let total = self.total.load(Ordering::Relaxed);
-        (total > 0).then(|| (self.done.load(Ordering::Relaxed) as f64 / total as f64).min(1.0))
+        let stages = self.stages.load(Ordering::Relaxed).max(1);
+        let stage = self.stage.load(Ordering::Relaxed).min(stages - 1);
+        (total > 0).then(|| {
+            let within = (self.done.load(Ordering::Relaxed) as f64 / total as f64).min(1.0);
+            (stage as f64 + within) / stages as f64
+        })
     }
 }
 
@@ -136,5 +157,22 @@ mod tests {
         let mut s = String::new();
         r.read_to_string(&mut s).unwrap();
         assert_eq!(p.fraction(), Some(0.5));
+    }
+
+    #[test]
+    fn stages_share_the_bar() {
+        let p = super::LoadProgress::default();
+        p.set_total(10);
+        p.add(5);
+        assert_eq!(p.fraction(), Some(0.5));
+        p.set_stages(2);
+        assert_eq!(p.fraction(), Some(0.25));
+        p.add(5);
+        assert_eq!(p.fraction(), Some(0.5));
+        p.next_stage();
+        assert_eq!(p.fraction(), None, "the next stage's total is not known yet");
+        p.set_total(4);
+        p.add(2);
+        assert_eq!(p.fraction(), Some(0.75));
     }
 }

@@ -4,7 +4,8 @@
 //! power-of-two size classes as MPI profilers such as mpiP and IPM report them, or equal-width
 //! bins), and how evenly each region's time is spread over the ranks (`load_imbalance`, with
 //! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
-//! percent imbalance, (max - mean) / max).
+//! percent imbalance, (max - mean) / max). `comm_matrix` tallies the messages as they stream
+//! by (crate::stream) and holds only its pairs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::common::{Args, Compute, Derived, int64_column, text_column};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
 use crate::latency::MESSAGES;
 use crate::profile::CALLS;
+use crate::stream::{Mapper, Prepare};
 
 pub const COMM_MATRIX: Function = Function {
     name: "comm_matrix",
@@ -171,42 +173,106 @@ impl TableFunctionImpl for CommMatrix {
             float("share"),
         ]));
         let schema = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (bytes, duration) = (int64_column(batches, 2)?, int64_column(batches, 3)?);
-            let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
-            let ends: Vec<ArrayRef> = if by == "rank" {
-                vec![Arc::new(int64_column(batches, 0)?), Arc::new(int64_column(batches, 1)?)]
-            } else {
-                vec![Arc::new(text_column(batches, 0)?), Arc::new(text_column(batches, 1)?)]
-            };
-            // Pairs in matrix order (NULL ends, peers that resolve to no rank, first).
-            let mut pairs: BTreeMap<(Option<End>, Option<End>), (usize, Tally)> = BTreeMap::new();
-            for i in 0..bytes.len() {
-                let entry = pairs.entry((end(&ends[0], i), end(&ends[1], i))).or_insert((i, Tally::default()));
-                entry.1.add(opt(&bytes, i), opt(&duration, i));
-            }
-            let quantity = |t: &Tally| match value.as_str() {
-                "messages" => Some(t.messages as f64),
-                "bytes" => Some(t.bytes as f64),
-                _ => (t.timed > 0).then_some(t.duration as f64),
-            };
-            let total: f64 = pairs.values().filter_map(|(_, t)| quantity(t)).sum();
-            let first: Vec<u64> = pairs.values().map(|(i, _)| *i as u64).collect();
-            let take = |c: &ArrayRef| arrow::compute::take(c, &arrow::array::UInt64Array::from(first.clone()), None);
-            let tallies: Vec<&Tally> = pairs.values().map(|(_, t)| t).collect();
-            let values: Vec<Option<f64>> = tallies.iter().map(|t| quantity(t)).collect();
-            let columns: Vec<ArrayRef> = vec![
-                take(&ends[0])?,
-                take(&ends[1])?,
-                Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.messages))),
-                Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.bytes))),
-                Arc::new(Float64Array::from_iter(tallies.iter().map(|t| t.mean_duration()))),
-                Arc::new(Float64Array::from(values.clone())),
-                Arc::new(Float64Array::from_iter(values.iter().map(|v| v.filter(|_| total > 0.0).map(|v| v / total)))),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        // The messages stream through the pairs' tallies; only the pairs are held.
+        let prepare: Prepare = Arc::new(move |_| {
+            Ok(Box::new(MatrixFold {
+                by_rank: by == "rank",
+                value: value.clone(),
+                pairs: BTreeMap::new(),
+                schema: schema.clone(),
+            }) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
+    }
+}
+
+/// One end of a communication, owned: a rank or a node.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum OwnedEnd {
+    Rank(i64),
+    Node(String),
+}
+
+impl From<End<'_>> for OwnedEnd {
+    fn from(e: End<'_>) -> Self {
+        match e {
+            End::Rank(r) => OwnedEnd::Rank(r),
+            End::Node(n) => OwnedEnd::Node(n.to_string()),
+        }
+    }
+}
+
+/// A cell of the matrix: its (src, dst) ends.
+type Pair = (Option<OwnedEnd>, Option<OwnedEnd>);
+
+/// comm_matrix's tallies, message batch by message batch; the pairs, in matrix order (NULL
+/// ends, peers that resolve to no rank, first), at the end.
+struct MatrixFold {
+    by_rank: bool,
+    value: String,
+    pairs: BTreeMap<Pair, Tally>,
+    schema: SchemaRef,
+}
+
+impl Mapper for MatrixFold {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let batches = std::slice::from_ref(batch);
+        let (bytes, duration) = (int64_column(batches, 2)?, int64_column(batches, 3)?);
+        let opt = |a: &Int64Array, i: usize| a.is_valid(i).then(|| a.value(i));
+        let ends: Vec<ArrayRef> = if self.by_rank {
+            vec![Arc::new(int64_column(batches, 0)?), Arc::new(int64_column(batches, 1)?)]
+        } else {
+            vec![Arc::new(text_column(batches, 0)?), Arc::new(text_column(batches, 1)?)]
+        };
+        // The batch's pairs with borrowed ends (nothing allocated per message), then added to
+        // the whole's.
+        let mut here: BTreeMap<(Option<End>, Option<End>), Tally> = BTreeMap::new();
+        for i in 0..bytes.len() {
+            here.entry((end(&ends[0], i), end(&ends[1], i))).or_default().add(opt(&bytes, i), opt(&duration, i));
+        }
+        for ((a, b), t) in here {
+            let whole = self.pairs.entry((a.map(OwnedEnd::from), b.map(OwnedEnd::from))).or_default();
+            whole.messages += t.messages;
+            whole.bytes += t.bytes;
+            whole.timed += t.timed;
+            whole.duration += t.duration;
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let quantity = |t: &Tally| match self.value.as_str() {
+            "messages" => Some(t.messages as f64),
+            "bytes" => Some(t.bytes as f64),
+            _ => (t.timed > 0).then_some(t.duration as f64),
+        };
+        let total: f64 = self.pairs.values().filter_map(quantity).sum();
+        let side = |pick: fn(&Pair) -> &Option<OwnedEnd>| -> ArrayRef {
+            let ends = self.pairs.keys().map(pick);
+            if self.by_rank {
+                Arc::new(Int64Array::from_iter(ends.map(|e| match e {
+                    Some(OwnedEnd::Rank(r)) => Some(*r),
+                    _ => None,
+                })))
+            } else {
+                Arc::new(StringArray::from_iter(ends.map(|e| match e {
+                    Some(OwnedEnd::Node(n)) => Some(n.as_str()),
+                    _ => None,
+                })))
+            }
+        };
+        let tallies: Vec<&Tally> = self.pairs.values().collect();
+        let values: Vec<Option<f64>> = tallies.iter().map(|t| quantity(t)).collect();
+        let columns: Vec<ArrayRef> = vec![
+            side(|k| &k.0),
+            side(|k| &k.1),
+            Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.messages))),
+            Arc::new(Int64Array::from_iter_values(tallies.iter().map(|t| t.bytes))),
+            Arc::new(Float64Array::from_iter(tallies.iter().map(|t| t.mean_duration()))),
+            Arc::new(Float64Array::from(values.clone())),
+            Arc::new(Float64Array::from_iter(values.iter().map(|v| v.filter(|_| total > 0.0).map(|v| v / total)))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }
 

@@ -219,6 +219,9 @@ pub fn paraver(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) 
     refuse_clc(options)?;
     let store = StoreWriter::create(dir)?;
     let progress = options.progress.as_deref();
+    if let Some(p) = progress {
+        p.set_stages(2);
+    }
     let shard_events = (limits.group_events / 4).max(1);
     let (mut raw, mut pieces) =
         paraver::pieces::read_in_pieces(path, &store.scratch("paraver"), shard_events, progress)?;
@@ -236,6 +239,9 @@ pub fn csv(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> R
     // The nodes file is applied with the other formats' (`prepare_and_write`).
     let csv_options =
         reading::csv::CsvOptions { time_unit: options.time_unit, nodes: None, progress: options.progress.clone() };
+    if let Some(p) = &options.progress {
+        p.set_stages(2);
+    }
     let shard_events = (limits.group_events / 4).max(1);
     let scratch = store.scratch("csv");
     let (mut raw, mut pieces) =
@@ -271,8 +277,8 @@ fn prepare_and_write(
 }
 
 /// Write the store of the trace at `path`, whose definitions are `raw`, its events read a
-/// group of ranks at a time from `pieces` (after `passes` whole passes over the trace, for the
-/// progress shown).
+/// group of ranks at a time from `pieces` (after `passes` whole passes over the trace: the
+/// groups are then the progress's next stage).
 #[allow(clippy::too_many_arguments)]
 fn write(
     path: &Path,
@@ -287,9 +293,10 @@ fn write(
     let groups = pieces.groups(limits.group_events);
     let progress: Option<&Arc<LoadProgress>> = options.progress.as_ref();
     if let Some(p) = progress {
-        let n = groups.len() as u64;
-        p.set_total(n * (passes + 1));
-        p.add(n * passes);
+        if passes > 0 {
+            p.next_stage();
+        }
+        p.set_total(groups.len() as u64);
     }
     let buckets = pieces.events().div_ceil(limits.bucket_events.max(1)).max(1) as usize;
     let mut spilled = SpilledHalves::create(&store.scratch("messages"), buckets, limits.bucket_events / 4)?;

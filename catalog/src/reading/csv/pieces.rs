@@ -123,7 +123,13 @@ pub fn read_in_pieces(
     let mut all = writer(&all_path)?;
     let mut counts: BTreeMap<i32, u64> = BTreeMap::new();
     let mut buffer = Vec::with_capacity(EVENT_BYTES);
+    let what = format!("splitting {}", path.display());
+    let mut rows = 0u64;
     let raw = shape.read_rows(path, options, &mut |e| {
+        rows += 1;
+        if rows.is_multiple_of(1 << 16) {
+            crate::interrupt::check(&what)?;
+        }
         buffer.clear();
         encode(&mut buffer, &e);
         *counts.entry(e.rank).or_default() += 1;
