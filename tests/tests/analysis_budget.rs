@@ -92,22 +92,27 @@ fn lod_messages_sums_the_messages_as_they_come_and_holds_only_its_groups() {
 }
 
 #[test]
-fn comm_matrix_tallies_the_messages_as_they_come() {
+fn comm_matrix_and_load_imbalance_tally_their_input_as_it_comes() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let answer = |s: &mut Session, query: &str| {
         let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
         Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
     };
-    // 51,200 messages over 64 x 4 rank pairs and 8 x 8 node pairs, in a budget of 1 MiB that
-    // would not hold their columns.
-    for query in [
-        "SELECT * FROM comm_matrix() ORDER BY src, dst LIMIT 20",
-        "SELECT count(*), sum(messages), sum(bytes), round(sum(share), 9) FROM comm_matrix(by => 'node', value => 'duration')",
+    // 51,200 messages over 64 x 4 rank pairs and 8 x 8 node pairs, and the calls of 64 ranks,
+    // in a budget of 1 MiB that would not hold their columns.
+    for (function, query) in [
+        ("comm_matrix", "SELECT * FROM comm_matrix() ORDER BY src, dst LIMIT 20"),
+        (
+            "comm_matrix",
+            "SELECT count(*), sum(messages), sum(bytes), round(sum(share), 9) FROM comm_matrix(by => 'node', value => 'duration')",
+        ),
+        ("load_imbalance", "SELECT * FROM load_imbalance()"),
+        ("load_imbalance", "SELECT * FROM load_imbalance(metric => 'duration')"),
     ] {
         let expected = answer(&mut session(1 << 30), query).unwrap();
         let mut tight = session(1 << 20);
         assert_eq!(answer(&mut tight, query).unwrap(), expected, "{query}");
         let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
-        assert!(plan.contains("comm_matrix: analysis, streamed"), "{plan}");
+        assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
     }
 }

@@ -4,8 +4,8 @@
 //! power-of-two size classes as MPI profilers such as mpiP and IPM report them, or equal-width
 //! bins), and how evenly each region's time is spread over the ranks (`load_imbalance`, with
 //! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
-//! percent imbalance, (max - mean) / max). `comm_matrix` tallies the messages as they stream
-//! by (crate::stream) and holds only its pairs.
+//! percent imbalance, (max - mean) / max). `comm_matrix` and `load_imbalance` tally their input
+//! as it streams by (crate::stream) and hold only their pairs, or regions and ranks.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -379,51 +379,77 @@ impl TableFunctionImpl for LoadImbalance {
             float("imbalance_pct"),
         ]));
         let schema = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (rank, region, time) = (int64_column(batches, 0)?, text_column(batches, 1)?, int64_column(batches, 2)?);
-            // Time per region and rank; ranks in order, so ties go to the lowest rank.
-            let mut per: BTreeMap<Option<&str>, BTreeMap<i64, i64>> = BTreeMap::new();
-            for i in 0..rank.len() {
-                if rank.is_null(i) || time.is_null(i) {
-                    continue;
-                }
-                let r = region.is_valid(i).then(|| region.value(i));
-                *per.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
-            }
-            let mut cols: (Vec<Option<String>>, Vec<i64>, Vec<i64>, Vec<f64>) = Default::default();
-            let mut extremes: Vec<[i64; 4]> = Vec::new();
-            let mut ratios: Vec<(Option<f64>, Option<f64>)> = Vec::new();
-            for (r, ranks) in &per {
-                let total: i64 = ranks.values().sum();
-                let mean = total as f64 / ranks.len() as f64;
-                let min = ranks.iter().fold((i64::MAX, 0), |m, (k, v)| if *v < m.0 { (*v, *k) } else { m });
-                let max = ranks.iter().fold((i64::MIN, 0), |m, (k, v)| if *v > m.0 { (*v, *k) } else { m });
-                cols.0.push(r.map(str::to_string));
-                cols.1.push(ranks.len() as i64);
-                cols.2.push(total);
-                cols.3.push(mean);
-                extremes.push([min.0, min.1, max.0, max.1]);
-                let positive = max.0 > 0;
-                ratios.push((
-                    positive.then(|| mean / max.0 as f64),
-                    positive.then(|| 100.0 * (max.0 as f64 - mean) / max.0 as f64),
-                ));
-            }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(StringArray::from(cols.0)),
-                Arc::new(Int64Array::from(cols.1)),
-                Arc::new(Int64Array::from(cols.2)),
-                Arc::new(Float64Array::from(cols.3)),
-                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[0]))),
-                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[1]))),
-                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[2]))),
-                Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[3]))),
-                Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.0))),
-                Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.1))),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        // The calls stream through the (region, rank) sums; only the sums are held.
+        let prepare: Prepare = Arc::new(move |_| {
+            Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), schema: schema.clone() }) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
+    }
+}
+
+/// load_imbalance's time per region and rank, batch by batch (ranks in order, so ties go to
+/// the lowest rank); the regions' measures at the end.
+struct ImbalanceFold {
+    per: BTreeMap<Option<String>, BTreeMap<i64, i64>>,
+    schema: SchemaRef,
+}
+
+impl Mapper for ImbalanceFold {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let batches = std::slice::from_ref(batch);
+        let (rank, region, time) = (int64_column(batches, 0)?, text_column(batches, 1)?, int64_column(batches, 2)?);
+        // The batch's sums keyed by borrowed names, then added to the whole's.
+        let mut here: BTreeMap<Option<&str>, BTreeMap<i64, i64>> = BTreeMap::new();
+        for i in 0..rank.len() {
+            if rank.is_null(i) || time.is_null(i) {
+                continue;
+            }
+            let r = region.is_valid(i).then(|| region.value(i));
+            *here.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
+        }
+        for (r, ranks) in here {
+            let whole = self.per.entry(r.map(str::to_string)).or_default();
+            for (k, v) in ranks {
+                *whole.entry(k).or_default() += v;
+            }
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let per = &self.per;
+        let mut cols: (Vec<Option<String>>, Vec<i64>, Vec<i64>, Vec<f64>) = Default::default();
+        let mut extremes: Vec<[i64; 4]> = Vec::new();
+        let mut ratios: Vec<(Option<f64>, Option<f64>)> = Vec::new();
+        for (r, ranks) in per {
+            let total: i64 = ranks.values().sum();
+            let mean = total as f64 / ranks.len() as f64;
+            let min = ranks.iter().fold((i64::MAX, 0), |m, (k, v)| if *v < m.0 { (*v, *k) } else { m });
+            let max = ranks.iter().fold((i64::MIN, 0), |m, (k, v)| if *v > m.0 { (*v, *k) } else { m });
+            cols.0.push(r.clone());
+            cols.1.push(ranks.len() as i64);
+            cols.2.push(total);
+            cols.3.push(mean);
+            extremes.push([min.0, min.1, max.0, max.1]);
+            let positive = max.0 > 0;
+            ratios.push((
+                positive.then(|| mean / max.0 as f64),
+                positive.then(|| 100.0 * (max.0 as f64 - mean) / max.0 as f64),
+            ));
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from(cols.0)),
+            Arc::new(Int64Array::from(cols.1)),
+            Arc::new(Int64Array::from(cols.2)),
+            Arc::new(Float64Array::from(cols.3)),
+            Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[0]))),
+            Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[1]))),
+            Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[2]))),
+            Arc::new(Int64Array::from_iter_values(extremes.iter().map(|e| e[3]))),
+            Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.0))),
+            Arc::new(Float64Array::from_iter(ratios.iter().map(|r| r.1))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }
 
