@@ -92,7 +92,7 @@ fn lod_messages_sums_the_messages_as_they_come_and_holds_only_its_groups() {
 }
 
 #[test]
-fn comm_matrix_and_load_imbalance_tally_their_input_as_it_comes() {
+fn comm_matrix_load_imbalance_and_message_histogram_tally_their_input_as_it_comes() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let answer = |s: &mut Session, query: &str| {
         let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
@@ -108,6 +108,7 @@ fn comm_matrix_and_load_imbalance_tally_their_input_as_it_comes() {
         ),
         ("load_imbalance", "SELECT * FROM load_imbalance()"),
         ("load_imbalance", "SELECT * FROM load_imbalance(metric => 'duration')"),
+        ("message_histogram", "SELECT * FROM message_histogram()"),
     ] {
         let expected = answer(&mut session(1 << 30), query).unwrap();
         let mut tight = session(1 << 20);

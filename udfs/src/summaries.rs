@@ -4,8 +4,10 @@
 //! power-of-two size classes as MPI profilers such as mpiP and IPM report them, or equal-width
 //! bins), and how evenly each region's time is spread over the ranks (`load_imbalance`, with
 //! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
-//! percent imbalance, (max - mean) / max). `comm_matrix` and `load_imbalance` tally their input
-//! as it streams by (crate::stream) and hold only their pairs, or regions and ranks.
+//! percent imbalance, (max - mean) / max). `comm_matrix`, `load_imbalance` and
+//! `message_histogram` in size classes tally their input as it streams by (crate::stream) and
+//! hold only their pairs, regions and ranks, or classes; equal-width bins read the sizes whole
+//! first, for their range.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -317,14 +319,21 @@ impl TableFunctionImpl for MessageHistogram {
             float("share"),
         ]));
         let schema = out.clone();
+        if bins.is_none() {
+            // Power-of-two classes need no range first: the messages stream through them.
+            let prepare: Prepare = Arc::new(move |_| {
+                Ok(Box::new(HistogramFold {
+                    equal: None,
+                    classes: BTreeMap::new(),
+                    sizeless: 0,
+                    schema: schema.clone(),
+                }) as Box<dyn Mapper>)
+            });
+            return Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)));
+        }
+        // Equal-width bins span the sizes' range: read whole first.
         let compute: Compute = Arc::new(move |batches| {
-            let (bytes, duration) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
-            if bytes.null_count() > 0 {
-                return datafusion::common::exec_err!(
-                    "message_histogram: {} messages have no size (bytes is NULL); filter them out first",
-                    bytes.null_count()
-                );
-            }
+            let bytes = int64_column(batches, 0)?;
             let (lo, hi) = (arrow::compute::min(&bytes), arrow::compute::max(&bytes));
             let equal = match (bins, lo.as_ref(), hi.as_ref()) {
                 (Some(n), Some(&lo), Some(&hi)) => {
@@ -332,26 +341,59 @@ impl TableFunctionImpl for MessageHistogram {
                 }
                 _ => None,
             };
-            let mut classes: BTreeMap<i64, (i64, i64, Tally)> = BTreeMap::new();
-            for i in 0..bytes.len() {
-                let (bin, from, to) = size_class(bytes.value(i), equal);
-                let d = duration.is_valid(i).then(|| duration.value(i));
-                classes.entry(bin).or_insert((from, to, Tally::default())).2.add(Some(bytes.value(i)), d);
+            let mut fold = HistogramFold { equal, classes: BTreeMap::new(), sizeless: 0, schema: schema.clone() };
+            for b in batches {
+                fold.map(b)?;
             }
-            let total = classes.values().map(|c| c.2.messages).sum::<i64>().max(1) as f64;
-            let rows: Vec<(&i64, &(i64, i64, Tally))> = classes.iter().collect();
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.bytes))),
-                Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.1.2.mean_duration()))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages as f64 / total))),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+            fold.finish()
         });
         Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+    }
+}
+
+/// message_histogram's classes (bin -> its sizes and tally), batch by batch.
+struct HistogramFold {
+    /// Equal-width bins (first size, width); None: power-of-two classes.
+    equal: Option<(i64, i64)>,
+    classes: BTreeMap<i64, (i64, i64, Tally)>,
+    /// Messages without a size, an error at the end.
+    sizeless: usize,
+    schema: SchemaRef,
+}
+
+impl Mapper for HistogramFold {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let batches = std::slice::from_ref(batch);
+        let (bytes, duration) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+        self.sizeless += bytes.null_count();
+        for i in (0..bytes.len()).filter(|&i| bytes.is_valid(i)) {
+            let (bin, from, to) = size_class(bytes.value(i), self.equal);
+            let d = duration.is_valid(i).then(|| duration.value(i));
+            self.classes.entry(bin).or_insert((from, to, Tally::default())).2.add(Some(bytes.value(i)), d);
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.sizeless > 0 {
+            return datafusion::common::exec_err!(
+                "message_histogram: {} messages have no size (bytes is NULL); filter them out first",
+                self.sizeless
+            );
+        }
+        let classes = &self.classes;
+        let total = classes.values().map(|c| c.2.messages).sum::<i64>().max(1) as f64;
+        let rows: Vec<(&i64, &(i64, i64, Tally))> = classes.iter().collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2.bytes))),
+            Arc::new(Float64Array::from_iter(rows.iter().map(|r| r.1.2.mean_duration()))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.1.2.messages as f64 / total))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }
 
