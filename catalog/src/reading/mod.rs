@@ -41,9 +41,10 @@ pub struct OpenOptions {
     pub clock_correction: Correction,
     /// A CSV of clock sync samples replacing the trace's own (see `csv::sync`).
     pub clock_sync: Option<PathBuf>,
-    /// Tables of more bytes than this are not held in memory: an OTF2 archive whose events
-    /// would make more is converted once into a cache store, which is opened instead
-    /// (`crate::convert::open`; `open` here always reads into memory). None: always in memory.
+    /// Tables of more bytes than this are not held in memory: an OTF2 archive, a Paraver or a
+    /// CSV trace whose events would make more is converted once into a cache store, which is
+    /// opened instead (`crate::convert::open`; `open` here always reads into memory). None:
+    /// always in memory.
     pub memory_budget: Option<u64>,
 }
 
