@@ -295,6 +295,8 @@ fn write(
     if let Some(p) = progress {
         if passes > 0 {
             p.next_stage();
+        } else {
+            p.set_stages(1);
         }
         p.set_total(groups.len() as u64);
     }

@@ -1,7 +1,8 @@
 //! What the formats that are split before a conversion in groups share (a Paraver trace,
 //! `paraver::pieces`; a CSV trace, `csv::pieces`): the scratch directory the shards are kept
-//! in, removed with the reader or when the split fails, and the cutting of the shards (runs of
-//! whole ranks, in rank order) into groups of about a given number of events.
+//! in, removed with the reader or when the split fails, the cutting of the shards (runs of
+//! whole ranks, in rank order) into groups of about a given number of events, and the reading
+//! of the little-endian fields the scratch files (and the Paraver writer's runs) are made of.
 
 use std::path::{Path, PathBuf};
 
@@ -47,6 +48,30 @@ pub fn groups(sizes: &[u64], events: u64) -> Vec<Vec<usize>> {
         filled += size;
     }
     groups
+}
+
+/// Little-endian fields read from the front of a slice (which must hold them).
+#[derive(Debug)]
+pub struct Fields<'a>(pub &'a [u8]);
+
+impl Fields<'_> {
+    pub fn take<const N: usize>(&mut self) -> [u8; N] {
+        let (head, rest) = self.0.split_at(N);
+        self.0 = rest;
+        head.try_into().expect("N bytes")
+    }
+    pub fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    pub fn i32(&mut self) -> i32 {
+        i32::from_le_bytes(self.take())
+    }
+    pub fn i64(&mut self) -> i64 {
+        i64::from_le_bytes(self.take())
+    }
+    pub fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use crate::clock::model::RankModel;
 use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
-use crate::reading::shards::Scratch;
+use crate::reading::shards::{Fields, Scratch};
 use crate::trace::{RawMetrics, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while distributing).
@@ -65,21 +65,20 @@ fn encode(out: &mut Vec<u8>, e: &Event) {
 }
 
 fn decode(b: &[u8]) -> Event {
-    let i32_at = |i: usize| i32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-    let i64_at = |i: usize| i64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let mut f = Fields(b);
     Event {
-        rank: i32_at(0),
-        thread: i32_at(4),
-        ts: i64_at(8),
-        kind: EventKind::from_u8(b[16]),
-        region: i32_at(17),
-        peer: i32_at(21),
-        comm: i32_at(25),
-        tag: i32_at(29),
-        bytes: i64_at(33),
-        request: i64_at(41),
-        op: b[49],
-        bytes_recv: i64_at(50),
+        rank: f.i32(),
+        thread: f.i32(),
+        ts: f.i64(),
+        kind: EventKind::from_u8(f.take::<1>()[0]),
+        region: f.i32(),
+        peer: f.i32(),
+        comm: f.i32(),
+        tag: f.i32(),
+        bytes: f.i64(),
+        request: f.i64(),
+        op: f.take::<1>()[0],
+        bytes_recv: f.i64(),
     }
 }
 

@@ -546,14 +546,7 @@ fn assemble(o: Opened, recs: records::Records) -> Result<RawTrace> {
     StateNames::default().append(&recs.states, &m.streams, &o.pcf, &mut states);
     let mut raw = trace(&o.prv, &o.header, &o.row, &m, warnings);
     raw.events = EventParts::new(parts);
-    raw.metrics = RawMetrics {
-        rank: metrics.rank,
-        thread: metrics.thread,
-        ts: metrics.ts,
-        metric: metrics.metric,
-        value: metrics.value,
-        ..raw.metrics
-    };
+    raw.metrics = metrics;
     raw.states = states;
     Ok(raw)
 }

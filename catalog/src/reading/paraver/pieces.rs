@@ -21,7 +21,7 @@ use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{EventParts, RawEvents};
 use crate::progress::LoadProgress;
-use crate::reading::shards::Scratch;
+use crate::reading::shards::{Fields, Scratch};
 use crate::trace::{RawMetrics, RawStates, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while splitting).
@@ -99,11 +99,6 @@ pub fn read_in_pieces(
     let want = estimated.div_ceil(shard_events.max(1)) as usize;
     let bounds = shard_bounds(&o.header, want.min(MAX_SHARDS));
     let shards = bounds.len() - 1;
-    let streams = o.layout.streams;
-    let mut shard_of = vec![0u32; streams];
-    for k in 0..shards {
-        shard_of[bounds[k]..bounds[k + 1]].fill(k as u32);
-    }
     let guard = Scratch::create(scratch)?;
     let mut sizes = vec![0u64; shards];
     let mut states = 0u64;
@@ -136,10 +131,7 @@ pub fn read_in_pieces(
         records::PIECE_BYTES,
         &mut |r: records::Records| {
             crate::interrupt::check(&format!("splitting {}", o.prv.display()))?;
-            if r.other_types.0 > 0 && other_types.0 == 0 {
-                other_types.1 = r.other_types.1;
-            }
-            other_types.0 += r.other_types.0;
+            records::add_other_types(&mut other_types, r.other_types);
             for piece in &r.pieces {
                 summary.see(piece, &o.pcf);
                 summary.region_keys.extend(region_keys(piece, &summary.classes));
@@ -216,26 +208,6 @@ fn encode_stream(out: &mut Vec<u8>, s: usize, events: &[EventRec], halves: &[Hal
     }
 }
 
-/// Little-endian fields read from the front of a slice.
-struct Fields<'a>(&'a [u8]);
-
-impl Fields<'_> {
-    fn take<const N: usize>(&mut self) -> [u8; N] {
-        let (head, rest) = self.0.split_at(N);
-        self.0 = rest;
-        head.try_into().expect("N bytes")
-    }
-    fn u32(&mut self) -> u32 {
-        u32::from_le_bytes(self.take())
-    }
-    fn i32(&mut self) -> i32 {
-        i32::from_le_bytes(self.take())
-    }
-    fn i64(&mut self) -> i64 {
-        i64::from_le_bytes(self.take())
-    }
-}
-
 /// Each stream's records and (half, record index) of a group's shard files, in file order.
 type Shard = (Vec<Vec<EventRec>>, Vec<Vec<(Half, i64)>>);
 
@@ -271,7 +243,8 @@ fn decode_shards(paths: &[PathBuf], first: usize, n: usize) -> Result<Shard> {
                 let kind = match f.take::<1>()[0] {
                     0 => HalfKind::Send,
                     1 => HalfKind::Post,
-                    _ => HalfKind::Receive,
+                    2 => HalfKind::Receive,
+                    _ => return Err(damaged()),
                 };
                 out.push((Half { ts, bytes, peer, tag, record: 0, kind }, record));
             }

@@ -312,15 +312,20 @@ pub(super) fn parse_in_pieces(
 ) -> Result<Records> {
     let mut out = Records::default();
     parse_each(path, reader, start, first_line, layout, scale, progress, piece_bytes, &mut |mut r| {
-        if out.other_types.0 == 0 {
-            out.other_types.1 = r.other_types.1;
-        }
-        out.other_types.0 += r.other_types.0;
+        add_other_types(&mut out.other_types, r.other_types);
         out.states.append(&mut r.states);
         out.pieces.append(&mut r.pieces);
         Ok(())
     })?;
     Ok(out)
+}
+
+/// Add a piece's records of other types (how many, the first one's line) to the file's so far.
+pub(super) fn add_other_types(total: &mut (u64, u64), piece: (u64, u64)) {
+    if piece.0 > 0 && total.0 == 0 {
+        total.1 = piece.1;
+    }
+    total.0 += piece.0;
 }
 
 /// `parse`, handing each piece's records to `sink` in file order as they are parsed instead

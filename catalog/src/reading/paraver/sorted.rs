@@ -10,6 +10,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::reading::shards::Fields;
 
 /// A record of the .prv other than a state: its time, its place among records of equal time
 /// and kind (the order the writer made it in), and what it is.
@@ -71,43 +72,34 @@ impl Rec {
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
             Err(e) => return Err(Error::io(path, e)),
         }
-        let ts = i64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
-        let order = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-        let mut u32s = |n: usize| -> Result<Vec<u32>> {
-            let mut b = vec![0u8; 4 * n];
-            input.read_exact(&mut b).map_err(|e| Error::io(path, e))?;
-            Ok(b.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().expect("4 bytes"))).collect())
-        };
-        let streams = u32s(if head[16] == 2 { 2 } else { 1 })?;
-        let mut i64s = |n: usize| -> Result<Vec<i64>> {
-            let mut b = vec![0u8; 8 * n];
-            input.read_exact(&mut b).map_err(|e| Error::io(path, e))?;
-            Ok(b.chunks_exact(8).map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes"))).collect())
-        };
-        let kind = match head[16] {
-            0 => {
-                let v = i64s(2)?;
-                RecKind::Event { stream: streams[0], ty: v[0], value: v[1] }
-            }
-            1 => {
-                let v = i64s(4)?;
-                RecKind::Collective { stream: streams[0], sent: v[0], received: v[1], root: v[2], comm: v[3] }
-            }
-            2 => {
-                let v = i64s(5)?;
-                RecKind::Comm {
-                    send: streams[0],
-                    recv: streams[1],
-                    physical_send: v[0],
-                    logical_recv: v[1],
-                    physical_recv: v[2],
-                    size: v[3],
-                    tag: v[4],
-                }
-            }
+        let mut h = Fields(&head);
+        let (ts, order) = (h.i64(), h.u64());
+        // The fields after the kind: stream(s), then its numbers.
+        let size = match head[16] {
+            0 => 4 + 2 * 8,
+            1 => 4 + 4 * 8,
+            2 => 2 * 4 + 5 * 8,
             other => {
                 return Err(Error::in_file(path, format!("a scratch file of the writer is damaged (kind {other})")));
             }
+        };
+        let mut body = [0u8; 48];
+        input.read_exact(&mut body[..size]).map_err(|e| Error::io(path, e))?;
+        let mut f = Fields(&body[..size]);
+        let kind = match head[16] {
+            0 => RecKind::Event { stream: f.u32(), ty: f.i64(), value: f.i64() },
+            1 => {
+                RecKind::Collective { stream: f.u32(), sent: f.i64(), received: f.i64(), root: f.i64(), comm: f.i64() }
+            }
+            _ => RecKind::Comm {
+                send: f.u32(),
+                recv: f.u32(),
+                physical_send: f.i64(),
+                logical_recv: f.i64(),
+                physical_recv: f.i64(),
+                size: f.i64(),
+                tag: f.i64(),
+            },
         };
         Ok(Some(Rec { ts, order, kind }))
     }
