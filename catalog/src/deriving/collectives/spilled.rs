@@ -64,11 +64,17 @@ fn get(b: &[u8]) -> (Key, Part) {
     (key, part)
 }
 
+/// Runs merged at once: each is an open file, and a process may hold about a thousand (a run
+/// is a group of ranks: 203 groups at 1 B events).
+const MAX_FAN_IN: usize = 256;
+
 /// The collective parts of the groups read so far, in run files of a scratch directory.
 #[derive(Debug)]
 pub struct SpilledParts {
     dir: PathBuf,
     runs: Vec<PathBuf>,
+    /// Runs merged at once (`MAX_FAN_IN`).
+    fan_in: usize,
     /// Streams so far: the global index of the next group's first stream.
     streams: i64,
     /// The per-rank communicators.
@@ -79,7 +85,7 @@ impl SpilledParts {
     pub fn create(dir: &Path, comms: &[CommInfo]) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let per_rank = comms.iter().filter(|c| c.per_rank).map(|c| c.comm).collect();
-        Ok(SpilledParts { dir: dir.to_path_buf(), runs: Vec::new(), streams: 0, per_rank })
+        Ok(SpilledParts { dir: dir.to_path_buf(), runs: Vec::new(), fan_in: MAX_FAN_IN, streams: 0, per_rank })
     }
 
     /// Add the parts of a group's streams (in stream order, empty streams included).
@@ -122,11 +128,12 @@ impl SpilledParts {
     /// Merge the runs into record batches of the `collectives` table, handed to `sink` in
     /// order (one empty batch when there are no parts), with `assemble`'s checks.
     pub fn finish(
-        self,
+        mut self,
         comms: &[CommInfo],
         warnings: &mut Warnings,
         mut sink: impl FnMut(RecordBatch) -> Result<()>,
     ) -> Result<u64> {
+        self.merge_down()?;
         let sizes: FastMap<i32, usize> = comms.iter().map(|c| (c.comm, c.members.len())).collect();
         let mut readers = Vec::with_capacity(self.runs.len());
         let mut heap: BinaryHeap<std::cmp::Reverse<(Key, usize)>> = BinaryHeap::new();
@@ -183,6 +190,43 @@ impl SpilledParts {
     }
 }
 
+impl SpilledParts {
+    /// Merge the runs, `fan_in` at a time, into longer ones until at most `fan_in` are left;
+    /// equal keys keep the order of their runs.
+    fn merge_down(&mut self) -> Result<()> {
+        let mut next = self.runs.len();
+        while self.runs.len() > self.fan_in {
+            let mut longer = Vec::new();
+            for group in self.runs.chunks(self.fan_in) {
+                let path = self.dir.join(format!("collectives-{next:05}.bin"));
+                next += 1;
+                let mut out = BufWriter::with_capacity(1 << 16, File::create(&path).map_err(|e| Error::io(&path, e))?);
+                let mut readers = Vec::with_capacity(group.len());
+                let mut heap: BinaryHeap<std::cmp::Reverse<(Key, usize)>> = BinaryHeap::new();
+                let mut heads: Vec<Option<Part>> = vec![None; group.len()];
+                for (r, run) in group.iter().enumerate() {
+                    readers.push(BufReader::with_capacity(1 << 16, File::open(run).map_err(|e| Error::io(run, e))?));
+                    advance(&mut readers[r], run, r, &mut heap, &mut heads)?;
+                }
+                let mut record = Vec::with_capacity(RECORD_BYTES);
+                while let Some(std::cmp::Reverse((key, r))) = heap.pop() {
+                    let part = heads[r].take().expect("the run of a heap entry has a head");
+                    advance(&mut readers[r], &group[r], r, &mut heap, &mut heads)?;
+                    record.clear();
+                    put(key, &part, &mut record);
+                    out.write_all(&record).map_err(|e| Error::io(&path, e))?;
+                }
+                out.flush().map_err(|e| Error::io(&path, e))?;
+                drop(readers);
+                group.iter().for_each(|run| drop(std::fs::remove_file(run)));
+                longer.push(path);
+            }
+            self.runs = longer;
+        }
+        Ok(())
+    }
+}
+
 /// Read the next part of run `r` into its head and the heap.
 fn advance(
     reader: &mut BufReader<File>,
@@ -207,5 +251,51 @@ fn advance(
 impl Drop for SpilledParts {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(fan_in: usize) -> (Vec<String>, u64) {
+        let dir = tempfile::tempdir().unwrap();
+        let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: (0..6).collect(), per_rank: false }];
+        let mut spilled = SpilledParts::create(&dir.path().join("c"), &comms).unwrap();
+        spilled.fan_in = fan_in;
+        // Six groups of one rank each, three instances of the world's collective.
+        for rank in 0..6 {
+            let part = |instance: i64| Part {
+                instance,
+                comm: 0,
+                op: 1,
+                root: 0,
+                rank,
+                thread: 0,
+                begin: 10 * instance + i64::from(rank),
+                end: 10 * instance + 9,
+                bytes_sent: 8,
+                bytes_recv: 8,
+            };
+            spilled.add(vec![(0..3).map(part).collect()]).unwrap();
+        }
+        let mut out = Vec::new();
+        let mut warnings = Warnings::default();
+        let total = spilled
+            .finish(&comms, &mut warnings, |b| {
+                out.push(arrow::util::pretty::pretty_format_batches(&[b]).unwrap().to_string());
+                Ok(())
+            })
+            .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        (out, total)
+    }
+
+    #[test]
+    fn runs_merged_a_few_at_a_time_give_the_one_merge() {
+        let (all, n) = parts(MAX_FAN_IN);
+        assert_eq!(n, 18);
+        assert_eq!(parts(2), (all.clone(), n));
+        assert_eq!(parts(4), (all, n));
     }
 }

@@ -105,10 +105,15 @@ impl Rec {
     }
 }
 
+/// Runs merged at once: each is an open file, and a process may hold about a thousand.
+const MAX_FAN_IN: usize = 256;
+
 /// Records gathered and sorted, `limit` at a time in memory.
 pub(super) struct Sorter {
     chunk: Vec<Rec>,
     limit: usize,
+    /// Runs merged at once (`MAX_FAN_IN`).
+    fan_in: usize,
     /// The scratch directory for runs (made with the first run, removed with the sorter).
     dir: PathBuf,
     runs: Vec<PathBuf>,
@@ -124,7 +129,7 @@ impl Drop for Sorter {
 
 impl Sorter {
     pub fn new(dir: PathBuf, limit: usize) -> Self {
-        Sorter { chunk: Vec::new(), limit: limit.max(1), dir, runs: Vec::new() }
+        Sorter { chunk: Vec::new(), limit: limit.max(1), fan_in: MAX_FAN_IN, dir, runs: Vec::new() }
     }
 
     pub fn push(&mut self, r: Rec) -> Result<()> {
@@ -162,30 +167,59 @@ impl Sorter {
         if !self.chunk.is_empty() {
             self.spill()?;
         }
-        let mut readers = Vec::with_capacity(self.runs.len());
-        for p in &self.runs {
-            let file = std::fs::File::open(p).map_err(|e| Error::io(p, e))?;
-            readers.push(BufReader::with_capacity(1 << 16, file));
-        }
-        let mut heads: Vec<Option<Rec>> = Vec::with_capacity(readers.len());
-        let mut heap = BinaryHeap::new();
-        for (k, r) in readers.iter_mut().enumerate() {
-            let head = Rec::decode(r, &self.runs[k])?;
-            if let Some(h) = &head {
-                heap.push(Reverse((h.key(), k)));
+        // Runs are merged at most `fan_in` at a time (each is an open file): more are first
+        // merged into longer runs, as many passes as it takes.
+        let mut runs = std::mem::take(&mut self.runs);
+        let mut next = runs.len();
+        while runs.len() > self.fan_in {
+            let mut longer = Vec::new();
+            for group in runs.chunks(self.fan_in) {
+                let path = self.dir.join(format!("run-{next:05}.bin"));
+                next += 1;
+                let file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+                let mut out = BufWriter::with_capacity(1 << 20, file);
+                let mut bytes = Vec::with_capacity(64);
+                merge(group, &mut |r| {
+                    bytes.clear();
+                    r.encode(&mut bytes);
+                    out.write_all(&bytes).map_err(|e| Error::io(&path, e))
+                })?;
+                out.flush().map_err(|e| Error::io(&path, e))?;
+                group.iter().for_each(|p| drop(std::fs::remove_file(p)));
+                longer.push(path);
             }
-            heads.push(head);
+            runs = longer;
         }
-        while let Some(Reverse((_, k))) = heap.pop() {
-            let r = heads[k].take().expect("a run's head");
-            f(&r)?;
-            heads[k] = Rec::decode(&mut readers[k], &self.runs[k])?;
-            if let Some(h) = &heads[k] {
-                heap.push(Reverse((h.key(), k)));
-            }
-        }
-        Ok(())
+        self.runs = runs;
+        merge(&self.runs, f)
     }
+}
+
+/// The records of sorted `runs`, merged in the file's order.
+fn merge(runs: &[PathBuf], f: &mut dyn FnMut(&Rec) -> Result<()>) -> Result<()> {
+    let mut readers = Vec::with_capacity(runs.len());
+    for p in runs {
+        let file = std::fs::File::open(p).map_err(|e| Error::io(p, e))?;
+        readers.push(BufReader::with_capacity(1 << 16, file));
+    }
+    let mut heads: Vec<Option<Rec>> = Vec::with_capacity(readers.len());
+    let mut heap = BinaryHeap::new();
+    for (k, r) in readers.iter_mut().enumerate() {
+        let head = Rec::decode(r, &runs[k])?;
+        if let Some(h) = &head {
+            heap.push(Reverse((h.key(), k)));
+        }
+        heads.push(head);
+    }
+    while let Some(Reverse((_, k))) = heap.pop() {
+        let r = heads[k].take().expect("a run's head");
+        f(&r)?;
+        heads[k] = Rec::decode(&mut readers[k], &runs[k])?;
+        if let Some(h) = &heads[k] {
+            heap.push(Reverse((h.key(), k)));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -213,10 +247,11 @@ mod tests {
                 Rec { ts, order: i, kind }
             })
             .collect();
-        let sorted = |limit: usize| {
+        let sorted_in = |limit: usize, fan_in: usize| {
             let dir = tempfile::tempdir().unwrap();
             let scratch = dir.path().join("sort");
             let mut s = Sorter::new(scratch.clone(), limit);
+            s.fan_in = fan_in;
             recs.iter().for_each(|r| s.push(*r).unwrap());
             let mut out = Vec::new();
             s.finish(&mut |r| {
@@ -227,9 +262,13 @@ mod tests {
             assert!(!scratch.exists(), "runs removed");
             out
         };
+        let sorted = |limit: usize| sorted_in(limit, MAX_FAN_IN);
         let in_memory = sorted(1 << 20);
         assert!(in_memory.windows(2).all(|w| w[0].key() < w[1].key()));
         assert_eq!(sorted(64), in_memory);
         assert_eq!(sorted(1), in_memory);
+        // 1,000 runs merged 3 at a time: seven passes of longer runs first.
+        assert_eq!(sorted_in(1, 3), in_memory);
+        assert_eq!(sorted_in(10, 4), in_memory);
     }
 }
