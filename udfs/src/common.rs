@@ -82,6 +82,14 @@ impl Derived {
         Derived { work: Work::Streamed(prepare), ..Derived::from_many(schema, inputs, unused) }
     }
 
+    /// A table made by sweeping the first of `inputs` a chunk of whole ranks at a time (its
+    /// column `rank`, an index into its projection) through the mapper `prepare` makes from the
+    /// others; a first input not in rank order is read whole and ordered (crate::by_rank).
+    pub fn by_rank(schema: SchemaRef, inputs: Vec<Projected>, rank: usize, prepare: crate::stream::Prepare) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("an analysis streamed by rank has no whole computation"));
+        Derived { work: Work::ByRank(prepare, rank), ..Derived::from_many(schema, inputs, unused) }
+    }
+
     /// The same table, its plan node named after the function `name`.
     pub fn named(&self, name: &'static str) -> Derived {
         Derived { name, ..self.clone() }
@@ -111,7 +119,13 @@ impl TableProvider for Derived {
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
         }
-        let node = AnalysisExec::new(self.name, inputs, self.work.clone(), self.schema.clone(), projection.cloned())?;
+        let work = match &self.work {
+            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
+                Work::Whole(crate::by_rank::whole(self.name.to_string(), prepare.clone(), *rank, self.schema.clone()))
+            }
+            work => work.clone(),
+        };
+        let node = AnalysisExec::new(self.name, inputs, work, self.schema.clone(), projection.cloned())?;
         Ok(Arc::new(node))
     }
 }
@@ -236,6 +250,39 @@ fn base_tables(
     if is_trace_table && schema.is_some_and(|s| s.table_exist("trace_info")) {
         out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
     }
+}
+
+/// The first of column `lo` and the last of column `hi` over a relation, as an input of one
+/// row (lo, hi) aggregated as the relation streams by: what an analysis must know before it
+/// reads the relation's rows (the span its bins or slots cut).
+pub fn bounds_of(relation: &Relation, lo: &str, hi: &str) -> Result<Projected> {
+    use datafusion::functions_aggregate::expr_fn::{max, min};
+    use datafusion::logical_expr::col;
+    let plan =
+        LogicalPlanBuilder::scan(relation.reference.clone(), provider_as_source(relation.provider.clone()), None)?
+            .aggregate(Vec::<Expr>::new(), vec![min(col(lo)).alias("lo"), max(col(hi)).alias("hi")])?
+            .build()?;
+    let bounds = Relation {
+        reference: TableReference::bare(format!("span of {}", relation.reference)),
+        provider: Arc::new(datafusion::datasource::ViewTable::new(plan, None)),
+    };
+    Ok((bounds, None))
+}
+
+/// (lo, hi) as `bounds_of`'s input read them (None where the relation has no values).
+pub fn bounds_read(batches: &[RecordBatch]) -> Result<(Option<i64>, Option<i64>)> {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for b in batches {
+        let first = cast(b.column(0), &DataType::Int64)?;
+        let last = cast(b.column(1), &DataType::Int64)?;
+        if let Some(m) = arrow::compute::min(first.as_primitive::<Int64Type>()) {
+            lo = Some(lo.map_or(m, |l| l.min(m)));
+        }
+        if let Some(m) = arrow::compute::max(last.as_primitive::<Int64Type>()) {
+            hi = Some(hi.map_or(m, |h| h.max(m)));
+        }
+    }
+    Ok((lo, hi))
 }
 
 /// A table of the trace in `schema` (as `trace_schema` returns it), resolved.

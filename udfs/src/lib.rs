@@ -9,6 +9,7 @@
 pub mod attribution;
 pub mod bounded;
 pub mod budget;
+pub mod by_rank;
 pub mod causality;
 pub mod clock;
 pub mod common;

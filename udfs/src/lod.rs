@@ -43,10 +43,6 @@ use crate::common::{Args, ComputeMany, Derived, Relation, column, int64_column, 
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 use crate::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
-use datafusion::common::TableReference;
-use datafusion::datasource::{ViewTable, provider_as_source};
-use datafusion::functions_aggregate::expr_fn::{max, min};
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
 
 /// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
 pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
@@ -277,36 +273,8 @@ fn span_input(
     }
     events.columns(function, &["ts"])?;
     // The first and last event time, aggregated as the events stream by: one row is read.
-    let plan = LogicalPlanBuilder::scan(events.reference.clone(), provider_as_source(events.provider), None)?
-        .aggregate(
-            Vec::<Expr>::new(),
-            vec![
-                min(datafusion::logical_expr::col("ts")).alias("lo"),
-                max(datafusion::logical_expr::col("ts")).alias("hi"),
-            ],
-        )?
-        .build()?;
-    let bounds = Relation {
-        reference: TableReference::bare(format!("span of {}", events.reference)),
-        provider: Arc::new(ViewTable::new(plan, None)),
-    };
-    Ok((Span::Scan(key), Some((bounds, None))))
-}
-
-/// (first, last) time of the span input's batches (its lo and hi columns).
-fn span_of(batches: &[RecordBatch]) -> Result<TimeSpan> {
-    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
-    for b in batches {
-        let first = arrow::compute::cast(b.column(0), &DataType::Int64)?;
-        let last = arrow::compute::cast(b.column(1), &DataType::Int64)?;
-        if let Some(m) = arrow::compute::min(first.as_any().downcast_ref::<Int64Array>().expect("cast to Int64")) {
-            lo = Some(lo.map_or(m, |l| l.min(m)));
-        }
-        if let Some(m) = arrow::compute::max(last.as_any().downcast_ref::<Int64Array>().expect("cast to Int64")) {
-            hi = Some(hi.map_or(m, |h| h.max(m)));
-        }
-    }
-    Ok((lo, hi))
+    let bounds = crate::common::bounds_of(&events, "ts", "ts")?;
+    Ok((Span::Scan(key), Some(bounds)))
 }
 
 /// The span to cut: the trace's (known, or read now and remembered) or else the data's own.
@@ -318,7 +286,7 @@ fn chosen_span(
     match (span, span_read) {
         (Span::Known(lo, hi), _) => Ok((*lo, *hi)),
         (Span::Scan(key), Some(batches)) => {
-            let found = span_of(batches)?;
+            let found = crate::common::bounds_read(batches)?;
             TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((key.clone(), found));
             Ok(found)
         }
@@ -540,75 +508,138 @@ impl TableFunctionImpl for LodCalls {
             Field::new("time_in_slot_ns", DataType::Int64, false),
             Field::new("share", DataType::Float64, false),
         ]);
-        let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let batches = &inputs[0];
-            let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
-            let region = text_column(batches, 2)?;
-            let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
-            let mut names: Vec<String> = Vec::new();
-            let mut ids: HashMap<String, u32> = HashMap::new();
-            let mut by_thread: CallsByThread = BTreeMap::new();
-            let (mut lo, mut hi) = (None::<i64>, None::<i64>);
-            for i in 0..rank.len() {
-                if [rank.is_null(i), thread.is_null(i), region.is_null(i), start.is_null(i), end.is_null(i)]
-                    .contains(&true)
-                {
-                    continue;
-                }
-                let name = region.value(i);
-                let id = match ids.get(name) {
-                    Some(&id) => id,
-                    None => {
-                        ids.insert(name.to_string(), names.len() as u32);
-                        names.push(name.to_string());
-                        names.len() as u32 - 1
-                    }
-                };
-                let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
-                lo = Some(lo.map_or(a, |l| l.min(a)));
-                hi = Some(hi.map_or(b, |h| h.max(b)));
-                by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
-            }
-            let (lo, hi) = chosen_span(&span, inputs.get(1), (lo, hi))?;
-            let Some(g) = p.grid("lod_calls", lo, hi)? else { return Ok(vec![RecordBatch::new_empty(s.clone())]) };
-            // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
-            let rows: Vec<(CallRow, i64)> = if p.per_rank {
-                let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
-                for ((r, _), mut calls) in by_thread {
-                    by_rank.entry(r).or_default().push(segments(&mut calls));
-                }
-                by_rank
-                    .into_par_iter()
-                    .flat_map_iter(|(r, threads)| {
-                        let n = threads.len() as i64;
-                        rank_rows(r, &threads, g, &names).into_iter().map(move |row| (row, n))
-                    })
-                    .collect()
-            } else {
-                by_thread
-                    .into_par_iter()
-                    .flat_map_iter(|((r, t), mut calls)| {
-                        call_rows(r, t, &segments(&mut calls), g, &names).into_iter().map(|row| (row, 1))
-                    })
-                    .collect()
-            };
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.2))),
-                Arc::new(Int64Array::from(rows.iter().map(|r| (!p.per_rank).then_some(r.0.3)).collect::<Vec<_>>())),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.4 as usize].as_str()))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.5))),
-                Arc::new(Float64Array::from_iter_values(
-                    rows.iter().map(|(r, n)| r.5 as f64 / ((r.1 - r.0).max(1) * n) as f64),
-                )),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
+        let make = CallSlots::maker(p, out.clone());
         let mut inputs = vec![(relation, Some(idx))];
         inputs.extend(span_read);
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        // With the span known before the calls are read (given, or the trace's), they stream a
+        // chunk of whole ranks at a time; a relation cut on its own span is read whole first.
+        if matches!(span, Span::Own) && (p.t0.is_none() || p.t1.is_none()) {
+            let s = out.clone();
+            let compute: ComputeMany = Arc::new(move |inputs| {
+                let (lo, hi) = own_call_span(&inputs[0])?;
+                let make = make.clone();
+                let prepare: Prepare = Arc::new(move |_| make(lo, hi));
+                crate::by_rank::whole("lod_calls".to_string(), prepare, 0, s.clone())(&inputs[..1])
+            });
+            return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
+        }
+        let prepare: Prepare = Arc::new(move |held| {
+            let (lo, hi) = chosen_span(&span, held.first(), (None, None))?;
+            make(lo, hi)
+        });
+        Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare)))
+    }
+}
+
+/// Whether a call row (rank, thread, region, start_ts, end_ts) counts: none of them NULL.
+fn call_counts(batch: &RecordBatch, i: usize) -> bool {
+    (0..5).all(|c| batch.column(c).is_valid(i))
+}
+
+/// The first start and last end of the calls that count (a call ending before it starts
+/// ends at its start).
+fn own_call_span(batches: &[RecordBatch]) -> Result<TimeSpan> {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let (start, end) = (int64_column(one, 3)?, int64_column(one, 4)?);
+        for i in (0..b.num_rows()).filter(|&i| call_counts(b, i)) {
+            let (a, e) = (start.value(i), end.value(i).max(start.value(i)));
+            lo = Some(lo.map_or(a, |l| l.min(a)));
+            hi = Some(hi.map_or(e, |h| h.max(e)));
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// lod_calls' representatives, a chunk of whole ranks at a time (crate::by_rank): each
+/// thread's (or rank's) calls are all in the chunk.
+struct CallSlots {
+    /// None: the span is empty, and so is the answer.
+    grid: Option<Grid>,
+    per_rank: bool,
+    /// Region names, interned over the chunks.
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+    schema: SchemaRef,
+}
+
+/// Makes lod_calls' mapper for the span (lo, hi).
+type MakeCallSlots = Arc<dyn Fn(Option<i64>, Option<i64>) -> Result<Box<dyn Mapper>> + Send + Sync>;
+
+impl CallSlots {
+    fn maker(p: LodParams, schema: SchemaRef) -> MakeCallSlots {
+        Arc::new(move |lo, hi| {
+            let grid = p.grid("lod_calls", lo, hi)?;
+            let slots = CallSlots {
+                grid,
+                per_rank: p.per_rank,
+                names: Vec::new(),
+                ids: HashMap::new(),
+                schema: schema.clone(),
+            };
+            Ok(Box::new(slots) as Box<dyn Mapper>)
+        })
+    }
+
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        self.ids.insert(name.to_string(), self.names.len() as u32);
+        self.names.push(name.to_string());
+        self.names.len() as u32 - 1
+    }
+}
+
+impl Mapper for CallSlots {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let Some(g) = self.grid else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let one = std::slice::from_ref(batch);
+        let (rank, thread) = (int64_column(one, 0)?, int64_column(one, 1)?);
+        let region = text_column(one, 2)?;
+        let (start, end) = (int64_column(one, 3)?, int64_column(one, 4)?);
+        let mut by_thread: CallsByThread = BTreeMap::new();
+        for i in (0..batch.num_rows()).filter(|&i| call_counts(batch, i)) {
+            let id = self.id(region.value(i));
+            let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
+            by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
+        }
+        let names = &self.names;
+        // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
+        let rows: Vec<(CallRow, i64)> = if self.per_rank {
+            let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
+            for ((r, _), mut calls) in by_thread {
+                by_rank.entry(r).or_default().push(segments(&mut calls));
+            }
+            by_rank
+                .into_par_iter()
+                .flat_map_iter(|(r, threads)| {
+                    let n = threads.len() as i64;
+                    rank_rows(r, &threads, g, names).into_iter().map(move |row| (row, n))
+                })
+                .collect()
+        } else {
+            by_thread
+                .into_par_iter()
+                .flat_map_iter(|((r, t), mut calls)| {
+                    call_rows(r, t, &segments(&mut calls), g, names).into_iter().map(|row| (row, 1))
+                })
+                .collect()
+        };
+        let per_rank = self.per_rank;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.2))),
+            Arc::new(Int64Array::from(rows.iter().map(|r| (!per_rank).then_some(r.0.3)).collect::<Vec<_>>())),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.4 as usize].as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.5))),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|(r, n)| r.5 as f64 / ((r.1 - r.0).max(1) * n) as f64),
+            )),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 }
 

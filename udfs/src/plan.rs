@@ -10,7 +10,8 @@
 //!
 //! An analysis holds its whole input while it computes, so it answers to the session's memory
 //! budget as DataFusion's sorts and joins do (crate::budget). A streamed analysis
-//! (`Work::Streamed`, crate::stream) holds only its other inputs and maps the first as it comes.
+//! (`Work::Streamed`, crate::stream) holds only its other inputs and maps the first as it comes;
+//! one streamed by rank (`Work::ByRank`, crate::by_rank) asks for its first input in rank order.
 
 use std::fmt;
 use std::sync::Arc;
@@ -21,7 +22,10 @@ use commdb_catalog::session::plan_node::{batches_once, off_the_workers, projecti
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
-use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_expr::{
+    Distribution, EquivalenceProperties, LexRequirement, OrderingRequirements, PhysicalExpr,
+};
+use datafusion::physical_plan::InputDistributionRequirements;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
 use datafusion::physical_plan::{
@@ -32,11 +36,13 @@ use datafusion::physical_plan::{
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
 /// What an analysis does with its inputs: compute over all of them held, or stream the first
-/// through a mapper prepared from the others (crate::stream).
+/// through a mapper prepared from the others (crate::stream), or stream it so a chunk of whole
+/// ranks at a time (its column `rank`, a column index) in rank order (crate::by_rank).
 #[derive(Clone)]
 pub enum Work {
     Whole(ComputeMany),
     Streamed(crate::stream::Prepare),
+    ByRank(crate::stream::Prepare, usize),
 }
 
 impl fmt::Debug for Work {
@@ -44,6 +50,7 @@ impl fmt::Debug for Work {
         f.write_str(match self {
             Work::Whole(_) => "Whole",
             Work::Streamed(_) => "Streamed",
+            Work::ByRank(..) => "ByRank",
         })
     }
 }
@@ -75,7 +82,7 @@ impl AnalysisExec {
         full_schema: SchemaRef,
         projection: Option<Vec<usize>>,
     ) -> Result<Self> {
-        if matches!(work, Work::Streamed(_)) && inputs.is_empty() {
+        if matches!(work, Work::Streamed(_) | Work::ByRank(..)) && inputs.is_empty() {
             return datafusion::common::internal_err!("{name}: a streamed analysis needs an input");
         }
         let schema = match &projection {
@@ -87,7 +94,7 @@ impl AnalysisExec {
             Partitioning::UnknownPartitioning(1),
             match work {
                 Work::Whole(_) => EmissionType::Final,
-                Work::Streamed(_) => EmissionType::Incremental,
+                Work::Streamed(_) | Work::ByRank(..) => EmissionType::Incremental,
             },
             Boundedness::Bounded,
         );
@@ -108,8 +115,10 @@ impl DisplayAs for AnalysisExec {
         match t {
             DisplayFormatType::Default | DisplayFormatType::Verbose => {
                 write!(f, "{}: analysis", self.name)?;
-                if matches!(self.work, Work::Streamed(_)) {
-                    f.write_str(", streamed")?;
+                match self.work {
+                    Work::Streamed(_) => f.write_str(", streamed")?,
+                    Work::ByRank(..) => f.write_str(", streamed by rank")?,
+                    Work::Whole(_) => {}
                 }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
@@ -133,6 +142,25 @@ impl ExecutionPlan for AnalysisExec {
 
     fn benefits_from_input_partitioning(&self) -> Vec<bool> {
         vec![false; self.inputs.len()]
+    }
+
+    /// Streamed by rank: the main input in one stream, in rank order (the scans of the
+    /// rank-ordered tables are, partition by partition, and DataFusion merges them).
+    fn input_distribution_requirements(&self) -> InputDistributionRequirements {
+        let mut each = vec![Distribution::UnspecifiedDistribution; self.inputs.len()];
+        if matches!(self.work, Work::ByRank(..)) {
+            each[0] = Distribution::SinglePartition;
+        }
+        InputDistributionRequirements::new(each)
+    }
+
+    fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
+        let mut each = vec![None; self.inputs.len()];
+        if let Work::ByRank(_, rank) = self.work {
+            let order = crate::by_rank::rank_order(&self.inputs[0].schema(), rank);
+            each[0] = LexRequirement::new([order.into()]).map(OrderingRequirements::new);
+        }
+        each
     }
 
     fn apply_expressions(
@@ -167,6 +195,17 @@ impl ExecutionPlan for AnalysisExec {
         let inputs = self.inputs.clone();
         let compute = match &self.work {
             Work::Whole(compute) => compute.clone(),
+            Work::ByRank(prepare, rank) => {
+                let (name, rank, output, prepare) =
+                    (self.name.clone(), *rank, self.full_schema.clone(), prepare.clone());
+                let in_order: crate::stream::Prepare = Arc::new(move |held| {
+                    let inner = prepare(held)?;
+                    Ok(Box::new(crate::by_rank::InRankOrder::new(&name, inner, rank, output.clone())) as _)
+                });
+                let projection = self.projection.clone();
+                let streamed = crate::stream::Streamed { name: self.name.clone(), prepare: in_order, projection };
+                return Ok(streamed.execute(self.schema(), inputs, baseline, context));
+            }
             Work::Streamed(prepare) => {
                 let projection = self.projection.clone();
                 let streamed =

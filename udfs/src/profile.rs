@@ -17,8 +17,9 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived, int64_column, text_column};
+use crate::common::{Args, Derived, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text};
+use crate::stream::{Mapper, Prepare};
 
 /// The relation of calls a profile reads.
 pub const CALLS: Param = param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to profile");
@@ -94,20 +95,39 @@ pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
 pub(crate) type Streams = Vec<((i64, i64), Vec<Call>)>;
 
 pub(crate) fn streams(batches: &[RecordBatch], function: &str) -> Result<(Streams, Vec<String>)> {
+    let mut names = Names::default();
+    let out = streams_named(batches, function, &mut names)?;
+    Ok((out, names.names))
+}
+
+/// Region names interned as ids, over every chunk an analysis reads.
+#[derive(Debug, Default)]
+pub(crate) struct Names {
+    pub names: Vec<String>,
+    ids: HashMap<String, u32>,
+}
+
+impl Names {
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            return id;
+        }
+        self.ids.insert(name.to_string(), self.names.len() as u32);
+        self.names.push(name.to_string());
+        self.names.len() as u32 - 1
+    }
+}
+
+/// `streams`, interning the region names in `names`.
+pub(crate) fn streams_named(batches: &[RecordBatch], function: &str, names: &mut Names) -> Result<Streams> {
     let (rank, thread, region) = (int64_column(batches, 0)?, int64_column(batches, 1)?, text_column(batches, 2)?);
     let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
-    let mut names: Vec<String> = Vec::new();
-    let mut ids: HashMap<&str, u32> = HashMap::new();
     let mut by_stream: BTreeMap<(i64, i64), Vec<Call>> = BTreeMap::new();
     for i in 0..rank.len() {
         if rank.is_null(i) || start.is_null(i) || end.is_null(i) {
-            return exec_err!("{function}: row {i} has no rank, start_ts or end_ts; filter such calls out first");
+            return exec_err!("{function}: a row has no rank, start_ts or end_ts; filter such calls out first");
         }
-        let name = if region.is_valid(i) { region.value(i) } else { "NULL" };
-        let id = *ids.entry(name).or_insert_with(|| {
-            names.push(name.to_string());
-            names.len() as u32 - 1
-        });
+        let id = names.id(if region.is_valid(i) { region.value(i) } else { "NULL" });
         let key = (rank.value(i), if thread.is_valid(i) { thread.value(i) } else { 0 });
         by_stream.entry(key).or_default().push(Call { start: start.value(i), end: end.value(i), region: id });
     }
@@ -116,7 +136,55 @@ pub(crate) fn streams(batches: &[RecordBatch], function: &str) -> Result<(Stream
         // Enclosing calls first among calls that start together.
         calls.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
     }
-    Ok((out, names))
+    Ok(out)
+}
+
+/// The time of each (bin, region) over the streams, a chunk of whole ranks at a time
+/// (crate::by_rank), on bins fixed before the calls are read.
+struct Profile {
+    /// First time and bin width; None when the relation has no calls.
+    bins: Option<(i64, i64)>,
+    time: BTreeMap<(i64, u32), i64>,
+    names: Names,
+    streams: usize,
+    schema: SchemaRef,
+}
+
+impl Mapper for Profile {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let streams = streams_named(std::slice::from_ref(batch), "time_profile", &mut self.names)?;
+        self.streams += streams.len();
+        let Some((t0, width)) = self.bins else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let time = &mut self.time;
+        for (_, calls) in &streams {
+            sweep(calls, |region, from, to| {
+                let mut a = from;
+                while a < to {
+                    let bin = (a - t0) / width;
+                    let b = to.min(t0 + (bin + 1) * width);
+                    *time.entry((bin, region)).or_default() += b - a;
+                    a = b;
+                }
+            });
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let Some((t0, width)) = self.bins else { return Ok(vec![RecordBatch::new_empty(self.schema.clone())]) };
+        let names = &self.names.names;
+        let rows: Vec<(&(i64, u32), &i64)> = self.time.iter().filter(|(_, t)| **t > 0).collect();
+        let room = (width * self.streams as i64) as f64;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + r.0.0 * width))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + (r.0.0 + 1) * width))),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.1 as usize].as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.1))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| *r.1 as f64 / room))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
+    }
 }
 
 /// `time_profile([rel => 'calls'], bins => 100)`.
@@ -140,40 +208,21 @@ impl TableFunctionImpl for TimeProfile {
             Field::new("time_ns", DataType::Int64, false),
             Field::new("share", DataType::Float64, false),
         ]));
+        // The bins come from the calls' first start and last end, aggregated before the calls
+        // stream through the sweep.
+        let bounds = crate::common::bounds_of(&rel, "start_ts", "end_ts")?;
         let schema = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (streams, names) = streams(batches, "time_profile")?;
-            let first = streams.iter().flat_map(|s| &s.1).map(|c| c.start).min();
-            let last = streams.iter().flat_map(|s| &s.1).map(|c| c.end).max();
-            let (Some(t0), Some(t1)) = (first, last) else {
-                return Ok(vec![RecordBatch::new_empty(schema.clone())]);
+        let prepare: Prepare = Arc::new(move |held| {
+            let (first, last) = crate::common::bounds_read(&held[0])?;
+            let bins = match (first, last) {
+                (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64)),
+                _ => None,
             };
-            let width = ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64;
-            let mut time: BTreeMap<(i64, u32), i64> = BTreeMap::new();
-            for (_, calls) in &streams {
-                sweep(calls, |region, from, to| {
-                    let mut a = from;
-                    while a < to {
-                        let bin = (a - t0) / width;
-                        let b = to.min(t0 + (bin + 1) * width);
-                        *time.entry((bin, region)).or_default() += b - a;
-                        a = b;
-                    }
-                });
-            }
-            let rows: Vec<(&(i64, u32), &i64)> = time.iter().filter(|(_, t)| **t > 0).collect();
-            let room = (width * streams.len() as i64) as f64;
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + r.0.0 * width))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + (r.0.0 + 1) * width))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.1 as usize].as_str()))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.1))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| *r.1 as f64 / room))),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+            let profile =
+                Profile { bins, time: BTreeMap::new(), names: Names::default(), streams: 0, schema: schema.clone() };
+            Ok(Box::new(profile) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 0, prepare)))
     }
 }
 
@@ -196,23 +245,25 @@ enum Up {
 
 /// The distinct call paths: text, depth and leaf region of each, by id.
 #[derive(Debug, Default)]
-struct Paths<'a> {
+struct Paths {
     text: Vec<String>,
     depth: Vec<i32>,
-    leaf: Vec<&'a str>,
-    ids: HashMap<(Up, &'a str), u32>,
+    /// The leaf region's name id.
+    leaf: Vec<u32>,
+    ids: HashMap<(Up, u32), u32>,
 }
 
-impl<'a> Paths<'a> {
-    /// The id of the path that continues `up` with `region`.
-    fn id(&mut self, up: Up, region: &'a str) -> u32 {
+impl Paths {
+    /// The id of the path that continues `up` with region `region` (a name id of `names`).
+    fn id(&mut self, up: Up, region: u32, names: &Names) -> u32 {
         if let Some(&id) = self.ids.get(&(up, region)) {
             return id;
         }
+        let name = &names.names[region as usize];
         let (text, depth) = match up {
-            Up::Root => (region.to_string(), 0),
-            Up::Outside => (format!(".../{region}"), 1),
-            Up::Path(p) => (format!("{}/{region}", self.text[p as usize]), self.depth[p as usize] + 1),
+            Up::Root => (name.clone(), 0),
+            Up::Outside => (format!(".../{name}"), 1),
+            Up::Path(p) => (format!("{}/{name}", self.text[p as usize]), self.depth[p as usize] + 1),
         };
         let id = self.text.len() as u32;
         self.text.push(text);
@@ -220,6 +271,86 @@ impl<'a> Paths<'a> {
         self.leaf.push(region);
         self.ids.insert((up, region), id);
         id
+    }
+}
+
+/// The call tree's totals per (path, rank), a chunk of whole ranks at a time
+/// (crate::by_rank): a call's parent is on its own rank, so each chunk holds the calls its
+/// paths go through.
+struct Tree {
+    names: Names,
+    paths: Paths,
+    totals: HashMap<(u32, i64), Totals>,
+    schema: SchemaRef,
+}
+
+impl Mapper for Tree {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let batches = std::slice::from_ref(batch);
+        let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+        let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
+        let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);
+        let row_of: HashMap<i64, usize> = (0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)).collect();
+        let names = &mut self.names;
+        let region: Vec<u32> =
+            (0..id.len()).map(|i| names.id(if region.is_valid(i) { region.value(i) } else { "NULL" })).collect();
+        let (names, paths) = (&self.names, &mut self.paths);
+        // The path of each row, from its parent's (memoised; a parent outside the relation
+        // starts the path with "..."). Paths are interned: text is built once per path.
+        let mut row_path: Vec<Option<u32>> = vec![None; id.len()];
+        for i in 0..id.len() {
+            let mut chain = vec![i];
+            while let Some(&top) = chain.last() {
+                if row_path[top].is_some() {
+                    chain.pop();
+                    break;
+                }
+                match parent.is_valid(top).then(|| parent.value(top)).map(|p| row_of.get(&p)) {
+                    Some(Some(&p)) if !chain.contains(&p) => chain.push(p),
+                    Some(Some(_)) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
+                    Some(None) => {
+                        row_path[top] = Some(paths.id(Up::Outside, region[top], names));
+                        chain.pop();
+                        break;
+                    }
+                    None => {
+                        row_path[top] = Some(paths.id(Up::Root, region[top], names));
+                        chain.pop();
+                        break;
+                    }
+                }
+            }
+            while let Some(row) = chain.pop() {
+                let up = row_path[row_of[&parent.value(row)]].expect("the parent's path is known");
+                row_path[row] = Some(paths.id(Up::Path(up), region[row], names));
+            }
+        }
+        for (i, path) in row_path.into_iter().enumerate() {
+            let path = path.expect("every row has a path");
+            let t = self.totals.entry((path, rank.value(i))).or_insert((paths.depth[path as usize], 0, 0, 0));
+            t.1 += 1;
+            t.2 += duration.value(i);
+            t.3 += exclusive.value(i);
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let (paths, names) = (&self.paths, &self.names.names);
+        let mut rows: Vec<((u32, i64), Totals)> = std::mem::take(&mut self.totals).into_iter().collect();
+        rows.sort_by(|a, b| (&paths.text[a.0.0 as usize], a.0.1).cmp(&(&paths.text[b.0.0 as usize], b.0.1)));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.text[r.0.0 as usize].as_str()))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+            Arc::new(StringArray::from_iter_values(
+                rows.iter().map(|r| names[paths.leaf[r.0.0 as usize] as usize].as_str()),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }
 
@@ -238,66 +369,16 @@ impl TableFunctionImpl for CallTree {
             Field::new("exclusive_ns", DataType::Int64, false),
         ]));
         let schema = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
-            let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
-            let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);
-            let row_of: HashMap<i64, usize> =
-                (0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)).collect();
-            let name = |i: usize| if region.is_valid(i) { region.value(i) } else { "NULL" };
-            // The path of each row, from its parent's (memoised; a parent outside the relation
-            // starts the path with "..."). Paths are interned: text is built once per path.
-            let mut paths = Paths::default();
-            let mut row_path: Vec<Option<u32>> = vec![None; id.len()];
-            for i in 0..id.len() {
-                let mut chain = vec![i];
-                while let Some(&top) = chain.last() {
-                    if row_path[top].is_some() {
-                        chain.pop();
-                        break;
-                    }
-                    match parent.is_valid(top).then(|| parent.value(top)).map(|p| row_of.get(&p)) {
-                        Some(Some(&p)) if !chain.contains(&p) => chain.push(p),
-                        Some(Some(_)) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
-                        Some(None) => {
-                            row_path[top] = Some(paths.id(Up::Outside, name(top)));
-                            chain.pop();
-                            break;
-                        }
-                        None => {
-                            row_path[top] = Some(paths.id(Up::Root, name(top)));
-                            chain.pop();
-                            break;
-                        }
-                    }
-                }
-                while let Some(row) = chain.pop() {
-                    let up = row_path[row_of[&parent.value(row)]].expect("the parent's path is known");
-                    row_path[row] = Some(paths.id(Up::Path(up), name(row)));
-                }
-            }
-            let mut totals: HashMap<(u32, i64), Totals> = HashMap::new();
-            for (i, path) in row_path.into_iter().enumerate() {
-                let path = path.expect("every row has a path");
-                let t = totals.entry((path, rank.value(i))).or_insert((paths.depth[path as usize], 0, 0, 0));
-                t.1 += 1;
-                t.2 += duration.value(i);
-                t.3 += exclusive.value(i);
-            }
-            let mut rows: Vec<((u32, i64), Totals)> = totals.into_iter().collect();
-            rows.sort_by(|a, b| (&paths.text[a.0.0 as usize], a.0.1).cmp(&(&paths.text[b.0.0 as usize], b.0.1)));
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.text[r.0.0 as usize].as_str()))),
-                Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.leaf[r.0.0 as usize]))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3))),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        let prepare: Prepare = Arc::new(move |_| {
+            let tree = Tree {
+                names: Names::default(),
+                paths: Paths::default(),
+                totals: HashMap::new(),
+                schema: schema.clone(),
+            };
+            Ok(Box::new(tree) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 2, prepare)))
     }
 }
 

@@ -35,6 +35,35 @@ use futures::TryStreamExt;
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
 
+/// Whether a trace table's rows are in rank order, in memory and in a store: the events and
+/// the calls are kept stream by stream in (rank, thread) order (crate::events), and a store
+/// writes them, and a conversion in groups their groups, in that order. Their scans declare it
+/// (each partition is a run of consecutive rows, so each is in rank order), and analyses that
+/// sweep rank by rank read them as they stream.
+pub fn rank_ordered(table: &str) -> bool {
+    matches!(table, "events" | "calls")
+}
+
+/// The order of a rank-ordered table, as a logical sort.
+fn rank_first() -> datafusion::logical_expr::SortExpr {
+    datafusion::logical_expr::col("rank").sort(true, true)
+}
+
+/// `properties` with the ordering by `rank` of a rank-ordered table added, when its schema has
+/// the column.
+fn in_rank_order(table: &str, properties: &PlanProperties) -> PlanProperties {
+    use datafusion::physical_expr::PhysicalSortExpr;
+    use datafusion::physical_expr::expressions::Column;
+    let mut out = properties.clone();
+    if let (true, Ok(i)) = (rank_ordered(table), properties.eq_properties.schema().index_of("rank")) {
+        let rank = PhysicalSortExpr::new(Arc::new(Column::new("rank", i)), arrow::compute::SortOptions::default());
+        let mut eq = properties.eq_properties.clone();
+        eq.add_ordering([rank]);
+        out = out.with_eq_properties(eq);
+    }
+    out
+}
+
 /// Rows per slice handed to a partition: big enough to amortise per-batch overhead, small
 /// enough for the partitions to share the work.
 pub const SLICE_ROWS: usize = 1 << 16;
@@ -109,7 +138,10 @@ impl TableProvider for TraceTable {
         }
         if self.trace.built_rows(self.name).is_some() {
             let batches = self.trace.table(self.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
+            let mut table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
+            if rank_ordered(self.name) {
+                table = table.with_sort_order(vec![vec![rank_first()]]);
+            }
             return table.scan(state, projection, filters, limit).await;
         }
         let node = BuildOnFirstScan::new(
@@ -156,7 +188,12 @@ impl TraceTable {
             .iter()
             .map(|(p, _, _)| ListingTableUrl::parse(p.to_string_lossy()))
             .collect::<Result<Vec<_>>>()?;
-        let options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        let mut options = ListingOptions::new(Arc::new(ParquetFormat::default())).with_file_extension(".parquet");
+        if rank_ordered(self.name) {
+            // The parts hold consecutive rows: the scan keeps them in order within each of its
+            // partitions (DataFusion checks the parts' ranges of rank against each other).
+            options = options.with_file_sort_order(vec![vec![rank_first()]]);
+        }
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(self.schema.clone());
@@ -194,6 +231,10 @@ impl ExecutionPlan for CheckedFirst {
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
         vec![&self.inner]
+    }
+
+    fn maintains_input_order(&self) -> Vec<bool> {
+        vec![true]
     }
 
     fn apply_expressions(
@@ -287,7 +328,8 @@ impl BuildOnFirstScan {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        Ok(BuildOnFirstScan { trace, table, full_schema, projection, partitions, properties: Arc::new(properties) })
+        let properties = Arc::new(in_rank_order(table, &properties));
+        Ok(BuildOnFirstScan { trace, table, full_schema, projection, partitions, properties })
     }
 }
 

@@ -35,10 +35,11 @@ use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use histogram::{Histogram, Scheme};
 
-use crate::common::{Args, Compute, Derived, FastMap, int64_column};
+use crate::common::{Args, Derived, FastMap, int64_column};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
 use crate::profile::CALLS;
 use crate::replay::MpiCalls;
+use crate::stream::{Mapper, Prepare};
 use datafusion::logical_expr::AggregateUDF;
 
 /// Default number of bins.
@@ -235,6 +236,19 @@ fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u3
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct ComputeDeltas;
 
+/// compute_deltas over a chunk of whole ranks (crate::by_rank); each output batch has the
+/// dictionary of the paths its chunk has.
+struct Deltas(ChunkDeltas);
+
+/// compute_deltas of one chunk.
+type ChunkDeltas = Box<dyn FnMut(&[RecordBatch]) -> Result<RecordBatch> + Send>;
+
+impl Mapper for Deltas {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        (self.0)(std::slice::from_ref(batch))
+    }
+}
+
 impl TableFunctionImpl for ComputeDeltas {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new(&COMPUTE_DELTAS, args.exprs())?;
@@ -260,7 +274,8 @@ impl TableFunctionImpl for ComputeDeltas {
             Field::new("path", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), false),
         ]));
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
+        // A chunk of whole ranks at a time: a rank's calls (and their nesting) are all in it.
+        let compute = move |batches: &[RecordBatch]| -> Result<RecordBatch> {
             let m = MpiCalls::read(batches, "compute_deltas")?;
             let (row_signature, signatures, names) = stack_signatures(batches, nesting)?;
             let n = m.calls.len();
@@ -297,9 +312,10 @@ impl TableFunctionImpl for ComputeDeltas {
                 Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.end - c.start))),
                 Arc::new(path),
             ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+            Ok(RecordBatch::try_new(s.clone(), columns)?)
+        };
+        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Deltas(Box::new(compute.clone()))) as Box<dyn Mapper>));
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare)))
     }
 }
 
