@@ -117,3 +117,68 @@ fn comm_matrix_load_imbalance_and_message_histogram_tally_their_input_as_it_come
         assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
     }
 }
+
+#[test]
+fn the_per_rank_sweeps_read_the_calls_a_chunk_of_whole_ranks_at_a_time() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let answer = |s: &mut Session, query: &str| {
+        let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
+        Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
+    };
+    // The rows in some order (an ORDER BY would sort under the tight budget too).
+    let rows = |s: &mut Session, query: &str| {
+        let mut lines: Vec<String> = answer(s, query)?.lines().map(str::to_string).collect();
+        lines.sort();
+        Ok::<_, String>(lines)
+    };
+    let calls = |s: &mut Session| {
+        let rows = runtime.block_on(s.collect("SELECT count(*) FROM calls")).unwrap();
+        rows[0].column(0).as_primitive::<Int64Type>().value(0)
+    };
+    // The chunks and the whole relation give the same rows.
+    let queries = [
+        ("lod_calls", "SELECT * FROM lod_calls(pixels => 50)"),
+        ("lod_calls", "SELECT * FROM lod_calls(pixels => 50, per => 'rank')"),
+        ("time_profile", "SELECT * FROM time_profile(bins => 30)"),
+        ("call_tree", "SELECT * FROM call_tree()"),
+        (
+            "compute_deltas",
+            "SELECT rank, call_seq, region, compute_delta_ns, comm_delta_ns, CAST(path AS VARCHAR) FROM compute_deltas()",
+        ),
+    ];
+    let mut roomy = session(1 << 30);
+    let n = calls(&mut roomy);
+    // The calls of 64 ranks (tens of thousands, some MB): a budget of 1 MiB holds chunks of
+    // 64 KiB, a few ranks each, never all of them.
+    let mut tight = session(1 << 20);
+    // A copy of the calls in time order, not rank order: read whole and put in rank order.
+    let mut copied = session(1 << 30);
+    runtime.block_on(copied.collect("CREATE TABLE by_time AS SELECT * FROM calls ORDER BY start_ts DESC")).unwrap();
+    assert!(n > 20_000, "{n} calls");
+    for (function, query) in queries {
+        let expected = rows(&mut roomy, query).unwrap();
+        assert!(expected.len() > 10, "{query}: {expected:?}");
+        assert_eq!(rows(&mut tight, query).unwrap(), expected, "{query}");
+        let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
+        assert!(plan.contains(&format!("{function}: analysis, streamed by rank")), "{plan}");
+        assert!(plan.contains("SortPreservingMergeExec") && !plan.contains("SortExec: "), "{plan}");
+        assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+
+        let from_copy =
+            query.replacen("()", "(rel => 'by_time')", 1).replacen("(pixels", "(rel => 'by_time', pixels", 1);
+        let from_copy = from_copy.replacen("(bins", "(rel => 'by_time', bins", 1);
+        assert_ne!(from_copy, query);
+        let plan = answer(&mut copied, &format!("EXPLAIN {from_copy}")).unwrap();
+        assert!(plan.contains(&format!("{function}: analysis")) && !plan.contains("streamed"), "{plan}");
+        assert_eq!(rows(&mut copied, &from_copy).unwrap(), expected, "{from_copy}");
+    }
+    // A view that filters the calls keeps their order and streams too.
+    // (Its batches of 8,192 rows span several ranks: 4 MiB holds two.)
+    let mut mid = session(4 << 20);
+    runtime.block_on(mid.collect("CREATE VIEW some AS SELECT * FROM calls WHERE rank % 3 = 1")).unwrap();
+    let plan = answer(&mut mid, "EXPLAIN SELECT count(*) FROM call_tree(rel => 'some')").unwrap();
+    assert!(plan.contains("call_tree: analysis, streamed by rank"), "{plan}");
+    let some = answer(&mut mid, "SELECT count(DISTINCT rank) AS r, sum(calls) AS n FROM call_tree(rel => 'some')");
+    let direct = answer(&mut roomy, "SELECT count(DISTINCT rank) AS r, count(*) AS n FROM calls WHERE rank % 3 = 1");
+    assert_eq!(some.unwrap(), direct.unwrap());
+}

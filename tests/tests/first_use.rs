@@ -169,6 +169,11 @@ fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
         "SELECT region, count(*), sum(exclusive) FROM calls GROUP BY region ORDER BY region",
         "SELECT size_bucket, locality, criterion_ns FROM latency_criteria() ORDER BY 1, 2",
         "SELECT count(*), round(sum(latency), 6) FROM message_latency()",
+        // The per-rank sweeps read the calls' parts in rank order as they stream.
+        "SELECT rank, thread, slot_start, region, time_in_slot_ns FROM lod_calls(pixels => 30) ORDER BY 1, 2, 3",
+        "SELECT path, rank, calls, inclusive_ns, exclusive_ns FROM call_tree() ORDER BY 1, 2",
+        "SELECT bin, region, time_ns FROM time_profile(bins => 20) ORDER BY 1, 2",
+        "SELECT rank, call_seq, compute_delta_ns, comm_delta_ns, CAST(path AS VARCHAR) FROM compute_deltas() ORDER BY 1, 2",
     ];
     let (in_memory, _) = answers(&runtime, spec, &queries);
     let (in_parts, opened) = answers(&runtime, &store.display().to_string(), &queries);
@@ -211,6 +216,14 @@ fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
         .collect();
     assert!(!read.is_empty() && read.len() < parts.len(), "{} of {} parts read: {read:?}", read.len(), parts.len());
     let expected = runtime.block_on(session.collect(window)).unwrap();
+    // The calls' parts are merged in rank order as they stream, never sorted.
+    let plan = runtime.block_on(session.collect("EXPLAIN SELECT count(*) FROM call_tree()")).unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&plan).unwrap().to_string();
+    assert!(
+        text.contains("call_tree: analysis, streamed by rank") && text.contains("SortPreservingMergeExec"),
+        "{text}"
+    );
+    assert!(text.contains("output_ordering=[rank@") && !text.contains("SortExec: "), "{text}");
     // A damaged part is named by the first query that scans it; one the window does not read
     // is not checked.
     let far = parts.iter().map(|(p, _, _)| p).find(|p| !read.iter().any(|r| p.ends_with(r))).unwrap();

@@ -48,7 +48,7 @@ pub async fn read_held(
 
 /// The bytes of a batch's rows: a slice of a larger table (an in-memory trace table is cut
 /// into slices of shared arrays) counts its own rows, not the whole arrays it points into.
-fn held_bytes(batch: &RecordBatch) -> usize {
+pub(crate) fn held_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()
         .iter()
@@ -58,7 +58,7 @@ fn held_bytes(batch: &RecordBatch) -> usize {
 
 /// The error of an analysis that would pass the memory budget: how much it needs, for how many
 /// rows, and what to do.
-fn over_budget(
+pub(crate) fn over_budget(
     name: &str,
     pool: &Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
     needed: usize,

@@ -5,8 +5,10 @@
 //! a view that only filters or projects them. The analysis node then requires its input in
 //! rank order in one stream (`plan::Work::ByRank`), which DataFusion gives by merging the
 //! scan's partitions as they stream (a sort-preserving merge, no sort), and `InRankOrder`
-//! cuts the stream after a rank's last row. It holds a chunk of about `CHUNK_ROWS` rows (more
-//! when one rank has more), whatever the size of the trace.
+//! cuts the stream after a rank's last row. It holds a chunk of whole ranks of about a
+//! sixteenth of the memory budget (at most `CHUNK_BYTES`; more when one rank alone has more),
+//! whatever the size of the trace, and reserves it, twice over for the sweep's working data,
+//! from the budget: a rank too big for the budget is an error that says so.
 //!
 //! A relation not known to be in rank order (a join, an aggregate, a table made with CREATE
 //! TABLE AS) is read whole, as before, put in rank order and handed over in chunks the same
@@ -23,11 +25,25 @@ use datafusion::physical_expr::PhysicalSortExpr;
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
+use crate::budget::held_bytes;
 use crate::plan::ComputeMany;
 use crate::stream::{Mapper, Prepare};
 
-/// Rows a chunk of whole ranks holds before it is handed over (a rank is never cut).
-pub const CHUNK_ROWS: usize = 1 << 20;
+/// Bytes of input a chunk of whole ranks holds at most before it is handed over (a rank is
+/// never cut): about a million calls.
+pub const CHUNK_BYTES: usize = 64 << 20;
+
+/// The bytes of a chunk under a memory budget of `budget` bytes (None: unlimited).
+pub fn chunk_bytes(budget: Option<usize>) -> usize {
+    budget.map_or(CHUNK_BYTES, |b| (b / 16).clamp(64 << 10, CHUNK_BYTES))
+}
+
+/// What the chunks held answer to: the session's memory pool.
+#[derive(Debug)]
+pub struct ChunkBudget {
+    pub reservation: datafusion::execution::memory_pool::MemoryReservation,
+    pub pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+}
 
 /// The ordering `rank` ascending of column `rank` of a plan's output.
 pub fn rank_order(schema: &SchemaRef, rank: usize) -> PhysicalSortExpr {
@@ -58,13 +74,15 @@ pub struct InRankOrder {
     rank: usize,
     /// The analysis' output.
     output: SchemaRef,
-    /// Rows of ranks already ended (a later rank has come).
+    /// Rows of ranks already ended (a later rank has come), and their bytes.
     done: Vec<RecordBatch>,
-    done_rows: usize,
-    /// Rows of the last rank seen, which may go on.
+    done_bytes: usize,
+    /// Rows of the last rank seen, which may go on, and their bytes.
     open: Vec<RecordBatch>,
+    open_bytes: usize,
     last: Option<i64>,
-    chunk_rows: usize,
+    chunk_bytes: usize,
+    budget: Option<ChunkBudget>,
 }
 
 impl std::fmt::Debug for InRankOrder {
@@ -74,22 +92,45 @@ impl std::fmt::Debug for InRankOrder {
 }
 
 impl InRankOrder {
-    pub fn new(name: &str, inner: Box<dyn Mapper>, rank: usize, output: SchemaRef) -> Self {
-        InRankOrder::with_chunk(name, inner, rank, output, CHUNK_ROWS)
-    }
-
-    pub fn with_chunk(name: &str, inner: Box<dyn Mapper>, rank: usize, output: SchemaRef, chunk_rows: usize) -> Self {
+    /// Hands `inner` chunks of about `chunk_bytes`, reserving them from `budget` if given.
+    pub fn new(
+        name: &str,
+        inner: Box<dyn Mapper>,
+        rank: usize,
+        output: SchemaRef,
+        chunk_bytes: usize,
+        budget: Option<ChunkBudget>,
+    ) -> Self {
         InRankOrder {
             inner,
             name: name.to_string(),
             rank,
             output,
             done: Vec::new(),
-            done_rows: 0,
+            done_bytes: 0,
             open: Vec::new(),
+            open_bytes: 0,
             last: None,
-            chunk_rows: chunk_rows.max(1),
+            chunk_bytes: chunk_bytes.max(1),
+            budget,
         }
+    }
+
+    /// Reserve what is held, twice over for the sweep's working data.
+    fn reserve(&mut self) -> Result<()> {
+        let held = self.done_bytes + self.open_bytes;
+        let Some(b) = &mut self.budget else { return Ok(()) };
+        if b.reservation.try_resize(2 * held).is_err() {
+            let rows = self.done.iter().chain(&self.open).map(RecordBatch::num_rows).sum();
+            return Err(crate::budget::over_budget(
+                &self.name,
+                &b.pool,
+                2 * held,
+                rows,
+                "sweeping a chunk of whole ranks of",
+            ));
+        }
+        Ok(())
     }
 
     /// Hand `rows` over as one chunk (mapped output, possibly none).
@@ -122,21 +163,30 @@ impl InRankOrder {
         if self.last.is_some_and(|l| l < last) || self.last.is_none() {
             // The ranks before `last` have ended: the open rank and the batch's rows before it.
             let cut = r.partition_point(|&x| x < last);
-            for b in std::mem::take(&mut self.open).into_iter().chain((cut > 0).then(|| batch.slice(0, cut))) {
-                self.done_rows += b.num_rows();
-                self.done.push(b);
+            self.done.append(&mut self.open);
+            self.done_bytes += std::mem::take(&mut self.open_bytes);
+            if cut > 0 {
+                let before = batch.slice(0, cut);
+                self.done_bytes += held_bytes(&before);
+                self.done.push(before);
             }
-            self.open.push(batch.slice(cut, batch.num_rows() - cut));
+            let rest = batch.slice(cut, batch.num_rows() - cut);
+            self.open_bytes = held_bytes(&rest);
+            self.open.push(rest);
         } else {
+            self.open_bytes += held_bytes(batch);
             self.open.push(batch.clone());
         }
         self.last = Some(last);
-        if self.done_rows < self.chunk_rows {
+        self.reserve()?;
+        if self.done_bytes < self.chunk_bytes {
             return Ok(Vec::new());
         }
-        self.done_rows = 0;
+        self.done_bytes = 0;
         let rows = std::mem::take(&mut self.done);
-        self.hand_over(rows)
+        let out = self.hand_over(rows)?;
+        self.reserve()?;
+        Ok(out)
     }
 }
 
@@ -153,18 +203,43 @@ impl Mapper for InRankOrder {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let mut rows = std::mem::take(&mut self.done);
         rows.append(&mut self.open);
-        self.done_rows = 0;
+        (self.done_bytes, self.open_bytes) = (0, 0);
         let mut out = self.hand_over(rows)?;
+        self.reserve()?;
         out.extend(self.inner.finish()?);
         Ok(out)
     }
+}
+
+/// The mapper of an analysis streamed by rank: `prepare`'s, handed chunks of whole ranks
+/// whose size follows the budget of `pool` and which it reserves.
+pub fn in_order(
+    name: &str,
+    prepare: Prepare,
+    rank: usize,
+    output: SchemaRef,
+    pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+) -> Prepare {
+    use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit};
+    let chunk = chunk_bytes(match pool.memory_limit() {
+        MemoryLimit::Finite(b) => Some(b),
+        _ => None,
+    });
+    let name = name.to_string();
+    Arc::new(move |held| {
+        let inner = prepare(held)?;
+        let reservation = MemoryConsumer::new(format!("{name} chunk of ranks")).register(&pool);
+        let budget = ChunkBudget { reservation, pool: pool.clone() };
+        Ok(Box::new(InRankOrder::new(&name, inner, rank, output.clone(), chunk, Some(budget))) as Box<dyn Mapper>)
+    })
 }
 
 /// The analysis over a relation read whole: its main input put in rank order (stably, rows of
 /// a rank keep their order), then handed over in chunks of whole ranks as a stream would be.
 pub fn whole(name: String, prepare: Prepare, rank: usize, output: SchemaRef) -> ComputeMany {
     Arc::new(move |inputs| {
-        let mut mapper = InRankOrder::new(&name, prepare(&inputs[1..])?, rank, output.clone());
+        // What it reads is reserved already (crate::budget::read_held).
+        let mut mapper = InRankOrder::new(&name, prepare(&inputs[1..])?, rank, output.clone(), CHUNK_BYTES, None);
         let Some(first) = inputs[0].first() else {
             return mapper.finish();
         };
@@ -189,4 +264,134 @@ pub fn whole(name: String, prepare: Prepare, rank: usize, output: SchemaRef) -> 
         out.extend(mapper.finish()?);
         Ok(out)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use arrow::datatypes::{Field, Schema};
+    use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryConsumer, MemoryPool};
+
+    fn schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, true),
+            Field::new("row", DataType::Int64, false),
+        ]))
+    }
+
+    fn batch(ranks: &[Option<i64>], first_row: i64) -> RecordBatch {
+        let rows = (first_row..first_row + ranks.len() as i64).collect::<Vec<_>>();
+        let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(ranks.to_vec())), Arc::new(Int64Array::from(rows))];
+        RecordBatch::try_new(schema(), columns).unwrap()
+    }
+
+    /// A chunk as (rank, row) pairs.
+    type Chunk = Vec<(Option<i64>, i64)>;
+
+    /// Records the chunks it is handed, and answers with nothing.
+    struct Chunks(Arc<std::sync::Mutex<Vec<Chunk>>>);
+
+    impl Mapper for Chunks {
+        fn map(&mut self, b: &RecordBatch) -> Result<RecordBatch> {
+            let (r, n) = (b.column(0).as_primitive::<Int64Type>(), b.column(1).as_primitive::<Int64Type>());
+            self.0
+                .lock()
+                .unwrap()
+                .push((0..b.num_rows()).map(|i| (r.is_valid(i).then(|| r.value(i)), n.value(i))).collect());
+            Ok(RecordBatch::new_empty(schema()))
+        }
+    }
+
+    fn chunks_of(batches: &[RecordBatch], chunk_bytes: usize) -> Result<Vec<Chunk>> {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut m = InRankOrder::new("test", Box::new(Chunks(seen.clone())), 0, schema(), chunk_bytes, None);
+        for b in batches {
+            m.map(b)?;
+        }
+        m.finish()?;
+        let out = seen.lock().unwrap().clone();
+        Ok(out)
+    }
+
+    #[test]
+    fn chunks_hold_whole_ranks_in_order_and_every_row_once() {
+        let batches = [
+            batch(&[None, Some(0), Some(0), Some(1)], 0),
+            batch(&[Some(1), Some(1)], 4),
+            batch(&[Some(1), Some(2), Some(3), Some(3)], 6),
+            batch(&[Some(3)], 10),
+            batch(&[], 11),
+            batch(&[Some(5), Some(7), Some(7)], 11),
+        ];
+        for chunk_bytes in [1, 40, 100, 1 << 20] {
+            let chunks = chunks_of(&batches, chunk_bytes).unwrap();
+            let rows: Vec<i64> = chunks.iter().flatten().map(|x| x.1).collect();
+            assert_eq!(rows, (0..14).collect::<Vec<_>>(), "chunk of {chunk_bytes} bytes");
+            let mut owner = std::collections::HashMap::new();
+            for (k, c) in chunks.iter().enumerate() {
+                for (r, _) in c {
+                    assert_eq!(*owner.entry(*r).or_insert(k), k, "rank {r:?} cut, chunks of {chunk_bytes} bytes");
+                }
+            }
+            if chunk_bytes == 1 {
+                // A batch that ends ranks hands them over at once, as one chunk.
+                assert_eq!(chunks.len(), 4, "{chunks:?}");
+                assert_eq!(
+                    chunks[1].iter().map(|x| x.0).collect::<Vec<_>>(),
+                    [Some(1), Some(1), Some(1), Some(1), Some(2)]
+                );
+            }
+            if chunk_bytes == 1 << 20 {
+                assert_eq!(chunks.len(), 1);
+            }
+        }
+    }
+
+    #[test]
+    fn ranks_out_of_order_are_an_error_that_says_what_to_do() {
+        let batches = [batch(&[Some(0), Some(2)], 0), batch(&[Some(1)], 2)];
+        let e = chunks_of(&batches, 1).unwrap_err().to_string();
+        assert!(e.contains("test: its input was to come in rank order and rank 1 came after rank 2"), "{e}");
+        assert!(e.contains("CREATE TABLE"), "{e}");
+        let e = chunks_of(&[batch(&[Some(3), Some(2)], 0)], 1).unwrap_err().to_string();
+        assert!(e.contains("rank 2 came after rank 3"), "{e}");
+    }
+
+    #[test]
+    fn a_rank_bigger_than_the_budget_is_an_error_and_the_reservation_follows_the_chunks() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(4096));
+        let budget = |pool: &Arc<dyn MemoryPool>| ChunkBudget {
+            reservation: MemoryConsumer::new("test").register(pool),
+            pool: pool.clone(),
+        };
+        // Rank 0 alone: 200 rows of two Int64 columns (3.2 kB, 6.4 kB with the sweep's share).
+        let big = batch(&vec![Some(0); 200], 0);
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut m = InRankOrder::new("test", Box::new(Chunks(seen.clone())), 0, schema(), 1024, Some(budget(&pool)));
+        let e = m.map(&big).unwrap_err().to_string();
+        assert!(e.contains("test: sweeping a chunk of whole ranks of its input (200 rows so far)"), "{e}");
+        assert!(e.contains("memory budget"), "{e}");
+        // Small ranks pass, a chunk at a time; nothing stays reserved at the end.
+        let mut m = InRankOrder::new("test", Box::new(Chunks(seen.clone())), 0, schema(), 512, Some(budget(&pool)));
+        for k in 0..20 {
+            m.map(&batch(&vec![Some(k); 20], 20 * k)).unwrap();
+            assert!(pool.reserved() <= 4096);
+        }
+        m.finish().unwrap();
+        assert!(seen.lock().unwrap().len() > 2);
+        drop(m);
+        assert_eq!(pool.reserved(), 0);
+    }
+
+    #[test]
+    fn a_relation_read_whole_is_put_in_rank_order_first() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorder = seen.clone();
+        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Chunks(recorder.clone())) as Box<dyn Mapper>));
+        let input = vec![batch(&[Some(2), Some(0), Some(1)], 0), batch(&[Some(0), Some(2)], 3)];
+        whole("test".to_string(), prepare, 0, schema())(&[input]).unwrap();
+        let rows: Vec<(Option<i64>, i64)> = seen.lock().unwrap().iter().flatten().copied().collect();
+        assert_eq!(rows, [(Some(0), 1), (Some(0), 3), (Some(1), 2), (Some(2), 0), (Some(2), 4)]);
+    }
 }

@@ -196,12 +196,9 @@ impl ExecutionPlan for AnalysisExec {
         let compute = match &self.work {
             Work::Whole(compute) => compute.clone(),
             Work::ByRank(prepare, rank) => {
-                let (name, rank, output, prepare) =
-                    (self.name.clone(), *rank, self.full_schema.clone(), prepare.clone());
-                let in_order: crate::stream::Prepare = Arc::new(move |held| {
-                    let inner = prepare(held)?;
-                    Ok(Box::new(crate::by_rank::InRankOrder::new(&name, inner, rank, output.clone())) as _)
-                });
+                let pool = context.memory_pool().clone();
+                let in_order =
+                    crate::by_rank::in_order(&self.name, prepare.clone(), *rank, self.full_schema.clone(), pool);
                 let projection = self.projection.clone();
                 let streamed = crate::stream::Streamed { name: self.name.clone(), prepare: in_order, projection };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
