@@ -182,3 +182,47 @@ fn the_per_rank_sweeps_read_the_calls_a_chunk_of_whole_ranks_at_a_time() {
     let direct = answer(&mut roomy, "SELECT count(DISTINCT rank) AS r, count(*) AS n FROM calls WHERE rank % 3 = 1");
     assert_eq!(some.unwrap(), direct.unwrap());
 }
+
+#[test]
+fn latency_trend_and_attribution_stream_the_messages_once_the_criteria_are_held() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    // Background traffic in the middle of the run, and a bad mapping: periods and causes to find.
+    let session = |budget: usize| {
+        let mut session = Session::with_limits(2, Some(budget));
+        commdb_udfs::register_all(&mut session);
+        let spec = "generate:ranks=64,ranks-per-node=8,iterations=200,bad-mapping,background-traffic=8ms:16ms:4";
+        session.open(spec, None, &OpenOptions::default()).unwrap();
+        session
+    };
+    let answer = |s: &mut Session, query: &str| {
+        let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
+        let text = arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string();
+        // In some order (an ORDER BY would sort under the tight budget too).
+        let mut lines: Vec<&str> = text.lines().collect();
+        lines.sort();
+        Ok::<_, String>(lines.join("\n"))
+    };
+    // Sums of floating-point latencies are rounded: the batches' order may vary between runs.
+    let attribution = "SELECT window_start, window_end, messages, round(delayed_share, 9), round(slow_share, 9), inter_node, intra_node, \
+        round(inter_share, 9), round(avoidable_share, 9), round(offnode_cost, 6), round(load_balance_mean, 9), round(load_ratio, 9), \
+        round(traffic_fluctuation, 6), cause FROM attribution(WINDOW)";
+    for (function, query) in [
+        ("latency_trend", "SELECT segment, kind, t_start, t_end, messages, round(mean_latency, 9), delayed_messages FROM latency_trend()".to_string()),
+        ("latency_trend", "SELECT kind, count(*), sum(messages) FROM latency_trend(bin_ns => 500000) GROUP BY kind".to_string()),
+        ("attribution", attribution.replace("WINDOW", "")),
+        ("attribution", attribution.replace("WINDOW", "window_ns => 200000")),
+    ] {
+        let expected = answer(&mut session(1 << 30), &query).unwrap();
+        assert!(expected.lines().count() > 5, "{query}: {expected}");
+        if function == "attribution" {
+            assert!(expected.contains("mapping") && expected.contains("background_traffic"), "{expected}");
+        }
+        // 51,200 messages: the criteria's five columns are held (about 1.7 MB, twice that
+        // reserved); the messages' eleven columns would not fit beside them.
+        let mut tight = session(6 << 20);
+        assert_eq!(answer(&mut tight, &query).unwrap(), expected, "{query}");
+        let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
+        assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
+        assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+    }
+}

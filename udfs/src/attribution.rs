@@ -54,12 +54,13 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived, FastMap, int64_column};
+use crate::common::{Args, Derived, FastMap, int64_column};
 use crate::declare::{
     BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
     param, text,
 };
-use crate::latency::{Baseline, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, CriteriaTable, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
+use crate::stream::{Mapper, Prepare};
 
 pub const ATTRIBUTION: Function = Function {
     name: "attribution",
@@ -154,9 +155,13 @@ struct Acc {
     inter_latency: (f64, i64),
     /// Sum and count of inter-node duration / intra-node criterion of the size.
     offnode: (f64, i64),
+    /// Messages each rank sent plus received, by rank index (crate::attribution::Fold).
     mc: Vec<i64>,
     /// Slow messages each rank sent or received.
     slow_by_rank: Vec<i64>,
+    /// Inter-node messages by rank pair (a <= b), for `avoidable` once the placement is
+    /// suggested (only when the relation tells the nodes).
+    inter_pairs: FastMap<(i64, i64), i64>,
 }
 
 /// One row of the result.
@@ -214,6 +219,7 @@ const RECOMMENDATIONS: [(&str, &str); 3] = [
 
 /// Input columns: src, dst, send_ts, recv_ts, bytes, the nodes (when present) and the latency
 /// columns.
+#[derive(Debug, Clone)]
 struct Input {
     src: usize,
     dst: usize,
@@ -227,11 +233,9 @@ struct Input {
 /// Windows when window_ns is not given: the span cut into about this many 1-2-5 steps.
 pub const DEFAULT_WINDOWS: i64 = 50;
 
-/// Whether each rank pair would cross nodes under the suggested placement: None when the
-/// relation does not tell the current placement.
-fn suggested_parts(batches: &[RecordBatch], input: &Input) -> Result<Option<FastMap<i64, String>>> {
-    let Some(nodes) = input.nodes else { return Ok(None) };
-    let t = crate::remap::traffic(batches, &[input.src, input.dst, input.bytes], Some(nodes))?;
+/// The node remap_suggestion's placement gives each rank, from the relation's traffic: None
+/// when the relation does not tell the current placement.
+fn suggested_parts(t: crate::remap::Traffic) -> Result<Option<FastMap<i64, String>>> {
     if t.current.iter().any(Option::is_none) || t.ranks.len() < 2 {
         return Ok(None);
     }
@@ -244,105 +248,166 @@ fn suggested_parts(batches: &[RecordBatch], input: &Input) -> Result<Option<Fast
     Ok(Some(t.ranks.iter().copied().zip(suggested).collect()))
 }
 
-fn windows(
-    inputs: &[Vec<RecordBatch>],
-    input: &Input,
-    rules: &Rules,
-    baseline: &Baseline,
-) -> Result<(i64, Vec<Window>)> {
-    let batches = &inputs[0];
-    let cols = input.latency.read(batches)?;
-    let table = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?;
-    let latency = table.latency_values(&cols);
-    let suggested = suggested_parts(batches, input)?;
-    let (src, dst) = (int64_column(batches, input.src)?, int64_column(batches, input.dst)?);
-    let (send, recv) = (int64_column(batches, input.send_ts)?, int64_column(batches, input.recv_ts)?);
-    let mut ranks: Vec<i64> = src.iter().chain(dst.iter()).flatten().collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
-    let times = || {
-        (0..send.len()).filter_map(|r| {
-            if send.is_valid(r) { Some(send.value(r)) } else { recv.is_valid(r).then(|| recv.value(r)) }
-        })
-    };
-    let rules = &Rules {
-        window_ns: match (rules.window_ns, times().min(), times().max()) {
-            (0, Some(lo), Some(hi)) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
-            (0, _, _) => 1,
-            (w, _, _) => w,
-        },
-        ..*rules
-    };
-    let mut acc: BTreeMap<i64, Acc> = BTreeMap::new();
-    for row in 0..src.len() {
-        let t = if send.is_valid(row) {
-            send.value(row)
-        } else if recv.is_valid(row) {
-            recv.value(row)
-        } else {
-            continue;
-        };
-        let w = t.div_euclid(rules.window_ns);
-        if !acc.contains_key(&w) && (acc.len() as u128 + 1) * ranks.len() as u128 > MAX_CELLS {
+/// attribution's windows, message batch by message batch (crate::stream): the criteria and
+/// the windows' width are known before the messages come; the placement suggested from the
+/// whole relation's traffic is known only at the end, so each window keeps its inter-node
+/// messages by rank pair until then.
+struct Fold {
+    input: Input,
+    rules: Rules,
+    table: Arc<CriteriaTable>,
+    baseline: Baseline,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+    /// Index of every rank seen, in the windows' per-rank counts.
+    rank_index: FastMap<i64, usize>,
+    acc: BTreeMap<i64, Acc>,
+    /// The relation's traffic, when it tells the nodes (for the suggested placement).
+    traffic: Option<crate::remap::TrafficFold>,
+    schema: SchemaRef,
+}
+
+impl Fold {
+    fn too_many(&self, windows: usize) -> Result<()> {
+        if windows as u128 * self.rank_index.len() as u128 > MAX_CELLS {
             return exec_err!(
                 "attribution: window_ns = {} gives more than {} windows for {} ranks; choose a larger window_ns",
-                rules.window_ns,
-                acc.len(),
-                ranks.len()
+                self.rules.window_ns,
+                windows - 1,
+                self.rank_index.len()
             );
         }
-        let a = acc.entry(w).or_insert_with(|| Acc {
-            mc: vec![0; ranks.len()],
-            slow_by_rank: vec![0; ranks.len()],
-            ..Acc::default()
-        });
-        a.messages += 1;
-        let l = latency[row];
-        match cols.locality[row] {
-            INTRA => a.intra += 1,
-            INTER => {
-                a.inter += 1;
-                if let (Some(s), true, true) = (&suggested, src.is_valid(row), dst.is_valid(row))
-                    && s.get(&src.value(row)) == s.get(&dst.value(row))
-                {
-                    a.avoidable += 1;
-                }
-                if !l.is_nan() {
-                    a.inter_latency.0 += l;
-                    a.inter_latency.1 += 1;
-                }
-                if let Some(on_node) = table.criterion_at(&cols, row, INTRA)
-                    && on_node > 0.0
-                    && cols.duration.is_valid(row)
-                {
-                    a.offnode.0 += cols.duration.value(row) as f64 / on_node;
-                    a.offnode.1 += 1;
+        Ok(())
+    }
+}
+
+impl Mapper for Fold {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let input = &self.input;
+        let cols = input.latency.read(one)?;
+        let latency = self.table.latency_values_counted(&cols, &mut self.counted);
+        if let Some(t) = &mut self.traffic {
+            t.add(batch, &[input.src, input.dst, input.bytes], input.nodes)?;
+        }
+        let (src, dst) = (int64_column(one, input.src)?, int64_column(one, input.dst)?);
+        let (send, recv) = (int64_column(one, input.send_ts)?, int64_column(one, input.recv_ts)?);
+        let pairs = self.traffic.is_some();
+        for (row, &l) in latency.iter().enumerate() {
+            for r in [&src, &dst] {
+                if r.is_valid(row) {
+                    let next = self.rank_index.len();
+                    self.rank_index.entry(r.value(row)).or_insert(next);
                 }
             }
-            _ => {}
-        }
-        if send.is_valid(row) && src.is_valid(row) {
-            a.mc[index[&src.value(row)]] += 1;
-        }
-        if recv.is_valid(row) && dst.is_valid(row) {
-            a.mc[index[&dst.value(row)]] += 1;
-        }
-        if !l.is_nan() {
-            a.delayed += i64::from(l > 1.0);
-            if l >= rules.slow_level {
-                a.slow += 1;
-                for r in [&src, &dst] {
-                    if r.is_valid(row) {
-                        a.slow_by_rank[index[&r.value(row)]] += 1;
+            let t = if send.is_valid(row) {
+                send.value(row)
+            } else if recv.is_valid(row) {
+                recv.value(row)
+            } else {
+                continue;
+            };
+            let w = t.div_euclid(self.rules.window_ns);
+            if !self.acc.contains_key(&w) {
+                self.too_many(self.acc.len() + 1)?;
+            }
+            let ranks = self.rank_index.len();
+            let a = self.acc.entry(w).or_default();
+            a.mc.resize(ranks, 0);
+            a.slow_by_rank.resize(ranks, 0);
+            a.messages += 1;
+            match cols.locality[row] {
+                INTRA => a.intra += 1,
+                INTER => {
+                    a.inter += 1;
+                    if pairs && src.is_valid(row) && dst.is_valid(row) {
+                        let (x, y) = (src.value(row), dst.value(row));
+                        *a.inter_pairs.entry((x.min(y), x.max(y))).or_default() += 1;
+                    }
+                    if !l.is_nan() {
+                        a.inter_latency.0 += l;
+                        a.inter_latency.1 += 1;
+                    }
+                    if let Some(on_node) = self.table.criterion_at(&cols, row, INTRA)
+                        && on_node > 0.0
+                        && cols.duration.is_valid(row)
+                    {
+                        a.offnode.0 += cols.duration.value(row) as f64 / on_node;
+                        a.offnode.1 += 1;
+                    }
+                }
+                _ => {}
+            }
+            if send.is_valid(row) && src.is_valid(row) {
+                a.mc[self.rank_index[&src.value(row)]] += 1;
+            }
+            if recv.is_valid(row) && dst.is_valid(row) {
+                a.mc[self.rank_index[&dst.value(row)]] += 1;
+            }
+            if !l.is_nan() {
+                a.delayed += i64::from(l > 1.0);
+                if l >= self.rules.slow_level {
+                    a.slow += 1;
+                    for r in [&src, &dst] {
+                        if r.is_valid(row) {
+                            a.slow_by_rank[self.rank_index[&r.value(row)]] += 1;
+                        }
                     }
                 }
             }
         }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
     }
-    let has_placement = suggested.is_some();
-    let rows = acc.into_iter().map(|(w, a)| judge(w * rules.window_ns, &a, rules, has_placement)).collect();
-    Ok((rules.window_ns, rows))
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.baseline.notice_uncovered(self.counted.0, self.counted.1);
+        self.too_many(self.acc.len())?;
+        let suggested = match self.traffic.take() {
+            Some(t) => suggested_parts(t.finish())?,
+            None => None,
+        };
+        let ranks = self.rank_index.len();
+        let rules = self.rules;
+        let rows: Vec<Window> = std::mem::take(&mut self.acc)
+            .into_iter()
+            .map(|(w, mut a)| {
+                a.mc.resize(ranks, 0);
+                a.slow_by_rank.resize(ranks, 0);
+                if let Some(s) = &suggested {
+                    a.avoidable = a.inter_pairs.iter().filter(|((x, y), _)| s.get(x) == s.get(y)).map(|(_, n)| n).sum();
+                }
+                judge(w * rules.window_ns, &a, &rules, suggested.is_some())
+            })
+            .collect();
+        Ok(vec![window_batch(&self.schema, rules.window_ns, &rows)?])
+    }
+}
+
+/// The result's rows, windows `w` wide.
+fn window_batch(schema: &SchemaRef, w: i64, rows: &[Window]) -> Result<RecordBatch> {
+    let fl = |f: fn(&Window) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
+    let opt = |f: fn(&Window) -> Option<f64>| -> ArrayRef {
+        Arc::new(Float64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.start))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.start + w))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.messages))),
+        fl(|r| r.delayed_share),
+        fl(|r| r.slow_share),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.inter))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.intra))),
+        opt(|r| r.inter_share),
+        opt(|r| r.avoidable_share),
+        opt(|r| r.offnode_cost),
+        fl(|r| r.lb_mean),
+        fl(|r| r.lb_max),
+        opt(|r| r.load_ratio),
+        opt(|r| r.fluctuation),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.cause.as_str()))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.recommendation.as_str()))),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 fn judge(start: i64, a: &Acc, rules: &Rules, has_placement: bool) -> Window {
@@ -439,34 +504,38 @@ impl TableFunctionImpl for Attribution {
             latency: MessageIndices::find("attribution", &rel)?,
         };
         let out = output_schema();
+        // The criteria come first (crate::latency::Baseline::streamed_input), and the span of
+        // the windows when their width is not given; then the messages stream through.
+        let (criteria, own) = baseline.streamed_input(&rel, &input.latency, extra);
+        let criteria_at = criteria.is_some().then_some(0);
+        let mut inputs = with_baseline(rel.clone(), None, criteria);
+        let bounds_at = (window_ns == 0).then(|| inputs.len() - 1);
+        if bounds_at.is_some() {
+            let at = |c: &str| datafusion::logical_expr::col(c);
+            let time = datafusion::functions::expr_fn::coalesce(vec![at("send_ts"), at("recv_ts")]);
+            inputs.push(crate::common::bounds_of(&rel, time.clone(), time)?);
+        }
         let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let (w, rows) = windows(inputs, &input, &rules, &baseline)?;
-            let fl =
-                |f: fn(&Window) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
-            let opt = |f: fn(&Window) -> Option<f64>| -> ArrayRef {
-                Arc::new(Float64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+        let prepare: Prepare = Arc::new(move |held| {
+            let table = baseline.held_table(own.as_ref(), criteria_at.map(|k| held[k].as_slice()))?;
+            let window_ns = match bounds_at.map(|k| crate::common::bounds_read(&held[k])).transpose()? {
+                None => rules.window_ns,
+                Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
+                Some(_) => 1,
             };
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.start))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.start + w))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.messages))),
-                fl(|r| r.delayed_share),
-                fl(|r| r.slow_share),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.inter))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.intra))),
-                opt(|r| r.inter_share),
-                opt(|r| r.avoidable_share),
-                opt(|r| r.offnode_cost),
-                fl(|r| r.lb_mean),
-                fl(|r| r.lb_max),
-                opt(|r| r.load_ratio),
-                opt(|r| r.fluctuation),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.cause.as_str()))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.recommendation.as_str()))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+            let fold = Fold {
+                input: input.clone(),
+                rules: Rules { window_ns, ..rules },
+                table,
+                baseline: baseline.clone(),
+                counted: (0, 0),
+                rank_index: FastMap::default(),
+                acc: BTreeMap::new(),
+                traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
+                schema: s.clone(),
+            };
+            Ok(Box::new(fold) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, None, extra), compute)))
+        Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
     }
 }

@@ -252,15 +252,15 @@ fn base_tables(
     }
 }
 
-/// The first of column `lo` and the last of column `hi` over a relation, as an input of one
-/// row (lo, hi) aggregated as the relation streams by: what an analysis must know before it
-/// reads the relation's rows (the span its bins or slots cut).
-pub fn bounds_of(relation: &Relation, lo: &str, hi: &str) -> Result<Projected> {
+/// The least of `lo` and the greatest of `hi` (expressions over the relation's columns, e.g.
+/// `col("ts")`) over a relation, as an input of one row (lo, hi) aggregated as the relation
+/// streams by: what an analysis must know before it reads the relation's rows (the span its
+/// bins or slots cut).
+pub fn bounds_of(relation: &Relation, lo: Expr, hi: Expr) -> Result<Projected> {
     use datafusion::functions_aggregate::expr_fn::{max, min};
-    use datafusion::logical_expr::col;
     let plan =
         LogicalPlanBuilder::scan(relation.reference.clone(), provider_as_source(relation.provider.clone()), None)?
-            .aggregate(Vec::<Expr>::new(), vec![min(col(lo)).alias("lo"), max(col(hi)).alias("hi")])?
+            .aggregate(Vec::<Expr>::new(), vec![min(lo).alias("lo"), max(hi).alias("hi")])?
             .build()?;
     let bounds = Relation {
         reference: TableReference::bare(format!("span of {}", relation.reference)),

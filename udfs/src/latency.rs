@@ -322,6 +322,21 @@ impl CriteriaTable {
     pub fn latency_values(&self, m: &MessageColumns) -> Vec<f64> {
         (0..m.duration.len()).map(|row| latency_of(m, row, self.criterion(m, row)).unwrap_or(f64::NAN)).collect()
     }
+
+    /// `latency_values`, counting into `counted` the messages with a duration and those of
+    /// them without a criterion (what `Baseline::notice_uncovered` reports).
+    pub fn latency_values_counted(&self, m: &MessageColumns, counted: &mut (usize, usize)) -> Vec<f64> {
+        (0..m.duration.len())
+            .map(|row| {
+                let c = self.criterion(m, row);
+                if m.duration.is_valid(row) {
+                    counted.0 += 1;
+                    counted.1 += usize::from(c.is_none());
+                }
+                latency_of(m, row, c).unwrap_or(f64::NAN)
+            })
+            .collect()
+    }
 }
 
 /// L = duration / criterion, None where the criterion is missing or 0 or the duration NULL.
@@ -419,6 +434,38 @@ impl Baseline {
         Ok((baseline(Source::Trace(indices, key), params, described), Some((whole, Some(projection)))))
     }
 
+    /// For an analysis that streams its messages (`relation`, whose message columns `indices`
+    /// finds): the input its criteria are read from before the messages stream, held (the
+    /// planned `extra`, or the five columns of the relation itself when the criteria are its
+    /// own), and for the latter the indices to read them with (`held_table`).
+    pub fn streamed_input(
+        &self,
+        relation: &Relation,
+        indices: &MessageIndices,
+        extra: Option<Projected>,
+    ) -> (Option<Projected>, Option<MessageIndices>) {
+        match &self.source {
+            Source::Own => {
+                let (projection, own) = indices.projected();
+                (Some((relation.clone(), Some(projection))), Some(own))
+            }
+            _ => (extra, None),
+        }
+    }
+
+    /// The criteria table of a streamed analysis, from its held input as `streamed_input`
+    /// planned it.
+    pub fn held_table(&self, own: Option<&MessageIndices>, held: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
+        match own {
+            Some(own) => {
+                let p = &self.params;
+                let m = own.read(held.unwrap_or(&[]))?;
+                Ok(Arc::new(CriteriaTable::new(&criteria(&m, p), p.bucket_bytes)))
+            }
+            None => self.criteria_table(None, held),
+        }
+    }
+
     /// The criteria table: from `own` (the analysis's input read as message columns) or from
     /// the extra input's batches.
     pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
@@ -444,7 +491,7 @@ impl Baseline {
     }
 
     /// Tell that `uncovered` of `total` messages with a duration have no criterion.
-    fn notice_uncovered(&self, total: usize, uncovered: usize) {
+    pub(crate) fn notice_uncovered(&self, total: usize, uncovered: usize) {
         let Some(notices) = &self.notices else { return };
         if uncovered == 0 {
             return;
@@ -613,22 +660,9 @@ impl TableFunctionImpl for MessageLatency {
         let out_schema = schema.clone();
         // The messages stream through; the criteria come first from a second input: the five
         // columns they need, of the relation itself or of its trace's messages.
-        let (extra, own) = match (&baseline.source, extra) {
-            (Source::Own, _) => {
-                let (projection, own) = indices.projected();
-                (Some((relation.clone(), Some(projection))), Some(own))
-            }
-            (_, extra) => (extra, None),
-        };
+        let (extra, own) = baseline.streamed_input(&relation, &indices, extra);
         let prepare: Prepare = Arc::new(move |held| {
-            let table = match &own {
-                Some(own) => {
-                    let p = &baseline.params;
-                    let m = own.read(held.first().map_or(&[][..], Vec::as_slice))?;
-                    Arc::new(CriteriaTable::new(&criteria(&m, p), p.bucket_bytes))
-                }
-                None => baseline.criteria_table(None, held.first().map(Vec::as_slice))?,
-            };
+            let table = baseline.held_table(own.as_ref(), held.first().map(Vec::as_slice))?;
             Ok(Box::new(LatencyMapper {
                 table,
                 indices: indices.clone(),

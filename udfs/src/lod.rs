@@ -273,7 +273,8 @@ fn span_input(
     }
     events.columns(function, &["ts"])?;
     // The first and last event time, aggregated as the events stream by: one row is read.
-    let bounds = crate::common::bounds_of(&events, "ts", "ts")?;
+    let bounds =
+        crate::common::bounds_of(&events, datafusion::logical_expr::col("ts"), datafusion::logical_expr::col("ts"))?;
     Ok((Span::Scan(key), Some(bounds)))
 }
 

@@ -210,7 +210,11 @@ impl TableFunctionImpl for TimeProfile {
         ]));
         // The bins come from the calls' first start and last end, aggregated before the calls
         // stream through the sweep.
-        let bounds = crate::common::bounds_of(&rel, "start_ts", "end_ts")?;
+        let bounds = crate::common::bounds_of(
+            &rel,
+            datafusion::logical_expr::col("start_ts"),
+            datafusion::logical_expr::col("end_ts"),
+        )?;
         let schema = out.clone();
         let prepare: Prepare = Arc::new(move |held| {
             let (first, last) = crate::common::bounds_read(&held[0])?;

@@ -135,44 +135,71 @@ impl Traffic {
 
 /// Read src, dst, bytes (and src_node, dst_node when present) at `idx`.
 pub(crate) fn traffic(batches: &[RecordBatch], idx: &[usize], nodes: Option<(usize, usize)>) -> Result<Traffic> {
-    let (src, dst, bytes) =
-        (int64_column(batches, idx[0])?, int64_column(batches, idx[1])?, int64_column(batches, idx[2])?);
-    let mut ranks: Vec<i64> = src.iter().chain(dst.iter()).flatten().collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    let index: FastMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
-    let mut current: Vec<Option<String>> = vec![None; ranks.len()];
-    if let Some((sn, dn)) = nodes {
-        let (sn, dn) = (text_column(batches, sn)?, text_column(batches, dn)?);
+    let mut fold = TrafficFold::default();
+    for b in batches {
+        fold.add(b, idx, nodes)?;
+    }
+    Ok(fold.finish())
+}
+
+/// `Traffic` gathered batch by batch, by rank (as a streamed analysis reads its messages).
+#[derive(Debug, Default)]
+pub(crate) struct TrafficFold {
+    /// Every rank seen, with the first node the rows give it.
+    nodes: FastMap<i64, Option<String>>,
+    /// (rank a < b) -> (messages, bytes) in both directions.
+    pairs: FastMap<(i64, i64), (i64, i64)>,
+    messages: i64,
+    bytes: i64,
+}
+
+impl TrafficFold {
+    /// Add a batch's rows: src, dst, bytes at `idx`, src_node and dst_node at `nodes`.
+    pub fn add(&mut self, batch: &RecordBatch, idx: &[usize], nodes: Option<(usize, usize)>) -> Result<()> {
+        let one = std::slice::from_ref(batch);
+        let (src, dst, bytes) = (int64_column(one, idx[0])?, int64_column(one, idx[1])?, int64_column(one, idx[2])?);
+        let node_columns = nodes
+            .map(|(sn, dn)| Ok::<_, datafusion::error::DataFusionError>((text_column(one, sn)?, text_column(one, dn)?)))
+            .transpose()?;
         for row in 0..src.len() {
-            for (rank, node) in [(&src, &sn), (&dst, &dn)] {
-                if rank.is_valid(row) && node.is_valid(row) {
-                    let slot = &mut current[index[&rank.value(row)] as usize];
-                    if slot.is_none() {
-                        *slot = Some(node.value(row).to_string());
+            for (k, rank) in [&src, &dst].into_iter().enumerate() {
+                if !rank.is_valid(row) {
+                    continue;
+                }
+                let node = self.nodes.entry(rank.value(row)).or_default();
+                if let Some(columns) = &node_columns {
+                    let column = if k == 0 { &columns.0 } else { &columns.1 };
+                    if node.is_none() && column.is_valid(row) {
+                        *node = Some(column.value(row).to_string());
                     }
                 }
             }
+            if src.is_null(row) || dst.is_null(row) {
+                continue;
+            }
+            let (a, b) = (src.value(row), dst.value(row));
+            if a == b {
+                continue;
+            }
+            let bytes = if bytes.is_valid(row) { bytes.value(row).max(0) } else { 0 };
+            let e = self.pairs.entry((a.min(b), a.max(b))).or_default();
+            e.0 += 1;
+            e.1 += bytes;
+            self.messages += 1;
+            self.bytes += bytes;
         }
+        Ok(())
     }
-    let mut pairs: BTreeMap<(u32, u32), (i64, i64)> = BTreeMap::new();
-    let (mut messages, mut total_bytes) = (0, 0);
-    for row in 0..src.len() {
-        if src.is_null(row) || dst.is_null(row) {
-            continue;
-        }
-        let (a, b) = (index[&src.value(row)], index[&dst.value(row)]);
-        if a == b {
-            continue;
-        }
-        let bytes = if bytes.is_valid(row) { bytes.value(row).max(0) } else { 0 };
-        let e = pairs.entry((a.min(b), a.max(b))).or_default();
-        e.0 += 1;
-        e.1 += bytes;
-        messages += 1;
-        total_bytes += bytes;
+
+    pub fn finish(self) -> Traffic {
+        let mut ranks: Vec<i64> = self.nodes.keys().copied().collect();
+        ranks.sort_unstable();
+        let index: FastMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
+        let mut nodes = self.nodes;
+        let current = ranks.iter().map(|r| nodes.remove(r).flatten()).collect();
+        let pairs = self.pairs.into_iter().map(|((a, b), v)| ((index[&a], index[&b]), v)).collect();
+        Traffic { ranks, current, pairs, messages: self.messages, bytes: self.bytes }
     }
-    Ok(Traffic { ranks, current, pairs, messages, bytes: total_bytes })
 }
 
 /// Part of every rank: METIS k-way, then at most `cap` ranks per part.

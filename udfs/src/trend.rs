@@ -36,12 +36,13 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived};
+use crate::common::{Args, Derived};
 use crate::declare::{
     BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
     list_float64, list_int64, param, text,
 };
-use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::stream::{Mapper, Prepare};
 
 pub const LATENCY_TREND: Function = Function {
     name: "latency_trend",
@@ -307,20 +308,54 @@ impl TableFunctionImpl for LatencyTrend {
         }
         let (projection, input) = found.projected();
         let out = output_schema();
+        // The messages stream through, each kept as (send_ts, L) once its criterion is known;
+        // the criteria are read first (crate::latency::Baseline::streamed_input).
+        let (extra, own) = baseline.streamed_input(&rel, &found, extra);
         let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let cols = input.read(&inputs[0])?;
-            let latency = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latency_values(&cols);
-            let send = cols.send_ts.as_ref().expect("checked when planned");
-            let samples = latency
-                .iter()
-                .enumerate()
-                .filter(|(i, l)| !l.is_nan() && send.is_valid(*i))
-                .map(|(i, l)| (send.value(i), *l));
-            let segs = segments(samples, &params)?;
-            Ok(vec![batch(&s, &segs)?])
+        let prepare: Prepare = Arc::new(move |held| {
+            let table = baseline.held_table(own.as_ref(), held.first().map(Vec::as_slice))?;
+            let samples = Samples {
+                table,
+                input: input.clone(),
+                baseline: baseline.clone(),
+                params,
+                samples: Vec::new(),
+                counted: (0, 0),
+                schema: s.clone(),
+            };
+            Ok(Box::new(samples) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, Some(projection), extra), compute)))
+        Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(projection), extra), prepare)))
+    }
+}
+
+/// latency_trend's samples, (send_ts, L) of each message with a latency, gathered as the
+/// messages stream; the segments at the end.
+struct Samples {
+    table: Arc<CriteriaTable>,
+    input: MessageIndices,
+    baseline: Baseline,
+    params: TrendParams,
+    samples: Vec<(i64, f64)>,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+    schema: SchemaRef,
+}
+
+impl Mapper for Samples {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let cols = self.input.read(std::slice::from_ref(batch))?;
+        let latency = self.table.latency_values_counted(&cols, &mut self.counted);
+        let send = cols.send_ts.as_ref().expect("checked when planned");
+        let kept = latency.iter().enumerate().filter(|(i, l)| !l.is_nan() && send.is_valid(*i));
+        self.samples.extend(kept.map(|(i, l)| (send.value(i), *l)));
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.baseline.notice_uncovered(self.counted.0, self.counted.1);
+        let segs = segments(self.samples.iter().copied(), &self.params)?;
+        Ok(vec![batch(&self.schema, &segs)?])
     }
 }
 
