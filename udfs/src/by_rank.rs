@@ -26,7 +26,6 @@ use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_plan::{ExecutionPlan, ExecutionPlanProperties};
 
 use crate::budget::held_bytes;
-use crate::plan::ComputeMany;
 use crate::stream::{Mapper, Prepare};
 
 /// Bytes of input a chunk of whole ranks holds at most before it is handed over (a rank is
@@ -236,34 +235,39 @@ pub fn in_order(
 
 /// The analysis over a relation read whole: its main input put in rank order (stably, rows of
 /// a rank keep their order), then handed over in chunks of whole ranks as a stream would be.
-pub fn whole(name: String, prepare: Prepare, rank: usize, output: SchemaRef) -> ComputeMany {
-    Arc::new(move |inputs| {
-        // What it reads is reserved already (crate::budget::read_held).
-        let mut mapper = InRankOrder::new(&name, prepare(&inputs[1..])?, rank, output.clone(), CHUNK_BYTES, None);
-        let Some(first) = inputs[0].first() else {
-            return mapper.finish();
-        };
-        let all = concat_batches(&first.schema(), &inputs[0])?;
-        let r = ranks(&all, rank)?;
-        let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
-        order.sort_by_key(|&i| r[i as usize]);
-        let order = UInt32Array::from(order);
-        let columns: Vec<ArrayRef> = all.columns().iter().map(|c| take(c, &order, None)).collect::<Result<_, _>>()?;
-        let sorted = RecordBatch::try_new(all.schema(), columns)?;
-        drop(all);
-        let mut out = Vec::new();
-        let mut at = 0;
-        while at < sorted.num_rows() {
-            let n = (1 << 16).min(sorted.num_rows() - at);
-            let mapped = mapper.map(&sorted.slice(at, n))?;
-            if mapped.num_rows() > 0 {
-                out.push(mapped);
-            }
-            at += n;
+/// `inputs` are the analysis' inputs as read (the main one first); what they hold is reserved
+/// already (crate::budget::read_held).
+pub fn whole(
+    name: &str,
+    prepare: &Prepare,
+    rank: usize,
+    output: &SchemaRef,
+    inputs: &[Vec<RecordBatch>],
+) -> Result<Vec<RecordBatch>> {
+    let mut mapper = InRankOrder::new(name, prepare(&inputs[1..])?, rank, output.clone(), CHUNK_BYTES, None);
+    let Some(first) = inputs[0].first() else {
+        return mapper.finish();
+    };
+    let all = concat_batches(&first.schema(), &inputs[0])?;
+    let r = ranks(&all, rank)?;
+    let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
+    order.sort_by_key(|&i| r[i as usize]);
+    let order = UInt32Array::from(order);
+    let columns: Vec<ArrayRef> = all.columns().iter().map(|c| take(c, &order, None)).collect::<Result<_, _>>()?;
+    let sorted = RecordBatch::try_new(all.schema(), columns)?;
+    drop(all);
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < sorted.num_rows() {
+        let n = (1 << 16).min(sorted.num_rows() - at);
+        let mapped = mapper.map(&sorted.slice(at, n))?;
+        if mapped.num_rows() > 0 {
+            out.push(mapped);
         }
-        out.extend(mapper.finish()?);
-        Ok(out)
-    })
+        at += n;
+    }
+    out.extend(mapper.finish()?);
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -390,7 +394,7 @@ mod tests {
         let recorder = seen.clone();
         let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Chunks(recorder.clone())) as Box<dyn Mapper>));
         let input = vec![batch(&[Some(2), Some(0), Some(1)], 0), batch(&[Some(0), Some(2)], 3)];
-        whole("test".to_string(), prepare, 0, schema())(&[input]).unwrap();
+        whole("test", &prepare, 0, &schema(), &[input]).unwrap();
         let rows: Vec<(Option<i64>, i64)> = seen.lock().unwrap().iter().flatten().copied().collect();
         assert_eq!(rows, [(Some(0), 1), (Some(0), 3), (Some(1), 2), (Some(2), 0), (Some(2), 4)]);
     }

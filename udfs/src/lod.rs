@@ -520,7 +520,7 @@ impl TableFunctionImpl for LodCalls {
                 let (lo, hi) = own_call_span(&inputs[0])?;
                 let make = make.clone();
                 let prepare: Prepare = Arc::new(move |_| make(lo, hi));
-                crate::by_rank::whole("lod_calls".to_string(), prepare, 0, s.clone())(&inputs[..1])
+                crate::by_rank::whole("lod_calls", &prepare, 0, &s, &inputs[..1])
             });
             return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
         }
