@@ -17,10 +17,11 @@ fn session(budget: usize) -> Session {
 #[test]
 fn an_analysis_over_the_budget_says_what_it_needs_and_what_to_narrow() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    // 51,200 messages: about 1.7 MB of the columns latency_criteria reads, twice that to compute.
+    // 44,800 messages: latency_criteria folds them as they come into its groups, 24 bytes a
+    // message (about 1.1 MB, more with the vectors' room to grow).
     let mut small = session(1 << 20);
     let e = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria()")).unwrap_err().to_string();
-    assert!(e.contains("latency_criteria:") && e.contains("memory budget for queries"), "{e}");
+    assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
     assert!(e.contains("narrow the relation") && e.contains("--memory-limit"), "{e}");
     assert!(e.contains("needs about ") && e.contains("MiB"), "{e}");
     println!("{e}");
@@ -49,17 +50,18 @@ fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() 
         Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
     };
     let expected = answer(&mut session(1 << 30)).unwrap();
-    // The 51,200 messages flow through in batches; only the five columns the criteria need are
-    // held (about 1.7 MB, twice that reserved).
+    // The 44,800 messages flow through in batches; the criteria are folded first from the
+    // messages' five columns (about 1.1 MB held), then only their rows (a few dozen) are held.
     let mut tight = session(8 << 20);
     assert_eq!(answer(&mut tight).unwrap(), expected);
     let plan = runtime.block_on(tight.collect(&format!("EXPLAIN {query}"))).unwrap();
     let plan = arrow::util::pretty::pretty_format_batches(&plan).unwrap().to_string();
     assert!(plan.contains("message_latency: analysis, streamed"), "{plan}");
     assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
-    // What it holds still answers to the budget.
+    assert!(plan.contains("latency_criteria: analysis, streamed"), "{plan}");
+    // What the criteria fold holds still answers to the budget.
     let e = answer(&mut session(1 << 20)).unwrap_err();
-    assert!(e.contains("message_latency:") && e.contains("memory budget for queries"), "{e}");
+    assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
 }
 
 #[test]
@@ -72,7 +74,7 @@ fn lod_messages_sums_the_messages_as_they_come_and_holds_only_its_groups() {
     // The trace's span is known before the messages are read: they stream through.
     let query = "SELECT count(*), sum(messages), round(sum(bytes_avg * messages), 3), min(first_send_ts), max(last_recv_ts), round(sum(duration_avg), 3) FROM lod_messages(pixels => 40)";
     let expected = answer(&mut session(1 << 30), query).unwrap();
-    // 51,200 messages: holding the six columns it reads would take about 2.5 MB, twice that
+    // 44,800 messages: holding the six columns it reads would take about 2.5 MB, twice that
     // reserved; the sums of 64 x 4 pairs over 40 x 40 slots take less than 1 MB.
     let mut tight = session(2 << 20);
     assert_eq!(answer(&mut tight, query).unwrap(), expected);
@@ -98,7 +100,7 @@ fn comm_matrix_load_imbalance_and_message_histogram_tally_their_input_as_it_come
         let rows = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
         Ok::<_, String>(arrow::util::pretty::pretty_format_batches(&rows).unwrap().to_string())
     };
-    // 51,200 messages over 64 x 4 rank pairs and 8 x 8 node pairs, and the calls of 64 ranks,
+    // 44,800 messages over 64 x 4 rank pairs and 8 x 8 node pairs, and the calls of 64 ranks,
     // in a budget of 1 MiB that would not hold their columns.
     for (function, query) in [
         ("comm_matrix", "SELECT * FROM comm_matrix() ORDER BY src, dst LIMIT 20"),
@@ -217,8 +219,8 @@ fn latency_trend_and_attribution_stream_the_messages_once_the_criteria_are_held(
         if function == "attribution" {
             assert!(expected.contains("mapping") && expected.contains("background_traffic"), "{expected}");
         }
-        // 51,200 messages: the criteria's five columns are held (about 1.7 MB, twice that
-        // reserved); the messages' eleven columns would not fit beside them.
+        // 44,800 messages: the criteria are folded first (about 1.1 MB), then the messages'
+        // columns stream; held whole, with twice as much reserved, they would not fit.
         let mut tight = session(6 << 20);
         assert_eq!(answer(&mut tight, &query).unwrap(), expected, "{query}");
         let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();

@@ -359,6 +359,13 @@ impl Mapper for Fold {
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
+    /// The windows' per-rank counts and inter-node pairs, and the traffic's pairs.
+    fn held_bytes(&self) -> usize {
+        let window = |a: &Acc| 16 * a.mc.capacity() + 32 * a.inter_pairs.capacity() + 160;
+        let traffic = self.traffic.as_ref().map_or(0, crate::remap::TrafficFold::held_bytes);
+        self.acc.values().map(window).sum::<usize>() + traffic + 48 * self.rank_index.capacity()
+    }
+
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.baseline.notice_uncovered(self.counted.0, self.counted.1);
         self.too_many(self.acc.len())?;
@@ -506,7 +513,7 @@ impl TableFunctionImpl for Attribution {
         let out = output_schema();
         // The criteria come first (crate::latency::Baseline::streamed_input), and the span of
         // the windows when their width is not given; then the messages stream through.
-        let (criteria, own) = baseline.streamed_input(&rel, &input.latency, extra);
+        let criteria = baseline.streamed_input(&rel, &input.latency, extra);
         let criteria_at = criteria.is_some().then_some(0);
         let mut inputs = with_baseline(rel.clone(), None, criteria);
         let bounds_at = (window_ns == 0).then(|| inputs.len() - 1);
@@ -517,7 +524,7 @@ impl TableFunctionImpl for Attribution {
         }
         let s = out.clone();
         let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(own.as_ref(), criteria_at.map(|k| held[k].as_slice()))?;
+            let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
             let window_ns = match bounds_at.map(|k| crate::common::bounds_read(&held[k])).transpose()? {
                 None => rules.window_ns,
                 Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),

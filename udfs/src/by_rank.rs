@@ -190,6 +190,11 @@ impl InRankOrder {
 }
 
 impl Mapper for InRankOrder {
+    /// What the analysis folds (the chunk held is reserved on its own).
+    fn held_bytes(&self) -> usize {
+        self.inner.held_bytes()
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let out = self.push(batch)?;
         match out.len() {

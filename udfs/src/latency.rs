@@ -25,8 +25,7 @@ use datafusion::catalog::Session;
 use datafusion::common::exec_err;
 
 use crate::common::{
-    Args, Compute, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column, trace_schema,
-    trace_table,
+    Args, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column, trace_schema, trace_table,
 };
 use crate::declare::{
     BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, boolean, col,
@@ -208,41 +207,108 @@ fn median(values: &mut [i64]) -> f64 {
 
 /// Criteria of every (locality, bucket), ordered by locality then bucket.
 pub fn criteria(m: &MessageColumns, p: &Params) -> Vec<Criterion> {
-    let mut groups: FastMap<(u8, i64), Vec<(i64, u32)>> = FastMap::default();
-    for row in 0..m.duration.len() {
-        if let Some(k) = key(m, row, p.bucket_bytes) {
-            let order = m.send_ts.as_ref().map_or(row as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
-            groups.entry(k).or_default().push((order, row as u32));
-        }
-    }
-    let mut out: Vec<Criterion> = groups
-        .into_par_iter()
-        .map(|((locality, bucket), mut rows)| {
-            let n = rows.len();
-            let m_used = n.min(p.max_samples);
-            let criterion_ns = (n >= p.min_messages).then(|| {
-                let mut sample: Vec<i64> = if m_used == n {
-                    rows.iter().map(|&(_, r)| m.duration.value(r as usize)).collect()
-                } else {
-                    rows.sort_unstable();
-                    (0..m_used)
-                        .map(|k| rows[(2 * k + 1) * n / (2 * m_used)])
-                        .map(|(_, r)| m.duration.value(r as usize))
-                        .collect()
-                };
-                median(&mut sample)
-            });
-            Criterion {
-                locality,
-                bucket,
-                criterion_ns,
-                samples: if criterion_ns.is_some() { m_used as i64 } else { 0 },
-                messages: n as i64,
+    let mut fold = CriteriaFold::default();
+    fold.add(m, p.bucket_bytes);
+    fold.finish(p)
+}
+
+/// A message in its group: (send time, row in the input, duration).
+type Placed = (i64, u64, i64);
+
+/// The criteria's groups gathered batch by batch: per (locality, bucket), every message's
+/// place in send-time order (send_ts, then its row in the input) and duration, 24 bytes a
+/// message, from which the sample is drawn at the end.
+#[derive(Debug, Default)]
+pub struct CriteriaFold {
+    groups: FastMap<(u8, i64), Vec<Placed>>,
+    /// Rows added so far.
+    rows: u64,
+}
+
+impl CriteriaFold {
+    pub fn add(&mut self, m: &MessageColumns, bucket_bytes: i64) {
+        for row in 0..m.duration.len() {
+            let at = self.rows + row as u64;
+            if let Some(k) = key(m, row, bucket_bytes) {
+                let order =
+                    m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
+                self.groups.entry(k).or_default().push((order, at, m.duration.value(row)));
             }
-        })
-        .collect();
-    out.sort_unstable_by_key(|c| (c.locality, c.bucket));
-    out
+        }
+        self.rows += m.duration.len() as u64;
+    }
+
+    /// Bytes the groups hold.
+    pub fn held_bytes(&self) -> usize {
+        let entry = std::mem::size_of::<Placed>();
+        self.groups.values().map(|v| v.capacity() * entry + 64).sum()
+    }
+
+    /// The criteria: per group, the median of at most `max_samples` durations spread evenly
+    /// over the group's messages in send-time order.
+    pub fn finish(self, p: &Params) -> Vec<Criterion> {
+        let mut out: Vec<Criterion> = self
+            .groups
+            .into_par_iter()
+            .map(|((locality, bucket), mut rows)| {
+                let n = rows.len();
+                let m_used = n.min(p.max_samples);
+                let criterion_ns = (n >= p.min_messages).then(|| {
+                    let mut sample: Vec<i64> = if m_used == n {
+                        rows.iter().map(|r| r.2).collect()
+                    } else {
+                        rows.sort_unstable();
+                        (0..m_used).map(|k| rows[(2 * k + 1) * n / (2 * m_used)].2).collect()
+                    };
+                    median(&mut sample)
+                });
+                Criterion {
+                    locality,
+                    bucket,
+                    criterion_ns,
+                    samples: if criterion_ns.is_some() { m_used as i64 } else { 0 },
+                    messages: n as i64,
+                }
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| (c.locality, c.bucket));
+        out
+    }
+}
+
+/// `latency_criteria` as the messages stream: their groups gathered, the criteria at the end.
+struct CriteriaMapper {
+    indices: MessageIndices,
+    params: Params,
+    fold: CriteriaFold,
+}
+
+impl Mapper for CriteriaMapper {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?, self.params.bucket_bytes);
+        Ok(RecordBatch::new_empty(criteria_schema()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        Ok(vec![criteria_batch(&std::mem::take(&mut self.fold).finish(&self.params))?])
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.fold.held_bytes()
+    }
+}
+
+/// `latency_criteria` of `relation` read with `projection` (whose columns `indices` reads), as
+/// a streamed analysis: the input of another analysis that needs the criteria before its
+/// messages stream.
+fn criteria_of(relation: Relation, projection: Vec<usize>, indices: MessageIndices, params: Params) -> Projected {
+    let reference = datafusion::common::TableReference::bare(format!("criteria of {}", relation.reference));
+    let prepare: Prepare = Arc::new(move |_| {
+        let fold = CriteriaMapper { indices: indices.clone(), params, fold: CriteriaFold::default() };
+        Ok(Box::new(fold) as Box<dyn Mapper>)
+    });
+    let derived = Derived::streamed(criteria_schema(), vec![(relation, Some(projection))], prepare);
+    (Relation { reference, provider: Arc::new(derived.named("latency_criteria")) }, None)
 }
 
 fn locality_name(code: u8) -> Option<&'static str> {
@@ -435,34 +501,46 @@ impl Baseline {
     }
 
     /// For an analysis that streams its messages (`relation`, whose message columns `indices`
-    /// finds): the input its criteria are read from before the messages stream, held (the
-    /// planned `extra`, or the five columns of the relation itself when the criteria are its
-    /// own), and for the latter the indices to read them with (`held_table`).
+    /// finds): the input its criteria are read from before the messages stream, as
+    /// `latency_criteria` rows (computed as the relation's or the trace's messages stream by,
+    /// holding 24 bytes a message) or the criteria given; none when they are known.
     pub fn streamed_input(
         &self,
         relation: &Relation,
         indices: &MessageIndices,
         extra: Option<Projected>,
-    ) -> (Option<Projected>, Option<MessageIndices>) {
-        match &self.source {
-            Source::Own => {
+    ) -> Option<Projected> {
+        match (&self.source, extra) {
+            (Source::Own, _) => {
                 let (projection, own) = indices.projected();
-                (Some((relation.clone(), Some(projection))), Some(own))
+                Some(criteria_of(relation.clone(), projection, own, self.params))
             }
-            _ => (extra, None),
+            (Source::Trace(projected, _), Some((whole, Some(projection)))) => {
+                Some(criteria_of(whole, projection, projected.clone(), self.params))
+            }
+            (_, extra) => extra,
         }
     }
 
-    /// The criteria table of a streamed analysis, from its held input as `streamed_input`
-    /// planned it.
-    pub fn held_table(&self, own: Option<&MessageIndices>, held: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
-        match own {
-            Some(own) => {
-                let p = &self.params;
-                let m = own.read(held.unwrap_or(&[]))?;
-                Ok(Arc::new(CriteriaTable::new(&criteria(&m, p), p.bucket_bytes)))
+    /// The criteria table of a streamed analysis, from its criteria input as `streamed_input`
+    /// planned it (remembered for the trace when they are the trace's).
+    pub fn held_table(&self, held: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
+        let rows = |held: Option<&[RecordBatch]>, columns: (usize, usize, usize)| match held {
+            Some(batches) => self.table_of_rows(batches, columns),
+            None => exec_err!("{}: the criteria input was not read", self.described),
+        };
+        match &self.source {
+            Source::Own => rows(held, (0, 1, 2)),
+            Source::Trace(_, key) => {
+                let table = rows(held, (0, 1, 2))?;
+                let p = self.params;
+                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), p, table.clone()));
+                Ok(table)
             }
-            None => self.criteria_table(None, held),
+            Source::Known(table) => Ok(table.clone()),
+            Source::Given { locality, size_bucket, criterion_ns } => {
+                rows(held, (*locality, *size_bucket, *criterion_ns))
+            }
         }
     }
 
@@ -512,6 +590,40 @@ impl Baseline {
         ));
     }
 
+    /// The criteria table of `latency_criteria`-shaped rows: the columns (locality,
+    /// size_bucket, criterion_ns) of `batches`.
+    fn table_of_rows(&self, batches: &[RecordBatch], columns: (usize, usize, usize)) -> Result<Arc<CriteriaTable>> {
+        let (locality, size_bucket, criterion_ns) = columns;
+        let p = &self.params;
+        let loc = text_column(batches, locality)?;
+        let bucket = int64_column(batches, size_bucket)?;
+        let crit = float64_column(batches, criterion_ns)?;
+        let mut map = FastMap::default();
+        for row in 0..loc.len() {
+            if bucket.is_null(row) {
+                continue;
+            }
+            let b = bucket.value(row);
+            if b.rem_euclid(p.bucket_bytes) != 0 {
+                return exec_err!(
+                    "{}: size_bucket {b} is not a multiple of bucket_bytes = {}; pass the bucket_bytes the criteria were computed with",
+                    self.described,
+                    p.bucket_bytes
+                );
+            }
+            let locality = match loc.is_valid(row).then(|| loc.value(row)) {
+                Some("intra") => INTRA,
+                Some("inter") => INTER,
+                None => UNKNOWN,
+                Some(other) => {
+                    return exec_err!("{}: locality must be 'intra', 'inter' or NULL, got '{other}'", self.described);
+                }
+            };
+            map.insert((locality, b), crit.is_valid(row).then(|| crit.value(row)));
+        }
+        Ok(Arc::new(CriteriaTable { bucket_bytes: p.bucket_bytes, map }))
+    }
+
     fn criteria_table(
         &self,
         own: Option<&MessageColumns>,
@@ -530,36 +642,7 @@ impl Baseline {
                 Ok(table)
             }
             (Source::Given { locality, size_bucket, criterion_ns }, Some(batches)) => {
-                let loc = text_column(batches, *locality)?;
-                let bucket = int64_column(batches, *size_bucket)?;
-                let crit = float64_column(batches, *criterion_ns)?;
-                let mut map = FastMap::default();
-                for row in 0..loc.len() {
-                    if bucket.is_null(row) {
-                        continue;
-                    }
-                    let b = bucket.value(row);
-                    if b.rem_euclid(p.bucket_bytes) != 0 {
-                        return exec_err!(
-                            "{}: size_bucket {b} is not a multiple of bucket_bytes = {}; pass the bucket_bytes the criteria were computed with",
-                            self.described,
-                            p.bucket_bytes
-                        );
-                    }
-                    let locality = match loc.is_valid(row).then(|| loc.value(row)) {
-                        Some("intra") => INTRA,
-                        Some("inter") => INTER,
-                        None => UNKNOWN,
-                        Some(other) => {
-                            return exec_err!(
-                                "{}: locality must be 'intra', 'inter' or NULL, got '{other}'",
-                                self.described
-                            );
-                        }
-                    };
-                    map.insert((locality, b), crit.is_valid(row).then(|| crit.value(row)));
-                }
-                Ok(Arc::new(CriteriaTable { bucket_bytes: p.bucket_bytes, map }))
+                self.table_of_rows(batches, (*locality, *size_bucket, *criterion_ns))
             }
             _ => exec_err!("{}: the criteria input was not read", self.described),
         }
@@ -623,11 +706,7 @@ impl TableFunctionImpl for LatencyCriteria {
         let params = Params::from_args(&a)?;
         // Only the columns the criteria need are read.
         let (projection, indices) = MessageIndices::find("latency_criteria", &relation)?.projected();
-        let compute: Compute = Arc::new(move |batches| {
-            let m = indices.read(batches)?;
-            Ok(vec![criteria_batch(&criteria(&m, &params))?])
-        });
-        Ok(Arc::new(Derived::new(criteria_schema(), relation, Some(projection), compute)))
+        Ok(criteria_of(relation, projection, indices, params).0.provider)
     }
 }
 
@@ -660,9 +739,9 @@ impl TableFunctionImpl for MessageLatency {
         let out_schema = schema.clone();
         // The messages stream through; the criteria come first from a second input: the five
         // columns they need, of the relation itself or of its trace's messages.
-        let (extra, own) = baseline.streamed_input(&relation, &indices, extra);
+        let extra = baseline.streamed_input(&relation, &indices, extra);
         let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(own.as_ref(), held.first().map(Vec::as_slice))?;
+            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
             Ok(Box::new(LatencyMapper {
                 table,
                 indices: indices.clone(),
@@ -753,6 +832,39 @@ mod tests {
         assert_eq!(l[4], None);
         let strict = criteria(&m, &Params { min_messages: 2, ..p });
         assert_eq!(strict[1].status(), "too_few_messages");
+    }
+
+    #[test]
+    fn criteria_folded_batch_by_batch_are_those_of_the_whole() {
+        // 200 messages in two localities and three buckets, sent out of order with ties.
+        let n = 200;
+        let loc: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { INTER } else { INTRA }).collect();
+        let bytes: Vec<i64> = (0..n).map(|i| (i as i64 * 37) % 150).collect();
+        let duration: Vec<Option<i64>> = (0..n).map(|i| (i % 17 != 0).then_some((i as i64 * 7919) % 1000)).collect();
+        let send: Vec<i64> = (0..n).map(|i| (i as i64 * 13) % 50).collect();
+        let whole = MessageColumns {
+            send_ts: Some(Int64Array::from(send.clone())),
+            ..cols(loc.clone(), bytes.clone(), duration.clone())
+        };
+        for max_samples in [3, 1000] {
+            let p = Params { bucket_bytes: 50, max_samples, min_messages: 2 };
+            let expected = criteria(&whole, &p);
+            let mut fold = CriteriaFold::default();
+            for (a, b) in [(0, 7), (7, 120), (120, 121), (121, 200)] {
+                let part = MessageColumns {
+                    locality: loc[a..b].to_vec(),
+                    bytes: Int64Array::from(bytes[a..b].to_vec()),
+                    duration: Int64Array::from(duration[a..b].to_vec()),
+                    send_ts: Some(Int64Array::from(send[a..b].to_vec())),
+                };
+                fold.add(&part, p.bucket_bytes);
+            }
+            assert!(fold.held_bytes() >= 24 * 150);
+            let got = fold.finish(&p);
+            let key = |c: &Criterion| (c.locality, c.bucket, c.criterion_ns, c.samples, c.messages);
+            assert_eq!(got.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
+            assert_eq!(expected.len(), 6);
+        }
     }
 
     #[test]

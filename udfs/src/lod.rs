@@ -895,6 +895,10 @@ struct MessageFold {
 }
 
 impl Mapper for MessageFold {
+    fn held_bytes(&self) -> usize {
+        self.groups.capacity() * (std::mem::size_of::<MessageKey>() + std::mem::size_of::<MessageSums>() + 8)
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         if let Some(g) = self.grid {
             MessageColumns::new(batch, self.has_latency)?.fold(g, &mut self.groups);

@@ -151,6 +151,10 @@ struct Profile {
 }
 
 impl Mapper for Profile {
+    fn held_bytes(&self) -> usize {
+        48 * self.time.len()
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let streams = streams_named(std::slice::from_ref(batch), "time_profile", &mut self.names)?;
         self.streams += streams.len();
@@ -289,6 +293,11 @@ struct Tree {
 }
 
 impl Mapper for Tree {
+    fn held_bytes(&self) -> usize {
+        let paths: usize = self.paths.text.iter().map(|t| t.len() + 48).sum();
+        56 * self.totals.capacity() + paths
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let batches = std::slice::from_ref(batch);
         let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);

@@ -191,6 +191,11 @@ impl TrafficFold {
         Ok(())
     }
 
+    /// Bytes of its ranks and pairs.
+    pub fn held_bytes(&self) -> usize {
+        64 * self.nodes.capacity() + 40 * self.pairs.capacity()
+    }
+
     pub fn finish(self) -> Traffic {
         let mut ranks: Vec<i64> = self.nodes.keys().copied().collect();
         ranks.sort_unstable();

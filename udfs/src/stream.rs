@@ -5,7 +5,8 @@
 //! columns, then each message gets its latency, so a trace's messages of any number flow
 //! through in batches. A mapper may also fold the batches and answer at the end:
 //! `lod_messages` sums each (src, dst, slot, slot) group as the messages come, holding only
-//! the groups.
+//! the groups. What a fold holds is reserved from the memory budget as it grows
+//! (`Mapper::held_bytes`).
 
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use arrow::datatypes::SchemaRef;
 use commdb_catalog::session::plan_node::off_the_workers;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::execution::memory_pool::MemoryConsumer;
 use datafusion::physical_plan::metrics::BaselineMetrics;
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{ExecutionPlan, SendableRecordBatchStream};
@@ -27,6 +29,13 @@ pub trait Mapper: Send {
     /// The main input has ended: the batches still to pass on.
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         Ok(Vec::new())
+    }
+
+    /// Bytes of what the mapper has folded so far (groups, samples), reserved from the memory
+    /// budget after each batch: a fold that grows with its input answers to the budget as a
+    /// held input does.
+    fn held_bytes(&self) -> usize {
+        0
     }
 }
 
@@ -67,16 +76,25 @@ impl Streamed {
                 prepare(&read)
             };
             let mut mapper = off_the_workers(&name, work).await??;
+            let pool = context.memory_pool().clone();
+            let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
             let mut batches = datafusion::physical_plan::execute_stream(main, context.clone())?;
             let mapped = async_stream_of(move |sink| async move {
                 let project = |out: RecordBatch| match &projection {
                     Some(p) => out.project(p),
                     None => Ok(out),
                 };
+                let mut rows = 0;
                 while let Some(batch) = batches.next().await {
                     commdb_catalog::interrupt::check(&name)?;
                     let timer = baseline.elapsed_compute().timer();
-                    let out = project(mapper.map(&batch?)?)?;
+                    let batch = batch?;
+                    rows += batch.num_rows();
+                    let out = project(mapper.map(&batch)?)?;
+                    let held = mapper.held_bytes();
+                    if folded.try_resize(held).is_err() {
+                        return Err(crate::budget::over_budget(&name, &pool, held, rows, "folding"));
+                    }
                     timer.done();
                     baseline.record_output(out.num_rows());
                     if out.num_rows() > 0 && sink.send(out).await.is_err() {
@@ -94,6 +112,7 @@ impl Streamed {
                 }
                 baseline.done();
                 drop(reservation);
+                drop(folded);
                 Ok(())
             });
             Ok::<_, DataFusionError>(mapped)

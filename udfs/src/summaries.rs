@@ -217,6 +217,10 @@ struct MatrixFold {
 }
 
 impl Mapper for MatrixFold {
+    fn held_bytes(&self) -> usize {
+        96 * self.pairs.len()
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let batches = std::slice::from_ref(batch);
         let (bytes, duration) = (int64_column(batches, 2)?, int64_column(batches, 3)?);
@@ -362,6 +366,10 @@ struct HistogramFold {
 }
 
 impl Mapper for HistogramFold {
+    fn held_bytes(&self) -> usize {
+        64 * self.classes.len()
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let batches = std::slice::from_ref(batch);
         let (bytes, duration) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
@@ -437,6 +445,10 @@ struct ImbalanceFold {
 }
 
 impl Mapper for ImbalanceFold {
+    fn held_bytes(&self) -> usize {
+        self.per.values().map(|ranks| 48 * ranks.len() + 64).sum()
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let batches = std::slice::from_ref(batch);
         let (rank, region, time) = (int64_column(batches, 0)?, text_column(batches, 1)?, int64_column(batches, 2)?);

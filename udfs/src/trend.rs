@@ -310,10 +310,10 @@ impl TableFunctionImpl for LatencyTrend {
         let out = output_schema();
         // The messages stream through, each kept as (send_ts, L) once its criterion is known;
         // the criteria are read first (crate::latency::Baseline::streamed_input).
-        let (extra, own) = baseline.streamed_input(&rel, &found, extra);
+        let extra = baseline.streamed_input(&rel, &found, extra);
         let s = out.clone();
         let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(own.as_ref(), held.first().map(Vec::as_slice))?;
+            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
             let samples = Samples {
                 table,
                 input: input.clone(),
@@ -350,6 +350,10 @@ impl Mapper for Samples {
         let kept = latency.iter().enumerate().filter(|(i, l)| !l.is_nan() && send.is_valid(*i));
         self.samples.extend(kept.map(|(i, l)| (send.value(i), *l)));
         Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.samples.capacity() * std::mem::size_of::<(i64, f64)>()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
