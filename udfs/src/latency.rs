@@ -9,7 +9,9 @@
 //! whole run. Buckets with fewer than `min_messages` messages get no criterion (status
 //! 'too_few_messages'); messages whose nodes are unknown form their own group (locality NULL,
 //! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
-//! parallel over buckets.
+//! parallel over buckets. The groups are gathered as the messages stream (`CriteriaFold`, 24
+//! bytes a message), and the analyses that measure latency against criteria read them as the
+//! rows of a streamed `latency_criteria` before their own messages stream.
 
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
