@@ -186,7 +186,7 @@ fn the_per_rank_sweeps_read_the_calls_a_chunk_of_whole_ranks_at_a_time() {
 }
 
 #[test]
-fn latency_trend_and_attribution_stream_the_messages_once_the_criteria_are_held() {
+fn latency_trend_attribution_and_region_graph_stream_the_messages_once_the_criteria_are_held() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     // Background traffic in the middle of the run, and a bad mapping: periods and causes to find.
     let session = |budget: usize| {
@@ -213,6 +213,10 @@ fn latency_trend_and_attribution_stream_the_messages_once_the_criteria_are_held(
         ("latency_trend", "SELECT kind, count(*), sum(messages) FROM latency_trend(bin_ns => 500000) GROUP BY kind".to_string()),
         ("attribution", attribution.replace("WINDOW", "")),
         ("attribution", attribution.replace("WINDOW", "window_ns => 200000")),
+        (
+            "region_graph",
+            "SELECT region_a, region_b, messages, bytes, round(mean_latency, 9) FROM region_graph()".to_string(),
+        ),
     ] {
         let expected = answer(&mut session(1 << 30), &query).unwrap();
         assert!(expected.lines().count() > 5, "{query}: {expected}");
@@ -226,5 +230,14 @@ fn latency_trend_and_attribution_stream_the_messages_once_the_criteria_are_held(
         let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
         assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
         assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+    }
+    // The graph analyses read the communication graph as a row per (src, dst) pair, aggregated
+    // as the messages stream by.
+    for query in ["SELECT * FROM process_regions()", "SELECT * FROM process_dendrogram()"] {
+        let expected = answer(&mut session(1 << 30), query).unwrap();
+        let mut tight = session(1 << 20);
+        assert_eq!(answer(&mut tight, query).unwrap(), expected, "{query}");
+        let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
+        assert!(plan.contains("gby=[src@0 as src, dst@1 as dst], aggr=[count(1) as messages]"), "{plan}");
     }
 }

@@ -31,12 +31,13 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, ComputeMany, Derived, int64_column};
+use crate::common::{Args, Compute, Derived, Projected, Relation, int64_column};
 use crate::declare::{
     BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, col, float64,
     int64, param,
 };
-use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices};
+use crate::stream::{Mapper, Prepare};
 
 /// The undirected communication graph over the ranks that appear in a relation.
 #[derive(Debug, Clone)]
@@ -52,13 +53,19 @@ pub struct Graph {
 impl Graph {
     /// The graph of (src, dst) pairs, one per message.
     pub fn from_pairs(pairs: impl Iterator<Item = (i64, i64)>) -> Self {
+        Graph::from_counted_pairs(pairs.map(|(a, b)| (a, b, 1)))
+    }
+
+    /// The graph of (src, dst, messages) rows: the messages of a pair, in either direction,
+    /// weigh its edge.
+    pub fn from_counted_pairs(pairs: impl Iterator<Item = (i64, i64, i64)>) -> Self {
         let mut edges: BTreeMap<(i64, i64), f64> = BTreeMap::new();
         let mut ranks: BTreeSet<i64> = BTreeSet::new();
-        for (a, b) in pairs {
+        for (a, b, n) in pairs {
             ranks.insert(a);
             ranks.insert(b);
             if a != b {
-                *edges.entry((a.min(b), a.max(b))).or_default() += 1.0;
+                *edges.entry((a.min(b), a.max(b))).or_default() += n as f64;
             }
         }
         let ranks: Vec<i64> = ranks.into_iter().collect();
@@ -363,9 +370,28 @@ pub fn regions(graph: &Graph, cut: Cut) -> Vec<usize> {
 }
 
 /// The communication graph of a relation with src and dst columns.
-fn graph_of(batches: &[RecordBatch], src: usize, dst: usize) -> Result<Graph> {
-    let (s, d) = (int64_column(batches, src)?, int64_column(batches, dst)?);
-    Ok(Graph::from_pairs(s.iter().zip(d.iter()).filter_map(|(a, b)| Some((a?, b?)))))
+/// The communication graph of a relation of messages, as an input of a row per (src, dst)
+/// pair and its messages, aggregated as the relation streams by (`graph_of` reads it): the
+/// graph analyses hold a row per pair, never the messages.
+fn pairs_of(relation: &Relation) -> Result<Projected> {
+    use datafusion::functions_aggregate::expr_fn::count;
+    use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
+    let source = datafusion::datasource::provider_as_source(relation.provider.clone());
+    let plan = LogicalPlanBuilder::scan(relation.reference.clone(), source, None)?
+        .filter(col("src").is_not_null().and(col("dst").is_not_null()))?
+        .aggregate(vec![col("src"), col("dst")], vec![count(lit(1)).alias("messages")])?
+        .build()?;
+    let pairs = Relation {
+        reference: datafusion::common::TableReference::bare(format!("pairs of {}", relation.reference)),
+        provider: Arc::new(datafusion::datasource::ViewTable::new(plan, None)),
+    };
+    Ok((pairs, None))
+}
+
+/// The graph of `pairs_of`'s rows.
+fn graph_of(batches: &[RecordBatch]) -> Result<Graph> {
+    let (s, d, n) = (int64_column(batches, 0)?, int64_column(batches, 1)?, int64_column(batches, 2)?);
+    Ok(Graph::from_counted_pairs((0..s.len()).map(|i| (s.value(i), d.value(i), n.value(i)))))
 }
 
 const THRESHOLD: Param = param(
@@ -439,7 +465,7 @@ impl TableFunctionImpl for ProcessDistance {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new(&PROCESS_DISTANCE, args.exprs())?;
         let relation = a.relation(args.session(), "rel")?;
-        let idx = relation.columns("process_distance", &["src", "dst"])?;
+        relation.columns("process_distance", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("p", DataType::Int64, false),
             Field::new("q", DataType::Int64, false),
@@ -447,7 +473,7 @@ impl TableFunctionImpl for ProcessDistance {
         ]);
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
-            let g = graph_of(batches, 0, 1)?;
+            let g = graph_of(batches)?;
             let rows = g.distances().rows();
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.0]))),
@@ -456,7 +482,7 @@ impl TableFunctionImpl for ProcessDistance {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
     }
 }
 
@@ -477,7 +503,7 @@ impl TableFunctionImpl for ProcessRegions {
         let a = Args::new(&PROCESS_REGIONS, args.exprs())?;
         let relation = a.relation(args.session(), "rel")?;
         let cut = cut_arg(&a)?;
-        let idx = relation.columns("process_regions", &["src", "dst"])?;
+        relation.columns("process_regions", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("rank", DataType::Int64, false),
             Field::new("region", DataType::Int64, false),
@@ -485,7 +511,7 @@ impl TableFunctionImpl for ProcessRegions {
         ]);
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
-            let g = graph_of(batches, 0, 1)?;
+            let g = graph_of(batches)?;
             let region = regions(&g, cut);
             let mut size: HashMap<usize, i64> = HashMap::new();
             for r in &region {
@@ -498,7 +524,7 @@ impl TableFunctionImpl for ProcessRegions {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
     }
 }
 
@@ -510,7 +536,7 @@ impl TableFunctionImpl for ProcessDendrogram {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new(&PROCESS_DENDROGRAM, args.exprs())?;
         let relation = a.relation(args.session(), "rel")?;
-        let idx = relation.columns("process_dendrogram", &["src", "dst"])?;
+        relation.columns("process_dendrogram", &["src", "dst"])?;
         let out = schema(vec![
             Field::new("step", DataType::Int64, false),
             Field::new("cluster_a", DataType::Int64, false),
@@ -520,7 +546,7 @@ impl TableFunctionImpl for ProcessDendrogram {
         ]);
         let s = out.clone();
         let compute: Compute = Arc::new(move |batches| {
-            let merges = dendrogram(&graph_of(batches, 0, 1)?);
+            let merges = dendrogram(&graph_of(batches)?);
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from_iter_values(0..merges.len() as i64)),
                 Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.a))),
@@ -530,7 +556,7 @@ impl TableFunctionImpl for ProcessDendrogram {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
     }
 }
 
@@ -553,47 +579,95 @@ impl TableFunctionImpl for RegionGraph {
             Field::new("bytes", DataType::Int64, false),
             Field::new("mean_latency", DataType::Float64, true),
         ]);
+        // The regions come from the graph (a row per pair) and the latency from the criteria,
+        // both read first; then the messages stream through the region pairs' sums.
+        let criteria = baseline.streamed_input(&relation, &message_idx, extra);
+        let criteria_at = criteria.is_some().then_some(1);
+        let mut inputs = vec![(relation.clone(), None), pairs_of(&relation)?];
+        inputs.extend(criteria);
         let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let batches = &inputs[0];
-            let g = graph_of(batches, idx[0], idx[1])?;
+        let prepare: Prepare = Arc::new(move |held| {
+            let g = graph_of(&held[0])?;
             let region = regions(&g, cut);
-            let vertex: HashMap<i64, usize> = g.ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
-            let (src, dst, bytes) =
-                (int64_column(batches, idx[0])?, int64_column(batches, idx[1])?, int64_column(batches, idx[2])?);
-            let cols = message_idx.read(batches)?;
-            let (_, latency) = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latencies(&cols);
-            // (messages, bytes, latency sum, latency count)
-            let mut acc: BTreeMap<(i64, i64), (i64, i64, f64, i64)> = BTreeMap::new();
-            for (row, l) in latency.iter().enumerate() {
-                if src.is_null(row) || dst.is_null(row) {
-                    continue;
-                }
-                let (Some(&va), Some(&vb)) = (vertex.get(&src.value(row)), vertex.get(&dst.value(row))) else {
-                    continue;
-                };
-                let (ra, rb) = (region[va] as i64, region[vb] as i64);
-                let e = acc.entry((ra.min(rb), ra.max(rb))).or_default();
-                e.0 += 1;
-                e.1 += if bytes.is_valid(row) { bytes.value(row) } else { 0 };
-                if let Some(l) = l {
-                    e.2 += l;
-                    e.3 += 1;
-                }
-            }
-            let rows: Vec<_> = acc.into_iter().collect();
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
-                Arc::new(Float64Array::from(
-                    rows.iter().map(|r| (r.1.3 > 0).then(|| r.1.2 / r.1.3 as f64)).collect::<Vec<_>>(),
-                )),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+            let region_of = g.ranks.iter().zip(&region).map(|(r, k)| (*r, *k as i64)).collect();
+            let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
+            let fold = RegionFold {
+                region_of,
+                table,
+                baseline: baseline.clone(),
+                idx: idx.clone(),
+                message_idx: message_idx.clone(),
+                acc: BTreeMap::new(),
+                counted: (0, 0),
+                schema: s.clone(),
+            };
+            Ok(Box::new(fold) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::from_many(out, with_baseline(relation, None, extra), compute)))
+        Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
+    }
+}
+
+/// region_graph's sums per (region, region), message batch by message batch.
+struct RegionFold {
+    region_of: HashMap<i64, i64>,
+    table: Arc<CriteriaTable>,
+    baseline: Baseline,
+    /// src, dst, bytes.
+    idx: Vec<usize>,
+    message_idx: MessageIndices,
+    /// (messages, bytes, latency sum, latency count)
+    acc: BTreeMap<(i64, i64), (i64, i64, f64, i64)>,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+    schema: SchemaRef,
+}
+
+impl Mapper for RegionFold {
+    fn held_bytes(&self) -> usize {
+        64 * self.acc.len() + 48 * self.region_of.capacity()
+    }
+
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let batches = std::slice::from_ref(batch);
+        let (src, dst, bytes) = (
+            int64_column(batches, self.idx[0])?,
+            int64_column(batches, self.idx[1])?,
+            int64_column(batches, self.idx[2])?,
+        );
+        let cols = self.message_idx.read(batches)?;
+        let latency = self.table.latency_values_counted(&cols, &mut self.counted);
+        for (row, l) in latency.iter().enumerate() {
+            if src.is_null(row) || dst.is_null(row) {
+                continue;
+            }
+            let (Some(&ra), Some(&rb)) = (self.region_of.get(&src.value(row)), self.region_of.get(&dst.value(row)))
+            else {
+                continue;
+            };
+            let e = self.acc.entry((ra.min(rb), ra.max(rb))).or_default();
+            e.0 += 1;
+            e.1 += if bytes.is_valid(row) { bytes.value(row) } else { 0 };
+            if !l.is_nan() {
+                e.2 += l;
+                e.3 += 1;
+            }
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.baseline.notice_uncovered(self.counted.0, self.counted.1);
+        let rows: Vec<_> = std::mem::take(&mut self.acc).into_iter().collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+            Arc::new(Float64Array::from(
+                rows.iter().map(|r| (r.1.3 > 0).then(|| r.1.2 / r.1.3 as f64)).collect::<Vec<_>>(),
+            )),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }
 
