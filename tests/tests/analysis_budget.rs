@@ -7,10 +7,13 @@ use arrow::array::AsArray;
 use arrow::datatypes::Int64Type;
 use commdb_catalog::{OpenOptions, Session};
 
+/// The trace the tests read: 64 ranks on 8 nodes, 44,800 messages.
+const SPEC: &str = "generate:ranks=64,ranks-per-node=8,iterations=200";
+
 fn session(budget: usize) -> Session {
     let mut session = Session::with_limits(2, Some(budget));
     commdb_udfs::register_all(&mut session);
-    session.open("generate:ranks=64,ranks-per-node=8,iterations=200", None, &OpenOptions::default()).unwrap();
+    session.open(SPEC, None, &OpenOptions::default()).unwrap();
     session
 }
 
@@ -148,18 +151,32 @@ fn the_per_rank_sweeps_read_the_calls_a_chunk_of_whole_ranks_at_a_time() {
             "SELECT rank, call_seq, region, compute_delta_ns, comm_delta_ns, CAST(path AS VARCHAR) FROM compute_deltas()",
         ),
     ];
+    // The trace as a store of parts of 20,000 rows, whose scans keep the rank order.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = commdb_catalog::open(SPEC, &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 20_000).unwrap();
+    let stored = |budget: usize| {
+        let mut session = Session::with_limits(2, Some(budget));
+        commdb_udfs::register_all(&mut session);
+        session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+        session
+    };
     let mut roomy = session(1 << 30);
     let n = calls(&mut roomy);
-    // The calls of 64 ranks (tens of thousands, some MB): a budget of 1 MiB holds chunks of
-    // 64 KiB, a few ranks each, never all of them.
-    let mut tight = session(1 << 20);
-    // A copy of the calls in time order, not rank order: read whole and put in rank order.
-    let mut copied = session(1 << 30);
+    // The calls of 64 ranks (over a hundred thousand, some MB): a budget of 2 MiB holds chunks
+    // of 128 KiB, a few ranks each, beside the scan's batches; never all of them.
+    let mut tight = stored(2 << 20);
+    // A copy of the calls in time order, not rank order: read whole and swept as one chunk.
+    let mut copied = stored(1 << 30);
     runtime.block_on(copied.collect("CREATE TABLE by_time AS SELECT * FROM calls ORDER BY start_ts DESC")).unwrap();
-    assert!(n > 20_000, "{n} calls");
+    assert!(n > 100_000, "{n} calls");
     for (function, query) in queries {
+        // In memory, the calls are held already: read whole, swept as one chunk.
         let expected = rows(&mut roomy, query).unwrap();
         assert!(expected.len() > 10, "{query}: {expected:?}");
+        let plan = answer(&mut roomy, &format!("EXPLAIN {query}")).unwrap();
+        assert!(plan.contains(&format!("{function}: analysis")) && !plan.contains("streamed"), "{plan}");
         assert_eq!(rows(&mut tight, query).unwrap(), expected, "{query}");
         let plan = answer(&mut tight, &format!("EXPLAIN {query}")).unwrap();
         assert!(plan.contains(&format!("{function}: analysis, streamed by rank")), "{plan}");
@@ -176,7 +193,7 @@ fn the_per_rank_sweeps_read_the_calls_a_chunk_of_whole_ranks_at_a_time() {
     }
     // A view that filters the calls keeps their order and streams too.
     // (Its batches of 8,192 rows span several ranks: 4 MiB holds two.)
-    let mut mid = session(4 << 20);
+    let mut mid = stored(4 << 20);
     runtime.block_on(mid.collect("CREATE VIEW some AS SELECT * FROM calls WHERE rank % 3 = 1")).unwrap();
     let plan = answer(&mut mid, "EXPLAIN SELECT count(*) FROM call_tree(rel => 'some')").unwrap();
     assert!(plan.contains("call_tree: analysis, streamed by rank"), "{plan}");

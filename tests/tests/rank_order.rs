@@ -1,7 +1,8 @@
-//! The scans of `events` and `calls` declare that their rows come in rank order (DataFusion
-//! then skips sorts by rank, and the per-rank sweeps stream, udfs::by_rank), so every reader
-//! must build them so: OTF2 (Score-P's archives in ../shared/data and commdb's own), Paraver,
-//! both CSV shapes and the generator, with several threads a rank and ranks listed out of order.
+//! A store's scans of `events` and `calls` declare that their rows come in rank order
+//! (DataFusion then skips sorts by rank, and the per-rank sweeps stream, udfs::by_rank), and a
+//! store keeps the rows in the order the trace was built in, so every reader must build them
+//! so: OTF2 (Score-P's archives in ../shared/data and commdb's own), Paraver, both CSV shapes
+//! and the generator, with several threads a rank and ranks listed out of order.
 
 use std::path::Path;
 

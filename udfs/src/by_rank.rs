@@ -10,14 +10,14 @@
 //! whatever the size of the trace, and reserves it, twice over for the sweep's working data,
 //! from the budget: a rank too big for the budget is an error that says so.
 //!
-//! A relation not known to be in rank order (a join, an aggregate, a table made with CREATE
-//! TABLE AS) is read whole, as before, put in rank order and handed over in chunks the same
-//! way (`whole`), so both paths run the same code.
+//! A relation not known to be in rank order (a trace's tables in memory, a join, an aggregate,
+//! a table made with CREATE TABLE AS) is read whole, as before, and swept as one chunk
+//! (`whole`), so both paths run the same code.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, UInt32Array};
-use arrow::compute::{SortOptions, concat_batches, take};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::SortOptions;
 use arrow::datatypes::{DataType, Int64Type, SchemaRef};
 use datafusion::common::{exec_err, internal_err};
 use datafusion::error::Result;
@@ -134,13 +134,11 @@ impl InRankOrder {
 
     /// Hand `rows` over as one chunk (mapped output, possibly none).
     fn hand_over(&mut self, rows: Vec<RecordBatch>) -> Result<Vec<RecordBatch>> {
-        let Some(schema) = rows.first().map(RecordBatch::schema) else { return Ok(Vec::new()) };
-        let chunk = concat_batches(&schema, &rows)?;
-        drop(rows);
-        if chunk.num_rows() == 0 {
+        let rows: Vec<RecordBatch> = rows.into_iter().filter(|b| b.num_rows() > 0).collect();
+        if rows.is_empty() {
             return Ok(Vec::new());
         }
-        let out = self.inner.map(&chunk)?;
+        let out = self.inner.map_many(&rows)?;
         Ok(if out.num_rows() > 0 { vec![out] } else { Vec::new() })
     }
 
@@ -238,38 +236,18 @@ pub fn in_order(
     })
 }
 
-/// The analysis over a relation read whole: its main input put in rank order (stably, rows of
-/// a rank keep their order), then handed over in chunks of whole ranks as a stream would be.
-/// `inputs` are the analysis' inputs as read (the main one first); what they hold is reserved
-/// already (crate::budget::read_held).
-pub fn whole(
-    name: &str,
-    prepare: &Prepare,
-    rank: usize,
-    output: &SchemaRef,
-    inputs: &[Vec<RecordBatch>],
-) -> Result<Vec<RecordBatch>> {
-    let mut mapper = InRankOrder::new(name, prepare(&inputs[1..])?, rank, output.clone(), CHUNK_BYTES, None);
-    let Some(first) = inputs[0].first() else {
-        return mapper.finish();
-    };
-    let all = concat_batches(&first.schema(), &inputs[0])?;
-    let r = ranks(&all, rank)?;
-    let mut order: Vec<u32> = (0..all.num_rows() as u32).collect();
-    order.sort_by_key(|&i| r[i as usize]);
-    let order = UInt32Array::from(order);
-    let columns: Vec<ArrayRef> = all.columns().iter().map(|c| take(c, &order, None)).collect::<Result<_, _>>()?;
-    let sorted = RecordBatch::try_new(all.schema(), columns)?;
-    drop(all);
+/// The analysis over a relation read whole (not known to be in rank order): every rank's rows
+/// are in it, so it is swept as one chunk, as it is (the sweeps group rows by rank and thread
+/// themselves).
+pub fn whole(prepare: &Prepare, inputs: &[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> {
+    let mut mapper = prepare(&inputs[1..])?;
+    let rows: Vec<RecordBatch> = inputs[0].iter().filter(|b| b.num_rows() > 0).cloned().collect();
     let mut out = Vec::new();
-    let mut at = 0;
-    while at < sorted.num_rows() {
-        let n = (1 << 16).min(sorted.num_rows() - at);
-        let mapped = mapper.map(&sorted.slice(at, n))?;
+    if !rows.is_empty() {
+        let mapped = mapper.map_many(&rows)?;
         if mapped.num_rows() > 0 {
             out.push(mapped);
         }
-        at += n;
     }
     out.extend(mapper.finish()?);
     Ok(out)
@@ -278,7 +256,7 @@ pub fn whole(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::Int64Array;
+    use arrow::array::{ArrayRef, Int64Array};
     use arrow::datatypes::{Field, Schema};
     use datafusion::execution::memory_pool::{GreedyMemoryPool, MemoryConsumer, MemoryPool};
 
@@ -394,13 +372,13 @@ mod tests {
     }
 
     #[test]
-    fn a_relation_read_whole_is_put_in_rank_order_first() {
+    fn a_relation_read_whole_is_one_chunk() {
         let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
         let recorder = seen.clone();
         let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Chunks(recorder.clone())) as Box<dyn Mapper>));
-        let input = vec![batch(&[Some(2), Some(0), Some(1)], 0), batch(&[Some(0), Some(2)], 3)];
-        whole("test", &prepare, 0, &schema(), &[input]).unwrap();
-        let rows: Vec<(Option<i64>, i64)> = seen.lock().unwrap().iter().flatten().copied().collect();
-        assert_eq!(rows, [(Some(0), 1), (Some(0), 3), (Some(1), 2), (Some(2), 0), (Some(2), 4)]);
+        let input = vec![batch(&[Some(2), Some(0), Some(1)], 0), batch(&[], 3), batch(&[Some(0), Some(2)], 3)];
+        whole(&prepare, &[input]).unwrap();
+        let chunks = seen.lock().unwrap().clone();
+        assert_eq!(chunks, [vec![(Some(2), 0), (Some(0), 1), (Some(1), 2), (Some(0), 3), (Some(2), 4)]]);
     }
 }

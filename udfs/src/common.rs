@@ -121,8 +121,8 @@ impl TableProvider for Derived {
         }
         let work = match &self.work {
             Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
-                let (name, prepare, rank, output) = (self.name, prepare.clone(), *rank, self.schema.clone());
-                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(name, &prepare, rank, &output, inputs)))
+                let prepare = prepare.clone();
+                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
             }
             work => work.clone(),
         };

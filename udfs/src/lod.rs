@@ -515,12 +515,11 @@ impl TableFunctionImpl for LodCalls {
         // With the span known before the calls are read (given, or the trace's), they stream a
         // chunk of whole ranks at a time; a relation cut on its own span is read whole first.
         if matches!(span, Span::Own) && (p.t0.is_none() || p.t1.is_none()) {
-            let s = out.clone();
             let compute: ComputeMany = Arc::new(move |inputs| {
                 let (lo, hi) = own_call_span(&inputs[0])?;
                 let make = make.clone();
                 let prepare: Prepare = Arc::new(move |_| make(lo, hi));
-                crate::by_rank::whole("lod_calls", &prepare, 0, &s, &inputs[..1])
+                crate::by_rank::whole(&prepare, &inputs[..1])
             });
             return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
         }
@@ -595,13 +594,19 @@ impl CallSlots {
 
 impl Mapper for CallSlots {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let Some(g) = self.grid else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
-        let one = std::slice::from_ref(batch);
-        let (rank, thread) = (int64_column(one, 0)?, int64_column(one, 1)?);
-        let region = text_column(one, 2)?;
-        let (start, end) = (int64_column(one, 3)?, int64_column(one, 4)?);
+        let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+        let region = text_column(batches, 2)?;
+        let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
         let mut by_thread: CallsByThread = BTreeMap::new();
-        for i in (0..batch.num_rows()).filter(|&i| call_counts(batch, i)) {
+        let counts = |i: usize| {
+            rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
+        };
+        for i in (0..rank.len()).filter(|&i| counts(i)) {
             let id = self.id(region.value(i));
             let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
             by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));

@@ -156,7 +156,11 @@ impl Mapper for Profile {
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let streams = streams_named(std::slice::from_ref(batch), "time_profile", &mut self.names)?;
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let streams = streams_named(batches, "time_profile", &mut self.names)?;
         self.streams += streams.len();
         let Some((t0, width)) = self.bins else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
         let time = &mut self.time;
@@ -299,7 +303,10 @@ impl Mapper for Tree {
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let batches = std::slice::from_ref(batch);
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
         let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
         let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);

@@ -26,6 +26,19 @@ use futures::{StreamExt, TryStreamExt};
 pub trait Mapper: Send {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch>;
 
+    /// Map several batches as one (a chunk of whole ranks, crate::by_rank); a mapper that reads
+    /// its columns across batches takes them as they are, without a concatenated copy.
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        match batches {
+            [one] => self.map(one),
+            _ => {
+                let schema = batches.first().map(RecordBatch::schema);
+                let schema = schema.ok_or_else(|| DataFusionError::Internal("map_many: no batch".to_string()))?;
+                self.map(&arrow::compute::concat_batches(&schema, batches)?)
+            }
+        }
+    }
+
     /// The main input has ended: the batches still to pass on.
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         Ok(Vec::new())

@@ -37,9 +37,11 @@ use crate::trace::{StoredFile, Trace};
 
 /// Whether a trace table's rows are in rank order, in memory and in a store: the events and
 /// the calls are kept stream by stream in (rank, thread) order (crate::events), and a store
-/// writes them, and a conversion in groups their groups, in that order. Their scans declare it
-/// (each partition is a run of consecutive rows, so each is in rank order), and analyses that
-/// sweep rank by rank read them as they stream.
+/// writes them, and a conversion in groups their groups, in that order. A store's scans
+/// declare it (its parts hold consecutive rows), so DataFusion merges their partitions in rank
+/// order instead of sorting, and the analyses that sweep rank by rank read a store's calls as
+/// they stream. Tables in memory are read whole by those analyses: they are held already, and
+/// merging them would only copy them.
 pub fn rank_ordered(table: &str) -> bool {
     matches!(table, "events" | "calls")
 }
@@ -47,21 +49,6 @@ pub fn rank_ordered(table: &str) -> bool {
 /// The order of a rank-ordered table, as a logical sort.
 fn rank_first() -> datafusion::logical_expr::SortExpr {
     datafusion::logical_expr::col("rank").sort(true, true)
-}
-
-/// `properties` with the ordering by `rank` of a rank-ordered table added, when its schema has
-/// the column.
-fn in_rank_order(table: &str, properties: &PlanProperties) -> PlanProperties {
-    use datafusion::physical_expr::PhysicalSortExpr;
-    use datafusion::physical_expr::expressions::Column;
-    let mut out = properties.clone();
-    if let (true, Ok(i)) = (rank_ordered(table), properties.eq_properties.schema().index_of("rank")) {
-        let rank = PhysicalSortExpr::new(Arc::new(Column::new("rank", i)), arrow::compute::SortOptions::default());
-        let mut eq = properties.eq_properties.clone();
-        eq.add_ordering([rank]);
-        out = out.with_eq_properties(eq);
-    }
-    out
 }
 
 /// Rows per slice handed to a partition: big enough to amortise per-batch overhead, small
@@ -138,10 +125,7 @@ impl TableProvider for TraceTable {
         }
         if self.trace.built_rows(self.name).is_some() {
             let batches = self.trace.table(self.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let mut table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
-            if rank_ordered(self.name) {
-                table = table.with_sort_order(vec![vec![rank_first()]]);
-            }
+            let table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
             return table.scan(state, projection, filters, limit).await;
         }
         let node = BuildOnFirstScan::new(
@@ -328,7 +312,7 @@ impl BuildOnFirstScan {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        let properties = Arc::new(in_rank_order(table, &properties));
+        let properties = Arc::new(properties);
         Ok(BuildOnFirstScan { trace, table, full_schema, projection, partitions, properties })
     }
 }

@@ -247,6 +247,10 @@ impl Mapper for Deltas {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         (self.0)(std::slice::from_ref(batch))
     }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        (self.0)(batches)
+    }
 }
 
 impl TableFunctionImpl for ComputeDeltas {
