@@ -124,3 +124,30 @@ fn metric_samples_are_counters() {
     got.sort_by(key);
     assert_eq!(got, want);
 }
+
+#[test]
+fn a_store_is_exported_a_batch_at_a_time_as_from_memory() {
+    // Calls, messages and collectives of 16 ranks, written as a store of parts of 500 rows: its
+    // tables are read a file and a batch at a time, and the JSON is the one written from memory.
+    let spec = "generate:ranks=16,ranks-per-node=4,iterations=40";
+    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    commdb_catalog::store::write_in_parts(&trace, &store, 500).unwrap();
+    let stored = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default()).unwrap();
+    for table in ["calls", "messages", "collectives"] {
+        assert!(stored.stored_file(table).is_some_and(|f| f.files.len() > 1), "{table} in parts");
+    }
+    let (a, b) = (dir.path().join("memory.json"), dir.path().join("store.json"));
+    let written = commdb_catalog::export::chrome::write(&trace, &a).unwrap();
+    assert_eq!(commdb_catalog::export::chrome::write(&stored, &b).unwrap(), written);
+    assert!(written.calls > 1000 && written.flows > 1000 && written.collectives > 0);
+    // The trace's name is the store's own; everything else is byte for byte the same.
+    let text = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+    let strip = |t: String| t.lines().filter(|l| !l.contains("\"trace\"")).collect::<Vec<_>>().join("\n");
+    assert_eq!(strip(text(&b)), strip(text(&a)));
+    // Tables kept in the store were never read into memory.
+    for table in ["calls", "messages", "collectives"] {
+        assert_eq!(stored.built_rows(table), None, "{table}");
+    }
+}

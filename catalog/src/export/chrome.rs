@@ -55,6 +55,24 @@ pub fn write(trace: &Trace, out: &Path) -> Result<Written> {
     }
 }
 
+/// Hand every batch of table `name` to `f`: a store's table a file and a batch at a time
+/// (crate::store::each_batch), so an export of a trace bigger than memory holds a batch, not
+/// the table. A write error ends the walk and is returned as such.
+fn each(trace: &Trace, name: &str, f: &mut dyn FnMut(&RecordBatch) -> Result<(), Failure>) -> Result<(), Failure> {
+    let mut failed: Option<Failure> = None;
+    let walked = crate::store::each_batch(trace, name, &mut |b| match f(&b) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            failed = Some(e);
+            Err(Error::Engine(format!("chrome export of {name} stopped")))
+        }
+    });
+    match failed {
+        Some(e) => Err(e),
+        None => walked.map_err(Failure::Trace),
+    }
+}
+
 enum Failure {
     Io(std::io::Error),
     Trace(Error),
@@ -161,7 +179,7 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
             )?;
         }
     }
-    for b in &trace.table("calls")? {
+    each(trace, "calls", &mut |b| {
         let region = text(b, "region")?;
         let region = region.as_string::<i32>();
         let id = column(b, "call_id")?.as_primitive::<Int64Type>();
@@ -189,8 +207,9 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
             n.calls += 1;
         }
         crate::interrupt::check("chrome export").map_err(Error::from)?;
-    }
-    for b in &trace.table("messages")? {
+        Ok(())
+    })?;
+    each(trace, "messages", &mut |b| {
         let id = column(b, "msg_id")?.as_primitive::<Int64Type>();
         let (src, dst) = (column(b, "src")?.as_primitive::<Int32Type>(), column(b, "dst")?.as_primitive::<Int32Type>());
         let send = column(b, "send_ts")?.as_primitive::<Int64Type>();
@@ -226,8 +245,9 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
             )?;
             n.flows += 1;
         }
-    }
-    for b in &trace.table("collectives")? {
+        Ok(())
+    })?;
+    each(trace, "collectives", &mut |b| {
         let op = text(b, "op")?;
         let op = op.as_string::<i32>();
         let (comm, instance) =
@@ -253,8 +273,9 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
             )?;
             n.collectives += 1;
         }
-    }
-    for b in &trace.table("metrics")? {
+        Ok(())
+    })?;
+    each(trace, "metrics", &mut |b| {
         let metric = text(b, "metric")?;
         let metric = metric.as_string::<i32>();
         let rank = column(b, "rank")?.as_primitive::<Int32Type>();
@@ -276,7 +297,8 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
             )?;
             n.counters += 1;
         }
-    }
+        Ok(())
+    })?;
     let info = quoted(&trace.meta.name);
     let source = quoted(&trace.meta.path);
     write!(w, "\n],\"otherData\":{{\"trace\":{info},\"source\":{source},\"exported_by\":\"commdb\"}}}}\n")?;
