@@ -155,14 +155,24 @@ fn damage(file: &std::path::Path) {
     std::fs::write(file, &bytes).unwrap();
 }
 
-#[test]
-fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let spec = "generate:ranks=16,ranks-per-node=4,iterations=40";
+/// The generated trace the tests of stores in parts read.
+const IN_PARTS: &str = "generate:ranks=16,ranks-per-node=4,iterations=40";
+
+/// `spec` written as a store of parts of 500 rows: the directory that holds it (removed when
+/// dropped), the store's path and the trace in memory.
+fn in_parts(spec: &str) -> (tempfile::TempDir, std::path::PathBuf, commdb_catalog::Trace) {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
     commdb_catalog::store::write_in_parts(&trace, &store, 500).unwrap();
+    (dir, store, trace)
+}
+
+#[test]
+fn a_store_in_parts_is_queried_like_one_file_and_filters_skip_parts() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let spec = IN_PARTS;
+    let (_dir, store, trace) = in_parts(spec);
     let queries = [
         "SELECT count(*), sum(duration), min(send_ts), max(recv_ts) FROM messages WHERE send_ts BETWEEN 1000000 AND 1500000",
         "SELECT rank, kind, count(*), sum(ts) FROM events WHERE rank IN (3, 11) GROUP BY 1, 2 ORDER BY 1, 2",
@@ -277,11 +287,8 @@ fn min_and_max_of_different_expressions_over_a_store_are_exact_every_time() {
     // pruned parts that another aggregate of the same query needed, so the answer changed
     // from run to run (apache/datafusion#24816); the session turns it off.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let spec = "generate:ranks=16,ranks-per-node=4,iterations=40";
-    let dir = tempfile::tempdir().unwrap();
-    let store = dir.path().join("store");
-    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
-    commdb_catalog::store::write_in_parts(&trace, &store, 500).unwrap();
+    let spec = IN_PARTS;
+    let (_dir, store, _) = in_parts(spec);
     let query =
         "SELECT min(send_ts), max(coalesce(recv_ts, send_ts)), min(bytes), max(recv_ts - send_ts) FROM messages";
     let (expected, _) = answers(&runtime, spec, &[query]);
