@@ -262,6 +262,9 @@ struct Fold {
     /// Index of every rank seen, in the windows' per-rank counts.
     rank_index: FastMap<i64, usize>,
     acc: BTreeMap<i64, Acc>,
+    /// Entries of the windows' `inter_pairs`, counted as they are made (held_bytes is asked
+    /// after every batch and must not walk the windows).
+    pair_entries: usize,
     /// The relation's traffic, when it tells the nodes (for the suggested placement).
     traffic: Option<crate::remap::TrafficFold>,
     schema: SchemaRef,
@@ -322,7 +325,9 @@ impl Mapper for Fold {
                     a.inter += 1;
                     if pairs && src.is_valid(row) && dst.is_valid(row) {
                         let (x, y) = (src.value(row), dst.value(row));
-                        *a.inter_pairs.entry((x.min(y), x.max(y))).or_default() += 1;
+                        let n = a.inter_pairs.entry((x.min(y), x.max(y))).or_default();
+                        self.pair_entries += usize::from(*n == 0);
+                        *n += 1;
                     }
                     if !l.is_nan() {
                         a.inter_latency.0 += l;
@@ -361,9 +366,9 @@ impl Mapper for Fold {
 
     /// The windows' per-rank counts and inter-node pairs, and the traffic's pairs.
     fn held_bytes(&self) -> usize {
-        let window = |a: &Acc| 16 * a.mc.capacity() + 32 * a.inter_pairs.capacity() + 160;
+        let windows = self.acc.len() * (16 * self.rank_index.len() + 160);
         let traffic = self.traffic.as_ref().map_or(0, crate::remap::TrafficFold::held_bytes);
-        self.acc.values().map(window).sum::<usize>() + traffic + 48 * self.rank_index.capacity()
+        windows + 32 * self.pair_entries + traffic + 48 * self.rank_index.capacity()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -538,6 +543,7 @@ impl TableFunctionImpl for Attribution {
                 counted: (0, 0),
                 rank_index: FastMap::default(),
                 acc: BTreeMap::new(),
+                pair_entries: 0,
                 traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
                 schema: s.clone(),
             };

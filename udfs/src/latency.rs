@@ -225,6 +225,8 @@ pub struct CriteriaFold {
     groups: FastMap<(u8, i64), Vec<Placed>>,
     /// Rows added so far.
     rows: u64,
+    /// Messages kept in the groups (held_bytes is asked after every batch).
+    kept: usize,
 }
 
 impl CriteriaFold {
@@ -235,15 +237,15 @@ impl CriteriaFold {
                 let order =
                     m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
                 self.groups.entry(k).or_default().push((order, at, m.duration.value(row)));
+                self.kept += 1;
             }
         }
         self.rows += m.duration.len() as u64;
     }
 
-    /// Bytes the groups hold.
+    /// Bytes the groups hold (their entries; the vectors' room to grow is not counted).
     pub fn held_bytes(&self) -> usize {
-        let entry = std::mem::size_of::<Placed>();
-        self.groups.values().map(|v| v.capacity() * entry + 64).sum()
+        self.kept * std::mem::size_of::<Placed>() + 64 * self.groups.len()
     }
 
     /// The criteria: per group, the median of at most `max_samples` durations spread evenly

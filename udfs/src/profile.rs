@@ -263,6 +263,8 @@ struct Paths {
     /// The leaf region's name id.
     leaf: Vec<u32>,
     ids: HashMap<(Up, u32), u32>,
+    /// Bytes of the paths' text.
+    text_bytes: usize,
 }
 
 impl Paths {
@@ -278,6 +280,7 @@ impl Paths {
             Up::Path(p) => (format!("{}/{name}", self.text[p as usize]), self.depth[p as usize] + 1),
         };
         let id = self.text.len() as u32;
+        self.text_bytes += text.len();
         self.text.push(text);
         self.depth.push(depth);
         self.leaf.push(region);
@@ -298,8 +301,7 @@ struct Tree {
 
 impl Mapper for Tree {
     fn held_bytes(&self) -> usize {
-        let paths: usize = self.paths.text.iter().map(|t| t.len() + 48).sum();
-        56 * self.totals.capacity() + paths
+        56 * self.totals.capacity() + self.paths.text_bytes + 48 * self.paths.text.len()
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
