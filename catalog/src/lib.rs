@@ -15,7 +15,8 @@
 //! the meaning of every column), `events` and `trace` (raw events as columns, a trace in
 //! memory), `error`, `phases` (where the time of a build goes), `progress`, `interrupt` (Ctrl-C
 //! reaching long work), `wallclock` (traces' absolute starts, notices of SQL functions),
-//! `suggest` ("did you mean") and `fast_hash`.
+//! `suggest` ("did you mean"), `fast_hash`, and `writing` (files the user names, written
+//! without losing what was there).
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
 //! on input: every error names the file and position and what was expected.
@@ -39,6 +40,7 @@ pub mod store;
 pub mod suggest;
 pub mod trace;
 pub mod wallclock;
+pub mod writing;
 
 pub use convert::open;
 pub use error::{Error, Result};

@@ -25,7 +25,8 @@ fn export(path: &str) -> (commdb_catalog::Trace, Vec<Value>) {
     let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
     assert_eq!((written.calls, written.flows), (count("X"), count("s")));
     assert_eq!((written.collectives, written.counters), (count("i"), count("C")));
-    assert!(!dir.path().join("trace.json.partial").exists());
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["trace.json"], "no temporary file is left");
     (trace, events)
 }
 

@@ -207,3 +207,107 @@ fn scalar_functions_survive_hostile_arguments() {
     });
     check("scalar function calls", statements);
 }
+
+/// Every file and directory of `dir`, and `dir` itself.
+fn everything_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![dir.to_path_buf()];
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        if p.is_dir() {
+            out.extend(everything_in(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The bytes of every file under `dir`, by path.
+fn contents(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut all: Vec<_> = everything_in(dir)
+        .into_iter()
+        .filter(|p| p.is_file())
+        .map(|p| {
+            let bytes = std::fs::read(&p).unwrap();
+            (p, bytes)
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+#[test]
+fn copy_never_writes_over_what_the_session_reads() {
+    // COPY statements aimed at the files of the attached traces and tables, spelt as a user
+    // might (absolute, relative through `..`, a directory with its slash, through a link), with
+    // each format: every one is refused, and no byte of those files changes.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = commdb_catalog::generate::generate(&commdb_catalog::generate::GeneratorConfig {
+        ranks: 4,
+        iterations: 2,
+        ..Default::default()
+    })
+    .unwrap()
+    .trace
+    .build()
+    .unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 300).unwrap();
+    let csv = dir.path().join("trace.csv");
+    std::fs::copy(commdb_tests::test_data().join("latency.csv"), &csv).unwrap();
+    let log = dir.path().join("jobs.txt");
+    std::fs::copy(commdb_tests::test_data().join("sacct_jobs.txt"), &log).unwrap();
+    let link = dir.path().join("link");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&store, &link).unwrap();
+    let before = contents(dir.path());
+    let mut targets: Vec<String> = Vec::new();
+    for p in everything_in(&store).into_iter().chain([csv.clone(), log.clone()]) {
+        let shown = p.display().to_string();
+        targets.push(shown.clone());
+        if p.is_dir() {
+            targets.push(format!("{shown}/"));
+        }
+        if let Ok(inside) = p.strip_prefix(&store) {
+            targets.push(format!("{}/../store/{}", store.display(), inside.display()));
+            if cfg!(unix) {
+                targets.push(format!("{}/{}", link.display(), inside.display()));
+            }
+        }
+    }
+    targets.push(store.join("new.parquet").display().to_string());
+    let formats = ["", " STORED AS PARQUET", " STORED AS CSV", " STORED AS JSON", " STORED AS ARROW"];
+    let queries = ["SELECT 1 AS a", "SELECT * FROM run.ranks", "SELECT * FROM messages LIMIT 3"];
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut session = commdb_tests::session();
+    session.open(&csv.display().to_string(), None, &Default::default()).unwrap();
+    session.open(&store.display().to_string(), Some("run"), &Default::default()).unwrap();
+    let attach = format!("ATTACH '{}' AS jobs (TYPE sacct)", log.display());
+    runtime.block_on(session.collect(&attach)).unwrap();
+    let mut refused = 0;
+    for (k, target) in targets.iter().enumerate() {
+        let format = pick(&formats, uniform(0xF026, 70, k as u64, 0));
+        let query = pick(&queries, uniform(0xF026, 70, k as u64, 1));
+        let sql = format!("COPY ({query}) TO '{target}'{format}");
+        let e = runtime
+            .block_on(session.collect(&sql))
+            .err()
+            .unwrap_or_else(|| panic!("COPY case {k} was written: {sql}"))
+            .to_string();
+        assert!(e.contains("COPY") && e.contains("read from"), "COPY case {k}: {sql}\n{e}");
+        refused += 1;
+    }
+    // A query that reads a file cannot COPY over it either.
+    let own = dir.path().join("own.csv");
+    std::fs::write(&own, "a\n1\n").unwrap();
+    let sql = format!("COPY (SELECT * FROM '{0}') TO '{0}'", own.display());
+    let e = runtime.block_on(session.collect(&sql)).unwrap_err().to_string();
+    assert!(e.contains("the file the query reads"), "{e}");
+    assert_eq!(std::fs::read_to_string(&own).unwrap(), "a\n1\n");
+    assert_eq!(contents(dir.path()).into_iter().filter(|(p, _)| p != &own).collect::<Vec<_>>(), before);
+    // Beside them, COPY writes.
+    let out = dir.path().join("out.csv");
+    runtime.block_on(session.collect(&format!("COPY (SELECT 1 AS a) TO '{}'", out.display()))).unwrap();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "a\n1\n");
+    eprintln!("COPY targets: {refused} statements, all refused, no byte changed");
+}

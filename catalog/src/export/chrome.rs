@@ -30,29 +30,23 @@ pub struct Written {
     pub counters: usize,
 }
 
-/// Write `trace` to `out` (replaced whole: written beside it, then renamed).
+/// Write `trace` to `out` (by crate::writing's rules: a file is replaced whole only when the
+/// export is complete; a device or pipe is written in place). The trace's own files are refused.
 pub fn write(trace: &Trace, out: &Path) -> Result<Written> {
-    if out.is_dir() {
-        return Err(Error::in_file(out, "is a directory: expected the path of the JSON file to write"));
+    if let Some(input) = crate::session::files_read(trace).into_iter().find(|i| crate::writing::overwrites(out, i)) {
+        return Err(Error::argument(format!(
+            "{}: the trace is read from {}; write the export elsewhere",
+            out.display(),
+            input.display()
+        )));
     }
-    let partial = out.with_extension("json.partial");
-    let file = std::fs::File::create(&partial).map_err(|e| Error::io(&partial, e))?;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut w = crate::writing::Output::create(out)?;
     let written = write_to(trace, &mut w).map_err(|e| match e {
-        Failure::Io(e) => Error::io(&partial, e),
+        Failure::Io(e) => Error::io(out, e),
         Failure::Trace(e) => e,
-    });
-    let flushed = written.and_then(|n| w.flush().map(|_| n).map_err(|e| Error::io(&partial, e)));
-    match flushed {
-        Ok(n) => {
-            std::fs::rename(&partial, out).map_err(|e| Error::io(out, e))?;
-            Ok(n)
-        }
-        Err(e) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(e)
-        }
-    }
+    })?;
+    w.commit()?;
+    Ok(written)
 }
 
 /// Hand every batch of table `name` to `f`: a store's table a file and a batch at a time

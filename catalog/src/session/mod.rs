@@ -56,8 +56,8 @@ pub struct Session {
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
     parameters: Parameters,
-    /// Scheduler logs and CSV files attached as plain tables.
-    tables: std::collections::BTreeSet<String>,
+    /// Scheduler logs and CSV files attached as plain tables, with the file each was read from.
+    tables: BTreeMap<String, std::path::PathBuf>,
     /// Absolute start of every trace, read by `wallclock()`.
     starts: SharedStarts,
     /// Warnings raised by SQL functions while a statement runs.
@@ -143,7 +143,7 @@ impl Session {
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
-            tables: std::collections::BTreeSet::new(),
+            tables: BTreeMap::new(),
             starts: SharedStarts::default(),
             notices,
             open_options: OpenOptions::default(),
@@ -183,6 +183,25 @@ impl Session {
     /// The trace whose tables are in the default schema.
     pub fn default_trace(&self) -> Option<&Trace> {
         self.default_trace.as_deref().and_then(|n| self.trace(n))
+    }
+
+    /// Refuse writing `target` (by `what`: `-o`, `COPY`, ...) when it is, or is inside, a file
+    /// or directory an attached trace or table is read from: an OTF2 archive's anchor,
+    /// definitions and event files, a Paraver trace's .prv, .pcf and .row, a CSV file, a store's
+    /// directory (also a cache store a trace is read through), a scheduler log.
+    pub fn refuse_overwrite(&self, target: &std::path::Path, what: &str) -> Result<()> {
+        let traces = self.traces.iter().flat_map(|(name, t)| files_read(t).into_iter().map(move |p| (name, p)));
+        let tables = self.tables.iter().map(|(name, p)| (name, p.clone()));
+        for (name, input) in traces.chain(tables) {
+            if crate::writing::overwrites(target, &input) {
+                return Err(Error::argument(format!(
+                    "{what}: {} is {} {name} is read from; write elsewhere",
+                    target.display(),
+                    if input.is_dir() { "inside the directory" } else { "the file" },
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Open the trace at `path` and register it; returns its schema name.
@@ -286,7 +305,7 @@ impl Session {
                     self.open_options.clock_correction.name()
                 )))
             }
-            Some(Command::Detach { name }) if self.tables.contains(&name) => {
+            Some(Command::Detach { name }) if self.tables.contains_key(&name) => {
                 self.ctx.deregister_table(name.as_str())?;
                 self.tables.remove(&name);
                 Ok(Outcome::Done(format!("detached {name}")))
@@ -329,9 +348,13 @@ impl Session {
             return Ok(self.ctx.sql(sql).await?);
         }
         let mut statement = statements.pop_front().expect("one statement");
+        let mut copy_to = None;
         if let DFStatement::CopyTo(copy) = &statement {
             check_copy_target(&copy.target)?;
             check_copy_format(copy.stored_as.as_deref())?;
+            let target = copy.target.strip_prefix("file://").unwrap_or(&copy.target).to_string();
+            self.refuse_overwrite(std::path::Path::new(&target), "COPY")?;
+            copy_to = Some(target);
         }
         match &mut statement {
             DFStatement::Statement(s) => named_args::rewrite(s.as_mut(), &self.parameters)?,
@@ -343,6 +366,9 @@ impl Session {
             _ => {}
         }
         let plan = self.ctx.state().statement_to_plan(statement).await?;
+        if let Some(target) = copy_to {
+            refuse_copy_over_its_input(&plan, std::path::Path::new(&target))?;
+        }
         Ok(self.ctx.execute_logical_plan(plan).await?)
     }
 
@@ -392,7 +418,7 @@ impl Session {
         let rows = batch.num_rows();
         let table = MemTable::try_new(batch.schema(), vec![vec![batch]])?;
         self.ctx.register_table(name.as_str(), Arc::new(table))?;
-        self.tables.insert(name.clone());
+        self.tables.insert(name.clone(), path.into());
         Ok(Outcome::Done(format!("attached {path} as table {name}: {rows} records")))
     }
 
@@ -413,6 +439,70 @@ impl Session {
             }
         }
         Ok(o)
+    }
+}
+
+/// The files and directories `trace` is read from (see `Session::refuse_overwrite`).
+pub fn files_read(trace: &Trace) -> Vec<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    let mut out: Vec<PathBuf> = Vec::new();
+    let path = Path::new(&trace.meta.path);
+    if !trace.meta.path.starts_with(crate::reading::paths::GENERATE_PREFIX) && path.exists() {
+        out.push(path.to_path_buf());
+        if path.is_file() {
+            // The files read beside the one named: an OTF2 archive's definitions and its
+            // directory of event files, a Paraver trace's .pcf and .row.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = name.strip_suffix(".gz").unwrap_or(&name);
+            let stem = Path::new(stem).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let siblings: &[&str] = match trace.meta.format.as_str() {
+                "otf2" => &["def", ""],
+                "paraver" => &["pcf", "row"],
+                _ => &[],
+            };
+            for ext in siblings {
+                let file = if ext.is_empty() { stem.clone() } else { format!("{stem}.{ext}") };
+                out.push(crate::writing::parent_of(path).join(file));
+            }
+        }
+    }
+    // A store's directory, also a cache store the trace is read through.
+    for t in model::TABLES {
+        if let Some(stored) = trace.stored_file(t.name)
+            && let Some(dir) = stored.path.parent()
+            && !out.iter().any(|p| p == dir)
+        {
+            out.push(dir.to_path_buf());
+        }
+    }
+    out
+}
+
+/// Refuse a COPY whose query reads the file it writes (`COPY (SELECT * FROM 'a.csv') TO
+/// 'a.csv'`, or through a table over files): the file would be replaced while it is read.
+fn refuse_copy_over_its_input(plan: &datafusion::logical_expr::LogicalPlan, target: &std::path::Path) -> Result<()> {
+    use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
+    use datafusion::datasource::listing::ListingTable;
+    use datafusion::logical_expr::LogicalPlan;
+    let mut read: Vec<std::path::PathBuf> = Vec::new();
+    plan.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source)
+            && let Some(listing) = provider.downcast_ref::<ListingTable>()
+        {
+            for url in listing.table_paths() {
+                read.push(std::path::PathBuf::from(format!("/{}", url.prefix().as_ref())));
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    })?;
+    match read.iter().find(|input| crate::writing::overwrites(target, input)) {
+        Some(input) => Err(Error::argument(format!(
+            "COPY: {} is {} the query reads; write elsewhere",
+            target.display(),
+            if input.is_dir() { "inside the directory" } else { "the file" }
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -471,7 +561,8 @@ fn check_copy_target(target: &str) -> Result<()> {
 }
 
 /// The default memory budget of queries: three quarters of the machine's memory (8 GiB when
-/// it cannot be read).
+/// it cannot be read), and at most half of the process's address space when that is limited
+/// (`ulimit -v`), so that a query stops with the budget's error rather than failing to allocate.
 pub fn default_memory_limit() -> usize {
     let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
         text.lines()
@@ -479,7 +570,16 @@ pub fn default_memory_limit() -> usize {
             .and_then(|l| l.split_whitespace().nth(1))
             .and_then(|v| v.parse::<usize>().ok())
     });
-    total_kib.map_or(8 << 30, |kib| kib / 4 * 3 * 1024)
+    let machine = total_kib.map_or(8 << 30, |kib| kib / 4 * 3 * 1024);
+    address_space_limit().map_or(machine, |limit| machine.min(limit / 2))
+}
+
+/// The limit on the process's address space (`ulimit -v`, RLIMIT_AS) in bytes, when there is
+/// one (read from /proc/self/limits; None where that file does not exist).
+pub fn address_space_limit() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
+    line["Max address space".len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// What opening a trace found: its ranks, and its events and messages when they are built
