@@ -182,6 +182,8 @@ impl StoreWriter {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
         let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        // What converts that were killed left here is removed first.
+        crate::writing::clean_stale(parent);
         let partial = parent.join(format!(".{name}.commdb-partial-{}", std::process::id()));
         if partial.exists() {
             std::fs::remove_dir_all(&partial).map_err(|e| Error::io(&partial, e))?;
@@ -499,6 +501,7 @@ pub fn read(dir: &Path) -> Result<Trace> {
 /// Read a store, counting tables read in `progress`.
 pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<Trace> {
     let path = dir.join(MANIFEST);
+    let stamp = Stamp::of(dir);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let manifest: Manifest = serde_json::from_str(&text)
         .map_err(|e| Error::at_line(&path, e.line() as u64, None, format!("not a commdb manifest: {e}")))?;
@@ -508,6 +511,7 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
             format!("store version {} is not supported (expected {STORE_VERSION})", manifest.commdb_store_version),
         ));
     }
+    check_parts(dir, &path, &manifest)?;
     let lazy = |name: &str| LATER.contains(&name) && manifest.tables.contains_key(name);
     if let Some(p) = progress {
         p.set_total(model::TABLES.iter().filter(|t| !lazy(t.name)).count() as u64);
@@ -524,9 +528,22 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     for t in model::TABLES.iter().filter(|t| lazy(t.name)) {
         if let Some(entry) = entry_of(t)? {
             let files = entry.files(dir).into_iter().map(|(p, crc, _, key)| (p, crc, key)).collect();
-            let file = StoredFile { path: dir.join(&entry.file), files, rows: entry.rows };
+            let file = StoredFile { path: dir.join(&entry.file), files, rows: entry.rows, stamp: stamp.clone() };
             let dir = dir.to_path_buf();
-            stored.insert(t.name, StoredTable { file, load: Box::new(move || read_checked(&dir, t, &entry)) });
+            let stamp = stamp.clone();
+            stored.insert(
+                t.name,
+                StoredTable {
+                    file,
+                    load: Box::new(move || {
+                        let read = read_checked(&dir, t, &entry);
+                        match &stamp {
+                            Some(s) if !s.holds() => Err(s.replaced()),
+                            _ => read,
+                        }
+                    }),
+                },
+            );
         }
     }
     let tables: Vec<(&'static str, Vec<RecordBatch>)> = model::TABLES
@@ -546,6 +563,95 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let meta = meta_from_info(tables.get("trace_info").map_or(&[][..], Vec::as_slice), &manifest, dir);
     let warnings = warnings_from_table(tables.get("warnings").map_or(&[][..], Vec::as_slice));
     Ok(crate::deriving::steps::stored_trace(meta, tables, warnings, stored))
+}
+
+/// Which writing of a store is at its directory: the identity of its manifest file (device,
+/// inode, size, modification time). `StoreWriter::finish` puts a new directory in the old one's
+/// place, so a store converted again at the same path has a new manifest file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stamp {
+    dir: PathBuf,
+    identity: (u64, u64, u64, Option<std::time::SystemTime>),
+}
+
+impl Stamp {
+    /// The stamp of the store at `dir` now (None when its manifest cannot be read).
+    pub fn of(dir: &Path) -> Option<Stamp> {
+        let m = std::fs::metadata(dir.join(MANIFEST)).ok()?;
+        #[cfg(unix)]
+        let (dev, ino) = {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        };
+        #[cfg(not(unix))]
+        let (dev, ino) = (0, 0);
+        Some(Stamp { dir: dir.to_path_buf(), identity: (dev, ino, m.len(), m.modified().ok()) })
+    }
+
+    /// Whether the store at the stamp's directory is still the one stamped.
+    pub fn holds(&self) -> bool {
+        Stamp::of(&self.dir).as_ref() == Some(self)
+    }
+
+    /// The error a query gets when the store it reads was replaced (converted again) after
+    /// the trace was opened, or while the query read it.
+    pub fn replaced(&self) -> Error {
+        Error::in_file(
+            &self.dir,
+            "the store was replaced while this query read it (converted again at this path after it was opened): open it again (DETACH and ATTACH, or \\open) to read the new one",
+        )
+    }
+
+    /// Err(replaced) when the store is no longer the one stamped.
+    pub fn check(&self) -> Result<()> {
+        if self.holds() { Ok(()) } else { Err(self.replaced()) }
+    }
+}
+
+/// Check what the manifest says of the tables in parts before any is read: no part listed
+/// twice, the parts' rows add up to the table's, and each part's file has the rows the
+/// manifest gives it (read from its Parquet footer; a part whose footer cannot be read is
+/// checked against its checksum, so damage is reported as such, naming the part).
+fn check_parts(dir: &Path, manifest_path: &Path, manifest: &Manifest) -> Result<()> {
+    let mut footers = Vec::new();
+    for (name, entry) in &manifest.tables {
+        if entry.parts.is_empty() {
+            continue;
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = entry.parts.iter().find(|p| !seen.insert(p.file.as_str())) {
+            return Err(Error::in_file(
+                manifest_path,
+                format!("table '{name}' lists its part {} twice: the manifest was edited or damaged", twice.file),
+            ));
+        }
+        let sum: usize = entry.parts.iter().map(|p| p.rows).sum();
+        if sum != entry.rows {
+            return Err(Error::in_file(
+                manifest_path,
+                format!(
+                    "table '{name}' has {} rows but its parts add up to {sum}: the manifest was edited or damaged",
+                    entry.rows
+                ),
+            ));
+        }
+        footers.extend(entry.parts.iter().map(|p| (dir.join(&entry.file).join(&p.file), p.crc32, p.rows)));
+    }
+    footers.par_iter().try_for_each(|(path, crc32, rows)| {
+        let found = File::open(path)
+            .map_err(|e| Error::io(path, e))
+            .and_then(|f| ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| Error::in_file(path, e.to_string())))
+            .map(|b| b.metadata().file_metadata().num_rows());
+        match found {
+            Ok(n) if n as usize == *rows => Ok(()),
+            Ok(n) => Err(Error::in_file(path, format!("has {n} rows but the manifest says {rows}"))),
+            Err(e @ Error::Io { .. }) => Err(e),
+            Err(e) => {
+                check_file(path, Some(*crc32))?;
+                Err(e)
+            }
+        }
+    })
 }
 
 /// The tables of a store read when a query first uses them: the large ones. The others (the
@@ -789,6 +895,58 @@ mod tests {
         std::fs::write(dir.path().join("ranks.parquet"), b"garbage").unwrap();
         let e = read(dir.path()).unwrap_err().to_string();
         assert!(e.contains("ranks.parquet"), "{e}");
+    }
+
+    #[test]
+    fn parts_are_checked_against_the_manifest_when_opened() {
+        let trace = generated(4, 3);
+        let dir = tempfile::tempdir().unwrap();
+        write_in_parts(&trace, dir.path(), 100).unwrap();
+        assert!(read(dir.path()).is_ok());
+        let part = dir.path().join("events").join(part_name(1));
+        let original = std::fs::read(&part).unwrap();
+        // A damaged footer is reported as damage of that part, not as a Parquet error.
+        let mut bytes = original.clone();
+        let n = bytes.len();
+        bytes[n - 20] ^= 0xFF;
+        std::fs::write(&part, &bytes).unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("events/part-00001.parquet") && e.contains("damaged"), "{e}");
+        std::fs::write(&part, &original).unwrap();
+        // A part's row count edited in the manifest (and the table's with it).
+        let manifest = dir.path().join(MANIFEST);
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        let mut m: Manifest = serde_json::from_str(&text).unwrap();
+        let events = m.tables.get_mut("events").unwrap();
+        events.parts[1].rows += 5;
+        events.rows += 5;
+        std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("part-00001.parquet: has 100 rows but the manifest says 105"), "{e}");
+        // A part listed twice.
+        let mut m: Manifest = serde_json::from_str(&text).unwrap();
+        let events = m.tables.get_mut("events").unwrap();
+        let twice = events.parts[0].clone();
+        events.rows += twice.rows;
+        events.parts.push(twice);
+        std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
+        let e = read(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("manifest.json") && e.contains("lists its part part-00000.parquet twice"), "{e}");
+    }
+
+    #[test]
+    fn a_store_replaced_after_it_was_opened_is_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("store");
+        write(&generated(4, 3), &store).unwrap();
+        let opened = read(&store).unwrap();
+        let stamp = opened.stored_file("events").unwrap().stamp.unwrap();
+        assert!(stamp.holds());
+        write(&generated(6, 2), &store).unwrap();
+        assert!(!stamp.holds());
+        let e = opened.table("events").unwrap_err().to_string();
+        assert!(e.contains("the store was replaced while this query read it"), "{e}");
+        assert_eq!(read(&store).unwrap().table("ranks").unwrap()[0].num_rows(), 6);
     }
 
     #[test]

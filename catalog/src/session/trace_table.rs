@@ -30,7 +30,7 @@ use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
@@ -151,6 +151,10 @@ impl TraceTable {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
+        // A store converted again since it was opened is not read with the old manifest.
+        if let Some(stamp) = &file.stamp {
+            stamp.check().map_err(|e| DataFusionError::External(Box::new(e)))?;
+        }
         // Parts that the filters rule out by their range are neither checked nor read (one at
         // least stays, for the plan to have a file).
         let mut kept: Vec<_> = file
@@ -181,7 +185,16 @@ impl TraceTable {
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(self.schema.clone());
-        let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await?;
+        let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await.map_err(|e| {
+            // Reading the parts' footers failed: the store was replaced under the query, or
+            // a part is damaged (found by its checksum, naming it).
+            let damaged = || file.files.iter().find_map(|(p, crc, _)| crate::store::check_file(p, *crc).err());
+            match (&file.stamp, damaged()) {
+                (Some(stamp), _) if !stamp.holds() => DataFusionError::External(Box::new(stamp.replaced())),
+                (_, Some(damage)) => DataFusionError::External(Box::new(damage)),
+                _ => e,
+            }
+        })?;
         Ok(Arc::new(CheckedFirst { file, checks, inner }))
     }
 }
@@ -274,6 +287,18 @@ impl ExecutionPlan for CheckedFirst {
             inner.execute(partition, context)
         };
         let batches = futures::stream::once(run).try_flatten();
+        let Some(stamp) = self.file.stamp.clone() else {
+            return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)));
+        };
+        // A store replaced while the query read it gives an error, never rows of both: every
+        // error is checked against the stamp, and so is the end of the stream.
+        let replaced = move |stamp: &crate::store::Stamp| DataFusionError::External(Box::new(stamp.replaced()));
+        let at_end = stamp.clone();
+        let batches = batches
+            .map_ok(Some)
+            .map_err(move |e| if stamp.holds() { e } else { replaced(&stamp) })
+            .chain(futures::stream::once(async move { if at_end.holds() { Ok(None) } else { Err(replaced(&at_end)) } }))
+            .try_filter_map(|b| async move { Ok(b) });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
     }
 }
