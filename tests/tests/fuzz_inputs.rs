@@ -112,10 +112,12 @@ fn copy_into(dir: &Path, name: &str) -> PathBuf {
     to
 }
 
+/// Open the trace and build every table: files read when a query first needs them (an OTF2
+/// archive's event files, a store's large tables) are read too.
 fn open_trace(path: PathBuf) -> impl Fn() -> Result<(), String> + Clone + Send + 'static {
     move || {
         commdb_catalog::open(&path.display().to_string(), &OpenOptions::default())
-            .map(|_| ())
+            .and_then(|t| t.build_all())
             .map_err(|e| e.to_string())
     }
 }
@@ -213,4 +215,184 @@ fn paraver_traces_survive_damage() {
             stream += 1;
         }
     }
+}
+
+/// Whether a trace read without error reported its damage: an error, or one of `codes` among
+/// its warnings.
+fn reported(path: &Path, codes: &[&str]) -> Result<Option<String>, String> {
+    let trace = match commdb_catalog::open(&path.display().to_string(), &OpenOptions::default()) {
+        Ok(t) => t,
+        Err(e) => return Ok(Some(e.to_string())),
+    };
+    if let Err(e) = trace.build_all() {
+        return Ok(Some(e.to_string()));
+    }
+    let warnings = trace.warnings().map_err(|e| e.to_string())?;
+    match codes.iter().find(|c| warnings.count(c) > 0) {
+        Some(code) => Ok(Some(format!("warning {code}"))),
+        None => Ok(None),
+    }
+}
+
+/// The time records of an OTF2 event file written by commdb's generator: the record type of a
+/// timestamp (5) followed by the 8 bytes of a time the trace has (its ticks are its ns).
+fn time_records(data: &[u8], times: &std::collections::HashSet<u64>) -> Vec<usize> {
+    (0..data.len().saturating_sub(9))
+        .filter(|&p| data[p] == 5 && times.contains(&u64::from_le_bytes(data[p + 1..p + 9].try_into().unwrap())))
+        .map(|p| p + 1)
+        .collect()
+}
+
+#[test]
+fn otf2_damaged_times_are_reported() {
+    // A bit flip in an event's time (above the bits a clock's jitter moves) must never load
+    // silently: the time goes backwards or past the archive's announced end, and either is a
+    // warning (or the archive is refused).
+    let dir = tempfile::tempdir().unwrap();
+    let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
+    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    let anchor = dir.path().join("traces.otf2");
+    let built = commdb_catalog::open(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
+    let events = built.table("events").unwrap();
+    let times: std::collections::HashSet<u64> = events
+        .iter()
+        .flat_map(|b| {
+            let ts = b.column_by_name("ts").unwrap();
+            ts.as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().values().to_vec()
+        })
+        .map(|t| t as u64)
+        .collect();
+    let evt = dir.path().join("traces/1.evt");
+    let seed = std::fs::read(&evt).unwrap();
+    let places = time_records(&seed, &times);
+    assert!(places.len() > 20, "{} time records found", places.len());
+    let codes = ["otf2_time_backwards", "otf2_time_outside_range"];
+    let mut found = 0;
+    for k in 0..cases() {
+        let at = places[(uniform(0xF023, 60, k, 0) * places.len() as f64) as usize];
+        let bit = 24 + (uniform(0xF023, 60, k, 1) * 40.0) as usize;
+        let mut bytes = seed.clone();
+        bytes[at + bit / 8] ^= 1 << (bit % 8);
+        std::fs::write(&evt, &bytes).unwrap();
+        let path = anchor.clone();
+        match commdb_tests::survive(2 << 20, HANG, move || match reported(&path, &codes) {
+            Ok(Some(_)) => Ok(()),
+            Ok(None) => Err("loaded silently".to_string()),
+            Err(e) => Err(e),
+        }) {
+            Ok(None) => found += 1,
+            Ok(Some(why)) => panic!("OTF2 time case {k} (bit {bit} of the time at byte {at}): {why}"),
+            Err(why) => panic!("OTF2 time case {k} (bit {bit} of the time at byte {at}): {why}"),
+        }
+    }
+    std::fs::write(&evt, &seed).unwrap();
+    eprintln!("OTF2 event times: {} cases, {found} reported", cases());
+}
+
+#[test]
+fn misspelt_pcf_keywords_are_reported() {
+    // A section keyword of the .pcf with one letter changed: the reader warns naming the line
+    // (or refuses the file), never drops the section's names silently.
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["extrae.prv", "extrae.pcf", "extrae.row"] {
+        std::fs::copy(test_data().join("paraver").join(name), dir.path().join(name)).unwrap();
+    }
+    let pcf = dir.path().join("extrae.pcf");
+    let seed = std::fs::read_to_string(&pcf).unwrap();
+    let keywords: Vec<usize> = seed
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| ["STATES", "EVENT_TYPE", "VALUES"].contains(&l.trim()))
+        .map(|(i, _)| i)
+        .collect();
+    assert!(keywords.len() >= 4, "{keywords:?}");
+    for k in 0..cases() {
+        let line = keywords[(uniform(0xF024, 61, k, 0) * keywords.len() as f64) as usize];
+        let mut lines: Vec<String> = seed.lines().map(str::to_string).collect();
+        let word = lines[line].trim().to_string();
+        let at = (uniform(0xF024, 61, k, 1) * word.len() as f64) as usize;
+        let letter = (b'A' + (uniform(0xF024, 61, k, 2) * 26.0) as u8) as char;
+        let mut changed: Vec<char> = word.chars().collect();
+        if changed[at] == letter {
+            continue;
+        }
+        changed[at] = letter;
+        lines[line] = changed.into_iter().collect();
+        std::fs::write(&pcf, lines.join("\n") + "\n").unwrap();
+        let prv = dir.path().join("extrae.prv");
+        let outcome = reported(&prv, &["paraver_pcf_skipped"]).unwrap();
+        assert!(outcome.is_some(), "pcf case {k}: '{}' on line {} loaded without a warning", lines[line], line + 1);
+    }
+    std::fs::write(&pcf, &seed).unwrap();
+    eprintln!("misspelt .pcf keywords: {} cases, all reported", cases());
+}
+
+#[test]
+fn edited_store_manifests_are_refused() {
+    // The row counts and part lists of a store in parts, edited: a count changed, a part
+    // listed twice or dropped. Opening must fail naming the manifest or a part, never count
+    // or read rows that are not there.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
+        .unwrap()
+        .trace
+        .build()
+        .unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 50).unwrap();
+    let manifest = store.join("manifest.json");
+    let seed: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    let tables: Vec<String> = seed["tables"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(_, t)| t["parts"].as_array().is_some_and(|p| p.len() >= 2))
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(tables.len() >= 2, "{tables:?}");
+    for k in 0..cases() {
+        let table = &tables[(uniform(0xF025, 62, k, 0) * tables.len() as f64) as usize];
+        let mut m = seed.clone();
+        let entry = &mut m["tables"][table];
+        let parts = entry["parts"].as_array().unwrap().len();
+        let part = (uniform(0xF025, 62, k, 1) * parts as f64) as usize;
+        let delta = 1 + (uniform(0xF025, 62, k, 2) * 50.0) as i64;
+        let what = match k % 4 {
+            0 => {
+                let rows = entry["rows"].as_i64().unwrap();
+                entry["rows"] = (rows + delta).into();
+                format!("{table} rows +{delta}")
+            }
+            1 => {
+                let rows = entry["parts"][part]["rows"].as_i64().unwrap();
+                entry["parts"][part]["rows"] = (rows + delta).into();
+                entry["rows"] = (entry["rows"].as_i64().unwrap() + delta).into();
+                format!("{table} part {part} rows +{delta}, the table's too")
+            }
+            2 => {
+                let copy = entry["parts"][part].clone();
+                entry["parts"].as_array_mut().unwrap().push(copy);
+                format!("{table} part {part} listed twice")
+            }
+            _ => {
+                let dropped = entry["parts"].as_array_mut().unwrap().remove(part);
+                entry["rows"] = (entry["rows"].as_i64().unwrap() - dropped["rows"].as_i64().unwrap()).into();
+                format!("{table} part {part} dropped, the table's rows too")
+            }
+        };
+        std::fs::write(&manifest, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        let opened = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default());
+        if k % 4 == 3 {
+            // A part dropped consistently leaves a smaller but whole store of the other
+            // parts: it opens, and counts what it holds.
+            let t = opened.unwrap_or_else(|e| panic!("manifest case {k} ({what}): {e}"));
+            let n: usize = t.table(table).unwrap().iter().map(|b| b.num_rows()).sum();
+            assert_eq!(n as i64, m["tables"][table]["rows"].as_i64().unwrap(), "manifest case {k} ({what})");
+            continue;
+        }
+        let e = opened.err().unwrap_or_else(|| panic!("manifest case {k} ({what}): opened")).to_string();
+        assert!(e.contains(&store.display().to_string()), "manifest case {k} ({what}): {e}");
+    }
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&seed).unwrap()).unwrap();
+    eprintln!("edited store manifests: {} cases, all refused or whole", cases());
 }

@@ -83,6 +83,9 @@ pub fn read(path: &Path) -> Result<Log> {
     let mut ints: Vec<Int64Builder> = (0..18).map(|_| Int64Builder::new()).collect();
     let mut floats: Vec<Float64Builder> = (0..18).map(|_| Float64Builder::new()).collect();
     let mut header = Vec::new();
+    // UnixStartTime and the line that gave it: a value that is not a whole number of seconds
+    // is an error naming that line (every absolute time would be NULL otherwise).
+    let mut start: Option<i64> = None;
     let mut line = String::new();
     let mut line_no = 0u64;
     // File line of every job, for errors found after reading.
@@ -103,7 +106,18 @@ pub fn read(path: &Path) -> Result<Log> {
         }
         if let Some(comment) = t.strip_prefix(';') {
             if let Some((k, v)) = comment.split_once(':') {
-                header.push((k.trim().to_string(), v.trim().to_string()));
+                let (k, v) = (k.trim(), v.trim());
+                if k.eq_ignore_ascii_case("UnixStartTime") {
+                    start = Some(v.parse().map_err(|_| {
+                        Error::at_line(
+                            path,
+                            line_no,
+                            Some("UnixStartTime"),
+                            format!("expected whole seconds since 1970-01-01 UTC, found '{v}'"),
+                        )
+                    })?);
+                }
+                header.push((k.to_string(), v.to_string()));
             }
             continue;
         }
@@ -171,8 +185,6 @@ pub fn read(path: &Path) -> Result<Log> {
         }
     }
     // Absolute times when the log says when its second 0 was.
-    let start: Option<i64> =
-        header.iter().find(|(k, _)| k.eq_ignore_ascii_case("UnixStartTime")).and_then(|(_, v)| v.parse().ok());
     let get = |i: usize| int_arrays[i].as_ref();
     let (submit, wait, run) = (get(1), get(2), get(3));
     let n = submit.map_or(0, |a| a.len());
@@ -284,6 +296,19 @@ mod tests {
         e.write_all(LOG.as_bytes()).unwrap();
         e.finish().unwrap();
         assert_eq!(read(&gz).unwrap().jobs, log.jobs);
+    }
+
+    #[test]
+    fn a_malformed_start_time_is_an_error_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.swf");
+        std::fs::write(
+            &p,
+            format!("; Version: 2\n; UnixStartTime: 1772445600x\n{}", "1 0 5 60 4 -1 -1 4 60 -1 1 1 1 -1 1 -1 -1 -1\n"),
+        )
+        .unwrap();
+        let e = read(&p).unwrap_err().to_string();
+        assert!(e.contains("bad.swf:2: column 'UnixStartTime'") && e.contains("'1772445600x'"), "{e}");
     }
 
     #[test]

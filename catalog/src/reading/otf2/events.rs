@@ -112,6 +112,9 @@ pub struct Context<'a> {
     pub thread: i32,
     pub global_offset: u64,
     pub timer_resolution: u64,
+    /// The ticks the archive announces its events within (ClockProperties: global offset to
+    /// offset plus trace length), when it announces a length.
+    pub announced: Option<(u64, u64)>,
     pub local: &'a LocalDefs,
     /// Region id -> index into the trace's region list.
     pub region_index: &'a RegionIndex,
@@ -201,6 +204,68 @@ fn opt_i64(v: u64) -> i64 {
     if v == UNDEFINED_U64 { NONE_I64 } else { v.min(i64::MAX as u64) as i64 }
 }
 
+/// What a location's times and records must be: times never go backwards within a location
+/// (OTF2 writes each location's events in time order), end by the end the archive announces,
+/// and no event record repeats the one before it at the same time. A bit flip in a
+/// time or a record written twice breaks one of these; each is counted in `warnings` with its
+/// first place, and the events are kept as the file has them.
+#[derive(Debug, Default)]
+struct TimeChecks {
+    /// The last time record's ticks.
+    last: Option<u64>,
+    /// Whether the last time record moved the time on since the last event record.
+    timed: bool,
+    /// Where the last event record's bytes are in the file (start, end).
+    previous: Option<(usize, usize)>,
+}
+
+impl TimeChecks {
+    fn see(&mut self, ticks: u64, at: usize, ctx: &Context<'_>, path: &Path, warnings: &mut Warnings) {
+        if let Some(last) = self.last
+            && ticks < last
+        {
+            warnings.add("otf2_time_backwards", || {
+                format!(
+                    "{} at byte {at}: time {ticks} ticks is before the previous event's {last}: times go backwards within the location (a damaged time?); events keep the file's order",
+                    path.display()
+                )
+            });
+        }
+        // Only the end is checked: local clocks skewed behind the global clock record times
+        // before the global offset (commdb's own archives do), which a reader cannot tell
+        // from damage; a time that went down is caught as going backwards.
+        if let Some((lo, hi)) = ctx.announced
+            && ticks > hi
+        {
+            warnings.add("otf2_time_outside_range", || {
+                format!(
+                    "{} at byte {at}: time {ticks} ticks is after the end the archive announces ({hi}: global offset {lo} plus trace length, its ClockProperties): a damaged time?",
+                    path.display()
+                )
+            });
+        }
+        self.timed = self.last != Some(ticks);
+        self.last = Some(ticks);
+    }
+
+    /// An event record occupies `data[start..end]`.
+    fn record(&mut self, data: &[u8], start: usize, end: usize, path: &Path, warnings: &mut Warnings) {
+        if let Some((a, b)) = self.previous
+            && !self.timed
+            && data.get(a..b) == data.get(start..end)
+        {
+            warnings.add("otf2_repeated_record", || {
+                format!(
+                    "{} at byte {start}: the event record repeats the one before it at the same time (written twice?); both are kept",
+                    path.display()
+                )
+            });
+        }
+        self.previous = Some((start, end));
+        self.timed = false;
+    }
+}
+
 /// Decode the event file `path` of one location.
 pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> Result<Decoded> {
     // Every event takes at least two bytes, which bounds what a corrupt count can reserve.
@@ -209,10 +274,14 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
     let mut c = Cursor::new(data, chunk_size, path)?;
     let mut ts: i64 = ctx.ns(0);
     let mut skipped: HashMap<u8, i64> = HashMap::new();
+    let mut times = TimeChecks::default();
     while let Some(t) = c.next_record()? {
         c.record = name_of(t);
+        let start = c.pos - 1;
         if t == TIMESTAMP {
-            ts = ctx.ns(c.u64_full()?);
+            let ticks = c.u64_full()?;
+            times.see(ticks, start, ctx, path, &mut out.warnings);
+            ts = ctx.ns(ticks);
             continue;
         }
         if t == ATTRIBUTE_LIST {
@@ -227,6 +296,7 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                 Some(i) => out.events.push_plain(ts, kind, i),
                 None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
             }
+            times.record(data, start, c.pos, path, &mut out.warnings);
             continue;
         }
         let mut e = Event::new(ctx.rank, ctx.thread, ts, EventKind::Other);
@@ -307,6 +377,7 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                     out.metrics.value.push(value);
                 }
                 c.finish(end)?;
+                times.record(data, start, c.pos, path, &mut out.warnings);
                 continue;
             }
             MEASUREMENT_ON_OFF => {
@@ -335,6 +406,7 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                 *skipped.entry(other).or_default() += 1;
             }
         }
+        times.record(data, start, c.pos, path, &mut out.warnings);
         out.events.push_detailed(&e);
     }
     out.events.finish_stream(ctx.rank, ctx.thread);
@@ -377,6 +449,7 @@ mod tests {
             thread: 0,
             global_offset: 0,
             timer_resolution: 1_000_000_000,
+            announced: None,
             local: &local,
             region_index: &regions,
             comm_members: &comms,

@@ -700,6 +700,8 @@ fn decode_locations(
                 thread,
                 global_offset: d.global_offset,
                 timer_resolution: d.timer_resolution,
+                announced: (d.trace_length > 0)
+                    .then(|| (d.global_offset, d.global_offset.saturating_add(d.trace_length))),
                 local: &local,
                 region_index: &region_index,
                 comm_members: &comm_index,

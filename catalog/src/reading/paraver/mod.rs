@@ -127,6 +127,9 @@ pub(crate) fn open(path: &Path, progress: Option<&crate::progress::LoadProgress>
         ));
     }
     let pcf = pcf::parse(&pcf_path, &read_text(&pcf_path)?)?;
+    for problem in &pcf.problems {
+        warnings.add("paraver_pcf_skipped", || problem.clone());
+    }
     let row_path = companion(&prv, "row");
     let row = if row_path.exists() {
         row::parse(&row_path, &read_text(&row_path)?)?

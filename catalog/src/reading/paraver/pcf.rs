@@ -1,7 +1,11 @@
 //! The `.pcf` file: names of states (`STATES` block of `VALUE NAME` lines) and of event types
 //! (`EVENT_TYPE` blocks of `GRADIENT TYPE DESCRIPTION` lines, each optionally followed by a
 //! `VALUES` block of `VALUE NAME` lines that names the values of every type of the block).
-//! Other blocks (colours, default options) are skipped.
+//! The other sections Paraver writes (`DEFAULT_OPTIONS`, `DEFAULT_SEMANTIC`, `STATES_COLOR`,
+//! `GRADIENT_COLOR`, `GRADIENT_NAMES`) are skipped. A section of any other name (a misspelt
+//! `VALWES`) and a line outside every section are skipped too, but listed in `problems` with
+//! their line, which the reader reports as warnings: a misspelt keyword must not silently drop
+//! the names of a block.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,7 +23,25 @@ pub struct EventType {
 pub struct Pcf {
     pub states: HashMap<i32, String>,
     pub types: HashMap<i64, EventType>,
+    /// Lines skipped because they belong to no known section, as `path:line: why`.
+    pub problems: Vec<String>,
 }
+
+/// The settings of DEFAULT_OPTIONS that Paraver and Extrae write; DEFAULT_SEMANTIC's end in
+/// `_FUNC` (THREAD_FUNC, TASK_FUNC, ...).
+const SETTINGS: [&str; 7] = ["LEVEL", "UNITS", "LOOK_BACK", "SPEED", "FLAG_ICONS", "NUM_OF_STATE_COLORS", "YMAX_SCALE"];
+
+/// The sections of a .pcf that Paraver and Extrae write.
+const SECTIONS: [&str; 8] = [
+    "DEFAULT_OPTIONS",
+    "DEFAULT_SEMANTIC",
+    "STATES",
+    "STATES_COLOR",
+    "EVENT_TYPE",
+    "VALUES",
+    "GRADIENT_COLOR",
+    "GRADIENT_NAMES",
+];
 
 #[derive(PartialEq)]
 enum Block {
@@ -27,7 +49,12 @@ enum Block {
     States,
     Types,
     Values,
+    /// A known section commdb does not read.
     Other,
+    /// The settings of DEFAULT_OPTIONS or DEFAULT_SEMANTIC (`LEVEL THREAD`, `UNITS NANOSEC`).
+    Settings,
+    /// A section of an unknown name: its lines are skipped (reported once, with the keyword).
+    Unknown,
 }
 
 pub fn parse(path: &Path, text: &str) -> Result<Pcf> {
@@ -38,13 +65,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Pcf> {
         let line_no = i as u64 + 1;
         let line = raw.trim();
         if line.is_empty() {
-            if block != Block::Types {
+            // Blank lines separate an EVENT_TYPE's lines from its VALUES and the settings of
+            // DEFAULT_OPTIONS from each other; they end every other section.
+            if !matches!(block, Block::Types | Block::Settings) {
                 block = Block::None;
             }
             continue;
         }
         let keyword = line.split_whitespace().next().unwrap_or("");
-        if keyword.chars().all(|c| c.is_ascii_uppercase() || c == '_') && keyword.len() > 2 {
+        let is_keyword = keyword.chars().all(|c| c.is_ascii_uppercase() || c == '_') && keyword.len() > 2;
+        if is_keyword && block == Block::Settings && (SETTINGS.contains(&keyword) || keyword.ends_with("_FUNC")) {
+            continue;
+        }
+        if is_keyword {
             block = match keyword {
                 "STATES" => Block::States,
                 "EVENT_TYPE" => {
@@ -52,7 +85,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Pcf> {
                     Block::Types
                 }
                 "VALUES" => Block::Values,
-                _ => Block::Other,
+                "DEFAULT_OPTIONS" | "DEFAULT_SEMANTIC" => Block::Settings,
+                _ if SECTIONS.contains(&keyword) => Block::Other,
+                _ => {
+                    pcf.problems.push(format!(
+                        "{}:{line_no}: unknown section '{keyword}' (expected one of {}); its lines are skipped",
+                        path.display(),
+                        SECTIONS.join(", ")
+                    ));
+                    Block::Unknown
+                }
             };
             if block == Block::Values {
                 for t in &block_types {
@@ -85,7 +127,11 @@ pub fn parse(path: &Path, text: &str) -> Result<Pcf> {
                     }
                 }
             }
-            Block::None | Block::Other => {}
+            Block::None => pcf.problems.push(format!(
+                "{}:{line_no}: '{line}' is outside every section (a section starts with its keyword, such as EVENT_TYPE or VALUES); skipped",
+                path.display()
+            )),
+            Block::Other | Block::Settings | Block::Unknown => {}
         }
     }
     Ok(pcf)
@@ -112,5 +158,16 @@ mod tests {
         assert!(p.types[&42000050].values.is_none());
         let e = parse(Path::new("b.pcf"), "STATES\nx Idle\n").unwrap_err().to_string();
         assert!(e.contains("b.pcf:2") && e.contains("state line"), "{e}");
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+    }
+
+    #[test]
+    fn unknown_sections_and_stray_lines_are_reported_with_their_line() {
+        let text = "DEFAULT_OPTIONS\n\nLEVEL THREAD\n\nDEFAULT_SEMANTIC\n\nTHREAD_FUNC State As Is\n\nEVENT_TYPE\n0 50000003 MPI Other\nVALWES\n0 Outside MPI\n31 MPI_Init\n\n7 stray\n";
+        let p = parse(Path::new("c.pcf"), text).unwrap();
+        assert_eq!(p.problems.len(), 2, "{:?}", p.problems);
+        assert!(p.problems[0].starts_with("c.pcf:11: unknown section 'VALWES'"), "{}", p.problems[0]);
+        assert!(p.problems[1].starts_with("c.pcf:15: '7 stray' is outside every section"), "{}", p.problems[1]);
+        assert!(p.types[&50000003].values.is_none(), "the misspelt block names nothing");
     }
 }
