@@ -25,6 +25,67 @@ const RIGHT: f64 = 180.0;
 const TOP: f64 = 60.0;
 const BOTTOM: f64 = 110.0;
 
+/// Rows a chart draws at most: past it the rows are sampled (`Sample`). A line of 960 pixels
+/// shows no more; an SVG of this many points stays below a few megabytes.
+pub const MAX_ROWS: usize = 5_000;
+
+/// An even sample of a query's rows in their order, kept in bounded memory as they stream
+/// by: every `stride`-th row, the stride doubling whenever more than twice `max` rows are kept,
+/// so at most about `2 x max` rows are held whatever the query gives.
+#[derive(Debug)]
+pub struct Sample {
+    max: usize,
+    stride: usize,
+    seen: usize,
+    kept: Vec<RecordBatch>,
+    kept_rows: usize,
+}
+
+impl Sample {
+    pub fn new(max: usize) -> Self {
+        Sample { max: max.max(1), stride: 1, seen: 0, kept: Vec::new(), kept_rows: 0 }
+    }
+
+    /// Take the rows of `batch` that fall on the stride.
+    pub fn push(&mut self, batch: &RecordBatch) -> Result<(), String> {
+        let first = (self.stride - self.seen % self.stride) % self.stride;
+        self.seen += batch.num_rows();
+        let rows: Vec<u32> = (first..batch.num_rows()).step_by(self.stride).map(|i| i as u32).collect();
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let taken = if rows.len() == batch.num_rows() {
+            batch.clone()
+        } else {
+            let indices = arrow::array::UInt32Array::from(rows);
+            arrow::compute::take_record_batch(batch, &indices).map_err(|e| e.to_string())?
+        };
+        self.kept_rows += taken.num_rows();
+        self.kept.push(taken);
+        while self.kept_rows > 2 * self.max {
+            self.halve()?;
+        }
+        Ok(())
+    }
+
+    /// Keep every other kept row (those on the doubled stride).
+    fn halve(&mut self) -> Result<(), String> {
+        let Some(schema) = self.kept.first().map(RecordBatch::schema) else { return Ok(()) };
+        let all = arrow::compute::concat_batches(&schema, &self.kept).map_err(|e| e.to_string())?;
+        let indices = arrow::array::UInt32Array::from_iter_values((0..all.num_rows() as u32).step_by(2));
+        let half = arrow::compute::take_record_batch(&all, &indices).map_err(|e| e.to_string())?;
+        self.kept_rows = half.num_rows();
+        self.kept = vec![half];
+        self.stride *= 2;
+        Ok(())
+    }
+
+    /// The rows kept, the rows seen and the stride of those kept.
+    pub fn finish(self) -> (Vec<RecordBatch>, usize, usize) {
+        (self.kept, self.seen, self.stride)
+    }
+}
+
 /// The SVG of `batches` (the result of a query whose columns `schema` gives), titled `title`.
 pub fn svg(schema: &SchemaRef, batches: &[RecordBatch], title: &str) -> Result<String, String> {
     let batch = arrow::compute::concat_batches(schema, batches).map_err(|e| e.to_string())?;
@@ -448,6 +509,36 @@ fn heatmap(batch: &RecordBatch, names: &[String], title: &str) -> Result<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_keeps_evenly_spaced_rows_in_bounded_memory() {
+        use arrow::array::Int64Array;
+        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "x",
+            DataType::Int64,
+            false,
+        )]));
+        let mut sample = Sample::new(100);
+        for start in (0..100_000i64).step_by(777) {
+            let values: Int64Array = (start..(start + 777).min(100_000)).collect();
+            let batch = RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(values)]).unwrap();
+            sample.push(&batch).unwrap();
+            assert!(sample.kept_rows <= 200);
+        }
+        let (kept, seen, stride) = sample.finish();
+        assert_eq!(seen, 100_000);
+        let xs: Vec<i64> = kept
+            .iter()
+            .flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec())
+            .collect();
+        assert!(xs.len() > 100 && xs.len() <= 200, "{}", xs.len());
+        assert!(xs.iter().enumerate().all(|(i, &x)| x == i as i64 * stride as i64), "every {stride}th row, in order");
+        // Fewer rows than the bound are all kept.
+        let mut small = Sample::new(100);
+        let values: Int64Array = (0..50).collect();
+        small.push(&RecordBatch::try_new(schema, vec![std::sync::Arc::new(values)]).unwrap()).unwrap();
+        assert_eq!(small.finish().1, 50);
+    }
     use arrow::array::{Float64Array, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
     use std::sync::Arc;

@@ -2,7 +2,6 @@
 //! the first error, reporting its line), and the interactive loop (errors are printed and
 //! the loop goes on; Ctrl-C cancels the running query, Ctrl-D leaves).
 
-use std::fs::File;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +10,7 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use commdb_catalog::progress::LoadProgress;
+use commdb_catalog::writing::Output;
 use commdb_catalog::{OpenOptions, Outcome, Session};
 use datafusion::prelude::DataFrame;
 use futures::StreamExt;
@@ -25,6 +25,78 @@ use crate::helper::{ShellHelper, Words};
 use crate::print::{PrintOptions, ResultWriter, human_duration};
 use crate::progress::Progress;
 
+/// Execute a plan, handing each batch to `each` as it comes; Ctrl-C cancels.
+///
+/// Execution runs as a task of the query runtime, so that Ctrl-C is seen even while an operator
+/// computes for a long time without yielding, or while `each` writes rows; cancelling aborts
+/// the task, raises the interrupt for work on blocking threads, and gives the next query a new
+/// runtime (an operator computing without yielding keeps its threads after the abort).
+async fn run_plan(
+    queries: &mut Option<tokio::runtime::Runtime>,
+    df: DataFrame,
+    mut each: impl FnMut(RecordBatch) -> Result<(), String>,
+) -> Result<(), String> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel(2);
+    let runtime = queries.as_ref().ok_or("the query runtime has stopped")?;
+    let task = runtime.spawn(async move {
+        let mut stream = match df.execute_stream().await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = tx.send(Err(e)).await;
+                return;
+            }
+        };
+        while let Some(batch) = stream.next().await {
+            if tx.send(batch).await.is_err() {
+                break;
+            }
+        }
+    });
+    // Presses come through the watcher (crate::ctrl_c), which never misses one.
+    let mut presses = crate::ctrl_c::subscribe();
+    loop {
+        tokio::select! {
+            next = rx.recv() => match next {
+                Some(Ok(batch)) => each(batch)?,
+                Some(Err(e)) => return Err(commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string())),
+                None => return Ok(()),
+            },
+            _ = pressed(&mut presses) => {
+                commdb_catalog::interrupt::raise();
+                crate::ctrl_c::answered();
+                task.abort();
+                if let Some(old) = queries.take() {
+                    old.shutdown_background();
+                }
+                *queries = Some(query_runtime()?);
+                return Err("query cancelled".to_string());
+            }
+        }
+    }
+}
+
+/// A fault (panic) inside the engine reaches the shell as a task's join error: say what it
+/// was, in one line, without the engine's wrapping.
+fn fault_message(error: String) -> String {
+    if !(error.contains("panicked") || error.contains("Join Error")) {
+        return error;
+    }
+    let fault = crate::last_fault().unwrap_or_else(|| error.lines().last().unwrap_or_default().to_string());
+    format!("the query stopped on a fault inside the query engine: {fault}")
+}
+
+/// Resolves at the next Ctrl-C (never, when there is no watcher).
+async fn pressed(presses: &mut Option<tokio::sync::watch::Receiver<u64>>) {
+    match presses {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 /// Whether the REPL goes on after a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flow {
@@ -32,44 +104,12 @@ pub enum Flow {
     Quit,
 }
 
-/// A results file being written: under a temporary name beside its target until committed.
-#[derive(Debug)]
-struct OutputFile {
-    target: PathBuf,
-    temp: PathBuf,
-    file: File,
-    committed: bool,
-}
-
-impl OutputFile {
-    fn create(target: PathBuf) -> Result<OutputFile, String> {
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let temp = target.with_file_name(format!(".{name}.commdb-{}.tmp", std::process::id()));
-        let file = File::create(&temp).map_err(|e| format!("{}: {e}", target.display()))?;
-        Ok(OutputFile { target, temp, file, committed: false })
-    }
-
-    fn commit(mut self) -> Result<(), String> {
-        self.file.flush().map_err(|e| format!("{}: {e}", self.target.display()))?;
-        std::fs::rename(&self.temp, &self.target).map_err(|e| format!("{}: {e}", self.target.display()))?;
-        self.committed = true;
-        Ok(())
-    }
-}
-
-impl Drop for OutputFile {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.temp);
-        }
-    }
-}
-
 /// The runtime queries execute on: threads with large stacks (deep expressions recurse).
 fn query_runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread()
         .thread_name("commdb-query")
-        .thread_stack_size(crate::STACK_BYTES)
+        .thread_stack_size(crate::stack_bytes())
+        .max_blocking_threads(crate::BLOCKING_THREADS)
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the query runtime: {e}"))
@@ -82,13 +122,15 @@ fn query_runtime() -> Result<tokio::runtime::Runtime, String> {
 pub struct Shell {
     pub session: Session,
     pub print: PrintOptions,
-    output: Option<OutputFile>,
+    output: Option<Output>,
     /// Where in its text the last failed statement went wrong (line, column), when known.
     error_at: Option<(u64, u64)>,
     /// Whether a result or a title has been written, so that a title gets a blank line above.
     wrote_output: bool,
     words: Words,
     queries: Option<tokio::runtime::Runtime>,
+    /// The scripts being run by `\\i`, outermost first (to refuse an include cycle).
+    including: Vec<PathBuf>,
 }
 
 impl Drop for Shell {
@@ -109,6 +151,7 @@ impl Shell {
             wrote_output: false,
             words: Words::default(),
             queries: Some(query_runtime()?),
+            including: Vec::new(),
         };
         shell.refresh_words();
         Ok(shell)
@@ -122,8 +165,8 @@ impl Shell {
     pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<(), String> {
         self.close_output()?;
         if let Some(p) = path {
-            self.refuse_input(&p)?;
-            self.output = Some(OutputFile::create(p)?);
+            self.session.refuse_overwrite(&p, "-o").map_err(|e| e.to_string())?;
+            self.output = Some(Output::create(&p).map_err(|e| e.to_string())?);
         }
         Ok(())
     }
@@ -188,26 +231,9 @@ impl Shell {
     /// Finish the output file: it replaces its target.
     pub fn close_output(&mut self) -> Result<(), String> {
         match self.output.take() {
-            Some(o) => o.commit(),
+            Some(o) => o.commit().map_err(|e| e.to_string()),
             None => Ok(()),
         }
-    }
-
-    fn refuse_input(&self, target: &std::path::Path) -> Result<(), String> {
-        let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
-        let Some(target) = canonical(target) else { return Ok(()) };
-        for (_, trace) in self.session.traces() {
-            if let Some(input) = canonical(std::path::Path::new(&trace.meta.path))
-                && (target == input || target.starts_with(&input))
-            {
-                return Err(format!(
-                    "{}: is the trace {} was read from; write results elsewhere",
-                    target.display(),
-                    trace.meta.name
-                ));
-            }
-        }
-        Ok(())
     }
 
     /// A line of text in the output where the tables go (table and markdown formats), so a
@@ -220,7 +246,7 @@ impl Shell {
         }
         let gap = if std::mem::replace(&mut self.wrote_output, true) { "\n" } else { "" };
         match &mut self.output {
-            Some(o) => writeln!(o.file, "{gap}{text}"),
+            Some(o) => writeln!(o, "{gap}{text}"),
             None => writeln!(std::io::stdout(), "{gap}{text}"),
         }
         .map_err(|e| e.to_string())
@@ -262,6 +288,25 @@ impl Shell {
         result
     }
 
+    /// Rows of a query for a picture: at most about `max_rows`, evenly spaced in the query's
+    /// order when it gives more (`chart::Sample`), read a batch at a time. Returns the rows
+    /// kept, the rows the query gave and the spacing of those kept.
+    async fn collect_sampled(
+        &mut self,
+        sql: &str,
+        max_rows: usize,
+    ) -> Result<(Vec<RecordBatch>, usize, usize), String> {
+        commdb_catalog::interrupt::lower();
+        let outcome = self.session.statement(sql).await.map_err(|e| e.to_string());
+        self.print_notices();
+        let Outcome::Query(df) = outcome? else { return Err("\\chart: the statement gives no rows to draw".into()) };
+        let mut sample = crate::chart::Sample::new(max_rows);
+        let done = run_plan(&mut self.queries, df, |batch| sample.push(&batch)).await;
+        self.print_notices();
+        done?;
+        Ok(sample.finish())
+    }
+
     /// Show the steps building a trace's tables that the last statement waited on, and the
     /// warnings SQL functions raised while it ran.
     fn print_notices(&self) {
@@ -280,12 +325,10 @@ impl Shell {
         if self.session.default_trace().is_none() {
             return Err("\\report: no trace is open; \\open PATH opens one".into());
         }
+        self.session.refuse_overwrite(path, "\\report").map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
         let (page, written) = crate::report::html(&mut self.session).await?;
-        let name = path.file_name().ok_or_else(|| format!("\\report: '{}' is not a file name", path.display()))?;
-        let partial = path.with_file_name(format!(".{}.partial", name.to_string_lossy()));
-        std::fs::write(&partial, &page).map_err(|e| format!("{}: {e}", partial.display()))?;
-        std::fs::rename(&partial, path).map_err(|e| format!("{}: {e}", path.display()))?;
+        commdb_catalog::writing::write_all(path, page.as_bytes()).map_err(|e| e.to_string())?;
         self.note(&format!(
             "wrote a report of {} figures ({:.1} MB) to {} in {:.1} s{}",
             written.figures,
@@ -318,13 +361,19 @@ impl Shell {
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
-        let result = self.statement(sql).await.map_err(|e| self.suggest_names(self.name_the_budget(e)));
+        let result = self.statement(sql).await.map_err(|e| self.suggest_names(self.name_the_budget(fault_message(e))));
         self.print_notices();
         result
     }
 
     async fn statement(&mut self, sql: &str) -> Result<(), String> {
         let started = Instant::now();
+        // A Ctrl-C that came between statements (while a trace was read, say) stops the script
+        // here rather than being forgotten.
+        if crate::ctrl_c::pending() {
+            crate::ctrl_c::answered();
+            return Err("interrupted (Ctrl-C)".to_string());
+        }
         commdb_catalog::interrupt::lower();
         let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
         let progress = is_attach.then(|| {
@@ -368,55 +417,16 @@ impl Shell {
             opts.width = Width::Unlimited;
         }
         let out: &mut dyn Write = match &mut self.output {
-            Some(o) => &mut o.file,
+            Some(o) => o,
             None => &mut stdout,
         };
-        // Execution runs as a task of the query runtime, so that Ctrl-C is seen even while an
-        // operator computes for a long time without yielding; cancelling aborts the task.
-        let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-        let runtime = self.queries.as_ref().ok_or("the query runtime has stopped")?;
-        let task = runtime.spawn(async move {
-            let mut stream = match df.execute_stream().await {
-                Ok(s) => s,
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return;
-                }
-            };
-            while let Some(batch) = stream.next().await {
-                if tx.send(batch).await.is_err() {
-                    break;
-                }
-            }
-        });
         let mut writer = if no_columns { None } else { Some(ResultWriter::new(out, schema, opts)?) };
         let _building = Progress::building();
-        loop {
-            tokio::select! {
-                next = rx.recv() => match next {
-                    Some(Ok(batch)) => {
-                        if let Some(w) = writer.as_mut() {
-                            w.write(&batch)?;
-                        }
-                    }
-                    Some(Err(e)) => return Err(commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string())),
-                    None => break,
-                },
-                _ = tokio::signal::ctrl_c() => {
-                    // Readers and analyses computing on blocking threads stop at their next step.
-                    commdb_catalog::interrupt::raise();
-                    task.abort();
-                    // An operator that computes without yielding keeps its threads busy after
-                    // the abort: the next query gets fresh threads instead of waiting behind it.
-                    drop(writer);
-                    if let Some(old) = self.queries.take() {
-                        old.shutdown_background();
-                    }
-                    self.queries = Some(query_runtime()?);
-                    return Err("query cancelled".to_string());
-                }
-            }
-        }
+        run_plan(&mut self.queries, df, |batch| match writer.as_mut() {
+            Some(w) => w.write(&batch),
+            None => Ok(()),
+        })
+        .await?;
         let Some(writer) = writer else { return Ok(()) };
         self.wrote_output = true;
         let mut footer = writer.finish(started.elapsed())?;
@@ -459,10 +469,7 @@ impl Shell {
             Command::Open { path, name } => {
                 self.open_trace(&path, name.as_deref())?;
             }
-            Command::Include(path) => {
-                let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                return Box::pin(self.script(&text, &path.display().to_string())).await;
-            }
+            Command::Include(path) => return self.include(&path).await,
             Command::Output(path) => self.set_output(path)?,
             Command::Dot { path, edges, nodes } => {
                 let edges = self.collect(&edges).await?;
@@ -471,11 +478,12 @@ impl Shell {
                     None => None,
                 };
                 let (text, n, e) = crate::dot::render(&edges, nodes.as_deref())?;
-                std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+                self.session.refuse_overwrite(&path, "\\dot").map_err(|e| e.to_string())?;
+                commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
                 self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
             }
             Command::Chart { path, sql } => {
-                let batches = self.collect(&sql).await?;
+                let (batches, rows, stride) = self.collect_sampled(&sql, crate::chart::MAX_ROWS).await?;
                 let schema = batches
                     .first()
                     .map(RecordBatch::schema)
@@ -487,9 +495,15 @@ impl Shell {
                     one_line
                 };
                 let text = crate::chart::svg(&schema, &batches, &title)?;
-                std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-                let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
-                self.note(&format!("wrote a chart of {rows} rows to {}", path.display()));
+                self.session.refuse_overwrite(&path, "\\chart").map_err(|e| e.to_string())?;
+                commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+                let drawn: usize = batches.iter().map(RecordBatch::num_rows).sum();
+                if stride > 1 {
+                    eprintln!(
+                        "notice: \\chart drew {drawn} of the query's {rows} rows (every {stride}th, in the query's order); aggregate the rows in the query (GROUP BY a bin) to draw them all"
+                    );
+                }
+                self.note(&format!("wrote a chart of {drawn} rows to {}", path.display()));
             }
             Command::Report(path) => self.report(&path).await?,
             Command::Format(f) => self.print.format = f,
@@ -506,6 +520,24 @@ impl Shell {
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// `\\i FILE`: run a script's statements. Only regular files are read (a device such as
+    /// /dev/zero has no end), and a script that includes itself, directly or through others,
+    /// is refused with the chain of includes.
+    pub async fn include(&mut self, path: &Path) -> Result<Flow, String> {
+        commdb_catalog::Error::regular_file(path).map_err(|e| e.to_string())?;
+        let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if self.including.contains(&canonical) {
+            let chain: Vec<String> =
+                self.including.iter().chain(std::iter::once(&canonical)).map(|p| p.display().to_string()).collect();
+            return Err(format!("\\i {}: the script includes itself ({})", path.display(), chain.join(" -> ")));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        self.including.push(canonical);
+        let flow = Box::pin(self.script(&text, &path.display().to_string())).await;
+        self.including.pop();
+        flow
     }
 
     /// Run every statement of a script; stop at the first error with `source:line: message`.
@@ -526,6 +558,8 @@ impl Shell {
             Config::builder().auto_add_history(false).max_history_size(10_000).map_err(|e| e.to_string())?.build();
         let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config).map_err(|e| e.to_string())?;
         editor.set_helper(Some(ShellHelper::new(self.words.clone())));
+        // After the editor's own SIGINT handler (see crate::ctrl_c).
+        crate::ctrl_c::watch();
         let history = history_path();
         if let Some(h) = &history {
             let _ = editor.load_history(h);
@@ -536,6 +570,8 @@ impl Shell {
         let mut pending = String::new();
         loop {
             let prompt = if pending.is_empty() { PROMPT } else { CONTINUATION_PROMPT };
+            // A press that came as the last statement ended is answered: the next one runs.
+            crate::ctrl_c::answered();
             match editor.readline(prompt) {
                 Ok(line) => {
                     if pending.is_empty() && line.trim().is_empty() {

@@ -4,6 +4,7 @@
 
 mod chart;
 mod command;
+mod ctrl_c;
 mod demo;
 mod describe;
 mod dot;
@@ -350,6 +351,7 @@ fn generate_streamed(
     }
     let name = args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let scratch = args.output.with_file_name(format!(".{name}.commdb-generate-{}", std::process::id()));
+    commdb_catalog::writing::clean_stale(&commdb_catalog::writing::parent_of(&scratch));
     if args.output_format == "paraver" {
         let store_dir = scratch.with_extension("store");
         let result = (|| {
@@ -485,6 +487,15 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         width,
         expanded: cli.expanded,
     };
+    // Ctrl-C stops the work and keeps what was there: everything but generating a trace and
+    // the cache listing, which end at the first press as any program does. The interactive
+    // shell starts watching once its line editor is set up (`Shell::repl`): the editor puts
+    // its own handler in place, which the watcher's must follow.
+    let interactive =
+        cli.subcommand.is_none() && cli.commands.is_empty() && cli.files.is_empty() && std::io::stdin().is_terminal();
+    if !interactive && !matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
+        ctrl_c::watch();
+    }
     match &cli.subcommand {
         Some(Sub::Generate(args)) => {
             // The generator places ranks by --ranks-per-node and writes its own clocks.
@@ -626,9 +637,8 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                     shell.script(&sql, &format!("-c#{commands}")).await?
                 }
                 Err(path) => {
-                    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
                     shell.set_max_rows(rows(usize::MAX));
-                    let flow = shell.script(&text, &path.display().to_string()).await?;
+                    let flow = shell.include(&path).await?;
                     shell.set_max_rows(rows(40));
                     flow
                 }
@@ -656,6 +666,20 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
 /// for ordinary queries.
 pub const STACK_BYTES: usize = 512 << 20;
 
+/// Blocking threads the query runtime may start (file reads, analyses); more wait their turn.
+pub const BLOCKING_THREADS: usize = 64;
+
+/// The stack of the shell's and the queries' threads: STACK_BYTES, or less when the address
+/// space is limited (`ulimit -v`), where every thread's stack is reserved whole when the
+/// thread starts: then the stacks of the shell, the query workers and the blocking threads
+/// take at most a quarter of the limit together, and at least 2 MiB each (DataFusion grows
+/// its deepest recursions on the heap, `recursive_protection`).
+pub fn stack_bytes() -> usize {
+    let Some(limit) = commdb_catalog::session::address_space_limit() else { return STACK_BYTES };
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    (limit / 4 / (1 + cores + BLOCKING_THREADS)).clamp(2 << 20, STACK_BYTES)
+}
+
 /// A size in bytes: a number with an optional unit K, M, G, T (powers of 1024; `KiB`, `GB`
 /// and the like are read the same).
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -679,14 +703,45 @@ fn parse_size(text: &str) -> Result<usize, String> {
     Ok(bytes as usize)
 }
 
+/// The last fault (panic) seen on a query or worker thread, shown as the error it caused.
+static LAST_FAULT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Faults are reported as errors, not as a panic's message and backtrace: on the threads that
+/// run queries (named `commdb-query`) and rayon's workers (unnamed) the engine turns the fault
+/// into the query's error (see `exec::fault_message`), so it is only remembered here; anywhere
+/// else it is printed as one line saying where it happened.
+fn report_faults() {
+    std::panic::set_hook(Box::new(|info| {
+        let message = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "an unknown fault".to_string());
+        let at = info.location().map(|l| format!(" ({}:{})", l.file(), l.line())).unwrap_or_default();
+        let thread = std::thread::current();
+        let name = thread.name().unwrap_or("");
+        *LAST_FAULT.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(format!("{message}{at}"));
+        if !(name.is_empty() || name.starts_with("commdb-query")) {
+            eprintln!("error: internal fault in thread '{name}': {message}{at}");
+        }
+    }));
+}
+
+/// The last fault seen on a query thread, once.
+pub fn last_fault() -> Option<String> {
+    LAST_FAULT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+}
+
 fn main() -> ExitCode {
+    report_faults();
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
     // The shell runs on a thread of its own with a large stack (planning happens there).
-    let shell = std::thread::Builder::new().name("commdb".into()).stack_size(STACK_BYTES).spawn(move || {
+    let shell = std::thread::Builder::new().name("commdb".into()).stack_size(stack_bytes()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(r) => r,
             Err(e) => return Err(format!("cannot start the runtime: {e}")),

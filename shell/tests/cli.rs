@@ -1,34 +1,12 @@
 //! The `commdb` binary end to end: scripts and their exit codes, output formats, subcommands,
 //! errors for bad input, and every saved query in queries/ on a generated trace.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-fn commdb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_commdb"))
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
-}
-
-fn data(name: &str) -> String {
-    root().join("tests").join("data").join(name).display().to_string()
-}
-
-fn run(args: &[&str]) -> Output {
-    commdb().args(args).stdin(Stdio::null()).output().expect("run commdb")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-const SMALL: &str = "generate:ranks=4,ranks-per-node=2,iterations=3";
+use common::*;
 
 #[test]
 fn script_stops_at_the_first_error_with_its_line() {
@@ -544,7 +522,7 @@ fn output_replaces_its_target_only_after_success_and_never_an_input() {
     let before = std::fs::read(&trace).unwrap();
     let t = trace.display().to_string();
     let o = run(&[&t, "-q", "-o", &t, "-c", "SELECT 1"]);
-    assert!(!o.status.success() && stderr(&o).contains("is the trace"), "{}", stderr(&o));
+    assert!(!o.status.success() && stderr(&o).contains("is read from"), "{}", stderr(&o));
     assert_eq!(std::fs::read(&trace).unwrap(), before);
 }
 
@@ -669,59 +647,6 @@ fn list_tables_shows_each_trace_table_once() {
     assert!(out.contains("generated (default),messages") && out.contains("public,v,VIEW"), "{out}");
 }
 
-/// Drive the interactive shell through tmux; None (after saying why) when tmux is missing.
-fn tmux(args: &[&str]) -> Option<String> {
-    let o = Command::new("tmux").arg("-L").arg("commdb-tests").args(args).output().ok()?;
-    Some(String::from_utf8_lossy(&o.stdout).into_owned())
-}
-
-/// An interactive shell on `trace` in a tmux pane of `columns` x 30, started and waiting at
-/// its prompt; None (after saying why) when tmux is missing.
-struct Pane {
-    session: String,
-}
-
-impl Pane {
-    fn start(name: &str, trace: &str, columns: u32) -> Option<Pane> {
-        if tmux(&["-V"]).is_none() {
-            eprintln!("skipped: tmux is not installed (apt-get install tmux)");
-            return None;
-        }
-        let bin = env!("CARGO_BIN_EXE_commdb");
-        let session = format!("{name}{}", std::process::id());
-        let shell = format!("{bin} '{trace}'");
-        tmux(&["new-session", "-d", "-s", &session, "-x", &columns.to_string(), "-y", "30", &shell]);
-        let pane = Pane { session };
-        pane.wait_for("commdb>", 30);
-        Some(pane)
-    }
-
-    /// The screen, wrapped lines joined, once it shows `text` (or after `seconds`).
-    fn wait_for(&self, text: &str, seconds: u64) -> String {
-        let screen = || tmux(&["capture-pane", "-J", "-t", &self.session, "-p"]).unwrap_or_default();
-        for _ in 0..seconds * 10 {
-            let s = screen();
-            if s.contains(text) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(100));
-        }
-        screen()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        let mut args = vec!["send-keys", "-t", &self.session];
-        args.extend(keys);
-        tmux(&args);
-    }
-}
-
-impl Drop for Pane {
-    fn drop(&mut self) {
-        tmux(&["kill-session", "-t", &self.session]);
-    }
-}
-
 #[test]
 fn ctrl_c_cancels_a_long_query_and_the_next_one_answers() {
     let Some(pane) = Pane::start("ctrlc", "generate:ranks=16,iterations=60", 120) else { return };
@@ -776,9 +701,22 @@ fn statements_over_several_lines_get_a_continuation_prompt_completion_knows_alia
 #[test]
 fn a_query_over_the_memory_budget_fails_naming_it() {
     let sql = "SELECT count(*) FROM events a JOIN events b ON a.ts = b.ts AND a.rank = b.rank";
-    let o = run(&["--memory-limit", "4M", "generate:ranks=64,iterations=100", "-q", "-c", sql]);
+    // The trace is a store (scanned in place): the join, not the trace, passes the budget.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let o = run(&["generate", store.to_str().unwrap(), "--ranks", "64", "--iterations", "100"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["--memory-limit", "4M", store.to_str().unwrap(), "-q", "-c", sql]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("memory budget for queries (4 MiB)"), "{}", stderr(&o));
+    // A generated trace that would not fit the budget is refused with its estimate, before
+    // anything is allocated.
+    let o = run(&["--memory-limit", "200M", "generate:ranks=1048576,iterations=1000000", "-q", "-c", "SELECT 1"]);
+    assert!(!o.status.success());
+    let e = stderr(&o);
+    assert!(e.contains("would hold about") && e.contains("GiB in memory") && e.contains("--format otf2"), "{e}");
+    let o = run(&["--memory-limit", "200M", "-q", "-c", "ATTACH 'generate:ranks=4096,iterations=10000' AS big"]);
+    assert!(!o.status.success() && stderr(&o).contains("more than the memory budget (0.20 GiB)"), "{}", stderr(&o));
     let o = run(&["--memory-limit", "2G", "generate:ranks=16,iterations=10", "-q", "-c", sql]);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = run(&["--memory-limit", "lots", "-c", "SELECT 1"]);

@@ -167,6 +167,7 @@ impl MpiCalls {
         let mut ends = vec![i64::MIN; ranks.len()];
         let mut mpi: Vec<(usize, i64, i64, u32, usize)> = Vec::new();
         for row in 0..rank.len() {
+            commdb_catalog::interrupt::check_every(row, function)?;
             if rank.is_null(row) || start.is_null(row) || end.is_null(row) {
                 continue;
             }
@@ -184,7 +185,8 @@ impl MpiCalls {
         let mut calls: Vec<Call> = Vec::with_capacity(mpi.len());
         let mut first = vec![0usize; ranks.len() + 1];
         let mut prev: Option<(usize, i64)> = None;
-        for &(r, s, e, region, row) in &mpi {
+        for (i, &(r, s, e, region, row)) in mpi.iter().enumerate() {
+            commdb_catalog::interrupt::check_every(i, function)?;
             let prev_end = match prev {
                 Some((pr, pe)) if pr == r => {
                     if s < pe {
@@ -250,6 +252,7 @@ pub fn replay(
     let m: Vec<Int64Vec> =
         (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(messages, i).map(Int64Vec)).collect::<Result<_>>()?;
     for row in 0..m[0].0.len() {
+        commdb_catalog::interrupt::check_every(row, "ideal_replay")?;
         let (src, dst, bytes) = (m[0].get(row), m[1].get(row), m[2].get(row));
         let send_post = locate(&mut unplaced, src, m[3].get(row));
         let send_done = locate(&mut unplaced, src, m[4].get(row).or(m[3].get(row)));
@@ -271,6 +274,7 @@ pub fn replay(
     let mut instance_of: FastMap<(i64, i64), u32> = FastMap::default();
     let mut instance_posts: Vec<Vec<u32>> = Vec::new();
     for row in 0..c[0].0.len() {
+        commdb_catalog::interrupt::check_every(row, "ideal_replay")?;
         let (Some(comm), Some(inst)) = (c[0].get(row), c[1].get(row)) else { continue };
         let begin = c[3].get(row).or(c[4].get(row));
         let post = locate(&mut unplaced, c[2].get(row), begin);

@@ -89,6 +89,7 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
     let mut out = Vec::new();
     for r in 0..cols[0].len() {
+        commdb_catalog::interrupt::check_every(r, "wait_states")?;
         let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
         let (send_start, send_end, recv_start, recv_end, post) =
             (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));

@@ -203,12 +203,30 @@ fn build(raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
 fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(path, "a generated trace", options)?;
     let cfg = GeneratorConfig::parse_spec(spec)?;
+    refuse_beyond_budget(path, &cfg, options)?;
     let mut raw = generate(&cfg)?.trace;
     raw.meta.path = path.to_string();
     if let Some(nodes_file) = &options.nodes {
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
     build(raw, options)
+}
+
+/// A `generate:` spec is generated in memory: refuse one whose estimated size is beyond the
+/// memory budget (or, without a budget, the machine's memory) before anything is allocated.
+fn refuse_beyond_budget(path: &str, cfg: &GeneratorConfig, options: &OpenOptions) -> Result<()> {
+    let events = crate::generate::estimated_events(cfg);
+    let bytes = events.saturating_mul(crate::convert::BYTES_PER_EVENT);
+    let budget = options.memory_budget.unwrap_or_else(|| crate::session::default_memory_limit() as u64 / 3 * 4);
+    if bytes <= budget {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    Err(Error::argument(format!(
+        "{path}: the generated trace would hold about {events} events, about {:.1} GiB in memory, more than the memory budget ({:.2} GiB): write it to disk with `commdb generate DIR ... --format otf2` and open DIR/traces.otf2 (read in bounded memory), use fewer ranks or iterations, or raise --memory-limit",
+        gib(bytes),
+        gib(budget)
+    )))
 }
 
 /// Whether `p` is a CSV file.

@@ -16,10 +16,14 @@ use futures::{StreamExt, TryStreamExt};
 /// inline otherwise.
 pub async fn off_the_workers<T: Send + 'static>(what: &str, work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     match tokio::runtime::Handle::try_current() {
-        Ok(handle) => handle
-            .spawn_blocking(work)
-            .await
-            .map_err(|e| DataFusionError::Execution(format!("{what}: the work stopped: {e}"))),
+        Ok(handle) => {
+            // The work stops when its statement is interrupted, even after the next has begun.
+            let statement = crate::interrupt::current();
+            handle
+                .spawn_blocking(move || crate::interrupt::within(statement, work))
+                .await
+                .map_err(|e| DataFusionError::Execution(format!("{what}: the work stopped: {e}")))
+        }
         Err(_) => Ok(work()),
     }
 }
