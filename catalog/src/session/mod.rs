@@ -5,6 +5,7 @@
 //! Tables are registered as in-memory tables cut into 64 Ki-row slices spread over the
 //! configured partitions, so scans run on every core without copying data.
 
+pub mod checked;
 pub mod information_schema;
 pub mod named_args;
 pub mod parts;
@@ -137,6 +138,8 @@ impl Session {
         // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
         let catalog = ctx.catalog(CATALOG).expect("the default catalog");
         let ctx = ctx.enable_url_table();
+        // Integer +, - and * fail on overflow instead of wrapping (see `checked`).
+        ctx.add_analyzer_rule(Arc::new(checked::CheckedArithmetic));
         let mut session = Session {
             ctx,
             catalog,
