@@ -31,7 +31,7 @@ pub const MAX_ROWS: usize = 5_000;
 
 /// An even sample of a query's rows in their order, kept in bounded memory as they stream
 /// by: every `stride`-th row, the stride doubling whenever more than twice `max` rows are kept,
-/// so at most about `2 x max` rows are held whatever the query gives.
+/// so at most `2 x max` rows are held whatever the query gives, and at most `max` drawn.
 #[derive(Debug)]
 pub struct Sample {
     max: usize,
@@ -80,9 +80,12 @@ impl Sample {
         Ok(())
     }
 
-    /// The rows kept, the rows seen and the stride of those kept.
-    pub fn finish(self) -> (Vec<RecordBatch>, usize, usize) {
-        (self.kept, self.seen, self.stride)
+    /// The rows kept (at most `max`), the rows seen and the stride of those kept.
+    pub fn finish(mut self) -> Result<(Vec<RecordBatch>, usize, usize), String> {
+        while self.kept_rows > self.max {
+            self.halve()?;
+        }
+        Ok((self.kept, self.seen, self.stride))
     }
 }
 
@@ -509,39 +512,34 @@ fn heatmap(batch: &RecordBatch, names: &[String], title: &str) -> Result<String,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use arrow::datatypes::{Field, Schema};
+    use std::sync::Arc;
 
     #[test]
     fn a_sample_keeps_evenly_spaced_rows_in_bounded_memory() {
-        use arrow::array::Int64Array;
-        let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
-            "x",
-            DataType::Int64,
-            false,
-        )]));
+        let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)]));
         let mut sample = Sample::new(100);
         for start in (0..100_000i64).step_by(777) {
             let values: Int64Array = (start..(start + 777).min(100_000)).collect();
-            let batch = RecordBatch::try_new(schema.clone(), vec![std::sync::Arc::new(values)]).unwrap();
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)]).unwrap();
             sample.push(&batch).unwrap();
             assert!(sample.kept_rows <= 200);
         }
-        let (kept, seen, stride) = sample.finish();
+        let (kept, seen, stride) = sample.finish().unwrap();
         assert_eq!(seen, 100_000);
         let xs: Vec<i64> = kept
             .iter()
             .flat_map(|b| b.column(0).as_primitive::<arrow::datatypes::Int64Type>().values().to_vec())
             .collect();
-        assert!(xs.len() > 100 && xs.len() <= 200, "{}", xs.len());
+        assert!(xs.len() > 50 && xs.len() <= 100, "{}", xs.len());
         assert!(xs.iter().enumerate().all(|(i, &x)| x == i as i64 * stride as i64), "every {stride}th row, in order");
         // Fewer rows than the bound are all kept.
         let mut small = Sample::new(100);
         let values: Int64Array = (0..50).collect();
-        small.push(&RecordBatch::try_new(schema, vec![std::sync::Arc::new(values)]).unwrap()).unwrap();
-        assert_eq!(small.finish().1, 50);
+        small.push(&RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap()).unwrap();
+        assert_eq!(small.finish().unwrap().1, 50);
     }
-    use arrow::array::{Float64Array, Int64Array, StringArray};
-    use arrow::datatypes::{Field, Schema};
-    use std::sync::Arc;
 
     fn batch(columns: Vec<(&str, ArrayRef)>) -> (SchemaRef, RecordBatch) {
         let schema = Arc::new(Schema::new(

@@ -304,7 +304,7 @@ impl Shell {
         let done = run_plan(&mut self.queries, df, |batch| sample.push(&batch)).await;
         self.print_notices();
         done?;
-        Ok(sample.finish())
+        sample.finish()
     }
 
     /// Show the steps building a trace's tables that the last statement waited on, and the
@@ -500,7 +500,7 @@ impl Shell {
                 let drawn: usize = batches.iter().map(RecordBatch::num_rows).sum();
                 if stride > 1 {
                     eprintln!(
-                        "notice: \\chart drew {drawn} of the query's {rows} rows (every {stride}th, in the query's order); aggregate the rows in the query (GROUP BY a bin) to draw them all"
+                        "notice: \\chart drew {drawn} of the query's {rows} rows (one in every {stride}, in the query's order); aggregate the rows in the query (GROUP BY a bin) to draw them all"
                     );
                 }
                 self.note(&format!("wrote a chart of {drawn} rows to {}", path.display()));

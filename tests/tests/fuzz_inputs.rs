@@ -396,3 +396,46 @@ fn edited_store_manifests_are_refused() {
     std::fs::write(&manifest, serde_json::to_vec_pretty(&seed).unwrap()).unwrap();
     eprintln!("edited store manifests: {} cases, all refused or whole", cases());
 }
+
+#[test]
+fn otf2_records_written_twice_are_reported() {
+    // An event record (with its time) written a second time right after itself, at several
+    // places of an event file: the archive loads, and `otf2_repeated_record` says so.
+    let dir = tempfile::tempdir().unwrap();
+    let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
+    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    let anchor = dir.path().join("traces.otf2");
+    let built = commdb_catalog::open(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
+    let times: std::collections::HashSet<u64> = built
+        .table("events")
+        .unwrap()
+        .iter()
+        .flat_map(|b| {
+            b.column_by_name("ts")
+                .unwrap()
+                .as_any()
+                .downcast_ref::<arrow::array::Int64Array>()
+                .unwrap()
+                .values()
+                .to_vec()
+        })
+        .map(|t| t as u64)
+        .collect();
+    let evt = dir.path().join("traces/1.evt");
+    let seed = std::fs::read(&evt).unwrap();
+    let places = time_records(&seed, &times);
+    let mut reported_cases = 0;
+    for pair in places.windows(2).step_by(7).take(12) {
+        // The time record's type byte up to the next time record's: the time and its event.
+        let (from, to) = (pair[0] - 1, pair[1] - 1);
+        let mut bytes = seed[..to].to_vec();
+        bytes.extend_from_slice(&seed[from..to]);
+        bytes.extend_from_slice(&seed[to..]);
+        std::fs::write(&evt, &bytes).unwrap();
+        let outcome = reported(&anchor, &["otf2_repeated_record"]).unwrap();
+        assert_eq!(outcome.as_deref(), Some("warning otf2_repeated_record"), "the record at byte {from} written twice");
+        reported_cases += 1;
+    }
+    std::fs::write(&evt, &seed).unwrap();
+    assert!(reported_cases >= 5, "{reported_cases}");
+}

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use commdb_catalog::interrupt;
 
+/// The interrupt is the process's: the tests that raise it run one at a time.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// A sacct log of `jobs` jobs on two nodes each.
 fn big_sacct(jobs: usize) -> tempfile::NamedTempFile {
     let mut f = tempfile::NamedTempFile::new().unwrap();
@@ -28,6 +31,7 @@ fn big_sacct(jobs: usize) -> tempfile::NamedTempFile {
 
 #[test]
 fn an_interrupt_stops_a_reader_in_the_middle_and_an_analysis_between_steps() {
+    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let log = big_sacct(400_000);
     let sql = format!("SELECT count(*) FROM read_sacct('{}')", log.path().display());
@@ -69,4 +73,49 @@ fn an_interrupt_stops_a_reader_in_the_middle_and_an_analysis_between_steps() {
     assert!(err.contains("ideal_replay: interrupted"), "{err}");
     let rows = runtime.block_on(session.collect("SELECT count(*) FROM ideal_replay()")).unwrap();
     assert_eq!(rows[0].num_rows(), 1);
+}
+
+/// Every table of `trace` as (name, rows concatenated).
+fn tables(trace: &commdb_catalog::Trace) -> Vec<(&'static str, arrow::array::RecordBatch)> {
+    trace.build_all().unwrap();
+    commdb_catalog::model::TABLES
+        .iter()
+        .filter(|t| t.name != "trace_info")
+        .map(|t| (t.name, arrow::compute::concat_batches(&t.schema(), &trace.table(t.name).unwrap()).unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_derivation_interrupted_between_its_phases_runs_again_to_the_same_tables() {
+    // Interrupts at several moments of building a trace's tables: whatever was under way when
+    // it came (decoding, which runs to its end, or deriving, which stops between its phases and
+    // is left to the next query), the next query builds the same tables as a trace never
+    // interrupted, with the same warnings.
+    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let spec = "generate:ranks=128,iterations=60,bad-mapping";
+    let whole = commdb_catalog::open(spec, &Default::default()).unwrap();
+    let expected = tables(&whole);
+    let expected_warnings: Vec<_> = whole.warnings().unwrap().iter().map(|w| (w.0.to_string(), w.1)).collect();
+    let mut left = 0;
+    for delay_ms in [0u64, 5, 20, 60, 150, 400] {
+        interrupt::lower();
+        let trace = commdb_catalog::open(spec, &Default::default()).unwrap();
+        let raiser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(delay_ms));
+            interrupt::raise();
+        });
+        let first = trace.table("messages");
+        raiser.join().unwrap();
+        if let Err(e) = &first {
+            assert!(e.to_string().contains("interrupted"), "after {delay_ms} ms: {e}");
+            if trace.built_rows("events").is_some() {
+                left += 1;
+            }
+        }
+        interrupt::lower();
+        assert_eq!(tables(&trace), expected, "after an interrupt at {delay_ms} ms");
+        let warnings: Vec<_> = trace.warnings().unwrap().iter().map(|w| (w.0.to_string(), w.1)).collect();
+        assert_eq!(warnings, expected_warnings, "after an interrupt at {delay_ms} ms");
+    }
+    eprintln!("{left} of 6 interrupts came while deriving and left the derivation to the next query");
 }

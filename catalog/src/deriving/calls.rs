@@ -184,11 +184,12 @@ impl CallStack {
         let c = &mut self.calls;
         let end = end.max(c.start[idx]);
         c.end[idx] = end;
-        let duration = end - c.start[idx];
+        // Saturating: times damaged far apart (reported by the readers) must not overflow.
+        let duration = end.saturating_sub(c.start[idx]);
         c.duration[idx] = duration;
-        c.exclusive[idx] = duration - children;
+        c.exclusive[idx] = duration.saturating_sub(children);
         if let Some(parent) = self.open.last_mut() {
-            parent.1 += duration;
+            parent.1 = parent.1.saturating_add(duration);
         }
     }
 }

@@ -43,7 +43,10 @@ pub fn derive(
     warnings: &mut Warnings,
 ) -> Result<Derived> {
     let mut phases = LoadPhases::default();
+    // Interrupted, the derivation stops between its phases (crate::interrupt).
+    crate::interrupt::check("deriving calls, messages and collectives")?;
     let walked = phases.time("stream walk", || walk::walk(events, streams, warnings));
+    crate::interrupt::check("deriving calls, messages and collectives")?;
     // The collectives table is made on one thread: it runs beside the matching.
     let mut collective_warnings = Warnings::default();
     let ((messages, message_phases), (collectives, collective_seconds)) = rayon::join(

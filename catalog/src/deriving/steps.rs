@@ -217,8 +217,9 @@ impl Built {
         let derive_too = target >= 3;
         let Some(name) = self.next.as_ref().map(|s| s.name(derive_too)) else { return Ok(()) };
         let what = format!("{name} of {}", self.info.name);
-        // Checked before the step starts, which then runs to its end (a step stopped half-way
-        // would have to start again from the source): an interrupted query leaves it to the next.
+        // Checked before the step starts. Decoding then runs to its end (its source is read
+        // once); deriving stops between its phases when interrupted and is left, whole, to the
+        // next query (an interrupted events step keeps its events and leaves the derivation).
         crate::interrupt::check(&what)?;
         let Some(step) = self.next.take() else { return Ok(()) };
         let started = Instant::now();
@@ -226,12 +227,20 @@ impl Built {
         let before = self.warnings.total();
         let result = match step {
             Step::Events(s) => s.run(self, shown.progress(), derive_too),
-            Step::Derivation(s) => (*s).run(self),
+            Step::Derivation(s) => {
+                let result = s.run(self);
+                if result.is_err() && crate::interrupt::check(&what).is_err() {
+                    self.next = Some(Step::Derivation(s));
+                }
+                result
+            }
         };
         let new = self.warnings.total() - before;
         let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
         shown.finish(started.elapsed(), result.is_ok(), found);
-        if let Err(e) = &result {
+        if let Err(e) = &result
+            && self.next.is_none()
+        {
             self.failed = Some(e.to_string());
         }
         result
@@ -338,20 +347,34 @@ impl EventsStep {
         built.phases.since("event tables to Arrow", start);
         let facts = Facts { ranks: raw.ranks.len(), locations: raw.locations.len(), events: raw.events.len() };
         let comms = std::mem::take(&mut raw.communicators);
+        let mut interrupted = None;
         if correction == Correction::Clc || derive_too {
             let derived = if correction == Correction::Clc {
-                clc(&mut raw.events, &streams, &nodes, &comms, built)?
+                Some(clc(&mut raw.events, &streams, &nodes, &comms, built)?)
             } else {
-                deriving::derive(&raw.events.columns(), &streams, &nodes, &comms, false, &mut built.warnings)?
+                // Warnings of a derivation that is interrupted are found again when it runs.
+                let mut found = Warnings::default();
+                match deriving::derive(&raw.events.columns(), &streams, &nodes, &comms, false, &mut found) {
+                    Err(e) if crate::interrupt::check("deriving").is_err() => {
+                        interrupted = Some(e);
+                        None
+                    }
+                    derived => {
+                        built.warnings.merge(found);
+                        Some(derived?)
+                    }
+                }
             };
-            let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
-            built.tables.insert("events", events);
-            return finish(derived, &region_names, facts, built);
+            if let Some(derived) = derived {
+                let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
+                built.tables.insert("events", events);
+                return finish(derived, &region_names, facts, built);
+            }
         }
         let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
         built.tables.insert("events", events);
         built.next = Some(Step::Derivation(Box::new(DerivationStep { nodes, comms, region_names, facts })));
-        Ok(())
+        interrupted.map_or(Ok(()), Err)
     }
 }
 
@@ -397,15 +420,19 @@ struct DerivationStep {
 }
 
 impl DerivationStep {
-    fn run(self, built: &mut Built) -> Result<()> {
+    /// Derive; interrupted between its phases, it leaves the events table as it was, and its
+    /// warnings unreported (they are found again when it runs again).
+    fn run(&self, built: &mut Built) -> Result<()> {
         let events = built.tables.remove("events").unwrap_or_default();
-        let warnings = &mut built.warnings;
+        let mut warnings = Warnings::default();
         let (events, derived) = without_seq(events, |columns| {
             let streams = part_streams(columns);
-            deriving::derive(columns, &streams, &self.nodes, &self.comms, false, warnings)
+            deriving::derive(columns, &streams, &self.nodes, &self.comms, false, &mut warnings)
         })?;
         built.tables.insert("events", events);
-        finish(derived?, &self.region_names, self.facts, built)
+        let derived = derived?;
+        built.warnings.merge(warnings);
+        finish(derived, &self.region_names, self.facts, built)
     }
 }
 

@@ -36,7 +36,9 @@ fn columns(path: &Path, header: &csv::StringRecord, unit: Option<crate::reading:
     let timestamp = crate::reading::csv::timestamp_column(path, header, unit)?;
     let mut missing = REQUIRED.iter().filter(|n| find(n).is_none()).copied().collect::<Vec<_>>();
     if timestamp.is_none() {
-        missing.insert(2, "timestamp");
+        // In the order of the expected header: after rank and type.
+        let at = REQUIRED.iter().take(2).filter(|n| find(n).is_none()).count();
+        missing.insert(at, "timestamp");
     }
     let mut missing = missing.into_iter().peekable();
     if missing.peek().is_some() {

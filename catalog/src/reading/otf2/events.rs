@@ -133,10 +133,12 @@ impl Context<'_> {
     #[inline]
     pub fn ns(&self, ticks: u64) -> i64 {
         let d = i128::from(ticks) - i128::from(self.global_offset);
-        if self.timer_resolution == 1_000_000_000 {
-            return d as i64;
-        }
-        (d * 1_000_000_000 / i128::from(self.timer_resolution)) as i64
+        let ns = if self.timer_resolution == 1_000_000_000 {
+            d
+        } else {
+            d * 1_000_000_000 / i128::from(self.timer_resolution)
+        };
+        ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
     }
 
     #[inline]
@@ -204,20 +206,27 @@ fn opt_i64(v: u64) -> i64 {
     if v == UNDEFINED_U64 { NONE_I64 } else { v.min(i64::MAX as u64) as i64 }
 }
 
+/// The farthest an event's time may be from the archive's global offset (2^61 ns, 73 years).
+const MAX_NS: i64 = 1 << 61;
+
 /// What a location's times and records must be: times never go backwards within a location
 /// (OTF2 writes each location's events in time order), end by the end the archive announces,
-/// and no event record repeats the one before it at the same time. A bit flip in a
+/// and no event record repeats another of the same time (a record, or a block of records,
+/// written twice). A bit flip in a
 /// time or a record written twice breaks one of these; each is counted in `warnings` with its
 /// first place, and the events are kept as the file has them.
 #[derive(Debug, Default)]
 struct TimeChecks {
     /// The last time record's ticks.
     last: Option<u64>,
-    /// Whether the last time record moved the time on since the last event record.
-    timed: bool,
-    /// Where the last event record's bytes are in the file (start, end).
-    previous: Option<(usize, usize)>,
+    /// Where the event records since the time last moved are in the file (start, end); the
+    /// first `SAME_TIME` of them are kept.
+    at_this_time: Vec<(usize, usize)>,
 }
+
+/// Event records at one time compared with each other for repeats: a block of records written
+/// twice repeats within it; more records at one instant are rare, and not compared.
+const SAME_TIME: usize = 64;
 
 impl TimeChecks {
     fn see(&mut self, ticks: u64, at: usize, ctx: &Context<'_>, path: &Path, warnings: &mut Warnings) {
@@ -233,9 +242,13 @@ impl TimeChecks {
         }
         // Only the end is checked: local clocks skewed behind the global clock record times
         // before the global offset (commdb's own archives do), which a reader cannot tell
-        // from damage; a time that went down is caught as going backwards.
+        // from damage; a time that went down is caught as going backwards. The announced
+        // range is of global times, and the file holds local ones: a local clock may run
+        // ahead by its offset to the global one (Score-P's ClockOffset records), so that much
+        // past the end, twice over for the extrapolation after the last offset, is allowed.
+        let slack = ctx.local.clock_offsets.iter().map(|o| o.1.unsigned_abs()).max().unwrap_or(0);
         if let Some((lo, hi)) = ctx.announced
-            && ticks > hi
+            && ticks > hi.saturating_add(slack.saturating_mul(2))
         {
             warnings.add("otf2_time_outside_range", || {
                 format!(
@@ -244,25 +257,26 @@ impl TimeChecks {
                 )
             });
         }
-        self.timed = self.last != Some(ticks);
+        if self.last != Some(ticks) {
+            self.at_this_time.clear();
+        }
         self.last = Some(ticks);
     }
 
-    /// An event record occupies `data[start..end]`.
+    /// An event record occupies `data[start..end]`: it must not repeat one of the same time.
     fn record(&mut self, data: &[u8], start: usize, end: usize, path: &Path, warnings: &mut Warnings) {
-        if let Some((a, b)) = self.previous
-            && !self.timed
-            && data.get(a..b) == data.get(start..end)
-        {
+        let this = data.get(start..end);
+        if self.at_this_time.iter().any(|&(a, b)| data.get(a..b) == this) {
             warnings.add("otf2_repeated_record", || {
                 format!(
-                    "{} at byte {start}: the event record repeats the one before it at the same time (written twice?); both are kept",
+                    "{} at byte {start}: the event record repeats one of the same time (written twice?); both are kept",
                     path.display()
                 )
             });
         }
-        self.previous = Some((start, end));
-        self.timed = false;
+        if self.at_this_time.len() < SAME_TIME {
+            self.at_this_time.push((start, end));
+        }
     }
 }
 
@@ -282,6 +296,13 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
             let ticks = c.u64_full()?;
             times.see(ticks, start, ctx, path, &mut out.warnings);
             ts = ctx.ns(ticks);
+            // Farther than 73 years from the archive's start is damage, not a measurement, and
+            // differences of such times would overflow.
+            if !(-MAX_NS..=MAX_NS).contains(&ts) {
+                return Err(c.error(format!(
+                    "time {ticks} ticks is {ts} ns from the archive's global offset, more than 2^61 ns (73 years): a damaged time"
+                )));
+            }
             continue;
         }
         if t == ATTRIBUTE_LIST {
