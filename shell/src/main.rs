@@ -230,6 +230,11 @@ struct GenerateArgs {
     /// (paraver: DIR/trace.prv, .pcf and .row).
     #[arg(long = "format", default_value = "parquet", value_parser = ["parquet", "otf2", "paraver"])]
     output_format: String,
+    /// With --format paraver: add a second application that samples a node counter ("Node
+    /// memory reads") on every node at this interval, with its unit (e.g. 1ms), as Extrae's
+    /// node-level samplers do.
+    #[arg(long, value_name = "INTERVAL")]
+    node_counters: Option<String>,
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
@@ -249,6 +254,22 @@ fn parse_time_unit(s: &str) -> Result<TimeUnit, String> {
 }
 
 impl GenerateArgs {
+    /// What the Paraver writer adds (`--node-counters`, which only a Paraver trace holds).
+    fn paraver_extras(&self) -> Result<commdb_catalog::reading::paraver::writer::Extras, String> {
+        let Some(every) = &self.node_counters else { return Ok(Default::default()) };
+        if self.output_format != "paraver" {
+            return Err(format!(
+                "--node-counters applies to --format paraver (a second application of the trace), not to --format {}",
+                self.output_format
+            ));
+        }
+        let ns = generate::parse_duration(every).map_err(|e| format!("--node-counters: {e}"))?;
+        if ns <= 0 {
+            return Err(format!("--node-counters: expected a positive interval, got {every}"));
+        }
+        Ok(commdb_catalog::reading::paraver::writer::Extras { node_counters_every_ns: Some(ns) })
+    }
+
     fn config(&self) -> Result<GeneratorConfig, String> {
         let mut cfg = GeneratorConfig {
             ranks: self.ranks,
@@ -287,6 +308,7 @@ const GENERATE_IN_MEMORY_EVENTS: u64 = 1 << 24;
 
 fn run_generate(args: &GenerateArgs, correction: Correction, quiet: bool) -> Result<(), String> {
     let cfg = args.config()?;
+    args.paraver_extras()?;
     let started = Instant::now();
     let streamed = args.output_format == "otf2"
         || (matches!(args.output_format.as_str(), "parquet" | "paraver")
@@ -329,7 +351,8 @@ fn generate_in_memory(
     raw.meta.path = args.output.display().to_string();
     let trace = raw.build_with(correction).map_err(|e| e.to_string())?;
     if args.output_format == "paraver" {
-        commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace").map_err(|e| e.to_string())?;
+        commdb_catalog::reading::paraver::writer::write_with(&trace, &args.output, "trace", &args.paraver_extras()?)
+            .map_err(|e| e.to_string())?;
     } else {
         store::write(&trace, &args.output).map_err(|e| e.to_string())?;
     }
@@ -363,8 +386,13 @@ fn generate_streamed(
                 .map_err(|e| e.to_string())?;
             let _ = std::fs::remove_dir_all(&scratch);
             let trace = store::read(&store_dir).map_err(|e| e.to_string())?;
-            commdb_catalog::reading::paraver::writer::write(&trace, &args.output, "trace")
-                .map_err(|e| e.to_string())?;
+            commdb_catalog::reading::paraver::writer::write_with(
+                &trace,
+                &args.output,
+                "trace",
+                &args.paraver_extras()?,
+            )
+            .map_err(|e| e.to_string())?;
             Ok(truth)
         })();
         let _ = std::fs::remove_dir_all(&scratch);

@@ -141,6 +141,21 @@ fn paraver_traces_open_from_the_command_line_and_convert_to_stores() {
     assert!(a.status.success(), "{}", stderr(&a));
     assert_eq!(stdout(&a).lines().nth(1).unwrap(), "60,8,paraver");
     assert_eq!(stdout(&b).lines().nth(1).unwrap(), "60,8,paraver", "the store keeps the Paraver tables");
+    // A second application that samples a node counter: its samples are metrics of its nodes'
+    // locations, the ranks stay the MPI application's.
+    let counted = dir.path().join("counted");
+    let o =
+        run(&["generate", counted.to_str().unwrap(), "--ranks", "8", "--format", "paraver", "--node-counters", "1ms"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sql = "SELECT (SELECT count(*) FROM ranks) AS r, (SELECT count(DISTINCT rank) FROM metrics WHERE metric = 'Node memory reads') AS n";
+    let c = run(&[counted.join("trace.prv").to_str().unwrap(), "-q", "--format", "csv", "-c", sql]);
+    assert_eq!(stdout(&c).lines().nth(1), Some("8,2"), "{}", stderr(&c));
+    let o = run(&["generate", dir.path().join("x").to_str().unwrap(), "--node-counters", "1ms"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("--node-counters applies to --format paraver"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

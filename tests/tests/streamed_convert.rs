@@ -381,7 +381,14 @@ fn a_paraver_trace_written_from_a_store_through_run_files_is_the_one_written_fro
     commdb_catalog::store::write_in_parts(&trace, &store, 3_000).unwrap();
     let stored = commdb_catalog::store::read(&store).unwrap();
     assert!(stored.stored_file("events").unwrap().files.len() > 2, "events in parts");
-    commdb_catalog::reading::paraver::writer::write_sorting(&stored, &dir.path().join("b"), "run", 1_000).unwrap();
+    commdb_catalog::reading::paraver::writer::write_sorting(
+        &stored,
+        &dir.path().join("b"),
+        "run",
+        1_000,
+        &Default::default(),
+    )
+    .unwrap();
     for file in ["run.prv", "run.pcf", "run.row"] {
         let (a, b) = (dir.path().join("a").join(file), dir.path().join("b").join(file));
         assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{file} differs");

@@ -41,6 +41,9 @@ pub struct Header {
     pub cut: bool,
     /// The 1-based line number of the first record.
     pub first_record_line: u64,
+    /// What was left out of the header's lines, as `path:line: what` (the reader reports them
+    /// as warnings).
+    pub problems: Vec<String>,
 }
 
 /// Split `text` at the `sep` characters outside parentheses.
@@ -121,32 +124,31 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
         .trim()
         .parse()
         .map_err(|_| err(1, "applications", format!("expected a number, found '{}'", fields[2])))?;
-    if fields.len() != 3 + napps {
-        return Err(err(
-            1,
-            "applications",
-            format!("{napps} applications announced but {} described", fields.len() - 3),
-        ));
+    // The applications follow, separated by ':' (Paraver's description) or by ',' (as Extrae
+    // and the tools that add an application of their own write them), each optionally followed
+    // by ',' and its number of communicator lines, which are checked for form; the lines
+    // themselves follow the header.
+    let mut lists: Vec<&str> = Vec::with_capacity(napps);
+    for token in fields[3..].iter().flat_map(|f| split_top(f, ',')) {
+        let token = token.trim();
+        if token.contains('(') {
+            lists.push(token);
+        } else if lists.is_empty() || token.parse::<u32>().is_err() {
+            return Err(err(
+                1,
+                "applications",
+                format!(
+                    "application {}: expected NTASKS(T:N,...) or, after one, its communicator count, found '{token}'",
+                    lists.len() + 1
+                ),
+            ));
+        }
+    }
+    if lists.len() != napps {
+        return Err(err(1, "applications", format!("{napps} applications announced but {} described", lists.len())));
     }
     let mut apps = Vec::with_capacity(napps);
-    for (a, field) in fields[3..].iter().enumerate() {
-        // The communicator count after ',' is checked for form; the lines themselves follow.
-        let list = match split_top(field, ',').as_slice() {
-            [list] => *list,
-            [list, n] => {
-                n.trim().parse::<u32>().map_err(|_| {
-                    err(1, "applications", format!("expected a communicator count after ',', found '{n}'"))
-                })?;
-                *list
-            }
-            _ => {
-                return Err(err(
-                    1,
-                    "applications",
-                    format!("application {}: expected NTASKS(T:N,...), found '{field}'", a + 1),
-                ));
-            }
-        };
+    for (a, list) in lists.into_iter().enumerate() {
         let (ntasks, items) = counted_list(list).ok_or_else(|| {
             err(1, "applications", format!("application {}: expected NTASKS(T:N,...), found '{list}'", a + 1))
         })?;
@@ -205,19 +207,25 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
                 ));
             }
             let ntasks = header.apps[app as usize - 1].len() as i64;
-            let tasks: Vec<u32> = (0..n.max(0) as usize)
-                .map(|k| {
-                    let t = num(3 + k, "tasks")?;
-                    if t < 1 || t > ntasks {
-                        return Err(err(
-                            line_no,
-                            "tasks",
-                            format!("communicator {id}: task {t} is not one of the application's {ntasks}"),
-                        ));
-                    }
-                    Ok(t as u32)
-                })
-                .collect::<Result<_>>()?;
+            let listed: Vec<i64> = (0..n.max(0) as usize).map(|k| num(3 + k, "tasks")).collect::<Result<_>>()?;
+            if let Some(t) = listed.iter().find(|t| **t < 1) {
+                return Err(err(
+                    line_no,
+                    "tasks",
+                    format!("communicator {id}: task {t} is not a task number (1-based)"),
+                ));
+            }
+            // Tools that add an application of their own copy communicators that list more
+            // tasks than the application has: those tasks are left out, and counted.
+            let beyond: Vec<i64> = listed.iter().copied().filter(|t| *t > ntasks).collect();
+            if let Some(first) = beyond.first() {
+                header.problems.push(format!(
+                    "{}:{line_no}: communicator {id} of application {app} lists {} task(s) beyond the application's {ntasks} (task {first}); they are left out of it",
+                    path.display(),
+                    beyond.len()
+                ));
+            }
+            let tasks: Vec<u32> = listed.iter().filter(|t| **t <= ntasks).map(|t| *t as u32).collect();
             if parts.len() != 3 + n.max(0) as usize {
                 return Err(err(
                     line_no,
@@ -266,13 +274,34 @@ mod tests {
     }
 
     #[test]
+    fn applications_separated_by_commas_and_communicators_beyond_their_tasks() {
+        // As Extrae writes several applications (and a counter sampler adds one): separated by
+        // ',', the last followed by the communicator count.
+        let text = "#Paraver (21/01/2022 at 16:37):16_ns:1(20):2:2(1:1,1:1),3(1:1,1:1,1:1),2\nc:1:1:3:1:2:3\nc:1:2:2:1:2\n1:1:1:1:1:0:1:1\n";
+        let h = parse(Path::new("two.prv"), text.lines()).unwrap();
+        assert_eq!(h.apps.iter().map(Vec::len).collect::<Vec<_>>(), [2, 3]);
+        assert_eq!(h.comms[0], CommLine { app: 1, id: 1, tasks: vec![1, 2] });
+        assert_eq!(h.problems.len(), 1, "{:?}", h.problems);
+        assert!(
+            h.problems[0].starts_with("two.prv:2: communicator 1 of application 1 lists 1 task(s) beyond"),
+            "{}",
+            h.problems[0]
+        );
+        // The same with ':' between the applications.
+        let colon = "#Paraver (x):16_ns:1(20):2:2(1:1,1:1),1:3(1:1,1:1,1:1),1\n";
+        assert_eq!(parse(Path::new("c.prv"), colon.lines()).unwrap().apps.len(), 2);
+    }
+
+    #[test]
     fn bad_headers_name_the_field() {
         for (text, want) in [
             ("#Paraver (x):12:1(2):1:3(1:1,1:1)", "3 tasks announced but 2 described"),
             ("#Paraver (x):12:1(2):1:1(1:4)", "expected THREADS:NODE with a node of the 1 announced"),
             ("#Paraver (x):1.5:1(2):1:1(1:1)", "column 'duration'"),
             ("Paraver:1:1(1):1:1(1:1)", "expected a header starting '#Paraver'"),
-            ("#Paraver (x):10:1(2):1:2(1:1,1:1)\nc:1:1:2:1:3", "task 3 is not one of the application's 2"),
+            ("#Paraver (x):10:1(2):1:2(1:1,1:1)\nc:1:1:2:1:0", "task 0 is not a task number"),
+            ("#Paraver (x):10:1(2):2:2(1:1,1:1),3", "2 applications announced but 1 described"),
+            ("#Paraver (x):10:1(2):1:2,2(1:1,1:1)", "application 1: expected NTASKS(T:N,...) or, after one"),
         ] {
             let e = parse(Path::new("h.prv"), text.lines()).unwrap_err().to_string();
             assert!(e.contains("h.prv:") && e.contains(want), "{text}: {e}");

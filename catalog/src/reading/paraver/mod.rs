@@ -160,6 +160,9 @@ pub(crate) fn open(path: &Path, progress: Option<&crate::progress::LoadProgress>
         head.push(String::from_utf8_lossy(&line).trim_end().to_string());
     }
     let header = header::parse(&prv, head.iter().map(String::as_str))?;
+    for problem in &header.problems {
+        warnings.add("paraver_communicator_task_outside", || problem.clone());
+    }
     let layout = records::Layout::new(&header.apps);
     let scale = if header.nanoseconds { 1 } else { 1000 };
     let first_line = head.len() as u64 + 1;
@@ -581,7 +584,17 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
                 rank: st.rank[s],
                 thread: st.thread[s],
                 kind: if st.app[s] as usize == m.mpi_app { "cpu" } else { "metric" }.into(),
-                name: thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}")),
+                name: {
+                    let name = thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}"));
+                    // Another application's thread (a sampler of node counters): say where it ran.
+                    match header.apps.get(a as usize - 1).and_then(|tasks| tasks.get(t as usize - 1)) {
+                        Some(task) if st.app[s] as usize != m.mpi_app => match node_name(task.node) {
+                            Some(node) => format!("{name} (application {a} on {node})"),
+                            None => format!("{name} (application {a})"),
+                        },
+                        _ => name,
+                    }
+                },
             }
         })
         .collect();

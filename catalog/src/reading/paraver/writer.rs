@@ -1,6 +1,8 @@
 //! Writes a trace as a Paraver trace (`NAME.prv`, `NAME.pcf`, `NAME.row`) that Paraver's layout
 //! rules accept: a header with the nodes (CPUs = ranks placed there), one application whose
-//! tasks are the ranks, and the communicators; every record in time order (a communication by
+//! tasks are the ranks (and, when asked, a second application sampling a node counter, one
+//! task per node, as Extrae's node-level samplers add one), and the communicators; every record
+//! in time order (a communication by
 //! its logical send), ids 1-based. Calls become Extrae-style event pairs (MPI calls under types
 //! 50000001-50000003 by kind, other regions under 60000019 "User function", value 0 on leaving),
 //! each collective's sizes, root and communicator the MPI global-operation types
@@ -93,11 +95,43 @@ const RECORDS_IN_MEMORY: usize = 1 << 22;
 /// batch at a time (a store's files one at a time) and the records put in time order in
 /// bounded memory, so a trace of any size is written.
 pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
-    write_sorting(trace, dir, name, RECORDS_IN_MEMORY)
+    write_sorting(trace, dir, name, RECORDS_IN_MEMORY, &Extras::default())
 }
 
-/// `write`, with `records_in_memory` records sorted in memory at a time.
-pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: usize) -> Result<()> {
+/// `write`, adding `extras`.
+pub fn write_with(trace: &Trace, dir: &Path, name: &str, extras: &Extras) -> Result<()> {
+    write_sorting(trace, dir, name, RECORDS_IN_MEMORY, extras)
+}
+
+/// What a written trace holds besides the trace's own tables.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Extras {
+    /// A second application, as a sampler of node counters adds one (Extrae's node-level
+    /// sampling, PROFET): one task per node reading `NODE_COUNTER` every this many ns from
+    /// 0 to the trace's end.
+    pub node_counters_every_ns: Option<i64>,
+}
+
+/// The event type of the node counter `Extras::node_counters_every_ns` writes.
+pub const NODE_COUNTER: i64 = 90_000_001;
+/// Its name in the .pcf.
+pub const NODE_COUNTER_NAME: &str = "Node memory reads";
+
+/// The node counter's reading on node `n` (0-based) at sample `k`: bytes read in the interval,
+/// a deterministic sawtooth, so a reader's values can be checked.
+pub fn node_counter_value(n: usize, k: i64) -> i64 {
+    1_000_000 * (n as i64 + 1) + 1_000 * (k % 17)
+}
+
+/// `write`, with `records_in_memory` records sorted in memory at a time, and `extras`.
+pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: usize, extras: &Extras) -> Result<()> {
+    if let Some(every) = extras.node_counters_every_ns
+        && every <= 0
+    {
+        return Err(Error::argument(format!(
+            "paraver writer: node counters every {every} ns: expected a positive interval"
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     // Ranks and their threads, nodes.
     let mut threads: BTreeMap<i32, i32> = BTreeMap::new();
@@ -269,6 +303,18 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     })?;
     let shift = -earliest;
     let end_ts = if latest == i64::MIN { 0 } else { (latest + shift).max(0) };
+    // The node counters' streams follow the ranks': one per node, in the second application.
+    let mpi_streams = stream_ids.len() as u32;
+    if let Some(every) = extras.node_counters_every_ns {
+        for n in 0..nodes.len() {
+            for k in 0..=end_ts / every {
+                let value = node_counter_value(n, k);
+                let kind = RecKind::Event { stream: mpi_streams + n as u32, ty: NODE_COUNTER, value };
+                sorter.push(Rec { ts: k * every - shift, order, kind })?;
+                order += 1;
+            }
+        }
+    }
 
     // The .prv.
     let prv_path = dir.join(format!("{name}.prv"));
@@ -278,11 +324,19 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     let date = trace.meta.start_wallclock_ns.map_or_else(|| "01/01/1970 at 00:00".to_string(), date_text);
     let comms = communicators(trace)?;
     let tasks: Vec<String> = ranks.iter().map(|r| format!("{}:{}", threads[r], node_index(*r) + 1)).collect();
+    // A sampler's application is written as Extrae writes a second one: after a ','.
+    let sampler = match extras.node_counters_every_ns {
+        Some(_) => {
+            format!(",{}({})", nodes.len(), (1..=nodes.len()).map(|n| format!("1:{n}")).collect::<Vec<_>>().join(","))
+        }
+        None => String::new(),
+    };
     writeln!(
         out,
-        "#Paraver ({date}):{end_ts}_ns:{}({}):1:{}({}),{}",
+        "#Paraver ({date}):{end_ts}_ns:{}({}):{}:{}({}){sampler},{}",
         nodes.len(),
         cpus.iter().map(u32::to_string).collect::<Vec<_>>().join(","),
+        if sampler.is_empty() { 1 } else { 2 },
         ranks.len(),
         tasks.join(","),
         comms.len()
@@ -292,16 +346,20 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         let list: Vec<String> = members.iter().map(|m| (m + 1).to_string()).collect();
         writeln!(out, "c:1:{id}:{}:{}", members.len(), list.join(":")).map_err(io)?;
     }
-    let ids = |s: u32| {
-        let (r, t) = stream_ids[s as usize];
-        (cpu(r), r + 1, t + 1)
+    // (CPU, application, task, thread) of a stream; a node's sampler reads on its first CPU.
+    let ids = |s: u32| match stream_ids.get(s as usize) {
+        Some(&(r, t)) => (cpu(r), 1, r + 1, t + 1),
+        None => {
+            let n = (s - mpi_streams) as usize;
+            (first_cpu[n] + 1, 2, n as i32 + 1, 1)
+        }
     };
     let mut line = Vec::with_capacity(128);
     // One Running state per thread over the trace, first at time 0.
     for s in 0..stream_ids.len() as u32 {
-        let (c, task, th) = ids(s);
+        let (c, app, task, th) = ids(s);
         line.clear();
-        num(&mut line, &[1, i64::from(c), 1, i64::from(task), i64::from(th), 0, end_ts, 1]);
+        num(&mut line, &[1, i64::from(c), app, i64::from(task), i64::from(th), 0, end_ts, 1]);
         out.write_all(&line).map_err(io)?;
     }
     sorter.finish(&mut |r| {
@@ -309,13 +367,23 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         let t = r.ts + shift;
         match r.kind {
             RecKind::Event { stream, ty, value } => {
-                let (c, task, th) = ids(stream);
-                num(&mut line, &[2, i64::from(c), 1, i64::from(task), i64::from(th), t, ty, value]);
+                let (c, app, task, th) = ids(stream);
+                num(&mut line, &[2, i64::from(c), app, i64::from(task), i64::from(th), t, ty, value]);
             }
             RecKind::Collective { stream, sent, received, root, comm } => {
-                let (c, task, th) = ids(stream);
-                let mut f =
-                    vec![2, i64::from(c), 1, i64::from(task), i64::from(th), t, 50_100_001, sent, 50_100_002, received];
+                let (c, app, task, th) = ids(stream);
+                let mut f = vec![
+                    2,
+                    i64::from(c),
+                    app,
+                    i64::from(task),
+                    i64::from(th),
+                    t,
+                    50_100_001,
+                    sent,
+                    50_100_002,
+                    received,
+                ];
                 if root >= 0 {
                     f.extend([50_100_003, root]);
                 }
@@ -323,8 +391,8 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
                 num(&mut line, &f);
             }
             RecKind::Comm { send, recv, physical_send, logical_recv, physical_recv, size, tag } => {
-                let (cs, ts_, ths) = ids(send);
-                let (cr, tr, thr) = ids(recv);
+                let (cs, _, ts_, ths) = ids(send);
+                let (cr, _, tr, thr) = ids(recv);
                 num(
                     &mut line,
                     &[
@@ -364,6 +432,9 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         pcf.push('\n');
     }
     pcf.push_str("EVENT_TYPE\n1    50100001    Send Size in MPI Global OP\n1    50100002    Recv Size in MPI Global OP\n1    50100003    Root in MPI Global OP\n1    50100004    Communicator in MPI Global OP\n\n");
+    if extras.node_counters_every_ns.is_some() {
+        pcf.push_str(&format!("EVENT_TYPE\n7    {NODE_COUNTER}    {NODE_COUNTER_NAME} [bytes read from memory since the previous sample]\n\n"));
+    }
     let pcf_path = dir.join(format!("{name}.pcf"));
     std::fs::write(&pcf_path, pcf).map_err(|e| Error::io(&pcf_path, e))?;
     let mut row = format!("LEVEL CPU SIZE {}\n", cpus.iter().sum::<u32>());
@@ -376,9 +447,13 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     for n in &nodes {
         row.push_str(&format!("{n}\n"));
     }
-    row.push_str(&format!("\nLEVEL THREAD SIZE {}\n", stream_ids.len()));
+    let samplers = if extras.node_counters_every_ns.is_some() { nodes.len() } else { 0 };
+    row.push_str(&format!("\nLEVEL THREAD SIZE {}\n", stream_ids.len() + samplers));
     for (r, t) in &stream_ids {
         row.push_str(&format!("THREAD 1.{}.{}\n", r + 1, t + 1));
+    }
+    for n in 1..=samplers {
+        row.push_str(&format!("THREAD 2.{n}.1\n"));
     }
     let row_path = dir.join(format!("{name}.row"));
     std::fs::write(&row_path, row).map_err(|e| Error::io(&row_path, e))?;
