@@ -206,6 +206,14 @@ struct GenerateArgs {
     /// Place neighbouring ranks on different nodes.
     #[arg(long)]
     bad_mapping: bool,
+    /// Leave out the `main` region around each rank's run (as Extrae's Paraver traces and
+    /// selectively instrumented traces have none).
+    #[arg(long)]
+    no_enclosing_region: bool,
+    /// Leave the compute phases out: uninstrumented code runs between the MPI calls, time no
+    /// region covers.
+    #[arg(long)]
+    uninstrumented_compute: bool,
     /// T0:T1:FACTOR — inter-node transmission times x FACTOR between T0 and T1, times from the
     /// run's start with their unit (e.g. 5ms:9ms:4); T0 must fall within the run.
     #[arg(long, value_name = "T0:T1:FACTOR")]
@@ -280,6 +288,8 @@ impl GenerateArgs {
             bytes: self.bytes,
             compute_ns: generate::parse_duration(&self.compute).map_err(|e| e.to_string())?,
             bad_mapping: self.bad_mapping,
+            no_enclosing_region: self.no_enclosing_region,
+            uninstrumented_compute: self.uninstrumented_compute,
             clock_skew: self.clock_skew || self.sync_sessions > 0,
             sync_sessions: self.sync_sessions,
             start_wallclock_ns: generate::parse_start(&self.start).map_err(|e| e.to_string())?,

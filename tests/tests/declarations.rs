@@ -130,3 +130,19 @@ fn information_schema_describes_table_functions() {
         commdb_udfs::function("attribution").unwrap().description
     );
 }
+
+#[test]
+fn every_table_function_runs_on_runs_with_time_no_region_covers() {
+    // A run without an enclosing region, whose compute is uninstrumented (as Extrae's traces
+    // and selective instrumentation leave them): every analysis answers, and none with an
+    // error that time outside every region would cause.
+    let runtime = runtime();
+    let mut session = commdb_tests::session();
+    let spec =
+        "generate:ranks=16,ranks-per-node=4,iterations=6,imbalance=3:3,no-enclosing-region,uninstrumented-compute";
+    session.open(spec, None, &OpenOptions::default()).unwrap();
+    for f in functions().iter().filter(|f| f.kind() == Kind::Table) {
+        let sql = format!("SELECT count(*) FROM {}", call(f.name));
+        runtime.block_on(session.collect(&sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}

@@ -243,18 +243,16 @@ fn time_records(data: &[u8], times: &std::collections::HashSet<u64>) -> Vec<usiz
         .collect()
 }
 
-#[test]
-fn otf2_damaged_times_are_reported() {
-    // A bit flip in an event's time (above the bits a clock's jitter moves) must never load
-    // silently: the time goes backwards or past the archive's announced end, and either is a
-    // warning (or the archive is refused).
-    let dir = tempfile::tempdir().unwrap();
+/// A generated 4-rank archive in `dir`: its anchor, the event file of location 1, that file's
+/// bytes and the places of its time records.
+fn archive_with_times(dir: &Path) -> (PathBuf, PathBuf, Vec<u8>, Vec<usize>) {
     let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
-    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
-    let anchor = dir.path().join("traces.otf2");
+    commdb_catalog::reading::otf2::writer::write(&raw, dir).unwrap();
+    let anchor = dir.join("traces.otf2");
     let built = commdb_catalog::open(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
-    let events = built.table("events").unwrap();
-    let times: std::collections::HashSet<u64> = events
+    let times: std::collections::HashSet<u64> = built
+        .table("events")
+        .unwrap()
         .iter()
         .flat_map(|b| {
             let ts = b.column_by_name("ts").unwrap();
@@ -262,9 +260,19 @@ fn otf2_damaged_times_are_reported() {
         })
         .map(|t| t as u64)
         .collect();
-    let evt = dir.path().join("traces/1.evt");
+    let evt = dir.join("traces/1.evt");
     let seed = std::fs::read(&evt).unwrap();
     let places = time_records(&seed, &times);
+    (anchor, evt, seed, places)
+}
+
+#[test]
+fn otf2_damaged_times_are_reported() {
+    // A bit flip in an event's time (above the bits a clock's jitter moves) must never load
+    // silently: the time goes backwards or past the archive's announced end, and either is a
+    // warning (or the archive is refused).
+    let dir = tempfile::tempdir().unwrap();
+    let (anchor, evt, seed, places) = archive_with_times(dir.path());
     assert!(places.len() > 20, "{} time records found", places.len());
     let codes = ["otf2_time_backwards", "otf2_time_outside_range"];
     let mut found = 0;
@@ -402,28 +410,7 @@ fn otf2_records_written_twice_are_reported() {
     // An event record (with its time) written a second time right after itself, at several
     // places of an event file: the archive loads, and `otf2_repeated_record` says so.
     let dir = tempfile::tempdir().unwrap();
-    let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
-    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
-    let anchor = dir.path().join("traces.otf2");
-    let built = commdb_catalog::open(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
-    let times: std::collections::HashSet<u64> = built
-        .table("events")
-        .unwrap()
-        .iter()
-        .flat_map(|b| {
-            b.column_by_name("ts")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<arrow::array::Int64Array>()
-                .unwrap()
-                .values()
-                .to_vec()
-        })
-        .map(|t| t as u64)
-        .collect();
-    let evt = dir.path().join("traces/1.evt");
-    let seed = std::fs::read(&evt).unwrap();
-    let places = time_records(&seed, &times);
+    let (anchor, evt, seed, places) = archive_with_times(dir.path());
     let mut reported_cases = 0;
     for pair in places.windows(2).step_by(7).take(12) {
         // The time record's type byte up to the next time record's: the time and its event.

@@ -10,7 +10,9 @@
 //! receiver, a collective's pattern): then the path covers the call from the end of that wait
 //! to the current time and continues on the rank waited for, at the moment the wait ended (the
 //! sender starting its send, the receiver posting, the last participant beginning), because
-//! that rank's activity, not the waiting, determined the end. Waiting time is therefore never on
+//! that rank's activity, not the waiting, determined the end. Time that no region covers (a
+//! run without an enclosing region, uninstrumented code between calls) is the rank's own work:
+//! the path walks through it as `compute` with region NULL. Waiting time is therefore never on
 //! the path. The part of a receive after a late sender started sending is kind `transfer`;
 //! other MPI time is `mpi`, time in non-MPI regions `compute`. Consecutive stretches of one rank
 //! and region are one segment; segments are numbered from the start of the run, and follow
@@ -51,7 +53,7 @@ pub const CRITICAL_PATH: Function = Function {
     output: Output::Columns(&[
         col("seq", int64, "position on the path, from 0 at the run's start"),
         col("rank", int64, "the rank the path is on"),
-        col("region", text, "the region it is in"),
+        col("region", text, "the region it is in (NULL: time no region covers, the rank's own work)"),
         col("start_ts", int64, "start of the stretch"),
         col("end_ts", int64, "end of the stretch"),
         col("kind", text, "compute, mpi or transfer (a receive after its late sender started)"),
@@ -65,7 +67,7 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
     name: "critical_path_profile",
     params: RUN_PARAMS,
     output: Output::Columns(&[
-        col("region", text, ""),
+        col("region", text, "(NULL: time no region covers, the rank's own work)"),
         col("rank", int64, "the rank (NULL: the region over all ranks)"),
         col("path_ns", int64, "time of the region on the critical path"),
         col("path_share", float64, "path_ns over the run's length"),
@@ -76,7 +78,8 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
     make: Make::Table(|| Arc::new(CriticalPathProfile)),
 };
 
-/// One stretch of a rank's time with one innermost region.
+/// One stretch of a rank's time with one innermost region (an index past the region names:
+/// time no region covers, the rank's own work).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stretch {
     pub from: i64,
@@ -90,7 +93,8 @@ pub(crate) struct Stretch {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     pub rank: i64,
-    pub region: String,
+    /// None: time no region covers.
+    pub region: Option<String>,
     pub start: i64,
     pub end: i64,
     pub kind: &'static str,
@@ -109,11 +113,20 @@ struct WaitEnd {
 /// Every rank's stretches, by rank.
 pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
 
-/// Every rank's stretches (thread 0) and the region names.
+/// The name of region `region` of `names`; None for the stretches no region covers.
+pub(crate) fn region_name(names: &[String], region: u32) -> Option<&str> {
+    names.get(region as usize).map(String::as_str)
+}
+
+/// Every rank's stretches (thread 0) and the region names. Time that no region covers (between
+/// calls, before a rank's first call from the run's first, when no region encloses the run) is
+/// a stretch of its own, of region `names.len()` (`region_name` None): the rank's own work, so
+/// each rank's stretches cover it without gap from the run's start to its last call's end.
 pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks, Vec<String>)> {
     let (streams, names) = streams(calls, function)?;
     let is_mpi: Vec<bool> = names.iter().map(|n| n.starts_with("MPI_")).collect();
-    let mut out = BTreeMap::new();
+    let uncovered = names.len() as u32;
+    let mut out: Ranks = BTreeMap::new();
     for ((rank, thread), calls) in streams {
         if thread != 0 {
             continue;
@@ -121,6 +134,11 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks,
         let mut list: Vec<Stretch> = Vec::new();
         sweep(&calls, |region, from, to| {
             if to > from {
+                if let Some(last) = list.last()
+                    && last.to < from
+                {
+                    list.push(Stretch { from: last.to, to: from, region: uncovered, call_start: None });
+                }
                 list.push(Stretch { from, to, region, call_start: None });
             }
         });
@@ -128,7 +146,7 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks,
         let mut start = None;
         let mut prev_end = i64::MIN;
         for s in &mut list {
-            if is_mpi[s.region as usize] {
+            if is_mpi.get(s.region as usize).copied().unwrap_or(false) {
                 if start.is_none() || s.from != prev_end {
                     start = Some(s.from);
                 }
@@ -139,6 +157,17 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks,
             prev_end = s.to;
         }
         out.insert(rank, list);
+    }
+    // Before a rank's first call, from the run's first: its own work too.
+    let start = out.values().filter_map(|l| l.first().map(|s| s.from)).min();
+    if let Some(start) = start {
+        for list in out.values_mut() {
+            if let Some(first) = list.first()
+                && first.from > start
+            {
+                list.insert(0, Stretch { from: start, to: first.from, region: uncovered, call_start: None });
+            }
+        }
     }
     Ok((out, names))
 }
@@ -177,11 +206,12 @@ fn walk(
         if end <= start {
             return;
         }
+        let name = region_name(names, region);
         match backward.last_mut() {
-            Some(s) if s.rank == rank && s.kind == kind && s.region == names[region as usize] && s.start == end => {
+            Some(s) if s.rank == rank && s.kind == kind && s.region.as_deref() == name && s.start == end => {
                 s.start = start;
             }
-            _ => backward.push(Segment { rank, region: names[region as usize].clone(), start, end, kind }),
+            _ => backward.push(Segment { rank, region: name.map(str::to_string), start, end, kind }),
         }
     };
     for step in 0.. {
@@ -260,7 +290,7 @@ impl TableFunctionImpl for CriticalPath {
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("seq", DataType::Int64, false),
             Field::new("rank", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
             Field::new("start_ts", DataType::Int64, false),
             Field::new("end_ts", DataType::Int64, false),
             Field::new("kind", DataType::Utf8, false),
@@ -275,7 +305,7 @@ impl TableFunctionImpl for CriticalPath {
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
                 int(&|s| s.rank),
-                Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.region.as_str()))),
+                Arc::new(StringArray::from(path.iter().map(|s| s.region.as_deref()).collect::<Vec<_>>())),
                 int(&|s| s.start),
                 int(&|s| s.end),
                 Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.kind))),
@@ -295,7 +325,7 @@ impl TableFunctionImpl for CriticalPathProfile {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let inputs = inputs(&CRITICAL_PATH_PROFILE, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("region", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
             Field::new("rank", DataType::Int64, true),
             Field::new("path_ns", DataType::Int64, false),
             Field::new("path_share", DataType::Float64, false),
@@ -310,23 +340,24 @@ impl TableFunctionImpl for CriticalPathProfile {
                 _ => 1,
             };
             // Mean exclusive time per rank of every region, over all walked ranks.
-            let mut total: HashMap<&str, i64> = HashMap::new();
+            let mut total: HashMap<Option<&str>, i64> = HashMap::new();
             for list in stretches.values() {
                 for s in list {
-                    *total.entry(names[s.region as usize].as_str()).or_default() += s.to - s.from;
+                    *total.entry(region_name(&names, s.region)).or_default() += s.to - s.from;
                 }
             }
             let ranks = stretches.len().max(1) as f64;
-            let mut on_path: BTreeMap<(&str, Option<i64>), i64> = BTreeMap::new();
+            let mut on_path: BTreeMap<(Option<&str>, Option<i64>), i64> = BTreeMap::new();
             for s in &path {
-                *on_path.entry((s.region.as_str(), Some(s.rank))).or_default() += s.end - s.start;
-                *on_path.entry((s.region.as_str(), None)).or_default() += s.end - s.start;
+                *on_path.entry((s.region.as_deref(), Some(s.rank))).or_default() += s.end - s.start;
+                *on_path.entry((s.region.as_deref(), None)).or_default() += s.end - s.start;
             }
-            let mut rows: Vec<(&str, Option<i64>, i64)> = on_path.into_iter().map(|((r, k), v)| (r, k, v)).collect();
-            rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(b.0)).then(a.1.cmp(&b.1)));
-            let mean = |region: &str| total.get(region).map_or(0.0, |&t| t as f64 / ranks);
+            let mut rows: Vec<(Option<&str>, Option<i64>, i64)> =
+                on_path.into_iter().map(|((r, k), v)| (r, k, v)).collect();
+            rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+            let mean = |region: Option<&str>| total.get(&region).map_or(0.0, |&t| t as f64 / ranks);
             let columns: Vec<ArrayRef> = vec![
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0))),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
                 Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
                 Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 as f64 / runtime as f64))),

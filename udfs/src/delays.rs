@@ -35,7 +35,11 @@ pub const DELAY_COSTS: Function = Function {
     params: RUN_PARAMS,
     output: Output::Columns(&[
         col("rank", int64, "the rank whose extra work caused waiting (NULL: waiting nothing explains)"),
-        col("region", text, "the region of that work (NULL with rank NULL)"),
+        col(
+            "region",
+            text,
+            "the region of that work (NULL: time no region covers, or, with rank NULL, the unexplained rest)",
+        ),
         col("cost_ns", float64, "waiting it caused: direct_ns + propagated_ns"),
         col("direct_ns", float64, "waits it caused directly"),
         col("propagated_ns", float64, "waits it caused through chains of waits"),
@@ -296,7 +300,7 @@ impl TableFunctionImpl for DelayCosts {
             let mut rows: Vec<Row> = costs
                 .iter()
                 .map(|(&(rank, region), &(direct, propagated))| {
-                    (Some(rank), Some(names[region as usize].as_str()), direct + propagated, direct, propagated)
+                    (Some(rank), crate::critical::region_name(&names, region), direct + propagated, direct, propagated)
                 })
                 .collect();
             if unexplained > 0.0 {

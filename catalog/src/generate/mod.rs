@@ -90,6 +90,14 @@ pub struct GeneratorConfig {
     /// Absolute UTC time of ts = 0 (ns since the Unix epoch); None gives a trace without one.
     #[serde(default)]
     pub start_wallclock_ns: Option<i64>,
+    /// Leave out the `main` region around each rank's run, as Extrae's Paraver traces and
+    /// selectively instrumented OTF2 traces do.
+    #[serde(default)]
+    pub no_enclosing_region: bool,
+    /// Leave the compute phases out (no `compute` region): uninstrumented code runs between
+    /// the MPI calls, time that no region covers.
+    #[serde(default)]
+    pub uninstrumented_compute: bool,
 }
 
 /// Start of generated traces unless `start=` says otherwise: 2026-03-02T08:00:00Z.
@@ -113,6 +121,8 @@ impl Default for GeneratorConfig {
             clock_skew: false,
             sync_sessions: 0,
             start_wallclock_ns: Some(DEFAULT_START_NS),
+            no_enclosing_region: false,
+            uninstrumented_compute: false,
         }
     }
 }
@@ -198,7 +208,8 @@ impl GeneratorConfig {
         let mut cfg = GeneratorConfig::default();
         let mut items: Vec<String> = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let is_flag = matches!(part, "bad-mapping" | "clock-skew");
+            let is_flag =
+                matches!(part, "bad-mapping" | "clock-skew" | "no-enclosing-region" | "uninstrumented-compute");
             match items.last_mut() {
                 Some(last) if !part.contains('=') && !is_flag => {
                     last.push(',');
@@ -238,6 +249,8 @@ impl GeneratorConfig {
             "compute" => self.compute_ns = parse_duration(value)?,
             "bad-mapping" => self.bad_mapping = value.is_empty() || value == "true",
             "clock-skew" => self.clock_skew = value.is_empty() || value == "true",
+            "no-enclosing-region" => self.no_enclosing_region = value.is_empty() || value == "true",
+            "uninstrumented-compute" => self.uninstrumented_compute = value.is_empty() || value == "true",
             "sync-sessions" => {
                 self.sync_sessions =
                     u32::try_from(num(value)?).map_err(|_| Error::argument("generate: sync-sessions out of range"))?;
@@ -249,7 +262,7 @@ impl GeneratorConfig {
             "start" => self.start_wallclock_ns = parse_start(value)?,
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, clock-skew, sync-sessions, start"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute"
                 )));
             }
         }

@@ -112,7 +112,9 @@ impl Sim<'_> {
         let noise = 1.0 + 0.1 * symmetric(self.cfg.seed, streams::COMPUTE, self.iteration, r as u64);
         let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * scale * noise).round() as i64;
         let t = self.t[r];
-        self.call(r, COMPUTE, t, t + dur);
+        if !self.cfg.uninstrumented_compute {
+            self.call(r, COMPUTE, t, t + dur);
+        }
         self.t[r] = t + dur;
     }
 
@@ -356,7 +358,9 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         iteration: 0,
     };
     for r in 0..n {
-        sim.push(r, 0, EventKind::Enter, |e| e.region = MAIN);
+        if !cfg.no_enclosing_region {
+            sim.push(r, 0, EventKind::Enter, |e| e.region = MAIN);
+        }
         sim.call(r, INIT, 0, INIT_NS);
         sim.t[r] = INIT_NS;
     }
@@ -376,7 +380,9 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
     for r in 0..n {
         let t = sim.t[r];
         sim.call(r, FINALIZE, t, finalize + INIT_NS);
-        sim.push(r, finalize + INIT_NS + OVERHEAD_NS, EventKind::Leave, |e| e.region = MAIN);
+        if !cfg.no_enclosing_region {
+            sim.push(r, finalize + INIT_NS + OVERHEAD_NS, EventKind::Leave, |e| e.region = MAIN);
+        }
     }
     let duration_ns = finalize + INIT_NS + OVERHEAD_NS;
     if let Some(f) = &mut flush {
