@@ -90,7 +90,7 @@ impl SyncPoints {
         for list in out.messages.values_mut() {
             list.sort_unstable();
         }
-        // COLLECTIVE_COLUMNS then end_ts: comm, instance, rank, begin_ts, op, root, end_ts.
+        // COLLECTIVE_COLUMNS: comm, instance, rank, begin_ts, op, root, end_ts.
         let (comm, instance, rank, end) = (
             int64_column(collectives, 0)?,
             int64_column(collectives, 1)?,
@@ -280,9 +280,7 @@ impl TableFunctionImpl for DelayCosts {
         let collectives = a.relation(args.session(), "collectives")?;
         let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
         let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
-        let mut with_end: Vec<&str> = COLLECTIVE_COLUMNS.to_vec();
-        with_end.push("end_ts");
-        let oi = collectives.columns(a.function, &with_end)?;
+        let oi = collectives.columns(a.function, &COLLECTIVE_COLUMNS)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, true),
             Field::new("region", DataType::Utf8, true),

@@ -14,14 +14,17 @@
 //! Scan"), by the `op` of each instance:
 //!
 //! - `wait_at_barrier` (barrier) and `wait_at_nxn` (allgather(v), alltoall(v/w), allreduce,
-//!   reduce_scatter(_block), neighbour collectives): no one finishes before the last one has
-//!   begun, so every participant waits from its own begin until the last begin; partner = that
-//!   last rank.
+//!   reduce_scatter(_block)): no one finishes before the last one has begun, so every
+//!   participant waits from its own begin until the last begin; partner = that last rank.
+//! - Neighbourhood collectives (neighbor_allgather, neighbor_alltoall, ...): a rank waits at
+//!   most for its neighbours in the communicator's topology, which traces do not record;
+//!   Scalasca does not analyse them either. They are left unclassified, and `wait_states` says
+//!   how many in a warning.
 //! - `late_broadcast` (bcast, scatter(v), 1-to-n): a destination that begins before the root
 //!   waits until the root begins; partner = the root.
-//! - `early_reduce` (reduce, gather(v), n-to-1): a root that begins before every sender waits
-//!   until the first sender begins, before which no data can arrive; partner = that sender.
-//!   Senders do not wait.
+//! - `early_reduce` (reduce, gather(v), n-to-1): a root that begins before the senders waits
+//!   from its begin until the last sender begins (Scalasca's Early Reduce); partner = that
+//!   sender. Senders do not wait.
 //! - `early_scan` (scan, exscan): a rank waits until the last of the ranks below it has begun
 //!   (their data flows up); partner = that rank. Ranks are ordered by their rank in the trace,
 //!   which is the communicator's order for MPI_COMM_WORLD and for communicators that keep it.
@@ -29,9 +32,10 @@
 //!   window management, unknown operations) and for rooted operations whose root is not
 //!   recorded: the N x N rule.
 //!
-//! Only waits longer than 0 are listed. Cost: O(messages + participations).
+//! Every collective wait ends at the latest when the waiter's own call ends, as a late sender's
+//! does. Only waits longer than 0 are listed. Cost: O(messages + participations).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
@@ -68,7 +72,7 @@ pub const WAIT_STATES: Function = Function {
 };
 pub(crate) const MESSAGE_COLUMNS: [&str; 8] =
     ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
-pub(crate) const COLLECTIVE_COLUMNS: [&str; 6] = ["comm", "instance", "rank", "begin_ts", "op", "root"];
+pub(crate) const COLLECTIVE_COLUMNS: [&str; 7] = ["comm", "instance", "rank", "begin_ts", "op", "root", "end_ts"];
 
 /// One wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,12 +131,35 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     Ok(out)
 }
 
-/// One collective instance: its operation, root and every (rank, begin).
+/// One collective instance: its operation, root and every (rank, begin), and the end of each
+/// member's call (a wait never lasts beyond the waiter's own call).
 #[derive(Debug, Default)]
 struct Instance {
     op: String,
     root: Option<i64>,
     members: Vec<(i64, i64)>,
+    ends: HashMap<i64, i64>,
+}
+
+/// Whether `op` is a neighbourhood collective (MPI-3), whose waits depend on the
+/// communicator's topology.
+pub(crate) fn is_neighbourhood(op: &str) -> bool {
+    op.starts_with("neighbor_") || op.starts_with("ineighbor_")
+}
+
+/// Instances of neighbourhood collectives among participations (`COLLECTIVE_COLUMNS`): their
+/// waits depend on the communicator's topology, which traces do not record, so they are not
+/// classified.
+pub fn unclassified_instances(batches: &[RecordBatch]) -> Result<usize> {
+    let cols: Vec<Int64Array> = (0..2).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+    let op = text_column(batches, 4)?;
+    let mut seen = std::collections::HashSet::new();
+    for r in 0..cols[0].len() {
+        if op.is_valid(r) && is_neighbourhood(op.value(r)) && cols[0].is_valid(r) && cols[1].is_valid(r) {
+            seen.insert((cols[0].value(r), cols[1].value(r)));
+        }
+    }
+    Ok(seen.len())
 }
 
 /// The Scalasca pattern of a collective operation (see the module's notes).
@@ -146,9 +173,7 @@ fn pattern_of(op: &str, has_root: bool) -> &'static str {
         | "alltoallw"
         | "allreduce"
         | "reduce_scatter"
-        | "reduce_scatter_block"
-        | "neighbor_allgather"
-        | "neighbor_alltoall" => "wait_at_nxn",
+        | "reduce_scatter_block" => "wait_at_nxn",
         "bcast" | "scatter" | "scatterv" if has_root => "late_broadcast",
         "reduce" | "gather" | "gatherv" if has_root => "early_reduce",
         "scan" | "exscan" => "early_scan",
@@ -156,13 +181,17 @@ fn pattern_of(op: &str, has_root: bool) -> &'static str {
     }
 }
 
-/// Collective waits of participations given as comm, instance, rank, begin_ts, op, root.
+/// Collective waits of participations given as comm, instance, rank, begin_ts, op, root,
+/// end_ts (`COLLECTIVE_COLUMNS`). Neighbourhood collectives are left out (see
+/// `unclassified_instances`).
 pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
     let op = text_column(batches, 4)?;
     let root = int64_column(batches, 5)?;
+    let end = int64_column(batches, 6)?;
     let mut groups: BTreeMap<(i64, i64), Instance> = BTreeMap::new();
     for r in 0..cols[0].len() {
+        commdb_catalog::interrupt::check_every(r, "wait_states")?;
         if cols.iter().any(|c| c.is_null(r)) {
             continue;
         }
@@ -170,40 +199,54 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
         let g = groups.entry((comm, inst)).or_insert_with(|| Instance {
             op: if op.is_valid(r) { op.value(r).to_string() } else { String::new() },
             root: root.is_valid(r).then(|| root.value(r)),
-            members: Vec::new(),
+            ..Instance::default()
         });
         g.members.push((rank, begin));
+        if end.is_valid(r) {
+            g.ends.insert(rank, end.value(r));
+        }
     }
     let mut out = Vec::new();
     for ((comm, instance), g) in groups {
+        if is_neighbourhood(&g.op) {
+            continue;
+        }
         let pattern = pattern_of(&g.op, g.root.is_some());
-        let wait = |rank: i64, begin: i64, until: i64, partner: i64| Wait {
-            rank,
-            pattern,
-            wait_ns: until - begin,
-            ts: begin,
-            msg_id: None,
-            comm: Some(comm),
-            instance: Some(instance),
-            partner: Some(partner),
+        // Until `until`, and at most until the waiter's own call ends.
+        let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
+            let until = g.ends.get(&rank).map_or(until, |&e| until.min(e));
+            if until > begin {
+                out.push(Wait {
+                    rank,
+                    pattern,
+                    wait_ns: until - begin,
+                    ts: begin,
+                    msg_id: None,
+                    comm: Some(comm),
+                    instance: Some(instance),
+                    partner: Some(partner),
+                });
+            }
         };
         match pattern {
             "late_broadcast" => {
                 let root = g.root.expect("a rooted pattern has its root");
                 if let Some(&(_, root_begin)) = g.members.iter().find(|m| m.0 == root) {
                     for &(rank, begin) in g.members.iter().filter(|m| m.0 != root && m.1 < root_begin) {
-                        out.push(wait(rank, begin, root_begin, root));
+                        wait(rank, begin, root_begin, root);
                     }
                 }
             }
             "early_reduce" => {
+                // The root waits until the last sender has begun (Scalasca's Early Reduce); the
+                // lowest rank among equal begins.
                 let root = g.root.expect("a rooted pattern has its root");
-                let first = g.members.iter().filter(|m| m.0 != root).min_by_key(|&&(rank, begin)| (begin, rank));
-                if let (Some(&(_, root_begin)), Some(&(sender, first_begin))) =
-                    (g.members.iter().find(|m| m.0 == root), first)
-                    && first_begin > root_begin
+                let last = g.members.iter().filter(|m| m.0 != root).max_by_key(|&&(rank, begin)| (begin, -rank));
+                if let (Some(&(_, root_begin)), Some(&(sender, last_begin))) =
+                    (g.members.iter().find(|m| m.0 == root), last)
+                    && last_begin > root_begin
                 {
-                    out.push(wait(root, root_begin, first_begin, sender));
+                    wait(root, root_begin, last_begin, sender);
                 }
             }
             "early_scan" => {
@@ -214,7 +257,7 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
                     if let Some((last, partner)) = below
                         && last > begin
                     {
-                        out.push(wait(rank, begin, last, partner));
+                        wait(rank, begin, last, partner);
                     }
                     if below.is_none_or(|(b, _)| begin > b) {
                         below = Some((begin, rank));
@@ -225,7 +268,7 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
                 // The latest begin and its rank (the lowest rank among equal begins).
                 if let Some(&(last_rank, last)) = g.members.iter().max_by_key(|&&(rank, begin)| (begin, -rank)) {
                     for &(rank, begin) in g.members.iter().filter(|m| m.1 < last) {
-                        out.push(wait(rank, begin, last, last_rank));
+                        wait(rank, begin, last, last_rank);
                     }
                 }
             }
@@ -261,9 +304,17 @@ impl TableFunctionImpl for WaitStates {
         let ci = colls.columns("wait_states", &COLLECTIVE_COLUMNS)?;
         let out = output_schema();
         let s = out.clone();
+        let notices =
+            args.session().config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
         let compute: ComputeMany = Arc::new(move |inputs| {
             let mut waits = message_waits(&inputs[0])?;
             waits.extend(collective_waits(&inputs[1])?);
+            let unclassified = unclassified_instances(&inputs[1])?;
+            if let (Some(n), true) = (&notices, unclassified > 0) {
+                n.push(format!(
+                    "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
+                ));
+            }
             waits.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
             let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
             let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
