@@ -4,6 +4,11 @@
 //! - Late Sender: the call that completes a receive (MPI_Recv, or the Wait of an MPI_Irecv)
 //!   starts before the matching send's call: the receiver waits from its call's start until
 //!   the send's call starts (at most until its own call ends). Rank = receiver, partner = sender.
+//!   A call that completes several receives (MPI_Waitall, MPI_Waitsome) waits once, until the
+//!   latest of their sends began: partner = that sender, msg_id = that message. The messages
+//!   table records the completing call's times, not its name, so a receive completed by an
+//!   MPI_Test* call counts as well (Scalasca leaves Test calls out); such a wait lasts at most
+//!   the Test call, which returns at once.
 //! - Late Receiver: a send's call starts before the receive is posted and lasts beyond the post
 //!   (a synchronous or rendezvous send that had to wait): the sender waits from its call's
 //!   start until the post. Rank = sender, partner = receiver. Eager sends return before the
@@ -92,6 +97,10 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     let cols: Vec<Int64Array> = (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
     let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
     let mut out = Vec::new();
+    // Late senders by the call that completes their receive (rank, call start, call end): a
+    // call that completes several receives (MPI_Waitall, MPI_Waitsome) waits once, for the
+    // latest of their senders (Scalasca's Late Sender in a completion call).
+    let mut late: HashMap<(i64, i64, i64), Wait> = HashMap::new();
     for r in 0..cols[0].len() {
         commdb_catalog::interrupt::check_every(r, "wait_states")?;
         let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
@@ -99,17 +108,23 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
             (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
         if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
             let until = recv_end.map_or(ss, |e| ss.min(e));
-            if until > rs {
-                out.push(Wait {
-                    rank: dst,
-                    pattern: "late_sender",
-                    wait_ns: until - rs,
-                    ts: rs,
-                    msg_id: id,
-                    comm: None,
-                    instance: None,
-                    partner: src,
-                });
+            let wait = Wait {
+                rank: dst,
+                pattern: "late_sender",
+                wait_ns: until - rs,
+                ts: rs,
+                msg_id: id,
+                comm: None,
+                instance: None,
+                partner: src,
+            };
+            let call = (dst, rs, recv_end.unwrap_or(i64::MIN));
+            // The longest wait of the call; of equal ones, the first message's.
+            let longer = |kept: &Wait| {
+                (wait.wait_ns, std::cmp::Reverse(wait.msg_id)) > (kept.wait_ns, std::cmp::Reverse(kept.msg_id))
+            };
+            if until > rs && late.get(&call).is_none_or(longer) {
+                late.insert(call, wait);
             }
         }
         if let (Some(src), Some(ss), Some(se), Some(p)) = (src, send_start, send_end, post)
@@ -128,6 +143,9 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
             });
         }
     }
+    let mut late: Vec<Wait> = late.into_values().collect();
+    late.sort_by_key(|w| (w.rank, w.ts, w.msg_id));
+    out.extend(late);
     Ok(out)
 }
 
