@@ -13,6 +13,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 static PRESSES: OnceLock<tokio::sync::watch::Sender<u64>> = OnceLock::new();
 /// The presses the shell has answered (a statement ended by one, or a new one started).
 static ANSWERED: AtomicU64 = AtomicU64::new(0);
+/// Whether a first press says what a second would do (runs without the interactive shell,
+/// where no prompt answers it).
+static HINT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Say on the first press that a second one quits at once.
+pub fn hint_on_first_press() {
+    HINT.store(true, Ordering::SeqCst);
+}
 
 /// Start watching for Ctrl-C (once; later calls do nothing). Without a signal handler (it
 /// cannot be installed) Ctrl-C keeps its default: the process ends. The line editor replaces
@@ -46,6 +54,9 @@ pub fn watch() {
                     std::process::exit(130);
                 }
                 commdb_catalog::interrupt::raise();
+                if HINT.load(Ordering::SeqCst) {
+                    eprintln!("\ninterrupting: the work stops at its next step (Ctrl-C again quits at once)");
+                }
                 presses.send_replace(n);
             }
         });

@@ -532,6 +532,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     let interactive =
         cli.subcommand.is_none() && cli.commands.is_empty() && cli.files.is_empty() && std::io::stdin().is_terminal();
     if !interactive && !matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
+        ctrl_c::hint_on_first_press();
         ctrl_c::watch();
     }
     match &cli.subcommand {

@@ -19,9 +19,11 @@
 //! each other without gap from the first segment's start to the run's end.
 //!
 //! `critical_path_profile(...)` gives per region and rank the time on the path, its share of
-//! the run, the region's mean exclusive time per rank, and per region (rank NULL) the
-//! critical-path imbalance: path time beyond that mean, the indicator of the source (time a
-//! region holds the run up more than its average load explains).
+//! the run, the region's mean exclusive time per rank with waiting left out, and per region
+//! (rank NULL) the critical-path imbalance: path time beyond that mean, the indicator of the
+//! source (time a region holds the run up more than its average load explains). Scalasca
+//! defines it as the path time minus the region's time without wait states, averaged over the
+//! locations; waiting inside MPI regions would otherwise hide their imbalance.
 //!
 //! Only thread 0 of each rank is walked (the MPI thread of an MPI-only run); calls of other
 //! threads are ignored.
@@ -71,7 +73,7 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
         col("rank", int64, "the rank (NULL: the region over all ranks)"),
         col("path_ns", int64, "time of the region on the critical path"),
         col("path_share", float64, "path_ns over the run's length"),
-        col("mean_ns", float64, "the region's mean exclusive time per rank (rank NULL rows)"),
+        col("mean_ns", float64, "the region's mean exclusive time per rank, waiting left out (rank NULL rows)"),
         col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
     ]),
     description: "per region and rank (rank NULL: the region over all ranks) the time on the critical path and its share of the run; per region its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
@@ -269,15 +271,39 @@ fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Ve
     Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))])
 }
 
-/// The path, the stretches it was walked over and the region names.
-type Walked = (Vec<Segment>, Ranks, Vec<String>);
+/// The path, the stretches it was walked over, the region names, and each rank's waiting as
+/// disjoint intervals in time order.
+type Walked = (Vec<Segment>, Ranks, Vec<String>, HashMap<i64, Vec<(i64, i64)>>);
 
 fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
     let (stretches, names) = stretches(&inputs[0], "critical_path")?;
     let mut waits = message_waits(&inputs[1])?;
     waits.extend(collective_waits(&inputs[2])?);
+    let mut waiting: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
+    for w in &waits {
+        waiting.entry(w.rank).or_default().push((w.ts, w.ts + w.wait_ns));
+    }
+    for list in waiting.values_mut() {
+        list.sort_unstable();
+        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(list.len());
+        for &(a, b) in list.iter() {
+            match merged.last_mut() {
+                Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                _ => merged.push((a, b)),
+            }
+        }
+        *list = merged;
+    }
     let path = walk(&stretches, &names, &waits_by_rank(waits))?;
-    Ok((path, stretches, names))
+    Ok((path, stretches, names, waiting))
+}
+
+/// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order.
+fn not_waiting(s: &Stretch, waiting: Option<&Vec<(i64, i64)>>) -> i64 {
+    let Some(list) = waiting else { return s.to - s.from };
+    let first = list.partition_point(|w| w.1 <= s.from);
+    let waited: i64 = list[first..].iter().take_while(|w| w.0 < s.to).map(|w| w.1.min(s.to) - w.0.max(s.from)).sum();
+    s.to - s.from - waited
 }
 
 /// `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
@@ -298,7 +324,7 @@ impl TableFunctionImpl for CriticalPath {
         ]));
         let schema = out.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, _, _) = critical_path(inputs)?;
+            let (path, _, _, _) = critical_path(inputs)?;
             let int = |f: &dyn Fn(&Segment) -> i64| -> ArrayRef {
                 Arc::new(Int64Array::from_iter_values(path.iter().map(f)))
             };
@@ -334,16 +360,18 @@ impl TableFunctionImpl for CriticalPathProfile {
         ]));
         let schema = out.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, stretches, names) = critical_path(inputs)?;
+            let (path, stretches, names, waiting) = critical_path(inputs)?;
             let runtime = match (path.first(), path.last()) {
                 (Some(a), Some(b)) => (b.end - a.start).max(1),
                 _ => 1,
             };
-            // Mean exclusive time per rank of every region, over all walked ranks.
+            // Mean exclusive time per rank of every region, waiting left out (Scalasca's
+            // critical-path imbalance compares the path with the time minus all wait states),
+            // over all walked ranks.
             let mut total: HashMap<Option<&str>, i64> = HashMap::new();
-            for list in stretches.values() {
+            for (rank, list) in &stretches {
                 for s in list {
-                    *total.entry(region_name(&names, s.region)).or_default() += s.to - s.from;
+                    *total.entry(region_name(&names, s.region)).or_default() += not_waiting(s, waiting.get(rank));
                 }
             }
             let ranks = stretches.len().max(1) as f64;
