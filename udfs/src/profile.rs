@@ -6,7 +6,10 @@
 //!
 //! Each stream (rank, thread) is swept once in start order with a stack of open calls: the
 //! time between two consecutive enters or leaves belongs to the innermost open call, so
-//! every region's time over all bins is its exclusive time (`calls.exclusive`).
+//! every region's time over all bins is its exclusive time (`calls.exclusive`). In
+//! `time_profile`, time no call covers (a run without an enclosing region, uninstrumented code
+//! between calls) is the stream's own work, region NULL, so the bins partition every stream's
+//! time from the first call to the last.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -34,7 +37,11 @@ pub const TIME_PROFILE: Function = Function {
         col("bin", int64, "bin number, from 0"),
         col("bin_start", int64, "start of the bin"),
         col("bin_end", int64, "end of the bin"),
-        col("region", text, "a region innermost in some stream during the bin"),
+        col(
+            "region",
+            text,
+            "a region innermost in some stream during the bin (NULL: time no call covers, the stream's own work)",
+        ),
         col("time_ns", int64, "time the streams spent with it innermost in the bin"),
         col("share", float64, "time_ns over the bin's time of all streams"),
     ]),
@@ -57,6 +64,9 @@ pub const CALL_TREE: Function = Function {
     description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...')",
     make: Make::Table(|| Arc::new(CallTree)),
 };
+
+/// The region index of time no call covers (no name: NULL).
+const UNCOVERED: u32 = u32::MAX;
 
 /// One call as the sweep reads it.
 #[derive(Debug, Clone, Copy)]
@@ -142,8 +152,8 @@ pub(crate) fn streams_named(batches: &[RecordBatch], function: &str, names: &mut
 /// The time of each (bin, region) over the streams, a chunk of whole ranks at a time
 /// (crate::by_rank), on bins fixed before the calls are read.
 struct Profile {
-    /// First time and bin width; None when the relation has no calls.
-    bins: Option<(i64, i64)>,
+    /// First time, bin width and last time; None when the relation has no calls.
+    bins: Option<(i64, i64, i64)>,
     time: BTreeMap<(i64, u32), i64>,
     names: Names,
     streams: usize,
@@ -162,24 +172,33 @@ impl Mapper for Profile {
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let streams = streams_named(batches, "time_profile", &mut self.names)?;
         self.streams += streams.len();
-        let Some((t0, width)) = self.bins else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let Some((t0, width, t1)) = self.bins else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
         let time = &mut self.time;
+        let mut add = |region: u32, from: i64, to: i64| {
+            let mut a = from;
+            while a < to {
+                let bin = (a - t0) / width;
+                let b = to.min(t0 + (bin + 1) * width);
+                *time.entry((bin, region)).or_default() += b - a;
+                a = b;
+            }
+        };
         for (_, calls) in &streams {
+            // Time no call covers, from the first call of all to the last, is the stream's
+            // own work: region NULL (UNCOVERED).
+            let mut covered_to = t0;
             sweep(calls, |region, from, to| {
-                let mut a = from;
-                while a < to {
-                    let bin = (a - t0) / width;
-                    let b = to.min(t0 + (bin + 1) * width);
-                    *time.entry((bin, region)).or_default() += b - a;
-                    a = b;
-                }
+                add(UNCOVERED, covered_to, from);
+                add(region, from, to);
+                covered_to = covered_to.max(to);
             });
+            add(UNCOVERED, covered_to, t1);
         }
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let Some((t0, width)) = self.bins else { return Ok(vec![RecordBatch::new_empty(self.schema.clone())]) };
+        let Some((t0, width, _)) = self.bins else { return Ok(vec![RecordBatch::new_empty(self.schema.clone())]) };
         let names = &self.names.names;
         let rows: Vec<(&(i64, u32), &i64)> = self.time.iter().filter(|(_, t)| **t > 0).collect();
         let room = (width * self.streams as i64) as f64;
@@ -187,7 +206,9 @@ impl Mapper for Profile {
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + r.0.0 * width))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| t0 + (r.0.0 + 1) * width))),
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.1 as usize].as_str()))),
+            Arc::new(StringArray::from(
+                rows.iter().map(|r| names.get(r.0.1 as usize).map(String::as_str)).collect::<Vec<_>>(),
+            )),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.1))),
             Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| *r.1 as f64 / room))),
         ];
@@ -212,7 +233,7 @@ impl TableFunctionImpl for TimeProfile {
             Field::new("bin", DataType::Int64, false),
             Field::new("bin_start", DataType::Int64, false),
             Field::new("bin_end", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
             Field::new("time_ns", DataType::Int64, false),
             Field::new("share", DataType::Float64, false),
         ]));
@@ -227,7 +248,7 @@ impl TableFunctionImpl for TimeProfile {
         let prepare: Prepare = Arc::new(move |held| {
             let (first, last) = crate::common::bounds_read(&held[0])?;
             let bins = match (first, last) {
-                (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64)),
+                (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
                 _ => None,
             };
             let profile =
