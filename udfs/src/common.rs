@@ -72,7 +72,7 @@ impl Derived {
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
             .collect();
-        Derived { name: "analysis", schema, inputs, work: Work::Whole(compute) }
+        Derived { name: "analysis", schema: with_call_id(&schema), inputs, work: Work::Whole(compute) }
     }
 
     /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
@@ -94,6 +94,22 @@ impl Derived {
     pub fn named(&self, name: &'static str) -> Derived {
         Derived { name, ..self.clone() }
     }
+}
+
+/// The key of the schema metadata that tells two calls of a table function apart.
+pub const CALL_ID: &str = "commdb.call";
+
+/// `schema` with a metadata entry of its own (`CALL_ID`). DataFusion 55 names the scan of
+/// every table function call `f()` whatever its arguments and compares scans by name and
+/// schema, not by what they read: two uncorrelated subqueries such as `(SELECT sum(bytes) FROM
+/// comm_matrix('a.messages'))` and the same over 'b.messages' were planned as one, and the
+/// first's answer given for both. A schema of its own per call keeps them apart.
+fn with_call_id(schema: &SchemaRef) -> SchemaRef {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(CALL_ID.to_string(), id.to_string());
+    Arc::new(schema.as_ref().clone().with_metadata(metadata))
 }
 
 #[async_trait]

@@ -28,9 +28,11 @@ use datafusion::physical_expr::{
 use datafusion::physical_plan::InputDistributionRequirements;
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::metrics::{BaselineMetrics, ExecutionPlanMetricsSet, MetricsSet};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
+use futures::StreamExt;
 
 /// The computation of an analysis: each input's batches in order in, result batches out.
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
@@ -190,7 +192,23 @@ impl ExecutionPlan for AnalysisExec {
         Ok(Arc::new(node))
     }
 
+    /// The analysis's batches, under the node's schema (which carries the call's metadata,
+    /// crate::common::CALL_ID, that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        let schema = self.schema();
+        let batches = self.execute_work(partition, context)?;
+        let under = schema.clone();
+        let batches = batches.map(move |b| b.and_then(|b| Ok(b.with_schema(under.clone())?)));
+        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
+    }
+
+    fn metrics(&self) -> Option<MetricsSet> {
+        Some(self.metrics.clone_inner())
+    }
+}
+
+impl AnalysisExec {
+    fn execute_work(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let inputs = self.inputs.clone();
         let compute = match &self.work {
@@ -230,9 +248,5 @@ impl ExecutionPlan for AnalysisExec {
             Ok::<_, DataFusionError>(out)
         };
         Ok(batches_once(self.schema(), run))
-    }
-
-    fn metrics(&self) -> Option<MetricsSet> {
-        Some(self.metrics.clone_inner())
     }
 }
