@@ -106,6 +106,11 @@ fn fuzz_file(
     eprintln!("{format}: {} cases, {errors} errors, {read_ok} read", cases());
 }
 
+/// A generated 4-rank trace of 3 iterations, built.
+fn small_trace() -> commdb_catalog::Trace {
+    generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace.build().unwrap()
+}
+
 fn copy_into(dir: &Path, name: &str) -> PathBuf {
     let to = dir.join(name);
     std::fs::copy(test_data().join(name), &to).unwrap();
@@ -161,11 +166,7 @@ fn scheduler_logs_survive_damage() {
 fn stores_survive_damage() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
-        .unwrap()
-        .trace
-        .build()
-        .unwrap();
+    let trace = small_trace();
     commdb_catalog::store::write(&trace, &store).unwrap();
     // Damage in one file may surface in another (a manifest naming a table file wrongly):
     // the error names a file of the store.
@@ -342,11 +343,7 @@ fn edited_store_manifests_are_refused() {
     // or read rows that are not there.
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let trace = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() })
-        .unwrap()
-        .trace
-        .build()
-        .unwrap();
+    let trace = small_trace();
     commdb_catalog::store::write_in_parts(&trace, &store, 50).unwrap();
     let manifest = store.join("manifest.json");
     let seed: serde_json::Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
