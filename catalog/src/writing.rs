@@ -14,6 +14,9 @@
 //! into the same directory removes those of processes that no longer run (`clean_stale`). A
 //! process id is known to be dead when `/proc/PID` does not exist; without `/proc` nothing is
 //! removed.
+//!
+//! What must never be written over is listed here too: the files a trace is read from
+//! (`files_read`), and whether a path falls on one of them (`overwrites`).
 
 use std::fs::File;
 use std::io::Write;
@@ -244,6 +247,43 @@ pub fn overwrites(target: &Path, input: &Path) -> bool {
         (Some(t), Some(i)) => t == i || t.starts_with(&i),
         _ => false,
     }
+}
+
+/// The files and directories `trace` is read from, which nothing writes over
+/// (`session::Session::refuse_overwrite`, the exports).
+pub fn files_read(trace: &crate::trace::Trace) -> Vec<std::path::PathBuf> {
+    use std::path::{Path, PathBuf};
+    let mut out: Vec<PathBuf> = Vec::new();
+    let path = Path::new(&trace.meta.path);
+    if !trace.meta.path.starts_with(crate::reading::paths::GENERATE_PREFIX) && path.exists() {
+        out.push(path.to_path_buf());
+        if path.is_file() {
+            // The files read beside the one named: an OTF2 archive's definitions and its
+            // directory of event files, a Paraver trace's .pcf and .row.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            let stem = name.strip_suffix(".gz").unwrap_or(&name);
+            let stem = Path::new(stem).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+            let siblings: &[&str] = match trace.meta.format.as_str() {
+                "otf2" => &["def", ""],
+                "paraver" => &["pcf", "row"],
+                _ => &[],
+            };
+            for ext in siblings {
+                let file = if ext.is_empty() { stem.clone() } else { format!("{stem}.{ext}") };
+                out.push(parent_of(path).join(file));
+            }
+        }
+    }
+    // A store's directory, also a cache store the trace is read through.
+    for t in crate::model::TABLES {
+        if let Some(stored) = trace.stored_file(t.name)
+            && let Some(dir) = stored.path.parent()
+            && !out.iter().any(|p| p == dir)
+        {
+            out.push(dir.to_path_buf());
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -193,7 +193,8 @@ impl Session {
     /// definitions and event files, a Paraver trace's .prv, .pcf and .row, a CSV file, a store's
     /// directory (also a cache store a trace is read through), a scheduler log.
     pub fn refuse_overwrite(&self, target: &std::path::Path, what: &str) -> Result<()> {
-        let traces = self.traces.iter().flat_map(|(name, t)| files_read(t).into_iter().map(move |p| (name, p)));
+        let traces =
+            self.traces.iter().flat_map(|(name, t)| crate::writing::files_read(t).into_iter().map(move |p| (name, p)));
         let tables = self.tables.iter().map(|(name, p)| (name, p.clone()));
         for (name, input) in traces.chain(tables) {
             if crate::writing::overwrites(target, &input) {
@@ -443,42 +444,6 @@ impl Session {
         }
         Ok(o)
     }
-}
-
-/// The files and directories `trace` is read from (see `Session::refuse_overwrite`).
-pub fn files_read(trace: &Trace) -> Vec<std::path::PathBuf> {
-    use std::path::{Path, PathBuf};
-    let mut out: Vec<PathBuf> = Vec::new();
-    let path = Path::new(&trace.meta.path);
-    if !trace.meta.path.starts_with(crate::reading::paths::GENERATE_PREFIX) && path.exists() {
-        out.push(path.to_path_buf());
-        if path.is_file() {
-            // The files read beside the one named: an OTF2 archive's definitions and its
-            // directory of event files, a Paraver trace's .pcf and .row.
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            let stem = name.strip_suffix(".gz").unwrap_or(&name);
-            let stem = Path::new(stem).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-            let siblings: &[&str] = match trace.meta.format.as_str() {
-                "otf2" => &["def", ""],
-                "paraver" => &["pcf", "row"],
-                _ => &[],
-            };
-            for ext in siblings {
-                let file = if ext.is_empty() { stem.clone() } else { format!("{stem}.{ext}") };
-                out.push(crate::writing::parent_of(path).join(file));
-            }
-        }
-    }
-    // A store's directory, also a cache store the trace is read through.
-    for t in model::TABLES {
-        if let Some(stored) = trace.stored_file(t.name)
-            && let Some(dir) = stored.path.parent()
-            && !out.iter().any(|p| p == dir)
-        {
-            out.push(dir.to_path_buf());
-        }
-    }
-    out
 }
 
 /// Refuse a COPY whose query reads the file it writes (`COPY (SELECT * FROM 'a.csv') TO
