@@ -116,12 +116,10 @@ fn ctrl_c_stops_a_large_scheduler_log_being_attached() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("sacct.txt");
     let mut text = String::from("JobID|JobName|State|Start|End|NodeList\n");
-    for j in 0..1_500_000 {
-        text.push_str(&format!(
-            "{j}|solver|COMPLETED|2024-03-01T10:00:00|2024-03-01T11:00:00|node[{:04}-{:04}]\n",
-            j % 900,
-            j % 900 + 1
-        ));
+    // A million jobs of one node each (the host lists stay under the reader's limit of 2^20
+    // names): seconds of reading in a debug build, interrupted after 0.7 s.
+    for j in 0..1_000_000 {
+        text.push_str(&format!("{j}|solver|COMPLETED|2024-03-01T10:00:00|2024-03-01T11:00:00|node{:04}\n", j % 900));
     }
     std::fs::write(&log, text).unwrap();
     let child = commdb()
