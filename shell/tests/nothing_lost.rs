@@ -75,8 +75,11 @@ fn leftovers_of_killed_runs_are_removed_by_the_next_write_there() {
     assert_eq!(left, ["out.csv", "store"]);
 }
 
-/// Send SIGINT to `child` after `after`, and wait for it to end (at most `limit`).
-fn interrupt(mut child: std::process::Child, after: Duration, limit: Duration) -> (std::process::Output, Duration) {
+/// Run commdb with `args`, send it SIGINT after `after`, and wait for it to end (at most
+/// `limit`): its output and how long it took to stop.
+fn interrupt(args: &[&str], after: Duration, limit: Duration) -> (std::process::Output, Duration) {
+    let mut child =
+        commdb().args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(after);
     let pid = child.id().to_string();
     let sent = Instant::now();
@@ -95,15 +98,9 @@ fn an_interrupted_write_keeps_the_old_file_and_fails() {
     let out = dir.path().join("out.csv");
     std::fs::write(&out, "kept\n").unwrap();
     // Rows without end (a cross join) are being written when Ctrl-C comes.
-    let child = commdb()
-        .args(["generate:ranks=16,iterations=40", "-q", "--format", "csv", "-o", out.to_str().unwrap()])
-        .args(["-c", "SELECT a.ts, b.ts FROM events a, events b"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (o, took) = interrupt(child, Duration::from_millis(2500), Duration::from_secs(10));
+    let args = ["generate:ranks=16,iterations=40", "-q", "--format", "csv", "-o", out.to_str().unwrap()];
+    let args = [&args[..], &["-c", "SELECT a.ts, b.ts FROM events a, events b"]].concat();
+    let (o, took) = interrupt(&args, Duration::from_millis(2500), Duration::from_secs(10));
     assert!(!o.status.success(), "exit {:?}", o.status);
     assert!(stderr(&o).contains("cancelled"), "{}", stderr(&o));
     assert!(took < Duration::from_secs(3), "stopped after {took:?}");
@@ -122,14 +119,8 @@ fn ctrl_c_stops_a_large_scheduler_log_being_attached() {
         text.push_str(&format!("{j}|solver|COMPLETED|2024-03-01T10:00:00|2024-03-01T11:00:00|node{:04}\n", j % 900));
     }
     std::fs::write(&log, text).unwrap();
-    let child = commdb()
-        .args([SMALL, "-q", "--jobs", log.to_str().unwrap(), "-c", "SELECT count(*) FROM jobs"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (o, took) = interrupt(child, Duration::from_millis(700), Duration::from_secs(10));
+    let args = [SMALL, "-q", "--jobs", log.to_str().unwrap(), "-c", "SELECT count(*) FROM jobs"];
+    let (o, took) = interrupt(&args, Duration::from_millis(700), Duration::from_secs(10));
     assert!(!o.status.success(), "exit {:?}: {}", o.status, stdout(&o));
     assert!(stderr(&o).contains("interrupted"), "{}", stderr(&o));
     assert!(took < Duration::from_secs(3), "stopped after {took:?}");
