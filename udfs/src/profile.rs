@@ -9,7 +9,9 @@
 //! every region's time over all bins is its exclusive time (`calls.exclusive`). In
 //! `time_profile`, time no call covers (a run without an enclosing region, uninstrumented code
 //! between calls) is the stream's own work, region NULL, so the bins partition every stream's
-//! time from the first call to the last.
+//! time from the first call to the last. `call_tree` gives each rank that time as a path of
+//! its own (path and region NULL, no calls), and `load_imbalance` (crate::summaries) as region
+//! NULL, so a rank's exclusive times add up to the span of the run on every stream.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -53,15 +55,19 @@ pub const CALL_TREE: Function = Function {
     name: "call_tree",
     params: &[CALLS],
     output: Output::Columns(&[
-        col("path", text, "the call path, regions joined by '/' ('...' first when it starts outside rel)"),
+        col(
+            "path",
+            text,
+            "the call path, regions joined by '/' ('...' first when it starts outside rel; NULL: time no call covers)",
+        ),
         col("depth", int32, "nesting depth of the path's last region, from 0"),
-        col("region", text, "the path's last region"),
+        col("region", text, "the path's last region (NULL: time no call covers, the rank's own work)"),
         col("rank", int64, ""),
-        col("calls", int64, "calls of this path on the rank"),
+        col("calls", int64, "calls of this path on the rank (0 for time no call covers)"),
         col("inclusive_ns", int64, "their time with nested calls"),
         col("exclusive_ns", int64, "their time without nested calls"),
     ]),
-    description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...')",
+    description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...'; path NULL holds the time of the run's span no call covers on the rank's streams)",
     make: Make::Table(|| Arc::new(CallTree)),
 };
 
@@ -98,6 +104,21 @@ pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
         emit(top.region, cursor.max(top.start), top.end);
         cursor = top.end;
     }
+}
+
+/// The time of [t0, t1) that none of a stream's calls (start, end) covers; `calls` is
+/// reordered.
+pub(crate) fn uncovered(calls: &mut [(i64, i64)], t0: i64, t1: i64) -> i64 {
+    calls.sort_unstable();
+    let (mut covered, mut reach) = (0i64, t0);
+    for &(start, end) in calls.iter() {
+        let (a, b) = (start.max(reach), end.min(t1));
+        if b > a {
+            covered += b - a;
+        }
+        reach = reach.max(end);
+    }
+    (t1 - t0 - covered).max(0)
 }
 
 /// The calls of a relation (columns rank, thread, region, start_ts, end_ts) by stream (rank,
@@ -317,12 +338,16 @@ struct Tree {
     names: Names,
     paths: Paths,
     totals: HashMap<(u32, i64), Totals>,
+    /// The run's span (first start, last end of rel); None when rel has no calls.
+    span: Option<(i64, i64)>,
+    /// Per rank, the time of the span no call covers, summed over its streams.
+    uncovered: BTreeMap<i64, i64>,
     schema: SchemaRef,
 }
 
 impl Mapper for Tree {
     fn held_bytes(&self) -> usize {
-        56 * self.totals.capacity() + self.paths.text_bytes + 48 * self.paths.text.len()
+        56 * self.totals.capacity() + self.paths.text_bytes + 48 * self.paths.text.len() + 32 * self.uncovered.len()
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -375,6 +400,20 @@ impl Mapper for Tree {
             t.2 += duration.value(i);
             t.3 += exclusive.value(i);
         }
+        if let Some((t0, t1)) = self.span {
+            let (thread, start, end) =
+                (int64_column(batches, 6)?, int64_column(batches, 7)?, int64_column(batches, 8)?);
+            let mut by_stream: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
+            for i in 0..id.len() {
+                if start.is_valid(i) && end.is_valid(i) {
+                    let t = if thread.is_valid(i) { thread.value(i) } else { 0 };
+                    by_stream.entry((rank.value(i), t)).or_default().push((start.value(i), end.value(i)));
+                }
+            }
+            for ((r, _), mut calls) in by_stream {
+                *self.uncovered.entry(r).or_default() += uncovered(&mut calls, t0, t1);
+            }
+        }
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
@@ -382,16 +421,18 @@ impl Mapper for Tree {
         let (paths, names) = (&self.paths, &self.names.names);
         let mut rows: Vec<((u32, i64), Totals)> = std::mem::take(&mut self.totals).into_iter().collect();
         rows.sort_by(|a, b| (&paths.text[a.0.0 as usize], a.0.1).cmp(&(&paths.text[b.0.0 as usize], b.0.1)));
+        // Time no call covers, after the paths: path and region NULL, no calls.
+        let bare: Vec<(i64, i64)> = self.uncovered.iter().filter(|u| *u.1 > 0).map(|(r, t)| (*r, *t)).collect();
+        let path = |r: &((u32, i64), Totals)| Some(paths.text[r.0.0 as usize].as_str());
+        let leaf = |r: &((u32, i64), Totals)| Some(names[paths.leaf[r.0.0 as usize] as usize].as_str());
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| paths.text[r.0.0 as usize].as_str()))),
-            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0))),
-            Arc::new(StringArray::from_iter_values(
-                rows.iter().map(|r| names[paths.leaf[r.0.0 as usize] as usize].as_str()),
-            )),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),
-            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3))),
+            Arc::new(StringArray::from_iter(rows.iter().map(path).chain(bare.iter().map(|_| None)))),
+            Arc::new(Int32Array::from_iter_values(rows.iter().map(|r| r.1.0).chain(bare.iter().map(|_| 0)))),
+            Arc::new(StringArray::from_iter(rows.iter().map(leaf).chain(bare.iter().map(|_| None)))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1).chain(bare.iter().map(|b| b.0)))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1).chain(bare.iter().map(|_| 0)))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2).chain(bare.iter().map(|b| b.1)))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.3).chain(bare.iter().map(|b| b.1)))),
         ];
         Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
@@ -401,27 +442,41 @@ impl TableFunctionImpl for CallTree {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new(&CALL_TREE, args.exprs())?;
         let rel = a.relation(args.session(), "rel")?;
-        let idx = rel.columns(a.function, &["call_id", "parent_id", "rank", "region", "duration", "exclusive"])?;
+        let idx = rel.columns(
+            a.function,
+            &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],
+        )?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("path", DataType::Utf8, false),
+            Field::new("path", DataType::Utf8, true),
             Field::new("depth", DataType::Int32, false),
-            Field::new("region", DataType::Utf8, false),
+            Field::new("region", DataType::Utf8, true),
             Field::new("rank", DataType::Int64, false),
             Field::new("calls", DataType::Int64, false),
             Field::new("inclusive_ns", DataType::Int64, false),
             Field::new("exclusive_ns", DataType::Int64, false),
         ]));
+        let bounds = crate::common::bounds_of(
+            &rel,
+            datafusion::logical_expr::col("start_ts"),
+            datafusion::logical_expr::col("end_ts"),
+        )?;
         let schema = out.clone();
-        let prepare: Prepare = Arc::new(move |_| {
+        let prepare: Prepare = Arc::new(move |held| {
+            let span = match crate::common::bounds_read(&held[0])? {
+                (Some(t0), Some(t1)) => Some((t0, t1)),
+                _ => None,
+            };
             let tree = Tree {
                 names: Names::default(),
                 paths: Paths::default(),
                 totals: HashMap::new(),
+                span,
+                uncovered: BTreeMap::new(),
                 schema: schema.clone(),
             };
             Ok(Box::new(tree) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 2, prepare)))
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare)))
     }
 }
 
@@ -441,5 +496,15 @@ mod tests {
         let mut per = [0i64; 4];
         sweep(&calls, |r, a, b| per[r as usize] += b - a);
         assert_eq!(per, [60, 20, 10, 10]);
+    }
+
+    #[test]
+    fn uncovered_time_is_the_span_less_the_union_of_the_calls() {
+        // [0, 100): calls [10, 40) holding [20, 30), [35, 50) overlapping it, [90, 120) past
+        // the end: covered 10..50 and 90..100.
+        let mut calls = vec![(90, 120), (10, 40), (20, 30), (35, 50)];
+        assert_eq!(uncovered(&mut calls, 0, 100), 50);
+        assert_eq!(uncovered(&mut [], 0, 100), 100);
+        assert_eq!(uncovered(&mut [(0, 100)], 0, 100), 0);
     }
 }

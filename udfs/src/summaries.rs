@@ -4,7 +4,8 @@
 //! power-of-two size classes as MPI profilers such as mpiP and IPM report them, or equal-width
 //! bins), and how evenly each region's time is spread over the ranks (`load_imbalance`, with
 //! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
-//! percent imbalance, (max - mean) / max). `comm_matrix`, `load_imbalance` and
+//! percent imbalance, (max - mean) / max; region NULL is the time of the run's span that no
+//! call covers on each rank, its own work, as in `time_profile`). `comm_matrix`, `load_imbalance` and
 //! `message_histogram` in size classes tally their input as it streams by (crate::stream) and
 //! hold only their pairs, regions and ranks, or classes; equal-width bins read the sizes whole
 //! first, for their range.
@@ -85,7 +86,7 @@ pub const LOAD_IMBALANCE: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        col("region", text, ""),
+        col("region", text, "NULL: the time of the run's span no call covers on the rank's streams, its own work"),
         col("ranks", int64, "ranks that enter the region"),
         col("total_ns", int64, "time in the region over those ranks"),
         col("mean_ns", float64, "mean time per rank"),
@@ -96,7 +97,7 @@ pub const LOAD_IMBALANCE: Function = Function {
         col("load_balance", float64, "mean / max (POP)"),
         col("imbalance_pct", float64, "(max - mean) / max x 100 (Scalasca)"),
     ]),
-    description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca)",
+    description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca); region NULL is the time no call covers (uninstrumented work)",
     make: Make::Table(|| Arc::new(LoadImbalance)),
 };
 
@@ -415,7 +416,7 @@ impl TableFunctionImpl for LoadImbalance {
         let a = Args::new(&LOAD_IMBALANCE, args.exprs())?;
         let rel = a.relation(args.session(), "rel")?;
         let metric = a.text("metric")?;
-        let idx = rel.columns(a.function, &["rank", "region", metric.as_str()])?;
+        let idx = rel.columns(a.function, &["rank", "region", metric.as_str(), "thread", "start_ts", "end_ts"])?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("region", DataType::Utf8, true),
             int("ranks"),
@@ -428,12 +429,22 @@ impl TableFunctionImpl for LoadImbalance {
             float("load_balance"),
             float("imbalance_pct"),
         ]));
+        let bounds = crate::common::bounds_of(
+            &rel,
+            datafusion::logical_expr::col("start_ts"),
+            datafusion::logical_expr::col("end_ts"),
+        )?;
         let schema = out.clone();
-        // The calls stream through the (region, rank) sums; only the sums are held.
-        let prepare: Prepare = Arc::new(move |_| {
-            Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), schema: schema.clone() }) as Box<dyn Mapper>)
+        // The calls come a chunk of whole ranks at a time (for the time no call covers on each
+        // stream) through the (region, rank) sums; only the sums are held.
+        let prepare: Prepare = Arc::new(move |held| {
+            let span = match crate::common::bounds_read(&held[0])? {
+                (Some(t0), Some(t1)) => Some((t0, t1)),
+                _ => None,
+            };
+            Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), span, schema: schema.clone() }) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 0, prepare)))
     }
 }
 
@@ -441,6 +452,8 @@ impl TableFunctionImpl for LoadImbalance {
 /// the lowest rank); the regions' measures at the end.
 struct ImbalanceFold {
     per: BTreeMap<Option<String>, BTreeMap<i64, i64>>,
+    /// The run's span (first start, last end of rel); None when rel has no calls.
+    span: Option<(i64, i64)>,
     schema: SchemaRef,
 }
 
@@ -450,7 +463,10 @@ impl Mapper for ImbalanceFold {
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let batches = std::slice::from_ref(batch);
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let (rank, region, time) = (int64_column(batches, 0)?, text_column(batches, 1)?, int64_column(batches, 2)?);
         // The batch's sums keyed by borrowed names, then added to the whole's.
         let mut here: BTreeMap<Option<&str>, BTreeMap<i64, i64>> = BTreeMap::new();
@@ -465,6 +481,23 @@ impl Mapper for ImbalanceFold {
             let whole = self.per.entry(r.map(str::to_string)).or_default();
             for (k, v) in ranks {
                 *whole.entry(k).or_default() += v;
+            }
+        }
+        if let Some((t0, t1)) = self.span {
+            let (thread, start, end) =
+                (int64_column(batches, 3)?, int64_column(batches, 4)?, int64_column(batches, 5)?);
+            let mut by_stream: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
+            for i in 0..rank.len() {
+                if rank.is_valid(i) && start.is_valid(i) && end.is_valid(i) {
+                    let t = if thread.is_valid(i) { thread.value(i) } else { 0 };
+                    by_stream.entry((rank.value(i), t)).or_default().push((start.value(i), end.value(i)));
+                }
+            }
+            for ((r, _), mut calls) in by_stream {
+                let bare = crate::profile::uncovered(&mut calls, t0, t1);
+                if bare > 0 {
+                    *self.per.entry(None).or_default().entry(r).or_default() += bare;
+                }
             }
         }
         Ok(RecordBatch::new_empty(self.schema.clone()))
