@@ -8,12 +8,26 @@
 //! side its own call's end, or of their latest earlier common collective) to the wait, on w until
 //! the wait began and on d until it arrived (the wait's end). The delay is what d did more than w
 //! in that interval: per region, its exclusive time beyond w's, and its own waiting beyond w's.
-//! The wait's cost goes to d's regions in proportion to their excess time: that is the direct
-//! cost. The share of d's excess waiting is handed on to d's own waits in the interval, in
-//! proportion to their time there, and from them to their causes in turn: the propagated cost.
+//!
+//! As in Scalasca's rule (its Delay.MPI pattern), with excess E = the sum of d's regions'
+//! excess time plus its excess waiting: the wait's own time `rwait` goes to d's regions as
+//! excess x min(rwait / E, 1), the direct (short-term) cost, so a region is never charged more
+//! than the time it took beyond the waiter's; what the excess does not explain (E < rwait: the
+//! synchronisation points lie at different times, as when the previous message took time to
+//! arrive) is `unexplained`. What the wait received from the waits it caused (`rcost`) goes
+//! to d's regions as excess x rcost / E, the propagated (long-term) cost. The share of d's
+//! excess waiting of both is handed on to d's own waits in the interval, in proportion to
+//! their time there, and from them to their causes in turn.
+//!
+//! commdb departs from Scalasca in one point (docs/departures.md has the worked example): d's
+//! waiting counts beyond w's own waiting in the interval, as its regions' time does, where
+//! Scalasca counts all of d's waiting. When both waited for a third rank, only the difference
+//! delayed w; the counterfactual run without those waits gives commdb's split.
+//!
 //! Waits are taken in decreasing order of their end, so a wait has received everything handed
-//! to it before it hands on. The costs of all regions, and of `unexplained` waiting (a wait whose
-//! delayer did nothing more than the waiter: rank and region NULL), add up to the total waiting.
+//! to it before it hands on; of waits that end at the same instant (a chain of late senders
+//! whose messages leave at once), one that hands on to another comes first. The costs of all
+//! regions, and of `unexplained` waiting (rank and region NULL), add up to the total waiting.
 //!
 //! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`); time
 //! spent waiting inside an MPI call counts as waiting, not as the call's region.
@@ -197,6 +211,7 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         .collect();
     // Latest end first: a wait hands on only to waits that end no later.
     list.sort_by_key(|w| (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer));
+    handing_order_within_ties(&mut list);
     let mut by_rank: HashMap<i64, RankWaits> = HashMap::new();
     for (i, w) in list.iter().enumerate() {
         let r = by_rank.entry(w.waiter).or_default();
@@ -236,14 +251,17 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
             unexplained += total;
             continue;
         }
+        // Short-term: each unit of excess explains at most one unit of the wait.
+        let short = (own / sum).min(1.0);
+        unexplained += own - short * sum;
         for (region, e) in excess {
             let c = costs.entry((w.delayer, region)).or_default();
-            c.0 += own * e / sum;
+            c.0 += e * short;
             c.1 += incoming[i] * e / sum;
         }
         if wait_excess > 0.0 {
             // Hand on to the delayer's waits in its interval, by their time there.
-            let handed = total * wait_excess / sum;
+            let handed = wait_excess * short + incoming[i] * wait_excess / sum;
             let theirs: Vec<(usize, f64)> = by_rank
                 .get(&w.delayer)
                 .unwrap_or(&none)
@@ -262,6 +280,47 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         }
     }
     Ok((costs, unexplained))
+}
+
+/// Reorder waits that end at the same instant (`list` sorted by end, latest first) so that a
+/// wait comes before the waits of its delayer among them, to which it may hand on; waits in a
+/// cycle of such ties keep their order.
+fn handing_order_within_ties(list: &mut [W]) {
+    let mut from = 0;
+    while from < list.len() {
+        let to = from + list[from..].iter().take_while(|w| w.end == list[from].end).count();
+        if to - from > 1 {
+            let group = &mut list[from..to];
+            // Kahn's order over edges a -> b when a's delayer is b's waiter.
+            let mut of_waiter: HashMap<i64, Vec<usize>> = HashMap::new();
+            for (k, w) in group.iter().enumerate() {
+                of_waiter.entry(w.waiter).or_default().push(k);
+            }
+            let mut indegree = vec![0usize; group.len()];
+            for w in group.iter() {
+                for &k in of_waiter.get(&w.delayer).map_or(&[][..], Vec::as_slice) {
+                    indegree[k] += 1;
+                }
+            }
+            let mut ready: std::collections::BTreeSet<usize> = (0..group.len()).filter(|&k| indegree[k] == 0).collect();
+            let mut order: Vec<usize> = Vec::with_capacity(group.len());
+            while let Some(k) = ready.pop_first() {
+                order.push(k);
+                for &b in of_waiter.get(&group[k].delayer).map_or(&[][..], Vec::as_slice) {
+                    indegree[b] -= 1;
+                    if indegree[b] == 0 {
+                        ready.insert(b);
+                    }
+                }
+            }
+            // Waits in a cycle: after the others, in their order.
+            let placed: std::collections::HashSet<usize> = order.iter().copied().collect();
+            order.extend((0..group.len()).filter(|k| !placed.contains(k)));
+            let reordered: Vec<W> = order.iter().map(|&k| group[k]).collect();
+            group.copy_from_slice(&reordered);
+        }
+        from = to;
+    }
 }
 
 /// One output row: rank, region, cost, direct, propagated; unexplained waiting has no rank or
