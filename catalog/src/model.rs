@@ -111,6 +111,12 @@ pub const RANKS: TableDoc = TableDoc {
         col("node", utf8, true, "host name of the node the rank ran on"),
         col("node_index", int32, true, "0-based index of the node, in order of first appearance"),
         col("name", utf8, false, "display name of the rank"),
+        col(
+            "application",
+            int32,
+            true,
+            "the application the rank belongs to (Paraver: 1-based, in header order; ranks are numbered across the applications that communicate); NULL where the format has none",
+        ),
     ],
 };
 
@@ -225,6 +231,12 @@ pub const MESSAGES: TableDoc = TableDoc {
         col("dst_node", dict, true, "node of the receiver"),
         col("intra_node", boolean, true, "sender and receiver on the same node"),
         col("duration", int64, true, "transmission time recv_ts - send_ts (ns)"),
+        col(
+            "send_complete_call_start",
+            int64,
+            true,
+            "start of the MPI call that completed the send (the Wait or Test of a non-blocking send; the send's own call for a blocking one)",
+        ),
     ],
 };
 

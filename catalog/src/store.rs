@@ -438,7 +438,7 @@ impl<W: Write> Write for Checksummed<W> {
 
 /// Columns of times and ids, nearly every value its own: a dictionary would only be built to
 /// be given up (it was a sixth of a conversion's time), so they are written plain.
-const NEARLY_UNIQUE: [&str; 20] = [
+const NEARLY_UNIQUE: [&str; 21] = [
     "ts",
     "ts_local",
     "seq",
@@ -457,6 +457,7 @@ const NEARLY_UNIQUE: [&str; 20] = [
     "recv_call_end",
     "recv_post_ts",
     "send_complete_ts",
+    "send_complete_call_start",
     "begin",
     "value",
 ];
@@ -741,6 +742,7 @@ fn read_batches(
     let expected = doc.schema();
     for batch in reader {
         let batch = batch.map_err(|e| Error::in_file(path, e.to_string()))?;
+        let batch = with_later_columns(batch, &expected);
         // A column this version allows to be NULL may have been written by one that did not.
         let fits = batch.schema().fields().len() == expected.fields().len()
             && batch.schema().fields().iter().zip(expected.fields()).all(|(got, want)| {
@@ -757,6 +759,21 @@ fn read_batches(
         f(batch.with_schema(expected.clone())?)?;
     }
     Ok(())
+}
+
+/// `batch` with the NULL-able columns this version added after the ones it has (the ranks'
+/// `application`), all NULL: a store written before them reads as it was.
+fn with_later_columns(batch: RecordBatch, expected: &arrow::datatypes::SchemaRef) -> RecordBatch {
+    let have = batch.num_columns();
+    let later = expected.fields().iter().skip(have);
+    let prefix = expected.fields().len() > have
+        && batch.schema().fields().iter().zip(expected.fields()).all(|(g, w)| g.name() == w.name());
+    if !prefix || !later.clone().all(|f| f.is_nullable()) {
+        return batch;
+    }
+    let mut columns = batch.columns().to_vec();
+    columns.extend(later.map(|f| arrow::array::new_null_array(f.data_type(), batch.num_rows())));
+    RecordBatch::try_new(expected.clone(), columns).unwrap_or(batch)
 }
 
 fn meta_from_info(info: &[RecordBatch], manifest: &Manifest, dir: &Path) -> TraceMeta {
@@ -804,6 +821,28 @@ mod tests {
     /// A generated trace of `ranks` ranks and `iterations` iterations, built.
     fn generated(ranks: i32, iterations: u32) -> Trace {
         generate(&GeneratorConfig { ranks, iterations, ..GeneratorConfig::default() }).unwrap().trace.build().unwrap()
+    }
+
+    #[test]
+    fn a_store_written_before_a_column_was_added_reads_it_as_null() {
+        let trace = generated(3, 1);
+        let ranks = &trace.table("ranks").unwrap()[0];
+        let expected = model::RANKS.schema();
+        let old = ranks.project(&(0..ranks.num_columns() - 1).collect::<Vec<_>>()).unwrap();
+        let back = with_later_columns(old, &expected);
+        assert_eq!(back.schema(), expected);
+        assert_eq!(back.column(back.num_columns() - 1).null_count(), 3);
+        // A column that is not NULL-able, or names that differ, are not made up.
+        let renamed = RecordBatch::try_new(
+            std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+                "other",
+                arrow::datatypes::DataType::Int32,
+                false,
+            )])),
+            vec![ranks.column(0).clone()],
+        )
+        .unwrap();
+        assert_eq!(with_later_columns(renamed.clone(), &expected).num_columns(), 1);
     }
 
     #[test]

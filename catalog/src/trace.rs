@@ -20,6 +20,8 @@ pub struct RankInfo {
     pub rank: i32,
     pub node: Option<String>,
     pub name: String,
+    /// The application (1-based, in the trace's order) of a format that has several (Paraver).
+    pub application: Option<i32>,
 }
 
 /// A location (thread, GPU stream, metric location) of a rank.

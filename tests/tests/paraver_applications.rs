@@ -2,7 +2,9 @@
 //! a generated trace written with a second application that samples a node counter on every
 //! node (`writer::Extras`), read back in memory and converted a group of ranks at a time. The
 //! ranks are the MPI application's; every sample of the second application is a metric of its
-//! own location, named with its node, with the value that was written.
+//! own location, named with its node, with the value that was written. Two applications that
+//! both call MPI (tests/data/paraver/mpmd) give ranks numbered across them, whole or converted
+//! a group of ranks at a time.
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int32Type};
@@ -72,4 +74,45 @@ fn a_second_application_of_node_counters_becomes_metrics_of_its_nodes() {
     commdb_catalog::convert::trace(&prv, &store, &OpenOptions::default(), &limits).unwrap();
     let stored = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default()).unwrap();
     check(&stored, "converted in groups");
+}
+
+/// (src, dst, bytes) of every message, and (comm, rank) of every collective, sorted.
+fn messages_and_collectives(t: &commdb_catalog::Trace) -> (Vec<(i32, i32, i64)>, Vec<(i32, i32)>) {
+    let mut m = Vec::new();
+    for b in t.table("messages").unwrap() {
+        let (src, dst) = (b.column_by_name("src").unwrap(), b.column_by_name("dst").unwrap());
+        let (src, dst) = (src.as_primitive::<Int32Type>(), dst.as_primitive::<Int32Type>());
+        let bytes = b.column_by_name("bytes").unwrap().as_primitive::<arrow::datatypes::Int64Type>();
+        m.extend((0..b.num_rows()).map(|i| (src.value(i), dst.value(i), bytes.value(i))));
+    }
+    let mut c = Vec::new();
+    for b in t.table("collectives").unwrap() {
+        let comm = b.column_by_name("comm").unwrap().as_primitive::<Int32Type>();
+        let rank = b.column_by_name("rank").unwrap().as_primitive::<Int32Type>();
+        c.extend((0..b.num_rows()).map(|i| (comm.value(i), rank.value(i))));
+    }
+    m.sort_unstable();
+    c.sort_unstable();
+    (m, c)
+}
+
+#[test]
+fn two_communicating_applications_are_ranked_across_in_memory_and_converted_in_groups() {
+    let prv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/paraver/mpmd/mpmd.prv");
+    let read = commdb_catalog::open(&prv.display().to_string(), &OpenOptions::default()).unwrap();
+    let expected = (vec![(0, 1, 64), (1, 2, 32), (2, 3, 128)], vec![(0, 2), (0, 3), (1, 0), (1, 1)]);
+    assert_eq!(messages_and_collectives(&read), expected);
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let limits = commdb_catalog::convert::Limits { group_events: 4, ..Default::default() };
+    commdb_catalog::convert::trace(&prv, &store, &OpenOptions::default(), &limits).unwrap();
+    let stored = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default()).unwrap();
+    assert_eq!(messages_and_collectives(&stored), expected);
+    let apps: Vec<Option<i32>> = stored
+        .table("ranks")
+        .unwrap()
+        .iter()
+        .flat_map(|b| b.column_by_name("application").unwrap().as_primitive::<Int32Type>().iter().collect::<Vec<_>>())
+        .collect();
+    assert_eq!(apps, [Some(1), Some(1), Some(2), Some(2)]);
 }

@@ -9,10 +9,14 @@
 //!   table records the completing call's times, not its name, so a receive completed by an
 //!   MPI_Test* call counts as well (Scalasca leaves Test calls out); such a wait lasts at most
 //!   the Test call, which returns at once.
-//! - Late Receiver: a send's call starts before the receive is posted and lasts beyond the post
-//!   (a synchronous or rendezvous send that had to wait): the sender waits from its call's
-//!   start until the post. Rank = sender, partner = receiver. Eager sends return before the
-//!   post and show no wait.
+//! - Late Receiver: the call that completes a send (a blocking send itself; the MPI_Wait,
+//!   Waitall or Test of an MPI_Isend: `send_complete_call_start` to `send_complete_ts`) starts
+//!   before the receive is posted and completes the send after the post (a synchronous or
+//!   rendezvous transfer that had to wait): the sender waits from that call's start until the
+//!   post. Rank = sender, partner = receiver. Eager sends complete before the post and show no
+//!   wait; an MPI_Isend followed by a long MPI_Wait shows one in the Wait. A call that
+//!   completes several sends waits once, until the latest of their posts (partner and msg_id
+//!   that receive's), as a late sender's completion call does.
 //!
 //! Collective operations follow Scalasca's per-operation patterns (its performance-properties
 //! reference, "Wait at Barrier", "Wait at N x N", "Late Broadcast", "Early Reduce", "Early
@@ -75,8 +79,18 @@ pub const WAIT_STATES: Function = Function {
     description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
     make: Make::Table(|| Arc::new(WaitStates)),
 };
-pub(crate) const MESSAGE_COLUMNS: [&str; 8] =
-    ["msg_id", "src", "dst", "send_call_start", "send_call_end", "recv_call_start", "recv_call_end", "recv_post_ts"];
+pub(crate) const MESSAGE_COLUMNS: [&str; 10] = [
+    "msg_id",
+    "src",
+    "dst",
+    "send_call_start",
+    "send_call_end",
+    "recv_call_start",
+    "recv_call_end",
+    "recv_post_ts",
+    "send_complete_call_start",
+    "send_complete_ts",
+];
 pub(crate) const COLLECTIVE_COLUMNS: [&str; 7] = ["comm", "instance", "rank", "begin_ts", "op", "root", "end_ts"];
 
 /// One wait.
@@ -101,11 +115,18 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     // call that completes several receives (MPI_Waitall, MPI_Waitsome) waits once, for the
     // latest of their senders (Scalasca's Late Sender in a completion call).
     let mut late: HashMap<(i64, i64, i64), Wait> = HashMap::new();
+    // Late receivers by the call that completes their send (rank, call start, completion).
+    let mut receivers: HashMap<(i64, i64), Wait> = HashMap::new();
+    // The longest wait of a call; of equal ones, the first message's.
+    let longer = |wait: &Wait, kept: &Wait| {
+        (wait.wait_ns, std::cmp::Reverse(wait.msg_id)) > (kept.wait_ns, std::cmp::Reverse(kept.msg_id))
+    };
     for r in 0..cols[0].len() {
         commdb_catalog::interrupt::check_every(r, "wait_states")?;
         let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
         let (send_start, send_end, recv_start, recv_end, post) =
             (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
+        let (complete_start, complete) = (get(8, r), get(9, r));
         if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
             let until = recv_end.map_or(ss, |e| ss.min(e));
             let wait = Wait {
@@ -119,32 +140,34 @@ pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
                 partner: src,
             };
             let call = (dst, rs, recv_end.unwrap_or(i64::MIN));
-            // The longest wait of the call; of equal ones, the first message's.
-            let longer = |kept: &Wait| {
-                (wait.wait_ns, std::cmp::Reverse(wait.msg_id)) > (kept.wait_ns, std::cmp::Reverse(kept.msg_id))
-            };
-            if until > rs && late.get(&call).is_none_or(longer) {
+            if until > rs && late.get(&call).is_none_or(|kept| longer(&wait, kept)) {
                 late.insert(call, wait);
             }
         }
-        if let (Some(src), Some(ss), Some(se), Some(p)) = (src, send_start, send_end, post)
-            && p > ss
-            && se > p
+        // The call that completed the send; when the messages do not say (a store written
+        // before they did), the send's own call if it completed there.
+        let completed_in = complete_start.or(send_start.filter(|_| complete.is_some() && complete == send_end));
+        if let (Some(src), Some(cs), Some(done), Some(p)) = (src, completed_in, complete, post)
+            && p > cs
+            && done > p
         {
-            out.push(Wait {
+            let wait = Wait {
                 rank: src,
                 pattern: "late_receiver",
-                wait_ns: p - ss,
-                ts: ss,
+                wait_ns: p - cs,
+                ts: cs,
                 msg_id: id,
                 comm: None,
                 instance: None,
                 partner: dst,
-            });
+            };
+            if receivers.get(&(src, cs)).is_none_or(|kept| longer(&wait, kept)) {
+                receivers.insert((src, cs), wait);
+            }
         }
     }
-    let mut late: Vec<Wait> = late.into_values().collect();
-    late.sort_by_key(|w| (w.rank, w.ts, w.msg_id));
+    let mut late: Vec<Wait> = late.into_values().chain(receivers.into_values()).collect();
+    late.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id));
     out.extend(late);
     Ok(out)
 }

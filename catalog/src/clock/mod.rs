@@ -264,7 +264,7 @@ mod tests {
     }
 
     fn rank(rank: i32, node: &str) -> RankInfo {
-        RankInfo { rank, node: Some(node.to_string()), name: format!("rank {rank}") }
+        RankInfo { rank, node: Some(node.to_string()), name: format!("rank {rank}"), application: None }
     }
 
     #[test]

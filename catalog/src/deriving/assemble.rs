@@ -33,6 +33,7 @@ impl RawTrace {
             Arc::new(StringArray::from_iter(self.ranks.iter().map(|r| r.node.as_deref()))),
             Arc::new(Int32Array::from(node_index)),
             Arc::new(StringArray::from_iter_values(self.ranks.iter().map(|r| r.name.as_str()))),
+            Arc::new(Int32Array::from_iter(self.ranks.iter().map(|r| r.application))),
         ];
         Ok(RecordBatch::try_new(model::RANKS.schema(), columns)?)
     }

@@ -144,7 +144,7 @@ fn walk_stream(
             LEAVE => calls.leave(ts, region, &mut w),
             SEND | ISEND => halves.send(events, i, calls.innermost(), &mut w),
             RECV | IRECV => halves.recv(events, i, calls.innermost(), &mut w),
-            ISEND_COMPLETE => halves.isend_complete(events, i, &mut w),
+            ISEND_COMPLETE => halves.isend_complete(events, i, calls.innermost(), &mut w),
             IRECV_REQUEST => halves.irecv_request(events, i, &mut w),
             REQUEST_CANCELLED => halves.cancelled(events, i, &mut w),
             COLL_BEGIN => collectives.begin(ts, &mut w),

@@ -435,7 +435,12 @@ impl Sim<'_> {
 pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
     let node_names: Vec<String> = node.iter().map(|k| format!("node{k:03}")).collect();
     let ranks: Vec<RankInfo> = (0..cfg.ranks)
-        .map(|r| RankInfo { rank: r, node: Some(node_names[r as usize].clone()), name: format!("rank {r}") })
+        .map(|r| RankInfo {
+            rank: r,
+            node: Some(node_names[r as usize].clone()),
+            name: format!("rank {r}"),
+            application: None,
+        })
         .collect();
     let locations = (0..cfg.ranks)
         .map(|r| LocationInfo {

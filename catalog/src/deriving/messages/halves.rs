@@ -27,6 +27,9 @@ pub struct Half {
     /// Send: completion of a non-blocking send (the call end of a blocking one). Receive: the
     /// post time, which orders receives for matching.
     pub aux_ts: i64,
+    /// Send: start of the call that completed it (the Wait or Test of a non-blocking send,
+    /// the send's own call for a blocking one). Receive: unset.
+    pub complete_call_start: i64,
     /// Global index of the send or completion event.
     pub event: usize,
 }
@@ -42,6 +45,7 @@ impl Half {
         call_start: NONE_I64,
         call_end: NONE_I64,
         aux_ts: NONE_I64,
+        complete_call_start: NONE_I64,
         event: 0,
     };
 
@@ -184,10 +188,21 @@ impl<'a> HalfCollector<'a> {
         self.sends[k] = self.half(events, i, (self.rank, events.peer[i]), call, NONE_I64);
     }
 
-    pub fn isend_complete(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
+    /// The completion of a non-blocking send, event `i`, inside call `call` (index, start) if
+    /// any.
+    pub fn isend_complete(
+        &mut self,
+        events: &EventColumns<'_>,
+        i: usize,
+        call: Option<(usize, i64)>,
+        w: &mut Warnings,
+    ) {
         let (ts, request) = (events.ts[i], events.request[i]);
         match self.open_isends.remove(request) {
-            Some(k) => self.sends[k].aux_ts = ts,
+            Some(k) => {
+                self.sends[k].aux_ts = ts;
+                self.sends[k].complete_call_start = call.map_or(NONE_I64, |c| c.1);
+            }
             None => {
                 let rank = self.rank;
                 w.add("isend_complete_without_isend", || {
@@ -252,6 +267,7 @@ impl<'a> HalfCollector<'a> {
             call_start: call.map_or(NONE_I64, |c| c.1),
             call_end: NONE_I64,
             aux_ts,
+            complete_call_start: NONE_I64,
             event: self.offset + i,
         }
     }
@@ -276,6 +292,7 @@ impl<'a> HalfCollector<'a> {
             }
             if blocking {
                 h.aux_ts = h.call_end;
+                h.complete_call_start = h.call_start;
             }
         }
         for (h, &c) in self.recvs.iter_mut().zip(&self.recv_calls) {

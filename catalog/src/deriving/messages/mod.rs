@@ -80,6 +80,7 @@ pub struct MessageChunk {
     pub recv_call_end: Vec<i64>,
     pub recv_post_ts: Vec<i64>,
     pub send_complete_ts: Vec<i64>,
+    pub send_complete_call_start: Vec<i64>,
     pub src_node: Vec<i32>,
     pub dst_node: Vec<i32>,
 }
@@ -101,6 +102,7 @@ impl MessageChunk {
             recv_call_end: Vec::with_capacity(n),
             recv_post_ts: Vec::with_capacity(n),
             send_complete_ts: Vec::with_capacity(n),
+            send_complete_call_start: Vec::with_capacity(n),
             src_node: Vec::with_capacity(n),
             dst_node: Vec::with_capacity(n),
         }
@@ -137,6 +139,7 @@ impl MessageChunk {
             self.recv_call_end.extend(block.iter().map(|r| r.recv.call_end));
             self.recv_post_ts.extend(block.iter().map(|r| r.recv.aux_ts));
             self.send_complete_ts.extend(block.iter().map(|r| r.send.aux_ts));
+            self.send_complete_call_start.extend(block.iter().map(|r| r.send.complete_call_start));
             self.src_node.extend(block.iter().map(|r| nodes.node(r.any.src)));
             self.dst_node.extend(block.iter().map(|r| nodes.node(r.any.dst)));
         }
@@ -182,6 +185,7 @@ impl MessageChunk {
             node_dict(self.dst_node)?,
             Arc::new(intra),
             nullable(duration),
+            nullable(self.send_complete_call_start),
         ];
         Ok(RecordBatch::try_new(model::MESSAGES.schema(), columns)?)
     }
@@ -371,8 +375,9 @@ mod tests {
     fn derive_all(e: &RawEvents) -> (Messages, Warnings) {
         let e = &EventParts::single(e.clone());
         let mut w = Warnings::default();
-        let ranks: Vec<RankInfo> =
-            (0..2).map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new() }).collect();
+        let ranks: Vec<RankInfo> = (0..2)
+            .map(|r| RankInfo { rank: r, node: Some(format!("n{r}")), name: String::new(), application: None })
+            .collect();
         let m =
             deriving::derive(&e.columns(), &e.streams(), &NodeMap::new(&ranks), &[], true, &mut w).unwrap().messages;
         assert_eq!(m.chunks.len(), 1, "a small trace is one chunk");
@@ -489,7 +494,8 @@ mod tests {
             let (want, lone_sends, lone_recvs) = reference_pairs(&e);
             let parts = EventParts::single(e);
             let mut w = Warnings::default();
-            let ranks: Vec<RankInfo> = (0..4).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
+            let ranks: Vec<RankInfo> =
+                (0..4).map(|r| RankInfo { rank: r, node: None, name: String::new(), application: None }).collect();
             let m = deriving::derive(&parts.columns(), &parts.streams(), &NodeMap::new(&ranks), &[], true, &mut w)
                 .unwrap()
                 .messages;
@@ -595,7 +601,8 @@ mod tests {
         }
         let e = &EventParts::single(e);
         let mut w = Warnings::default();
-        let ranks: Vec<RankInfo> = (0..2).map(|r| RankInfo { rank: r, node: None, name: String::new() }).collect();
+        let ranks: Vec<RankInfo> =
+            (0..2).map(|r| RankInfo { rank: r, node: None, name: String::new(), application: None }).collect();
         let derived = deriving::derive(&e.columns(), &e.streams(), &NodeMap::new(&ranks), &[], false, &mut w).unwrap();
         let batches = derived.messages.into_batches().unwrap();
         assert!(w.is_empty(), "{w:?}");

@@ -31,8 +31,9 @@ use crate::events::{NONE_I64, PartStream};
 use crate::fast_hash::FastMap;
 use crate::trace::{NodeMap, Warnings};
 
-/// Bytes of a half in a file: src, dst, comm, tag, bytes, ts, call start and end, aux_ts, event.
-const HALF_BYTES: usize = 4 * 4 + 5 * 8 + 8;
+/// Bytes of a half in a file: src, dst, comm, tag, bytes, ts, call start and end, aux_ts,
+/// complete_call_start, event.
+const HALF_BYTES: usize = 4 * 4 + 6 * 8 + 8;
 
 /// A half's key: its channel and its position among the channel's halves of its side.
 type Key = (i32, i32, i32, i32, u32);
@@ -41,7 +42,7 @@ fn put_half(h: &Half, out: &mut Vec<u8>) {
     for v in [h.src, h.dst, h.comm, h.tag] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    for v in [h.bytes, h.ts, h.call_start, h.call_end, h.aux_ts] {
+    for v in [h.bytes, h.ts, h.call_start, h.call_end, h.aux_ts, h.complete_call_start] {
         out.extend_from_slice(&v.to_le_bytes());
     }
     out.extend_from_slice(&(h.event as u64).to_le_bytes());
@@ -60,7 +61,8 @@ fn get_half(b: &[u8]) -> Half {
         call_start: i64_at(2),
         call_end: i64_at(3),
         aux_ts: i64_at(4),
-        event: i64_at(5) as usize,
+        complete_call_start: i64_at(5),
+        event: i64_at(6) as usize,
     }
 }
 

@@ -358,7 +358,10 @@ fn definitions(
     comm_names: BTreeMap<i32, String>,
 ) -> (Vec<RankInfo>, Vec<LocationInfo>, Vec<CommInfo>) {
     let rank_set: BTreeSet<i32> = streams.iter().map(|s| s.0).collect();
-    let ranks = rank_set.iter().map(|&r| RankInfo { rank: r, node: None, name: format!("rank {r}") }).collect();
+    let ranks = rank_set
+        .iter()
+        .map(|&r| RankInfo { rank: r, node: None, name: format!("rank {r}"), application: None })
+        .collect();
     let locations = streams
         .iter()
         .enumerate()

@@ -181,7 +181,12 @@ fn definitions(
 ) -> (Vec<RankInfo>, Vec<LocationInfo>, Vec<CommInfo>) {
     let ranks: Vec<RankInfo> = ranks
         .iter()
-        .map(|&r| RankInfo { rank: r, node: nodes.get(&r).map(|n| n.0.clone()), name: format!("rank {r}") })
+        .map(|&r| RankInfo {
+            rank: r,
+            node: nodes.get(&r).map(|n| n.0.clone()),
+            name: format!("rank {r}"),
+            application: None,
+        })
         .collect();
     let locations = ranks
         .iter()

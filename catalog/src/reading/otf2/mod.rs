@@ -754,7 +754,12 @@ fn ranks_and_locations(
     let mut rules = NodeRules::default();
     for (id, g) in groups {
         let Some(&rank) = place.rank_of_group.get(id) else { continue };
-        ranks.push(RankInfo { rank, node: node_name(d, g.parent, &mut rules), name: string(g.name) });
+        ranks.push(RankInfo {
+            rank,
+            node: node_name(d, g.parent, &mut rules),
+            name: string(g.name),
+            application: None,
+        });
     }
     rules.report(warnings);
     let mut locations: Vec<LocationInfo> = d

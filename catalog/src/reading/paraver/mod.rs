@@ -202,14 +202,32 @@ struct Streams {
     ids: Vec<(u32, u32, u32)>,
 }
 
-fn streams(header: &header::Header, mpi_app: usize) -> Streams {
+/// The first rank of each application that communicates (numbered across them in header
+/// order), None for the others.
+fn rank_bases(header: &header::Header, communicating: &[bool]) -> Vec<Option<i32>> {
+    let mut next = 0i32;
+    header
+        .apps
+        .iter()
+        .zip(communicating)
+        .map(|(tasks, &c)| {
+            c.then(|| {
+                next += tasks.len() as i32;
+                next - tasks.len() as i32
+            })
+        })
+        .collect()
+}
+
+fn streams(header: &header::Header, communicating: &[bool]) -> Streams {
     let mut s = Streams { app: Vec::new(), rank: Vec::new(), thread: Vec::new(), ids: Vec::new() };
-    let mpi_tasks = header.apps[mpi_app].len() as i32;
-    let mut next_other = mpi_tasks;
+    let bases = rank_bases(header, communicating);
+    let mut next_other: i32 =
+        header.apps.iter().zip(communicating).filter(|(_, c)| **c).map(|(t, _)| t.len() as i32).sum();
     for (a, tasks) in header.apps.iter().enumerate() {
         for (t, task) in tasks.iter().enumerate() {
-            let rank = if a == mpi_app {
-                t as i32
+            let rank = if let Some(base) = bases[a] {
+                base + t as i32
             } else {
                 next_other += 1;
                 next_other - 1
@@ -280,8 +298,8 @@ struct Summary {
     metric_names: Vec<String>,
     metric_definitions: Vec<MetricDefinition>,
     not_in_pcf: Vec<i64>,
-    /// The stream of the first MPI call's event.
-    mpi_stream: Option<u32>,
+    /// The streams with MPI events.
+    mpi_streams: HashSet<u32>,
     /// Every (type, value) entered.
     region_keys: HashSet<(i64, i64)>,
     /// Communications with a partner outside the trace: how many, and the first one's line.
@@ -292,9 +310,9 @@ impl Summary {
     /// Classify the event types of `piece` (in `Records::events` order) and count its
     /// communications with a partner outside the trace.
     fn see(&mut self, piece: &records::Piece, pcf: &pcf::Pcf) {
-        let mut last: Option<i64> = None;
+        let mut last: Option<(i64, u32)> = None;
         for e in &piece.events {
-            if last == Some(e.ty()) {
+            if last == Some((e.ty(), e.stream)) {
                 continue;
             }
             let (metric_names, metric_definitions, not_in_pcf) =
@@ -305,10 +323,10 @@ impl Summary {
                 }
                 classify(e.ty(), pcf, metric_names, metric_definitions)
             });
-            if class == Class::Mpi && self.mpi_stream.is_none() {
-                self.mpi_stream = Some(e.stream);
+            if class == Class::Mpi {
+                self.mpi_streams.insert(e.stream);
             }
-            last = Some(e.ty());
+            last = Some((e.ty(), e.stream));
         }
         let (n, line) = outside_records(piece.comms.iter());
         if n > 0 && self.outside.0 == 0 {
@@ -341,9 +359,11 @@ struct Meaning {
     regions: Vec<RegionInfo>,
     region_of: FastMap<(i64, i64), i32>,
     collective_op: Vec<u8>,
-    world: i32,
+    /// Per application, its communicators' ids (None when it does not communicate).
+    app_comms: Vec<Option<AppComms>>,
     communicators: Vec<CommInfo>,
-    mpi_app: usize,
+    /// Per application, whether its tasks are ranks (it has MPI events).
+    communicating: Vec<bool>,
     streams: Streams,
     metric_names: Vec<String>,
     metric_definitions: Vec<MetricDefinition>,
@@ -351,7 +371,7 @@ struct Meaning {
 
 impl Meaning {
     fn of(prv: &Path, header: &header::Header, pcf: &pcf::Pcf, summary: Summary, warnings: &mut Warnings) -> Meaning {
-        let Summary { classes, metric_names, metric_definitions, mut not_in_pcf, mpi_stream, region_keys, outside } =
+        let Summary { classes, metric_names, metric_definitions, mut not_in_pcf, mpi_streams, region_keys, outside } =
             summary;
         if !not_in_pcf.is_empty() {
             not_in_pcf.sort_unstable();
@@ -364,15 +384,23 @@ impl Meaning {
                 )
             });
         }
-        // The application whose tasks are the ranks: the one with MPI calls (else the first).
+        // The applications whose tasks are ranks: those with MPI calls (else the first).
         let app_of_stream: Vec<usize> = header
             .apps
             .iter()
             .enumerate()
             .flat_map(|(a, tasks)| tasks.iter().flat_map(move |t| std::iter::repeat_n(a, t.threads as usize)))
             .collect();
-        let mpi_app = mpi_stream.map_or(0, |s| app_of_stream[s as usize]);
-        let st = streams(header, mpi_app);
+        let mut communicating = vec![false; header.apps.len()];
+        for s in &mpi_streams {
+            if let Some(&a) = app_of_stream.get(*s as usize) {
+                communicating[a] = true;
+            }
+        }
+        if !communicating.contains(&true) {
+            communicating[0] = true;
+        }
+        let st = streams(header, &communicating);
 
         // Regions: every (type, value) entered.
         let mut region_keys: Vec<(i64, i64)> = region_keys.into_iter().collect();
@@ -408,8 +436,7 @@ impl Meaning {
         warnings.add_many("paraver_partner_outside", n, || {
             format!("{}:{line}: communications whose partner lies outside the trace (cut away) are kept as unmatched halves", prv.display())
         });
-        let communicators = communicators(header, mpi_app);
-        let world = communicators.iter().find(|c| c.name == "MPI_COMM_WORLD").map_or(0, |c| c.comm);
+        let (communicators, app_comms) = communicators(header, &communicating);
         let collective_op: Vec<u8> =
             regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
         Meaning {
@@ -417,21 +444,22 @@ impl Meaning {
             regions,
             region_of,
             collective_op,
-            world,
+            app_comms,
             communicators,
-            mpi_app,
+            communicating,
             streams: st,
             metric_names,
             metric_definitions,
         }
     }
 
-    fn context(&self) -> StreamContext<'_> {
+    /// What walking a stream of application `app` needs.
+    fn context(&self, app: usize) -> StreamContext<'_> {
         StreamContext {
             classes: &self.classes,
             region_of: &self.region_of,
             collective_op: &self.collective_op,
-            world: self.world,
+            comms: self.app_comms[app].as_ref(),
         }
     }
 
@@ -443,11 +471,12 @@ impl Meaning {
         halves: &[MessageEvent],
     ) -> StreamOut {
         let st = &self.streams;
-        walk_stream(&self.context(), events, halves, st.rank[s], st.thread[s], st.app[s] as usize == self.mpi_app)
+        walk_stream(&self.context(st.app[s] as usize), events, halves, st.rank[s], st.thread[s])
     }
 
     /// Append a walked stream's events (when it has any) to `parts` and its samples to
-    /// `metrics`; returns its calls and communications not kept (outside the MPI application).
+    /// `metrics`; returns its calls and communications not kept (outside the applications that
+    /// communicate).
     fn gather(&self, s: usize, out: StreamOut, parts: &mut Vec<RawEvents>, metrics: &mut RawMetrics) -> i64 {
         if !out.events.is_empty() {
             parts.push(out.events);
@@ -472,11 +501,13 @@ impl Meaning {
 
     /// Report the calls and communications of other applications, which are not kept.
     fn report_dropped(&self, prv: &Path, dropped: i64, warnings: &mut Warnings) {
+        let mpi: Vec<String> =
+            self.communicating.iter().enumerate().filter(|(_, c)| **c).map(|(a, _)| (a + 1).to_string()).collect();
         warnings.add_many("paraver_other_application_events", dropped, || {
             format!(
-                "{}: calls and communications of applications other than the MPI one ({}) are not kept; their counters are in metrics",
+                "{}: calls and communications of applications other than those that call MPI ({}) are not kept; their counters are in metrics",
                 prv.display(),
-                self.mpi_app + 1
+                mpi.join(", ")
             )
         });
     }
@@ -569,10 +600,22 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
     let node_name = |n: u32| -> Option<String> {
         (n > 0).then(|| node_names.get(n as usize - 1).cloned().unwrap_or_else(|| format!("node{n}")))
     };
-    let ranks: Vec<RankInfo> = header.apps[m.mpi_app]
+    let bases = rank_bases(header, &m.communicating);
+    let several = m.communicating.iter().filter(|c| **c).count() > 1;
+    let ranks: Vec<RankInfo> = header
+        .apps
         .iter()
+        .zip(&bases)
         .enumerate()
-        .map(|(t, task)| RankInfo { rank: t as i32, node: node_name(task.node), name: format!("task {}", t + 1) })
+        .filter_map(|(a, (tasks, base))| base.map(|b| (a, tasks, b)))
+        .flat_map(|(a, tasks, base)| {
+            tasks.iter().enumerate().map(move |(t, task)| RankInfo {
+                rank: base + t as i32,
+                node: node_name(task.node),
+                name: if several { format!("task {}.{}", a + 1, t + 1) } else { format!("task {}", t + 1) },
+                application: Some(a as i32 + 1),
+            })
+        })
         .collect();
     let thread_names = row.names("THREAD");
     let st = &m.streams;
@@ -583,12 +626,12 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
                 location_id: s as i64,
                 rank: st.rank[s],
                 thread: st.thread[s],
-                kind: if st.app[s] as usize == m.mpi_app { "cpu" } else { "metric" }.into(),
+                kind: if m.communicating[st.app[s] as usize] { "cpu" } else { "metric" }.into(),
                 name: {
                     let name = thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}"));
                     // Another application's thread (a sampler of node counters): say where it ran.
                     match header.apps.get(a as usize - 1).and_then(|tasks| tasks.get(t as usize - 1)) {
-                        Some(task) if st.app[s] as usize != m.mpi_app => match node_name(task.node) {
+                        Some(task) if !m.communicating[st.app[s] as usize] => match node_name(task.node) {
                             Some(node) => format!("{name} (application {a} on {node})"),
                             None => format!("{name} (application {a})"),
                         },
@@ -700,27 +743,80 @@ fn report_overtaking(prv: &Path, found: Option<(i64, u64)>, warnings: &mut Warni
     }
 }
 
-fn communicators(header: &header::Header, mpi_app: usize) -> Vec<CommInfo> {
-    let ntasks = header.apps[mpi_app].len();
-    let all: Vec<i32> = (0..ntasks as i32).collect();
+/// An application's communicators: the id each of its `c:` lines has in the trace, and its
+/// MPI_COMM_WORLD's.
+struct AppComms {
+    world: i32,
+    ids: FastMap<i64, i32>,
+}
+
+impl AppComms {
+    /// The trace's id of the application's communicator `id` as its events name it (the id
+    /// itself when no `c:` line declares it).
+    fn id(&self, id: i64) -> i32 {
+        self.ids.get(&id).copied().unwrap_or_else(|| i32::try_from(id).unwrap_or(NONE_I32))
+    }
+}
+
+/// The communicators of the applications that communicate (their `c:` lines, members as
+/// ranks), and per application the ids its events' communicators take. The first such
+/// application keeps its ids; another's that are taken already get the next free ones. An
+/// application without a `c:` line holding all its tasks gets an MPI_COMM_WORLD of its own.
+/// With several applications, the names say which application a communicator is of.
+fn communicators(header: &header::Header, communicating: &[bool]) -> (Vec<CommInfo>, Vec<Option<AppComms>>) {
+    let bases = rank_bases(header, communicating);
+    let several = communicating.iter().filter(|c| **c).count() > 1;
     let mut out: Vec<CommInfo> = Vec::new();
-    let mut world_named = false;
-    for c in header.comms.iter().filter(|c| c.app as usize == mpi_app + 1) {
-        let members: Vec<i32> = c.tasks.iter().map(|t| *t as i32 - 1).collect();
-        let is_world = !world_named && members == all;
-        world_named |= is_world;
-        out.push(CommInfo {
-            comm: i32::try_from(c.id).unwrap_or(NONE_I32),
-            name: if is_world { "MPI_COMM_WORLD".into() } else { format!("comm {}", c.id) },
-            members,
-            per_rank: false,
-        });
+    let mut apps: Vec<Option<AppComms>> = Vec::new();
+    let mut taken: HashSet<i32> = HashSet::new();
+    let next_free = |taken: &mut HashSet<i32>| {
+        let id = (0..).find(|id| !taken.contains(id)).unwrap_or(0);
+        taken.insert(id);
+        id
+    };
+    for (a, (tasks, base)) in header.apps.iter().zip(&bases).enumerate() {
+        let Some(base) = *base else {
+            apps.push(None);
+            continue;
+        };
+        let of_app = if several && out.iter().any(|c| c.name.starts_with("MPI_COMM_WORLD")) {
+            format!(" of application {}", a + 1)
+        } else {
+            String::new()
+        };
+        let all: Vec<i32> = (base..base + tasks.len() as i32).collect();
+        let mut ids: FastMap<i64, i32> = FastMap::default();
+        let mut world = None;
+        let first = out.len();
+        for c in header.comms.iter().filter(|c| c.app as usize == a + 1) {
+            let members: Vec<i32> = c.tasks.iter().map(|t| base + *t as i32 - 1).collect();
+            let id = match i32::try_from(c.id) {
+                Ok(id) if !taken.contains(&id) => {
+                    taken.insert(id);
+                    id
+                }
+                _ => next_free(&mut taken),
+            };
+            ids.insert(c.id, id);
+            let is_world = world.is_none() && members == all;
+            if is_world {
+                world = Some(id);
+            }
+            let name = if is_world { format!("MPI_COMM_WORLD{of_app}") } else { format!("comm {}{of_app}", c.id) };
+            out.push(CommInfo { comm: id, name, members, per_rank: false });
+        }
+        let world = match world {
+            Some(w) => w,
+            None => {
+                let id = next_free(&mut taken);
+                let name = format!("MPI_COMM_WORLD{of_app}");
+                out.insert(first, CommInfo { comm: id, name, members: all, per_rank: false });
+                id
+            }
+        };
+        apps.push(Some(AppComms { world, ids }));
     }
-    if !world_named {
-        let id = (0..).find(|id| out.iter().all(|c| c.comm != *id)).unwrap_or(0);
-        out.insert(0, CommInfo { comm: id, name: "MPI_COMM_WORLD".into(), members: all, per_rank: false });
-    }
-    out
+    (out, apps)
 }
 
 struct StreamContext<'a> {
@@ -729,7 +825,9 @@ struct StreamContext<'a> {
     /// Collective operation code of each MPI region (`COLLECTIVE_OPS.len()`: none of the
     /// known collectives; 0: not an MPI region).
     collective_op: &'a [u8],
-    world: i32,
+    /// The communicators of the stream's application; None when it does not communicate (its
+    /// calls and communications are not kept).
+    comms: Option<&'a AppComms>,
 }
 
 #[derive(Default)]
@@ -758,11 +856,10 @@ fn walk_stream<'a>(
     halves: &[MessageEvent],
     rank: i32,
     thread: i32,
-    is_rank: bool,
 ) -> StreamOut {
     let mut out = StreamOut::default();
     let records = pieces.clone().flatten();
-    if !is_rank {
+    let Some(comms) = ctx.comms else {
         for r in records {
             match ctx.classes[&r.ty()] {
                 Class::Metric(m) => {
@@ -775,7 +872,7 @@ fn walk_stream<'a>(
         }
         out.dropped += halves.len() as i64;
         return out;
-    }
+    };
     let ev = &mut out.events;
     *ev = RawEvents::with_capacity(pieces.map(<[EventRec]>::len).sum::<usize>() + halves.len());
     let mut next_half = 0;
@@ -831,8 +928,7 @@ fn walk_stream<'a>(
                     e.bytes = merged[0];
                     e.bytes_recv = merged[1];
                     e.peer = i32::try_from(merged[2]).unwrap_or(NONE_I32);
-                    e.comm =
-                        if merged[3] == NONE_I64 { ctx.world } else { i32::try_from(merged[3]).unwrap_or(NONE_I32) };
+                    e.comm = if merged[3] == NONE_I64 { comms.world } else { comms.id(merged[3]) };
                     ev.push_detailed(&e);
                     info = [NONE_I64; 4];
                 }
