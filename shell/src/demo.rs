@@ -34,7 +34,7 @@ Try:
   SELECT window_start, cause, recommendation FROM attribution(1000000) WHERE cause <> 'none';
   SELECT inter_messages_before, inter_messages_after, reduction FROM remap_summary();
   -- and which ranks, and why
-  SELECT rank, node, cause, inter_share FROM rank_diagnosis() WHERE cause <> 'none' ORDER BY rank;
+  SELECT rank, node, cause, evidence FROM rank_diagnosis() WHERE cause <> 'none' ORDER BY rank;
   -- what determines the run's end, and who causes the waiting
   SELECT region, path_share, imbalance_ns FROM critical_path_profile() WHERE rank IS NULL ORDER BY path_ns DESC;
   SELECT rank, region, cost_ns FROM delay_costs() ORDER BY cost_ns DESC LIMIT 10;

@@ -953,7 +953,7 @@ fn the_readme_tour_finds_what_it_says_on_the_demo() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("cause,ranks\nmapping,48\nnone,16\n"), "{out}");
+    assert!(out.contains("cause,ranks\nmapping,64\n"), "{out}");
     assert!(out.contains("steady_high,8000000,14000000"), "{out}");
     assert!(out.contains("windows\n6\n"), "{out}");
     assert!(out.contains("44800,6400"), "{out}");

@@ -77,7 +77,9 @@ fn a_second_application_of_node_counters_becomes_metrics_of_its_nodes() {
 }
 
 /// (src, dst, bytes) of every message, and (comm, rank) of every collective, sorted.
-fn messages_and_collectives(t: &commdb_catalog::Trace) -> (Vec<(i32, i32, i64)>, Vec<(i32, i32)>) {
+type Exchanges = (Vec<(i32, i32, i64)>, Vec<(i32, i32)>);
+
+fn messages_and_collectives(t: &commdb_catalog::Trace) -> Exchanges {
     let mut m = Vec::new();
     for b in t.table("messages").unwrap() {
         let (src, dst) = (b.column_by_name("src").unwrap(), b.column_by_name("dst").unwrap());

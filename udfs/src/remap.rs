@@ -24,6 +24,9 @@ use crate::common::{Args, Compute, Derived, FastMap, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, boolean, col, float64, int64, param, text};
 use crate::latency::MESSAGES;
 
+/// Held while METIS partitions (its random state is the process's).
+static METIS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const REMAP_PARAMS: &[Param] = &[
     param(
         "ranks_per_node",
@@ -223,6 +226,10 @@ pub fn partition(t: &Traffic, cap: usize, w: Weight) -> Result<Vec<u32>> {
         adjacency[*a as usize].push((*b, wt));
         adjacency[*b as usize].push((*a, wt));
     }
+    // The same graph whatever order the messages came in.
+    for list in &mut adjacency {
+        list.sort_unstable();
+    }
     let mut xadj: Vec<metis::Idx> = Vec::with_capacity(n + 1);
     let (mut adjncy, mut adjwgt): (Vec<metis::Idx>, Vec<metis::Idx>) = (Vec::new(), Vec::new());
     xadj.push(0);
@@ -239,7 +246,14 @@ pub fn partition(t: &Traffic, cap: usize, w: Weight) -> Result<Vec<u32>> {
         .set_adjwgt(&adjwgt)
         .set_option(metis::option::Seed(1))
         .set_option(metis::option::UFactor(1));
-    if let Err(e) = graph.part_kway(&mut part) {
+    // METIS draws from one random state for the whole process: two partitions at once (a
+    // query that reads remap_suggestion twice) would interleave their draws and answer
+    // differently from run to run.
+    let partitioned = {
+        let _one_at_a_time = METIS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        graph.part_kway(&mut part)
+    };
+    if let Err(e) = partitioned {
         return exec_err!("remap: METIS could not partition the graph: {e}");
     }
     let mut part: Vec<u32> = part.into_iter().map(|p| p as u32).collect();
