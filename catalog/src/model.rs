@@ -131,6 +131,12 @@ pub const LOCATIONS: TableDoc = TableDoc {
         col("kind", utf8, false, "cpu, gpu or metric"),
         col("name", utf8, false, "display name"),
         col("events", int64, false, "number of raw events recorded on it"),
+        col(
+            "node",
+            utf8,
+            true,
+            "the node it ran on: its rank's, or for another application's location (a Paraver sampler of node counters) the node the trace places it on",
+        ),
     ],
 };
 

@@ -32,6 +32,9 @@ pub struct LocationInfo {
     pub thread: i32,
     pub kind: String,
     pub name: String,
+    /// The node it ran on, when not its rank's (another application's sampler of node
+    /// counters, numbered after the ranks); None: its rank's node.
+    pub node: Option<String>,
 }
 
 /// A code region. Its index in `RawTrace::regions` is what the events' region column refers to.

@@ -65,6 +65,22 @@ fn a_second_application_of_node_counters_becomes_metrics_of_its_nodes() {
         assert_eq!(got, expected, "{how}");
         let warnings = t.warnings().unwrap();
         assert_eq!(warnings.count("paraver_other_application_events"), 0, "{how}: counters only");
+        // The samplers' locations say which node they ran on, so their metrics join to it.
+        let mut nodes: Vec<(String, String)> = Vec::new();
+        for b in t.table("locations").unwrap() {
+            let (kind, name) = (b.column(3).as_string::<i32>(), b.column(4).as_string::<i32>());
+            let node = b.column_by_name("node").unwrap().as_string::<i32>();
+            for i in 0..b.num_rows() {
+                if kind.value(i) == "metric" {
+                    nodes.push((name.value(i).to_string(), node.value(i).to_string()));
+                }
+            }
+        }
+        nodes.sort();
+        let expected_nodes: Vec<(String, String)> = (0..3)
+            .map(|n| (format!("THREAD 2.{}.1 (application 2 on node{n:03})", n + 1), format!("node{n:03}")))
+            .collect();
+        assert_eq!(nodes, expected_nodes, "{how}");
     };
     let read = commdb_catalog::open(&prv.display().to_string(), &OpenOptions::default()).unwrap();
     check(&read, "in memory");

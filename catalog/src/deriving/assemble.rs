@@ -45,6 +45,8 @@ impl RawTrace {
             counts.insert((s.rank, s.thread), (s.end - s.start) as i64);
         }
         let l = &self.locations;
+        let rank_node: std::collections::HashMap<i32, &str> =
+            self.ranks.iter().filter_map(|r| Some((r.rank, r.node.as_deref()?))).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(l.iter().map(|x| x.location_id))),
             Arc::new(Int32Array::from_iter_values(l.iter().map(|x| x.rank))),
@@ -53,6 +55,9 @@ impl RawTrace {
             Arc::new(StringArray::from_iter_values(l.iter().map(|x| x.name.as_str()))),
             Arc::new(Int64Array::from_iter_values(
                 l.iter().map(|x| counts.get(&(x.rank, x.thread)).copied().unwrap_or(0)),
+            )),
+            Arc::new(StringArray::from_iter(
+                l.iter().map(|x| x.node.as_deref().or_else(|| rank_node.get(&x.rank).copied())),
             )),
         ];
         Ok(RecordBatch::try_new(model::LOCATIONS.schema(), columns)?)

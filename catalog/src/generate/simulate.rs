@@ -449,6 +449,7 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
             thread: 0,
             kind: "cpu".into(),
             name: format!("rank {r}"),
+            node: None,
         })
         .collect();
     let regions = REGIONS

@@ -371,6 +371,7 @@ fn definitions(
             thread,
             kind: "cpu".into(),
             name: format!("rank {rank} thread {thread}"),
+            node: None,
         })
         .collect();
     let world: Vec<i32> = rank_set.iter().copied().collect();

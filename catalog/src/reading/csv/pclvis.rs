@@ -196,6 +196,7 @@ fn definitions(
             thread: 0,
             kind: "cpu".into(),
             name: r.name.clone(),
+            node: None,
         })
         .collect();
     let world: Vec<i32> = ranks.iter().map(|r| r.rank).collect();

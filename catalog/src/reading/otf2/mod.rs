@@ -773,6 +773,7 @@ fn ranks_and_locations(
                 thread,
                 kind: location_kind(l.kind).to_string(),
                 name: string(l.name),
+                node: None,
             })
         })
         .collect();

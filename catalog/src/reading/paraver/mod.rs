@@ -622,7 +622,10 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
     let locations: Vec<LocationInfo> = (0..st.rank.len())
         .map(|s| {
             let (a, t, th) = st.ids[s];
+            let task = header.apps.get(a as usize - 1).and_then(|tasks| tasks.get(t as usize - 1));
+            let other = !m.communicating[st.app[s] as usize];
             LocationInfo {
+                node: task.filter(|_| other).and_then(|task| node_name(task.node)),
                 location_id: s as i64,
                 rank: st.rank[s],
                 thread: st.thread[s],
@@ -630,8 +633,8 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
                 name: {
                     let name = thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}"));
                     // Another application's thread (a sampler of node counters): say where it ran.
-                    match header.apps.get(a as usize - 1).and_then(|tasks| tasks.get(t as usize - 1)) {
-                        Some(task) if !m.communicating[st.app[s] as usize] => match node_name(task.node) {
+                    match task {
+                        Some(task) if other => match node_name(task.node) {
                             Some(node) => format!("{name} (application {a} on {node})"),
                             None => format!("{name} (application {a})"),
                         },
