@@ -225,7 +225,7 @@ pub const MESSAGES: TableDoc = TableDoc {
             "recv_post_ts",
             int64,
             true,
-            "time the receive was posted (MPI_Irecv request, or the start of a blocking receive)",
+            "time the receive was posted: the start of the MPI_Irecv call that posted it (its request's time outside any call), or of a blocking receive",
         ),
         col(
             "send_complete_ts",
@@ -267,6 +267,12 @@ pub const COLLECTIVES: TableDoc = TableDoc {
         col("duration", int64, true, "end_ts - begin_ts (ns)"),
         col("bytes_sent", int64, false, "bytes sent by this rank"),
         col("bytes_recv", int64, false, "bytes received by this rank"),
+        col(
+            "call_start",
+            int64,
+            true,
+            "start of the MPI call the rank began the operation in (its collective waits start there, as Scalasca's do)",
+        ),
     ],
 };
 

@@ -165,9 +165,9 @@ async fn reference_writer_fixture_reads_as_written() {
     .unwrap();
     let messages: Vec<String> = messages.into_iter().map(|r| r.join(" ")).collect();
     // Rank 1's ClockOffset points (ticks 1000: +250, ticks 9000: -150; the trace's zero is at
-    // tick 1000) give the line master = 0.95 * local + 250: its recorded 1600, 500, 2900 and
-    // 2050 become 1770, 725, 3005 and 2197 (2197.5 rounded in floating point).
-    assert_eq!(messages, vec!["0 1 0 7 4096 1100 1770 725 1200", "2 1 1 3 800 2250 3005 2197 2450"]);
+    // tick 1000) give the line master = 0.95 * local + 250: its recorded 1600, 500 and 2900
+    // become 1770, 725 and 3005; the Irecv is posted when its call starts, local 2000: 2150.
+    assert_eq!(messages, vec!["0 1 0 7 4096 1100 1770 725 1200", "2 1 1 3 800 2250 3005 2150 2450"]);
     let raw = commdb_tests::rows(
         &s.collect("SELECT string_agg(CAST(ts_local AS VARCHAR), ',' ORDER BY seq) FROM fx.events WHERE rank = 1 AND kind IN ('irecv_request', 'recv', 'irecv')")
             .await

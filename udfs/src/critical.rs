@@ -14,7 +14,11 @@
 //! run without an enclosing region, uninstrumented code between calls) is the rank's own work:
 //! the path walks through it as `compute` with region NULL. Waiting time is therefore never on
 //! the path. The part of a receive after a late sender started sending is kind `transfer`;
-//! other MPI time is `mpi`, time in non-MPI regions `compute`. Consecutive stretches of one rank
+//! other MPI time is `mpi`, time in non-MPI regions `compute`. MPI_Finalize synchronises every
+//! rank, as Scalasca's analysis takes it: a rank in MPI_Finalize after the last rank entered it
+//! waited there, and the path continues on that rank at its entry, so up to that instant the
+//! path is the one Scalasca's starts from (its path ends there; commdb's goes on to the run's
+//! end through the Finalize it was walked from). Consecutive stretches of one rank
 //! and region are one segment; segments are numbered from the start of the run, and follow
 //! each other without gap from the first segment's start to the run's end.
 //!
@@ -40,7 +44,7 @@ use datafusion::error::Result;
 use crate::common::{Args, ComputeMany, Derived, Projected};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 use crate::profile::{streams, sweep};
-use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+use crate::waits::{MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
 
 /// The parameters of the critical path and of the delay costs.
 pub const RUN_PARAMS: &[Param] = &[
@@ -201,6 +205,15 @@ fn walk(
     // From the end of the rank that finishes last (the lowest such rank).
     let last = stretches.iter().filter_map(|(r, s)| s.last().map(|l| (*r, l.to))).max_by_key(|&(r, end)| (end, -r));
     let Some((mut rank, mut t)) = last else { return Ok(Vec::new()) };
+    // MPI_Finalize synchronises every rank (Scalasca's path starts where the last rank enters
+    // it): a rank in MPI_Finalize after the latest entry waited there for that rank.
+    let finalize_region = names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
+    let latest_finalize = finalize_region.and_then(|f| {
+        stretches
+            .iter()
+            .filter_map(|(r, list)| list.iter().find(|s| s.region == f).map(|s| (*r, s.from)))
+            .max_by_key(|&(r, c)| (c, -r))
+    });
     let mut backward: Vec<Segment> = Vec::new();
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let budget = stretches.values().map(Vec::len).sum::<usize>() * 4 + waits.values().map(Vec::len).sum::<usize>() + 16;
@@ -234,6 +247,18 @@ fn walk(
             t = s.from;
             continue;
         };
+        if let Some((last_rank, entered)) = latest_finalize
+            && Some(s.region) == finalize_region
+            && rank != last_rank
+            && s.from <= entered
+            && entered < t
+            && seen.insert((rank, entered))
+        {
+            emit(rank, s.region, entered, t, "mpi");
+            rank = last_rank;
+            t = entered;
+            continue;
+        }
         // The latest wait of this call that ended by t.
         let wait = waits.get(&rank).and_then(|list| {
             let k = list.partition_point(|w| w.end <= t);
@@ -267,7 +292,7 @@ fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Ve
     let collectives = a.relation(args.session(), "collectives")?;
     let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
-    let oi = collectives.columns(function, &COLLECTIVE_COLUMNS)?;
+    let oi = crate::waits::collective_columns(&collectives, function)?;
     Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))])
 }
 

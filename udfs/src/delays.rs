@@ -61,7 +61,7 @@ pub const DELAY_COSTS: Function = Function {
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
     make: Make::Table(|| Arc::new(DelayCosts)),
 };
-use crate::waits::{COLLECTIVE_COLUMNS, MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+use crate::waits::{MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
 /// looked for.
@@ -339,7 +339,7 @@ impl TableFunctionImpl for DelayCosts {
         let collectives = a.relation(args.session(), "collectives")?;
         let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
         let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
-        let oi = collectives.columns(a.function, &COLLECTIVE_COLUMNS)?;
+        let oi = crate::waits::collective_columns(&collectives, a.function)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, true),
             Field::new("region", DataType::Utf8, true),

@@ -41,8 +41,10 @@
 //!   window management, unknown operations) and for rooted operations whose root is not
 //!   recorded: the N x N rule.
 //!
-//! Every collective wait ends at the latest when the waiter's own call ends, as a late sender's
-//! does. Only waits longer than 0 are listed. Cost: O(messages + participations).
+//! A rank's begin is when it entered the MPI call of the operation (`collectives.call_start`,
+//! Scalasca's "enter" of the collective), or, when some member's is not recorded, the
+//! collective's begin record (`begin_ts`). Every collective wait ends at the latest when the
+//! waiter's own call ends, as a late sender's does. Only waits longer than 0 are listed. Cost: O(messages + participations).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -91,7 +93,19 @@ pub(crate) const MESSAGE_COLUMNS: [&str; 10] = [
     "send_complete_call_start",
     "send_complete_ts",
 ];
-pub(crate) const COLLECTIVE_COLUMNS: [&str; 7] = ["comm", "instance", "rank", "begin_ts", "op", "root", "end_ts"];
+pub(crate) const COLLECTIVE_COLUMNS: [&str; 8] =
+    ["comm", "instance", "rank", "begin_ts", "op", "root", "end_ts", "call_start"];
+
+/// The indices of `COLLECTIVE_COLUMNS` in `collectives`. `call_start` is optional: a relation
+/// without it (a view made before it existed, or by hand) is read without it, and waits start
+/// at begin_ts.
+pub(crate) fn collective_columns(collectives: &crate::common::Relation, function: &str) -> Result<Vec<usize>> {
+    let mut idx = collectives.columns(function, &COLLECTIVE_COLUMNS[..7])?;
+    if let Ok(i) = collectives.schema().index_of("call_start") {
+        idx.push(i);
+    }
+    Ok(idx)
+}
 
 /// One wait.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +193,8 @@ struct Instance {
     op: String,
     root: Option<i64>,
     members: Vec<(i64, i64)>,
+    /// Each member's start of the call it began the operation in, aligned with `members`.
+    call_starts: Vec<Option<i64>>,
     ends: HashMap<i64, i64>,
 }
 
@@ -230,6 +246,10 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
     let op = text_column(batches, 4)?;
     let root = int64_column(batches, 5)?;
     let end = int64_column(batches, 6)?;
+    let call_start = match batches.first() {
+        Some(b) if b.num_columns() > 7 => Some(int64_column(batches, 7)?),
+        _ => None,
+    };
     let mut groups: BTreeMap<(i64, i64), Instance> = BTreeMap::new();
     for r in 0..cols[0].len() {
         commdb_catalog::interrupt::check_every(r, "wait_states")?;
@@ -243,14 +263,21 @@ pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
             ..Instance::default()
         });
         g.members.push((rank, begin));
+        g.call_starts.push(call_start.as_ref().and_then(|c| c.is_valid(r).then(|| c.value(r))));
         if end.is_valid(r) {
             g.ends.insert(rank, end.value(r));
         }
     }
     let mut out = Vec::new();
-    for ((comm, instance), g) in groups {
+    for ((comm, instance), mut g) in groups {
         if is_neighbourhood(&g.op) {
             continue;
+        }
+        // Every member's wait starts when it entered the call, when all of them say.
+        if g.call_starts.iter().all(Option::is_some) {
+            for (m, c) in g.members.iter_mut().zip(&g.call_starts) {
+                m.1 = c.expect("every member has a call start");
+            }
         }
         let pattern = pattern_of(&g.op, g.root.is_some());
         // Until `until`, and at most until the waiter's own call ends.
@@ -342,7 +369,7 @@ impl TableFunctionImpl for WaitStates {
         let rel = a.relation(args.session(), "rel")?;
         let colls = a.relation(args.session(), "collectives")?;
         let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
-        let ci = colls.columns("wait_states", &COLLECTIVE_COLUMNS)?;
+        let ci = collective_columns(&colls, "wait_states")?;
         let out = output_schema();
         let s = out.clone();
         let notices =

@@ -145,9 +145,9 @@ fn walk_stream(
             SEND | ISEND => halves.send(events, i, calls.innermost(), &mut w),
             RECV | IRECV => halves.recv(events, i, calls.innermost(), &mut w),
             ISEND_COMPLETE => halves.isend_complete(events, i, calls.innermost(), &mut w),
-            IRECV_REQUEST => halves.irecv_request(events, i, &mut w),
+            IRECV_REQUEST => halves.irecv_request(events, i, calls.innermost(), &mut w),
             REQUEST_CANCELLED => halves.cancelled(events, i, &mut w),
-            COLL_BEGIN => collectives.begin(ts, &mut w),
+            COLL_BEGIN => collectives.begin(ts, calls.innermost().map(|c| c.1), &mut w),
             COLL_END => collectives.end(events, i, &mut w),
             _ => {}
         }

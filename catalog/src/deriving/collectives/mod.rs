@@ -33,6 +33,8 @@ pub struct Part {
     pub end: i64,
     pub bytes_sent: i64,
     pub bytes_recv: i64,
+    /// Start of the MPI call the rank began the operation in (NONE_I64: outside any call).
+    pub call_start: i64,
 }
 
 /// The `collectives` table, ordered by communicator, instance and rank.
@@ -49,8 +51,8 @@ impl Collectives {
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut rank, mut thread, mut begin, mut end) =
             (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut duration, mut sent, mut received) =
-            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut duration, mut sent, mut received, mut call_start) =
+            (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         for x in &self.parts {
             instance.push(x.instance);
             comm.push(x.comm);
@@ -63,6 +65,7 @@ impl Collectives {
             duration.push(if x.begin == NONE_I64 { NONE_I64 } else { x.end - x.begin });
             sent.push(x.bytes_sent.max(0));
             received.push(x.bytes_recv.max(0));
+            call_start.push(x.call_start);
         }
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(instance)),
@@ -76,6 +79,7 @@ impl Collectives {
             Arc::new(owned_nullable::<Int64Type>(duration, NONE_I64)),
             Arc::new(Int64Array::from(sent)),
             Arc::new(Int64Array::from(received)),
+            Arc::new(owned_nullable::<Int64Type>(call_start, NONE_I64)),
         ];
         Ok(RecordBatch::try_new(model::COLLECTIVES.schema(), columns)?)
     }
@@ -197,20 +201,31 @@ pub struct PartCollector {
     next_instance: Vec<(i32, i64)>,
     /// Begin time of the open collective, NONE_I64 when none is open.
     begin: i64,
+    /// Start of the call the open collective began in.
+    call_start: i64,
     rank: i32,
     thread: i32,
 }
 
 impl PartCollector {
     pub fn new(rank: i32, thread: i32, ends: usize) -> Self {
-        PartCollector { parts: Vec::with_capacity(ends), next_instance: Vec::new(), begin: NONE_I64, rank, thread }
+        PartCollector {
+            parts: Vec::with_capacity(ends),
+            next_instance: Vec::new(),
+            begin: NONE_I64,
+            call_start: NONE_I64,
+            rank,
+            thread,
+        }
     }
 
-    pub fn begin(&mut self, ts: i64, w: &mut Warnings) {
+    /// A collective begins at `ts`, inside the call that started at `call_start` (if any).
+    pub fn begin(&mut self, ts: i64, call_start: Option<i64>, w: &mut Warnings) {
         if self.begin != NONE_I64 {
             self.report_unended(w);
         }
         self.begin = ts;
+        self.call_start = call_start.unwrap_or(NONE_I64);
     }
 
     /// The collective_end event `i` of `events` closes this rank's part in the next instance of
@@ -246,8 +261,10 @@ impl PartCollector {
             end: ts,
             bytes_sent: events.bytes[i],
             bytes_recv: events.bytes_recv[i],
+            call_start: if self.begin == NONE_I64 { NONE_I64 } else { self.call_start },
         });
         self.begin = NONE_I64;
+        self.call_start = NONE_I64;
     }
 
     pub fn finish(self, w: &mut Warnings) -> Vec<Part> {
@@ -323,6 +340,7 @@ mod tests {
                         end: i64::from(k) + 1,
                         bytes_sent: 0,
                         bytes_recv: 0,
+                        call_start: i64::from(k),
                     }
                 })
                 .collect();

@@ -21,7 +21,7 @@ use crate::fast_hash::FastMap;
 use crate::trace::{CommInfo, Warnings};
 
 /// Bytes of a part in a run: its sort key (comm, a, b), then its fields.
-const RECORD_BYTES: usize = 4 + 8 + 8 + (8 + 4 + 1 + 4 + 4 + 4 + 8 + 8 + 8 + 8);
+const RECORD_BYTES: usize = 4 + 8 + 8 + (8 + 4 + 1 + 4 + 4 + 4 + 8 + 8 + 8 + 8 + 8);
 
 /// Parts per batch of the table.
 const BATCH_PARTS: usize = 1 << 16;
@@ -40,7 +40,7 @@ fn put(key: Key, p: &Part, out: &mut Vec<u8>) {
     for v in [p.root, p.rank, p.thread] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    for v in [p.begin, p.end, p.bytes_sent, p.bytes_recv] {
+    for v in [p.begin, p.end, p.bytes_sent, p.bytes_recv, p.call_start] {
         out.extend_from_slice(&v.to_le_bytes());
     }
 }
@@ -60,6 +60,7 @@ fn get(b: &[u8]) -> (Key, Part) {
         end: i64_at(53),
         bytes_sent: i64_at(61),
         bytes_recv: i64_at(69),
+        call_start: i64_at(77),
     };
     (key, part)
 }
@@ -276,6 +277,7 @@ mod tests {
                 end: 10 * instance + 9,
                 bytes_sent: 8,
                 bytes_recv: 8,
+                call_start: 10 * instance,
             };
             spilled.add(vec![(0..3).map(part).collect()]).unwrap();
         }

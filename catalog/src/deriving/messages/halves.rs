@@ -212,9 +212,13 @@ impl<'a> HalfCollector<'a> {
         }
     }
 
-    pub fn irecv_request(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
+    /// The request of a non-blocking receive, event `i`, inside call `call` (index, start) if
+    /// any: the receive is posted when that call (the MPI_Irecv) starts, as a blocking receive
+    /// is when its call starts (Scalasca's rule too).
+    pub fn irecv_request(&mut self, events: &EventColumns<'_>, i: usize, call: Option<(usize, i64)>, w: &mut Warnings) {
         let (ts, request) = (events.ts[i], events.request[i]);
-        if self.posted_irecvs.insert(request, ts).is_some() {
+        let posted = call.map_or(ts, |c| c.1);
+        if self.posted_irecvs.insert(request, posted).is_some() {
             let rank = self.rank;
             w.add("request_reused_while_open", || {
                 format!("rank {rank}: request {request} reused before it completed (ts {ts})")

@@ -559,7 +559,11 @@ fn regions(d: &GlobalDefs) -> Vec<RegionInfo> {
             name: d.string(r.name).unwrap_or("").to_string(),
             paradigm: paradigm_name(r.paradigm).to_string(),
             role: role_name(r.role).map(str::to_string),
-            file: d.string(r.source_file).filter(|s| !s.is_empty()).map(str::to_string),
+            // Score-P names "MPI" as the source file of MPI's regions: a marker, not a file.
+            file: d
+                .string(r.source_file)
+                .filter(|s| !(s.is_empty() || *s == "MPI" && paradigm_name(r.paradigm) == "mpi"))
+                .map(str::to_string),
             line: (r.begin_line != 0 && r.begin_line != u32::MAX).then_some(i64::from(r.begin_line)),
         })
         .collect()

@@ -413,7 +413,13 @@ impl EventFiles {
         let region_names: Vec<(u32, u32)> = trace
             .regions
             .iter()
-            .map(|r| (strings.id(&r.name), r.file.as_deref().map_or(u32::MAX, |f| strings.id(f))))
+            .map(|r| {
+                // Score-P names "MPI" as the source file of MPI's regions, and tools such as
+                // Scalasca know an MPI call by it (without it MPI_Init is no synchronisation point
+                // and no receive a late sender's).
+                let file = r.file.as_deref().or((r.paradigm == "mpi").then_some("MPI"));
+                (strings.id(&r.name), file.map_or(u32::MAX, |f| strings.id(f)))
+            })
             .collect();
         let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
         let locations_group_name = strings.id("MPI_COMM_WORLD locations");

@@ -882,8 +882,8 @@ fn walk_stream<'a>(
     let mut open: Vec<(i64, i32)> = Vec::new();
     let mut collective: Option<OpenCollective> = None;
     let mut info = [NONE_I64; 4];
-    let flush = |ev: &mut RawEvents, next_half: &mut usize, until: &dyn Fn(i64) -> bool| {
-        while let Some(h) = halves.get(*next_half).filter(|h| until(h.ts)) {
+    let flush = |ev: &mut RawEvents, next_half: &mut usize, until: &dyn Fn(&MessageEvent) -> bool| {
+        while let Some(h) = halves.get(*next_half).filter(|h| until(h)) {
             let mut e = Event::new(rank, thread, h.ts, h.kind);
             e.peer = h.peer;
             e.tag = h.tag;
@@ -903,7 +903,10 @@ fn walk_stream<'a>(
         }
         let class = last_type.1;
         let leaving = r.value == 0 && matches!(class, Class::Mpi | Class::Function);
-        flush(ev, &mut next_half, &|t| t < r.ts || (t == r.ts && leaving));
+        // A half of the same time goes before a leave (a communication happens inside the call
+        // that makes it), except a receive's post, which is the start of the call that posts
+        // it: it goes after the calls that end and begin then.
+        flush(ev, &mut next_half, &|h| h.ts < r.ts || (h.ts == r.ts && leaving && h.kind != EventKind::IrecvRequest));
         match class {
             Class::Mpi | Class::Function if r.value != 0 => {
                 let region = ctx.region_of[&(r.ty(), r.value)];

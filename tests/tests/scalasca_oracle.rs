@@ -1,0 +1,226 @@
+//! commdb's wait states and critical path against Scalasca's own trace analyzer. The numbers
+//! Scalasca 2.6's scout.mpi found on the traces of tests/data/scalasca/traces.txt are in
+//! tests/data/scalasca/NAME.csv (metric, call path, rank, seconds), written by
+//! tests/scalasca/oracle.sh; this test needs only those files. It writes each generated trace
+//! as the OTF2 archive the oracle analysed (the generator is deterministic), writes the shapes
+//! archive with tests/scalasca/make_shapes.py (python3-otf2; skipped with a printed reason when
+//! absent), reads the shared Score-P archives from ../shared/data (skipped likewise), and
+//! compares per pattern and rank, and per rank and region of the critical path:
+//!
+//! - `wait_states` against mpi_latesender, mpi_latereceiver, mpi_wait_nxn, mpi_barrier_wait,
+//!   mpi_latebroadcast, mpi_earlyreduce and mpi_earlyscan: within 1 ns per wait (commdb's
+//!   times are whole nanoseconds, Score-P's timer ticks are not) or 0.1%;
+//! - `critical_path` against critical_path, over the part of the run Scalasca's path covers:
+//!   from the entry into MPI_Init of the rank the path starts on to the latest entry into
+//!   MPI_Finalize (docs/departures.md); time no region covers is commdb's alone (Scalasca
+//!   attributes time to call paths only), so region NULL is left out; traces with MPI_Scan
+//!   waits are left out, as Scalasca's path does not follow them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use commdb_catalog::OpenOptions;
+use commdb_catalog::generate::{GeneratorConfig, generate};
+
+/// One trace the oracle ran on.
+struct Oracle {
+    name: String,
+    source: String,
+}
+
+fn oracles() -> Vec<Oracle> {
+    let list = std::fs::read_to_string(commdb_tests::test_data().join("scalasca/traces.txt")).unwrap();
+    list.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(f.len(), 3, "traces.txt: name, ranks, source: {l}");
+            Oracle { name: f[0].to_string(), source: f[2].to_string() }
+        })
+        .collect()
+}
+
+/// The fields of a CSV line whose fields may be quoted (`"a, b"`, `""` for a quote).
+fn fields(line: &str) -> Vec<String> {
+    let (mut out, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => out.push(std::mem::take(&mut field)),
+            _ => field.push(c),
+        }
+    }
+    out.push(field);
+    out
+}
+
+/// Scalasca's values: (metric, rank, leaf region) -> nanoseconds, summed over call paths.
+fn expected(name: &str) -> BTreeMap<(String, i64, String), f64> {
+    let text = std::fs::read_to_string(commdb_tests::test_data().join(format!("scalasca/{name}.csv"))).unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
+        let f = fields(line);
+        assert_eq!(f.len(), 4, "{name}.csv: {line}");
+        let leaf = f[1].rsplit('/').next().unwrap_or_default().to_string();
+        let rank: i64 = f[2].parse().unwrap();
+        *out.entry((f[0].clone(), rank, leaf)).or_insert(0.0) += f[3].parse::<f64>().unwrap() * 1e9;
+    }
+    out
+}
+
+/// The trace of `source` as an OTF2 archive (generated into `dir`, or the shared one); None
+/// with a printed reason when the shared data is absent.
+fn archive(source: &str, dir: &Path) -> Option<PathBuf> {
+    if let Some(spec) = source.strip_prefix("generate:") {
+        let cfg = GeneratorConfig::parse_spec(spec).unwrap();
+        let raw = generate(&cfg).unwrap().trace;
+        commdb_catalog::reading::otf2::writer::write(&raw, dir).unwrap();
+        return Some(dir.join("traces.otf2"));
+    }
+    if let Some(rounds) = source.strip_prefix("shapes:") {
+        let script = commdb_tests::project_root().join("tests/scalasca/make_shapes.py");
+        let out = std::process::Command::new("/usr/bin/python3").arg(&script).arg(dir).args(rounds.split(':')).output();
+        return match out {
+            Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
+            Ok(o) => {
+                let why = String::from_utf8_lossy(&o.stderr);
+                println!(
+                    "skip {source}: the reference Python writer failed (python3-otf2 not installed?): {}",
+                    why.lines().last().unwrap_or("")
+                );
+                None
+            }
+            Err(e) => {
+                println!("skip {source}: /usr/bin/python3 cannot run: {e}");
+                None
+            }
+        };
+    }
+    let path = source.strip_prefix("shared:").unwrap_or_else(|| panic!("unknown source {source}"));
+    match commdb_tests::shared_data() {
+        Some(shared) => Some(shared.join(path).join("traces.otf2")),
+        None => {
+            println!("skip {source}: ../shared/data is absent");
+            None
+        }
+    }
+}
+
+async fn query(s: &mut commdb_catalog::Session, sql: &str) -> Vec<Vec<String>> {
+    commdb_tests::rows(&s.collect(sql).await.unwrap()).unwrap()
+}
+
+const PATTERNS: [(&str, &str); 7] = [
+    ("mpi_latesender", "late_sender"),
+    ("mpi_latereceiver", "late_receiver"),
+    ("mpi_wait_nxn", "wait_at_nxn"),
+    ("mpi_barrier_wait", "wait_at_barrier"),
+    ("mpi_latebroadcast", "late_broadcast"),
+    ("mpi_earlyreduce", "early_reduce"),
+    ("mpi_earlyscan", "early_scan"),
+];
+
+/// The differences beyond the tolerance between `scalasca` and `commdb` (key -> (ns, waits)).
+fn differences<K: Ord + Clone + std::fmt::Debug>(
+    scalasca: &BTreeMap<K, f64>,
+    commdb: &BTreeMap<K, (f64, f64)>,
+) -> Vec<String> {
+    let keys: std::collections::BTreeSet<K> = scalasca.keys().chain(commdb.keys()).cloned().collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let a = scalasca.get(&k).copied().unwrap_or(0.0);
+            let (b, n) = commdb.get(&k).copied().unwrap_or((0.0, 1.0));
+            let d = (a - b).abs();
+            (d > n.max(1.0) && d > 1e-3 * a.abs().max(b.abs()))
+                .then(|| format!("{k:?}: Scalasca {a:.1}, commdb {b:.1}"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn wait_states_and_the_critical_path_agree_with_scalasca() {
+    let mut compared = 0;
+    let mut totals: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+    for oracle in oracles() {
+        let dir = tempfile::tempdir().unwrap();
+        let Some(anchor) = archive(&oracle.source, dir.path()) else { continue };
+        let mut s = commdb_tests::session();
+        s.open(&anchor.display().to_string(), Some("t"), &OpenOptions::default()).unwrap();
+        let want = expected(&oracle.name);
+
+        // Wait states per pattern and rank.
+        let mut scalasca: BTreeMap<(String, i64), f64> = BTreeMap::new();
+        for ((metric, rank, _), v) in &want {
+            if let Some((_, pattern)) = PATTERNS.iter().find(|(m, _)| m == metric) {
+                *scalasca.entry((pattern.to_string(), *rank)).or_insert(0.0) += v;
+                totals.entry(pattern).or_default().0 += v;
+            }
+        }
+        let mut commdb: BTreeMap<(String, i64), (f64, f64)> = BTreeMap::new();
+        for r in query(
+            &mut s,
+            "SELECT pattern, rank, sum(wait_ns), count(*) FROM wait_states('t.messages', 't.collectives') GROUP BY 1, 2",
+        )
+        .await
+        {
+            let (ns, n): (f64, f64) = (r[2].parse().unwrap(), r[3].parse().unwrap());
+            commdb.insert((r[0].clone(), r[1].parse().unwrap()), (ns, n));
+            let pattern = PATTERNS.iter().map(|p| p.1).find(|p| *p == r[0]).unwrap_or("other");
+            totals.entry(pattern).or_default().1 += ns;
+        }
+        let wrong = differences(&scalasca, &commdb);
+        assert!(wrong.is_empty(), "{}: wait states differ from Scalasca's:\n{}", oracle.name, wrong.join("\n"));
+
+        // The critical path per rank and region, over Scalasca's part of the run. Scalasca's
+        // path does not follow the waits of MPI_Scan (docs/departures.md): not compared where
+        // there are some.
+        if commdb.keys().any(|(pattern, _)| pattern == "early_scan") {
+            println!("{}: MPI_Scan waits, the critical path is not compared", oracle.name);
+            compared += 1;
+            continue;
+        }
+        let scalasca: BTreeMap<(i64, String), f64> = want
+            .iter()
+            .filter(|((m, _, _), _)| m == "critical_path")
+            .map(|((_, rank, region), v)| ((*rank, region.clone()), *v))
+            .collect();
+        let sql = "WITH w AS (SELECT
+               (SELECT min(c.start_ts) FROM t.calls c WHERE c.region = 'MPI_Init'
+                  AND c.rank = (SELECT rank FROM critical_path('t.calls', 't.messages', 't.collectives') WHERE seq = 0)) AS a,
+               (SELECT max(start_ts) FROM t.calls WHERE region = 'MPI_Finalize') AS b)
+             SELECT rank, region, sum(least(end_ts, coalesce(w.b, end_ts)) - greatest(start_ts, coalesce(w.a, start_ts)))
+             FROM critical_path('t.calls', 't.messages', 't.collectives') CROSS JOIN w
+             WHERE region IS NOT NULL AND start_ts < coalesce(w.b, end_ts) AND end_ts > coalesce(w.a, start_ts)
+             GROUP BY 1, 2";
+        let commdb: BTreeMap<(i64, String), (f64, f64)> = query(&mut s, sql)
+            .await
+            .into_iter()
+            .map(|r| ((r[0].parse().unwrap(), r[1].clone()), (r[2].parse().unwrap(), 1.0)))
+            .collect();
+        let wrong = differences(&scalasca, &commdb);
+        assert!(wrong.is_empty(), "{}: the critical path differs from Scalasca's:\n{}", oracle.name, wrong.join("\n"));
+        compared += 1;
+    }
+    println!("compared {compared} traces; per pattern, Scalasca's sum and commdb's (ns):");
+    for (pattern, (a, b)) in &totals {
+        println!("  {pattern:16} {a:>16.1} {b:>16.1}");
+    }
+    assert!(compared >= 7, "only {compared} traces compared");
+    // Enough waits of every kind were compared (the shapes trace holds hundreds of each).
+    for pattern in ["late_sender", "late_receiver", "wait_at_nxn"] {
+        assert!(totals.get(pattern).is_some_and(|t| t.0 > 0.0), "no {pattern} compared");
+    }
+}
+
+#[test]
+fn quoted_fields_keep_their_commas() {
+    assert_eq!(
+        fields(r#"critical_path,"x/int main(int, char**)/MPI_Send",1,0.5"#),
+        ["critical_path", "x/int main(int, char**)/MPI_Send", "1", "0.5"]
+    );
+    assert_eq!(fields(r#"a,"say ""hi""",3"#), ["a", r#"say "hi""#, "3"]);
+}
