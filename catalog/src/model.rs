@@ -102,6 +102,15 @@ pub const TRACE_INFO: TableDoc = TableDoc {
     ],
 };
 
+/// Whether a column of this name holds nanoseconds, in the model's tables and the analyses'
+/// outputs: `ts`, `duration`, `exclusive`, `round_trip` and every `*_ts`, `*_ns`, `*_start`
+/// and `*_end` (send_call_start, bin_end, window_start, ...). SQL reads a duration literal
+/// next to one in nanoseconds (`WHERE send_ts > '8ms'`, crate::session::durations).
+pub fn is_time_column(name: &str) -> bool {
+    matches!(name, "ts" | "ts_local" | "duration" | "exclusive" | "round_trip")
+        || ["_ts", "_ns", "_start", "_end"].iter().any(|s| name.ends_with(s))
+}
+
 pub const RANKS: TableDoc = TableDoc {
     name: "ranks",
     one_row_per: "MPI rank",

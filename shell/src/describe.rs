@@ -25,11 +25,19 @@ fn text_frame(session: &Session, names: &[&str], rows: Vec<Vec<String>>) -> Resu
 /// `\d NAME`: column, type, nullable, meaning.
 pub async fn columns(session: &Session, name: &str) -> Result<DataFrame, String> {
     let reference = TableReference::from(name);
-    let provider = session
-        .context()
-        .table_provider(reference.clone())
-        .await
-        .map_err(|_| format!("no table or view named '{name}'; \\d lists them"))?;
+    let provider = session.context().table_provider(reference.clone()).await.map_err(|_| {
+        // Offer the closest of the model's tables and those of the default schema.
+        let mut known: Vec<String> = model::TABLES.iter().map(|t| t.name.to_string()).collect();
+        if let Some(schema) = session
+            .context()
+            .catalog(commdb_catalog::session::CATALOG)
+            .and_then(|c| c.schema(commdb_catalog::session::DEFAULT_SCHEMA))
+        {
+            known.extend(schema.table_names());
+        }
+        let message = format!("no table or view named '{name}' (\\d lists them)");
+        commdb_catalog::suggest::did_you_mean(message, reference.table(), known.iter().map(String::as_str))
+    })?;
     let table = reference.table();
     let is_trace_schema = match reference.schema() {
         None | Some(commdb_catalog::session::DEFAULT_SCHEMA) => session.default_trace().is_some(),
@@ -166,6 +174,13 @@ pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataF
                 ]);
             }
         }
+    }
+    if rows.is_empty()
+        && let Some(pattern) = pattern
+    {
+        let known: Vec<&str> = commdb_udfs::functions().iter().map(|f| f.name).collect();
+        let message = format!("no function matches '{pattern}' (\\df lists them)");
+        return Err(commdb_catalog::suggest::did_you_mean(message, pattern, known));
     }
     text_frame(session, &["name", "kind", "signature", "description", "from"], rows)
 }

@@ -76,8 +76,9 @@ struct Cli {
     /// (when the table would not fit the width)
     #[arg(long, value_name = "MODE", default_value = "off", value_parser = parse_expanded)]
     expanded: Expanded,
-    /// Open a generated 64-rank trace with known latency problems.
-    #[arg(long)]
+    /// Open a generated 64-rank trace with known latency problems (also in place of the trace
+    /// of report, export and info).
+    #[arg(long, global = true)]
     demo: bool,
     /// Memory queries may hold while they run (sorts, joins, aggregations), e.g. 8G or 512M;
     /// past it a query fails with an error saying so [default: 3/4 of the machine's memory]
@@ -112,6 +113,32 @@ struct OpenArgs {
     /// rank,session,local_ts,master_ts) replacing the trace's own.
     #[arg(long, value_name = "FILE", global = true)]
     clock_sync: Option<PathBuf>,
+}
+
+/// The trace a subcommand reads: the path given, or None for --demo; one of the two.
+fn one_trace<'a>(command: &str, trace: Option<&'a str>, demo: bool) -> Result<Option<&'a str>, String> {
+    match (trace, demo) {
+        (Some(_), true) => Err(format!("{command}: give a trace or --demo, not both")),
+        (Some(path), false) => Ok(Some(path)),
+        (None, true) => Ok(None),
+        (None, false) => Err(format!("{command}: which trace? Give its path, or --demo for the generated one")),
+    }
+}
+
+/// The demo trace, generated and built.
+fn demo_trace(correction: Correction) -> Result<commdb_catalog::Trace, String> {
+    let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
+    raw.meta.name = "demo".into();
+    raw.meta.path = "--demo".into();
+    raw.build_with(correction).map_err(|e| e.to_string())
+}
+
+/// Attach the demo trace as schema `demo`, the default.
+fn attach_demo(shell: &mut Shell) -> Result<(), String> {
+    let trace = demo_trace(shell.session.open_options.clock_correction)?;
+    shell.session.attach(trace, Some("demo")).map_err(|e| e.to_string())?;
+    shell.refresh_words();
+    Ok(())
 }
 
 /// A session with every core, the memory budget and commdb's functions, as the shell runs
@@ -150,15 +177,15 @@ enum Sub {
     },
     /// Print a trace's facts and table row counts.
     Info {
-        /// Trace to read.
-        trace: String,
+        /// Trace to read (or --demo).
+        trace: Option<String>,
     },
     /// Write a one-page HTML report of a trace (inline SVG, nothing fetched): its facts, the
     /// communication matrix and regions, latency over time, a timeline, the dependency DAG of
     /// the slowest period, waiting, and what to do.
     Report {
-        /// Trace to read (any format commdb opens).
-        trace: String,
+        /// Trace to read (any format commdb opens), or --demo.
+        trace: Option<String>,
         /// File to write (replaced whole).
         #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "report.html")]
         file: PathBuf,
@@ -166,8 +193,8 @@ enum Sub {
     /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
     /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open.
     Export {
-        /// Trace to read (any format commdb opens).
-        trace: String,
+        /// Trace to read (any format commdb opens), or --demo.
+        trace: Option<String>,
         /// Format to write: chrome.
         #[arg(long = "format", value_name = "FORMAT")]
         to: String,
@@ -535,6 +562,12 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         ctrl_c::hint_on_first_press();
         ctrl_c::watch();
     }
+    if cli.demo && matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Convert { .. } | Sub::Cache { .. })) {
+        return Err(
+            "--demo opens the generated demo trace in the shell, report, export and info; it does not apply to generate, convert or cache"
+                .into(),
+        );
+    }
     match &cli.subcommand {
         Some(Sub::Generate(args)) => {
             // The generator places ranks by --ranks-per-node and writes its own clocks.
@@ -584,8 +617,12 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                 return Err(format!("export: unknown format '{to}': expected chrome"));
             }
             let started = Instant::now();
-            let trace_path = trace;
-            let trace = commdb_catalog::open(trace_path, &open_options(&cli.open)).map_err(|e| e.to_string())?;
+            let (trace_path, trace) = match one_trace("export", trace.as_deref(), cli.demo)? {
+                Some(path) => {
+                    (path.to_string(), commdb_catalog::open(path, &open_options(&cli.open)).map_err(|e| e.to_string())?)
+                }
+                None => ("the demo trace".to_string(), demo_trace(cli.open.clock_correction)?),
+            };
             let n = commdb_catalog::export::chrome::write(&trace, file).map_err(|e| e.to_string())?;
             if !cli.quiet {
                 eprintln!(
@@ -602,7 +639,10 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         }
         Some(Sub::Report { trace, file }) => {
             let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: cli.quiet, ..print })?;
-            shell.open_trace(trace, None)?;
+            match one_trace("report", trace.as_deref(), cli.demo)? {
+                Some(path) => drop(shell.open_trace(path, None)?),
+                None => attach_demo(&mut shell)?,
+            }
             shell.report(file).await?;
             return Ok(());
         }
@@ -624,7 +664,10 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         }
         Some(Sub::Info { trace }) => {
             let mut shell = Shell::new(sql_session(&cli), PrintOptions { quiet: true, ..print })?;
-            shell.open_trace(trace, None)?;
+            match one_trace("info", trace.as_deref(), cli.demo)? {
+                Some(path) => drop(shell.open_trace(path, None)?),
+                None => attach_demo(&mut shell)?,
+            }
             shell.run("\\info").await?;
             return Ok(());
         }
@@ -634,12 +677,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     let mut shell = Shell::new(sql_session(&cli), print)?;
     if cli.demo {
         let started = Instant::now();
-        let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
-        raw.meta.name = "demo".into();
-        raw.meta.path = "--demo".into();
-        let trace = raw.build_with(shell.session.open_options.clock_correction).map_err(|e| e.to_string())?;
-        shell.session.attach(trace, Some("demo")).map_err(|e| e.to_string())?;
-        shell.refresh_words();
+        attach_demo(&mut shell)?;
         if !cli.quiet {
             eprintln!("generated the demo trace in {}", human_duration(started.elapsed()));
             eprintln!("{}", demo::EXAMPLES);

@@ -1326,3 +1326,53 @@ fn a_csv_trace_bigger_than_the_budget_opens_through_a_cache_store() {
     assert_eq!(n, in_memory);
     assert!(!err.contains("converting"), "{err}");
 }
+
+/// `--demo` stands for the trace wherever one is read: the shell, report, export and info;
+/// where no trace is read (generate, convert, cache) it is refused, as is a trace and --demo
+/// together, or neither.
+#[test]
+fn demo_stands_for_the_trace_of_report_export_and_info() {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("demo.html");
+    let o = run(&["report", "--demo", "-o", html.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("64"), "{}", &page[..page.len().min(400)]);
+    let json = dir.path().join("demo.json");
+    let o = run(&["export", "--demo", "--format", "chrome", "-o", json.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::metadata(&json).unwrap().len() > 1000);
+    let o = run(&["info", "--demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("64"), "{}", stdout(&o));
+    let o = run(&["report"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("report: which trace? Give its path, or --demo"), "{}", stderr(&o));
+    let o = run(&["info", SMALL, "--demo"]);
+    assert!(stderr(&o).contains("info: give a trace or --demo, not both"), "{}", stderr(&o));
+    let o = run(&["generate", dir.path().join("g").to_str().unwrap(), "--demo"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--demo opens the generated demo trace"), "{}", stderr(&o));
+}
+
+/// One "did you mean" everywhere a name can be misspelt: tables in \d, functions in \df, named
+/// arguments, table functions.
+#[test]
+fn misspelt_names_get_the_closest_known_one_everywhere() {
+    for (command, expected) in [
+        ("\\d mesages", "no table or view named 'mesages' (\\d lists them); did you mean 'messages'?"),
+        ("\\df atribution", "no function matches 'atribution' (\\df lists them); did you mean 'attribution'?"),
+        ("SELECT * FROM message_latency(rell => 'messages')", "unknown argument 'rell' (expected rel,"),
+        ("SELECT * FROM message_latency(rell => 'messages')", "did you mean 'rel'?"),
+        ("SELECT * FROM mesage_latency()", "did you mean 'message_latency'?"),
+    ] {
+        let o = run(&[SMALL, "-q", "-c", command]);
+        assert!(!o.status.success(), "{command}");
+        assert!(stderr(&o).contains(expected), "{command}: {}", stderr(&o));
+    }
+    // A pattern that matches nothing and is close to nothing says only that.
+    let o = run(&[SMALL, "-q", "-c", "\\df zzzzz"]);
+    assert!(
+        stderr(&o).contains("no function matches 'zzzzz' (\\df lists them)") && !stderr(&o).contains("did you mean")
+    );
+}

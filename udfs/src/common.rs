@@ -312,24 +312,8 @@ fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
-/// A duration literal in nanoseconds: a number with a unit, `'2ms'`, `'1.5 s'`, `'250us'`,
-/// `'40ns'` (units ns, us, ms, s, min). None when the text is not one.
-pub fn duration_ns(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic() || c == 'µ')?;
-    let (num, unit) = t.split_at(split);
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "min" => 60e9,
-        _ => return None,
-    };
-    let v: f64 = num.trim().parse().ok()?;
-    let ns = (v * scale).round();
-    (ns.is_finite() && (-9.0e18..=9.0e18).contains(&ns)).then_some(ns as i64)
-}
+/// A duration literal in nanoseconds (`'2ms'`, `'1.5 s'`); None when the text is not one.
+pub use commdb_catalog::session::durations::duration_ns;
 
 /// The arguments of a call, read by their declared names: each given literal has been
 /// checked against its parameter's declared type when the call was planned, and an omitted

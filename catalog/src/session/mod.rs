@@ -6,6 +6,7 @@
 //! configured partitions, so scans run on every core without copying data.
 
 pub mod checked;
+pub mod durations;
 pub mod information_schema;
 pub mod named_args;
 pub mod parts;
@@ -133,13 +134,22 @@ impl Session {
             Ok(rt) => SessionContext::new_with_config_rt(config, rt),
             Err(_) => SessionContext::new_with_config(config),
         };
+        // Durations as text next to a time column are nanoseconds (see `durations`), read before
+        // type coercion; integer +, - and * fail on overflow instead of wrapping (see
+        // `checked`), after it.
+        let ctx = {
+            let mut builder = datafusion::execution::SessionStateBuilder::new_from_existing(ctx.state());
+            if let Some(analyzer) = builder.analyzer().as_mut() {
+                durations::install_first(analyzer);
+                analyzer.rules.push(Arc::new(checked::CheckedArithmetic));
+            }
+            SessionContext::new_with_state(builder.build())
+        };
         // A data file's path may stand for a table: `SELECT * FROM 'jobs.parquet'` (CSV, JSON
         // and Parquet, by extension), as in duckdb. The wrapper that resolves such paths cannot
         // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
         let catalog = ctx.catalog(CATALOG).expect("the default catalog");
         let ctx = ctx.enable_url_table();
-        // Integer +, - and * fail on overflow instead of wrapping (see `checked`).
-        ctx.add_analyzer_rule(Arc::new(checked::CheckedArithmetic));
         let mut session = Session {
             ctx,
             catalog,
@@ -341,10 +351,13 @@ impl Session {
         let _ = self.catalog.register_schema(information_schema::NAME, Arc::new(schema));
     }
 
-    /// Plan a SQL statement, rewriting named arguments of commdb's table functions.
+    /// Plan a SQL statement, rewriting named arguments of commdb's table functions and
+    /// durations added to time columns.
     async fn plan(&self, sql: &str) -> Result<DataFrame> {
         let copies = sql.to_ascii_lowercase().contains("copy");
-        if (self.parameters.is_empty() || !sql.contains("=>")) && !copies {
+        // A string added to or subtracted from something may be a duration (`durations`).
+        let arithmetic = sql.contains('\'') && (sql.contains('+') || sql.contains('-'));
+        if (self.parameters.is_empty() || !sql.contains("=>")) && !copies && !arithmetic {
             return Ok(self.ctx.sql(sql).await?);
         }
         let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
@@ -361,10 +374,14 @@ impl Session {
             copy_to = Some(target);
         }
         match &mut statement {
-            DFStatement::Statement(s) => named_args::rewrite(s.as_mut(), &self.parameters)?,
+            DFStatement::Statement(s) => {
+                named_args::rewrite(s.as_mut(), &self.parameters)?;
+                durations::rewrite_arithmetic(s.as_mut());
+            }
             DFStatement::Explain(e) => {
                 if let DFStatement::Statement(s) = e.statement.as_mut() {
                     named_args::rewrite(s.as_mut(), &self.parameters)?;
+                    durations::rewrite_arithmetic(s.as_mut());
                 }
             }
             _ => {}

@@ -61,7 +61,8 @@ fn reorder(function: &str, params: &[&str], args: Vec<FunctionArg>) -> Result<Ve
         seen_named = true;
         let lower = name.to_ascii_lowercase();
         let Some(pos) = params.iter().position(|p| *p == lower) else {
-            return Err(format!("{function}: unknown argument '{name}'; expected {}", params.join(", ")));
+            let message = format!("{function}: unknown argument '{name}' (expected {})", params.join(", "));
+            return Err(crate::suggest::did_you_mean(message, &name, params.iter().copied()));
         };
         if slots.len() <= pos {
             slots.resize(pos + 1, None);
