@@ -3,7 +3,7 @@
 //! reads it once, piece by piece as `read` does, and splits each piece's event records and
 //! message halves by shard (a run of whole tasks' streams) into scratch files, and its states
 //! into one more. That pass keeps only what the whole file must tell before any stream is
-//! walked (`Summary`: what each event type means, which application calls MPI, the regions
+//! walked (`Summary`: what each event type means, which applications call MPI, the regions
 //! entered, overtaking messages). Groups of shards are then read back and their streams walked
 //! as `read` walks them, so the tables are those of the trace read in memory. The file format
 //! of the scratch files is private to this module: little-endian fields, written and read here.
