@@ -30,11 +30,17 @@ impl AnalyzerRule for CheckedArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(rewrite_plan).map(|t| t.data)
+        plan.transform_up_with_subqueries(|p| rewrite_expressions(p, &checked)).map(|t| t.data)
     }
 }
 
-fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
+/// `plan` with `rewrite` applied bottom-up to every expression of its node, each expression
+/// keeping its name; `rewrite` sees the schema of the node's inputs (or of its scanned table).
+/// The analyzer rules of this session (`checked`, `durations`) are written with it.
+pub(crate) fn rewrite_expressions(
+    plan: LogicalPlan,
+    rewrite: &dyn Fn(Expr, &DFSchema) -> Result<Transformed<Expr>>,
+) -> Result<Transformed<LogicalPlan>> {
     let mut schema = DFSchema::empty();
     for input in plan.inputs() {
         schema.merge(input.schema());
@@ -45,7 +51,7 @@ fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
     let names = NamePreserver::new(&plan);
     plan.map_expressions(|expr| {
         let name = names.save(&expr);
-        expr.transform_up(|e| checked(e, &schema)).map(|t| t.update_data(|e| name.restore(e)))
+        expr.transform_up(|e| rewrite(e, &schema)).map(|t| t.update_data(|e| name.restore(e)))
     })
 }
 

@@ -12,10 +12,9 @@
 use std::sync::Arc;
 
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::Transformed;
 use datafusion::common::{DFSchema, ExprSchema, Result, ScalarValue};
 use datafusion::logical_expr::expr::{Between, InList};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::{BinaryExpr, Expr, LogicalPlan, Operator};
 use datafusion::optimizer::AnalyzerRule;
 
@@ -50,20 +49,8 @@ impl AnalyzerRule for DurationLiterals {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> Result<LogicalPlan> {
-        plan.transform_up_with_subqueries(rewrite_plan).map(|t| t.data)
+        plan.transform_up_with_subqueries(|p| super::checked::rewrite_expressions(p, &rewrite)).map(|t| t.data)
     }
-}
-
-fn rewrite_plan(plan: LogicalPlan) -> Result<Transformed<LogicalPlan>> {
-    let mut schema = DFSchema::empty();
-    for input in plan.inputs() {
-        schema.merge(input.schema());
-    }
-    let names = NamePreserver::new(&plan);
-    plan.map_expressions(|expr| {
-        let name = names.save(&expr);
-        expr.transform_up(|e| rewrite(e, &schema)).map(|t| t.update_data(|e| name.restore(e)))
-    })
 }
 
 /// Whether `e` is a time column of the model (under casts and aliases).
