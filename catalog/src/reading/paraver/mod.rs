@@ -310,23 +310,27 @@ impl Summary {
     /// Classify the event types of `piece` (in `Records::events` order) and count its
     /// communications with a partner outside the trace.
     fn see(&mut self, piece: &records::Piece, pcf: &pcf::Pcf) {
-        let mut last: Option<(i64, u32)> = None;
+        // A run of one type is classified once; a stream is noted once per run of its MPI events.
+        let (mut last, mut last_mpi_stream): (Option<(i64, Class)>, Option<u32>) = (None, None);
         for e in &piece.events {
-            if last == Some((e.ty(), e.stream)) {
-                continue;
-            }
-            let (metric_names, metric_definitions, not_in_pcf) =
-                (&mut self.metric_names, &mut self.metric_definitions, &mut self.not_in_pcf);
-            let class = *self.classes.entry(e.ty()).or_insert_with(|| {
-                if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
-                    not_in_pcf.push(e.ty());
+            let class = match last {
+                Some((ty, class)) if ty == e.ty() => class,
+                _ => {
+                    let (metric_names, metric_definitions, not_in_pcf) =
+                        (&mut self.metric_names, &mut self.metric_definitions, &mut self.not_in_pcf);
+                    *self.classes.entry(e.ty()).or_insert_with(|| {
+                        if !pcf.types.contains_key(&e.ty()) && !COLLECTIVE_INFO.contains(&e.ty()) {
+                            not_in_pcf.push(e.ty());
+                        }
+                        classify(e.ty(), pcf, metric_names, metric_definitions)
+                    })
                 }
-                classify(e.ty(), pcf, metric_names, metric_definitions)
-            });
-            if class == Class::Mpi {
+            };
+            if class == Class::Mpi && last_mpi_stream != Some(e.stream) {
                 self.mpi_streams.insert(e.stream);
+                last_mpi_stream = Some(e.stream);
             }
-            last = Some((e.ty(), e.stream));
+            last = Some((e.ty(), class));
         }
         let (n, line) = outside_records(piece.comms.iter());
         if n > 0 && self.outside.0 == 0 {
