@@ -58,7 +58,7 @@ cd "$repo"
 cargo build -q --bin commdb
 commdb=${CARGO_TARGET_DIR:-$repo/target}/debug/commdb
 
-metrics="mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait mpi_latebroadcast mpi_earlyreduce mpi_earlyscan critical_path critical_imbalance_impact delay_latesender delay_latesender_longterm delay_latereceiver delay_latereceiver_longterm delay_barrier delay_barrier_longterm delay_n2n delay_n2n_longterm delay_12n delay_12n_longterm delay_n21 delay_n21_longterm"
+metrics="time mpi_finalize_wait mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait mpi_latebroadcast mpi_earlyreduce mpi_earlyscan critical_path delay_latesender delay_latesender_longterm delay_latereceiver delay_latereceiver_longterm delay_barrier delay_barrier_longterm delay_n2n delay_n2n_longterm delay_12n delay_12n_longterm delay_n21 delay_n21_longterm"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 while read -r name ranks source; do

@@ -47,6 +47,9 @@ pub struct Derived {
     schema: SchemaRef,
     inputs: Vec<Input>,
     work: Work,
+    /// Inputs read only when the query reads a column of the output: (input, output column);
+    /// otherwise the computation gets no rows of them.
+    only_for: Vec<(usize, usize)>,
 }
 
 impl fmt::Debug for Derived {
@@ -72,7 +75,13 @@ impl Derived {
             .into_iter()
             .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
             .collect();
-        Derived { name: "analysis", schema: with_call_id(&schema), inputs, work: Work::Whole(compute) }
+        Derived {
+            name: "analysis",
+            schema: with_call_id(&schema),
+            inputs,
+            work: Work::Whole(compute),
+            only_for: Vec::new(),
+        }
     }
 
     /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
@@ -88,6 +97,14 @@ impl Derived {
     pub fn by_rank(schema: SchemaRef, inputs: Vec<Projected>, rank: usize, prepare: crate::stream::Prepare) -> Self {
         let unused: ComputeMany = Arc::new(|_| internal_err!("an analysis streamed by rank has no whole computation"));
         Derived { work: Work::ByRank(prepare, rank), ..Derived::from_many(schema, inputs, unused) }
+    }
+
+    /// The same table, reading input `input` only when the query reads output column `column`
+    /// (a column that costs a relation of its own, as `wait_states`' call paths).
+    pub fn reading_only_for(mut self, input: usize, column: &str) -> Result<Derived> {
+        let column = self.schema.index_of(column)?;
+        self.only_for.push((input, column));
+        Ok(self)
     }
 
     /// The same table, its plan node named after the function `name`.
@@ -134,6 +151,12 @@ impl TableProvider for Derived {
             let source = provider_as_source(input.provider.clone());
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
+        }
+        for &(input, column) in &self.only_for {
+            if projection.is_some_and(|p| !p.contains(&column)) {
+                let schema = inputs[input].schema();
+                inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
+            }
         }
         let work = match &self.work {
             Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {

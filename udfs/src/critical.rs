@@ -19,15 +19,15 @@
 //! waited there, and the path continues on that rank at its entry, so up to that instant the
 //! path is the one Scalasca's starts from (its path ends there; commdb's goes on to the run's
 //! end through the Finalize it was walked from). Consecutive stretches of one rank
-//! and region are one segment; segments are numbered from the start of the run, and follow
+//! and call path (crate::call_paths) are one segment; segments are numbered from the start of the run, and follow
 //! each other without gap from the first segment's start to the run's end.
 //!
-//! `critical_path_profile(...)` gives per region and rank the time on the path, its share of
-//! the run, the region's mean exclusive time per rank with waiting left out, and per region
-//! (rank NULL) the critical-path imbalance: path time beyond that mean, the indicator of the
-//! source (time a region holds the run up more than its average load explains). Scalasca
-//! defines it as the path time minus the region's time without wait states, averaged over the
-//! locations; waiting inside MPI regions would otherwise hide their imbalance.
+//! `critical_path_profile(...)` gives per call path and rank the time on the path, its share of
+//! the run, the call path's mean exclusive time per rank with waiting left out, and per call
+//! path (rank NULL) the critical-path imbalance: path time beyond that mean, the indicator of
+//! the source (time a region holds the run up more than its average load explains). Scalasca
+//! defines it per call path as the path time minus the time without wait states, averaged over
+//! the locations; waiting inside MPI regions would otherwise hide their imbalance.
 //!
 //! Only thread 0 of each rank is walked (the MPI thread of an MPI-only run); calls of other
 //! threads are ignored.
@@ -41,9 +41,10 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use crate::call_paths::{Paths, sweep_paths};
 use crate::common::{Args, ComputeMany, Derived, Projected};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
-use crate::profile::{streams, sweep};
+use crate::profile::{Names, streams_named};
 use crate::waits::{MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
 
 /// The parameters of the critical path and of the delay costs.
@@ -60,6 +61,7 @@ pub const CRITICAL_PATH: Function = Function {
         col("seq", int64, "position on the path, from 0 at the run's start"),
         col("rank", int64, "the rank the path is on"),
         col("region", text, "the region it is in (NULL: time no region covers, the rank's own work)"),
+        col("path", text, "the call path to the region, as call_tree gives it ('main/solve/MPI_Wait')"),
         col("start_ts", int64, "start of the stretch"),
         col("end_ts", int64, "end of the stretch"),
         col("kind", text, "compute, mpi or transfer (a receive after its late sender started)"),
@@ -73,14 +75,15 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
     name: "critical_path_profile",
     params: RUN_PARAMS,
     output: Output::Columns(&[
-        col("region", text, "(NULL: time no region covers, the rank's own work)"),
-        col("rank", int64, "the rank (NULL: the region over all ranks)"),
+        col("region", text, "the call path's region (NULL: time no region covers, the rank's own work)"),
+        col("path", text, "the call path, as call_tree gives it ('main/solve/MPI_Wait')"),
+        col("rank", int64, "the rank (NULL: the call path over all ranks)"),
         col("path_ns", int64, "time of the region on the critical path"),
         col("path_share", float64, "path_ns over the run's length"),
-        col("mean_ns", float64, "the region's mean exclusive time per rank, waiting left out (rank NULL rows)"),
+        col("mean_ns", float64, "the call path's mean exclusive time per rank, waiting left out (rank NULL rows)"),
         col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
     ]),
-    description: "per region and rank (rank NULL: the region over all ranks) the time on the critical path and its share of the run; per region its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
+    description: "per call path and rank (rank NULL: the call path over all ranks) the time on the critical path and its share of the run; per call path its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
     make: Make::Table(|| Arc::new(CriticalPathProfile)),
 };
 
@@ -91,6 +94,8 @@ pub(crate) struct Stretch {
     pub from: i64,
     pub to: i64,
     pub region: u32,
+    /// The call path (an id of the run's `Paths`; `NO_PATH` for time no region covers).
+    pub path: u32,
     /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
     pub call_start: Option<i64>,
 }
@@ -101,6 +106,8 @@ pub struct Segment {
     pub rank: i64,
     /// None: time no region covers.
     pub region: Option<String>,
+    /// The call path to the region (None: time no region covers).
+    pub path: Option<String>,
     pub start: i64,
     pub end: i64,
     pub kind: &'static str,
@@ -119,33 +126,50 @@ struct WaitEnd {
 /// Every rank's stretches, by rank.
 pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
 
+/// The path of the stretches no region covers.
+pub(crate) const NO_PATH: u32 = u32::MAX;
+
 /// The name of region `region` of `names`; None for the stretches no region covers.
 pub(crate) fn region_name(names: &[String], region: u32) -> Option<&str> {
     names.get(region as usize).map(String::as_str)
 }
 
-/// Every rank's stretches (thread 0) and the region names. Time that no region covers (between
+/// The text of path `path` of `paths`; None for the stretches no region covers.
+pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
+    paths.text.get(path as usize).map(String::as_str)
+}
+
+/// Every rank's stretches, the region names and the call paths.
+pub(crate) struct Run {
+    pub ranks: Ranks,
+    pub names: Vec<String>,
+    pub paths: Paths,
+}
+
+/// Every rank's stretches (thread 0), the region names and the call paths. Time that no region covers (between
 /// calls, before a rank's first call from the run's first, when no region encloses the run) is
 /// a stretch of its own, of region `names.len()` (`region_name` None): the rank's own work, so
 /// each rank's stretches cover it without gap from the run's start to its last call's end.
-pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks, Vec<String>)> {
-    let (streams, names) = streams(calls, function)?;
-    let is_mpi: Vec<bool> = names.iter().map(|n| n.starts_with("MPI_")).collect();
-    let uncovered = names.len() as u32;
+pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
+    let mut names = Names::default();
+    let streams = streams_named(calls, function, &mut names)?;
+    let mut paths = Paths::default();
+    let is_mpi: Vec<bool> = names.names.iter().map(|n| n.starts_with("MPI_")).collect();
+    let uncovered = names.names.len() as u32;
     let mut out: Ranks = BTreeMap::new();
     for ((rank, thread), calls) in streams {
         if thread != 0 {
             continue;
         }
         let mut list: Vec<Stretch> = Vec::new();
-        sweep(&calls, |region, from, to| {
+        sweep_paths(&calls, &names, &mut paths, |region, path, from, to| {
             if to > from {
                 if let Some(last) = list.last()
                     && last.to < from
                 {
-                    list.push(Stretch { from: last.to, to: from, region: uncovered, call_start: None });
+                    list.push(Stretch { from: last.to, to: from, region: uncovered, path: NO_PATH, call_start: None });
                 }
-                list.push(Stretch { from, to, region, call_start: None });
+                list.push(Stretch { from, to, region, path, call_start: None });
             }
         });
         // MPI stretches that touch form one call.
@@ -171,11 +195,14 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<(Ranks,
             if let Some(first) = list.first()
                 && first.from > start
             {
-                list.insert(0, Stretch { from: start, to: first.from, region: uncovered, call_start: None });
+                list.insert(
+                    0,
+                    Stretch { from: start, to: first.from, region: uncovered, path: NO_PATH, call_start: None },
+                );
             }
         }
     }
-    Ok((out, names))
+    Ok(Run { ranks: out, names: names.names, paths })
 }
 
 /// The waits of every rank, by the rank that waited, sorted by their end.
@@ -197,11 +224,8 @@ fn waits_by_rank(waits: Vec<Wait>) -> HashMap<i64, Vec<WaitEnd>> {
 }
 
 /// The critical path, in time order.
-fn walk(
-    stretches: &BTreeMap<i64, Vec<Stretch>>,
-    names: &[String],
-    waits: &HashMap<i64, Vec<WaitEnd>>,
-) -> Result<Vec<Segment>> {
+fn walk(run: &Run, waits: &HashMap<i64, Vec<WaitEnd>>) -> Result<Vec<Segment>> {
+    let (stretches, names) = (&run.ranks, &run.names);
     // From the end of the rank that finishes last (the lowest such rank).
     let last = stretches.iter().filter_map(|(r, s)| s.last().map(|l| (*r, l.to))).max_by_key(|&(r, end)| (end, -r));
     let Some((mut rank, mut t)) = last else { return Ok(Vec::new()) };
@@ -217,16 +241,23 @@ fn walk(
     let mut backward: Vec<Segment> = Vec::new();
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let budget = stretches.values().map(Vec::len).sum::<usize>() * 4 + waits.values().map(Vec::len).sum::<usize>() + 16;
-    let mut emit = |rank: i64, region: u32, start: i64, end: i64, kind: &'static str| {
+    let mut emit = |rank: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
         if end <= start {
             return;
         }
-        let name = region_name(names, region);
+        let path = path_name(&run.paths, s.path);
         match backward.last_mut() {
-            Some(s) if s.rank == rank && s.kind == kind && s.region.as_deref() == name && s.start == end => {
-                s.start = start;
+            Some(seg) if seg.rank == rank && seg.kind == kind && seg.path.as_deref() == path && seg.start == end => {
+                seg.start = start;
             }
-            _ => backward.push(Segment { rank, region: name.map(str::to_string), start, end, kind }),
+            _ => backward.push(Segment {
+                rank,
+                region: region_name(names, s.region).map(str::to_string),
+                path: path.map(str::to_string),
+                start,
+                end,
+                kind,
+            }),
         }
     };
     for step in 0.. {
@@ -243,7 +274,7 @@ fn walk(
         let i = list.partition_point(|s| s.to < t);
         let Some(s) = list.get(i).filter(|s| s.from < t) else { break };
         let Some(call_start) = s.call_start else {
-            emit(rank, s.region, s.from, t, "compute");
+            emit(rank, s, s.from, t, "compute");
             t = s.from;
             continue;
         };
@@ -254,7 +285,7 @@ fn walk(
             && entered < t
             && seen.insert((rank, entered))
         {
-            emit(rank, s.region, entered, t, "mpi");
+            emit(rank, s, entered, t, "mpi");
             rank = last_rank;
             t = entered;
             continue;
@@ -269,12 +300,12 @@ fn walk(
         });
         match wait {
             Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
-                emit(rank, s.region, w.end, t, if w.transfer { "transfer" } else { "mpi" });
+                emit(rank, s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
                 rank = w.partner;
                 t = w.end;
             }
             _ => {
-                emit(rank, s.region, s.from, t, "mpi");
+                emit(rank, s, s.from, t, "mpi");
                 t = s.from;
             }
         }
@@ -298,10 +329,10 @@ fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Ve
 
 /// The path, the stretches it was walked over, the region names, and each rank's waiting as
 /// disjoint intervals in time order.
-type Walked = (Vec<Segment>, Ranks, Vec<String>, HashMap<i64, Vec<(i64, i64)>>);
+type Walked = (Vec<Segment>, Run, HashMap<i64, Vec<(i64, i64)>>);
 
 fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
-    let (stretches, names) = stretches(&inputs[0], "critical_path")?;
+    let run = stretches(&inputs[0], "critical_path")?;
     let mut waits = message_waits(&inputs[1])?;
     waits.extend(collective_waits(&inputs[2])?);
     let mut waiting: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
@@ -319,8 +350,8 @@ fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
         }
         *list = merged;
     }
-    let path = walk(&stretches, &names, &waits_by_rank(waits))?;
-    Ok((path, stretches, names, waiting))
+    let path = walk(&run, &waits_by_rank(waits))?;
+    Ok((path, run, waiting))
 }
 
 /// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order.
@@ -342,6 +373,7 @@ impl TableFunctionImpl for CriticalPath {
             Field::new("seq", DataType::Int64, false),
             Field::new("rank", DataType::Int64, false),
             Field::new("region", DataType::Utf8, true),
+            Field::new("path", DataType::Utf8, true),
             Field::new("start_ts", DataType::Int64, false),
             Field::new("end_ts", DataType::Int64, false),
             Field::new("kind", DataType::Utf8, false),
@@ -349,7 +381,7 @@ impl TableFunctionImpl for CriticalPath {
         ]));
         let schema = out.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, _, _, _) = critical_path(inputs)?;
+            let (path, _, _) = critical_path(inputs)?;
             let int = |f: &dyn Fn(&Segment) -> i64| -> ArrayRef {
                 Arc::new(Int64Array::from_iter_values(path.iter().map(f)))
             };
@@ -357,6 +389,7 @@ impl TableFunctionImpl for CriticalPath {
                 Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
                 int(&|s| s.rank),
                 Arc::new(StringArray::from(path.iter().map(|s| s.region.as_deref()).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(path.iter().map(|s| s.path.as_deref()).collect::<Vec<_>>())),
                 int(&|s| s.start),
                 int(&|s| s.end),
                 Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.kind))),
@@ -368,6 +401,12 @@ impl TableFunctionImpl for CriticalPath {
     }
 }
 
+/// A call path's time on the critical path and its region.
+type OnPath<'a> = (i64, Option<&'a str>);
+
+/// One row of the profile: call path, rank (None: all ranks), time on the path, region.
+type ProfileRow<'a> = (Option<&'a str>, Option<i64>, i64, Option<&'a str>);
+
 /// `critical_path_profile([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct CriticalPathProfile;
@@ -377,6 +416,7 @@ impl TableFunctionImpl for CriticalPathProfile {
         let inputs = inputs(&CRITICAL_PATH_PROFILE, &args)?;
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("region", DataType::Utf8, true),
+            Field::new("path", DataType::Utf8, true),
             Field::new("rank", DataType::Int64, true),
             Field::new("path_ns", DataType::Int64, false),
             Field::new("path_share", DataType::Float64, false),
@@ -385,31 +425,36 @@ impl TableFunctionImpl for CriticalPathProfile {
         ]));
         let schema = out.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, stretches, names, waiting) = critical_path(inputs)?;
+            let (path, run, waiting) = critical_path(inputs)?;
             let runtime = match (path.first(), path.last()) {
                 (Some(a), Some(b)) => (b.end - a.start).max(1),
                 _ => 1,
             };
-            // Mean exclusive time per rank of every region, waiting left out (Scalasca's
+            // Mean exclusive time per rank of every call path, waiting left out (Scalasca's
             // critical-path imbalance compares the path with the time minus all wait states),
             // over all walked ranks.
             let mut total: HashMap<Option<&str>, i64> = HashMap::new();
-            for (rank, list) in &stretches {
+            for (rank, list) in &run.ranks {
                 for s in list {
-                    *total.entry(region_name(&names, s.region)).or_default() += not_waiting(s, waiting.get(rank));
+                    *total.entry(path_name(&run.paths, s.path)).or_default() += not_waiting(s, waiting.get(rank));
                 }
             }
-            let ranks = stretches.len().max(1) as f64;
-            let mut on_path: BTreeMap<(Option<&str>, Option<i64>), i64> = BTreeMap::new();
+            let ranks = run.ranks.len().max(1) as f64;
+            // Per (call path, rank) and per call path (rank None): the time on the path and
+            // the path's region.
+            let mut on_path: BTreeMap<(Option<&str>, Option<i64>), OnPath> = BTreeMap::new();
             for s in &path {
-                *on_path.entry((s.region.as_deref(), Some(s.rank))).or_default() += s.end - s.start;
-                *on_path.entry((s.region.as_deref(), None)).or_default() += s.end - s.start;
+                for rank in [Some(s.rank), None] {
+                    let e = on_path.entry((s.path.as_deref(), rank)).or_insert((0, s.region.as_deref()));
+                    e.0 += s.end - s.start;
+                }
             }
-            let mut rows: Vec<(Option<&str>, Option<i64>, i64)> =
-                on_path.into_iter().map(|((r, k), v)| (r, k, v)).collect();
+            let mut rows: Vec<ProfileRow> =
+                on_path.into_iter().map(|((p, k), (v, region))| (p, k, v, region)).collect();
             rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-            let mean = |region: Option<&str>| total.get(&region).map_or(0.0, |&t| t as f64 / ranks);
+            let mean = |path: Option<&str>| total.get(&path).map_or(0.0, |&t| t as f64 / ranks);
             let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
                 Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
                 Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
                 Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),

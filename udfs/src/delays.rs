@@ -29,8 +29,10 @@
 //! whose messages leave at once), one that hands on to another comes first. The costs of all
 //! regions, and of `unexplained` waiting (rank and region NULL), add up to the total waiting.
 //!
-//! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`); time
-//! spent waiting inside an MPI call counts as waiting, not as the call's region.
+//! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`), told
+//! apart by their call path as Scalasca's are (crate::call_paths): d's time in a call path is
+//! compared with w's in the same call path; time spent waiting inside an MPI call counts as
+//! waiting, not as the call's region.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -54,6 +56,7 @@ pub const DELAY_COSTS: Function = Function {
             text,
             "the region of that work (NULL: time no region covers, or, with rank NULL, the unexplained rest)",
         ),
+        col("path", text, "the call path to that region, as call_tree gives it (NULL as region)"),
         col("cost_ns", float64, "waiting it caused: direct_ns + propagated_ns"),
         col("direct_ns", float64, "waits it caused directly"),
         col("propagated_ns", float64, "waits it caused through chains of waits"),
@@ -93,11 +96,14 @@ impl SyncPoints {
         // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, recv_call_start, recv_call_end, ...
         let (src, dst) = (int64_column(messages, 1)?, int64_column(messages, 2)?);
         let (send_end, recv_end) = (int64_column(messages, 4)?, int64_column(messages, 6)?);
+        let send_complete = int64_column(messages, 9)?;
         for i in 0..src.len() {
             if src.is_null(i) || dst.is_null(i) || send_end.is_null(i) || recv_end.is_null(i) {
                 continue;
             }
-            let (a, b, ta, tb) = (src.value(i), dst.value(i), send_end.value(i), recv_end.value(i));
+            // On the sender's side, where the send completed (the Wait of an MPI_Isend).
+            let ta = if send_complete.is_valid(i) { send_complete.value(i) } else { send_end.value(i) };
+            let (a, b, tb) = (src.value(i), dst.value(i), recv_end.value(i));
             out.messages.entry((a, b)).or_default().push((ta, tb));
             out.messages.entry((b, a)).or_default().push((tb, ta));
         }
@@ -173,13 +179,13 @@ impl RankWaits {
     }
 }
 
-/// A rank's time in `[a, b)`: exclusive time per region, with the time it spent waiting (its
-/// waits overlapping the interval) taken out of the region it waited in and counted apart.
+/// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
+/// waits overlapping the interval) taken out of the call path it waited in and counted apart.
 fn time_in(stretches: &[crate::critical::Stretch], waits: &RankWaits, a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
-    let mut regions: HashMap<u32, i64> = HashMap::new();
+    let mut paths: HashMap<u32, i64> = HashMap::new();
     let first = stretches.partition_point(|s| s.to <= a);
     for s in stretches[first..].iter().take_while(|s| s.from < b) {
-        *regions.entry(s.region).or_default() += s.to.min(b) - s.from.max(a);
+        *paths.entry(s.path).or_default() += s.to.min(b) - s.from.max(a);
     }
     let mut waiting = 0;
     for (_, w) in waits.overlapping(a, b) {
@@ -190,15 +196,15 @@ fn time_in(stretches: &[crate::critical::Stretch], waits: &RankWaits, a: i64, b:
         waiting += overlap;
         let i = stretches.partition_point(|s| s.to <= w.start);
         if let Some(s) = stretches.get(i)
-            && let Some(t) = regions.get_mut(&s.region)
+            && let Some(t) = paths.get_mut(&s.path)
         {
             *t -= overlap.min(*t);
         }
     }
-    (regions, waiting)
+    (paths, waiting)
 }
 
-/// Costs per (rank, region): total, direct, propagated; and the unexplained waiting.
+/// Costs per (rank, call path): direct, propagated; and the unexplained waiting.
 type Costs = (BTreeMap<(i64, u32), (f64, f64)>, f64);
 
 fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Costs> {
@@ -242,7 +248,7 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         let (d_time, d_wait) = time_in(ds, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end);
         let excess: Vec<(u32, f64)> = d_time
             .iter()
-            .map(|(&region, &t)| (region, (t - w_time.get(&region).copied().unwrap_or(0)).max(0) as f64))
+            .map(|(&path, &t)| (path, (t - w_time.get(&path).copied().unwrap_or(0)).max(0) as f64))
             .filter(|(_, e)| *e > 0.0)
             .collect();
         let wait_excess = (d_wait - w_wait).max(0) as f64;
@@ -254,8 +260,8 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         // Short-term: each unit of excess explains at most one unit of the wait.
         let short = (own / sum).min(1.0);
         unexplained += own - short * sum;
-        for (region, e) in excess {
-            let c = costs.entry((w.delayer, region)).or_default();
+        for (path, e) in excess {
+            let c = costs.entry((w.delayer, path)).or_default();
             c.0 += e * short;
             c.1 += incoming[i] * e / sum;
         }
@@ -323,9 +329,9 @@ fn handing_order_within_ties(list: &mut [W]) {
     }
 }
 
-/// One output row: rank, region, cost, direct, propagated; unexplained waiting has no rank or
-/// region.
-type Row<'a> = (Option<i64>, Option<&'a str>, f64, f64, f64);
+/// One output row: rank, region, call path, cost, direct, propagated; unexplained waiting has
+/// no rank, region or path.
+type Row<'a> = (Option<i64>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
 
 /// `delay_costs([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
@@ -343,35 +349,42 @@ impl TableFunctionImpl for DelayCosts {
         let out: SchemaRef = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, true),
             Field::new("region", DataType::Utf8, true),
+            Field::new("path", DataType::Utf8, true),
             Field::new("cost_ns", DataType::Float64, false),
             Field::new("direct_ns", DataType::Float64, false),
             Field::new("propagated_ns", DataType::Float64, false),
         ]));
         let schema = out.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
-            let (ranks, names) = stretches(&inputs[0], "delay_costs")?;
+            let run = stretches(&inputs[0], "delay_costs")?;
             let mut waits = message_waits(&inputs[1])?;
             waits.extend(collective_waits(&inputs[2])?);
             let sync = SyncPoints::read(&inputs[1], &inputs[2])?;
-            let (costs, unexplained) = delay_costs(&ranks, waits, &sync)?;
+            let (costs, unexplained) = delay_costs(&run.ranks, waits, &sync)?;
+            let region = |path: u32| {
+                let leaf = run.paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
+                crate::critical::region_name(&run.names, leaf)
+            };
             let mut rows: Vec<Row> = costs
                 .iter()
-                .map(|(&(rank, region), &(direct, propagated))| {
-                    (Some(rank), crate::critical::region_name(&names, region), direct + propagated, direct, propagated)
+                .map(|(&(rank, path), &(direct, propagated))| {
+                    let text = crate::critical::path_name(&run.paths, path);
+                    (Some(rank), region(path), text, direct + propagated, direct, propagated)
                 })
                 .collect();
             if unexplained > 0.0 {
-                rows.push((None, None, unexplained, 0.0, 0.0));
+                rows.push((None, None, None, unexplained, 0.0, 0.0));
             }
-            rows.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+            rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
             let float =
                 |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
                 Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
-                float(|r| r.2),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
                 float(|r| r.3),
                 float(|r| r.4),
+                float(|r| r.5),
             ];
             Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
         });

@@ -10,6 +10,7 @@ pub mod attribution;
 pub mod bounded;
 pub mod budget;
 pub mod by_rank;
+pub mod call_paths;
 pub mod causality;
 pub mod clock;
 pub mod common;

@@ -22,6 +22,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
+use crate::call_paths::{Paths, Up};
 use crate::common::{Args, Derived, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text};
 use crate::stream::{Mapper, Prepare};
@@ -86,22 +87,34 @@ pub(crate) struct Call {
 /// innermost open call of; `calls` sorted by start, enclosing calls before the calls they
 /// enclose.
 pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
-    let mut stack: Vec<Call> = Vec::new();
+    sweep_tagged(calls, |_, _| (), |call, _, from, to| emit(call.region, from, to));
+}
+
+/// `sweep`, carrying a tag per open call: `tag(enclosing call's tag, call)` gives a call's
+/// when it opens (the call path of crate::call_paths), and `emit(call, tag, from, to)` gets the
+/// innermost call's with each stretch.
+pub(crate) fn sweep_tagged<T: Copy>(
+    calls: &[Call],
+    mut tag: impl FnMut(Option<T>, &Call) -> T,
+    mut emit: impl FnMut(&Call, T, i64, i64),
+) {
+    let mut stack: Vec<(Call, T)> = Vec::new();
     let mut cursor = i64::MIN;
     for c in calls {
-        while let Some(top) = stack.last().copied().filter(|t| t.end <= c.start) {
-            emit(top.region, cursor.max(top.start), top.end);
+        while let Some((top, t)) = stack.last().copied().filter(|t| t.0.end <= c.start) {
+            emit(&top, t, cursor.max(top.start), top.end);
             cursor = top.end;
             stack.pop();
         }
-        if let Some(top) = stack.last() {
-            emit(top.region, cursor.max(top.start), c.start);
+        if let Some((top, t)) = stack.last() {
+            emit(top, *t, cursor.max(top.start), c.start);
         }
         cursor = c.start;
-        stack.push(*c);
+        let t = tag(stack.last().map(|s| s.1), c);
+        stack.push((*c, t));
     }
-    while let Some(top) = stack.pop() {
-        emit(top.region, cursor.max(top.start), top.end);
+    while let Some((top, t)) = stack.pop() {
+        emit(&top, t, cursor.max(top.start), top.end);
         cursor = top.end;
     }
 }
@@ -122,14 +135,8 @@ pub(crate) fn uncovered(calls: &mut [(i64, i64)], t0: i64, t1: i64) -> i64 {
 }
 
 /// The calls of a relation (columns rank, thread, region, start_ts, end_ts) by stream (rank,
-/// thread), each stream's sorted for the sweep, and region names.
+/// thread), each stream's sorted for the sweep (`streams_named`).
 pub(crate) type Streams = Vec<((i64, i64), Vec<Call>)>;
-
-pub(crate) fn streams(batches: &[RecordBatch], function: &str) -> Result<(Streams, Vec<String>)> {
-    let mut names = Names::default();
-    let out = streams_named(batches, function, &mut names)?;
-    Ok((out, names.names))
-}
 
 /// Region names interned as ids, over every chunk an analysis reads.
 #[derive(Debug, Default)]
@@ -286,50 +293,6 @@ pub struct CallTree;
 
 /// A call path's depth, calls, inclusive and exclusive time on one rank.
 type Totals = (i32, i64, i64, i64);
-
-/// What a call path continues.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Up {
-    /// Nothing: an outermost call.
-    Root,
-    /// A call outside the relation.
-    Outside,
-    Path(u32),
-}
-
-/// The distinct call paths: text, depth and leaf region of each, by id.
-#[derive(Debug, Default)]
-struct Paths {
-    text: Vec<String>,
-    depth: Vec<i32>,
-    /// The leaf region's name id.
-    leaf: Vec<u32>,
-    ids: HashMap<(Up, u32), u32>,
-    /// Bytes of the paths' text.
-    text_bytes: usize,
-}
-
-impl Paths {
-    /// The id of the path that continues `up` with region `region` (a name id of `names`).
-    fn id(&mut self, up: Up, region: u32, names: &Names) -> u32 {
-        if let Some(&id) = self.ids.get(&(up, region)) {
-            return id;
-        }
-        let name = &names.names[region as usize];
-        let (text, depth) = match up {
-            Up::Root => (name.clone(), 0),
-            Up::Outside => (format!(".../{name}"), 1),
-            Up::Path(p) => (format!("{}/{name}", self.text[p as usize]), self.depth[p as usize] + 1),
-        };
-        let id = self.text.len() as u32;
-        self.text_bytes += text.len();
-        self.text.push(text);
-        self.depth.push(depth);
-        self.leaf.push(region);
-        self.ids.insert((up, region), id);
-        id
-    }
-}
 
 /// The call tree's totals per (path, rank), a chunk of whole ranks at a time
 /// (crate::by_rank): a call's parent is on its own rank, so each chunk holds the calls its

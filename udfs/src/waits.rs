@@ -63,6 +63,12 @@ pub const WAIT_STATES: Function = Function {
     params: &[
         MESSAGES,
         param("collectives", Type::Relation, ParamDefault::Text("collectives"), "the collective operations to check"),
+        param(
+            "calls",
+            Type::Relation,
+            ParamDefault::Text("calls"),
+            "the calls the waits are in, for their call paths (by default the calls beside rel; read only when the query reads path)",
+        ),
     ],
     output: Output::Columns(&[
         col("rank", int64, "the rank that waited"),
@@ -77,6 +83,11 @@ pub const WAIT_STATES: Function = Function {
         col("comm", int64, "the collective's communicator (NULL for a message)"),
         col("instance", int64, "the collective's instance (NULL for a message)"),
         col("partner", int64, "the rank waited for (the late one), when one is"),
+        col(
+            "path",
+            text,
+            "the call path of the call the rank waited in, as call_tree gives it ('main/MPI_Waitall'; NULL without calls)",
+        ),
     ]),
     description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
     make: Make::Table(|| Arc::new(WaitStates)),
@@ -356,10 +367,47 @@ fn output_schema() -> SchemaRef {
         i("comm", true),
         i("instance", true),
         i("partner", true),
+        Field::new("path", DataType::Utf8, true),
     ]))
 }
 
-/// `wait_states([rel => 'messages'], collectives => 'collectives')`.
+/// The call path of each wait: of the innermost call of its rank's thread 0 open when the
+/// wait began (None when `calls` has none there, or no calls are read).
+fn paths_of(waits: &[Wait], calls: &[RecordBatch]) -> Result<Vec<Option<String>>> {
+    if calls.iter().all(|b| b.num_rows() == 0) {
+        return Ok(vec![None; waits.len()]);
+    }
+    let run = crate::critical::stretches(calls, "wait_states")?;
+    Ok(waits
+        .iter()
+        .map(|w| {
+            let list = run.ranks.get(&w.rank)?;
+            let s = list.get(list.partition_point(|s| s.to <= w.ts)).filter(|s| s.from <= w.ts)?;
+            crate::critical::path_name(&run.paths, s.path).map(str::to_string)
+        })
+        .collect())
+}
+
+/// The calls beside `rel` for the call paths: `calls` when given; else the `calls` of the
+/// trace `rel` reads, or the default `calls`; None when there is none (path is then NULL,
+/// and a notice says so).
+fn calls_for(
+    a: &Args,
+    session: &dyn datafusion::catalog::Session,
+    rel: &crate::common::Relation,
+) -> Result<Option<crate::common::Relation>> {
+    if a.given("calls") {
+        return a.relation(session, "calls").map(Some);
+    }
+    if let Some(schema) = crate::common::trace_schema(session, rel)
+        && let Ok(calls) = crate::common::trace_table(session, "wait_states", &schema, "calls")
+    {
+        return Ok(Some(calls));
+    }
+    Ok(a.relation(session, "calls").ok())
+}
+
+/// `wait_states([rel => 'messages'], collectives => 'collectives', calls => 'calls')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct WaitStates;
 
@@ -370,10 +418,12 @@ impl TableFunctionImpl for WaitStates {
         let colls = a.relation(args.session(), "collectives")?;
         let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
         let ci = collective_columns(&colls, "wait_states")?;
+        let calls = calls_for(&a, args.session(), &rel)?;
         let out = output_schema();
         let s = out.clone();
         let notices =
             args.session().config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
+        let told = notices.clone();
         let compute: ComputeMany = Arc::new(move |inputs| {
             let mut waits = message_waits(&inputs[0])?;
             waits.extend(collective_waits(&inputs[1])?);
@@ -384,6 +434,7 @@ impl TableFunctionImpl for WaitStates {
                 ));
             }
             waits.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
+            let paths = paths_of(&waits, inputs.get(2).map_or(&[][..], Vec::as_slice))?;
             let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
             let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
                 Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
@@ -397,9 +448,23 @@ impl TableFunctionImpl for WaitStates {
                 opt(|w| w.comm),
                 opt(|w| w.instance),
                 opt(|w| w.partner),
+                Arc::new(StringArray::from(paths)),
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::from_many(out, vec![(rel, Some(mi)), (colls, Some(ci))], compute)))
+        let mut inputs = vec![(rel, Some(mi)), (colls, Some(ci))];
+        match calls {
+            Some(calls) => {
+                let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+                inputs.push((calls, Some(ki)));
+            }
+            None => {
+                if let Some(n) = &told {
+                    n.push("wait_states: no calls beside rel, so path is NULL; give calls => '...'".to_string());
+                }
+            }
+        }
+        let derived = Derived::from_many(out, inputs.clone(), compute);
+        Ok(Arc::new(if inputs.len() > 2 { derived.reading_only_for(2, "path")? } else { derived }))
     }
 }
