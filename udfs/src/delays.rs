@@ -4,17 +4,22 @@
 //! 2010).
 //!
 //! A wait state (one row of `wait_states`) of rank w on rank d has a synchronisation interval:
-//! from the previous time the two synchronised (the end of their latest earlier message, on each
-//! side its own call's end, or of their latest earlier common collective) to the wait, on w until
-//! the wait began and on d until it arrived (the wait's end). The delay is what d did more than w
-//! in that interval: per region, its exclusive time beyond w's, and its own waiting beyond w's.
+//! from the previous time the two synchronised to the wait, on w until the wait began and on d
+//! until it arrived (the wait's end). As in Scalasca, whose synchronisation points are its wait
+//! states, two ranks synchronise where one waited for the other: at a late sender when the send
+//! call is left, at a late receiver when the wait ends (the same instant on both sides; the
+//! receive's time beyond the send is its completion and counts), and at a collective instance
+//! in which some member waited, when each member leaves it. A message or collective that made
+//! no one wait synchronises nothing: an eager message's receiver may be far ahead of its
+//! sender. The delay is what d did more than w in that interval: per call path, its exclusive
+//! time beyond w's, and its own waiting beyond w's.
 //!
 //! As in Scalasca's rule (its Delay.MPI pattern), with excess E = the sum of d's regions'
 //! excess time plus its excess waiting: the wait's own time `rwait` goes to d's regions as
 //! excess x min(rwait / E, 1), the direct (short-term) cost, so a region is never charged more
-//! than the time it took beyond the waiter's; what the excess does not explain (E < rwait: the
-//! synchronisation points lie at different times, as when the previous message took time to
-//! arrive) is `unexplained`. What the wait received from the waits it caused (`rcost`) goes
+//! than the time it took beyond the waiter's; what the excess does not explain (E < rwait: d did
+//! no more than w since they synchronised, as when no earlier synchronisation is known and the
+//! interval starts at each rank's first call) is `unexplained`. What the wait received from the waits it caused (`rcost`) goes
 //! to d's regions as excess x rcost / E, the propagated (long-term) cost. The share of d's
 //! excess waiting of both is handed on to d's own waits in the interval, in proportion to
 //! their time there, and from them to their causes in turn.
@@ -34,7 +39,7 @@
 //! compared with w's in the same call path; time spent waiting inside an MPI call counts as
 //! waiting, not as the call's region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -91,39 +96,52 @@ struct SyncPoints {
 }
 
 impl SyncPoints {
-    fn read(messages: &[RecordBatch], collectives: &[RecordBatch]) -> Result<SyncPoints> {
+    /// The synchronisation points, after Scalasca's: its wait states. A wait brings two ranks'
+    /// times together: a late sender at one instant, the same on both sides, when the send call
+    /// is left (the receive's time beyond it is its completion, which counts); a late receiver
+    /// when the wait ends; a collective instance in which some member waited, each member when
+    /// it leaves the call. A message or collective that made no one wait synchronises nothing:
+    /// the receiver of an eager message that arrived long before may be far ahead of its sender.
+    fn read(waits: &[Wait], messages: &[RecordBatch], collectives: &[RecordBatch]) -> Result<SyncPoints> {
         let mut out = SyncPoints::default();
-        // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, recv_call_start, recv_call_end, ...
-        let (src, dst) = (int64_column(messages, 1)?, int64_column(messages, 2)?);
-        let (send_end, recv_end) = (int64_column(messages, 4)?, int64_column(messages, 6)?);
-        let send_complete = int64_column(messages, 9)?;
-        for i in 0..src.len() {
-            if src.is_null(i) || dst.is_null(i) || send_end.is_null(i) || recv_end.is_null(i) {
-                continue;
+        // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, ...
+        let (id, send_end) = (int64_column(messages, 0)?, int64_column(messages, 4)?);
+        let left: HashMap<i64, i64> = (0..id.len())
+            .filter(|&i| id.is_valid(i) && send_end.is_valid(i))
+            .map(|i| (id.value(i), send_end.value(i)))
+            .collect();
+        let mut waited: HashSet<(i64, i64)> = HashSet::new();
+        for w in waits {
+            let end = w.ts + w.wait_ns;
+            match (w.comm, w.instance, w.partner) {
+                (Some(c), Some(k), _) => {
+                    waited.insert((c, k));
+                }
+                (_, _, Some(p)) if p != w.rank => {
+                    let t = match (w.pattern, w.msg_id.and_then(|m| left.get(&m))) {
+                        ("late_sender", Some(&t)) => t.max(end),
+                        _ => end,
+                    };
+                    out.messages.entry((w.rank, p)).or_default().push((t, t));
+                    out.messages.entry((p, w.rank)).or_default().push((t, t));
+                }
+                _ => {}
             }
-            // On the sender's side, where the send completed (the Wait of an MPI_Isend).
-            let ta = if send_complete.is_valid(i) { send_complete.value(i) } else { send_end.value(i) };
-            let (a, b, tb) = (src.value(i), dst.value(i), recv_end.value(i));
-            out.messages.entry((a, b)).or_default().push((ta, tb));
-            out.messages.entry((b, a)).or_default().push((tb, ta));
         }
         for list in out.messages.values_mut() {
             list.sort_unstable();
         }
         // COLLECTIVE_COLUMNS: comm, instance, rank, begin_ts, op, root, end_ts.
-        let (comm, instance, rank, end) = (
-            int64_column(collectives, 0)?,
-            int64_column(collectives, 1)?,
-            int64_column(collectives, 2)?,
-            int64_column(collectives, 6)?,
-        );
-        for i in 0..rank.len() {
-            if comm.is_null(i) || instance.is_null(i) || rank.is_null(i) || end.is_null(i) {
-                continue;
+        let (comm, instance, rank) =
+            (int64_column(collectives, 0)?, int64_column(collectives, 1)?, int64_column(collectives, 2)?);
+        let end = int64_column(collectives, 6)?;
+        let valid = |i: usize| comm.is_valid(i) && instance.is_valid(i) && rank.is_valid(i) && end.is_valid(i);
+        for i in (0..rank.len()).filter(|&i| valid(i)) {
+            let (c, k, r, t) = (comm.value(i), instance.value(i), rank.value(i), end.value(i));
+            if waited.contains(&(c, k)) {
+                out.collectives.entry(r).or_default().push((t, c, k));
+                out.ends.insert((r, c, k), t);
             }
-            let (c, k, r, e) = (comm.value(i), instance.value(i), rank.value(i), end.value(i));
-            out.collectives.entry(r).or_default().push((e, c, k));
-            out.ends.insert((r, c, k), e);
         }
         for list in out.collectives.values_mut() {
             list.sort_unstable();
@@ -359,7 +377,7 @@ impl TableFunctionImpl for DelayCosts {
             let run = stretches(&inputs[0], "delay_costs")?;
             let mut waits = message_waits(&inputs[1])?;
             waits.extend(collective_waits(&inputs[2])?);
-            let sync = SyncPoints::read(&inputs[1], &inputs[2])?;
+            let sync = SyncPoints::read(&waits, &inputs[1], &inputs[2])?;
             let (costs, unexplained) = delay_costs(&run.ranks, waits, &sync)?;
             let region = |path: u32| {
                 let leaf = run.paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
