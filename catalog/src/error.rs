@@ -71,6 +71,17 @@ impl Error {
         Error::Argument(message.into())
     }
 
+    /// The same error, its position moved by `columns` when it lies on the first line: the error
+    /// of a statement rewritten from the user's with a prefix of another length.
+    pub fn shifted(self, columns: i64) -> Error {
+        match self {
+            Error::Sql { message, line: 1, column } => {
+                Error::Sql { message, line: 1, column: (column as i64 + columns).max(1) as u64 }
+            }
+            other => other,
+        }
+    }
+
     /// Where in the statement's text a SQL error lies: 1-based line and column.
     pub fn position(&self) -> Option<(u64, u64)> {
         match self {

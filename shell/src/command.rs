@@ -12,7 +12,8 @@ use crate::print::Format;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// `\d`: every table and view.
-    ListTables,
+    /// `\d`, `\dt [PATTERN]`: tables and views, those whose name matches PATTERN (`*`, `?`).
+    ListTables(Option<String>),
     /// `\d NAME`: the columns of a table, with their meaning for trace tables.
     Describe(String),
     /// `\df [PATTERN]`: functions with signature and description.
@@ -56,6 +57,7 @@ pub enum Command {
 /// One line per command, shown by `\?`.
 pub const HELP: &str = "\
 \\d                 list tables and views
+\\dt [PATTERN]      the same, those whose name matches PATTERN (* any text, ? one character)
 \\d NAME            columns of a table (type and meaning)
 \\df [PATTERN]      functions: signature and description (\\df NAME: its parameters, columns)
 \\open PATH [AS N]  open a trace (CSV, commdb store, generate:...) as schema N
@@ -85,7 +87,8 @@ impl FromStr for Command {
         let rest = rest.trim();
         let arg = (!rest.is_empty()).then(|| unquote(rest));
         match cmd {
-            "\\d" => Ok(arg.map_or(Command::ListTables, Command::Describe)),
+            "\\d" => Ok(arg.map_or(Command::ListTables(None), Command::Describe)),
+            "\\dt" => Ok(Command::ListTables(arg)),
             "\\df" => Ok(Command::ListFunctions(arg)),
             "\\open" => {
                 let words: Vec<&str> = rest.split_whitespace().collect();
@@ -164,20 +167,34 @@ fn unquote(s: &str) -> String {
 /// SQL listing tables and views of every schema, each trace's tables once: under the trace's
 /// schema (the default trace marked), not again as the plain names in `public`, which then
 /// lists only the user's own tables and views.
-pub fn list_tables_sql(default_trace: Option<&str>) -> String {
+pub fn list_tables_sql(default_trace: Option<&str>, pattern: Option<&str>) -> String {
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    // psql's pattern: * any text, ? one character; LIKE's own wildcards are taken literally.
+    let matching = pattern.map_or(String::new(), |p| {
+        let like: String = p
+            .chars()
+            .map(|c| match c {
+                '*' => "%".to_string(),
+                '?' => "_".to_string(),
+                '%' | '_' | '\\' => format!("\\{c}"),
+                c => c.to_string(),
+            })
+            .collect();
+        format!(" AND table_name LIKE {} ESCAPE '\\'", quote(&like))
+    });
     let Some(default) = default_trace else {
-        return "SELECT table_schema AS schema, table_name AS name, table_type AS type \
-                FROM information_schema.tables WHERE table_schema <> 'information_schema' \
-                ORDER BY table_schema = 'public' DESC, table_schema, table_name"
-            .to_string();
+        return format!(
+            "SELECT table_schema AS schema, table_name AS name, table_type AS type \
+             FROM information_schema.tables WHERE table_schema <> 'information_schema'{matching} \
+             ORDER BY table_schema = 'public' DESC, table_schema, table_name"
+        );
     };
     let trace_tables: Vec<String> = commdb_catalog::model::TABLES.iter().map(|t| quote(t.name)).collect();
     format!(
         "SELECT CASE WHEN table_schema = {d} THEN table_schema || ' (default)' ELSE table_schema END AS schema, \
                 table_name AS name, table_type AS type \
          FROM information_schema.tables \
-         WHERE table_schema <> 'information_schema' \
+         WHERE table_schema <> 'information_schema'{matching} \
            AND NOT (table_schema = 'public' AND table_name IN ({names}) AND table_type = 'BASE TABLE') \
          ORDER BY table_schema = {d} DESC, table_schema = 'public' DESC, table_schema, table_name",
         d = quote(default),
@@ -191,7 +208,9 @@ mod tests {
 
     #[test]
     fn parses_commands() {
-        assert_eq!("\\d".parse(), Ok(Command::ListTables));
+        assert_eq!("\\d".parse(), Ok(Command::ListTables(None)));
+        assert_eq!("\\dt".parse(), Ok(Command::ListTables(None)));
+        assert_eq!("\\dt mess*".parse(), Ok(Command::ListTables(Some("mess*".into()))));
         assert_eq!("\\d messages".parse(), Ok(Command::Describe("messages".into())));
         assert_eq!("\\df lat*".parse(), Ok(Command::ListFunctions(Some("lat*".into()))));
         assert_eq!(

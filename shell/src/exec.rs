@@ -429,13 +429,16 @@ impl Shell {
         .await?;
         let Some(writer) = writer else { return Ok(()) };
         self.wrote_output = true;
-        let mut footer = writer.finish(started.elapsed())?;
+        let (mut footer, cut) = writer.finish(started.elapsed())?;
         if !opts.timing
             && let Some(i) = footer.rfind(" (")
         {
             footer.truncate(i);
         }
-        if !opts.quiet {
+        if opts.quiet && cut {
+            // Quiet output still says that rows were left out, on stderr.
+            eprintln!("{footer}");
+        } else if !opts.quiet {
             if opts.format.footer_in_output() && !to_file {
                 writeln!(stdout, "{footer}").map_err(|e| e.to_string())?;
             } else {
@@ -450,9 +453,9 @@ impl Shell {
             Command::Quit => return Ok(Flow::Quit),
             Command::Help => println!("{HELP}"),
             Command::Echo(text) => self.echo(&text)?,
-            Command::ListTables => {
+            Command::ListTables(pattern) => {
                 let default = self.session.default_trace().map(|t| t.meta.name.clone());
-                self.sql(&list_tables_sql(default.as_deref())).await?
+                self.sql(&list_tables_sql(default.as_deref(), pattern.as_deref())).await?
             }
             Command::Describe(name) => {
                 let df = describe::columns(&self.session, &name).await?;

@@ -175,8 +175,9 @@ impl<'a> ResultWriter<'a> {
         Ok(())
     }
 
-    /// Finish the output; returns the footer line for the caller to place.
-    pub fn finish(mut self, elapsed: Duration) -> Result<String, String> {
+    /// Finish the output; returns the footer line for the caller to place, and whether rows
+    /// were left out (--max-rows), which is said even when footers are not.
+    pub fn finish(mut self, elapsed: Duration) -> Result<(String, bool), String> {
         match self.opts.format {
             Format::Table => self.write_table()?,
             Format::Markdown => self.write_markdown()?,
@@ -190,8 +191,9 @@ impl<'a> ResultWriter<'a> {
         if self.opts.format == Format::Table && self.rows > self.kept_rows {
             footer.push_str(&format!(", {} not shown (--max-rows {})", self.rows - self.kept_rows, self.opts.max_rows));
         }
+        let cut = self.opts.format == Format::Table && self.rows > self.kept_rows;
         footer.push_str(&format!(" ({})", human_duration(elapsed)));
-        Ok(footer)
+        Ok((footer, cut))
     }
 
     /// Cells and headers wider than MAX_CELL_CHARS are cut for display (the table format
@@ -365,7 +367,7 @@ mod tests {
         };
         let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
         w.write(&b).unwrap();
-        let footer = w.finish(Duration::from_millis(3)).unwrap();
+        let (footer, _) = w.finish(Duration::from_millis(3)).unwrap();
         (String::from_utf8(out).unwrap(), footer)
     }
 

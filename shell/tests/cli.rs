@@ -62,6 +62,12 @@ fn output_file_and_row_limit() {
     assert!(text.lines().count() > 100);
     let o = run(&[SMALL, "--max-rows", "5", "-c", "SELECT * FROM events"]);
     assert!(stdout(&o).contains("not shown (--max-rows 5)"), "{}", stdout(&o));
+    // Quiet output leaves footers out, but still says on stderr that rows were left out.
+    let o = run(&[SMALL, "-q", "--max-rows", "3", "-c", "SELECT * FROM events"]);
+    assert_eq!(stdout(&o).lines().count(), 5, "{}", stdout(&o));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not shown (--max-rows 3)"), "{o:?}");
+    let o = run(&[SMALL, "-q", "--max-rows", "3", "-c", "SELECT * FROM ranks LIMIT 2"]);
+    assert!(o.stderr.is_empty(), "{o:?}");
 }
 
 #[test]
@@ -224,12 +230,16 @@ fn script_from_stdin_and_backslash_commands() {
         .stdin
         .take()
         .unwrap()
-        .write_all(b"\\format csv\nSELECT count(*) AS n\n  FROM ranks;\n\\d ranks\n\\q\nSELECT 'not reached';\n")
+        .write_all(
+            b"\\format csv\nSELECT count(*) AS n\n  FROM ranks;\n\\d ranks\n\\dt mess*\n\\q\nSELECT 'not reached';\n",
+        )
         .unwrap();
     let o = child.wait_with_output().unwrap();
     let out = stdout(&o);
     assert!(out.starts_with("n\n4\n"), "{out}");
     assert!(out.contains("node,Utf8,yes,host name of the node the rank ran on"), "{out}");
+    // \\dt PATTERN: the tables whose name matches, messages and not events.
+    assert!(out.contains(",messages,") && !out.contains(",events,"), "{out}");
     assert!(!out.contains("not reached"));
 }
 

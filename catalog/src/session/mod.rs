@@ -12,6 +12,7 @@ pub mod named_args;
 pub mod parts;
 pub mod plan_node;
 pub mod sql;
+pub mod summarize;
 pub mod trace_table;
 
 use std::collections::BTreeMap;
@@ -327,6 +328,10 @@ impl Session {
             Some(Command::Detach { name }) => {
                 self.detach(&name)?;
                 Ok(Outcome::Done(format!("detached {name}")))
+            }
+            Some(Command::Summarize { query, shift }) => {
+                let input = self.plan(&query).await.map_err(|e| e.shifted(shift))?;
+                Ok(Outcome::Query(summarize::summarize(&self.ctx, input).await?))
             }
             None => Ok(Outcome::Query(self.plan(sql).await?)),
         }

@@ -92,9 +92,16 @@ pub enum Command {
     SetClockCorrection {
         value: String,
     },
+    /// `SUMMARIZE name` or `SUMMARIZE SELECT ...`: the query whose columns to summarise, and
+    /// how far its first line's columns lie from the statement's.
+    Summarize {
+        query: String,
+        shift: i64,
+    },
 }
 
-/// Parse ATTACH / DETACH; `Ok(None)` for any other statement.
+/// Parse ATTACH / DETACH / SET clock_correction / SUMMARIZE; `Ok(None)` for any other
+/// statement.
 pub fn parse_command(sql: &str) -> Result<Option<Command>> {
     let Ok(tokens) = tokenize(sql) else { return Ok(None) };
     let tokens: Vec<Token> = tokens
@@ -174,6 +181,25 @@ pub fn parse_command(sql: &str) -> Result<Option<Command>> {
                     Ok(Some(Command::SetClockCorrection { value: v.clone() }))
                 }
                 _ => err("SET clock_correction expects one of off, model, clc: SET clock_correction = off"),
+            }
+        }
+        Some("SUMMARIZE") => {
+            let text = sql.trim_end().trim_end_matches(';');
+            let keyword_end = text.to_ascii_uppercase().find("SUMMARIZE").map_or(0, |i| i + "SUMMARIZE".len());
+            let rest = text[keyword_end..].trim_start();
+            // The column where the rest begins in the statement's first line.
+            let before = &text[..text.len() - rest.len()];
+            let column = before.rsplit('\n').next().unwrap_or("").chars().count() as i64;
+            let starts_query = matches!(keyword(1).as_deref(), Some("SELECT" | "WITH" | "VALUES"))
+                || tokens.get(1) == Some(&Token::LParen);
+            match tokens.len() {
+                1 => err("SUMMARIZE expects a table or a query: SUMMARIZE messages, SUMMARIZE SELECT ..."),
+                _ if starts_query => Ok(Some(Command::Summarize { query: rest.to_string(), shift: column })),
+                _ => {
+                    let prefix = "SELECT * FROM ";
+                    let query = format!("{prefix}{rest}");
+                    Ok(Some(Command::Summarize { query, shift: column - prefix.len() as i64 }))
+                }
             }
         }
         Some("DETACH") => match (tokens.get(i), tokens.len() == i + 1) {
