@@ -87,6 +87,35 @@ fn bad_input_gives_clear_errors() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("-c#1:1:"), "{}", stderr(&o));
 
+    // A CSV line with an unclosed quote says so, not that the record has too few fields.
+    let dir = tempfile::tempdir().unwrap();
+    let quoted = dir.path().join("quote.csv");
+    let text = std::fs::read_to_string(data("wait_states.csv")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[3] = lines[3].replacen(",", ",\"", 1);
+    std::fs::write(&quoted, lines.join("\n")).unwrap();
+    let o = run(&[quoted.to_str().unwrap(), "-c", "SELECT count(*) FROM events"]);
+    assert!(stderr(&o).contains("quote.csv:4: a quoted field on this line is never closed"), "{}", stderr(&o));
+
+    // A table built when a query first uses it fails as reading the trace, naming the file.
+    let archive = dir.path().join("otf2");
+    let o = run(&["generate", archive.to_str().unwrap(), "--ranks", "4", "--iterations", "5", "--format", "otf2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let evt = archive.join("traces/0.evt");
+    let size = std::fs::metadata(&evt).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&evt).unwrap().set_len(size / 2).unwrap();
+    let o = run(&[archive.join("traces.otf2").to_str().unwrap(), "-c", "SELECT count(*) FROM messages"]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("reading trace otf2 failed (reading the events"), "{err}");
+    assert!(err.contains("0.evt at byte"), "{err}");
+    // An anchor cut short says that it ends early.
+    let anchor = archive.join("traces.otf2");
+    let size = std::fs::metadata(&anchor).unwrap().len();
+    std::fs::OpenOptions::new().write(true).open(&anchor).unwrap().set_len(size - 12).unwrap();
+    let o = run(&[anchor.to_str().unwrap(), "-c", "SELECT 1"]);
+    assert!(stderr(&o).contains("the anchor file ends early"), "{}", stderr(&o));
+
     let o = run(&["generate", "/tmp/never", "--pattern", "hexagon"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("pattern must be stencil2d, ring, alltoall or master-worker"), "{}", stderr(&o));

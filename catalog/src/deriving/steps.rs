@@ -197,6 +197,7 @@ impl Built {
         let shown = Building::start(&what);
         let result = (stored.load)();
         shown.finish(started.elapsed(), result.is_ok(), None);
+        let result = result.map_err(|e| failed_reading(&self.info.name, &format!("reading its table {name}"), e));
         self.tables.insert(name, result?);
         self.stored.remove(name);
         Ok(())
@@ -207,6 +208,9 @@ impl Built {
     }
 
     /// Run the next step, on the way to step `target`.
+    ///
+    /// A step runs when a query first uses its tables, so its error comes out of a query: it
+    /// says that reading the trace failed, and in which file (`failed_reading`).
     fn run_next(&mut self, target: u8) -> Result<()> {
         if let Some(message) = &self.failed {
             return Err(Error::Engine(message.clone()));
@@ -234,6 +238,10 @@ impl Built {
                 }
                 result
             }
+        };
+        let result = match result {
+            Err(e) if crate::interrupt::check(&what).is_ok() => Err(failed_reading(&self.info.name, name, e)),
+            other => other,
         };
         let new = self.warnings.total() - before;
         let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
@@ -519,6 +527,13 @@ fn staged(
         failed: None,
         stored: BTreeMap::new(),
     }
+}
+
+/// An error met while a trace's tables were built for a query, said as such: the statement is
+/// not at fault, reading the trace `trace` (while doing `what`) is, and the error names the
+/// file.
+fn failed_reading(trace: &str, what: &str, e: Error) -> Error {
+    Error::Engine(format!("reading trace {trace} failed ({what}): {e}"))
 }
 
 #[cfg(test)]

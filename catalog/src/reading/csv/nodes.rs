@@ -80,7 +80,28 @@ pub(crate) fn csv_error(path: &Path, e: csv::Error) -> Error {
             csv::ErrorKind::Io(io) => Error::io(path, io),
             _ => Error::in_file(path, "read error"),
         },
+        (csv::ErrorKind::UnequalLengths { .. }, Some(line)) if opens_a_quote(path, line) => Error::at_line(
+            path,
+            line,
+            None,
+            "a quoted field on this line is never closed: its '\"' has no closing '\"', so the reader took the rest of the file into that field",
+        ),
         (_, Some(line)) => Error::at_line(path, line, None, e.to_string()),
         (_, None) => Error::in_file(path, e.to_string()),
+    }
+}
+
+/// Whether line `line` (1-based) of the file leaves a quote open: an odd number of '"' (a
+/// quote written inside a quoted field is doubled, so it keeps the count even).
+fn opens_a_quote(path: &Path, line: u64) -> bool {
+    use std::io::BufRead;
+    if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gz")) {
+        return false;
+    }
+    let Ok(file) = std::fs::File::open(path) else { return false };
+    let mut lines = std::io::BufReader::new(file).split(b'\n');
+    match lines.nth(line.saturating_sub(1) as usize) {
+        Some(Ok(text)) => text.iter().filter(|&&b| b == b'"').count() % 2 == 1,
+        _ => false,
     }
 }

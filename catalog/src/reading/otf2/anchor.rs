@@ -1,8 +1,10 @@
 //! The OTF2 anchor file (`traces.otf2`): format and library version, chunk sizes, number of
 //! locations and definitions, creator. Layout (2.x and 3.x alike): 0x03, an endianness byte,
 //! "OTF2\0", anchor version, trace format, version major/minor/bugfix, then full-width u64
-//! chunk sizes, substrate and compression bytes, u64 location and definition counts, and the
-//! machine, creator and description strings.
+//! chunk sizes, substrate and compression bytes, u64 location and definition counts, the
+//! machine, creator and description strings, a u32 count of properties (name and value
+//! strings each) and the u64 trace id. An anchor that ends before these is reported as cut
+//! short.
 
 use std::path::Path;
 
@@ -37,17 +39,22 @@ pub fn read(path: &Path) -> Result<Anchor> {
     };
     let mut c = Cursor::plain(&data, path, 7, big_endian);
     c.record = "anchor";
-    let _anchor_version = c.u8()?;
-    let _trace_format = c.u8()?;
-    let (major, minor, bugfix) = (c.u8()?, c.u8()?, c.u8()?);
-    let chunk_size_events = c.u64_full()?;
-    let chunk_size_definitions = c.u64_full()?;
-    let _substrate = c.u8()?;
-    let compression = c.u8()?;
-    let locations = c.u64_full()?;
-    let global_definitions = c.u64_full()?;
-    let _machine = c.string()?;
-    let creator = c.string()?;
+    // An anchor that ends before its last field (the trace id) was cut short (a copy that
+    // stopped, a full disk): say so, and where.
+    let size = data.len();
+    let ends_early = |field: &'static str| {
+        move |_: Error| {
+            Error::at_offset(
+                path,
+                size as u64,
+                format!("the anchor file ends early, in its {field} (truncated? it has {size} bytes)"),
+            )
+        }
+    };
+    let header = ends_early("header");
+    let _anchor_version = c.u8().map_err(header)?;
+    let _trace_format = c.u8().map_err(header)?;
+    let (major, minor, bugfix) = (c.u8().map_err(header)?, c.u8().map_err(header)?, c.u8().map_err(header)?);
     if major < 2 {
         return Err(Error::at_offset(
             path,
@@ -55,6 +62,21 @@ pub fn read(path: &Path) -> Result<Anchor> {
             format!("OTF2 version {major}.{minor}.{bugfix} is not supported (2.x and 3.x are)"),
         ));
     }
+    let chunk_size_events = c.u64_full().map_err(header)?;
+    let chunk_size_definitions = c.u64_full().map_err(header)?;
+    let _substrate = c.u8().map_err(header)?;
+    let compression = c.u8().map_err(header)?;
+    let locations = c.u64_full().map_err(header)?;
+    let global_definitions = c.u64_full().map_err(header)?;
+    let _machine = c.string().map_err(ends_early("machine name"))?;
+    let creator = c.string().map_err(ends_early("creator"))?;
+    let _description = c.string().map_err(ends_early("description"))?;
+    let properties = c.u32_full().map_err(ends_early("number of properties"))?;
+    for _ in 0..properties {
+        c.string().map_err(ends_early("properties"))?;
+        c.string().map_err(ends_early("properties"))?;
+    }
+    let _trace_id = c.u64_full().map_err(ends_early("trace id"))?;
     if compression > 1 {
         return Err(Error::at_offset(path, 29, "compressed OTF2 archives are not supported"));
     }
