@@ -137,11 +137,21 @@ impl From<datafusion::error::DataFusionError> for Error {
             Some(i) => message[..i].to_string(),
             None => message,
         };
+        let message = as_the_user_names(&message);
         match span.or(parsed).filter(|(line, column)| *line > 0 && *column > 0) {
             Some((line, column)) => Error::Sql { message, line, column },
             None => Error::Engine(message),
         }
     }
+}
+
+/// Table names as the user writes them: DataFusion names `mesages` in its errors as
+/// `'datafusion.public.mesages'`; the default schema (the default trace's tables and the
+/// user's own) is left out, and another schema is said without the catalog (`'run2.mesages'`).
+fn as_the_user_names(message: &str) -> String {
+    let catalog = crate::session::CATALOG;
+    let default = crate::session::DEFAULT_SCHEMA;
+    message.replace(&format!("'{catalog}.{default}."), "'").replace(&format!("'{catalog}."), "'")
 }
 
 /// The text of commdb's own error raised while a query ran (a trace's events that cannot be

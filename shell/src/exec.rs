@@ -187,7 +187,7 @@ impl Shell {
             && let Some(name) = quoted_before("' not found")
         {
             // A quoted path in FROM: say what is wrong with the file, not with a table name.
-            let path = name.splitn(3, '.').nth(2).unwrap_or(&name);
+            let path = name.as_str();
             if path.contains('/') || DATA_FILE_EXTENSIONS.iter().any(|e| path.to_ascii_lowercase().ends_with(e)) {
                 let what = if std::path::Path::new(path).exists() {
                     "not a file a query reads: a path in FROM reads a .csv, .json or .parquet file, by its extension"

@@ -30,7 +30,15 @@ impl Width {
 
 /// Columns of the terminal standard output writes to (None when it is not a terminal).
 fn terminal_columns() -> Option<usize> {
-    let out = std::io::stdout();
+    columns_of(std::io::stdout())
+}
+
+/// Columns of the terminal standard error writes to (None when it is not a terminal).
+pub fn error_terminal_columns() -> Option<usize> {
+    columns_of(std::io::stderr())
+}
+
+fn columns_of(out: impl IsTerminal + rustix::fd::AsFd) -> Option<usize> {
     if !out.is_terminal() {
         return None;
     }
@@ -120,6 +128,36 @@ pub fn cut(s: &str, width: usize) -> Cow<'_, str> {
     }
 }
 
+/// Headers `names` cut to `widths` and still told apart: where cutting the end makes two of
+/// them alike (`inter_messages_before` and `inter_messages_after` both `inter_m…`), those are
+/// cut in the middle instead, keeping their ends (`int…fore`, `int…fter`).
+pub fn cut_headers(names: &[&str], widths: &[usize]) -> Vec<String> {
+    let mut out: Vec<String> = names.iter().zip(widths).map(|(n, w)| cut(n, *w).into_owned()).collect();
+    for i in 0..out.len() {
+        let alike: Vec<usize> =
+            (0..out.len()).filter(|&j| out[j] == out[i] && names[j] != names[i]).chain([i]).collect();
+        if alike.len() > 1 {
+            for &j in &alike {
+                out[j] = cut_middle(names[j], widths[j]);
+            }
+        }
+    }
+    out
+}
+
+/// `s` cut to `width` characters by an ellipsis in the middle.
+fn cut_middle(s: &str, width: usize) -> String {
+    let n = s.chars().count();
+    if n <= width || width < 3 {
+        return cut(s, width).into_owned();
+    }
+    let head = (width - 1) / 2;
+    let tail = width - 1 - head;
+    let start: String = s.chars().take(head).collect();
+    let end: String = s.chars().skip(n - tail).collect();
+    format!("{start}…{end}")
+}
+
 /// Rows as psql's expanded display prints them: a `-[ RECORD n ]` rule, then one
 /// `name | value` line per column; values are cut to fit `limit`.
 pub fn expanded(names: &[&str], rows: &[Vec<&str>], limit: Option<usize>) -> String {
@@ -172,6 +210,14 @@ mod tests {
         assert_eq!(cut("send_call_start", 8), "send_ca…");
         assert_eq!(cut("short", 8), "short");
         assert_eq!(cut("ééééé", 3), "éé…");
+    }
+
+    #[test]
+    fn cut_headers_stay_apart() {
+        let names = ["rank", "inter_messages_before", "inter_messages_after", "reduction"];
+        let cut = cut_headers(&names, &[4, 8, 8, 8]);
+        assert_eq!(cut, ["rank", "int…fore", "int…fter", "reducti…"]);
+        assert_eq!(cut_headers(&["a_long_name"], &[6]), ["a_lon…"]);
     }
 
     #[test]

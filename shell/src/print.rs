@@ -231,8 +231,12 @@ impl<'a> ResultWriter<'a> {
             None => natural,
         };
         let rule: String = widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+");
-        let header: Vec<String> =
-            names.iter().zip(&widths).map(|(name, w)| format!(" {:<w$} ", fit::cut(name, *w))).collect();
+        let shown_names: Vec<&str> = names.iter().take(widths.len()).map(|n| n.as_ref()).collect();
+        let header: Vec<String> = fit::cut_headers(&shown_names, &widths)
+            .iter()
+            .zip(&widths)
+            .map(|(name, w)| format!(" {name:<w$} "))
+            .collect();
         let mut text = String::new();
         text.push_str(header.join("|").trim_end());
         text.push('\n');

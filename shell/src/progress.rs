@@ -18,18 +18,29 @@ pub struct Progress {
     handle: Option<JoinHandle<()>>,
 }
 
-/// Draw one frame of the line: a bar when the share done is known, a spinner otherwise.
+/// Draw one frame of the line: a bar when the share done is known, a spinner otherwise. The
+/// line is cut to the terminal's width, so that it never wraps and leaves a fragment above
+/// what is printed next.
 fn draw(what: &str, share: Option<&LoadProgress>, elapsed: f64, k: usize) {
     let frames = ["|", "/", "-", "\\"];
-    match share.and_then(LoadProgress::fraction) {
-        Some(f) if f >= 1.0 => eprint!("\r\x1b[2K{} {what}: building tables {elapsed:.1} s ", frames[k % 4]),
+    let line = match share.and_then(LoadProgress::fraction) {
+        Some(f) if f >= 1.0 => format!("{} {what}: building tables {elapsed:.1} s ", frames[k % 4]),
         Some(f) => {
             let filled = (f * 30.0).round() as usize;
-            eprint!("\r[{}{}] {:>3.0}% {what} {elapsed:.1} s ", "#".repeat(filled), "-".repeat(30 - filled), f * 100.0);
+            format!("[{}{}] {:>3.0}% {what} {elapsed:.1} s ", "#".repeat(filled), "-".repeat(30 - filled), f * 100.0)
         }
-        None => eprint!("\r\x1b[2K{} {what} {elapsed:.1} s ", frames[k % 4]),
-    }
+        None => format!("{} {what} {elapsed:.1} s ", frames[k % 4]),
+    };
+    eprint!("\r\x1b[2K{}", fitted(&line, crate::fit::error_terminal_columns()));
     let _ = std::io::stderr().flush();
+}
+
+/// `line` cut to one character less than `columns` (a terminal wraps a line that fills it).
+fn fitted(line: &str, columns: Option<usize>) -> std::borrow::Cow<'_, str> {
+    match columns {
+        Some(c) => crate::fit::cut(line, c.saturating_sub(1).max(1)),
+        None => std::borrow::Cow::Borrowed(line),
+    }
 }
 
 impl Progress {
@@ -104,5 +115,17 @@ impl Drop for Progress {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_line_never_fills_the_terminal() {
+        let line = "[##############################] 100% reading the events and deriving calls, messages and collectives of run 12.3 s ";
+        let cut = super::fitted(line, Some(80));
+        assert_eq!(cut.chars().count(), 79, "{cut}");
+        assert_eq!(super::fitted("short", Some(80)), "short");
+        assert_eq!(super::fitted(line, None), line);
     }
 }

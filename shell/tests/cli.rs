@@ -140,6 +140,8 @@ fn unknown_names_get_the_closest_known_one() {
     );
     let o = run(&[SMALL, "-c", "SELECT * FROM mesages"]);
     assert!(stderr(&o).contains("did you mean 'messages'?"), "{}", stderr(&o));
+    // Tables are named as the user writes them, not with DataFusion's catalog and schema.
+    assert!(stderr(&o).contains("table 'mesages' not found"), "{}", stderr(&o));
     let o = run(&[SMALL, "-c", "SELECT * FROM zzzzzzzz"]);
     assert!(!stderr(&o).contains("did you mean"), "{}", stderr(&o));
     let o = run(&["generate", "/tmp/never", "--pattern", "rign"]);
