@@ -9,9 +9,10 @@
 --          another width, and max_inter_share / max_load_ratio / max_fluctuation / slow_level
 --          to move the thresholds. Latency is measured against the whole trace.
 -- Output:  1. causes over the run: cause, windows, first, last, recommendation;
---          2. every window: window_from, messages, slow_pct (L >= 2), inter_pct,
+--          2. every window: window_from, cause, messages, slow_pct (L >= 2), inter_pct,
 --             avoidable_pct (off-node messages a fitted placement keeps on a node),
---             load_ratio (busiest rank over the median rank), traffic_fluctuation, cause;
+--             load_ratio (busiest rank over the median rank), traffic_fluctuation (the cause
+--             first, so that it stays in view on an 80-column terminal);
 --          3. wait states per pattern: pattern, waits, total, the partner waited for most;
 --          4. the remapping (O1), when the trace knows its nodes: ranks_per_node, messages,
 --             inter_messages_before / _after, inter_bytes_before / _after, reduction_pct,
@@ -33,13 +34,13 @@ ORDER BY windows DESC, cause;
 \echo Every window: slow messages, inter-node share, load ratio and traffic fluctuation behind the cause
 SELECT
     format_duration(window_start) AS window_from,
+    cause,
     messages,
     round(100 * slow_share, 1) AS slow_pct,
     round(100 * inter_share, 1) AS inter_pct,
     round(100 * avoidable_share, 1) AS avoidable_pct,
     round(load_ratio, 2) AS load_ratio,
-    round(traffic_fluctuation, 3) AS traffic_fluctuation,
-    cause
+    round(traffic_fluctuation, 3) AS traffic_fluctuation
 FROM attribution()
 ORDER BY window_start;
 

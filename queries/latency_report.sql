@@ -7,8 +7,9 @@
 -- Output:  four tables —
 --   1. criteria: locality, size_bucket (lower bound in bytes), criterion, samples, messages,
 --      status;
---   2. worst 20 delayed messages: msg_id, src, dst, locality, bytes, sent_at (time into the
---      run), time (transmission), criterion, latency;
+--   2. worst 20 delayed messages: msg_id, src, dst, latency (first, to stay in view on an
+--      80-column terminal), locality, bytes, sent_at (time into the run), time
+--      (transmission), criterion;
 --   3. regions, worst first: region, ranks, messages, rl (mean latency L of the messages sent
 --      by the region's ranks), delayed_pct, max_latency;
 --   4. localities: locality, messages, delayed, delayed_pct, mean_latency.
@@ -21,10 +22,10 @@ FROM latency_criteria('messages')
 ORDER BY locality, size_bucket;
 
 \echo The 20 most delayed messages (latency L = duration / criterion)
-SELECT msg_id, src, dst,
+SELECT msg_id, src, dst, round(latency, 2) AS latency,
        CASE WHEN intra_node THEN 'intra' WHEN NOT intra_node THEN 'inter' ELSE 'unknown' END AS locality,
        bytes, format_duration(send_ts) AS sent_at, format_duration(duration) AS time,
-       format_duration(CAST(round(criterion_ns) AS BIGINT)) AS criterion, round(latency, 2) AS latency
+       format_duration(CAST(round(criterion_ns) AS BIGINT)) AS criterion
 FROM message_latency('messages')
 WHERE delayed
 ORDER BY latency DESC, msg_id

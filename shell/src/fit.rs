@@ -129,20 +129,48 @@ pub fn cut(s: &str, width: usize) -> Cow<'_, str> {
 }
 
 /// Headers `names` cut to `widths` and still told apart: where cutting the end makes two of
-/// them alike (`inter_messages_before` and `inter_messages_after` both `inter_m…`), those are
-/// cut in the middle instead, keeping their ends (`int…fore`, `int…fter`).
+/// them alike (`inter_messages_before` and `inter_bytes_before` both `inter_m…`), those are
+/// abbreviated word by word instead (`in_me_be`, `in_by_be`), or, when that does not tell
+/// them apart either, cut in the middle, keeping their ends.
 pub fn cut_headers(names: &[&str], widths: &[usize]) -> Vec<String> {
     let mut out: Vec<String> = names.iter().zip(widths).map(|(n, w)| cut(n, *w).into_owned()).collect();
-    for i in 0..out.len() {
-        let alike: Vec<usize> =
-            (0..out.len()).filter(|&j| out[j] == out[i] && names[j] != names[i]).chain([i]).collect();
-        if alike.len() > 1 {
-            for &j in &alike {
-                out[j] = cut_middle(names[j], widths[j]);
+    let alike = |out: &[String], i: usize| -> Vec<usize> {
+        (0..out.len()).filter(|&j| j != i && out[j] == out[i] && names[j] != names[i]).chain([i]).collect()
+    };
+    for shorten in [abbreviate as fn(&str, usize) -> String, cut_middle] {
+        for i in 0..out.len() {
+            let group = alike(&out, i);
+            if group.len() > 1 {
+                for &j in &group {
+                    out[j] = shorten(names[j], widths[j]);
+                }
             }
         }
     }
     out
+}
+
+/// `s` in `width` characters by shortening each of its words (split at '_') alike, the
+/// characters left over going to the last words (`inter_messages_before` in 8: `in_me_be`);
+/// a name of one word, or too many words for the width, is cut in the middle.
+fn abbreviate(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_string();
+    }
+    let words: Vec<Vec<char>> = s.split('_').map(|w| w.chars().collect()).collect();
+    let n = words.len();
+    let budget = width.saturating_sub(n.saturating_sub(1));
+    if n < 2 || budget < n {
+        return cut_middle(s, width);
+    }
+    let mut take: Vec<usize> = words.iter().map(|w| w.len().min(budget / n)).collect();
+    let mut spare = budget - take.iter().sum::<usize>();
+    for (t, w) in take.iter_mut().zip(&words).rev() {
+        let more = (w.len() - *t).min(spare);
+        *t += more;
+        spare -= more;
+    }
+    words.iter().zip(&take).map(|(w, t)| w[..*t].iter().collect::<String>()).collect::<Vec<_>>().join("_")
 }
 
 /// `s` cut to `width` characters by an ellipsis in the middle.
@@ -215,9 +243,13 @@ mod tests {
     #[test]
     fn cut_headers_stay_apart() {
         let names = ["rank", "inter_messages_before", "inter_messages_after", "reduction"];
-        let cut = cut_headers(&names, &[4, 8, 8, 8]);
-        assert_eq!(cut, ["rank", "int…fore", "int…fter", "reducti…"]);
+        assert_eq!(cut_headers(&names, &[4, 8, 8, 8]), ["rank", "in_me_be", "in_me_af", "reducti…"]);
+        let names = ["inter_messages_before", "inter_messages_after", "inter_bytes_before", "inter_bytes_after"];
+        let cut = cut_headers(&names, &[8, 8, 8, 8]);
+        assert_eq!(cut, ["in_me_be", "in_me_af", "in_by_be", "in_by_af"]);
         assert_eq!(cut_headers(&["a_long_name"], &[6]), ["a_lon…"]);
+        // Names a word-by-word abbreviation cannot tell apart are cut in the middle.
+        assert_eq!(cut_headers(&["samplesA", "samplesB"], &[5, 5]), ["sa…sA", "sa…sB"]);
     }
 
     #[test]

@@ -519,12 +519,35 @@ fn latency_report_shows_the_injected_background_traffic() {
     assert_eq!(worst.len(), 20, "{out}");
     for row in worst {
         let f: Vec<&str> = row.split(',').collect();
-        let (locality, sent_at, latency): (&str, &str, f64) = (f[3], f[5], f[8].parse().unwrap());
+        let (latency, locality, sent_at): (f64, &str, &str) = (f[3].parse().unwrap(), f[4], f[6]);
         assert_eq!(locality, "inter", "{row}");
         // sent_at reads as milliseconds: between 2 and 3 ms.
         let ms: f64 = sent_at.strip_suffix(" ms").and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
         assert!((2.0..3.0).contains(&ms), "{row}");
         assert!((3.0..=5.5).contains(&latency), "latency {latency} does not show the factor 4: {row}");
+    }
+}
+
+#[test]
+fn saved_reports_keep_their_key_columns_at_80_columns() {
+    // The column each table is about stays in view when the table is fitted to 80 columns.
+    let trace = "generate:ranks=16,ranks-per-node=4,iterations=20,background-traffic=2ms:3ms:4";
+    for (report, table, key) in [
+        ("latency_report.sql", "msg_id", "latency"),
+        ("attribution_report.sql", "window_from", "cause"),
+        ("attribution_report.sql", "cause", "recommendation"),
+    ] {
+        let path = root().join("queries").join(report);
+        let o = run(&[trace, "-q", "--width", "80", "-f", path.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = stdout(&o);
+        let header = out
+            .lines()
+            .find(|l| l.split('|').next().is_some_and(|first| first.trim() == table))
+            .unwrap_or_else(|| panic!("{report}: no table starting with {table}:\n{out}"));
+        assert!(header.split('|').any(|h| h.trim() == key), "{report}: {key} is not in view: {header}");
+        let table_lines = out.lines().filter(|l| l.contains('|') || l.starts_with('-'));
+        assert!(table_lines.into_iter().all(|l| l.chars().count() <= 80), "{report}: a row is wider than 80:\n{out}");
     }
 }
 
