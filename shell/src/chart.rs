@@ -260,13 +260,27 @@ fn legend(entries: &[(String, &str)]) -> String {
     s
 }
 
-/// The y axis with its grid lines over [lo, hi]; returns the drawing and the map value -> y.
+/// Round ticks covering [lo, hi] from the one at or below `lo` to the one at or above `hi`, so
+/// that the axis starts and ends on a labelled value (a line chart of values near 5 us does not
+/// start, unlabelled, at its minimum, where its lowest points would read as 0).
+pub(crate) fn round_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
+    let t = ticks(lo, hi, n);
+    let (Some(&a), Some(&b)) = (t.first(), t.get(1)) else { return t };
+    let step = b - a;
+    let (first, last) = ((lo / step).floor() as i64, (hi / step).ceil() as i64);
+    (first..=last).map(|k| k as f64 * step).collect()
+}
+
+/// The y axis with its grid lines over [lo, hi], widened to round ticks at both ends; returns
+/// the drawing and the map value -> y.
 fn y_axis(lo: f64, hi: f64) -> (String, impl Fn(f64) -> f64) {
+    let marks = round_ticks(lo, hi, 6);
+    let (lo, hi) = (marks.first().copied().unwrap_or(lo).min(lo), marks.last().copied().unwrap_or(hi).max(hi));
     let (top, bottom) = (TOP, HEIGHT - BOTTOM);
     let span = if hi > lo { hi - lo } else { 1.0 };
     let to_y = move |v: f64| bottom - (v - lo) / span * (bottom - top);
     let mut s = String::new();
-    for t in ticks(lo, hi, 6) {
+    for t in marks {
         let y = to_y(t);
         let _ = writeln!(
             s,
@@ -590,6 +604,16 @@ mod tests {
             ("b", Arc::new(Int64Array::from(Vec::<i64>::new()))),
         ]);
         assert!(svg(&s, &[b], "t").unwrap_err().contains("no rows"));
+    }
+
+    #[test]
+    fn the_y_axis_starts_and_ends_on_a_labelled_tick() {
+        // Values between 5.2 and 6.1 (us, say): the ticks run from at or below 5.2 to at or above
+        // 6.1, so the axis's ends are labelled.
+        let t = round_ticks(5.2, 6.1, 6);
+        assert!(t[0] <= 5.2 && *t.last().unwrap() >= 6.1, "{t:?}");
+        assert!(t.len() <= 8, "{t:?}");
+        assert_eq!(round_ticks(0.0, 10.0, 5), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
     }
 
     #[test]
