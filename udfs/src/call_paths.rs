@@ -26,7 +26,12 @@ pub(crate) struct Paths {
     pub depth: Vec<i32>,
     /// The leaf region's name id.
     pub leaf: Vec<u32>,
-    ids: HashMap<(Up, u32), u32>,
+    /// The paths that continue the root (slot 0) and each path (slot id + 1), as (region, id):
+    /// a rank's sweep looks up every call's path, and a parent has few children, so a short
+    /// list is searched faster than a hash map is hashed.
+    children: Vec<Vec<(u32, u32)>>,
+    /// The paths that start outside the relation, by region.
+    outside: HashMap<u32, u32>,
     /// Bytes of the paths' text.
     pub text_bytes: usize,
 }
@@ -34,7 +39,16 @@ pub(crate) struct Paths {
 impl Paths {
     /// The id of the path that continues `up` with region `region` (a name id of `names`).
     pub fn id(&mut self, up: Up, region: u32, names: &Names) -> u32 {
-        if let Some(&id) = self.ids.get(&(up, region)) {
+        let slot = match up {
+            Up::Root => Some(0),
+            Up::Path(p) => Some(p as usize + 1),
+            Up::Outside => None,
+        };
+        let known = match slot {
+            Some(k) => self.children.get(k).and_then(|c| c.iter().find(|(r, _)| *r == region).map(|(_, id)| *id)),
+            None => self.outside.get(&region).copied(),
+        };
+        if let Some(id) = known {
             return id;
         }
         let name = &names.names[region as usize];
@@ -48,7 +62,17 @@ impl Paths {
         self.text.push(text);
         self.depth.push(depth);
         self.leaf.push(region);
-        self.ids.insert((up, region), id);
+        match slot {
+            Some(k) => {
+                if self.children.len() <= k {
+                    self.children.resize_with(k + 1, Vec::new);
+                }
+                self.children[k].push((region, id));
+            }
+            None => {
+                self.outside.insert(region, id);
+            }
+        }
         id
     }
 }
