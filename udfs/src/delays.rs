@@ -106,8 +106,11 @@ impl SyncPoints {
         let mut out = SyncPoints::default();
         // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, ...
         let (id, send_end) = (int64_column(messages, 0)?, int64_column(messages, 4)?);
+        // When the send call of each late sender's message was left: looked up for those
+        // messages only, not held for every message of the trace.
+        let late: HashSet<i64> = waits.iter().filter(|w| w.pattern == "late_sender").filter_map(|w| w.msg_id).collect();
         let left: HashMap<i64, i64> = (0..id.len())
-            .filter(|&i| id.is_valid(i) && send_end.is_valid(i))
+            .filter(|&i| id.is_valid(i) && send_end.is_valid(i) && late.contains(&id.value(i)))
             .map(|i| (id.value(i), send_end.value(i)))
             .collect();
         let mut waited: HashSet<(i64, i64)> = HashSet::new();

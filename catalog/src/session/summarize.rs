@@ -17,14 +17,13 @@ use datafusion::prelude::SessionContext;
 
 use crate::error::Result;
 
-/// The aggregates of one column, in the order of `summary_schema`'s computed columns.
+/// The aggregates of one column: min, max, distinct values, mean, deviation, median, count.
 const PER_COLUMN: usize = 7;
 
 /// The summary of `input`, one row per column.
 pub async fn summarize(ctx: &SessionContext, input: DataFrame) -> Result<DataFrame> {
     let fields: Vec<Field> = input.schema().as_arrow().fields().iter().map(|f| f.as_ref().clone()).collect();
     let mut aggregates: Vec<Expr> = vec![count(lit(1)).alias("rows")];
-    let none = |t: ScalarValue| lit(t);
     for (i, f) in fields.iter().enumerate() {
         let c = col(Column::from_name(f.name()));
         let plain = match f.data_type() {
@@ -36,7 +35,7 @@ pub async fn summarize(ctx: &SessionContext, input: DataFrame) -> Result<DataFra
         let countable = f.data_type().is_numeric()
             || matches!(plain_type(f.data_type()), DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
         aggregates.push(
-            if countable { approx_distinct(plain) } else { none(ScalarValue::UInt64(None)) }
+            if countable { approx_distinct(plain) } else { lit(ScalarValue::UInt64(None)) }
                 .alias(format!("distinct{i}")),
         );
         if f.data_type().is_numeric() {
@@ -46,13 +45,20 @@ pub async fn summarize(ctx: &SessionContext, input: DataFrame) -> Result<DataFra
             aggregates.push(approx_median(x).alias(format!("q50{i}")));
         } else {
             for name in ["avg", "std", "q50"] {
-                aggregates.push(none(ScalarValue::Float64(None)).alias(format!("{name}{i}")));
+                aggregates.push(lit(ScalarValue::Float64(None)).alias(format!("{name}{i}")));
             }
         }
         aggregates.push(count(c).alias(format!("count{i}")));
     }
-    let batches = input.aggregate(vec![], aggregates)?.collect().await?;
-    let batch = arrow::compute::concat_batches(&batches[0].schema(), &batches)?;
+    let summary = input.aggregate(vec![], aggregates)?;
+    let schema = Arc::new(summary.schema().as_arrow().clone());
+    let batch = arrow::compute::concat_batches(&schema, &summary.collect().await?)?;
+    if batch.num_rows() != 1 {
+        return Err(crate::error::Error::Engine(format!(
+            "SUMMARIZE: the aggregate over the relation gave {} rows, not one",
+            batch.num_rows()
+        )));
+    }
     let value = |c: usize, to: &DataType| -> Result<ArrayRef> { Ok(cast(batch.column(c), to)?) };
     let rows = value(0, &DataType::Int64)?.as_any().downcast_ref::<Int64Array>().map_or(0, |a| a.value(0));
     let (mut name, mut kind, mut lo, mut hi) = (vec![], vec![], vec![], vec![]);
