@@ -259,3 +259,72 @@ fn latency_trend_attribution_and_region_graph_stream_the_messages_once_the_crite
         assert!(plan.contains("gby=[src@0 as src, dst@1 as dst], aggr=[count(1) as messages]"), "{plan}");
     }
 }
+
+#[test]
+fn wait_states_the_critical_path_and_delay_costs_fold_the_messages_and_sweep_the_calls_a_chunk_of_ranks_at_a_time() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rows = |s: &mut Session, query: &str| {
+        let batches = runtime.block_on(s.collect(query)).map_err(|e| e.to_string())?;
+        let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        // In some order (an ORDER BY would sort under the tight budget too).
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines.sort();
+        Ok::<_, String>(lines)
+    };
+    // Rank 5 computes three times as long: late senders, waits at collectives, a path that
+    // crosses ranks.
+    let spec = "generate:ranks=64,ranks-per-node=8,iterations=200,imbalance=5:3";
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 20_000).unwrap();
+    let open = |what: &str, budget: usize| {
+        let mut session = Session::with_limits(2, Some(budget));
+        commdb_udfs::register_all(&mut session);
+        session.open(what, None, &OpenOptions::default()).unwrap();
+        session
+    };
+    let mut roomy = open(spec, 1 << 30);
+    // 44,800 messages: their ten columns (3.6 MB, twice that reserved) held whole would not
+    // fit 4 MiB; their waits and each chunk of ranks' calls do.
+    let mut tight = open(&store.display().to_string(), 4 << 20);
+    let mut copied = open(&store.display().to_string(), 1 << 30);
+    runtime.block_on(copied.collect("CREATE TABLE by_time AS SELECT * FROM calls ORDER BY start_ts DESC")).unwrap();
+    let queries = [
+        ("wait_states", "SELECT * FROM wait_states()"),
+        ("wait_states", "SELECT rank, pattern, wait_ns, ts, partner FROM wait_states()"),
+        ("critical_path", "SELECT * FROM critical_path()"),
+        (
+            "critical_path_profile",
+            "SELECT region, path, rank, path_ns, round(path_share, 12), round(mean_ns, 6), round(imbalance_ns, 6) FROM critical_path_profile()",
+        ),
+        (
+            "delay_costs",
+            "SELECT rank, region, path, round(cost_ns, 3), round(direct_ns, 3), round(propagated_ns, 3) FROM delay_costs()",
+        ),
+    ];
+    for (function, query) in queries {
+        let expected = rows(&mut roomy, query).unwrap();
+        assert!(expected.len() > 8, "{query}: {expected:?}");
+        assert_eq!(rows(&mut tight, query).unwrap(), expected, "{query}");
+        let plan = rows(&mut tight, &format!("EXPLAIN {query}")).unwrap().join("\n");
+        if query.contains("wait_states()") && !query.contains('*') {
+            // Without path the calls are not read at all.
+            assert!(plan.contains(&format!("{function}: analysis, streamed")) && plan.contains("EmptyExec"), "{plan}");
+        } else {
+            assert!(plan.contains(&format!("{function}: analysis, streamed by rank")), "{plan}");
+            assert!(plan.contains("SortPreservingMergeExec") && !plan.contains("SortExec: "), "{plan}");
+        }
+        assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
+        // Calls in time order are read whole and swept as one chunk, to the same answer.
+        let from_copy = if function == "wait_states" {
+            query.replacen("()", "(calls => 'by_time')", 1)
+        } else {
+            query.replacen("()", "(rel => 'by_time')", 1)
+        };
+        assert_eq!(rows(&mut copied, &from_copy).unwrap(), expected, "{from_copy}");
+    }
+    // An analysis that still holds the calls and messages whole does not fit.
+    let e = rows(&mut tight, "SELECT count(*) FROM ideal_replay()").unwrap_err();
+    assert!(e.contains("ideal_replay") && e.contains("memory budget"), "{e}");
+}

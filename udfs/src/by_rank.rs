@@ -211,6 +211,10 @@ impl Mapper for InRankOrder {
         out.extend(self.inner.finish()?);
         Ok(out)
     }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        self.inner.more()
+    }
 }
 
 /// The mapper of an analysis streamed by rank: `prepare`'s, handed chunks of whole ranks
@@ -222,17 +226,28 @@ pub fn in_order(
     output: SchemaRef,
     pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
 ) -> Prepare {
+    let wrap = wrapper(name, rank, output, pool);
+    Arc::new(move |held| Ok(wrap(prepare(held)?)))
+}
+
+/// Wraps a mapper so that it is handed chunks of whole ranks whose size follows the budget of
+/// `pool` and which it reserves.
+pub fn wrapper(
+    name: &str,
+    rank: usize,
+    output: SchemaRef,
+    pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+) -> crate::stream::Wrap {
     use datafusion::execution::memory_pool::{MemoryConsumer, MemoryLimit};
     let chunk = chunk_bytes(match pool.memory_limit() {
         MemoryLimit::Finite(b) => Some(b),
         _ => None,
     });
     let name = name.to_string();
-    Arc::new(move |held| {
-        let inner = prepare(held)?;
+    Arc::new(move |inner| {
         let reservation = MemoryConsumer::new(format!("{name} chunk of ranks")).register(&pool);
         let budget = ChunkBudget { reservation, pool: pool.clone() };
-        Ok(Box::new(InRankOrder::new(&name, inner, rank, output.clone(), chunk, Some(budget))) as Box<dyn Mapper>)
+        Box::new(InRankOrder::new(&name, inner, rank, output.clone(), chunk, Some(budget))) as Box<dyn Mapper>
     })
 }
 
@@ -250,6 +265,9 @@ pub fn whole(prepare: &Prepare, inputs: &[Vec<RecordBatch>]) -> Result<Vec<Recor
         }
     }
     out.extend(mapper.finish()?);
+    while let Some(more) = mapper.more()? {
+        out.push(more);
+    }
     Ok(out)
 }
 

@@ -99,6 +99,19 @@ impl Derived {
         Derived { work: Work::ByRank(prepare, rank), ..Derived::from_many(schema, inputs, unused) }
     }
 
+    /// A table made by folding the other `inputs` batch by batch into what `start`'s folder
+    /// keeps, then mapping the first as `main` says; a first input to be read by rank that is
+    /// not in rank order is read whole, as one chunk (crate::by_rank).
+    pub fn folded(
+        schema: SchemaRef,
+        inputs: Vec<Projected>,
+        main: crate::plan::Main,
+        start: crate::stream::StartFold,
+    ) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("a folded analysis has no whole computation"));
+        Derived { work: Work::Folded(start, main), ..Derived::from_many(schema, inputs, unused) }
+    }
+
     /// The same table, reading input `input` only when the query reads output column `column`
     /// (a column that costs a relation of its own, as `wait_states`' call paths).
     pub fn reading_only_for(mut self, input: usize, column: &str) -> Result<Derived> {
@@ -162,6 +175,11 @@ impl TableProvider for Derived {
             Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
                 let prepare = prepare.clone();
                 Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
+            }
+            Work::Folded(start, crate::plan::Main::ByRank(rank))
+                if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? =>
+            {
+                Work::Folded(start.clone(), crate::plan::Main::Whole)
             }
             work => work.clone(),
         };

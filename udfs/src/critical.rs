@@ -42,10 +42,13 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::call_paths::{Paths, sweep_paths};
-use crate::common::{Args, ComputeMany, Derived, Projected};
+use crate::common::{Args, Derived, Projected};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
+use crate::plan::Main;
 use crate::profile::{Names, streams_named};
-use crate::waits::{MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+use crate::stream::{Folder, Mapper, StartFold};
+use crate::stretch_store::StretchStore;
+use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 /// The parameters of the critical path and of the delay costs.
 pub const RUN_PARAMS: &[Param] = &[
@@ -129,6 +132,9 @@ pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
 /// The path of the stretches no region covers.
 pub(crate) const NO_PATH: u32 = u32::MAX;
 
+/// The region of the stretches no region covers (`region_name` None).
+pub(crate) const UNCOVERED: u32 = u32::MAX;
+
 /// The name of region `region` of `names`; None for the stretches no region covers.
 pub(crate) fn region_name(names: &[String], region: u32) -> Option<&str> {
     names.get(region as usize).map(String::as_str)
@@ -139,54 +145,57 @@ pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
     paths.text.get(path as usize).map(String::as_str)
 }
 
-/// Every rank's stretches, the region names and the call paths.
+/// Every rank's stretches and the call paths.
 pub(crate) struct Run {
     pub ranks: Ranks,
-    pub names: Vec<String>,
     pub paths: Paths,
 }
 
-/// Every rank's stretches (thread 0), the region names and the call paths. Time that no region covers (between
+/// The stretches of one thread's calls (in start order, enclosing calls first): time no
+/// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
+/// stretches that touch form one call (`call_start`).
+fn thread_stretches(calls: &[crate::profile::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
+    let mut list: Vec<Stretch> = Vec::new();
+    sweep_paths(calls, names, paths, |region, path, from, to| {
+        if to > from {
+            if let Some(last) = list.last()
+                && last.to < from
+            {
+                list.push(Stretch { from: last.to, to: from, region: UNCOVERED, path: NO_PATH, call_start: None });
+            }
+            list.push(Stretch { from, to, region, path, call_start: None });
+        }
+    });
+    let is_mpi = |region: u32| names.names.get(region as usize).is_some_and(|n| n.starts_with("MPI_"));
+    let mut start = None;
+    let mut prev_end = i64::MIN;
+    for s in &mut list {
+        if is_mpi(s.region) {
+            if start.is_none() || s.from != prev_end {
+                start = Some(s.from);
+            }
+            s.call_start = start;
+        } else {
+            start = None;
+        }
+        prev_end = s.to;
+    }
+    list
+}
+
+/// Every rank's stretches (thread 0) and the call paths. Time that no region covers (between
 /// calls, before a rank's first call from the run's first, when no region encloses the run) is
-/// a stretch of its own, of region `names.len()` (`region_name` None): the rank's own work, so
+/// a stretch of its own, of region `UNCOVERED` (`region_name` None): the rank's own work, so
 /// each rank's stretches cover it without gap from the run's start to its last call's end.
 pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
     let mut names = Names::default();
     let streams = streams_named(calls, function, &mut names)?;
     let mut paths = Paths::default();
-    let is_mpi: Vec<bool> = names.names.iter().map(|n| n.starts_with("MPI_")).collect();
-    let uncovered = names.names.len() as u32;
     let mut out: Ranks = BTreeMap::new();
     for ((rank, thread), calls) in streams {
-        if thread != 0 {
-            continue;
+        if thread == 0 {
+            out.insert(rank, thread_stretches(&calls, &names, &mut paths));
         }
-        let mut list: Vec<Stretch> = Vec::new();
-        sweep_paths(&calls, &names, &mut paths, |region, path, from, to| {
-            if to > from {
-                if let Some(last) = list.last()
-                    && last.to < from
-                {
-                    list.push(Stretch { from: last.to, to: from, region: uncovered, path: NO_PATH, call_start: None });
-                }
-                list.push(Stretch { from, to, region, path, call_start: None });
-            }
-        });
-        // MPI stretches that touch form one call.
-        let mut start = None;
-        let mut prev_end = i64::MIN;
-        for s in &mut list {
-            if is_mpi.get(s.region as usize).copied().unwrap_or(false) {
-                if start.is_none() || s.from != prev_end {
-                    start = Some(s.from);
-                }
-                s.call_start = start;
-            } else {
-                start = None;
-            }
-            prev_end = s.to;
-        }
-        out.insert(rank, list);
     }
     // Before a rank's first call, from the run's first: its own work too.
     let start = out.values().filter_map(|l| l.first().map(|s| s.from)).min();
@@ -197,55 +206,88 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
             {
                 list.insert(
                     0,
-                    Stretch { from: start, to: first.from, region: uncovered, path: NO_PATH, call_start: None },
+                    Stretch { from: start, to: first.from, region: UNCOVERED, path: NO_PATH, call_start: None },
                 );
             }
         }
     }
-    Ok(Run { ranks: out, names: names.names, paths })
+    Ok(Run { ranks: out, paths })
 }
 
-/// The waits of every rank, by the rank that waited, sorted by their end.
-fn waits_by_rank(waits: Vec<Wait>) -> HashMap<i64, Vec<WaitEnd>> {
-    let mut out: HashMap<i64, Vec<WaitEnd>> = HashMap::new();
-    for w in waits {
-        let Some(partner) = w.partner else { continue };
-        out.entry(w.rank).or_default().push(WaitEnd {
-            start: w.ts,
-            end: w.ts + w.wait_ns,
-            partner,
-            transfer: w.pattern == "late_sender",
-        });
-    }
-    for list in out.values_mut() {
-        list.sort_by_key(|w| (w.end, w.start));
-    }
-    out
+/// What the walk and the profile need of the wait states: each rank's waits sorted by their
+/// end, and its waiting as disjoint intervals in time order.
+struct RunWaits {
+    ends: HashMap<i64, Vec<WaitEnd>>,
+    waiting: HashMap<i64, Vec<(i64, i64)>>,
+    count: usize,
 }
 
-/// The critical path, in time order.
-fn walk(run: &Run, waits: &HashMap<i64, Vec<WaitEnd>>) -> Result<Vec<Segment>> {
-    let (stretches, names) = (&run.ranks, &run.names);
+impl RunWaits {
+    fn new() -> RunWaits {
+        RunWaits { ends: HashMap::new(), waiting: HashMap::new(), count: 0 }
+    }
+
+    fn add(&mut self, w: &Wait) {
+        self.count += 1;
+        self.waiting.entry(w.rank).or_default().push((w.ts, w.ts + w.wait_ns));
+        if let Some(partner) = w.partner {
+            self.ends.entry(w.rank).or_default().push(WaitEnd {
+                start: w.ts,
+                end: w.ts + w.wait_ns,
+                partner,
+                transfer: w.pattern == "late_sender",
+            });
+        }
+    }
+
+    /// Every wait has been added: the waits in order of their end, the waiting merged.
+    fn seal(&mut self) {
+        for list in self.waiting.values_mut() {
+            list.sort_unstable();
+            let mut kept = 0;
+            for i in 0..list.len() {
+                let (a, b) = list[i];
+                if kept > 0 && a <= list[kept - 1].1 {
+                    list[kept - 1].1 = list[kept - 1].1.max(b);
+                } else {
+                    list[kept] = (a, b);
+                    kept += 1;
+                }
+            }
+            list.truncate(kept);
+            list.shrink_to_fit();
+        }
+        for list in self.ends.values_mut() {
+            list.sort_by_key(|w| (w.end, w.start));
+            list.shrink_to_fit();
+        }
+    }
+}
+
+/// The critical path, in time order, walked over the stretches of `store` (every rank's,
+/// written) with the region names and call paths they were swept with.
+fn walk(
+    store: &mut StretchStore,
+    names: &[String],
+    paths: &Paths,
+    finalize: &Finalize,
+    waits: &RunWaits,
+) -> Result<Vec<Segment>> {
     // From the end of the rank that finishes last (the lowest such rank).
-    let last = stretches.iter().filter_map(|(r, s)| s.last().map(|l| (*r, l.to))).max_by_key(|&(r, end)| (end, -r));
+    let last = store.ends().max_by_key(|&(r, end)| (end, -r));
     let Some((mut rank, mut t)) = last else { return Ok(Vec::new()) };
     // MPI_Finalize synchronises every rank (Scalasca's path starts where the last rank enters
     // it): a rank in MPI_Finalize after the latest entry waited there for that rank.
     let finalize_region = names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
-    let latest_finalize = finalize_region.and_then(|f| {
-        stretches
-            .iter()
-            .filter_map(|(r, list)| list.iter().find(|s| s.region == f).map(|s| (*r, s.from)))
-            .max_by_key(|&(r, c)| (c, -r))
-    });
+    let latest_finalize = finalize.entered.iter().map(|(r, c)| (*r, *c)).max_by_key(|&(r, c)| (c, -r));
     let mut backward: Vec<Segment> = Vec::new();
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
-    let budget = stretches.values().map(Vec::len).sum::<usize>() * 4 + waits.values().map(Vec::len).sum::<usize>() + 16;
+    let budget = store.len() * 4 + waits.count + 16;
     let mut emit = |rank: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
         if end <= start {
             return;
         }
-        let path = path_name(&run.paths, s.path);
+        let path = path_name(paths, s.path);
         match backward.last_mut() {
             Some(seg) if seg.rank == rank && seg.kind == kind && seg.path.as_deref() == path && seg.start == end => {
                 seg.start = start;
@@ -269,12 +311,10 @@ fn walk(run: &Run, waits: &HashMap<i64, Vec<WaitEnd>>) -> Result<Vec<Segment>> {
         if step % 65_536 == 0 {
             commdb_catalog::interrupt::check("critical_path")?;
         }
-        let Some(list) = stretches.get(&rank) else { break };
         // The stretch holding the instant just before t.
-        let i = list.partition_point(|s| s.to < t);
-        let Some(s) = list.get(i).filter(|s| s.from < t) else { break };
+        let Some(s) = store.holding(rank, t)? else { break };
         let Some(call_start) = s.call_start else {
-            emit(rank, s, s.from, t, "compute");
+            emit(rank, &s, s.from, t, "compute");
             t = s.from;
             continue;
         };
@@ -285,27 +325,24 @@ fn walk(run: &Run, waits: &HashMap<i64, Vec<WaitEnd>>) -> Result<Vec<Segment>> {
             && entered < t
             && seen.insert((rank, entered))
         {
-            emit(rank, s, entered, t, "mpi");
+            emit(rank, &s, entered, t, "mpi");
             rank = last_rank;
             t = entered;
             continue;
         }
         // The latest wait of this call that ended by t.
-        let wait = waits.get(&rank).and_then(|list| {
+        let wait = waits.ends.get(&rank).and_then(|list| {
             let k = list.partition_point(|w| w.end <= t);
-            list[..k]
-                .iter()
-                .rev()
-                .find(|w| w.start >= call_start && w.end > call_start && stretches.contains_key(&w.partner))
+            list[..k].iter().rev().find(|w| w.start >= call_start && w.end > call_start && store.contains(w.partner))
         });
         match wait {
             Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
-                emit(rank, s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
+                emit(rank, &s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
                 rank = w.partner;
                 t = w.end;
             }
             _ => {
-                emit(rank, s, s.from, t, "mpi");
+                emit(rank, &s, s.from, t, "mpi");
                 t = s.from;
             }
         }
@@ -314,7 +351,14 @@ fn walk(run: &Run, waits: &HashMap<i64, Vec<WaitEnd>>) -> Result<Vec<Segment>> {
     Ok(backward)
 }
 
-/// The inputs both functions read, and the critical path computed from them.
+/// When each rank first entered MPI_Finalize.
+#[derive(Debug, Default)]
+struct Finalize {
+    entered: HashMap<i64, i64>,
+}
+
+/// The inputs both functions read: the calls (swept by rank), the messages and the
+/// collectives (folded into their waits).
 fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Vec<Projected>> {
     let function = declaration.name;
     let a = Args::new(declaration, args.exprs())?;
@@ -327,39 +371,199 @@ fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Ve
     Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))])
 }
 
-/// The path, the stretches it was walked over, the region names, and each rank's waiting as
-/// disjoint intervals in time order.
-type Walked = (Vec<Segment>, Run, HashMap<i64, Vec<(i64, i64)>>);
-
-fn critical_path(inputs: &[Vec<RecordBatch>]) -> Result<Walked> {
-    let run = stretches(&inputs[0], "critical_path")?;
-    let mut waits = message_waits(&inputs[1])?;
-    waits.extend(collective_waits(&inputs[2])?);
-    let mut waiting: HashMap<i64, Vec<(i64, i64)>> = HashMap::new();
-    for w in &waits {
-        waiting.entry(w.rank).or_default().push((w.ts, w.ts + w.wait_ns));
-    }
-    for list in waiting.values_mut() {
-        list.sort_unstable();
-        let mut merged: Vec<(i64, i64)> = Vec::with_capacity(list.len());
-        for &(a, b) in list.iter() {
-            match merged.last_mut() {
-                Some(last) if a <= last.1 => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        *list = merged;
-    }
-    let path = walk(&run, &waits_by_rank(waits))?;
-    Ok((path, run, waiting))
-}
-
 /// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order.
 fn not_waiting(s: &Stretch, waiting: Option<&Vec<(i64, i64)>>) -> i64 {
     let Some(list) = waiting else { return s.to - s.from };
     let first = list.partition_point(|w| w.1 <= s.from);
     let waited: i64 = list[first..].iter().take_while(|w| w.0 < s.to).map(|w| w.1.min(s.to) - w.0.max(s.from)).sum();
     s.to - s.from - waited
+}
+
+/// What the analysis gives: the path, or its profile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Path,
+    Profile,
+}
+
+/// Folds the messages (input 1) and the collectives (input 2) into their wait states, then
+/// sweeps the calls.
+struct RunFolder {
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    answer: Answer,
+    schema: SchemaRef,
+}
+
+impl Folder for RunFolder {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => self.messages.fold(batch),
+            _ => self.collectives.fold(batch),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.messages.held_bytes() + self.collectives.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let RunFolder { messages, collectives, answer, schema } = *self;
+        let mut waits = RunWaits::new();
+        for w in messages.finish() {
+            waits.add(&w);
+        }
+        collectives.finish_each(|w| waits.add(&w));
+        waits.seal();
+        let name = if answer == Answer::Path { "critical_path" } else { "critical_path_profile" };
+        Ok(Box::new(RunSweep {
+            name,
+            waits,
+            swept: Swept::new(name)?,
+            finalize: Finalize::default(),
+            totals: HashMap::new(),
+            answer,
+            schema,
+        }))
+    }
+}
+
+/// Calls swept into every rank's stretches (thread 0) a chunk of whole ranks at a time, kept
+/// in a store of stretches (crate::stretch_store), with the region names and call paths.
+pub(crate) struct Swept {
+    pub store: StretchStore,
+    pub names: Names,
+    pub paths: Paths,
+}
+
+impl Swept {
+    pub fn new(name: &'static str) -> Result<Swept> {
+        Ok(Swept { store: StretchStore::new(name)?, names: Names::default(), paths: Paths::default() })
+    }
+
+    /// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts); `each`
+    /// sees each rank's stretches, with the region names, before they are stored.
+    pub fn sweep(
+        &mut self,
+        name: &str,
+        batches: &[RecordBatch],
+        mut each: impl FnMut(i64, &[Stretch], &Names),
+    ) -> Result<()> {
+        for ((rank, thread), calls) in streams_named(batches, name, &mut self.names)? {
+            if thread != 0 {
+                continue;
+            }
+            let list = thread_stretches(&calls, &self.names, &mut self.paths);
+            each(rank, &list, &self.names);
+            self.store.push(rank, &list)?;
+        }
+        Ok(())
+    }
+
+    /// Every chunk has been swept: the stretches are read from now on.
+    pub fn finish(&mut self) -> Result<()> {
+        self.store.finish_writing(UNCOVERED)
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.store.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
+    }
+}
+
+/// Sweeps the calls a chunk of whole ranks at a time into the store of stretches (and the
+/// profile's totals), then walks the path when the calls end.
+struct RunSweep {
+    name: &'static str,
+    waits: RunWaits,
+    swept: Swept,
+    finalize: Finalize,
+    /// Per call path, the time of every rank's stretches that is not waiting.
+    totals: HashMap<u32, i64>,
+    answer: Answer,
+    schema: SchemaRef,
+}
+
+impl Mapper for RunSweep {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let profile = self.answer == Answer::Profile;
+        let (finalize, totals, waits) = (&mut self.finalize, &mut self.totals, &self.waits);
+        self.swept.sweep(self.name, batches, |rank, list, names| {
+            let f = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
+            if let Some(f) = f
+                && let Some(s) = list.iter().find(|s| s.region == f)
+            {
+                finalize.entered.insert(rank, s.from);
+            }
+            if profile {
+                let waiting = waits.waiting.get(&rank);
+                for s in list {
+                    *totals.entry(s.path).or_default() += not_waiting(s, waiting);
+                }
+            }
+        })?;
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.swept.held_bytes() + 64 * self.totals.len()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.swept.finish()?;
+        let Swept { store, names, paths } = &mut self.swept;
+        if self.answer == Answer::Profile {
+            let ranks: Vec<i64> = store.ranks().collect();
+            for rank in ranks {
+                if let Some(pad) = store.padding_of(rank) {
+                    *self.totals.entry(pad.path).or_default() += not_waiting(&pad, self.waits.waiting.get(&rank));
+                }
+            }
+        }
+        let path = walk(store, &names.names, paths, &self.finalize, &self.waits)?;
+        let batch = match self.answer {
+            Answer::Path => path_batch(&path, &self.schema)?,
+            Answer::Profile => {
+                let totals: HashMap<Option<&str>, i64> =
+                    self.totals.iter().map(|(p, t)| (path_name(paths, *p), *t)).collect();
+                profile_batch(&path, &totals, store.ranks().count(), &self.schema)?
+            }
+        };
+        Ok(vec![batch])
+    }
+}
+
+/// The analysis reading `inputs` (calls, messages, collectives) and giving `answer`.
+fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> Derived {
+    let out = schema.clone();
+    let start: StartFold = Arc::new(move || {
+        Box::new(RunFolder {
+            messages: MessageWaits::default(),
+            collectives: CollectiveWaits::default(),
+            answer,
+            schema: out.clone(),
+        }) as Box<dyn Folder>
+    });
+    Derived::folded(schema, inputs, Main::ByRank(0), start)
+}
+
+/// The path's rows.
+fn path_batch(path: &[Segment], schema: &SchemaRef) -> Result<RecordBatch> {
+    let int = |f: &dyn Fn(&Segment) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(path.iter().map(f))) };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
+        int(&|s| s.rank),
+        Arc::new(StringArray::from(path.iter().map(|s| s.region.as_deref()).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(path.iter().map(|s| s.path.as_deref()).collect::<Vec<_>>())),
+        int(&|s| s.start),
+        int(&|s| s.end),
+        Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.kind))),
+        int(&|s| s.end - s.start),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 /// `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
@@ -379,25 +583,7 @@ impl TableFunctionImpl for CriticalPath {
             Field::new("kind", DataType::Utf8, false),
             Field::new("duration", DataType::Int64, false),
         ]));
-        let schema = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, _, _) = critical_path(inputs)?;
-            let int = |f: &dyn Fn(&Segment) -> i64| -> ArrayRef {
-                Arc::new(Int64Array::from_iter_values(path.iter().map(f)))
-            };
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
-                int(&|s| s.rank),
-                Arc::new(StringArray::from(path.iter().map(|s| s.region.as_deref()).collect::<Vec<_>>())),
-                Arc::new(StringArray::from(path.iter().map(|s| s.path.as_deref()).collect::<Vec<_>>())),
-                int(&|s| s.start),
-                int(&|s| s.end),
-                Arc::new(StringArray::from_iter_values(path.iter().map(|s| s.kind))),
-                int(&|s| s.end - s.start),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        Ok(Arc::new(run_analysis(out, inputs, Answer::Path)))
     }
 }
 
@@ -406,6 +592,48 @@ type OnPath<'a> = (i64, Option<&'a str>);
 
 /// One row of the profile: call path, rank (None: all ranks), time on the path, region.
 type ProfileRow<'a> = (Option<&'a str>, Option<i64>, i64, Option<&'a str>);
+
+/// The profile's rows: per call path and rank, and per call path over all ranks, the time
+/// on `path`; `totals` is each call path's time not waiting over all `ranks` ranks.
+fn profile_batch(
+    path: &[Segment],
+    totals: &HashMap<Option<&str>, i64>,
+    ranks: usize,
+    schema: &SchemaRef,
+) -> Result<RecordBatch> {
+    let runtime = match (path.first(), path.last()) {
+        (Some(a), Some(b)) => (b.end - a.start).max(1),
+        _ => 1,
+    };
+    // Mean exclusive time per rank of every call path, waiting left out (Scalasca's
+    // critical-path imbalance compares the path with the time minus all wait states), over
+    // all walked ranks.
+    let ranks = ranks.max(1) as f64;
+    // Per (call path, rank) and per call path (rank None): the time on the path and the
+    // path's region.
+    let mut on_path: BTreeMap<(Option<&str>, Option<i64>), OnPath> = BTreeMap::new();
+    for s in path {
+        for rank in [Some(s.rank), None] {
+            let e = on_path.entry((s.path.as_deref(), rank)).or_insert((0, s.region.as_deref()));
+            e.0 += s.end - s.start;
+        }
+    }
+    let mut rows: Vec<ProfileRow> = on_path.into_iter().map(|((p, k), (v, region))| (p, k, v, region)).collect();
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+    let mean = |path: Option<&str>| totals.get(&path).map_or(0.0, |&t| t as f64 / ranks);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+        Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 as f64 / runtime as f64))),
+        Arc::new(Float64Array::from(rows.iter().map(|r| r.1.is_none().then(|| mean(r.0))).collect::<Vec<_>>())),
+        Arc::new(Float64Array::from(
+            rows.iter().map(|r| r.1.is_none().then(|| (r.2 as f64 - mean(r.0)).max(0.0))).collect::<Vec<_>>(),
+        )),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
 
 /// `critical_path_profile([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
@@ -423,49 +651,6 @@ impl TableFunctionImpl for CriticalPathProfile {
             Field::new("mean_ns", DataType::Float64, true),
             Field::new("imbalance_ns", DataType::Float64, true),
         ]));
-        let schema = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let (path, run, waiting) = critical_path(inputs)?;
-            let runtime = match (path.first(), path.last()) {
-                (Some(a), Some(b)) => (b.end - a.start).max(1),
-                _ => 1,
-            };
-            // Mean exclusive time per rank of every call path, waiting left out (Scalasca's
-            // critical-path imbalance compares the path with the time minus all wait states),
-            // over all walked ranks.
-            let mut total: HashMap<Option<&str>, i64> = HashMap::new();
-            for (rank, list) in &run.ranks {
-                for s in list {
-                    *total.entry(path_name(&run.paths, s.path)).or_default() += not_waiting(s, waiting.get(rank));
-                }
-            }
-            let ranks = run.ranks.len().max(1) as f64;
-            // Per (call path, rank) and per call path (rank None): the time on the path and
-            // the path's region.
-            let mut on_path: BTreeMap<(Option<&str>, Option<i64>), OnPath> = BTreeMap::new();
-            for s in &path {
-                for rank in [Some(s.rank), None] {
-                    let e = on_path.entry((s.path.as_deref(), rank)).or_insert((0, s.region.as_deref()));
-                    e.0 += s.end - s.start;
-                }
-            }
-            let mut rows: Vec<ProfileRow> =
-                on_path.into_iter().map(|((p, k), (v, region))| (p, k, v, region)).collect();
-            rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-            let mean = |path: Option<&str>| total.get(&path).map_or(0.0, |&t| t as f64 / ranks);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
-                Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 as f64 / runtime as f64))),
-                Arc::new(Float64Array::from(rows.iter().map(|r| r.1.is_none().then(|| mean(r.0))).collect::<Vec<_>>())),
-                Arc::new(Float64Array::from(
-                    rows.iter().map(|r| r.1.is_none().then(|| (r.2 as f64 - mean(r.0)).max(0.0))).collect::<Vec<_>>(),
-                )),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        Ok(Arc::new(run_analysis(out, inputs, Answer::Profile)))
     }
 }

@@ -39,17 +39,20 @@
 //! compared with w's in the same call path; time spent waiting inside an MPI call counts as
 //! waiting, not as the call's region.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived, int64_column};
-use crate::critical::{RUN_PARAMS, Ranks, stretches};
+use crate::common::{Args, Derived};
+use crate::critical::{RUN_PARAMS, Swept};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::plan::Main;
+use crate::stream::{Folder, Mapper, StartFold};
+use crate::stretch_store::StretchStore;
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
@@ -69,7 +72,7 @@ pub const DELAY_COSTS: Function = Function {
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
     make: Make::Table(|| Arc::new(DelayCosts)),
 };
-use crate::waits::{MESSAGE_COLUMNS, Wait, collective_waits, message_waits};
+use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
 /// looked for.
@@ -96,30 +99,22 @@ struct SyncPoints {
 }
 
 impl SyncPoints {
-    /// The synchronisation points, after Scalasca's: its wait states. A wait brings two ranks'
+    /// The synchronisation points of the messages, after Scalasca's: its wait states. A wait brings two ranks'
     /// times together: a late sender at one instant, the same on both sides, when the send call
     /// is left (the receive's time beyond it is its completion, which counts); a late receiver
     /// when the wait ends; a collective instance in which some member waited, each member when
     /// it leaves the call. A message or collective that made no one wait synchronises nothing:
     /// the receiver of an eager message that arrived long before may be far ahead of its sender.
-    fn read(waits: &[Wait], messages: &[RecordBatch], collectives: &[RecordBatch]) -> Result<SyncPoints> {
+    ///
+    /// `left` gives when the send call of each late sender's message was left (looked up for
+    /// those messages only, not held for every message of the trace); the collectives in which
+    /// someone waited are added with `waited_in`.
+    fn of_messages(waits: &[Wait], left: &HashMap<i64, i64>) -> SyncPoints {
         let mut out = SyncPoints::default();
-        // MESSAGE_COLUMNS: msg_id, src, dst, send_call_start, send_call_end, ...
-        let (id, send_end) = (int64_column(messages, 0)?, int64_column(messages, 4)?);
-        // When the send call of each late sender's message was left: looked up for those
-        // messages only, not held for every message of the trace.
-        let late: HashSet<i64> = waits.iter().filter(|w| w.pattern == "late_sender").filter_map(|w| w.msg_id).collect();
-        let left: HashMap<i64, i64> = (0..id.len())
-            .filter(|&i| id.is_valid(i) && send_end.is_valid(i) && late.contains(&id.value(i)))
-            .map(|i| (id.value(i), send_end.value(i)))
-            .collect();
-        let mut waited: HashSet<(i64, i64)> = HashSet::new();
         for w in waits {
             let end = w.ts + w.wait_ns;
             match (w.comm, w.instance, w.partner) {
-                (Some(c), Some(k), _) => {
-                    waited.insert((c, k));
-                }
+                (Some(_), Some(_), _) => {}
                 (_, _, Some(p)) if p != w.rank => {
                     let t = match (w.pattern, w.msg_id.and_then(|m| left.get(&m))) {
                         ("late_sender", Some(&t)) => t.max(end),
@@ -134,22 +129,23 @@ impl SyncPoints {
         for list in out.messages.values_mut() {
             list.sort_unstable();
         }
-        // COLLECTIVE_COLUMNS: comm, instance, rank, begin_ts, op, root, end_ts.
-        let (comm, instance, rank) =
-            (int64_column(collectives, 0)?, int64_column(collectives, 1)?, int64_column(collectives, 2)?);
-        let end = int64_column(collectives, 6)?;
-        let valid = |i: usize| comm.is_valid(i) && instance.is_valid(i) && rank.is_valid(i) && end.is_valid(i);
-        for i in (0..rank.len()).filter(|&i| valid(i)) {
-            let (c, k, r, t) = (comm.value(i), instance.value(i), rank.value(i), end.value(i));
-            if waited.contains(&(c, k)) {
-                out.collectives.entry(r).or_default().push((t, c, k));
-                out.ends.insert((r, c, k), t);
-            }
+        out
+    }
+
+    /// Collective `(c, k)`, in which someone waited, synchronises its members when each leaves
+    /// it (`ends`: rank, end).
+    fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) {
+        for &(r, t) in ends {
+            self.collectives.entry(r).or_default().push((t, c, k));
+            self.ends.insert((r, c, k), t);
         }
-        for list in out.collectives.values_mut() {
+    }
+
+    /// Every collective has been added: each rank's in order of their end.
+    fn seal(&mut self) {
+        for list in self.collectives.values_mut() {
             list.sort_unstable();
         }
-        Ok(out)
     }
 
     /// The start of the synchronisation interval of `w` waiting from `w_until` on `d` arriving
@@ -202,12 +198,15 @@ impl RankWaits {
 
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
-fn time_in(stretches: &[crate::critical::Stretch], waits: &RankWaits, a: i64, b: i64) -> (HashMap<u32, i64>, i64) {
+fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(HashMap<u32, i64>, i64)> {
     let mut paths: HashMap<u32, i64> = HashMap::new();
-    let first = stretches.partition_point(|s| s.to <= a);
-    for s in stretches[first..].iter().take_while(|s| s.from < b) {
+    store.each_after(rank, a, |s| {
+        if s.from >= b {
+            return false;
+        }
         *paths.entry(s.path).or_default() += s.to.min(b) - s.from.max(a);
-    }
+        true
+    })?;
     let mut waiting = 0;
     for (_, w) in waits.overlapping(a, b) {
         let overlap = w.end.min(b) - w.start.max(a);
@@ -215,25 +214,29 @@ fn time_in(stretches: &[crate::critical::Stretch], waits: &RankWaits, a: i64, b:
             continue;
         }
         waiting += overlap;
-        let i = stretches.partition_point(|s| s.to <= w.start);
-        if let Some(s) = stretches.get(i)
-            && let Some(t) = paths.get_mut(&s.path)
+        let mut path = None;
+        store.each_after(rank, w.start, |s| {
+            path = Some(s.path);
+            false
+        })?;
+        if let Some(p) = path
+            && let Some(t) = paths.get_mut(&p)
         {
             *t -= overlap.min(*t);
         }
     }
-    (paths, waiting)
+    Ok((paths, waiting))
 }
 
 /// Costs per (rank, call path): direct, propagated; and the unexplained waiting.
 type Costs = (BTreeMap<(i64, u32), (f64, f64)>, f64);
 
-fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Costs> {
+fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Costs> {
     let mut list: Vec<W> = waits
         .into_iter()
         .filter_map(|w| {
-            let delayer = w.partner.filter(|p| *p != w.rank && ranks.contains_key(p))?;
-            Some(W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns })
+            let delayer = Some(w.delayer).filter(|p| *p != w.waiter && store.contains(*p))?;
+            Some(W { delayer, ..w })
         })
         .collect();
     // Latest end first: a wait hands on only to waits that end no later.
@@ -249,7 +252,7 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         r.list.sort_by_key(|(_, w)| w.start);
     }
     let none = RankWaits::default();
-    let origin = |r: i64| ranks.get(&r).and_then(|s| s.first()).map_or(0, |s| s.from);
+    let origin = |store: &StretchStore, r: i64| store.origin(r).unwrap_or(0);
     let mut incoming = vec![0.0f64; list.len()];
     let mut costs: BTreeMap<(i64, u32), (f64, f64)> = BTreeMap::new();
     let mut unexplained = 0.0;
@@ -259,14 +262,15 @@ fn delay_costs(ranks: &Ranks, waits: Vec<Wait>, sync: &SyncPoints) -> Result<Cos
         }
         let own = (w.end - w.start) as f64;
         let total = own + incoming[i];
-        let (w_from, d_from) =
-            sync.previous(w.waiter, w.start, w.delayer, w.end).unwrap_or((origin(w.waiter), origin(w.delayer)));
-        let (Some(ws), Some(ds)) = (ranks.get(&w.waiter), ranks.get(&w.delayer)) else {
+        let (w_from, d_from) = sync
+            .previous(w.waiter, w.start, w.delayer, w.end)
+            .unwrap_or((origin(store, w.waiter), origin(store, w.delayer)));
+        if !store.contains(w.waiter) || !store.contains(w.delayer) {
             unexplained += total;
             continue;
-        };
-        let (w_time, w_wait) = time_in(ws, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start);
-        let (d_time, d_wait) = time_in(ds, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end);
+        }
+        let (w_time, w_wait) = time_in(store, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
+        let (d_time, d_wait) = time_in(store, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
         let excess: Vec<(u32, f64)> = d_time
             .iter()
             .map(|(&path, &t)| (path, (t - w_time.get(&path).copied().unwrap_or(0)).max(0) as f64))
@@ -376,43 +380,105 @@ impl TableFunctionImpl for DelayCosts {
             Field::new("propagated_ns", DataType::Float64, false),
         ]));
         let schema = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let run = stretches(&inputs[0], "delay_costs")?;
-            let mut waits = message_waits(&inputs[1])?;
-            waits.extend(collective_waits(&inputs[2])?);
-            let sync = SyncPoints::read(&waits, &inputs[1], &inputs[2])?;
-            let (costs, unexplained) = delay_costs(&run.ranks, waits, &sync)?;
-            let region = |path: u32| {
-                let leaf = run.paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
-                crate::critical::region_name(&run.names, leaf)
-            };
-            let mut rows: Vec<Row> = costs
-                .iter()
-                .map(|(&(rank, path), &(direct, propagated))| {
-                    let text = crate::critical::path_name(&run.paths, path);
-                    (Some(rank), region(path), text, direct + propagated, direct, propagated)
-                })
-                .collect();
-            if unexplained > 0.0 {
-                rows.push((None, None, None, unexplained, 0.0, 0.0));
-            }
-            rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
-            let float =
-                |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
-                Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
-                Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
-                float(|r| r.3),
-                float(|r| r.4),
-                float(|r| r.5),
-            ];
-            Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
+        let start: StartFold = Arc::new(move || {
+            Box::new(DelayFolder {
+                messages: MessageWaits::default(),
+                collectives: CollectiveWaits::default(),
+                schema: schema.clone(),
+            }) as Box<dyn Folder>
         });
-        Ok(Arc::new(Derived::from_many(
-            out,
-            vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))],
-            compute,
-        )))
+        let inputs = vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))];
+        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
+    }
+}
+
+/// Folds the messages (input 1) and the collectives (input 2) into their waits and the
+/// synchronisation points, then sweeps the calls.
+struct DelayFolder {
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    schema: SchemaRef,
+}
+
+impl Folder for DelayFolder {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => self.messages.fold(batch),
+            _ => self.collectives.fold(batch),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.messages.held_bytes() + self.collectives.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let DelayFolder { messages, collectives, schema } = *self;
+        let left = messages.late_send_call_ends();
+        let message_waits = messages.finish();
+        let mut sync = SyncPoints::of_messages(&message_waits, &left);
+        drop(left);
+        let as_w =
+            |w: &Wait| w.partner.map(|delayer| W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns });
+        let mut waits: Vec<W> = message_waits.iter().filter_map(as_w).collect();
+        drop(message_waits);
+        collectives.finish_each_with(|w| waits.extend(as_w(&w)), |c, k, ends| sync.waited_in(c, k, ends));
+        sync.seal();
+        Ok(Box::new(DelaySweep { waits, sync, swept: Swept::new("delay_costs")?, schema }))
+    }
+}
+
+/// Sweeps the calls into every rank's stretches, then gives each wait's cost to its causes.
+struct DelaySweep {
+    waits: Vec<W>,
+    sync: SyncPoints,
+    swept: Swept,
+    schema: SchemaRef,
+}
+
+impl Mapper for DelaySweep {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        self.swept.sweep("delay_costs", batches, |_, _, _| {})?;
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.swept.held_bytes()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.swept.finish()?;
+        let waits = std::mem::take(&mut self.waits);
+        let Swept { store, names, paths } = &mut self.swept;
+        let (costs, unexplained) = delay_costs(store, waits, &self.sync)?;
+        let region = |path: u32| {
+            let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
+            crate::critical::region_name(&names.names, leaf)
+        };
+        let mut rows: Vec<Row> = costs
+            .iter()
+            .map(|(&(rank, path), &(direct, propagated))| {
+                let text = crate::critical::path_name(paths, path);
+                (Some(rank), region(path), text, direct + propagated, direct, propagated)
+            })
+            .collect();
+        if unexplained > 0.0 {
+            rows.push((None, None, None, unexplained, 0.0, 0.0));
+        }
+        rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+        let float = |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+            float(|r| r.3),
+            float(|r| r.4),
+            float(|r| r.5),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
     }
 }

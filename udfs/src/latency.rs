@@ -130,25 +130,36 @@ impl MessageIndices {
         Ok(MessageIndices { bytes: idx[0], duration: idx[1], send_ts: schema.index_of("send_ts").ok(), intra, nodes })
     }
 
-    /// The relation columns these indices read, and the indices into a scan of only those
-    /// columns (in that order), so a function that needs nothing else reads less.
-    pub fn projected(&self) -> (Vec<usize>, MessageIndices) {
+    /// The relation columns these indices read.
+    pub fn columns(&self) -> Vec<usize> {
         let mut cols = vec![self.bytes, self.duration];
         cols.extend(self.send_ts);
         cols.extend(self.intra);
         if let Some((a, b)) = self.nodes {
             cols.extend([a, b]);
         }
+        cols
+    }
+
+    /// The same columns at the positions `at` gives them (in a scan of some columns).
+    pub fn moved(&self, at: impl Fn(usize) -> usize) -> MessageIndices {
+        MessageIndices {
+            bytes: at(self.bytes),
+            duration: at(self.duration),
+            send_ts: self.send_ts.map(&at),
+            intra: self.intra.map(&at),
+            nodes: self.nodes.map(|(a, b)| (at(a), at(b))),
+        }
+    }
+
+    /// The relation columns these indices read, and the indices into a scan of only those
+    /// columns (in that order), so a function that needs nothing else reads less.
+    pub fn projected(&self) -> (Vec<usize>, MessageIndices) {
+        let mut cols = self.columns();
         cols.sort_unstable();
         cols.dedup();
         let at = |c: usize| cols.iter().position(|x| *x == c).expect("listed above");
-        let inner = MessageIndices {
-            bytes: at(self.bytes),
-            duration: at(self.duration),
-            send_ts: self.send_ts.map(at),
-            intra: self.intra.map(at),
-            nodes: self.nodes.map(|(a, b)| (at(a), at(b))),
-        };
+        let inner = self.moved(at);
         (cols, inner)
     }
 

@@ -30,6 +30,7 @@ pub mod regions;
 pub mod remap;
 pub mod replay;
 pub mod stream;
+pub mod stretch_store;
 pub mod summaries;
 pub mod trend;
 pub mod units;

@@ -45,6 +45,20 @@ pub enum Work {
     Whole(ComputeMany),
     Streamed(crate::stream::Prepare),
     ByRank(crate::stream::Prepare, usize),
+    /// The other inputs folded batch by batch (crate::stream::Folder), then the first read as
+    /// `Main` says.
+    Folded(crate::stream::StartFold, Main),
+}
+
+/// How an analysis whose other inputs are folded reads its first input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Main {
+    /// Batch by batch, as it comes.
+    Batches,
+    /// A chunk of whole ranks at a time (its column `rank`, an index), in rank order.
+    ByRank(usize),
+    /// Whole, as one chunk: a sweep by rank over a relation not known to be in rank order.
+    Whole,
 }
 
 impl fmt::Debug for Work {
@@ -53,6 +67,7 @@ impl fmt::Debug for Work {
             Work::Whole(_) => "Whole",
             Work::Streamed(_) => "Streamed",
             Work::ByRank(..) => "ByRank",
+            Work::Folded(..) => "Folded",
         })
     }
 }
@@ -84,7 +99,7 @@ impl AnalysisExec {
         full_schema: SchemaRef,
         projection: Option<Vec<usize>>,
     ) -> Result<Self> {
-        if matches!(work, Work::Streamed(_) | Work::ByRank(..)) && inputs.is_empty() {
+        if matches!(work, Work::Streamed(_) | Work::ByRank(..) | Work::Folded(..)) && inputs.is_empty() {
             return datafusion::common::internal_err!("{name}: a streamed analysis needs an input");
         }
         let schema = match &projection {
@@ -96,7 +111,7 @@ impl AnalysisExec {
             Partitioning::UnknownPartitioning(1),
             match work {
                 Work::Whole(_) => EmissionType::Final,
-                Work::Streamed(_) | Work::ByRank(..) => EmissionType::Incremental,
+                Work::Streamed(_) | Work::ByRank(..) | Work::Folded(..) => EmissionType::Incremental,
             },
             Boundedness::Bounded,
         );
@@ -119,7 +134,8 @@ impl DisplayAs for AnalysisExec {
                 write!(f, "{}: analysis", self.name)?;
                 match self.work {
                     Work::Streamed(_) => f.write_str(", streamed")?,
-                    Work::ByRank(..) => f.write_str(", streamed by rank")?,
+                    Work::ByRank(..) | Work::Folded(_, Main::ByRank(_)) => f.write_str(", streamed by rank")?,
+                    Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
@@ -150,7 +166,7 @@ impl ExecutionPlan for AnalysisExec {
     /// rank-ordered tables are, partition by partition, and DataFusion merges them).
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
         let mut each = vec![Distribution::UnspecifiedDistribution; self.inputs.len()];
-        if matches!(self.work, Work::ByRank(..)) {
+        if matches!(self.work, Work::ByRank(..) | Work::Folded(_, Main::ByRank(_))) {
             each[0] = Distribution::SinglePartition;
         }
         InputDistributionRequirements::new(each)
@@ -158,7 +174,7 @@ impl ExecutionPlan for AnalysisExec {
 
     fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
         let mut each = vec![None; self.inputs.len()];
-        if let Work::ByRank(_, rank) = self.work {
+        if let Work::ByRank(_, rank) | Work::Folded(_, Main::ByRank(rank)) = self.work {
             let order = crate::by_rank::rank_order(&self.inputs[0].schema(), rank);
             each[0] = LexRequirement::new([order.into()]).map(OrderingRequirements::new);
         }
@@ -218,13 +234,31 @@ impl AnalysisExec {
                 let in_order =
                     crate::by_rank::in_order(&self.name, prepare.clone(), *rank, self.full_schema.clone(), pool);
                 let projection = self.projection.clone();
-                let streamed = crate::stream::Streamed { name: self.name.clone(), prepare: in_order, projection };
+                let side = crate::stream::Side::Held(in_order);
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Streamed(prepare) => {
                 let projection = self.projection.clone();
-                let streamed =
-                    crate::stream::Streamed { name: self.name.clone(), prepare: prepare.clone(), projection };
+                let side = crate::stream::Side::Held(prepare.clone());
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
+                return Ok(streamed.execute(self.schema(), inputs, baseline, context));
+            }
+            Work::Folded(start, main) => {
+                let output = self.full_schema.clone();
+                let wrap: Option<crate::stream::Wrap> = match *main {
+                    Main::Batches => None,
+                    Main::ByRank(rank) => {
+                        Some(crate::by_rank::wrapper(&self.name, rank, output, context.memory_pool().clone()))
+                    }
+                    Main::Whole => Some(Arc::new(move |inner| {
+                        Box::new(crate::stream::WholeInput::new(inner, output.clone()))
+                            as Box<dyn crate::stream::Mapper>
+                    })),
+                };
+                let side = crate::stream::Side::Folded(start.clone(), wrap);
+                let projection = self.projection.clone();
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
         };

@@ -9,6 +9,9 @@
 //! the suggestion is never worse. Parts are named after the current node that holds most of
 //! their ranks (largest overlaps first), then after unused current nodes, then `node+N`.
 //!
+//! The messages are read as they stream, five columns of them (src, dst, bytes and the nodes),
+//! folded into the traffic per pair of ranks: the graph is held, never the messages.
+//!
 //! Cost: METIS is near-linear in the edges; the balancing pass is O(moves x vertices x degree).
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,7 +23,7 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived, FastMap, int64_column, text_column};
+use crate::common::{Args, Derived, FastMap, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, boolean, col, float64, int64, param, text};
 use crate::latency::MESSAGES;
 
@@ -134,15 +137,6 @@ impl Traffic {
         }
         size.values().all(|s| *s <= cap).then_some(parts)
     }
-}
-
-/// Read src, dst, bytes (and src_node, dst_node when present) at `idx`.
-pub(crate) fn traffic(batches: &[RecordBatch], idx: &[usize], nodes: Option<(usize, usize)>) -> Result<Traffic> {
-    let mut fold = TrafficFold::default();
-    for b in batches {
-        fold.add(b, idx, nodes)?;
-    }
-    Ok(fold.finish())
 }
 
 /// `Traffic` gathered batch by batch, by rank (as a streamed analysis reads its messages).
@@ -373,8 +367,42 @@ fn call(declaration: &'static Function, args: &TableFunctionArgs) -> Result<(cra
 }
 
 impl Call {
-    fn run(&self, batches: &[RecordBatch], function: &str) -> Result<(Traffic, usize, Vec<String>, bool)> {
-        let t = traffic(batches, &self.idx, self.nodes)?;
+    /// The columns read (src, dst, bytes, and src_node, dst_node when present), and the call
+    /// over them as projected.
+    fn projected(&self) -> (Vec<usize>, Call) {
+        let mut read = self.idx.clone();
+        if let Some((a, b)) = self.nodes {
+            read.extend([a, b]);
+        }
+        let nodes = self.nodes.map(|_| (3, 4));
+        (read, Call { cap: self.cap, weight: self.weight, idx: vec![0, 1, 2], nodes })
+    }
+
+    /// The relation `rel` read as this call needs it: its five columns, folded into the
+    /// traffic between ranks as they stream (a row per pair is held, not the messages), then
+    /// `answer` made of the traffic.
+    fn streamed(
+        self,
+        out: SchemaRef,
+        rel: crate::common::Relation,
+        answer: impl Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync + 'static,
+    ) -> Derived {
+        let (read, call) = self.projected();
+        let answer = Arc::new(answer);
+        let call = Arc::new(call);
+        let schema = out.clone();
+        let prepare: crate::stream::Prepare = Arc::new(move |_| {
+            Ok(Box::new(TrafficMapper {
+                fold: TrafficFold::default(),
+                call: call.clone(),
+                answer: answer.clone(),
+                schema: schema.clone(),
+            }) as Box<dyn crate::stream::Mapper>)
+        });
+        Derived::streamed(out, vec![(rel, Some(read))], prepare)
+    }
+
+    fn run(&self, t: Traffic, function: &str) -> Result<(Traffic, usize, Vec<String>, bool)> {
         let cap = match self.cap {
             Some(c) => c,
             None => {
@@ -394,6 +422,30 @@ impl Call {
     }
 }
 
+/// Folds the messages into the traffic between ranks, and answers when they end.
+struct TrafficMapper<F> {
+    fold: TrafficFold,
+    call: Arc<Call>,
+    answer: Arc<F>,
+    schema: SchemaRef,
+}
+
+impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> crate::stream::Mapper for TrafficMapper<F> {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.fold.add(batch, &self.call.idx, self.call.nodes)?;
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.fold.held_bytes()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let t = std::mem::take(&mut self.fold).finish();
+        Ok(vec![(self.answer)(&self.call, t)?])
+    }
+}
+
 /// `remap_suggestion([ranks_per_node] [, rel => 'messages'], weight => 'messages')`.
 #[derive(Debug, Default, PartialEq, Eq, Hash)]
 pub struct RemapSuggestion;
@@ -407,16 +459,15 @@ impl TableFunctionImpl for RemapSuggestion {
             Field::new("suggested_node", DataType::Utf8, false),
         ]));
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (t, _, suggested, _) = c.run(batches, "remap_suggestion")?;
+        Ok(Arc::new(c.streamed(out, rel, move |c, t| {
+            let (t, _, suggested, _) = c.run(t, "remap_suggestion")?;
             let columns: Vec<ArrayRef> = vec![
                 Arc::new(Int64Array::from(t.ranks.clone())),
                 Arc::new(StringArray::from(t.current.clone())),
                 Arc::new(StringArray::from(suggested)),
             ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, rel, None, compute)))
+            Ok(RecordBatch::try_new(s.clone(), columns)?)
+        })))
     }
 }
 
@@ -442,8 +493,8 @@ impl TableFunctionImpl for RemapSummary {
         ]));
         let s = out.clone();
         let weight = c.weight;
-        let compute: Compute = Arc::new(move |batches| {
-            let (t, cap, suggested, kept) = c.run(batches, "remap_summary")?;
+        Ok(Arc::new(c.streamed(out, rel, move |c, t| {
+            let (t, cap, suggested, kept) = c.run(t, "remap_summary")?;
             let before = t.current.iter().all(Option::is_some).then(|| t.inter(&t.current));
             let after = t.inter(&suggested);
             let reduction = before.map(|b| {
@@ -465,8 +516,7 @@ impl TableFunctionImpl for RemapSummary {
                 Arc::new(Float64Array::from(vec![reduction])),
                 Arc::new(arrow::array::BooleanArray::from(vec![kept])),
             ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, rel, None, compute)))
+            Ok(RecordBatch::try_new(s.clone(), columns)?)
+        })))
     }
 }

@@ -44,6 +44,12 @@ pub trait Mapper: Send {
         Ok(Vec::new())
     }
 
+    /// After `finish`, the next of the batches still to pass on, one at a time, so that a
+    /// large answer is not held whole (None: no more).
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        Ok(None)
+    }
+
     /// Bytes of what the mapper has folded so far (groups, samples), reserved from the memory
     /// budget after each batch: a fold that grows with its input answers to the budget as a
     /// held input does.
@@ -55,11 +61,104 @@ pub trait Mapper: Send {
 /// Prepares the mapper from the held inputs' batches.
 pub type Prepare = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
+/// Learns what an analysis needs from its other inputs batch by batch, holding only what it
+/// keeps of them (the waits of the messages, not the messages), then makes the mapper of the
+/// main input (`plan::Work::Folded`).
+pub trait Folder: Send {
+    /// Fold a batch of other input `input` (1 for the first after the main one); the inputs
+    /// come one after another, each whole, in order.
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()>;
+
+    /// Bytes of what has been kept so far, reserved from the memory budget after each batch.
+    fn held_bytes(&self) -> usize;
+
+    /// Every other input has been folded: the mapper of the main input.
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>>;
+}
+
+/// Starts the folder of one execution.
+pub type StartFold = Arc<dyn Fn() -> Box<dyn Folder> + Send + Sync>;
+
+/// Wraps the mapper an analysis makes (crate::by_rank cuts its input into chunks of ranks).
+pub type Wrap = Arc<dyn Fn(Box<dyn Mapper>) -> Box<dyn Mapper> + Send + Sync>;
+
+/// How the other inputs of a streamed analysis are read.
+#[derive(Clone)]
+pub enum Side {
+    /// Held whole, then the mapper is prepared from them.
+    Held(Prepare),
+    /// Folded batch by batch; the mapper made is wrapped if a wrap is given.
+    Folded(StartFold, Option<Wrap>),
+}
+
+impl std::fmt::Debug for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Side::Held(_) => "Held",
+            Side::Folded(..) => "Folded",
+        })
+    }
+}
+
 /// The streamed execution of an analysis (`plan::Work::Streamed`).
 pub struct Streamed {
     pub name: String,
-    pub prepare: Prepare,
+    pub side: Side,
     pub projection: Option<Vec<usize>>,
+}
+
+/// Hands the main input to the mapper as one chunk when it ends: a sweep by rank over a
+/// relation not known to be in rank order reads it whole (what it holds counts as folded).
+pub struct WholeInput {
+    inner: Box<dyn Mapper>,
+    /// The analysis' output.
+    output: SchemaRef,
+    rows: Vec<RecordBatch>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for WholeInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WholeInput").field("rows", &self.rows.len()).field("bytes", &self.bytes).finish_non_exhaustive()
+    }
+}
+
+impl WholeInput {
+    pub fn new(inner: Box<dyn Mapper>, output: SchemaRef) -> Self {
+        WholeInput { inner, output, rows: Vec::new(), bytes: 0 }
+    }
+}
+
+impl Mapper for WholeInput {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        if batch.num_rows() > 0 {
+            self.bytes += crate::budget::held_bytes(batch);
+            self.rows.push(batch.clone());
+        }
+        Ok(RecordBatch::new_empty(self.output.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let rows = std::mem::take(&mut self.rows);
+        self.bytes = 0;
+        let mut out = Vec::new();
+        if !rows.is_empty() {
+            let mapped = self.inner.map_many(&rows)?;
+            if mapped.num_rows() > 0 {
+                out.push(mapped);
+            }
+        }
+        out.extend(self.inner.finish()?);
+        Ok(out)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.bytes + self.inner.held_bytes()
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        self.inner.more()
+    }
 }
 
 impl std::fmt::Debug for Streamed {
@@ -78,17 +177,34 @@ impl Streamed {
         baseline: BaselineMetrics,
         context: Arc<TaskContext>,
     ) -> SendableRecordBatchStream {
-        let Streamed { name, prepare, projection } = self;
+        let Streamed { name, side, projection } = self;
         let held = inputs.split_off(1);
         let main = inputs.remove(0);
         let run = async move {
-            let (read, reservation) = crate::budget::read_held(&name, held, &context).await?;
             let timer = baseline.elapsed_compute().clone();
-            let work = move || {
-                let _running = timer.timer();
-                prepare(&read)
+            let (mut mapper, reservation) = match side {
+                Side::Held(prepare) => {
+                    let (read, reservation) = crate::budget::read_held(&name, held, &context).await?;
+                    let work = move || {
+                        let _running = timer.timer();
+                        prepare(&read)
+                    };
+                    (off_the_workers(&name, work).await??, reservation)
+                }
+                Side::Folded(start, wrap) => {
+                    let (folder, reservation) = fold(&name, start(), held, &context, &baseline).await?;
+                    let work = move || {
+                        let _running = timer.timer();
+                        folder.into_mapper()
+                    };
+                    let mapper = off_the_workers(&name, work).await??;
+                    let mapper = match wrap {
+                        Some(w) => w(mapper),
+                        None => mapper,
+                    };
+                    (mapper, reservation)
+                }
             };
-            let mut mapper = off_the_workers(&name, work).await??;
             let pool = context.memory_pool().clone();
             let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
             let mut batches = datafusion::physical_plan::execute_stream(main, context.clone())?;
@@ -123,6 +239,17 @@ impl Streamed {
                         return Ok(());
                     }
                 }
+                loop {
+                    commdb_catalog::interrupt::check(&name)?;
+                    let timer = baseline.elapsed_compute().timer();
+                    let Some(out) = mapper.more()? else { break };
+                    let out = project(out)?;
+                    timer.done();
+                    baseline.record_output(out.num_rows());
+                    if sink.send(out).await.is_err() {
+                        return Ok(());
+                    }
+                }
                 baseline.done();
                 drop(reservation);
                 drop(folded);
@@ -133,6 +260,36 @@ impl Streamed {
         let stream = futures::stream::once(run).try_flatten();
         Box::pin(RecordBatchStreamAdapter::new(schema, stream))
     }
+}
+
+/// Fold every batch of `inputs` into `folder`, in order, reserving what it keeps from the
+/// session's memory pool as it grows; past the budget, the error says what to narrow.
+async fn fold(
+    name: &str,
+    mut folder: Box<dyn Folder>,
+    inputs: Vec<Arc<dyn ExecutionPlan>>,
+    context: &Arc<TaskContext>,
+    baseline: &BaselineMetrics,
+) -> Result<(Box<dyn Folder>, datafusion::execution::memory_pool::MemoryReservation)> {
+    let pool = context.memory_pool().clone();
+    let reservation = MemoryConsumer::new(format!("{name} analysis")).register(&pool);
+    let mut rows = 0usize;
+    for (k, input) in inputs.into_iter().enumerate() {
+        let mut stream = datafusion::physical_plan::execute_stream(input, context.clone())?;
+        while let Some(batch) = stream.next().await {
+            let batch = batch?;
+            commdb_catalog::interrupt::check(name)?;
+            let timer = baseline.elapsed_compute().timer();
+            rows += batch.num_rows();
+            folder.fold(k + 1, &batch)?;
+            timer.done();
+            let held = folder.held_bytes();
+            if reservation.try_resize(held).is_err() {
+                return Err(crate::budget::over_budget(name, &pool, held, rows, "folding"));
+            }
+        }
+    }
+    Ok((folder, reservation))
 }
 
 /// The batches a producer sends, as a stream: the producer runs as a task of its own and its

@@ -54,9 +54,11 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
-use crate::common::{Args, ComputeMany, Derived, int64_column, text_column};
+use crate::common::{Args, Derived, int64_column, text_column};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
 use crate::latency::MESSAGES;
+use crate::plan::Main;
+use crate::stream::{Folder, Mapper, StartFold};
 
 pub const WAIT_STATES: Function = Function {
     name: "wait_states",
@@ -131,70 +133,141 @@ pub struct Wait {
     pub partner: Option<i64>,
 }
 
+/// A message's wait, kept until the waits of its completing call are reduced to one: the
+/// waiting rank, the call's start (the wait's start), a key that tells calls apart further
+/// (a late sender's call end), the wait, the message and the partner.
+#[derive(Debug, Clone, Copy)]
+struct Candidate {
+    rank: i64,
+    ts: i64,
+    call: i64,
+    wait_ns: i64,
+    msg_id: Option<i64>,
+    partner: Option<i64>,
+    /// When the send call was left (i64::MIN: not recorded).
+    left: i64,
+}
+
+/// Late Sender and Late Receiver waits folded from messages (the columns of
+/// MESSAGE_COLUMNS) batch by batch: only the messages that made a rank wait are kept, and a
+/// call that completes several of them (MPI_Waitall, MPI_Waitsome) waits once, for the latest
+/// (Scalasca's Late Sender in a completion call), when the messages end.
+#[derive(Debug, Default)]
+pub struct MessageWaits {
+    /// Late senders, by the call that completes their receive (rank, call start, call end).
+    late: Vec<Candidate>,
+    /// Late receivers, by the call that completes their send (rank, call start).
+    receivers: Vec<Candidate>,
+}
+
+impl MessageWaits {
+    pub fn fold(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batches = std::slice::from_ref(batch);
+        let cols: Vec<Int64Array> =
+            (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+        let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
+        for r in 0..batch.num_rows() {
+            let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
+            let (send_start, send_end, recv_start, recv_end, post) =
+                (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
+            let (complete_start, complete) = (get(8, r), get(9, r));
+            if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
+                let until = recv_end.map_or(ss, |e| ss.min(e));
+                if until > rs {
+                    self.late.push(Candidate {
+                        rank: dst,
+                        ts: rs,
+                        call: recv_end.unwrap_or(i64::MIN),
+                        wait_ns: until - rs,
+                        msg_id: id,
+                        partner: src,
+                        left: send_end.unwrap_or(i64::MIN),
+                    });
+                }
+            }
+            // The call that completed the send; when the messages do not say (a store written
+            // before they did), the send's own call if it completed there.
+            let completed_in = complete_start.or(send_start.filter(|_| complete.is_some() && complete == send_end));
+            if let (Some(src), Some(cs), Some(done), Some(p)) = (src, completed_in, complete, post)
+                && p > cs
+                && done > p
+            {
+                self.receivers.push(Candidate {
+                    rank: src,
+                    ts: cs,
+                    call: 0,
+                    wait_ns: p - cs,
+                    msg_id: id,
+                    partner: dst,
+                    left: send_end.unwrap_or(i64::MIN),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        (self.late.capacity() + self.receivers.capacity()) * std::mem::size_of::<Candidate>()
+    }
+
+    /// When the send call of each message whose sender was late was left, by msg_id.
+    pub fn late_send_call_ends(&self) -> HashMap<i64, i64> {
+        self.late.iter().filter(|c| c.left != i64::MIN).filter_map(|c| Some((c.msg_id?, c.left))).collect()
+    }
+
+    /// The waits, one per completing call (the longest; of equal ones, the first message's),
+    /// by rank and start.
+    pub fn finish(self) -> Vec<Wait> {
+        /// The longest candidate of every call, in place, by rank and start.
+        fn reduce(mut list: Vec<Candidate>) -> Vec<Candidate> {
+            list.sort_unstable_by_key(|c| (c.rank, c.ts, c.call));
+            let mut kept = 0;
+            for i in 0..list.len() {
+                let c = list[i];
+                if kept > 0 {
+                    let k = &mut list[kept - 1];
+                    if (k.rank, k.ts, k.call) == (c.rank, c.ts, c.call) {
+                        if (c.wait_ns, std::cmp::Reverse(c.msg_id)) > (k.wait_ns, std::cmp::Reverse(k.msg_id)) {
+                            *k = c;
+                        }
+                        continue;
+                    }
+                }
+                list[kept] = c;
+                kept += 1;
+            }
+            list.truncate(kept);
+            list
+        }
+        let wait = |c: &Candidate, pattern: &'static str| Wait {
+            rank: c.rank,
+            pattern,
+            wait_ns: c.wait_ns,
+            ts: c.ts,
+            msg_id: c.msg_id,
+            comm: None,
+            instance: None,
+            partner: c.partner,
+        };
+        let (late, receivers) = (reduce(self.late), reduce(self.receivers));
+        let mut waits = Vec::with_capacity(late.len() + receivers.len());
+        waits.extend(late.iter().map(|c| wait(c, "late_sender")));
+        drop(late);
+        waits.extend(receivers.iter().map(|c| wait(c, "late_receiver")));
+        drop(receivers);
+        waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id));
+        waits
+    }
+}
+
 /// Late Sender and Late Receiver waits of messages given as the columns of MESSAGE_COLUMNS.
 pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
-    let cols: Vec<Int64Array> = (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-    let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
-    let mut out = Vec::new();
-    // Late senders by the call that completes their receive (rank, call start, call end): a
-    // call that completes several receives (MPI_Waitall, MPI_Waitsome) waits once, for the
-    // latest of their senders (Scalasca's Late Sender in a completion call).
-    let mut late: HashMap<(i64, i64, i64), Wait> = HashMap::new();
-    // Late receivers by the call that completes their send (rank, call start, completion).
-    let mut receivers: HashMap<(i64, i64), Wait> = HashMap::new();
-    // The longest wait of a call; of equal ones, the first message's.
-    let longer = |wait: &Wait, kept: &Wait| {
-        (wait.wait_ns, std::cmp::Reverse(wait.msg_id)) > (kept.wait_ns, std::cmp::Reverse(kept.msg_id))
-    };
-    for r in 0..cols[0].len() {
-        commdb_catalog::interrupt::check_every(r, "wait_states")?;
-        let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
-        let (send_start, send_end, recv_start, recv_end, post) =
-            (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
-        let (complete_start, complete) = (get(8, r), get(9, r));
-        if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
-            let until = recv_end.map_or(ss, |e| ss.min(e));
-            let wait = Wait {
-                rank: dst,
-                pattern: "late_sender",
-                wait_ns: until - rs,
-                ts: rs,
-                msg_id: id,
-                comm: None,
-                instance: None,
-                partner: src,
-            };
-            let call = (dst, rs, recv_end.unwrap_or(i64::MIN));
-            if until > rs && late.get(&call).is_none_or(|kept| longer(&wait, kept)) {
-                late.insert(call, wait);
-            }
-        }
-        // The call that completed the send; when the messages do not say (a store written
-        // before they did), the send's own call if it completed there.
-        let completed_in = complete_start.or(send_start.filter(|_| complete.is_some() && complete == send_end));
-        if let (Some(src), Some(cs), Some(done), Some(p)) = (src, completed_in, complete, post)
-            && p > cs
-            && done > p
-        {
-            let wait = Wait {
-                rank: src,
-                pattern: "late_receiver",
-                wait_ns: p - cs,
-                ts: cs,
-                msg_id: id,
-                comm: None,
-                instance: None,
-                partner: dst,
-            };
-            if receivers.get(&(src, cs)).is_none_or(|kept| longer(&wait, kept)) {
-                receivers.insert((src, cs), wait);
-            }
-        }
+    let mut waits = MessageWaits::default();
+    for batch in batches {
+        commdb_catalog::interrupt::check("wait_states")?;
+        waits.fold(batch)?;
     }
-    let mut late: Vec<Wait> = late.into_values().chain(receivers.into_values()).collect();
-    late.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id));
-    out.extend(late);
-    Ok(out)
+    Ok(waits.finish())
 }
 
 /// One collective instance: its operation, root and every (rank, begin), and the end of each
@@ -206,28 +279,14 @@ struct Instance {
     members: Vec<(i64, i64)>,
     /// Each member's start of the call it began the operation in, aligned with `members`.
     call_starts: Vec<Option<i64>>,
-    ends: HashMap<i64, i64>,
+    /// The end of each member's part that has one, as (rank, end), in input order.
+    ends: Vec<(i64, i64)>,
 }
 
 /// Whether `op` is a neighbourhood collective (MPI-3), whose waits depend on the
 /// communicator's topology.
 pub(crate) fn is_neighbourhood(op: &str) -> bool {
     op.starts_with("neighbor_") || op.starts_with("ineighbor_")
-}
-
-/// Instances of neighbourhood collectives among participations (`COLLECTIVE_COLUMNS`): their
-/// waits depend on the communicator's topology, which traces do not record, so they are not
-/// classified.
-pub fn unclassified_instances(batches: &[RecordBatch]) -> Result<usize> {
-    let cols: Vec<Int64Array> = (0..2).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-    let op = text_column(batches, 4)?;
-    let mut seen = std::collections::HashSet::new();
-    for r in 0..cols[0].len() {
-        if op.is_valid(r) && is_neighbourhood(op.value(r)) && cols[0].is_valid(r) && cols[1].is_valid(r) {
-            seen.insert((cols[0].value(r), cols[1].value(r)));
-        }
-    }
-    Ok(seen.len())
 }
 
 /// The Scalasca pattern of a collective operation (see the module's notes).
@@ -249,111 +308,183 @@ fn pattern_of(op: &str, has_root: bool) -> &'static str {
     }
 }
 
+/// Collective waits folded from participations given as comm, instance, rank, begin_ts, op,
+/// root, end_ts and optionally call_start (`COLLECTIVE_COLUMNS`) batch by batch: every
+/// instance's members are kept (about 50 bytes a participation), and their waits computed when
+/// the participations end. Neighbourhood collectives are left out and counted.
+#[derive(Debug, Default)]
+pub struct CollectiveWaits {
+    groups: BTreeMap<(i64, i64), Instance>,
+    members: usize,
+    /// Instances of neighbourhood collectives: their waits depend on the communicator's
+    /// topology, which traces do not record, so they are not classified.
+    unclassified: std::collections::HashSet<(i64, i64)>,
+    /// The ends of parts without a begin, per instance (rank, end): they wait for nothing, but
+    /// leave the instance as the others do.
+    loose_ends: HashMap<(i64, i64), Vec<(i64, i64)>>,
+}
+
+impl CollectiveWaits {
+    pub fn fold(&mut self, batch: &RecordBatch) -> Result<()> {
+        let batches = std::slice::from_ref(batch);
+        let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+        let op = text_column(batches, 4)?;
+        let root = int64_column(batches, 5)?;
+        let end = int64_column(batches, 6)?;
+        let call_start = if batch.num_columns() > 7 { Some(int64_column(batches, 7)?) } else { None };
+        for r in 0..batch.num_rows() {
+            if op.is_valid(r) && is_neighbourhood(op.value(r)) && cols[0].is_valid(r) && cols[1].is_valid(r) {
+                self.unclassified.insert((cols[0].value(r), cols[1].value(r)));
+            }
+            if cols.iter().any(|c| c.is_null(r)) {
+                if cols[..3].iter().all(|c| c.is_valid(r)) && end.is_valid(r) {
+                    let key = (cols[0].value(r), cols[1].value(r));
+                    self.loose_ends.entry(key).or_default().push((cols[2].value(r), end.value(r)));
+                }
+                continue;
+            }
+            let (comm, inst, rank, begin) = (cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r));
+            let g = self.groups.entry((comm, inst)).or_insert_with(|| Instance {
+                op: if op.is_valid(r) { op.value(r).to_string() } else { String::new() },
+                root: root.is_valid(r).then(|| root.value(r)),
+                ..Instance::default()
+            });
+            g.members.push((rank, begin));
+            g.call_starts.push(call_start.as_ref().and_then(|c| c.is_valid(r).then(|| c.value(r))));
+            if end.is_valid(r) {
+                g.ends.push((rank, end.value(r)));
+            }
+            self.members += 1;
+        }
+        Ok(())
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.members * 56 + self.groups.len() * (std::mem::size_of::<Instance>() + 64) + self.unclassified.len() * 32
+    }
+
+    /// The waits, and the number of neighbourhood collective instances left out.
+    pub fn finish(self) -> (Vec<Wait>, usize) {
+        // A member waits once at most.
+        let mut out = Vec::with_capacity(self.members);
+        let unclassified = self.finish_each(|w| out.push(w));
+        (out, unclassified)
+    }
+
+    /// Hand every wait to `each`, instance by instance, and give the number of neighbourhood
+    /// collective instances left out; the instances are let go of as they are done.
+    pub fn finish_each(self, each: impl FnMut(Wait)) -> usize {
+        self.finish_each_with(each, |_, _, _| {})
+    }
+
+    /// As `finish_each`, and after each instance in which someone waited, hands `waited` its
+    /// comm, instance and the end of every part of it, as (rank, end).
+    pub fn finish_each_with(
+        mut self,
+        mut each: impl FnMut(Wait),
+        mut waited: impl FnMut(i64, i64, &[(i64, i64)]),
+    ) -> usize {
+        for ((comm, instance), mut g) in std::mem::take(&mut self.groups) {
+            if is_neighbourhood(&g.op) {
+                continue;
+            }
+            let mut any = false;
+            let ends: HashMap<i64, i64> = g.ends.iter().copied().collect();
+            // Every member's wait starts when it entered the call, when all of them say.
+            if g.call_starts.iter().all(Option::is_some) {
+                for (m, c) in g.members.iter_mut().zip(&g.call_starts) {
+                    m.1 = c.expect("every member has a call start");
+                }
+            }
+            let pattern = pattern_of(&g.op, g.root.is_some());
+            // Until `until`, and at most until the waiter's own call ends.
+            let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
+                let until = ends.get(&rank).map_or(until, |&e| until.min(e));
+                if until > begin {
+                    any = true;
+                    each(Wait {
+                        rank,
+                        pattern,
+                        wait_ns: until - begin,
+                        ts: begin,
+                        msg_id: None,
+                        comm: Some(comm),
+                        instance: Some(instance),
+                        partner: Some(partner),
+                    });
+                }
+            };
+            waits_of_instance(&g, pattern, &mut wait);
+            if any {
+                let mut ends = g.ends;
+                ends.extend(self.loose_ends.remove(&(comm, instance)).unwrap_or_default());
+                waited(comm, instance, &ends);
+            }
+        }
+        self.unclassified.len()
+    }
+}
+
 /// Collective waits of participations given as comm, instance, rank, begin_ts, op, root,
 /// end_ts (`COLLECTIVE_COLUMNS`). Neighbourhood collectives are left out (see
-/// `unclassified_instances`).
+/// `CollectiveWaits`).
 pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
-    let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-    let op = text_column(batches, 4)?;
-    let root = int64_column(batches, 5)?;
-    let end = int64_column(batches, 6)?;
-    let call_start = match batches.first() {
-        Some(b) if b.num_columns() > 7 => Some(int64_column(batches, 7)?),
-        _ => None,
-    };
-    let mut groups: BTreeMap<(i64, i64), Instance> = BTreeMap::new();
-    for r in 0..cols[0].len() {
-        commdb_catalog::interrupt::check_every(r, "wait_states")?;
-        if cols.iter().any(|c| c.is_null(r)) {
-            continue;
-        }
-        let (comm, inst, rank, begin) = (cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r));
-        let g = groups.entry((comm, inst)).or_insert_with(|| Instance {
-            op: if op.is_valid(r) { op.value(r).to_string() } else { String::new() },
-            root: root.is_valid(r).then(|| root.value(r)),
-            ..Instance::default()
-        });
-        g.members.push((rank, begin));
-        g.call_starts.push(call_start.as_ref().and_then(|c| c.is_valid(r).then(|| c.value(r))));
-        if end.is_valid(r) {
-            g.ends.insert(rank, end.value(r));
-        }
+    let mut waits = CollectiveWaits::default();
+    for batch in batches {
+        commdb_catalog::interrupt::check("wait_states")?;
+        waits.fold(batch)?;
     }
-    let mut out = Vec::new();
-    for ((comm, instance), mut g) in groups {
-        if is_neighbourhood(&g.op) {
-            continue;
-        }
-        // Every member's wait starts when it entered the call, when all of them say.
-        if g.call_starts.iter().all(Option::is_some) {
-            for (m, c) in g.members.iter_mut().zip(&g.call_starts) {
-                m.1 = c.expect("every member has a call start");
-            }
-        }
-        let pattern = pattern_of(&g.op, g.root.is_some());
-        // Until `until`, and at most until the waiter's own call ends.
-        let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
-            let until = g.ends.get(&rank).map_or(until, |&e| until.min(e));
-            if until > begin {
-                out.push(Wait {
-                    rank,
-                    pattern,
-                    wait_ns: until - begin,
-                    ts: begin,
-                    msg_id: None,
-                    comm: Some(comm),
-                    instance: Some(instance),
-                    partner: Some(partner),
-                });
-            }
-        };
-        match pattern {
-            "late_broadcast" => {
-                let root = g.root.expect("a rooted pattern has its root");
-                if let Some(&(_, root_begin)) = g.members.iter().find(|m| m.0 == root) {
-                    for &(rank, begin) in g.members.iter().filter(|m| m.0 != root && m.1 < root_begin) {
-                        wait(rank, begin, root_begin, root);
-                    }
+    Ok(waits.finish().0)
+}
+
+/// The waits of one instance by its pattern, each handed to `wait` as (rank, begin, until,
+/// partner).
+fn waits_of_instance(g: &Instance, pattern: &str, wait: &mut impl FnMut(i64, i64, i64, i64)) {
+    match pattern {
+        "late_broadcast" => {
+            let root = g.root.expect("a rooted pattern has its root");
+            if let Some(&(_, root_begin)) = g.members.iter().find(|m| m.0 == root) {
+                for &(rank, begin) in g.members.iter().filter(|m| m.0 != root && m.1 < root_begin) {
+                    wait(rank, begin, root_begin, root);
                 }
             }
-            "early_reduce" => {
-                // The root waits until the last sender has begun (Scalasca's Early Reduce); the
-                // lowest rank among equal begins.
-                let root = g.root.expect("a rooted pattern has its root");
-                let last = g.members.iter().filter(|m| m.0 != root).max_by_key(|&&(rank, begin)| (begin, -rank));
-                if let (Some(&(_, root_begin)), Some(&(sender, last_begin))) =
-                    (g.members.iter().find(|m| m.0 == root), last)
-                    && last_begin > root_begin
+        }
+        "early_reduce" => {
+            // The root waits until the last sender has begun (Scalasca's Early Reduce); the
+            // lowest rank among equal begins.
+            let root = g.root.expect("a rooted pattern has its root");
+            let last = g.members.iter().filter(|m| m.0 != root).max_by_key(|&&(rank, begin)| (begin, -rank));
+            if let (Some(&(_, root_begin)), Some(&(sender, last_begin))) =
+                (g.members.iter().find(|m| m.0 == root), last)
+                && last_begin > root_begin
+            {
+                wait(root, root_begin, last_begin, sender);
+            }
+        }
+        "early_scan" => {
+            let mut members = g.members.clone();
+            members.sort_unstable();
+            let mut below: Option<(i64, i64)> = None;
+            for (rank, begin) in members {
+                if let Some((last, partner)) = below
+                    && last > begin
                 {
-                    wait(root, root_begin, last_begin, sender);
+                    wait(rank, begin, last, partner);
+                }
+                if below.is_none_or(|(b, _)| begin > b) {
+                    below = Some((begin, rank));
                 }
             }
-            "early_scan" => {
-                let mut members = g.members.clone();
-                members.sort_unstable();
-                let mut below: Option<(i64, i64)> = None;
-                for (rank, begin) in members {
-                    if let Some((last, partner)) = below
-                        && last > begin
-                    {
-                        wait(rank, begin, last, partner);
-                    }
-                    if below.is_none_or(|(b, _)| begin > b) {
-                        below = Some((begin, rank));
-                    }
-                }
-            }
-            _ => {
-                // The latest begin and its rank (the lowest rank among equal begins).
-                if let Some(&(last_rank, last)) = g.members.iter().max_by_key(|&&(rank, begin)| (begin, -rank)) {
-                    for &(rank, begin) in g.members.iter().filter(|m| m.1 < last) {
-                        wait(rank, begin, last, last_rank);
-                    }
+        }
+        _ => {
+            // The latest begin and its rank (the lowest rank among equal begins).
+            if let Some(&(last_rank, last)) = g.members.iter().max_by_key(|&&(rank, begin)| (begin, -rank)) {
+                for &(rank, begin) in g.members.iter().filter(|m| m.1 < last) {
+                    wait(rank, begin, last, last_rank);
                 }
             }
         }
     }
-    Ok(out)
 }
 
 fn output_schema() -> SchemaRef {
@@ -371,21 +502,112 @@ fn output_schema() -> SchemaRef {
     ]))
 }
 
-/// The call path of each wait: of the innermost call of its rank's thread 0 open when the
-/// wait began (None when `calls` has none there, or no calls are read).
-fn paths_of(waits: &[Wait], calls: &[RecordBatch]) -> Result<Vec<Option<String>>> {
-    if calls.iter().all(|b| b.num_rows() == 0) {
-        return Ok(vec![None; waits.len()]);
+/// The rows of `waits`, each with its call path.
+fn batch_of(waits: &[Wait], paths: Vec<Option<&str>>, schema: &SchemaRef) -> Result<RecordBatch> {
+    let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
+    let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
+        Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        int(|w| w.rank),
+        Arc::new(StringArray::from_iter_values(waits.iter().map(|w| w.pattern))),
+        int(|w| w.wait_ns),
+        int(|w| w.ts),
+        opt(|w| w.msg_id),
+        opt(|w| w.comm),
+        opt(|w| w.instance),
+        opt(|w| w.partner),
+        Arc::new(StringArray::from(paths)),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// Rows per batch of the waits given without call paths.
+const BATCH_ROWS: usize = 1 << 16;
+
+/// Folds the messages (input 1) and the collectives (input 2) into their waits.
+struct WaitFolder {
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    notices: Option<commdb_catalog::wallclock::Notices>,
+    schema: SchemaRef,
+}
+
+impl Folder for WaitFolder {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => self.messages.fold(batch),
+            _ => self.collectives.fold(batch),
+        }
     }
-    let run = crate::critical::stretches(calls, "wait_states")?;
-    Ok(waits
-        .iter()
-        .map(|w| {
-            let list = run.ranks.get(&w.rank)?;
-            let s = list.get(list.partition_point(|s| s.to <= w.ts)).filter(|s| s.from <= w.ts)?;
-            crate::critical::path_name(&run.paths, s.path).map(str::to_string)
-        })
-        .collect())
+
+    fn held_bytes(&self) -> usize {
+        self.messages.held_bytes() + self.collectives.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let WaitFolder { messages, collectives, notices, schema } = *self;
+        let mut waits = messages.finish();
+        let (collective, unclassified) = collectives.finish();
+        waits.extend(collective);
+        if let (Some(n), true) = (&notices, unclassified > 0) {
+            n.push(format!(
+                "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
+            ));
+        }
+        waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
+        Ok(Box::new(WaitPaths { waits, next: 0, schema }))
+    }
+}
+
+/// Gives the waits in rank order, each with the call path of the call it began in: the
+/// calls come a chunk of whole ranks at a time (crate::by_rank), and the waits of the ranks
+/// up to the chunk's last go out with it.
+struct WaitPaths {
+    waits: Vec<Wait>,
+    next: usize,
+    schema: SchemaRef,
+}
+
+impl Mapper for WaitPaths {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let run = crate::critical::stretches(batches, "wait_states")?;
+        let ranks = int64_column(batches, 0)?;
+        let last = (0..ranks.len()).filter(|&i| ranks.is_valid(i)).map(|i| ranks.value(i)).max();
+        let Some(last) = last else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let rest = &self.waits[self.next..];
+        let these = &rest[..rest.partition_point(|w| w.rank <= last)];
+        self.next += these.len();
+        let paths: Vec<Option<&str>> = these
+            .iter()
+            .map(|w| {
+                let list = run.ranks.get(&w.rank)?;
+                let s = list.get(list.partition_point(|s| s.to <= w.ts)).filter(|s| s.from <= w.ts)?;
+                crate::critical::path_name(&run.paths, s.path)
+            })
+            .collect();
+        batch_of(these, paths, &self.schema)
+    }
+
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    /// The waits of the ranks no chunk of calls reached, a batch at a time.
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let rest = &self.waits[self.next..];
+        if rest.is_empty() {
+            self.waits = Vec::new();
+            return Ok(None);
+        }
+        let these = &rest[..rest.len().min(BATCH_ROWS)];
+        self.next += these.len();
+        batch_of(these, vec![None; these.len()], &self.schema).map(Some)
+    }
 }
 
 /// The calls beside `rel` for the call paths: `calls` when given; else the `calls` of the
@@ -420,51 +642,41 @@ impl TableFunctionImpl for WaitStates {
         let ci = collective_columns(&colls, "wait_states")?;
         let calls = calls_for(&a, args.session(), &rel)?;
         let out = output_schema();
-        let s = out.clone();
         let notices =
             args.session().config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
-        let told = notices.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let mut waits = message_waits(&inputs[0])?;
-            waits.extend(collective_waits(&inputs[1])?);
-            let unclassified = unclassified_instances(&inputs[1])?;
-            if let (Some(n), true) = (&notices, unclassified > 0) {
-                n.push(format!(
-                    "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
-                ));
-            }
-            waits.sort_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
-            let paths = paths_of(&waits, inputs.get(2).map_or(&[][..], Vec::as_slice))?;
-            let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
-            let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
-                Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
-            };
-            let columns: Vec<ArrayRef> = vec![
-                int(|w| w.rank),
-                Arc::new(StringArray::from_iter_values(waits.iter().map(|w| w.pattern))),
-                int(|w| w.wait_ns),
-                int(|w| w.ts),
-                opt(|w| w.msg_id),
-                opt(|w| w.comm),
-                opt(|w| w.instance),
-                opt(|w| w.partner),
-                Arc::new(StringArray::from(paths)),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        let mut inputs = vec![(rel, Some(mi)), (colls, Some(ci))];
-        match calls {
-            Some(calls) => {
-                let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
-                inputs.push((calls, Some(ki)));
-            }
+        let calls = match calls {
+            Some(calls) => calls,
             None => {
-                if let Some(n) = &told {
+                if let Some(n) = &notices {
                     n.push("wait_states: no calls beside rel, so path is NULL; give calls => '...'".to_string());
                 }
+                no_calls()?
             }
-        }
-        let derived = Derived::from_many(out, inputs.clone(), compute);
-        Ok(Arc::new(if inputs.len() > 2 { derived.reading_only_for(2, "path")? } else { derived }))
+        };
+        let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+        let schema = out.clone();
+        let start: StartFold = Arc::new(move || {
+            Box::new(WaitFolder {
+                messages: MessageWaits::default(),
+                collectives: CollectiveWaits::default(),
+                notices: notices.clone(),
+                schema: schema.clone(),
+            }) as Box<dyn Folder>
+        });
+        let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci))];
+        Derived::folded(out, inputs, Main::ByRank(0), start).reading_only_for(0, "path").map(Arc::new).map(|d| d as _)
     }
+}
+
+/// An empty relation of calls, for a `wait_states` with none to give the call paths.
+fn no_calls() -> Result<crate::common::Relation> {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("rank", DataType::Int64, true),
+        Field::new("thread", DataType::Int64, true),
+        Field::new("region", DataType::Utf8, true),
+        Field::new("start_ts", DataType::Int64, true),
+        Field::new("end_ts", DataType::Int64, true),
+    ]));
+    let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![]])?;
+    Ok(crate::common::Relation { reference: "no_calls".into(), provider: Arc::new(table) })
 }

@@ -176,6 +176,19 @@ impl DagInput {
         })
     }
 
+    /// The relation's columns it reads, and the same input over a scan of only those.
+    fn projected(&self) -> (Vec<usize>, DagInput) {
+        let mut cols: Vec<usize> = self.messages.to_vec();
+        cols.push(self.bytes);
+        cols.extend(self.latency.columns());
+        cols.sort_unstable();
+        cols.dedup();
+        let at = |c: usize| cols.iter().position(|x| *x == c).expect("listed above");
+        let inner =
+            DagInput { messages: self.messages.map(at), bytes: at(self.bytes), latency: self.latency.moved(at) };
+        (cols, inner)
+    }
+
     fn dag(&self, batches: &[RecordBatch]) -> Result<(Messages, Dag)> {
         let m = Messages::read(batches, &self.messages)?;
         let bytes: Vec<Option<i64>> = int64_column(batches, self.bytes)?.iter().collect();
@@ -197,7 +210,7 @@ impl TableFunctionImpl for DagNodes {
     fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
         let a = Args::new(&DAG_NODES, args.exprs())?;
         let rel = a.relation(args.session(), "rel")?;
-        let input = DagInput::find("dag_nodes", &rel)?;
+        let (read, input) = DagInput::find("dag_nodes", &rel)?.projected();
         let i64f = |n: &str| Field::new(n, DataType::Int64, false);
         let out = schema(vec![
             i64f("node_id"),
@@ -229,7 +242,7 @@ impl TableFunctionImpl for DagNodes {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::new(out, rel, None, compute)))
+        Ok(Arc::new(Derived::new(out, rel, Some(read), compute)))
     }
 }
 
@@ -242,7 +255,7 @@ impl TableFunctionImpl for DagEdges {
         let a = Args::new(&DAG_EDGES, args.exprs())?;
         let rel = a.relation(args.session(), "rel")?;
         let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
-        let input = DagInput::find("dag_edges", &rel)?;
+        let (read, input) = DagInput::find("dag_edges", &rel)?.projected();
         let out = schema(vec![
             Field::new("from_node", DataType::Int64, false),
             Field::new("to_node", DataType::Int64, false),
@@ -270,7 +283,7 @@ impl TableFunctionImpl for DagEdges {
             ];
             Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
         });
-        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, None, extra), compute)))
+        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, Some(read), extra), compute)))
     }
 }
 

@@ -1,0 +1,332 @@
+//! Every rank's stretches (crate::critical::Stretch), kept out of memory: the analyses that
+//! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
+//! a chunk of whole ranks at a time (crate::by_rank) and write each rank's stretches to a
+//! scratch file as they come, keeping in memory only an index: per rank where its stretches
+//! lie, and the end of every block of `BLOCK` stretches. The walk then reads back the block
+//! that holds an instant, and keeps the blocks it used last (at most `CACHED_BLOCKS`). A
+//! stretch takes 32 bytes on disk and 8 bytes of index per block, so a run of 100 M stretches
+//! holds about 1 MB of index and 8 MB of blocks, where the stretches themselves would take 4 GB.
+//! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
+//! file is anonymous and goes when the analysis ends, however it ends.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+
+use datafusion::error::{DataFusionError, Result};
+
+use crate::critical::{NO_PATH, Stretch};
+
+/// Stretches per block, the unit read back.
+pub(crate) const BLOCK: usize = 1024;
+
+/// Blocks kept in memory at most while walking.
+pub(crate) const CACHED_BLOCKS: usize = 2048;
+
+/// Bytes of a stretch on disk.
+const STRETCH_BYTES: usize = 32;
+
+/// Where a rank's stretches lie in the file.
+#[derive(Debug, Default)]
+struct RankIndex {
+    /// The first stretch, counted in stretches from the file's start.
+    first: u64,
+    count: usize,
+    /// The start of the rank's first stretch and the end of its last.
+    from: i64,
+    to: i64,
+    /// The end (`to`) of each block's last stretch.
+    block_ends: Vec<i64>,
+}
+
+/// The stretches of every rank swept so far (see the module's notes).
+pub(crate) struct StretchStore {
+    what: &'static str,
+    file: Option<BufWriter<File>>,
+    reader: Option<File>,
+    written: u64,
+    ranks: BTreeMap<i64, RankIndex>,
+    /// Time no region covers before a rank's first stretch, from this instant (the run's
+    /// first): a stretch of its own, of `region`, as `crate::critical::stretches` adds.
+    padding: Option<(i64, u32)>,
+    cache: HashMap<(i64, usize), (u64, Vec<Stretch>)>,
+    uses: u64,
+}
+
+impl std::fmt::Debug for StretchStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StretchStore").field("ranks", &self.ranks.len()).field("stretches", &self.written).finish()
+    }
+}
+
+fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "{what}: {doing} the scratch file of its stretches failed: {e} (it is written in the temporary directory, TMPDIR)"
+    ))
+}
+
+fn encode(s: &Stretch, out: &mut [u8]) {
+    out[0..8].copy_from_slice(&s.from.to_le_bytes());
+    out[8..16].copy_from_slice(&s.to.to_le_bytes());
+    out[16..24].copy_from_slice(&s.call_start.unwrap_or(i64::MIN).to_le_bytes());
+    out[24..28].copy_from_slice(&s.region.to_le_bytes());
+    out[28..32].copy_from_slice(&s.path.to_le_bytes());
+}
+
+fn decode(b: &[u8]) -> Stretch {
+    let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
+    let call_start = i64_at(16);
+    Stretch {
+        from: i64_at(0),
+        to: i64_at(8),
+        call_start: (call_start != i64::MIN).then_some(call_start),
+        region: u32_at(24),
+        path: u32_at(28),
+    }
+}
+
+impl StretchStore {
+    /// An empty store for the analysis `what` (named in its errors).
+    pub(crate) fn new(what: &'static str) -> Result<Self> {
+        let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
+        Ok(StretchStore {
+            what,
+            file: Some(BufWriter::with_capacity(1 << 20, file)),
+            reader: None,
+            written: 0,
+            ranks: BTreeMap::new(),
+            padding: None,
+            cache: HashMap::new(),
+            uses: 0,
+        })
+    }
+
+    /// Add the stretches of `rank` (in time order; a rank comes once).
+    pub(crate) fn push(&mut self, rank: i64, list: &[Stretch]) -> Result<()> {
+        let what = self.what;
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches added after the walk began")))?;
+        let mut index = RankIndex {
+            first: self.written,
+            count: list.len(),
+            from: list.first().map_or(0, |s| s.from),
+            to: list.last().map_or(0, |s| s.to),
+            block_ends: list.chunks(BLOCK).map(|b| b[b.len() - 1].to).collect(),
+        };
+        let mut bytes = vec![0u8; STRETCH_BYTES * list.len().min(BLOCK)];
+        for block in list.chunks(BLOCK) {
+            for (s, out) in block.iter().zip(bytes.chunks_mut(STRETCH_BYTES)) {
+                encode(s, out);
+            }
+            file.write_all(&bytes[..block.len() * STRETCH_BYTES]).map_err(|e| io_error(what, "writing", e))?;
+        }
+        self.written += list.len() as u64;
+        if list.is_empty() {
+            index.block_ends.clear();
+        }
+        self.ranks.insert(rank, index);
+        Ok(())
+    }
+
+    /// Every rank's stretches have been added: from now on they are read. Time no region
+    /// covers before a rank's first stretch, from the earliest first stretch, is a stretch of
+    /// region `uncovered` (path `NO_PATH`).
+    pub(crate) fn finish_writing(&mut self, uncovered: u32) -> Result<()> {
+        let what = self.what;
+        if let Some(file) = self.file.take() {
+            let file = file.into_inner().map_err(|e| io_error(what, "writing", e.into_error()))?;
+            self.reader = Some(file);
+        }
+        let start = self.ranks.values().filter(|r| r.count > 0).map(|r| r.from).min();
+        self.padding = start.map(|s| (s, uncovered));
+        Ok(())
+    }
+
+    /// The ranks that have stretches (or had calls), in order.
+    pub(crate) fn ranks(&self) -> impl Iterator<Item = i64> + '_ {
+        self.ranks.keys().copied()
+    }
+
+    pub(crate) fn contains(&self, rank: i64) -> bool {
+        self.ranks.contains_key(&rank)
+    }
+
+    /// Number of stretches, the padding before each rank's first included.
+    pub(crate) fn len(&self) -> usize {
+        let padded = self.ranks.values().filter(|r| self.padded(r).is_some()).count();
+        self.written as usize + padded
+    }
+
+    /// The end of the last stretch of every rank that has one.
+    pub(crate) fn ends(&self) -> impl Iterator<Item = (i64, i64)> + '_ {
+        self.ranks.iter().filter(|(_, r)| r.count > 0).map(|(rank, r)| (*rank, r.to))
+    }
+
+    /// The padding stretch before the rank's first, if it has one.
+    fn padded(&self, r: &RankIndex) -> Option<Stretch> {
+        let (start, region) = self.padding?;
+        (r.count > 0 && r.from > start).then_some(Stretch {
+            from: start,
+            to: r.from,
+            region,
+            path: NO_PATH,
+            call_start: None,
+        })
+    }
+
+    /// The padding stretch before `rank`'s first stretch (time before its first call from
+    /// the run's first), if it has one.
+    pub(crate) fn padding_of(&self, rank: i64) -> Option<Stretch> {
+        self.ranks.get(&rank).and_then(|r| self.padded(r))
+    }
+
+    /// The stretch of `rank` holding the instant just before `t`: the first whose end is at
+    /// or after `t`, if it starts before `t`.
+    pub(crate) fn holding(&mut self, rank: i64, t: i64) -> Result<Option<Stretch>> {
+        let Some(r) = self.ranks.get(&rank) else { return Ok(None) };
+        if r.count == 0 {
+            return Ok(None);
+        }
+        if t <= r.from {
+            return Ok(self.padded(r).filter(|s| s.from < t));
+        }
+        let b = r.block_ends.partition_point(|&e| e < t);
+        if b == r.block_ends.len() {
+            return Ok(None);
+        }
+        let block = self.block(rank, b)?;
+        let s = block[block.partition_point(|s| s.to < t)];
+        Ok((s.from < t).then_some(s))
+    }
+
+    /// The start of `rank`'s first stretch, the padding included (None: no stretches).
+    pub(crate) fn origin(&self, rank: i64) -> Option<i64> {
+        let r = self.ranks.get(&rank).filter(|r| r.count > 0)?;
+        Some(self.padded(r).map_or(r.from, |p| p.from))
+    }
+
+    /// Hand `f` the stretches of `rank` from the first that ends after `t` on, in order, the
+    /// padding included, until it returns false.
+    pub(crate) fn each_after(&mut self, rank: i64, t: i64, mut f: impl FnMut(&Stretch) -> bool) -> Result<()> {
+        let Some(r) = self.ranks.get(&rank) else { return Ok(()) };
+        if r.count == 0 {
+            return Ok(());
+        }
+        if let Some(pad) = self.padded(r)
+            && pad.to > t
+            && !f(&pad)
+        {
+            return Ok(());
+        }
+        let blocks = r.block_ends.len();
+        let mut b = r.block_ends.partition_point(|&e| e <= t);
+        let mut first = true;
+        while b < blocks {
+            let block = self.block(rank, b)?;
+            let from = if first { block.partition_point(|s| s.to <= t) } else { 0 };
+            first = false;
+            for s in &block[from..] {
+                if !f(s) {
+                    return Ok(());
+                }
+            }
+            b += 1;
+        }
+        Ok(())
+    }
+
+    /// Block `b` of `rank`, read back or from the cache.
+    fn block(&mut self, rank: i64, b: usize) -> Result<&[Stretch]> {
+        self.uses += 1;
+        let uses = self.uses;
+        if !self.cache.contains_key(&(rank, b)) {
+            let r = &self.ranks[&rank];
+            let first = r.first + (b * BLOCK) as u64;
+            let n = (r.count - b * BLOCK).min(BLOCK);
+            let what = self.what;
+            let reader = self.reader.as_mut().ok_or_else(|| {
+                DataFusionError::Internal(format!("{what}: stretches read before they were all written"))
+            })?;
+            let mut bytes = vec![0u8; n * STRETCH_BYTES];
+            reader.seek(SeekFrom::Start(first * STRETCH_BYTES as u64)).map_err(|e| io_error(what, "reading", e))?;
+            reader.read_exact(&mut bytes).map_err(|e| io_error(what, "reading", e))?;
+            let list: Vec<Stretch> = bytes.chunks(STRETCH_BYTES).map(decode).collect();
+            if self.cache.len() >= CACHED_BLOCKS
+                && let Some(oldest) = self.cache.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| *k)
+            {
+                self.cache.remove(&oldest);
+            }
+            self.cache.insert((rank, b), (uses, list));
+        }
+        let entry = self.cache.get_mut(&(rank, b)).expect("the block was just cached");
+        entry.0 = uses;
+        Ok(&entry.1)
+    }
+
+    /// Bytes held in memory: the index and the cached blocks.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let index: usize = self.ranks.values().map(|r| 64 + 8 * r.block_ends.capacity()).sum();
+        index + self.cache.len() * (BLOCK * std::mem::size_of::<Stretch>() + 64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(from: i64, to: i64, path: u32) -> Stretch {
+        Stretch { from, to, region: path, path, call_start: (path % 2 == 1).then_some(from) }
+    }
+
+    #[test]
+    fn stretches_read_back_are_those_written_and_the_padding_is_the_run_s_first_instant() {
+        let mut store = StretchStore::new("test").unwrap();
+        // Rank 0: 3,000 stretches of 10 ns from 100 (three blocks); rank 2 from 5,000; rank 1 none.
+        let a: Vec<Stretch> = (0..3000).map(|k| s(100 + 10 * k, 110 + 10 * k, (k % 5) as u32)).collect();
+        let b: Vec<Stretch> = (0..10).map(|k| s(5000 + 10 * k, 5010 + 10 * k, 7)).collect();
+        store.push(0, &a).unwrap();
+        store.push(1, &[]).unwrap();
+        store.push(2, &b).unwrap();
+        store.finish_writing(99).unwrap();
+        assert_eq!(store.len(), 3000 + 10 + 1);
+        assert!(store.contains(1) && !store.contains(3));
+        assert_eq!(store.ends().collect::<Vec<_>>(), [(0, 30_100), (2, 5100)]);
+        for t in [101, 110, 111, 15_000, 15_001, 30_100] {
+            let i = a.partition_point(|x| x.to < t);
+            let got = store.holding(0, t).unwrap().unwrap();
+            assert_eq!((got.from, got.to, got.path, got.call_start), (a[i].from, a[i].to, a[i].path, a[i].call_start));
+        }
+        assert!(store.holding(0, 30_101).unwrap().is_none());
+        assert!(store.holding(0, 100).unwrap().is_none());
+        assert!(store.holding(1, 500).unwrap().is_none());
+        // Before rank 2's first stretch, from the run's first instant: time no region covers.
+        let pad = store.holding(2, 4000).unwrap().unwrap();
+        assert_eq!((pad.from, pad.to, pad.region, pad.path), (100, 5000, 99, NO_PATH));
+        assert!(store.holding(2, 100).unwrap().is_none());
+        assert_eq!(store.holding(2, 5001).unwrap().unwrap().from, 5000);
+        assert_eq!((store.origin(0), store.origin(1), store.origin(2)), (Some(100), None, Some(100)));
+        // From the first stretch that ends after t, across blocks, the padding first.
+        for t in [0, 109, 110, 10_235, 10_240, 30_099, 30_100] {
+            let mut seen = Vec::new();
+            store
+                .each_after(0, t, |s| {
+                    seen.push(s.from);
+                    true
+                })
+                .unwrap();
+            let expected: Vec<i64> = a.iter().filter(|s| s.to > t).map(|s| s.from).collect();
+            assert_eq!(seen, expected, "after {t}");
+        }
+        let mut seen = Vec::new();
+        store
+            .each_after(2, 4000, |s| {
+                seen.push(s.from);
+                seen.len() < 3
+            })
+            .unwrap();
+        assert_eq!(seen, [100, 5000, 5010]);
+    }
+}
