@@ -28,7 +28,7 @@
 //! only its groups, never the messages; a relation of no trace cut on its own span is read
 //! whole first.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, Weak};
 
 use arrow::array::{Array, ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch, StringArray};
@@ -559,8 +559,7 @@ struct CallSlots {
     grid: Option<Grid>,
     per_rank: bool,
     /// Region names, interned over the chunks.
-    names: Vec<String>,
-    ids: HashMap<String, u32>,
+    names: crate::profile::Names,
     schema: SchemaRef,
 }
 
@@ -574,21 +573,11 @@ impl CallSlots {
             let slots = CallSlots {
                 grid,
                 per_rank: p.per_rank,
-                names: Vec::new(),
-                ids: HashMap::new(),
+                names: crate::profile::Names::default(),
                 schema: schema.clone(),
             };
             Ok(Box::new(slots) as Box<dyn Mapper>)
         })
-    }
-
-    fn id(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        self.ids.insert(name.to_string(), self.names.len() as u32);
-        self.names.push(name.to_string());
-        self.names.len() as u32 - 1
     }
 }
 
@@ -607,11 +596,11 @@ impl Mapper for CallSlots {
             rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
         };
         for i in (0..rank.len()).filter(|&i| counts(i)) {
-            let id = self.id(region.value(i));
+            let id = self.names.id(region.value(i));
             let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
             by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
         }
-        let names = &self.names;
+        let names = &self.names.names;
         // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
         let rows: Vec<(CallRow, i64)> = if self.per_rank {
             let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();

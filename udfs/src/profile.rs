@@ -142,7 +142,7 @@ pub(crate) type Streams = Vec<((i64, i64), Vec<Call>)>;
 #[derive(Debug, Default)]
 pub(crate) struct Names {
     pub names: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: commdb_catalog::fast_hash::FastMap<String, u32>,
 }
 
 impl Names {

@@ -9,9 +9,11 @@
 //! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
 //! file is anonymous and goes when the analysis ends, however it ends.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+
+use commdb_catalog::fast_hash::FastMap;
 
 use datafusion::error::{DataFusionError, Result};
 
@@ -49,7 +51,7 @@ pub(crate) struct StretchStore {
     /// Time no region covers before a rank's first stretch, from this instant (the run's
     /// first): a stretch of its own, of `region`, as `crate::critical::stretches` adds.
     padding: Option<(i64, u32)>,
-    cache: HashMap<(i64, usize), (u64, Vec<Stretch>)>,
+    cache: FastMap<(i64, usize), (u64, Vec<Stretch>)>,
     uses: u64,
 }
 
@@ -97,7 +99,7 @@ impl StretchStore {
             written: 0,
             ranks: BTreeMap::new(),
             padding: None,
-            cache: HashMap::new(),
+            cache: FastMap::default(),
             uses: 0,
         })
     }

@@ -357,7 +357,7 @@ fn write(
     }
 
     let nodes = NodeMap::new(&raw.ranks);
-    let mut messages = store.parts("messages", limits.part_rows)?;
+    let mut messages = store.parts("messages", store::part_rows_of("messages", limits.part_rows))?;
     let matched = spilled.finish(&nodes, &mut warnings, |batch| messages.write(&batch))?;
     store.add_parts(messages)?;
     let mut collectives = store.parts("collectives", limits.part_rows)?;
