@@ -10,21 +10,32 @@
 //! nodes) is checked with petgraph and a cycle, which only contradicting clocks can produce,
 //! is an error. Node ids count from 0 in order of rank, then time. A node's load_balance is
 //! the LB of its rank (`balance`).
+//!
+//! The messages stream through: each one's send and receive go to a scratch file of halves
+//! (crate::causality::halves), read back a run of whole ranks at a time in each rank's time
+//! order, so memory holds a run of halves and, per message, the nodes of its two halves (8
+//! bytes), not the messages. `dag_edges` writes each message's id, bytes, duration and latency
+//! (its criteria held first, as `message_latency` does) to a second scratch file, read back in
+//! the messages' order once every node is known. The check for a cycle (Kahn's order over the
+//! nodes, the program order and the messages) runs when the nodes are known.
 
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
-use datafusion::error::Result;
-use petgraph::graph::DiGraph;
+use datafusion::error::{DataFusionError, Result};
 
-use super::{Kind, Messages, Timeline};
-use crate::common::{Args, Compute, ComputeMany, Derived, Relation, int64_column};
+use super::Kind;
+use super::halves::{Groups, Half, Halves};
+use crate::common::{Args, Derived, Relation, int64_column};
 use crate::declare::{BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, col, float64, int64};
-use crate::latency::{Baseline, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::stream::{Mapper, Prepare};
 
 pub const DAG_NODES: Function = Function {
     name: "dag_nodes",
@@ -72,42 +83,43 @@ pub struct Node {
     pub bytes_recv: i64,
 }
 
-/// The DAG: nodes, and the node of each message row's send and receive (u32::MAX if none).
-#[derive(Debug)]
-pub struct Dag {
-    pub nodes: Vec<Node>,
-    pub send_node: Vec<u32>,
-    pub recv_node: Vec<u32>,
+/// The nodes as Algorithm 2 makes them, run by run of whole ranks, numbered on from the
+/// previous runs; and per message row, the node of its send and of its receive.
+#[derive(Debug, Default)]
+struct Nodes {
+    send_node: Vec<u32>,
+    recv_node: Vec<u32>,
+    /// Of every node: its rank and first time (for the error that names a cycle), and
+    /// whether the next node is of the same rank (the program order).
+    first: Vec<(i64, i64)>,
+    continues: Vec<bool>,
 }
 
-impl Dag {
-    /// Matched messages as (row, from node, to node).
-    pub fn edges(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
-        (0..self.send_node.len())
-            .filter(|&r| self.send_node[r] != NONE && self.recv_node[r] != NONE)
-            .map(|r| (r, self.send_node[r], self.recv_node[r]))
+impl Nodes {
+    fn new(rows: usize) -> Nodes {
+        Nodes { send_node: vec![NONE; rows], recv_node: vec![NONE; rows], ..Nodes::default() }
     }
-}
 
-/// Algorithm 2 over a timeline of sends and receives; an error if the result has a cycle.
-pub fn build(t: &Timeline, m: &Messages, bytes: &[Option<i64>]) -> Result<Dag> {
-    let mut nodes: Vec<Node> = Vec::new();
-    let mut send_node = vec![NONE; m.len()];
-    let mut recv_node = vec![NONE; m.len()];
-    for r in 0..t.ranks.len() {
-        // (node index, holds a send)
+    /// Algorithm 2 over a run of whole ranks' halves, each rank's in time order: its nodes.
+    fn add(&mut self, halves: &[Half]) -> Result<Vec<Node>> {
+        let mut nodes: Vec<Node> = Vec::new();
+        let base = self.first.len();
+        let mut rank = None;
+        // (node index in `nodes`, holds a send)
         let mut newest: Option<(usize, bool)> = None;
-        for e in &t.events[t.rank_start[r]..t.rank_start[r + 1]] {
-            let b = bytes[e.item as usize].unwrap_or(0);
-            let open = match (e.kind, newest) {
-                (Kind::Collective, _) => continue,
+        for h in halves {
+            if rank != Some(h.rank) {
+                rank = Some(h.rank);
+                newest = None;
+            }
+            let open = match (h.kind, newest) {
                 (Kind::Send, Some((k, _))) => k,
                 (Kind::Recv, Some((k, false))) => k,
                 _ => {
                     nodes.push(Node {
-                        rank: t.ranks[r],
-                        first_ts: e.ts,
-                        last_ts: e.ts,
+                        rank: h.rank,
+                        first_ts: h.ts,
+                        last_ts: h.ts,
                         sends: 0,
                         recvs: 0,
                         bytes_sent: 0,
@@ -116,46 +128,104 @@ pub fn build(t: &Timeline, m: &Messages, bytes: &[Option<i64>]) -> Result<Dag> {
                     nodes.len() - 1
                 }
             };
+            if base + open >= NONE as usize {
+                return exec_err!(
+                    "dag: more than {NONE} nodes are more than this analysis handles; narrow the relation"
+                );
+            }
             let node = &mut nodes[open];
-            node.last_ts = node.last_ts.max(e.ts);
-            if e.kind == Kind::Send {
+            node.last_ts = node.last_ts.max(h.ts);
+            let id = (base + open) as u32;
+            if h.kind == Kind::Send {
                 node.sends += 1;
-                node.bytes_sent += b;
-                send_node[e.item as usize] = open as u32;
+                node.bytes_sent += h.bytes;
+                self.send_node[h.row as usize] = id;
                 newest = Some((open, true));
             } else {
                 node.recvs += 1;
-                node.bytes_recv += b;
-                recv_node[e.item as usize] = open as u32;
+                node.bytes_recv += h.bytes;
+                self.recv_node[h.row as usize] = id;
                 newest = Some((open, newest.is_some_and(|n| n.0 == open && n.1)));
             }
         }
-    }
-    let dag = Dag { nodes, send_node, recv_node };
-    check_acyclic(&dag, m)?;
-    Ok(dag)
-}
-
-fn check_acyclic(dag: &Dag, m: &Messages) -> Result<()> {
-    let mut g: DiGraph<(), Option<usize>> = DiGraph::with_capacity(dag.nodes.len(), dag.nodes.len() + m.len());
-    let ids: Vec<_> = dag.nodes.iter().map(|_| g.add_node(())).collect();
-    for k in 1..dag.nodes.len() {
-        if dag.nodes[k].rank == dag.nodes[k - 1].rank {
-            g.add_edge(ids[k - 1], ids[k], None);
+        for (k, n) in nodes.iter().enumerate() {
+            // A run holds whole ranks: the next node of the same rank is in this run.
+            self.continues.push(nodes.get(k + 1).is_some_and(|next| next.rank == n.rank));
+            self.first.push((n.rank, n.first_ts));
         }
+        Ok(nodes)
     }
-    for (row, from, to) in dag.edges() {
-        g.add_edge(ids[from as usize], ids[to as usize], Some(row));
+
+    /// Matched messages as (row, from node, to node).
+    fn edges(&self) -> impl Iterator<Item = (usize, u32, u32)> + '_ {
+        (0..self.send_node.len())
+            .filter(|&r| self.send_node[r] != NONE && self.recv_node[r] != NONE)
+            .map(|r| (r, self.send_node[r], self.recv_node[r]))
     }
-    if let Err(cycle) = petgraph::algo::toposort(&g, None) {
-        let node = &dag.nodes[cycle.node_id().index()];
-        return exec_err!(
-            "dag: the dependencies run in a cycle through rank {}'s node starting at ts {} (messages received before the sends that cause them): the clocks contradict the messages; open the trace with clock correction clc or narrow the relation",
-            node.rank,
-            node.first_ts
-        );
+
+    /// An error if the nodes, with the program order and the messages as edges, run in a
+    /// cycle (Kahn's order does not reach every node); it names a node on the cycle.
+    fn check_acyclic(&self) -> Result<()> {
+        let n = self.first.len();
+        let mut indegree = vec![0u32; n];
+        let mut offsets = vec![0u32; n + 1];
+        for (_, from, to) in self.edges() {
+            offsets[from as usize + 1] += 1;
+            indegree[to as usize] += 1;
+        }
+        for k in 0..n {
+            offsets[k + 1] += offsets[k];
+            if self.continues[k] {
+                indegree[k + 1] += 1;
+            }
+        }
+        let mut targets = vec![0u32; offsets[n] as usize];
+        let mut fill = offsets.clone();
+        for (_, from, to) in self.edges() {
+            targets[fill[from as usize] as usize] = to;
+            fill[from as usize] += 1;
+        }
+        drop(fill);
+        let mut ready: Vec<u32> = (0..n as u32).filter(|&k| indegree[k as usize] == 0).collect();
+        let mut visited = 0usize;
+        while let Some(k) = ready.pop() {
+            visited += 1;
+            let k = k as usize;
+            let next = self.continues[k].then_some(k + 1);
+            let sent = targets[offsets[k] as usize..offsets[k + 1] as usize].iter().map(|&t| t as usize);
+            for t in next.into_iter().chain(sent) {
+                indegree[t] -= 1;
+                if indegree[t] == 0 {
+                    ready.push(t as u32);
+                }
+            }
+        }
+        if visited == n {
+            return Ok(());
+        }
+        // Every node left has a predecessor left: walking back from one reaches a cycle.
+        let mut before: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (_, from, to) in self.edges() {
+            if indegree[to as usize] > 0 && indegree[from as usize] > 0 {
+                before[to as usize].push(from);
+            }
+        }
+        let start = (0..n).find(|&k| indegree[k] > 0).unwrap_or(0);
+        let mut seen = vec![false; n];
+        let mut k = start;
+        while !seen[k] {
+            seen[k] = true;
+            let program = (k > 0 && self.continues[k - 1] && indegree[k - 1] > 0).then(|| k - 1);
+            match program.or_else(|| before[k].first().map(|&f| f as usize)) {
+                Some(p) => k = p,
+                None => break,
+            }
+        }
+        let (rank, ts) = self.first[k];
+        exec_err!(
+            "dag: the dependencies run in a cycle through rank {rank}'s node starting at ts {ts} (messages received before the sends that cause them): the clocks contradict the messages; open the trace with clock correction clc or narrow the relation"
+        )
     }
-    Ok(())
 }
 
 /// Columns the DAG functions read from the relation.
@@ -188,18 +258,254 @@ impl DagInput {
             DagInput { messages: self.messages.map(at), bytes: at(self.bytes), latency: self.latency.moved(at) };
         (cols, inner)
     }
-
-    fn dag(&self, batches: &[RecordBatch]) -> Result<(Messages, Dag)> {
-        let m = Messages::read(batches, &self.messages)?;
-        let bytes: Vec<Option<i64>> = int64_column(batches, self.bytes)?.iter().collect();
-        let t = Timeline::new(&m, None)?;
-        let dag = build(&t, &m, &bytes)?;
-        Ok((m, dag))
-    }
 }
 
 fn schema(fields: Vec<Field>) -> SchemaRef {
     Arc::new(Schema::new(fields))
+}
+
+fn io_error(doing: &str, e: std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "dag_edges: {doing} the scratch file of its messages failed: {e} (it is written in the temporary directory, TMPDIR)"
+    ))
+}
+
+/// Bytes of a message in `dag_edges`' scratch file: msg_id, then bytes, duration and latency
+/// each with a byte that says whether it is there.
+const ROW_BYTES: usize = 8 + 3 * 9;
+
+/// Rows per batch of the answer.
+const BATCH_ROWS: usize = 1 << 16;
+
+/// What `dag_edges` keeps of each message for its rows, and the latencies' criteria.
+struct EdgeRows {
+    file: BufWriter<File>,
+    table: Arc<CriteriaTable>,
+    baseline: Baseline,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+}
+
+/// Reads `dag_edges`' scratch file back, a batch of edges at a time.
+struct EdgeReader {
+    file: BufReader<File>,
+    row: usize,
+}
+
+/// Which table of the DAG the sweep gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Nodes,
+    Edges,
+}
+
+/// The DAG over the messages as they stream (see the module's notes).
+struct DagSweep {
+    answer: Answer,
+    input: DagInput,
+    halves: Option<Halves>,
+    rows: usize,
+    edge_rows: Option<EdgeRows>,
+    schema: SchemaRef,
+    /// Once the messages have ended: the runs of halves still to read, the nodes so far, the
+    /// LB of every rank, and (edges) the scratch file read back.
+    groups: Option<Groups>,
+    nodes: Nodes,
+    lb: HashMap<i64, f64>,
+    checked: bool,
+    reader: Option<EdgeReader>,
+}
+
+impl DagSweep {
+    fn new(answer: Answer, input: DagInput, edge_rows: Option<EdgeRows>, schema: SchemaRef) -> Result<DagSweep> {
+        Ok(DagSweep {
+            answer,
+            input,
+            halves: Some(Halves::new(if answer == Answer::Nodes { "dag_nodes" } else { "dag_edges" })?),
+            rows: 0,
+            edge_rows,
+            schema,
+            groups: None,
+            nodes: Nodes::default(),
+            lb: HashMap::new(),
+            checked: false,
+            reader: None,
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        if self.answer == Answer::Nodes { "dag_nodes" } else { "dag_edges" }
+    }
+
+    /// The rows of `nodes`, numbered from `first`.
+    fn node_batch(&self, first: usize, nodes: &[Node]) -> Result<RecordBatch> {
+        let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(nodes.iter().map(f))) };
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values((first..first + nodes.len()).map(|k| k as i64))),
+            col(|x| x.rank),
+            col(|x| x.first_ts),
+            col(|x| x.last_ts),
+            col(|x| x.sends),
+            col(|x| x.recvs),
+            col(|x| x.bytes_sent),
+            col(|x| x.bytes_recv),
+            Arc::new(Float64Array::from_iter_values(
+                nodes.iter().map(|x| self.lb.get(&x.rank).copied().unwrap_or(0.0)),
+            )),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    /// The next run's nodes (None: no run is left).
+    fn next_nodes(&mut self) -> Result<Option<(usize, Vec<Node>)>> {
+        commdb_catalog::interrupt::check(self.name())?;
+        let Some(groups) = self.groups.as_mut() else { return Ok(None) };
+        let Some(halves) = groups.next_group()? else {
+            self.groups = None;
+            return Ok(None);
+        };
+        let first = self.nodes.first.len();
+        Ok(Some((first, self.nodes.add(&halves)?)))
+    }
+
+    /// The next batch of edges from the scratch file (None: no more).
+    fn next_edges(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(reader) = self.reader.as_mut() else { return Ok(None) };
+        let mut from = Vec::new();
+        let mut to = Vec::new();
+        let (mut id, mut bytes, mut duration, mut latency) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut b = [0u8; ROW_BYTES];
+        while id.len() < BATCH_ROWS && reader.row < self.rows {
+            reader.file.read_exact(&mut b).map_err(|e| io_error("reading", e))?;
+            let r = reader.row;
+            reader.row += 1;
+            let (s, d) = (self.nodes.send_node[r], self.nodes.recv_node[r]);
+            if s == NONE || d == NONE {
+                continue;
+            }
+            let word = |at: usize| b[at..at + 8].try_into().expect("8 bytes");
+            let opt = |at: usize| (b[at] == 1).then(|| i64::from_le_bytes(word(at + 1)));
+            from.push(i64::from(s));
+            to.push(i64::from(d));
+            id.push(i64::from_le_bytes(word(0)));
+            bytes.push(opt(8));
+            duration.push(opt(17));
+            latency.push((b[26] == 1).then(|| f64::from_le_bytes(word(27))));
+        }
+        if id.is_empty() {
+            self.reader = None;
+            return Ok(None);
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(from)),
+            Arc::new(Int64Array::from(to)),
+            Arc::new(Int64Array::from(id)),
+            Arc::new(Int64Array::from(bytes)),
+            Arc::new(Int64Array::from(duration)),
+            Arc::new(Float64Array::from(latency)),
+        ];
+        Ok(Some(RecordBatch::try_new(self.schema.clone(), columns)?))
+    }
+}
+
+impl Mapper for DagSweep {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let [i, s, d, st, rt] = self.input.messages;
+        let (ids, src, dst) = (int64_column(one, i)?, int64_column(one, s)?, int64_column(one, d)?);
+        let (send_ts, recv_ts) = (int64_column(one, st)?, int64_column(one, rt)?);
+        let bytes = int64_column(one, self.input.bytes)?;
+        let halves =
+            self.halves.as_mut().ok_or_else(|| DataFusionError::Internal("dag: halves after the end".into()))?;
+        if self.rows + batch.num_rows() >= NONE as usize {
+            return exec_err!(
+                "causality: more than {} messages are more than this analysis handles; narrow the relation",
+                NONE
+            );
+        }
+        let get = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
+        for r in 0..batch.num_rows() {
+            let row = (self.rows + r) as u32;
+            let b = get(&bytes, r).unwrap_or(0);
+            if let (Some(rank), Some(ts)) = (get(&src, r), get(&send_ts, r)) {
+                halves.push(Half { rank, ts, row, kind: Kind::Send, bytes: b })?;
+            }
+            if let (Some(rank), Some(ts)) = (get(&dst, r), get(&recv_ts, r)) {
+                halves.push(Half { rank, ts, row, kind: Kind::Recv, bytes: b })?;
+            }
+        }
+        if let Some(e) = self.edge_rows.as_mut() {
+            let cols = self.input.latency.read(one)?;
+            let (criterion, latency) = e.table.latencies(&cols);
+            let mut b = [0u8; ROW_BYTES];
+            for r in 0..batch.num_rows() {
+                if cols.duration.is_valid(r) {
+                    e.counted.0 += 1;
+                    e.counted.1 += usize::from(criterion[r].is_none());
+                }
+                // An id the row lacks is its position, as the messages read whole had.
+                let id = get(&ids, r).unwrap_or((self.rows + r) as i64);
+                b[0..8].copy_from_slice(&id.to_le_bytes());
+                let mut put = |at: usize, v: Option<[u8; 8]>| {
+                    b[at] = u8::from(v.is_some());
+                    b[at + 1..at + 9].copy_from_slice(&v.unwrap_or([0; 8]));
+                };
+                put(8, get(&bytes, r).map(i64::to_le_bytes));
+                put(17, get(&cols.duration, r).map(i64::to_le_bytes));
+                put(26, latency[r].map(f64::to_le_bytes));
+                e.file.write_all(&b).map_err(|e| io_error("writing", e))?;
+            }
+        }
+        self.rows += batch.num_rows();
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.halves.as_ref().map_or(0, Halves::held_bytes)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let halves = self.halves.take().ok_or_else(|| DataFusionError::Internal("dag: finished twice".into()))?;
+        // Every rank's messages sent plus received (equations 9 and 10).
+        let loads: Vec<i64> = halves.counts.values().copied().collect();
+        self.lb = halves.counts.keys().copied().zip(super::balance::lb(&loads)).collect();
+        self.nodes = Nodes::new(self.rows);
+        self.groups = Some(halves.into_groups()?);
+        if let Some(e) = self.edge_rows.take() {
+            e.baseline.notice_uncovered(e.counted.0, e.counted.1);
+            let mut file = e.file.into_inner().map_err(|e| io_error("writing", e.into_error()))?;
+            file.seek(SeekFrom::Start(0)).map_err(|e| io_error("reading", e))?;
+            self.reader = Some(EdgeReader { file: BufReader::with_capacity(1 << 20, file), row: 0 });
+        }
+        Ok(Vec::new())
+    }
+
+    /// dag_nodes: each run's nodes as they are made, then the check; dag_edges: every run's
+    /// nodes and the check first, then the edges in the messages' order.
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        match self.answer {
+            Answer::Nodes => {
+                while let Some((first, nodes)) = self.next_nodes()? {
+                    if !nodes.is_empty() {
+                        return self.node_batch(first, &nodes).map(Some);
+                    }
+                }
+                if !self.checked {
+                    self.checked = true;
+                    self.nodes.check_acyclic()?;
+                }
+                Ok(None)
+            }
+            Answer::Edges => {
+                if !self.checked {
+                    while self.next_nodes()?.is_some() {}
+                    self.checked = true;
+                    self.nodes.check_acyclic()?;
+                }
+                self.next_edges()
+            }
+        }
+    }
 }
 
 /// `dag_nodes([rel => 'messages'])`.
@@ -224,25 +530,12 @@ impl TableFunctionImpl for DagNodes {
             Field::new("load_balance", DataType::Float64, false),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let (m, dag) = input.dag(batches)?;
-            let lb: HashMap<i64, f64> = super::balance::load_balance(&m).into_iter().map(|r| (r.0, r.2)).collect();
-            let n = &dag.nodes;
-            let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(n.iter().map(f))) };
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(0..n.len() as i64)),
-                col(|x| x.rank),
-                col(|x| x.first_ts),
-                col(|x| x.last_ts),
-                col(|x| x.sends),
-                col(|x| x.recvs),
-                col(|x| x.bytes_sent),
-                col(|x| x.bytes_recv),
-                Arc::new(Float64Array::from_iter_values(n.iter().map(|x| lb.get(&x.rank).copied().unwrap_or(0.0)))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        let input = Arc::new(input);
+        let prepare: Prepare = Arc::new(move |_| {
+            let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
+            Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::new(out, rel, Some(read), compute)))
+        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare)))
     }
 }
 
@@ -255,7 +548,9 @@ impl TableFunctionImpl for DagEdges {
         let a = Args::new(&DAG_EDGES, args.exprs())?;
         let rel = a.relation(args.session(), "rel")?;
         let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
-        let (read, input) = DagInput::find("dag_edges", &rel)?.projected();
+        let found = DagInput::find("dag_edges", &rel)?;
+        let extra = baseline.streamed_input(&rel, &found.latency, extra);
+        let (read, input) = found.projected();
         let out = schema(vec![
             Field::new("from_node", DataType::Int64, false),
             Field::new("to_node", DataType::Int64, false),
@@ -265,60 +560,67 @@ impl TableFunctionImpl for DagEdges {
             Field::new("latency", DataType::Float64, true),
         ]);
         let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let batches = &inputs[0];
-            let (m, dag) = input.dag(batches)?;
-            let cols = input.latency.read(batches)?;
-            let (_, latency) = baseline.table(&cols, inputs.get(1).map(Vec::as_slice))?.latencies(&cols);
-            let bytes = int64_column(batches, input.bytes)?;
-            let edges: Vec<(usize, u32, u32)> = dag.edges().collect();
-            let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| i64::from(e.1)))),
-                Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| i64::from(e.2)))),
-                Arc::new(Int64Array::from_iter_values(edges.iter().map(|e| m.msg_id[e.0]))),
-                Arc::new(Int64Array::from(edges.iter().map(|e| opt(&bytes, e.0)).collect::<Vec<_>>())),
-                Arc::new(Int64Array::from(edges.iter().map(|e| opt(&cols.duration, e.0)).collect::<Vec<_>>())),
-                Arc::new(Float64Array::from(edges.iter().map(|e| latency[e.0]).collect::<Vec<_>>())),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+        let input = Arc::new(input);
+        let prepare: Prepare = Arc::new(move |held| {
+            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
+            let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;
+            let rows = EdgeRows {
+                file: BufWriter::with_capacity(1 << 20, file),
+                table,
+                baseline: baseline.clone(),
+                counted: (0, 0),
+            };
+            let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
+            Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::from_many(out, with_baseline(rel, Some(read), extra), compute)))
+        Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare)))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::messages;
     use super::*;
+
+    /// The DAG of messages (src, dst, send_ts, recv_ts), rows in order, as the sweep makes it.
+    fn dag(rows: &[(i64, i64, i64, i64)]) -> Result<(Nodes, Vec<Node>)> {
+        let mut halves: Vec<Half> = Vec::new();
+        for (row, &(s, d, st, rt)) in rows.iter().enumerate() {
+            halves.push(Half { rank: s, ts: st, row: row as u32, kind: Kind::Send, bytes: 10 });
+            halves.push(Half { rank: d, ts: rt, row: row as u32, kind: Kind::Recv, bytes: 10 });
+        }
+        halves.sort_unstable_by_key(|h| (h.rank, h.ts, h.row, h.kind));
+        let mut nodes = Nodes::new(rows.len());
+        // Two runs of whole ranks, as the scratch files give them.
+        let cut = halves.partition_point(|h| h.rank < 1);
+        let mut all = nodes.add(&halves[..cut])?;
+        all.extend(nodes.add(&halves[cut..])?);
+        nodes.check_acyclic()?;
+        Ok((nodes, all))
+    }
 
     #[test]
     fn algorithm_2_groups_receives_then_sends() {
         // Rank 1: recv a, recv b, send c, recv d, send e -> nodes {a, b, c} and {d, e}.
-        let m = messages(&[
-            (0, 1, Some(1), Some(2)),
-            (2, 1, Some(1), Some(3)),
-            (1, 0, Some(4), Some(5)),
-            (2, 1, Some(5), Some(6)),
-            (1, 2, Some(7), Some(8)),
-        ]);
-        let t = Timeline::new(&m, None).unwrap();
-        let dag = build(&t, &m, &[Some(10); 5]).unwrap();
-        let of =
-            |rank: i64| dag.nodes.iter().filter(|n| n.rank == rank).map(|n| (n.recvs, n.sends)).collect::<Vec<_>>();
+        let (nodes, all) = dag(&[(0, 1, 1, 2), (2, 1, 1, 3), (1, 0, 4, 5), (2, 1, 5, 6), (1, 2, 7, 8)]).unwrap();
+        let of = |rank: i64| all.iter().filter(|n| n.rank == rank).map(|n| (n.recvs, n.sends)).collect::<Vec<_>>();
         assert_eq!(of(1), [(2, 1), (1, 1)]);
         // Rank 0: send a, then recv c joins... a new node, since its node holds a send.
         assert_eq!(of(0), [(0, 1), (1, 0)]);
         assert_eq!(of(2), [(0, 2), (1, 0)]);
-        assert_eq!(dag.edges().count(), 5);
+        assert_eq!(nodes.edges().count(), 5);
+        // Ids count in order of rank, then time, across the runs.
+        assert_eq!(all.iter().map(|n| n.rank).collect::<Vec<_>>(), [0, 0, 1, 1, 2, 2]);
+        assert_eq!(nodes.continues, [true, false, true, false, true, false]);
     }
 
     #[test]
-    fn a_cycle_is_an_error() {
+    fn a_cycle_is_an_error_that_names_a_node_on_it() {
         // Ranks 0 and 1 each receive the other's message before sending their own.
-        let m = messages(&[(0, 1, Some(20), Some(10)), (1, 0, Some(20), Some(10))]);
-        let t = Timeline::new(&m, None).unwrap();
-        let e = build(&t, &m, &[None, None]).unwrap_err().to_string();
-        assert!(e.contains("cycle"), "{e}");
+        let e = dag(&[(0, 1, 20, 10), (1, 0, 20, 10)]).unwrap_err().to_string();
+        assert!(e.contains("cycle through rank"), "{e}");
+        assert!(e.contains("clc"), "{e}");
+        // A third rank downstream of the cycle is not named.
+        let e = dag(&[(0, 1, 20, 10), (1, 0, 20, 10), (1, 2, 30, 40)]).unwrap_err().to_string();
+        assert!(e.contains("rank 0's node") || e.contains("rank 1's node"), "{e}");
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod balance;
 pub mod dag;
+mod halves;
 pub mod vector_clock;
 
 use std::collections::VecDeque;
