@@ -198,7 +198,8 @@ pub fn dag(title: &str, nodes: &[DagNode], edges: &[DagEdge]) -> String {
     let mut ranks: Vec<i64> = nodes.iter().map(|n| n.rank).collect();
     ranks.sort_unstable();
     ranks.dedup();
-    let row = (420.0 / ranks.len().max(1) as f64).clamp(3.0, 26.0);
+    // At most about 560 px of rows, however many ranks the period involves.
+    let row = (560.0 / ranks.len().max(1) as f64).clamp(1.0, 26.0);
     let mut f = Frame::new(960.0, 0.0);
     f.height = f.top + f.bottom + row * ranks.len().max(1) as f64;
     let index: BTreeMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();

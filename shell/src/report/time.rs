@@ -172,6 +172,17 @@ pub async fn timeline(session: &mut Session) -> Result<String, String> {
     ))
 }
 
+/// "between A and B ms", with as many digits as keep A and B apart (µs for spans under a
+/// millisecond).
+fn between(from_ns: f64, to_ns: f64) -> String {
+    if to_ns - from_ns >= 1e6 || short(ms(from_ns)) != short(ms(to_ns)) && to_ns - from_ns >= 1e5 {
+        return format!("between {} and {} ms", short(ms(from_ns)), short(ms(to_ns)));
+    }
+    let us = |ns: f64| ns / 1e3;
+    let digits = if to_ns - from_ns >= 100.0 { 1 } else { 3 };
+    format!("between {:.digits$} and {:.digits$} µs", us(from_ns), us(to_ns))
+}
+
 /// Section 6: the dependency DAG of the slowest period (at most MAX_DAG_MESSAGES messages).
 pub async fn dag(session: &mut Session) -> Result<String, String> {
     let (t0, t1) = span(session).await?;
@@ -185,8 +196,9 @@ pub async fn dag(session: &mut Session) -> Result<String, String> {
                 short(ms(a))
             ),
         ),
-        None => (t0, "the run's start (latency_trend() found no slow period)".to_string()),
+        None => (t0, "the run's start".to_string()),
     };
+    let slow_found = slow.len() > 0;
     let end = slow.one(1).unwrap_or(t1);
     let cut = query(
         session,
@@ -232,9 +244,24 @@ pub async fn dag(session: &mut Session) -> Result<String, String> {
         &format!("Communication dependencies from {what}"),
         &drawings::dag("dependency DAG", &nodes, &edges),
         &format!(
-            "The messages sent between {} and {} ms (at most {MAX_DAG_MESSAGES}) as PCLVis's dependency DAG: a node is what a rank received and then sent on that basis, placed on its rank's row at its time and coloured by the rank's load balance LB (dark: balanced, bright: far from the mean); an edge is a message, coloured by its latency L (bright: slow). Slow edges into a node delay everything after it.",
-            short(ms(from)),
-            short(ms(to))
+            "{}The messages sent {} (at most {MAX_DAG_MESSAGES}) as PCLVis's dependency DAG: a node is what a rank received and then sent on that basis, placed on its rank's row at its time and coloured by the rank's load balance LB (dark: balanced, bright: far from the mean); an edge is a message, coloured by its latency L (bright: slow). Slow edges into a node delay everything after it.",
+            if slow_found {
+                ""
+            } else {
+                "latency_trend() found no slow period in this run, so there is none to show: this is how the run's first messages depend on each other, for comparison with a run that has one. "
+            },
+            between(from, to)
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_two_ends_of_a_span_never_read_alike() {
+        assert_eq!(super::between(2e6, 3.5e6), "between 2 and 3.5 ms");
+        assert_eq!(super::between(254_100.0, 254_900.0), "between 254.1 and 254.9 µs");
+        assert_eq!(super::between(254_100.0, 254_150.0), "between 254.100 and 254.150 µs");
+        assert_eq!(super::between(1_000_000.0, 1_400_000.0), "between 1 and 1.4 ms");
+    }
 }
