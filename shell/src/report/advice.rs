@@ -149,7 +149,7 @@ pub async fn advice(session: &mut Session) -> Result<String, String> {
         s.push_str("<p>Which ranks, by rank_diagnosis():</p>\n");
         s.push_str(&table(&rows));
     }
-    match placement(session).await {
+    match placement(session, causes.len() == 0).await {
         Ok(p) => s.push_str(&p),
         Err(why) => {
             let _ = writeln!(s, "<p class=\"missing\">No remapping suggestion: {}</p>", esc(&why));
@@ -158,8 +158,22 @@ pub async fn advice(session: &mut Session) -> Result<String, String> {
     Ok(s)
 }
 
-/// The remapping: what it saves, and the placement before and after.
-async fn placement(session: &mut Session) -> Result<String, String> {
+/// A count with thousands separators: 59,520.
+fn count(v: f64) -> String {
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (k, c) in digits.chars().enumerate() {
+        if k > 0 && (digits.len() - k) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
+/// The remapping: what it saves, and the placement before and after; `healthy` when
+/// attribution found nothing wrong, so the saving is an option rather than the remedy.
+async fn placement(session: &mut Session, healthy: bool) -> Result<String, String> {
     let summary = query(
         session,
         "SELECT inter_messages_before, inter_messages_after, reduction, kept_current FROM remap_summary()",
@@ -185,19 +199,28 @@ async fn placement(session: &mut Session) -> Result<String, String> {
         (_, true) => {
             "The current placement already cuts the least traffic between nodes: remapping would not help.".to_string()
         }
-        (Some(b), false) => format!(
-            "Remapping ranks as below would cut inter-node messages from {} to {} ({:.0}% fewer).",
-            short(b),
-            short(after),
-            summary.one(2).unwrap_or(0.0) * 100.0
-        ),
-        (None, false) => format!("The suggested placement sends {} messages between nodes.", short(after)),
+        (Some(b), false) => {
+            let saving = format!(
+                "cut inter-node messages from {} to {} ({:.0}% fewer)",
+                count(b),
+                count(after),
+                summary.one(2).unwrap_or(0.0) * 100.0
+            );
+            if healthy {
+                format!(
+                    "Latency shows no problem now, so nothing needs remapping; a placement that keeps more traffic on nodes is still there if the network becomes the bottleneck (more ranks, busier links): remapping ranks as below would {saving}."
+                )
+            } else {
+                format!("Remapping ranks as below would {saving}.")
+            }
+        }
+        (None, false) => format!("The suggested placement sends {} messages between nodes.", count(after)),
     };
     let mut s = format!("<p class=\"key\">{}</p>\n", esc(&text));
     s.push_str(&figure(
         "Ranks on nodes before and after remapping",
         &drawings::placement("placement", &layout(&current), &layout(&suggested)),
-        "Each column is a node and each square a rank on it, coloured by its communication region: a node of one colour keeps a region's traffic on the node. remap_suggestion() (METIS) groups ranks that exchange most messages.",
+        "Each block is a node and each square a rank on it, coloured by its communication region (process_regions()): a node of one colour keeps a region's traffic on the node. remap_suggestion() (METIS) groups ranks that exchange most messages.",
     ));
     Ok(s)
 }
@@ -205,6 +228,14 @@ async fn placement(session: &mut Session) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_read_alike_at_every_size() {
+        assert_eq!(count(6400.0), "6,400");
+        assert_eq!(count(44_800.0), "44,800");
+        assert_eq!(count(1_234_567.0), "1,234,567");
+        assert_eq!(count(12.0), "12");
+    }
 
     #[test]
     fn efficiency_over_time_is_a_fraction_per_bin() {

@@ -262,15 +262,20 @@ pub fn dag(title: &str, nodes: &[DagNode], edges: &[DagEdge]) -> String {
 /// region, before (current) and after (suggested) side by side.
 pub fn placement(title: &str, before: &[(String, Vec<(i64, i64)>)], after: &[(String, Vec<(i64, i64)>)]) -> String {
     let nodes = before.len().max(after.len()).max(1);
-    let tallest = before.iter().chain(after).map(|n| n.1.len()).max().unwrap_or(1);
-    let columns_per_node = ((tallest as f64) / 32.0).ceil().max(1.0) as usize;
-    let cell = (440.0 / (2.0 * nodes as f64 * columns_per_node as f64 + 2.0 * nodes as f64)).clamp(2.0, 12.0);
-    let height = 60.0 + cell * (tallest as f64 / columns_per_node as f64).ceil() + 40.0;
-    let f = Frame { width: 960.0, height: height.max(160.0), left: 20.0, right: 20.0, top: 36.0, bottom: 20.0 };
-    let mut s = f.open(title);
+    let tallest = before.iter().chain(after).map(|n| n.1.len()).max().unwrap_or(1).max(1);
+    let (grid, cell) = node_grid(nodes, tallest);
+    let (block_w, block_h) = (cell * (grid.columns as f64 + 1.5), cell * (grid.rows as f64 + 1.5));
+    let labelled = nodes <= 24;
+    let label_room = if labelled { 14.0 } else { 0.0 };
+    let node_rows = nodes.div_ceil(grid.per_row);
     let mut regions: Vec<i64> = before.iter().chain(after).flat_map(|n| n.1.iter().map(|r| r.1)).collect();
     regions.sort_unstable();
     regions.dedup();
+    let legend_rows = if regions.len() <= 12 { regions.len().div_ceil(6) } else { 1 };
+    let panels_h = node_rows as f64 * (block_h + label_room);
+    let height = 36.0 + panels_h + 14.0 + 18.0 * legend_rows as f64 + 20.0;
+    let f = Frame { width: 960.0, height: height.max(160.0), left: 20.0, right: 20.0, top: 36.0, bottom: 20.0 };
+    let mut s = f.open(title);
     let colour = |region: i64| {
         let k = regions.binary_search(&region).unwrap_or(0);
         if regions.len() <= 7 { category(k).to_string() } else { scale(k as f64 / (regions.len() - 1).max(1) as f64) }
@@ -280,32 +285,100 @@ pub fn placement(title: &str, before: &[(String, Vec<(i64, i64)>)], after: &[(St
     {
         let x0 = f.left + panel as f64 * (f.width - f.left - f.right) / 2.0;
         let _ = writeln!(s, "<text x=\"{x0}\" y=\"18\" class=\"label\">{}</text>", esc(label));
-        let node_w = cell * columns_per_node as f64 + cell * 1.5;
         let mut rects = Rects::default();
         for (k, (node, ranks)) in layout.iter().enumerate() {
-            let nx = x0 + node_w * k as f64;
+            let nx = x0 + block_w * (k % grid.per_row) as f64;
+            let ny = f.top + (block_h + label_room) * (k / grid.per_row) as f64;
             for (i, (_, region)) in ranks.iter().enumerate() {
-                let (c, r) = (i % columns_per_node, i / columns_per_node);
-                rects.add(&colour(*region), nx + cell * c as f64, f.top + cell * r as f64, cell * 0.85, cell * 0.85);
+                let (c, r) = (i % grid.columns, i / grid.columns);
+                rects.add(&colour(*region), nx + cell * c as f64, ny + cell * r as f64, cell * 0.85, cell * 0.85);
             }
-            if layout.len() <= 24 {
+            if labelled {
                 let _ = writeln!(
                     s,
-                    "<text transform=\"translate({:.1} {:.1}) rotate(50)\" class=\"small\">{}</text>",
+                    "<text x=\"{:.1}\" y=\"{:.1}\" class=\"small\">{}</text>",
                     nx,
-                    f.top + cell * (tallest as f64 / columns_per_node as f64).ceil() + 8.0,
+                    ny + cell * grid.rows as f64 + 10.0,
                     esc(&truncate(node, 10))
                 );
             }
         }
         s.push_str(&rects.svg());
     }
+    // Which colour is which region.
+    let y = f.top + panels_h + 14.0;
+    if regions.len() <= 12 {
+        for (k, region) in regions.iter().enumerate() {
+            let (x, yy) = (f.left + 150.0 * (k % 6) as f64, y + 18.0 * (k / 6) as f64);
+            let name = if *region < 0 { "no region".to_string() } else { format!("region {region}") };
+            let _ = writeln!(
+                s,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{:.1}\" y=\"{:.1}\" class=\"small\">{}</text>",
+                yy - 9.0,
+                colour(*region),
+                x + 14.0,
+                yy,
+                esc(&name)
+            );
+        }
+    } else {
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{y:.1}\" class=\"small\">{} communication regions, coloured from the first (dark) to the last (bright), as process_regions() numbers them</text>",
+            f.left,
+            regions.len()
+        );
+    }
     let _ = writeln!(
         s,
-        "<text x=\"{}\" y=\"{}\" class=\"small\">one column per node, one square per rank, coloured by its communication region</text>",
+        "<text x=\"{}\" y=\"{}\" class=\"small\">one block per node, one square per rank, coloured by its communication region</text>",
         f.left,
         f.height - 6.0
     );
     s.push_str("</svg>");
     s
+}
+
+/// How the ranks of a node and the nodes of a panel are laid out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct NodeGrid {
+    /// Squares per row and rows of a node's block.
+    columns: usize,
+    rows: usize,
+    /// Blocks per row of a panel.
+    per_row: usize,
+}
+
+/// Each node a near-square block of its ranks, the blocks wrapped into rows: the arrangement
+/// that gives the largest squares within a panel of 450 x 480 px, and the square's size.
+fn node_grid(nodes: usize, ranks_per_node: usize) -> (NodeGrid, f64) {
+    let columns = (ranks_per_node as f64).sqrt().ceil().max(1.0) as usize;
+    let rows = ranks_per_node.div_ceil(columns);
+    let mut best = (NodeGrid { columns, rows, per_row: nodes }, 0.0);
+    for per_row in 1..=nodes {
+        let node_rows = nodes.div_ceil(per_row);
+        let wide = 450.0 / (per_row as f64 * (columns as f64 + 1.5));
+        let tall = 480.0 / (node_rows as f64 * (rows as f64 + 1.5));
+        // Of equal squares (at the largest size drawn), the fewest rows of blocks.
+        let cell = wide.min(tall).min(14.0);
+        if cell >= best.1 {
+            best = (NodeGrid { columns, rows, per_row }, cell);
+        }
+    }
+    (best.0, best.1.clamp(2.0, 14.0))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn many_nodes_wrap_into_rows_of_blocks_with_squares_large_enough_to_see() {
+        // 512 ranks on 32 nodes of 16: 4 x 4 blocks, several rows of them.
+        let (g, cell) = super::node_grid(32, 16);
+        assert_eq!((g.columns, g.rows), (4, 4));
+        assert!(g.per_row < 32 && cell >= 8.0, "{g:?} {cell}");
+        // A handful of nodes keeps one row.
+        let (g, cell) = super::node_grid(4, 16);
+        assert_eq!(g.per_row, 4);
+        assert!(cell >= 10.0, "{cell}");
+    }
 }
