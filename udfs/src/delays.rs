@@ -198,13 +198,13 @@ impl RankWaits {
 
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
-fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(HashMap<u32, i64>, i64)> {
-    let mut paths: HashMap<u32, i64> = HashMap::new();
+fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(PathTimes, i64)> {
+    let mut paths = PathTimes::default();
     store.each_after(rank, a, |s| {
         if s.from >= b {
             return false;
         }
-        *paths.entry(s.path).or_default() += s.to.min(b) - s.from.max(a);
+        paths.add(s.path, s.to.min(b) - s.from.max(a));
         true
     })?;
     let mut waiting = 0;
@@ -219,13 +219,33 @@ fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i6
             path = Some(s.path);
             false
         })?;
-        if let Some(p) = path
-            && let Some(t) = paths.get_mut(&p)
-        {
+        if let Some(t) = path.and_then(|p| paths.get_mut(p)) {
             *t -= overlap.min(*t);
         }
     }
     Ok((paths, waiting))
+}
+
+/// Time per call path in an interval: the few paths of an interval searched in a list, which
+/// is faster than hashing them (a wait's interval holds an iteration or so of a rank's calls).
+#[derive(Debug, Default)]
+struct PathTimes(Vec<(u32, i64)>);
+
+impl PathTimes {
+    fn add(&mut self, path: u32, t: i64) {
+        match self.get_mut(path) {
+            Some(v) => *v += t,
+            None => self.0.push((path, t)),
+        }
+    }
+
+    fn get(&self, path: u32) -> Option<i64> {
+        self.0.iter().find(|(p, _)| *p == path).map(|(_, t)| *t)
+    }
+
+    fn get_mut(&mut self, path: u32) -> Option<&mut i64> {
+        self.0.iter_mut().find(|(p, _)| *p == path).map(|(_, t)| t)
+    }
 }
 
 /// Costs per (rank, call path): direct, propagated; and the unexplained waiting.
@@ -272,8 +292,9 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         let (w_time, w_wait) = time_in(store, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
         let (d_time, d_wait) = time_in(store, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
         let excess: Vec<(u32, f64)> = d_time
+            .0
             .iter()
-            .map(|(&path, &t)| (path, (t - w_time.get(&path).copied().unwrap_or(0)).max(0) as f64))
+            .map(|&(path, t)| (path, (t - w_time.get(path).unwrap_or(0)).max(0) as f64))
             .filter(|(_, e)| *e > 0.0)
             .collect();
         let wait_excess = (d_wait - w_wait).max(0) as f64;
