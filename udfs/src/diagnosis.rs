@@ -227,6 +227,8 @@ impl TableFunctionImpl for RankDiagnosis {
         };
         let sql = query(&messages.reference.to_string(), &collectives.reference.to_string(), by_node, max_inter);
         let plan = crate::common::wait_for(state.create_logical_plan(&sql))??;
-        Ok(Arc::new(ViewTable::new(plan, Some(sql))))
+        // Rows by rank (by node), whatever the query around does not order.
+        let key = if by_node { "node" } else { "rank" };
+        Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), key)))
     }
 }

@@ -23,6 +23,7 @@ pub mod diagnosis;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
+pub mod ordered;
 pub mod plan;
 pub mod profile;
 pub mod reference;
