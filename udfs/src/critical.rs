@@ -46,9 +46,9 @@ use crate::common::{Args, Derived, Projected};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 use crate::plan::Main;
 use crate::profile::{Names, streams_named};
-use crate::stream::{Folder, Mapper, StartFold};
+use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::StretchStore;
-use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 /// The parameters of the critical path and of the delay costs.
 pub const RUN_PARAMS: &[Param] = &[
@@ -386,46 +386,29 @@ enum Answer {
     Profile,
 }
 
-/// Folds the messages (input 1) and the collectives (input 2) into their wait states, then
-/// sweeps the calls.
-struct RunFolder {
+/// The sweep of the calls, once the messages and collectives are folded into their waits.
+fn run_sweep(
     messages: MessageWaits,
     collectives: CollectiveWaits,
     answer: Answer,
     schema: SchemaRef,
-}
-
-impl Folder for RunFolder {
-    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
-        match input {
-            1 => self.messages.fold(batch),
-            _ => self.collectives.fold(batch),
-        }
+) -> Result<Box<dyn Mapper>> {
+    let mut waits = RunWaits::new();
+    for w in messages.finish() {
+        waits.add(&w);
     }
-
-    fn held_bytes(&self) -> usize {
-        self.messages.held_bytes() + self.collectives.held_bytes()
-    }
-
-    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let RunFolder { messages, collectives, answer, schema } = *self;
-        let mut waits = RunWaits::new();
-        for w in messages.finish() {
-            waits.add(&w);
-        }
-        collectives.finish_each(|w| waits.add(&w));
-        waits.seal();
-        let name = if answer == Answer::Path { "critical_path" } else { "critical_path_profile" };
-        Ok(Box::new(RunSweep {
-            name,
-            waits,
-            swept: Swept::new(name)?,
-            finalize: Finalize::default(),
-            totals: HashMap::new(),
-            answer,
-            schema,
-        }))
-    }
+    collectives.finish_each(|w| waits.add(&w));
+    waits.seal();
+    let name = if answer == Answer::Path { "critical_path" } else { "critical_path_profile" };
+    Ok(Box::new(RunSweep {
+        name,
+        waits,
+        swept: Swept::new(name)?,
+        finalize: Finalize::default(),
+        totals: HashMap::new(),
+        answer,
+        schema,
+    }))
 }
 
 /// Calls swept into every rank's stretches (thread 0) a chunk of whole ranks at a time, kept
@@ -540,12 +523,8 @@ impl Mapper for RunSweep {
 fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> Derived {
     let out = schema.clone();
     let start: StartFold = Arc::new(move || {
-        Box::new(RunFolder {
-            messages: MessageWaits::default(),
-            collectives: CollectiveWaits::default(),
-            answer,
-            schema: out.clone(),
-        }) as Box<dyn Folder>
+        let schema = out.clone();
+        FoldWaits::boxed(move |messages, collectives| run_sweep(messages, collectives, answer, schema))
     });
     Derived::folded(schema, inputs, Main::ByRank(0), start)
 }

@@ -51,7 +51,7 @@ use crate::common::{Args, Derived};
 use crate::critical::{RUN_PARAMS, Swept};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::plan::Main;
-use crate::stream::{Folder, Mapper, StartFold};
+use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::StretchStore;
 
 pub const DELAY_COSTS: Function = Function {
@@ -72,7 +72,7 @@ pub const DELAY_COSTS: Function = Function {
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
     make: Make::Table(|| Arc::new(DelayCosts)),
 };
-use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
 /// looked for.
@@ -402,51 +402,27 @@ impl TableFunctionImpl for DelayCosts {
         ]));
         let schema = out.clone();
         let start: StartFold = Arc::new(move || {
-            Box::new(DelayFolder {
-                messages: MessageWaits::default(),
-                collectives: CollectiveWaits::default(),
-                schema: schema.clone(),
-            }) as Box<dyn Folder>
+            let schema = schema.clone();
+            FoldWaits::boxed(move |messages, collectives| delay_sweep(messages, collectives, schema))
         });
         let inputs = vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))];
         Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
     }
 }
 
-/// Folds the messages (input 1) and the collectives (input 2) into their waits and the
-/// synchronisation points, then sweeps the calls.
-struct DelayFolder {
-    messages: MessageWaits,
-    collectives: CollectiveWaits,
-    schema: SchemaRef,
-}
-
-impl Folder for DelayFolder {
-    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
-        match input {
-            1 => self.messages.fold(batch),
-            _ => self.collectives.fold(batch),
-        }
-    }
-
-    fn held_bytes(&self) -> usize {
-        self.messages.held_bytes() + self.collectives.held_bytes()
-    }
-
-    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let DelayFolder { messages, collectives, schema } = *self;
-        let left = messages.late_send_call_ends();
-        let message_waits = messages.finish();
-        let mut sync = SyncPoints::of_messages(&message_waits, &left);
-        drop(left);
-        let as_w =
-            |w: &Wait| w.partner.map(|delayer| W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns });
-        let mut waits: Vec<W> = message_waits.iter().filter_map(as_w).collect();
-        drop(message_waits);
-        collectives.finish_each_with(|w| waits.extend(as_w(&w)), |c, k, ends| sync.waited_in(c, k, ends));
-        sync.seal();
-        Ok(Box::new(DelaySweep { waits, sync, swept: Swept::new("delay_costs")?, schema }))
-    }
+/// The sweep of the calls, once the messages and collectives are folded into their waits:
+/// the waits and the synchronisation points they make.
+fn delay_sweep(messages: MessageWaits, collectives: CollectiveWaits, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
+    let left = messages.late_send_call_ends();
+    let message_waits = messages.finish();
+    let mut sync = SyncPoints::of_messages(&message_waits, &left);
+    drop(left);
+    let as_w = |w: &Wait| w.partner.map(|delayer| W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns });
+    let mut waits: Vec<W> = message_waits.iter().filter_map(as_w).collect();
+    drop(message_waits);
+    collectives.finish_each_with(|w| waits.extend(as_w(&w)), |c, k, ends| sync.waited_in(c, k, ends));
+    sync.seal();
+    Ok(Box::new(DelaySweep { waits, sync, swept: Swept::new("delay_costs")?, schema }))
 }
 
 /// Sweeps the calls into every rank's stretches, then gives each wait's cost to its causes.

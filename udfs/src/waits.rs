@@ -525,15 +525,28 @@ fn batch_of(waits: &[Wait], paths: Vec<Option<&str>>, schema: &SchemaRef) -> Res
 /// Rows per batch of the waits given without call paths.
 const BATCH_ROWS: usize = 1 << 16;
 
-/// Folds the messages (input 1) and the collectives (input 2) into their waits.
-struct WaitFolder {
+/// Folds the messages (input 1) and the collectives (input 2) into their waits, then makes
+/// the mapper of the calls with `then`: the first step of `wait_states`, `critical_path`,
+/// `critical_path_profile` and `delay_costs`.
+pub(crate) struct FoldWaits<F> {
     messages: MessageWaits,
     collectives: CollectiveWaits,
-    notices: Option<commdb_catalog::wallclock::Notices>,
-    schema: SchemaRef,
+    then: F,
 }
 
-impl Folder for WaitFolder {
+impl<F> FoldWaits<F>
+where
+    F: FnOnce(MessageWaits, CollectiveWaits) -> Result<Box<dyn Mapper>> + Send + 'static,
+{
+    pub(crate) fn boxed(then: F) -> Box<dyn Folder> {
+        Box::new(FoldWaits { messages: MessageWaits::default(), collectives: CollectiveWaits::default(), then })
+    }
+}
+
+impl<F> Folder for FoldWaits<F>
+where
+    F: FnOnce(MessageWaits, CollectiveWaits) -> Result<Box<dyn Mapper>> + Send,
+{
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
             1 => self.messages.fold(batch),
@@ -546,18 +559,28 @@ impl Folder for WaitFolder {
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let WaitFolder { messages, collectives, notices, schema } = *self;
-        let mut waits = messages.finish();
-        let (collective, unclassified) = collectives.finish();
-        waits.extend(collective);
-        if let (Some(n), true) = (&notices, unclassified > 0) {
-            n.push(format!(
-                "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
-            ));
-        }
-        waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
-        Ok(Box::new(WaitPaths { waits, next: 0, schema }))
+        let FoldWaits { messages, collectives, then } = *self;
+        then(messages, collectives)
     }
+}
+
+/// `wait_states`' mapper of the calls, once the waits are folded.
+fn wait_paths(
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    notices: Option<commdb_catalog::wallclock::Notices>,
+    schema: SchemaRef,
+) -> Result<Box<dyn Mapper>> {
+    let mut waits = messages.finish();
+    let (collective, unclassified) = collectives.finish();
+    waits.extend(collective);
+    if let (Some(n), true) = (&notices, unclassified > 0) {
+        n.push(format!(
+            "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
+        ));
+    }
+    waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
+    Ok(Box::new(WaitPaths { waits, next: 0, schema }))
 }
 
 /// Gives the waits in rank order, each with the call path of the call it began in: the
@@ -656,12 +679,8 @@ impl TableFunctionImpl for WaitStates {
         let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
         let schema = out.clone();
         let start: StartFold = Arc::new(move || {
-            Box::new(WaitFolder {
-                messages: MessageWaits::default(),
-                collectives: CollectiveWaits::default(),
-                notices: notices.clone(),
-                schema: schema.clone(),
-            }) as Box<dyn Folder>
+            let (notices, schema) = (notices.clone(), schema.clone());
+            FoldWaits::boxed(move |messages, collectives| wait_paths(messages, collectives, notices, schema))
         });
         let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci))];
         Derived::folded(out, inputs, Main::ByRank(0), start).reading_only_for(0, "path").map(Arc::new).map(|d| d as _)
