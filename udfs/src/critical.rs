@@ -41,13 +41,13 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::call_paths::{Paths, sweep_paths};
+use crate::call_paths::Paths;
 use crate::common::{Args, Derived, Projected};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
 use crate::plan::Main;
-use crate::profile::{Names, streams_named};
 use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::StretchStore;
+use crate::stretch_store::{StretchStore, Swept};
+use crate::stretches::{Stretch, path_name, region_name};
 use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 /// The parameters of the critical path and of the delay costs.
@@ -90,19 +90,6 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
     make: Make::Table(|| Arc::new(CriticalPathProfile)),
 };
 
-/// One stretch of a rank's time with one innermost region (an index past the region names:
-/// time no region covers, the rank's own work).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Stretch {
-    pub from: i64,
-    pub to: i64,
-    pub region: u32,
-    /// The call path (an id of the run's `Paths`; `NO_PATH` for time no region covers).
-    pub path: u32,
-    /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
-    pub call_start: Option<i64>,
-}
-
 /// One segment of the path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
@@ -124,94 +111,6 @@ struct WaitEnd {
     end: i64,
     partner: i64,
     transfer: bool,
-}
-
-/// Every rank's stretches, by rank.
-pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
-
-/// The path of the stretches no region covers.
-pub(crate) const NO_PATH: u32 = u32::MAX;
-
-/// The region of the stretches no region covers (`region_name` None).
-pub(crate) const UNCOVERED: u32 = u32::MAX;
-
-/// The name of region `region` of `names`; None for the stretches no region covers.
-pub(crate) fn region_name(names: &[String], region: u32) -> Option<&str> {
-    names.get(region as usize).map(String::as_str)
-}
-
-/// The text of path `path` of `paths`; None for the stretches no region covers.
-pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
-    paths.text.get(path as usize).map(String::as_str)
-}
-
-/// Every rank's stretches and the call paths.
-pub(crate) struct Run {
-    pub ranks: Ranks,
-    pub paths: Paths,
-}
-
-/// The stretches of one thread's calls (in start order, enclosing calls first): time no
-/// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
-/// stretches that touch form one call (`call_start`).
-fn thread_stretches(calls: &[crate::profile::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
-    let mut list: Vec<Stretch> = Vec::new();
-    sweep_paths(calls, names, paths, |region, path, from, to| {
-        if to > from {
-            if let Some(last) = list.last()
-                && last.to < from
-            {
-                list.push(Stretch { from: last.to, to: from, region: UNCOVERED, path: NO_PATH, call_start: None });
-            }
-            list.push(Stretch { from, to, region, path, call_start: None });
-        }
-    });
-    let is_mpi = |region: u32| names.names.get(region as usize).is_some_and(|n| n.starts_with("MPI_"));
-    let mut start = None;
-    let mut prev_end = i64::MIN;
-    for s in &mut list {
-        if is_mpi(s.region) {
-            if start.is_none() || s.from != prev_end {
-                start = Some(s.from);
-            }
-            s.call_start = start;
-        } else {
-            start = None;
-        }
-        prev_end = s.to;
-    }
-    list
-}
-
-/// Every rank's stretches (thread 0) and the call paths. Time that no region covers (between
-/// calls, before a rank's first call from the run's first, when no region encloses the run) is
-/// a stretch of its own, of region `UNCOVERED` (`region_name` None): the rank's own work, so
-/// each rank's stretches cover it without gap from the run's start to its last call's end.
-pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
-    let mut names = Names::default();
-    let streams = streams_named(calls, function, &mut names)?;
-    let mut paths = Paths::default();
-    let mut out: Ranks = BTreeMap::new();
-    for ((rank, thread), calls) in streams {
-        if thread == 0 {
-            out.insert(rank, thread_stretches(&calls, &names, &mut paths));
-        }
-    }
-    // Before a rank's first call, from the run's first: its own work too.
-    let start = out.values().filter_map(|l| l.first().map(|s| s.from)).min();
-    if let Some(start) = start {
-        for list in out.values_mut() {
-            if let Some(first) = list.first()
-                && first.from > start
-            {
-                list.insert(
-                    0,
-                    Stretch { from: start, to: first.from, region: UNCOVERED, path: NO_PATH, call_start: None },
-                );
-            }
-        }
-    }
-    Ok(Run { ranks: out, paths })
 }
 
 /// What the walk and the profile need of the wait states: each rank's waits sorted by their
@@ -409,48 +308,6 @@ fn run_sweep(
         answer,
         schema,
     }))
-}
-
-/// Calls swept into every rank's stretches (thread 0) a chunk of whole ranks at a time, kept
-/// in a store of stretches (crate::stretch_store), with the region names and call paths.
-pub(crate) struct Swept {
-    pub store: StretchStore,
-    pub names: Names,
-    pub paths: Paths,
-}
-
-impl Swept {
-    pub fn new(name: &'static str) -> Result<Swept> {
-        Ok(Swept { store: StretchStore::new(name)?, names: Names::default(), paths: Paths::default() })
-    }
-
-    /// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts); `each`
-    /// sees each rank's stretches, with the region names, before they are stored.
-    pub fn sweep(
-        &mut self,
-        name: &str,
-        batches: &[RecordBatch],
-        mut each: impl FnMut(i64, &[Stretch], &Names),
-    ) -> Result<()> {
-        for ((rank, thread), calls) in streams_named(batches, name, &mut self.names)? {
-            if thread != 0 {
-                continue;
-            }
-            let list = thread_stretches(&calls, &self.names, &mut self.paths);
-            each(rank, &list, &self.names);
-            self.store.push(rank, &list)?;
-        }
-        Ok(())
-    }
-
-    /// Every chunk has been swept: the stretches are read from now on.
-    pub fn finish(&mut self) -> Result<()> {
-        self.store.finish_writing(UNCOVERED)
-    }
-
-    pub fn held_bytes(&self) -> usize {
-        self.store.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
-    }
 }
 
 /// Sweeps the calls a chunk of whole ranks at a time into the store of stretches (and the

@@ -48,11 +48,12 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
 use crate::common::{Args, Derived};
-use crate::critical::{RUN_PARAMS, Swept};
+use crate::critical::RUN_PARAMS;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::plan::Main;
 use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::StretchStore;
+use crate::stretch_store::Swept;
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
@@ -454,12 +455,12 @@ impl Mapper for DelaySweep {
         let (costs, unexplained) = delay_costs(store, waits, &self.sync)?;
         let region = |path: u32| {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
-            crate::critical::region_name(&names.names, leaf)
+            crate::stretches::region_name(&names.names, leaf)
         };
         let mut rows: Vec<Row> = costs
             .iter()
             .map(|(&(rank, path), &(direct, propagated))| {
-                let text = crate::critical::path_name(paths, path);
+                let text = crate::stretches::path_name(paths, path);
                 (Some(rank), region(path), text, direct + propagated, direct, propagated)
             })
             .collect();

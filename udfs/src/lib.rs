@@ -32,6 +32,7 @@ pub mod remap;
 pub mod replay;
 pub mod stream;
 pub mod stretch_store;
+pub mod stretches;
 pub mod summaries;
 pub mod trend;
 pub mod units;

@@ -1,4 +1,4 @@
-//! Every rank's stretches (crate::critical::Stretch), kept out of memory: the analyses that
+//! Every rank's stretches (crate::stretches), kept out of memory: the analyses that
 //! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
 //! a chunk of whole ranks at a time (crate::by_rank) and write each rank's stretches to a
 //! scratch file as they come, keeping in memory only an index: per rank where its stretches
@@ -15,9 +15,12 @@ use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 
 use commdb_catalog::fast_hash::FastMap;
 
+use arrow::array::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 
-use crate::critical::{NO_PATH, Stretch};
+use crate::call_paths::Paths;
+use crate::profile::{Names, streams_named};
+use crate::stretches::{NO_PATH, Stretch, UNCOVERED, thread_stretches};
 
 /// Stretches per block, the unit read back.
 pub(crate) const BLOCK: usize = 1024;
@@ -49,7 +52,7 @@ pub(crate) struct StretchStore {
     written: u64,
     ranks: BTreeMap<i64, RankIndex>,
     /// Time no region covers before a rank's first stretch, from this instant (the run's
-    /// first): a stretch of its own, of `region`, as `crate::critical::stretches` adds.
+    /// first): a stretch of its own, of `region`, as `crate::stretches::stretches` adds.
     padding: Option<(i64, u32)>,
     cache: FastMap<(i64, usize), (u64, Vec<Stretch>)>,
     uses: u64,
@@ -272,6 +275,48 @@ impl StretchStore {
     pub(crate) fn held_bytes(&self) -> usize {
         let index: usize = self.ranks.values().map(|r| 64 + 8 * r.block_ends.capacity()).sum();
         index + self.cache.len() * (BLOCK * std::mem::size_of::<Stretch>() + 64)
+    }
+}
+
+/// Calls swept into every rank's stretches (thread 0) a chunk of whole ranks at a time, kept
+/// in a store of stretches (crate::stretch_store), with the region names and call paths.
+pub(crate) struct Swept {
+    pub store: StretchStore,
+    pub names: Names,
+    pub paths: Paths,
+}
+
+impl Swept {
+    pub fn new(name: &'static str) -> Result<Swept> {
+        Ok(Swept { store: StretchStore::new(name)?, names: Names::default(), paths: Paths::default() })
+    }
+
+    /// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts); `each`
+    /// sees each rank's stretches, with the region names, before they are stored.
+    pub fn sweep(
+        &mut self,
+        name: &str,
+        batches: &[RecordBatch],
+        mut each: impl FnMut(i64, &[Stretch], &Names),
+    ) -> Result<()> {
+        for ((rank, thread), calls) in streams_named(batches, name, &mut self.names)? {
+            if thread != 0 {
+                continue;
+            }
+            let list = thread_stretches(&calls, &self.names, &mut self.paths);
+            each(rank, &list, &self.names);
+            self.store.push(rank, &list)?;
+        }
+        Ok(())
+    }
+
+    /// Every chunk has been swept: the stretches are read from now on.
+    pub fn finish(&mut self) -> Result<()> {
+        self.store.finish_writing(UNCOVERED)
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.store.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
     }
 }
 

@@ -598,7 +598,7 @@ impl Mapper for WaitPaths {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let run = crate::critical::stretches(batches, "wait_states")?;
+        let run = crate::stretches::stretches(batches, "wait_states")?;
         let ranks = int64_column(batches, 0)?;
         let last = (0..ranks.len()).filter(|&i| ranks.is_valid(i)).map(|i| ranks.value(i)).max();
         let Some(last) = last else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
@@ -610,7 +610,7 @@ impl Mapper for WaitPaths {
             .map(|w| {
                 let list = run.ranks.get(&w.rank)?;
                 let s = list.get(list.partition_point(|s| s.to <= w.ts)).filter(|s| s.from <= w.ts)?;
-                crate::critical::path_name(&run.paths, s.path)
+                crate::stretches::path_name(&run.paths, s.path)
             })
             .collect();
         batch_of(these, paths, &self.schema)
