@@ -18,11 +18,30 @@ fn session() -> commdb_catalog::Session {
     session
 }
 
+/// A small Parquet file, written once for the tests of this file.
+fn parquet_file() -> std::path::PathBuf {
+    static FILE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> = std::sync::OnceLock::new();
+    let (_, path) = FILE.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ranks.parquet");
+        let column: arrow::array::ArrayRef = std::sync::Arc::new(arrow::array::Int64Array::from(vec![0, 1, 2]));
+        let batch = arrow::array::RecordBatch::try_from_iter([("rank", column)]).unwrap();
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = datafusion::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        (dir, path)
+    });
+    path.clone()
+}
+
 /// The arguments a table function needs on the generated trace.
 fn call(name: &str) -> String {
     let data = commdb_tests::test_data();
     match name {
         "read_sacct" => format!("read_sacct('{}')", data.join("sacct_jobs.txt").display()),
+        "read_csv" => format!("read_csv('{}')", data.join("three_ranks.csv").display()),
+        "read_parquet" => format!("read_parquet('{}')", parquet_file().display()),
         "read_swf" | "swf_header" => format!("{name}('{}')", data.join("small.swf").display()),
         "lod_calls" | "lod_messages" | "lod_collectives" => format!("{name}(pixels => 100)"),
         _ => format!("{name}()"),

@@ -20,6 +20,7 @@ pub mod declare;
 pub mod delays;
 pub mod deltas;
 pub mod diagnosis;
+pub mod files;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
@@ -88,6 +89,8 @@ const FUNCTIONS: &[&Function] = &[
     &jobs::READ_SACCT,
     &jobs::READ_SWF,
     &jobs::SWF_HEADER,
+    &files::READ_PARQUET,
+    &files::READ_CSV,
     &jobs::EXPAND_HOSTLIST,
     &units::FORMAT_DURATION,
     &units::FORMAT_BYTES,
