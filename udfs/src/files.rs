@@ -64,6 +64,11 @@ fn first_file(function: &str, path: &str, ext: &str) -> Result<PathBuf> {
     }
 }
 
+/// The file `file`, open for reading the columns.
+fn open(function: &str, file: &Path) -> Result<std::fs::File> {
+    std::fs::File::open(file).or_else(|e| plan_err!("{function}: cannot open '{}': {e}", file.display()))
+}
+
 /// A listing table over `path` with `format` and the columns `schema`.
 fn listing(
     function: &str,
@@ -95,10 +100,7 @@ impl TableFunctionImpl for ReadParquet {
         let a = Args::new(&READ_PARQUET, args.exprs())?;
         let path = a.text("path")?;
         let file = first_file("read_parquet", &path, "parquet")?;
-        let opened = match std::fs::File::open(&file) {
-            Ok(f) => f,
-            Err(e) => return plan_err!("read_parquet: cannot open '{}': {e}", file.display()),
-        };
+        let opened = open("read_parquet", &file)?;
         use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
         let schema = match ArrowReaderMetadata::load(&opened, ArrowReaderOptions::default()) {
             Ok(m) => m.schema().clone(),
@@ -117,10 +119,7 @@ impl TableFunctionImpl for ReadCsv {
         let a = Args::new(&READ_CSV, args.exprs())?;
         let path = a.text("path")?;
         let file = first_file("read_csv", &path, "csv")?;
-        let opened = match std::fs::File::open(&file) {
-            Ok(f) => f,
-            Err(e) => return plan_err!("read_csv: cannot open '{}': {e}", file.display()),
-        };
+        let opened = open("read_csv", &file)?;
         let format = arrow::csv::reader::Format::default().with_header(true).with_delimiter(b',');
         let schema = match format.infer_schema(std::io::BufReader::new(opened), Some(1000)) {
             Ok((schema, _)) => Arc::new(schema),

@@ -52,7 +52,7 @@ pub(crate) struct StretchStore {
     written: u64,
     ranks: BTreeMap<i64, RankIndex>,
     /// Time no region covers before a rank's first stretch, from this instant (the run's
-    /// first): a stretch of its own, of `region`, as `crate::stretches::stretches` adds.
+    /// first): a stretch of its own, of `region` (the rank's own work, as time between calls is).
     padding: Option<(i64, u32)>,
     cache: FastMap<(i64, usize), (u64, Vec<Stretch>)>,
     uses: u64,

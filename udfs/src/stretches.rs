@@ -83,10 +83,10 @@ pub(crate) fn thread_stretches(calls: &[crate::profile::Call], names: &Names, pa
     list
 }
 
-/// Every rank's stretches (thread 0) and the call paths. Time that no region covers (between
-/// calls, before a rank's first call from the run's first, when no region encloses the run) is
-/// a stretch of its own, of region `UNCOVERED` (`region_name` None): the rank's own work, so
-/// each rank's stretches cover it without gap from the run's start to its last call's end.
+/// Every rank's stretches (thread 0) and the call paths, for the call path at an instant
+/// (`wait_states`). Time no region covers between calls is a stretch of its own; time before a
+/// rank's first call is not (it has no call path), which the stretch store adds for the
+/// walks across ranks (crate::stretch_store).
 pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
     let mut names = Names::default();
     let streams = streams_named(calls, function, &mut names)?;
@@ -95,20 +95,6 @@ pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
     for ((rank, thread), calls) in streams {
         if thread == 0 {
             out.insert(rank, thread_stretches(&calls, &names, &mut paths));
-        }
-    }
-    // Before a rank's first call, from the run's first: its own work too.
-    let start = out.values().filter_map(|l| l.first().map(|s| s.from)).min();
-    if let Some(start) = start {
-        for list in out.values_mut() {
-            if let Some(first) = list.first()
-                && first.from > start
-            {
-                list.insert(
-                    0,
-                    Stretch { from: start, to: first.from, region: UNCOVERED, path: NO_PATH, call_start: None },
-                );
-            }
         }
     }
     Ok(Run { ranks: out, paths })

@@ -260,16 +260,6 @@ impl MessageWaits {
     }
 }
 
-/// Late Sender and Late Receiver waits of messages given as the columns of MESSAGE_COLUMNS.
-pub fn message_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
-    let mut waits = MessageWaits::default();
-    for batch in batches {
-        commdb_catalog::interrupt::check("wait_states")?;
-        waits.fold(batch)?;
-    }
-    Ok(waits.finish())
-}
-
 /// One collective instance: its operation, root and every (rank, begin), and the end of each
 /// member's call (a wait never lasts beyond the waiter's own call).
 #[derive(Debug, Default)]
@@ -423,18 +413,6 @@ impl CollectiveWaits {
         }
         self.unclassified.len()
     }
-}
-
-/// Collective waits of participations given as comm, instance, rank, begin_ts, op, root,
-/// end_ts (`COLLECTIVE_COLUMNS`). Neighbourhood collectives are left out (see
-/// `CollectiveWaits`).
-pub fn collective_waits(batches: &[RecordBatch]) -> Result<Vec<Wait>> {
-    let mut waits = CollectiveWaits::default();
-    for batch in batches {
-        commdb_catalog::interrupt::check("wait_states")?;
-        waits.fold(batch)?;
-    }
-    Ok(waits.finish().0)
 }
 
 /// The waits of one instance by its pattern, each handed to `wait` as (rank, begin, until,
