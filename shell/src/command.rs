@@ -31,7 +31,7 @@ pub enum Command {
     Format(Format),
     /// `\timing [on|off]`.
     Timing(Option<bool>),
-    /// `\x [on|off|auto]`: expanded display (no argument: toggle on and off).
+    /// `\x [on|off|auto]`: expanded display (no argument: on, or off when it is on).
     Expanded(Option<Expanded>),
     /// `\info [NAME]`: trace_info and row counts of a trace.
     Info(Option<String>),
@@ -72,8 +72,9 @@ pub const HELP: &str = "\
 \\format X          table, csv, tsv, json, ndjson or markdown
 \\echo TEXT        print TEXT (a title in reports; on stderr for csv, tsv and json)
 \\timing [on|off]   show how long each statement took
-\\x [on|off|auto]  print each row as a block of column | value lines (auto: when a
-                   table is wider than the terminal); no argument toggles
+\\x [on|off|auto]  print each row as a block of column | value lines (auto, the default:
+                   when a table cannot show every column even with its text wrapped);
+                   no argument turns it on, or off when it is on
 \\?                 this help
 \\q                 quit (or Ctrl-D)
 SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";

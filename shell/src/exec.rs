@@ -512,8 +512,8 @@ impl Shell {
             Command::Format(f) => self.print.format = f,
             Command::Expanded(mode) => {
                 self.print.expanded = mode.unwrap_or(match self.print.expanded {
-                    Expanded::Off => Expanded::On,
-                    _ => Expanded::Off,
+                    Expanded::On => Expanded::Off,
+                    Expanded::Off | Expanded::Auto => Expanded::On,
                 });
                 self.note(&format!("expanded display is {}", self.print.expanded));
             }

@@ -67,14 +67,15 @@ struct Cli {
     /// -c, all for -f scripts and standard input]
     #[arg(long, value_name = "N")]
     max_rows: Option<usize>,
-    /// Characters the table format fits its lines into, narrowing wide columns and hiding the
-    /// last ones: 0 for no limit [default: the terminal's width when writing to one, else no
-    /// limit]
+    /// Characters the table format fits its lines into, wrapping text columns (or, when every
+    /// column cannot be shown so, printing rows expanded): 0 for no limit [default: the
+    /// terminal's width when writing to one, else no limit]
     #[arg(long, value_name = "N")]
     width: Option<usize>,
-    /// Print each row of the table format as a block of column | value lines: on, off, or auto
-    /// (when the table would not fit the width)
-    #[arg(long, value_name = "MODE", default_value = "off", value_parser = parse_expanded)]
+    /// Print each row of the table format as a block of column | value lines: on, off (cut
+    /// and hide columns that do not fit), or auto (when the table cannot show every column
+    /// even with its text wrapped)
+    #[arg(long, value_name = "MODE", default_value = "auto", value_parser = parse_expanded)]
     expanded: Expanded,
     /// Open a generated 64-rank trace with known latency problems (also in place of the trace
     /// of report, export and info).

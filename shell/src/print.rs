@@ -197,14 +197,46 @@ impl<'a> ResultWriter<'a> {
     }
 
     /// Cells and headers wider than MAX_CELL_CHARS are cut for display (the table format
-    /// only; csv, json and the others print every character); a table wider than the width
-    /// limit is narrowed and its last columns hidden (and named), or printed expanded.
+    /// only; csv, json and the others print every character). A table wider than the width
+    /// limit wraps its text columns (`fit::wrap_widths`); one that cannot show every column
+    /// even so is printed expanded (`\x auto`, the default), or with `\x off` narrowed with
+    /// its last columns hidden and named.
     fn write_table(&mut self) -> Result<(), String> {
         let fields = self.schema.fields();
         if fields.is_empty() {
             return Ok(());
         }
         let names: Vec<std::borrow::Cow<str>> = fields.iter().map(|f| shown(f.name())).collect();
+        let columns: Vec<Vec<std::borrow::Cow<str>>> = names
+            .iter()
+            .enumerate()
+            .map(|(c, name)| std::iter::once(name.clone()).chain(self.kept[c].iter().map(|s| shown(s))).collect())
+            .collect();
+        let columns: Vec<Vec<&str>> = columns.iter().map(|col| col.iter().map(|s| s.as_ref()).collect()).collect();
+        let numeric: Vec<bool> = fields.iter().map(|f| is_numeric(f.data_type())).collect();
+        let limit = self.opts.width.columns();
+        let wrapped = match limit {
+            Some(l) => fit::wrap_widths(&columns, &numeric, l),
+            None => Some(columns.iter().map(|col| col.iter().map(|s| s.chars().count()).max().unwrap_or(0)).collect()),
+        };
+        if self.opts.expanded == Expanded::On || (self.opts.expanded == Expanded::Auto && wrapped.is_none()) {
+            let names: Vec<&str> = columns.iter().map(|col| col[0]).collect();
+            let rows: Vec<Vec<&str>> =
+                (1..=self.kept_rows).map(|r| columns.iter().map(|col| col[r]).collect()).collect();
+            let text = fit::expanded(&names, &rows, limit);
+            return write!(self.out, "{text}").map_err(|e| e.to_string());
+        }
+        let text = match wrapped {
+            Some(widths) => wrapped_table(&columns, &numeric, &widths),
+            None => self.cut_table(&names, limit),
+        };
+        write!(self.out, "{text}").map_err(|e| e.to_string())
+    }
+
+    /// The table with its widest columns cut with an ellipsis and, when that is not enough,
+    /// its last columns hidden and named below it (`\x off` on a table that cannot wrap).
+    fn cut_table(&self, names: &[std::borrow::Cow<str>], limit: Option<usize>) -> String {
+        let fields = self.schema.fields();
         let natural: Vec<usize> = names
             .iter()
             .enumerate()
@@ -217,15 +249,6 @@ impl<'a> ResultWriter<'a> {
                     .unwrap_or(0)
             })
             .collect();
-        let limit = self.opts.width.columns();
-        let too_wide = limit.is_some_and(|l| fit::line_width(&natural) > l);
-        if self.opts.expanded == Expanded::On || (self.opts.expanded == Expanded::Auto && too_wide) {
-            let names: Vec<&str> = names.iter().map(|n| n.as_ref()).collect();
-            let rows: Vec<Vec<&str>> =
-                (0..self.kept_rows).map(|r| self.kept.iter().map(|col| col[r].as_str()).collect()).collect();
-            let text = fit::expanded(&names, &rows, limit);
-            return write!(self.out, "{text}").map_err(|e| e.to_string());
-        }
         let widths = match limit {
             Some(l) => fit::fit(&natural, l),
             None => natural,
@@ -266,7 +289,7 @@ impl<'a> ResultWriter<'a> {
             text.push_str(&fit::cut(&line, limit.unwrap_or(usize::MAX)));
             text.push('\n');
         }
-        write!(self.out, "{text}").map_err(|e| e.to_string())
+        text
     }
 
     fn write_markdown(&mut self) -> Result<(), String> {
@@ -283,6 +306,42 @@ impl<'a> ResultWriter<'a> {
         }
         write!(self.out, "{text}").map_err(|e| e.to_string())
     }
+}
+
+/// A table whose columns have `widths`: `columns` hold the header, then the cells; text
+/// (and every header) wraps onto as many lines as it needs, numbers stand right-aligned on
+/// a row's first line.
+fn wrapped_table(columns: &[Vec<&str>], numeric: &[bool], widths: &[usize]) -> String {
+    let mut text = String::new();
+    let rows = columns.first().map_or(0, |c| c.len());
+    for r in 0..rows {
+        let right = |c: usize| r > 0 && numeric[c];
+        let parts: Vec<Vec<&str>> = columns
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(c, (col, w))| if right(c) { vec![col[r]] } else { fit::wrap(col[r], *w) })
+            .collect();
+        let height = parts.iter().map(Vec::len).max().unwrap_or(1);
+        for line in 0..height {
+            let cells: Vec<String> = parts
+                .iter()
+                .zip(widths)
+                .enumerate()
+                .map(|(c, (p, w))| {
+                    let v = p.get(line).copied().unwrap_or("");
+                    if right(c) { format!(" {v:>w$} ") } else { format!(" {v:<w$} ") }
+                })
+                .collect();
+            text.push_str(cells.join("|").trim_end());
+            text.push('\n');
+        }
+        if r == 0 {
+            text.push_str(&widths.iter().map(|w| "-".repeat(w + 2)).collect::<Vec<_>>().join("+"));
+            text.push('\n');
+        }
+    }
+    text
 }
 
 /// Dictionary columns cast to their values, so every writer handles them.
@@ -382,6 +441,16 @@ mod tests {
         assert!(text.contains(" NULL | x"), "{text}");
         assert!(!text.contains("300"));
         assert_eq!(footer, "3 rows, 1 not shown (--max-rows 2) (3 ms)");
+    }
+
+    #[test]
+    fn narrow_tables_wrap_text_and_keep_numbers_on_the_first_line() {
+        let columns = vec![vec!["rank", "12"], vec!["meaning", "sending rank; NULL when unmatched"]];
+        let text = wrapped_table(&columns, &[true, false], &[4, 14]);
+        assert_eq!(
+            text,
+            " rank | meaning\n------+----------------\n   12 | sending rank;\n      | NULL when\n      | unmatched\n"
+        );
     }
 
     #[test]
