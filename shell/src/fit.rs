@@ -172,10 +172,10 @@ pub fn wrap_widths(columns: &[Vec<&str>], numeric: &[bool], limit: usize) -> Opt
     let mut widths: Vec<usize> = natural.iter().zip(&floor).map(|(n, f)| (*n).min(f + spare)).collect();
     let sample: Vec<&[&str]> = columns.iter().map(|col| &col[..col.len().min(SAMPLE_ROWS + 1)]).collect();
     let rows = sample.first().map_or(0, |c| c.len());
-    let costs = |c: usize, w: usize| -> Vec<(usize, usize)> { sample[c].iter().map(|s| wrap_cost(s, w)).collect() };
-    let mut lines: Vec<Vec<(usize, usize)>> = (0..widths.len()).map(|c| costs(c, widths[c])).collect();
+    let costs = |c: usize, w: usize| -> Vec<Cost> { sample[c].iter().map(|s| wrap_cost(s, w)).collect() };
+    let mut lines: Vec<Vec<Cost>> = (0..widths.len()).map(|c| costs(c, widths[c])).collect();
     while line_width(&widths) > limit {
-        let mut best: Option<(usize, isize, Vec<(usize, usize)>)> = None;
+        let mut best: Option<(usize, isize, Vec<Cost>)> = None;
         for c in (0..widths.len()).filter(|&c| widths[c] > floor[c]) {
             let narrower = costs(c, widths[c] - 1);
             let added: isize = (0..rows)
@@ -258,9 +258,12 @@ pub fn wrap(s: &str, width: usize) -> Vec<&str> {
     out
 }
 
+/// What wrapping a cell costs: its lines, and the words split at its breaks.
+type Cost = (usize, usize);
+
 /// How many lines `wrap` gives, and at how many of its breaks a word is split (the line
 /// ends neither at a space nor at a newline), without building them.
-fn wrap_cost(s: &str, width: usize) -> (usize, usize) {
+fn wrap_cost(s: &str, width: usize) -> Cost {
     if !s.contains('\n') && s.len() <= width {
         return (1, 0);
     }
