@@ -362,6 +362,11 @@ impl Shell {
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
         let result = self.statement(sql).await.map_err(|e| self.suggest_names(self.name_the_budget(fault_message(e))));
+        if let Err(e) = &result
+            && self.error_at.is_none()
+        {
+            self.error_at = table_function_place(sql, e);
+        }
         self.print_notices();
         result
     }
@@ -662,6 +667,24 @@ impl Shell {
     }
 }
 
+/// Where an unknown table function is called in `sql` (1-based line and column), for the
+/// caret DataFusion gives unknown tables but not unknown table functions: the first place
+/// its name stands as a word followed by `(`.
+fn table_function_place(sql: &str, error: &str) -> Option<(u64, u64)> {
+    let rest = error.split("table function '").nth(1)?;
+    let name = rest.split('\'').next()?.to_ascii_lowercase();
+    let lower = sql.to_ascii_lowercase();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let at = lower.match_indices(&name).map(|(i, _)| i).find(|&i| {
+        let before = lower[..i].chars().next_back();
+        let after = lower[i + name.len()..].trim_start();
+        !before.is_some_and(word) && after.starts_with('(')
+    })?;
+    let line = sql[..at].matches('\n').count() as u64 + 1;
+    let column = sql[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
+    Some((line, column))
+}
+
 /// A failed statement's error as `SOURCE:LINE: message`, or, when the place in the statement
 /// is known, `SOURCE:LINE:COLUMN: message` with that line of the file under it and a caret
 /// at the column. `first_line` is the statement's first line in its source.
@@ -786,6 +809,10 @@ mod tests {
             "r.sql:7:9: syntax error\n7 | \tcount( FROM messages\n  | \t       ^"
         );
         assert_eq!(super::located("r.sql", 6, sql, None, "bad"), "r.sql:6: bad");
+        let error = "Error during planning: table function 'atribution' not found; did you mean 'attribution'?";
+        let sql = "SELECT atribution_x\nFROM  Atribution (rel => 'm')";
+        assert_eq!(super::table_function_place(sql, error), Some((2, 7)));
+        assert_eq!(super::table_function_place("SELECT 1", error), None);
     }
 
     use super::*;

@@ -138,6 +138,8 @@ fn unknown_names_get_the_closest_known_one() {
         "{}",
         stderr(&o)
     );
+    // With a caret under the name, as an unknown table gets.
+    assert!(stderr(&o).contains("1 | SELECT * FROM atribution()\n  |               ^"), "{}", stderr(&o));
     let o = run(&[SMALL, "-c", "SELECT * FROM mesages"]);
     assert!(stderr(&o).contains("did you mean 'messages'?"), "{}", stderr(&o));
     // Tables are named as the user writes them, not with DataFusion's catalog and schema.
