@@ -1,0 +1,337 @@
+//! Every rank's MPI calls kept out of memory for the replay: as the calls are swept a chunk of
+//! whole ranks at a time, each rank's outermost MPI calls (start, end, compute before, region;
+//! 32 bytes) are appended to an anonymous scratch file and numbered on from the ranks before,
+//! so a call is known everywhere by its number. In memory stay, per rank, where its calls lie
+//! and the start of every `BLOCK`-th one; a lookup (which call of a rank holds an instant) or a
+//! read of a call by its number fetches the block it lies in, and each rank keeps the last
+//! `WAYS` blocks it used, since the messages and the replay visit a rank's calls nearly in time
+//! order. A run of 50 M MPI calls takes 1.6 GB of file and about 3 MB of index.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
+
+use commdb_catalog::fast_hash::FastMap;
+use datafusion::error::{DataFusionError, Result};
+
+/// Calls per block, the unit read back.
+const BLOCK: u32 = 128;
+
+/// Blocks each rank keeps.
+const WAYS: usize = 8;
+
+/// Bytes of a call on disk.
+const CALL_BYTES: usize = 32;
+
+/// An outermost MPI call as the replay needs it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct MpiCall {
+    pub start: i64,
+    pub end: i64,
+    /// Time outside MPI before it, since the rank's previous MPI call (or its origin).
+    pub compute: i64,
+    /// Index into the store's region names.
+    pub region: u32,
+}
+
+fn encode(c: &MpiCall, out: &mut [u8]) {
+    out[0..8].copy_from_slice(&c.start.to_le_bytes());
+    out[8..16].copy_from_slice(&c.end.to_le_bytes());
+    out[16..24].copy_from_slice(&c.compute.to_le_bytes());
+    out[24..28].copy_from_slice(&c.region.to_le_bytes());
+}
+
+fn decode(b: &[u8]) -> MpiCall {
+    let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    MpiCall {
+        start: i64_at(0),
+        end: i64_at(8),
+        compute: i64_at(16),
+        region: u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")),
+    }
+}
+
+fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "{what}: {doing} the scratch file of its MPI calls failed: {e} (it is written in the temporary directory, TMPDIR)"
+    ))
+}
+
+/// One rank: its run and where its calls lie.
+#[derive(Debug)]
+pub(super) struct RankCalls {
+    pub rank: i64,
+    /// Start of its first call of any region, and end of its last.
+    pub origin: i64,
+    pub end: i64,
+    /// Number of its first MPI call, and how many it made.
+    pub first: u32,
+    pub count: u32,
+    /// (number, start) of its first call and of each of its calls whose number is a multiple
+    /// of BLOCK: a rank's calls between two of them lie in one block.
+    marks: Vec<(u32, i64)>,
+    /// The blocks it used last, the most recent first.
+    cached: Vec<(u32, Box<[MpiCall]>)>,
+    /// The calls lookups found last (number, start, end), the most recent first: a rank's
+    /// message sides fall in a few calls at a time (its sends, its receives, the wait that
+    /// completes them), so most lookups end here.
+    found: [(u32, i64, i64); FOUND],
+}
+
+/// Calls found last each rank remembers.
+const FOUND: usize = 8;
+
+/// Calls after the one found last that a lookup looks through before it searches.
+const NEAR: u32 = 16;
+
+/// The MPI calls of every rank swept so far (see the module's notes).
+pub(super) struct CallStore {
+    what: &'static str,
+    writer: Option<BufWriter<File>>,
+    file: Option<File>,
+    written: u32,
+    pub ranks: Vec<RankCalls>,
+    index: FastMap<i64, usize>,
+    pub regions: Vec<String>,
+    region_ids: FastMap<String, u32>,
+    buffer: Vec<u8>,
+}
+
+impl std::fmt::Debug for CallStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallStore").field("ranks", &self.ranks.len()).field("calls", &self.written).finish()
+    }
+}
+
+impl CallStore {
+    pub fn new(what: &'static str) -> Result<Self> {
+        let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
+        Ok(CallStore {
+            what,
+            writer: Some(BufWriter::with_capacity(1 << 20, file)),
+            file: None,
+            written: 0,
+            ranks: Vec::new(),
+            index: FastMap::default(),
+            regions: Vec::new(),
+            region_ids: FastMap::default(),
+            buffer: vec![0; CALL_BYTES],
+        })
+    }
+
+    /// The store's number of region `name`.
+    pub fn region(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.region_ids.get(name) {
+            return *id;
+        }
+        let id = self.regions.len() as u32;
+        self.regions.push(name.to_string());
+        self.region_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Add `rank`'s run and its MPI calls, in time order (a rank comes once).
+    pub fn push(&mut self, rank: i64, origin: i64, end: i64, calls: &[MpiCall]) -> Result<()> {
+        let what = self.what;
+        if self.index.contains_key(&rank) {
+            return Err(DataFusionError::Internal(format!("{what}: rank {rank} came twice")));
+        }
+        if u64::from(self.written) + calls.len() as u64 >= u64::from(super::INSTANCE) {
+            return Err(DataFusionError::Execution(format!(
+                "{what}: more than {} MPI calls are more than it handles; narrow the relation it reads (a view over a time window or some ranks, e.g. rel => 'v')",
+                super::INSTANCE
+            )));
+        }
+        let writer = self
+            .writer
+            .as_mut()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls added after the replay began")))?;
+        let first = self.written;
+        let mut marks = Vec::new();
+        for (i, c) in calls.iter().enumerate() {
+            let number = first + i as u32;
+            if i == 0 || number.is_multiple_of(BLOCK) {
+                marks.push((number, c.start));
+            }
+            encode(c, &mut self.buffer);
+            writer.write_all(&self.buffer).map_err(|e| io_error(what, "writing", e))?;
+        }
+        self.written += calls.len() as u32;
+        self.index.insert(rank, self.ranks.len());
+        let found = [(u32::MAX, i64::MAX, i64::MIN); FOUND];
+        self.ranks.push(RankCalls {
+            rank,
+            origin,
+            end,
+            first,
+            count: calls.len() as u32,
+            marks,
+            cached: Vec::new(),
+            found,
+        });
+        Ok(())
+    }
+
+    /// Every rank has been added: calls are read back from now on.
+    pub fn finish_writing(&mut self) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            let file = w.into_inner().map_err(|e| io_error(self.what, "writing", e.into_error()))?;
+            self.file = Some(file);
+        }
+        Ok(())
+    }
+
+    /// MPI calls in all.
+    pub fn len(&self) -> usize {
+        self.written as usize
+    }
+
+    /// Where `rank` lies among the store's ranks.
+    pub fn rank_index(&self, rank: i64) -> Option<usize> {
+        self.index.get(&rank).copied()
+    }
+
+    /// Bytes held in memory: the index and the cached blocks.
+    pub fn held_bytes(&self) -> usize {
+        let per_rank = std::mem::size_of::<RankCalls>() + 32;
+        self.ranks.iter().map(|r| per_rank + r.marks.len() * 16 + r.cached.len() * BLOCK as usize * 32).sum::<usize>()
+            + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
+    }
+
+    /// The block numbered `block`, through rank `ri`'s cache.
+    fn block(&mut self, ri: usize, block: u32) -> Result<&[MpiCall]> {
+        let cached = &mut self.ranks[ri].cached;
+        if let Some(k) = cached.iter().position(|(b, _)| *b == block) {
+            if k > 0 {
+                let hit = cached.remove(k);
+                cached.insert(0, hit);
+            }
+            return Ok(&self.ranks[ri].cached[0].1);
+        }
+        let what = self.what;
+        let file = self
+            .file
+            .as_ref()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        let from = block * BLOCK;
+        let n = (self.written - from).min(BLOCK) as usize;
+        let mut bytes = vec![0u8; n * CALL_BYTES];
+        file.read_exact_at(&mut bytes, u64::from(from) * CALL_BYTES as u64)
+            .map_err(|e| io_error(what, "reading", e))?;
+        let calls: Box<[MpiCall]> = bytes.chunks_exact(CALL_BYTES).map(decode).collect();
+        let cached = &mut self.ranks[ri].cached;
+        cached.insert(0, (block, calls));
+        cached.truncate(WAYS);
+        Ok(&self.ranks[ri].cached[0].1)
+    }
+
+    /// Call number `number`, one of rank `ri`'s.
+    pub fn call(&mut self, ri: usize, number: u32) -> Result<MpiCall> {
+        let block = self.block(ri, number / BLOCK)?;
+        Ok(block[(number % BLOCK) as usize])
+    }
+
+    /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.
+    pub fn locate(&mut self, ri: usize, t: i64) -> Result<Option<u32>> {
+        // A call ending at t may touch the next one starting there, which holds t (the
+        // search finds the last call starting at or before t): only earlier instants count.
+        if let Some(&(number, _, _)) = self.ranks[ri].found.iter().find(|f| f.1 <= t && t < f.2) {
+            return Ok(Some(number));
+        }
+        // Soon after a call found lately (the latest starting at or before t): its next few
+        // calls, in its block.
+        let base = self.ranks[ri].found.iter().filter(|f| f.0 != u32::MAX && f.1 <= t).max_by_key(|f| f.1).copied();
+        if let Some((last, _, _)) = base {
+            let end_of_rank = self.ranks[ri].first + self.ranks[ri].count;
+            let block_end = (last / BLOCK + 1) * BLOCK;
+            let until = end_of_rank.min(block_end).min(last + NEAR);
+            let block = self.block(ri, last / BLOCK)?;
+            let from = (last % BLOCK) as usize;
+            let within = &block[from..from + (until - last) as usize];
+            let i = within.partition_point(|c| c.start <= t);
+            if i < within.len() || until == end_of_rank {
+                // The last call starting at or before t is within[i - 1] (i >= 1: within[0]
+                // starts at or before t).
+                let call = within[i - 1];
+                return Ok((t <= call.end).then(|| self.remember(ri, last + i as u32 - 1, call)));
+            }
+        }
+        let r = &self.ranks[ri];
+        let j = r.marks.partition_point(|m| m.1 <= t);
+        if j == 0 {
+            return Ok(None);
+        }
+        let from = r.marks[j - 1].0;
+        let to = r.marks.get(j).map_or(r.first + r.count, |m| m.0);
+        let block = self.block(ri, from / BLOCK)?;
+        let (a, b) = ((from % BLOCK) as usize, (to - from) as usize + (from % BLOCK) as usize);
+        let within = &block[a..b];
+        let i = within.partition_point(|c| c.start <= t) - 1;
+        let call = within[i];
+        if t > call.end {
+            return Ok(None);
+        }
+        Ok(Some(self.remember(ri, from + i as u32, call)))
+    }
+
+    /// Remember that rank `ri`'s call `number` was found last.
+    fn remember(&mut self, ri: usize, number: u32, call: MpiCall) -> u32 {
+        let found = &mut self.ranks[ri].found;
+        found.copy_within(0..FOUND - 1, 1);
+        found[0] = (number, call.start, call.end);
+        number
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_found_by_the_instant_they_hold_and_by_number() {
+        let mut store = CallStore::new("test").unwrap();
+        let mut all = Vec::new();
+        for rank in [3i64, 1, 7] {
+            let n = 1000 + rank as usize * 37;
+            let calls: Vec<MpiCall> = (0..n as i64)
+                .map(|i| MpiCall {
+                    start: i * 10,
+                    end: i * 10 + 4,
+                    compute: 6,
+                    region: store.region(&format!("MPI_{}", i % 3)),
+                })
+                .collect();
+            store.push(rank, 0, n as i64 * 10, &calls).unwrap();
+            all.push((rank, calls));
+        }
+        store.finish_writing().unwrap();
+        assert_eq!(store.regions.len(), 3);
+        for (rank, calls) in &all {
+            let ri = store.rank_index(*rank).unwrap();
+            let first = store.ranks[ri].first;
+            for (i, c) in calls.iter().enumerate().step_by(7) {
+                let number = first + i as u32;
+                assert_eq!(store.call(ri, number).unwrap(), *c);
+                assert_eq!(store.locate(ri, c.start).unwrap(), Some(number));
+                assert_eq!(store.locate(ri, c.end).unwrap(), Some(number));
+                assert_eq!(store.locate(ri, c.end + 1).unwrap(), None, "between calls");
+                assert_eq!(store.locate(ri, c.start + 1).unwrap(), Some(number), "remembered");
+            }
+            assert_eq!(store.locate(ri, -1).unwrap(), None, "before the first");
+        }
+        // Calls that touch: the instant they share belongs to the later one, remembered or not.
+        let mut touching = CallStore::new("test").unwrap();
+        let calls: Vec<MpiCall> =
+            (0..300i64).map(|i| MpiCall { start: i * 10, end: i * 10 + 10, compute: 0, region: 0 }).collect();
+        touching.push(0, 0, 3000, &calls).unwrap();
+        touching.finish_writing().unwrap();
+        for i in 0..299u32 {
+            assert_eq!(touching.locate(0, i64::from(i) * 10 + 5).unwrap(), Some(i));
+            assert_eq!(touching.locate(0, i64::from(i) * 10 + 10).unwrap(), Some(i + 1));
+        }
+        for (rank, _) in &all {
+            let ri = store.rank_index(*rank).unwrap();
+            assert_eq!(store.locate(ri, i64::MAX).unwrap(), None, "after the last");
+        }
+    }
+}
