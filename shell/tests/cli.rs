@@ -1037,7 +1037,7 @@ fn analyses_are_plan_nodes_that_explain_shows_without_running() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("transfer_efficiency: analysis, projection=[rank]"), "{out}");
+    assert!(out.contains("transfer_efficiency: analysis, streamed, projection=[rank]"), "{out}");
     assert!(out.contains("TableScan: transfer_efficiency()"), "{out}");
     assert!(!out.contains("metrics=["), "{out}");
     let o = run(&[SMALL, "-q", "--format", "csv", "-c", "EXPLAIN ANALYZE SELECT count(*) FROM ideal_replay()"]);

@@ -5,7 +5,10 @@
 //! and the start of every `BLOCK`-th one; a lookup (which call of a rank holds an instant) or a
 //! read of a call by its number fetches the block it lies in, and each rank keeps the last
 //! `WAYS` blocks it used, since the messages and the replay visit a rank's calls nearly in time
-//! order. A run of 50 M MPI calls takes 1.6 GB of file and about 3 MB of index.
+//! order. A lookup also remembers the run of calls from the one it found (`RUN`, the last
+//! `WINDOWS` runs per rank): a rank's sends of one step, its receives, the wait that completes
+//! them are found there without a search. A run of 50 M MPI calls takes 1.6 GB of file and
+//! about 3 MB of index.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -72,17 +75,38 @@ pub(super) struct RankCalls {
     marks: Vec<(u32, i64)>,
     /// The blocks it used last, the most recent first.
     cached: Vec<(u32, Box<[MpiCall]>)>,
-    /// The calls lookups found last (number, start, end), the most recent first: a rank's
+    /// Runs of consecutive calls that lookups found lately, the most recent first: a rank's
     /// message sides fall in a few calls at a time (its sends, its receives, the wait that
-    /// completes them), so most lookups end here.
-    found: [(u32, i64, i64); FOUND],
+    /// completes them), so most lookups end in one of these, without reading a block.
+    windows: Vec<Window>,
 }
 
-/// Calls found last each rank remembers.
-const FOUND: usize = 8;
+/// Runs each rank remembers.
+const WINDOWS: usize = 4;
 
-/// Calls after the one found last that a lookup looks through before it searches.
-const NEAR: u32 = 16;
+/// Calls in a run.
+const RUN: usize = 32;
+
+/// A run of consecutive calls of a rank: numbers first.., their starts and ends.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    first: u32,
+    len: usize,
+    starts: [i64; RUN],
+    ends: [i64; RUN],
+}
+
+impl Window {
+    /// The call holding `t`, if the run can tell: t lies from its first start to before its
+    /// last end (at the last end, the next call, outside the run, may start and hold it).
+    fn find(&self, t: i64) -> Option<Option<u32>> {
+        if self.len == 0 || t < self.starts[0] || t >= self.ends[self.len - 1] {
+            return None;
+        }
+        let i = self.starts[..self.len].partition_point(|s| *s <= t) - 1;
+        Some((t <= self.ends[i]).then_some(self.first + i as u32))
+    }
+}
 
 /// The MPI calls of every rank swept so far (see the module's notes).
 pub(super) struct CallStore {
@@ -158,7 +182,6 @@ impl CallStore {
         }
         self.written += calls.len() as u32;
         self.index.insert(rank, self.ranks.len());
-        let found = [(u32::MAX, i64::MAX, i64::MIN); FOUND];
         self.ranks.push(RankCalls {
             rank,
             origin,
@@ -167,7 +190,7 @@ impl CallStore {
             count: calls.len() as u32,
             marks,
             cached: Vec::new(),
-            found,
+            windows: Vec::new(),
         });
         Ok(())
     }
@@ -194,7 +217,11 @@ impl CallStore {
     /// Bytes held in memory: the index and the cached blocks.
     pub fn held_bytes(&self) -> usize {
         let per_rank = std::mem::size_of::<RankCalls>() + 32;
-        self.ranks.iter().map(|r| per_rank + r.marks.len() * 16 + r.cached.len() * BLOCK as usize * 32).sum::<usize>()
+        let window = std::mem::size_of::<Window>();
+        self.ranks
+            .iter()
+            .map(|r| per_rank + r.marks.len() * 16 + r.cached.len() * BLOCK as usize * 32 + r.windows.len() * window)
+            .sum::<usize>()
             + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
     }
 
@@ -233,27 +260,14 @@ impl CallStore {
 
     /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.
     pub fn locate(&mut self, ri: usize, t: i64) -> Result<Option<u32>> {
-        // A call ending at t may touch the next one starting there, which holds t (the
-        // search finds the last call starting at or before t): only earlier instants count.
-        if let Some(&(number, _, _)) = self.ranks[ri].found.iter().find(|f| f.1 <= t && t < f.2) {
-            return Ok(Some(number));
-        }
-        // Soon after a call found lately (the latest starting at or before t): its next few
-        // calls, in its block.
-        let base = self.ranks[ri].found.iter().filter(|f| f.0 != u32::MAX && f.1 <= t).max_by_key(|f| f.1).copied();
-        if let Some((last, _, _)) = base {
-            let end_of_rank = self.ranks[ri].first + self.ranks[ri].count;
-            let block_end = (last / BLOCK + 1) * BLOCK;
-            let until = end_of_rank.min(block_end).min(last + NEAR);
-            let block = self.block(ri, last / BLOCK)?;
-            let from = (last % BLOCK) as usize;
-            let within = &block[from..from + (until - last) as usize];
-            let i = within.partition_point(|c| c.start <= t);
-            if i < within.len() || until == end_of_rank {
-                // The last call starting at or before t is within[i - 1] (i >= 1: within[0]
-                // starts at or before t).
-                let call = within[i - 1];
-                return Ok((t <= call.end).then(|| self.remember(ri, last + i as u32 - 1, call)));
+        let windows = &mut self.ranks[ri].windows;
+        for k in 0..windows.len() {
+            if let Some(found) = windows[k].find(t) {
+                if k > 0 {
+                    let w = windows.remove(k);
+                    windows.insert(0, w);
+                }
+                return Ok(found);
             }
         }
         let r = &self.ranks[ri];
@@ -262,24 +276,25 @@ impl CallStore {
             return Ok(None);
         }
         let from = r.marks[j - 1].0;
-        let to = r.marks.get(j).map_or(r.first + r.count, |m| m.0);
+        let rank_end = r.first + r.count;
+        let to = r.marks.get(j).map_or(rank_end, |m| m.0);
         let block = self.block(ri, from / BLOCK)?;
         let (a, b) = ((from % BLOCK) as usize, (to - from) as usize + (from % BLOCK) as usize);
-        let within = &block[a..b];
-        let i = within.partition_point(|c| c.start <= t) - 1;
-        let call = within[i];
-        if t > call.end {
-            return Ok(None);
+        let i = block[a..b].partition_point(|c| c.start <= t) - 1;
+        let call = block[a + i];
+        let number = from + i as u32;
+        // Remember the run from this call to the end of its block (RUN calls at most).
+        let run = &block[a + i..(a + i + RUN).min(block.len())];
+        let mut w = Window { first: number, len: 0, starts: [0; RUN], ends: [0; RUN] };
+        for c in run.iter().take((rank_end - number) as usize) {
+            w.starts[w.len] = c.start;
+            w.ends[w.len] = c.end;
+            w.len += 1;
         }
-        Ok(Some(self.remember(ri, from + i as u32, call)))
-    }
-
-    /// Remember that rank `ri`'s call `number` was found last.
-    fn remember(&mut self, ri: usize, number: u32, call: MpiCall) -> u32 {
-        let found = &mut self.ranks[ri].found;
-        found.copy_within(0..FOUND - 1, 1);
-        found[0] = (number, call.start, call.end);
-        number
+        let windows = &mut self.ranks[ri].windows;
+        windows.insert(0, w);
+        windows.truncate(WINDOWS);
+        Ok((t <= call.end).then_some(number))
     }
 }
 
@@ -316,6 +331,11 @@ mod tests {
                 assert_eq!(store.locate(ri, c.end).unwrap(), Some(number));
                 assert_eq!(store.locate(ri, c.end + 1).unwrap(), None, "between calls");
                 assert_eq!(store.locate(ri, c.start + 1).unwrap(), Some(number), "remembered");
+                assert_eq!(
+                    store.locate(ri, c.start + 11).unwrap(),
+                    Some(number + 1).filter(|_| i + 1 < calls.len()),
+                    "the next in the run"
+                );
             }
             assert_eq!(store.locate(ri, -1).unwrap(), None, "before the first");
         }
