@@ -1,14 +1,15 @@
 //! Every rank's MPI calls kept out of memory for the replay: as the calls are swept a chunk of
-//! whole ranks at a time, each rank's outermost MPI calls (start, end, compute before, region;
-//! 32 bytes) are appended to an anonymous scratch file and numbered on from the ranks before,
-//! so a call is known everywhere by its number. In memory stay, per rank, where its calls lie
-//! and the start of every `BLOCK`-th one; a lookup (which call of a rank holds an instant) or a
-//! read of a call by its number fetches the block it lies in, and each rank keeps the last
-//! `WAYS` blocks it used, since the messages and the replay visit a rank's calls nearly in time
-//! order. A lookup also remembers the run of calls from the one it found (`RUN`, the last
+//! whole ranks at a time, each rank's outermost MPI calls are appended to an anonymous scratch
+//! file in blocks of `BLOCK` of its own (start, then duration and region in one word: 16 bytes;
+//! the compute before a call is its start less the previous call's end, kept per block for the
+//! first) and numbered on from the ranks before, so a call is known everywhere by its number.
+//! In memory stay, per rank, where its blocks lie and each block's first start; a lookup (which
+//! call of a rank holds an instant) or a read of a call by its number fetches the block it lies
+//! in, and each rank keeps the last `WAYS` blocks it used, since the messages and the replay
+//! visit a rank's calls nearly in time order. A lookup also remembers the run of calls from the one it found (`RUN`, the last
 //! `WINDOWS` runs per rank): a rank's sends of one step, its receives, the wait that completes
-//! them are found there without a search. A run of 50 M MPI calls takes 1.6 GB of file and
-//! about 3 MB of index.
+//! them are found there without a search. A run of 50 M MPI calls takes 0.8 GB of file and
+//! about 6 MB of index.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -24,7 +25,10 @@ const BLOCK: u32 = 128;
 const WAYS: usize = 8;
 
 /// Bytes of a call on disk.
-const CALL_BYTES: usize = 32;
+const CALL_BYTES: usize = 16;
+
+/// Bits of a call's duration on disk (78 hours); the region takes the rest of its word.
+const DURATION_BITS: u32 = 48;
 
 /// An outermost MPI call as the replay needs it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,19 +43,24 @@ pub(super) struct MpiCall {
 
 fn encode(c: &MpiCall, out: &mut [u8]) {
     out[0..8].copy_from_slice(&c.start.to_le_bytes());
-    out[8..16].copy_from_slice(&c.end.to_le_bytes());
-    out[16..24].copy_from_slice(&c.compute.to_le_bytes());
-    out[24..28].copy_from_slice(&c.region.to_le_bytes());
+    let word = ((c.end - c.start) as u64) | (u64::from(c.region) << DURATION_BITS);
+    out[8..16].copy_from_slice(&word.to_le_bytes());
 }
 
-fn decode(b: &[u8]) -> MpiCall {
-    let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    MpiCall {
-        start: i64_at(0),
-        end: i64_at(8),
-        compute: i64_at(16),
-        region: u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")),
-    }
+/// A block's calls, the end of the call before its first (the rank's origin for its first
+/// block) giving the first's compute.
+fn decode(bytes: &[u8], mut previous_end: i64) -> Box<[MpiCall]> {
+    bytes
+        .chunks_exact(CALL_BYTES)
+        .map(|b| {
+            let start = i64::from_le_bytes(b[0..8].try_into().expect("8 bytes"));
+            let word = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
+            let end = start + (word & ((1 << DURATION_BITS) - 1)) as i64;
+            let call = MpiCall { start, end, compute: start - previous_end, region: (word >> DURATION_BITS) as u32 };
+            previous_end = end;
+            call
+        })
+        .collect()
 }
 
 fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
@@ -70,9 +79,10 @@ pub(super) struct RankCalls {
     /// Number of its first MPI call, and how many it made.
     pub first: u32,
     pub count: u32,
-    /// (number, start) of its first call and of each of its calls whose number is a multiple
-    /// of BLOCK: a rank's calls between two of them lie in one block.
-    marks: Vec<(u32, i64)>,
+    /// Where its first block lies in the file (in blocks).
+    block0: u32,
+    /// Per block of its calls: the first call's start, and the end of the call before it.
+    marks: Vec<(i64, i64)>,
     /// The blocks it used last, the most recent first.
     cached: Vec<(u32, Box<[MpiCall]>)>,
     /// Runs of consecutive calls that lookups found lately, the most recent first: a rank's
@@ -114,6 +124,8 @@ pub(super) struct CallStore {
     writer: Option<BufWriter<File>>,
     file: Option<File>,
     written: u32,
+    /// Blocks written (each rank's calls start a block).
+    blocks: u32,
     pub ranks: Vec<RankCalls>,
     index: FastMap<i64, usize>,
     pub regions: Vec<String>,
@@ -135,6 +147,7 @@ impl CallStore {
             writer: Some(BufWriter::with_capacity(1 << 20, file)),
             file: None,
             written: 0,
+            blocks: 0,
             ranks: Vec::new(),
             index: FastMap::default(),
             regions: Vec::new(),
@@ -170,16 +183,43 @@ impl CallStore {
             .writer
             .as_mut()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls added after the replay began")))?;
+        if self.regions.len() > 1 << (64 - DURATION_BITS) {
+            return Err(DataFusionError::Execution(format!(
+                "{what}: more than {} MPI regions are more than it handles",
+                1 << (64 - DURATION_BITS)
+            )));
+        }
         let first = self.written;
-        let mut marks = Vec::new();
+        let block0 = self.blocks;
+        let mut marks = Vec::with_capacity(calls.len().div_ceil(BLOCK as usize));
+        // Checked whole before any is written, so a refused rank leaves the file as it was.
+        let mut previous_end = origin;
+        for c in calls {
+            if c.compute != c.start - previous_end || c.end - c.start >= 1 << DURATION_BITS {
+                return Err(DataFusionError::Execution(format!(
+                    "{what}: rank {rank}'s MPI call at {}..{} overlaps the one before or lasts longer than {} hours",
+                    c.start,
+                    c.end,
+                    (1i64 << DURATION_BITS) / 3_600_000_000_000
+                )));
+            }
+            previous_end = c.end;
+        }
+        let mut previous_end = origin;
         for (i, c) in calls.iter().enumerate() {
-            let number = first + i as u32;
-            if i == 0 || number.is_multiple_of(BLOCK) {
-                marks.push((number, c.start));
+            if (i as u32).is_multiple_of(BLOCK) {
+                marks.push((c.start, previous_end));
             }
             encode(c, &mut self.buffer);
             writer.write_all(&self.buffer).map_err(|e| io_error(what, "writing", e))?;
+            previous_end = c.end;
         }
+        // The rank's last block filled, so that its blocks lie at whole blocks of the file.
+        let padding = (calls.len() as u32).next_multiple_of(BLOCK) - calls.len() as u32;
+        for _ in 0..padding {
+            writer.write_all(&[0u8; CALL_BYTES]).map_err(|e| io_error(what, "writing", e))?;
+        }
+        self.blocks += marks.len() as u32;
         self.written += calls.len() as u32;
         self.index.insert(rank, self.ranks.len());
         self.ranks.push(RankCalls {
@@ -188,6 +228,7 @@ impl CallStore {
             end,
             first,
             count: calls.len() as u32,
+            block0,
             marks,
             cached: Vec::new(),
             windows: Vec::new(),
@@ -220,15 +261,20 @@ impl CallStore {
         let window = std::mem::size_of::<Window>();
         self.ranks
             .iter()
-            .map(|r| per_rank + r.marks.len() * 16 + r.cached.len() * BLOCK as usize * 32 + r.windows.len() * window)
+            .map(|r| {
+                per_rank
+                    + r.marks.len() * 16
+                    + r.cached.len() * BLOCK as usize * std::mem::size_of::<MpiCall>()
+                    + r.windows.len() * window
+            })
             .sum::<usize>()
             + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
     }
 
-    /// The block numbered `block`, through rank `ri`'s cache.
-    fn block(&mut self, ri: usize, block: u32) -> Result<&[MpiCall]> {
+    /// Rank `ri`'s block `b` (its calls b * BLOCK..), through its cache.
+    fn block(&mut self, ri: usize, b: u32) -> Result<&[MpiCall]> {
         let cached = &mut self.ranks[ri].cached;
-        if let Some(k) = cached.iter().position(|(b, _)| *b == block) {
+        if let Some(k) = cached.iter().position(|(c, _)| *c == b) {
             if k > 0 {
                 let hit = cached.remove(k);
                 cached.insert(0, hit);
@@ -240,22 +286,23 @@ impl CallStore {
             .file
             .as_ref()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
-        let from = block * BLOCK;
-        let n = (self.written - from).min(BLOCK) as usize;
+        let r = &self.ranks[ri];
+        let n = (r.count - b * BLOCK).min(BLOCK) as usize;
         let mut bytes = vec![0u8; n * CALL_BYTES];
-        file.read_exact_at(&mut bytes, u64::from(from) * CALL_BYTES as u64)
-            .map_err(|e| io_error(what, "reading", e))?;
-        let calls: Box<[MpiCall]> = bytes.chunks_exact(CALL_BYTES).map(decode).collect();
+        let at = u64::from(r.block0 + b) * u64::from(BLOCK) * CALL_BYTES as u64;
+        file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
+        let calls = decode(&bytes, r.marks[b as usize].1);
         let cached = &mut self.ranks[ri].cached;
-        cached.insert(0, (block, calls));
+        cached.insert(0, (b, calls));
         cached.truncate(WAYS);
         Ok(&self.ranks[ri].cached[0].1)
     }
 
     /// Call number `number`, one of rank `ri`'s.
     pub fn call(&mut self, ri: usize, number: u32) -> Result<MpiCall> {
-        let block = self.block(ri, number / BLOCK)?;
-        Ok(block[(number % BLOCK) as usize])
+        let i = number - self.ranks[ri].first;
+        let block = self.block(ri, i / BLOCK)?;
+        Ok(block[(i % BLOCK) as usize])
     }
 
     /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.
@@ -271,22 +318,20 @@ impl CallStore {
             }
         }
         let r = &self.ranks[ri];
-        let j = r.marks.partition_point(|m| m.1 <= t);
+        let j = r.marks.partition_point(|m| m.0 <= t);
         if j == 0 {
             return Ok(None);
         }
-        let from = r.marks[j - 1].0;
-        let rank_end = r.first + r.count;
-        let to = r.marks.get(j).map_or(rank_end, |m| m.0);
-        let block = self.block(ri, from / BLOCK)?;
-        let (a, b) = ((from % BLOCK) as usize, (to - from) as usize + (from % BLOCK) as usize);
-        let i = block[a..b].partition_point(|c| c.start <= t) - 1;
-        let call = block[a + i];
-        let number = from + i as u32;
-        // Remember the run from this call to the end of its block (RUN calls at most).
-        let run = &block[a + i..(a + i + RUN).min(block.len())];
+        let (b, first) = (j as u32 - 1, r.first);
+        let block = self.block(ri, b)?;
+        let i = block.partition_point(|c| c.start <= t) - 1;
+        let call = block[i];
+        let number = first + b * BLOCK + i as u32;
+        // Remember the run from this call to the end of its block (RUN calls at most; a block
+        // holds only the rank's calls).
+        let run = &block[i..(i + RUN).min(block.len())];
         let mut w = Window { first: number, len: 0, starts: [0; RUN], ends: [0; RUN] };
-        for c in run.iter().take((rank_end - number) as usize) {
+        for c in run {
             w.starts[w.len] = c.start;
             w.ends[w.len] = c.end;
             w.len += 1;
@@ -312,13 +357,19 @@ mod tests {
                 .map(|i| MpiCall {
                     start: i * 10,
                     end: i * 10 + 4,
-                    compute: 6,
+                    compute: if i == 0 { 0 } else { 6 },
                     region: store.region(&format!("MPI_{}", i % 3)),
                 })
                 .collect();
             store.push(rank, 0, n as i64 * 10, &calls).unwrap();
             all.push((rank, calls));
         }
+        // A call that overlaps the one before cannot be stored (compute is start less its end).
+        let overlapping = [
+            MpiCall { start: 0, end: 10, compute: 0, region: 0 },
+            MpiCall { start: 5, end: 20, compute: 0, region: 0 },
+        ];
+        assert!(store.push(9, 0, 20, &overlapping).unwrap_err().to_string().contains("overlaps the one before"));
         store.finish_writing().unwrap();
         assert_eq!(store.regions.len(), 3);
         for (rank, calls) in &all {
