@@ -18,6 +18,10 @@ use std::os::unix::fs::FileExt;
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
+/// The most calls the store numbers (a number above them tags a collective instance in the
+/// replay's lists).
+pub(super) const MAX_CALLS: u32 = 1 << 31;
+
 /// Calls per block, the unit read back.
 const BLOCK: u32 = 128;
 
@@ -173,10 +177,10 @@ impl CallStore {
         if self.index.contains_key(&rank) {
             return Err(DataFusionError::Internal(format!("{what}: rank {rank} came twice")));
         }
-        if u64::from(self.written) + calls.len() as u64 >= u64::from(super::INSTANCE) {
+        if u64::from(self.written) + calls.len() as u64 >= u64::from(MAX_CALLS) {
             return Err(DataFusionError::Execution(format!(
                 "{what}: more than {} MPI calls are more than it handles; narrow the relation it reads (a view over a time window or some ranks, e.g. rel => 'v')",
-                super::INSTANCE
+                MAX_CALLS
             )));
         }
         let writer = self

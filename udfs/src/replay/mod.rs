@@ -108,7 +108,6 @@ const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 const MESSAGE_COLUMNS: [&str; 7] =
     ["src", "dst", "bytes", "send_call_start", "send_complete_ts", "recv_post_ts", "recv_call_start"];
 const COLLECTIVE_COLUMNS: [&str; 5] = ["comm", "instance", "rank", "begin_ts", "end_ts"];
-const UNSET: i64 = i64::MIN;
 
 /// An outermost MPI call, as read from a chunk of the calls.
 #[derive(Debug, Clone)]
@@ -163,7 +162,7 @@ impl MpiCalls {
             }
         }
         mpi.sort_unstable();
-        if mpi.len() >= INSTANCE as usize {
+        if mpi.len() >= call_store::MAX_CALLS as usize {
             return exec_err!("{function}: {} MPI calls are more than it handles; narrow the relation", mpi.len());
         }
         let mut calls: Vec<Call> = Vec::with_capacity(mpi.len());
@@ -195,9 +194,6 @@ impl MpiCalls {
         Ok(MpiCalls { ranks, regions, origins, ends, calls, first })
     }
 }
-
-/// A collective instance's tag on a dependency, and the most calls the replay numbers.
-const INSTANCE: u32 = 1 << 31;
 
 /// One output row of ideal_replay.
 #[derive(Debug, Clone, PartialEq)]

@@ -12,9 +12,14 @@ use std::collections::VecDeque;
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
-use super::call_store::CallStore;
+use super::call_store::{CallStore, MAX_CALLS};
 use super::spill::{Rows, Spill, value};
-use super::{INSTANCE, UNSET};
+
+/// The tag of a collective instance in a call's list (above every call's number).
+const INSTANCE: u32 = MAX_CALLS;
+
+/// An ideal start not known yet.
+const UNSET: i64 = i64::MIN;
 
 /// A dependency: the ideal start of a call (its number), or the latest post of a collective
 /// instance (its index, tagged by the high bit).
