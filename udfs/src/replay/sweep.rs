@@ -1,0 +1,269 @@
+//! How the replay runs as a folded analysis (crate::stream): the messages and collectives are
+//! spilled as they stream (`FoldReplay`), the calls come a chunk of whole ranks at a time into
+//! the call store (`Sweep`), and when they end the sides are placed, the calls replayed within
+//! the memory budget, and the answer handed back batch by batch.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
+use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
+
+use super::answer::{Efficiency, Pair, Replayed};
+use super::call_store::{CallStore, MpiCall};
+use super::mpi_calls::MpiCalls;
+use super::simulate::{self, Links};
+use super::spill::{NULL, Spill};
+use crate::stream::{Folder, Mapper};
+
+/// An Int64 column of a batch (cast when it is another integer type).
+fn int64s(batch: &RecordBatch, i: usize) -> Result<Int64Array> {
+    let c = arrow::compute::cast(batch.column(i), &DataType::Int64)?;
+    Ok(c.as_any().downcast_ref::<Int64Array>().cloned().unwrap_or_else(|| Int64Array::from(vec![None; c.len()])))
+}
+
+/// Spill the rows of `batch` (N integer columns) with NULL as NULL.
+fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Result<()> {
+    let columns: Vec<Int64Array> = (0..N).map(|i| int64s(batch, i)).collect::<Result<_>>()?;
+    for row in 0..batch.num_rows() {
+        let mut values = [NULL; N];
+        for (v, c) in values.iter_mut().zip(&columns) {
+            if c.is_valid(row) {
+                *v = c.value(row);
+            }
+        }
+        spill.push(values)?;
+    }
+    Ok(())
+}
+
+/// The folder of one execution of the replay: scratch files for the messages and the
+/// collectives, and the sweep of the calls it makes when they are folded (a folder whose
+/// scratch files could not be made gives that error at once).
+pub(super) fn start(
+    what: &'static str,
+    answer: Answer,
+    eager_limit: i64,
+    schema: SchemaRef,
+    pool: Arc<dyn MemoryPool>,
+) -> Box<dyn Folder> {
+    let folder: Result<FoldReplay> = (|| {
+        let sweep = Sweep {
+            what,
+            answer,
+            eager_limit,
+            schema,
+            pool,
+            store: Some(CallStore::new(what)?),
+            inputs: None,
+            reservation: None,
+            replayed: None,
+            next: Vec::new().into_iter(),
+        };
+        Ok(FoldReplay { what, messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep: Some(sweep) })
+    })();
+    match folder {
+        Ok(f) => Box::new(f),
+        Err(e) => Box::new(Failed(Some(e))),
+    }
+}
+
+/// What the replay answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answer {
+    Pairs,
+    Efficiency,
+}
+
+/// Folds the messages and the collectives into scratch files, then makes the sweep of the calls.
+struct FoldReplay {
+    what: &'static str,
+    messages: Spill<7>,
+    collectives: Spill<5>,
+    sweep: Option<Sweep>,
+}
+
+impl Folder for FoldReplay {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => spill_rows(&mut self.messages, batch),
+            _ => spill_rows(&mut self.collectives, batch),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    fn into_mapper(mut self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let mut sweep = self.sweep.take().ok_or_else(|| DataFusionError::Internal("replay folded twice".into()))?;
+        sweep.inputs = Some((
+            std::mem::replace(&mut self.messages, Spill::new(self.what)?),
+            std::mem::replace(&mut self.collectives, Spill::new(self.what)?),
+        ));
+        Ok(Box::new(sweep))
+    }
+}
+
+/// Rows of ideal_replay's answer per batch.
+const BATCH_ROWS: usize = 8192;
+
+/// Sweeps the calls a chunk of whole ranks at a time into the call store, then replays them
+/// when they end, and hands the answer back batch by batch.
+struct Sweep {
+    what: &'static str,
+    answer: Answer,
+    eager_limit: i64,
+    schema: SchemaRef,
+    pool: Arc<dyn MemoryPool>,
+    store: Option<CallStore>,
+    inputs: Option<(Spill<7>, Spill<5>)>,
+    reservation: Option<MemoryReservation>,
+    replayed: Option<Replayed>,
+    /// The ranks still to answer for (ideal_replay), in rank order.
+    next: std::vec::IntoIter<usize>,
+}
+
+impl Sweep {
+    fn empty(&self) -> RecordBatch {
+        RecordBatch::new_empty(self.schema.clone())
+    }
+
+    /// Place, link and simulate, within the memory budget.
+    fn replay(&mut self) -> Result<Replayed> {
+        let what = self.what;
+        let mut store =
+            self.store.take().ok_or_else(|| DataFusionError::Internal(format!("{what}: replayed twice")))?;
+        store.finish_writing()?;
+        let (messages, collectives) =
+            self.inputs.take().ok_or_else(|| DataFusionError::Internal(format!("{what}: no messages folded")))?;
+        let messages_rows = messages.rows() as usize;
+        let reservation = MemoryConsumer::new(format!("{what} replay")).register(&self.pool);
+        let reservation = self.reservation.insert(reservation);
+        let pool = self.pool.clone();
+        let mut grow = |bytes: usize| -> Result<()> {
+            reservation.try_grow(bytes).map_err(|_| {
+                crate::budget::over_budget(what, &pool, reservation.size() + bytes, messages_rows, "replaying")
+            })
+        };
+        grow(store.len() * 8 + store.ranks.len() * 64)?;
+        let links: Links = simulate::link(
+            what,
+            &mut store,
+            messages.into_rows()?,
+            collectives.into_rows()?,
+            self.eager_limit,
+            &mut grow,
+        )?;
+        let simulated = simulate::simulate(what, &mut store, &links)?;
+        Ok(Replayed { store, simulated, unplaced: links.unplaced })
+    }
+
+    fn pairs_batch(&self, rows: &[Pair], regions: &[String]) -> Result<RecordBatch> {
+        let int = |f: fn(&Pair) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+        let columns: Vec<ArrayRef> = vec![
+            int(|p| p.rank),
+            int(|p| p.pair),
+            Arc::new(StringArray::from(
+                rows.iter().map(|p| p.region.map(|r| regions[r as usize].as_str())).collect::<Vec<_>>(),
+            )),
+            int(|p| p.compute),
+            int(|p| p.observed),
+            int(|p| p.ideal),
+            int(|p| p.observed - p.ideal),
+            int(|p| p.observed_end),
+            int(|p| p.ideal_end),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|p| p.trf_local))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|p| p.trf_cumulative))),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+
+    fn efficiency_batch(&self, rows: &[Efficiency]) -> Result<RecordBatch> {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|r| if r.1 > 0 { r.2 as f64 / r.1 as f64 } else { 1.0 }),
+            )),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+}
+
+impl Mapper for Sweep {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    /// A chunk of whole ranks: their outermost MPI calls into the store.
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let what = self.what;
+        let store =
+            self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after the replay")))?;
+        let m = MpiCalls::read(batches, what)?;
+        let regions: Vec<u32> = m.regions.iter().map(|name| store.region(name)).collect();
+        for r in 0..m.ranks.len() {
+            let calls: Vec<MpiCall> = m.calls[m.first[r]..m.first[r + 1]]
+                .iter()
+                .map(|c| MpiCall { start: c.start, end: c.end, compute: c.compute, region: regions[c.region as usize] })
+                .collect();
+            store.push(m.ranks[r], m.origins[r], m.ends[r], &calls)?;
+        }
+        Ok(self.empty())
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let mut replayed = self.replay()?;
+        match self.answer {
+            Answer::Efficiency => {
+                let rows = replayed.efficiency()?;
+                Ok(vec![self.efficiency_batch(&rows)?])
+            }
+            Answer::Pairs => {
+                self.next = replayed.order().into_iter();
+                self.replayed = Some(replayed);
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(mut replayed) = self.replayed.take() else { return Ok(None) };
+        let mut rows = Vec::new();
+        while rows.len() < BATCH_ROWS {
+            let Some(ri) = self.next.next() else { break };
+            replayed.pairs(ri, &mut rows)?;
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let batch = self.pairs_batch(&rows, &replayed.store.regions)?;
+        self.replayed = Some(replayed);
+        Ok(Some(batch))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.store.as_ref().map_or(0, CallStore::held_bytes)
+    }
+}
+
+/// A folder that could not be made (its scratch files could not be created): its error, at once.
+struct Failed(Option<DataFusionError>);
+
+impl Folder for Failed {
+    fn fold(&mut self, _input: usize, _batch: &RecordBatch) -> Result<()> {
+        Err(self.0.take().unwrap_or_else(|| DataFusionError::Internal("replay: no scratch file".into())))
+    }
+
+    fn held_bytes(&self) -> usize {
+        0
+    }
+
+    fn into_mapper(mut self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        Err(self.0.take().unwrap_or_else(|| DataFusionError::Internal("replay: no scratch file".into())))
+    }
+}
