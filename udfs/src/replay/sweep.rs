@@ -61,7 +61,7 @@ pub(super) fn start(
             replayed: None,
             next: Vec::new().into_iter(),
         };
-        Ok(FoldReplay { what, messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep: Some(sweep) })
+        Ok(FoldReplay { messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep })
     })();
     match folder {
         Ok(f) => Box::new(f),
@@ -78,10 +78,9 @@ pub(super) enum Answer {
 
 /// Folds the messages and the collectives into scratch files, then makes the sweep of the calls.
 struct FoldReplay {
-    what: &'static str,
     messages: Spill<7>,
     collectives: Spill<5>,
-    sweep: Option<Sweep>,
+    sweep: Sweep,
 }
 
 impl Folder for FoldReplay {
@@ -96,12 +95,9 @@ impl Folder for FoldReplay {
         0
     }
 
-    fn into_mapper(mut self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let mut sweep = self.sweep.take().ok_or_else(|| DataFusionError::Internal("replay folded twice".into()))?;
-        sweep.inputs = Some((
-            std::mem::replace(&mut self.messages, Spill::new(self.what)?),
-            std::mem::replace(&mut self.collectives, Spill::new(self.what)?),
-        ));
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let FoldReplay { messages, collectives, mut sweep } = *self;
+        sweep.inputs = Some((messages, collectives));
         Ok(Box::new(sweep))
     }
 }
