@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
@@ -15,17 +15,13 @@ use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::MpiCalls;
 use super::simulate::{self, Links};
 use super::spill::{NULL, Spill};
+use crate::common::int64_column;
 use crate::stream::{Folder, Mapper};
-
-/// An Int64 column of a batch (cast when it is another integer type).
-fn int64s(batch: &RecordBatch, i: usize) -> Result<Int64Array> {
-    let c = arrow::compute::cast(batch.column(i), &DataType::Int64)?;
-    Ok(c.as_any().downcast_ref::<Int64Array>().cloned().unwrap_or_else(|| Int64Array::from(vec![None; c.len()])))
-}
 
 /// Spill the rows of `batch` (N integer columns) with NULL as NULL.
 fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Result<()> {
-    let columns: Vec<Int64Array> = (0..N).map(|i| int64s(batch, i)).collect::<Result<_>>()?;
+    let columns: Vec<Int64Array> =
+        (0..N).map(|i| int64_column(std::slice::from_ref(batch), i)).collect::<Result<_>>()?;
     for row in 0..batch.num_rows() {
         let mut values = [NULL; N];
         for (v, c) in values.iter_mut().zip(&columns) {
