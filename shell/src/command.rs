@@ -107,7 +107,7 @@ impl FromStr for Command {
             "\\dot" => {
                 let usage = "usage: \\dot FILE EDGES_SQL [; NODES_SQL], e.g. \\dot dag.dot SELECT * FROM dag_edges(); SELECT * FROM dag_nodes()";
                 let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| usage.to_string())?;
-                let (edges, nodes) = crate::dot::split_queries(sql);
+                let (edges, nodes) = commdb_report::dot::split_queries(sql);
                 if edges.is_empty() {
                     return Err(usage.into());
                 }

@@ -1,22 +1,6 @@
-//! `--demo`: a generated 64-rank stencil trace, 16 ranks per node, with a bad rank placement
-//! (neighbours on different nodes) and a background-traffic phase that makes inter-node
-//! messages 5x slower for a while; queries to start from.
-
-use commdb_catalog::generate::{Background, GeneratorConfig, Pattern};
-
-/// The demo trace's configuration.
-pub fn config() -> GeneratorConfig {
-    GeneratorConfig {
-        ranks: 64,
-        ranks_per_node: 16,
-        pattern: Pattern::Stencil2d,
-        iterations: 200,
-        seed: 42,
-        bad_mapping: true,
-        background_traffic: Some(Background { from_ns: 8_000_000, to_ns: 14_000_000, factor: 5.0 }),
-        ..GeneratorConfig::default()
-    }
-}
+//! `--demo`: what the shell prints when it opens the demo trace (`generate::demo_config`: a
+//! generated 64-rank stencil with a bad rank placement and a phase of background traffic), the
+//! queries to start from.
 
 /// Printed when the demo opens.
 pub const EXAMPLES: &str = "\

@@ -171,43 +171,6 @@ impl Shell {
         Ok(())
     }
 
-    /// An unknown table or table function is answered with the closest known name.
-    fn suggest_names(&self, error: String) -> String {
-        let quoted_before = |marker: &str| -> Option<String> {
-            let end = error.find(marker)?;
-            let start = error[..end].rfind('\'')? + 1;
-            Some(error[start..end].to_string())
-        };
-        let state = self.session.context().state();
-        if let Some(name) = quoted_before("' not found").filter(|_| error.contains("table function '")) {
-            let names: Vec<String> = state.table_functions().keys().cloned().collect();
-            return commdb_catalog::suggest::did_you_mean(error, &name, names.iter().map(String::as_str));
-        }
-        if error.contains("table '")
-            && let Some(name) = quoted_before("' not found")
-        {
-            // A quoted path in FROM: say what is wrong with the file, not with a table name.
-            let path = name.as_str();
-            if path.contains('/') || DATA_FILE_EXTENSIONS.iter().any(|e| path.to_ascii_lowercase().ends_with(e)) {
-                let what = if std::path::Path::new(path).exists() {
-                    "not a file a query reads: a path in FROM reads a .csv, .json or .parquet file, by its extension"
-                } else {
-                    "no such file"
-                };
-                return format!("{path}: {what}");
-            }
-            let table = name.rsplit('.').next().unwrap_or(&name).to_string();
-            let mut names: Vec<String> = commdb_catalog::model::TABLES.iter().map(|t| t.name.to_string()).collect();
-            if let Some(catalog) = self.session.context().catalog(commdb_catalog::session::CATALOG)
-                && let Some(public) = catalog.schema(commdb_catalog::session::DEFAULT_SCHEMA)
-            {
-                names.extend(public.table_names());
-            }
-            return commdb_catalog::suggest::did_you_mean(error, &table, names.iter().map(String::as_str));
-        }
-        error
-    }
-
     /// A query stopped by the memory budget says which budget, and how to change it.
     fn name_the_budget(&self, error: String) -> String {
         if !error.contains("Resources exhausted") || error.contains("memory budget") {
@@ -300,7 +263,7 @@ impl Shell {
         let outcome = self.session.statement(sql).await.map_err(|e| e.to_string());
         self.print_notices();
         let Outcome::Query(df) = outcome? else { return Err("\\chart: the statement gives no rows to draw".into()) };
-        let mut sample = crate::chart::Sample::new(max_rows);
+        let mut sample = commdb_report::chart::Sample::new(max_rows);
         let done = run_plan(&mut self.queries, df, |batch| sample.push(&batch)).await;
         self.print_notices();
         done?;
@@ -327,7 +290,7 @@ impl Shell {
         }
         self.session.refuse_overwrite(path, "\\report").map_err(|e| e.to_string())?;
         let started = std::time::Instant::now();
-        let (page, written) = crate::report::html(&mut self.session).await?;
+        let (page, written) = commdb_report::html(&mut self.session).await?;
         commdb_catalog::writing::write_all(path, page.as_bytes()).map_err(|e| e.to_string())?;
         self.note(&format!(
             "wrote a report of {} figures ({:.1} MB) to {} in {:.1} s{}",
@@ -361,7 +324,8 @@ impl Shell {
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<(), String> {
-        let result = self.statement(sql).await.map_err(|e| self.suggest_names(self.name_the_budget(fault_message(e))));
+        let result =
+            self.statement(sql).await.map_err(|e| self.session.suggest_names(self.name_the_budget(fault_message(e))));
         if let Err(e) = &result
             && self.error_at.is_none()
         {
@@ -485,13 +449,13 @@ impl Shell {
                     Some(q) => Some(self.collect(&q).await?),
                     None => None,
                 };
-                let (text, n, e) = crate::dot::render(&edges, nodes.as_deref())?;
+                let (text, n, e) = commdb_report::dot::render(&edges, nodes.as_deref())?;
                 self.session.refuse_overwrite(&path, "\\dot").map_err(|e| e.to_string())?;
                 commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
                 self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
             }
             Command::Chart { path, sql } => {
-                let (batches, rows, stride) = self.collect_sampled(&sql, crate::chart::MAX_ROWS).await?;
+                let (batches, rows, stride) = self.collect_sampled(&sql, commdb_report::chart::MAX_ROWS).await?;
                 let schema = batches
                     .first()
                     .map(RecordBatch::schema)
@@ -502,7 +466,7 @@ impl Shell {
                 } else {
                     one_line
                 };
-                let text = crate::chart::svg(&schema, &batches, &title)?;
+                let text = commdb_report::chart::svg(&schema, &batches, &title)?;
                 self.session.refuse_overwrite(&path, "\\chart").map_err(|e| e.to_string())?;
                 commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
                 let drawn: usize = batches.iter().map(RecordBatch::num_rows).sum();
@@ -721,9 +685,6 @@ fn excerpt(statement: &str, at: (u64, u64), shown_line: u64) -> String {
         text.chars().take(at.1.saturating_sub(1) as usize).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
     format!("{number} | {text}\n{} | {lead}^\n", " ".repeat(number.len()))
 }
-
-/// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
-const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
 
 /// The words people type first in a shell they do not know yet, taken as psql takes them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,18 +2,15 @@
 //! parsed here; statements run in `exec`, backslash commands are in `command`, output formats
 //! in `print`, line editing in `helper`.
 
-mod chart;
 mod command;
 mod ctrl_c;
 mod demo;
 mod describe;
-mod dot;
 mod exec;
 mod fit;
 mod helper;
 mod print;
 mod progress;
-mod report;
 
 use std::io::{IsTerminal, Read};
 use std::path::PathBuf;
@@ -83,7 +80,7 @@ struct Cli {
     demo: bool,
     /// Memory queries may hold while they run (sorts, joins, aggregations), e.g. 8G or 512M;
     /// past it a query fails with an error saying so [default: 3/4 of the machine's memory]
-    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, value_name = "SIZE", value_parser = commdb_catalog::session::parse_size)]
     memory_limit: Option<usize>,
     /// Attach a scheduler log as table `jobs` (sacct -P output; SWF when named *.swf or *.swf.gz).
     #[arg(long, value_name = "FILE")]
@@ -128,10 +125,7 @@ fn one_trace<'a>(command: &str, trace: Option<&'a str>, demo: bool) -> Result<Op
 
 /// The demo trace, generated and built.
 fn demo_trace(correction: Correction) -> Result<commdb_catalog::Trace, String> {
-    let mut raw = generate::generate(&demo::config()).map_err(|e| e.to_string())?.trace;
-    raw.meta.name = "demo".into();
-    raw.meta.path = "--demo".into();
-    raw.build_with(correction).map_err(|e| e.to_string())
+    generate::demo(correction).map_err(|e| e.to_string())
 }
 
 /// Attach the demo trace as schema `demo`, the default.
@@ -756,29 +750,6 @@ pub fn stack_bytes() -> usize {
     let Some(limit) = commdb_catalog::session::address_space_limit() else { return STACK_BYTES };
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     (limit / 4 / (1 + cores + BLOCKING_THREADS)).clamp(2 << 20, STACK_BYTES)
-}
-
-/// A size in bytes: a number with an optional unit K, M, G, T (powers of 1024; `KiB`, `GB`
-/// and the like are read the same).
-fn parse_size(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let scale: f64 = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
-        "" => 1.0,
-        "K" => 1024.0,
-        "M" => 1024.0 * 1024.0,
-        "G" => 1024.0 * 1024.0 * 1024.0,
-        "T" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("'{t}': expected a size such as 8G, 512M or 1000000 (bytes)")),
-    };
-    let v: f64 =
-        num.trim().parse().map_err(|_| format!("'{t}': expected a number with an optional unit K, M, G, T"))?;
-    let bytes = v * scale;
-    if !(1.0..9.0e18).contains(&bytes) {
-        return Err(format!("'{t}': out of range"));
-    }
-    Ok(bytes as usize)
 }
 
 /// The last fault (panic) seen on a query or worker thread, shown as the error it caused.

@@ -354,6 +354,30 @@ pub fn parse_rank_list(text: &str) -> Result<Vec<i32>> {
     Ok(out)
 }
 
+/// The demo trace (`commdb --demo`, `commdb.demo()` in Python): a 64-rank 2-D stencil, 16 ranks
+/// per node, neighbours placed on different nodes, and background traffic making inter-node
+/// messages 5x slower between 8 and 14 ms.
+pub fn demo_config() -> GeneratorConfig {
+    GeneratorConfig {
+        ranks: 64,
+        ranks_per_node: 16,
+        pattern: Pattern::Stencil2d,
+        iterations: 200,
+        seed: 42,
+        bad_mapping: true,
+        background_traffic: Some(Background { from_ns: 8_000_000, to_ns: 14_000_000, factor: 5.0 }),
+        ..GeneratorConfig::default()
+    }
+}
+
+/// The demo trace, generated and built with `correction`, named `demo`.
+pub fn demo(correction: crate::clock::Correction) -> Result<crate::Trace> {
+    let mut raw = generate(&demo_config())?.trace;
+    raw.meta.name = "demo".into();
+    raw.meta.path = "--demo".into();
+    raw.build_with(correction)
+}
+
 /// About how many events `cfg` generates (an upper bound: imbalance adds messages).
 pub fn estimated_events(cfg: &GeneratorConfig) -> u64 {
     let ranks = u64::from(cfg.ranks.max(1) as u32);

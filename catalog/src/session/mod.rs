@@ -37,6 +37,9 @@ use named_args::Parameters;
 use sql::{Command, parse_command};
 use trace_table::TraceTable;
 
+/// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
+const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
+
 /// The catalog all schemas live in.
 pub const CATALOG: &str = "datafusion";
 /// The default schema: tables of the first trace, and the user's views.
@@ -344,6 +347,42 @@ impl Session {
         }
     }
 
+    /// An error's message with help: an unknown table or table function is answered with the
+    /// closest known name, a quoted path in FROM with what is wrong with the file.
+    pub fn suggest_names(&self, error: String) -> String {
+        let quoted_before = |marker: &str| -> Option<String> {
+            let end = error.find(marker)?;
+            let start = error[..end].rfind('\'')? + 1;
+            Some(error[start..end].to_string())
+        };
+        let state = self.ctx.state();
+        if let Some(name) = quoted_before("' not found").filter(|_| error.contains("table function '")) {
+            let names: Vec<String> = state.table_functions().keys().cloned().collect();
+            return crate::suggest::did_you_mean(error, &name, names.iter().map(String::as_str));
+        }
+        if error.contains("table '")
+            && let Some(name) = quoted_before("' not found")
+        {
+            // A quoted path in FROM: say what is wrong with the file, not with a table name.
+            let path = name.as_str();
+            if path.contains('/') || DATA_FILE_EXTENSIONS.iter().any(|e| path.to_ascii_lowercase().ends_with(e)) {
+                let what = if std::path::Path::new(path).exists() {
+                    "not a file a query reads: a path in FROM reads a .csv, .json or .parquet file, by its extension"
+                } else {
+                    "no such file"
+                };
+                return format!("{path}: {what}");
+            }
+            let table = name.rsplit('.').next().unwrap_or(&name).to_string();
+            let mut names: Vec<String> = model::TABLES.iter().map(|t| t.name.to_string()).collect();
+            if let Some(public) = self.catalog.schema(DEFAULT_SCHEMA) {
+                names.extend(public.table_names());
+            }
+            return crate::suggest::did_you_mean(error, &table, names.iter().map(String::as_str));
+        }
+        error
+    }
+
     /// Let `function`'s arguments be given by name (`function(name => value)`).
     pub fn register_parameter_names(&mut self, function: &str, names: Vec<&'static str>) {
         self.parameters.insert(function.to_ascii_lowercase(), names);
@@ -555,6 +594,29 @@ fn check_copy_target(target: &str) -> Result<()> {
         }
         Err(e) => Err(Error::argument(format!("COPY: cannot write in {}: {e}", parent.display()))),
     }
+}
+
+/// A size in bytes: a number with an optional unit K, M, G, T (powers of 1024; `KiB`, `GB`
+/// and the like are read the same).
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let scale: f64 = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1.0,
+        "K" => 1024.0,
+        "M" => 1024.0 * 1024.0,
+        "G" => 1024.0 * 1024.0 * 1024.0,
+        "T" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("'{t}': expected a size such as 8G, 512M or 1000000 (bytes)")),
+    };
+    let v: f64 =
+        num.trim().parse().map_err(|_| format!("'{t}': expected a number with an optional unit K, M, G, T"))?;
+    let bytes = v * scale;
+    if !(1.0..9.0e18).contains(&bytes) {
+        return Err(format!("'{t}': out of range"));
+    }
+    Ok(bytes as usize)
 }
 
 /// The default memory budget of queries: three quarters of the machine's memory (8 GiB when

@@ -89,8 +89,42 @@ impl Sample {
     }
 }
 
-/// The SVG of `batches` (the result of a query whose columns `schema` gives), titled `title`.
+/// The shape of a chart: chosen from the result (`Auto`), or asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A heatmap for (x, y, value) rows whose x repeats, bars for a text x, lines otherwise.
+    Auto,
+    /// One line per numeric column over a numeric or time x.
+    Line,
+    /// One bar per row (per series) over x read as categories.
+    Bar,
+    /// A grid of (x, y, value) rows.
+    Heatmap,
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Kind::Auto),
+            "line" | "lines" => Ok(Kind::Line),
+            "bar" | "bars" => Ok(Kind::Bar),
+            "heatmap" => Ok(Kind::Heatmap),
+            _ => Err(format!("unknown chart kind '{s}': expected auto, line, bar or heatmap")),
+        }
+    }
+}
+
+/// The SVG of `batches` (the result of a query whose columns `schema` gives), titled `title`,
+/// in the shape the result calls for.
 pub fn svg(schema: &SchemaRef, batches: &[RecordBatch], title: &str) -> Result<String, String> {
+    svg_as(schema, batches, title, Kind::Auto)
+}
+
+/// The SVG of `batches` drawn as `kind`; a result that cannot be drawn so is an error saying
+/// what the kind needs.
+pub fn svg_as(schema: &SchemaRef, batches: &[RecordBatch], title: &str, kind: Kind) -> Result<String, String> {
     let batch = arrow::compute::concat_batches(schema, batches).map_err(|e| e.to_string())?;
     if batch.num_columns() < 2 {
         return Err("\\chart: the query must give an x column and at least one numeric column".into());
@@ -102,8 +136,17 @@ pub fn svg(schema: &SchemaRef, batches: &[RecordBatch], title: &str) -> Result<S
     let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
     let is_text = |c: &ArrayRef| matches!(text_type(c.data_type()), Some(true));
     let numeric = |c: &ArrayRef| matches!(text_type(c.data_type()), Some(false));
-    if batch.num_columns() == 3 && numeric(batch.column(2)) && repeats(x) {
-        return heatmap(&batch, &names, title);
+    let grid = batch.num_columns() == 3 && numeric(batch.column(2));
+    match kind {
+        Kind::Heatmap if !grid => {
+            return Err(format!(
+                "chart kind 'heatmap' needs three columns, x, y and a numeric value; the query gives {}",
+                names.join(", ")
+            ));
+        }
+        Kind::Heatmap => return heatmap(&batch, &names, title),
+        Kind::Auto if grid && repeats(x) => return heatmap(&batch, &names, title),
+        _ => {}
     }
     let series: Vec<usize> = (1..batch.num_columns()).filter(|&i| numeric(batch.column(i))).collect();
     if series.is_empty() {
@@ -113,12 +156,19 @@ pub fn svg(schema: &SchemaRef, batches: &[RecordBatch], title: &str) -> Result<S
             names.join(", ")
         ));
     }
-    if is_text(x) {
-        bars(&batch, &names, &series, title)
-    } else if numeric(x) {
-        lines(&batch, &names, &series, title)
-    } else {
-        Err(format!("\\chart: the x column '{}' is {}: expected text, a number or a time", names[0], x.data_type()))
+    match kind {
+        Kind::Line if !numeric(x) => Err(format!(
+            "chart kind 'line' needs a numeric or time x column; '{}' is {}: draw it as kind 'bar'",
+            names[0],
+            x.data_type()
+        )),
+        Kind::Line => lines(&batch, &names, &series, title),
+        Kind::Bar if is_text(x) || numeric(x) => bars(&batch, &names, &series, title),
+        _ if is_text(x) => bars(&batch, &names, &series, title),
+        _ if numeric(x) => lines(&batch, &names, &series, title),
+        _ => {
+            Err(format!("\\chart: the x column '{}' is {}: expected text, a number or a time", names[0], x.data_type()))
+        }
     }
 }
 
@@ -542,6 +592,49 @@ mod tests {
     use arrow::array::{Float64Array, Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
     use std::sync::Arc;
+
+    fn grid() -> (SchemaRef, RecordBatch) {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("src", DataType::Int64, false),
+            Field::new("dst", DataType::Int64, false),
+            Field::new("bytes", DataType::Float64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![
+                Arc::new(Int64Array::from(vec![0, 0, 1, 1])),
+                Arc::new(Int64Array::from(vec![0, 1, 0, 1])),
+                Arc::new(Float64Array::from(vec![1.0, 2.0, 3.0, 4.0])),
+            ],
+        )
+        .unwrap();
+        (schema, batch)
+    }
+
+    #[test]
+    fn a_kind_asked_for_is_drawn_or_refused_saying_what_it_needs() {
+        let (schema, batch) = grid();
+        let auto = svg(&schema, std::slice::from_ref(&batch), "t").unwrap();
+        assert_eq!(svg_as(&schema, std::slice::from_ref(&batch), "t", Kind::Heatmap).unwrap(), auto);
+        let lines = svg_as(&schema, std::slice::from_ref(&batch), "t", Kind::Line).unwrap();
+        let bars = svg_as(&schema, std::slice::from_ref(&batch), "t", Kind::Bar).unwrap();
+        assert!(lines != auto && bars != auto && lines != bars);
+        let text = Arc::new(Schema::new(vec![
+            Field::new("name", DataType::Utf8, false),
+            Field::new("v", DataType::Float64, false),
+        ]));
+        let named = RecordBatch::try_new(
+            text.clone(),
+            vec![Arc::new(StringArray::from(vec!["a", "b"])), Arc::new(Float64Array::from(vec![1.0, 2.0]))],
+        )
+        .unwrap();
+        let e = svg_as(&text, std::slice::from_ref(&named), "t", Kind::Line).unwrap_err();
+        assert!(e.contains("'line' needs a numeric or time x column") && e.contains("'bar'"), "{e}");
+        let e = svg_as(&text, &[named], "t", Kind::Heatmap).unwrap_err();
+        assert!(e.contains("three columns"), "{e}");
+        assert_eq!("LINE".parse::<Kind>(), Ok(Kind::Line));
+        assert!("pie".parse::<Kind>().unwrap_err().contains("auto, line, bar or heatmap"));
+    }
 
     #[test]
     fn a_sample_keeps_evenly_spaced_rows_in_bounded_memory() {
