@@ -112,6 +112,17 @@ impl Session {
     }
 }
 
+/// The trace attached as `name`, or the default one.
+fn trace_named<'s>(
+    s: &'s CatalogSession,
+    name: Option<&str>,
+) -> std::result::Result<&'s commdb_catalog::Trace, Failure> {
+    match name {
+        Some(n) => s.trace(n).ok_or_else(|| Failure::argument(format!("no trace is attached as '{n}'"))),
+        None => s.default_trace().ok_or_else(|| Failure::argument("no trace is open")),
+    }
+}
+
 /// Show the warnings commdb's functions raised as Python warnings (`commdb.Warning`).
 fn warn(py: Python<'_>, notices: Vec<String>) -> PyResult<()> {
     if notices.is_empty() {
@@ -225,10 +236,7 @@ impl Session {
     #[allow(clippy::type_complexity)]
     fn opened(&self, py: Python<'_>, name: Option<String>) -> PyResult<(String, String, Vec<(String, u64, String)>)> {
         self.with_session(py, move |s| {
-            let trace = match &name {
-                Some(n) => s.trace(n).ok_or_else(|| Failure::argument(format!("no trace is attached as '{n}'")))?,
-                None => s.default_trace().ok_or_else(|| Failure::argument("no trace is open"))?,
-            };
+            let trace = trace_named(s, name.as_deref())?;
             let warnings = trace
                 .warnings_so_far()
                 .iter()
@@ -248,10 +256,7 @@ impl Session {
         name: Option<String>,
     ) -> PyResult<(Vec<(String, String)>, Vec<(String, usize)>, Vec<(String, u64, String)>)> {
         self.with_session(py, move |s| {
-            let trace = match &name {
-                Some(n) => s.trace(n).ok_or_else(|| Failure::argument(format!("no trace is attached as '{n}'")))?,
-                None => s.default_trace().ok_or_else(|| Failure::argument("no trace is open"))?,
-            };
+            let trace = trace_named(s, name.as_deref())?;
             let mut info = Vec::new();
             let options = arrow::util::display::FormatOptions::default().with_null("NULL");
             if let Some(b) = trace.table("trace_info")?.first() {
