@@ -22,7 +22,7 @@ def test_a_malformed_csv_names_its_line(repo):
     assert f"line {e.value.line}" in str(e.value) or f":{e.value.line}" in str(e.value)
 
 
-def test_a_truncated_otf2_archive_names_its_offset(tmp_path):
+def test_a_malformed_otf2_anchor_names_its_file(tmp_path):
     archive = tmp_path / "run"
     anchor = archive / "traces.otf2"
     archive.mkdir()
