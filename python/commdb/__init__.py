@@ -130,7 +130,7 @@ class Trace:
 
     def detach(self, name: str) -> None:
         """Let an attached trace go."""
-        self._live().sql(f'DETACH "{name}"')
+        self._live().detach(name)
 
     @property
     def traces(self) -> list[str]:

@@ -219,6 +219,11 @@ impl Session {
         })
     }
 
+    /// Let the trace attached as `name` go (the name as given, not parsed as SQL).
+    fn detach(&self, py: Python<'_>, name: String) -> PyResult<()> {
+        self.with_session(py, move |s| Ok(s.detach(&name)?))
+    }
+
     /// The names of the attached traces; the default one first.
     fn traces(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         self.with_session(py, |s| {

@@ -1,6 +1,7 @@
 """The methods with Pipit's names agree with the SQL they stand for."""
 
 import numpy as np
+import pytest
 
 import commdb
 from conftest import value
@@ -59,6 +60,12 @@ def test_attach_and_query_two_traces(tmp_path):
         assert value(t, "SELECT count(*) FROM ranks") == 16
         t.detach("b")
         assert t.traces == ["a"]
+        # A name is a name, not SQL: an odd one attaches and detaches as given.
+        t.attach("generate:ranks=4,iterations=2", name='odd" name')
+        t.detach('odd" name')
+        assert t.traces == ["a"]
+        with pytest.raises(commdb.ArgumentError, match="no trace is attached as 'b'"):
+            t.detach("b")
 
 
 def test_export(demo, tmp_path):
@@ -71,8 +78,6 @@ def test_export(demo, tmp_path):
 
 
 def test_context_manager_and_options(repo):
-    import pytest
-
     with pytest.warns(commdb.Warning, match="ranks_without_node"):
         t = commdb.open(repo / "tests" / "data" / "micros.csv", time_unit="us", clock_correction="off")
     with t:
