@@ -34,12 +34,17 @@
 //! whose messages leave at once), one that hands on to another comes first. The costs of all
 //! regions, and of `unexplained` waiting (rank and region NULL), add up to the total waiting.
 //!
+//! What a wait finds in its interval does not depend on the other waits' costs, so the
+//! intervals of a batch of waits are measured by all threads at once (each reading the
+//! stretches through its own reader, crate::stretch_store), and the costs are then handed on
+//! wait by wait in the order above, which keeps the answer to the last digit.
+//!
 //! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`), told
 //! apart by their call path as Scalasca's are (crate::call_paths): d's time in a call path is
 //! compared with w's in the same call path; time spent waiting inside an MPI call counts as
 //! waiting, not as the call's region.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
@@ -47,13 +52,13 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived};
+use crate::common::{Args, Derived, FastMap};
 use crate::critical::RUN_PARAMS;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::plan::Main;
 use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::StretchStore;
 use crate::stretch_store::Swept;
+use crate::stretch_store::{StretchReader, StretchStore};
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
@@ -92,11 +97,11 @@ struct W {
 /// b's) of their messages' calls ending, in order of a's time.
 #[derive(Debug, Default)]
 struct SyncPoints {
-    messages: HashMap<(i64, i64), Vec<(i64, i64)>>,
+    messages: FastMap<(i64, i64), Vec<(i64, i64)>>,
     /// Per rank: (end, comm, instance) of its collectives, by end.
-    collectives: HashMap<i64, Vec<(i64, i64, i64)>>,
+    collectives: FastMap<i64, Vec<(i64, i64, i64)>>,
     /// Per (rank, comm, instance): that rank's end of the collective.
-    ends: HashMap<(i64, i64, i64), i64>,
+    ends: FastMap<(i64, i64, i64), i64>,
 }
 
 impl SyncPoints {
@@ -199,9 +204,13 @@ impl RankWaits {
 
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
-fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(PathTimes, i64)> {
+fn time_in(store: &mut StretchReader, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(PathTimes, i64)> {
     let mut paths = PathTimes::default();
+    // The stretches walked (their end and call path), which also tell the call path of every
+    // wait that starts in the interval.
+    let mut walked: Vec<(i64, u32)> = Vec::new();
     store.each_after(rank, a, |s| {
+        walked.push((s.to, s.path));
         if s.from >= b {
             return false;
         }
@@ -215,11 +224,16 @@ fn time_in(store: &mut StretchStore, rank: i64, waits: &RankWaits, a: i64, b: i6
             continue;
         }
         waiting += overlap;
+        // The call path of the first stretch that ends after the wait's start.
         let mut path = None;
-        store.each_after(rank, w.start, |s| {
-            path = Some(s.path);
-            false
-        })?;
+        if w.start >= a {
+            path = walked.get(walked.partition_point(|s| s.0 <= w.start)).map(|s| s.1);
+        } else {
+            store.each_after(rank, w.start, |s| {
+                path = Some(s.path);
+                false
+            })?;
+        }
         if let Some(t) = path.and_then(|p| paths.get_mut(p)) {
             *t -= overlap.min(*t);
         }
@@ -250,9 +264,23 @@ impl PathTimes {
 }
 
 /// Costs per (rank, call path): direct, propagated; and the unexplained waiting.
-type Costs = (BTreeMap<(i64, u32), (f64, f64)>, f64);
+type Costs = (FastMap<(i64, u32), (f64, f64)>, f64);
+
+/// What a wait's interval says, before what it received from other waits is known: the
+/// excess of the delayer per call path, its excess waiting, and the delayer's waits it would
+/// hand on to (index, overlap). None: nothing explains the wait.
+struct Excess {
+    paths: Vec<(u32, f64)>,
+    waiting: f64,
+    theirs: Vec<(usize, f64)>,
+}
+
+/// Waits whose intervals are measured at a time, by all threads, before their costs are
+/// handed on in order.
+const WAIT_BATCH: usize = 1 << 13;
 
 fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Costs> {
+    use rayon::prelude::*;
     let mut list: Vec<W> = waits
         .into_iter()
         .filter_map(|w| {
@@ -263,7 +291,7 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     // Latest end first: a wait hands on only to waits that end no later.
     list.sort_by_key(|w| (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer));
     handing_order_within_ties(&mut list);
-    let mut by_rank: HashMap<i64, RankWaits> = HashMap::new();
+    let mut by_rank: FastMap<i64, RankWaits> = FastMap::default();
     for (i, w) in list.iter().enumerate() {
         let r = by_rank.entry(w.waiter).or_default();
         r.list.push((i, *w));
@@ -273,64 +301,98 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         r.list.sort_by_key(|(_, w)| w.start);
     }
     let none = RankWaits::default();
-    let origin = |store: &StretchStore, r: i64| store.origin(r).unwrap_or(0);
-    let mut incoming = vec![0.0f64; list.len()];
-    let mut costs: BTreeMap<(i64, u32), (f64, f64)> = BTreeMap::new();
-    let mut unexplained = 0.0;
-    for (i, w) in list.iter().enumerate() {
-        if i % 4096 == 0 {
-            commdb_catalog::interrupt::check("delay_costs")?;
-        }
-        let own = (w.end - w.start) as f64;
-        let total = own + incoming[i];
-        let (w_from, d_from) = sync
-            .previous(w.waiter, w.start, w.delayer, w.end)
-            .unwrap_or((origin(store, w.waiter), origin(store, w.delayer)));
+    let store: &StretchStore = store;
+    let origin = |r: i64| store.origin(r).unwrap_or(0);
+    // The interval of wait i and what it finds there, which does not depend on the other
+    // waits' costs: measured for a batch of waits at once, each thread with a reader of its own.
+    let measure = |reader: &mut StretchReader, i: usize| -> Result<Option<Excess>> {
+        let w = &list[i];
+        let (w_from, d_from) =
+            sync.previous(w.waiter, w.start, w.delayer, w.end).unwrap_or((origin(w.waiter), origin(w.delayer)));
         if !store.contains(w.waiter) || !store.contains(w.delayer) {
-            unexplained += total;
-            continue;
+            return Ok(None);
         }
-        let (w_time, w_wait) = time_in(store, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
-        let (d_time, d_wait) = time_in(store, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
-        let excess: Vec<(u32, f64)> = d_time
+        let (w_time, w_wait) = time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
+        let (d_time, d_wait) = time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
+        let paths: Vec<(u32, f64)> = d_time
             .0
             .iter()
             .map(|&(path, t)| (path, (t - w_time.get(path).unwrap_or(0)).max(0) as f64))
             .filter(|(_, e)| *e > 0.0)
             .collect();
-        let wait_excess = (d_wait - w_wait).max(0) as f64;
-        let sum: f64 = excess.iter().map(|e| e.1).sum::<f64>() + wait_excess;
-        if sum <= 0.0 {
-            unexplained += total;
-            continue;
-        }
-        // Short-term: each unit of excess explains at most one unit of the wait.
-        let short = (own / sum).min(1.0);
-        unexplained += own - short * sum;
-        for (path, e) in excess {
-            let c = costs.entry((w.delayer, path)).or_default();
-            c.0 += e * short;
-            c.1 += incoming[i] * e / sum;
-        }
-        if wait_excess > 0.0 {
-            // Hand on to the delayer's waits in its interval, by their time there.
-            let handed = wait_excess * short + incoming[i] * wait_excess / sum;
-            let theirs: Vec<(usize, f64)> = by_rank
+        let waiting = (d_wait - w_wait).max(0) as f64;
+        let theirs: Vec<(usize, f64)> = if waiting > 0.0 {
+            by_rank
                 .get(&w.delayer)
                 .unwrap_or(&none)
                 .overlapping(d_from, w.end)
                 .filter(|(j, _)| *j > i)
                 .map(|(j, v)| (*j, (v.end.min(w.end) - v.start.max(d_from)) as f64))
-                .collect();
-            let weight: f64 = theirs.iter().map(|t| t.1).sum();
-            if weight > 0.0 {
-                for (j, o) in theirs {
-                    incoming[j] += handed * o / weight;
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Ok(Some(Excess { paths, waiting, theirs }))
+    };
+    let threads = rayon::current_num_threads().max(1);
+    let mut readers: Vec<StretchReader> = (0..threads).map(|_| store.reader()).collect::<Result<_>>()?;
+    let mut incoming = vec![0.0f64; list.len()];
+    let mut costs: FastMap<(i64, u32), (f64, f64)> = FastMap::default();
+    let mut unexplained = 0.0;
+    let mut from = 0;
+    while from < list.len() {
+        commdb_catalog::interrupt::check("delay_costs")?;
+        let to = (from + WAIT_BATCH).min(list.len());
+        let per = (to - from).div_ceil(threads);
+        let measured: Vec<Result<Vec<Option<Excess>>>> = readers
+            .par_iter_mut()
+            .enumerate()
+            .map(|(k, reader)| {
+                let (a, b) = ((from + k * per).min(to), (from + (k + 1) * per).min(to));
+                (a..b).map(|i| measure(reader, i)).collect()
+            })
+            .collect();
+        let mut i = from;
+        for part in measured {
+            for excess in part? {
+                let w = &list[i];
+                let own = (w.end - w.start) as f64;
+                let total = own + incoming[i];
+                let Some(Excess { paths, waiting, theirs }) = excess else {
+                    unexplained += total;
+                    i += 1;
+                    continue;
+                };
+                let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
+                if sum <= 0.0 {
+                    unexplained += total;
+                    i += 1;
+                    continue;
                 }
-            } else {
-                unexplained += handed;
+                // Short-term: each unit of excess explains at most one unit of the wait.
+                let short = (own / sum).min(1.0);
+                unexplained += own - short * sum;
+                for (path, e) in paths {
+                    let c = costs.entry((w.delayer, path)).or_default();
+                    c.0 += e * short;
+                    c.1 += incoming[i] * e / sum;
+                }
+                if waiting > 0.0 {
+                    // Hand on to the delayer's waits in its interval, by their time there.
+                    let handed = waiting * short + incoming[i] * waiting / sum;
+                    let weight: f64 = theirs.iter().map(|t| t.1).sum();
+                    if weight > 0.0 {
+                        for (j, o) in theirs {
+                            incoming[j] += handed * o / weight;
+                        }
+                    } else {
+                        unexplained += handed;
+                    }
+                }
+                i += 1;
             }
         }
+        from = to;
     }
     Ok((costs, unexplained))
 }

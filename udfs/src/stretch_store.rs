@@ -7,11 +7,15 @@
 //! stretch takes 32 bytes on disk and 8 bytes of index per block, so a run of 100 M stretches
 //! holds about 1 MB of index and 8 MB of blocks, where the stretches themselves would take 4 GB.
 //! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
-//! file is anonymous and goes when the analysis ends, however it ends.
+//! file is anonymous and goes when the analysis ends, however it ends. Once written, several
+//! threads can read the stretches at once (`delay_costs`), each through a `StretchReader` with
+//! a cache of its own, which also remembers where each rank's last walk began and searches the
+//! next one outwards from there.
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::FileExt;
 
 use commdb_catalog::fast_hash::FastMap;
 
@@ -54,8 +58,86 @@ pub(crate) struct StretchStore {
     /// Time no region covers before a rank's first stretch, from this instant (the run's
     /// first): a stretch of its own, of `region` (the rank's own work, as time between calls is).
     padding: Option<(i64, u32)>,
-    cache: FastMap<(i64, usize), (u64, Vec<Stretch>)>,
+    cache: BlockCache,
+}
+
+/// The blocks read back lately, with when each was last used; past `CACHED_BLOCKS`, the
+/// quarter used least lately goes.
+#[derive(Default)]
+struct BlockCache {
+    blocks: FastMap<(i64, usize), (u64, Vec<Stretch>)>,
     uses: u64,
+}
+
+impl BlockCache {
+    /// Block `b` of `rank` (whose index is `r`), read from `file` if not cached.
+    fn block(&mut self, what: &str, file: &File, rank: i64, r: &RankIndex, b: usize) -> Result<&[Stretch]> {
+        self.uses += 1;
+        let uses = self.uses;
+        if !self.blocks.contains_key(&(rank, b)) {
+            let first = r.first + (b * BLOCK) as u64;
+            let n = (r.count - b * BLOCK).min(BLOCK);
+            let mut bytes = vec![0u8; n * STRETCH_BYTES];
+            file.read_exact_at(&mut bytes, first * STRETCH_BYTES as u64).map_err(|e| io_error(what, "reading", e))?;
+            let list: Vec<Stretch> = bytes.chunks(STRETCH_BYTES).map(decode).collect();
+            if self.blocks.len() >= CACHED_BLOCKS {
+                // The quarter used least lately goes at once, which keeps the search for them
+                // from being made at every block read.
+                let mut used: Vec<u64> = self.blocks.values().map(|(u, _)| *u).collect();
+                let k = used.len() / 4;
+                let (_, limit, _) = used.select_nth_unstable(k);
+                let limit = *limit;
+                self.blocks.retain(|_, (u, _)| *u > limit);
+            }
+            self.blocks.insert((rank, b), (uses, list));
+        }
+        let entry = self.blocks.get_mut(&(rank, b)).expect("the block was just cached");
+        entry.0 = uses;
+        Ok(&entry.1)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.blocks.len() * (BLOCK * std::mem::size_of::<Stretch>() + 64)
+    }
+}
+
+/// A reader of a store whose stretches have all been written, with a block cache of its own:
+/// several threads read one store at once, each through its reader.
+pub(crate) struct StretchReader<'a> {
+    store: &'a StretchStore,
+    file: &'a File,
+    cache: BlockCache,
+    /// Per rank, where its last walk began (block, index): walks of a rank go back and forth
+    /// a little at a time, so the next one is searched from there, through stretches still in
+    /// the processor's cache, rather than by halving the whole block.
+    last: FastMap<i64, (usize, usize)>,
+}
+
+/// The first of `block`'s stretches that ends after `t` (as `partition_point`), searched
+/// outwards from `near` in steps that double.
+fn first_ending_after(block: &[Stretch], t: i64, near: usize) -> usize {
+    let before = |i: usize| block[i].to <= t;
+    let n = block.len();
+    let near = near.min(n);
+    if near < n && before(near) {
+        // The answer lies after near: double the step until past it.
+        let (mut lo, mut step) = (near + 1, 1);
+        while lo + step <= n && before(lo + step - 1) {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        lo + block[lo..hi].partition_point(|s| s.to <= t)
+    } else {
+        // The answer is near or before it.
+        let (mut hi, mut step) = (near, 1);
+        while hi >= step && !before(hi - step) {
+            hi -= step;
+            step *= 2;
+        }
+        let lo = hi.saturating_sub(step);
+        lo + block[lo..hi].partition_point(|s| s.to <= t)
+    }
 }
 
 impl std::fmt::Debug for StretchStore {
@@ -102,8 +184,7 @@ impl StretchStore {
             written: 0,
             ranks: BTreeMap::new(),
             padding: None,
-            cache: FastMap::default(),
-            uses: 0,
+            cache: BlockCache::default(),
         })
     }
 
@@ -215,12 +296,43 @@ impl StretchStore {
 
     /// Hand `f` the stretches of `rank` from the first that ends after `t` on, in order, the
     /// padding included, until it returns false.
+    /// A reader of the stretches with a cache of its own (after `finish_writing`).
+    pub(crate) fn reader(&self) -> Result<StretchReader<'_>> {
+        Ok(StretchReader { store: self, file: self.sealed()?, cache: BlockCache::default(), last: FastMap::default() })
+    }
+
+    fn sealed(&self) -> Result<&File> {
+        let what = self.what;
+        self.reader
+            .as_ref()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches read before they were all written")))
+    }
+
+    fn block(&mut self, rank: i64, b: usize) -> Result<&[Stretch]> {
+        let what = self.what;
+        let file = self
+            .reader
+            .as_ref()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches read before they were all written")))?;
+        self.cache.block(what, file, rank, &self.ranks[&rank], b)
+    }
+
+    pub(crate) fn held_bytes(&self) -> usize {
+        let index: usize = self.ranks.values().map(|r| 64 + 8 * r.block_ends.capacity()).sum();
+        index + self.cache.held_bytes()
+    }
+}
+
+impl StretchReader<'_> {
+    /// Call `f` on each of `rank`'s stretches that ends after `t`, in order (the padding first
+    /// when it does), until it returns false.
     pub(crate) fn each_after(&mut self, rank: i64, t: i64, mut f: impl FnMut(&Stretch) -> bool) -> Result<()> {
-        let Some(r) = self.ranks.get(&rank) else { return Ok(()) };
+        let store = self.store;
+        let Some(r) = store.ranks.get(&rank) else { return Ok(()) };
         if r.count == 0 {
             return Ok(());
         }
-        if let Some(pad) = self.padded(r)
+        if let Some(pad) = store.padded(r)
             && pad.to > t
             && !f(&pad)
         {
@@ -230,8 +342,18 @@ impl StretchStore {
         let mut b = r.block_ends.partition_point(|&e| e <= t);
         let mut first = true;
         while b < blocks {
-            let block = self.block(rank, b)?;
-            let from = if first { block.partition_point(|s| s.to <= t) } else { 0 };
+            let block = self.cache.block(store.what, self.file, rank, r, b)?;
+            let from = if first {
+                let near = match self.last.get(&rank) {
+                    Some(&(lb, li)) if lb == b => li,
+                    _ => block.len() / 2,
+                };
+                let from = first_ending_after(block, t, near);
+                self.last.insert(rank, (b, from));
+                from
+            } else {
+                0
+            };
             first = false;
             for s in &block[from..] {
                 if !f(s) {
@@ -241,40 +363,6 @@ impl StretchStore {
             b += 1;
         }
         Ok(())
-    }
-
-    /// Block `b` of `rank`, read back or from the cache.
-    fn block(&mut self, rank: i64, b: usize) -> Result<&[Stretch]> {
-        self.uses += 1;
-        let uses = self.uses;
-        if !self.cache.contains_key(&(rank, b)) {
-            let r = &self.ranks[&rank];
-            let first = r.first + (b * BLOCK) as u64;
-            let n = (r.count - b * BLOCK).min(BLOCK);
-            let what = self.what;
-            let reader = self.reader.as_mut().ok_or_else(|| {
-                DataFusionError::Internal(format!("{what}: stretches read before they were all written"))
-            })?;
-            let mut bytes = vec![0u8; n * STRETCH_BYTES];
-            reader.seek(SeekFrom::Start(first * STRETCH_BYTES as u64)).map_err(|e| io_error(what, "reading", e))?;
-            reader.read_exact(&mut bytes).map_err(|e| io_error(what, "reading", e))?;
-            let list: Vec<Stretch> = bytes.chunks(STRETCH_BYTES).map(decode).collect();
-            if self.cache.len() >= CACHED_BLOCKS
-                && let Some(oldest) = self.cache.iter().min_by_key(|(_, (used, _))| *used).map(|(k, _)| *k)
-            {
-                self.cache.remove(&oldest);
-            }
-            self.cache.insert((rank, b), (uses, list));
-        }
-        let entry = self.cache.get_mut(&(rank, b)).expect("the block was just cached");
-        entry.0 = uses;
-        Ok(&entry.1)
-    }
-
-    /// Bytes held in memory: the index and the cached blocks.
-    pub(crate) fn held_bytes(&self) -> usize {
-        let index: usize = self.ranks.values().map(|r| 64 + 8 * r.block_ends.capacity()).sum();
-        index + self.cache.len() * (BLOCK * std::mem::size_of::<Stretch>() + 64)
     }
 }
 
@@ -329,6 +417,18 @@ mod tests {
     }
 
     #[test]
+    fn the_search_from_a_hint_finds_what_halving_finds() {
+        let block: Vec<Stretch> = (0..300).map(|k| s(10 * k, 10 * k + 10, 0)).collect();
+        for t in -5..3020 {
+            let expected = block.partition_point(|x| x.to <= t);
+            for near in [0, 1, 2, 7, 150, 298, 299, 300, 5000] {
+                assert_eq!(first_ending_after(&block, t, near), expected, "t {t} near {near}");
+            }
+        }
+        assert_eq!(first_ending_after(&[], 5, 0), 0);
+    }
+
+    #[test]
     fn stretches_read_back_are_those_written_and_the_padding_is_the_run_s_first_instant() {
         let mut store = StretchStore::new("test").unwrap();
         // Rank 0: 3,000 stretches of 10 ns from 100 (three blocks); rank 2 from 5,000; rank 1 none.
@@ -356,9 +456,10 @@ mod tests {
         assert_eq!(store.holding(2, 5001).unwrap().unwrap().from, 5000);
         assert_eq!((store.origin(0), store.origin(1), store.origin(2)), (Some(100), None, Some(100)));
         // From the first stretch that ends after t, across blocks, the padding first.
+        let mut reader = store.reader().unwrap();
         for t in [0, 109, 110, 10_235, 10_240, 30_099, 30_100] {
             let mut seen = Vec::new();
-            store
+            reader
                 .each_after(0, t, |s| {
                     seen.push(s.from);
                     true
@@ -368,7 +469,7 @@ mod tests {
             assert_eq!(seen, expected, "after {t}");
         }
         let mut seen = Vec::new();
-        store
+        reader
             .each_after(2, 4000, |s| {
                 seen.push(s.from);
                 seen.len() < 3

@@ -89,10 +89,12 @@ pub(super) struct RankCalls {
     marks: Vec<(i64, i64)>,
     /// The blocks it used last, the most recent first.
     cached: Vec<(u32, Box<[MpiCall]>)>,
-    /// Runs of consecutive calls that lookups found lately, the most recent first: a rank's
-    /// message sides fall in a few calls at a time (its sends, its receives, the wait that
-    /// completes them), so most lookups end in one of these, without reading a block.
+    /// Runs of consecutive calls that lookups found lately: a rank's message sides fall in a
+    /// few calls at a time (its sends, its receives, the wait that completes them), so most
+    /// lookups end in one of these, without reading a block.
     windows: Vec<Window>,
+    /// Indices into `windows`, the most recently used first (the runs themselves stay put).
+    recent: [u8; WINDOWS],
 }
 
 /// Runs each rank remembers.
@@ -236,6 +238,7 @@ impl CallStore {
             marks,
             cached: Vec::new(),
             windows: Vec::new(),
+            recent: std::array::from_fn(|i| i as u8),
         });
         Ok(())
     }
@@ -275,64 +278,124 @@ impl CallStore {
             + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
     }
 
-    /// Rank `ri`'s block `b` (its calls b * BLOCK..), through its cache.
-    fn block(&mut self, ri: usize, b: u32) -> Result<&[MpiCall]> {
-        let cached = &mut self.ranks[ri].cached;
-        if let Some(k) = cached.iter().position(|(c, _)| *c == b) {
-            if k > 0 {
-                let hit = cached.remove(k);
-                cached.insert(0, hit);
-            }
-            return Ok(&self.ranks[ri].cached[0].1);
-        }
+    /// Call number `number`, one of rank `ri`'s.
+    pub fn call(&mut self, ri: usize, number: u32) -> Result<MpiCall> {
         let what = self.what;
         let file = self
             .file
             .as_ref()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
-        let r = &self.ranks[ri];
-        let n = (r.count - b * BLOCK).min(BLOCK) as usize;
-        let mut bytes = vec![0u8; n * CALL_BYTES];
-        let at = u64::from(r.block0 + b) * u64::from(BLOCK) * CALL_BYTES as u64;
-        file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
-        let calls = decode(&bytes, r.marks[b as usize].1);
-        let cached = &mut self.ranks[ri].cached;
-        cached.insert(0, (b, calls));
-        cached.truncate(WAYS);
-        Ok(&self.ranks[ri].cached[0].1)
-    }
-
-    /// Call number `number`, one of rank `ri`'s.
-    pub fn call(&mut self, ri: usize, number: u32) -> Result<MpiCall> {
-        let i = number - self.ranks[ri].first;
-        let block = self.block(ri, i / BLOCK)?;
-        Ok(block[(i % BLOCK) as usize])
+        self.ranks[ri].call(file, what, number)
     }
 
     /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.
+    #[cfg(test)]
     pub fn locate(&mut self, ri: usize, t: i64) -> Result<Option<u32>> {
-        let windows = &mut self.ranks[ri].windows;
-        for k in 0..windows.len() {
-            if let Some(found) = windows[k].find(t) {
-                if k > 0 {
-                    let w = windows.remove(k);
-                    windows.insert(0, w);
+        let what = self.what;
+        let file = self
+            .file
+            .as_ref()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        self.ranks[ri].locate(file, what, t)
+    }
+
+    /// Locate many instants at once: `found[i]` becomes the number of the call of rank
+    /// `sides[i].0` (an index among the store's ranks; `NOWHERE` for none) that holds instant
+    /// `sides[i].1`, or `NOWHERE`; an instant of a known rank that no call holds is counted in
+    /// `unplaced`. The ranks are shared out among the threads in runs, each thread taking the
+    /// sides of its own ranks in their order, so every rank sees its lookups in the same order
+    /// as one by one, and the answers are the same.
+    pub fn locate_all(&mut self, sides: &[(u32, i64)], found: &mut Vec<u32>, unplaced: &mut [i64]) -> Result<()> {
+        use rayon::prelude::*;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let CallStore { what, file, ranks, .. } = self;
+        let what = *what;
+        let file = file
+            .as_ref()
+            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        let threads = rayon::current_num_threads().clamp(1, ranks.len().max(1));
+        let per = ranks.len().div_ceil(threads).max(1);
+        let answers: Vec<AtomicU32> = (0..sides.len()).map(|_| AtomicU32::new(NOWHERE)).collect();
+        let counts: Vec<Result<(usize, Vec<i64>)>> = ranks
+            .par_chunks_mut(per)
+            .enumerate()
+            .map(|(g, ranks)| {
+                let lo = g * per;
+                let mut missed = vec![0i64; ranks.len()];
+                for (side, answer) in sides.iter().zip(&answers) {
+                    let ri = side.0 as usize;
+                    if side.0 == NOWHERE || ri < lo || ri >= lo + ranks.len() {
+                        continue;
+                    }
+                    match ranks[ri - lo].locate(file, what, side.1)? {
+                        Some(number) => answer.store(number, Ordering::Relaxed),
+                        None => missed[ri - lo] += 1,
+                    }
                 }
+                Ok((lo, missed))
+            })
+            .collect();
+        for c in counts {
+            let (lo, missed) = c?;
+            for (u, m) in unplaced[lo..].iter_mut().zip(missed) {
+                *u += m;
+            }
+        }
+        found.clear();
+        found.extend(answers.into_iter().map(AtomicU32::into_inner));
+        Ok(())
+    }
+}
+
+/// No rank, or no call.
+pub(super) const NOWHERE: u32 = u32::MAX;
+
+impl RankCalls {
+    /// Its block `b` (its calls b * BLOCK..), through its cache.
+    fn block(&mut self, file: &File, what: &str, b: u32) -> Result<&[MpiCall]> {
+        if let Some(k) = self.cached.iter().position(|(c, _)| *c == b) {
+            if k > 0 {
+                let hit = self.cached.remove(k);
+                self.cached.insert(0, hit);
+            }
+            return Ok(&self.cached[0].1);
+        }
+        let n = (self.count - b * BLOCK).min(BLOCK) as usize;
+        let mut bytes = vec![0u8; n * CALL_BYTES];
+        let at = u64::from(self.block0 + b) * u64::from(BLOCK) * CALL_BYTES as u64;
+        file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
+        let calls = decode(&bytes, self.marks[b as usize].1);
+        self.cached.insert(0, (b, calls));
+        self.cached.truncate(WAYS);
+        Ok(&self.cached[0].1)
+    }
+
+    /// Its call number `number`.
+    fn call(&mut self, file: &File, what: &str, number: u32) -> Result<MpiCall> {
+        let i = number - self.first;
+        let block = self.block(file, what, i / BLOCK)?;
+        Ok(block[(i % BLOCK) as usize])
+    }
+
+    /// The number of its call that holds instant `t` (start <= t <= end), if any.
+    fn locate(&mut self, file: &File, what: &str, t: i64) -> Result<Option<u32>> {
+        for k in 0..self.windows.len() {
+            if let Some(found) = self.windows[self.recent[k] as usize].find(t) {
+                self.recent[..=k].rotate_right(1);
                 return Ok(found);
             }
         }
-        let r = &self.ranks[ri];
-        let j = r.marks.partition_point(|m| m.0 <= t);
+        let j = self.marks.partition_point(|m| m.0 <= t);
         if j == 0 {
             return Ok(None);
         }
-        let (b, first) = (j as u32 - 1, r.first);
-        let block = self.block(ri, b)?;
+        let (b, first) = (j as u32 - 1, self.first);
+        let block = self.block(file, what, b)?;
         let i = block.partition_point(|c| c.start <= t) - 1;
         let call = block[i];
         let number = first + b * BLOCK + i as u32;
         // Remember the run from this call to the end of its block (RUN calls at most; a block
-        // holds only the rank's calls).
+        // holds only the rank's calls), in place of the run used least lately.
         let run = &block[i..(i + RUN).min(block.len())];
         let mut w = Window { first: number, len: 0, starts: [0; RUN], ends: [0; RUN] };
         for c in run {
@@ -340,9 +403,17 @@ impl CallStore {
             w.ends[w.len] = c.end;
             w.len += 1;
         }
-        let windows = &mut self.ranks[ri].windows;
-        windows.insert(0, w);
-        windows.truncate(WINDOWS);
+        let slot = if self.windows.len() < WINDOWS {
+            self.windows.push(w);
+            self.windows.len() - 1
+        } else {
+            let slot = self.recent[WINDOWS - 1] as usize;
+            self.windows[slot] = w;
+            slot
+        };
+        let k = self.recent.iter().position(|&r| r as usize == slot).unwrap_or(WINDOWS - 1);
+        self.recent[..=k].rotate_right(1);
+        self.recent[0] = slot as u8;
         Ok((t <= call.end).then_some(number))
     }
 }

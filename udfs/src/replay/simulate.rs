@@ -5,18 +5,23 @@
 //! rank as far as it can go, then the next rank that can. In memory: per MPI call its ideal
 //! start (8 bytes), where its list starts (4) and its list (4 a dependency); the messages'
 //! dependencies pass through a scratch file on their way to the lists. The rules are the
-//! module's (crate::replay).
+//! module's (crate::replay). The sides are placed a batch of rows at a time, the ranks shared
+//! out among the threads (`CallStore::locate_all`); each rank sees its lookups in the same
+//! order as one by one.
 
 use std::collections::VecDeque;
 
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
-use super::call_store::{CallStore, MAX_CALLS};
+use super::call_store::{CallStore, MAX_CALLS, NOWHERE};
 use super::spill::{Rows, Spill, value};
 
 /// The tag of a collective instance in a call's list (above every call's number).
 const INSTANCE: u32 = MAX_CALLS;
+
+/// Rows read and placed at a time.
+const LINK_BATCH: usize = 1 << 16;
 
 /// An ideal start not known yet.
 const UNSET: i64 = i64::MIN;
@@ -74,15 +79,14 @@ pub(super) fn link(
     let n = store.len();
     grow(links_bytes(n, 0))?;
     let mut unplaced = vec![0i64; store.ranks.len()];
-    let locate = |store: &mut CallStore, unplaced: &mut Vec<i64>, rank: Option<i64>, t: Option<i64>| {
-        let Some(ri) = rank.and_then(|r| store.rank_index(r)) else { return Ok(None) };
-        let Some(t) = t else { return Ok(None) };
-        let found = store.locate(ri, t)?;
-        if found.is_none() {
-            unplaced[ri] += 1;
+    // A side to place: its rank's index among the store's (NOWHERE: no such rank, or no time).
+    let side = |store: &CallStore, rank: Option<i64>, t: Option<i64>| -> (u32, i64) {
+        match (rank.and_then(|r| store.rank_index(r)), t) {
+            (Some(ri), Some(t)) => (ri as u32, t),
+            _ => (NOWHERE, 0),
         }
-        Ok::<_, DataFusionError>(found)
     };
+    let placed = |found: u32| (found != NOWHERE).then_some(found);
     let mut count = vec![0u32; n + 1];
     let mut completes = Bits::new(n);
     // (call that waits, what it waits for), packed in one integer, on their way to the lists.
@@ -91,27 +95,35 @@ pub(super) fn link(
         count[done as usize] += 1;
         pairs.push([(i64::from(done) << 32) | i64::from(dep)])
     };
-    let mut row = 0usize;
-    while let Some(m) = messages.next_row()? {
-        commdb_catalog::interrupt::check_every(row, what)?;
-        row += 1;
-        let [src, dst, bytes, send_call_start, send_complete, recv_post, recv_call_start] = m.map(value);
-        let send_post = locate(store, &mut unplaced, src, send_call_start)?;
-        let send_done = locate(store, &mut unplaced, src, send_complete.or(send_call_start))?;
-        let recv_post = locate(store, &mut unplaced, dst, recv_post.or(recv_call_start))?;
-        let recv_done = locate(store, &mut unplaced, dst, recv_call_start)?;
-        if let Some(done) = recv_done {
-            completes.set(done);
-            for p in [recv_post, send_post].into_iter().flatten().filter(|p| *p != done) {
-                add(&mut count, &mut pairs, done, p)?;
-            }
+    // The rows come in batches, whose sides are placed by all threads at once.
+    let (mut batch, mut sides, mut found) = (Vec::new(), Vec::new(), Vec::new());
+    while messages.next_rows(&mut batch, LINK_BATCH)? > 0 {
+        commdb_catalog::interrupt::check(what)?;
+        sides.clear();
+        for m in &batch {
+            let [src, dst, _, send_call_start, send_complete, recv_post, recv_call_start] = m.map(value);
+            sides.push(side(store, src, send_call_start));
+            sides.push(side(store, src, send_complete.or(send_call_start)));
+            sides.push(side(store, dst, recv_post.or(recv_call_start)));
+            sides.push(side(store, dst, recv_call_start));
         }
-        if let Some(done) = send_done {
-            completes.set(done);
-            let eager = bytes.is_some_and(|b| b <= eager_limit);
-            let posts = if eager { [send_post, None] } else { [send_post, recv_post] };
-            for p in posts.into_iter().flatten().filter(|p| *p != done) {
-                add(&mut count, &mut pairs, done, p)?;
+        store.locate_all(&sides, &mut found, &mut unplaced)?;
+        for (m, f) in batch.iter().zip(found.chunks_exact(4)) {
+            let bytes = value(m[2]);
+            let [send_post, send_done, recv_post, recv_done] = [f[0], f[1], f[2], f[3]].map(placed);
+            if let Some(done) = recv_done {
+                completes.set(done);
+                for p in [recv_post, send_post].into_iter().flatten().filter(|p| *p != done) {
+                    add(&mut count, &mut pairs, done, p)?;
+                }
+            }
+            if let Some(done) = send_done {
+                completes.set(done);
+                let eager = bytes.is_some_and(|b| b <= eager_limit);
+                let posts = if eager { [send_post, None] } else { [send_post, recv_post] };
+                for p in posts.into_iter().flatten().filter(|p| *p != done) {
+                    add(&mut count, &mut pairs, done, p)?;
+                }
             }
         }
     }
@@ -119,25 +131,33 @@ pub(super) fn link(
     let mut instance_posts: Vec<(u32, u32)> = Vec::new();
     let mut members: Vec<u32> = Vec::new();
     let mut posts_flag = Bits::new(n);
-    while let Some(c) = collectives.next_row()? {
-        commdb_catalog::interrupt::check_every(row, what)?;
-        row += 1;
-        let [comm, instance, rank, begin, end] = c.map(value);
-        let (Some(comm), Some(instance)) = (comm, instance) else { continue };
-        let begin = begin.or(end);
-        let post = locate(store, &mut unplaced, rank, begin)?;
-        let done = locate(store, &mut unplaced, rank, end.or(begin))?;
-        if let (Some(p), Some(d)) = (post, done) {
-            let next = members.len() as u32;
-            let i = *instance_of.entry((comm, instance)).or_insert(next);
-            if i == next {
-                members.push(0);
+    let mut batch = Vec::new();
+    while collectives.next_rows(&mut batch, LINK_BATCH)? > 0 {
+        commdb_catalog::interrupt::check(what)?;
+        sides.clear();
+        for c in &batch {
+            let [_, _, rank, begin, end] = c.map(value);
+            let begin = begin.or(end);
+            // Members without a communicator or instance are not placed (nor counted).
+            let known = value(c[0]).is_some() && value(c[1]).is_some();
+            sides.push(if known { side(store, rank, begin) } else { (NOWHERE, 0) });
+            sides.push(if known { side(store, rank, end.or(begin)) } else { (NOWHERE, 0) });
+        }
+        store.locate_all(&sides, &mut found, &mut unplaced)?;
+        for (c, f) in batch.iter().zip(found.chunks_exact(2)) {
+            let (Some(comm), Some(instance)) = (value(c[0]), value(c[1])) else { continue };
+            if let (Some(p), Some(d)) = (placed(f[0]), placed(f[1])) {
+                let next = members.len() as u32;
+                let i = *instance_of.entry((comm, instance)).or_insert(next);
+                if i == next {
+                    members.push(0);
+                }
+                members[i as usize] += 1;
+                instance_posts.push((p, i));
+                posts_flag.set(p);
+                completes.set(d);
+                add(&mut count, &mut pairs, d, INSTANCE | i)?;
             }
-            members[i as usize] += 1;
-            instance_posts.push((p, i));
-            posts_flag.set(p);
-            completes.set(d);
-            add(&mut count, &mut pairs, d, INSTANCE | i)?;
         }
     }
     drop(instance_of);
@@ -155,10 +175,13 @@ pub(super) fn link(
     let mut waits = vec![0u32; total];
     let mut rows = pairs.into_rows()?;
     // start[d] moves on as d's list fills, ending where d + 1's begins; shifted back after.
-    while let Some([packed]) = rows.next_row()? {
-        let (d, dep) = ((packed >> 32) as usize, packed as u32);
-        waits[start[d] as usize] = dep;
-        start[d] += 1;
+    let mut batch = Vec::new();
+    while rows.next_rows(&mut batch, LINK_BATCH)? > 0 {
+        for &[packed] in &batch {
+            let (d, dep) = ((packed >> 32) as usize, packed as u32);
+            waits[start[d] as usize] = dep;
+            start[d] += 1;
+        }
     }
     for d in (1..=n).rev() {
         start[d] = start[d - 1];

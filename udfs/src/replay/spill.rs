@@ -54,7 +54,7 @@ impl<const N: usize> Spill<N> {
         let what = self.what;
         let mut file = self.file.into_inner().map_err(|e| io_error(what, "writing", e.into_error()))?;
         file.seek(SeekFrom::Start(0)).map_err(|e| io_error(what, "reading", e))?;
-        Ok(Rows { what, file: BufReader::with_capacity(1 << 20, file), left: self.rows })
+        Ok(Rows { what, file: BufReader::with_capacity(1 << 20, file), left: self.rows, bytes: Vec::new() })
     }
 }
 
@@ -63,22 +63,25 @@ pub(super) struct Rows<const N: usize> {
     what: &'static str,
     file: BufReader<File>,
     left: u64,
+    /// The bytes of the rows read last.
+    bytes: Vec<u8>,
 }
 
 impl<const N: usize> Rows<N> {
-    /// The next row (None: no more).
-    pub fn next_row(&mut self) -> Result<Option<[i64; N]>> {
-        if self.left == 0 {
-            return Ok(None);
+    /// The next rows, at most `max`, in place of `out`'s (none: no more).
+    pub fn next_rows(&mut self, out: &mut Vec<[i64; N]>, max: usize) -> Result<usize> {
+        out.clear();
+        let n = (self.left.min(max as u64)) as usize;
+        if n == 0 {
+            return Ok(0);
         }
-        self.left -= 1;
-        let mut row = [0i64; N];
-        let mut b = [0u8; 8];
-        for v in &mut row {
-            self.file.read_exact(&mut b).map_err(|e| io_error(self.what, "reading", e))?;
-            *v = i64::from_le_bytes(b);
-        }
-        Ok(Some(row))
+        self.bytes.resize(n * N * 8, 0);
+        self.file.read_exact(&mut self.bytes).map_err(|e| io_error(self.what, "reading", e))?;
+        out.extend(self.bytes.chunks_exact(N * 8).map(|row| {
+            std::array::from_fn(|i| i64::from_le_bytes(row[i * 8..i * 8 + 8].try_into().expect("8 bytes")))
+        }));
+        self.left -= n as u64;
+        Ok(n)
     }
 }
 
@@ -99,10 +102,17 @@ mod tests {
         }
         assert_eq!(s.rows(), 10_000);
         let mut rows = s.into_rows().unwrap();
-        for k in 0..10_000i64 {
-            let r = rows.next_row().unwrap().unwrap();
-            assert_eq!((r[0], value(r[1]), r[2]), (k, (k % 7 != 0).then_some(-k), i64::MAX - k));
+        let (mut batch, mut k) = (Vec::new(), 0i64);
+        // Batches of uneven sizes, the last one short.
+        while rows.next_rows(&mut batch, 333).unwrap() > 0 {
+            assert!(batch.len() == 333 || k + batch.len() as i64 == 10_000);
+            for r in &batch {
+                assert_eq!((r[0], value(r[1]), r[2]), (k, (k % 7 != 0).then_some(-k), i64::MAX - k));
+                k += 1;
+            }
         }
-        assert_eq!(rows.next_row().unwrap(), None);
+        assert_eq!(k, 10_000);
+        assert_eq!(rows.next_rows(&mut batch, 333).unwrap(), 0);
+        assert!(batch.is_empty());
     }
 }
