@@ -281,10 +281,7 @@ impl CallStore {
     /// Call number `number`, one of rank `ri`'s.
     pub fn call(&mut self, ri: usize, number: u32) -> Result<MpiCall> {
         let what = self.what;
-        let file = self
-            .file
-            .as_ref()
-            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        let file = sealed(&self.file, what)?;
         self.ranks[ri].call(file, what, number)
     }
 
@@ -292,10 +289,7 @@ impl CallStore {
     #[cfg(test)]
     pub fn locate(&mut self, ri: usize, t: i64) -> Result<Option<u32>> {
         let what = self.what;
-        let file = self
-            .file
-            .as_ref()
-            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        let file = sealed(&self.file, what)?;
         self.ranks[ri].locate(file, what, t)
     }
 
@@ -310,9 +304,7 @@ impl CallStore {
         use std::sync::atomic::{AtomicU32, Ordering};
         let CallStore { what, file, ranks, .. } = self;
         let what = *what;
-        let file = file
-            .as_ref()
-            .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))?;
+        let file = sealed(file, what)?;
         let threads = rayon::current_num_threads().clamp(1, ranks.len().max(1));
         let per = ranks.len().div_ceil(threads).max(1);
         let answers: Vec<AtomicU32> = (0..sides.len()).map(|_| AtomicU32::new(NOWHERE)).collect();
@@ -345,6 +337,11 @@ impl CallStore {
         found.extend(answers.into_iter().map(AtomicU32::into_inner));
         Ok(())
     }
+}
+
+/// The store's file, once every rank's calls are written.
+fn sealed<'f>(file: &'f Option<File>, what: &str) -> Result<&'f File> {
+    file.as_ref().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls read before they were all written")))
 }
 
 /// No rank, or no call.
