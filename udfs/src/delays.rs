@@ -352,44 +352,39 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
                 (a..b).map(|i| measure(reader, i)).collect()
             })
             .collect();
-        let mut i = from;
-        for part in measured {
-            for excess in part? {
-                let w = &list[i];
-                let own = (w.end - w.start) as f64;
-                let total = own + incoming[i];
-                let Some(Excess { paths, waiting, theirs }) = excess else {
-                    unexplained += total;
-                    i += 1;
-                    continue;
-                };
-                let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
-                if sum <= 0.0 {
-                    unexplained += total;
-                    i += 1;
-                    continue;
-                }
-                // Short-term: each unit of excess explains at most one unit of the wait.
-                let short = (own / sum).min(1.0);
-                unexplained += own - short * sum;
-                for (path, e) in paths {
-                    let c = costs.entry((w.delayer, path)).or_default();
-                    c.0 += e * short;
-                    c.1 += incoming[i] * e / sum;
-                }
-                if waiting > 0.0 {
-                    // Hand on to the delayer's waits in its interval, by their time there.
-                    let handed = waiting * short + incoming[i] * waiting / sum;
-                    let weight: f64 = theirs.iter().map(|t| t.1).sum();
-                    if weight > 0.0 {
-                        for (j, o) in theirs {
-                            incoming[j] += handed * o / weight;
-                        }
-                    } else {
-                        unexplained += handed;
+        let measured: Vec<Vec<Option<Excess>>> = measured.into_iter().collect::<Result<_>>()?;
+        for (i, excess) in (from..to).zip(measured.into_iter().flatten()) {
+            let w = &list[i];
+            let own = (w.end - w.start) as f64;
+            let total = own + incoming[i];
+            let Some(Excess { paths, waiting, theirs }) = excess else {
+                unexplained += total;
+                continue;
+            };
+            let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
+            if sum <= 0.0 {
+                unexplained += total;
+                continue;
+            }
+            // Short-term: each unit of excess explains at most one unit of the wait.
+            let short = (own / sum).min(1.0);
+            unexplained += own - short * sum;
+            for (path, e) in paths {
+                let c = costs.entry((w.delayer, path)).or_default();
+                c.0 += e * short;
+                c.1 += incoming[i] * e / sum;
+            }
+            if waiting > 0.0 {
+                // Hand on to the delayer's waits in its interval, by their time there.
+                let handed = waiting * short + incoming[i] * waiting / sum;
+                let weight: f64 = theirs.iter().map(|t| t.1).sum();
+                if weight > 0.0 {
+                    for (j, o) in theirs {
+                        incoming[j] += handed * o / weight;
                     }
+                } else {
+                    unexplained += handed;
                 }
-                i += 1;
             }
         }
         from = to;

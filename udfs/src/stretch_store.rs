@@ -101,6 +101,12 @@ impl BlockCache {
     }
 }
 
+/// The store's file, once every rank's stretches are written.
+fn sealed<'f>(file: &'f Option<File>, what: &str) -> Result<&'f File> {
+    file.as_ref()
+        .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches read before they were all written")))
+}
+
 /// A reader of a store whose stretches have all been written, with a block cache of its own:
 /// several threads read one store at once, each through its reader.
 pub(crate) struct StretchReader<'a> {
@@ -298,23 +304,17 @@ impl StretchStore {
     /// padding included, until it returns false.
     /// A reader of the stretches with a cache of its own (after `finish_writing`).
     pub(crate) fn reader(&self) -> Result<StretchReader<'_>> {
-        Ok(StretchReader { store: self, file: self.sealed()?, cache: BlockCache::default(), last: FastMap::default() })
-    }
-
-    fn sealed(&self) -> Result<&File> {
-        let what = self.what;
-        self.reader
-            .as_ref()
-            .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches read before they were all written")))
+        Ok(StretchReader {
+            store: self,
+            file: sealed(&self.reader, self.what)?,
+            cache: BlockCache::default(),
+            last: FastMap::default(),
+        })
     }
 
     fn block(&mut self, rank: i64, b: usize) -> Result<&[Stretch]> {
-        let what = self.what;
-        let file = self
-            .reader
-            .as_ref()
-            .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches read before they were all written")))?;
-        self.cache.block(what, file, rank, &self.ranks[&rank], b)
+        let file = sealed(&self.reader, self.what)?;
+        self.cache.block(self.what, file, rank, &self.ranks[&rank], b)
     }
 
     pub(crate) fn held_bytes(&self) -> usize {
