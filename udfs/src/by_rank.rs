@@ -193,6 +193,10 @@ impl Mapper for InRankOrder {
         self.inner.held_bytes()
     }
 
+    fn projected(&mut self, projection: &[usize]) -> bool {
+        self.inner.projected(projection)
+    }
+
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let out = self.push(batch)?;
         match out.len() {

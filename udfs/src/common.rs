@@ -676,24 +676,51 @@ pub fn region_ids(
     keep: impl Fn(&str) -> bool,
     names: &mut Vec<String>,
 ) -> Result<Vec<Option<u32>>> {
-    let mut ids: FastMap<String, u32> = FastMap::default();
-    let mut id_of = |name: &str, names: &mut Vec<String>| -> Option<u32> {
-        if !keep(name) {
-            return None;
-        }
-        Some(*ids.entry(name.to_string()).or_insert_with(|| {
-            names.push(name.to_string());
-            names.len() as u32 - 1
-        }))
-    };
+    let mut ids = RegionIds::new(keep);
     let mut out = Vec::new();
     for b in batches {
-        let col = b.column(index);
+        ids.append(b.column(index), names, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Region names as ids into a list of names, a column at a time (see `region_ids`).
+pub struct RegionIds<K> {
+    keep: K,
+    ids: FastMap<String, u32>,
+}
+
+impl<K> fmt::Debug for RegionIds<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegionIds").field("ids", &self.ids.len()).finish_non_exhaustive()
+    }
+}
+
+impl<K: Fn(&str) -> bool> RegionIds<K> {
+    pub fn new(keep: K) -> Self {
+        RegionIds { keep, ids: FastMap::default() }
+    }
+
+    fn id_of(&mut self, name: &str, names: &mut Vec<String>) -> Option<u32> {
+        if !(self.keep)(name) {
+            return None;
+        }
+        if let Some(id) = self.ids.get(name) {
+            return Some(*id);
+        }
+        names.push(name.to_string());
+        let id = names.len() as u32 - 1;
+        self.ids.insert(name.to_string(), id);
+        Some(id)
+    }
+
+    /// The id of every row of `col` appended to `out`.
+    pub fn append(&mut self, col: &ArrayRef, names: &mut Vec<String>, out: &mut Vec<Option<u32>>) -> Result<()> {
         if let Some(dict) = col.as_any_dictionary_opt() {
             let values = cast(dict.values(), &DataType::Utf8)?;
             let values = values.as_string::<i32>();
             let per_value: Vec<Option<u32>> = (0..values.len())
-                .map(|i| values.is_valid(i).then(|| id_of(values.value(i), names)).flatten())
+                .map(|i| values.is_valid(i).then(|| self.id_of(values.value(i), names)).flatten())
                 .collect();
             let keys = cast(dict.keys(), &DataType::Int64)?;
             let keys = keys.as_primitive::<Int64Type>();
@@ -703,10 +730,10 @@ pub fn region_ids(
         } else {
             let text = cast(col, &DataType::Utf8)?;
             let text = text.as_string::<i32>();
-            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| id_of(text.value(i), names)).flatten()));
+            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| self.id_of(text.value(i), names)).flatten()));
         }
+        Ok(())
     }
-    Ok(out)
 }
 
 /// Turn an Arrow error into a DataFusion one.

@@ -50,6 +50,13 @@ pub trait Mapper: Send {
         Ok(None)
     }
 
+    /// The columns of its output that are read (`projection`, indices into its schema): a
+    /// mapper that can leave the others out says true and gives its batches with only those
+    /// columns, in that order; the others are projected after mapping.
+    fn projected(&mut self, _projection: &[usize]) -> bool {
+        false
+    }
+
     /// Bytes of what the mapper has folded so far (groups, samples), reserved from the memory
     /// budget after each batch: a fold that grows with its input answers to the budget as a
     /// held input does.
@@ -156,6 +163,10 @@ impl Mapper for WholeInput {
         self.bytes + self.inner.held_bytes()
     }
 
+    fn projected(&mut self, projection: &[usize]) -> bool {
+        self.inner.projected(projection)
+    }
+
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         self.inner.more()
     }
@@ -205,6 +216,7 @@ impl Streamed {
                     (mapper, reservation)
                 }
             };
+            let projection = projection.filter(|p| !mapper.projected(p));
             let pool = context.memory_pool().clone();
             let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
             let mut batches = datafusion::physical_plan::execute_stream(main, context.clone())?;

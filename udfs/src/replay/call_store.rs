@@ -1,15 +1,15 @@
 //! Every rank's MPI calls kept out of memory for the replay: as the calls are swept a chunk of
 //! whole ranks at a time, each rank's outermost MPI calls are appended to an anonymous scratch
-//! file in blocks of `BLOCK` of its own (start, then duration and region in one word: 16 bytes;
-//! the compute before a call is its start less the previous call's end, kept per block for the
-//! first) and numbered on from the ranks before, so a call is known everywhere by its number.
-//! In memory stay, per rank, where its blocks lie and each block's first start; a lookup (which
-//! call of a rank holds an instant) or a read of a call by its number fetches the block it lies
-//! in, and each rank keeps the last `WAYS` blocks it used, since the messages and the replay
-//! visit a rank's calls nearly in time order. A lookup also remembers the run of calls from the one it found (`RUN`, the last
-//! `WINDOWS` runs per rank): a rank's sends of one step, its receives, the wait that completes
-//! them are found there without a search. A run of 50 M MPI calls takes 0.8 GB of file and
-//! about 6 MB of index.
+//! file in blocks of `BLOCK` of its own, a call as its compute (its start less the previous
+//! call's end), its duration and its region, each in as few bytes as it needs (`varint`:
+//! about 6 bytes a call), and numbered on from the ranks before, so a call is known everywhere
+//! by its number. In memory stay, per rank, where its blocks lie and each block's first start;
+//! a lookup (which call of a rank holds an instant) or a read of a call by its number fetches
+//! the block it lies in, and each rank keeps the last `WAYS` blocks it used, since the
+//! messages and the replay visit a rank's calls nearly in time order. A lookup also remembers
+//! the run of calls from the one it found (`RUN`, the last `WINDOWS` runs per rank): a rank's
+//! sends of one step, its receives, the wait that completes them are found there without a
+//! search. A run of 50 M MPI calls takes about 0.3 GB of file and 10 MB of index.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -17,6 +17,8 @@ use std::os::unix::fs::FileExt;
 
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
+
+use super::varint;
 
 /// The most calls the store numbers (a number above them tags a collective instance in the
 /// replay's lists).
@@ -27,12 +29,6 @@ const BLOCK: u32 = 128;
 
 /// Blocks each rank keeps.
 const WAYS: usize = 8;
-
-/// Bytes of a call on disk.
-const CALL_BYTES: usize = 16;
-
-/// Bits of a call's duration on disk (78 hours); the region takes the rest of its word.
-const DURATION_BITS: u32 = 48;
 
 /// An outermost MPI call as the replay needs it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -45,26 +41,29 @@ pub(super) struct MpiCall {
     pub region: u32,
 }
 
-fn encode(c: &MpiCall, out: &mut [u8]) {
-    out[0..8].copy_from_slice(&c.start.to_le_bytes());
-    let word = ((c.end - c.start) as u64) | (u64::from(c.region) << DURATION_BITS);
-    out[8..16].copy_from_slice(&word.to_le_bytes());
+/// Append `c` to a block: its compute, its duration and its region, each in as few bytes as it
+/// needs (the start is the end before it plus the compute).
+fn encode(c: &MpiCall, out: &mut Vec<u8>) {
+    varint::put_signed(out, c.compute);
+    varint::put_signed(out, c.end - c.start);
+    varint::put(out, u64::from(c.region));
 }
 
 /// A block's calls, the end of the call before its first (the rank's origin for its first
-/// block) giving the first's compute.
-fn decode(bytes: &[u8], mut previous_end: i64) -> Box<[MpiCall]> {
-    bytes
-        .chunks_exact(CALL_BYTES)
-        .map(|b| {
-            let start = i64::from_le_bytes(b[0..8].try_into().expect("8 bytes"));
-            let word = u64::from_le_bytes(b[8..16].try_into().expect("8 bytes"));
-            let end = start + (word & ((1 << DURATION_BITS) - 1)) as i64;
-            let call = MpiCall { start, end, compute: start - previous_end, region: (word >> DURATION_BITS) as u32 };
-            previous_end = end;
-            call
-        })
-        .collect()
+/// block) giving the first's start (None: the bytes do not hold `n` calls).
+fn decode(bytes: &[u8], n: usize, mut previous_end: i64) -> Option<Box<[MpiCall]>> {
+    let mut at = 0;
+    let mut calls = Vec::with_capacity(n);
+    for _ in 0..n {
+        let compute = varint::get_signed(bytes, &mut at)?;
+        let duration = varint::get_signed(bytes, &mut at)?;
+        let region = u32::try_from(varint::get(bytes, &mut at)?).ok()?;
+        let start = previous_end + compute;
+        let end = start + duration;
+        calls.push(MpiCall { start, end, compute, region });
+        previous_end = end;
+    }
+    (at == bytes.len()).then(|| calls.into_boxed_slice())
 }
 
 fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
@@ -83,10 +82,10 @@ pub(super) struct RankCalls {
     /// Number of its first MPI call, and how many it made.
     pub first: u32,
     pub count: u32,
-    /// Where its first block lies in the file (in blocks).
-    block0: u32,
-    /// Per block of its calls: the first call's start, and the end of the call before it.
-    marks: Vec<(i64, i64)>,
+    /// Per block of its calls: the first call's start, the end of the call before it, and
+    /// where the block begins in the file; then where its last block ends.
+    marks: Vec<Mark>,
+    end_at: u64,
     /// The blocks it used last, the most recent first.
     cached: Vec<(u32, Box<[MpiCall]>)>,
     /// Runs of consecutive calls that lookups found lately: a rank's message sides fall in a
@@ -95,6 +94,14 @@ pub(super) struct RankCalls {
     windows: Vec<Window>,
     /// Indices into `windows`, the most recently used first (the runs themselves stay put).
     recent: [u8; WINDOWS],
+}
+
+/// Where a block of a rank's calls begins: in time and in the file.
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    start: i64,
+    previous_end: i64,
+    at: u64,
 }
 
 /// Runs each rank remembers.
@@ -130,10 +137,13 @@ pub(super) struct CallStore {
     writer: Option<BufWriter<File>>,
     file: Option<File>,
     written: u32,
-    /// Blocks written (each rank's calls start a block).
-    blocks: u32,
+    /// Bytes written.
+    bytes: u64,
     pub ranks: Vec<RankCalls>,
     index: FastMap<i64, usize>,
+    /// Where ranks 0.. lie among `ranks` (NOWHERE: not there), once every rank is written, when
+    /// the ranks are numbered densely enough; others are looked up in `index`.
+    dense: Vec<u32>,
     pub regions: Vec<String>,
     region_ids: FastMap<String, u32>,
     buffer: Vec<u8>,
@@ -153,12 +163,13 @@ impl CallStore {
             writer: Some(BufWriter::with_capacity(1 << 20, file)),
             file: None,
             written: 0,
-            blocks: 0,
+            bytes: 0,
             ranks: Vec::new(),
             index: FastMap::default(),
+            dense: Vec::new(),
             regions: Vec::new(),
             region_ids: FastMap::default(),
-            buffer: vec![0; CALL_BYTES],
+            buffer: Vec::new(),
         })
     }
 
@@ -189,43 +200,30 @@ impl CallStore {
             .writer
             .as_mut()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: calls added after the replay began")))?;
-        if self.regions.len() > 1 << (64 - DURATION_BITS) {
-            return Err(DataFusionError::Execution(format!(
-                "{what}: more than {} MPI regions are more than it handles",
-                1 << (64 - DURATION_BITS)
-            )));
-        }
         let first = self.written;
-        let block0 = self.blocks;
         let mut marks = Vec::with_capacity(calls.len().div_ceil(BLOCK as usize));
         // Checked whole before any is written, so a refused rank leaves the file as it was.
         let mut previous_end = origin;
         for c in calls {
-            if c.compute != c.start - previous_end || c.end - c.start >= 1 << DURATION_BITS {
+            if c.compute != c.start - previous_end {
                 return Err(DataFusionError::Execution(format!(
-                    "{what}: rank {rank}'s MPI call at {}..{} overlaps the one before or lasts longer than {} hours",
-                    c.start,
-                    c.end,
-                    (1i64 << DURATION_BITS) / 3_600_000_000_000
+                    "{what}: rank {rank}'s MPI call at {}..{} overlaps the one before",
+                    c.start, c.end
                 )));
             }
             previous_end = c.end;
         }
         let mut previous_end = origin;
-        for (i, c) in calls.iter().enumerate() {
-            if (i as u32).is_multiple_of(BLOCK) {
-                marks.push((c.start, previous_end));
+        for block in calls.chunks(BLOCK as usize) {
+            marks.push(Mark { start: block[0].start, previous_end, at: self.bytes });
+            self.buffer.clear();
+            for c in block {
+                encode(c, &mut self.buffer);
             }
-            encode(c, &mut self.buffer);
             writer.write_all(&self.buffer).map_err(|e| io_error(what, "writing", e))?;
-            previous_end = c.end;
+            self.bytes += self.buffer.len() as u64;
+            previous_end = block[block.len() - 1].end;
         }
-        // The rank's last block filled, so that its blocks lie at whole blocks of the file.
-        let padding = (calls.len() as u32).next_multiple_of(BLOCK) - calls.len() as u32;
-        for _ in 0..padding {
-            writer.write_all(&[0u8; CALL_BYTES]).map_err(|e| io_error(what, "writing", e))?;
-        }
-        self.blocks += marks.len() as u32;
         self.written += calls.len() as u32;
         self.index.insert(rank, self.ranks.len());
         self.ranks.push(RankCalls {
@@ -234,8 +232,8 @@ impl CallStore {
             end,
             first,
             count: calls.len() as u32,
-            block0,
             marks,
+            end_at: self.bytes,
             cached: Vec::new(),
             windows: Vec::new(),
             recent: std::array::from_fn(|i| i as u8),
@@ -245,6 +243,13 @@ impl CallStore {
 
     /// Every rank has been added: calls are read back from now on.
     pub fn finish_writing(&mut self) -> Result<()> {
+        let top = self.ranks.iter().map(|r| r.rank).max().unwrap_or(-1);
+        if top >= 0 && (top as u64) < 4 * self.ranks.len() as u64 + 1024 {
+            self.dense = vec![NOWHERE; top as usize + 1];
+            for (i, r) in self.ranks.iter().enumerate().filter(|(_, r)| r.rank >= 0) {
+                self.dense[r.rank as usize] = i as u32;
+            }
+        }
         if let Some(w) = self.writer.take() {
             let file = w.into_inner().map_err(|e| io_error(self.what, "writing", e.into_error()))?;
             self.file = Some(file);
@@ -259,7 +264,10 @@ impl CallStore {
 
     /// Where `rank` lies among the store's ranks.
     pub fn rank_index(&self, rank: i64) -> Option<usize> {
-        self.index.get(&rank).copied()
+        match usize::try_from(rank).ok().and_then(|r| self.dense.get(r)) {
+            Some(&i) => (i != NOWHERE).then_some(i as usize),
+            None => self.index.get(&rank).copied(),
+        }
     }
 
     /// Bytes held in memory: the index and the cached blocks.
@@ -270,12 +278,13 @@ impl CallStore {
             .iter()
             .map(|r| {
                 per_rank
-                    + r.marks.len() * 16
+                    + r.marks.len() * std::mem::size_of::<Mark>()
                     + r.cached.len() * BLOCK as usize * std::mem::size_of::<MpiCall>()
                     + r.windows.len() * window
             })
             .sum::<usize>()
             + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
+            + self.dense.len() * 4
     }
 
     /// Call number `number`, one of rank `ri`'s.
@@ -296,45 +305,71 @@ impl CallStore {
     /// Locate many instants at once: `found[i]` becomes the number of the call of rank
     /// `sides[i].0` (an index among the store's ranks; `NOWHERE` for none) that holds instant
     /// `sides[i].1`, or `NOWHERE`; an instant of a known rank that no call holds is counted in
-    /// `unplaced`. The ranks are shared out among the threads in runs, each thread taking the
-    /// sides of its own ranks in their order, so every rank sees its lookups in the same order
-    /// as one by one, and the answers are the same.
+    /// `unplaced`. The sides are grouped by rank (a counting sort that keeps each rank's in
+    /// their order), so a rank's lookups come one after another while its blocks and runs are
+    /// at hand, and every rank sees them in the same order as one by one: the answers are the
+    /// same. The ranks are shared out among the threads in runs of about equal numbers of sides.
     pub fn locate_all(&mut self, sides: &[(u32, i64)], found: &mut Vec<u32>, unplaced: &mut [i64]) -> Result<()> {
         use rayon::prelude::*;
-        use std::sync::atomic::{AtomicU32, Ordering};
         let CallStore { what, file, ranks, .. } = self;
         let what = *what;
         let file = sealed(file, what)?;
-        let threads = rayon::current_num_threads().clamp(1, ranks.len().max(1));
-        let per = ranks.len().div_ceil(threads).max(1);
-        let answers: Vec<AtomicU32> = (0..sides.len()).map(|_| AtomicU32::new(NOWHERE)).collect();
-        let counts: Vec<Result<(usize, Vec<i64>)>> = ranks
-            .par_chunks_mut(per)
-            .enumerate()
-            .map(|(g, ranks)| {
-                let lo = g * per;
-                let mut missed = vec![0i64; ranks.len()];
-                for (side, answer) in sides.iter().zip(&answers) {
-                    let ri = side.0 as usize;
-                    if side.0 == NOWHERE || ri < lo || ri >= lo + ranks.len() {
-                        continue;
-                    }
-                    match ranks[ri - lo].locate(file, what, side.1)? {
-                        Some(number) => answer.store(number, Ordering::Relaxed),
-                        None => missed[ri - lo] += 1,
-                    }
-                }
-                Ok((lo, missed))
-            })
-            .collect();
-        for c in counts {
-            let (lo, missed) = c?;
-            for (u, m) in unplaced[lo..].iter_mut().zip(missed) {
-                *u += m;
+        // first[r]..first[r + 1]: where rank r's sides lie in `order`.
+        let mut first = vec![0usize; ranks.len() + 1];
+        for s in sides.iter().filter(|s| s.0 != NOWHERE) {
+            first[s.0 as usize + 1] += 1;
+        }
+        for r in 0..ranks.len() {
+            first[r + 1] += first[r];
+        }
+        // Where each side came from, and its instant, grouped by rank.
+        let mut next = first.clone();
+        let mut order = vec![0u32; first[ranks.len()]];
+        let mut times = vec![0i64; first[ranks.len()]];
+        for (i, s) in sides.iter().enumerate().filter(|(_, s)| s.0 != NOWHERE) {
+            let k = next[s.0 as usize];
+            (order[k], times[k]) = (i as u32, s.1);
+            next[s.0 as usize] += 1;
+        }
+        // Runs of ranks, a few per thread, cut where their sides reach an equal share.
+        let runs = rayon::current_num_threads().max(1) * 4;
+        let share = order.len().div_ceil(runs).max(1);
+        let mut cuts = vec![0usize];
+        for (r, at) in first.iter().enumerate().take(ranks.len()).skip(1) {
+            if *at >= share * cuts.len() {
+                cuts.push(r);
             }
         }
+        cuts.push(ranks.len());
+        // Each run's ranks, their counts of unplaced sides and their answers, apart.
+        let mut placed = vec![NOWHERE; order.len()];
+        let mut work = Vec::with_capacity(cuts.len());
+        let (mut rest_ranks, mut rest_unplaced, mut rest_placed) = (&mut ranks[..], &mut unplaced[..], &mut placed[..]);
+        for w in cuts.windows(2) {
+            let (lo, hi) = (w[0], w[1]);
+            let (r, rr) = rest_ranks.split_at_mut(hi - lo);
+            let (u, ru) = rest_unplaced.split_at_mut(hi - lo);
+            let (p, rp) = rest_placed.split_at_mut(first[hi] - first[lo]);
+            (rest_ranks, rest_unplaced, rest_placed) = (rr, ru, rp);
+            work.push((lo, r, u, p));
+        }
+        work.into_par_iter().try_for_each(|(lo, ranks, unplaced, placed)| -> Result<()> {
+            let base = first[lo];
+            for (k, (rank, missed)) in ranks.iter_mut().zip(unplaced.iter_mut()).enumerate() {
+                for j in first[lo + k]..first[lo + k + 1] {
+                    match rank.locate(file, what, times[j])? {
+                        Some(number) => placed[j - base] = number,
+                        None => *missed += 1,
+                    }
+                }
+            }
+            Ok(())
+        })?;
         found.clear();
-        found.extend(answers.into_iter().map(AtomicU32::into_inner));
+        found.resize(sides.len(), NOWHERE);
+        for (i, p) in order.iter().zip(&placed) {
+            found[*i as usize] = *p;
+        }
         Ok(())
     }
 }
@@ -358,10 +393,13 @@ impl RankCalls {
             return Ok(&self.cached[0].1);
         }
         let n = (self.count - b * BLOCK).min(BLOCK) as usize;
-        let mut bytes = vec![0u8; n * CALL_BYTES];
-        let at = u64::from(self.block0 + b) * u64::from(BLOCK) * CALL_BYTES as u64;
-        file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
-        let calls = decode(&bytes, self.marks[b as usize].1);
+        let mark = self.marks[b as usize];
+        let to = self.marks.get(b as usize + 1).map_or(self.end_at, |m| m.at);
+        let mut bytes = vec![0u8; (to - mark.at) as usize];
+        file.read_exact_at(&mut bytes, mark.at).map_err(|e| io_error(what, "reading", e))?;
+        let calls = decode(&bytes, n, mark.previous_end).ok_or_else(|| {
+            DataFusionError::Internal(format!("{what}: a block of rank {}'s MPI calls did not read back", self.rank))
+        })?;
         self.cached.insert(0, (b, calls));
         self.cached.truncate(WAYS);
         Ok(&self.cached[0].1)
@@ -382,7 +420,7 @@ impl RankCalls {
                 return Ok(found);
             }
         }
-        let j = self.marks.partition_point(|m| m.0 <= t);
+        let j = self.marks.partition_point(|m| m.start <= t);
         if j == 0 {
             return Ok(None);
         }
@@ -475,6 +513,74 @@ mod tests {
         for (rank, _) in &all {
             let ri = store.rank_index(*rank).unwrap();
             assert_eq!(store.locate(ri, i64::MAX).unwrap(), None, "after the last");
+        }
+    }
+
+    #[test]
+    fn many_instants_at_once_are_placed_as_one_by_one() {
+        let calls_of = |rank: i64| -> Vec<MpiCall> {
+            (0..700 + rank * 50)
+                .map(|i| MpiCall { start: i * 10 + rank, end: i * 10 + rank + 4, compute: 6, region: 0 })
+                .collect()
+        };
+        let ranks = [0i64, 1, 2, 5, 9];
+        let fresh = || {
+            let mut store = CallStore::new("test").unwrap();
+            for rank in ranks {
+                let mut calls = calls_of(rank);
+                calls[0].compute = calls[0].start;
+                store.push(rank, 0, 10_000, &calls).unwrap();
+            }
+            store.finish_writing().unwrap();
+            store
+        };
+        // Instants in no order: inside calls, between them, before and after a rank's calls,
+        // and sides of no rank.
+        let mut sides = Vec::new();
+        let mut x = 12345u64;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let ri = ((x >> 33) % 6) as u32;
+            let t = ((x >> 7) % 10_500) as i64 - 100;
+            sides.push((if ri == 5 { NOWHERE } else { ri }, t));
+        }
+        let mut one_by_one = fresh();
+        let mut expected = Vec::new();
+        let mut expected_unplaced = vec![0i64; ranks.len()];
+        for &(ri, t) in &sides {
+            let found = if ri == NOWHERE { None } else { one_by_one.locate(ri as usize, t).unwrap() };
+            if ri != NOWHERE && found.is_none() {
+                expected_unplaced[ri as usize] += 1;
+            }
+            expected.push(found.unwrap_or(NOWHERE));
+        }
+        let mut at_once = fresh();
+        let (mut found, mut unplaced) = (Vec::new(), vec![0i64; ranks.len()]);
+        for part in sides.chunks(4096) {
+            let mut part_found = Vec::new();
+            at_once.locate_all(part, &mut part_found, &mut unplaced).unwrap();
+            found.extend(part_found);
+        }
+        assert_eq!(found, expected);
+        assert_eq!(unplaced, expected_unplaced);
+        assert!(expected.iter().filter(|f| **f != NOWHERE).count() > 5_000, "many placed");
+        assert!(expected_unplaced.iter().all(|u| *u > 100), "and many between calls");
+    }
+
+    #[test]
+    fn ranks_are_found_densely_numbered_or_not() {
+        for ids in [vec![0i64, 1, 2, 3], vec![3, 1_000_000_000, -4]] {
+            let mut store = CallStore::new("test").unwrap();
+            for &rank in &ids {
+                store.push(rank, 0, 10, &[MpiCall { start: 0, end: 5, compute: 0, region: 0 }]).unwrap();
+            }
+            store.finish_writing().unwrap();
+            for (i, &rank) in ids.iter().enumerate() {
+                assert_eq!(store.rank_index(rank), Some(i));
+            }
+            for absent in [4i64, 7, -1, 999_999_999] {
+                assert_eq!(store.rank_index(absent), None);
+            }
         }
     }
 }

@@ -47,6 +47,7 @@ mod mpi_calls;
 mod simulate;
 mod spill;
 mod sweep;
+mod varint;
 
 use std::sync::Arc;
 

@@ -3,12 +3,14 @@
 //! another MPI call is part of it), each with the compute time before it (since the previous
 //! MPI call, or the rank's first call of any region), read from a chunk of the calls.
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, ArrowPrimitiveType, AsArray, PrimitiveArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int32Type, Int64Type};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::call_store::MAX_CALLS;
-use crate::common::{FastMap, int64_column, region_ids};
+use crate::common::{FastMap, RegionIds};
 
 /// An outermost MPI call, as read from a chunk of the calls.
 #[derive(Debug, Clone)]
@@ -36,33 +38,91 @@ pub(crate) struct MpiCalls {
     pub first: Vec<usize>,
 }
 
+/// Call `f` with every row's index and integer value of `col` (None for NULL), typed once per
+/// column rather than per row; a column of another type is cast to Int64 first.
+fn each_int(col: &ArrayRef, mut f: impl FnMut(usize, Option<i64>) -> Result<()>) -> Result<()> {
+    fn typed<T: ArrowPrimitiveType>(
+        a: &PrimitiveArray<T>,
+        f: &mut impl FnMut(usize, Option<i64>) -> Result<()>,
+    ) -> Result<()>
+    where
+        T::Native: Into<i64>,
+    {
+        for i in 0..a.len() {
+            f(i, a.is_valid(i).then(|| a.value(i).into()))?;
+        }
+        Ok(())
+    }
+    match col.data_type() {
+        DataType::Int64 => typed(col.as_primitive::<Int64Type>(), &mut f),
+        DataType::Int32 => typed(col.as_primitive::<Int32Type>(), &mut f),
+        _ => typed(cast(col, &DataType::Int64)?.as_primitive::<Int64Type>(), &mut f),
+    }
+}
+
 impl MpiCalls {
-    /// From batches whose columns are rank, region, start_ts, end_ts.
+    /// From batches whose columns are rank, region, start_ts, end_ts. Rows that come in rank
+    /// and start order (a chunk of a store's calls) are taken as they come; others are sorted.
     pub fn read(calls_in: &[RecordBatch], function: &str) -> Result<MpiCalls> {
-        let rank = int64_column(calls_in, 0)?;
-        let (start, end) = (int64_column(calls_in, 2)?, int64_column(calls_in, 3)?);
-        let mut regions: Vec<String> = Vec::new();
-        let mpi_region = region_ids(calls_in, 1, |name| name.starts_with("MPI_"), &mut regions)?;
-        let mut ranks: Vec<i64> = rank.iter().flatten().collect();
+        // The ranks: a chunk's rows come rank after rank, so runs of one rank are gathered first.
+        let mut ranks: Vec<i64> = Vec::new();
+        for b in calls_in {
+            each_int(b.column(0), |_, r| {
+                if let Some(r) = r
+                    && ranks.last() != Some(&r)
+                {
+                    ranks.push(r);
+                }
+                Ok(())
+            })?;
+        }
         ranks.sort_unstable();
         ranks.dedup();
         let index: FastMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+        let mut regions: Vec<String> = Vec::new();
+        let mut region_ids = RegionIds::new(|name: &str| name.starts_with("MPI_"));
         let mut origins = vec![i64::MAX; ranks.len()];
         let mut ends = vec![i64::MIN; ranks.len()];
-        let mut mpi: Vec<(usize, i64, i64, u32, usize)> = Vec::new();
-        for row in 0..rank.len() {
-            commdb_catalog::interrupt::check_every(row, function)?;
-            if rank.is_null(row) || start.is_null(row) || end.is_null(row) {
-                continue;
-            }
-            let r = index[&rank.value(row)];
-            origins[r] = origins[r].min(start.value(row));
-            ends[r] = ends[r].max(end.value(row));
-            if let Some(region) = mpi_region[row] {
-                mpi.push((r, start.value(row), end.value(row), region, row));
-            }
+        let rows: usize = calls_in.iter().map(RecordBatch::num_rows).sum();
+        // (rank's index, start, end, region, row) of every MPI call.
+        let mut mpi: Vec<(usize, i64, i64, u32, usize)> = Vec::with_capacity(rows);
+        let mut in_order = true;
+        let (mut first_row, mut last, mut mpi_region) = (0usize, None::<(i64, usize)>, Vec::new());
+        for b in calls_in {
+            let (start, end) = (cast(b.column(2), &DataType::Int64)?, cast(b.column(3), &DataType::Int64)?);
+            let (start, end) = (start.as_primitive::<Int64Type>(), end.as_primitive::<Int64Type>());
+            mpi_region.clear();
+            region_ids.append(b.column(1), &mut regions, &mut mpi_region)?;
+            each_int(b.column(0), |i, rank_id| {
+                let row = first_row + i;
+                commdb_catalog::interrupt::check_every(row, function)?;
+                let Some(rank_id) = rank_id else { return Ok(()) };
+                if start.is_null(i) || end.is_null(i) {
+                    return Ok(());
+                }
+                let r = match last {
+                    Some((id, r)) if id == rank_id => r,
+                    _ => {
+                        let r = index[&rank_id];
+                        last = Some((rank_id, r));
+                        r
+                    }
+                };
+                let (s, e) = (start.value(i), end.value(i));
+                origins[r] = origins[r].min(s);
+                ends[r] = ends[r].max(e);
+                if let Some(region) = mpi_region[i] {
+                    let call = (r, s, e, region, row);
+                    in_order &= mpi.last().is_none_or(|before| *before < call);
+                    mpi.push(call);
+                }
+                Ok(())
+            })?;
+            first_row += b.num_rows();
         }
-        mpi.sort_unstable();
+        if !in_order {
+            mpi.sort_unstable();
+        }
         if mpi.len() >= MAX_CALLS as usize {
             return exec_err!("{function}: {} MPI calls are more than it handles; narrow the relation", mpi.len());
         }

@@ -1,7 +1,8 @@
 //! The replay itself, over the calls in the call store: every message side and collective
 //! member is placed in the MPI call that holds its time (`link`), what each call waits for is
 //! gathered call by call (a compressed list: a start per call, then the calls and collective
-//! instances it waits for), and the calls are visited in dependency order (`simulate`), each
+//! instances it waits for; an earlier call of its own rank is never listed, the rank having
+//! started it already), and the calls are visited in dependency order (`simulate`), each
 //! rank as far as it can go, then the next rank that can. In memory: per MPI call its ideal
 //! start (8 bytes), where its list starts (4) and its list (4 a dependency); the messages'
 //! dependencies pass through a scratch file on their way to the lists. The rules are the
@@ -61,6 +62,16 @@ pub(super) struct Links {
     pub unplaced: Vec<i64>,
 }
 
+/// What call `done` (of the rank at `rank`) must wait for of the posting side `post` (its call,
+/// if placed, and its rank): nothing when the post is `done` itself, or an earlier call of the
+/// same rank, which the rank has started before it reaches `done` (ideal starts never go down
+/// along a rank), so it could never be the latest; the lists keep only what can hold a call back.
+fn waited_for(post: (Option<u32>, u32), done: u32, rank: u32) -> Option<u32> {
+    let (p, p_rank) = post;
+    let p = p?;
+    (p != done && !(p_rank == rank && p < done)).then_some(p)
+}
+
 /// Bytes the links of `calls` calls and `deps` dependencies hold.
 pub(super) fn links_bytes(calls: usize, deps: usize) -> usize {
     calls * 4 + deps * 4 + calls / 4
@@ -108,21 +119,26 @@ pub(super) fn link(
             sides.push(side(store, dst, recv_call_start));
         }
         store.locate_all(&sides, &mut found, &mut unplaced)?;
-        for (m, f) in batch.iter().zip(found.chunks_exact(4)) {
+        for ((m, f), s) in batch.iter().zip(found.chunks_exact(4)).zip(sides.chunks_exact(4)) {
             let bytes = value(m[2]);
-            let [send_post, send_done, recv_post, recv_done] = [f[0], f[1], f[2], f[3]].map(placed);
-            if let Some(done) = recv_done {
+            // A side: its call (None: not placed) and its rank's index.
+            let [send_post, send_done, recv_post, recv_done] = [0, 1, 2, 3].map(|i| (placed(f[i]), s[i].0));
+            if let (Some(done), rank) = recv_done {
                 completes.set(done);
-                for p in [recv_post, send_post].into_iter().flatten().filter(|p| *p != done) {
-                    add(&mut count, &mut pairs, done, p)?;
+                for p in [recv_post, send_post] {
+                    if let Some(p) = waited_for(p, done, rank) {
+                        add(&mut count, &mut pairs, done, p)?;
+                    }
                 }
             }
-            if let Some(done) = send_done {
+            if let (Some(done), rank) = send_done {
                 completes.set(done);
                 let eager = bytes.is_some_and(|b| b <= eager_limit);
-                let posts = if eager { [send_post, None] } else { [send_post, recv_post] };
-                for p in posts.into_iter().flatten().filter(|p| *p != done) {
-                    add(&mut count, &mut pairs, done, p)?;
+                let posts = if eager { [send_post, (None, NOWHERE)] } else { [send_post, recv_post] };
+                for p in posts {
+                    if let Some(p) = waited_for(p, done, rank) {
+                        add(&mut count, &mut pairs, done, p)?;
+                    }
                 }
             }
         }
@@ -222,6 +238,10 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
     let mut latest: Vec<i64> = vec![UNSET; links.members.len()];
     let mut pos: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
     let mut clock: Vec<i64> = store.ranks.iter().map(|r| r.origin).collect();
+    // Per rank, where its next call's posts lie in instance_posts (sorted by call, and a rank's
+    // calls are numbered on and visited in order).
+    let mut next_post: Vec<usize> =
+        store.ranks.iter().map(|r| links.instance_posts.partition_point(|p| p.0 < r.first)).collect();
     let mut waiting: FastMap<Dep, Vec<usize>> = FastMap::default();
     let mut ready: VecDeque<usize> = (0..n).collect();
     let mut queued = vec![true; n];
@@ -249,8 +269,11 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
                 ideal_start[k as usize] = s;
                 wake(k, &mut waiting, &mut ready, &mut queued);
                 if links.posts_flag.get(k) {
-                    let from = links.instance_posts.partition_point(|p| p.0 < k);
-                    for &(_, i) in links.instance_posts[from..].iter().take_while(|p| p.0 == k) {
+                    let posts = &links.instance_posts;
+                    while posts.get(next_post[r]).is_some_and(|p| p.0 < k) {
+                        next_post[r] += 1;
+                    }
+                    for &(_, i) in posts[next_post[r]..].iter().take_while(|p| p.0 == k) {
                         let i = i as usize;
                         remaining[i] -= 1;
                         latest[i] = latest[i].max(s);
@@ -297,4 +320,20 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
         )));
     }
     Ok(Simulated { ideal_start, last_ideal_end: clock })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_waits_for_other_ranks_and_for_later_calls_of_its_own() {
+        let (done, rank) = (50u32, 3u32);
+        assert_eq!(waited_for((Some(20), 4), done, rank), Some(20), "another rank's post");
+        assert_eq!(waited_for((Some(70), 4), done, rank), Some(70), "another rank's, numbered after");
+        assert_eq!(waited_for((Some(20), 3), done, rank), None, "an earlier call of its own rank");
+        assert_eq!(waited_for((Some(50), 3), done, rank), None, "itself");
+        assert_eq!(waited_for((Some(60), 3), done, rank), Some(60), "a later call of its own: the times contradict");
+        assert_eq!(waited_for((None, 4), done, rank), None, "not placed");
+    }
 }

@@ -56,6 +56,7 @@ pub(super) fn start(
             reservation: None,
             replayed: None,
             next: Vec::new().into_iter(),
+            projection: None,
         };
         Ok(FoldReplay { messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep })
     })();
@@ -115,11 +116,13 @@ struct Sweep {
     replayed: Option<Replayed>,
     /// The ranks still to answer for (ideal_replay), in rank order.
     next: std::vec::IntoIter<usize>,
+    /// The columns of ideal_replay's answer that are read, and their schema (None: all).
+    projection: Option<(Vec<usize>, SchemaRef)>,
 }
 
 impl Sweep {
     fn empty(&self) -> RecordBatch {
-        RecordBatch::new_empty(self.schema.clone())
+        RecordBatch::new_empty(self.projection.as_ref().map_or(self.schema.clone(), |p| p.1.clone()))
     }
 
     /// Place, link and simulate, within the memory budget.
@@ -152,24 +155,37 @@ impl Sweep {
         Ok(Replayed { store, simulated, unplaced: links.unplaced })
     }
 
+    /// A batch of ideal_replay's answer: the columns read, in the order asked.
     fn pairs_batch(&self, rows: &[Pair], regions: &[String]) -> Result<RecordBatch> {
         let int = |f: fn(&Pair) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-        let columns: Vec<ArrayRef> = vec![
-            int(|p| p.rank),
-            int(|p| p.pair),
-            Arc::new(StringArray::from(
-                rows.iter().map(|p| p.region.map(|r| regions[r as usize].as_str())).collect::<Vec<_>>(),
-            )),
-            int(|p| p.compute),
-            int(|p| p.observed),
-            int(|p| p.ideal),
-            int(|p| p.observed - p.ideal),
-            int(|p| p.observed_end),
-            int(|p| p.ideal_end),
-            Arc::new(Float64Array::from_iter_values(rows.iter().map(|p| p.trf_local))),
-            Arc::new(Float64Array::from_iter_values(rows.iter().map(|p| p.trf_cumulative))),
-        ];
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+        let float = |f: fn(&Pair) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
+        let column = |i: usize| -> ArrayRef {
+            match i {
+                0 => int(|p| p.rank),
+                1 => int(|p| p.pair),
+                2 => Arc::new(StringArray::from(
+                    rows.iter().map(|p| p.region.map(|r| regions[r as usize].as_str())).collect::<Vec<_>>(),
+                )),
+                3 => int(|p| p.compute),
+                4 => int(|p| p.observed),
+                5 => int(|p| p.ideal),
+                6 => int(|p| p.observed - p.ideal),
+                7 => int(|p| p.observed_end),
+                8 => int(|p| p.ideal_end),
+                9 => float(|p| p.trf_local),
+                _ => float(|p| p.trf_cumulative),
+            }
+        };
+        match &self.projection {
+            Some((wanted, schema)) => Ok(RecordBatch::try_new_with_options(
+                schema.clone(),
+                wanted.iter().map(|&i| column(i)).collect(),
+                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+            )?),
+            None => {
+                Ok(RecordBatch::try_new(self.schema.clone(), (0..self.schema.fields().len()).map(column).collect())?)
+            }
+        }
     }
 
     fn efficiency_batch(&self, rows: &[Efficiency]) -> Result<RecordBatch> {
@@ -240,6 +256,20 @@ impl Mapper for Sweep {
 
     fn held_bytes(&self) -> usize {
         self.store.as_ref().map_or(0, CallStore::held_bytes)
+    }
+
+    /// ideal_replay builds only the columns read (its answer has 11, a sum reads a few).
+    fn projected(&mut self, projection: &[usize]) -> bool {
+        if self.answer != Answer::Pairs || projection.iter().any(|&i| i >= self.schema.fields().len()) {
+            return false;
+        }
+        match self.schema.project(projection) {
+            Ok(schema) => {
+                self.projection = Some((projection.to_vec(), Arc::new(schema)));
+                true
+            }
+            Err(_) => false,
+        }
     }
 }
 
