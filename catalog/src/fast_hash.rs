@@ -44,3 +44,6 @@ impl std::hash::Hasher for FastHasher {
 
 /// `HashMap` with `FastHasher`.
 pub type FastMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FastHasher>>;
+
+/// A set keyed by the fast hash.
+pub type FastSet<K> = std::collections::HashSet<K, std::hash::BuildHasherDefault<FastHasher>>;

@@ -340,3 +340,39 @@ fn the_wait_analyses_and_the_dag_hold_what_they_fold_and_sweep_the_calls_by_rank
     let e = rows(&mut tighter, "SELECT count(*) FROM ideal_replay()").unwrap_err();
     assert!(e.contains("ideal_replay") && e.contains("memory budget"), "{e}");
 }
+
+#[test]
+fn call_metrics_reads_the_calls_a_chunk_of_whole_ranks_at_a_time() {
+    let Some(data) = commdb_tests::shared_data() else {
+        println!("skipped: ../shared/data is not beside the project");
+        return;
+    };
+    let trace = data.join("otf2/ping-pong-papi/traces.otf2");
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let query = "SELECT * FROM call_metrics()";
+    // The rows in some order (the calls in memory come in any order of their partitions).
+    let rows = |s: &mut Session, query: &str| {
+        let batches = runtime.block_on(s.collect(query)).unwrap();
+        let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        let mut lines = text.lines().map(str::to_string).collect::<Vec<_>>();
+        lines.sort();
+        lines
+    };
+    let mut in_memory = Session::with_limits(2, Some(1 << 30));
+    commdb_udfs::register_all(&mut in_memory);
+    in_memory.open(&trace.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let expected = rows(&mut in_memory, query);
+    assert!(expected.len() > 100, "{expected:?}");
+    // A store of parts of 50 rows, under a budget whose chunks hold a rank or so at a time: the
+    // same rows.
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let opened = commdb_catalog::open(&trace.display().to_string(), &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write_in_parts(&opened, &store, 50).unwrap();
+    let mut tight = Session::with_limits(2, Some(64 << 10));
+    commdb_udfs::register_all(&mut tight);
+    tight.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let plan = rows(&mut tight, &format!("EXPLAIN {query}")).concat();
+    assert!(plan.contains("call_metrics: analysis, streamed by rank"), "{plan}");
+    assert_eq!(rows(&mut tight, query), expected);
+}

@@ -3,6 +3,7 @@
 //! synchronisation), `clock_violations([rel])` lists the messages that still run backwards.
 //! The model is fitted again from the sync samples when the query runs (O(samples log samples)),
 //! so a view over `clock_sync` (some sessions, some ranks) shows what that subset would give.
+//! `clock_violations` streams the messages batch by batch, keeping only those that run backwards.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -209,23 +210,35 @@ impl TableFunctionImpl for ClockViolations {
             Field::new("violation_ns", DataType::Int64, false),
         ]);
         let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let c: Vec<Int64Array> = (0..5).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-            let (send, recv) = (&c[3], &c[4]);
-            let hits: Vec<usize> = (0..send.len())
-                .filter(|&i| !send.is_null(i) && !recv.is_null(i) && recv.value(i) < send.value(i))
-                .collect();
-            let pick = |a: &Int64Array| Int64Array::from_iter_values(hits.iter().map(|&i| a.value(i)));
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(pick(&c[0])),
-                Arc::new(pick(&c[1])),
-                Arc::new(pick(&c[2])),
-                Arc::new(pick(send)),
-                Arc::new(pick(recv)),
-                Arc::new(Int64Array::from_iter_values(hits.iter().map(|&i| send.value(i) - recv.value(i)))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, relation, Some(idx), compute)))
+        let prepare: crate::stream::Prepare =
+            Arc::new(move |_| Ok(Box::new(Backwards { schema: s.clone() }) as Box<dyn crate::stream::Mapper>));
+        Ok(Arc::new(Derived::streamed(out, vec![(relation, Some(idx))], prepare)))
+    }
+}
+
+/// The messages of a batch received before they were sent: each batch on its own, so that the
+/// messages stream through and only the violations are kept.
+struct Backwards {
+    schema: SchemaRef,
+}
+
+impl crate::stream::Mapper for Backwards {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let c: Vec<Int64Array> = (0..5).map(|i| int64_column(one, i)).collect::<Result<_>>()?;
+        let (send, recv) = (&c[3], &c[4]);
+        let hits: Vec<usize> = (0..send.len())
+            .filter(|&i| !send.is_null(i) && !recv.is_null(i) && recv.value(i) < send.value(i))
+            .collect();
+        let pick = |a: &Int64Array| Int64Array::from_iter_values(hits.iter().map(|&i| a.value(i)));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(pick(&c[0])),
+            Arc::new(pick(&c[1])),
+            Arc::new(pick(&c[2])),
+            Arc::new(pick(send)),
+            Arc::new(pick(recv)),
+            Arc::new(Int64Array::from_iter_values(hits.iter().map(|&i| send.value(i) - recv.value(i)))),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
     }
 }

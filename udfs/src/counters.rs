@@ -15,6 +15,10 @@
 //! Absolute metrics (a reading such as a temperature) and relative_point values have no count
 //! per call: they are left out with a warning. A call before an accumulated metric's first
 //! sample has NULL values; the nested calls subtracted are those of `rel`.
+//!
+//! The samples are folded as they stream (about 36 bytes each), then the calls are read a
+//! chunk of whole ranks at a time (crate::by_rank): a call and those nested in it are of one
+//! stream, so no more than a chunk of calls is held.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -26,10 +30,10 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::common::{
-    Args, ComputeMany, Derived, Projected, column, int64_column, text_column, trace_schema, trace_table,
-};
+use crate::common::{Args, Derived, Projected, column, int64_column, text_column, trace_schema, trace_table};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
+use crate::plan::Main;
+use crate::stream::{Folder, Mapper, StartFold};
 
 pub const CALL_METRICS: Function = Function {
     name: "call_metrics",
@@ -125,28 +129,169 @@ impl TableFunctionImpl for CallMetrics {
         ]));
         let schema = out.clone();
         let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let modes = match inputs.get(2) {
-                Some(defs) => {
-                    let (names, modes) = (text_column(defs, 0)?, text_column(defs, 1)?);
-                    (0..names.len())
-                        .filter(|&i| names.is_valid(i))
-                        .map(|i| (names.value(i).to_string(), modes.is_valid(i).then(|| modes.value(i).to_string())))
-                        .collect()
-                }
-                None => HashMap::new(),
-            };
-            let (batch, skipped) = per_call(&inputs[0], &inputs[1], mode.as_deref(), &modes, &schema)?;
-            if let (Some(n), false) = (&notices, skipped.is_empty()) {
-                n.push(format!(
-                    "call_metrics: no value per call for {}; give mode => {} if the trace's mode is wrong or missing",
-                    skipped.join(", "),
-                    accepted_modes()
-                ));
-            }
-            Ok(vec![batch])
+        let start: StartFold = Arc::new(move || {
+            Box::new(Samples {
+                schema: schema.clone(),
+                mode: mode.clone(),
+                notices: notices.clone(),
+                modes: HashMap::new(),
+                names: Vec::new(),
+                ids: HashMap::new(),
+                rank: Vec::new(),
+                thread: Vec::new(),
+                ts: Vec::new(),
+                metric: Vec::new(),
+                value: Vec::new(),
+            }) as Box<dyn Folder>
         });
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        // The calls a chunk of whole ranks at a time (their column rank, third of those read):
+        // a call and the calls nested in it are of one stream.
+        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start)))
+    }
+}
+
+/// The metric samples and the metrics' recorded modes, folded as they stream (every valid
+/// sample as it came; its metric by its number in `names`, in order of first sight).
+struct Samples {
+    schema: SchemaRef,
+    mode: Option<String>,
+    notices: Option<Notices>,
+    modes: HashMap<String, Option<String>>,
+    names: Vec<String>,
+    ids: HashMap<String, u32>,
+    rank: Vec<i64>,
+    thread: Vec<i64>,
+    ts: Vec<i64>,
+    metric: Vec<u32>,
+    value: Vec<f64>,
+}
+
+impl Folder for Samples {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        let one = std::slice::from_ref(batch);
+        if input == 2 {
+            let (names, modes) = (text_column(one, 0)?, text_column(one, 1)?);
+            for i in (0..names.len()).filter(|&i| names.is_valid(i)) {
+                self.modes.insert(names.value(i).to_string(), modes.is_valid(i).then(|| modes.value(i).to_string()));
+            }
+            return Ok(());
+        }
+        let (rank, thread, ts) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+        let (metric, value) = (text_column(one, 3)?, column(one, 4, &DataType::Float64)?);
+        let value = value.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
+        for i in 0..ts.len() {
+            if rank.is_null(i) || thread.is_null(i) || ts.is_null(i) || metric.is_null(i) || value.is_null(i) {
+                continue;
+            }
+            let name = metric.value(i);
+            let id = match self.ids.get(name) {
+                Some(id) => *id,
+                None => {
+                    self.names.push(name.to_string());
+                    self.ids.insert(name.to_string(), self.names.len() as u32 - 1);
+                    self.names.len() as u32 - 1
+                }
+            };
+            self.rank.push(rank.value(i));
+            self.thread.push(thread.value(i));
+            self.ts.push(ts.value(i));
+            self.metric.push(id);
+            self.value.push(value.value(i));
+        }
+        Ok(())
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.ts.len() * 36 + self.names.iter().map(|n| 2 * n.len() + 64).sum::<usize>()
+    }
+
+    /// Every sample is in: each stream's running counts, and a notice for the metrics that
+    /// give no count per call.
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let Samples { schema, mode, notices, modes, names: seen, rank, thread, ts, metric, value, .. } = *self;
+        // Which metrics count, and how: numbered by name (the samples' partitions may
+        // interleave in any order as they stream, and a call's rows follow this order).
+        let mut by_name: Vec<usize> = (0..seen.len()).collect();
+        by_name.sort_by(|a, b| seen[*a].cmp(&seen[*b]));
+        let mut names: Vec<String> = Vec::new();
+        let mut how: Vec<Running> = Vec::new();
+        let mut skipped: Vec<String> = Vec::new();
+        let mut counted: Vec<Option<u32>> = vec![None; seen.len()];
+        for k in by_name {
+            let name = &seen[k];
+            let given = mode.clone().or_else(|| modes.get(name).cloned().flatten());
+            match running(given.as_deref()) {
+                Ok(r) => {
+                    names.push(name.clone());
+                    how.push(r);
+                    counted[k] = Some(names.len() as u32 - 1);
+                }
+                Err(why) => skipped.push(format!("{name} ({why})")),
+            }
+        }
+        if let (Some(n), false) = (&notices, skipped.is_empty()) {
+            n.push(format!(
+                "call_metrics: no value per call for {}; give mode => {} if the trace's mode is wrong or missing",
+                skipped.join(", "),
+                accepted_modes()
+            ));
+        }
+        let mut rows_of: HashMap<(i64, i64, u32), Vec<usize>> = HashMap::new();
+        for i in 0..ts.len() {
+            if let Some(id) = counted[metric[i] as usize] {
+                rows_of.entry((rank[i], thread[i], id)).or_default().push(i);
+            }
+        }
+        // Each stream's series, in time order (samples of equal time in the order they came).
+        let mut series: HashMap<(i64, i64), Vec<(u32, Series)>> = HashMap::new();
+        for ((r, t, id), mut rows) in rows_of {
+            rows.sort_by_key(|&i| ts[i]);
+            let mut sum = 0.0;
+            let mut count = Vec::with_capacity(rows.len());
+            for &i in &rows {
+                let v = value[i];
+                count.push(match how[id as usize] {
+                    Running::Value => v,
+                    Running::SumThrough => {
+                        sum += v;
+                        sum
+                    }
+                    Running::SumBefore => {
+                        let before = sum;
+                        sum += v;
+                        before
+                    }
+                });
+            }
+            let times = rows.iter().map(|&i| ts[i]).collect();
+            series.entry((r, t)).or_default().push((id, Series { ts: times, count }));
+        }
+        for s in series.values_mut() {
+            s.sort_by_key(|(id, _)| *id);
+        }
+        Ok(Box::new(PerCall { schema, names, how, series }))
+    }
+}
+
+/// Gives every call of a chunk of whole ranks its values, metric by metric of its stream.
+struct PerCall {
+    schema: SchemaRef,
+    names: Vec<String>,
+    how: Vec<Running>,
+    series: HashMap<(i64, i64), Vec<(u32, Series)>>,
+}
+
+impl Mapper for PerCall {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, calls: &[RecordBatch]) -> Result<RecordBatch> {
+        per_call(calls, &self.series, &self.how, &self.names, &self.schema)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.series.values().flatten().map(|(_, s)| s.ts.len() * 16 + 64).sum()
     }
 }
 
@@ -169,74 +314,14 @@ impl Series {
     }
 }
 
-/// The rows of `call_metrics`, and the metrics left out with why.
+/// The rows of `call_metrics` for `calls` (a chunk of whole ranks), from each stream's series.
 fn per_call(
     calls: &[RecordBatch],
-    samples: &[RecordBatch],
-    mode: Option<&str>,
-    modes: &HashMap<String, Option<String>>,
+    series: &HashMap<(i64, i64), Vec<(u32, Series)>>,
+    how: &[Running],
+    names: &[String],
     schema: &SchemaRef,
-) -> Result<(RecordBatch, Vec<String>)> {
-    let (s_rank, s_thread, s_ts) = (int64_column(samples, 0)?, int64_column(samples, 1)?, int64_column(samples, 2)?);
-    let (s_metric, s_value) = (text_column(samples, 3)?, column(samples, 4, &DataType::Float64)?);
-    let s_value = s_value.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
-    // Which metrics count, and how.
-    let mut names: Vec<String> = Vec::new();
-    let mut how: Vec<Running> = Vec::new();
-    let mut id_of: HashMap<&str, Option<u32>> = HashMap::new();
-    let mut skipped: Vec<String> = Vec::new();
-    let mut rows_of: HashMap<(i64, i64, u32), Vec<usize>> = HashMap::new();
-    for i in 0..s_ts.len() {
-        if s_rank.is_null(i) || s_thread.is_null(i) || s_ts.is_null(i) || s_metric.is_null(i) || s_value.is_null(i) {
-            continue;
-        }
-        let name = s_metric.value(i);
-        let id = *id_of.entry(name).or_insert_with(|| {
-            let given = mode.map(str::to_string).or_else(|| modes.get(name).cloned().flatten());
-            match running(given.as_deref()) {
-                Ok(r) => {
-                    names.push(name.to_string());
-                    how.push(r);
-                    Some(names.len() as u32 - 1)
-                }
-                Err(why) => {
-                    skipped.push(format!("{name} ({why})"));
-                    None
-                }
-            }
-        });
-        if let Some(id) = id {
-            rows_of.entry((s_rank.value(i), s_thread.value(i), id)).or_default().push(i);
-        }
-    }
-    // Each stream's series, in time order (samples of equal time keep their record order).
-    let mut series: HashMap<(i64, i64), Vec<(u32, Series)>> = HashMap::new();
-    for ((rank, thread, id), mut rows) in rows_of {
-        rows.sort_by_key(|&i| s_ts.value(i));
-        let mut sum = 0.0;
-        let mut count = Vec::with_capacity(rows.len());
-        for &i in &rows {
-            let v = s_value.value(i);
-            count.push(match how[id as usize] {
-                Running::Value => v,
-                Running::SumThrough => {
-                    sum += v;
-                    sum
-                }
-                Running::SumBefore => {
-                    let before = sum;
-                    sum += v;
-                    before
-                }
-            });
-        }
-        let ts = rows.iter().map(|&i| s_ts.value(i)).collect();
-        series.entry((rank, thread)).or_default().push((id, Series { ts, count }));
-    }
-    for s in series.values_mut() {
-        s.sort_by_key(|(id, _)| *id);
-    }
-
+) -> Result<RecordBatch> {
     let (call_id, parent) = (int64_column(calls, 0)?, int64_column(calls, 1)?);
     let (rank, thread, region) = (int64_column(calls, 2)?, int64_column(calls, 3)?, text_column(calls, 4)?);
     let (start, end) = (int64_column(calls, 5)?, int64_column(calls, 6)?);
@@ -296,7 +381,7 @@ fn per_call(
         Arc::new(Float64Array::from(inclusive)),
         Arc::new(exclusive.finish()),
     ];
-    Ok((RecordBatch::try_new(schema.clone(), columns)?, skipped))
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 #[cfg(test)]

@@ -3,19 +3,21 @@
 //! counts for its sender or its receiver only), AD the mean absolute deviation of mc over the ranks, and
 //! LB_p = |mc_p - mean(mc)| / AD (0 when AD = 0: every rank equally loaded). LB around 1 is
 //! ordinary spread; a rank far above it communicates much more (or less) than the others.
+//! The messages stream through; only a count per rank is held.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 
 use super::Messages;
-use crate::common::{Args, Compute, Derived};
+use crate::common::{Args, Derived};
 use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::latency::MESSAGES;
+use crate::stream::{Mapper, Prepare};
 
 pub const LOAD_BALANCE: Function = Function {
     name: "load_balance",
@@ -37,9 +39,8 @@ pub fn lb(mc: &[i64]) -> Vec<f64> {
     mc.iter().map(|v| if ad > 0.0 { (*v as f64 - mean).abs() / ad } else { 0.0 }).collect()
 }
 
-/// (rank, mc, LB) for every rank of the relation, ranks ascending.
-pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
-    let mut mc: BTreeMap<i64, i64> = BTreeMap::new();
+/// Count the sides of `m` in `mc` (messages sent plus received per rank).
+fn count_sides(mc: &mut BTreeMap<i64, i64>, m: &Messages) {
     for row in 0..m.len() {
         let sent = m.send_ts[row].and(m.src[row]);
         let received = m.recv_ts[row].and(m.dst[row]);
@@ -47,8 +48,47 @@ pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
             *mc.entry(r).or_default() += 1;
         }
     }
+}
+
+/// (rank, mc, LB) for every rank counted, ranks ascending.
+fn balance(mc: BTreeMap<i64, i64>) -> Vec<(i64, i64, f64)> {
     let loads: Vec<i64> = mc.values().copied().collect();
     mc.into_iter().zip(lb(&loads)).map(|((r, c), l)| (r, c, l)).collect()
+}
+
+/// (rank, mc, LB) for every rank of the relation, ranks ascending.
+pub fn load_balance(m: &Messages) -> Vec<(i64, i64, f64)> {
+    let mut mc = BTreeMap::new();
+    count_sides(&mut mc, m);
+    balance(mc)
+}
+
+/// Counts the sides per rank as the messages stream, and answers when they end: only a count
+/// per rank is held.
+struct Loads {
+    schema: SchemaRef,
+    mc: BTreeMap<i64, i64>,
+}
+
+impl Mapper for Loads {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        count_sides(&mut self.mc, &Messages::read(std::slice::from_ref(batch), &[0, 1, 2, 3, 4])?);
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let rows = balance(std::mem::take(&mut self.mc));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
+        ];
+        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.mc.len() * 48
+    }
 }
 
 /// `load_balance([rel => 'messages'])` -> rank, messages, lb.
@@ -65,17 +105,10 @@ impl TableFunctionImpl for LoadBalance {
             Field::new("messages", DataType::Int64, false),
             Field::new("lb", DataType::Float64, false),
         ]));
-        let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let rows = load_balance(&Messages::read(batches, &[0, 1, 2, 3, 4])?);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+        let s: SchemaRef = out.clone();
+        let prepare: Prepare =
+            Arc::new(move |_| Ok(Box::new(Loads { schema: s.clone(), mc: BTreeMap::new() }) as Box<dyn Mapper>));
+        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
     }
 }
 

@@ -62,7 +62,7 @@ pub struct Collective {
 }
 
 /// The messages' columns the analyses read.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct Messages {
     pub msg_id: Vec<i64>,
     pub src: Vec<Option<i64>>,
@@ -89,6 +89,23 @@ impl Messages {
         })
     }
 
+    /// Add the messages of `batches` (see `read`); a NULL msg_id becomes the row's number
+    /// counted on from the messages already held.
+    pub fn extend(&mut self, batches: &[RecordBatch], idx: &[usize]) -> Result<()> {
+        let first = self.len() as i64;
+        let mut more = Messages::read(batches, idx)?;
+        let ids = int64_column(batches, idx[0])?;
+        for (k, id) in more.msg_id.iter_mut().enumerate().filter(|(k, _)| ids.is_null(*k)) {
+            *id = first + k as i64;
+        }
+        self.msg_id.append(&mut more.msg_id);
+        self.src.append(&mut more.src);
+        self.dst.append(&mut more.dst);
+        self.send_ts.append(&mut more.send_ts);
+        self.recv_ts.append(&mut more.recv_ts);
+        Ok(())
+    }
+
     pub fn len(&self) -> usize {
         self.msg_id.len()
     }
@@ -108,6 +125,16 @@ pub struct Participations {
 }
 
 impl Participations {
+    /// Add the participations of `batches` (see `read`).
+    pub fn extend(&mut self, batches: &[RecordBatch], idx: &[usize]) -> Result<()> {
+        let mut more = Participations::read(batches, idx)?;
+        self.comm.append(&mut more.comm);
+        self.instance.append(&mut more.instance);
+        self.rank.append(&mut more.rank);
+        self.begin_ts.append(&mut more.begin_ts);
+        Ok(())
+    }
+
     pub fn read(batches: &[RecordBatch], idx: &[usize]) -> Result<Self> {
         let req = |i: usize| -> Result<Vec<i64>> {
             Ok(int64_column(batches, idx[i])?.iter().map(|v| v.unwrap_or(-1)).collect())

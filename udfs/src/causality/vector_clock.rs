@@ -24,9 +24,12 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::{Kind, Messages, Participations, Timeline};
-use crate::common::{Args, ComputeMany, Derived, Relation};
+use crate::common::{Args, Derived, Relation};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
 use crate::latency::MESSAGES;
+use crate::plan::Main;
+use crate::stream::{Folder, Mapper, StartFold};
+use commdb_catalog::fast_hash::FastSet;
 use datafusion::logical_expr::ScalarUDF;
 
 pub const VECTOR_CLOCKS: Function = Function {
@@ -206,20 +209,97 @@ impl TableFunctionImpl for VectorClocks {
         }
         let out = output_schema();
         let s = out.clone();
-        let compute: ComputeMany = Arc::new(move |inputs| {
-            let m = Messages::read(&inputs[0], &[0, 1, 2, 3, 4])?;
-            let parts = match inputs.get(1) {
-                Some(c) => {
-                    let width = c.first().map_or(4, RecordBatch::num_columns);
-                    Some(Participations::read(c, &(0..width).collect::<Vec<_>>())?)
-                }
-                None => None,
-            };
-            let t = Timeline::new(&m, parts.as_ref())?;
-            let clocks = vector_clocks(&t, &m, max_cells)?;
-            Ok(vec![batch(&s, &t, &m, clocks)?])
+        let with_collectives = inputs.len() > 1;
+        let start: StartFold = Arc::new(move || {
+            Box::new(Clocks {
+                schema: s.clone(),
+                max_cells,
+                with_collectives,
+                messages: Messages::default(),
+                collectives: Participations::default(),
+                ranks: FastSet::default(),
+                events: 0,
+            }) as Box<dyn Folder>
         });
-        Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+        Ok(Arc::new(Derived::folded(out, inputs, Main::Batches, start)))
+    }
+}
+
+/// What vector_clocks reads, held as it streams: the collectives' participations are folded
+/// first, then the messages. The events and the ranks are counted on the way, and the function
+/// refuses as soon as their product passes `max_cells` (both only grow), before holding the
+/// rest of a relation far too large.
+struct Clocks {
+    schema: SchemaRef,
+    max_cells: i64,
+    with_collectives: bool,
+    messages: Messages,
+    collectives: Participations,
+    ranks: FastSet<i64>,
+    events: u64,
+}
+
+impl Clocks {
+    fn check(&self) -> Result<()> {
+        let cells = u128::from(self.events) * self.ranks.len() as u128;
+        if cells > self.max_cells as u128 {
+            return exec_err!(
+                "vector_clocks: the result would hold at least {} events x {} ranks = {} clock entries ({:.1} GB), above max_cells = {}; narrow the relation (a view of messages in a time window or between some ranks) or raise max_cells",
+                self.events,
+                self.ranks.len(),
+                cells,
+                cells as f64 * 4.0 / 1e9,
+                self.max_cells
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Folder for Clocks {
+    fn fold(&mut self, _input: usize, batch: &RecordBatch) -> Result<()> {
+        let from = self.collectives.rank.len();
+        self.collectives.extend(std::slice::from_ref(batch), &(0..batch.num_columns()).collect::<Vec<_>>())?;
+        self.ranks.extend(&self.collectives.rank[from..]);
+        self.events += (self.collectives.rank.len() - from) as u64;
+        self.check()
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.collectives.rank.len() * 40 + self.ranks.len() * 16
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        Ok(self)
+    }
+}
+
+impl Mapper for Clocks {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let from = self.messages.len();
+        self.messages.extend(std::slice::from_ref(batch), &[0, 1, 2, 3, 4])?;
+        let m = &self.messages;
+        for row in from..m.len() {
+            for (rank, ts) in [(m.src[row], m.send_ts[row]), (m.dst[row], m.recv_ts[row])] {
+                if let Some(r) = rank {
+                    self.ranks.insert(r);
+                    self.events += u64::from(ts.is_some());
+                }
+            }
+        }
+        self.check()?;
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let parts = self.with_collectives.then_some(&self.collectives);
+        let t = Timeline::new(&self.messages, parts)?;
+        let clocks = vector_clocks(&t, &self.messages, self.max_cells)?;
+        Ok(vec![batch(&self.schema, &t, &self.messages, clocks)?])
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.messages.len() * 72 + Folder::held_bytes(self)
     }
 }
 
