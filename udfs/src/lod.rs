@@ -857,11 +857,16 @@ impl TableFunctionImpl for LodMessages {
                     has_latency,
                     groups: FastMap::default(),
                     schema: s.clone(),
+                    keys: Vec::new().into_iter(),
                 };
                 for b in batches {
                     fold.map(b)?;
                 }
-                fold.finish()
+                let mut out = fold.finish()?;
+                while let Some(b) = fold.more()? {
+                    out.push(b);
+                }
+                Ok(out)
             });
             return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
         }
@@ -873,6 +878,7 @@ impl TableFunctionImpl for LodMessages {
                 has_latency,
                 groups: FastMap::default(),
                 schema: s.clone(),
+                keys: Vec::new().into_iter(),
             }) as Box<dyn Mapper>)
         });
         Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
@@ -886,6 +892,8 @@ struct MessageFold {
     has_latency: bool,
     groups: FastMap<MessageKey, MessageSums>,
     schema: SchemaRef,
+    /// After `finish`: the keys of the groups still to answer, in order.
+    keys: std::vec::IntoIter<MessageKey>,
 }
 
 impl Mapper for MessageFold {
@@ -900,16 +908,31 @@ impl Mapper for MessageFold {
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
+    /// The groups' keys in order; the rows follow batch by batch (`more`), each group looked
+    /// up as its row is made, so that no sorted copy of the groups is held beside them.
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let mut groups: Vec<(MessageKey, MessageSums)> = std::mem::take(&mut self.groups).into_iter().collect();
-        groups.par_sort_unstable_by_key(|(k, _)| *k);
-        let mut o = MessageOut::with_capacity(groups.len());
-        for (k, g) in &groups {
-            o.push(k, g);
+        let mut keys: Vec<MessageKey> = self.groups.keys().copied().collect();
+        keys.par_sort_unstable();
+        self.keys = keys.into_iter();
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let n = self.keys.len().min(ANSWER_ROWS);
+        if n == 0 {
+            self.groups = FastMap::default();
+            return Ok(None);
         }
-        Ok(vec![o.into_batch(self.schema.clone())?])
+        let mut o = MessageOut::with_capacity(n);
+        for k in self.keys.by_ref().take(n) {
+            o.push(&k, &self.groups[&k]);
+        }
+        Ok(Some(o.into_batch(self.schema.clone())?))
     }
 }
+
+/// Rows of lod_messages' answer per batch.
+const ANSWER_ROWS: usize = 1 << 16;
 
 // ---------------------------------------------------------------------------------------------
 // lod_collectives
