@@ -76,33 +76,24 @@ fn opt(a: &arrow::array::Int64Array) -> Vec<Option<i64>> {
 }
 
 impl Messages {
-    /// Read from batches whose columns are msg_id, src, dst, send_ts, recv_ts at `idx`.
+    /// Read from batches whose columns are msg_id, src, dst, send_ts, recv_ts at `idx` (a NULL
+    /// msg_id becomes the row's number).
     pub fn read(batches: &[RecordBatch], idx: &[usize]) -> Result<Self> {
-        let ids = int64_column(batches, idx[0])?;
-        let msg_id = (0..ids.len()).map(|i| if ids.is_null(i) { i as i64 } else { ids.value(i) }).collect();
-        Ok(Messages {
-            msg_id,
-            src: opt(&int64_column(batches, idx[1])?),
-            dst: opt(&int64_column(batches, idx[2])?),
-            send_ts: opt(&int64_column(batches, idx[3])?),
-            recv_ts: opt(&int64_column(batches, idx[4])?),
-        })
+        let mut m = Messages::default();
+        m.extend(batches, idx)?;
+        Ok(m)
     }
 
-    /// Add the messages of `batches` (see `read`); a NULL msg_id becomes the row's number
-    /// counted on from the messages already held.
+    /// Add the messages of `batches` (see `read`), a NULL msg_id numbered on from the messages
+    /// already held.
     pub fn extend(&mut self, batches: &[RecordBatch], idx: &[usize]) -> Result<()> {
         let first = self.len() as i64;
-        let mut more = Messages::read(batches, idx)?;
         let ids = int64_column(batches, idx[0])?;
-        for (k, id) in more.msg_id.iter_mut().enumerate().filter(|(k, _)| ids.is_null(*k)) {
-            *id = first + k as i64;
-        }
-        self.msg_id.append(&mut more.msg_id);
-        self.src.append(&mut more.src);
-        self.dst.append(&mut more.dst);
-        self.send_ts.append(&mut more.send_ts);
-        self.recv_ts.append(&mut more.recv_ts);
+        self.msg_id.extend((0..ids.len()).map(|i| if ids.is_null(i) { first + i as i64 } else { ids.value(i) }));
+        self.src.extend(&int64_column(batches, idx[1])?);
+        self.dst.extend(&int64_column(batches, idx[2])?);
+        self.send_ts.extend(&int64_column(batches, idx[3])?);
+        self.recv_ts.extend(&int64_column(batches, idx[4])?);
         Ok(())
     }
 
@@ -167,6 +158,10 @@ pub struct Timeline {
 
 const NONE: u32 = u32::MAX;
 
+/// Where an event stands among its rank's events at the same time: messages (0) by msg_id then
+/// row, collectives (1) by communicator then instance.
+type ItemOrder = (u8, i64, i64);
+
 impl Timeline {
     pub fn new(m: &Messages, colls: Option<&Participations>) -> Result<Self> {
         let mut ranks: Vec<i64> = m.src.iter().chain(&m.dst).flatten().copied().collect();
@@ -176,14 +171,17 @@ impl Timeline {
         ranks.sort_unstable();
         ranks.dedup();
         let index: FastMap<i64, u32> = ranks.iter().enumerate().map(|(i, r)| (*r, i as u32)).collect();
-        // (rank index, ts, item order, kind, item)
-        let mut keyed: Vec<(u32, i64, u64, Kind, u32)> = Vec::with_capacity(2 * m.len());
+        // (rank index, ts, item order, kind, item). Events of a rank at the same time are in
+        // the order of their messages' ids, then of their collectives' (comm, instance): never
+        // in the order the rows happened to arrive in, which the partitions of a scan decide.
+        let mut keyed: Vec<(u32, i64, ItemOrder, Kind, u32)> = Vec::with_capacity(2 * m.len());
         for row in 0..m.len() {
+            let order = (0, m.msg_id[row], row as i64);
             if let (Some(s), Some(t)) = (m.src[row], m.send_ts[row]) {
-                keyed.push((index[&s], t, row as u64, Kind::Send, row as u32));
+                keyed.push((index[&s], t, order, Kind::Send, row as u32));
             }
             if let (Some(d), Some(t)) = (m.dst[row], m.recv_ts[row]) {
-                keyed.push((index[&d], t, row as u64, Kind::Recv, row as u32));
+                keyed.push((index[&d], t, order, Kind::Recv, row as u32));
             }
         }
         let mut collectives: Vec<Collective> = Vec::new();
@@ -204,7 +202,7 @@ impl Timeline {
                 if k as usize == collectives.len() {
                     collectives.push(Collective { comm: c.comm[i], instance: c.instance[i], events: Vec::new() });
                 }
-                keyed.push((index[&c.rank[i]], t, m.len() as u64 + k as u64, Kind::Collective, k));
+                keyed.push((index[&c.rank[i]], t, (1, c.comm[i], c.instance[i]), Kind::Collective, k));
             }
         }
         if keyed.len() >= NONE as usize {
@@ -351,6 +349,24 @@ mod tests {
             send_ts: rows.iter().map(|r| r.2).collect(),
             recv_ts: rows.iter().map(|r| r.3).collect(),
         }
+    }
+
+    #[test]
+    fn events_at_the_same_time_follow_their_message_ids_whatever_the_row_order() {
+        // Rank 2 receives two messages at time 50; their rows come in either order.
+        let rows = [(0, 2, Some(10), Some(50)), (1, 2, Some(20), Some(50))];
+        let ids_in_order = |swap: bool| {
+            let mut m = messages(&rows);
+            if swap {
+                m = messages(&[rows[1], rows[0]]);
+                m.msg_id = vec![1, 0];
+            }
+            let t = Timeline::new(&m, None).unwrap();
+            let r = t.ranks.iter().position(|&r| r == 2).unwrap();
+            t.events[t.rank_start[r]..t.rank_start[r + 1]].iter().map(|e| m.msg_id[e.item as usize]).collect::<Vec<_>>()
+        };
+        assert_eq!(ids_in_order(false), [0, 1]);
+        assert_eq!(ids_in_order(true), [0, 1]);
     }
 
     #[test]
