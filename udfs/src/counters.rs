@@ -30,7 +30,9 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived, Projected, column, int64_column, text_column, trace_schema, trace_table};
+use crate::common::{
+    Args, Derived, Projected, RegionIds, column, int64_column, text_column, trace_schema, trace_table,
+};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
 use crate::plan::Main;
 use crate::stream::{Folder, Mapper, StartFold};
@@ -136,7 +138,7 @@ impl TableFunctionImpl for CallMetrics {
                 notices: notices.clone(),
                 modes: HashMap::new(),
                 names: Vec::new(),
-                ids: HashMap::new(),
+                ids: RegionIds::new(any_name),
                 rank: Vec::new(),
                 thread: Vec::new(),
                 ts: Vec::new(),
@@ -150,6 +152,11 @@ impl TableFunctionImpl for CallMetrics {
     }
 }
 
+/// Every metric name is kept (`RegionIds` interns names of any kind).
+fn any_name(_: &str) -> bool {
+    true
+}
+
 /// The metric samples and the metrics' recorded modes, folded as they stream (every valid
 /// sample as it came; its metric by its number in `names`, in order of first sight).
 struct Samples {
@@ -158,7 +165,7 @@ struct Samples {
     notices: Option<Notices>,
     modes: HashMap<String, Option<String>>,
     names: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: RegionIds<fn(&str) -> bool>,
     rank: Vec<i64>,
     thread: Vec<i64>,
     ts: Vec<i64>,
@@ -177,21 +184,15 @@ impl Folder for Samples {
             return Ok(());
         }
         let (rank, thread, ts) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
-        let (metric, value) = (text_column(one, 3)?, column(one, 4, &DataType::Float64)?);
+        let value = column(one, 4, &DataType::Float64)?;
         let value = value.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
-        for i in 0..ts.len() {
-            if rank.is_null(i) || thread.is_null(i) || ts.is_null(i) || metric.is_null(i) || value.is_null(i) {
+        let mut metric = Vec::with_capacity(ts.len());
+        self.ids.append(batch.column(3), &mut self.names, &mut metric)?;
+        for (i, id) in metric.into_iter().enumerate() {
+            let Some(id) = id else { continue };
+            if rank.is_null(i) || thread.is_null(i) || ts.is_null(i) || value.is_null(i) {
                 continue;
             }
-            let name = metric.value(i);
-            let id = match self.ids.get(name) {
-                Some(id) => *id,
-                None => {
-                    self.names.push(name.to_string());
-                    self.ids.insert(name.to_string(), self.names.len() as u32 - 1);
-                    self.names.len() as u32 - 1
-                }
-            };
             self.rank.push(rank.value(i));
             self.thread.push(thread.value(i));
             self.ts.push(ts.value(i));
@@ -269,7 +270,8 @@ impl Folder for Samples {
         for s in series.values_mut() {
             s.sort_by_key(|(id, _)| *id);
         }
-        Ok(Box::new(PerCall { schema, names, how, series }))
+        let bytes = series.values().flatten().map(|(_, s)| s.ts.len() * 16 + 64).sum();
+        Ok(Box::new(PerCall { schema, names, how, series, bytes }))
     }
 }
 
@@ -279,6 +281,8 @@ struct PerCall {
     names: Vec<String>,
     how: Vec<Running>,
     series: HashMap<(i64, i64), Vec<(u32, Series)>>,
+    /// What the series hold.
+    bytes: usize,
 }
 
 impl Mapper for PerCall {
@@ -291,7 +295,7 @@ impl Mapper for PerCall {
     }
 
     fn held_bytes(&self) -> usize {
-        self.series.values().flatten().map(|(_, s)| s.ts.len() * 16 + 64).sum()
+        self.bytes
     }
 }
 

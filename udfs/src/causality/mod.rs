@@ -5,8 +5,8 @@
 //! All of them read a messages-shaped relation (msg_id, src, dst, send_ts, recv_ts, ...). A
 //! message gives a send event on its sender at send_ts and a receive event on its receiver at
 //! recv_ts (either is missing for an unmatched message). Each rank's events are ordered by
-//! time, ties by message row (the messages table is in send order) and a send before the
-//! receive of the same row. A collectives relation (comm, instance, rank, begin_ts, optionally
+//! time, ties by msg_id (never by the order the rows arrive in), a send before the receive of
+//! the same message, then collectives by communicator and instance. A collectives relation (comm, instance, rank, begin_ts, optionally
 //! end_ts for participations whose begin was not recorded) may add one event per participant. The logical order visits every event after the
 //! events it depends on: earlier events of its rank, the send of a receive, every participant's
 //! arrival at a collective. When the recorded times contradict the messages (a receive that
@@ -71,10 +71,6 @@ pub struct Messages {
     pub recv_ts: Vec<Option<i64>>,
 }
 
-fn opt(a: &arrow::array::Int64Array) -> Vec<Option<i64>> {
-    a.iter().collect()
-}
-
 impl Messages {
     /// Read from batches whose columns are msg_id, src, dst, send_ts, recv_ts at `idx` (a NULL
     /// msg_id becomes the row's number).
@@ -116,26 +112,22 @@ pub struct Participations {
 }
 
 impl Participations {
-    /// Add the participations of `batches` (see `read`).
+    /// Add the participations of `batches`, whose columns are comm, instance, rank, begin_ts
+    /// and optionally end_ts at `idx` (a NULL comm, instance or rank as -1); a participation
+    /// whose begin was not recorded stands at its end_ts, when `idx` gives one.
     pub fn extend(&mut self, batches: &[RecordBatch], idx: &[usize]) -> Result<()> {
-        let mut more = Participations::read(batches, idx)?;
-        self.comm.append(&mut more.comm);
-        self.instance.append(&mut more.instance);
-        self.rank.append(&mut more.rank);
-        self.begin_ts.append(&mut more.begin_ts);
+        for (out, i) in [(&mut self.comm, 0), (&mut self.instance, 1), (&mut self.rank, 2)] {
+            out.extend(int64_column(batches, idx[i])?.iter().map(|v| v.unwrap_or(-1)));
+        }
+        let begin = int64_column(batches, idx[3])?;
+        match idx.get(4) {
+            Some(&e) => {
+                let end = int64_column(batches, e)?;
+                self.begin_ts.extend(begin.iter().zip(&end).map(|(b, e)| b.or(e)));
+            }
+            None => self.begin_ts.extend(&begin),
+        }
         Ok(())
-    }
-
-    pub fn read(batches: &[RecordBatch], idx: &[usize]) -> Result<Self> {
-        let req = |i: usize| -> Result<Vec<i64>> {
-            Ok(int64_column(batches, idx[i])?.iter().map(|v| v.unwrap_or(-1)).collect())
-        };
-        Ok(Participations {
-            comm: req(0)?,
-            instance: req(1)?,
-            rank: req(2)?,
-            begin_ts: opt(&int64_column(batches, idx[3])?),
-        })
     }
 }
 
