@@ -295,6 +295,13 @@ impl Trace {
         self.built().stored_file(name)
     }
 
+    /// The directory of the commdb store this trace is read from (None for a trace read from
+    /// another format into memory).
+    pub fn store_dir(&self) -> Option<std::path::PathBuf> {
+        let file = self.stored_file("events")?;
+        file.path.parent().map(std::path::Path::to_path_buf)
+    }
+
     /// Build every table now.
     pub fn build_all(&self) -> Result<()> {
         self.built().ensure_all()

@@ -33,6 +33,16 @@ impl TraceStarts {
         }
     }
 
+    /// Every trace's name and start, in name order.
+    pub fn entries(&self) -> impl Iterator<Item = (&str, Option<i64>)> {
+        self.starts.iter().map(|(n, s)| (n.as_str(), *s))
+    }
+
+    /// The default trace's name.
+    pub fn default_trace(&self) -> Option<&str> {
+        self.default.as_deref()
+    }
+
     /// The name and start (ns since the Unix epoch, UTC) of `trace`, or of the default trace.
     /// An error names the traces that are attached when there is no such trace.
     pub fn start(&self, trace: Option<&str>) -> Result<(String, Option<i64>), String> {

@@ -23,6 +23,8 @@ pub enum Command {
         path: String,
         name: Option<String>,
     },
+    /// `\connect df://HOST:PORT`: run the session's queries on a cluster from now on.
+    Connect(String),
     /// `\i FILE`: run a script.
     Include(PathBuf),
     /// `\o [FILE]`: send results to a file, or back to stdout.
@@ -62,6 +64,7 @@ pub const HELP: &str = "\
 \\df [PATTERN]      functions: signature and description (\\df NAME: its parameters, columns)
 \\open PATH [AS N]  open a trace (CSV, commdb store, generate:...) as schema N
 \\info [NAME]       trace facts and row counts (default trace if no NAME)
+\\connect df://H:P  run queries over stores on the cluster whose scheduler is at H:P
 \\i FILE            run the SQL statements of a file
 \\o [FILE]          write results to FILE (no FILE: back to the terminal)
 \\dot FILE E [; N]  write edge query E (from, to, [latency], [label]) and node query N
@@ -102,6 +105,7 @@ impl FromStr for Command {
                 }
             }
             "\\info" => Ok(Command::Info(arg)),
+            "\\connect" => arg.map(Command::Connect).ok_or_else(|| "usage: \\connect df://HOST:PORT".to_string()),
             "\\i" => arg.map(|a| Command::Include(a.into())).ok_or_else(|| "usage: \\i FILE".to_string()),
             "\\o" => Ok(Command::Output(arg.map(PathBuf::from))),
             "\\dot" => {

@@ -131,6 +131,8 @@ pub struct Shell {
     queries: Option<tokio::runtime::Runtime>,
     /// The scripts being run by `\\i`, outermost first (to refuse an include cycle).
     including: Vec<PathBuf>,
+    /// The cluster the session's queries run on (`--cluster`, `\\connect`), if any.
+    pub cluster: Option<String>,
 }
 
 impl Drop for Shell {
@@ -152,9 +154,22 @@ impl Shell {
             words: Words::default(),
             queries: Some(query_runtime()?),
             including: Vec::new(),
+            cluster: None,
         };
         shell.refresh_words();
         Ok(shell)
+    }
+
+    /// Run the session's queries on the cluster at `url` from now on: every trace open must be
+    /// a store.
+    pub async fn connect(&mut self, url: &str) -> Result<(), String> {
+        for (_, trace) in self.session.traces() {
+            crate::connect::require_store(&trace.meta.path, url)?;
+        }
+        crate::connect::connect(&mut self.session, url).await?;
+        self.cluster = Some(url.to_string());
+        self.note(&format!("connected to the cluster at {url}: queries run there"));
+        Ok(())
     }
 
     /// Send results to a file instead of stdout.
@@ -223,6 +238,9 @@ impl Shell {
 
     /// Open a trace, with a progress line on a terminal.
     pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String, String> {
+        if let Some(url) = &self.cluster {
+            crate::connect::require_store(path, url)?;
+        }
         let share = Arc::new(LoadProgress::default());
         let progress = Progress::loading(&format!("loading {path}"), share.clone());
         let started = Instant::now();
@@ -441,6 +459,7 @@ impl Shell {
             Command::Open { path, name } => {
                 self.open_trace(&path, name.as_deref())?;
             }
+            Command::Connect(url) => self.connect(&url).await?,
             Command::Include(path) => return self.include(&path).await,
             Command::Output(path) => self.set_output(path)?,
             Command::Dot { path, edges, nodes } => {

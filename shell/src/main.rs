@@ -2,7 +2,10 @@
 //! parsed here; statements run in `exec`, backslash commands are in `command`, output formats
 //! in `print`, line editing in `helper`.
 
+#[cfg(feature = "cluster")]
+mod cluster;
 mod command;
+mod connect;
 mod ctrl_c;
 mod demo;
 mod describe;
@@ -88,6 +91,10 @@ struct Cli {
     /// Attach a node-to-switch map (CSV node,switch) as table `switches`.
     #[arg(long, value_name = "FILE")]
     switches: Option<PathBuf>,
+    /// Run the queries on the cluster whose scheduler is at df://HOST:PORT (`commdb scheduler`);
+    /// the traces must be commdb stores (`commdb convert`) at a path every executor sees.
+    #[arg(long, value_name = "df://HOST:PORT")]
+    cluster: Option<String>,
     #[command(flatten)]
     open: OpenArgs,
     #[command(subcommand)]
@@ -158,6 +165,10 @@ enum Sub {
         input: String,
         /// Directory to write.
         output: PathBuf,
+        /// Rows of a part of the large tables (messages: a quarter of it): smaller parts spread
+        /// a cluster's scans over more tasks [default: 4194304]
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        part_rows: Option<u64>,
     },
     /// List the cache stores that traces bigger than the memory budget were converted into
     /// (in $COMMDB_CACHE_DIR, else $XDG_CACHE_HOME/commdb, else ~/.cache/commdb), most recently
@@ -184,6 +195,35 @@ enum Sub {
         /// File to write (replaced whole).
         #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "report.html")]
         file: PathBuf,
+    },
+    /// Run a cluster's scheduler (Apache Ballista, with commdb's functions) until Ctrl-C or
+    /// SIGTERM; clients connect with --cluster df://HOST:PORT, executors with --scheduler.
+    Scheduler {
+        /// Address to listen on.
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
+        bind: std::net::SocketAddr,
+    },
+    /// Run a cluster's executor until Ctrl-C or SIGTERM: it registers with the scheduler and
+    /// runs the tasks of queries, logging each task with its job and stage.
+    Executor {
+        /// The scheduler's address.
+        #[arg(long, value_name = "HOST:PORT")]
+        scheduler: std::net::SocketAddr,
+        /// Address to serve shuffle data on (Arrow Flight).
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50051")]
+        bind: std::net::SocketAddr,
+        /// Port to take tasks on (gRPC) [default: --bind's port + 1]
+        #[arg(long, value_name = "PORT")]
+        grpc_port: Option<u16>,
+        /// Directory of the shuffle files [default: a new temporary directory]
+        #[arg(long, value_name = "DIR")]
+        work_dir: Option<PathBuf>,
+        /// Tasks run at once [default: the machine's cores]
+        #[arg(long, value_name = "N")]
+        vcores: Option<usize>,
+        /// Memory the running tasks may hold together, e.g. 2G; past it a task fails saying so.
+        #[arg(long = "memory-limit", value_name = "SIZE", value_parser = commdb_catalog::session::parse_size)]
+        executor_memory: Option<usize>,
     },
     /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
     /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open.
@@ -563,7 +603,26 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
                 .into(),
         );
     }
+    if cli.cluster.is_some() && cli.subcommand.is_some() {
+        return Err("--cluster runs the shell's queries on a cluster; it does not apply to subcommands".into());
+    }
     match &cli.subcommand {
+        Some(Sub::Scheduler { bind }) => {
+            refuse_trace_options(&cli, "scheduler")?;
+            return on_server_runtime(connect::scheduler(*bind));
+        }
+        Some(Sub::Executor { scheduler, bind, grpc_port, work_dir, vcores, executor_memory }) => {
+            refuse_trace_options(&cli, "executor")?;
+            let args = connect::ExecutorArgs {
+                scheduler: *scheduler,
+                bind: *bind,
+                grpc_port: *grpc_port,
+                work_dir: work_dir.clone(),
+                vcores: *vcores,
+                memory_limit: executor_memory.map(|m| m as u64),
+            };
+            return on_server_runtime(connect::executor(args));
+        }
         Some(Sub::Generate(args)) => {
             // The generator places ranks by --ranks-per-node and writes its own clocks.
             for (given, option) in [
@@ -579,22 +638,23 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
             }
             return run_generate(args, cli.open.clock_correction, cli.quiet);
         }
-        Some(Sub::Convert { input, output }) => {
+        Some(Sub::Convert { input, output, part_rows }) => {
             let started = Instant::now();
+            let part_rows = part_rows.map_or(store::PART_ROWS, |n| n as usize);
             store::refuse_source(std::path::Path::new(input), output).map_err(|e| e.to_string())?;
             let options = open_options(&cli.open);
             let (events, messages, how) = if commdb_catalog::convert::in_groups(input, &options) {
                 let share = std::sync::Arc::new(commdb_catalog::progress::LoadProgress::default());
                 let shown = progress::Progress::start(&format!("converting {input}"), Some(share.clone()));
                 let options = OpenOptions { progress: Some(share), ..options };
-                let limits = commdb_catalog::convert::Limits::default();
+                let limits = commdb_catalog::convert::Limits { part_rows, ..Default::default() };
                 let converted = commdb_catalog::convert::trace(std::path::Path::new(input), output, &options, &limits);
                 shown.stop();
                 let c = converted.map_err(|e| e.to_string())?;
                 (c.events as usize, c.messages as usize, format!(" ({} groups of ranks)", c.groups))
             } else {
                 let trace = commdb_catalog::open(input, &options).map_err(|e| e.to_string())?;
-                store::write(&trace, output).map_err(|e| e.to_string())?;
+                store::write_in_parts(&trace, output, part_rows).map_err(|e| e.to_string())?;
                 let rows = |t: &str| trace.built_rows(t).unwrap_or(0);
                 (rows("events"), rows("messages"), String::new())
             };
@@ -670,6 +730,17 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     }
 
     let mut shell = Shell::new(sql_session(&cli), print)?;
+    if let Some(url) = &cli.cluster {
+        if cli.demo {
+            return Err(format!(
+                "--demo is generated in memory and cannot run on the cluster at {url}: write it as a store with `commdb generate DIR`, then open DIR"
+            ));
+        }
+        for t in &cli.traces {
+            connect::require_store(t, url)?;
+        }
+        shell.connect(url).await?;
+    }
     if cli.demo {
         let started = Instant::now();
         attach_demo(&mut shell)?;
@@ -730,6 +801,41 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
         shell.script(&text, "stdin").await?;
     }
     shell.close_output()
+}
+
+/// Options that read a trace, refused by a subcommand that reads none.
+fn refuse_trace_options(cli: &Cli, command: &str) -> Result<(), String> {
+    let given = [
+        (cli.open.nodes.is_some(), "--nodes"),
+        (cli.open.time_unit.is_some(), "--time-unit"),
+        (cli.open.clock_sync.is_some(), "--clock-sync"),
+        (cli.demo, "--demo"),
+    ];
+    match given.iter().find(|(g, _)| *g) {
+        Some((_, option)) => Err(format!(
+            "{option} applies to reading a trace, not to {command} (which reads the stores its queries name)"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Run a scheduler or an executor on a runtime of its own with every core (the shell's
+/// runtime has one thread), until it stops.
+fn on_server_runtime(
+    work: impl std::future::Future<Output = Result<(), String>> + Send + 'static,
+) -> Result<(), String> {
+    let server = std::thread::Builder::new().name("commdb-server".into()).spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_stack_size(stack_bytes())
+            .build()
+            .map_err(|e| format!("cannot start the runtime: {e}"))?;
+        runtime.block_on(work)
+    });
+    match server {
+        Ok(handle) => handle.join().unwrap_or_else(|_| Err("the server stopped unexpectedly".into())),
+        Err(e) => Err(format!("cannot start the server's thread: {e}")),
+    }
 }
 
 /// Stack of the threads that plan and execute queries. Deep expression trees (a WHERE of

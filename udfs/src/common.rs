@@ -50,6 +50,11 @@ pub struct Derived {
     /// Inputs read only when the query reads a column of the output: (input, output column);
     /// otherwise the computation gets no rows of them.
     only_for: Vec<(usize, usize)>,
+    /// The call that planned it, for another process to plan it again (crate::recipe).
+    call: Option<crate::recipe::Call>,
+    /// Whether its node asks for each input as one partition (planned again on a distributed
+    /// engine, crate::recipe).
+    inputs_whole: bool,
 }
 
 impl fmt::Debug for Derived {
@@ -81,6 +86,8 @@ impl Derived {
             inputs,
             work: Work::Whole(compute),
             only_for: Vec::new(),
+            call: None,
+            inputs_whole: false,
         }
     }
 
@@ -124,6 +131,92 @@ impl Derived {
     pub fn named(&self, name: &'static str) -> Derived {
         Derived { name, ..self.clone() }
     }
+
+    /// The same table, knowing the call that planned it; the analyses it made as its inputs
+    /// know it too, with their place among its inputs.
+    pub fn with_call(self, call: crate::recipe::Call) -> Derived {
+        let inputs = self
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| match input.provider.downcast_ref::<Derived>() {
+                Some(inner) if inner.call.is_none() => {
+                    Input { provider: Arc::new(inner.clone().with_call(call.nested(i))), ..input.clone() }
+                }
+                _ => input.clone(),
+            })
+            .collect();
+        Derived { call: Some(call), inputs, ..self }
+    }
+
+    /// The same table for a distributed engine: its node asks for each input as one partition,
+    /// and so do the analyses it made as its inputs.
+    pub fn distributed(self) -> Derived {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|input| match input.provider.downcast_ref::<Derived>() {
+                Some(inner) => Input { provider: Arc::new(inner.clone().distributed()), ..input.clone() },
+                None => input.clone(),
+            })
+            .collect();
+        Derived { inputs_whole: true, inputs, ..self }
+    }
+
+    /// Input `input`, when it is an analysis.
+    pub fn input_analysis(&self, input: usize) -> Option<&Derived> {
+        self.inputs.get(input)?.provider.downcast_ref::<Derived>()
+    }
+
+    /// The call that planned this table, when it was planned through a registered function.
+    pub fn call(&self) -> Option<&crate::recipe::Call> {
+        self.call.as_ref()
+    }
+
+    /// The identity of this call (`CALL_ID` in its schema's metadata).
+    pub fn call_id(&self) -> Option<&str> {
+        self.schema.metadata().get(CALL_ID).map(String::as_str)
+    }
+
+    /// The same table under the call identity `id` (the one it had where it was first planned).
+    pub fn with_call_id(self, id: &str) -> Derived {
+        let mut metadata = self.schema.metadata().clone();
+        metadata.insert(CALL_ID.to_string(), id.to_string());
+        let schema = Arc::new(self.schema.as_ref().clone().with_metadata(metadata));
+        Derived { schema, ..self }
+    }
+
+    /// The analysis node over `inputs` (the plans of this table's inputs, in order), giving the
+    /// output columns `projection`.
+    pub fn analysis(
+        &self,
+        mut inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<AnalysisExec> {
+        if inputs.len() != self.inputs.len() {
+            return internal_err!("{}: expects {} inputs, got {}", self.name, self.inputs.len(), inputs.len());
+        }
+        for &(input, column) in &self.only_for {
+            if projection.is_some_and(|p| !p.contains(&column)) {
+                let schema = inputs[input].schema();
+                inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
+            }
+        }
+        let work = match &self.work {
+            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
+                let prepare = prepare.clone();
+                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
+            }
+            Work::Folded(start, crate::plan::Main::ByRank(rank))
+                if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? =>
+            {
+                Work::Folded(start.clone(), crate::plan::Main::Whole)
+            }
+            work => work.clone(),
+        };
+        let node = AnalysisExec::new(self.name, inputs, work, self.schema.clone(), projection.cloned())?;
+        Ok(node.with_call(self.call.clone()).with_inputs_whole(self.inputs_whole))
+    }
 }
 
 /// The key of the schema metadata that tells two calls of a table function apart.
@@ -165,26 +258,7 @@ impl TableProvider for Derived {
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
         }
-        for &(input, column) in &self.only_for {
-            if projection.is_some_and(|p| !p.contains(&column)) {
-                let schema = inputs[input].schema();
-                inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
-            }
-        }
-        let work = match &self.work {
-            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
-                let prepare = prepare.clone();
-                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
-            }
-            Work::Folded(start, crate::plan::Main::ByRank(rank))
-                if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? =>
-            {
-                Work::Folded(start.clone(), crate::plan::Main::Whole)
-            }
-            work => work.clone(),
-        };
-        let node = AnalysisExec::new(self.name, inputs, work, self.schema.clone(), projection.cloned())?;
-        Ok(Arc::new(node))
+        Ok(Arc::new(self.analysis(inputs, projection)?))
     }
 }
 
@@ -253,7 +327,11 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
         .transpose()?
         .flatten();
     match provider {
-        Some(provider) => Ok(Relation { reference, provider }),
+        Some(provider) => {
+            let relation = Relation { reference, provider };
+            crate::recipe::note(crate::recipe::Lookup::Relation(relation.clone()));
+            Ok(relation)
+        }
         None => plan_err!("{function}: no table or view named '{name}'"),
     }
 }
@@ -306,6 +384,10 @@ fn base_tables(
     let is_trace_table = commdb_catalog::model::TABLES.iter().any(|t| t.name == &*resolved.table);
     let schema = session.catalog_list().catalog(&resolved.catalog).and_then(|c| c.schema(&resolved.schema));
     if is_trace_table && schema.is_some_and(|s| s.table_exist("trace_info")) {
+        crate::recipe::note(crate::recipe::Lookup::TraceSchema(
+            resolved.catalog.to_string(),
+            resolved.schema.to_string(),
+        ));
         out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
     }
 }

@@ -27,6 +27,7 @@ pub mod lod;
 pub mod ordered;
 pub mod plan;
 pub mod profile;
+pub mod recipe;
 pub mod reference;
 pub mod regions;
 pub mod remap;
@@ -132,9 +133,14 @@ impl TableFunctionImpl for Named {
         &self,
         args: datafusion::catalog::TableFunctionArgs,
     ) -> datafusion::error::Result<Arc<dyn datafusion::catalog::TableProvider>> {
-        let provider = self.inner.call_with_args(args)?;
+        let exprs = args.exprs().to_vec();
+        let (provider, lookups) = recipe::recording(|| self.inner.call_with_args(args));
+        let provider = provider?;
         Ok(match provider.downcast_ref::<common::Derived>() {
-            Some(derived) => Arc::new(derived.named(self.name)),
+            Some(derived) => {
+                let call = recipe::Call { function: self.name, args: exprs, lookups, path: Vec::new() };
+                Arc::new(derived.named(self.name).with_call(call))
+            }
             None => provider,
         })
     }

@@ -34,7 +34,7 @@ use datafusion::physical_plan::{
 #[derive(Debug)]
 pub struct OrderedView {
     view: ViewTable,
-    key: &'static str,
+    key: String,
     /// The view's columns, every one nullable: planned on its own, the view's physical plan
     /// may find a column nullable that its logical plan proved not to be (a coalesce over an
     /// aggregate), and the two must agree.
@@ -42,11 +42,21 @@ pub struct OrderedView {
 }
 
 impl OrderedView {
-    pub fn new(view: ViewTable, key: &'static str) -> Self {
+    pub fn new(view: ViewTable, key: &str) -> Self {
         let fields: Vec<arrow::datatypes::Field> =
             view.schema().fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
         let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, view.schema().metadata().clone()));
-        OrderedView { view, key, schema }
+        OrderedView { view, key: key.to_string(), schema }
+    }
+
+    /// The view it orders.
+    pub fn view(&self) -> &ViewTable {
+        &self.view
+    }
+
+    /// The column its rows come in order of.
+    pub fn key(&self) -> &str {
+        &self.key
     }
 }
 
@@ -68,7 +78,7 @@ impl TableProvider for OrderedView {
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let plan = self.view.scan(state, projection, filters, limit).await?;
-        match plan.schema().index_of(self.key) {
+        match plan.schema().index_of(&self.key) {
             Ok(key) => Ok(Arc::new(InOrder::new(plan, key))),
             Err(_) => Ok(plan),
         }
@@ -84,7 +94,8 @@ pub struct InOrder {
 }
 
 impl InOrder {
-    fn new(input: Arc<dyn ExecutionPlan>, key: usize) -> Self {
+    /// `input` passed through, required in order of its column `key` (an index).
+    pub fn new(input: Arc<dyn ExecutionPlan>, key: usize) -> Self {
         let schema = input.schema();
         let ordering = LexOrdering::new([sort_by(&schema, key)]);
         let equivalence = EquivalenceProperties::new_with_orderings(schema, ordering);
@@ -95,6 +106,11 @@ impl InOrder {
             Boundedness::Bounded,
         );
         InOrder { input, key, properties: Arc::new(properties) }
+    }
+
+    /// The column (an index) its rows are in order of.
+    pub fn key(&self) -> usize {
+        self.key
     }
 }
 

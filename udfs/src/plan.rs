@@ -83,6 +83,12 @@ pub struct AnalysisExec {
     projection: Option<Vec<usize>>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
+    /// The call that planned it, for another process to plan it again (crate::recipe).
+    call: Option<crate::recipe::Call>,
+    /// Whether each input must come as one partition: on a distributed engine, whose tasks
+    /// give a node only the partitions of its own slice unless it asks for them all, while the
+    /// analysis reads every partition of its inputs itself.
+    inputs_whole: bool,
 }
 
 impl fmt::Debug for AnalysisExec {
@@ -123,7 +129,34 @@ impl AnalysisExec {
             projection,
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
+            call: None,
+            inputs_whole: false,
         })
+    }
+
+    /// The same node, asking for each input as one partition (crate::recipe).
+    pub fn with_inputs_whole(self, inputs_whole: bool) -> Self {
+        AnalysisExec { inputs_whole, ..self }
+    }
+
+    /// The same node, knowing the call that planned it.
+    pub fn with_call(self, call: Option<crate::recipe::Call>) -> Self {
+        AnalysisExec { call, ..self }
+    }
+
+    /// The call that planned this node (None for a node made without a registered function).
+    pub fn call(&self) -> Option<&crate::recipe::Call> {
+        self.call.as_ref()
+    }
+
+    /// The output columns the query reads (None: all).
+    pub fn projection(&self) -> Option<&Vec<usize>> {
+        self.projection.as_ref()
+    }
+
+    /// The identity of its call (crate::common::CALL_ID in its schema's metadata).
+    pub fn call_id(&self) -> Option<&str> {
+        self.full_schema.metadata().get(crate::common::CALL_ID).map(String::as_str)
     }
 }
 
@@ -166,6 +199,9 @@ impl ExecutionPlan for AnalysisExec {
     /// rank-ordered tables are, partition by partition, and DataFusion merges them).
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
         let mut each = vec![Distribution::UnspecifiedDistribution; self.inputs.len()];
+        if self.inputs_whole {
+            each = vec![Distribution::SinglePartition; self.inputs.len()];
+        }
         if matches!(self.work, Work::ByRank(..) | Work::Folded(_, Main::ByRank(_))) {
             each[0] = Distribution::SinglePartition;
         }
@@ -205,6 +241,8 @@ impl ExecutionPlan for AnalysisExec {
             self.projection.clone(),
         )?;
         node.metrics = self.metrics.clone();
+        node.call = self.call.clone();
+        node.inputs_whole = self.inputs_whole;
         Ok(Arc::new(node))
     }
 

@@ -51,6 +51,11 @@ impl Wallclock {
         Wallclock { signature: Signature::one_of(forms, Volatility::Stable), starts, notices }
     }
 
+    /// The trace starts it reads.
+    pub fn starts(&self) -> &SharedStarts {
+        &self.starts
+    }
+
     /// The start of `trace` (None: the default trace); NULL with a notice when unknown.
     fn start_of(&self, trace: Option<&str>) -> Result<Option<i64>> {
         let starts = self.starts.read().unwrap_or_else(PoisonError::into_inner);

@@ -89,6 +89,17 @@ fn type_of(e: &Expr, schema: &DFSchema) -> Option<DataType> {
     }
 }
 
+/// The checked operator named `name` (as the rule writes it into plans), for a process that
+/// reads such a plan (a cluster's scheduler and executors).
+pub fn operator(name: &str) -> Option<ScalarUDF> {
+    let kind = match CHECKED.iter().position(|c| *c == name)? {
+        0 => Kind::Add,
+        1 => Kind::Subtract,
+        _ => Kind::Multiply,
+    };
+    Some(ScalarUDF::new_from_impl(Checked { kind, signature: Signature::any(2, Volatility::Immutable) }))
+}
+
 /// The names of the checked operators.
 const CHECKED: [&str; 3] = ["checked_add", "checked_subtract", "checked_multiply"];
 

@@ -59,6 +59,9 @@ pub struct Session {
     ctx: SessionContext,
     /// The default catalog, where each trace is a schema.
     catalog: Arc<dyn datafusion::catalog::CatalogProvider>,
+    /// The catalogs, without the wrapper that resolves data files' paths as tables (which
+    /// holds the context it was made for).
+    catalogs: Arc<dyn datafusion::catalog::CatalogProviderList>,
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
     parameters: Parameters,
@@ -160,10 +163,12 @@ impl Session {
         // and Parquet, by extension), as in duckdb. The wrapper that resolves such paths cannot
         // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
         let catalog = ctx.catalog(CATALOG).expect("the default catalog");
+        let catalogs = ctx.state().catalog_list().clone();
         let ctx = ctx.enable_url_table();
         let mut session = Session {
             ctx,
             catalog,
+            catalogs,
             traces: BTreeMap::new(),
             default_trace: None,
             parameters: Parameters::new(),
@@ -178,6 +183,15 @@ impl Session {
 
     pub fn context(&self) -> &SessionContext {
         &self.ctx
+    }
+
+    /// Plan and run the session's statements in `state` from now on (a cluster's client state,
+    /// made from this session's own: same catalog, functions and options).
+    pub fn set_state(&mut self, state: datafusion::execution::SessionState) {
+        let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
+            .with_catalog_list(self.catalogs.clone())
+            .build();
+        self.ctx = SessionContext::new_with_state(state).enable_url_table();
     }
 
     /// The traces' absolute start times, shared with SQL functions.

@@ -65,11 +65,36 @@ pub struct TraceTable {
     /// For a table scanned in its store's files: whether each file read so far matched its
     /// checksum.
     checked: Arc<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Arc<CheckOnce>>>>,
+    /// Whether its store's files were checked where the query was written (a cluster's client),
+    /// so that the processes that plan and run it scan them without checking again.
+    checked_by_client: bool,
 }
 
 impl TraceTable {
     pub fn new(trace: Arc<Trace>, name: &'static str, schema: SchemaRef, partitions: usize) -> Self {
-        TraceTable { trace, name, schema, partitions: partitions.max(1), checked: Arc::default() }
+        TraceTable {
+            trace,
+            name,
+            schema,
+            partitions: partitions.max(1),
+            checked: Arc::default(),
+            checked_by_client: false,
+        }
+    }
+
+    /// The same table, its files checked against the manifest where the query was written.
+    pub fn checked_by_client(self) -> Self {
+        TraceTable { checked_by_client: true, ..self }
+    }
+
+    /// The table's name in the model (`events`, `trace_info`, ...).
+    pub fn table(&self) -> &'static str {
+        self.name
+    }
+
+    /// The trace it belongs to.
+    pub fn trace(&self) -> &Arc<Trace> {
+        &self.trace
     }
 }
 
@@ -126,6 +151,10 @@ impl TableProvider for TraceTable {
         if self.trace.built_rows(self.name).is_some() {
             let batches = self.trace.table(self.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
             let table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
+            // On a cluster, a limit given to a scan of rows in memory was lost on the way to the
+            // executors (Ballista 55), which then returned every row: the limit stays a node of
+            // its own above the scan.
+            let limit = if self.checked_by_client { None } else { limit };
             return table.scan(state, projection, filters, limit).await;
         }
         let node = BuildOnFirstScan::new(
@@ -185,7 +214,14 @@ impl TraceTable {
         let config = ListingTableConfig::new_with_multi_paths(urls)
             .with_listing_options(options)
             .with_schema(self.schema.clone());
-        let inner = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await.map_err(|e| {
+        let scan = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await;
+        if self.checked_by_client {
+            return scan.map_err(|e| match &file.stamp {
+                Some(stamp) if !stamp.holds() => DataFusionError::External(Box::new(stamp.replaced())),
+                _ => e,
+            });
+        }
+        let inner = scan.map_err(|e| {
             // Reading the parts' footers failed: the store was replaced under the query, or
             // a part is damaged (found by its checksum, naming it).
             let damaged = || file.files.iter().find_map(|(p, crc, _)| crate::store::check_file(p, *crc).err());

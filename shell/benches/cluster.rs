@@ -1,0 +1,152 @@
+//! The cluster against the embedded engine, whole processes: a scheduler and 1 or 2 executors
+//! (1 vcore each) started on 127.0.0.1 from a commdb built with the `cluster` feature, and
+//! queries over a store run by a client with `--cluster`, then by the embedded engine. Prints,
+//! per query, the client's wall time and peak memory, and each cluster process's peak memory
+//! (VmHWM) over the queries of that setting.
+//!
+//! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS]`, PATH a
+//! release commdb built with `--features cluster` (the bench itself only starts processes).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// (label, SQL) measured in every setting.
+const QUERIES: [(&str, &str); 9] = [
+    ("trivial", "SELECT 1"),
+    ("scan", "SELECT count(*), sum(bytes), max(recv_ts) FROM messages"),
+    ("aggregate", "SELECT count(*) FROM (SELECT rank, count(*), sum(duration) FROM calls GROUP BY rank)"),
+    ("comm_matrix", "SELECT count(*), sum(bytes) FROM comm_matrix()"),
+    ("latency_criteria", "SELECT count(*), sum(criterion_ns) FROM latency_criteria()"),
+    ("lod_calls", "SELECT count(*), sum(time_in_slot_ns) FROM lod_calls(pixels => 1920)"),
+    ("attribution", "SELECT count(*), sum(messages) FROM attribution('10ms')"),
+    (
+        "window 10 ms",
+        "CREATE VIEW w AS SELECT * FROM messages WHERE send_ts BETWEEN 100000000 AND 110000000; \
+         SELECT count(*), sum(delayed_share) FROM attribution('1ms', rel => 'w')",
+    ),
+    ("wait_states", "SELECT count(*), sum(wait_ns) FROM wait_states()"),
+];
+
+fn binary() -> PathBuf {
+    std::env::var_os("COMMDB_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_commdb")), PathBuf::from)
+}
+
+/// The peak resident memory of a live process, MiB.
+fn peak_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+fn free_port() -> u16 {
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+fn wait_for(log: &Path, text: &str) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(log).unwrap_or_default().contains(text) {
+        assert!(Instant::now() < until, "{}: no '{text}'", log.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scheduler and `n` executors, killed when dropped.
+struct Cluster {
+    processes: Vec<(String, Child)>,
+    url: String,
+}
+
+impl Cluster {
+    fn start(n: usize, dir: &Path) -> Cluster {
+        let address = format!("127.0.0.1:{}", free_port());
+        let spawn = |args: &[&str], log: &Path| {
+            let file = std::fs::File::create(log).unwrap();
+            Command::new(binary()).args(args).stdout(Stdio::null()).stderr(file).spawn().unwrap()
+        };
+        let log = dir.join("scheduler.log");
+        let mut processes = vec![("scheduler".to_string(), spawn(&["scheduler", "--bind", &address], &log))];
+        wait_for(&log, "listening");
+        for i in 0..n {
+            let bind = format!("127.0.0.1:{}", free_port());
+            let log = dir.join(format!("executor{i}.log"));
+            let args = ["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1"];
+            processes.push((format!("executor {i}"), spawn(&args, &log)));
+            wait_for(&log, "asking the scheduler for tasks");
+        }
+        Cluster { processes, url: format!("df://{address}") }
+    }
+
+    fn peaks(&self) -> String {
+        let peaks: Vec<String> =
+            self.processes.iter().map(|(name, c)| format!("{name} {:.0} MiB", peak_mib(c.id()))).collect();
+        peaks.join(", ")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.processes {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Run `sql` over `store` in a client process: (wall seconds, client peak MiB, output).
+fn client(store: &str, cluster: Option<&str>, sql: &str) -> (f64, f64, String) {
+    let bin = binary().display().to_string();
+    let mut args = vec!["-f", "%M", "--", &bin, store, "-q", "--format", "csv"];
+    if let Some(url) = cluster {
+        args.extend(["--cluster", url]);
+    }
+    args.extend(["-c", sql]);
+    let started = Instant::now();
+    let o = Command::new("/usr/bin/time").args(&args).stdin(Stdio::null()).output().expect("/usr/bin/time");
+    let wall = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{sql}: {err}");
+    let peak_kb: f64 = err.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(0.0);
+    (wall, peak_kb / 1024.0, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let Some(store) = args.first() else {
+        eprintln!("usage: COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS]");
+        return;
+    };
+    let rounds: usize = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(1);
+    let dir = tempfile::tempdir().unwrap();
+    println!("store {store}, commdb {}, best of {rounds}", binary().display());
+    let mut embedded = Vec::new();
+    for (label, sql) in QUERIES {
+        let best = (0..rounds).map(|_| client(store, None, sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+        println!("embedded      {label:18} {:7.2} s  peak {:6.0} MiB", best.0, best.1);
+        embedded.push(best);
+    }
+    for n in [1, 2] {
+        let cluster = Cluster::start(n, dir.path());
+        for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
+            let best =
+                (0..rounds).map(|_| client(store, Some(&cluster.url), sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+            let same = if best.2 == base.2 { "same rows" } else { "DIFFERENT rows" };
+            println!(
+                "{n} executor(s) {label:18} {:7.2} s  ({:.2}x embedded)  client peak {:4.0} MiB  {same}",
+                best.0,
+                best.0 / base.0.max(1e-9),
+                best.1
+            );
+        }
+        println!("{n} executor(s) peaks: {}", cluster.peaks());
+    }
+}

@@ -1,0 +1,262 @@
+//! `commdb scheduler` and `commdb executor`: Apache Ballista's scheduler and executor run inside
+//! the commdb binary, so that they know commdb's functions (found by name) and its codecs
+//! (crate::cluster::codec). Each listens where it is told, so that several executors share one
+//! machine; an executor logs every task it is given, with its job and stage; Ctrl-C or SIGTERM
+//! stops either cleanly.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ballista_core::registry::BallistaFunctionRegistry;
+use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor};
+use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
+use ballista_scheduler::cluster::BallistaCluster;
+use ballista_scheduler::config::SchedulerConfig;
+use datafusion::error::Result;
+use datafusion::physical_plan::ExecutionPlan;
+use datafusion::prelude::SessionConfig;
+
+use super::codec::{LogicalCodec, PhysicalCodec, commdb_state, set_process_name};
+
+/// What `commdb executor` is told.
+#[derive(Debug, Clone)]
+pub struct ExecutorOptions {
+    /// The scheduler to register with.
+    pub scheduler: SocketAddr,
+    /// Where the executor serves its shuffle files (Arrow Flight).
+    pub bind: SocketAddr,
+    /// Where it takes tasks (gRPC); default the next port after `bind`'s.
+    pub grpc_port: Option<u16>,
+    /// Where its shuffle files go (default: a fresh temporary directory).
+    pub work_dir: Option<std::path::PathBuf>,
+    /// Tasks it runs at once (default: the machine's cores).
+    pub vcores: Option<usize>,
+    /// The memory its tasks may hold together, in bytes.
+    pub memory_limit: Option<u64>,
+}
+
+/// The time of day (UTC) with milliseconds, for log lines.
+fn now() -> String {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let s = t.as_secs() % 86_400;
+    format!("{:02}:{:02}:{:02}.{:03}", s / 3600, s / 60 % 60, s % 60, t.subsec_millis())
+}
+
+/// Print Ballista's warnings and errors (its own log), prefixed by the process.
+struct WarningsLog;
+
+static LOG: WarningsLog = WarningsLog;
+
+/// Where Ballista logs that an executor starts asking for tasks (the one information it logs
+/// that an operator needs: the cluster is ready when every executor does).
+const REGISTRATIONS: [&str; 1] = ["ballista_executor::execution_loop"];
+
+impl log::Log for WarningsLog {
+    fn enabled(&self, metadata: &log::Metadata) -> bool {
+        metadata.level() <= log::Level::Warn || REGISTRATIONS.contains(&metadata.target())
+    }
+
+    fn log(&self, record: &log::Record) {
+        let process = super::codec::process_name();
+        if record.level() <= log::Level::Warn {
+            eprintln!("{} {process} {}: {}", now(), record.level(), record.args());
+            return;
+        }
+        let text = record.args().to_string();
+        // Its first request for tasks registers it with the scheduler.
+        if text.starts_with("Starting poll work loop") {
+            eprintln!("{} {process}: asking the scheduler for tasks", now());
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+fn install_log(process: &str) {
+    set_process_name(process);
+    if log::set_logger(&LOG).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+}
+
+/// Wait for Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(t) => t,
+            Err(_) => return std::future::pending().await,
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// The session state the scheduler plans a query in: commdb's functions, Ballista's rules.
+fn scheduler_state(config: SessionConfig) -> Result<datafusion::execution::SessionState> {
+    let state = commdb_state(config)?;
+    let rules = ballista_core::optimizer::with_ballista_optimizer_rules(state.optimizers());
+    // Ballista 55 restricts a task's scan of rows in memory (a store's small tables, VALUES) to
+    // its partitions by building the scan again without its limit, so a limit pushed into such
+    // a scan was lost and every row returned. Here the limit stays a node of its own: the
+    // logical optimizer still gives it to the scans of the store's files (crate::TraceTable
+    // keeps it from the scans in memory).
+    let physical: Vec<_> =
+        state.physical_optimizers().iter().filter(|r| r.name() != "LimitPushdown").cloned().collect();
+    Ok(datafusion::execution::SessionStateBuilder::new_from_existing(state)
+        .with_optimizer_rules(rules)
+        .with_physical_optimizer_rules(physical)
+        .build())
+}
+
+/// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM.
+pub async fn run_scheduler(bind: SocketAddr) -> std::result::Result<(), String> {
+    let process = format!("scheduler {bind}");
+    install_log(&process);
+    let mut config = SchedulerConfig::default().with_hostname(bind.ip().to_string()).with_port(bind.port());
+    config.bind_host = bind.ip().to_string();
+    config.override_logical_codec = Some(Arc::new(LogicalCodec::default()));
+    config.override_physical_codec = Some(Arc::new(PhysicalCodec::default()));
+    config.override_session_builder = Some(Arc::new(scheduler_state));
+    // Executors ask for work: after an executor is lost, the stages to run again are taken up
+    // by the others (pushed tasks were offered only when a job or an executor came, so such a
+    // query waited for ever).
+    config.scheduling_policy = ballista_core::config::TaskSchedulingPolicy::PullStaged;
+    // A query whose executor dies is tried again elsewhere, a few times, then fails.
+    config.task_max_failures = 2;
+    config.stage_max_failures = 2;
+    // An executor that stops sending heartbeats is given up after this long.
+    config.executor_timeout_seconds = 10;
+    config.expire_dead_executor_interval_seconds = 2;
+    let config = Arc::new(config);
+    // Bind first, so that a port in use is an error naming it.
+    let listener =
+        tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("scheduler: cannot listen on {bind}: {e}"))?;
+    let cluster = BallistaCluster::new_from_config(&config).await.map_err(|e| format!("scheduler: {e}"))?;
+    let scheduler = ballista_scheduler::scheduler_process::create_scheduler::<
+        datafusion_proto::protobuf::LogicalPlanNode,
+        datafusion_proto::protobuf::PhysicalPlanNode,
+    >(cluster, config)
+    .await
+    .map_err(|e| format!("scheduler: {e}"))?;
+    eprintln!(
+        "{} {process}: listening; executors register with --scheduler {bind}, clients connect to df://{bind}",
+        now()
+    );
+    tokio::select! {
+        served = ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler) => {
+            served.map_err(|e| format!("scheduler: {e}"))
+        }
+        _ = stop_signal() => {
+            eprintln!("{} {process}: stopped", now());
+            Ok(())
+        }
+    }
+}
+
+/// Every task an executor is given, logged, then run as Ballista runs it.
+struct LoggedTasks {
+    process: String,
+    inner: DefaultExecutionEngine,
+}
+
+/// The names of a plan's nodes, top down, commdb's analyses and scans included.
+fn node_names(plan: &Arc<dyn ExecutionPlan>, out: &mut Vec<String>) {
+    out.push(plan.name().to_string());
+    for child in plan.children() {
+        node_names(child, out);
+    }
+}
+
+impl ExecutionEngine for LoggedTasks {
+    fn create_query_stage_exec(
+        &self,
+        job_id: ballista_core::JobId,
+        stage_id: usize,
+        task_id: usize,
+        global_output_partition_ids: Vec<usize>,
+        plan: Arc<dyn ExecutionPlan>,
+        work_dir: &str,
+        config: &SessionConfig,
+    ) -> Result<Arc<dyn QueryStageExecutor>> {
+        let mut names = Vec::new();
+        node_names(&plan, &mut names);
+        eprintln!(
+            "{} {}: task {task_id} job {job_id} stage {stage_id} partitions {global_output_partition_ids:?}: {}",
+            now(),
+            self.process,
+            names.join(" <- ")
+        );
+        self.inner.create_query_stage_exec(
+            job_id,
+            stage_id,
+            task_id,
+            global_output_partition_ids,
+            plan,
+            work_dir,
+            config,
+        )
+    }
+}
+
+/// Run an executor until Ctrl-C or SIGTERM (or the scheduler tells it to stop).
+pub async fn run_executor(options: ExecutorOptions) -> std::result::Result<(), String> {
+    let process = format!("executor {}", options.bind);
+    install_log(&process);
+    let grpc_port = match options.grpc_port {
+        Some(p) => p,
+        None => options.bind.port().checked_add(1).ok_or("executor: --bind's port is the last; give --grpc-port")?,
+    };
+    // Both ports free, or an error naming the one in use.
+    for port in [options.bind.port(), grpc_port] {
+        let at = SocketAddr::new(options.bind.ip(), port);
+        drop(std::net::TcpListener::bind(at).map_err(|e| format!("executor: cannot listen on {at}: {e}"))?);
+    }
+    // The scheduler answers, or an error naming it within 10 s.
+    let reach = tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(options.scheduler)).await;
+    match reach {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => return Err(format!("executor: cannot reach the scheduler at {}: {e}", options.scheduler)),
+        Err(_) => return Err(format!("executor: the scheduler at {} did not answer within 10 s", options.scheduler)),
+    }
+    let mut registry = BallistaFunctionRegistry::default();
+    let state = commdb_state(SessionConfig::new()).map_err(|e| e.to_string())?;
+    registry.scalar_functions.extend(state.scalar_functions().clone());
+    registry.aggregate_functions.extend(state.aggregate_functions().clone());
+    let config = ExecutorProcessConfig {
+        bind_host: options.bind.ip().to_string(),
+        external_host: Some(options.bind.ip().to_string()),
+        port: options.bind.port(),
+        grpc_port,
+        scheduler_host: options.scheduler.ip().to_string(),
+        scheduler_port: options.scheduler.port(),
+        scheduler_connect_timeout_seconds: 10,
+        vcores: options.vcores.unwrap_or(0),
+        task_scheduling_policy: ballista_core::config::TaskSchedulingPolicy::PullStaged,
+        work_dir: options.work_dir.as_ref().map(|d| d.to_string_lossy().into_owned()),
+        memory_pool_size: options.memory_limit,
+        executor_heartbeat_interval_seconds: 2,
+        override_function_registry: Some(Arc::new(registry)),
+        override_logical_codec: Some(Arc::new(LogicalCodec::default())),
+        override_physical_codec: Some(Arc::new(PhysicalCodec::default())),
+        override_execution_engine: Some(Arc::new(LoggedTasks {
+            process: process.clone(),
+            inner: DefaultExecutionEngine::new(),
+        })),
+        ..ExecutorProcessConfig::default()
+    };
+    eprintln!(
+        "{} {process}: serving shuffles on {}, tasks on port {grpc_port}, registering with {}",
+        now(),
+        options.bind,
+        options.scheduler
+    );
+    start_executor_process(Arc::new(config)).await.map_err(|e| format!("executor: {e}"))?;
+    eprintln!("{} {process}: stopped", now());
+    Ok(())
+}

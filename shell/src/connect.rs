@@ -1,0 +1,76 @@
+//! The shell's side of a cluster: `--cluster`, `\connect`, `commdb scheduler` and `commdb
+//! executor`. With the `cluster` feature they run Apache Ballista (crate::cluster); without it
+//! they say how to build a commdb that has it.
+
+use std::path::Path;
+
+use commdb_catalog::Session;
+
+/// What a commdb built without the cluster says when asked for one.
+#[cfg(not(feature = "cluster"))]
+const NOT_BUILT: &str =
+    "this commdb was built without the cluster: build it with `cargo build --release --features cluster`";
+
+/// A trace opened on a cluster must be a commdb store, which every process reads in place.
+pub fn require_store(path: &str, url: &str) -> Result<(), String> {
+    if commdb_catalog::store::is_store(Path::new(path)) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{path}: not a commdb store; the cluster at {url} reads stores only: convert it first with `commdb convert {path} DIR`, then open DIR"
+        ))
+    }
+}
+
+/// Run the session's queries on the cluster at `url`.
+#[cfg(feature = "cluster")]
+pub async fn connect(session: &mut Session, url: &str) -> Result<(), String> {
+    crate::cluster::connect(session, url).await.map(drop)
+}
+
+#[cfg(not(feature = "cluster"))]
+pub async fn connect(_session: &mut Session, url: &str) -> Result<(), String> {
+    Err(format!("{url}: {NOT_BUILT}"))
+}
+
+/// `commdb scheduler --bind HOST:PORT`.
+#[cfg(feature = "cluster")]
+pub async fn scheduler(bind: std::net::SocketAddr) -> Result<(), String> {
+    crate::cluster::processes::run_scheduler(bind).await
+}
+
+#[cfg(not(feature = "cluster"))]
+pub async fn scheduler(_bind: std::net::SocketAddr) -> Result<(), String> {
+    Err(format!("scheduler: {NOT_BUILT}"))
+}
+
+/// What `commdb executor` is told (read only by a commdb built with the cluster).
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+pub struct ExecutorArgs {
+    pub scheduler: std::net::SocketAddr,
+    pub bind: std::net::SocketAddr,
+    pub grpc_port: Option<u16>,
+    pub work_dir: Option<std::path::PathBuf>,
+    pub vcores: Option<usize>,
+    pub memory_limit: Option<u64>,
+}
+
+/// `commdb executor --scheduler HOST:PORT --bind HOST:PORT ...`.
+#[cfg(feature = "cluster")]
+pub async fn executor(args: ExecutorArgs) -> Result<(), String> {
+    crate::cluster::processes::run_executor(crate::cluster::processes::ExecutorOptions {
+        scheduler: args.scheduler,
+        bind: args.bind,
+        grpc_port: args.grpc_port,
+        work_dir: args.work_dir,
+        vcores: args.vcores,
+        memory_limit: args.memory_limit,
+    })
+    .await
+}
+
+#[cfg(not(feature = "cluster"))]
+pub async fn executor(_args: ExecutorArgs) -> Result<(), String> {
+    Err(format!("executor: {NOT_BUILT}"))
+}

@@ -1,0 +1,364 @@
+//! commdb on a cluster (the `cluster` feature): a scheduler and two executors started as
+//! separate processes on 127.0.0.1, each on ports of its own, and the client sending them
+//! queries over a store cut into many parts. Every saved report, the README tour and a set of
+//! analyses must give the embedded engine's rows; both executors must run tasks of one job;
+//! failures (an executor killed mid-query, nothing at the scheduler's address, a port in use, a
+//! store the cluster cannot see) must give an error that names what went wrong, never a hang.
+#![cfg(feature = "cluster")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// A process of the cluster, killed when dropped; its stderr goes to `log`.
+struct Process {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    fn start(log: &Path, args: &[&str]) -> Process {
+        Process::start_with(Command::new(env!("CARGO_BIN_EXE_commdb")), log, args)
+    }
+
+    fn start_with(mut command: Command, log: &Path, args: &[&str]) -> Process {
+        let file = std::fs::File::create(log).unwrap();
+        let child = command.args(args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(file).spawn().unwrap();
+        Process { child, log: log.to_path_buf() }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Wait until the log holds `count` lines containing `text`.
+    fn wait_for(&self, text: &str, count: usize, seconds: u64) {
+        let until = Instant::now() + Duration::from_secs(seconds);
+        while self.log().matches(text).count() < count {
+            assert!(Instant::now() < until, "no '{text}' x{count} within {seconds} s:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port nothing listens on, with the next one free too (an executor takes two).
+fn free_ports() -> u16 {
+    loop {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        if port < u16::MAX && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+}
+
+/// A scheduler and `executors` executors (1 vcore each), all registered.
+struct Cluster {
+    scheduler: Process,
+    executors: Vec<Process>,
+    address: String,
+}
+
+impl Cluster {
+    fn start(dir: &Path, executors: usize, executor_args: &[&str]) -> Cluster {
+        let address = format!("127.0.0.1:{}", free_ports());
+        let scheduler = Process::start(&dir.join("scheduler.log"), &["scheduler", "--bind", &address]);
+        scheduler.wait_for("listening", 1, 30);
+        let mut started = Vec::new();
+        for i in 0..executors {
+            let bind = format!("127.0.0.1:{}", free_ports());
+            let mut args = vec!["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1"];
+            args.extend_from_slice(executor_args);
+            let executor = Process::start(&dir.join(format!("executor{i}.log")), &args);
+            executor.wait_for("asking the scheduler for tasks", 1, 30);
+            started.push(executor);
+        }
+        Cluster { scheduler, executors: started, address }
+    }
+
+    fn url(&self) -> String {
+        format!("df://{}", self.address)
+    }
+
+    /// The jobs each executor ran tasks of.
+    fn jobs(&self) -> Vec<std::collections::BTreeSet<String>> {
+        self.executors
+            .iter()
+            .map(|e| {
+                e.log()
+                    .lines()
+                    .filter_map(|l| l.split(" job ").nth(1)?.split_whitespace().next().map(str::to_string))
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// A store of 32 ranks converted from OTF2 in parts of 2,000 rows (at least 8 parts a table).
+fn store(dir: &Path) -> PathBuf {
+    let archive = dir.join("otf2");
+    let o = run(&[
+        "generate",
+        archive.to_str().unwrap(),
+        "--ranks",
+        "32",
+        "--iterations",
+        "30",
+        "--imbalance",
+        "3:2",
+        "--background-traffic",
+        "1ms:2ms:4",
+        "--format",
+        "otf2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let store = dir.join("store");
+    let anchor = archive.join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), store.to_str().unwrap(), "--part-rows", "2000"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let parts = std::fs::read_dir(store.join("events")).unwrap().count();
+    assert!(parts >= 8, "the store's events are in {parts} parts");
+    store
+}
+
+/// The output of `args` over the store, embedded or on the cluster at `url`.
+fn answer(store: &Path, url: Option<&str>, args: &[&str]) -> (bool, String, String) {
+    let mut all = vec![store.to_str().unwrap(), "-q", "--format", "csv"];
+    if let Some(url) = url {
+        all.extend(["--cluster", url]);
+    }
+    all.extend_from_slice(args);
+    let o = run(&all);
+    (o.status.success(), stdout(&o), stderr(&o))
+}
+
+/// Lines sorted, for answers whose order no ORDER BY fixes.
+fn sorted(text: &str) -> Vec<&str> {
+    let mut lines: Vec<&str> = text.lines().collect();
+    lines.sort_unstable();
+    lines
+}
+
+/// The same CSV, but that numbers (with the same unit after them) may differ by `tolerance`
+/// (relative).
+fn assert_close(a: &str, b: &str, tolerance: f64, what: &str) {
+    let (la, lb): (Vec<&str>, Vec<&str>) = (a.lines().collect(), b.lines().collect());
+    assert_eq!(la.len(), lb.len(), "{what}:\n{a}\n{b}");
+    for (x, y) in la.iter().zip(&lb) {
+        let (fx, fy): (Vec<&str>, Vec<&str>) = (x.split(',').collect(), y.split(',').collect());
+        assert_eq!(fx.len(), fy.len(), "{what}: {x} / {y}");
+        for (u, v) in fx.iter().zip(&fy) {
+            if u == v {
+                continue;
+            }
+            let split = |t: &str| -> Option<(f64, String)> {
+                let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(t.len());
+                Some((t[..end].parse().ok()?, t[end..].to_string()))
+            };
+            let (Some((nu, su)), Some((nv, sv))) = (split(u), split(v)) else { panic!("{what}: {u} / {v}") };
+            assert!(su == sv && (nu - nv).abs() <= tolerance * nu.abs().max(nv.abs()), "{what}: {u} / {v}");
+        }
+    }
+}
+
+/// The SQL of the README's tour.
+fn readme_tour() -> String {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let start = readme.find("```sql\n-- 1. What is this run?").expect("the README's tour");
+    let body = &readme[start + "```sql\n".len()..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
+#[test]
+fn a_cluster_gives_the_embedded_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    let url = cluster.url();
+
+    // Every saved report, byte for byte.
+    let mut reports: Vec<PathBuf> =
+        std::fs::read_dir(root().join("queries")).unwrap().map(|e| e.unwrap().path()).collect();
+    reports.sort();
+    assert!(reports.len() >= 10);
+    let sacct = dir.path().join("otf2").join("sacct.txt");
+    let switches = dir.path().join("otf2").join("switches.csv");
+    let logs = ["--jobs", sacct.to_str().unwrap(), "--switches", switches.to_str().unwrap()];
+    for report in &reports {
+        let file = report.to_str().unwrap();
+        let text = std::fs::read_to_string(report).unwrap();
+        // Job reports read a scheduler log (attached as a table, read in the client).
+        let mut args: Vec<&str> = Vec::new();
+        if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("--jobs")) {
+            args.extend(logs);
+        }
+        args.extend(["-f", file]);
+        let embedded = answer(&store, None, &args);
+        let distributed = answer(&store, Some(&url), &args);
+        assert!(embedded.0, "{file} embedded: {}", embedded.2);
+        assert!(distributed.0, "{file} on the cluster: {}", distributed.2);
+        if text.contains("approx_") {
+            // Approximate percentiles (a t-digest) depend on how the rows were split.
+            assert_close(&distributed.1, &embedded.1, 0.02, file);
+        } else {
+            assert_eq!(distributed.1, embedded.1, "{file}");
+        }
+    }
+
+    // The README's tour, and analyses of every shape, with views and a second store attached.
+    let tour = readme_tour();
+    let tour: Vec<&str> = tour.lines().filter(|l| !l.trim_start().starts_with("--")).collect();
+    let tour = tour.join("\n");
+    let mut queries: Vec<String> = tour.split(';').filter(|q| q.contains("SELECT")).map(str::to_string).collect();
+    for q in [
+        "SELECT * FROM comm_matrix()",
+        "SELECT * FROM lod_calls(pixels => 200)",
+        "SELECT * FROM time_profile()",
+        "SELECT * FROM call_tree()",
+        "SELECT * FROM compute_deltas()",
+        "SELECT * FROM latency_criteria()",
+        "SELECT * FROM message_latency()",
+        "SELECT * FROM attribution('1ms')",
+        "SELECT * FROM load_imbalance()",
+        "SELECT * FROM wait_states()",
+        "SELECT * FROM critical_path()",
+        "SELECT * FROM ideal_replay()",
+        "SELECT * FROM dag_edges()",
+        "SELECT * FROM process_regions()",
+        "SELECT rank, wallclock(min(ts)) FROM events GROUP BY rank",
+        "SELECT node FROM ranks LIMIT 3",
+        "SELECT src, dst, count(*), sum(bytes) FROM messages WHERE send_ts BETWEEN 1000000 AND 2000000 GROUP BY 1, 2",
+    ] {
+        queries.push(q.to_string());
+    }
+    for q in &queries {
+        let embedded = answer(&store, None, &["-c", q]);
+        let distributed = answer(&store, Some(&url), &["-c", q]);
+        assert!(embedded.0, "{q} embedded: {}", embedded.2);
+        assert!(distributed.0, "{q} on the cluster: {}", distributed.2);
+        // Sums of floating-point values taken in another order may differ in the last digits.
+        assert_close(&sorted(&distributed.1).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, q);
+    }
+    let attached = format!(
+        "CREATE VIEW late AS SELECT * FROM messages WHERE send_ts > 1500000; ATTACH '{}' AS b; \
+         SELECT (SELECT count(*) FROM rank_diagnosis('late')) AS diagnosed, \
+                (SELECT sum(bytes) FROM comm_matrix('b.messages')) AS bytes, \
+                (SELECT count(*) FROM b.events e JOIN ranks r ON e.rank = r.rank) AS events",
+        store.display()
+    );
+    let embedded = answer(&store, None, &["-c", &attached]);
+    let distributed = answer(&store, Some(&url), &["-c", &attached]);
+    assert!(distributed.0, "{}", distributed.2);
+    assert_eq!(distributed.1, embedded.1);
+
+    // COPY writes what the cluster computed.
+    let copied = dir.path().join("matrix.csv");
+    let copy = format!("COPY (SELECT * FROM comm_matrix() ORDER BY src, dst) TO '{}'", copied.display());
+    let distributed = answer(&store, Some(&url), &["-c", &copy]);
+    assert!(distributed.0, "{}", distributed.2);
+    let embedded = answer(&store, None, &["-c", "SELECT * FROM comm_matrix() ORDER BY src, dst"]);
+    // The executors' CSV writer quotes every field (Ballista 55 carries DataFusion's CSV
+    // options so): the same values.
+    assert_eq!(std::fs::read_to_string(&copied).unwrap().replace('"', ""), embedded.1);
+
+    // Both executors ran tasks of one job, and the analyses ran there.
+    let jobs = cluster.jobs();
+    assert!(jobs[0].intersection(&jobs[1]).next().is_some(), "no job ran on both executors: {jobs:?}");
+    let logs: String = cluster.executors.iter().map(Process::log).collect();
+    assert!(logs.contains("<- wait_states"), "{logs}");
+    assert!(cluster.scheduler.log().contains("listening"));
+}
+
+#[test]
+fn failures_name_what_failed_and_never_hang() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+
+    // Nothing at the scheduler's address.
+    let nobody = format!("df://127.0.0.1:{}", free_ports());
+    let started = Instant::now();
+    let (ok, _, err) = answer(&store, Some(&nobody), &["-c", "SELECT 1"]);
+    assert!(!ok && err.contains(&nobody["df://".len()..]), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+
+    // A trace that is not a store.
+    let o = run(&["--cluster", &nobody, "generate:ranks=4", "-c", "SELECT 1"]);
+    assert!(!o.status.success() && stderr(&o).contains("commdb convert"), "{}", stderr(&o));
+
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+
+    // A port in use.
+    let taken = cluster.address.clone();
+    let o = run(&["executor", "--scheduler", &taken, "--bind", &taken]);
+    assert!(!o.status.success() && stderr(&o).contains(&taken), "{}", stderr(&o));
+    let o = run(&["scheduler", "--bind", &taken]);
+    assert!(!o.status.success() && stderr(&o).contains(&taken), "{}", stderr(&o));
+    // An executor whose scheduler does not answer.
+    let o =
+        run(&["executor", "--scheduler", &nobody["df://".len()..], "--bind", &format!("127.0.0.1:{}", free_ports())]);
+    assert!(!o.status.success() && stderr(&o).contains(&nobody["df://".len()..]), "{}", stderr(&o));
+
+    // An executor killed in the middle of a query: an error, or the answer after a retry.
+    let mut cluster = cluster;
+    let slow = "SELECT count(*) FROM events a JOIN events b ON a.rank = b.rank AND a.ts < b.ts";
+    let mut client = commdb();
+    client.args([store.to_str().unwrap(), "-q", "--cluster", &cluster.url(), "-c", slow]);
+    let started = Instant::now();
+    let mut child = client.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let until = Instant::now() + Duration::from_secs(60);
+    while cluster.executors.iter().all(|e| !e.log().contains("HashJoinExec") && !e.log().contains("JoinExec")) {
+        assert!(Instant::now() < until, "the join never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(cluster.executors.remove(0));
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "the query hung after an executor died");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success() || !stderr(&o).is_empty());
+}
+
+#[test]
+fn a_store_the_cluster_cannot_see_is_named() {
+    // The cluster runs in a mount namespace where the store's directory is hidden, as on
+    // machines that do not share the client's filesystem.
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let probe = Command::new("unshare").args(["-m", "true"]).status();
+    if !probe.is_ok_and(|s| s.success()) {
+        println!(
+            "skipped: `unshare -m` is not permitted here (it needs root), so no process can be kept from the store"
+        );
+        return;
+    }
+    let hidden = store.display().to_string();
+    let address = format!("127.0.0.1:{}", free_ports());
+    let bin = env!("CARGO_BIN_EXE_commdb");
+    let script = format!(
+        "mount -t tmpfs none '{hidden}' && {{ '{bin}' scheduler --bind {address} & sleep 1; \
+         exec '{bin}' executor --scheduler {address} --bind 127.0.0.1:{}; }}",
+        free_ports()
+    );
+    let mut shell = Command::new("unshare");
+    shell.args(["-m", "--propagation", "private", "sh", "-c", &script]);
+    let processes = Process::start_with(shell, &dir.path().join("hidden.log"), &[]);
+    processes.wait_for("asking the scheduler for tasks", 1, 30);
+    let (ok, _, err) = answer(&store, Some(&format!("df://{address}")), &["-c", "SELECT count(*) FROM messages"]);
+    assert!(!ok && err.contains(&hidden), "{err}");
+    let _ = Command::new("pkill").args(["-f", &format!("scheduler --bind {address}")]).status();
+}
