@@ -60,14 +60,18 @@ fn wait_for(log: &Path, text: &str) {
     }
 }
 
-/// A scheduler and `n` executors, killed when dropped.
+/// A scheduler and `n` executors, killed when dropped, with their shuffle files in `dir`
+/// (removed with it).
 struct Cluster {
     processes: Vec<(String, Child)>,
     url: String,
+    _dir: tempfile::TempDir,
 }
 
 impl Cluster {
-    fn start(n: usize, dir: &Path) -> Cluster {
+    fn start(n: usize) -> Cluster {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
         let address = format!("127.0.0.1:{}", free_port());
         let spawn = |args: &[&str], log: &Path| {
             let file = std::fs::File::create(log).unwrap();
@@ -79,11 +83,14 @@ impl Cluster {
         for i in 0..n {
             let bind = format!("127.0.0.1:{}", free_port());
             let log = dir.join(format!("executor{i}.log"));
-            let args = ["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1"];
+            let work = dir.join(format!("work{i}"));
+            std::fs::create_dir_all(&work).unwrap();
+            let work = work.display().to_string();
+            let args = ["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1", "--work-dir", &work];
             processes.push((format!("executor {i}"), spawn(&args, &log)));
             wait_for(&log, "asking the scheduler for tasks");
         }
-        Cluster { processes, url: format!("df://{address}") }
+        Cluster { processes, url: format!("df://{address}"), _dir: tmp }
     }
 
     fn peaks(&self) -> String {
@@ -126,7 +133,6 @@ fn main() {
         return;
     };
     let rounds: usize = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(1);
-    let dir = tempfile::tempdir().unwrap();
     println!("store {store}, commdb {}, best of {rounds}", binary().display());
     let mut embedded = Vec::new();
     for (label, sql) in QUERIES {
@@ -135,7 +141,7 @@ fn main() {
         embedded.push(best);
     }
     for n in [1, 2] {
-        let cluster = Cluster::start(n, dir.path());
+        let cluster = Cluster::start(n);
         for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
             let best =
                 (0..rounds).map(|_| client(store, Some(&cluster.url), sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();

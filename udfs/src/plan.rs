@@ -171,6 +171,9 @@ impl DisplayAs for AnalysisExec {
                     Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
+                if self.inputs_whole {
+                    f.write_str(", one task reading its inputs whole")?;
+                }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
             DisplayFormatType::TreeRender => write!(f, "function={}", self.name),

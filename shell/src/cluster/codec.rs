@@ -290,6 +290,13 @@ impl LogicalCodec {
         Ok(Call { function: declaration.name, args, lookups, path })
     }
 
+    /// The analysis `node` describes, planned again here.
+    fn plan_again(&self, node: &AnalysisNode, ctx: &TaskContext) -> Result<commdb_udfs::common::Derived> {
+        let call = self.decode_call(node, ctx)?;
+        let base = commdb_state(ctx.session_config().clone())?;
+        commdb_udfs::recipe::plan_again(&call, &base, node.call_id.as_deref())
+    }
+
     fn encode_view(&self, view: &ViewTable, key: Option<&str>) -> Result<ViewNode> {
         let plan = LogicalPlanNode::try_from_logical_plan(view.logical_plan(), self)?;
         Ok(ViewNode { plan: Some(plan), definition: view.definition().cloned(), key: key.map(str::to_string) })
@@ -334,9 +341,7 @@ impl LogicalExtensionCodec for LogicalCodec {
             }
             ANALYSIS => {
                 let node: AnalysisNode = decode("analysis", body)?;
-                let call = self.decode_call(&node, ctx)?;
-                let base = commdb_state(ctx.session_config().clone())?;
-                Ok(Arc::new(commdb_udfs::recipe::plan_again(&call, &base, node.call_id.as_deref())?))
+                Ok(Arc::new(self.plan_again(&node, ctx)?))
             }
             VIEW => {
                 let node: ViewNode = decode("view", body)?;
@@ -513,9 +518,7 @@ impl PhysicalExtensionCodec for PhysicalCodec {
         match kind {
             ANALYSIS => {
                 let node: AnalysisNode = decode("analysis", body)?;
-                let call = self.logical.decode_call(&node, ctx)?;
-                let base = commdb_state(ctx.session_config().clone())?;
-                let derived = commdb_udfs::recipe::plan_again(&call, &base, node.call_id.as_deref())?;
+                let derived = self.logical.plan_again(&node, ctx)?;
                 let projection: Option<Vec<usize>> =
                     node.projected.then(|| node.projection.iter().map(|&i| i as usize).collect());
                 Ok(Arc::new(derived.analysis(inputs.to_vec(), projection.as_ref())?))
