@@ -141,7 +141,7 @@ pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()>
             }
             let folder = store.partial().join(t.name);
             std::fs::create_dir(&folder).map_err(|e| Error::io(&folder, e))?;
-            let pieces = in_parts(&batches, part_rows);
+            let pieces = in_parts(&batches, part_rows, cut_at_ranks(t.name));
             let parts = pieces
                 .par_iter()
                 .enumerate()
@@ -234,6 +234,8 @@ impl StoreWriter {
             key: None,
             parts: Vec::new(),
             rows: 0,
+            by_rank: cut_at_ranks(name),
+            last_rank: None,
         })
     }
 
@@ -310,6 +312,9 @@ pub struct PartWriter {
     key: Option<KeyRange>,
     parts: Vec<PartEntry>,
     rows: usize,
+    /// Whether parts end at rank boundaries (`cut_at_ranks`), and the rank the open part ends with.
+    by_rank: bool,
+    last_rank: Option<i32>,
 }
 
 impl std::fmt::Debug for PartWriter {
@@ -324,8 +329,10 @@ impl PartWriter {
         self.rows
     }
 
-    /// Append a batch, starting new parts as they fill.
+    /// Append a batch, starting new parts as they fill (for a table cut at rank boundaries,
+    /// once full at the next rank).
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        let ranks = ranks_of(batch, self.by_rank);
         let mut at = 0;
         while at < batch.num_rows() {
             let (writer, file, filled) = match &mut self.open {
@@ -336,7 +343,12 @@ impl PartWriter {
                     self.open.insert((writer, file, 0))
                 }
             };
-            let n = (self.part_rows - *filled).min(batch.num_rows() - at);
+            let (n, complete) =
+                rows_for_part(batch.num_rows(), at, *filled, self.part_rows, ranks.as_ref(), self.last_rank);
+            if n == 0 {
+                self.close_part()?;
+                continue;
+            }
             let path = self.folder.join(&*file);
             let slice = batch.slice(at, n);
             writer.write(&slice).map_err(|e| Error::in_file(&path, e.to_string()))?;
@@ -348,8 +360,9 @@ impl PartWriter {
             }
             *filled += n;
             self.rows += n;
+            self.last_rank = ranks.as_ref().map(|r| r.value(at + n - 1));
             at += n;
-            if *filled == self.part_rows {
+            if complete {
                 self.close_part()?;
             }
         }
@@ -357,6 +370,7 @@ impl PartWriter {
     }
 
     fn close_part(&mut self) -> Result<()> {
+        self.last_rank = None;
         let Some((writer, file, rows)) = self.open.take() else { return Ok(()) };
         let path = self.folder.join(&file);
         let mut out = writer.into_inner().map_err(|e| Error::in_file(&path, e.to_string()))?;
@@ -406,22 +420,73 @@ fn check_target(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Batches cut into pieces of `part_rows` consecutive rows (slices, no copies).
-fn in_parts(batches: &[RecordBatch], part_rows: usize) -> Vec<Vec<RecordBatch>> {
+/// Whether a table's parts end at rank boundaries: the tables kept in rank order
+/// (crate::session::trace_table::rank_ordered), so that a part holds whole ranks, all a
+/// distributed engine's task needs to sweep them (docs/scale.md).
+fn cut_at_ranks(table: &str) -> bool {
+    crate::session::trace_table::rank_ordered(table)
+}
+
+/// The `rank` column of a batch of a table cut at rank boundaries.
+fn ranks_of(batch: &RecordBatch, by_rank: bool) -> Option<arrow::array::Int32Array> {
+    if !by_rank {
+        return None;
+    }
+    let column = batch.column_by_name("rank")?;
+    arrow::compute::cast(column, &arrow::datatypes::DataType::Int32).ok()?.as_primitive_opt().cloned()
+}
+
+/// How many rows of a batch, from row `at`, go into a part that holds `filled` rows: up to
+/// `part_rows`, and for a table cut at rank boundaries (`ranks`) on past it while the rank the
+/// part ends with (`last`) goes on. Also whether the part is then complete.
+fn rows_for_part(
+    rows: usize,
+    at: usize,
+    filled: usize,
+    part_rows: usize,
+    ranks: Option<&arrow::array::Int32Array>,
+    last: Option<i32>,
+) -> (usize, bool) {
+    let left = rows - at;
+    if filled < part_rows {
+        let n = (part_rows - filled).min(left);
+        return (n, ranks.is_none() && filled + n == part_rows);
+    }
+    match (ranks, last) {
+        (Some(ranks), Some(last)) => {
+            let n = (at..rows).take_while(|&i| ranks.is_valid(i) && ranks.value(i) == last).count();
+            (n, n < left)
+        }
+        _ => (0, true),
+    }
+}
+
+/// Batches cut into pieces of `part_rows` consecutive rows (slices, no copies); with
+/// `by_rank`, each piece goes on to the end of the rank it ends in.
+fn in_parts(batches: &[RecordBatch], part_rows: usize, by_rank: bool) -> Vec<Vec<RecordBatch>> {
     let mut pieces: Vec<Vec<RecordBatch>> = vec![Vec::new()];
     let mut filled = 0;
+    let mut last = None;
     for b in batches {
+        let ranks = ranks_of(b, by_rank);
         let mut at = 0;
         while at < b.num_rows() {
-            if filled == part_rows {
+            let (n, complete) = rows_for_part(b.num_rows(), at, filled, part_rows, ranks.as_ref(), last);
+            if n > 0 {
+                pieces.last_mut().expect("one piece at least").push(b.slice(at, n));
+                filled += n;
+                last = ranks.as_ref().map(|r| r.value(at + n - 1));
+                at += n;
+            }
+            if complete {
                 pieces.push(Vec::new());
                 filled = 0;
+                last = None;
             }
-            let n = (part_rows - filled).min(b.num_rows() - at);
-            pieces.last_mut().expect("one piece at least").push(b.slice(at, n));
-            filled += n;
-            at += n;
         }
+    }
+    if pieces.len() > 1 && pieces.last().is_some_and(Vec::is_empty) {
+        pieces.pop();
     }
     pieces
 }
@@ -945,6 +1010,40 @@ mod tests {
     }
 
     #[test]
+    fn parts_of_the_rank_ordered_tables_hold_whole_ranks() {
+        // Written whole, and a batch at a time with batches that cut ranks.
+        let trace = generated(4, 3);
+        let dir = tempfile::tempdir().unwrap();
+        write_in_parts(&trace, dir.path(), 100).unwrap();
+        let streamed = tempfile::tempdir().unwrap();
+        let target = streamed.path().join("store");
+        let store = StoreWriter::create(&target).unwrap();
+        let mut events = store.parts("events", 100).unwrap();
+        for b in trace.table("events").unwrap() {
+            for at in (0..b.num_rows()).step_by(37) {
+                events.write(&b.slice(at, 37.min(b.num_rows() - at))).unwrap();
+            }
+        }
+        let entry = events.finish().unwrap();
+        let total = trace.row_count("events").unwrap();
+        for (parts, what) in
+            [(read_manifest(dir.path()).tables["events"].parts.clone(), "whole"), (entry.parts, "streamed")]
+        {
+            assert!(parts.len() >= 2, "{what}: {} parts", parts.len());
+            assert_eq!(parts.iter().map(|p| p.rows).sum::<usize>(), total, "{what}");
+            for pair in parts.windows(2) {
+                let (a, b) = (pair[0].key.as_ref().unwrap(), pair[1].key.as_ref().unwrap());
+                assert!(a.max < b.min, "{what}: a rank in two parts: {a:?} then {b:?}");
+                assert!(pair[0].rows >= 100, "{what}: a part cut before it was full");
+            }
+        }
+    }
+
+    fn read_manifest(dir: &Path) -> Manifest {
+        serde_json::from_str(&std::fs::read_to_string(dir.join(MANIFEST)).unwrap()).unwrap()
+    }
+
+    #[test]
     fn parts_are_checked_against_the_manifest_when_opened() {
         let trace = generated(4, 3);
         let dir = tempfile::tempdir().unwrap();
@@ -965,11 +1064,13 @@ mod tests {
         let text = std::fs::read_to_string(&manifest).unwrap();
         let mut m: Manifest = serde_json::from_str(&text).unwrap();
         let events = m.tables.get_mut("events").unwrap();
+        let rows = events.parts[1].rows;
         events.parts[1].rows += 5;
         events.rows += 5;
         std::fs::write(&manifest, serde_json::to_string(&m).unwrap()).unwrap();
         let e = read(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("part-00001.parquet: has 100 rows but the manifest says 105"), "{e}");
+        let said = format!("part-00001.parquet: has {rows} rows but the manifest says {}", rows + 5);
+        assert!(e.contains(&said), "{e}");
         // A part listed twice.
         let mut m: Manifest = serde_json::from_str(&text).unwrap();
         let events = m.tables.get_mut("events").unwrap();
