@@ -22,6 +22,34 @@ pub fn require_store(path: &str, url: &str) -> Result<(), String> {
     }
 }
 
+/// A cluster's error in plain words: Ballista reports a failed task as the debug form of the
+/// error it carried (`Job J failed: ... DataFusionError(Shared(External(DataFusionError(
+/// Execution("latency_criteria: ...")))))`); the words inside are the error, named with the
+/// job. Any other message is kept as it is.
+pub fn plain_error(message: String) -> String {
+    let Some(job) = message.find("Job ").map(|at| &message[at..]) else { return message };
+    let job = job.split_whitespace().nth(1).unwrap_or_default().to_string();
+    let inner = ["Execution(\"", "Plan(\"", "External(\"", "ResourcesExhausted(\""]
+        .iter()
+        .filter_map(|open| message.rfind(open).map(|at| at + open.len()))
+        .max();
+    let Some(start) = inner else { return message };
+    let mut out = String::new();
+    let mut chars = message[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => break,
+            },
+            '"' => return format!("{out} (cluster job {job})"),
+            c => out.push(c),
+        }
+    }
+    message
+}
+
 /// Run the session's queries on the cluster at `url`.
 #[cfg(feature = "cluster")]
 pub async fn connect(session: &mut Session, url: &str) -> Result<(), String> {
@@ -73,4 +101,20 @@ pub async fn executor(args: ExecutorArgs) -> Result<(), String> {
 #[cfg(not(feature = "cluster"))]
 pub async fn executor(_args: ExecutorArgs) -> Result<(), String> {
     Err(format!("executor: {NOT_BUILT}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_error;
+
+    #[test]
+    fn a_failed_task_is_told_in_its_own_words() {
+        let ballista = r#"Execution error: Job 038GVR1JJE000 failed: Job failed due to stage 2 failed: Task failed due to runtime execution error: DataFusionError(Shared(External(DataFusionError(Execution("latency_criteria: needs about 64.13 MiB, more than the \"budget\""))))"#;
+        assert_eq!(
+            plain_error(ballista.to_string()),
+            "latency_criteria: needs about 64.13 MiB, more than the \"budget\" (cluster job 038GVR1JJE000)"
+        );
+        let other = "Schema error: No field named x".to_string();
+        assert_eq!(plain_error(other.clone()), other);
+    }
 }

@@ -58,7 +58,10 @@ async fn run_plan(
         tokio::select! {
             next = rx.recv() => match next {
                 Some(Ok(batch)) => each(batch)?,
-                Some(Err(e)) => return Err(commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string())),
+                Some(Err(e)) => {
+                    let message = commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string());
+                    return Err(crate::connect::plain_error(message));
+                }
                 None => return Ok(()),
             },
             _ = pressed(&mut presses) => {

@@ -593,7 +593,9 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<(), String> {
     // its own handler in place, which the watcher's must follow.
     let interactive =
         cli.subcommand.is_none() && cli.commands.is_empty() && cli.files.is_empty() && std::io::stdin().is_terminal();
-    if !interactive && !matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
+    // A scheduler or an executor stops at Ctrl-C or SIGTERM itself (crate::cluster).
+    let server = matches!(cli.subcommand, Some(Sub::Scheduler { .. } | Sub::Executor { .. }));
+    if !interactive && !server && !matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
         ctrl_c::hint_on_first_press();
         ctrl_c::watch();
     }

@@ -331,6 +331,24 @@ fn failures_name_what_failed_and_never_hang() {
     }
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success() || !stderr(&o).is_empty());
+
+    // SIGTERM stops the other executor and the scheduler cleanly.
+    let mut survivors: Vec<Process> = cluster.executors.drain(..).collect();
+    survivors.push(cluster.scheduler);
+    for p in &mut survivors {
+        let term = Command::new("kill").args(["-TERM", &p.child.id().to_string()]).status().unwrap();
+        assert!(term.success());
+        let until = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = p.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < until, "no stop within 10 s of SIGTERM:\n{}", p.log());
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.success(), "{}", p.log());
+        assert!(p.log().contains(": stopped"), "{}", p.log());
+    }
 }
 
 #[test]
