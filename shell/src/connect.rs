@@ -27,6 +27,10 @@ pub fn require_store(path: &str, url: &str) -> Result<(), String> {
 /// Execution("latency_criteria: ...")))))`); the words inside are the error, named with the
 /// job. Any other message is kept as it is.
 pub fn plain_error(message: String) -> String {
+    // Only Ballista's reports: a job named, and an error in its debug form.
+    if !message.contains("DataFusionError(") {
+        return message;
+    }
     let Some(job) = message.find("Job ").map(|at| &message[at..]) else { return message };
     let job = job.split_whitespace().nth(1).unwrap_or_default().to_string();
     let inner = ["Execution(\"", "Plan(\"", "External(\"", "ResourcesExhausted(\""]

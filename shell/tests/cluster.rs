@@ -375,8 +375,15 @@ fn a_store_the_cluster_cannot_see_is_named() {
     let mut shell = Command::new("unshare");
     shell.args(["-m", "--propagation", "private", "sh", "-c", &script]);
     let processes = Process::start_with(shell, &dir.path().join("hidden.log"), &[]);
+    // The scheduler runs in the background of the namespace's shell: stopped even if the test fails.
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = Command::new("pkill").args(["-f", &self.0]).status();
+        }
+    }
+    let _stop = Stop(format!("scheduler --bind {address}"));
     processes.wait_for("asking the scheduler for tasks", 1, 30);
     let (ok, _, err) = answer(&store, Some(&format!("df://{address}")), &["-c", "SELECT count(*) FROM messages"]);
     assert!(!ok && err.contains(&hidden), "{err}");
-    let _ = Command::new("pkill").args(["-f", &format!("scheduler --bind {address}")]).status();
 }

@@ -151,10 +151,6 @@ impl TableProvider for TraceTable {
         if self.trace.built_rows(self.name).is_some() {
             let batches = self.trace.table(self.name).map_err(|e| DataFusionError::External(Box::new(e)))?;
             let table = MemTable::try_new(self.schema.clone(), partition(&batches, self.partitions))?;
-            // On a cluster, a limit given to a scan of rows in memory was lost on the way to the
-            // executors (Ballista 55), which then returned every row: the limit stays a node of
-            // its own above the scan.
-            let limit = if self.checked_by_client { None } else { limit };
             return table.scan(state, projection, filters, limit).await;
         }
         let node = BuildOnFirstScan::new(

@@ -103,9 +103,8 @@ fn scheduler_state(config: SessionConfig) -> Result<datafusion::execution::Sessi
     let rules = ballista_core::optimizer::with_ballista_optimizer_rules(state.optimizers());
     // Ballista 55 restricts a task's scan of rows in memory (a store's small tables, VALUES) to
     // its partitions by building the scan again without its limit, so a limit pushed into such
-    // a scan was lost and every row returned. Here the limit stays a node of its own: the
-    // logical optimizer still gives it to the scans of the store's files (crate::TraceTable
-    // keeps it from the scans in memory).
+    // a scan was lost and every row returned. Here the limit stays a node of its own above
+    // the scan (the logical optimizer still gives it to the scans of the store's files).
     let physical: Vec<_> =
         state.physical_optimizers().iter().filter(|r| r.name() != "LimitPushdown").cloned().collect();
     Ok(datafusion::execution::SessionStateBuilder::new_from_existing(state)
