@@ -211,6 +211,14 @@ fn a_cluster_gives_the_embedded_rows() {
         if text.contains("approx_") {
             // Approximate percentiles (a t-digest) depend on how the rows were split.
             assert_close(&distributed.1, &embedded.1, 0.02, file);
+        } else if text.contains("delta_histogram") {
+            // ScalaTrace's bins follow how the values were split among partial histograms (the
+            // cluster sweeps its parts in separate tasks): the totals are exact, the bins hold
+            // every value.
+            let (embedded_totals, embedded_bins) = split_bins(&embedded.1);
+            let (distributed_totals, distributed_bins) = split_bins(&distributed.1);
+            assert_eq!(distributed_totals, embedded_totals, "{file}");
+            assert_eq!(bin_counts(&distributed_bins), bin_counts(&embedded_bins), "{file}");
         } else {
             assert_eq!(distributed.1, embedded.1, "{file}");
         }
@@ -278,6 +286,72 @@ fn a_cluster_gives_the_embedded_rows() {
     let logs: String = cluster.executors.iter().map(Process::log).collect();
     assert!(logs.contains("<- wait_states"), "{logs}");
     assert!(cluster.scheduler.log().contains("listening"));
+}
+
+/// The analyses that spread run a task per part of their first input on both executors: the
+/// sweeps by rank over the calls (a store's parts hold whole ranks), the folds over the
+/// messages as partials merged in one task. Each executor's memory budget is one the embedded
+/// engine cannot sweep the store's calls in, yet the answers are the embedded engine's (with
+/// room).
+#[test]
+fn analyses_spread_over_both_executors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let budget = "512KiB";
+    let cluster = Cluster::start(dir.path(), 2, &["--memory-limit", budget]);
+    for (function, query, embedded_over_budget) in [
+        ("lod_calls", "SELECT * FROM lod_calls(resolution_ns => 100000)", true),
+        ("time_profile", "SELECT * FROM time_profile(bins => 50)", true),
+        ("call_tree", "SELECT * FROM call_tree()", false),
+        ("comm_matrix", "SELECT * FROM comm_matrix()", false),
+        ("message_histogram", "SELECT * FROM message_histogram()", false),
+    ] {
+        if embedded_over_budget {
+            let limited = answer(&store, None, &["--memory-limit", budget, "-c", query]);
+            assert!(!limited.0 && limited.2.contains("memory budget"), "{query} embedded in {budget}: {}", limited.2);
+        }
+        spreads(&cluster, &store, function, query);
+    }
+    // The criteria's parts are merged in send-time order, which holds a batch of every part
+    // at once (more than the budget above): with room.
+    drop(cluster);
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    spreads(&cluster, &store, "latency_criteria", "SELECT * FROM latency_criteria(max_samples => 50)");
+    // attribution runs in one task, on the criteria its messages' parts gave.
+    spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('1ms')");
+}
+
+/// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
+/// store's parts runs the analysis `function` itself on both executors in one job.
+fn spreads(cluster: &Cluster, store: &Path, function: &str, query: &str) {
+    let embedded = answer(store, None, &["-c", query]);
+    assert!(embedded.0, "{query} embedded: {}", embedded.2);
+    // More parts than executors, so that both pull tasks of each analysis; the executors pull
+    // tasks as they free up, so one may take them all: a few tries.
+    let parts = "SET datafusion.execution.target_partitions = 8";
+    let sweep = format!("<- {function} <- DataSourceExec");
+    for _ in 0..5 {
+        let distributed = answer(store, Some(&cluster.url()), &["-c", parts, "-c", query]);
+        assert!(distributed.0, "{query} on the cluster: {}", distributed.2);
+        // Sums of floating-point values taken in another order may differ in the last digits.
+        let (distributed, embedded) = (sorted(&distributed.1).join("\n"), sorted(&embedded.1).join("\n"));
+        assert_close(&distributed, &embedded, 1e-9, query);
+        let jobs: Vec<std::collections::BTreeSet<String>> = cluster
+            .executors
+            .iter()
+            .map(|e| {
+                e.log()
+                    .lines()
+                    .filter(|l| l.contains(&sweep))
+                    .filter_map(|l| l.split(" job ").nth(1)?.split_whitespace().next().map(str::to_string))
+                    .collect()
+            })
+            .collect();
+        if jobs[0].intersection(&jobs[1]).next().is_some() {
+            return;
+        }
+    }
+    panic!("{function} never ran on both executors in one job:\n{}", cluster.executors[0].log());
 }
 
 #[test]
@@ -386,4 +460,23 @@ fn a_store_the_cluster_cannot_see_is_named() {
     processes.wait_for("asking the scheduler for tasks", 1, 30);
     let (ok, _, err) = answer(&store, Some(&format!("df://{address}")), &["-c", "SELECT count(*) FROM messages"]);
     assert!(!ok && err.contains(&hidden), "{err}");
+}
+
+/// A delta report's answer cut where its histograms' header starts: the totals, the bins.
+fn split_bins(answer: &str) -> (String, String) {
+    let at = answer.find("region,path,bin,").expect("the report's histograms");
+    (answer[..at].to_string(), answer[at..].to_string())
+}
+
+/// The values the bins of each (region, path) hold in all (column `count`), in key order.
+fn bin_counts(bins: &str) -> Vec<(String, i64)> {
+    let mut lines = bins.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let count = header.iter().position(|c| *c == "count").unwrap();
+    let mut totals: std::collections::BTreeMap<String, i64> = Default::default();
+    for line in lines.filter(|l| !l.is_empty()) {
+        let fields: Vec<&str> = line.split(',').collect();
+        *totals.entry(format!("{},{}", fields[0], fields[1])).or_default() += fields[count].parse::<i64>().unwrap();
+    }
+    totals.into_iter().collect()
 }

@@ -20,13 +20,13 @@ fn session(budget: usize) -> Session {
 #[test]
 fn an_analysis_over_the_budget_says_what_it_needs_and_what_to_narrow() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    // 44,800 messages: latency_criteria folds them as they come into its groups, 24 bytes a
-    // message (about 1.1 MB, more with the vectors' room to grow).
-    let mut small = session(1 << 20);
+    // 44,800 messages: latency_criteria folds them as they come into its groups, 16 bytes a
+    // message (about 0.7 MB, more with the vectors' room to grow).
+    let mut small = session(1 << 19);
     let e = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria()")).unwrap_err().to_string();
     assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
     assert!(e.contains("narrow the relation") && e.contains("--memory-limit"), "{e}");
-    assert!(e.contains("needs about ") && e.contains("MiB"), "{e}");
+    assert!(e.contains("needs about ") && e.contains("KiB"), "{e}");
     println!("{e}");
 
     // A view over a short time window fits the same budget.
@@ -54,7 +54,7 @@ fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() 
     };
     let expected = answer(&mut session(1 << 30)).unwrap();
     // The 44,800 messages flow through in batches; the criteria are folded first from the
-    // messages' five columns (about 1.1 MB held), then only their rows (a few dozen) are held.
+    // messages' five columns (about 0.7 MB held), then only their rows (a few dozen) are held.
     let mut tight = session(8 << 20);
     assert_eq!(answer(&mut tight).unwrap(), expected);
     let plan = runtime.block_on(tight.collect(&format!("EXPLAIN {query}"))).unwrap();
@@ -63,7 +63,7 @@ fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() 
     assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
     assert!(plan.contains("latency_criteria: analysis, streamed"), "{plan}");
     // What the criteria fold holds still answers to the budget.
-    let e = answer(&mut session(1 << 20)).unwrap_err();
+    let e = answer(&mut session(1 << 19)).unwrap_err();
     assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
 }
 

@@ -76,3 +76,76 @@ fn an_analysis_planned_again_from_its_recipe_gives_the_same_rows() {
     let again = plan_again(call, &base, inner.call_id()).unwrap();
     assert_eq!(rows(&session, &runtime, &again), rows(&session, &runtime, inner));
 }
+
+/// The plan of a table and its rows, sorted, as text, planned and optimised as a query over it
+/// is (the scans of a store's calls merged in rank order where a node asks for it).
+fn plan_and_rows(session: &Session, runtime: &tokio::runtime::Runtime, table: &Derived) -> (String, Vec<String>) {
+    let ctx = session.context();
+    let _ = ctx.deregister_table("planned");
+    ctx.register_table("planned", Arc::new(table.clone())).unwrap();
+    let frame = runtime.block_on(ctx.sql("SELECT * FROM planned")).unwrap();
+    let plan = runtime.block_on(frame.create_physical_plan()).unwrap();
+    let shown = datafusion::physical_plan::displayable(plan.as_ref()).indent(false).to_string();
+    let batches = runtime.block_on(collect(plan, ctx.task_ctx())).unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    (shown, lines)
+}
+
+/// Planned again for a distributed engine over a store whose parts hold whole ranks, the
+/// analyses that spread read their first input a task per part (the sweeps by rank over the
+/// calls, the folds over the messages as partials and their merge), and every task's rows
+/// together (merged, for the folds) are the rows of the analysis in one process. A scan that
+/// may split its files keeps a sweep by rank in one task; an analysis that does not spread
+/// (wait_states) stays one task.
+#[test]
+fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let spec = "generate:ranks=16,ranks-per-node=4,iterations=20,imbalance=3:2";
+    let trace = commdb_catalog::open(spec, &OpenOptions::default()).unwrap();
+    commdb_catalog::store::write_in_parts(&trace, &store, 500).unwrap();
+    let mut session = Session::with_limits(4, None);
+    commdb_udfs::register_all(&mut session);
+    session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    // A cluster's scans read whole files (the scheduler's setting). Here one process runs every
+    // part's task with the one plan of the inputs each reads whole, which a hash repartition
+    // (an aggregate's partial groups, or batches dealt round) can serve only once; a cluster gives each task a plan
+    // of its own, its whole inputs read from the shuffle files of a stage before.
+    runtime.block_on(session.collect("SET datafusion.optimizer.repartition_file_scans = false")).unwrap();
+    for setting in ["repartition_aggregations", "enable_round_robin_repartition"] {
+        runtime.block_on(session.collect(&format!("SET datafusion.optimizer.{setting} = false"))).unwrap();
+    }
+    let base = session.context().state();
+    for (sql, shape) in [
+        ("SELECT * FROM lod_calls(100000)", "a task per part"),
+        ("SELECT * FROM time_profile('calls', 7)", "partials, a task per part"),
+        ("SELECT * FROM call_tree()", "a task per part"),
+        ("SELECT * FROM compute_deltas()", "a task per part"),
+        ("SELECT * FROM comm_matrix('messages', 'node')", "partials, a task per part"),
+        ("SELECT * FROM message_histogram()", "partials, a task per part"),
+        ("SELECT * FROM latency_criteria('messages', 50, 40, 3)", "partials, a task per part"),
+        ("SELECT * FROM message_latency()", "latency_criteria: analysis, streamed, partials, a task per part"),
+        ("SELECT * FROM wait_states()", "one task reading its inputs whole"),
+    ] {
+        let first = analysis_of(&session, &runtime, sql);
+        let again = plan_again(first.call().unwrap(), &base, first.call_id()).unwrap();
+        let (plan, spread) = plan_and_rows(&session, &runtime, &again);
+        assert!(plan.contains(shape), "{sql}:\n{plan}");
+        assert!(!spread.is_empty(), "{sql}");
+        assert_eq!(spread, plan_and_rows(&session, &runtime, &first).1, "{sql}");
+    }
+
+    // A scan that may split a part into byte ranges may split a rank: the sweep then stays in one
+    // task.
+    let mut rank_split = Session::with_limits(4, None);
+    commdb_udfs::register_all(&mut rank_split);
+    rank_split.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    runtime.block_on(rank_split.collect("SET datafusion.optimizer.repartition_file_scans = true")).unwrap();
+    let first = analysis_of(&rank_split, &runtime, "SELECT * FROM lod_calls(100000)");
+    let again = plan_again(first.call().unwrap(), &rank_split.context().state(), first.call_id()).unwrap();
+    let (plan, _) = plan_and_rows(&rank_split, &runtime, &again);
+    assert!(plan.contains("one task reading its inputs whole"), "{plan}");
+}

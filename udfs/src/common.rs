@@ -20,7 +20,7 @@ use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::declare::{Function, Param, ParamDefault, Type};
-use crate::plan::{AnalysisExec, Work};
+use crate::plan::{AnalysisExec, Placement, Stage, Work};
 
 /// The computation of a derived table: input batches (the projected input columns) in,
 /// result batches out.
@@ -52,9 +52,42 @@ pub struct Derived {
     only_for: Vec<(usize, usize)>,
     /// The call that planned it, for another process to plan it again (crate::recipe).
     call: Option<crate::recipe::Call>,
-    /// Whether its node asks for each input as one partition (planned again on a distributed
-    /// engine, crate::recipe).
-    inputs_whole: bool,
+    /// Whether it is planned for a distributed engine (planned again there, crate::recipe).
+    distributed: bool,
+    /// How it spreads over a distributed engine's tasks (None: one task).
+    spread: Option<Spread>,
+}
+
+impl fmt::Debug for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Spread::Rows => f.write_str("Rows"),
+            Spread::RowsInRankOrder(rank) => write!(f, "RowsInRankOrder({rank})"),
+            Spread::Merged { work, .. } => write!(f, "Merged({work:?})"),
+            Spread::SortedMerge { work, sorted_on, .. } => write!(f, "SortedMerge({work:?}, {sorted_on})"),
+        }
+    }
+}
+
+/// How an analysis spreads over a distributed engine's tasks, a task per partition of its first
+/// input (docs/scale.md); one that declares none runs in one task there, reading its inputs
+/// whole. Its other inputs are read whole by every task.
+#[derive(Clone)]
+pub enum Spread {
+    /// The rows of the parts together are the answer. A sweep by rank spreads only over parts
+    /// of whole ranks: a store's calls or events, whose parts end where a rank ends.
+    Rows,
+    /// The same, each part's rows in rank order (its output column `rank`, an index), merged
+    /// in rank order: the rows in the order one sweep over the whole gives them, for a
+    /// consumer whose answer depends on the order (`delta_histogram`).
+    RowsInRankOrder(usize),
+    /// Each part gives partial rows (`schema`, made by `work` as the answer's work would make
+    /// the answer), and one task merges them into the answer (`merge`).
+    Merged { schema: SchemaRef, work: Work, merge: Compute },
+    /// Each part gives partial rows (`schema`, by `work`) sorted on their first `sorted_on`
+    /// columns; they are merged in that order into one stream, which the mapper `merge` makes
+    /// maps into the answer as it comes, holding only what it keeps of them.
+    SortedMerge { schema: SchemaRef, work: Work, sorted_on: usize, merge: crate::stream::Prepare },
 }
 
 impl fmt::Debug for Derived {
@@ -87,8 +120,14 @@ impl Derived {
             work: Work::Whole(compute),
             only_for: Vec::new(),
             call: None,
-            inputs_whole: false,
+            distributed: false,
+            spread: None,
         }
+    }
+
+    /// The same table, spreading over a distributed engine's tasks as `spread` says.
+    pub fn spreading(self, spread: Spread) -> Derived {
+        Derived { spread: Some(spread), ..self }
     }
 
     /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
@@ -160,7 +199,7 @@ impl Derived {
                 None => input.clone(),
             })
             .collect();
-        Derived { inputs_whole: true, inputs, ..self }
+        Derived { distributed: true, inputs, ..self }
     }
 
     /// Input `input`, when it is an analysis.
@@ -187,12 +226,46 @@ impl Derived {
     }
 
     /// The analysis node over `inputs` (the plans of this table's inputs, in order), giving the
-    /// output columns `projection`.
+    /// output columns `projection`: in one process, or for a distributed engine in one task.
     pub fn analysis(
         &self,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<AnalysisExec> {
+        let placement = if self.distributed { Placement::Whole } else { Placement::Local };
+        self.node(Stage::Answer, placement, inputs, projection)
+    }
+
+    /// Node `stage` of this analysis over `inputs` (for the merge, the partials' node), reading
+    /// them as `placement` says, giving the output columns `projection`.
+    pub fn node(
+        &self,
+        stage: Stage,
+        placement: Placement,
         mut inputs: Vec<Arc<dyn ExecutionPlan>>,
         projection: Option<&Vec<usize>>,
     ) -> Result<AnalysisExec> {
+        let (work, schema, projection) = match (stage, &self.spread) {
+            (Stage::Answer, _) => (self.work.clone(), self.schema.clone(), projection),
+            (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
+                (work.clone(), schema.clone(), None)
+            }
+            (Stage::Merge, Some(Spread::Merged { merge, .. })) => {
+                let merge = merge.clone();
+                let work = Work::Whole(Arc::new(move |inputs: &[Vec<RecordBatch>]| merge(&inputs[0])));
+                let node =
+                    AnalysisExec::placed(self.name, inputs, work, self.schema.clone(), projection.cloned(), placement)?;
+                return Ok(node.with_call(self.call.clone()).with_stage(stage));
+            }
+            (Stage::Merge, Some(Spread::SortedMerge { merge, sorted_on, .. })) => {
+                let work = Work::Streamed(merge.clone());
+                let node =
+                    AnalysisExec::placed(self.name, inputs, work, self.schema.clone(), projection.cloned(), placement)?;
+                let node = node.with_call(self.call.clone()).with_stage(stage);
+                return Ok(node.with_input_order((0..*sorted_on).collect()));
+            }
+            (stage, _) => return internal_err!("{}: has no {stage:?} stage", self.name),
+        };
         if inputs.len() != self.inputs.len() {
             return internal_err!("{}: expects {} inputs, got {}", self.name, self.inputs.len(), inputs.len());
         }
@@ -202,20 +275,56 @@ impl Derived {
                 inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
             }
         }
-        let work = match &self.work {
-            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? => {
-                let prepare = prepare.clone();
+        let work = match work {
+            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? => {
                 Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
             }
             Work::Folded(start, crate::plan::Main::ByRank(rank))
-                if !crate::by_rank::is_in_rank_order(&inputs[0], *rank)? =>
+                if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? =>
             {
-                Work::Folded(start.clone(), crate::plan::Main::Whole)
+                Work::Folded(start, crate::plan::Main::Whole)
             }
-            work => work.clone(),
+            work => work,
         };
-        let node = AnalysisExec::new(self.name, inputs, work, self.schema.clone(), projection.cloned())?;
-        Ok(node.with_call(self.call.clone()).with_inputs_whole(self.inputs_whole))
+        let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
+        let node = node.with_call(self.call.clone()).with_stage(stage);
+        Ok(match (&self.spread, placement, stage, projection) {
+            (Some(Spread::RowsInRankOrder(rank)), Placement::ByPart, Stage::Answer, None) => {
+                node.with_output_order(vec![*rank])
+            }
+            (Some(Spread::SortedMerge { sorted_on, .. }), Placement::ByPart, Stage::Partial, _) => {
+                node.with_output_order((0..*sorted_on).collect())
+            }
+            _ => node,
+        })
+    }
+
+    /// How this analysis, planned for a distributed engine over `inputs`, reads them: a task
+    /// per part of its first input when it declares a spread and the parts allow it (a sweep by
+    /// rank needs parts of whole ranks, in rank order, that the scan does not split), else one
+    /// task.
+    fn placement_over(&self, session: &dyn Session, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Placement> {
+        use datafusion::physical_plan::ExecutionPlanProperties;
+        let Some(first) = inputs.first() else { return Ok(Placement::Whole) };
+        if self.spread.is_none() || first.output_partitioning().partition_count() < 2 {
+            return Ok(Placement::Whole);
+        }
+        let by_rank = match &self.work {
+            Work::ByRank(_, rank) | Work::Folded(_, crate::plan::Main::ByRank(rank)) => Some(*rank),
+            Work::Streamed(_) | Work::Folded(..) => None,
+            Work::Whole(_) => return Ok(Placement::Whole),
+        };
+        if let Some(rank) = by_rank {
+            let whole_ranks = self.inputs[0]
+                .provider
+                .downcast_ref::<commdb_catalog::session::trace_table::TraceTable>()
+                .is_some_and(|t| t.parts_hold_whole_ranks());
+            let unsplit = !session.config_options().optimizer.repartition_file_scans;
+            if !(whole_ranks && unsplit && crate::by_rank::is_in_rank_order(first, rank)?) {
+                return Ok(Placement::Whole);
+            }
+        }
+        Ok(Placement::ByPart)
     }
 }
 
@@ -258,7 +367,39 @@ impl TableProvider for Derived {
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
         }
-        Ok(Arc::new(self.analysis(inputs, projection)?))
+        if !self.distributed {
+            return Ok(Arc::new(self.analysis(inputs, projection)?));
+        }
+        let placement = self.placement_over(state, &inputs)?;
+        match (placement, &self.spread) {
+            (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) => {
+                let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
+                return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
+            }
+            (Placement::ByPart, Some(Spread::RowsInRankOrder(rank))) => {
+                // Every column, merged by rank, then the columns read.
+                use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
+                let parts = Arc::new(self.node(Stage::Answer, Placement::ByPart, inputs, None)?);
+                let order = crate::by_rank::rank_order(&self.schema, *rank);
+                let ordering = datafusion::physical_expr::LexOrdering::new([order]);
+                let ordering = ordering.ok_or_else(|| DataFusionError::Internal("an empty rank order".into()))?;
+                let merged: Arc<dyn ExecutionPlan> = Arc::new(SortPreservingMergeExec::new(ordering, parts));
+                return match projection {
+                    None => Ok(merged),
+                    Some(p) => {
+                        let columns = p.iter().map(|&i| {
+                            let field = self.schema.field(i);
+                            let column = datafusion::physical_expr::expressions::Column::new(field.name(), i);
+                            let column: Arc<dyn datafusion::physical_expr::PhysicalExpr> = Arc::new(column);
+                            (column, field.name().to_string())
+                        });
+                        Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(columns, merged)?))
+                    }
+                };
+            }
+            _ => {}
+        }
+        Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
     }
 }
 

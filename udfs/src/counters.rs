@@ -148,7 +148,9 @@ impl TableFunctionImpl for CallMetrics {
         });
         // The calls a chunk of whole ranks at a time (their column rank, third of those read):
         // a call and the calls nested in it are of one stream.
-        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start)))
+        // Over a cluster's parts of whole ranks, every task folds the metrics and the parts'
+        // rows together are the answer.
+        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start).spreading(crate::common::Spread::Rows)))
     }
 }
 

@@ -5,11 +5,13 @@
 //!
 //! Sampling: at most `max_samples` messages per (locality, bucket) enter the median, chosen by
 //! stratified sampling over the bucket's messages in send-time order (the middle message of
-//! each of `max_samples` equal strata), so the sample is deterministic and spread over the
-//! whole run. Buckets with fewer than `min_messages` messages get no criterion (status
+//! each of `max_samples` equal strata; messages sent at the same time in order of duration),
+//! so the sample is deterministic, spread over the whole run and independent of the order the
+//! messages are read in. On a cluster each part's groups are sorted so and merged in that
+//! order (`CriteriaPartials`, `CriteriaMerge`), the merge keeping only the sample. Buckets with fewer than `min_messages` messages get no criterion (status
 //! 'too_few_messages'); messages whose nodes are unknown form their own group (locality NULL,
 //! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
-//! parallel over buckets. The groups are gathered as the messages stream (`CriteriaFold`, 24
+//! parallel over buckets. The groups are gathered as the messages stream (`CriteriaFold`, 16
 //! bytes a message), and the analyses that measure latency against criteria read them as the
 //! rows of a streamed `latency_criteria` before their own messages stream.
 
@@ -225,12 +227,13 @@ pub fn criteria(m: &MessageColumns, p: &Params) -> Vec<Criterion> {
     fold.finish(p)
 }
 
-/// A message in its group: (send time, row in the input, duration).
-type Placed = (i64, u64, i64);
+/// A message in its group: (its place in send-time order, duration). The place is its send_ts
+/// (NULL last) when the relation has one, else its row in the input.
+type Placed = (i64, i64);
 
 /// The criteria's groups gathered batch by batch: per (locality, bucket), every message's
-/// place in send-time order (send_ts, then its row in the input) and duration, 24 bytes a
-/// message, from which the sample is drawn at the end.
+/// place in send-time order and duration, 16 bytes a message, from which the sample is drawn
+/// at the end.
 #[derive(Debug, Default)]
 pub struct CriteriaFold {
     groups: FastMap<(u8, i64), Vec<Placed>>,
@@ -240,6 +243,24 @@ pub struct CriteriaFold {
     kept: usize,
 }
 
+/// The place among `n` messages in send-time order of the `k`-th of `m` sampled: the middle
+/// one of the k-th of m equal strata.
+fn sample_place(k: usize, n: usize, m: usize) -> usize {
+    (2 * k + 1) * n / (2 * m)
+}
+
+/// The criterion of a group of `n` messages from its sample of `m_used` durations.
+fn criterion_of(key: (u8, i64), n: usize, m_used: usize, mut sample: Vec<i64>, p: &Params) -> Criterion {
+    let criterion_ns = (n >= p.min_messages && !sample.is_empty()).then(|| median(&mut sample));
+    Criterion {
+        locality: key.0,
+        bucket: key.1,
+        criterion_ns,
+        samples: if criterion_ns.is_some() { m_used as i64 } else { 0 },
+        messages: n as i64,
+    }
+}
+
 impl CriteriaFold {
     pub fn add(&mut self, m: &MessageColumns, bucket_bytes: i64) {
         for row in 0..m.duration.len() {
@@ -247,7 +268,7 @@ impl CriteriaFold {
             if let Some(k) = key(m, row, bucket_bytes) {
                 let order =
                     m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
-                self.groups.entry(k).or_default().push((order, at, m.duration.value(row)));
+                self.groups.entry(k).or_default().push((order, m.duration.value(row)));
                 self.kept += 1;
             }
         }
@@ -260,34 +281,165 @@ impl CriteriaFold {
     }
 
     /// The criteria: per group, the median of at most `max_samples` durations spread evenly
-    /// over the group's messages in send-time order.
+    /// over the group's messages in send-time order (messages sent at the same time in order of
+    /// duration, so that the sample does not depend on the order the messages came in).
     pub fn finish(self, p: &Params) -> Vec<Criterion> {
         let mut out: Vec<Criterion> = self
             .groups
             .into_par_iter()
-            .map(|((locality, bucket), mut rows)| {
+            .map(|(key, mut rows)| {
                 let n = rows.len();
                 let m_used = n.min(p.max_samples);
-                let criterion_ns = (n >= p.min_messages).then(|| {
-                    let mut sample: Vec<i64> = if m_used == n {
-                        rows.iter().map(|r| r.2).collect()
-                    } else {
-                        rows.sort_unstable();
-                        (0..m_used).map(|k| rows[(2 * k + 1) * n / (2 * m_used)].2).collect()
-                    };
-                    median(&mut sample)
-                });
-                Criterion {
-                    locality,
-                    bucket,
-                    criterion_ns,
-                    samples: if criterion_ns.is_some() { m_used as i64 } else { 0 },
-                    messages: n as i64,
-                }
+                let sample: Vec<i64> = if n < p.min_messages {
+                    Vec::new()
+                } else if m_used == n {
+                    rows.iter().map(|r| r.1).collect()
+                } else {
+                    rows.sort_unstable();
+                    (0..m_used).map(|k| rows[sample_place(k, n, m_used)].1).collect()
+                };
+                criterion_of(key, n, m_used, sample, p)
             })
             .collect();
         out.sort_unstable_by_key(|c| (c.locality, c.bucket));
         out
+    }
+
+    /// The groups in (locality, bucket) order, each group's messages in send-time order: a
+    /// part's partials (`CriteriaPartials`).
+    fn sorted(self) -> Vec<((u8, i64), Vec<Placed>)> {
+        let mut groups: Vec<((u8, i64), Vec<Placed>)> = self.groups.into_iter().collect();
+        groups.par_iter_mut().for_each(|(_, rows)| rows.sort_unstable());
+        groups.sort_unstable_by_key(|g| g.0);
+        groups
+    }
+}
+
+/// The schema of a part's partial criteria (a cluster's task's, crate::common::Spread): per
+/// group in (locality, bucket) order, a row of kind 0 whose duration is the part's count of
+/// the group's messages, then a row of kind 1 per message, in send-time order.
+fn criteria_partials() -> SchemaRef {
+    let fields = ["locality", "bucket", "kind", "place", "duration"].map(|n| Field::new(n, DataType::Int64, false));
+    Arc::new(Schema::new(fields.to_vec()))
+}
+
+/// Rows of partials per batch (DataFusion's batch size: the merge in order holds a batch of
+/// every part at a time).
+const PARTIAL_ROWS: usize = 8192;
+
+/// A part's messages gathered into their groups (`CriteriaFold`), then given as partials
+/// (`criteria_partials`), a batch at a time.
+struct CriteriaPartials {
+    indices: MessageIndices,
+    bucket_bytes: i64,
+    fold: CriteriaFold,
+    /// After the part has ended: the groups, the next group and the next of its rows (0: its
+    /// count).
+    sorted: Vec<((u8, i64), Vec<Placed>)>,
+    at: (usize, usize),
+}
+
+impl Mapper for CriteriaPartials {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?, self.bucket_bytes);
+        Ok(RecordBatch::new_empty(criteria_partials()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.fold.held_bytes()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.sorted = std::mem::take(&mut self.fold).sorted();
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let mut columns: [Vec<i64>; 5] = Default::default();
+        while columns[0].len() < PARTIAL_ROWS {
+            let Some((key, rows)) = self.sorted.get(self.at.0) else { break };
+            let mut row = |kind: i64, place: i64, duration: i64| {
+                for (c, v) in columns.iter_mut().zip([i64::from(key.0), key.1, kind, place, duration]) {
+                    c.push(v);
+                }
+            };
+            if self.at.1 == 0 {
+                row(0, 0, rows.len() as i64);
+            }
+            let to = rows.len().min(self.at.1 + PARTIAL_ROWS);
+            for &(place, duration) in &rows[self.at.1..to] {
+                row(1, place, duration);
+            }
+            self.at = if to == rows.len() { (self.at.0 + 1, 0) } else { (self.at.0, to.max(1)) };
+        }
+        if columns[0].is_empty() {
+            return Ok(None);
+        }
+        let columns: Vec<ArrayRef> = columns.into_iter().map(|c| Arc::new(Int64Array::from(c)) as ArrayRef).collect();
+        Ok(Some(RecordBatch::try_new(criteria_partials(), columns)?))
+    }
+}
+
+/// The criteria from every part's partials merged in (locality, bucket, kind, place,
+/// duration) order: a group's counts come first, then its messages in send-time order, of
+/// which it keeps only the sample.
+struct CriteriaMerge {
+    params: Params,
+    /// The group being read, its messages, those read so far, the sample's size and the
+    /// sample.
+    group: Option<(u8, i64)>,
+    n: usize,
+    read: usize,
+    m_used: usize,
+    sample: Vec<i64>,
+    done: Vec<Criterion>,
+}
+
+impl CriteriaMerge {
+    fn close(&mut self) {
+        if let Some(key) = self.group.take() {
+            let sample = std::mem::take(&mut self.sample);
+            self.done.push(criterion_of(key, self.n, self.m_used, sample, &self.params));
+        }
+    }
+}
+
+impl Mapper for CriteriaMerge {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let [locality, bucket, kind, _, duration] = [0, 1, 2, 3, 4].map(|c| int64_column(one, c));
+        let (locality, bucket, kind, duration) = (locality?, bucket?, kind?, duration?);
+        for i in 0..batch.num_rows() {
+            let key = (locality.value(i) as u8, bucket.value(i));
+            if self.group != Some(key) {
+                self.close();
+                self.group = Some(key);
+                (self.n, self.read, self.m_used) = (0, 0, 0);
+            }
+            if kind.value(i) == 0 {
+                self.n += duration.value(i) as usize;
+                self.m_used = self.n.min(self.params.max_samples);
+                continue;
+            }
+            let keep = self.n >= self.params.min_messages
+                && (self.m_used == self.n
+                    || sample_place(self.sample.len(), self.n, self.m_used) == self.read
+                        && self.sample.len() < self.m_used);
+            if keep {
+                self.sample.push(duration.value(i));
+            }
+            self.read += 1;
+        }
+        Ok(RecordBatch::new_empty(criteria_schema()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        8 * self.sample.len() + 48 * self.done.len()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.close();
+        Ok(vec![criteria_batch(&self.done)?])
     }
 }
 
@@ -318,11 +470,31 @@ impl Mapper for CriteriaMapper {
 /// messages stream.
 fn criteria_of(relation: Relation, projection: Vec<usize>, indices: MessageIndices, params: Params) -> Projected {
     let reference = datafusion::common::TableReference::bare(format!("criteria of {}", relation.reference));
+    let spread = indices.has_send_ts().then(|| {
+        // Over a cluster's parts: each part's groups in send-time order, merged in that order
+        // into the samples (the place of a message in its group is its send_ts, which every part
+        // knows; without send_ts it is its row, known only to one task reading them all).
+        let (indices, bucket_bytes) = (indices.clone(), params.bucket_bytes);
+        let partials: Prepare = Arc::new(move |_| {
+            let (sorted, at, fold) = (Vec::new(), (0, 0), CriteriaFold::default());
+            Ok(Box::new(CriteriaPartials { indices: indices.clone(), bucket_bytes, fold, sorted, at })
+                as Box<dyn Mapper>)
+        });
+        let merge: Prepare = Arc::new(move |_| {
+            let (group, n, read, m_used, sample, done) = (None, 0, 0, 0, Vec::new(), Vec::new());
+            Ok(Box::new(CriteriaMerge { params, group, n, read, m_used, sample, done }) as Box<dyn Mapper>)
+        });
+        let work = crate::plan::Work::Streamed(partials);
+        crate::common::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
+    });
     let prepare: Prepare = Arc::new(move |_| {
         let fold = CriteriaMapper { indices: indices.clone(), params, fold: CriteriaFold::default() };
         Ok(Box::new(fold) as Box<dyn Mapper>)
     });
-    let derived = Derived::streamed(criteria_schema(), vec![(relation, Some(projection))], prepare);
+    let mut derived = Derived::streamed(criteria_schema(), vec![(relation, Some(projection))], prepare);
+    if let Some(spread) = spread {
+        derived = derived.spreading(spread);
+    }
     (Relation { reference, provider: Arc::new(derived.named("latency_criteria")) }, None)
 }
 
@@ -518,7 +690,7 @@ impl Baseline {
     /// For an analysis that streams its messages (`relation`, whose message columns `indices`
     /// finds): the input its criteria are read from before the messages stream, as
     /// `latency_criteria` rows (computed as the relation's or the trace's messages stream by,
-    /// holding 24 bytes a message) or the criteria given; none when they are known.
+    /// holding 16 bytes a message) or the criteria given; none when they are known.
     pub fn streamed_input(
         &self,
         relation: &Relation,
@@ -849,6 +1021,69 @@ mod tests {
         assert_eq!(strict[1].status(), "too_few_messages");
     }
 
+    /// `cols` of messages `a..b` of the columns given.
+    fn slice(loc: &[u8], bytes: &[i64], duration: &[Option<i64>], send: &[i64], rows: &[usize]) -> MessageColumns {
+        MessageColumns {
+            locality: rows.iter().map(|&i| loc[i]).collect(),
+            bytes: Int64Array::from(rows.iter().map(|&i| bytes[i]).collect::<Vec<_>>()),
+            duration: Int64Array::from(rows.iter().map(|&i| duration[i]).collect::<Vec<_>>()),
+            send_ts: Some(Int64Array::from(rows.iter().map(|&i| send[i]).collect::<Vec<_>>())),
+        }
+    }
+
+    #[test]
+    fn criteria_merged_from_parts_in_send_order_are_those_of_the_whole() {
+        // 300 messages with many ties in send time, read in another order, cut into parts whose
+        // partials are merged as a cluster merges them (sorted on their five columns).
+        let n = 300;
+        let loc: Vec<u8> = (0..n).map(|i| if i % 4 == 0 { INTER } else { INTRA }).collect();
+        let bytes: Vec<i64> = (0..n).map(|i| (i as i64 * 31) % 120).collect();
+        let duration: Vec<Option<i64>> = (0..n).map(|i| (i % 23 != 0).then_some((i as i64 * 7919) % 997)).collect();
+        let send: Vec<i64> = (0..n).map(|i| (i as i64 * 7) % 20).collect();
+        let all: Vec<usize> = (0..n).collect();
+        for max_samples in [1, 4, 1000] {
+            let p = Params { bucket_bytes: 40, max_samples, min_messages: 3 };
+            let expected = criteria(&slice(&loc, &bytes, &duration, &send, &all), &p);
+            // The same messages in reverse: the sample does not depend on the order read.
+            let reversed: Vec<usize> = (0..n).rev().collect();
+            let key = |c: &Criterion| (c.locality, c.bucket, c.criterion_ns, c.samples, c.messages);
+            let again = criteria(&slice(&loc, &bytes, &duration, &send, &reversed), &p);
+            assert_eq!(again.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
+            let mut rows: Vec<[i64; 5]> = Vec::new();
+            for part in [&reversed[..90], &reversed[90..91], &reversed[91..]] {
+                let fold = CriteriaFold::default();
+                let indices = MessageIndices { bytes: 0, duration: 0, send_ts: Some(0), intra: None, nodes: None };
+                let mut partials =
+                    CriteriaPartials { indices, bucket_bytes: p.bucket_bytes, fold, sorted: Vec::new(), at: (0, 0) };
+                partials.fold.add(&slice(&loc, &bytes, &duration, &send, part), p.bucket_bytes);
+                assert!(partials.finish().unwrap().is_empty());
+                while let Some(batch) = partials.more().unwrap() {
+                    let one = std::slice::from_ref(&batch);
+                    let c: Vec<Int64Array> = (0..5).map(|k| int64_column(one, k).unwrap()).collect();
+                    rows.extend((0..batch.num_rows()).map(|i| [0, 1, 2, 3, 4].map(|k| c[k].value(i))));
+                }
+            }
+            rows.sort_unstable();
+            let columns: Vec<ArrayRef> =
+                (0..5).map(|k| Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r[k]))) as ArrayRef).collect();
+            let merged = RecordBatch::try_new(criteria_partials(), columns).unwrap();
+            let mut merge = CriteriaMerge {
+                params: p,
+                group: None,
+                n: 0,
+                read: 0,
+                m_used: 0,
+                sample: Vec::new(),
+                done: Vec::new(),
+            };
+            // In two batches, cut inside a group.
+            merge.map(&merged.slice(0, 101)).unwrap();
+            merge.map(&merged.slice(101, merged.num_rows() - 101)).unwrap();
+            merge.finish().unwrap();
+            assert_eq!(merge.done.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
+        }
+    }
+
     #[test]
     fn criteria_folded_batch_by_batch_are_those_of_the_whole() {
         // 200 messages in two localities and three buckets, sent out of order with ties.
@@ -874,7 +1109,7 @@ mod tests {
                 };
                 fold.add(&part, p.bucket_bytes);
             }
-            assert!(fold.held_bytes() >= 24 * 150);
+            assert!(fold.held_bytes() >= 16 * 150);
             let got = fold.finish(&p);
             let key = |c: &Criterion| (c.locality, c.bucket, c.criterion_ns, c.samples, c.messages);
             assert_eq!(got.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());

@@ -527,7 +527,9 @@ impl TableFunctionImpl for LodCalls {
             let (lo, hi) = chosen_span(&span, held.first(), (None, None))?;
             make(lo, hi)
         });
-        Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare)))
+        // Each rank's slots are its own: over a cluster's parts of whole ranks, the parts' rows
+        // together are the answer.
+        Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare).spreading(crate::common::Spread::Rows)))
     }
 }
 

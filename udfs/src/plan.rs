@@ -85,10 +85,72 @@ pub struct AnalysisExec {
     metrics: ExecutionPlanMetricsSet,
     /// The call that planned it, for another process to plan it again (crate::recipe).
     call: Option<crate::recipe::Call>,
-    /// Whether each input must come as one partition: on a distributed engine, whose tasks
-    /// give a node only the partitions of its own slice unless it asks for them all, while the
-    /// analysis reads every partition of its inputs itself.
-    inputs_whole: bool,
+    /// How its inputs' partitions are read (in one process, or by a distributed engine's tasks).
+    placement: Placement,
+    /// Which node of its call it is: the answer, or the partials and their merge.
+    stage: Stage,
+    /// The output columns each partition of its output is sorted on, ascending (a task per
+    /// part whose rows are merged in that order after, crate::common::Spread).
+    output_order: Option<Vec<usize>>,
+    /// The columns of its first input it needs that input sorted on (the merge of partials
+    /// sorted so), in one stream.
+    input_order: Option<Vec<usize>>,
+}
+
+/// The ordering ascending on `columns` of `schema`.
+fn ascending(schema: &SchemaRef, columns: &[usize]) -> Vec<datafusion::physical_expr::PhysicalSortExpr> {
+    columns.iter().map(|&c| crate::by_rank::rank_order(schema, c)).collect()
+}
+
+/// How an analysis node reads the partitions of its inputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// In one process: it reads every partition of every input itself (the embedded engine).
+    Local,
+    /// One task asking for each input as one partition: on a distributed engine, whose tasks
+    /// give a node only the partitions of its own slice unless it asks for them all.
+    Whole,
+    /// A task per partition of its first input, each reading that partition and the other
+    /// inputs whole (docs/scale.md): a sweep by rank over parts of whole ranks, or a fold of
+    /// the messages' partials.
+    ByPart,
+}
+
+/// Which node of an analysis' call a node is: the answer itself, or (spread as partials and
+/// their merge, crate::common::Spread) the partials of each part or their merge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    Answer,
+    Partial,
+    Merge,
+}
+
+impl Placement {
+    pub fn code(self) -> u32 {
+        match self {
+            Placement::Local => 0,
+            Placement::Whole => 1,
+            Placement::ByPart => 2,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<Placement> {
+        [Placement::Local, Placement::Whole, Placement::ByPart].into_iter().find(|p| p.code() == code)
+    }
+}
+
+impl Stage {
+    pub fn code(self) -> u32 {
+        match self {
+            Stage::Answer => 0,
+            Stage::Partial => 1,
+            Stage::Merge => 2,
+        }
+    }
+
+    pub fn from_code(code: u32) -> Option<Stage> {
+        [Stage::Answer, Stage::Partial, Stage::Merge].into_iter().find(|s| s.code() == code)
+    }
 }
 
 impl fmt::Debug for AnalysisExec {
@@ -105,16 +167,35 @@ impl AnalysisExec {
         full_schema: SchemaRef,
         projection: Option<Vec<usize>>,
     ) -> Result<Self> {
+        AnalysisExec::placed(name, inputs, work, full_schema, projection, Placement::Local)
+    }
+
+    /// An analysis node whose inputs' partitions are read as `placement` says.
+    pub fn placed(
+        name: &str,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        work: Work,
+        full_schema: SchemaRef,
+        projection: Option<Vec<usize>>,
+        placement: Placement,
+    ) -> Result<Self> {
         if matches!(work, Work::Streamed(_) | Work::ByRank(..) | Work::Folded(..)) && inputs.is_empty() {
             return datafusion::common::internal_err!("{name}: a streamed analysis needs an input");
         }
+        if placement == Placement::ByPart && (inputs.is_empty() || matches!(work, Work::Whole(_))) {
+            return datafusion::common::internal_err!("{name}: only a streamed analysis reads its input by part");
+        }
+        let partitions = match placement {
+            Placement::ByPart => inputs[0].properties().output_partitioning().partition_count(),
+            Placement::Local | Placement::Whole => 1,
+        };
         let schema = match &projection {
             Some(p) => Arc::new(full_schema.project(p)?),
             None => full_schema.clone(),
         };
         let properties = PlanProperties::new(
             EquivalenceProperties::new(schema),
-            Partitioning::UnknownPartitioning(1),
+            Partitioning::UnknownPartitioning(partitions),
             match work {
                 Work::Whole(_) => EmissionType::Final,
                 Work::Streamed(_) | Work::ByRank(..) | Work::Folded(..) => EmissionType::Incremental,
@@ -130,13 +211,47 @@ impl AnalysisExec {
             properties: Arc::new(properties),
             metrics: ExecutionPlanMetricsSet::new(),
             call: None,
-            inputs_whole: false,
+            placement,
+            stage: Stage::Answer,
+            output_order: None,
+            input_order: None,
         })
     }
 
-    /// The same node, asking for each input as one partition (crate::recipe).
-    pub fn with_inputs_whole(self, inputs_whole: bool) -> Self {
-        AnalysisExec { inputs_whole, ..self }
+    /// The same node, declaring each partition of its output sorted on its output `columns`,
+    /// ascending.
+    pub fn with_output_order(mut self, columns: Vec<usize>) -> Self {
+        let schema = self.schema();
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new_with_orderings(schema.clone(), [ascending(&schema, &columns)]),
+            self.properties.output_partitioning().clone(),
+            self.properties.emission_type,
+            self.properties.boundedness,
+        );
+        self.properties = Arc::new(properties);
+        self.output_order = Some(columns);
+        self
+    }
+
+    /// The same node, needing its first input in one stream sorted on its `columns`,
+    /// ascending.
+    pub fn with_input_order(self, columns: Vec<usize>) -> Self {
+        AnalysisExec { input_order: Some(columns), ..self }
+    }
+
+    /// The same node, as stage `stage` of its call.
+    pub fn with_stage(self, stage: Stage) -> Self {
+        AnalysisExec { stage, ..self }
+    }
+
+    /// How it reads its inputs' partitions.
+    pub fn placement(&self) -> Placement {
+        self.placement
+    }
+
+    /// Which node of its call it is.
+    pub fn stage(&self) -> Stage {
+        self.stage
     }
 
     /// The same node, knowing the call that planned it.
@@ -171,8 +286,15 @@ impl DisplayAs for AnalysisExec {
                     Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
-                if self.inputs_whole {
-                    f.write_str(", one task reading its inputs whole")?;
+                match self.stage {
+                    Stage::Answer => {}
+                    Stage::Partial => f.write_str(", partials")?,
+                    Stage::Merge => f.write_str(", merge of the partials")?,
+                }
+                match self.placement {
+                    Placement::Local => {}
+                    Placement::Whole => f.write_str(", one task reading its inputs whole")?,
+                    Placement::ByPart => f.write_str(", a task per part of its first input")?,
                 }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
@@ -202,11 +324,15 @@ impl ExecutionPlan for AnalysisExec {
     /// rank-ordered tables are, partition by partition, and DataFusion merges them).
     fn input_distribution_requirements(&self) -> InputDistributionRequirements {
         let mut each = vec![Distribution::UnspecifiedDistribution; self.inputs.len()];
-        if self.inputs_whole {
+        if self.placement != Placement::Local {
             each = vec![Distribution::SinglePartition; self.inputs.len()];
         }
         if matches!(self.work, Work::ByRank(..) | Work::Folded(_, Main::ByRank(_))) {
             each[0] = Distribution::SinglePartition;
+        }
+        if self.placement == Placement::ByPart {
+            // Each part on its own (in rank order within it, for a sweep by rank).
+            each[0] = Distribution::UnspecifiedDistribution;
         }
         InputDistributionRequirements::new(each)
     }
@@ -216,6 +342,10 @@ impl ExecutionPlan for AnalysisExec {
         if let Work::ByRank(_, rank) | Work::Folded(_, Main::ByRank(rank)) = self.work {
             let order = crate::by_rank::rank_order(&self.inputs[0].schema(), rank);
             each[0] = LexRequirement::new([order.into()]).map(OrderingRequirements::new);
+        }
+        if let Some(columns) = &self.input_order {
+            let order = ascending(&self.inputs[0].schema(), columns).into_iter().map(Into::into);
+            each[0] = LexRequirement::new(order).map(OrderingRequirements::new);
         }
         each
     }
@@ -236,16 +366,21 @@ impl ExecutionPlan for AnalysisExec {
                 children.len()
             );
         }
-        let mut node = AnalysisExec::new(
+        let mut node = AnalysisExec::placed(
             &self.name,
             children,
             self.work.clone(),
             self.full_schema.clone(),
             self.projection.clone(),
+            self.placement,
         )?;
         node.metrics = self.metrics.clone();
         node.call = self.call.clone();
-        node.inputs_whole = self.inputs_whole;
+        node.stage = self.stage;
+        if let Some(columns) = self.output_order.clone() {
+            node = node.with_output_order(columns);
+        }
+        node.input_order = self.input_order.clone();
         Ok(Arc::new(node))
     }
 
@@ -268,6 +403,7 @@ impl AnalysisExec {
     fn execute_work(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let inputs = self.inputs.clone();
+        let part = (self.placement == Placement::ByPart).then_some(partition);
         let compute = match &self.work {
             Work::Whole(compute) => compute.clone(),
             Work::ByRank(prepare, rank) => {
@@ -276,13 +412,13 @@ impl AnalysisExec {
                     crate::by_rank::in_order(&self.name, prepare.clone(), *rank, self.full_schema.clone(), pool);
                 let projection = self.projection.clone();
                 let side = crate::stream::Side::Held(in_order);
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Streamed(prepare) => {
                 let projection = self.projection.clone();
                 let side = crate::stream::Side::Held(prepare.clone());
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Folded(start, main) => {
@@ -299,7 +435,7 @@ impl AnalysisExec {
                 };
                 let side = crate::stream::Side::Folded(start.clone(), wrap);
                 let projection = self.projection.clone();
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection };
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
         };

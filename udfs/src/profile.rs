@@ -23,8 +23,9 @@ use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
 use crate::call_paths::{Paths, Up};
-use crate::common::{Args, Derived, int64_column, text_column};
+use crate::common::{Args, Derived, Spread, int64_column, text_column};
 use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text};
+use crate::plan::Work;
 use crate::stream::{Mapper, Prepare};
 
 /// The relation of calls a profile reads.
@@ -186,6 +187,64 @@ struct Profile {
     names: Names,
     streams: usize,
     schema: SchemaRef,
+    /// Whether it gives its times as they are, for a merge (`profile_partials`).
+    partial: bool,
+}
+
+/// The schema of a part's times (a cluster's task's, crate::common::Spread): the answer's
+/// columns but the share, with a last row of bin NULL whose time_ns is the part's streams.
+fn profile_partials(answer: &SchemaRef) -> SchemaRef {
+    let mut fields: Vec<Field> = answer.fields().iter().take(5).map(|f| f.as_ref().clone()).collect();
+    fields[0] = fields[0].clone().with_nullable(true);
+    fields[1] = fields[1].clone().with_nullable(true);
+    fields[2] = fields[2].clone().with_nullable(true);
+    Arc::new(Schema::new(fields))
+}
+
+/// A bin's start, end and time.
+type Bin = (i64, i64, i64);
+
+/// time_profile's answer from the parts' times (`profile_partials`): their times added up,
+/// each bin's share of the time of every part's streams.
+fn merge_profile(partials: &[RecordBatch], answer: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let mut names = Names::default();
+    // (bin, region) -> (bin_start, bin_end, time_ns)
+    let mut time: BTreeMap<(i64, u32), Bin> = BTreeMap::new();
+    let mut streams = 0i64;
+    for batch in partials {
+        let one = std::slice::from_ref(batch);
+        let (bin, from, to) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+        let (region, ns) = (text_column(one, 3)?, int64_column(one, 4)?);
+        for i in 0..batch.num_rows() {
+            if bin.is_null(i) {
+                streams += ns.value(i);
+                continue;
+            }
+            let id = if region.is_valid(i) { names.id(region.value(i)) } else { UNCOVERED };
+            time.entry((bin.value(i), id)).or_insert((from.value(i), to.value(i), 0)).2 += ns.value(i);
+        }
+    }
+    let rows: Vec<(&(i64, u32), &Bin)> = time.iter().collect();
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.0))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.1))),
+        Arc::new(StringArray::from(
+            rows.iter().map(|r| names.names.get(r.0.1 as usize).map(String::as_str)).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1.2))),
+        Arc::new(Float64Array::from_iter_values(
+            rows.iter().map(|r| r.1.2 as f64 / ((r.1.1 - r.1.0) * streams) as f64),
+        )),
+    ];
+    Ok(vec![RecordBatch::try_new(answer.clone(), columns)?])
+}
+
+impl Profile {
+    /// The schema of what it gives: the answer's, or its partial times'.
+    fn output(&self) -> SchemaRef {
+        if self.partial { profile_partials(&self.schema) } else { self.schema.clone() }
+    }
 }
 
 impl Mapper for Profile {
@@ -200,7 +259,7 @@ impl Mapper for Profile {
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let streams = streams_named(batches, "time_profile", &mut self.names)?;
         self.streams += streams.len();
-        let Some((t0, width, t1)) = self.bins else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let Some((t0, width, t1)) = self.bins else { return Ok(RecordBatch::new_empty(self.output())) };
         let time = &mut self.time;
         let mut add = |region: u32, from: i64, to: i64| {
             let mut a = from;
@@ -222,13 +281,30 @@ impl Mapper for Profile {
             });
             add(UNCOVERED, covered_to, t1);
         }
-        Ok(RecordBatch::new_empty(self.schema.clone()))
+        Ok(RecordBatch::new_empty(self.output()))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let Some((t0, width, _)) = self.bins else { return Ok(vec![RecordBatch::new_empty(self.schema.clone())]) };
+        let Some((t0, width, _)) = self.bins else { return Ok(vec![RecordBatch::new_empty(self.output())]) };
         let names = &self.names.names;
         let rows: Vec<(&(i64, u32), &i64)> = self.time.iter().filter(|(_, t)| **t > 0).collect();
+        if self.partial {
+            let streams = self.streams as i64;
+            let bins = rows.iter().map(|r| Some(r.0.0)).chain([None]);
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter(bins.clone())),
+                Arc::new(Int64Array::from_iter(bins.clone().map(|b| b.map(|b| t0 + b * width)))),
+                Arc::new(Int64Array::from_iter(bins.map(|b| b.map(|b| t0 + (b + 1) * width)))),
+                Arc::new(StringArray::from(
+                    rows.iter()
+                        .map(|r| names.get(r.0.1 as usize).map(String::as_str))
+                        .chain([None])
+                        .collect::<Vec<_>>(),
+                )),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| *r.1).chain([streams]))),
+            ];
+            return Ok(vec![RecordBatch::try_new(self.output(), columns)?]);
+        }
         let room = (width * self.streams as i64) as f64;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
@@ -273,17 +349,25 @@ impl TableFunctionImpl for TimeProfile {
             datafusion::logical_expr::col("end_ts"),
         )?;
         let schema = out.clone();
-        let prepare: Prepare = Arc::new(move |held| {
-            let (first, last) = crate::common::bounds_read(&held[0])?;
-            let bins = match (first, last) {
-                (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
-                _ => None,
-            };
-            let profile =
-                Profile { bins, time: BTreeMap::new(), names: Names::default(), streams: 0, schema: schema.clone() };
-            Ok(Box::new(profile) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 0, prepare)))
+        let profile = move |partial: bool| -> Prepare {
+            let schema = schema.clone();
+            Arc::new(move |held| {
+                let (first, last) = crate::common::bounds_read(&held[0])?;
+                let bins = match (first, last) {
+                    (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
+                    _ => None,
+                };
+                let (time, names, schema) = (BTreeMap::new(), Names::default(), schema.clone());
+                Ok(Box::new(Profile { bins, time, names, streams: 0, schema, partial }) as Box<dyn Mapper>)
+            })
+        };
+        // Spread over a cluster's parts of whole ranks, each part's times are added up in one
+        // task.
+        let answer = out.clone();
+        let merge: crate::common::Compute = Arc::new(move |partials| merge_profile(partials, &answer));
+        let spread = Spread::Merged { schema: profile_partials(&out), work: Work::ByRank(profile(true), 0), merge };
+        let inputs = vec![(rel, Some(idx)), bounds];
+        Ok(Arc::new(Derived::by_rank(out, inputs, 0, profile(false)).spreading(spread)))
     }
 }
 
@@ -439,7 +523,9 @@ impl TableFunctionImpl for CallTree {
             };
             Ok(Box::new(tree) as Box<dyn Mapper>)
         });
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare)))
+        // A call's path is on its own rank: over a cluster's parts of whole ranks, the parts'
+        // rows together are the answer.
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare).spreading(Spread::Rows)))
     }
 }
 

@@ -112,6 +112,9 @@ pub struct Streamed {
     pub name: String,
     pub side: Side,
     pub projection: Option<Vec<usize>>,
+    /// The one partition of the main input to map (a task per part, `plan::Placement::ByPart`);
+    /// None: all of them.
+    pub part: Option<usize>,
 }
 
 /// Hands the main input to the mapper as one chunk when it ends: a sweep by rank over a
@@ -188,7 +191,7 @@ impl Streamed {
         baseline: BaselineMetrics,
         context: Arc<TaskContext>,
     ) -> SendableRecordBatchStream {
-        let Streamed { name, side, projection } = self;
+        let Streamed { name, side, projection, part } = self;
         let held = inputs.split_off(1);
         let main = inputs.remove(0);
         let run = async move {
@@ -219,7 +222,10 @@ impl Streamed {
             let projection = projection.filter(|p| !mapper.projected(p));
             let pool = context.memory_pool().clone();
             let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
-            let mut batches = datafusion::physical_plan::execute_stream(main, context.clone())?;
+            let mut batches = match part {
+                Some(p) => main.execute(p, context.clone())?,
+                None => datafusion::physical_plan::execute_stream(main, context.clone())?,
+            };
             let mapped = async_stream_of(move |sink| async move {
                 let project = |out: RecordBatch| match &projection {
                     Some(p) => out.project(p),

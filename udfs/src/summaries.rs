@@ -19,9 +19,10 @@ use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived, int64_column, text_column};
+use crate::common::{Args, Compute, Derived, Spread, int64_column, text_column};
 use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
 use crate::latency::MESSAGES;
+use crate::plan::Work;
 use crate::profile::CALLS;
 use crate::stream::{Mapper, Prepare};
 
@@ -120,6 +121,14 @@ impl Tally {
         }
     }
 
+    /// Add another tally (a batch's, or a part's).
+    fn absorb(&mut self, t: &Tally) {
+        self.messages += t.messages;
+        self.bytes += t.bytes;
+        self.timed += t.timed;
+        self.duration += t.duration;
+    }
+
     fn mean_duration(&self) -> Option<f64> {
         (self.timed > 0).then(|| self.duration as f64 / self.timed as f64)
     }
@@ -175,18 +184,58 @@ impl TableFunctionImpl for CommMatrix {
             float("value"),
             float("share"),
         ]));
-        let schema = out.clone();
-        // The messages stream through the pairs' tallies; only the pairs are held.
-        let prepare: Prepare = Arc::new(move |_| {
-            Ok(Box::new(MatrixFold {
-                by_rank: by == "rank",
-                value: value.clone(),
-                pairs: BTreeMap::new(),
-                schema: schema.clone(),
-            }) as Box<dyn Mapper>)
+        let by_rank = by == "rank";
+        let fold = MatrixFold { by_rank, value, pairs: BTreeMap::new(), schema: out.clone(), partial: false };
+        // The messages stream through the pairs' tallies; only the pairs are held. Spread over
+        // a cluster's tasks, each part's tallies are added up in one task.
+        let whole = fold.clone();
+        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
+        let partial_schema = tally_schema(&[("src", out.field(0).data_type()), ("dst", out.field(1).data_type())]);
+        let partial = MatrixFold { partial: true, ..fold.clone() };
+        let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
+        let merge: Compute = Arc::new(move |partials| {
+            let mut merged = fold.clone();
+            for batch in partials {
+                let tallies = tallies_of(batch, 2)?;
+                for (i, t) in tallies.into_iter().enumerate() {
+                    let key =
+                        (end(batch.column(0), i).map(OwnedEnd::from), end(batch.column(1), i).map(OwnedEnd::from));
+                    merged.pairs.entry(key).or_default().absorb(&t);
+                }
+            }
+            merged.finish()
         });
-        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
+        let spread = Spread::Merged { schema: partial_schema, work: Work::Streamed(partial), merge };
+        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)))
     }
+}
+
+/// The schema of partial tallies (a cluster's part's, crate::common::Spread): the key columns,
+/// then messages, bytes, timed and duration.
+fn tally_schema(keys: &[(&str, &DataType)]) -> SchemaRef {
+    let mut fields: Vec<Field> = keys.iter().map(|(n, t)| Field::new(*n, (*t).clone(), true)).collect();
+    fields.extend(["messages", "bytes", "timed", "duration"].map(int));
+    Arc::new(Schema::new(fields))
+}
+
+/// The tally columns of partial tallies, from column `first` on.
+fn tally_columns<'a>(tallies: impl Iterator<Item = &'a Tally> + Clone) -> Vec<ArrayRef> {
+    let column = |f: fn(&Tally) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(tallies.clone().map(f))) };
+    vec![column(|t| t.messages), column(|t| t.bytes), column(|t| t.timed), column(|t| t.duration)]
+}
+
+/// The tallies of a batch of partial tallies whose tally columns start at `first`.
+fn tallies_of(batch: &RecordBatch, first: usize) -> Result<Vec<Tally>> {
+    let one = std::slice::from_ref(batch);
+    let columns = (first..first + 4).map(|c| int64_column(one, c)).collect::<Result<Vec<_>>>()?;
+    Ok((0..batch.num_rows())
+        .map(|i| Tally {
+            messages: columns[0].value(i),
+            bytes: columns[1].value(i),
+            timed: columns[2].value(i),
+            duration: columns[3].value(i),
+        })
+        .collect())
 }
 
 /// One end of a communication, owned: a rank or a node.
@@ -210,11 +259,26 @@ type Pair = (Option<OwnedEnd>, Option<OwnedEnd>);
 
 /// comm_matrix's tallies, message batch by message batch; the pairs, in matrix order (NULL
 /// ends, peers that resolve to no rank, first), at the end.
+#[derive(Clone)]
 struct MatrixFold {
     by_rank: bool,
     value: String,
     pairs: BTreeMap<Pair, Tally>,
     schema: SchemaRef,
+    /// Whether it gives its tallies as they are, for a merge (tally_schema).
+    partial: bool,
+}
+
+impl MatrixFold {
+    /// The schema of what it gives: the answer's, or its partial tallies'.
+    fn output(&self) -> SchemaRef {
+        match self.partial {
+            false => self.schema.clone(),
+            true => {
+                tally_schema(&[("src", self.schema.field(0).data_type()), ("dst", self.schema.field(1).data_type())])
+            }
+        }
+    }
 }
 
 impl Mapper for MatrixFold {
@@ -238,13 +302,9 @@ impl Mapper for MatrixFold {
             here.entry((end(&ends[0], i), end(&ends[1], i))).or_default().add(opt(&bytes, i), opt(&duration, i));
         }
         for ((a, b), t) in here {
-            let whole = self.pairs.entry((a.map(OwnedEnd::from), b.map(OwnedEnd::from))).or_default();
-            whole.messages += t.messages;
-            whole.bytes += t.bytes;
-            whole.timed += t.timed;
-            whole.duration += t.duration;
+            self.pairs.entry((a.map(OwnedEnd::from), b.map(OwnedEnd::from))).or_default().absorb(&t);
         }
-        Ok(RecordBatch::new_empty(self.schema.clone()))
+        Ok(RecordBatch::new_empty(self.output()))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -268,6 +328,11 @@ impl Mapper for MatrixFold {
                 })))
             }
         };
+        if self.partial {
+            let mut columns = vec![side(|k| &k.0), side(|k| &k.1)];
+            columns.extend(tally_columns(self.pairs.values()));
+            return Ok(vec![RecordBatch::try_new(self.output(), columns)?]);
+        }
         let tallies: Vec<&Tally> = self.pairs.values().collect();
         let values: Vec<Option<f64>> = tallies.iter().map(|t| quantity(t)).collect();
         let columns: Vec<ArrayRef> = vec![
@@ -326,15 +391,34 @@ impl TableFunctionImpl for MessageHistogram {
         let schema = out.clone();
         if bins.is_none() {
             // Power-of-two classes need no range first: the messages stream through them.
-            let prepare: Prepare = Arc::new(move |_| {
-                Ok(Box::new(HistogramFold {
-                    equal: None,
-                    classes: BTreeMap::new(),
-                    sizeless: 0,
-                    schema: schema.clone(),
-                }) as Box<dyn Mapper>)
+            // Spread over a cluster's tasks, each part's classes are added up in one task.
+            let fold = HistogramFold { equal: None, classes: BTreeMap::new(), sizeless: 0, schema, partial: false };
+            let whole = fold.clone();
+            let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
+            let partial = HistogramFold { partial: true, ..fold.clone() };
+            let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
+            let merge: Compute = Arc::new(move |partials| {
+                let mut merged = fold.clone();
+                for batch in partials {
+                    let one = std::slice::from_ref(batch);
+                    let (bin, from, to) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+                    for (i, t) in tallies_of(batch, 3)?.into_iter().enumerate() {
+                        if bin.is_null(i) {
+                            merged.sizeless += t.messages as usize;
+                            continue;
+                        }
+                        let class = merged.classes.entry(bin.value(i)).or_insert((
+                            from.value(i),
+                            to.value(i),
+                            Tally::default(),
+                        ));
+                        class.2.absorb(&t);
+                    }
+                }
+                merged.finish()
             });
-            return Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)));
+            let spread = Spread::Merged { schema: histogram_partials(), work: Work::Streamed(partial), merge };
+            return Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)));
         }
         // Equal-width bins span the sizes' range: read whole first.
         let compute: Compute = Arc::new(move |batches| {
@@ -346,7 +430,8 @@ impl TableFunctionImpl for MessageHistogram {
                 }
                 _ => None,
             };
-            let mut fold = HistogramFold { equal, classes: BTreeMap::new(), sizeless: 0, schema: schema.clone() };
+            let mut fold =
+                HistogramFold { equal, classes: BTreeMap::new(), sizeless: 0, schema: schema.clone(), partial: false };
             for b in batches {
                 fold.map(b)?;
             }
@@ -357,6 +442,7 @@ impl TableFunctionImpl for MessageHistogram {
 }
 
 /// message_histogram's classes (bin -> its sizes and tally), batch by batch.
+#[derive(Clone)]
 struct HistogramFold {
     /// Equal-width bins (first size, width); None: power-of-two classes.
     equal: Option<(i64, i64)>,
@@ -364,6 +450,15 @@ struct HistogramFold {
     /// Messages without a size, an error at the end.
     sizeless: usize,
     schema: SchemaRef,
+    /// Whether it gives its classes as they are, for a merge (histogram_partials).
+    partial: bool,
+}
+
+/// The schema of a part's classes: bin, bytes_from, bytes_to and the tally; the messages
+/// without a size are a row of bin NULL.
+fn histogram_partials() -> SchemaRef {
+    let keys = [("bin", &DataType::Int64), ("bytes_from", &DataType::Int64), ("bytes_to", &DataType::Int64)];
+    tally_schema(&keys)
 }
 
 impl Mapper for HistogramFold {
@@ -380,10 +475,26 @@ impl Mapper for HistogramFold {
             let d = duration.is_valid(i).then(|| duration.value(i));
             self.classes.entry(bin).or_insert((from, to, Tally::default())).2.add(Some(bytes.value(i)), d);
         }
-        Ok(RecordBatch::new_empty(self.schema.clone()))
+        Ok(RecordBatch::new_empty(if self.partial { histogram_partials() } else { self.schema.clone() }))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.partial {
+            let sizeless = Tally { messages: self.sizeless as i64, ..Tally::default() };
+            let rows: Vec<(Option<i64>, i64, i64, &Tally)> = self
+                .classes
+                .iter()
+                .map(|(bin, (from, to, t))| (Some(*bin), *from, *to, t))
+                .chain((self.sizeless > 0).then_some((None, 0, 0, &sizeless)))
+                .collect();
+            let mut columns: Vec<ArrayRef> = vec![
+                Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.0))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ];
+            columns.extend(tally_columns(rows.iter().map(|r| r.3)));
+            return Ok(vec![RecordBatch::try_new(histogram_partials(), columns)?]);
+        }
         if self.sizeless > 0 {
             return datafusion::common::exec_err!(
                 "message_histogram: {} messages have no size (bytes is NULL); filter them out first",

@@ -164,8 +164,8 @@ fn applies(op: Operator) -> bool {
 /// planned (the planner types `start_ts + '1us'` before any analyzer rule runs, and refuses
 /// Int64 + Utf8): the string literal next to an identifier whose name is a time column's
 /// becomes its nanoseconds.
-pub fn rewrite_arithmetic(statement: &mut sqlparser::ast::Statement) {
-    use sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Value, VisitMut, VisitorMut};
+pub fn rewrite_arithmetic<S: sqlparser::ast::VisitMut>(statement: &mut S) {
+    use sqlparser::ast::{BinaryOperator, Expr as SqlExpr, Value, VisitorMut};
     struct Rewriter;
     fn time_name(e: &SqlExpr) -> bool {
         match e {

@@ -449,6 +449,12 @@ impl Session {
                     durations::rewrite_arithmetic(s.as_mut());
                 }
             }
+            DFStatement::CopyTo(copy) => {
+                if let datafusion::sql::parser::CopyToSource::Query(query) = &mut copy.source {
+                    named_args::rewrite(query.as_mut(), &self.parameters)?;
+                    durations::rewrite_arithmetic(query.as_mut());
+                }
+            }
             _ => {}
         }
         let plan = self.ctx.state().statement_to_plan(statement).await?;

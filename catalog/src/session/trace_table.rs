@@ -96,6 +96,28 @@ impl TraceTable {
     pub fn trace(&self) -> &Arc<Trace> {
         &self.trace
     }
+
+    /// Whether each file of its scan holds whole ranks: a rank-ordered table of a store kept in
+    /// one file, or in parts each of whose first rank is past the last rank of the part before
+    /// (a store written since its parts end at rank boundaries, crate::store). A scan that
+    /// does not split its files (`repartition_file_scans` off) then gives every rank to one
+    /// partition, so that a sweep by rank can run a task per partition.
+    pub fn parts_hold_whole_ranks(&self) -> bool {
+        if !rank_ordered(self.name) {
+            return false;
+        }
+        let Some(file) = self.trace.stored_file(self.name) else { return false };
+        let ranges: Option<Vec<(i64, i64)>> = file
+            .files
+            .iter()
+            .map(|(_, _, r)| r.as_ref().filter(|r| r.column == "rank").map(|r| (r.min, r.max)))
+            .collect();
+        match ranges {
+            _ if file.files.len() == 1 => true,
+            Some(ranges) => ranges.windows(2).all(|w| w[0].1 < w[1].0),
+            None => false,
+        }
+    }
 }
 
 /// `batches` cut into slices of at most SLICE_ROWS rows, dealt into at most `partitions`

@@ -30,6 +30,7 @@ use commdb_catalog::session::trace_table::TraceTable;
 use commdb_catalog::trace::Trace;
 use commdb_catalog::wallclock::{Notices, TraceStarts};
 use commdb_udfs::ordered::{InOrder, OrderedView};
+use commdb_udfs::plan::{Placement, Stage};
 use commdb_udfs::recipe::{Call, Lookup};
 use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
@@ -105,6 +106,12 @@ struct AnalysisNode {
     /// For an analysis another made as its input: the input numbers down to it.
     #[prost(uint32, repeated, tag = "7")]
     path: Vec<u32>,
+    /// Which node of the call (`commdb_udfs::plan::Stage`) and how it reads its inputs'
+    /// partitions (`commdb_udfs::plan::Placement`), for a planned node.
+    #[prost(uint32, tag = "8")]
+    stage: u32,
+    #[prost(uint32, tag = "9")]
+    placement: u32,
 }
 
 /// A view's plan.
@@ -261,6 +268,8 @@ impl LogicalCodec {
             projection: projection.map(|p| p.iter().map(|&i| i as u32).collect()).unwrap_or_default(),
             projected: projection.is_some(),
             path: call.path.iter().map(|&i| i as u32).collect(),
+            stage: 0,
+            placement: 0,
         })
     }
 
@@ -521,7 +530,15 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 let derived = self.logical.plan_again(&node, ctx)?;
                 let projection: Option<Vec<usize>> =
                     node.projected.then(|| node.projection.iter().map(|&i| i as usize).collect());
-                Ok(Arc::new(derived.analysis(inputs.to_vec(), projection.as_ref())?))
+                let (Some(stage), Some(placement)) =
+                    (Stage::from_code(node.stage), Placement::from_code(node.placement))
+                else {
+                    return plan_err!(
+                        "{}: a node of a kind this commdb does not know (a different version?)",
+                        node.function
+                    );
+                };
+                Ok(Arc::new(derived.node(stage, placement, inputs.to_vec(), projection.as_ref())?))
             }
             IN_ORDER => {
                 let key = u32::from_le_bytes(
@@ -547,7 +564,9 @@ impl PhysicalExtensionCodec for PhysicalCodec {
             let Some(call) = analysis.call() else {
                 return plan_err!("{}: an analysis made without its function cannot run on a cluster", analysis.name());
             };
-            let node = self.logical.encode_call(call, analysis.call_id(), analysis.projection())?;
+            let mut node = self.logical.encode_call(call, analysis.call_id(), analysis.projection())?;
+            node.stage = analysis.stage().code();
+            node.placement = analysis.placement().code();
             wrap(ANALYSIS, &node, buf);
             return Ok(());
         }

@@ -53,9 +53,10 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr, Str
     let aggregates: Vec<_> = state.aggregate_functions().values().cloned().collect();
     // Ballista's settings for a distributed plan first (its codecs' settings would mark the
     // configuration as set up, and these be left out).
-    let config = state
-        .config()
-        .clone()
+    let mut config = state.config().clone();
+    // Scans read whole files: a partition of a store's calls holds whole ranks (processes.rs).
+    config.options_mut().optimizer.repartition_file_scans = false;
+    let config = config
         .upgrade_for_ballista()
         .with_ballista_logical_extension_codec(Arc::new(codec::LogicalCodec::default()))
         .with_ballista_physical_extension_codec(Arc::new(codec::PhysicalCodec::default()))

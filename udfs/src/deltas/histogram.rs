@@ -207,12 +207,19 @@ impl Histogram {
         i.min(self.bins.len() - 1)
     }
 
+    /// The extremes and their ranks; on ties the lowest rank, so that neither the order of the
+    /// values nor how partial histograms were split changes them.
     fn note_extremes(&mut self, lo: f64, lo_rank: Option<i64>, hi: f64, hi_rank: Option<i64>) {
-        if lo < self.min || (lo == self.min && self.min_rank.is_none()) {
+        let lower = |new: Option<i64>, old: Option<i64>| match (new, old) {
+            (Some(a), Some(b)) => a < b,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        if lo < self.min || (lo == self.min && lower(lo_rank, self.min_rank)) {
             self.min = lo;
             self.min_rank = lo_rank;
         }
-        if hi > self.max || (hi == self.max && self.max_rank.is_none()) {
+        if hi > self.max || (hi == self.max && lower(hi_rank, self.max_rank)) {
             self.max = hi;
             self.max_rank = hi_rank;
         }

@@ -319,7 +319,10 @@ impl TableFunctionImpl for ComputeDeltas {
             Ok(RecordBatch::try_new(s.clone(), columns)?)
         };
         let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Deltas(Box::new(compute.clone()))) as Box<dyn Mapper>));
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare)))
+        // Each rank's deltas are its own: over a cluster's parts of whole ranks, the parts' rows
+        // merged in rank order are the answer, in the order delta_histogram's bins follow.
+        let spread = crate::common::Spread::RowsInRankOrder(0);
+        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare).spreading(spread)))
     }
 }
 
