@@ -64,20 +64,42 @@ impl TraceStarts {
 }
 
 /// Warnings raised while a statement runs, each kept once, for the caller to show.
-#[derive(Debug, Clone, Default)]
-pub struct Notices(Arc<Mutex<Vec<String>>>);
+#[derive(Clone, Default)]
+pub struct Notices {
+    list: Arc<Mutex<Vec<String>>>,
+    /// Also written where a person sees it as it is raised (a cluster's process logs it: its
+    /// notices reach no shell).
+    echo: Option<Echo>,
+}
+
+/// Where a notice is also written as it is raised.
+pub type Echo = Arc<dyn Fn(&str) + Send + Sync>;
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notices").field("list", &self.list).field("echoed", &self.echo.is_some()).finish()
+    }
+}
 
 impl Notices {
+    /// Notices also handed to `echo` as they are raised, each once.
+    pub fn echoed(echo: Echo) -> Self {
+        Notices { echo: Some(echo), ..Notices::default() }
+    }
+
     pub fn push(&self, text: String) {
-        let mut list = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut list = self.list.lock().unwrap_or_else(PoisonError::into_inner);
         if !list.contains(&text) {
+            if let Some(echo) = &self.echo {
+                echo(&text);
+            }
             list.push(text);
         }
     }
 
     /// The notices raised since the last call, oldest first.
     pub fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *self.list.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 

@@ -2,7 +2,9 @@
 //! (1 vcore each) started on 127.0.0.1 from a commdb built with the `cluster` feature, and
 //! queries over a store run by a client with `--cluster`, then by the embedded engine. Prints,
 //! per query, the client's wall time and peak memory, and each cluster process's peak memory
-//! (VmHWM) over the queries of that setting.
+//! (VmHWM; a cluster is started for each query). A last setting gives each of 2 executors a
+//! `--memory-limit` of half the embedded process's peak for that query: the analyses that
+//! spread still answer, each executor holding its share.
 //!
 //! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS]`, PATH a
 //! release commdb built with `--features cluster` (the bench itself only starts processes).
@@ -12,13 +14,14 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// (label, SQL) measured in every setting.
-const QUERIES: [(&str, &str); 9] = [
+const QUERIES: [(&str, &str); 10] = [
     ("trivial", "SELECT 1"),
     ("scan", "SELECT count(*), sum(bytes), max(recv_ts) FROM messages"),
     ("aggregate", "SELECT count(*) FROM (SELECT rank, count(*), sum(duration) FROM calls GROUP BY rank)"),
     ("comm_matrix", "SELECT count(*), sum(bytes) FROM comm_matrix()"),
     ("latency_criteria", "SELECT count(*), sum(criterion_ns) FROM latency_criteria()"),
     ("lod_calls", "SELECT count(*), sum(time_in_slot_ns) FROM lod_calls(pixels => 1920)"),
+    ("time_profile", "SELECT count(*), sum(time_ns) FROM time_profile()"),
     ("attribution", "SELECT count(*), sum(messages) FROM attribution('10ms')"),
     (
         "window 10 ms",
@@ -69,7 +72,7 @@ struct Cluster {
 }
 
 impl Cluster {
-    fn start(n: usize) -> Cluster {
+    fn start(n: usize, executor_args: &[&str]) -> Cluster {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path();
         let address = format!("127.0.0.1:{}", free_port());
@@ -86,7 +89,9 @@ impl Cluster {
             let work = dir.join(format!("work{i}"));
             std::fs::create_dir_all(&work).unwrap();
             let work = work.display().to_string();
-            let args = ["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1", "--work-dir", &work];
+            let mut args =
+                vec!["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1", "--work-dir", &work];
+            args.extend_from_slice(executor_args);
             processes.push((format!("executor {i}"), spawn(&args, &log)));
             wait_for(&log, "asking the scheduler for tasks");
         }
@@ -111,6 +116,11 @@ impl Drop for Cluster {
 
 /// Run `sql` over `store` in a client process: (wall seconds, client peak MiB, output).
 fn client(store: &str, cluster: Option<&str>, sql: &str) -> (f64, f64, String) {
+    try_client(store, cluster, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
+/// `client`, or the client's error.
+fn try_client(store: &str, cluster: Option<&str>, sql: &str) -> Result<(f64, f64, String), String> {
     let bin = binary().display().to_string();
     let mut args = vec!["-f", "%M", "--", &bin, store, "-q", "--format", "csv"];
     if let Some(url) = cluster {
@@ -121,9 +131,11 @@ fn client(store: &str, cluster: Option<&str>, sql: &str) -> (f64, f64, String) {
     let o = Command::new("/usr/bin/time").args(&args).stdin(Stdio::null()).output().expect("/usr/bin/time");
     let wall = started.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{sql}: {err}");
+    if !o.status.success() {
+        return Err(err.lines().find(|l| l.contains("error")).unwrap_or(&err).to_string());
+    }
     let peak_kb: f64 = err.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(0.0);
-    (wall, peak_kb / 1024.0, String::from_utf8_lossy(&o.stdout).into_owned())
+    Ok((wall, peak_kb / 1024.0, String::from_utf8_lossy(&o.stdout).into_owned()))
 }
 
 fn main() {
@@ -141,18 +153,30 @@ fn main() {
         embedded.push(best);
     }
     for n in [1, 2] {
-        let cluster = Cluster::start(n);
         for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
+            let cluster = Cluster::start(n, &[]);
             let best =
                 (0..rounds).map(|_| client(store, Some(&cluster.url), sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
             let same = if best.2 == base.2 { "same rows" } else { "DIFFERENT rows" };
             println!(
-                "{n} executor(s) {label:18} {:7.2} s  ({:.2}x embedded)  client peak {:4.0} MiB  {same}",
+                "{n} executor(s) {label:18} {:7.2} s  ({:.2}x embedded)  {same}  client {:.0} MiB, {}",
                 best.0,
                 best.0 / base.0.max(1e-9),
-                best.1
+                best.1,
+                cluster.peaks()
             );
         }
-        println!("{n} executor(s) peaks: {}", cluster.peaks());
+    }
+    // Each executor allowed half the memory the embedded process took for the query.
+    for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
+        let limit = format!("{}M", (base.1 / 2.0).floor().max(1.0));
+        let cluster = Cluster::start(2, &["--memory-limit", &limit]);
+        match try_client(store, Some(&cluster.url), sql) {
+            Ok(r) => {
+                let same = if r.2 == base.2 { "same rows" } else { "DIFFERENT rows" };
+                println!("2 executors of {limit:>6} {label:18} {:7.2} s  {same}  {}", r.0, cluster.peaks());
+            }
+            Err(e) => println!("2 executors of {limit:>6} {label:18} failed: {e}"),
+        }
     }
 }

@@ -305,6 +305,7 @@ fn analyses_spread_over_both_executors() {
         ("call_tree", "SELECT * FROM call_tree()", false),
         ("comm_matrix", "SELECT * FROM comm_matrix()", false),
         ("message_histogram", "SELECT * FROM message_histogram()", false),
+        ("load_imbalance", "SELECT * FROM load_imbalance()", false),
     ] {
         if embedded_over_budget {
             let limited = answer(&store, None, &["--memory-limit", budget, "-c", query]);
@@ -319,6 +320,13 @@ fn analyses_spread_over_both_executors() {
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM latency_criteria(max_samples => 50)");
     // attribution runs in one task, on the criteria its messages' parts gave.
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('1ms')");
+
+    // A warning an analysis raises while it runs on an executor is in the executor's log.
+    let few = "SELECT count(*) FROM message_latency(min_messages => 1000000)";
+    let (ok, _, err) = answer(&store, Some(&cluster.url()), &["-c", few]);
+    assert!(ok, "{err}");
+    let logs: String = cluster.executors.iter().map(Process::log).collect();
+    assert!(logs.contains("notice: message_latency:") && logs.contains("have no latency criterion"), "{logs}");
 }
 
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the

@@ -118,14 +118,21 @@ fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
     for setting in ["repartition_aggregations", "enable_round_robin_repartition"] {
         runtime.block_on(session.collect(&format!("SET datafusion.optimizer.{setting} = false"))).unwrap();
     }
+    // Counters sampled at every call's start and end, for call_metrics.
+    let samples = "CREATE TABLE samples AS \
+        SELECT rank, thread, start_ts AS ts, 'cycles' AS metric, CAST(start_ts * 3 AS DOUBLE) AS value FROM calls \
+        UNION ALL SELECT rank, thread, end_ts, 'cycles', CAST(end_ts * 3 AS DOUBLE) FROM calls";
+    runtime.block_on(session.collect(samples)).unwrap();
     let base = session.context().state();
     for (sql, shape) in [
         ("SELECT * FROM lod_calls(100000)", "a task per part"),
+        ("SELECT * FROM call_metrics('calls', 'samples', 'accumulated_start')", "a task per part"),
         ("SELECT * FROM time_profile('calls', 7)", "partials, a task per part"),
         ("SELECT * FROM call_tree()", "a task per part"),
         ("SELECT * FROM compute_deltas()", "a task per part"),
         ("SELECT * FROM comm_matrix('messages', 'node')", "partials, a task per part"),
         ("SELECT * FROM message_histogram()", "partials, a task per part"),
+        ("SELECT * FROM load_imbalance()", "partials, a task per part"),
         ("SELECT * FROM latency_criteria('messages', 50, 40, 3)", "partials, a task per part"),
         ("SELECT * FROM message_latency()", "latency_criteria: analysis, streamed, partials, a task per part"),
         ("SELECT * FROM wait_states()", "one task reading its inputs whole"),

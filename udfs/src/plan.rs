@@ -12,6 +12,11 @@
 //! budget as DataFusion's sorts and joins do (crate::budget). A streamed analysis
 //! (`Work::Streamed`, crate::stream) holds only its other inputs and maps the first as it comes;
 //! one streamed by rank (`Work::ByRank`, crate::by_rank) asks for its first input in rank order.
+//!
+//! On a distributed engine (Ballista, whose tasks each run some partitions of a stage) a node
+//! is placed (`Placement`): one task asking for each input whole, or a task per partition of
+//! its first input, each reading its other inputs whole; an analysis spread as partials and
+//! their merge is two nodes of one call (`Stage`), crate::common::Spread.
 
 use std::fmt;
 use std::sync::Arc;

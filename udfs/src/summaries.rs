@@ -545,17 +545,38 @@ impl TableFunctionImpl for LoadImbalance {
             datafusion::logical_expr::col("start_ts"),
             datafusion::logical_expr::col("end_ts"),
         )?;
-        let schema = out.clone();
         // The calls come a chunk of whole ranks at a time (for the time no call covers on each
-        // stream) through the (region, rank) sums; only the sums are held.
-        let prepare: Prepare = Arc::new(move |held| {
-            let span = match crate::common::bounds_read(&held[0])? {
-                (Some(t0), Some(t1)) => Some((t0, t1)),
-                _ => None,
-            };
-            Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), span, schema: schema.clone() }) as Box<dyn Mapper>)
+        // stream) through the (region, rank) sums; only the sums are held. Over a cluster's
+        // parts of whole ranks, each part's sums are gathered in one task.
+        let answer = out.clone();
+        let fold = move |partial: bool| -> Prepare {
+            let schema = answer.clone();
+            Arc::new(move |held| {
+                let span = match crate::common::bounds_read(&held[0])? {
+                    (Some(t0), Some(t1)) => Some((t0, t1)),
+                    _ => None,
+                };
+                let schema = schema.clone();
+                Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), span, schema, partial }) as Box<dyn Mapper>)
+            })
+        };
+        let answer = out.clone();
+        let merge: Compute = Arc::new(move |partials| {
+            let schema = answer.clone();
+            let mut merged = ImbalanceFold { per: BTreeMap::new(), span: None, schema, partial: false };
+            for batch in partials {
+                let one = std::slice::from_ref(batch);
+                let (region, rank, time) = (text_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+                for i in 0..batch.num_rows() {
+                    let r = region.is_valid(i).then(|| region.value(i).to_string());
+                    *merged.per.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
+                }
+            }
+            merged.finish()
         });
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 0, prepare)))
+        let spread = Spread::Merged { schema: imbalance_partials(), work: Work::ByRank(fold(true), 0), merge };
+        let derived = Derived::by_rank(out.clone(), vec![(rel, Some(idx)), bounds], 0, fold(false));
+        Ok(Arc::new(derived.spreading(spread)))
     }
 }
 
@@ -566,6 +587,13 @@ struct ImbalanceFold {
     /// The run's span (first start, last end of rel); None when rel has no calls.
     span: Option<(i64, i64)>,
     schema: SchemaRef,
+    /// Whether it gives its sums as they are, for a merge (`imbalance_partials`).
+    partial: bool,
+}
+
+/// The schema of a part's sums: region, rank and its time in the region.
+fn imbalance_partials() -> SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("region", DataType::Utf8, true), int("rank"), int("time_ns")]))
 }
 
 impl Mapper for ImbalanceFold {
@@ -611,11 +639,21 @@ impl Mapper for ImbalanceFold {
                 }
             }
         }
-        Ok(RecordBatch::new_empty(self.schema.clone()))
+        Ok(RecordBatch::new_empty(if self.partial { imbalance_partials() } else { self.schema.clone() }))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let per = &self.per;
+        if self.partial {
+            let rows: Vec<(&Option<String>, i64, i64)> =
+                per.iter().flat_map(|(r, ranks)| ranks.iter().map(move |(k, v)| (r, *k, *v))).collect();
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(StringArray::from_iter(rows.iter().map(|r| r.0.as_deref()))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.1))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
+            ];
+            return Ok(vec![RecordBatch::try_new(imbalance_partials(), columns)?]);
+        }
         let mut cols: (Vec<Option<String>>, Vec<i64>, Vec<i64>, Vec<f64>) = Default::default();
         let mut extremes: Vec<[i64; 4]> = Vec::new();
         let mut ratios: Vec<(Option<f64>, Option<f64>)> = Vec::new();

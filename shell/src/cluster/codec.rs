@@ -218,7 +218,9 @@ pub fn commdb_state(config: SessionConfig) -> Result<SessionState> {
     let mut session = commdb_catalog::Session::with_limits(config.target_partitions(), None);
     commdb_udfs::register_all(&mut session);
     let state = session.context().state();
-    let config = config.with_extension(Arc::new(Notices::default()));
+    // A warning an analysis raises here reaches no shell: the process logs it.
+    let notices = Notices::echoed(Arc::new(|text: &str| log::warn!(target: "commdb", "notice: {text}")));
+    let config = config.with_extension(Arc::new(notices));
     Ok(datafusion::execution::SessionStateBuilder::new_from_existing(state).with_config(config).build())
 }
 
