@@ -318,8 +318,9 @@ fn analyses_spread_over_both_executors() {
     drop(cluster);
     let cluster = Cluster::start(dir.path(), 2, &[]);
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM latency_criteria(max_samples => 50)");
-    // attribution runs in one task, on the criteria its messages' parts gave.
+    // attribution's windows, a task per part of the messages, on the criteria their parts gave.
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('1ms')");
+    spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('1ms')");
 
     // A warning an analysis raises while it runs on an executor is in the executor's log.
     let few = "SELECT count(*) FROM message_latency(min_messages => 1000000)";

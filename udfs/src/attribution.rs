@@ -252,6 +252,7 @@ fn suggested_parts(t: crate::remap::Traffic) -> Result<Option<FastMap<i64, Strin
 /// the windows' width are known before the messages come; the placement suggested from the
 /// whole relation's traffic is known only at the end, so each window keeps its inter-node
 /// messages by rank pair until then.
+#[derive(Clone)]
 struct Fold {
     input: Input,
     rules: Rules,
@@ -268,6 +269,8 @@ struct Fold {
     /// The relation's traffic, when it tells the nodes (for the suggested placement).
     traffic: Option<crate::remap::TrafficFold>,
     schema: SchemaRef,
+    /// Whether it gives its state as it is, for a merge (`attribution_partials`).
+    partial: bool,
 }
 
 impl Fold {
@@ -361,7 +364,7 @@ impl Mapper for Fold {
                 }
             }
         }
-        Ok(RecordBatch::new_empty(self.schema.clone()))
+        Ok(RecordBatch::new_empty(if self.partial { attribution_partials() } else { self.schema.clone() }))
     }
 
     /// The windows' per-rank counts and inter-node pairs, and the traffic's pairs.
@@ -372,6 +375,177 @@ impl Mapper for Fold {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.partial {
+            return Ok(vec![self.partials()?]);
+        }
+        self.answer()
+    }
+}
+
+/// The schema of a part's windows (a cluster's task's, crate::common::Spread), a row per
+/// piece of its state, told apart by `kind`: 0 a window's counts (`messages`, `delayed`,
+/// `slow`, `inter`, `intra` in i1 to i5, the sums and counts of inter-node latency and
+/// off-node cost in f1, a, f2, b); 1 a window's counts of rank `a` (i1 its messages, i2 its
+/// slow ones); 2 a window's inter-node pair (a, b) (i1 messages); 3 a rank `a` of the traffic
+/// with its node (`node`); 4 a pair (a, b) of the traffic (i1 messages, i2 bytes); 5 the part's
+/// totals (i1, i2 the messages with a duration and those without a criterion; i3 the window;
+/// i4, i5 the traffic's messages and bytes).
+fn attribution_partials() -> SchemaRef {
+    let i = |n: &str| Field::new(n, DataType::Int64, false);
+    let f = |n: &str| Field::new(n, DataType::Float64, false);
+    Arc::new(Schema::new(vec![
+        i("kind"),
+        i("w"),
+        i("a"),
+        i("b"),
+        i("i1"),
+        i("i2"),
+        i("i3"),
+        i("i4"),
+        i("i5"),
+        f("f1"),
+        f("f2"),
+        Field::new("node", DataType::Utf8, true),
+    ]))
+}
+
+/// Rows of `attribution_partials`, built one at a time.
+#[derive(Default)]
+struct PartialRows {
+    ints: [Vec<i64>; 9],
+    floats: [Vec<f64>; 2],
+    node: Vec<Option<String>>,
+}
+
+impl PartialRows {
+    fn push(&mut self, ints: [i64; 9], floats: [f64; 2], node: Option<&str>) {
+        for (c, v) in self.ints.iter_mut().zip(ints) {
+            c.push(v);
+        }
+        for (c, v) in self.floats.iter_mut().zip(floats) {
+            c.push(v);
+        }
+        self.node.push(node.map(str::to_string));
+    }
+
+    fn batch(self) -> Result<RecordBatch> {
+        let mut columns: Vec<ArrayRef> =
+            self.ints.into_iter().map(|c| Arc::new(Int64Array::from(c)) as ArrayRef).collect();
+        columns.extend(self.floats.into_iter().map(|c| Arc::new(Float64Array::from(c)) as ArrayRef));
+        columns.push(Arc::new(StringArray::from(self.node)));
+        Ok(RecordBatch::try_new(attribution_partials(), columns)?)
+    }
+}
+
+impl Fold {
+    /// Its state as rows (`attribution_partials`).
+    fn partials(&mut self) -> Result<RecordBatch> {
+        let mut rows = PartialRows::default();
+        let by_index: Vec<i64> = {
+            let mut ranks = vec![0; self.rank_index.len()];
+            for (r, i) in &self.rank_index {
+                ranks[*i] = *r;
+            }
+            ranks
+        };
+        for (w, a) in &self.acc {
+            let (l, o) = (a.inter_latency, a.offnode);
+            rows.push([0, *w, l.1, o.1, a.messages, a.delayed, a.slow, a.inter, a.intra], [l.0, o.0], None);
+            for (i, rank) in by_index.iter().enumerate() {
+                let (mc, slow) = (a.mc.get(i).copied().unwrap_or(0), a.slow_by_rank.get(i).copied().unwrap_or(0));
+                if mc != 0 || slow != 0 {
+                    rows.push([1, *w, *rank, 0, mc, slow, 0, 0, 0], [0.0; 2], None);
+                }
+            }
+            for ((x, y), n) in &a.inter_pairs {
+                rows.push([2, *w, *x, *y, *n, 0, 0, 0, 0], [0.0; 2], None);
+            }
+        }
+        // Every rank seen, for the count of ranks the windows are judged over.
+        for rank in &by_index {
+            rows.push([1, i64::MIN, *rank, 0, 0, 0, 0, 0, 0], [0.0; 2], None);
+        }
+        let mut traffic = (0, 0);
+        if let Some(t) = &self.traffic {
+            let (nodes, pairs, totals) = t.parts();
+            for (rank, node) in nodes {
+                rows.push([3, 0, rank, 0, 0, 0, 0, 0, 0], [0.0; 2], node);
+            }
+            for ((x, y), (n, bytes)) in pairs {
+                rows.push([4, 0, x, y, n, bytes, 0, 0, 0], [0.0; 2], None);
+            }
+            traffic = totals;
+        }
+        let (c, w) = (self.counted, self.rules.window_ns);
+        rows.push([5, 0, 0, 0, c.0 as i64, c.1 as i64, w, traffic.0, traffic.1], [0.0; 2], None);
+        rows.batch()
+    }
+
+    /// Add a part's state (`partials`).
+    fn absorb(&mut self, batch: &RecordBatch) -> Result<()> {
+        let one = std::slice::from_ref(batch);
+        let ints: Vec<Int64Array> = (0..9).map(|c| int64_column(one, c)).collect::<Result<_>>()?;
+        let floats: Vec<&Float64Array> = (9..11)
+            .map(|c| batch.column(c).as_any().downcast_ref::<Float64Array>())
+            .collect::<Option<_>>()
+            .ok_or_else(|| datafusion::error::DataFusionError::Internal("attribution: damaged partials".into()))?;
+        let node = crate::common::text_column(one, 11)?;
+        for i in 0..batch.num_rows() {
+            let v = |c: usize| ints[c].value(i);
+            let (w, a, b) = (v(1), v(2), v(3));
+            match v(0) {
+                0 => {
+                    let acc = self.acc.entry(w).or_default();
+                    acc.inter_latency.0 += floats[0].value(i);
+                    acc.inter_latency.1 += a;
+                    acc.offnode.0 += floats[1].value(i);
+                    acc.offnode.1 += b;
+                    acc.messages += v(4);
+                    acc.delayed += v(5);
+                    acc.slow += v(6);
+                    acc.inter += v(7);
+                    acc.intra += v(8);
+                }
+                1 => {
+                    let next = self.rank_index.len();
+                    let k = *self.rank_index.entry(a).or_insert(next);
+                    if w != i64::MIN {
+                        let acc = self.acc.entry(w).or_default();
+                        if acc.mc.len() <= k {
+                            acc.mc.resize(k + 1, 0);
+                            acc.slow_by_rank.resize(k + 1, 0);
+                        }
+                        acc.mc[k] += v(4);
+                        acc.slow_by_rank[k] += v(5);
+                    }
+                }
+                2 => *self.acc.entry(w).or_default().inter_pairs.entry((a, b)).or_default() += v(4),
+                3 => {
+                    if let Some(t) = &mut self.traffic {
+                        t.absorb_rank(a, node.is_valid(i).then(|| node.value(i)));
+                    }
+                }
+                4 => {
+                    if let Some(t) = &mut self.traffic {
+                        t.absorb_pair((a, b), v(4), v(5));
+                    }
+                }
+                5 => {
+                    self.counted.0 += v(4) as usize;
+                    self.counted.1 += v(5) as usize;
+                    self.rules.window_ns = v(6);
+                    if let Some(t) = &mut self.traffic {
+                        t.absorb_totals(v(7), v(8));
+                    }
+                }
+                kind => return exec_err!("attribution: a partial of unknown kind {kind}"),
+            }
+        }
+        Ok(())
+    }
+
+    /// The windows judged: the answer.
+    fn answer(&mut self) -> Result<Vec<RecordBatch>> {
         self.baseline.notice_uncovered(self.counted.0, self.counted.1);
         self.too_many(self.acc.len())?;
         let suggested = match self.traffic.take() {
@@ -527,28 +701,44 @@ impl TableFunctionImpl for Attribution {
             let time = datafusion::functions::expr_fn::coalesce(vec![at("send_ts"), at("recv_ts")]);
             inputs.push(crate::common::bounds_of(&rel, time.clone(), time)?);
         }
-        let s = out.clone();
-        let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
-            let window_ns = match bounds_at.map(|k| crate::common::bounds_read(&held[k])).transpose()? {
-                None => rules.window_ns,
-                Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
-                Some(_) => 1,
-            };
-            let fold = Fold {
-                input: input.clone(),
-                rules: Rules { window_ns, ..rules },
-                table,
-                baseline: baseline.clone(),
-                counted: (0, 0),
-                rank_index: FastMap::default(),
-                acc: BTreeMap::new(),
-                pair_entries: 0,
-                traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
-                schema: s.clone(),
-            };
-            Ok(Box::new(fold) as Box<dyn Mapper>)
+        let empty = Fold {
+            input: input.clone(),
+            rules,
+            table: Arc::new(CriteriaTable::default()),
+            baseline: baseline.clone(),
+            counted: (0, 0),
+            rank_index: FastMap::default(),
+            acc: BTreeMap::new(),
+            pair_entries: 0,
+            traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
+            schema: out.clone(),
+            partial: false,
+        };
+        let start = empty.clone();
+        let fold = |partial: bool| -> Prepare {
+            let (baseline, empty) = (baseline.clone(), empty.clone());
+            Arc::new(move |held| {
+                let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
+                let window_ns = match bounds_at.map(|k| crate::common::bounds_read(&held[k])).transpose()? {
+                    None => rules.window_ns,
+                    Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
+                    Some(_) => 1,
+                };
+                let rules = Rules { window_ns, ..rules };
+                Ok(Box::new(Fold { rules, table, partial, ..empty.clone() }) as Box<dyn Mapper>)
+            })
+        };
+        // Over a cluster's parts of the messages, each part's windows are added up in one task,
+        // which judges them (the placement it suggests needs the whole relation's traffic).
+        let merge: crate::common::Compute = Arc::new(move |partials| {
+            let mut merged = start.clone();
+            for batch in partials {
+                merged.absorb(batch)?;
+            }
+            merged.answer()
         });
-        Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
+        let work = crate::plan::Work::Streamed(fold(true));
+        let spread = crate::common::Spread::Merged { schema: attribution_partials(), work, merge };
+        Ok(Arc::new(Derived::streamed(out, inputs, fold(false)).spreading(spread)))
     }
 }

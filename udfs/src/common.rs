@@ -301,8 +301,8 @@ impl Derived {
 
     /// How this analysis, planned for a distributed engine over `inputs`, reads them: a task
     /// per part of its first input when it declares a spread and the parts allow it (a sweep by
-    /// rank needs parts of whole ranks, in rank order, that the scan does not split), else one
-    /// task.
+    /// rank needs parts of whole ranks, in rank order, that the scan neither splits nor lets its
+    /// partitions take from each other), else one task.
     fn placement_over(&self, session: &dyn Session, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Placement> {
         use datafusion::physical_plan::ExecutionPlanProperties;
         let Some(first) = inputs.first() else { return Ok(Placement::Whole) };
@@ -319,7 +319,9 @@ impl Derived {
                 .provider
                 .downcast_ref::<commdb_catalog::session::trace_table::TraceTable>()
                 .is_some_and(|t| t.parts_hold_whole_ranks());
-            let unsplit = !session.config_options().optimizer.repartition_file_scans;
+            let options = session.config_options();
+            let unsplit =
+                !options.optimizer.repartition_file_scans && !options.execution.enable_file_stream_work_stealing;
             if !(whole_ranks && unsplit && crate::by_rank::is_in_rank_order(first, rank)?) {
                 return Ok(Placement::Whole);
             }

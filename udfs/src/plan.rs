@@ -97,8 +97,9 @@ pub struct AnalysisExec {
     /// The output columns each partition of its output is sorted on, ascending (a task per
     /// part whose rows are merged in that order after, crate::common::Spread).
     output_order: Option<Vec<usize>>,
-    /// The columns of its first input it needs that input sorted on (the merge of partials
-    /// sorted so), in one stream.
+    /// The columns each partition of its first input is sorted on (the parts' partials, crate::
+    /// common::Spread::SortedMerge), which it merges in that order itself: a distributed engine
+    /// ends a stage below it and does not keep the partitions' order across the stages.
     input_order: Option<Vec<usize>>,
 }
 
@@ -238,8 +239,8 @@ impl AnalysisExec {
         self
     }
 
-    /// The same node, needing its first input in one stream sorted on its `columns`,
-    /// ascending.
+    /// The same node, merging the partitions of its first input, each sorted on its `columns`
+    /// ascending, in that order.
     pub fn with_input_order(self, columns: Vec<usize>) -> Self {
         AnalysisExec { input_order: Some(columns), ..self }
     }
@@ -348,10 +349,6 @@ impl ExecutionPlan for AnalysisExec {
             let order = crate::by_rank::rank_order(&self.inputs[0].schema(), rank);
             each[0] = LexRequirement::new([order.into()]).map(OrderingRequirements::new);
         }
-        if let Some(columns) = &self.input_order {
-            let order = ascending(&self.inputs[0].schema(), columns).into_iter().map(Into::into);
-            each[0] = LexRequirement::new(order).map(OrderingRequirements::new);
-        }
         each
     }
 
@@ -407,8 +404,15 @@ impl ExecutionPlan for AnalysisExec {
 impl AnalysisExec {
     fn execute_work(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let inputs = self.inputs.clone();
         let part = (self.placement == Placement::ByPart).then_some(partition);
+        let mut inputs = self.inputs.clone();
+        if part.is_some() {
+            // Every part's execution reads the other inputs whole, each with a plan of its own:
+            // a scan's partitions share their files among the executions of one plan.
+            for input in inputs.iter_mut().skip(1) {
+                *input = datafusion::physical_plan::execution_plan::reset_plan_states(input.clone())?;
+            }
+        }
         let compute = match &self.work {
             Work::Whole(compute) => compute.clone(),
             Work::ByRank(prepare, rank) => {
@@ -417,13 +421,20 @@ impl AnalysisExec {
                     crate::by_rank::in_order(&self.name, prepare.clone(), *rank, self.full_schema.clone(), pool);
                 let projection = self.projection.clone();
                 let side = crate::stream::Side::Held(in_order);
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
+                let streamed =
+                    crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on: None };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Streamed(prepare) => {
                 let projection = self.projection.clone();
                 let side = crate::stream::Side::Held(prepare.clone());
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
+                let merged_on = match &self.input_order {
+                    Some(columns) => {
+                        datafusion::physical_expr::LexOrdering::new(ascending(&self.inputs[0].schema(), columns))
+                    }
+                    None => None,
+                };
+                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Folded(start, main) => {
@@ -440,7 +451,8 @@ impl AnalysisExec {
                 };
                 let side = crate::stream::Side::Folded(start.clone(), wrap);
                 let projection = self.projection.clone();
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part };
+                let streamed =
+                    crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on: None };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
         };

@@ -140,7 +140,7 @@ impl Traffic {
 }
 
 /// `Traffic` gathered batch by batch, by rank (as a streamed analysis reads its messages).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct TrafficFold {
     /// Every rank seen, with the first node the rows give it.
     nodes: FastMap<i64, Option<String>>,
@@ -191,6 +191,34 @@ impl TrafficFold {
     /// Bytes of its ranks and pairs.
     pub fn held_bytes(&self) -> usize {
         64 * self.nodes.capacity() + 40 * self.pairs.capacity()
+    }
+
+    /// Its ranks with their nodes, its pairs and its totals (messages, bytes): a part's, for a
+    /// merge (`absorb`).
+    #[allow(clippy::type_complexity)]
+    pub fn parts(&self) -> (Vec<(i64, Option<&str>)>, Vec<((i64, i64), (i64, i64))>, (i64, i64)) {
+        let nodes = self.nodes.iter().map(|(r, n)| (*r, n.as_deref())).collect();
+        let pairs = self.pairs.iter().map(|(k, v)| (*k, *v)).collect();
+        (nodes, pairs, (self.messages, self.bytes))
+    }
+
+    /// Add a part's rank (with the node its rows gave it, if any), pair or totals.
+    pub fn absorb_rank(&mut self, rank: i64, node: Option<&str>) {
+        let known = self.nodes.entry(rank).or_default();
+        if known.is_none() {
+            *known = node.map(str::to_string);
+        }
+    }
+
+    pub fn absorb_pair(&mut self, pair: (i64, i64), messages: i64, bytes: i64) {
+        let e = self.pairs.entry(pair).or_default();
+        e.0 += messages;
+        e.1 += bytes;
+    }
+
+    pub fn absorb_totals(&mut self, messages: i64, bytes: i64) {
+        self.messages += messages;
+        self.bytes += bytes;
     }
 
     pub fn finish(self) -> Traffic {

@@ -115,6 +115,40 @@ pub struct Streamed {
     /// The one partition of the main input to map (a task per part, `plan::Placement::ByPart`);
     /// None: all of them.
     pub part: Option<usize>,
+    /// The order each partition of the main input is sorted in, to merge them in (the parts'
+    /// partials of crate::common::Spread::SortedMerge); None: as they come.
+    pub merged_on: Option<datafusion::physical_expr::LexOrdering>,
+}
+
+/// The partitions of `main`, each sorted on `order`, merged in that order into one stream (a
+/// coalescing of partitions above them is looked through: the distributed engine puts one
+/// there, where its stage ends).
+fn merged(
+    name: &str,
+    main: Arc<dyn ExecutionPlan>,
+    order: &datafusion::physical_expr::LexOrdering,
+    context: &Arc<TaskContext>,
+) -> Result<SendableRecordBatchStream> {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    use datafusion::physical_plan::sorts::streaming_merge::StreamingMergeBuilder;
+    let parts = match main.downcast_ref::<CoalescePartitionsExec>() {
+        Some(coalesce) => coalesce.input().clone(),
+        None => main,
+    };
+    let count = parts.properties().output_partitioning().partition_count();
+    let mut streams = (0..count).map(|p| parts.execute(p, context.clone())).collect::<Result<Vec<_>>>()?;
+    if streams.len() == 1 {
+        return Ok(streams.remove(0));
+    }
+    let metrics = datafusion::physical_plan::metrics::ExecutionPlanMetricsSet::new();
+    StreamingMergeBuilder::new()
+        .with_streams(streams)
+        .with_schema(parts.schema())
+        .with_expressions(order)
+        .with_metrics(BaselineMetrics::new(&metrics, 0))
+        .with_batch_size(context.session_config().batch_size())
+        .with_reservation(MemoryConsumer::new(format!("{name} merge")).register(context.memory_pool()))
+        .build()
 }
 
 /// Hands the main input to the mapper as one chunk when it ends: a sweep by rank over a
@@ -191,7 +225,7 @@ impl Streamed {
         baseline: BaselineMetrics,
         context: Arc<TaskContext>,
     ) -> SendableRecordBatchStream {
-        let Streamed { name, side, projection, part } = self;
+        let Streamed { name, side, projection, part, merged_on } = self;
         let held = inputs.split_off(1);
         let main = inputs.remove(0);
         let run = async move {
@@ -222,9 +256,10 @@ impl Streamed {
             let projection = projection.filter(|p| !mapper.projected(p));
             let pool = context.memory_pool().clone();
             let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
-            let mut batches = match part {
-                Some(p) => main.execute(p, context.clone())?,
-                None => datafusion::physical_plan::execute_stream(main, context.clone())?,
+            let mut batches = match (part, &merged_on) {
+                (Some(p), _) => main.execute(p, context.clone())?,
+                (None, Some(order)) => merged(&name, main, order, &context)?,
+                (None, None) => datafusion::physical_plan::execute_stream(main, context.clone())?,
             };
             let mapped = async_stream_of(move |sink| async move {
                 let project = |out: RecordBatch| match &projection {

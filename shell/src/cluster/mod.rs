@@ -54,8 +54,10 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr, Str
     // Ballista's settings for a distributed plan first (its codecs' settings would mark the
     // configuration as set up, and these be left out).
     let mut config = state.config().clone();
-    // Scans read whole files: a partition of a store's calls holds whole ranks (processes.rs).
+    // Scans read whole files, each partition its own: a partition of a store's calls holds
+    // whole ranks (processes.rs).
     config.options_mut().optimizer.repartition_file_scans = false;
+    config.options_mut().execution.enable_file_stream_work_stealing = false;
     let config = config
         .upgrade_for_ballista()
         .with_ballista_logical_extension_codec(Arc::new(codec::LogicalCodec::default()))

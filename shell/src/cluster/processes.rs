@@ -99,10 +99,12 @@ async fn stop_signal() {
 
 /// The session state the scheduler plans a query in: commdb's functions, Ballista's rules.
 fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::SessionState> {
-    // A scan reads whole files, never byte ranges of them, so that each partition of a store's
-    // calls or events holds whole ranks and a sweep by rank runs a task per partition
-    // (commdb_udfs::common::Spread).
+    // A scan reads whole files, never byte ranges of them, and each partition its own files,
+    // so that each partition of a store's calls or events holds whole ranks and a sweep by
+    // rank runs a task per partition (commdb_udfs::common::Spread).
     config.options_mut().optimizer.repartition_file_scans = false;
+    // Nor do a scan's partitions take each other's files as they run.
+    config.options_mut().execution.enable_file_stream_work_stealing = false;
     let state = commdb_state(config)?;
     let rules = ballista_core::optimizer::with_ballista_optimizer_rules(state.optimizers());
     // Ballista 55 restricts a task's scan of rows in memory (a store's small tables, VALUES) to
