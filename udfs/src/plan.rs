@@ -246,7 +246,19 @@ impl AnalysisExec {
     }
 
     /// The same node, as stage `stage` of its call.
-    pub fn with_stage(self, stage: Stage) -> Self {
+    pub fn with_stage(mut self, stage: Stage) -> Self {
+        if stage == Stage::Merge {
+            // A second partition, always empty, so that a distributed engine ends a stage after
+            // the merge (a node reading it whole gathers its partitions there): the merge runs
+            // once, and the tasks that read it whole read its answer from the shuffle files.
+            let properties = PlanProperties::new(
+                self.properties.equivalence_properties().clone(),
+                Partitioning::UnknownPartitioning(2),
+                self.properties.emission_type,
+                self.properties.boundedness,
+            );
+            self.properties = Arc::new(properties);
+        }
         AnalysisExec { stage, ..self }
     }
 
@@ -378,7 +390,7 @@ impl ExecutionPlan for AnalysisExec {
         )?;
         node.metrics = self.metrics.clone();
         node.call = self.call.clone();
-        node.stage = self.stage;
+        node = node.with_stage(self.stage);
         if let Some(columns) = self.output_order.clone() {
             node = node.with_output_order(columns);
         }
@@ -390,6 +402,9 @@ impl ExecutionPlan for AnalysisExec {
     /// crate::common::CALL_ID, that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
+        if self.stage == Stage::Merge && partition > 0 {
+            return Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(schema)));
+        }
         let batches = self.execute_work(partition, context)?;
         let under = schema.clone();
         let batches = batches.map(move |b| b.and_then(|b| Ok(b.with_schema(under.clone())?)));
