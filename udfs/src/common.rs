@@ -62,7 +62,6 @@ impl fmt::Debug for Spread {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Spread::Rows => f.write_str("Rows"),
-            Spread::RowsInRankOrder(rank) => write!(f, "RowsInRankOrder({rank})"),
             Spread::Merged { work, .. } => write!(f, "Merged({work:?})"),
             Spread::SortedMerge { work, sorted_on, .. } => write!(f, "SortedMerge({work:?}, {sorted_on})"),
         }
@@ -77,16 +76,14 @@ pub enum Spread {
     /// The rows of the parts together are the answer. A sweep by rank spreads only over parts
     /// of whole ranks: a store's calls or events, whose parts end where a rank ends.
     Rows,
-    /// The same, each part's rows in rank order (its output column `rank`, an index), merged
-    /// in rank order: the rows in the order one sweep over the whole gives them, for a
-    /// consumer whose answer depends on the order (`delta_histogram`).
-    RowsInRankOrder(usize),
     /// Each part gives partial rows (`schema`, made by `work` as the answer's work would make
     /// the answer), and one task merges them into the answer (`merge`).
     Merged { schema: SchemaRef, work: Work, merge: Compute },
     /// Each part gives partial rows (`schema`, by `work`) sorted on their first `sorted_on`
     /// columns; they are merged in that order into one stream, which the mapper `merge` makes
-    /// maps into the answer as it comes, holding only what it keeps of them.
+    /// maps into the answer as it comes, holding only what it keeps of them. With the answer's
+    /// own work and `crate::stream::AsTheyCome`, the parts' rows in the order one sweep over
+    /// the whole gives them, for a consumer whose answer depends on it (`delta_histogram`).
     SortedMerge { schema: SchemaRef, work: Work, sorted_on: usize, merge: crate::stream::Prepare },
 }
 
@@ -288,11 +285,8 @@ impl Derived {
         };
         let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
         let node = node.with_call(self.call.clone()).with_stage(stage);
-        Ok(match (&self.spread, placement, stage, projection) {
-            (Some(Spread::RowsInRankOrder(rank)), Placement::ByPart, Stage::Answer, None) => {
-                node.with_output_order(vec![*rank])
-            }
-            (Some(Spread::SortedMerge { sorted_on, .. }), Placement::ByPart, Stage::Partial, _) => {
+        Ok(match (&self.spread, placement, stage) {
+            (Some(Spread::SortedMerge { sorted_on, .. }), Placement::ByPart, Stage::Partial) => {
                 node.with_output_order((0..*sorted_on).collect())
             }
             _ => node,
@@ -373,33 +367,10 @@ impl TableProvider for Derived {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
         let placement = self.placement_over(state, &inputs)?;
-        match (placement, &self.spread) {
-            (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) => {
-                let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
-                return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
-            }
-            (Placement::ByPart, Some(Spread::RowsInRankOrder(rank))) => {
-                // Every column, merged by rank, then the columns read.
-                use datafusion::physical_plan::sorts::sort_preserving_merge::SortPreservingMergeExec;
-                let parts = Arc::new(self.node(Stage::Answer, Placement::ByPart, inputs, None)?);
-                let order = crate::by_rank::rank_order(&self.schema, *rank);
-                let ordering = datafusion::physical_expr::LexOrdering::new([order]);
-                let ordering = ordering.ok_or_else(|| DataFusionError::Internal("an empty rank order".into()))?;
-                let merged: Arc<dyn ExecutionPlan> = Arc::new(SortPreservingMergeExec::new(ordering, parts));
-                return match projection {
-                    None => Ok(merged),
-                    Some(p) => {
-                        let columns = p.iter().map(|&i| {
-                            let field = self.schema.field(i);
-                            let column = datafusion::physical_expr::expressions::Column::new(field.name(), i);
-                            let column: Arc<dyn datafusion::physical_expr::PhysicalExpr> = Arc::new(column);
-                            (column, field.name().to_string())
-                        });
-                        Ok(Arc::new(datafusion::physical_plan::projection::ProjectionExec::try_new(columns, merged)?))
-                    }
-                };
-            }
-            _ => {}
+        if let (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) = (placement, &self.spread)
+        {
+            let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
+            return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
         }
         Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
     }

@@ -320,8 +320,12 @@ impl TableFunctionImpl for ComputeDeltas {
         };
         let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Deltas(Box::new(compute.clone()))) as Box<dyn Mapper>));
         // Each rank's deltas are its own: over a cluster's parts of whole ranks, the parts' rows
-        // merged in rank order are the answer, in the order delta_histogram's bins follow.
-        let spread = crate::common::Spread::RowsInRankOrder(0);
+        // (rank first) merged in rank order are the answer, in the order delta_histogram's bins
+        // follow.
+        let as_they_come: Prepare = Arc::new(|_| Ok(Box::new(crate::stream::AsTheyCome) as Box<dyn Mapper>));
+        let work = crate::plan::Work::ByRank(prepare.clone(), 0);
+        let spread =
+            crate::common::Spread::SortedMerge { schema: out.clone(), work, sorted_on: 1, merge: as_they_come };
         Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare).spreading(spread)))
     }
 }
