@@ -5,7 +5,7 @@
 --          communication (pattern) or to other traffic on the network (background_traffic),
 --          with the evidence and the recommended action; then the wait states behind it.
 -- Inputs:  the default trace (`commdb TRACE -f queries/attribution_report.sql`). Windows are a
---          fiftieth of the run, rounded to a 1-2-5 step; write attribution(WINDOW_NS) for
+--          fiftieth of the run, rounded to a 1-2-5 step; write attribution(window_ns => WINDOW_NS) for
 --          another width, and max_inter_share / max_load_ratio / max_fluctuation / slow_level
 --          to move the thresholds. Latency is measured against the whole trace.
 -- Output:  1. causes over the run: cause, windows, first, last, recommendation;

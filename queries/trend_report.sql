@@ -5,7 +5,7 @@
 --          growth periods, steady-high periods and compressed quiet stretches, so the periods
 --          worth a closer look stand out; then who sent the delayed messages in them.
 -- Inputs:  the default trace (`commdb TRACE -f queries/trend_report.sql`). Bins are about a
---          hundredth of the run (a 1-2-5 step); for another width write latency_trend(BIN_NS),
+--          hundredth of the run (a 1-2-5 step); for another width write latency_trend(bin_ns => BIN_NS),
 --          and window => N, growth_rise => X, high_level => Y to change the classification.
 -- Output:  1. the segments: segment, kind ('growth', 'steady_high', 'compressed'), starts,
 --             ends (times into the run, with the unit that reads best), messages, mean_latency, delayed_messages (L > 1), points (the bins

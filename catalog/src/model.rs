@@ -18,6 +18,18 @@ pub struct ColumnDoc {
     pub meaning: &'static str,
 }
 
+impl ColumnDoc {
+    /// The same column, declared never to hold NULL.
+    pub const fn never_null(self) -> ColumnDoc {
+        ColumnDoc { nullable: false, ..self }
+    }
+
+    /// The column as an Arrow field.
+    pub fn field(&self) -> Field {
+        Field::new(self.name, (self.data_type)(), self.nullable)
+    }
+}
+
 /// One table of a trace.
 #[derive(Debug, Clone, Copy)]
 pub struct TableDoc {
@@ -30,9 +42,7 @@ pub struct TableDoc {
 
 impl TableDoc {
     pub fn schema(&self) -> SchemaRef {
-        Arc::new(Schema::new(
-            self.columns.iter().map(|c| Field::new(c.name, (c.data_type)(), c.nullable)).collect::<Vec<_>>(),
-        ))
+        Arc::new(Schema::new(self.columns.iter().map(ColumnDoc::field).collect::<Vec<_>>()))
     }
 }
 

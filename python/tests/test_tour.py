@@ -27,7 +27,7 @@ def test_every_rank_is_slow_for_its_mapping(demo):
 
 def test_background_traffic_from_8_to_14_ms(demo):
     windows = demo.sql(
-        "SELECT window_start, cause FROM attribution('1ms') WHERE cause LIKE '%background_traffic%' ORDER BY window_start"
+        "SELECT window_start, cause FROM attribution(window_ns => '1ms') WHERE cause LIKE '%background_traffic%' ORDER BY window_start"
     ).to_pandas()
     assert len(windows) == 6
     assert windows["window_start"].min() // 1_000_000 == 8

@@ -119,15 +119,24 @@ async fn main() {
         "SELECT count(*) FROM message_latency('m') WHERE delayed",
     )
     .await;
-    time(&mut session, "lod_messages('m'), 1 us slots", "SELECT count(*) FROM lod_messages(1000, rel => 'm')").await;
+    time(
+        &mut session,
+        "lod_messages('m'), 1 us slots",
+        "SELECT count(*) FROM lod_messages('m', resolution_ns => 1000)",
+    )
+    .await;
     time(
         &mut session,
         "lod_messages('m'), 1920 pixels",
         "SELECT count(*) FROM lod_messages(pixels => 1920, rel => 'm')",
     )
     .await;
-    time(&mut session, "lod_messages('m'), 1 us slots, again", "SELECT count(*) FROM lod_messages(1000, rel => 'm')")
-        .await;
+    time(
+        &mut session,
+        "lod_messages('m'), 1 us slots, again",
+        "SELECT count(*) FROM lod_messages('m', resolution_ns => 1000)",
+    )
+    .await;
     session.context().deregister_table("m").expect("deregister");
 
     let t = Instant::now();
@@ -141,7 +150,8 @@ async fn main() {
     );
     time(&mut session, "lod_calls('c'), 1920 pixels", "SELECT count(*) FROM lod_calls(pixels => 1920, rel => 'c')")
         .await;
-    time(&mut session, "lod_calls('c'), 100 us slots", "SELECT count(*) FROM lod_calls(100000, rel => 'c')").await;
+    time(&mut session, "lod_calls('c'), 100 us slots", "SELECT count(*) FROM lod_calls('c', resolution_ns => 100000)")
+        .await;
     session.context().deregister_table("c").expect("deregister");
 
     for ranks in rank_counts {

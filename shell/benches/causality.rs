@@ -51,5 +51,6 @@ async fn main() {
     register(&session, "t", trend_n, 1024);
     time(&mut session, "latency_trend('t'), ~100 bins", "SELECT count(*) FROM latency_trend(rel => 't')").await;
     time(&mut session, "latency_trend('t'), ~100 bins, again", "SELECT count(*) FROM latency_trend(rel => 't')").await;
-    time(&mut session, "latency_trend('t'), 1 us bins", "SELECT count(*) FROM latency_trend(1000, rel => 't')").await;
+    time(&mut session, "latency_trend('t'), 1 us bins", "SELECT count(*) FROM latency_trend('t', bin_ns => 1000)")
+        .await;
 }

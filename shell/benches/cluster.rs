@@ -22,11 +22,11 @@ const QUERIES: [(&str, &str); 10] = [
     ("latency_criteria", "SELECT count(*), sum(criterion_ns) FROM latency_criteria()"),
     ("lod_calls", "SELECT count(*), sum(time_in_slot_ns) FROM lod_calls(pixels => 1920)"),
     ("time_profile", "SELECT count(*), sum(time_ns) FROM time_profile()"),
-    ("attribution", "SELECT count(*), sum(messages) FROM attribution('10ms')"),
+    ("attribution", "SELECT count(*), sum(messages) FROM attribution(window_ns => '10ms')"),
     (
         "window 10 ms",
         "CREATE VIEW w AS SELECT * FROM messages WHERE send_ts BETWEEN 100000000 AND 110000000; \
-         SELECT count(*), sum(delayed_share) FROM attribution('1ms', rel => 'w')",
+         SELECT count(*), sum(delayed_share) FROM attribution('w', window_ns => '1ms')",
     ),
     ("wait_states", "SELECT count(*), sum(wait_ns) FROM wait_states()"),
 ];

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::str::FromStr;
 
+use crate::error::ShellError;
 use crate::fit::Expanded;
 use crate::print::Format;
 
@@ -56,40 +57,81 @@ pub enum Command {
     Quit,
 }
 
-/// One line per command, shown by `\?`.
-pub const HELP: &str = "\
-\\d                 list tables and views
-\\dt [PATTERN]      the same, those whose name matches PATTERN (* any text, ? one character)
-\\d NAME            columns of a table (type and meaning)
-\\df [PATTERN]      functions: signature and description (\\df NAME: its parameters, columns)
-\\open PATH [AS N]  open a trace (CSV, commdb store, generate:...) as schema N
-\\info [NAME]       trace facts and row counts (default trace if no NAME)
-\\connect df://H:P  run queries over stores on the cluster whose scheduler is at H:P
-\\i FILE            run the SQL statements of a file
-\\o [FILE]          write results to FILE (no FILE: back to the terminal)
-\\dot FILE E [; N]  write edge query E (from, to, [latency], [label]) and node query N
-                   (id, [label], [load_balance]) as a Graphviz DOT graph
-\\chart FILE.svg Q  draw query Q as an SVG chart: x = first column; bars for text x, lines
-                   for numeric or time x, a heatmap for (x, y, value) rows whose x repeats
-\\report FILE.html  write a one-page HTML report of the default trace (figures and diagnosis)
-\\format X          table, csv, tsv, json, ndjson or markdown
-\\echo TEXT        print TEXT (a title in reports; on stderr for csv, tsv and json)
-\\timing [on|off]   show how long each statement took
-\\x [on|off|auto]  print each row as a block of column | value lines (auto, the default:
-                   when a table cannot show every column even with its text wrapped);
-                   no argument turns it on, or off when it is on
-\\?                 this help
-\\q                 quit (or Ctrl-D)
-SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.";
+/// A backslash command as `\\?` lists it: its names (the first is shown), how its arguments
+/// are written, and what it does (further lines of the text are indented under the first).
+pub struct Spec {
+    pub names: &'static [&'static str],
+    pub args: &'static str,
+    pub does: &'static str,
+}
+
+const fn spec(names: &'static [&'static str], args: &'static str, does: &'static str) -> Spec {
+    Spec { names, args, does }
+}
+
+/// Every backslash command, in the order `\\?` lists them. The parser accepts only these
+/// names, so the help cannot leave one out.
+pub const COMMANDS: &[Spec] = &[
+    spec(&["\\d"], "", "list tables and views"),
+    spec(&["\\dt"], "[PATTERN]", "the same, those whose name matches PATTERN (* any text, ? one character)"),
+    spec(&["\\d"], "NAME", "columns of a table (type and meaning)"),
+    spec(&["\\df"], "[PATTERN]", "functions: signature and description (\\df NAME: its parameters, columns)"),
+    spec(&["\\open"], "PATH [AS N]", "open a trace (CSV, commdb store, generate:...) as schema N"),
+    spec(&["\\info"], "[NAME]", "trace facts and row counts (default trace if no NAME)"),
+    spec(&["\\connect"], "df://H:P", "run queries over stores on the cluster whose scheduler is at H:P"),
+    spec(&["\\i"], "FILE", "run the SQL statements of a file"),
+    spec(&["\\o"], "[FILE]", "write results to FILE (no FILE: back to the terminal)"),
+    spec(
+        &["\\dot"],
+        "FILE E [; N]",
+        "write edge query E (from, to, [latency], [label]) and node query N\n(id, [label], [load_balance]) as a Graphviz DOT graph",
+    ),
+    spec(
+        &["\\chart"],
+        "FILE.svg Q",
+        "draw query Q as an SVG chart: x = first column; bars for text x, lines\nfor numeric or time x, a heatmap for (x, y, value) rows whose x repeats",
+    ),
+    spec(&["\\report"], "FILE.html", "write a one-page HTML report of the default trace (figures and diagnosis)"),
+    spec(&["\\format"], "X", "table, csv, tsv, json, ndjson or markdown"),
+    spec(&["\\echo"], "TEXT", "print TEXT (a title in reports; on stderr for csv, tsv and json)"),
+    spec(&["\\timing"], "[on|off]", "show how long each statement took"),
+    spec(
+        &["\\x"],
+        "[on|off|auto]",
+        "print each row as a block of column | value lines (auto, the default:\nwhen a table cannot show every column even with its text wrapped);\nno argument turns it on, or off when it is on",
+    ),
+    spec(&["\\?", "\\h", "\\help"], "", "this help"),
+    spec(&["\\q", "\\quit"], "", "quit (or Ctrl-D)"),
+];
+
+/// The width of the command column of the help.
+const USAGE_WIDTH: usize = 18;
+
+/// The help `\\?` prints, one entry per command of `COMMANDS`.
+pub fn help() -> String {
+    let mut out = String::new();
+    for c in COMMANDS {
+        let usage = if c.args.is_empty() { c.names[0].to_string() } else { format!("{} {}", c.names[0], c.args) };
+        for (i, line) in c.does.lines().enumerate() {
+            let left = if i == 0 { usage.as_str() } else { "" };
+            out.push_str(&format!("{left:<USAGE_WIDTH$} {line}\n"));
+        }
+    }
+    out.push_str("SQL statements end with ';' and may span lines. Ctrl-C cancels a running query.");
+    out
+}
 
 impl FromStr for Command {
-    type Err = String;
+    type Err = ShellError;
 
-    fn from_str(line: &str) -> Result<Self, String> {
+    fn from_str(line: &str) -> Result<Self, ShellError> {
         let line = line.trim().trim_end_matches(';').trim();
         let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
         let rest = rest.trim();
         let arg = (!rest.is_empty()).then(|| unquote(rest));
+        if !COMMANDS.iter().any(|c| c.names.contains(&cmd)) {
+            return Err(ShellError::usage(format!("unknown command '{cmd}'; \\? lists the commands")));
+        }
         match cmd {
             "\\d" => Ok(arg.map_or(Command::ListTables(None), Command::Describe)),
             "\\dt" => Ok(Command::ListTables(arg)),
@@ -101,60 +143,65 @@ impl FromStr for Command {
                     [path, kw, name] if kw.eq_ignore_ascii_case("as") => {
                         Ok(Command::Open { path: unquote(path), name: Some((*name).to_string()) })
                     }
-                    _ => Err("usage: \\open PATH [AS NAME]".into()),
+                    _ => Err(ShellError::usage("usage: \\open PATH [AS NAME]")),
                 }
             }
             "\\info" => Ok(Command::Info(arg)),
-            "\\connect" => arg.map(Command::Connect).ok_or_else(|| "usage: \\connect df://HOST:PORT".to_string()),
-            "\\i" => arg.map(|a| Command::Include(a.into())).ok_or_else(|| "usage: \\i FILE".to_string()),
+            "\\connect" => {
+                arg.map(Command::Connect).ok_or_else(|| ShellError::usage("usage: \\connect df://HOST:PORT"))
+            }
+            "\\i" => arg.map(|a| Command::Include(a.into())).ok_or_else(|| ShellError::usage("usage: \\i FILE")),
             "\\o" => Ok(Command::Output(arg.map(PathBuf::from))),
             "\\dot" => {
                 let usage = "usage: \\dot FILE EDGES_SQL [; NODES_SQL], e.g. \\dot dag.dot SELECT * FROM dag_edges(); SELECT * FROM dag_nodes()";
-                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| usage.to_string())?;
+                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| ShellError::usage(usage))?;
                 let (edges, nodes) = commdb_report::dot::split_queries(sql);
                 if edges.is_empty() {
-                    return Err(usage.into());
+                    return Err(ShellError::usage(usage));
                 }
                 Ok(Command::Dot { path: unquote(file).into(), edges, nodes })
             }
             "\\chart" => {
                 let usage = "usage: \\chart FILE.svg SQL, e.g. \\chart regions.svg SELECT region, sum(duration) FROM calls GROUP BY 1";
-                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| usage.to_string())?;
+                let (file, sql) = rest.split_once(char::is_whitespace).ok_or_else(|| ShellError::usage(usage))?;
                 let path = PathBuf::from(unquote(file));
                 if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
-                    return Err(format!("\\chart writes SVG: give a file named *.svg, not '{}'", path.display()));
+                    return Err(ShellError::usage(format!(
+                        "\\chart writes SVG: give a file named *.svg, not '{}'",
+                        path.display()
+                    )));
                 }
                 let sql = sql.trim().trim_end_matches(';').trim().to_string();
                 if sql.is_empty() {
-                    return Err(usage.into());
+                    return Err(ShellError::usage(usage));
                 }
                 Ok(Command::Chart { path, sql })
             }
             "\\report" => {
                 let path = PathBuf::from(unquote(rest.trim()));
                 if rest.trim().is_empty() || !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("html")) {
-                    return Err("usage: \\report FILE.html, e.g. \\report report.html".into());
+                    return Err(ShellError::usage("usage: \\report FILE.html, e.g. \\report report.html"));
                 }
                 Ok(Command::Report(path))
             }
             "\\format" => match arg {
                 Some(f) => f.parse().map(Command::Format),
-                None => Err("usage: \\format table|csv|tsv|json|ndjson|markdown".into()),
+                None => Err(ShellError::usage("usage: \\format table|csv|tsv|json|ndjson|markdown")),
             },
             "\\timing" => match arg.as_deref() {
                 None => Ok(Command::Timing(None)),
                 Some("on") => Ok(Command::Timing(Some(true))),
                 Some("off") => Ok(Command::Timing(Some(false))),
-                Some(other) => Err(format!("usage: \\timing [on|off], got '{other}'")),
+                Some(other) => Err(ShellError::usage(format!("usage: \\timing [on|off], got '{other}'"))),
             },
             "\\echo" => Ok(Command::Echo(arg.unwrap_or_default())),
             "\\x" => match arg {
                 None => Ok(Command::Expanded(None)),
-                Some(mode) => mode.parse().map(|m| Command::Expanded(Some(m))).map_err(|e| format!("\\x: {e}")),
+                Some(mode) => mode.parse().map(|m| Command::Expanded(Some(m))).map_err(|e| e.within("\\x")),
             },
             "\\?" | "\\h" | "\\help" => Ok(Command::Help),
             "\\q" | "\\quit" => Ok(Command::Quit),
-            other => Err(format!("unknown command '{other}'; \\? lists the commands")),
+            other => Err(ShellError::Runtime(format!("{other}: listed in COMMANDS but not parsed"))),
         }
     }
 }
@@ -211,32 +258,57 @@ pub fn list_tables_sql(default_trace: Option<&str>, pattern: Option<&str>) -> St
 mod tests {
     use super::*;
 
+    fn parsed(line: &str) -> Command {
+        line.parse().unwrap_or_else(|e: ShellError| panic!("{line}: {e}"))
+    }
+
     #[test]
     fn parses_commands() {
-        assert_eq!("\\d".parse(), Ok(Command::ListTables(None)));
-        assert_eq!("\\dt".parse(), Ok(Command::ListTables(None)));
-        assert_eq!("\\dt mess*".parse(), Ok(Command::ListTables(Some("mess*".into()))));
-        assert_eq!("\\d messages".parse(), Ok(Command::Describe("messages".into())));
-        assert_eq!("\\df lat*".parse(), Ok(Command::ListFunctions(Some("lat*".into()))));
+        assert_eq!(parsed("\\d"), Command::ListTables(None));
+        assert_eq!(parsed("\\dt"), Command::ListTables(None));
+        assert_eq!(parsed("\\dt mess*"), Command::ListTables(Some("mess*".into())));
+        assert_eq!(parsed("\\d messages"), Command::Describe("messages".into()));
+        assert_eq!(parsed("\\df lat*"), Command::ListFunctions(Some("lat*".into())));
         assert_eq!(
-            "\\open 'a b.csv' AS r2".parse::<Command>().unwrap_err(),
-            "usage: \\open PATH [AS NAME]".to_string()
+            "\\open 'a b.csv' AS r2".parse::<Command>().unwrap_err().to_string(),
+            "usage: \\open PATH [AS NAME]"
         );
-        assert_eq!(
-            "\\open run.csv as r2".parse(),
-            Ok(Command::Open { path: "run.csv".into(), name: Some("r2".into()) })
-        );
-        assert_eq!("\\format csv".parse(), Ok(Command::Format(Format::Csv)));
+        assert_eq!(parsed("\\open run.csv as r2"), Command::Open { path: "run.csv".into(), name: Some("r2".into()) });
+        assert_eq!(parsed("\\format csv"), Command::Format(Format::Csv));
         assert!("\\format xml".parse::<Command>().is_err());
-        assert_eq!("\\timing on".parse(), Ok(Command::Timing(Some(true))));
-        assert_eq!("\\echo 'Waits per rank'".parse(), Ok(Command::Echo("Waits per rank".into())));
-        assert_eq!("\\x".parse(), Ok(Command::Expanded(None)));
-        assert_eq!("\\x auto".parse(), Ok(Command::Expanded(Some(Expanded::Auto))));
+        assert_eq!(parsed("\\timing on"), Command::Timing(Some(true)));
+        assert_eq!(parsed("\\echo 'Waits per rank'"), Command::Echo("Waits per rank".into()));
+        assert_eq!(parsed("\\x"), Command::Expanded(None));
+        assert_eq!(parsed("\\x auto"), Command::Expanded(Some(Expanded::Auto)));
         assert_eq!(
-            "\\x wide".parse::<Command>().unwrap_err(),
+            "\\x wide".parse::<Command>().unwrap_err().to_string(),
             "\\x: unknown expanded display 'wide': expected on, off or auto"
         );
         assert!("\\zz".parse::<Command>().is_err());
-        assert_eq!("\\q".parse(), Ok(Command::Quit));
+        assert_eq!(parsed("\\q"), Command::Quit);
+    }
+
+    #[test]
+    fn the_help_lists_every_command_and_every_listed_command_parses() {
+        let help = help();
+        for c in COMMANDS {
+            assert!(help.contains(c.names[0]), "{} is not in the help", c.names[0]);
+            for name in c.names {
+                // With the arguments the help shows (placeholders are fine for parsing), a
+                // listed command is never unknown.
+                let line = match c.args {
+                    "" => name.to_string(),
+                    "FILE.svg Q" => format!("{name} a.svg SELECT 1"),
+                    "FILE E [; N]" => format!("{name} a.dot SELECT 1"),
+                    "FILE.html" => format!("{name} a.html"),
+                    "X" => format!("{name} csv"),
+                    "[on|off]" | "[on|off|auto]" => format!("{name} on"),
+                    args => format!("{name} {}", args.replace(['[', ']'], "")),
+                };
+                let got = line.parse::<Command>();
+                assert!(got.is_ok(), "{line}: {}", got.err().map(|e| e.to_string()).unwrap_or_default());
+            }
+        }
+        assert!("\\zz".parse::<Command>().unwrap_err().to_string().contains("unknown command '\\zz'"));
     }
 }

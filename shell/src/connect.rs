@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use crate::error::{Result, ShellError};
 use commdb_catalog::Session;
 
 /// What a commdb built without the cluster says when asked for one.
@@ -12,13 +13,13 @@ const NOT_BUILT: &str =
     "this commdb was built without the cluster: build it with `cargo build --release --features cluster`";
 
 /// A trace opened on a cluster must be a commdb store, which every process reads in place.
-pub fn require_store(path: &str, url: &str) -> Result<(), String> {
+pub fn require_store(path: &str, url: &str) -> Result<()> {
     if commdb_catalog::store::is_store(Path::new(path)) {
         Ok(())
     } else {
-        Err(format!(
+        Err(ShellError::usage(format!(
             "{path}: not a commdb store; the cluster at {url} reads stores only: convert it first with `commdb convert {path} DIR`, then open DIR"
-        ))
+        )))
     }
 }
 
@@ -56,24 +57,24 @@ pub fn plain_error(message: String) -> String {
 
 /// Run the session's queries on the cluster at `url`.
 #[cfg(feature = "cluster")]
-pub async fn connect(session: &mut Session, url: &str) -> Result<(), String> {
+pub async fn connect(session: &mut Session, url: &str) -> Result<()> {
     crate::cluster::connect(session, url).await.map(drop)
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn connect(_session: &mut Session, url: &str) -> Result<(), String> {
-    Err(format!("{url}: {NOT_BUILT}"))
+pub async fn connect(_session: &mut Session, url: &str) -> Result<()> {
+    Err(ShellError::Cluster(format!("{url}: {NOT_BUILT}")))
 }
 
 /// `commdb scheduler --bind HOST:PORT`.
 #[cfg(feature = "cluster")]
-pub async fn scheduler(bind: std::net::SocketAddr) -> Result<(), String> {
+pub async fn scheduler(bind: std::net::SocketAddr) -> Result<()> {
     crate::cluster::processes::run_scheduler(bind).await
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn scheduler(_bind: std::net::SocketAddr) -> Result<(), String> {
-    Err(format!("scheduler: {NOT_BUILT}"))
+pub async fn scheduler(_bind: std::net::SocketAddr) -> Result<()> {
+    Err(ShellError::Cluster(format!("scheduler: {NOT_BUILT}")))
 }
 
 /// What `commdb executor` is told (read only by a commdb built with the cluster).
@@ -90,7 +91,7 @@ pub struct ExecutorArgs {
 
 /// `commdb executor --scheduler HOST:PORT --bind HOST:PORT ...`.
 #[cfg(feature = "cluster")]
-pub async fn executor(args: ExecutorArgs) -> Result<(), String> {
+pub async fn executor(args: ExecutorArgs) -> Result<()> {
     crate::cluster::processes::run_executor(crate::cluster::processes::ExecutorOptions {
         scheduler: args.scheduler,
         bind: args.bind,
@@ -103,8 +104,8 @@ pub async fn executor(args: ExecutorArgs) -> Result<(), String> {
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn executor(_args: ExecutorArgs) -> Result<(), String> {
-    Err(format!("executor: {NOT_BUILT}"))
+pub async fn executor(_args: ExecutorArgs) -> Result<()> {
+    Err(ShellError::Cluster(format!("executor: {NOT_BUILT}")))
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ Try:
   SELECT * FROM comm_matrix(by => 'node', value => 'bytes') ORDER BY share DESC;
   SELECT path, sum(exclusive_ns) AS ns FROM call_tree() GROUP BY path ORDER BY ns DESC;
   -- why is it slow, window by window, and what would a better placement save?
-  SELECT window_start, cause, recommendation FROM attribution(1000000) WHERE cause <> 'none';
+  SELECT window_start, cause, recommendation FROM attribution(window_ns => 1000000) WHERE cause <> 'none';
   SELECT inter_messages_before, inter_messages_after, reduction FROM remap_summary();
   -- and which ranks, and why
   SELECT rank, node, cause, evidence FROM rank_diagnosis() WHERE cause <> 'none' ORDER BY rank;

@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::error::{Result, ShellError};
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
@@ -13,17 +14,17 @@ use datafusion::common::TableReference;
 use datafusion::prelude::DataFrame;
 use futures::StreamExt;
 
-fn text_frame(session: &Session, names: &[&str], rows: Vec<Vec<String>>) -> Result<DataFrame, String> {
+fn text_frame(session: &Session, names: &[&str], rows: Vec<Vec<String>>) -> Result<DataFrame> {
     let schema = Arc::new(Schema::new(names.iter().map(|n| Field::new(*n, DataType::Utf8, false)).collect::<Vec<_>>()));
     let columns: Vec<ArrayRef> = (0..names.len())
         .map(|c| Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r[c].as_str()))) as ArrayRef)
         .collect();
-    let batch = RecordBatch::try_new(schema, columns).map_err(|e| e.to_string())?;
-    session.context().read_batch(batch).map_err(|e| e.to_string())
+    let batch = RecordBatch::try_new(schema, columns)?;
+    Ok(session.context().read_batch(batch)?)
 }
 
 /// `\d NAME`: column, type, nullable, meaning.
-pub async fn columns(session: &Session, name: &str) -> Result<DataFrame, String> {
+pub async fn columns(session: &Session, name: &str) -> Result<DataFrame> {
     let reference = TableReference::from(name);
     let provider = session.context().table_provider(reference.clone()).await.map_err(|_| {
         // Offer the closest of the model's tables and those of the default schema.
@@ -36,7 +37,11 @@ pub async fn columns(session: &Session, name: &str) -> Result<DataFrame, String>
             known.extend(schema.table_names());
         }
         let message = format!("no table or view named '{name}' (\\d lists them)");
-        commdb_catalog::suggest::did_you_mean(message, reference.table(), known.iter().map(String::as_str))
+        ShellError::usage(commdb_catalog::suggest::did_you_mean(
+            message,
+            reference.table(),
+            known.iter().map(String::as_str),
+        ))
     })?;
     let table = reference.table();
     let is_trace_schema = match reference.schema() {
@@ -85,8 +90,9 @@ fn matches(pattern: Option<&str>, name: &str) -> bool {
 
 /// `\df NAME` for one of commdb's functions: its declared parameters in order (type, default,
 /// meaning), then its output columns.
-fn one_function(session: &Session, f: &commdb_udfs::Function) -> Result<DataFrame, String> {
-    use commdb_udfs::declare::{Output, ParamDefault, meaning};
+fn one_function(session: &Session, f: &commdb_udfs::Function) -> Result<DataFrame> {
+    use commdb_udfs::declare::{Output, meaning};
+    use commdb_udfs::params::ParamDefault;
     let mut rows: Vec<Vec<String>> = f
         .params
         .iter()
@@ -131,7 +137,7 @@ fn one_function(session: &Session, f: &commdb_udfs::Function) -> Result<DataFram
 
 /// `\df [PATTERN]`: commdb's functions first, then DataFusion's built-in ones; `\df NAME` of one
 /// of commdb's functions shows its parameters and columns.
-pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataFrame, String> {
+pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataFrame> {
     if let Some(f) = pattern.and_then(commdb_udfs::function) {
         return one_function(session, f);
     }
@@ -150,17 +156,13 @@ pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataF
         .collect();
     let sql = "SELECT routine_name, function_type, min(syntax_example), min(description) \
                FROM information_schema.routines GROUP BY routine_name, function_type ORDER BY routine_name";
-    let df = session.context().sql(sql).await.map_err(|e| e.to_string())?;
-    let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
+    let df = session.context().sql(sql).await?;
+    let mut stream = df.execute_stream().await?;
     let opts = FormatOptions::default().with_null("");
     while let Some(batch) = stream.next().await {
-        let batch = batch.map_err(|e| e.to_string())?;
-        let fmt: Vec<ArrayFormatter> = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &opts))
-            .collect::<Result<_, _>>()
-            .map_err(|e| e.to_string())?;
+        let batch = batch?;
+        let fmt: Vec<ArrayFormatter> =
+            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &opts)).collect::<Result<_, _>>()?;
         for i in 0..batch.num_rows() {
             let name = fmt[0].value(i).to_string();
             if matches(pattern, &name) && !commdb_udfs::functions().iter().any(|f| f.name == name) {
@@ -180,30 +182,30 @@ pub async fn functions(session: &Session, pattern: Option<&str>) -> Result<DataF
     {
         let known: Vec<&str> = commdb_udfs::functions().iter().map(|f| f.name).collect();
         let message = format!("no function matches '{pattern}' (\\df lists them)");
-        return Err(commdb_catalog::suggest::did_you_mean(message, pattern, known));
+        return Err(ShellError::usage(commdb_catalog::suggest::did_you_mean(message, pattern, known)));
     }
     text_frame(session, &["name", "kind", "signature", "description", "from"], rows)
 }
 
 /// `\info [NAME]`: the trace_info row as key/value pairs, then row counts and warnings.
-pub fn info(session: &Session, name: Option<&str>) -> Result<DataFrame, String> {
+pub fn info(session: &Session, name: Option<&str>) -> Result<DataFrame> {
     let trace = match name {
-        Some(n) => session.trace(n).ok_or_else(|| format!("no trace attached as '{n}'"))?,
-        None => session.default_trace().ok_or("no trace is open; \\open PATH opens one")?,
+        Some(n) => session.trace(n).ok_or_else(|| ShellError::usage(format!("no trace attached as '{n}'")))?,
+        None => session.default_trace().ok_or_else(|| ShellError::usage("no trace is open; \\open PATH opens one"))?,
     };
     let mut rows = Vec::new();
-    let info = trace.table("trace_info").map_err(|e| e.to_string())?;
+    let info = trace.table("trace_info")?;
     if let Some(b) = info.first() {
         let opts = FormatOptions::default().with_null("NULL");
         for (f, c) in b.schema().fields().iter().zip(b.columns()) {
-            let v = ArrayFormatter::try_new(c.as_ref(), &opts).map_err(|e| e.to_string())?.value(0).to_string();
+            let v = ArrayFormatter::try_new(c.as_ref(), &opts)?.value(0).to_string();
             rows.push(vec![f.name().clone(), v]);
         }
     }
     for t in model::TABLES.iter().filter(|t| t.name != "trace_info") {
-        rows.push(vec![format!("rows in {}", t.name), trace.row_count(t.name).map_err(|e| e.to_string())?.to_string()]);
+        rows.push(vec![format!("rows in {}", t.name), trace.row_count(t.name)?.to_string()]);
     }
-    for (code, count, message) in trace.warnings().map_err(|e| e.to_string())?.iter() {
+    for (code, count, message) in trace.warnings()?.iter() {
         rows.push(vec![format!("warning {code}"), format!("{count}: {message}")]);
     }
     text_frame(session, &["key", "value"], rows)

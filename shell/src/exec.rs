@@ -18,8 +18,9 @@ use rustyline::error::ReadlineError;
 use rustyline::history::FileHistory;
 use rustyline::{Config, Editor};
 
-use crate::command::{Command, HELP, list_tables_sql};
+use crate::command::{Command, help, list_tables_sql};
 use crate::describe;
+use crate::error::{Result, ShellError};
 use crate::fit::{Expanded, Width};
 use crate::helper::{ShellHelper, Words};
 use crate::print::{PrintOptions, ResultWriter, human_duration};
@@ -34,10 +35,10 @@ use crate::progress::Progress;
 async fn run_plan(
     queries: &mut Option<tokio::runtime::Runtime>,
     df: DataFrame,
-    mut each: impl FnMut(RecordBatch) -> Result<(), String>,
-) -> Result<(), String> {
+    mut each: impl FnMut(RecordBatch) -> Result<()>,
+) -> Result<()> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
-    let runtime = queries.as_ref().ok_or("the query runtime has stopped")?;
+    let runtime = queries.as_ref().ok_or_else(|| ShellError::Runtime("the query runtime has stopped".into()))?;
     let task = runtime.spawn(async move {
         let mut stream = match df.execute_stream().await {
             Ok(s) => s,
@@ -60,7 +61,7 @@ async fn run_plan(
                 Some(Ok(batch)) => each(batch)?,
                 Some(Err(e)) => {
                     let message = commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string());
-                    return Err(crate::connect::plain_error(message));
+                    return Err(ShellError::Statement(crate::connect::plain_error(message)));
                 }
                 None => return Ok(()),
             },
@@ -72,7 +73,7 @@ async fn run_plan(
                     old.shutdown_background();
                 }
                 *queries = Some(query_runtime()?);
-                return Err("query cancelled".to_string());
+                return Err(ShellError::Cancelled("query cancelled"));
             }
         }
     }
@@ -108,14 +109,14 @@ pub enum Flow {
 }
 
 /// The runtime queries execute on: threads with large stacks (deep expressions recurse).
-fn query_runtime() -> Result<tokio::runtime::Runtime, String> {
+fn query_runtime() -> Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .thread_name("commdb-query")
         .thread_stack_size(crate::stack_bytes())
         .max_blocking_threads(crate::BLOCKING_THREADS)
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the query runtime: {e}"))
+        .map_err(|e| ShellError::Runtime(format!("cannot start the query runtime: {e}")))
 }
 
 /// The shell's state: the session, output settings and completion words.
@@ -147,7 +148,7 @@ impl Drop for Shell {
 }
 
 impl Shell {
-    pub fn new(session: Session, print: PrintOptions) -> Result<Self, String> {
+    pub fn new(session: Session, print: PrintOptions) -> Result<Self> {
         let shell = Shell {
             session,
             print,
@@ -165,7 +166,7 @@ impl Shell {
 
     /// Run the session's queries on the cluster at `url` from now on: every trace open must be
     /// a store.
-    pub async fn connect(&mut self, url: &str) -> Result<(), String> {
+    pub async fn connect(&mut self, url: &str) -> Result<()> {
         for (_, trace) in self.session.traces() {
             crate::connect::require_store(&trace.meta.path, url)?;
         }
@@ -180,11 +181,11 @@ impl Shell {
     /// the target under a temporary name and takes the target's place when the output is
     /// closed after success (`close_output`, `\o`, another `-o`), so a failing run leaves
     /// the target as it was. A path that is one of the open traces (or inside one) is refused.
-    pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<(), String> {
+    pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<()> {
         self.close_output()?;
         if let Some(p) = path {
-            self.session.refuse_overwrite(&p, "-o").map_err(|e| e.to_string())?;
-            self.output = Some(Output::create(&p).map_err(|e| e.to_string())?);
+            self.session.refuse_overwrite(&p, "-o")?;
+            self.output = Some(Output::create(&p)?);
         }
         Ok(())
     }
@@ -210,9 +211,9 @@ impl Shell {
     }
 
     /// Finish the output file: it replaces its target.
-    pub fn close_output(&mut self) -> Result<(), String> {
+    pub fn close_output(&mut self) -> Result<()> {
         match self.output.take() {
-            Some(o) => o.commit().map_err(|e| e.to_string()),
+            Some(o) => Ok(o.commit()?),
             None => Ok(()),
         }
     }
@@ -220,7 +221,7 @@ impl Shell {
     /// A line of text in the output where the tables go (table and markdown formats), so a
     /// report's titles stand above its tables; with the machine-readable formats it goes to
     /// stderr, unless quiet, and the output stays parseable.
-    fn echo(&mut self, text: &str) -> Result<(), String> {
+    fn echo(&mut self, text: &str) -> Result<()> {
         if !self.print.format.footer_in_output() {
             self.note(text);
             return Ok(());
@@ -230,7 +231,7 @@ impl Shell {
             Some(o) => writeln!(o, "{gap}{text}"),
             None => writeln!(std::io::stdout(), "{gap}{text}"),
         }
-        .map_err(|e| e.to_string())
+        .map_err(|e| ShellError::file("the output", e))
     }
 
     fn note(&self, text: &str) {
@@ -240,7 +241,7 @@ impl Shell {
     }
 
     /// Open a trace, with a progress line on a terminal.
-    pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String, String> {
+    pub fn open_trace(&mut self, path: &str, name: Option<&str>) -> Result<String> {
         if let Some(url) = &self.cluster {
             crate::connect::require_store(path, url)?;
         }
@@ -253,7 +254,7 @@ impl Shell {
         for step in commdb_catalog::progress::Building::take_finished() {
             self.note(&step);
         }
-        let name = result.map_err(|e| e.to_string())?;
+        let name = result?;
         let trace = self.session.trace(&name).expect("just opened");
         self.note(&format!(
             "opened {path} as {name}: {} ({}){}",
@@ -266,8 +267,8 @@ impl Shell {
     }
 
     /// Rows of a query, for commands that post-process them.
-    async fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>, String> {
-        let result = self.session.collect(sql).await.map_err(|e| e.to_string());
+    async fn collect(&mut self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let result = self.session.collect(sql).await.map_err(ShellError::from);
         self.print_notices();
         result
     }
@@ -275,20 +276,18 @@ impl Shell {
     /// Rows of a query for a picture: at most about `max_rows`, evenly spaced in the query's
     /// order when it gives more (`chart::Sample`), read a batch at a time. Returns the rows
     /// kept, the rows the query gave and the spacing of those kept.
-    async fn collect_sampled(
-        &mut self,
-        sql: &str,
-        max_rows: usize,
-    ) -> Result<(Vec<RecordBatch>, usize, usize), String> {
+    async fn collect_sampled(&mut self, sql: &str, max_rows: usize) -> Result<(Vec<RecordBatch>, usize, usize)> {
         commdb_catalog::interrupt::lower();
-        let outcome = self.session.statement(sql).await.map_err(|e| e.to_string());
+        let outcome = self.session.statement(sql).await.map_err(ShellError::from);
         self.print_notices();
-        let Outcome::Query(df) = outcome? else { return Err("\\chart: the statement gives no rows to draw".into()) };
+        let Outcome::Query(df) = outcome? else {
+            return Err(ShellError::usage("\\chart: the statement gives no rows to draw"));
+        };
         let mut sample = commdb_report::chart::Sample::new(max_rows);
-        let done = run_plan(&mut self.queries, df, |batch| sample.push(&batch)).await;
+        let done = run_plan(&mut self.queries, df, |batch| sample.push(&batch).map_err(ShellError::Drawing)).await;
         self.print_notices();
         done?;
-        sample.finish()
+        sample.finish().map_err(ShellError::Drawing)
     }
 
     /// Show the steps building a trace's tables that the last statement waited on, and the
@@ -305,14 +304,14 @@ impl Shell {
     /// Run one SQL statement or backslash command.
     /// Write the report of the default trace to `path` (beside it first, then renamed, so a
     /// failed report leaves no half page).
-    pub async fn report(&mut self, path: &std::path::Path) -> Result<(), String> {
+    pub async fn report(&mut self, path: &std::path::Path) -> Result<()> {
         if self.session.default_trace().is_none() {
-            return Err("\\report: no trace is open; \\open PATH opens one".into());
+            return Err(ShellError::usage("\\report: no trace is open; \\open PATH opens one"));
         }
-        self.session.refuse_overwrite(path, "\\report").map_err(|e| e.to_string())?;
+        self.session.refuse_overwrite(path, "\\report")?;
         let started = std::time::Instant::now();
-        let (page, written) = commdb_report::html(&mut self.session).await?;
-        commdb_catalog::writing::write_all(path, page.as_bytes()).map_err(|e| e.to_string())?;
+        let (page, written) = commdb_report::html(&mut self.session).await.map_err(ShellError::Drawing)?;
+        commdb_catalog::writing::write_all(path, page.as_bytes())?;
         self.note(&format!(
             "wrote a report of {} figures ({:.1} MB) to {} in {:.1} s{}",
             written.figures,
@@ -327,7 +326,7 @@ impl Shell {
         Ok(())
     }
 
-    pub async fn run(&mut self, text: &str) -> Result<Flow, String> {
+    pub async fn run(&mut self, text: &str) -> Result<Flow> {
         self.error_at = None;
         let text = text.trim();
         match shell_word(text) {
@@ -344,25 +343,26 @@ impl Shell {
     }
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
-    async fn sql(&mut self, sql: &str) -> Result<(), String> {
-        let result =
-            self.statement(sql).await.map_err(|e| self.session.suggest_names(self.name_the_budget(fault_message(e))));
+    async fn sql(&mut self, sql: &str) -> Result<()> {
+        let result = self.statement(sql).await.map_err(|e| {
+            ShellError::Statement(self.session.suggest_names(self.name_the_budget(fault_message(e.to_string()))))
+        });
         if let Err(e) = &result
             && self.error_at.is_none()
         {
-            self.error_at = table_function_place(sql, e);
+            self.error_at = table_function_place(sql, &e.to_string());
         }
         self.print_notices();
         result
     }
 
-    async fn statement(&mut self, sql: &str) -> Result<(), String> {
+    async fn statement(&mut self, sql: &str) -> Result<()> {
         let started = Instant::now();
         // A Ctrl-C that came between statements (while a trace was read, say) stops the script
         // here rather than being forgotten.
         if crate::ctrl_c::pending() {
             crate::ctrl_c::answered();
-            return Err("interrupted (Ctrl-C)".to_string());
+            return Err(ShellError::Cancelled("interrupted (Ctrl-C)"));
         }
         commdb_catalog::interrupt::lower();
         let is_attach = sql.trim_start().get(..6).is_some_and(|w| w.eq_ignore_ascii_case("attach"));
@@ -379,7 +379,7 @@ impl Shell {
         if let Err(e) = &outcome {
             self.error_at = e.position();
         }
-        match outcome.map_err(|e| e.to_string())? {
+        match outcome? {
             Outcome::Done(message) => {
                 self.note(&message);
                 self.refresh_words();
@@ -397,7 +397,7 @@ impl Shell {
     }
 
     /// Execute a plan and print its rows as they come; Ctrl-C cancels.
-    pub async fn print_frame(&mut self, df: DataFrame, started: Instant) -> Result<(), String> {
+    pub async fn print_frame(&mut self, df: DataFrame, started: Instant) -> Result<()> {
         let schema: SchemaRef = Arc::new(df.schema().as_arrow().clone());
         let no_columns = schema.fields().is_empty();
         let mut opts = self.print;
@@ -430,7 +430,7 @@ impl Shell {
             eprintln!("{footer}");
         } else if !opts.quiet {
             if opts.format.footer_in_output() && !to_file {
-                writeln!(stdout, "{footer}").map_err(|e| e.to_string())?;
+                writeln!(stdout, "{footer}")?;
             } else {
                 eprintln!("{footer}");
             }
@@ -438,10 +438,10 @@ impl Shell {
         Ok(())
     }
 
-    async fn command(&mut self, cmd: Command) -> Result<Flow, String> {
+    async fn command(&mut self, cmd: Command) -> Result<Flow> {
         match cmd {
             Command::Quit => return Ok(Flow::Quit),
-            Command::Help => println!("{HELP}"),
+            Command::Help => println!("{}", help()),
             Command::Echo(text) => self.echo(&text)?,
             Command::ListTables(pattern) => {
                 let default = self.session.default_trace().map(|t| t.meta.name.clone());
@@ -454,6 +454,7 @@ impl Shell {
             Command::ListFunctions(pattern) => {
                 let df = describe::functions(&self.session, pattern.as_deref()).await?;
                 self.print_frame(df, Instant::now()).await?;
+                self.note(commdb_udfs::declare::ARGUMENT_RULE);
             }
             Command::Info(name) => {
                 let df = describe::info(&self.session, name.as_deref())?;
@@ -471,9 +472,9 @@ impl Shell {
                     Some(q) => Some(self.collect(&q).await?),
                     None => None,
                 };
-                let (text, n, e) = commdb_report::dot::render(&edges, nodes.as_deref())?;
-                self.session.refuse_overwrite(&path, "\\dot").map_err(|e| e.to_string())?;
-                commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+                let (text, n, e) = commdb_report::dot::render(&edges, nodes.as_deref()).map_err(ShellError::Drawing)?;
+                self.session.refuse_overwrite(&path, "\\dot")?;
+                commdb_catalog::writing::write_all(&path, text.as_bytes())?;
                 self.note(&format!("wrote {n} nodes and {e} edges to {}", path.display()));
             }
             Command::Chart { path, sql } => {
@@ -481,16 +482,16 @@ impl Shell {
                 let schema = batches
                     .first()
                     .map(RecordBatch::schema)
-                    .ok_or("\\chart: the query returned no rows: nothing to draw")?;
+                    .ok_or_else(|| ShellError::usage("\\chart: the query returned no rows: nothing to draw"))?;
                 let one_line = sql.split_whitespace().collect::<Vec<_>>().join(" ");
                 let title = if one_line.chars().count() > 100 {
                     format!("{}…", one_line.chars().take(99).collect::<String>())
                 } else {
                     one_line
                 };
-                let text = commdb_report::chart::svg(&schema, &batches, &title)?;
-                self.session.refuse_overwrite(&path, "\\chart").map_err(|e| e.to_string())?;
-                commdb_catalog::writing::write_all(&path, text.as_bytes()).map_err(|e| e.to_string())?;
+                let text = commdb_report::chart::svg(&schema, &batches, &title).map_err(ShellError::Drawing)?;
+                self.session.refuse_overwrite(&path, "\\chart")?;
+                commdb_catalog::writing::write_all(&path, text.as_bytes())?;
                 let drawn: usize = batches.iter().map(RecordBatch::num_rows).sum();
                 if stride > 1 {
                     eprintln!(
@@ -519,15 +520,19 @@ impl Shell {
     /// `\\i FILE`: run a script's statements. Only regular files are read (a device such as
     /// /dev/zero has no end), and a script that includes itself, directly or through others,
     /// is refused with the chain of includes.
-    pub async fn include(&mut self, path: &Path) -> Result<Flow, String> {
-        commdb_catalog::Error::regular_file(path).map_err(|e| e.to_string())?;
-        let canonical = std::fs::canonicalize(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub async fn include(&mut self, path: &Path) -> Result<Flow> {
+        commdb_catalog::Error::regular_file(path)?;
+        let canonical = std::fs::canonicalize(path).map_err(|e| ShellError::file(path, e))?;
         if self.including.contains(&canonical) {
             let chain: Vec<String> =
                 self.including.iter().chain(std::iter::once(&canonical)).map(|p| p.display().to_string()).collect();
-            return Err(format!("\\i {}: the script includes itself ({})", path.display(), chain.join(" -> ")));
+            return Err(ShellError::usage(format!(
+                "\\i {}: the script includes itself ({})",
+                path.display(),
+                chain.join(" -> ")
+            )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(path).map_err(|e| ShellError::file(path, e))?;
         self.including.push(canonical);
         let flow = Box::pin(self.script(&text, &path.display().to_string())).await;
         self.including.pop();
@@ -535,22 +540,29 @@ impl Shell {
     }
 
     /// Run every statement of a script; stop at the first error with `source:line: message`.
-    pub async fn script(&mut self, text: &str, source: &str) -> Result<Flow, String> {
-        for (line_no, chunk) in script_chunks(text).map_err(|e| format!("{source}: {e}"))? {
+    pub async fn script(&mut self, text: &str, source: &str) -> Result<Flow> {
+        for (line_no, chunk) in script_chunks(text).map_err(|e| e.within(source))? {
             match self.run(&chunk).await {
                 Ok(Flow::Quit) => return Ok(Flow::Quit),
                 Ok(Flow::Continue) => {}
-                Err(e) => return Err(located(source, line_no, &chunk, self.error_at.take(), &e)),
+                Err(e) => {
+                    return Err(ShellError::Statement(located(
+                        source,
+                        line_no,
+                        &chunk,
+                        self.error_at.take(),
+                        &e.to_string(),
+                    )));
+                }
             }
         }
         Ok(Flow::Continue)
     }
 
     /// The interactive loop.
-    pub async fn repl(&mut self) -> Result<(), String> {
-        let config =
-            Config::builder().auto_add_history(false).max_history_size(10_000).map_err(|e| e.to_string())?.build();
-        let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config).map_err(|e| e.to_string())?;
+    pub async fn repl(&mut self) -> Result<()> {
+        let config = Config::builder().auto_add_history(false).max_history_size(10_000)?.build();
+        let mut editor: Editor<ShellHelper, FileHistory> = Editor::with_config(config)?;
         editor.set_helper(Some(ShellHelper::new(self.words.clone())));
         // After the editor's own SIGINT handler (see crate::ctrl_c).
         crate::ctrl_c::watch();
@@ -590,7 +602,10 @@ impl Shell {
                                     Err(e) => {
                                         match self.error_at.take() {
                                             Some(at) => {
-                                                eprintln!("error at {}", located("", 1, &chunk, Some(at), &e))
+                                                eprintln!(
+                                                    "error at {}",
+                                                    located("", 1, &chunk, Some(at), &e.to_string())
+                                                )
                                             }
                                             None => eprintln!("error: {e}"),
                                         }
@@ -609,7 +624,7 @@ impl Shell {
                     }
                 }
                 Err(ReadlineError::Eof) => break,
-                Err(e) => return Err(e.to_string()),
+                Err(e) => return Err(ShellError::Runtime(format!("reading a line: {e}"))),
             }
         }
         save(&mut editor, history.as_deref())
@@ -735,7 +750,7 @@ fn statement_is_complete(text: &str) -> bool {
     t.starts_with('\\') || shell_word(t).is_some() || commdb_catalog::session::sql::is_complete(t)
 }
 
-fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<(), String> {
+fn save(editor: &mut Editor<ShellHelper, FileHistory>, history: Option<&Path>) -> Result<()> {
     if let Some(h) = history {
         let _ = editor.save_history(h);
     }
@@ -749,13 +764,15 @@ fn history_path() -> Option<PathBuf> {
 
 /// Split a script into statements and backslash commands, each with its first line. A line
 /// whose first character is a backslash, outside a statement, is a command.
-pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>, String> {
+pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>> {
     let mut out = Vec::new();
     let mut sql = String::new();
     let mut sql_first_line = 0u64;
-    let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<(), String> {
+    let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<()> {
         if commdb_catalog::session::sql::has_statement(sql) {
-            for s in commdb_catalog::session::sql::split_statements(sql).map_err(|e| format!("line {first}: {e}"))? {
+            for s in commdb_catalog::session::sql::split_statements(sql)
+                .map_err(|e| ShellError::usage(format!("line {first}: {e}")))?
+            {
                 out.push((first + s.line - 1, s.sql));
             }
         }

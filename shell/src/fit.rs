@@ -6,6 +6,7 @@
 //! lines (`auto`, the default), or, with `\x off`, the widest columns are cut with an
 //! ellipsis and the last ones hidden and named below the table.
 
+use crate::error::{Result, ShellError};
 use std::borrow::Cow;
 use std::io::IsTerminal;
 use std::str::FromStr;
@@ -56,13 +57,13 @@ pub enum Expanded {
 }
 
 impl FromStr for Expanded {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ShellError;
+    fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "on" => Ok(Expanded::On),
             "off" => Ok(Expanded::Off),
             "auto" => Ok(Expanded::Auto),
-            other => Err(format!("unknown expanded display '{other}': expected on, off or auto")),
+            other => Err(ShellError::usage(format!("unknown expanded display '{other}': expected on, off or auto"))),
         }
     }
 }

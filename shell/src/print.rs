@@ -13,6 +13,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 
+use crate::error::{Result, ShellError};
 use crate::fit::{self, Expanded, Width};
 
 /// Output format of results.
@@ -27,8 +28,8 @@ pub enum Format {
 }
 
 impl FromStr for Format {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ShellError;
+    fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "table" => Ok(Format::Table),
             "csv" => Ok(Format::Csv),
@@ -36,7 +37,9 @@ impl FromStr for Format {
             "json" => Ok(Format::Json),
             "ndjson" => Ok(Format::Ndjson),
             "markdown" | "md" => Ok(Format::Markdown),
-            other => Err(format!("unknown format '{other}': expected table, csv, tsv, json, ndjson or markdown")),
+            other => Err(ShellError::usage(format!(
+                "unknown format '{other}': expected table, csv, tsv, json, ndjson or markdown"
+            ))),
         }
     }
 }
@@ -66,8 +69,8 @@ fn cell_options() -> FormatOptions<'static> {
 }
 
 /// Format cells of a column as text.
-fn cells(array: &ArrayRef, out: &mut Vec<String>, limit: usize) -> Result<(), String> {
-    let f = ArrayFormatter::try_new(array.as_ref(), &cell_options()).map_err(|e| e.to_string())?;
+fn cells(array: &ArrayRef, out: &mut Vec<String>, limit: usize) -> Result<()> {
+    let f = ArrayFormatter::try_new(array.as_ref(), &cell_options())?;
     for i in 0..array.len().min(limit) {
         out.push(f.value(i).to_string());
     }
@@ -91,7 +94,7 @@ pub struct ResultWriter<'a> {
 }
 
 impl<'a> ResultWriter<'a> {
-    pub fn new(out: &'a mut dyn Write, schema: SchemaRef, opts: PrintOptions) -> Result<Self, String> {
+    pub fn new(out: &'a mut dyn Write, schema: SchemaRef, opts: PrintOptions) -> Result<Self> {
         let w = ResultWriter {
             out,
             opts,
@@ -105,15 +108,15 @@ impl<'a> ResultWriter<'a> {
             Format::Csv | Format::Tsv => {
                 let sep = if opts.format == Format::Csv { "," } else { "\t" };
                 let header: Vec<String> = w.schema.fields().iter().map(|f| quote(f.name(), opts.format)).collect();
-                writeln!(w.out, "{}", header.join(sep)).map_err(|e| e.to_string())?;
+                writeln!(w.out, "{}", header.join(sep))?;
             }
-            Format::Json => write!(w.out, "[").map_err(|e| e.to_string())?,
+            Format::Json => write!(w.out, "[")?,
             _ => {}
         }
         Ok(w)
     }
 
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<(), String> {
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let n = batch.num_rows();
         match self.opts.format {
             Format::Table | Format::Markdown => {
@@ -135,8 +138,7 @@ impl<'a> ResultWriter<'a> {
                     .columns()
                     .iter()
                     .map(|a| ArrayFormatter::try_new(a.as_ref(), &FormatOptions::default()))
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| e.to_string())?;
+                    .collect::<Result<_, _>>()?;
                 let mut line = String::new();
                 for i in 0..n {
                     line.clear();
@@ -148,7 +150,7 @@ impl<'a> ResultWriter<'a> {
                             line.push_str(&quote(&f.value(i).to_string(), self.opts.format));
                         }
                     }
-                    writeln!(self.out, "{line}").map_err(|e| e.to_string())?;
+                    writeln!(self.out, "{line}")?;
                 }
             }
             Format::Json | Format::Ndjson => {
@@ -156,17 +158,17 @@ impl<'a> ResultWriter<'a> {
                 let mut buf = Vec::new();
                 {
                     let mut w = arrow::json::LineDelimitedWriter::new(&mut buf);
-                    w.write(&plain).map_err(|e| e.to_string())?;
-                    w.finish().map_err(|e| e.to_string())?;
+                    w.write(&plain)?;
+                    w.finish()?;
                 }
                 let text = String::from_utf8_lossy(&buf);
                 for line in text.lines() {
                     if self.opts.format == Format::Json {
                         let sep = if self.json_started { ",\n" } else { "\n" };
-                        write!(self.out, "{sep}{line}").map_err(|e| e.to_string())?;
+                        write!(self.out, "{sep}{line}")?;
                         self.json_started = true;
                     } else {
-                        writeln!(self.out, "{line}").map_err(|e| e.to_string())?;
+                        writeln!(self.out, "{line}")?;
                     }
                 }
             }
@@ -177,16 +179,14 @@ impl<'a> ResultWriter<'a> {
 
     /// Finish the output; returns the footer line for the caller to place, and whether rows
     /// were left out (--max-rows), which is said even when footers are not.
-    pub fn finish(mut self, elapsed: Duration) -> Result<(String, bool), String> {
+    pub fn finish(mut self, elapsed: Duration) -> Result<(String, bool)> {
         match self.opts.format {
             Format::Table => self.write_table()?,
             Format::Markdown => self.write_markdown()?,
-            Format::Json => {
-                writeln!(self.out, "{}]", if self.json_started { "\n" } else { "" }).map_err(|e| e.to_string())?
-            }
+            Format::Json => writeln!(self.out, "{}]", if self.json_started { "\n" } else { "" })?,
             _ => {}
         }
-        self.out.flush().map_err(|e| e.to_string())?;
+        self.out.flush()?;
         let mut footer = format!("{} row{}", self.rows, if self.rows == 1 { "" } else { "s" });
         if self.opts.format == Format::Table && self.rows > self.kept_rows {
             footer.push_str(&format!(", {} not shown (--max-rows {})", self.rows - self.kept_rows, self.opts.max_rows));
@@ -201,7 +201,7 @@ impl<'a> ResultWriter<'a> {
     /// limit wraps its text columns (`fit::wrap_widths`); one that cannot show every column
     /// even so is printed expanded (`\x auto`, the default), or with `\x off` narrowed with
     /// its last columns hidden and named.
-    fn write_table(&mut self) -> Result<(), String> {
+    fn write_table(&mut self) -> Result<()> {
         let fields = self.schema.fields();
         if fields.is_empty() {
             return Ok(());
@@ -224,13 +224,13 @@ impl<'a> ResultWriter<'a> {
             let rows: Vec<Vec<&str>> =
                 (1..=self.kept_rows).map(|r| columns.iter().map(|col| col[r]).collect()).collect();
             let text = fit::expanded(&names, &rows, limit);
-            return write!(self.out, "{text}").map_err(|e| e.to_string());
+            return write!(self.out, "{text}").map_err(|e| ShellError::file("the output", e));
         }
         let text = match wrapped {
             Some(widths) => wrapped_table(&columns, &numeric, &widths),
             None => self.cut_table(&names, limit),
         };
-        write!(self.out, "{text}").map_err(|e| e.to_string())
+        write!(self.out, "{text}").map_err(|e| ShellError::file("the output", e))
     }
 
     /// The table with its widest columns cut with an ellipsis and, when that is not enough,
@@ -292,7 +292,7 @@ impl<'a> ResultWriter<'a> {
         text
     }
 
-    fn write_markdown(&mut self) -> Result<(), String> {
+    fn write_markdown(&mut self) -> Result<()> {
         let fields = self.schema.fields();
         let esc = |s: &str| s.replace('|', "\\|");
         let mut text = String::new();
@@ -304,7 +304,7 @@ impl<'a> ResultWriter<'a> {
             let row: Vec<String> = (0..fields.len()).map(|c| esc(&self.kept[c][r])).collect();
             text.push_str(&format!("| {} |\n", row.join(" | ")));
         }
-        write!(self.out, "{text}").map_err(|e| e.to_string())
+        write!(self.out, "{text}").map_err(|e| ShellError::file("the output", e))
     }
 }
 
@@ -345,13 +345,13 @@ fn wrapped_table(columns: &[Vec<&str>], numeric: &[bool], widths: &[usize]) -> S
 }
 
 /// Dictionary columns cast to their values, so every writer handles them.
-fn plain_batch(batch: &RecordBatch) -> Result<RecordBatch, String> {
+fn plain_batch(batch: &RecordBatch) -> Result<RecordBatch> {
     let mut fields = Vec::new();
     let mut columns = Vec::new();
     for (f, c) in batch.schema().fields().iter().zip(batch.columns()) {
         match f.data_type() {
             DataType::Dictionary(_, value) => {
-                columns.push(cast(c, value).map_err(|e| e.to_string())?);
+                columns.push(cast(c, value)?);
                 fields.push(Field::new(f.name(), value.as_ref().clone(), true));
             }
             _ => {
@@ -360,7 +360,7 @@ fn plain_batch(batch: &RecordBatch) -> Result<RecordBatch, String> {
             }
         }
     }
-    RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns).map_err(|e| e.to_string())
+    Ok(RecordBatch::try_new(std::sync::Arc::new(Schema::new(fields)), columns)?)
 }
 
 fn quote(s: &str, format: Format) -> String {

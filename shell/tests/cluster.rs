@@ -237,7 +237,7 @@ fn a_cluster_gives_the_embedded_rows() {
         "SELECT * FROM compute_deltas()",
         "SELECT * FROM latency_criteria()",
         "SELECT * FROM message_latency()",
-        "SELECT * FROM attribution('1ms')",
+        "SELECT * FROM attribution('messages', '1ms')",
         "SELECT * FROM load_imbalance()",
         "SELECT * FROM wait_states()",
         "SELECT * FROM critical_path()",
@@ -300,7 +300,7 @@ fn analyses_spread_over_both_executors() {
     let budget = "512KiB";
     let cluster = Cluster::start(dir.path(), 2, &["--memory-limit", budget]);
     for (function, query, embedded_over_budget) in [
-        ("lod_calls", "SELECT * FROM lod_calls(resolution_ns => 100000)", true),
+        ("lod_calls", "SELECT * FROM lod_calls('calls', 100000)", true),
         ("time_profile", "SELECT * FROM time_profile(bins => 50)", true),
         ("call_tree", "SELECT * FROM call_tree()", false),
         ("comm_matrix", "SELECT * FROM comm_matrix()", false),
@@ -319,8 +319,8 @@ fn analyses_spread_over_both_executors() {
     let cluster = Cluster::start(dir.path(), 2, &[]);
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM latency_criteria(max_samples => 50)");
     // attribution's windows, a task per part of the messages, on the criteria their parts gave.
-    spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('1ms')");
-    spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('1ms')");
+    spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('messages', '1ms')");
+    spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('messages', '1ms')");
 
     // A warning an analysis raises while it runs on an executor is in the executor's log.
     let few = "SELECT count(*) FROM message_latency(min_messages => 1000000)";

@@ -1,5 +1,5 @@
 //! Every SQL function is what its declaration says: each table function, planned on a
-//! generated trace, has the declared output columns with the declared types; every declared
+//! generated trace, has the declared output columns with the declared types and nullability; every declared
 //! parameter can be given by name; information_schema and `SHOW FUNCTIONS` describe the table
 //! functions from the same declarations.
 
@@ -64,10 +64,10 @@ fn table_functions_have_the_declared_columns() {
                 std::sync::Arc::new(frame.schema().as_arrow().clone())
             }
         };
-        let got: Vec<(String, String)> =
-            schema.fields().iter().map(|c| (c.name().clone(), c.data_type().to_string())).collect();
-        let declared: Vec<(String, String)> =
-            f.columns().iter().map(|c| (c.name.to_string(), (c.data_type)().to_string())).collect();
+        let got: Vec<(String, String, bool)> =
+            schema.fields().iter().map(|c| (c.name().clone(), c.data_type().to_string(), c.is_nullable())).collect();
+        let declared: Vec<(String, String, bool)> =
+            f.columns().iter().map(|c| (c.name.to_string(), (c.data_type)().to_string(), c.nullable)).collect();
         let part = match f.output {
             Output::Columns(_) => got.clone(),
             Output::InputThen(_) => got[got.len().saturating_sub(declared.len())..].to_vec(),
@@ -170,5 +170,15 @@ fn every_table_function_runs_on_runs_with_time_no_region_covers() {
     for f in functions().iter().filter(|f| f.kind() == Kind::Table) {
         let sql = format!("SELECT count(*) FROM {}", call(f.name));
         runtime.block_on(session.collect(&sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+#[test]
+fn every_table_function_that_reads_a_relation_takes_it_first() {
+    use commdb_udfs::params::Type;
+    for f in functions().iter().filter(|f| f.kind() == Kind::Table) {
+        if f.params.iter().any(|p| p.ty == Type::Relation) {
+            assert_eq!(f.params[0].ty, Type::Relation, "{}: its first parameter is {}", f.name, f.params[0].name);
+        }
     }
 }

@@ -15,8 +15,8 @@ async fn lod(partitions: usize) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for sql in [
         "SELECT * FROM lod_calls(pixels => 300, rel => 'g.calls') ORDER BY rank, thread, slot_start",
-        "SELECT * FROM lod_messages(2000, rel => 'g.messages') ORDER BY src, dst, send_slot, recv_slot",
-        "SELECT * FROM lod_collectives(5000, rel => 'g.collectives') ORDER BY comm, first_slot",
+        "SELECT * FROM lod_messages('g.messages', resolution_ns => 2000) ORDER BY src, dst, send_slot, recv_slot",
+        "SELECT * FROM lod_collectives('g.collectives', resolution_ns => 5000) ORDER BY comm, first_slot",
     ] {
         let batches = s.collect(sql).await.unwrap();
         out.extend(commdb_tests::rows(&batches).unwrap());

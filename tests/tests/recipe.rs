@@ -7,8 +7,9 @@
 use std::sync::Arc;
 
 use commdb_catalog::{OpenOptions, Session};
-use commdb_udfs::common::Derived;
-use commdb_udfs::recipe::{Lookup, plan_again};
+use commdb_udfs::derived::Derived;
+use commdb_udfs::recipe::plan_again;
+use commdb_udfs::relation::Lookup;
 use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::LogicalPlan;
@@ -53,7 +54,7 @@ fn an_analysis_planned_again_from_its_recipe_gives_the_same_rows() {
     for sql in [
         "SELECT * FROM wait_states()",
         "SELECT * FROM message_latency('late')",
-        "SELECT * FROM attribution('1ms')",
+        "SELECT * FROM attribution('messages', '1ms')",
         "SELECT * FROM comm_matrix()",
         "SELECT * FROM clock_model()",
     ] {
@@ -71,7 +72,7 @@ fn an_analysis_planned_again_from_its_recipe_gives_the_same_rows() {
     let outer = analysis_of(&session, &runtime, "SELECT * FROM message_latency()");
     let inner = (0..4).find_map(|i| outer.input_analysis(i)).expect("the criteria as an input");
     let call = inner.call().expect("the input knows its call");
-    assert_eq!(call.function, "message_latency");
+    assert_eq!(call.function.name, "message_latency");
     assert_eq!(call.path.len(), 1);
     let again = plan_again(call, &base, inner.call_id()).unwrap();
     assert_eq!(rows(&session, &runtime, &again), rows(&session, &runtime, inner));
@@ -137,7 +138,7 @@ fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
     runtime.block_on(session.collect(samples)).unwrap();
     let base = session.context().state();
     for (sql, shape) in [
-        ("SELECT * FROM lod_calls(100000)", "a task per part"),
+        ("SELECT * FROM lod_calls('calls', 100000)", "a task per part"),
         ("SELECT * FROM call_metrics('calls', 'samples', 'accumulated_start')", "a task per part"),
         ("SELECT * FROM time_profile('calls', 7)", "partials, a task per part"),
         ("SELECT * FROM call_tree()", "a task per part"),
@@ -152,7 +153,7 @@ fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
             "latency_criteria: analysis, streamed, partials, a task per part",
         ),
         ("SELECT * FROM message_latency()", "latency_criteria: analysis, streamed, partials, a task per part"),
-        ("SELECT * FROM attribution('1ms')", "attribution: analysis, streamed, partials, a task per part"),
+        ("SELECT * FROM attribution('messages', '1ms')", "attribution: analysis, streamed, partials, a task per part"),
         ("SELECT * FROM attribution()", "attribution: analysis, merge of the partials"),
         ("SELECT * FROM wait_states()", "one task reading its inputs whole"),
     ] {
@@ -170,7 +171,7 @@ fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
     commdb_udfs::register_all(&mut rank_split);
     rank_split.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
     runtime.block_on(rank_split.collect("SET datafusion.optimizer.repartition_file_scans = true")).unwrap();
-    let first = analysis_of(&rank_split, &runtime, "SELECT * FROM lod_calls(100000)");
+    let first = analysis_of(&rank_split, &runtime, "SELECT * FROM lod_calls('calls', 100000)");
     let again = plan_again(first.call().unwrap(), &rank_split.context().state(), first.call_id()).unwrap();
     let (plan, _) = plan_and_rows(&rank_split, &runtime, &again);
     assert!(plan.contains("one task reading its inputs whole"), "{plan}");

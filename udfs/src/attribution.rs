@@ -50,28 +50,29 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived, FastMap, int64_column};
-use crate::declare::{
-    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
-    param, text,
-};
+use crate::args::Args;
+use crate::columns::int64_column;
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
 use crate::latency::{Baseline, CriteriaTable, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
+use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
 use crate::stream::{Mapper, Prepare};
+use commdb_catalog::fast_hash::FastMap;
 
 pub const ATTRIBUTION: Function = Function {
     name: "attribution",
     params: &[
+        MESSAGES,
         param(
             "window_ns",
             Type::Duration { min: 1 },
             ParamDefault::Chosen("about 50 windows over the run"),
             "width of the time windows (aligned to its multiples)",
         ),
-        MESSAGES,
         param(
             "max_inter_share",
             Type::Number { min: 0.0 },
@@ -102,13 +103,13 @@ pub const ATTRIBUTION: Function = Function {
         CRITERIA,
     ],
     output: Output::Columns(&[
-        col("window_start", int64, "start of the window"),
-        col("window_end", int64, "end of the window"),
-        col("messages", int64, "messages of the window (by send time)"),
-        col("delayed_share", float64, "share of them with L > 1"),
-        col("slow_share", float64, "share of them with L >= slow_level"),
-        col("inter_node", int64, "messages between nodes"),
-        col("intra_node", int64, "messages within a node"),
+        col("window_start", int64, "start of the window").never_null(),
+        col("window_end", int64, "end of the window").never_null(),
+        col("messages", int64, "messages of the window (by send time)").never_null(),
+        col("delayed_share", float64, "share of them with L > 1").never_null(),
+        col("slow_share", float64, "share of them with L >= slow_level").never_null(),
+        col("inter_node", int64, "messages between nodes").never_null(),
+        col("intra_node", int64, "messages within a node").never_null(),
         col("inter_share", float64, "inter_node / messages of known locality"),
         col(
             "avoidable_share",
@@ -116,15 +117,15 @@ pub const ATTRIBUTION: Function = Function {
             "share of the inter-node messages remap_suggestion's placement keeps on a node",
         ),
         col("offnode_cost", float64, "inter-node transmission times over the intra-node criterion of their size"),
-        col("load_balance_mean", float64, "mean LB of the window's ranks (equations 9-10)"),
-        col("load_balance_max", float64, "largest LB of the window's ranks"),
+        col("load_balance_mean", float64, "mean LB of the window's ranks (equations 9-10)").never_null(),
+        col("load_balance_max", float64, "largest LB of the window's ranks").never_null(),
         col("load_ratio", float64, "the busiest rank's messages / the median rank's"),
         col("traffic_fluctuation", float64, "mean (L - 1) of the inter-node messages"),
-        col("cause", text, "mapping, pattern, background_traffic (comma-separated when several) or none"),
-        col("recommendation", text, "the paper's action for each cause (O1, O2, O3)"),
+        col("cause", text, "mapping, pattern, background_traffic (comma-separated when several) or none").never_null(),
+        col("recommendation", text, "the paper's action for each cause (O1, O2, O3)").never_null(),
     ]),
     description: "per time window, the cause of latency (mapping, pattern, background_traffic, none) by rules that do not depend on the number of ranks, and the paper's recommended action (PCLVis 6)",
-    make: Make::Table(|| Arc::new(Attribution)),
+    make: Make::Table(attribution),
 };
 /// Most windows x ranks one call may hold.
 const MAX_CELLS: u128 = 100_000_000;
@@ -382,7 +383,7 @@ impl Mapper for Fold {
     }
 }
 
-/// The schema of a part's windows (a cluster's task's, crate::common::Spread), a row per
+/// The schema of a part's windows (a cluster's task's, crate::derived::Spread), a row per
 /// piece of its state, told apart by `kind`: 0 a window's counts (`messages`, `delayed`,
 /// `slow`, `inter`, `intra` in i1 to i5, the sums and counts of inter-node latency and
 /// off-node cost in f1, a, f2, b); 1 a window's counts of rank `a` (i1 its messages, i2 its
@@ -489,7 +490,7 @@ impl Fold {
             .map(|c| batch.column(c).as_any().downcast_ref::<Float64Array>())
             .collect::<Option<_>>()
             .ok_or_else(|| datafusion::error::DataFusionError::Internal("attribution: damaged partials".into()))?;
-        let node = crate::common::text_column(one, 11)?;
+        let node = crate::columns::text_column(one, 11)?;
         for i in 0..batch.num_rows() {
             let v = |c: usize| ints[c].value(i);
             let (w, a, b) = (v(1), v(2), v(3));
@@ -633,112 +634,84 @@ fn judge(start: i64, a: &Acc, rules: &Rules, has_placement: bool) -> Window {
 }
 
 fn output_schema() -> SchemaRef {
-    let i = |n: &str| Field::new(n, DataType::Int64, false);
-    let f = |n: &str, null: bool| Field::new(n, DataType::Float64, null);
-    Arc::new(Schema::new(vec![
-        i("window_start"),
-        i("window_end"),
-        i("messages"),
-        f("delayed_share", false),
-        f("slow_share", false),
-        i("inter_node"),
-        i("intra_node"),
-        f("inter_share", true),
-        f("avoidable_share", true),
-        f("offnode_cost", true),
-        f("load_balance_mean", false),
-        f("load_balance_max", false),
-        f("load_ratio", true),
-        f("traffic_fluctuation", true),
-        Field::new("cause", DataType::Utf8, false),
-        Field::new("recommendation", DataType::Utf8, false),
-    ]))
+    ATTRIBUTION.schema()
 }
 
-/// `attribution([window_ns] [, rel => 'messages'], max_inter_share => 0.75, max_load_ratio =>
-/// 1.5, max_fluctuation => 0.5, slow_level => 2, bucket_bytes, max_samples, min_messages,
-/// criteria)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct Attribution;
-
-impl TableFunctionImpl for Attribution {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&ATTRIBUTION, args.exprs())?;
-        let window_ns = a.opt_ns("window_ns")?.unwrap_or(0);
-        let rel = a.relation(args.session(), "rel")?;
-        let rules = Rules {
-            window_ns,
-            max_inter_share: a.float("max_inter_share")?,
-            max_load_ratio: a.float("max_load_ratio")?,
-            max_fluctuation: a.float("max_fluctuation")?,
-            slow_level: a.float("slow_level")?,
-        };
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
-        let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts", "bytes"])?;
-        let schema = rel.schema();
-        let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {
-            (Ok(a), Ok(b)) => Some((a, b)),
-            _ => None,
-        };
-        let input = Input {
-            src: idx[0],
-            dst: idx[1],
-            send_ts: idx[2],
-            recv_ts: idx[3],
-            bytes: idx[4],
-            nodes,
-            latency: MessageIndices::find("attribution", &rel)?,
-        };
-        let out = output_schema();
-        // The criteria come first (crate::latency::Baseline::streamed_input), and the span of
-        // the windows when their width is not given; then the messages stream through.
-        let criteria = baseline.streamed_input(&rel, &input.latency, extra);
-        let criteria_at = criteria.is_some().then_some(0);
-        let mut inputs = with_baseline(rel.clone(), None, criteria);
-        let bounds_at = (window_ns == 0).then(|| inputs.len() - 1);
-        if bounds_at.is_some() {
-            let at = |c: &str| datafusion::logical_expr::col(c);
-            let time = datafusion::functions::expr_fn::coalesce(vec![at("send_ts"), at("recv_ts")]);
-            inputs.push(crate::common::bounds_of(&rel, time.clone(), time)?);
-        }
-        let empty = Fold {
-            input: input.clone(),
-            rules,
-            table: Arc::new(CriteriaTable::default()),
-            baseline: baseline.clone(),
-            counted: (0, 0),
-            rank_index: FastMap::default(),
-            acc: BTreeMap::new(),
-            pair_entries: 0,
-            traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
-            schema: out.clone(),
-            partial: false,
-        };
-        let start = empty.clone();
-        let fold = |partial: bool| -> Prepare {
-            let (baseline, empty) = (baseline.clone(), empty.clone());
-            Arc::new(move |held| {
-                let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
-                let window_ns = match bounds_at.map(|k| crate::common::bounds_read(&held[k])).transpose()? {
-                    None => rules.window_ns,
-                    Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
-                    Some(_) => 1,
-                };
-                let rules = Rules { window_ns, ..rules };
-                Ok(Box::new(Fold { rules, table, partial, ..empty.clone() }) as Box<dyn Mapper>)
-            })
-        };
-        // Over a cluster's parts of the messages, each part's windows are added up in one task,
-        // which judges them (the placement it suggests needs the whole relation's traffic).
-        let merge: crate::common::Compute = Arc::new(move |partials| {
-            let mut merged = start.clone();
-            for batch in partials {
-                merged.absorb(batch)?;
-            }
-            merged.answer()
-        });
-        let work = crate::plan::Work::Streamed(fold(true));
-        let spread = crate::common::Spread::Merged { schema: attribution_partials(), work, merge };
-        Ok(Arc::new(Derived::streamed(out, inputs, fold(false)).spreading(spread)))
+fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let window_ns = a.opt_ns("window_ns")?.unwrap_or(0);
+    let rel = a.relation("rel")?;
+    let rules = Rules {
+        window_ns,
+        max_inter_share: a.float("max_inter_share")?,
+        max_load_ratio: a.float("max_load_ratio")?,
+        max_fluctuation: a.float("max_fluctuation")?,
+        slow_level: a.float("slow_level")?,
+    };
+    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts", "bytes"])?;
+    let schema = rel.schema();
+    let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {
+        (Ok(a), Ok(b)) => Some((a, b)),
+        _ => None,
+    };
+    let input = Input {
+        src: idx[0],
+        dst: idx[1],
+        send_ts: idx[2],
+        recv_ts: idx[3],
+        bytes: idx[4],
+        nodes,
+        latency: MessageIndices::find("attribution", &rel)?,
+    };
+    let out = output_schema();
+    // The criteria come first (crate::latency::Baseline::streamed_input), and the span of
+    // the windows when their width is not given; then the messages stream through.
+    let criteria = baseline.streamed_input(&rel, &input.latency, extra);
+    let criteria_at = criteria.is_some().then_some(0);
+    let mut inputs = with_baseline(rel.clone(), None, criteria);
+    let bounds_at = (window_ns == 0).then(|| inputs.len() - 1);
+    if bounds_at.is_some() {
+        let at = |c: &str| datafusion::logical_expr::col(c);
+        let time = datafusion::functions::expr_fn::coalesce(vec![at("send_ts"), at("recv_ts")]);
+        inputs.push(crate::relation::bounds_of(&rel, time.clone(), time)?);
     }
+    let empty = Fold {
+        input: input.clone(),
+        rules,
+        table: Arc::new(CriteriaTable::default()),
+        baseline: baseline.clone(),
+        counted: (0, 0),
+        rank_index: FastMap::default(),
+        acc: BTreeMap::new(),
+        pair_entries: 0,
+        traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
+        schema: out.clone(),
+        partial: false,
+    };
+    let start = empty.clone();
+    let fold = |partial: bool| -> Prepare {
+        let (baseline, empty) = (baseline.clone(), empty.clone());
+        Arc::new(move |held| {
+            let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
+            let window_ns = match bounds_at.map(|k| crate::relation::bounds_read(&held[k])).transpose()? {
+                None => rules.window_ns,
+                Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
+                Some(_) => 1,
+            };
+            let rules = Rules { window_ns, ..rules };
+            Ok(Box::new(Fold { rules, table, partial, ..empty.clone() }) as Box<dyn Mapper>)
+        })
+    };
+    // Over a cluster's parts of the messages, each part's windows are added up in one task,
+    // which judges them (the placement it suggests needs the whole relation's traffic).
+    let merge: crate::derived::Compute = Arc::new(move |partials| {
+        let mut merged = start.clone();
+        for batch in partials {
+            merged.absorb(batch)?;
+        }
+        merged.answer()
+    });
+    let work = crate::plan::Work::Streamed(fold(true));
+    let spread = crate::derived::Spread::Merged { schema: attribution_partials(), work, merge };
+    Ok(Arc::new(Derived::streamed(out, inputs, fold(false)).spreading(spread)))
 }

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{Call, Names, sweep_tagged};
+use crate::call_sweep::{Call, Names, sweep_tagged};
 
 /// What a call path continues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,7 +77,7 @@ impl Paths {
     }
 }
 
-/// `profile::sweep` with each stretch's call path: `emit(region, path, from, to)` for every
+/// `call_sweep::sweep` with each stretch's call path: `emit(region, path, from, to)` for every
 /// stretch of a stream's time that one call is the innermost open call of, the path an id of
 /// `paths` (the calls' regions are name ids of `names`).
 pub(crate) fn sweep_paths(calls: &[Call], names: &Names, paths: &mut Paths, mut emit: impl FnMut(u32, u32, i64, i64)) {

@@ -9,135 +9,118 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use commdb_catalog::clock::model::fit_rank;
 use commdb_catalog::trace::{ClockSample, Warnings};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::{ScalarValue, TableReference};
 use datafusion::datasource::{ViewTable, provider_as_source};
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, col, lit};
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, lit};
 
-use crate::common::{Args, Compute, Derived, Relation, int64_column, resolve};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col as out_col, float64, int32, int64, param, text};
+use crate::args::Args;
+use crate::columns::int64_column;
+use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
+use crate::derived::{Compute, Derived};
+use crate::params::{ParamDefault, Type, param};
+use crate::relation::{Relation, resolve};
 
 pub const CLOCK_MODEL: Function = Function {
     name: "clock_model",
     params: &[param("rel", Type::Relation, ParamDefault::Text("clock_sync"), "the clock sync samples to fit")],
     output: Output::Columns(&[
-        out_col("rank", int32, ""),
-        out_col("segment", int32, "0-based segment of the rank's model (piecewise models have several)"),
-        out_col("local_from", int64, "first local time the segment covers (NULL: from the start)"),
-        out_col("local_to", int64, "last local time the segment covers (NULL: to the end)"),
-        out_col("slope", float64, "master time per local time"),
-        out_col("offset_ns", float64, "master ~ slope * local + offset_ns"),
-        out_col("method", text, "how the model was fitted: none (the master), offset, linear or spline"),
-        out_col("samples_used", int64, "sync samples the fit used"),
-        out_col("samples_dropped", int64, "sync samples dropped for their long round trip (a tenth of each session)"),
-        out_col("rms_residual_ns", float64, "root mean square of the used samples' residuals"),
+        col("rank", int32, "").never_null(),
+        col("segment", int32, "0-based segment of the rank's model (piecewise models have several)").never_null(),
+        col("local_from", int64, "first local time the segment covers (NULL: from the start)"),
+        col("local_to", int64, "last local time the segment covers (NULL: to the end)"),
+        col("slope", float64, "master time per local time").never_null(),
+        col("offset_ns", float64, "master ~ slope * local + offset_ns").never_null(),
+        col("method", text, "how the model was fitted: none (the master), offset, linear or spline").never_null(),
+        col("samples_used", int64, "sync samples the fit used").never_null(),
+        col("samples_dropped", int64, "sync samples dropped for their long round trip (a tenth of each session)")
+            .never_null(),
+        col("rms_residual_ns", float64, "root mean square of the used samples' residuals").never_null(),
     ]),
     description: "per rank and segment, the clock model fitted from the sync samples: master ~ slope * local + offset_ns (Intel Trace Collector clock sync)",
-    make: Make::Table(|| Arc::new(ClockModel)),
+    make: Make::Table(clock_model),
 };
 
 pub const CLOCK_VIOLATIONS: Function = Function {
     name: "clock_violations",
     params: &[param("rel", Type::Relation, ParamDefault::Text("messages"), "the matched messages to check")],
     output: Output::Columns(&[
-        out_col("msg_id", int64, ""),
-        out_col("src", int64, ""),
-        out_col("dst", int64, ""),
-        out_col("send_ts", int64, ""),
-        out_col("recv_ts", int64, ""),
-        out_col("violation_ns", int64, "how much earlier the receive is than the send"),
+        col("msg_id", int64, "").never_null(),
+        col("src", int64, "").never_null(),
+        col("dst", int64, "").never_null(),
+        col("send_ts", int64, "").never_null(),
+        col("recv_ts", int64, "").never_null(),
+        col("violation_ns", int64, "how much earlier the receive is than the send").never_null(),
     ]),
     description: "matched messages received before they were sent, by how much (ns)",
-    make: Make::Table(|| Arc::new(ClockViolations)),
+    make: Make::Table(clock_violations),
 };
-
-fn schema(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
-}
 
 /// The sync columns the model needs.
 const SYNC_COLUMNS: [&str; 6] = ["rank", "session", "local_ts", "master_ts", "round_trip", "std_dev_ns"];
 
-/// `clock_model([rel => 'clock_sync'])` -> one row per rank and model segment.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ClockModel;
-
-impl TableFunctionImpl for ClockModel {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&CLOCK_MODEL, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        relation.columns("clock_model", &SYNC_COLUMNS)?;
-        let input = with_ranks_of_trace(args.session(), relation)?;
-        let idx = input.columns("clock_model", &SYNC_COLUMNS)?;
-        let out = schema(vec![
-            Field::new("rank", DataType::Int32, false),
-            Field::new("segment", DataType::Int32, false),
-            Field::new("local_from", DataType::Int64, true),
-            Field::new("local_to", DataType::Int64, true),
-            Field::new("slope", DataType::Float64, false),
-            Field::new("offset_ns", DataType::Float64, false),
-            Field::new("method", DataType::Utf8, false),
-            Field::new("samples_used", DataType::Int64, false),
-            Field::new("samples_dropped", DataType::Int64, false),
-            Field::new("rms_residual_ns", DataType::Float64, false),
-        ]);
-        let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let c: Vec<Int64Array> = (0..6).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-            let mut by_rank: BTreeMap<i32, Vec<ClockSample>> = BTreeMap::new();
-            for i in 0..c[0].len() {
-                let samples = by_rank.entry(c[0].value(i) as i32).or_default();
-                if c[1].is_null(i) || c[2].is_null(i) || c[3].is_null(i) {
-                    continue;
-                }
-                let opt = |a: &Int64Array| (!a.is_null(i)).then(|| a.value(i));
-                samples.push(ClockSample {
-                    rank: c[0].value(i) as i32,
-                    session: c[1].value(i) as i32,
-                    local_ts: c[2].value(i),
-                    master_ts: c[3].value(i),
-                    round_trip: opt(&c[4]),
-                    std_dev_ns: opt(&c[5]),
-                    exact: None,
-                });
+fn clock_model(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    relation.columns("clock_model", &SYNC_COLUMNS)?;
+    let input = with_ranks_of_trace(a.session, relation)?;
+    let idx = input.columns("clock_model", &SYNC_COLUMNS)?;
+    let out = a.schema();
+    let s = out.clone();
+    let compute: Compute = Arc::new(move |batches| {
+        let c: Vec<Int64Array> = (0..6).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+        let mut by_rank: BTreeMap<i32, Vec<ClockSample>> = BTreeMap::new();
+        for i in 0..c[0].len() {
+            let samples = by_rank.entry(c[0].value(i) as i32).or_default();
+            if c[1].is_null(i) || c[2].is_null(i) || c[3].is_null(i) {
+                continue;
             }
-            let mut rows = Rows::default();
-            let mut ignored = Warnings::default();
-            for (rank, samples) in &by_rank {
-                let m = fit_rank(*rank, samples, &mut ignored);
-                for (k, seg) in m.segments().iter().enumerate() {
-                    rows.rank.push(*rank);
-                    rows.segment.push(k as i32);
-                    rows.local_from.push(seg.local_from.map(|x| x.round() as i64));
-                    rows.local_to.push(seg.local_to.map(|x| x.round() as i64));
-                    rows.slope.push(seg.slope);
-                    rows.offset.push(seg.offset);
-                    rows.method.push(m.fit.method());
-                    rows.used.push(m.samples_used);
-                    rows.dropped.push(m.samples_dropped);
-                    rows.rms.push(m.rms_residual_ns);
-                }
+            let opt = |a: &Int64Array| (!a.is_null(i)).then(|| a.value(i));
+            samples.push(ClockSample {
+                rank: c[0].value(i) as i32,
+                session: c[1].value(i) as i32,
+                local_ts: c[2].value(i),
+                master_ts: c[3].value(i),
+                round_trip: opt(&c[4]),
+                std_dev_ns: opt(&c[5]),
+                exact: None,
+            });
+        }
+        let mut rows = Rows::default();
+        let mut ignored = Warnings::default();
+        for (rank, samples) in &by_rank {
+            let m = fit_rank(*rank, samples, &mut ignored);
+            for (k, seg) in m.segments().iter().enumerate() {
+                rows.rank.push(*rank);
+                rows.segment.push(k as i32);
+                rows.local_from.push(seg.local_from.map(|x| x.round() as i64));
+                rows.local_to.push(seg.local_to.map(|x| x.round() as i64));
+                rows.slope.push(seg.slope);
+                rows.offset.push(seg.offset);
+                rows.method.push(m.fit.method());
+                rows.used.push(m.samples_used);
+                rows.dropped.push(m.samples_dropped);
+                rows.rms.push(m.rms_residual_ns);
             }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int32Array::from(rows.rank)),
-                Arc::new(Int32Array::from(rows.segment)),
-                Arc::new(Int64Array::from(rows.local_from)),
-                Arc::new(Int64Array::from(rows.local_to)),
-                Arc::new(Float64Array::from(rows.slope)),
-                Arc::new(Float64Array::from(rows.offset)),
-                Arc::new(StringArray::from(rows.method)),
-                Arc::new(Int64Array::from(rows.used)),
-                Arc::new(Int64Array::from(rows.dropped)),
-                Arc::new(Float64Array::from(rows.rms)),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, input, Some(idx), compute)))
-    }
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int32Array::from(rows.rank)),
+            Arc::new(Int32Array::from(rows.segment)),
+            Arc::new(Int64Array::from(rows.local_from)),
+            Arc::new(Int64Array::from(rows.local_to)),
+            Arc::new(Float64Array::from(rows.slope)),
+            Arc::new(Float64Array::from(rows.offset)),
+            Arc::new(StringArray::from(rows.method)),
+            Arc::new(Int64Array::from(rows.used)),
+            Arc::new(Int64Array::from(rows.dropped)),
+            Arc::new(Float64Array::from(rows.rms)),
+        ];
+        Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+    });
+    Ok(Arc::new(Derived::new(out, input, Some(idx), compute)))
 }
 
 #[derive(Default)]
@@ -166,7 +149,7 @@ fn with_ranks_of_trace(session: &dyn datafusion::catalog::Session, rel: Relation
         None => "ranks".to_string(),
     };
     let Ok(ranks) = resolve(session, "clock_model", &ranks_name) else { return Ok(rel) };
-    let typed = |name: &str, t: &DataType| cast(col(name), t.clone()).alias(name);
+    let typed = |name: &str, t: &DataType| cast(datafusion::logical_expr::col(name), t.clone()).alias(name);
     let sync_schema = rel.schema();
     let sync_exprs: Vec<Expr> = SYNC_COLUMNS
         .iter()
@@ -192,28 +175,14 @@ fn with_ranks_of_trace(session: &dyn datafusion::catalog::Session, rel: Relation
     })
 }
 
-/// `clock_violations([rel => 'messages'])` -> messages received before they were sent.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ClockViolations;
-
-impl TableFunctionImpl for ClockViolations {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&CLOCK_VIOLATIONS, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
-        let out = schema(vec![
-            Field::new("msg_id", DataType::Int64, false),
-            Field::new("src", DataType::Int64, false),
-            Field::new("dst", DataType::Int64, false),
-            Field::new("send_ts", DataType::Int64, false),
-            Field::new("recv_ts", DataType::Int64, false),
-            Field::new("violation_ns", DataType::Int64, false),
-        ]);
-        let s = out.clone();
-        let prepare: crate::stream::Prepare =
-            Arc::new(move |_| Ok(Box::new(Backwards { schema: s.clone() }) as Box<dyn crate::stream::Mapper>));
-        Ok(Arc::new(Derived::streamed(out, vec![(relation, Some(idx))], prepare)))
-    }
+fn clock_violations(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
+    let out = a.schema();
+    let s = out.clone();
+    let prepare: crate::stream::Prepare =
+        Arc::new(move |_| Ok(Box::new(Backwards { schema: s.clone() }) as Box<dyn crate::stream::Mapper>));
+    Ok(Arc::new(Derived::streamed(out, vec![(relation, Some(idx))], prepare)))
 }
 
 /// The messages of a batch received before they were sent: each batch on its own, so that the

@@ -24,17 +24,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Float64Builder, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use commdb_catalog::wallclock::Notices;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::common::{
-    Args, Derived, Projected, RegionIds, column, int64_column, text_column, trace_schema, trace_table,
-};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
+use crate::args::Args;
+use crate::columns::{RegionIds, column, int64_column, text_column};
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
+use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::{Projected, trace_schema, trace_table};
 use crate::stream::{Folder, Mapper, StartFold};
 
 pub const CALL_METRICS: Function = Function {
@@ -50,16 +52,16 @@ pub const CALL_METRICS: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        col("call_id", int64, ""),
-        col("rank", int64, ""),
-        col("thread", int64, ""),
+        col("call_id", int64, "").never_null(),
+        col("rank", int64, "").never_null(),
+        col("thread", int64, "").never_null(),
         col("region", text, ""),
-        col("metric", text, "the metric's name"),
+        col("metric", text, "the metric's name").never_null(),
         col("inclusive", float64, "what it counted between the call's enter and leave"),
         col("exclusive", float64, "the same without the calls of rel directly nested in it"),
     ]),
     description: "per call and recorded metric (hardware counters), what it counted between enter and leave (inclusive) and without the calls nested in it (exclusive), read by the metric's mode in metric_definitions (or mode => 'accumulated_start' | 'relative_last' | 'relative_next')",
-    make: Make::Table(|| Arc::new(CallMetrics)),
+    make: Make::Table(call_metrics),
 };
 
 /// How a metric's samples become a running count.
@@ -88,70 +90,55 @@ fn running(mode: Option<&str>) -> std::result::Result<Running, String> {
 /// The modes `mode =>` accepts.
 fn accepted_modes() -> String {
     match CALL_METRICS.params[2].ty {
-        Type::Choice(words) => crate::common::one_of(words),
+        Type::Choice(words) => crate::args::one_of(words),
         _ => String::new(),
     }
 }
 
-/// `call_metrics([rel => 'calls'], metrics => 'metrics', mode => NULL)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct CallMetrics;
-
-impl TableFunctionImpl for CallMetrics {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&CALL_METRICS, args.exprs())?;
-        let session = args.session();
-        let calls = a.relation(session, "rel")?;
-        let metrics = a.relation(session, "metrics")?;
-        let mode = a.opt_text("mode")?;
-        let call_idx =
-            calls.columns(a.function, &["call_id", "parent_id", "rank", "thread", "region", "start_ts", "end_ts"])?;
-        let metric_idx = metrics.columns(a.function, &["rank", "thread", "ts", "metric", "value"])?;
-        let mut inputs: Vec<Projected> = vec![(calls, Some(call_idx)), (metrics.clone(), Some(metric_idx))];
-        if mode.is_none() {
-            let Some(schema) = trace_schema(session, &metrics) else {
-                return plan_err!(
-                    "call_metrics: '{}' is not a trace's metrics table, so how its values relate to time is unknown; give mode => {}",
-                    metrics.reference,
-                    accepted_modes()
-                );
-            };
-            let definitions = trace_table(session, a.function, &schema, "metric_definitions")?;
-            let idx = definitions.columns(a.function, &["metric", "mode"])?;
-            inputs.push((definitions, Some(idx)));
-        }
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("call_id", DataType::Int64, false),
-            Field::new("rank", DataType::Int64, false),
-            Field::new("thread", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, true),
-            Field::new("metric", DataType::Utf8, false),
-            Field::new("inclusive", DataType::Float64, true),
-            Field::new("exclusive", DataType::Float64, true),
-        ]));
-        let schema = out.clone();
-        let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
-        let start: StartFold = Arc::new(move || {
-            Box::new(Samples {
-                schema: schema.clone(),
-                mode: mode.clone(),
-                notices: notices.clone(),
-                modes: HashMap::new(),
-                names: Vec::new(),
-                ids: RegionIds::new(any_name),
-                rank: Vec::new(),
-                thread: Vec::new(),
-                ts: Vec::new(),
-                metric: Vec::new(),
-                value: Vec::new(),
-            }) as Box<dyn Folder>
-        });
-        // The calls a chunk of whole ranks at a time (their column rank, third of those read):
-        // a call and the calls nested in it are of one stream.
-        // Over a cluster's parts of whole ranks, every task folds the metrics and the parts'
-        // rows together are the answer.
-        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start).spreading(crate::common::Spread::Rows)))
+fn call_metrics(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let session = a.session;
+    let calls = a.relation("rel")?;
+    let metrics = a.relation("metrics")?;
+    let mode = a.opt_text("mode")?;
+    let call_idx =
+        calls.columns(a.function, &["call_id", "parent_id", "rank", "thread", "region", "start_ts", "end_ts"])?;
+    let metric_idx = metrics.columns(a.function, &["rank", "thread", "ts", "metric", "value"])?;
+    let mut inputs: Vec<Projected> = vec![(calls, Some(call_idx)), (metrics.clone(), Some(metric_idx))];
+    if mode.is_none() {
+        let Some(schema) = trace_schema(session, &metrics) else {
+            return plan_err!(
+                "call_metrics: '{}' is not a trace's metrics table, so how its values relate to time is unknown; give mode => {}",
+                metrics.reference,
+                accepted_modes()
+            );
+        };
+        let definitions = trace_table(session, a.function, &schema, "metric_definitions")?;
+        let idx = definitions.columns(a.function, &["metric", "mode"])?;
+        inputs.push((definitions, Some(idx)));
     }
+    let out = a.schema();
+    let schema = out.clone();
+    let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
+    let start: StartFold = Arc::new(move || {
+        Box::new(Samples {
+            schema: schema.clone(),
+            mode: mode.clone(),
+            notices: notices.clone(),
+            modes: HashMap::new(),
+            names: Vec::new(),
+            ids: RegionIds::new(any_name),
+            rank: Vec::new(),
+            thread: Vec::new(),
+            ts: Vec::new(),
+            metric: Vec::new(),
+            value: Vec::new(),
+        }) as Box<dyn Folder>
+    });
+    // The calls a chunk of whole ranks at a time (their column rank, third of those read):
+    // a call and the calls nested in it are of one stream.
+    // Over a cluster's parts of whole ranks, every task folds the metrics and the parts'
+    // rows together are the answer.
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start).spreading(crate::derived::Spread::Rows)))
 }
 
 /// Every metric name is kept (`RegionIds` interns names of any kind).

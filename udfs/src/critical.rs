@@ -36,15 +36,18 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use crate::args::Args;
 use crate::call_paths::Paths;
-use crate::common::{Args, Derived, Projected};
-use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
+use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::Projected;
 use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::{StretchStore, Swept};
 use crate::stretches::{Stretch, path_name, region_name};
@@ -61,17 +64,17 @@ pub const CRITICAL_PATH: Function = Function {
     name: "critical_path",
     params: RUN_PARAMS,
     output: Output::Columns(&[
-        col("seq", int64, "position on the path, from 0 at the run's start"),
-        col("rank", int64, "the rank the path is on"),
+        col("seq", int64, "position on the path, from 0 at the run's start").never_null(),
+        col("rank", int64, "the rank the path is on").never_null(),
         col("region", text, "the region it is in (NULL: time no region covers, the rank's own work)"),
         col("path", text, "the call path to the region, as call_tree gives it ('main/solve/MPI_Wait')"),
-        col("start_ts", int64, "start of the stretch"),
-        col("end_ts", int64, "end of the stretch"),
-        col("kind", text, "compute, mpi or transfer (a receive after its late sender started)"),
-        col("duration", int64, "end_ts - start_ts"),
+        col("start_ts", int64, "start of the stretch").never_null(),
+        col("end_ts", int64, "end of the stretch").never_null(),
+        col("kind", text, "compute, mpi or transfer (a receive after its late sender started)").never_null(),
+        col("duration", int64, "end_ts - start_ts").never_null(),
     ]),
     description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end: a call that waited continues on the rank it waited for; kind compute, mpi or transfer (a receive after its late sender started)",
-    make: Make::Table(|| Arc::new(CriticalPath)),
+    make: Make::Table(critical_path),
 };
 
 pub const CRITICAL_PATH_PROFILE: Function = Function {
@@ -81,13 +84,13 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
         col("region", text, "the call path's region (NULL: time no region covers, the rank's own work)"),
         col("path", text, "the call path, as call_tree gives it ('main/solve/MPI_Wait')"),
         col("rank", int64, "the rank (NULL: the call path over all ranks)"),
-        col("path_ns", int64, "time of the region on the critical path"),
-        col("path_share", float64, "path_ns over the run's length"),
+        col("path_ns", int64, "time of the region on the critical path").never_null(),
+        col("path_share", float64, "path_ns over the run's length").never_null(),
         col("mean_ns", float64, "the call path's mean exclusive time per rank, waiting left out (rank NULL rows)"),
         col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
     ]),
     description: "per call path and rank (rank NULL: the call path over all ranks) the time on the critical path and its share of the run; per call path its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
-    make: Make::Table(|| Arc::new(CriticalPathProfile)),
+    make: Make::Table(critical_path_profile),
 };
 
 /// One segment of the path.
@@ -258,12 +261,11 @@ struct Finalize {
 
 /// The inputs both functions read: the calls (swept by rank), the messages and the
 /// collectives (folded into their waits).
-fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<Vec<Projected>> {
-    let function = declaration.name;
-    let a = Args::new(declaration, args.exprs())?;
-    let calls = a.relation(args.session(), "rel")?;
-    let messages = a.relation(args.session(), "messages")?;
-    let collectives = a.relation(args.session(), "collectives")?;
+fn inputs(a: &Args) -> Result<Vec<Projected>> {
+    let function = a.function;
+    let calls = a.relation("rel")?;
+    let messages = a.relation("messages")?;
+    let collectives = a.relation("collectives")?;
     let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let oi = crate::waits::collective_columns(&collectives, function)?;
@@ -402,25 +404,8 @@ fn path_batch(path: &[Segment], schema: &SchemaRef) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct CriticalPath;
-
-impl TableFunctionImpl for CriticalPath {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let inputs = inputs(&CRITICAL_PATH, &args)?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("seq", DataType::Int64, false),
-            Field::new("rank", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, true),
-            Field::new("path", DataType::Utf8, true),
-            Field::new("start_ts", DataType::Int64, false),
-            Field::new("end_ts", DataType::Int64, false),
-            Field::new("kind", DataType::Utf8, false),
-            Field::new("duration", DataType::Int64, false),
-        ]));
-        Ok(Arc::new(run_analysis(out, inputs, Answer::Path)))
-    }
+fn critical_path(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    Ok(Arc::new(run_analysis(a.schema(), inputs(a)?, Answer::Path)))
 }
 
 /// A call path's time on the critical path and its region.
@@ -471,22 +456,6 @@ fn profile_batch(
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// `critical_path_profile([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct CriticalPathProfile;
-
-impl TableFunctionImpl for CriticalPathProfile {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let inputs = inputs(&CRITICAL_PATH_PROFILE, &args)?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("region", DataType::Utf8, true),
-            Field::new("path", DataType::Utf8, true),
-            Field::new("rank", DataType::Int64, true),
-            Field::new("path_ns", DataType::Int64, false),
-            Field::new("path_share", DataType::Float64, false),
-            Field::new("mean_ns", DataType::Float64, true),
-            Field::new("imbalance_ns", DataType::Float64, true),
-        ]));
-        Ok(Arc::new(run_analysis(out, inputs, Answer::Profile)))
-    }
+fn critical_path_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    Ok(Arc::new(run_analysis(a.schema(), inputs(a)?, Answer::Profile)))
 }

@@ -11,11 +11,19 @@
 use std::fmt::Write;
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use commdb_catalog::Session;
 use commdb_catalog::model::ColumnDoc;
-use datafusion::catalog::TableFunctionImpl;
+use datafusion::catalog::TableProvider;
+use datafusion::error::Result;
+use datafusion::logical_expr::Expr;
+
+use crate::args::Args;
+use crate::params::{Param, ParamDefault};
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
+
+/// How every table function takes its arguments: what `\df` and the reference state.
+pub const ARGUMENT_RULE: &str = "Table functions take the relation they read first (a table or view by name, default the trace's), then their other arguments in the declared order or by name (name => value); an omitted or NULL argument is its default.";
 
 /// What kind of function SQL sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,116 +43,6 @@ impl Kind {
     }
 }
 
-/// The type of a parameter: what a literal given for it must be.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Type {
-    /// The name of a table or view, as text: `'messages'`, `'run2.messages'`, a view.
-    Relation,
-    /// A whole number (`1e6` is accepted, `1.5` is not), at least `min`.
-    Integer { min: i64 },
-    /// A finite number, at least `min`.
-    Number { min: f64 },
-    /// Nanoseconds, or a duration as text (`'2ms'`, `'1.5 s'`; units ns, us, ms, s, min), at
-    /// least `min` ns.
-    Duration { min: i64 },
-    /// Text, one of the given words.
-    Choice(&'static [&'static str]),
-    /// Text.
-    Text,
-    /// A column or expression of the type the description gives (scalar and aggregate
-    /// functions).
-    Value(&'static str),
-}
-
-impl Type {
-    /// The type as SQL's catalog shows it (information_schema.parameters.data_type).
-    pub fn sql_name(&self) -> String {
-        match self {
-            Type::Relation => "relation name (Utf8)".into(),
-            Type::Integer { .. } => "Int64".into(),
-            Type::Number { .. } => "Float64".into(),
-            Type::Duration { .. } => "duration (Int64 ns or Utf8 '2ms')".into(),
-            Type::Choice(_) | Type::Text => "Utf8".into(),
-            Type::Value(t) => t.to_string(),
-        }
-    }
-
-    /// The type in words, with its constraint, for the reference.
-    pub fn described(&self) -> String {
-        match self {
-            Type::Relation => "table or view name".into(),
-            Type::Integer { min } if *min > i64::MIN => format!("integer >= {min}"),
-            Type::Integer { .. } => "integer".into(),
-            Type::Number { min } if min.is_finite() => format!("number >= {min}"),
-            Type::Number { .. } => "number".into(),
-            Type::Duration { min } if *min > i64::MIN => format!("ns >= {min} or duration text ('2ms')"),
-            Type::Duration { .. } => "ns or duration text ('2ms')".into(),
-            Type::Choice(words) => words.iter().map(|w| format!("'{w}'")).collect::<Vec<_>>().join(" \\| "),
-            Type::Text => "text".into(),
-            Type::Value(t) => t.to_string(),
-        }
-    }
-}
-
-/// What an omitted (or NULL) argument means.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ParamDefault {
-    /// The argument must be given.
-    Required,
-    Integer(i64),
-    Number(f64),
-    Text(&'static str),
-    /// Chosen when the query is planned, as the parameter's meaning says (a hundredth of the
-    /// run, the trace's span, not used).
-    Chosen(&'static str),
-}
-
-impl ParamDefault {
-    /// The default of an integer parameter (0 when it has none): for code that needs the
-    /// declared value outside a call.
-    pub const fn integer(&self) -> i64 {
-        match self {
-            ParamDefault::Integer(v) => *v,
-            _ => 0,
-        }
-    }
-
-    /// The default as the reference and the signature show it.
-    pub fn shown(&self) -> String {
-        match self {
-            ParamDefault::Required => String::new(),
-            ParamDefault::Integer(v) => v.to_string(),
-            ParamDefault::Number(v) => v.to_string(),
-            ParamDefault::Text(t) => format!("'{t}'"),
-            ParamDefault::Chosen(how) => how.to_string(),
-        }
-    }
-
-    /// The default as SQL text (information_schema.parameters.parameter_default): NULL for
-    /// a default chosen when planned, none for a required parameter.
-    pub fn sql(&self) -> Option<String> {
-        match self {
-            ParamDefault::Required => None,
-            ParamDefault::Chosen(_) => Some("NULL".into()),
-            other => Some(other.shown()),
-        }
-    }
-}
-
-/// One parameter.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Param {
-    pub name: &'static str,
-    pub ty: Type,
-    pub default: ParamDefault,
-    pub meaning: &'static str,
-}
-
-/// A parameter, briefly.
-pub const fn param(name: &'static str, ty: Type, default: ParamDefault, meaning: &'static str) -> Param {
-    Param { name, ty, default, meaning }
-}
-
 /// What a function returns.
 #[derive(Debug, Clone, Copy)]
 pub enum Output {
@@ -161,9 +59,11 @@ pub enum Output {
 /// How the function is made for a session.
 #[derive(Clone, Copy)]
 pub enum Make {
-    Table(fn() -> Arc<dyn TableFunctionImpl>),
-    Scalar(fn(&Session) -> ScalarUDF),
-    Aggregate(fn() -> AggregateUDF),
+    /// Plans a call from its arguments (checked against the declaration).
+    Table(fn(&Args) -> Result<Arc<dyn TableProvider>>),
+    /// Builds the function for a session, from its declaration (its name and documentation).
+    Scalar(fn(&'static Function, &Session) -> ScalarUDF),
+    Aggregate(fn(&'static Function) -> AggregateUDF),
 }
 
 impl std::fmt::Debug for Make {
@@ -187,6 +87,22 @@ pub struct Function {
     pub make: Make,
 }
 
+/// A function is known by its name (so that functions built from a declaration can be
+/// compared and hashed, as DataFusion's function objects are).
+impl PartialEq for Function {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+    }
+}
+
+impl Eq for Function {}
+
+impl std::hash::Hash for Function {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
 impl std::fmt::Debug for Function {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Function").field("name", &self.name).finish_non_exhaustive()
@@ -200,6 +116,15 @@ impl Function {
             Make::Scalar(_) => Kind::Scalar,
             Make::Aggregate(_) => Kind::Aggregate,
         }
+    }
+
+    /// The arguments of a call of this function, checked against the declaration.
+    pub fn args<'a>(
+        &'static self,
+        exprs: &'a [Expr],
+        session: &'a dyn datafusion::catalog::Session,
+    ) -> Result<Args<'a>> {
+        Args::new(self.name, self.params, self.columns(), exprs, session)
     }
 
     /// The parameter called `name`, with its position.
@@ -218,6 +143,51 @@ impl Function {
             Output::Columns(c) | Output::InputThen(c) | Output::ColumnsThen(c, _) => c,
             Output::Value(_) => &[],
         }
+    }
+
+    /// The schema of what a table function returns, built from its declared columns (names,
+    /// types, nullability).
+    pub fn schema(&self) -> SchemaRef {
+        Arc::new(Schema::new(self.columns().iter().map(ColumnDoc::field).collect::<Vec<_>>()))
+    }
+
+    /// The declared schema with the types of some columns decided by the call (`comm_matrix`
+    /// by node has text ends): each `(name, type)` replaces the declared type of that column.
+    pub fn schema_with(&self, types: &[(&str, DataType)]) -> SchemaRef {
+        let fields = self.columns().iter().map(|c| match types.iter().find(|(n, _)| *n == c.name) {
+            Some((_, t)) => Field::new(c.name, t.clone(), c.nullable),
+            None => c.field(),
+        });
+        Arc::new(Schema::new(fields.collect::<Vec<_>>()))
+    }
+
+    /// The schema of an `Output::InputThen` function: the input's fields, then the declared
+    /// columns.
+    pub fn schema_after(&self, input: &Schema) -> SchemaRef {
+        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.extend(self.columns().iter().map(ColumnDoc::field));
+        Arc::new(Schema::new(fields))
+    }
+
+    /// The declared fields followed by others the call decides (`Output::ColumnsThen`).
+    pub fn schema_then(&self, more: impl IntoIterator<Item = Field>) -> SchemaRef {
+        let mut fields: Vec<Field> = self.columns().iter().map(ColumnDoc::field).collect();
+        fields.extend(more);
+        Arc::new(Schema::new(fields))
+    }
+
+    /// DataFusion's documentation of this scalar or aggregate function (what `SHOW
+    /// FUNCTIONS` and information_schema show), built once from the declaration.
+    pub fn doc(&'static self) -> Option<&'static datafusion::logical_expr::Documentation> {
+        use datafusion::logical_expr::Documentation;
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static BUILT: OnceLock<Mutex<HashMap<&'static str, &'static Documentation>>> = OnceLock::new();
+        if self.kind() == Kind::Table {
+            return None;
+        }
+        let mut built = BUILT.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        Some(*built.entry(self.name).or_insert_with(|| Box::leak(Box::new(self.documentation()))))
     }
 
     /// The call with its parameters and defaults, and what it returns:
@@ -320,30 +290,3 @@ pub fn list_int64() -> DataType {
 pub fn list_float64() -> DataType {
     DataType::List(Arc::new(Field::new("item", DataType::Float64, true)))
 }
-
-/// The four parameters of every function that measures latency L against criteria
-/// (PCLVis 4.1): how `latency_criteria` learns them, or a table of them.
-pub const BUCKET_BYTES: Param = param(
-    "bucket_bytes",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(50),
-    "width of the message-size buckets of the criteria, in bytes",
-);
-pub const MAX_SAMPLES: Param = param(
-    "max_samples",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(10000),
-    "at most this many messages per bucket are sampled for its median",
-);
-pub const MIN_MESSAGES: Param = param(
-    "min_messages",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(5),
-    "a bucket with fewer messages gets no criterion (status 'too_few_messages'), so its messages no latency",
-);
-pub const CRITERIA: Param = param(
-    "criteria",
-    Type::Relation,
-    ParamDefault::Chosen("the whole trace's"),
-    "a latency_criteria-shaped relation to measure against instead of the trace's own criteria",
-);

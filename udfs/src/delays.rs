@@ -48,17 +48,19 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived, FastMap};
+use crate::args::Args;
 use crate::critical::RUN_PARAMS;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
 use crate::plan::Main;
 use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::Swept;
 use crate::stretch_store::{StretchReader, StretchStore};
+use commdb_catalog::fast_hash::FastMap;
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
@@ -71,12 +73,12 @@ pub const DELAY_COSTS: Function = Function {
             "the region of that work (NULL: time no region covers, or, with rank NULL, the unexplained rest)",
         ),
         col("path", text, "the call path to that region, as call_tree gives it (NULL as region)"),
-        col("cost_ns", float64, "waiting it caused: direct_ns + propagated_ns"),
-        col("direct_ns", float64, "waits it caused directly"),
-        col("propagated_ns", float64, "waits it caused through chains of waits"),
+        col("cost_ns", float64, "waiting it caused: direct_ns + propagated_ns").never_null(),
+        col("direct_ns", float64, "waits it caused directly").never_null(),
+        col("propagated_ns", float64, "waits it caused through chains of waits").never_null(),
     ]),
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
-    make: Make::Table(|| Arc::new(DelayCosts)),
+    make: Make::Table(plan_delay_costs),
 };
 use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
@@ -437,35 +439,21 @@ fn handing_order_within_ties(list: &mut [W]) {
 /// no rank, region or path.
 type Row<'a> = (Option<i64>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
 
-/// `delay_costs([rel => 'calls'], messages => 'messages', collectives => 'collectives')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct DelayCosts;
-
-impl TableFunctionImpl for DelayCosts {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&DELAY_COSTS, args.exprs())?;
-        let calls = a.relation(args.session(), "rel")?;
-        let messages = a.relation(args.session(), "messages")?;
-        let collectives = a.relation(args.session(), "collectives")?;
-        let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
-        let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
-        let oi = crate::waits::collective_columns(&collectives, a.function)?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("rank", DataType::Int64, true),
-            Field::new("region", DataType::Utf8, true),
-            Field::new("path", DataType::Utf8, true),
-            Field::new("cost_ns", DataType::Float64, false),
-            Field::new("direct_ns", DataType::Float64, false),
-            Field::new("propagated_ns", DataType::Float64, false),
-        ]));
-        let schema = out.clone();
-        let start: StartFold = Arc::new(move || {
-            let schema = schema.clone();
-            FoldWaits::boxed(move |messages, collectives| delay_sweep(messages, collectives, schema))
-        });
-        let inputs = vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))];
-        Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
-    }
+fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let calls = a.relation("rel")?;
+    let messages = a.relation("messages")?;
+    let collectives = a.relation("collectives")?;
+    let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
+    let oi = crate::waits::collective_columns(&collectives, a.function)?;
+    let out = a.schema();
+    let schema = out.clone();
+    let start: StartFold = Arc::new(move || {
+        let schema = schema.clone();
+        FoldWaits::boxed(move |messages, collectives| delay_sweep(messages, collectives, schema))
+    });
+    let inputs = vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))];
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
 }
 
 /// The sweep of the calls, once the messages and collectives are folded into their waits:

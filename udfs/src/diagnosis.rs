@@ -35,17 +35,16 @@
 
 use std::sync::Arc;
 
+use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 use datafusion::execution::session_state::SessionState;
 
-use crate::common::Args;
-use crate::declare::{
-    Function, Make, Output, ParamDefault, Type, boolean, col, float64, int32, int64, param, text, text_view,
-};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output, boolean, col, float64, int32, int64, text, text_view};
 use crate::latency::MESSAGES;
+use crate::params::{ParamDefault, Type, param};
 
 pub const RANK_DIAGNOSIS: Function = Function {
     name: "rank_diagnosis",
@@ -78,8 +77,8 @@ pub const RANK_DIAGNOSIS: Function = Function {
         col("mean_latency", float64, "mean latency L of its messages"),
         col("delayed_share", float64, "share of its messages with L > 1"),
         col("inter_share", float64, "share of its messages between nodes"),
-        col("waits_suffered_ns", int64, "time it waited (wait_states)"),
-        col("waits_caused_ns", int64, "time others waited for it"),
+        col("waits_suffered_ns", int64, "time it waited (wait_states)").never_null(),
+        col("waits_caused_ns", int64, "time others waited for it").never_null(),
         col(
             "suffered_ratio",
             float64,
@@ -88,17 +87,12 @@ pub const RANK_DIAGNOSIS: Function = Function {
         col("caused_ratio", float64, "waits_caused_ns over the typical rank's waits_suffered_ns (NULL likewise)"),
         col("inter_share_remapped", float64, "share of its messages between nodes under remap_suggestion's placement"),
         col("moved_by_remap", boolean, "remap_suggestion places it on another node"),
-        col("cause", text, "late, mapping, waits_for_others or none"),
+        col("cause", text, "late, mapping, waits_for_others or none").never_null(),
         col("evidence", text, "why: the figures the cause rests on, against the typical rank"),
     ]),
     description: "which ranks (or nodes, by => 'node') communicate slowly and why: latency and inter-node share of their messages (now and under the fitted placement), waiting suffered and caused (also against the typical rank), the cause that fits (late, mapping, waits_for_others, none) and its evidence in words",
-    make: Make::Table(|| Arc::new(RankDiagnosis)),
+    make: Make::Table(rank_diagnosis),
 };
-
-/// `rank_diagnosis([rel => 'messages'], by => 'rank', collectives => 'collectives',
-/// max_inter_share => 0.75)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct RankDiagnosis;
 
 /// A SQL string literal.
 fn quoted(s: &str) -> String {
@@ -110,7 +104,7 @@ fn query(messages: &str, collectives: &str, by_node: bool, max_inter: f64) -> St
     let (m, c) = (quoted(messages), quoted(collectives));
     let ranks = format!(
         "WITH m AS (SELECT src, dst, src_node, dst_node, intra_node, latency, delayed FROM message_latency({m})),
-mv AS (SELECT rank, current_node, suggested_node FROM remap_suggestion(NULL, {m})),
+mv AS (SELECT rank, current_node, suggested_node FROM remap_suggestion({m})),
 ms AS (
   SELECT m.*, s.current_node AS src_current, s.suggested_node AS src_suggested
   FROM mv s RIGHT JOIN m ON s.rank = m.src),
@@ -209,26 +203,23 @@ FROM diagnosed GROUP BY node ORDER BY node"
     )
 }
 
-impl TableFunctionImpl for RankDiagnosis {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&RANK_DIAGNOSIS, args.exprs())?;
-        let session = args.session();
-        // The relations are resolved here, so that a wrong name fails with this function's.
-        let messages = a.relation(session, "rel")?;
-        messages.columns(a.function, &["src", "dst", "src_node", "dst_node", "intra_node"])?;
-        let by_node = a.text("by")? == "node";
-        let collectives = a.relation(session, "collectives")?;
-        let max_inter = a.float("max_inter_share")?;
-        if max_inter > 1.0 {
-            return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
-        }
-        let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-            return plan_err!("rank_diagnosis: needs a commdb session to plan its query");
-        };
-        let sql = query(&messages.reference.to_string(), &collectives.reference.to_string(), by_node, max_inter);
-        let plan = crate::common::wait_for(state.create_logical_plan(&sql))??;
-        // Rows by rank (by node), whatever the query around does not order.
-        let key = if by_node { "node" } else { "rank" };
-        Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), key)))
+fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let session = a.session;
+    // The relations are resolved here, so that a wrong name fails with this function's.
+    let messages = a.relation("rel")?;
+    messages.columns(a.function, &["src", "dst", "src_node", "dst_node", "intra_node"])?;
+    let by_node = a.text("by")? == "node";
+    let collectives = a.relation("collectives")?;
+    let max_inter = a.float("max_inter_share")?;
+    if max_inter > 1.0 {
+        return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
     }
+    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("rank_diagnosis: needs a commdb session to plan its query");
+    };
+    let sql = query(&messages.reference.to_string(), &collectives.reference.to_string(), by_node, max_inter);
+    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
+    // Rows by rank (by node), whatever the query around does not order.
+    let key = if by_node { "node" } else { "rank" };
+    Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), key)))
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow::datatypes::SchemaRef;
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::datasource::file_format::FileFormat;
 use datafusion::datasource::file_format::csv::CsvFormat;
@@ -19,8 +19,9 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::Result;
 
-use crate::common::Args;
-use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, param};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output};
+use crate::params::{Param, ParamDefault, Type, param};
 
 const PATH: Param = param("path", Type::Text, ParamDefault::Required, "the file, or a directory of such files");
 
@@ -29,7 +30,7 @@ pub const READ_PARQUET: Function = Function {
     params: &[PATH],
     output: Output::ColumnsThen(&[], "the file's columns, as its schema gives them"),
     description: "a Parquet file (or a directory of them) as a table, scanned in place",
-    make: Make::Table(|| Arc::new(ReadParquet)),
+    make: Make::Table(read_parquet),
 };
 
 pub const READ_CSV: Function = Function {
@@ -37,7 +38,7 @@ pub const READ_CSV: Function = Function {
     params: &[PATH],
     output: Output::ColumnsThen(&[], "the file's columns, typed from its first 1,000 lines"),
     description: "a CSV file with a header line, fields between commas (or a directory of them), as a table scanned in place; column types inferred from the first 1,000 lines",
-    make: Make::Table(|| Arc::new(ReadCsv)),
+    make: Make::Table(read_csv),
 };
 
 /// The file that fixes the columns: `path` itself, or the first file in name order with
@@ -91,41 +92,27 @@ fn listing(
     Ok(Arc::new(ListingTable::try_new(config)?))
 }
 
-/// `read_parquet(path)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReadParquet;
-
-impl TableFunctionImpl for ReadParquet {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&READ_PARQUET, args.exprs())?;
-        let path = a.text("path")?;
-        let file = first_file("read_parquet", &path, "parquet")?;
-        let opened = open("read_parquet", &file)?;
-        use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
-        let schema = match ArrowReaderMetadata::load(&opened, ArrowReaderOptions::default()) {
-            Ok(m) => m.schema().clone(),
-            Err(e) => return plan_err!("read_parquet: '{}' is not a Parquet file: {e}", file.display()),
-        };
-        listing("read_parquet", &path, Arc::new(ParquetFormat::default()), "parquet", schema)
-    }
+fn read_parquet(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let path = a.text("path")?;
+    let file = first_file("read_parquet", &path, "parquet")?;
+    let opened = open("read_parquet", &file)?;
+    use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
+    let schema = match ArrowReaderMetadata::load(&opened, ArrowReaderOptions::default()) {
+        Ok(m) => m.schema().clone(),
+        Err(e) => return plan_err!("read_parquet: '{}' is not a Parquet file: {e}", file.display()),
+    };
+    listing("read_parquet", &path, Arc::new(ParquetFormat::default()), "parquet", schema)
 }
 
-/// `read_csv(path)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReadCsv;
-
-impl TableFunctionImpl for ReadCsv {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&READ_CSV, args.exprs())?;
-        let path = a.text("path")?;
-        let file = first_file("read_csv", &path, "csv")?;
-        let opened = open("read_csv", &file)?;
-        let format = arrow::csv::reader::Format::default().with_header(true).with_delimiter(b',');
-        let schema = match format.infer_schema(std::io::BufReader::new(opened), Some(1000)) {
-            Ok((schema, _)) => Arc::new(schema),
-            Err(e) => return plan_err!("read_csv: cannot read the columns of '{}': {e}", file.display()),
-        };
-        let csv = CsvFormat::default().with_has_header(true).with_delimiter(b',');
-        listing("read_csv", &path, Arc::new(csv), "csv", schema)
-    }
+fn read_csv(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let path = a.text("path")?;
+    let file = first_file("read_csv", &path, "csv")?;
+    let opened = open("read_csv", &file)?;
+    let format = arrow::csv::reader::Format::default().with_header(true).with_delimiter(b',');
+    let schema = match format.infer_schema(std::io::BufReader::new(opened), Some(1000)) {
+        Ok((schema, _)) => Arc::new(schema),
+        Err(e) => return plan_err!("read_csv: cannot read the columns of '{}': {e}", file.display()),
+    };
+    let csv = CsvFormat::default().with_has_header(true).with_delimiter(b',');
+    listing("read_csv", &path, Arc::new(csv), "csv", schema)
 }

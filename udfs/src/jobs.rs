@@ -12,17 +12,18 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, ListBuilder, RecordBatch, StringBuilder};
 use arrow::datatypes::{DataType, Field, SchemaRef};
 use commdb_catalog::jobs::{self, LogKind, hostlist};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
+    ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 
-use crate::common::{Args, ComputeMany, Derived};
-use crate::declare::{
-    Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text, timestamp_utc,
-};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output, col, float64, int32, int64, text, timestamp_utc};
+use crate::derived::Derived;
+use crate::params::{Param, ParamDefault, Type, param};
+use crate::plan::ComputeMany;
 
 const PATH: Param = param("path", Type::Text, ParamDefault::Required, "the file to read");
 
@@ -40,7 +41,7 @@ pub const READ_SACCT: Function = Function {
         "then the file's columns typed: times as UTC timestamps, durations as elapsed_s and the like in seconds, node lists as node_list and nodes (expanded), exit codes as exit_code and signal, others as text",
     ),
     description: "a Slurm sacct -P / -p output with its header; known columns typed, node lists expanded, others kept as text",
-    make: Make::Table(|| Arc::new(ReadSacct)),
+    make: Make::Table(read_sacct),
 };
 
 pub const READ_SWF: Function = Function {
@@ -70,18 +71,18 @@ pub const READ_SWF: Function = Function {
         col("end_ts", timestamp_utc, "absolute end time"),
     ]),
     description: "a Standard Workload Format log (plain or gzip), -1 as NULL; absolute times when the header gives UnixStartTime",
-    make: Make::Table(|| Arc::new(ReadSwf)),
+    make: Make::Table(read_swf),
 };
 
 pub const SWF_HEADER: Function = Function {
     name: "swf_header",
     params: &[PATH],
     output: Output::Columns(&[
-        col("key", text, "the comment's key (UnixStartTime, MaxNodes, ...)"),
-        col("value", text, "its value"),
+        col("key", text, "the comment's key (UnixStartTime, MaxNodes, ...)").never_null(),
+        col("value", text, "its value").never_null(),
     ]),
     description: "the '; Key: Value' header comments of a Standard Workload Format log",
-    make: Make::Table(|| Arc::new(SwfHeader)),
+    make: Make::Table(swf_header),
 };
 
 pub const EXPAND_HOSTLIST: Function = Function {
@@ -89,13 +90,8 @@ pub const EXPAND_HOSTLIST: Function = Function {
     params: &[param("text", Type::Value("Utf8"), ParamDefault::Required, "a Slurm host list")],
     output: Output::Value("list of host names"),
     description: "a Slurm host list such as node[001-004,010] or rack[1-2]-n[01-02] expanded, zero padding kept",
-    make: Make::Scalar(|_| datafusion::logical_expr::ScalarUDF::from(ExpandHostlist::default())),
+    make: Make::Scalar(|f, _| datafusion::logical_expr::ScalarUDF::from(ExpandHostlist::new(f))),
 };
-
-/// The path argument of a reader.
-fn path_arg(declaration: &'static Function, exprs: &[Expr]) -> Result<String> {
-    Args::new(declaration, exprs)?.text("path")
-}
 
 /// A table read from the file at `path` when the query runs.
 fn lazy_file(
@@ -116,63 +112,46 @@ fn lazy_file(
     Ok(Arc::new(Derived::from_many(schema, Vec::new(), compute).named(function)))
 }
 
-/// `read_sacct(path)` -> the typed columns of a sacct -P / -p output.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReadSacct;
-
-impl TableFunctionImpl for ReadSacct {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg(&READ_SACCT, args.exprs())?;
-        let schema = jobs::sacct::schema(Path::new(&path));
-        lazy_file(schema, "read_sacct", move || jobs::read(Path::new(&path), LogKind::Sacct))
-    }
+fn read_sacct(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let path = a.text("path")?;
+    let schema = jobs::sacct::schema(Path::new(&path));
+    lazy_file(schema, a.function, move || jobs::read(Path::new(&path), LogKind::Sacct))
 }
 
-/// `read_swf(path)` -> the 18 SWF fields and absolute submit/start/end times.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ReadSwf;
-
-impl TableFunctionImpl for ReadSwf {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg(&READ_SWF, args.exprs())?;
-        lazy_file(Ok(jobs::swf::schema()), "read_swf", move || jobs::read(Path::new(&path), LogKind::Swf))
-    }
+fn read_swf(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let path = a.text("path")?;
+    lazy_file(Ok(jobs::swf::schema()), a.function, move || jobs::read(Path::new(&path), LogKind::Swf))
 }
 
-/// `swf_header(path)` -> key, value of the log's `; Key: Value` comments.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct SwfHeader;
-
-impl TableFunctionImpl for SwfHeader {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let path = path_arg(&SWF_HEADER, args.exprs())?;
-        lazy_file(Ok(jobs::swf::header_schema()), "swf_header", move || {
-            jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
-        })
-    }
+fn swf_header(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let path = a.text("path")?;
+    lazy_file(Ok(jobs::swf::header_schema()), a.function, move || {
+        jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
+    })
 }
 
-/// `expand_hostlist(text)` scalar function -> list of host names.
+/// The scalar function: a host list in, the list of host names out.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ExpandHostlist {
+    declaration: &'static Function,
     signature: Signature,
 }
 
-impl Default for ExpandHostlist {
-    fn default() -> Self {
+impl ExpandHostlist {
+    pub fn new(declaration: &'static Function) -> Self {
         let strings = [DataType::Utf8, DataType::Utf8View, DataType::LargeUtf8];
         let one = strings.iter().map(|t| TypeSignature::Exact(vec![t.clone()])).collect();
-        ExpandHostlist { signature: Signature::one_of(one, Volatility::Immutable) }
+        ExpandHostlist { declaration, signature: Signature::one_of(one, Volatility::Immutable) }
     }
 }
 
 impl ScalarUDFImpl for ExpandHostlist {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(&EXPAND_HOSTLIST)
+        self.declaration.doc()
     }
 
     fn name(&self) -> &str {
-        "expand_hostlist"
+        self.declaration.name
     }
 
     fn signature(&self) -> &Signature {

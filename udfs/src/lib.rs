@@ -6,30 +6,35 @@
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
+pub mod args;
 pub mod attribution;
 pub mod bounded;
 pub mod budget;
 pub mod by_rank;
 pub mod call_paths;
+pub mod call_sweep;
 pub mod causality;
 pub mod clock;
-pub mod common;
+pub mod columns;
 pub mod counters;
 pub mod critical;
 pub mod declare;
 pub mod delays;
 pub mod deltas;
+pub mod derived;
 pub mod diagnosis;
 pub mod files;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
 pub mod ordered;
+pub mod params;
 pub mod plan;
 pub mod profile;
 pub mod recipe;
 pub mod reference;
 pub mod regions;
+pub mod relation;
 pub mod remap;
 pub mod replay;
 pub mod stream;
@@ -108,38 +113,28 @@ pub fn function(name: &str) -> Option<&'static Function> {
     FUNCTIONS.iter().copied().find(|f| f.name.eq_ignore_ascii_case(name))
 }
 
-/// DataFusion's documentation of a commdb scalar or aggregate function, built once from its
-/// declaration: what `SHOW FUNCTIONS` and `information_schema.routines` show.
-pub fn documentation(declaration: &'static Function) -> Option<&'static datafusion::logical_expr::Documentation> {
-    use datafusion::logical_expr::Documentation;
-    static BUILT: std::sync::OnceLock<std::collections::HashMap<&'static str, Documentation>> =
-        std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            FUNCTIONS.iter().filter(|f| f.kind() != Kind::Table).map(|f| (f.name, f.documentation())).collect()
-        })
-        .get(declaration.name)
-}
-
-/// A table function whose analyses' plan nodes carry its name.
+/// A table function as DataFusion calls it: the arguments checked against its declaration,
+/// the call planned, and an analysis' plan node named after it, with the call (and what
+/// planning looked up) for another process to plan it again (crate::recipe).
 #[derive(Debug)]
-struct Named {
-    name: &'static str,
-    inner: Arc<dyn TableFunctionImpl>,
-}
+struct Declared(&'static Function);
 
-impl TableFunctionImpl for Named {
+impl TableFunctionImpl for Declared {
     fn call_with_args(
         &self,
         args: datafusion::catalog::TableFunctionArgs,
     ) -> datafusion::error::Result<Arc<dyn datafusion::catalog::TableProvider>> {
-        let exprs = args.exprs().to_vec();
-        let (provider, lookups) = recipe::recording(|| self.inner.call_with_args(args));
+        let declaration = self.0;
+        let declare::Make::Table(plan) = declaration.make else {
+            return datafusion::common::plan_err!("{}: not a table function", declaration.name);
+        };
+        let exprs = args.exprs();
+        let (provider, lookups) = relation::recording(|| plan(&declaration.args(exprs, args.session())?));
         let provider = provider?;
-        Ok(match provider.downcast_ref::<common::Derived>() {
+        Ok(match provider.downcast_ref::<derived::Derived>() {
             Some(derived) => {
-                let call = recipe::Call { function: self.name, args: exprs, lookups, path: Vec::new() };
-                Arc::new(derived.named(self.name).with_call(call))
+                let call = plan::Call { function: declaration, args: exprs.to_vec(), lookups, path: Vec::new() };
+                Arc::new(derived.named(declaration.name).with_call(call))
             }
             None => provider,
         })
@@ -156,12 +151,12 @@ pub fn register_all(session: &mut Session) {
     bounded::register(session.context(), budget);
     for f in FUNCTIONS {
         match f.make {
-            declare::Make::Table(make) => {
-                session.context().register_udtf(f.name, Arc::new(Named { name: f.name, inner: make() }));
+            declare::Make::Table(_) => {
+                session.context().register_udtf(f.name, Arc::new(Declared(f)));
                 session.register_parameter_names(f.name, f.names());
             }
-            declare::Make::Scalar(make) => session.context().register_udf(make(session)),
-            declare::Make::Aggregate(make) => session.context().register_udaf(make()),
+            declare::Make::Scalar(make) => session.context().register_udf(make(f, session)),
+            declare::Make::Aggregate(make) => session.context().register_udaf(make(f)),
         }
     }
     session

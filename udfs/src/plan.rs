@@ -16,7 +16,7 @@
 //! On a distributed engine (Ballista, whose tasks each run some partitions of a stage) a node
 //! is placed (`Placement`): one task asking for each input whole, or a task per partition of
 //! its first input, each reading its other inputs whole; an analysis spread as partials and
-//! their merge is two nodes of one call (`Stage`), crate::common::Spread.
+//! their merge is two nodes of one call (`Stage`), crate::derived::Spread.
 
 use std::fmt;
 use std::sync::Arc;
@@ -38,6 +38,34 @@ use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
 };
 use futures::StreamExt;
+
+use datafusion::logical_expr::Expr;
+
+use crate::declare::Function;
+use crate::relation::Lookup;
+
+/// The key of the schema metadata that tells two calls of a table function apart.
+pub const CALL_ID: &str = "commdb.call";
+
+/// A call of a table function: its declaration, its arguments (literals, in their declared places)
+/// and what it looked up; for an analysis that another one made as its input (the criteria
+/// `message_latency` reads), the path of input numbers from the call down to it.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub function: &'static Function,
+    pub args: Vec<Expr>,
+    pub lookups: Vec<Lookup>,
+    pub path: Vec<usize>,
+}
+
+impl Call {
+    /// The call of this one's input `input`.
+    pub fn nested(&self, input: usize) -> Call {
+        let mut path = self.path.clone();
+        path.push(input);
+        Call { path, ..self.clone() }
+    }
+}
 
 /// The computation of an analysis: each input's batches in order in, result batches out.
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
@@ -89,13 +117,13 @@ pub struct AnalysisExec {
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
     /// The call that planned it, for another process to plan it again (crate::recipe).
-    call: Option<crate::recipe::Call>,
+    call: Option<crate::plan::Call>,
     /// How its inputs' partitions are read (in one process, or by a distributed engine's tasks).
     placement: Placement,
     /// Which node of its call it is: the answer, or the partials and their merge.
     stage: Stage,
     /// The output columns each partition of its output is sorted on, ascending (a task per
-    /// part whose rows are merged in that order after, crate::common::Spread).
+    /// part whose rows are merged in that order after, crate::derived::Spread).
     output_order: Option<Vec<usize>>,
     /// The columns each partition of its first input is sorted on (the parts' partials, crate::
     /// common::Spread::SortedMerge), which it merges in that order itself: a distributed engine
@@ -123,7 +151,7 @@ pub enum Placement {
 }
 
 /// Which node of an analysis' call a node is: the answer itself, or (spread as partials and
-/// their merge, crate::common::Spread) the partials of each part or their merge.
+/// their merge, crate::derived::Spread) the partials of each part or their merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Answer,
@@ -273,12 +301,12 @@ impl AnalysisExec {
     }
 
     /// The same node, knowing the call that planned it.
-    pub fn with_call(self, call: Option<crate::recipe::Call>) -> Self {
+    pub fn with_call(self, call: Option<crate::plan::Call>) -> Self {
         AnalysisExec { call, ..self }
     }
 
     /// The call that planned this node (None for a node made without a registered function).
-    pub fn call(&self) -> Option<&crate::recipe::Call> {
+    pub fn call(&self) -> Option<&crate::plan::Call> {
         self.call.as_ref()
     }
 
@@ -287,9 +315,9 @@ impl AnalysisExec {
         self.projection.as_ref()
     }
 
-    /// The identity of its call (crate::common::CALL_ID in its schema's metadata).
+    /// The identity of its call (crate::plan::CALL_ID in its schema's metadata).
     pub fn call_id(&self) -> Option<&str> {
-        self.full_schema.metadata().get(crate::common::CALL_ID).map(String::as_str)
+        self.full_schema.metadata().get(crate::plan::CALL_ID).map(String::as_str)
     }
 }
 
@@ -399,7 +427,7 @@ impl ExecutionPlan for AnalysisExec {
     }
 
     /// The analysis's batches, under the node's schema (which carries the call's metadata,
-    /// crate::common::CALL_ID, that the batches the work builds do not).
+    /// crate::plan::CALL_ID, that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
         if self.stage == Stage::Merge && partition > 0 {

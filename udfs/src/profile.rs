@@ -17,14 +17,18 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::{Field, Schema, SchemaRef};
+use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
+use crate::args::Args;
 use crate::call_paths::{Paths, Up};
-use crate::common::{Args, Derived, Spread, int64_column, text_column};
-use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int32, int64, param, text};
+use crate::call_sweep::{Names, streams_named, sweep, uncovered};
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
+use crate::derived::{Derived, Spread};
+use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Work;
 use crate::stream::{Mapper, Prepare};
 
@@ -38,19 +42,19 @@ pub const TIME_PROFILE: Function = Function {
         param("bins", Type::Integer { min: 1 }, ParamDefault::Integer(100), "equal time bins over the calls' span"),
     ],
     output: Output::Columns(&[
-        col("bin", int64, "bin number, from 0"),
-        col("bin_start", int64, "start of the bin"),
-        col("bin_end", int64, "end of the bin"),
+        col("bin", int64, "bin number, from 0").never_null(),
+        col("bin_start", int64, "start of the bin").never_null(),
+        col("bin_end", int64, "end of the bin").never_null(),
         col(
             "region",
             text,
             "a region innermost in some stream during the bin (NULL: time no call covers, the stream's own work)",
         ),
-        col("time_ns", int64, "time the streams spent with it innermost in the bin"),
-        col("share", float64, "time_ns over the bin's time of all streams"),
+        col("time_ns", int64, "time the streams spent with it innermost in the bin").never_null(),
+        col("share", float64, "time_ns over the bin's time of all streams").never_null(),
     ]),
     description: "per equal time bin and region, the time the streams spent with that region innermost (a region's time over all bins is its exclusive time); share of the bin's time over all streams",
-    make: Make::Table(|| Arc::new(TimeProfile)),
+    make: Make::Table(time_profile),
 };
 
 pub const CALL_TREE: Function = Function {
@@ -62,121 +66,19 @@ pub const CALL_TREE: Function = Function {
             text,
             "the call path, regions joined by '/' ('...' first when it starts outside rel; NULL: time no call covers)",
         ),
-        col("depth", int32, "nesting depth of the path's last region, from 0"),
+        col("depth", int32, "nesting depth of the path's last region, from 0").never_null(),
         col("region", text, "the path's last region (NULL: time no call covers, the rank's own work)"),
-        col("rank", int64, ""),
-        col("calls", int64, "calls of this path on the rank (0 for time no call covers)"),
-        col("inclusive_ns", int64, "their time with nested calls"),
-        col("exclusive_ns", int64, "their time without nested calls"),
+        col("rank", int64, "").never_null(),
+        col("calls", int64, "calls of this path on the rank (0 for time no call covers)").never_null(),
+        col("inclusive_ns", int64, "their time with nested calls").never_null(),
+        col("exclusive_ns", int64, "their time without nested calls").never_null(),
     ]),
     description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...'; path NULL holds the time of the run's span no call covers on the rank's streams)",
-    make: Make::Table(|| Arc::new(CallTree)),
+    make: Make::Table(call_tree),
 };
 
 /// The region index of time no call covers (no name: NULL).
 const UNCOVERED: u32 = u32::MAX;
-
-/// One call as the sweep reads it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Call {
-    pub start: i64,
-    pub end: i64,
-    pub region: u32,
-}
-
-/// Call `emit(region, from, to)` for every stretch of a stream's time that one call is the
-/// innermost open call of; `calls` sorted by start, enclosing calls before the calls they
-/// enclose.
-pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
-    sweep_tagged(calls, |_, _| (), |call, _, from, to| emit(call.region, from, to));
-}
-
-/// `sweep`, carrying a tag per open call: `tag(enclosing call's tag, call)` gives a call's
-/// when it opens (the call path of crate::call_paths), and `emit(call, tag, from, to)` gets the
-/// innermost call's with each stretch.
-pub(crate) fn sweep_tagged<T: Copy>(
-    calls: &[Call],
-    mut tag: impl FnMut(Option<T>, &Call) -> T,
-    mut emit: impl FnMut(&Call, T, i64, i64),
-) {
-    let mut stack: Vec<(Call, T)> = Vec::new();
-    let mut cursor = i64::MIN;
-    for c in calls {
-        while let Some((top, t)) = stack.last().copied().filter(|t| t.0.end <= c.start) {
-            emit(&top, t, cursor.max(top.start), top.end);
-            cursor = top.end;
-            stack.pop();
-        }
-        if let Some((top, t)) = stack.last() {
-            emit(top, *t, cursor.max(top.start), c.start);
-        }
-        cursor = c.start;
-        let t = tag(stack.last().map(|s| s.1), c);
-        stack.push((*c, t));
-    }
-    while let Some((top, t)) = stack.pop() {
-        emit(&top, t, cursor.max(top.start), top.end);
-        cursor = top.end;
-    }
-}
-
-/// The time of [t0, t1) that none of a stream's calls (start, end) covers; `calls` is
-/// reordered.
-pub(crate) fn uncovered(calls: &mut [(i64, i64)], t0: i64, t1: i64) -> i64 {
-    calls.sort_unstable();
-    let (mut covered, mut reach) = (0i64, t0);
-    for &(start, end) in calls.iter() {
-        let (a, b) = (start.max(reach), end.min(t1));
-        if b > a {
-            covered += b - a;
-        }
-        reach = reach.max(end);
-    }
-    (t1 - t0 - covered).max(0)
-}
-
-/// The calls of a relation (columns rank, thread, region, start_ts, end_ts) by stream (rank,
-/// thread), each stream's sorted for the sweep (`streams_named`).
-pub(crate) type Streams = Vec<((i64, i64), Vec<Call>)>;
-
-/// Region names interned as ids, over every chunk an analysis reads.
-#[derive(Debug, Default)]
-pub(crate) struct Names {
-    pub names: Vec<String>,
-    ids: commdb_catalog::fast_hash::FastMap<String, u32>,
-}
-
-impl Names {
-    pub fn id(&mut self, name: &str) -> u32 {
-        if let Some(&id) = self.ids.get(name) {
-            return id;
-        }
-        self.ids.insert(name.to_string(), self.names.len() as u32);
-        self.names.push(name.to_string());
-        self.names.len() as u32 - 1
-    }
-}
-
-/// `streams`, interning the region names in `names`.
-pub(crate) fn streams_named(batches: &[RecordBatch], function: &str, names: &mut Names) -> Result<Streams> {
-    let (rank, thread, region) = (int64_column(batches, 0)?, int64_column(batches, 1)?, text_column(batches, 2)?);
-    let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
-    let mut by_stream: BTreeMap<(i64, i64), Vec<Call>> = BTreeMap::new();
-    for i in 0..rank.len() {
-        if rank.is_null(i) || start.is_null(i) || end.is_null(i) {
-            return exec_err!("{function}: a row has no rank, start_ts or end_ts; filter such calls out first");
-        }
-        let id = names.id(if region.is_valid(i) { region.value(i) } else { "NULL" });
-        let key = (rank.value(i), if thread.is_valid(i) { thread.value(i) } else { 0 });
-        by_stream.entry(key).or_default().push(Call { start: start.value(i), end: end.value(i), region: id });
-    }
-    let mut out: Streams = by_stream.into_iter().collect();
-    for (_, calls) in &mut out {
-        // Enclosing calls first among calls that start together.
-        calls.sort_by_key(|c| (c.start, std::cmp::Reverse(c.end)));
-    }
-    Ok(out)
-}
 
 /// The time of each (bin, region) over the streams, a chunk of whole ranks at a time
 /// (crate::by_rank), on bins fixed before the calls are read.
@@ -191,7 +93,7 @@ struct Profile {
     partial: bool,
 }
 
-/// The schema of a part's times (a cluster's task's, crate::common::Spread): the answer's
+/// The schema of a part's times (a cluster's task's, crate::derived::Spread): the answer's
 /// columns but the share, with a last row of bin NULL whose time_ns is the part's streams.
 fn profile_partials(answer: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = answer.fields().iter().take(5).map(|f| f.as_ref().clone()).collect();
@@ -320,60 +222,42 @@ impl Mapper for Profile {
     }
 }
 
-/// `time_profile([rel => 'calls'], bins => 100)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct TimeProfile;
-
-impl TableFunctionImpl for TimeProfile {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&TIME_PROFILE, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let bins = a.int("bins")?;
-        if bins > 1_000_000 {
-            return plan_err!("time_profile: bins must be at most 1000000, got {bins}");
-        }
-        let idx = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("bin", DataType::Int64, false),
-            Field::new("bin_start", DataType::Int64, false),
-            Field::new("bin_end", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, true),
-            Field::new("time_ns", DataType::Int64, false),
-            Field::new("share", DataType::Float64, false),
-        ]));
-        // The bins come from the calls' first start and last end, aggregated before the calls
-        // stream through the sweep.
-        let bounds = crate::common::bounds_of(
-            &rel,
-            datafusion::logical_expr::col("start_ts"),
-            datafusion::logical_expr::col("end_ts"),
-        )?;
-        let schema = out.clone();
-        let profile = move |partial: bool| -> Prepare {
-            let schema = schema.clone();
-            Arc::new(move |held| {
-                let (first, last) = crate::common::bounds_read(&held[0])?;
-                let bins = match (first, last) {
-                    (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
-                    _ => None,
-                };
-                let (time, names, schema) = (BTreeMap::new(), Names::default(), schema.clone());
-                Ok(Box::new(Profile { bins, time, names, streams: 0, schema, partial }) as Box<dyn Mapper>)
-            })
-        };
-        // Spread over a cluster's parts of whole ranks, each part's times are added up in one
-        // task.
-        let answer = out.clone();
-        let merge: crate::common::Compute = Arc::new(move |partials| merge_profile(partials, &answer));
-        let spread = Spread::Merged { schema: profile_partials(&out), work: Work::ByRank(profile(true), 0), merge };
-        let inputs = vec![(rel, Some(idx)), bounds];
-        Ok(Arc::new(Derived::by_rank(out, inputs, 0, profile(false)).spreading(spread)))
+fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let bins = a.int("bins")?;
+    if bins > 1_000_000 {
+        return plan_err!("time_profile: bins must be at most 1000000, got {bins}");
     }
+    let idx = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let out = a.schema();
+    // The bins come from the calls' first start and last end, aggregated before the calls
+    // stream through the sweep.
+    let bounds = crate::relation::bounds_of(
+        &rel,
+        datafusion::logical_expr::col("start_ts"),
+        datafusion::logical_expr::col("end_ts"),
+    )?;
+    let schema = out.clone();
+    let profile = move |partial: bool| -> Prepare {
+        let schema = schema.clone();
+        Arc::new(move |held| {
+            let (first, last) = crate::relation::bounds_read(&held[0])?;
+            let bins = match (first, last) {
+                (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
+                _ => None,
+            };
+            let (time, names, schema) = (BTreeMap::new(), Names::default(), schema.clone());
+            Ok(Box::new(Profile { bins, time, names, streams: 0, schema, partial }) as Box<dyn Mapper>)
+        })
+    };
+    // Spread over a cluster's parts of whole ranks, each part's times are added up in one
+    // task.
+    let answer = out.clone();
+    let merge: crate::derived::Compute = Arc::new(move |partials| merge_profile(partials, &answer));
+    let spread = Spread::Merged { schema: profile_partials(&out), work: Work::ByRank(profile(true), 0), merge };
+    let inputs = vec![(rel, Some(idx)), bounds];
+    Ok(Arc::new(Derived::by_rank(out, inputs, 0, profile(false)).spreading(spread)))
 }
-
-/// `call_tree([rel => 'calls'])`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct CallTree;
 
 /// A call path's depth, calls, inclusive and exclusive time on one rank.
 type Totals = (i32, i64, i64, i64);
@@ -485,53 +369,43 @@ impl Mapper for Tree {
     }
 }
 
-impl TableFunctionImpl for CallTree {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&CALL_TREE, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let idx = rel.columns(
-            a.function,
-            &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],
-        )?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("path", DataType::Utf8, true),
-            Field::new("depth", DataType::Int32, false),
-            Field::new("region", DataType::Utf8, true),
-            Field::new("rank", DataType::Int64, false),
-            Field::new("calls", DataType::Int64, false),
-            Field::new("inclusive_ns", DataType::Int64, false),
-            Field::new("exclusive_ns", DataType::Int64, false),
-        ]));
-        let bounds = crate::common::bounds_of(
-            &rel,
-            datafusion::logical_expr::col("start_ts"),
-            datafusion::logical_expr::col("end_ts"),
-        )?;
-        let schema = out.clone();
-        let prepare: Prepare = Arc::new(move |held| {
-            let span = match crate::common::bounds_read(&held[0])? {
-                (Some(t0), Some(t1)) => Some((t0, t1)),
-                _ => None,
-            };
-            let tree = Tree {
-                names: Names::default(),
-                paths: Paths::default(),
-                totals: HashMap::new(),
-                span,
-                uncovered: BTreeMap::new(),
-                schema: schema.clone(),
-            };
-            Ok(Box::new(tree) as Box<dyn Mapper>)
-        });
-        // A call's path is on its own rank: over a cluster's parts of whole ranks, the parts'
-        // rows together are the answer.
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare).spreading(Spread::Rows)))
-    }
+fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let idx = rel.columns(
+        a.function,
+        &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],
+    )?;
+    let out = a.schema();
+    let bounds = crate::relation::bounds_of(
+        &rel,
+        datafusion::logical_expr::col("start_ts"),
+        datafusion::logical_expr::col("end_ts"),
+    )?;
+    let schema = out.clone();
+    let prepare: Prepare = Arc::new(move |held| {
+        let span = match crate::relation::bounds_read(&held[0])? {
+            (Some(t0), Some(t1)) => Some((t0, t1)),
+            _ => None,
+        };
+        let tree = Tree {
+            names: Names::default(),
+            paths: Paths::default(),
+            totals: HashMap::new(),
+            span,
+            uncovered: BTreeMap::new(),
+            schema: schema.clone(),
+        };
+        Ok(Box::new(tree) as Box<dyn Mapper>)
+    });
+    // A call's path is on its own rank: over a cluster's parts of whole ranks, the parts'
+    // rows together are the answer.
+    Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare).spreading(Spread::Rows)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call_sweep::Call;
 
     #[test]
     fn the_sweep_gives_each_stretch_to_the_innermost_call() {

@@ -26,17 +26,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::common::{Args, Compute, Derived, Projected, Relation, int64_column};
-use crate::declare::{
-    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, col, float64,
-    int64, param,
-};
+use crate::args::Args;
+use crate::columns::int64_column;
+use crate::declare::{Function, Make, Output, col, float64, int64};
+use crate::derived::{Compute, Derived};
 use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices};
+use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, Param, ParamDefault, Type, param};
+use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, Prepare};
 
 /// The undirected communication graph over the ranks that appear in a relation.
@@ -405,85 +406,71 @@ pub const PROCESS_DISTANCE: Function = Function {
     name: "process_distance",
     params: &[MESSAGES],
     output: Output::Columns(&[
-        col("p", int64, "a rank"),
-        col("q", int64, "a rank it communicates with (p < q)"),
-        col("distance", float64, "free-energy distance of p and q in the communication graph"),
+        col("p", int64, "a rank").never_null(),
+        col("q", int64, "a rank it communicates with (p < q)").never_null(),
+        col("distance", float64, "free-energy distance of p and q in the communication graph").never_null(),
     ]),
     description: "free-energy distance of every pair of ranks connected in the communication graph (PCLVis 4.2)",
-    make: Make::Table(|| Arc::new(ProcessDistance)),
+    make: Make::Table(process_distance),
 };
 
 pub const PROCESS_REGIONS: Function = Function {
     name: "process_regions",
     params: &[MESSAGES, THRESHOLD],
     output: Output::Columns(&[
-        col("rank", int64, ""),
-        col("region", int64, "communication region, numbered from 0 in order of lowest rank"),
-        col("region_size", int64, "ranks in the region"),
+        col("rank", int64, "").never_null(),
+        col("region", int64, "communication region, numbered from 0 in order of lowest rank").never_null(),
+        col("region_size", int64, "ranks in the region").never_null(),
     ]),
     description: "communication regions: average-linkage clusters of ranks, cut at the dendrogram level of highest message-graph modularity (or at threshold, the paper's fixed rule) (PCLVis 4.2)",
-    make: Make::Table(|| Arc::new(ProcessRegions)),
+    make: Make::Table(process_regions),
 };
 
 pub const PROCESS_DENDROGRAM: Function = Function {
     name: "process_dendrogram",
     params: &[MESSAGES],
     output: Output::Columns(&[
-        col("step", int64, "merge step, from 0"),
-        col("cluster_a", int64, "a merged cluster: a rank, or (max rank + 1 + step) for the cluster a step made"),
-        col("cluster_b", int64, "the other merged cluster"),
-        col("distance", float64, "average free-energy distance between the two clusters"),
-        col("size", int64, "ranks in the merged cluster"),
+        col("step", int64, "merge step, from 0").never_null(),
+        col("cluster_a", int64, "a merged cluster: a rank, or (max rank + 1 + step) for the cluster a step made")
+            .never_null(),
+        col("cluster_b", int64, "the other merged cluster").never_null(),
+        col("distance", float64, "average free-energy distance between the two clusters").never_null(),
+        col("size", int64, "ranks in the merged cluster").never_null(),
     ]),
     description: "the merge steps of the average-linkage clustering, to choose a region threshold",
-    make: Make::Table(|| Arc::new(ProcessDendrogram)),
+    make: Make::Table(process_dendrogram),
 };
 
 pub const REGION_GRAPH: Function = Function {
     name: "region_graph",
     params: &[MESSAGES, THRESHOLD, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
     output: Output::Columns(&[
-        col("region_a", int64, "sending region"),
-        col("region_b", int64, "receiving region (equal to region_a within a region)"),
-        col("messages", int64, "messages from region_a to region_b"),
-        col("bytes", int64, "their bytes"),
+        col("region_a", int64, "sending region").never_null(),
+        col("region_b", int64, "receiving region (equal to region_a within a region)").never_null(),
+        col("messages", int64, "messages from region_a to region_b").never_null(),
+        col("bytes", int64, "their bytes").never_null(),
         col("mean_latency", float64, "their mean latency L"),
     ]),
     description: "messages, bytes and mean latency L between (and within) communication regions",
-    make: Make::Table(|| Arc::new(RegionGraph)),
+    make: Make::Table(region_graph),
 };
 
-fn schema(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
-}
-
-/// `process_distance([rel])` -> p, q, distance.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ProcessDistance;
-
-impl TableFunctionImpl for ProcessDistance {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&PROCESS_DISTANCE, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        relation.columns("process_distance", &["src", "dst"])?;
-        let out = schema(vec![
-            Field::new("p", DataType::Int64, false),
-            Field::new("q", DataType::Int64, false),
-            Field::new("distance", DataType::Float64, false),
-        ]);
-        let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let g = graph_of(batches)?;
-            let rows = g.distances().rows();
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.0]))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.1]))),
-                Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
-    }
+fn process_distance(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    relation.columns("process_distance", &["src", "dst"])?;
+    let out = a.schema();
+    let s = out.clone();
+    let compute: Compute = Arc::new(move |batches| {
+        let g = graph_of(batches)?;
+        let rows = g.distances().rows();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.0]))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| g.ranks[r.1]))),
+            Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2))),
+        ];
+        Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+    });
+    Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
 }
 
 /// The cut: `threshold => t` for the paper's fixed rule, else the modularity rule.
@@ -494,117 +481,80 @@ fn cut_arg(a: &Args<'_>) -> Result<Cut> {
     })
 }
 
-/// `process_regions([rel], threshold => 2.0)` -> rank, region, region_size.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ProcessRegions;
-
-impl TableFunctionImpl for ProcessRegions {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&PROCESS_REGIONS, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        let cut = cut_arg(&a)?;
-        relation.columns("process_regions", &["src", "dst"])?;
-        let out = schema(vec![
-            Field::new("rank", DataType::Int64, false),
-            Field::new("region", DataType::Int64, false),
-            Field::new("region_size", DataType::Int64, false),
-        ]);
-        let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let g = graph_of(batches)?;
-            let region = regions(&g, cut);
-            let mut size: HashMap<usize, i64> = HashMap::new();
-            for r in &region {
-                *size.entry(*r).or_default() += 1;
-            }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(g.ranks.clone())),
-                Arc::new(Int64Array::from_iter_values(region.iter().map(|r| *r as i64))),
-                Arc::new(Int64Array::from_iter_values(region.iter().map(|r| size[r]))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
-    }
+fn process_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    let cut = cut_arg(a)?;
+    relation.columns("process_regions", &["src", "dst"])?;
+    let out = a.schema();
+    let s = out.clone();
+    let compute: Compute = Arc::new(move |batches| {
+        let g = graph_of(batches)?;
+        let region = regions(&g, cut);
+        let mut size: HashMap<usize, i64> = HashMap::new();
+        for r in &region {
+            *size.entry(*r).or_default() += 1;
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(g.ranks.clone())),
+            Arc::new(Int64Array::from_iter_values(region.iter().map(|r| *r as i64))),
+            Arc::new(Int64Array::from_iter_values(region.iter().map(|r| size[r]))),
+        ];
+        Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+    });
+    Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
 }
 
-/// `process_dendrogram([rel])` -> step, cluster_a, cluster_b, distance, size.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ProcessDendrogram;
-
-impl TableFunctionImpl for ProcessDendrogram {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&PROCESS_DENDROGRAM, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        relation.columns("process_dendrogram", &["src", "dst"])?;
-        let out = schema(vec![
-            Field::new("step", DataType::Int64, false),
-            Field::new("cluster_a", DataType::Int64, false),
-            Field::new("cluster_b", DataType::Int64, false),
-            Field::new("distance", DataType::Float64, false),
-            Field::new("size", DataType::Int64, false),
-        ]);
-        let s = out.clone();
-        let compute: Compute = Arc::new(move |batches| {
-            let merges = dendrogram(&graph_of(batches)?);
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from_iter_values(0..merges.len() as i64)),
-                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.a))),
-                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.b))),
-                Arc::new(Float64Array::from_iter_values(merges.iter().map(|m| m.distance))),
-                Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.size))),
-            ];
-            Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
-        });
-        Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
-    }
+fn process_dendrogram(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    relation.columns("process_dendrogram", &["src", "dst"])?;
+    let out = a.schema();
+    let s = out.clone();
+    let compute: Compute = Arc::new(move |batches| {
+        let merges = dendrogram(&graph_of(batches)?);
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(0..merges.len() as i64)),
+            Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.a))),
+            Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.b))),
+            Arc::new(Float64Array::from_iter_values(merges.iter().map(|m| m.distance))),
+            Arc::new(Int64Array::from_iter_values(merges.iter().map(|m| m.size))),
+        ];
+        Ok(vec![RecordBatch::try_new(s.clone(), columns)?])
+    });
+    Ok(Arc::new(Derived::new(out, pairs_of(&relation)?.0, None, compute)))
 }
 
-/// `region_graph([rel], threshold => 2.0)` -> region_a, region_b, messages, bytes, mean_latency.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct RegionGraph;
-
-impl TableFunctionImpl for RegionGraph {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&REGION_GRAPH, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        let cut = cut_arg(&a)?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation)?;
-        let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
-        let message_idx = MessageIndices::find("region_graph", &relation)?;
-        let out = schema(vec![
-            Field::new("region_a", DataType::Int64, false),
-            Field::new("region_b", DataType::Int64, false),
-            Field::new("messages", DataType::Int64, false),
-            Field::new("bytes", DataType::Int64, false),
-            Field::new("mean_latency", DataType::Float64, true),
-        ]);
-        // The regions come from the graph (a row per pair) and the latency from the criteria,
-        // both read first; then the messages stream through the region pairs' sums.
-        let criteria = baseline.streamed_input(&relation, &message_idx, extra);
-        let criteria_at = criteria.is_some().then_some(1);
-        let mut inputs = vec![(relation.clone(), None), pairs_of(&relation)?];
-        inputs.extend(criteria);
-        let s = out.clone();
-        let prepare: Prepare = Arc::new(move |held| {
-            let g = graph_of(&held[0])?;
-            let region = regions(&g, cut);
-            let region_of = g.ranks.iter().zip(&region).map(|(r, k)| (*r, *k as i64)).collect();
-            let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
-            let fold = RegionFold {
-                region_of,
-                table,
-                baseline: baseline.clone(),
-                idx: idx.clone(),
-                message_idx: message_idx.clone(),
-                acc: BTreeMap::new(),
-                counted: (0, 0),
-                schema: s.clone(),
-            };
-            Ok(Box::new(fold) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
-    }
+fn region_graph(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let relation = a.relation("rel")?;
+    let cut = cut_arg(a)?;
+    let (baseline, extra) = Baseline::plan(a, a.session, &relation)?;
+    let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
+    let message_idx = MessageIndices::find("region_graph", &relation)?;
+    let out = a.schema();
+    // The regions come from the graph (a row per pair) and the latency from the criteria,
+    // both read first; then the messages stream through the region pairs' sums.
+    let criteria = baseline.streamed_input(&relation, &message_idx, extra);
+    let criteria_at = criteria.is_some().then_some(1);
+    let mut inputs = vec![(relation.clone(), None), pairs_of(&relation)?];
+    inputs.extend(criteria);
+    let s = out.clone();
+    let prepare: Prepare = Arc::new(move |held| {
+        let g = graph_of(&held[0])?;
+        let region = regions(&g, cut);
+        let region_of = g.ranks.iter().zip(&region).map(|(r, k)| (*r, *k as i64)).collect();
+        let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
+        let fold = RegionFold {
+            region_of,
+            table,
+            baseline: baseline.clone(),
+            idx: idx.clone(),
+            message_idx: message_idx.clone(),
+            acc: BTreeMap::new(),
+            counted: (0, 0),
+            schema: s.clone(),
+        };
+        Ok(Box::new(fold) as Box<dyn Mapper>)
+    });
+    Ok(Arc::new(Derived::streamed(out, inputs, prepare)))
 }
 
 /// region_graph's sums per (region, region), message batch by message batch.

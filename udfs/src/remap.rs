@@ -18,26 +18,30 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived, FastMap, int64_column, text_column};
-use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, boolean, col, float64, int64, param, text};
+use crate::args::Args;
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text};
+use crate::derived::Derived;
 use crate::latency::MESSAGES;
+use crate::params::{Param, ParamDefault, Type, param};
+use commdb_catalog::fast_hash::FastMap;
 
 /// Held while METIS partitions (its random state is the process's).
 static METIS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 const REMAP_PARAMS: &[Param] = &[
+    MESSAGES,
     param(
         "ranks_per_node",
         Type::Integer { min: 1 },
         ParamDefault::Chosen("the current placement's most ranks on a node"),
         "at most this many ranks on each node of the suggestion",
     ),
-    MESSAGES,
     param(
         "weight",
         Type::Choice(&["messages", "bytes"]),
@@ -50,31 +54,31 @@ pub const REMAP_SUGGESTION: Function = Function {
     name: "remap_suggestion",
     params: REMAP_PARAMS,
     output: Output::Columns(&[
-        col("rank", int64, ""),
+        col("rank", int64, "").never_null(),
         col("current_node", text, "the node the rank ran on (NULL when the relation does not say)"),
-        col("suggested_node", text, "the node the suggestion places it on"),
+        col("suggested_node", text, "the node the suggestion places it on").never_null(),
     ]),
     description: "a placement of ranks on nodes (at most ranks_per_node each) that cuts less traffic between nodes: METIS multilevel k-way, never worse than the current one",
-    make: Make::Table(|| Arc::new(RemapSuggestion)),
+    make: Make::Table(remap_suggestion),
 };
 
 pub const REMAP_SUMMARY: Function = Function {
     name: "remap_summary",
     params: REMAP_PARAMS,
     output: Output::Columns(&[
-        col("ranks", int64, "ranks placed"),
-        col("ranks_per_node", int64, "at most this many per node"),
-        col("messages", int64, "messages between distinct ranks"),
-        col("bytes", int64, "their bytes"),
+        col("ranks", int64, "ranks placed").never_null(),
+        col("ranks_per_node", int64, "at most this many per node").never_null(),
+        col("messages", int64, "messages between distinct ranks").never_null(),
+        col("bytes", int64, "their bytes").never_null(),
         col("inter_messages_before", int64, "messages between nodes in the current placement (NULL: unknown)"),
-        col("inter_messages_after", int64, "messages between nodes in the suggestion"),
+        col("inter_messages_after", int64, "messages between nodes in the suggestion").never_null(),
         col("inter_bytes_before", int64, "bytes between nodes in the current placement (NULL: unknown)"),
-        col("inter_bytes_after", int64, "bytes between nodes in the suggestion"),
+        col("inter_bytes_after", int64, "bytes between nodes in the suggestion").never_null(),
         col("reduction", float64, "1 - after / before of the chosen weight"),
-        col("kept_current", boolean, "the current placement was kept: no suggestion cut less"),
+        col("kept_current", boolean, "the current placement was kept: no suggestion cut less").never_null(),
     ]),
     description: "inter-node messages and bytes of the current placement and of remap_suggestion's, and the reduction",
-    make: Make::Table(|| Arc::new(RemapSummary)),
+    make: Make::Table(remap_summary),
 };
 
 /// What the edges weigh.
@@ -370,11 +374,10 @@ struct Call {
     nodes: Option<(usize, usize)>,
 }
 
-fn call(declaration: &'static Function, args: &TableFunctionArgs) -> Result<(crate::common::Relation, Call)> {
-    let function = declaration.name;
-    let a = Args::new(declaration, args.exprs())?;
+fn remap_call(a: &Args) -> Result<(crate::relation::Relation, Call)> {
+    let function = a.function;
     let cap = a.opt_int("ranks_per_node")?.map(|c| c as usize);
-    let rel = a.relation(args.session(), "rel")?;
+    let rel = a.relation("rel")?;
     let weight = match a.text("weight")?.as_str() {
         "bytes" => Weight::Bytes,
         _ => Weight::Messages,
@@ -412,7 +415,7 @@ impl Call {
     fn streamed(
         self,
         out: SchemaRef,
-        rel: crate::common::Relation,
+        rel: crate::relation::Relation,
         answer: impl Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync + 'static,
     ) -> Derived {
         let (read, call) = self.projected();
@@ -474,77 +477,49 @@ impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> crate::stream::
     }
 }
 
-/// `remap_suggestion([ranks_per_node] [, rel => 'messages'], weight => 'messages')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct RemapSuggestion;
-
-impl TableFunctionImpl for RemapSuggestion {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (rel, c) = call(&REMAP_SUGGESTION, &args)?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("rank", DataType::Int64, false),
-            Field::new("current_node", DataType::Utf8, true),
-            Field::new("suggested_node", DataType::Utf8, false),
-        ]));
-        let s = out.clone();
-        Ok(Arc::new(c.streamed(out, rel, move |c, t| {
-            let (t, _, suggested, _) = c.run(t, "remap_suggestion")?;
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(t.ranks.clone())),
-                Arc::new(StringArray::from(t.current.clone())),
-                Arc::new(StringArray::from(suggested)),
-            ];
-            Ok(RecordBatch::try_new(s.clone(), columns)?)
-        })))
-    }
+fn remap_suggestion(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let (rel, c) = remap_call(a)?;
+    let out = a.schema();
+    let s = out.clone();
+    Ok(Arc::new(c.streamed(out, rel, move |c, t| {
+        let (t, _, suggested, _) = c.run(t, "remap_suggestion")?;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(t.ranks.clone())),
+            Arc::new(StringArray::from(t.current.clone())),
+            Arc::new(StringArray::from(suggested)),
+        ];
+        Ok(RecordBatch::try_new(s.clone(), columns)?)
+    })))
 }
 
-/// `remap_summary([ranks_per_node] [, rel => 'messages'], weight => 'messages')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct RemapSummary;
-
-impl TableFunctionImpl for RemapSummary {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let (rel, c) = call(&REMAP_SUMMARY, &args)?;
-        let i = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            i("ranks", false),
-            i("ranks_per_node", false),
-            i("messages", false),
-            i("bytes", false),
-            i("inter_messages_before", true),
-            i("inter_messages_after", false),
-            i("inter_bytes_before", true),
-            i("inter_bytes_after", false),
-            Field::new("reduction", DataType::Float64, true),
-            Field::new("kept_current", DataType::Boolean, false),
-        ]));
-        let s = out.clone();
-        let weight = c.weight;
-        Ok(Arc::new(c.streamed(out, rel, move |c, t| {
-            let (t, cap, suggested, kept) = c.run(t, "remap_summary")?;
-            let before = t.current.iter().all(Option::is_some).then(|| t.inter(&t.current));
-            let after = t.inter(&suggested);
-            let reduction = before.map(|b| {
-                let (b, a) = match weight {
-                    Weight::Messages => (b.0, after.0),
-                    Weight::Bytes => (b.1, after.1),
-                };
-                if b > 0 { 1.0 - a as f64 / b as f64 } else { 0.0 }
-            });
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(vec![t.ranks.len() as i64])),
-                Arc::new(Int64Array::from(vec![cap as i64])),
-                Arc::new(Int64Array::from(vec![t.messages])),
-                Arc::new(Int64Array::from(vec![t.bytes])),
-                Arc::new(Int64Array::from(vec![before.map(|b| b.0)])),
-                Arc::new(Int64Array::from(vec![after.0])),
-                Arc::new(Int64Array::from(vec![before.map(|b| b.1)])),
-                Arc::new(Int64Array::from(vec![after.1])),
-                Arc::new(Float64Array::from(vec![reduction])),
-                Arc::new(arrow::array::BooleanArray::from(vec![kept])),
-            ];
-            Ok(RecordBatch::try_new(s.clone(), columns)?)
-        })))
-    }
+fn remap_summary(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let (rel, c) = remap_call(a)?;
+    let out = a.schema();
+    let s = out.clone();
+    let weight = c.weight;
+    Ok(Arc::new(c.streamed(out, rel, move |c, t| {
+        let (t, cap, suggested, kept) = c.run(t, "remap_summary")?;
+        let before = t.current.iter().all(Option::is_some).then(|| t.inter(&t.current));
+        let after = t.inter(&suggested);
+        let reduction = before.map(|b| {
+            let (b, a) = match weight {
+                Weight::Messages => (b.0, after.0),
+                Weight::Bytes => (b.1, after.1),
+            };
+            if b > 0 { 1.0 - a as f64 / b as f64 } else { 0.0 }
+        });
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(vec![t.ranks.len() as i64])),
+            Arc::new(Int64Array::from(vec![cap as i64])),
+            Arc::new(Int64Array::from(vec![t.messages])),
+            Arc::new(Int64Array::from(vec![t.bytes])),
+            Arc::new(Int64Array::from(vec![before.map(|b| b.0)])),
+            Arc::new(Int64Array::from(vec![after.0])),
+            Arc::new(Int64Array::from(vec![before.map(|b| b.1)])),
+            Arc::new(Int64Array::from(vec![after.1])),
+            Arc::new(Float64Array::from(vec![reduction])),
+            Arc::new(arrow::array::BooleanArray::from(vec![kept])),
+        ];
+        Ok(RecordBatch::try_new(s.clone(), columns)?)
+    })))
 }

@@ -126,7 +126,7 @@ pub struct Streamed {
     /// None: all of them.
     pub part: Option<usize>,
     /// The order each partition of the main input is sorted in, to merge them in (the parts'
-    /// partials of crate::common::Spread::SortedMerge); None: as they come.
+    /// partials of crate::derived::Spread::SortedMerge); None: as they come.
     pub merged_on: Option<datafusion::physical_expr::LexOrdering>,
 }
 

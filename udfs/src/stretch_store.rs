@@ -23,7 +23,7 @@ use arrow::array::RecordBatch;
 use datafusion::error::{DataFusionError, Result};
 
 use crate::call_paths::Paths;
-use crate::profile::{Names, streams_named};
+use crate::call_sweep::{Names, streams_named};
 use crate::stretches::{NO_PATH, Stretch, UNCOVERED, thread_stretches};
 
 /// Stretches per block, the unit read back.

@@ -11,7 +11,7 @@ use arrow::array::RecordBatch;
 use datafusion::error::Result;
 
 use crate::call_paths::{Paths, sweep_paths};
-use crate::profile::{Names, streams_named};
+use crate::call_sweep::{Names, streams_named};
 
 /// One stretch of a rank's time with one innermost region (an index past the region names:
 /// time no region covers, the rank's own work).
@@ -54,7 +54,7 @@ pub(crate) struct Run {
 /// The stretches of one thread's calls (in start order, enclosing calls first): time no
 /// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
 /// stretches that touch form one call (`call_start`).
-pub(crate) fn thread_stretches(calls: &[crate::profile::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
+pub(crate) fn thread_stretches(calls: &[crate::call_sweep::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
     let mut list: Vec<Stretch> = Vec::new();
     sweep_paths(calls, names, paths, |region, path, from, to| {
         if to > from {

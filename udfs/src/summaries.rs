@@ -15,13 +15,16 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::common::{Args, Compute, Derived, Spread, int64_column, text_column};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col, float64, int64, param, text};
+use crate::args::Args;
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::{Compute, Derived, Spread};
 use crate::latency::MESSAGES;
+use crate::params::{ParamDefault, Type, param};
 use crate::plan::Work;
 use crate::profile::CALLS;
 use crate::stream::{Mapper, Prepare};
@@ -41,14 +44,14 @@ pub const COMM_MATRIX: Function = Function {
     output: Output::Columns(&[
         col("src", int64, "sending rank (by => 'node': its node, as text)"),
         col("dst", int64, "receiving rank (by => 'node': its node, as text)"),
-        col("messages", int64, "messages from src to dst"),
-        col("bytes", int64, "their bytes"),
+        col("messages", int64, "messages from src to dst").never_null(),
+        col("bytes", int64, "their bytes").never_null(),
         col("mean_duration_ns", float64, "their mean transmission time"),
         col("value", float64, "the quantity chosen by value"),
         col("share", float64, "value over the total of all pairs"),
     ]),
     description: "the communication matrix: per sender and receiver (by 'rank' or 'node'), messages, bytes and mean transmission time; value is the quantity chosen ('messages', 'bytes' or 'duration': the total transmission ns) and share its part of the total over all pairs",
-    make: Make::Table(|| Arc::new(CommMatrix)),
+    make: Make::Table(comm_matrix),
 };
 
 pub const MESSAGE_HISTOGRAM: Function = Function {
@@ -63,16 +66,16 @@ pub const MESSAGE_HISTOGRAM: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        col("bin", int64, "bin number, from 0"),
-        col("bytes_from", int64, "smallest size of the bin"),
-        col("bytes_to", int64, "end of the bin (exclusive)"),
-        col("messages", int64, "messages in the bin"),
-        col("bytes", int64, "their bytes"),
+        col("bin", int64, "bin number, from 0").never_null(),
+        col("bytes_from", int64, "smallest size of the bin").never_null(),
+        col("bytes_to", int64, "end of the bin (exclusive)").never_null(),
+        col("messages", int64, "messages in the bin").never_null(),
+        col("bytes", int64, "their bytes").never_null(),
         col("mean_duration_ns", float64, "their mean transmission time"),
         col("share", float64, "their share of the messages"),
     ]),
     description: "messages by size: power-of-two classes [bytes_from, bytes_to) (0 bytes, 1, 2-3, 4-7, ...) as MPI profilers report them, or `bins` equal-width bins from the smallest to the largest message; share of the messages",
-    make: Make::Table(|| Arc::new(MessageHistogram)),
+    make: Make::Table(message_histogram),
 };
 
 pub const LOAD_IMBALANCE: Function = Function {
@@ -88,18 +91,18 @@ pub const LOAD_IMBALANCE: Function = Function {
     ],
     output: Output::Columns(&[
         col("region", text, "NULL: the time of the run's span no call covers on the rank's streams, its own work"),
-        col("ranks", int64, "ranks that enter the region"),
-        col("total_ns", int64, "time in the region over those ranks"),
+        col("ranks", int64, "ranks that enter the region").never_null(),
+        col("total_ns", int64, "time in the region over those ranks").never_null(),
         col("mean_ns", float64, "mean time per rank"),
-        col("min_ns", int64, "least time of a rank"),
-        col("min_rank", int64, "the rank with the least time (lowest on ties)"),
-        col("max_ns", int64, "most time of a rank"),
-        col("max_rank", int64, "the rank with the most time (lowest on ties)"),
+        col("min_ns", int64, "least time of a rank").never_null(),
+        col("min_rank", int64, "the rank with the least time (lowest on ties)").never_null(),
+        col("max_ns", int64, "most time of a rank").never_null(),
+        col("max_rank", int64, "the rank with the most time (lowest on ties)").never_null(),
         col("load_balance", float64, "mean / max (POP)"),
         col("imbalance_pct", float64, "(max - mean) / max x 100 (Scalasca)"),
     ]),
     description: "per region, its time ('duration': inclusive, or 'exclusive') summed per rank and compared across the ranks that enter it: load_balance = mean / max (POP), imbalance_pct = (max - mean) / max x 100 (Scalasca); region NULL is the time no call covers (uninstrumented work)",
-    make: Make::Table(|| Arc::new(LoadImbalance)),
+    make: Make::Table(load_imbalance),
 };
 
 /// Messages, bytes and transmission times of a group of messages.
@@ -154,63 +157,43 @@ fn end(column: &ArrayRef, i: usize) -> Option<End<'_>> {
     }
 }
 
-fn float(name: &str) -> Field {
-    Field::new(name, DataType::Float64, true)
-}
-
 fn int(name: &str) -> Field {
     Field::new(name, DataType::Int64, false)
 }
 
-/// `comm_matrix([rel => 'messages'], by => 'rank', value => 'messages')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct CommMatrix;
-
-impl TableFunctionImpl for CommMatrix {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&COMM_MATRIX, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let by = a.text("by")?;
-        let value = a.text("value")?;
-        let ends = if by == "rank" { ["src", "dst"] } else { ["src_node", "dst_node"] };
-        let idx = rel.columns(a.function, &[ends[0], ends[1], "bytes", "duration"])?;
-        let end_type = if by == "rank" { DataType::Int64 } else { DataType::Utf8 };
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("src", end_type.clone(), true),
-            Field::new("dst", end_type, true),
-            int("messages"),
-            int("bytes"),
-            float("mean_duration_ns"),
-            float("value"),
-            float("share"),
-        ]));
-        let by_rank = by == "rank";
-        let fold = MatrixFold { by_rank, value, pairs: BTreeMap::new(), schema: out.clone(), partial: false };
-        // The messages stream through the pairs' tallies; only the pairs are held. Spread over
-        // a cluster's tasks, each part's tallies are added up in one task.
-        let whole = fold.clone();
-        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
-        let partial_schema = tally_schema(&[("src", out.field(0).data_type()), ("dst", out.field(1).data_type())]);
-        let partial = MatrixFold { partial: true, ..fold.clone() };
-        let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
-        let merge: Compute = Arc::new(move |partials| {
-            let mut merged = fold.clone();
-            for batch in partials {
-                let tallies = tallies_of(batch, 2)?;
-                for (i, t) in tallies.into_iter().enumerate() {
-                    let key =
-                        (end(batch.column(0), i).map(OwnedEnd::from), end(batch.column(1), i).map(OwnedEnd::from));
-                    merged.pairs.entry(key).or_default().absorb(&t);
-                }
+fn comm_matrix(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let by = a.text("by")?;
+    let value = a.text("value")?;
+    let ends = if by == "rank" { ["src", "dst"] } else { ["src_node", "dst_node"] };
+    let idx = rel.columns(a.function, &[ends[0], ends[1], "bytes", "duration"])?;
+    let end_type = if by == "rank" { DataType::Int64 } else { DataType::Utf8 };
+    let out = COMM_MATRIX.schema_with(&[("src", end_type.clone()), ("dst", end_type)]);
+    let by_rank = by == "rank";
+    let fold = MatrixFold { by_rank, value, pairs: BTreeMap::new(), schema: out.clone(), partial: false };
+    // The messages stream through the pairs' tallies; only the pairs are held. Spread over
+    // a cluster's tasks, each part's tallies are added up in one task.
+    let whole = fold.clone();
+    let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
+    let partial_schema = tally_schema(&[("src", out.field(0).data_type()), ("dst", out.field(1).data_type())]);
+    let partial = MatrixFold { partial: true, ..fold.clone() };
+    let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
+    let merge: Compute = Arc::new(move |partials| {
+        let mut merged = fold.clone();
+        for batch in partials {
+            let tallies = tallies_of(batch, 2)?;
+            for (i, t) in tallies.into_iter().enumerate() {
+                let key = (end(batch.column(0), i).map(OwnedEnd::from), end(batch.column(1), i).map(OwnedEnd::from));
+                merged.pairs.entry(key).or_default().absorb(&t);
             }
-            merged.finish()
-        });
-        let spread = Spread::Merged { schema: partial_schema, work: Work::Streamed(partial), merge };
-        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)))
-    }
+        }
+        merged.finish()
+    });
+    let spread = Spread::Merged { schema: partial_schema, work: Work::Streamed(partial), merge };
+    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)))
 }
 
-/// The schema of partial tallies (a cluster's part's, crate::common::Spread): the key columns,
+/// The schema of partial tallies (a cluster's part's, crate::derived::Spread): the key columns,
 /// then messages, bytes, timed and duration.
 fn tally_schema(keys: &[(&str, &DataType)]) -> SchemaRef {
     let mut fields: Vec<Field> = keys.iter().map(|(n, t)| Field::new(*n, (*t).clone(), true)).collect();
@@ -348,11 +331,6 @@ impl Mapper for MatrixFold {
     }
 }
 
-/// `message_histogram([rel => 'messages'], bins => NULL)`: power-of-two size classes, or
-/// `bins` equal-width bins from the smallest to the largest message.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct MessageHistogram;
-
 /// The bin of a message of `bytes` and the bytes the bin covers, [from, to).
 fn size_class(bytes: i64, equal: Option<(i64, i64)>) -> (i64, i64, i64) {
     match equal {
@@ -370,75 +348,61 @@ fn size_class(bytes: i64, equal: Option<(i64, i64)>) -> (i64, i64, i64) {
     }
 }
 
-impl TableFunctionImpl for MessageHistogram {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&MESSAGE_HISTOGRAM, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let bins = a.opt_int("bins")?;
-        if bins.is_some_and(|b| b > 100_000) {
-            return plan_err!("message_histogram: bins must be at most 100000, got {}", bins.unwrap_or(0));
-        }
-        let idx = rel.columns(a.function, &["bytes", "duration"])?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            int("bin"),
-            int("bytes_from"),
-            int("bytes_to"),
-            int("messages"),
-            int("bytes"),
-            float("mean_duration_ns"),
-            float("share"),
-        ]));
-        let schema = out.clone();
-        if bins.is_none() {
-            // Power-of-two classes need no range first: the messages stream through them.
-            // Spread over a cluster's tasks, each part's classes are added up in one task.
-            let fold = HistogramFold { equal: None, classes: BTreeMap::new(), sizeless: 0, schema, partial: false };
-            let whole = fold.clone();
-            let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
-            let partial = HistogramFold { partial: true, ..fold.clone() };
-            let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
-            let merge: Compute = Arc::new(move |partials| {
-                let mut merged = fold.clone();
-                for batch in partials {
-                    let one = std::slice::from_ref(batch);
-                    let (bin, from, to) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
-                    for (i, t) in tallies_of(batch, 3)?.into_iter().enumerate() {
-                        if bin.is_null(i) {
-                            merged.sizeless += t.messages as usize;
-                            continue;
-                        }
-                        let class = merged.classes.entry(bin.value(i)).or_insert((
-                            from.value(i),
-                            to.value(i),
-                            Tally::default(),
-                        ));
-                        class.2.absorb(&t);
-                    }
-                }
-                merged.finish()
-            });
-            let spread = Spread::Merged { schema: histogram_partials(), work: Work::Streamed(partial), merge };
-            return Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)));
-        }
-        // Equal-width bins span the sizes' range: read whole first.
-        let compute: Compute = Arc::new(move |batches| {
-            let bytes = int64_column(batches, 0)?;
-            let (lo, hi) = (arrow::compute::min(&bytes), arrow::compute::max(&bytes));
-            let equal = match (bins, lo.as_ref(), hi.as_ref()) {
-                (Some(n), Some(&lo), Some(&hi)) => {
-                    Some((lo, ((hi as i128 - lo as i128 + 1) as f64 / n as f64).ceil().max(1.0) as i64))
-                }
-                _ => None,
-            };
-            let mut fold =
-                HistogramFold { equal, classes: BTreeMap::new(), sizeless: 0, schema: schema.clone(), partial: false };
-            for b in batches {
-                fold.map(b)?;
-            }
-            fold.finish()
-        });
-        Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
+fn message_histogram(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let bins = a.opt_int("bins")?;
+    if bins.is_some_and(|b| b > 100_000) {
+        return plan_err!("message_histogram: bins must be at most 100000, got {}", bins.unwrap_or(0));
     }
+    let idx = rel.columns(a.function, &["bytes", "duration"])?;
+    let out = a.schema();
+    let schema = out.clone();
+    if bins.is_none() {
+        // Power-of-two classes need no range first: the messages stream through them.
+        // Spread over a cluster's tasks, each part's classes are added up in one task.
+        let fold = HistogramFold { equal: None, classes: BTreeMap::new(), sizeless: 0, schema, partial: false };
+        let whole = fold.clone();
+        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(whole.clone()) as Box<dyn Mapper>));
+        let partial = HistogramFold { partial: true, ..fold.clone() };
+        let partial: Prepare = Arc::new(move |_| Ok(Box::new(partial.clone()) as Box<dyn Mapper>));
+        let merge: Compute = Arc::new(move |partials| {
+            let mut merged = fold.clone();
+            for batch in partials {
+                let one = std::slice::from_ref(batch);
+                let (bin, from, to) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+                for (i, t) in tallies_of(batch, 3)?.into_iter().enumerate() {
+                    if bin.is_null(i) {
+                        merged.sizeless += t.messages as usize;
+                        continue;
+                    }
+                    let class =
+                        merged.classes.entry(bin.value(i)).or_insert((from.value(i), to.value(i), Tally::default()));
+                    class.2.absorb(&t);
+                }
+            }
+            merged.finish()
+        });
+        let spread = Spread::Merged { schema: histogram_partials(), work: Work::Streamed(partial), merge };
+        return Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)));
+    }
+    // Equal-width bins span the sizes' range: read whole first.
+    let compute: Compute = Arc::new(move |batches| {
+        let bytes = int64_column(batches, 0)?;
+        let (lo, hi) = (arrow::compute::min(&bytes), arrow::compute::max(&bytes));
+        let equal = match (bins, lo.as_ref(), hi.as_ref()) {
+            (Some(n), Some(&lo), Some(&hi)) => {
+                Some((lo, ((hi as i128 - lo as i128 + 1) as f64 / n as f64).ceil().max(1.0) as i64))
+            }
+            _ => None,
+        };
+        let mut fold =
+            HistogramFold { equal, classes: BTreeMap::new(), sizeless: 0, schema: schema.clone(), partial: false };
+        for b in batches {
+            fold.map(b)?;
+        }
+        fold.finish()
+    });
+    Ok(Arc::new(Derived::new(out, rel, Some(idx), compute)))
 }
 
 /// message_histogram's classes (bin -> its sizes and tally), batch by batch.
@@ -517,67 +481,48 @@ impl Mapper for HistogramFold {
     }
 }
 
-/// `load_imbalance([rel => 'calls'], metric => 'duration')`: per region, how the time spent in
-/// it is spread over the ranks that enter it.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct LoadImbalance;
-
-impl TableFunctionImpl for LoadImbalance {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&LOAD_IMBALANCE, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let metric = a.text("metric")?;
-        let idx = rel.columns(a.function, &["rank", "region", metric.as_str(), "thread", "start_ts", "end_ts"])?;
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("region", DataType::Utf8, true),
-            int("ranks"),
-            int("total_ns"),
-            float("mean_ns"),
-            int("min_ns"),
-            int("min_rank"),
-            int("max_ns"),
-            int("max_rank"),
-            float("load_balance"),
-            float("imbalance_pct"),
-        ]));
-        let bounds = crate::common::bounds_of(
-            &rel,
-            datafusion::logical_expr::col("start_ts"),
-            datafusion::logical_expr::col("end_ts"),
-        )?;
-        // The calls come a chunk of whole ranks at a time (for the time no call covers on each
-        // stream) through the (region, rank) sums; only the sums are held. Over a cluster's
-        // parts of whole ranks, each part's sums are gathered in one task.
-        let answer = out.clone();
-        let fold = move |partial: bool| -> Prepare {
-            let schema = answer.clone();
-            Arc::new(move |held| {
-                let span = match crate::common::bounds_read(&held[0])? {
-                    (Some(t0), Some(t1)) => Some((t0, t1)),
-                    _ => None,
-                };
-                let schema = schema.clone();
-                Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), span, schema, partial }) as Box<dyn Mapper>)
-            })
-        };
-        let answer = out.clone();
-        let merge: Compute = Arc::new(move |partials| {
-            let schema = answer.clone();
-            let mut merged = ImbalanceFold { per: BTreeMap::new(), span: None, schema, partial: false };
-            for batch in partials {
-                let one = std::slice::from_ref(batch);
-                let (region, rank, time) = (text_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
-                for i in 0..batch.num_rows() {
-                    let r = region.is_valid(i).then(|| region.value(i).to_string());
-                    *merged.per.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
-                }
+fn load_imbalance(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let metric = a.text("metric")?;
+    let idx = rel.columns(a.function, &["rank", "region", metric.as_str(), "thread", "start_ts", "end_ts"])?;
+    let out = a.schema();
+    let bounds = crate::relation::bounds_of(
+        &rel,
+        datafusion::logical_expr::col("start_ts"),
+        datafusion::logical_expr::col("end_ts"),
+    )?;
+    // The calls come a chunk of whole ranks at a time (for the time no call covers on each
+    // stream) through the (region, rank) sums; only the sums are held. Over a cluster's
+    // parts of whole ranks, each part's sums are gathered in one task.
+    let answer = out.clone();
+    let fold = move |partial: bool| -> Prepare {
+        let schema = answer.clone();
+        Arc::new(move |held| {
+            let span = match crate::relation::bounds_read(&held[0])? {
+                (Some(t0), Some(t1)) => Some((t0, t1)),
+                _ => None,
+            };
+            let schema = schema.clone();
+            Ok(Box::new(ImbalanceFold { per: BTreeMap::new(), span, schema, partial }) as Box<dyn Mapper>)
+        })
+    };
+    let answer = out.clone();
+    let merge: Compute = Arc::new(move |partials| {
+        let schema = answer.clone();
+        let mut merged = ImbalanceFold { per: BTreeMap::new(), span: None, schema, partial: false };
+        for batch in partials {
+            let one = std::slice::from_ref(batch);
+            let (region, rank, time) = (text_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+            for i in 0..batch.num_rows() {
+                let r = region.is_valid(i).then(|| region.value(i).to_string());
+                *merged.per.entry(r).or_default().entry(rank.value(i)).or_default() += time.value(i);
             }
-            merged.finish()
-        });
-        let spread = Spread::Merged { schema: imbalance_partials(), work: Work::ByRank(fold(true), 0), merge };
-        let derived = Derived::by_rank(out.clone(), vec![(rel, Some(idx)), bounds], 0, fold(false));
-        Ok(Arc::new(derived.spreading(spread)))
-    }
+        }
+        merged.finish()
+    });
+    let spread = Spread::Merged { schema: imbalance_partials(), work: Work::ByRank(fold(true), 0), merge };
+    let derived = Derived::by_rank(out.clone(), vec![(rel, Some(idx)), bounds], 0, fold(false));
+    Ok(Arc::new(derived.spreading(spread)))
 }
 
 /// load_imbalance's time per region and rank, batch by batch (ranks in order, so ties go to
@@ -633,7 +578,7 @@ impl Mapper for ImbalanceFold {
                 }
             }
             for ((r, _), mut calls) in by_stream {
-                let bare = crate::profile::uncovered(&mut calls, t0, t1);
+                let bare = crate::call_sweep::uncovered(&mut calls, t0, t1);
                 if bare > 0 {
                     *self.per.entry(None).or_default().entry(r).or_default() += bare;
                 }

@@ -31,29 +31,28 @@ use std::sync::Arc;
 use arrow::array::{
     Array, ArrayRef, Float64Array, Float64Builder, Int64Array, Int64Builder, ListBuilder, RecordBatch, StringArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived};
-use crate::declare::{
-    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, ParamDefault, Type, col, float64, int64,
-    list_float64, list_int64, param, text,
-};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output, col, float64, int64, list_float64, list_int64, text};
+use crate::derived::Derived;
 use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
 use crate::stream::{Mapper, Prepare};
 
 pub const LATENCY_TREND: Function = Function {
     name: "latency_trend",
     params: &[
+        MESSAGES,
         param(
             "bin_ns",
             Type::Duration { min: 1 },
             ParamDefault::Chosen("about 100 bins over the run"),
             "width of the time bins (by send time, aligned to its multiples)",
         ),
-        MESSAGES,
         param("window", Type::Integer { min: 2 }, ParamDefault::Integer(5), "bins in the window that classifies a bin"),
         param(
             "growth_rise",
@@ -73,18 +72,19 @@ pub const LATENCY_TREND: Function = Function {
         CRITERIA,
     ],
     output: Output::Columns(&[
-        col("segment", int64, "segment number, from 0 in time order"),
-        col("kind", text, "growth, steady_high or compressed"),
-        col("t_start", int64, "start of the segment's first bin"),
-        col("t_end", int64, "end of its last bin"),
-        col("messages", int64, "messages sent in the segment"),
+        col("segment", int64, "segment number, from 0 in time order").never_null(),
+        col("kind", text, "growth, steady_high or compressed").never_null(),
+        col("t_start", int64, "start of the segment's first bin").never_null(),
+        col("t_end", int64, "end of its last bin").never_null(),
+        col("messages", int64, "messages sent in the segment").never_null(),
         col("mean_latency", float64, "their mean latency L"),
-        col("delayed_messages", int64, "those with L > 1"),
-        col("points_ts", list_int64, "kept bin centres: every bin of growth and steady_high, three of compressed"),
-        col("points_latency", list_float64, "mean L of each kept bin (NULL for a bin without messages)"),
+        col("delayed_messages", int64, "those with L > 1").never_null(),
+        col("points_ts", list_int64, "kept bin centres: every bin of growth and steady_high, three of compressed")
+            .never_null(),
+        col("points_latency", list_float64, "mean L of each kept bin (NULL for a bin without messages)").never_null(),
     ]),
     description: "mean latency per time bin abstracted into growth, steady_high and compressed periods, thresholds relative to the relation's average latency (PCLVis 5.1)",
-    make: Make::Table(|| Arc::new(LatencyTrend)),
+    make: Make::Table(latency_trend),
 };
 /// The most bins one call may make.
 const MAX_BINS: i64 = 50_000_000;
@@ -271,62 +271,43 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
 }
 
 fn output_schema() -> SchemaRef {
-    let list = |t: DataType| DataType::List(Arc::new(Field::new("item", t, true)));
-    Arc::new(Schema::new(vec![
-        Field::new("segment", DataType::Int64, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("t_start", DataType::Int64, false),
-        Field::new("t_end", DataType::Int64, false),
-        Field::new("messages", DataType::Int64, false),
-        Field::new("mean_latency", DataType::Float64, true),
-        Field::new("delayed_messages", DataType::Int64, false),
-        Field::new("points_ts", list(DataType::Int64), false),
-        Field::new("points_latency", list(DataType::Float64), false),
-    ]))
+    LATENCY_TREND.schema()
 }
 
-/// `latency_trend(bin_ns [, rel => 'messages'], window => 5, growth_rise => 0.15, high_level => 1.5,
-/// bucket_bytes, max_samples, min_messages, criteria)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct LatencyTrend;
-
-impl TableFunctionImpl for LatencyTrend {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&LATENCY_TREND, args.exprs())?;
-        let bin_ns = a.opt_ns("bin_ns")?.unwrap_or(0);
-        let rel = a.relation(args.session(), "rel")?;
-        let params = TrendParams {
-            bin_ns,
-            window: usize::try_from(a.int("window")?).unwrap_or(usize::MAX),
-            growth_rise: a.float("growth_rise")?,
-            high_level: a.float("high_level")?,
-        };
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
-        let found = MessageIndices::find("latency_trend", &rel)?;
-        if !found.has_send_ts() {
-            return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);
-        }
-        let (projection, input) = found.projected();
-        let out = output_schema();
-        // The messages stream through, each kept as (send_ts, L) once its criterion is known;
-        // the criteria are read first (crate::latency::Baseline::streamed_input).
-        let extra = baseline.streamed_input(&rel, &found, extra);
-        let s = out.clone();
-        let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-            let samples = Samples {
-                table,
-                input: input.clone(),
-                baseline: baseline.clone(),
-                params,
-                samples: Vec::new(),
-                counted: (0, 0),
-                schema: s.clone(),
-            };
-            Ok(Box::new(samples) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(projection), extra), prepare)))
+fn latency_trend(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let bin_ns = a.opt_ns("bin_ns")?.unwrap_or(0);
+    let rel = a.relation("rel")?;
+    let params = TrendParams {
+        bin_ns,
+        window: usize::try_from(a.int("window")?).unwrap_or(usize::MAX),
+        growth_rise: a.float("growth_rise")?,
+        high_level: a.float("high_level")?,
+    };
+    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let found = MessageIndices::find("latency_trend", &rel)?;
+    if !found.has_send_ts() {
+        return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);
     }
+    let (projection, input) = found.projected();
+    let out = output_schema();
+    // The messages stream through, each kept as (send_ts, L) once its criterion is known;
+    // the criteria are read first (crate::latency::Baseline::streamed_input).
+    let extra = baseline.streamed_input(&rel, &found, extra);
+    let s = out.clone();
+    let prepare: Prepare = Arc::new(move |held| {
+        let table = baseline.held_table(held.first().map(Vec::as_slice))?;
+        let samples = Samples {
+            table,
+            input: input.clone(),
+            baseline: baseline.clone(),
+            params,
+            samples: Vec::new(),
+            counted: (0, 0),
+            schema: s.clone(),
+        };
+        Ok(Box::new(samples) as Box<dyn Mapper>)
+    });
+    Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(projection), extra), prepare)))
 }
 
 /// latency_trend's samples, (send_ts, L) of each message with a latency, gathered as the

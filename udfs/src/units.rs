@@ -3,7 +3,8 @@
 //! binary units (B, KiB, MiB, GiB, TiB, PiB), both with four significant digits and trailing
 //! zeros dropped: `38.3 us`, `1.204 s`, `64 KiB`. NULL stays NULL.
 
-use crate::declare::{Function, Make, Output, ParamDefault, Type, param};
+use crate::declare::{Function, Make, Output};
+use crate::params::{ParamDefault, Type, param};
 use datafusion::logical_expr::ScalarUDF;
 use std::sync::Arc;
 
@@ -59,7 +60,7 @@ pub const FORMAT_DURATION: Function = Function {
     params: &[param("ns", Type::Value("numeric"), ParamDefault::Required, "a time in nanoseconds")],
     output: Output::Value("text"),
     description: "a time in nanoseconds with the unit that reads best, four significant digits: 38.3 us, 1.204 s",
-    make: Make::Scalar(|_| ScalarUDF::from(Format::duration())),
+    make: Make::Scalar(|f, _| ScalarUDF::from(Format::new(f, Unit::Duration))),
 };
 
 pub const FORMAT_BYTES: Function = Function {
@@ -67,7 +68,7 @@ pub const FORMAT_BYTES: Function = Function {
     params: &[param("n", Type::Value("numeric"), ParamDefault::Required, "a size in bytes")],
     output: Output::Value("text"),
     description: "a size in bytes in binary units, four significant digits: 64 KiB, 1.5 MiB",
-    make: Make::Scalar(|_| ScalarUDF::from(Format::bytes())),
+    make: Make::Scalar(|f, _| ScalarUDF::from(Format::new(f, Unit::Bytes))),
 };
 
 /// What a formatting function writes.
@@ -80,37 +81,24 @@ enum Unit {
 /// One of the two formatting functions.
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct Format {
+    declaration: &'static Function,
     unit: Unit,
     signature: Signature,
 }
 
 impl Format {
-    fn new(unit: Unit) -> Self {
-        Format { unit, signature: Signature::numeric(1, Volatility::Immutable) }
-    }
-
-    pub fn duration() -> Self {
-        Format::new(Unit::Duration)
-    }
-
-    pub fn bytes() -> Self {
-        Format::new(Unit::Bytes)
+    fn new(declaration: &'static Function, unit: Unit) -> Self {
+        Format { declaration, unit, signature: Signature::numeric(1, Volatility::Immutable) }
     }
 }
 
 impl ScalarUDFImpl for Format {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(match self.unit {
-            Unit::Duration => &FORMAT_DURATION,
-            Unit::Bytes => &FORMAT_BYTES,
-        })
+        self.declaration.doc()
     }
 
     fn name(&self) -> &str {
-        match self.unit {
-            Unit::Duration => "format_duration",
-            Unit::Bytes => "format_bytes",
-        }
+        self.declaration.name
     }
 
     fn signature(&self) -> &Signature {

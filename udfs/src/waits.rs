@@ -51,12 +51,15 @@ use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::common::{Args, Derived, int64_column, text_column};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::args::Args;
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, col, int64, text};
+use crate::derived::Derived;
 use crate::latency::MESSAGES;
+use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
 use crate::stream::{Folder, Mapper, StartFold};
 
@@ -73,14 +76,14 @@ pub const WAIT_STATES: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        col("rank", int64, "the rank that waited"),
+        col("rank", int64, "the rank that waited").never_null(),
         col(
             "pattern",
             text,
             "late_sender, late_receiver, wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan or wait_at_collective",
-        ),
-        col("wait_ns", int64, "how long it waited"),
-        col("ts", int64, "when the wait began"),
+        ).never_null(),
+        col("wait_ns", int64, "how long it waited").never_null(),
+        col("ts", int64, "when the wait began").never_null(),
         col("msg_id", int64, "the message waited for (NULL for a collective)"),
         col("comm", int64, "the collective's communicator (NULL for a message)"),
         col("instance", int64, "the collective's instance (NULL for a message)"),
@@ -92,7 +95,7 @@ pub const WAIT_STATES: Function = Function {
         ),
     ]),
     description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
-    make: Make::Table(|| Arc::new(WaitStates)),
+    make: Make::Table(wait_states),
 };
 pub(crate) const MESSAGE_COLUMNS: [&str; 10] = [
     "msg_id",
@@ -112,7 +115,7 @@ pub(crate) const COLLECTIVE_COLUMNS: [&str; 8] =
 /// The indices of `COLLECTIVE_COLUMNS` in `collectives`. `call_start` is optional: a relation
 /// without it (a view made before it existed, or by hand) is read without it, and waits start
 /// at begin_ts.
-pub(crate) fn collective_columns(collectives: &crate::common::Relation, function: &str) -> Result<Vec<usize>> {
+pub(crate) fn collective_columns(collectives: &crate::relation::Relation, function: &str) -> Result<Vec<usize>> {
     let mut idx = collectives.columns(function, &COLLECTIVE_COLUMNS[..7])?;
     if let Ok(i) = collectives.schema().index_of("call_start") {
         idx.push(i);
@@ -466,18 +469,7 @@ fn waits_of_instance(g: &Instance, pattern: &str, wait: &mut impl FnMut(i64, i64
 }
 
 fn output_schema() -> SchemaRef {
-    let i = |n: &str, null: bool| Field::new(n, DataType::Int64, null);
-    Arc::new(Schema::new(vec![
-        i("rank", false),
-        Field::new("pattern", DataType::Utf8, false),
-        i("wait_ns", false),
-        i("ts", false),
-        i("msg_id", true),
-        i("comm", true),
-        i("instance", true),
-        i("partner", true),
-        Field::new("path", DataType::Utf8, true),
-    ]))
+    WAIT_STATES.schema()
 }
 
 /// The rows of `waits`, each with its call path.
@@ -617,56 +609,48 @@ impl Mapper for WaitPaths {
 fn calls_for(
     a: &Args,
     session: &dyn datafusion::catalog::Session,
-    rel: &crate::common::Relation,
-) -> Result<Option<crate::common::Relation>> {
+    rel: &crate::relation::Relation,
+) -> Result<Option<crate::relation::Relation>> {
     if a.given("calls") {
-        return a.relation(session, "calls").map(Some);
+        return a.relation("calls").map(Some);
     }
-    if let Some(schema) = crate::common::trace_schema(session, rel)
-        && let Ok(calls) = crate::common::trace_table(session, "wait_states", &schema, "calls")
+    if let Some(schema) = crate::relation::trace_schema(session, rel)
+        && let Ok(calls) = crate::relation::trace_table(session, "wait_states", &schema, "calls")
     {
         return Ok(Some(calls));
     }
-    Ok(a.relation(session, "calls").ok())
+    Ok(a.relation("calls").ok())
 }
 
-/// `wait_states([rel => 'messages'], collectives => 'collectives', calls => 'calls')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct WaitStates;
-
-impl TableFunctionImpl for WaitStates {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&WAIT_STATES, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let colls = a.relation(args.session(), "collectives")?;
-        let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
-        let ci = collective_columns(&colls, "wait_states")?;
-        let calls = calls_for(&a, args.session(), &rel)?;
-        let out = output_schema();
-        let notices =
-            args.session().config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
-        let calls = match calls {
-            Some(calls) => calls,
-            None => {
-                if let Some(n) = &notices {
-                    n.push("wait_states: no calls beside rel, so path is NULL; give calls => '...'".to_string());
-                }
-                no_calls()?
+fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let colls = a.relation("collectives")?;
+    let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
+    let ci = collective_columns(&colls, "wait_states")?;
+    let calls = calls_for(a, a.session, &rel)?;
+    let out = output_schema();
+    let notices = a.session.config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
+    let calls = match calls {
+        Some(calls) => calls,
+        None => {
+            if let Some(n) = &notices {
+                n.push("wait_states: no calls beside rel, so path is NULL; give calls => '...'".to_string());
             }
-        };
-        let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
-        let schema = out.clone();
-        let start: StartFold = Arc::new(move || {
-            let (notices, schema) = (notices.clone(), schema.clone());
-            FoldWaits::boxed(move |messages, collectives| wait_paths(messages, collectives, notices, schema))
-        });
-        let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci))];
-        Derived::folded(out, inputs, Main::ByRank(0), start).reading_only_for(0, "path").map(Arc::new).map(|d| d as _)
-    }
+            no_calls()?
+        }
+    };
+    let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let schema = out.clone();
+    let start: StartFold = Arc::new(move || {
+        let (notices, schema) = (notices.clone(), schema.clone());
+        FoldWaits::boxed(move |messages, collectives| wait_paths(messages, collectives, notices, schema))
+    });
+    let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci))];
+    Derived::folded(out, inputs, Main::ByRank(0), start).reading_only_for(0, "path").map(Arc::new).map(|d| d as _)
 }
 
 /// An empty relation of calls, for a `wait_states` with none to give the call paths.
-fn no_calls() -> Result<crate::common::Relation> {
+fn no_calls() -> Result<crate::relation::Relation> {
     let schema = Arc::new(Schema::new(vec![
         Field::new("rank", DataType::Int64, true),
         Field::new("thread", DataType::Int64, true),
@@ -675,5 +659,5 @@ fn no_calls() -> Result<crate::common::Relation> {
         Field::new("end_ts", DataType::Int64, true),
     ]));
     let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![]])?;
-    Ok(crate::common::Relation { reference: "no_calls".into(), provider: Arc::new(table) })
+    Ok(crate::relation::Relation { reference: "no_calls".into(), provider: Arc::new(table) })
 }

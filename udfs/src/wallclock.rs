@@ -3,7 +3,8 @@
 //! scheduler logs and other wall-clock records. Without `trace` the default trace is meant.
 //! A trace without an absolute start gives NULL and a warning (a session notice) naming it.
 
-use crate::declare::{Function, Make, Output, ParamDefault, Type, param};
+use crate::declare::{Function, Make, Output};
+use crate::params::{ParamDefault, Type, param};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError};
 
@@ -29,10 +30,13 @@ pub const WALLCLOCK: Function = Function {
     ],
     output: Output::Value("UTC timestamp"),
     description: "a trace time as absolute UTC time, from trace_info.start_wallclock of the default (or named) trace; NULL and a warning when unknown",
-    make: Make::Scalar(|session| {
+    make: Make::Scalar(|_, session| {
         datafusion::logical_expr::ScalarUDF::from(Wallclock::new(session.starts(), session.notices()))
     }),
 };
+
+/// The declaration as a place of its own (a constant's reference is not one).
+static WALLCLOCK_DECLARED: Function = WALLCLOCK;
 
 /// The scalar function, reading the session's trace starts.
 #[derive(Debug)]
@@ -88,11 +92,11 @@ impl Hash for Wallclock {
 
 impl ScalarUDFImpl for Wallclock {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(&WALLCLOCK)
+        WALLCLOCK_DECLARED.doc()
     }
 
     fn name(&self) -> &str {
-        "wallclock"
+        WALLCLOCK.name
     }
 
     fn signature(&self) -> &Signature {

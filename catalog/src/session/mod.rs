@@ -122,7 +122,7 @@ impl Session {
         // to run (apache/datafusion#24816, fixed after 55). Off until a fixed release.
         config.options_mut().optimizer.enable_aggregate_dynamic_filter_pushdown = false;
         // Each call of a table function carries its own identity in its schema's metadata
-        // (commdb_udfs::common::CALL_ID). A join of two calls merges the two identities under
+        // (commdb_udfs::plan::CALL_ID). A join of two calls merges the two identities under
         // one key, the logical plan keeping one and the physical plan the other, and DataFusion
         // 55 refuses an aggregation over such a join as a planner bug ("schema metadata
         // differs"): `SELECT count(*) FROM wait_states() a, wait_states() b` failed. The check

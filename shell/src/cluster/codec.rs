@@ -30,8 +30,9 @@ use commdb_catalog::session::trace_table::TraceTable;
 use commdb_catalog::trace::Trace;
 use commdb_catalog::wallclock::{Notices, TraceStarts};
 use commdb_udfs::ordered::{InOrder, OrderedView};
+use commdb_udfs::plan::Call;
 use commdb_udfs::plan::{Placement, Stage};
-use commdb_udfs::recipe::{Call, Lookup};
+use commdb_udfs::relation::Lookup;
 use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
 use datafusion::common::{TableReference, exec_err, plan_err};
@@ -263,7 +264,7 @@ impl LogicalCodec {
             .map(|e| datafusion_proto::logical_plan::to_proto::serialize_expr(e, self))
             .collect::<std::result::Result<Vec<_>, _>>()?;
         Ok(AnalysisNode {
-            function: call.function.to_string(),
+            function: call.function.name.to_string(),
             args,
             lookups: self.encode_lookups(call)?,
             call_id: call_id.map(str::to_string),
@@ -295,14 +296,14 @@ impl LogicalCodec {
             let schema: SchemaRef = Arc::new(Schema::try_from(schema)?);
             let reference = TableReference::from(l.reference.as_str());
             let provider = self.try_decode_table_provider(&l.provider, &reference, schema, ctx)?;
-            lookups.push(Lookup::Relation(commdb_udfs::common::Relation { reference, provider }));
+            lookups.push(Lookup::Relation(commdb_udfs::relation::Relation { reference, provider }));
         }
         let path = node.path.iter().map(|&i| i as usize).collect();
-        Ok(Call { function: declaration.name, args, lookups, path })
+        Ok(Call { function: declaration, args, lookups, path })
     }
 
     /// The analysis `node` describes, planned again here.
-    fn plan_again(&self, node: &AnalysisNode, ctx: &TaskContext) -> Result<commdb_udfs::common::Derived> {
+    fn plan_again(&self, node: &AnalysisNode, ctx: &TaskContext) -> Result<commdb_udfs::derived::Derived> {
         let call = self.decode_call(node, ctx)?;
         let base = commdb_state(ctx.session_config().clone())?;
         commdb_udfs::recipe::plan_again(&call, &base, node.call_id.as_deref())
@@ -398,7 +399,7 @@ impl LogicalExtensionCodec for LogicalCodec {
             wrap(STORED, &node, buf);
             return Ok(());
         }
-        if let Some(derived) = node.downcast_ref::<commdb_udfs::common::Derived>() {
+        if let Some(derived) = node.downcast_ref::<commdb_udfs::derived::Derived>() {
             let Some(call) = derived.call() else {
                 return plan_err!("{table_ref}: an analysis made without its function cannot run on a cluster");
             };

@@ -14,37 +14,40 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::error::{Result, ShellError};
 use ballista_core::extension::{SessionConfigExt, SessionStateExt};
 use commdb_catalog::Session;
 use datafusion::execution::SessionStateBuilder;
 
 /// The scheduler a `df://HOST:PORT` address names.
-pub fn scheduler_address(url: &str) -> Result<SocketAddr, String> {
+pub fn scheduler_address(url: &str) -> Result<SocketAddr> {
     let Some(rest) = url.strip_prefix("df://") else {
-        return Err(format!("{url}: expected a scheduler's address df://HOST:PORT"));
+        return Err(ShellError::usage(format!("{url}: expected a scheduler's address df://HOST:PORT")));
     };
     let rest = rest.trim_end_matches('/');
     if !rest.contains(':') {
-        return Err(format!("{url}: expected a scheduler's address df://HOST:PORT (the port is required)"));
+        return Err(ShellError::usage(format!(
+            "{url}: expected a scheduler's address df://HOST:PORT (the port is required)"
+        )));
     }
     rest.to_socket_addrs()
-        .map_err(|e| format!("{url}: {e}"))?
+        .map_err(|e| ShellError::Cluster(format!("{url}: {e}")))?
         .next()
-        .ok_or_else(|| format!("{url}: the host has no address"))
+        .ok_or_else(|| ShellError::Cluster(format!("{url}: the host has no address")))
 }
 
 /// Whether something answers at `address` within 10 s.
-pub async fn reachable(address: SocketAddr, what: &str) -> Result<(), String> {
+pub async fn reachable(address: SocketAddr, what: &str) -> Result<()> {
     match tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(address)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(format!("cannot reach {what} at {address}: {e}")),
-        Err(_) => Err(format!("{what} at {address} did not answer within 10 s")),
+        Ok(Err(e)) => Err(ShellError::Cluster(format!("cannot reach {what} at {address}: {e}"))),
+        Err(_) => Err(ShellError::Cluster(format!("{what} at {address} did not answer within 10 s"))),
     }
 }
 
 /// Send the session's queries to the scheduler at `url` from now on. The session keeps its
 /// traces, views and functions; its queries run on the cluster.
-pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr, String> {
+pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
     let address = scheduler_address(url)?;
     reachable(address, "the scheduler").await?;
     let state = session.context().state();
@@ -65,7 +68,7 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr, Str
         .with_ballista_job_name("commdb")
         .with_ballista_adaptive_query_planner(false);
     let state = SessionStateBuilder::new_from_existing(state).with_config(config).build();
-    let upgraded = state.upgrade_for_ballista(format!("http://{address}")).map_err(|e| e.to_string())?;
+    let upgraded = state.upgrade_for_ballista(format!("http://{address}"))?;
     let mut builder = SessionStateBuilder::new_from_existing(upgraded);
     let mut all_scalars: Vec<_> = builder.scalar_functions().clone().unwrap_or_default();
     let mut all_aggregates: Vec<_> = builder.aggregate_functions().clone().unwrap_or_default();

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::error::ShellError;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
@@ -101,7 +102,7 @@ async fn stop_signal() {
 fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::SessionState> {
     // A scan reads whole files, never byte ranges of them, and each partition its own files,
     // so that each partition of a store's calls or events holds whole ranks and a sweep by
-    // rank runs a task per partition (commdb_udfs::common::Spread).
+    // rank runs a task per partition (commdb_udfs::derived::Spread).
     config.options_mut().optimizer.repartition_file_scans = false;
     // Nor do a scan's partitions take each other's files as they run.
     config.options_mut().execution.enable_file_stream_work_stealing = false;
@@ -120,7 +121,7 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
 }
 
 /// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM.
-pub async fn run_scheduler(bind: SocketAddr) -> std::result::Result<(), String> {
+pub async fn run_scheduler(bind: SocketAddr) -> crate::error::Result<()> {
     let process = format!("scheduler {bind}");
     install_log(&process);
     let mut config = SchedulerConfig::default().with_hostname(bind.ip().to_string()).with_port(bind.port());
@@ -140,22 +141,24 @@ pub async fn run_scheduler(bind: SocketAddr) -> std::result::Result<(), String> 
     config.expire_dead_executor_interval_seconds = 2;
     let config = Arc::new(config);
     // Bind first, so that a port in use is an error naming it.
-    let listener =
-        tokio::net::TcpListener::bind(bind).await.map_err(|e| format!("scheduler: cannot listen on {bind}: {e}"))?;
-    let cluster = BallistaCluster::new_from_config(&config).await.map_err(|e| format!("scheduler: {e}"))?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|e| ShellError::Cluster(format!("scheduler: cannot listen on {bind}: {e}")))?;
+    let cluster =
+        BallistaCluster::new_from_config(&config).await.map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))?;
     let scheduler = ballista_scheduler::scheduler_process::create_scheduler::<
         datafusion_proto::protobuf::LogicalPlanNode,
         datafusion_proto::protobuf::PhysicalPlanNode,
     >(cluster, config)
     .await
-    .map_err(|e| format!("scheduler: {e}"))?;
+    .map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))?;
     eprintln!(
         "{} {process}: listening; executors register with --scheduler {bind}, clients connect to df://{bind}",
         now()
     );
     tokio::select! {
         served = ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler) => {
-            served.map_err(|e| format!("scheduler: {e}"))
+            served.map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))
         }
         _ = stop_signal() => {
             eprintln!("{} {process}: stopped", now());
@@ -210,27 +213,44 @@ impl ExecutionEngine for LoggedTasks {
 }
 
 /// Run an executor until Ctrl-C or SIGTERM (or the scheduler tells it to stop).
-pub async fn run_executor(options: ExecutorOptions) -> std::result::Result<(), String> {
+pub async fn run_executor(options: ExecutorOptions) -> crate::error::Result<()> {
     let process = format!("executor {}", options.bind);
     install_log(&process);
     let grpc_port = match options.grpc_port {
         Some(p) => p,
-        None => options.bind.port().checked_add(1).ok_or("executor: --bind's port is the last; give --grpc-port")?,
+        None => options
+            .bind
+            .port()
+            .checked_add(1)
+            .ok_or_else(|| ShellError::usage("executor: --bind's port is the last; give --grpc-port"))?,
     };
     // Both ports free, or an error naming the one in use.
     for port in [options.bind.port(), grpc_port] {
         let at = SocketAddr::new(options.bind.ip(), port);
-        drop(std::net::TcpListener::bind(at).map_err(|e| format!("executor: cannot listen on {at}: {e}"))?);
+        drop(
+            std::net::TcpListener::bind(at)
+                .map_err(|e| ShellError::Cluster(format!("executor: cannot listen on {at}: {e}")))?,
+        );
     }
     // The scheduler answers, or an error naming it within 10 s.
     let reach = tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(options.scheduler)).await;
     match reach {
         Ok(Ok(_)) => {}
-        Ok(Err(e)) => return Err(format!("executor: cannot reach the scheduler at {}: {e}", options.scheduler)),
-        Err(_) => return Err(format!("executor: the scheduler at {} did not answer within 10 s", options.scheduler)),
+        Ok(Err(e)) => {
+            return Err(ShellError::Cluster(format!(
+                "executor: cannot reach the scheduler at {}: {e}",
+                options.scheduler
+            )));
+        }
+        Err(_) => {
+            return Err(ShellError::Cluster(format!(
+                "executor: the scheduler at {} did not answer within 10 s",
+                options.scheduler
+            )));
+        }
     }
     let mut registry = BallistaFunctionRegistry::default();
-    let state = commdb_state(SessionConfig::new()).map_err(|e| e.to_string())?;
+    let state = commdb_state(SessionConfig::new())?;
     registry.scalar_functions.extend(state.scalar_functions().clone());
     registry.aggregate_functions.extend(state.aggregate_functions().clone());
     let config = ExecutorProcessConfig {
@@ -261,7 +281,7 @@ pub async fn run_executor(options: ExecutorOptions) -> std::result::Result<(), S
         options.bind,
         options.scheduler
     );
-    start_executor_process(Arc::new(config)).await.map_err(|e| format!("executor: {e}"))?;
+    start_executor_process(Arc::new(config)).await.map_err(|e| ShellError::Cluster(format!("executor: {e}")))?;
     eprintln!("{} {process}: stopped", now());
     Ok(())
 }

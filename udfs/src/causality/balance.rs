@@ -9,13 +9,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
 use super::Messages;
-use crate::common::{Args, Derived};
+use crate::args::Args;
 use crate::declare::{Function, Make, Output, col, float64, int64};
+use crate::derived::Derived;
 use crate::latency::MESSAGES;
 use crate::stream::{Mapper, Prepare};
 
@@ -23,12 +24,13 @@ pub const LOAD_BALANCE: Function = Function {
     name: "load_balance",
     params: &[MESSAGES],
     output: Output::Columns(&[
-        col("rank", int64, ""),
-        col("messages", int64, "mc: messages the rank sent plus received"),
-        col("lb", float64, "LB = |mc - mean(mc)| / mean absolute deviation (0 when every rank has the same mc)"),
+        col("rank", int64, "").never_null(),
+        col("messages", int64, "mc: messages the rank sent plus received").never_null(),
+        col("lb", float64, "LB = |mc - mean(mc)| / mean absolute deviation (0 when every rank has the same mc)")
+            .never_null(),
     ]),
     description: "messages sent plus received per rank and LB = |mc - mean| / mean absolute deviation (PCLVis equations 9-10)",
-    make: Make::Table(|| Arc::new(LoadBalance)),
+    make: Make::Table(plan_load_balance),
 };
 
 /// LB of every load in `mc` (equations 9 and 10); all 0 when the loads are equal.
@@ -91,25 +93,14 @@ impl Mapper for Loads {
     }
 }
 
-/// `load_balance([rel => 'messages'])` -> rank, messages, lb.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct LoadBalance;
-
-impl TableFunctionImpl for LoadBalance {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&LOAD_BALANCE, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let idx = rel.columns("load_balance", &super::vector_clock::MESSAGE_COLUMNS)?;
-        let out = Arc::new(Schema::new(vec![
-            Field::new("rank", DataType::Int64, false),
-            Field::new("messages", DataType::Int64, false),
-            Field::new("lb", DataType::Float64, false),
-        ]));
-        let s: SchemaRef = out.clone();
-        let prepare: Prepare =
-            Arc::new(move |_| Ok(Box::new(Loads { schema: s.clone(), mc: BTreeMap::new() }) as Box<dyn Mapper>));
-        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
-    }
+fn plan_load_balance(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let idx = rel.columns("load_balance", &super::vector_clock::MESSAGE_COLUMNS)?;
+    let out = a.schema();
+    let s: SchemaRef = out.clone();
+    let prepare: Prepare =
+        Arc::new(move |_| Ok(Box::new(Loads { schema: s.clone(), mc: BTreeMap::new() }) as Box<dyn Mapper>));
+    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare)))
 }
 
 #[cfg(test)]

@@ -25,49 +25,53 @@ use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::halves::{Groups, Half, Halves};
-use crate::common::{Args, Derived, Relation, int64_column};
-use crate::declare::{BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, col, float64, int64};
+use crate::args::Args;
+use crate::columns::int64_column;
+use crate::declare::{Function, Make, Output, col, float64, int64};
+use crate::derived::Derived;
 use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 pub const DAG_NODES: Function = Function {
     name: "dag_nodes",
     params: &[MESSAGES],
     output: Output::Columns(&[
-        col("node_id", int64, "node of the DAG, from 0 in order of rank, then time"),
-        col("rank", int64, "the rank whose run of receives and sends the node is"),
-        col("first_ts", int64, "time of its first event"),
-        col("last_ts", int64, "time of its last event"),
-        col("sends", int64, "messages it sent"),
-        col("recvs", int64, "messages it received"),
-        col("bytes_sent", int64, "bytes it sent"),
-        col("bytes_recv", int64, "bytes it received"),
-        col("load_balance", float64, "LB of its rank (load_balance())"),
+        col("node_id", int64, "node of the DAG, from 0 in order of rank, then time").never_null(),
+        col("rank", int64, "the rank whose run of receives and sends the node is").never_null(),
+        col("first_ts", int64, "time of its first event").never_null(),
+        col("last_ts", int64, "time of its last event").never_null(),
+        col("sends", int64, "messages it sent").never_null(),
+        col("recvs", int64, "messages it received").never_null(),
+        col("bytes_sent", int64, "bytes it sent").never_null(),
+        col("bytes_recv", int64, "bytes it received").never_null(),
+        col("load_balance", float64, "LB of its rank (load_balance())").never_null(),
     ]),
     description: "nodes of the communication-dependency DAG: per rank, runs of receives followed by sends (PCLVis Algorithm 2)",
-    make: Make::Table(|| Arc::new(DagNodes)),
+    make: Make::Table(dag_nodes),
 };
 
 pub const DAG_EDGES: Function = Function {
     name: "dag_edges",
     params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
     output: Output::Columns(&[
-        col("from_node", int64, "the node holding the send"),
-        col("to_node", int64, "the node holding the receive"),
-        col("msg_id", int64, ""),
+        col("from_node", int64, "the node holding the send").never_null(),
+        col("to_node", int64, "the node holding the receive").never_null(),
+        col("msg_id", int64, "").never_null(),
         col("bytes", int64, ""),
         col("duration", int64, ""),
         col("latency", float64, "the message's latency L (message_latency())"),
     ]),
     description: "edges of the communication-dependency DAG: each matched message from its send's node to its receive's node",
-    make: Make::Table(|| Arc::new(DagEdges)),
+    make: Make::Table(dag_edges),
 };
 const NONE: u32 = u32::MAX;
 
@@ -258,10 +262,6 @@ impl DagInput {
             DagInput { messages: self.messages.map(at), bytes: at(self.bytes), latency: self.latency.moved(at) };
         (cols, inner)
     }
-}
-
-fn schema(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
 }
 
 fn io_error(doing: &str, e: std::io::Error) -> DataFusionError {
@@ -508,73 +508,41 @@ impl Mapper for DagSweep {
     }
 }
 
-/// `dag_nodes([rel => 'messages'])`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct DagNodes;
-
-impl TableFunctionImpl for DagNodes {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&DAG_NODES, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let (read, input) = DagInput::find("dag_nodes", &rel)?.projected();
-        let i64f = |n: &str| Field::new(n, DataType::Int64, false);
-        let out = schema(vec![
-            i64f("node_id"),
-            i64f("rank"),
-            i64f("first_ts"),
-            i64f("last_ts"),
-            i64f("sends"),
-            i64f("recvs"),
-            i64f("bytes_sent"),
-            i64f("bytes_recv"),
-            Field::new("load_balance", DataType::Float64, false),
-        ]);
-        let s = out.clone();
-        let input = Arc::new(input);
-        let prepare: Prepare = Arc::new(move |_| {
-            let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
-            Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare)))
-    }
+fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let (read, input) = DagInput::find("dag_nodes", &rel)?.projected();
+    let out = a.schema();
+    let s = out.clone();
+    let input = Arc::new(input);
+    let prepare: Prepare = Arc::new(move |_| {
+        let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
+        Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
+    });
+    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare)))
 }
 
-/// `dag_edges([rel => 'messages'])`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct DagEdges;
-
-impl TableFunctionImpl for DagEdges {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&DAG_EDGES, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &rel)?;
-        let found = DagInput::find("dag_edges", &rel)?;
-        let extra = baseline.streamed_input(&rel, &found.latency, extra);
-        let (read, input) = found.projected();
-        let out = schema(vec![
-            Field::new("from_node", DataType::Int64, false),
-            Field::new("to_node", DataType::Int64, false),
-            Field::new("msg_id", DataType::Int64, false),
-            Field::new("bytes", DataType::Int64, true),
-            Field::new("duration", DataType::Int64, true),
-            Field::new("latency", DataType::Float64, true),
-        ]);
-        let s = out.clone();
-        let input = Arc::new(input);
-        let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-            let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;
-            let rows = EdgeRows {
-                file: BufWriter::with_capacity(1 << 20, file),
-                table,
-                baseline: baseline.clone(),
-                counted: (0, 0),
-            };
-            let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
-            Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare)))
-    }
+fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let found = DagInput::find("dag_edges", &rel)?;
+    let extra = baseline.streamed_input(&rel, &found.latency, extra);
+    let (read, input) = found.projected();
+    let out = a.schema();
+    let s = out.clone();
+    let input = Arc::new(input);
+    let prepare: Prepare = Arc::new(move |held| {
+        let table = baseline.held_table(held.first().map(Vec::as_slice))?;
+        let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;
+        let rows = EdgeRows {
+            file: BufWriter::with_capacity(1 << 20, file),
+            table,
+            baseline: baseline.clone(),
+            counted: (0, 0),
+        };
+        let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
+        Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
+    });
+    Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare)))
 }
 
 #[cfg(test)]

@@ -24,7 +24,8 @@ use arrow::array::{Array, RecordBatch};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::common::{FastMap, int64_column};
+use crate::columns::int64_column;
+use commdb_catalog::fast_hash::FastMap;
 
 /// What an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

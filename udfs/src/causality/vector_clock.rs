@@ -17,17 +17,20 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BooleanBuilder, Int32Array, Int64Array, ListArray, RecordBatch, StringArray,
 };
 use arrow::buffer::{OffsetBuffer, ScalarBuffer};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::{DataType, Field, Int64Type, SchemaRef};
+use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::{Kind, Messages, Participations, Timeline};
-use crate::common::{Args, Derived, Relation};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output, col, int64, text};
+use crate::derived::Derived;
 use crate::latency::MESSAGES;
+use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::Relation;
 use crate::stream::{Folder, Mapper, StartFold};
 use commdb_catalog::fast_hash::FastSet;
 use datafusion::logical_expr::ScalarUDF;
@@ -50,10 +53,10 @@ pub const VECTOR_CLOCKS: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        col("rank", int64, "the rank of the event"),
-        col("seq", int64, "position of the event in the logical order"),
-        col("ts", int64, "time of the event"),
-        col("kind", text, "send, recv or collective"),
+        col("rank", int64, "the rank of the event").never_null(),
+        col("seq", int64, "position of the event in the logical order").never_null(),
+        col("ts", int64, "time of the event").never_null(),
+        col("kind", text, "send, recv or collective").never_null(),
         col("msg_id", int64, "the message sent or received (NULL for a collective)"),
         col("comm", int64, "the collective's communicator (NULL for a message)"),
         col("instance", int64, "the collective's instance on its communicator (NULL for a message)"),
@@ -61,10 +64,11 @@ pub const VECTOR_CLOCKS: Function = Function {
             "vc",
             list_int32,
             "the vector clock: entry i counts the events of the i-th rank (ascending) up to this one",
-        ),
+        )
+        .never_null(),
     ]),
     description: "the vector clock of every send, receive (and collective, given a collectives relation) in logical order; vc[i] counts events of the i-th rank",
-    make: Make::Table(|| Arc::new(VectorClocks)),
+    make: Make::Table(plan_vector_clocks),
 };
 
 pub const HAPPENS_BEFORE: Function = Function {
@@ -75,7 +79,7 @@ pub const HAPPENS_BEFORE: Function = Function {
     ],
     output: Output::Value("boolean"),
     description: "vector clock a happened before b: a <= b element-wise and a != b",
-    make: Make::Scalar(|_| ScalarUDF::from(ClockOrder::happens_before())),
+    make: Make::Scalar(|f, _| ScalarUDF::from(ClockOrder::new(f))),
 };
 
 pub const CONCURRENT: Function = Function {
@@ -83,7 +87,7 @@ pub const CONCURRENT: Function = Function {
     params: HAPPENS_BEFORE.params,
     output: Output::Value("boolean"),
     description: "neither vector clock happened before the other (and they differ)",
-    make: Make::Scalar(|_| ScalarUDF::from(ClockOrder::concurrent())),
+    make: Make::Scalar(|f, _| ScalarUDF::from(ClockOrder::new(f))),
 };
 
 /// A list of Int32 without NULL entries, as `vc` is.
@@ -172,57 +176,41 @@ fn list_type() -> DataType {
 }
 
 fn output_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("rank", DataType::Int64, false),
-        Field::new("seq", DataType::Int64, false),
-        Field::new("ts", DataType::Int64, false),
-        Field::new("kind", DataType::Utf8, false),
-        Field::new("msg_id", DataType::Int64, true),
-        Field::new("comm", DataType::Int64, true),
-        Field::new("instance", DataType::Int64, true),
-        Field::new("vc", list_type(), false),
-    ]))
+    VECTOR_CLOCKS.schema()
 }
 
 /// The relation arguments: messages, and collectives when named.
-pub fn relations(a: &Args<'_>, session: &dyn datafusion::catalog::Session) -> Result<(Relation, Option<Relation>)> {
-    let rel = a.relation(session, "rel")?;
-    let colls = a.opt_relation(session, "collectives")?;
+pub fn relations(a: &Args<'_>) -> Result<(Relation, Option<Relation>)> {
+    let rel = a.relation("rel")?;
+    let colls = a.opt_relation("collectives")?;
     Ok((rel, colls))
 }
 
-/// `vector_clocks([rel => 'messages'], collectives => NULL, max_cells => 2^28)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct VectorClocks;
-
-impl TableFunctionImpl for VectorClocks {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&VECTOR_CLOCKS, args.exprs())?;
-        let (rel, colls) = relations(&a, args.session())?;
-        let max_cells = a.int("max_cells")?.min(i64::from(i32::MAX));
-        let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
-        let mut inputs = vec![(rel, Some(idx))];
-        if let Some(c) = colls {
-            let mut ci = c.columns("vector_clocks", &COLLECTIVE_COLUMNS)?;
-            ci.extend(c.schema().index_of("end_ts").ok());
-            inputs.push((c, Some(ci)));
-        }
-        let out = output_schema();
-        let s = out.clone();
-        let with_collectives = inputs.len() > 1;
-        let start: StartFold = Arc::new(move || {
-            Box::new(Clocks {
-                schema: s.clone(),
-                max_cells,
-                with_collectives,
-                messages: Messages::default(),
-                collectives: Participations::default(),
-                ranks: FastSet::default(),
-                events: 0,
-            }) as Box<dyn Folder>
-        });
-        Ok(Arc::new(Derived::folded(out, inputs, Main::Batches, start)))
+fn plan_vector_clocks(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let (rel, colls) = relations(a)?;
+    let max_cells = a.int("max_cells")?.min(i64::from(i32::MAX));
+    let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
+    let mut inputs = vec![(rel, Some(idx))];
+    if let Some(c) = colls {
+        let mut ci = c.columns("vector_clocks", &COLLECTIVE_COLUMNS)?;
+        ci.extend(c.schema().index_of("end_ts").ok());
+        inputs.push((c, Some(ci)));
     }
+    let out = output_schema();
+    let s = out.clone();
+    let with_collectives = inputs.len() > 1;
+    let start: StartFold = Arc::new(move || {
+        Box::new(Clocks {
+            schema: s.clone(),
+            max_cells,
+            with_collectives,
+            messages: Messages::default(),
+            collectives: Participations::default(),
+            ranks: FastSet::default(),
+            events: 0,
+        }) as Box<dyn Folder>
+    });
+    Ok(Arc::new(Derived::folded(out, inputs, Main::Batches, start)))
 }
 
 /// What vector_clocks reads, held as it streams: the collectives' participations are folded
@@ -328,20 +316,17 @@ fn batch(schema: &SchemaRef, t: &Timeline, m: &Messages, clocks: Vec<i32>) -> Re
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// `happens_before(a, b)` or `concurrent(a, b)` over two vector clocks.
+/// The two scalar functions over two vector clocks (declared in HAPPENS_BEFORE and CONCURRENT).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct ClockOrder {
-    name: &'static str,
+    declaration: &'static Function,
     signature: Signature,
 }
 
 impl ClockOrder {
-    pub fn happens_before() -> Self {
-        ClockOrder { name: "happens_before", signature: Signature::any(2, Volatility::Immutable) }
-    }
-
-    pub fn concurrent() -> Self {
-        ClockOrder { name: "concurrent", signature: Signature::any(2, Volatility::Immutable) }
+    /// The function `declaration` names: happens_before or concurrent.
+    pub fn new(declaration: &'static Function) -> Self {
+        ClockOrder { declaration, signature: Signature::any(2, Volatility::Immutable) }
     }
 }
 
@@ -357,11 +342,11 @@ fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
 
 impl ScalarUDFImpl for ClockOrder {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(if self.name() == "concurrent" { &CONCURRENT } else { &HAPPENS_BEFORE })
+        self.declaration.doc()
     }
 
     fn name(&self) -> &str {
-        self.name
+        self.declaration.name
     }
 
     fn signature(&self) -> &Signature {
@@ -372,7 +357,7 @@ impl ScalarUDFImpl for ClockOrder {
         for t in args {
             if !matches!(t, DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(_, _) | DataType::Null)
             {
-                return plan_err!("{}: expects two vector clocks (lists of integers), got {t}", self.name);
+                return plan_err!("{}: expects two vector clocks (lists of integers), got {t}", self.declaration.name);
             }
         }
         Ok(DataType::Boolean)
@@ -397,7 +382,7 @@ impl ScalarUDFImpl for ClockOrder {
             if x.len() != y.len() {
                 return exec_err!(
                     "{}: row {}: vector clocks of different lengths ({} and {}); compare clocks of the same vector_clocks result",
-                    self.name,
+                    self.declaration.name,
                     i + 1,
                     x.len(),
                     y.len()
@@ -405,7 +390,7 @@ impl ScalarUDFImpl for ClockOrder {
             }
             let (le, ge) = compare(x.values(), y.values());
             let before = le && !ge;
-            out.append_value(match self.name {
+            out.append_value(match self.declaration.name {
                 "happens_before" => before,
                 _ => !le && !ge,
             });

@@ -26,8 +26,8 @@ use arrow::array::{
     Array, ArrayRef, AsArray, BinaryArray, Float64Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
 };
 use arrow::buffer::OffsetBuffer;
-use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use arrow::datatypes::{DataType, Field, FieldRef, Fields, Float64Type, Int64Type};
+use datafusion::catalog::TableProvider;
 use datafusion::common::{ScalarValue, exec_err, plan_err};
 use datafusion::error::Result;
 use datafusion::logical_expr::function::{AccumulatorArgs, StateFieldsArgs};
@@ -35,11 +35,15 @@ use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use histogram::{Histogram, Scheme};
 
-use crate::common::{Args, Derived, FastMap, int64_column};
-use crate::declare::{Function, Make, Output, ParamDefault, Type, col, int64, param, text};
+use crate::args::Args;
+use crate::columns::int64_column;
+use crate::declare::{Function, Make, Output, col, int64, text};
+use crate::derived::Derived;
+use crate::params::{ParamDefault, Type, param};
 use crate::profile::CALLS;
 use crate::replay::MpiCalls;
 use crate::stream::{Mapper, Prepare};
+use commdb_catalog::fast_hash::FastMap;
 use datafusion::logical_expr::AggregateUDF;
 
 /// Default number of bins.
@@ -49,15 +53,16 @@ pub const COMPUTE_DELTAS: Function = Function {
     name: "compute_deltas",
     params: &[CALLS],
     output: Output::Columns(&[
-        col("rank", int64, ""),
-        col("call_seq", int64, "the MPI call's number on its rank, from 0"),
-        col("region", text, "the MPI call"),
-        col("compute_delta_ns", int64, "time since the end of the rank's previous MPI call"),
-        col("comm_delta_ns", int64, "the call's duration"),
-        col("path", dict_int32_text, "previous MPI call's signature -> this call's signature (regions joined by '/')"),
+        col("rank", int64, "").never_null(),
+        col("call_seq", int64, "the MPI call's number on its rank, from 0").never_null(),
+        col("region", text, "the MPI call").never_null(),
+        col("compute_delta_ns", int64, "time since the end of the rank's previous MPI call").never_null(),
+        col("comm_delta_ns", int64, "the call's duration").never_null(),
+        col("path", dict_int32_text, "previous MPI call's signature -> this call's signature (regions joined by '/')")
+            .never_null(),
     ]),
     description: "every MPI call with the compute time before it, its duration and its path (the stack signatures of the previous MPI call and of this one), as ScalaTrace records delta times",
-    make: Make::Table(|| Arc::new(ComputeDeltas)),
+    make: Make::Table(compute_deltas),
 };
 
 pub const DELTA_HISTOGRAM: Function = Function {
@@ -80,7 +85,7 @@ pub const DELTA_HISTOGRAM: Function = Function {
     ],
     output: Output::Value("{count, total, min, max, min_rank, max_rank, bins: [{lo, hi, count, mean, variance}]}"),
     description: "ScalaTrace's dynamically balanced histogram (default 5 bins; scheme 'source' = Algorithm 2, 'balanced' = commdb's refinement), exact count, total, min and max and the ranks holding them",
-    make: Make::Aggregate(|| AggregateUDF::from(DeltaHistogram::default())),
+    make: Make::Aggregate(|f| AggregateUDF::from(DeltaHistogram::new(f))),
 };
 
 /// Region paths as compute_deltas gives them: a dictionary of text.
@@ -171,7 +176,7 @@ enum Nesting {
 /// regions of the calls enclosing it, outermost first, then its own.
 fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u32>, Signatures, Vec<String>)> {
     let mut names = Vec::new();
-    let region = crate::common::region_ids(batches, 1, |_| true, &mut names)?;
+    let region = crate::columns::region_ids(batches, 1, |_| true, &mut names)?;
     let n = region.len();
     let mut sig = Signatures::default();
     let mut out = vec![NO_SIGNATURE; n];
@@ -232,10 +237,6 @@ fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u3
     Ok((out, sig, names))
 }
 
-/// `compute_deltas([rel => 'calls'])`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct ComputeDeltas;
-
 /// compute_deltas over a chunk of whole ranks (crate::by_rank); each output batch has the
 /// dictionary of the paths its chunk has.
 struct Deltas(ChunkDeltas);
@@ -253,81 +254,70 @@ impl Mapper for Deltas {
     }
 }
 
-impl TableFunctionImpl for ComputeDeltas {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&COMPUTE_DELTAS, args.exprs())?;
-        let rel = a.relation(args.session(), "rel")?;
-        let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
-        let schema = rel.schema();
-        let mut extra = |name: &str| {
-            schema.index_of(name).ok().map(|c| {
-                idx.push(c);
-                idx.len() - 1
-            })
-        };
-        let nesting = match (extra("call_id"), extra("parent_id")) {
-            (Some(call_id), Some(parent_id)) => Nesting::Parents { call_id, parent_id },
-            _ => Nesting::Times { thread: extra("thread") },
-        };
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("rank", DataType::Int64, false),
-            Field::new("call_seq", DataType::Int64, false),
-            Field::new("region", DataType::Utf8, false),
-            Field::new("compute_delta_ns", DataType::Int64, false),
-            Field::new("comm_delta_ns", DataType::Int64, false),
-            Field::new("path", DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)), false),
-        ]));
-        let s = out.clone();
-        // A chunk of whole ranks at a time: a rank's calls (and their nesting) are all in it.
-        let compute = move |batches: &[RecordBatch]| -> Result<RecordBatch> {
-            let m = MpiCalls::read(batches, "compute_deltas")?;
-            let (row_signature, signatures, names) = stack_signatures(batches, nesting)?;
-            let n = m.calls.len();
-            // Paths interned as (previous signature, this signature) -> dictionary key.
-            let mut path_key: FastMap<(u32, u32), i32> = FastMap::default();
-            let mut path_text: Vec<String> = Vec::new();
-            let (mut rank, mut seq, mut keys) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-            for r in 0..m.ranks.len() {
-                let calls = &m.calls[m.first[r]..m.first[r + 1]];
-                for (i, c) in calls.iter().enumerate() {
-                    rank.push(m.ranks[r]);
-                    seq.push(i as i64);
-                    let before = i.checked_sub(1).map_or(NO_SIGNATURE, |p| row_signature[calls[p].row]);
-                    let this = row_signature[c.row];
-                    let next = path_text.len() as i32;
-                    let key = *path_key.entry((before, this)).or_insert_with(|| {
-                        let text =
-                            |k: u32| if k == NO_SIGNATURE { "(start)".to_string() } else { signatures.text(k, &names) };
-                        path_text.push(format!("{} -> {}", text(before), text(this)));
-                        next
-                    });
-                    keys.push(key);
-                }
+fn compute_deltas(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let rel = a.relation("rel")?;
+    let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
+    let schema = rel.schema();
+    let mut extra = |name: &str| {
+        schema.index_of(name).ok().map(|c| {
+            idx.push(c);
+            idx.len() - 1
+        })
+    };
+    let nesting = match (extra("call_id"), extra("parent_id")) {
+        (Some(call_id), Some(parent_id)) => Nesting::Parents { call_id, parent_id },
+        _ => Nesting::Times { thread: extra("thread") },
+    };
+    let out = a.schema();
+    let s = out.clone();
+    // A chunk of whole ranks at a time: a rank's calls (and their nesting) are all in it.
+    let compute = move |batches: &[RecordBatch]| -> Result<RecordBatch> {
+        let m = MpiCalls::read(batches, "compute_deltas")?;
+        let (row_signature, signatures, names) = stack_signatures(batches, nesting)?;
+        let n = m.calls.len();
+        // Paths interned as (previous signature, this signature) -> dictionary key.
+        let mut path_key: FastMap<(u32, u32), i32> = FastMap::default();
+        let mut path_text: Vec<String> = Vec::new();
+        let (mut rank, mut seq, mut keys) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        for r in 0..m.ranks.len() {
+            let calls = &m.calls[m.first[r]..m.first[r + 1]];
+            for (i, c) in calls.iter().enumerate() {
+                rank.push(m.ranks[r]);
+                seq.push(i as i64);
+                let before = i.checked_sub(1).map_or(NO_SIGNATURE, |p| row_signature[calls[p].row]);
+                let this = row_signature[c.row];
+                let next = path_text.len() as i32;
+                let key = *path_key.entry((before, this)).or_insert_with(|| {
+                    let text =
+                        |k: u32| if k == NO_SIGNATURE { "(start)".to_string() } else { signatures.text(k, &names) };
+                    path_text.push(format!("{} -> {}", text(before), text(this)));
+                    next
+                });
+                keys.push(key);
             }
-            let path = arrow::array::DictionaryArray::<arrow::datatypes::Int32Type>::try_new(
-                arrow::array::Int32Array::from(keys),
-                Arc::new(StringArray::from(path_text)),
-            )?;
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(Int64Array::from(rank)),
-                Arc::new(Int64Array::from(seq)),
-                Arc::new(StringArray::from_iter_values(m.calls.iter().map(|c| m.regions[c.region as usize].as_str()))),
-                Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.compute))),
-                Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.end - c.start))),
-                Arc::new(path),
-            ];
-            Ok(RecordBatch::try_new(s.clone(), columns)?)
-        };
-        let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Deltas(Box::new(compute.clone()))) as Box<dyn Mapper>));
-        // Each rank's deltas are its own: over a cluster's parts of whole ranks, the parts' rows
-        // (rank first) merged in rank order are the answer, in the order delta_histogram's bins
-        // follow.
-        let as_they_come: Prepare = Arc::new(|_| Ok(Box::new(crate::stream::AsTheyCome) as Box<dyn Mapper>));
-        let work = crate::plan::Work::ByRank(prepare.clone(), 0);
-        let spread =
-            crate::common::Spread::SortedMerge { schema: out.clone(), work, sorted_on: 1, merge: as_they_come };
-        Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare).spreading(spread)))
-    }
+        }
+        let path = arrow::array::DictionaryArray::<arrow::datatypes::Int32Type>::try_new(
+            arrow::array::Int32Array::from(keys),
+            Arc::new(StringArray::from(path_text)),
+        )?;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(rank)),
+            Arc::new(Int64Array::from(seq)),
+            Arc::new(StringArray::from_iter_values(m.calls.iter().map(|c| m.regions[c.region as usize].as_str()))),
+            Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.compute))),
+            Arc::new(Int64Array::from_iter_values(m.calls.iter().map(|c| c.end - c.start))),
+            Arc::new(path),
+        ];
+        Ok(RecordBatch::try_new(s.clone(), columns)?)
+    };
+    let prepare: Prepare = Arc::new(move |_| Ok(Box::new(Deltas(Box::new(compute.clone()))) as Box<dyn Mapper>));
+    // Each rank's deltas are its own: over a cluster's parts of whole ranks, the parts' rows
+    // (rank first) merged in rank order are the answer, in the order delta_histogram's bins
+    // follow.
+    let as_they_come: Prepare = Arc::new(|_| Ok(Box::new(crate::stream::AsTheyCome) as Box<dyn Mapper>));
+    let work = crate::plan::Work::ByRank(prepare.clone(), 0);
+    let spread = crate::derived::Spread::SortedMerge { schema: out.clone(), work, sorted_on: 1, merge: as_they_come };
+    Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare).spreading(spread)))
 }
 
 fn bin_fields() -> Fields {
@@ -353,17 +343,19 @@ fn result_fields() -> Fields {
     ])
 }
 
-/// `delta_histogram(value [, bins [, rank]])` aggregate.
+/// The aggregate function (declared in DELTA_HISTOGRAM).
 #[derive(Debug, PartialEq, Eq, Hash)]
 pub struct DeltaHistogram {
+    declaration: &'static Function,
     signature: Signature,
 }
 
-impl Default for DeltaHistogram {
-    fn default() -> Self {
+impl DeltaHistogram {
+    pub fn new(declaration: &'static Function) -> Self {
         let f = DataType::Float64;
         let i = DataType::Int64;
         DeltaHistogram {
+            declaration,
             signature: Signature::one_of(
                 vec![
                     TypeSignature::Exact(vec![f.clone()]),
@@ -379,11 +371,11 @@ impl Default for DeltaHistogram {
 
 impl AggregateUDFImpl for DeltaHistogram {
     fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        crate::documentation(&DELTA_HISTOGRAM)
+        self.declaration.doc()
     }
 
     fn name(&self) -> &str {
-        "delta_histogram"
+        self.declaration.name
     }
 
     fn signature(&self) -> &Signature {
@@ -529,6 +521,7 @@ impl Accumulator for HistogramAccumulator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::datatypes::Schema;
 
     fn calls(rows: &[(i64, &str, i64, i64)]) -> Vec<RecordBatch> {
         let schema = Arc::new(Schema::new(vec![

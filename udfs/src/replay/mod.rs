@@ -51,14 +51,16 @@ mod varint;
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
+use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use datafusion::execution::memory_pool::MemoryPool;
 
-use crate::common::{Args, Derived, Projected};
-use crate::declare::{Function, Make, Output, Param, ParamDefault, Type, col, float64, int64, param, text};
+use crate::args::Args;
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
+use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::Projected;
 use crate::stream::StartFold;
 use sweep::Answer;
 
@@ -82,20 +84,20 @@ pub const IDEAL_REPLAY: Function = Function {
     name: "ideal_replay",
     params: REPLAY_PARAMS,
     output: Output::Columns(&[
-        col("rank", int64, ""),
-        col("pair", int64, "the pair's number on the rank, from 0"),
+        col("rank", int64, "").never_null(),
+        col("pair", int64, "the pair's number on the rank, from 0").never_null(),
         col("region", text, "the MPI call of the pair (NULL: the compute after the last call)"),
-        col("compute_ns", int64, "time outside MPI before the call"),
-        col("mpi_observed_ns", int64, "the call's observed duration"),
-        col("mpi_ideal_ns", int64, "its duration on the ideal network"),
-        col("transfer_ns", int64, "observed - ideal (can be negative)"),
-        col("observed_end", int64, "end of the call as recorded"),
-        col("ideal_end", int64, "end of the call on ideal clocks"),
-        col("trf_local", float64, "(compute + ideal) / (compute + observed) (equation 2)"),
-        col("trf_cumulative", float64, "the same over the rank's pairs so far (equation 3)"),
+        col("compute_ns", int64, "time outside MPI before the call").never_null(),
+        col("mpi_observed_ns", int64, "the call's observed duration").never_null(),
+        col("mpi_ideal_ns", int64, "its duration on the ideal network").never_null(),
+        col("transfer_ns", int64, "observed - ideal (can be negative)").never_null(),
+        col("observed_end", int64, "end of the call as recorded").never_null(),
+        col("ideal_end", int64, "end of the call on ideal clocks").never_null(),
+        col("trf_local", float64, "(compute + ideal) / (compute + observed) (equation 2)").never_null(),
+        col("trf_cumulative", float64, "the same over the rank's pairs so far (equation 3)").never_null(),
     ]),
     description: "the run replayed on an ideal network (zero latency, infinite bandwidth): per rank and compute/MPI pair (region NULL for the compute after the last call), observed and simulated MPI time and the transfer efficiency (equations 2-3)",
-    make: Make::Table(|| Arc::new(IdealReplay)),
+    make: Make::Table(ideal_replay),
 };
 
 pub const TRANSFER_EFFICIENCY: Function = Function {
@@ -103,13 +105,13 @@ pub const TRANSFER_EFFICIENCY: Function = Function {
     params: REPLAY_PARAMS,
     output: Output::Columns(&[
         col("rank", int64, "the rank (NULL: all ranks, the run)"),
-        col("observed_ns", int64, "its observed runtime"),
-        col("ideal_ns", int64, "its runtime on the ideal network"),
-        col("efficiency", float64, "ideal / observed"),
-        col("unplaced", int64, "message sides outside every MPI call of the rank, left out"),
+        col("observed_ns", int64, "its observed runtime").never_null(),
+        col("ideal_ns", int64, "its runtime on the ideal network").never_null(),
+        col("efficiency", float64, "ideal / observed").never_null(),
+        col("unplaced", int64, "message sides outside every MPI call of the rank, left out").never_null(),
     ]),
     description: "per rank and overall (rank NULL): observed and ideal-network runtime and their ratio",
-    make: Make::Table(|| Arc::new(TransferEfficiency)),
+    make: Make::Table(transfer_efficiency),
 };
 const CALL_COLUMNS: [&str; 4] = ["rank", "region", "start_ts", "end_ts"];
 const MESSAGE_COLUMNS: [&str; 7] =
@@ -121,72 +123,34 @@ struct Inputs {
     pool: Arc<dyn MemoryPool>,
 }
 
-fn inputs(declaration: &'static Function, args: &TableFunctionArgs) -> Result<(Inputs, Vec<Projected>)> {
-    let function = declaration.name;
-    let a = Args::new(declaration, args.exprs())?;
-    let calls = a.relation(args.session(), "rel")?;
+fn inputs(a: &Args) -> Result<(Inputs, Vec<Projected>)> {
+    let function = a.function;
+    let calls = a.relation("rel")?;
     let eager_limit = a.int("eager_limit")?;
-    let messages = a.relation(args.session(), "messages")?;
-    let colls = a.relation(args.session(), "collectives")?;
+    let messages = a.relation("messages")?;
+    let colls = a.relation("collectives")?;
     let ci = calls.columns(function, &CALL_COLUMNS)?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let ki = colls.columns(function, &COLLECTIVE_COLUMNS)?;
-    let pool = args.session().runtime_env().memory_pool.clone();
+    let pool = a.session.runtime_env().memory_pool.clone();
     Ok((Inputs { eager_limit, pool }, vec![(calls, Some(ci)), (messages, Some(mi)), (colls, Some(ki))]))
 }
 
 /// The replay as a folded analysis: the messages and collectives spilled as they stream, the
 /// calls swept a chunk of whole ranks at a time (crate::by_rank), the answer made at the end.
-fn replay_analysis(
-    declaration: &'static Function,
-    out: SchemaRef,
-    args: &TableFunctionArgs,
-    answer: Answer,
-) -> Result<Derived> {
-    let (inp, rels) = inputs(declaration, args)?;
-    let what = declaration.name;
+fn replay_analysis(a: &Args, answer: Answer) -> Result<Arc<dyn TableProvider>> {
+    let (inp, rels) = inputs(a)?;
+    let what = a.function;
+    let out = a.schema();
     let schema = out.clone();
     let start: StartFold = Arc::new(move || sweep::start(what, answer, inp.eager_limit, out.clone(), inp.pool.clone()));
-    Ok(Derived::folded(schema, rels, Main::ByRank(0), start))
+    Ok(Arc::new(Derived::folded(schema, rels, Main::ByRank(0), start)))
 }
 
-/// `ideal_replay([rel => 'calls'], eager_limit => 65536, messages => 'messages', collectives => 'collectives')`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct IdealReplay;
-
-impl TableFunctionImpl for IdealReplay {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let i = |n: &str| Field::new(n, DataType::Int64, false);
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            i("rank"),
-            i("pair"),
-            Field::new("region", DataType::Utf8, true),
-            i("compute_ns"),
-            i("mpi_observed_ns"),
-            i("mpi_ideal_ns"),
-            i("transfer_ns"),
-            i("observed_end"),
-            i("ideal_end"),
-            Field::new("trf_local", DataType::Float64, false),
-            Field::new("trf_cumulative", DataType::Float64, false),
-        ]));
-        Ok(Arc::new(replay_analysis(&IDEAL_REPLAY, out, &args, Answer::Pairs)?))
-    }
+fn ideal_replay(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    replay_analysis(a, Answer::Pairs)
 }
 
-/// `transfer_efficiency([rel => 'calls'], eager_limit => 65536, ...)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct TransferEfficiency;
-
-impl TableFunctionImpl for TransferEfficiency {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let out: SchemaRef = Arc::new(Schema::new(vec![
-            Field::new("rank", DataType::Int64, true),
-            Field::new("observed_ns", DataType::Int64, false),
-            Field::new("ideal_ns", DataType::Int64, false),
-            Field::new("efficiency", DataType::Float64, false),
-            Field::new("unplaced", DataType::Int64, false),
-        ]));
-        Ok(Arc::new(replay_analysis(&TRANSFER_EFFICIENCY, out, &args, Answer::Efficiency)?))
-    }
+fn transfer_efficiency(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    replay_analysis(a, Answer::Efficiency)
 }

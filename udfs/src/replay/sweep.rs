@@ -15,7 +15,7 @@ use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::MpiCalls;
 use super::simulate::{self, Links};
 use super::spill::{NULL, Spill};
-use crate::common::int64_column;
+use crate::columns::int64_column;
 use crate::stream::{Folder, Mapper};
 
 /// Spill the rows of `batch` (N integer columns) with NULL as NULL.

@@ -1,41 +1,24 @@
-//! Latency criteria and message latency, after PCLVis section 4.1: the "normal" transmission
-//! time of a message is learnt from the trace itself, as the median transmission time of the
-//! messages of the same size bucket and the same locality (within a node or between nodes).
-//! A message's latency is L = duration / criterion; L > 1 marks it delayed.
-//!
-//! Sampling: at most `max_samples` messages per (locality, bucket) enter the median, chosen by
-//! stratified sampling over the bucket's messages in send-time order (the middle message of
-//! each of `max_samples` equal strata; messages sent at the same time in order of duration),
-//! so the sample is deterministic, spread over the whole run and independent of the order the
-//! messages are read in. On a cluster each part's groups are sorted so and merged in that
-//! order (`CriteriaPartials`, `CriteriaMerge`), the merge keeping only the sample. Buckets with fewer than `min_messages` messages get no criterion (status
-//! 'too_few_messages'); messages whose nodes are unknown form their own group (locality NULL,
-//! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
-//! parallel over buckets. The groups are gathered as the messages stream (`CriteriaFold`, 16
-//! bytes a message), and the analyses that measure latency against criteria read them as the
-//! rows of a streamed `latency_criteria` before their own messages stream.
+//! The latency criteria of PCLVis 4.1: messages grouped by locality and size bucket, the
+//! median transmission time of a deterministic stratified sample of each group (`CriteriaFold`),
+//! a cluster part's groups sorted for a k-way merge (`CriteriaPartials`, `CriteriaMerge`), and
+//! the criteria as a table to look a message's criterion up in (`CriteriaTable`).
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use datafusion::catalog::{TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use arrow::array::AsArray;
-use commdb_catalog::wallclock::Notices;
-use datafusion::catalog::Session;
-use datafusion::common::exec_err;
-
-use crate::common::{
-    Args, Derived, FastMap, Projected, Relation, bool_column, int64_column, text_column, trace_schema, trace_table,
-};
-use crate::declare::{
-    BUCKET_BYTES, CRITERIA, Function, MAX_SAMPLES, MIN_MESSAGES, Make, Output, Param, ParamDefault, Type, boolean, col,
-    float64, int64, param, text,
-};
+use crate::args::Args;
+use crate::columns::{bool_column, int64_column, text_column};
+use crate::derived::Derived;
+use crate::params::{BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES};
+use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, Prepare};
+use commdb_catalog::fast_hash::FastMap;
+
+use super::{LATENCY_CRITERIA, latency_of};
 
 pub const INTRA: u8 = 0;
 pub const INTER: u8 = 1;
@@ -102,7 +85,7 @@ pub struct MessageColumns {
 }
 
 /// Column names a messages-like relation must have; `intra_node` or both node columns.
-const NEEDED: [&str; 2] = ["bytes", "duration"];
+pub(crate) const NEEDED: [&str; 2] = ["bytes", "duration"];
 
 /// Indices (in `relation`) of bytes, duration, send_ts (optional) and the locality columns.
 #[derive(Debug, Clone)]
@@ -204,7 +187,7 @@ impl MessageIndices {
 
 /// Key of a message's group, or None when it has no duration or size.
 #[inline]
-fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
+pub(crate) fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
     if m.duration.is_null(row) || m.bytes.is_null(row) {
         return None;
     }
@@ -212,7 +195,7 @@ fn key(m: &MessageColumns, row: usize, bucket_bytes: i64) -> Option<(u8, i64)> {
     Some((m.locality[row], bytes / bucket_bytes * bucket_bytes))
 }
 
-fn median(values: &mut [i64]) -> f64 {
+pub(crate) fn median(values: &mut [i64]) -> f64 {
     let n = values.len();
     let mid = n / 2;
     let (lower, upper, _) = values.select_nth_unstable(mid);
@@ -229,7 +212,7 @@ pub fn criteria(m: &MessageColumns, p: &Params) -> Vec<Criterion> {
 
 /// A message in its group: (its place in send-time order, duration). The place is its send_ts
 /// (NULL last) when the relation has one, else its row in the input.
-type Placed = (i64, i64);
+pub(crate) type Placed = (i64, i64);
 
 /// The criteria's groups gathered batch by batch: per (locality, bucket), every message's
 /// place in send-time order and duration, 16 bytes a message, from which the sample is drawn
@@ -245,12 +228,12 @@ pub struct CriteriaFold {
 
 /// The place among `n` messages in send-time order of the `k`-th of `m` sampled: the middle
 /// one of the k-th of m equal strata.
-fn sample_place(k: usize, n: usize, m: usize) -> usize {
+pub(crate) fn sample_place(k: usize, n: usize, m: usize) -> usize {
     (2 * k + 1) * n / (2 * m)
 }
 
 /// The criterion of a group of `n` messages from its sample of `m_used` durations.
-fn criterion_of(key: (u8, i64), n: usize, m_used: usize, mut sample: Vec<i64>, p: &Params) -> Criterion {
+pub(crate) fn criterion_of(key: (u8, i64), n: usize, m_used: usize, mut sample: Vec<i64>, p: &Params) -> Criterion {
     let criterion_ns = (n >= p.min_messages && !sample.is_empty()).then(|| median(&mut sample));
     Criterion {
         locality: key.0,
@@ -315,21 +298,21 @@ impl CriteriaFold {
     }
 }
 
-/// The schema of a part's partial criteria (a cluster's task's, crate::common::Spread): per
+/// The schema of a part's partial criteria (a cluster's task's, crate::derived::Spread): per
 /// group in (locality, bucket) order, a row of kind 0 whose duration is the part's count of
 /// the group's messages, then a row of kind 1 per message, in send-time order.
-fn criteria_partials() -> SchemaRef {
+pub(crate) fn criteria_partials() -> SchemaRef {
     let fields = ["locality", "bucket", "kind", "place", "duration"].map(|n| Field::new(n, DataType::Int64, false));
     Arc::new(Schema::new(fields.to_vec()))
 }
 
 /// Rows of partials per batch (DataFusion's batch size: the merge in order holds a batch of
 /// every part at a time).
-const PARTIAL_ROWS: usize = 8192;
+pub(crate) const PARTIAL_ROWS: usize = 8192;
 
 /// A part's messages gathered into their groups (`CriteriaFold`), then given as partials
 /// (`criteria_partials`), a batch at a time.
-struct CriteriaPartials {
+pub(crate) struct CriteriaPartials {
     indices: MessageIndices,
     bucket_bytes: i64,
     fold: CriteriaFold,
@@ -383,7 +366,7 @@ impl Mapper for CriteriaPartials {
 /// The criteria from every part's partials merged in (locality, bucket, kind, place,
 /// duration) order: a group's counts come first, then its messages in send-time order, of
 /// which it keeps only the sample.
-struct CriteriaMerge {
+pub(crate) struct CriteriaMerge {
     params: Params,
     /// The group being read, its messages, those read so far, the sample's size and the
     /// sample.
@@ -444,7 +427,7 @@ impl Mapper for CriteriaMerge {
 }
 
 /// `latency_criteria` as the messages stream: their groups gathered, the criteria at the end.
-struct CriteriaMapper {
+pub(crate) struct CriteriaMapper {
     indices: MessageIndices,
     params: Params,
     fold: CriteriaFold,
@@ -468,7 +451,12 @@ impl Mapper for CriteriaMapper {
 /// `latency_criteria` of `relation` read with `projection` (whose columns `indices` reads), as
 /// a streamed analysis: the input of another analysis that needs the criteria before its
 /// messages stream.
-fn criteria_of(relation: Relation, projection: Vec<usize>, indices: MessageIndices, params: Params) -> Projected {
+pub(crate) fn criteria_of(
+    relation: Relation,
+    projection: Vec<usize>,
+    indices: MessageIndices,
+    params: Params,
+) -> Projected {
     let reference = datafusion::common::TableReference::bare(format!("criteria of {}", relation.reference));
     let spread = indices.has_send_ts().then(|| {
         // Over a cluster's parts: each part's groups in send-time order, merged in that order
@@ -485,7 +473,7 @@ fn criteria_of(relation: Relation, projection: Vec<usize>, indices: MessageIndic
             Ok(Box::new(CriteriaMerge { params, group, n, read, m_used, sample, done }) as Box<dyn Mapper>)
         });
         let work = crate::plan::Work::Streamed(partials);
-        crate::common::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
+        crate::derived::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
     });
     let prepare: Prepare = Arc::new(move |_| {
         let fold = CriteriaMapper { indices: indices.clone(), params, fold: CriteriaFold::default() };
@@ -498,7 +486,7 @@ fn criteria_of(relation: Relation, projection: Vec<usize>, indices: MessageIndic
     (Relation { reference, provider: Arc::new(derived.named("latency_criteria")) }, None)
 }
 
-fn locality_name(code: u8) -> Option<&'static str> {
+pub(crate) fn locality_name(code: u8) -> Option<&'static str> {
     match code {
         INTRA => Some("intra"),
         INTER => Some("inter"),
@@ -506,18 +494,11 @@ fn locality_name(code: u8) -> Option<&'static str> {
     }
 }
 
-fn criteria_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("locality", DataType::Utf8, true),
-        Field::new("size_bucket", DataType::Int64, false),
-        Field::new("criterion_ns", DataType::Float64, true),
-        Field::new("samples", DataType::Int64, false),
-        Field::new("messages", DataType::Int64, false),
-        Field::new("status", DataType::Utf8, false),
-    ]))
+pub(crate) fn criteria_schema() -> SchemaRef {
+    LATENCY_CRITERIA.schema()
 }
 
-fn criteria_batch(rows: &[Criterion]) -> Result<RecordBatch> {
+pub(crate) fn criteria_batch(rows: &[Criterion]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(rows.iter().map(|c| locality_name(c.locality)).collect::<Vec<_>>())),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|c| c.bucket))),
@@ -532,8 +513,8 @@ fn criteria_batch(rows: &[Criterion]) -> Result<RecordBatch> {
 /// Criteria looked up by (locality, size bucket): what a message's latency is measured against.
 #[derive(Debug, Clone, Default)]
 pub struct CriteriaTable {
-    bucket_bytes: i64,
-    map: FastMap<(u8, i64), Option<f64>>,
+    pub(crate) bucket_bytes: i64,
+    pub(crate) map: FastMap<(u8, i64), Option<f64>>,
 }
 
 impl CriteriaTable {
@@ -592,392 +573,12 @@ impl CriteriaTable {
     }
 }
 
-/// L = duration / criterion, None where the criterion is missing or 0 or the duration NULL.
-#[inline]
-fn latency_of(m: &MessageColumns, row: usize, criterion: Option<f64>) -> Option<f64> {
-    match criterion {
-        Some(c) if c > 0.0 && !m.duration.is_null(row) => Some(m.duration.value(row) as f64 / c),
-        _ => None,
-    }
-}
-
-/// Criterion and latency L of every row of `m`, against criteria learnt from `m` itself.
-pub fn latencies(m: &MessageColumns, p: &Params) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
-    CriteriaTable::new(&criteria(m, p), p.bucket_bytes).latencies(m)
-}
-
-/// Where an analysis takes its latency criteria from.
-#[derive(Debug, Clone)]
-enum Source {
-    /// Learnt from the analysis's own input rows (a relation that comes from no trace).
-    Own,
-    /// Learnt from the whole `messages` table of the trace the rows come from (an extra input),
-    /// then remembered for that table and these parameters.
-    Trace(MessageIndices, Weak<dyn TableProvider>),
-    /// The whole trace's, learnt by an earlier call.
-    Known(Arc<CriteriaTable>),
-    /// Given as a relation shaped like `latency_criteria`'s output (an extra input):
-    /// locality, size_bucket and criterion_ns columns.
-    Given { locality: usize, size_bucket: usize, criterion_ns: usize },
-}
-
-/// The criteria an analysis measures latency against. By default the whole trace's: a view or
-/// filter of a trace's messages is measured against the trace it was cut from, so narrowing
-/// to a slow period does not relearn that period as normal. `criteria => 'rel'` gives them
-/// explicitly; a relation that comes from no trace learns them from itself.
-#[derive(Debug, Clone)]
-pub struct Baseline {
-    source: Source,
-    pub params: Params,
-    /// What the criteria were taken from, for messages to the user.
-    pub described: String,
-    /// The analysis, and where it tells the user about messages left without a criterion.
-    function: &'static str,
-    notices: Option<Notices>,
-}
-
-/// Criteria of the traces' messages tables learnt so far, by table and parameters: a trace's
-/// tables never change, so narrowed analyses of one trace learn its criteria once.
-type Remembered = (Weak<dyn TableProvider>, Params, Arc<CriteriaTable>);
-static TRACE_CRITERIA: Mutex<Vec<Remembered>> = Mutex::new(Vec::new());
-
-/// The criteria remembered for `table` with `params`, dropping those of closed traces.
-fn remembered(table: &Weak<dyn TableProvider>, params: &Params) -> Option<Arc<CriteriaTable>> {
-    let mut known = TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner);
-    known.retain(|(k, _, _)| k.strong_count() > 0);
-    known.iter().find(|(k, p, _)| Weak::ptr_eq(k, table) && p == params).map(|(_, _, t)| t.clone())
-}
-
-impl Baseline {
-    /// Decide the baseline of `function` reading `relation`, from its arguments
-    /// bucket_bytes, max_samples, min_messages and criteria. Returns it with the extra input
-    /// its computation reads, if any.
-    pub fn plan(args: &Args<'_>, session: &dyn Session, relation: &Relation) -> Result<(Baseline, Option<Projected>)> {
-        let params = Params::from_args(args)?;
-        let function = args.function;
-        let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
-        let baseline = |source: Source, params: Params, described: String| Baseline {
-            source,
-            params,
-            described,
-            function,
-            notices: notices.clone(),
-        };
-        if let Some(given) = args.opt_relation(session, CRITERIA.name)? {
-            let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
-            let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
-            let described = format!("criteria from '{}'", given.reference);
-            return Ok((baseline(source, params, described), Some((given, Some(idx)))));
-        }
-        let Some(schema) = trace_schema(session, relation) else {
-            let described =
-                format!("criteria learnt from '{}' itself (it comes from no single trace)", relation.reference);
-            return Ok((baseline(Source::Own, params, described), None));
-        };
-        let whole = trace_table(session, function, &schema, "messages")?;
-        let described = format!("criteria of the whole trace ({}.messages)", schema.1);
-        if Arc::ptr_eq(&whole.provider, &relation.provider) {
-            return Ok((baseline(Source::Own, params, described), None));
-        }
-        let key = Arc::downgrade(&whole.provider);
-        if let Some(table) = remembered(&key, &params) {
-            return Ok((baseline(Source::Known(table), params, described), None));
-        }
-        let (projection, indices) = MessageIndices::find(function, &whole)?.projected();
-        Ok((baseline(Source::Trace(indices, key), params, described), Some((whole, Some(projection)))))
-    }
-
-    /// For an analysis that streams its messages (`relation`, whose message columns `indices`
-    /// finds): the input its criteria are read from before the messages stream, as
-    /// `latency_criteria` rows (computed as the relation's or the trace's messages stream by,
-    /// holding 16 bytes a message) or the criteria given; none when they are known.
-    pub fn streamed_input(
-        &self,
-        relation: &Relation,
-        indices: &MessageIndices,
-        extra: Option<Projected>,
-    ) -> Option<Projected> {
-        match (&self.source, extra) {
-            (Source::Own, _) => {
-                let (projection, own) = indices.projected();
-                Some(criteria_of(relation.clone(), projection, own, self.params))
-            }
-            (Source::Trace(projected, _), Some((whole, Some(projection)))) => {
-                Some(criteria_of(whole, projection, projected.clone(), self.params))
-            }
-            (_, extra) => extra,
-        }
-    }
-
-    /// The criteria table of a streamed analysis, from its criteria input as `streamed_input`
-    /// planned it (remembered for the trace when they are the trace's).
-    pub fn held_table(&self, held: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
-        let rows = |held: Option<&[RecordBatch]>, columns: (usize, usize, usize)| match held {
-            Some(batches) => self.table_of_rows(batches, columns),
-            None => exec_err!("{}: the criteria input was not read", self.described),
-        };
-        match &self.source {
-            Source::Own => rows(held, (0, 1, 2)),
-            Source::Trace(_, key) => {
-                let table = rows(held, (0, 1, 2))?;
-                let p = self.params;
-                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), p, table.clone()));
-                Ok(table)
-            }
-            Source::Known(table) => Ok(table.clone()),
-            Source::Given { locality, size_bucket, criterion_ns } => {
-                rows(held, (*locality, *size_bucket, *criterion_ns))
-            }
-        }
-    }
-
-    /// The criteria table: from `own` (the analysis's input read as message columns) or from
-    /// the extra input's batches.
-    pub fn table(&self, own: &MessageColumns, extra: Option<&[RecordBatch]>) -> Result<Arc<CriteriaTable>> {
-        let table = self.criteria_table(Some(own), extra)?;
-        self.report_uncovered(&table, own);
-        Ok(table)
-    }
-
-    /// Say how many of the analysis's messages have no criterion, and what would give them
-    /// one: on a small trace every bucket may have fewer than `min_messages` messages, and
-    /// the analysis would otherwise show NULLs and zero shares without a word.
-    fn report_uncovered(&self, table: &CriteriaTable, own: &MessageColumns) {
-        if self.notices.is_none() {
-            return;
-        }
-        // One lookup per message, on every core: the analysis itself looks them up again.
-        let (total, uncovered) = (0..own.bytes.len())
-            .into_par_iter()
-            .filter(|&row| own.duration.is_valid(row))
-            .map(|row| (1usize, usize::from(table.criterion(own, row).is_none())))
-            .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-        self.notice_uncovered(total, uncovered);
-    }
-
-    /// Tell that `uncovered` of `total` messages with a duration have no criterion.
-    pub(crate) fn notice_uncovered(&self, total: usize, uncovered: usize) {
-        let Some(notices) = &self.notices else { return };
-        if uncovered == 0 {
-            return;
-        }
-        let p = &self.params;
-        let why = match self.source {
-            Source::Given { .. } => "the criteria given have none for their locality and size bucket".to_string(),
-            _ => format!(
-                "their locality is unknown or their size bucket has fewer than min_messages = {} messages",
-                p.min_messages
-            ),
-        };
-        notices.push(format!(
-            "{}: {uncovered} of {total} messages have no latency criterion ({why}); their latency is NULL and they \
-             count as not delayed. Lower min_messages (e.g. min_messages => 2) or widen bucket_bytes (now {}) to give \
-             them one",
-            self.function, p.bucket_bytes
-        ));
-    }
-
-    /// The criteria table of `latency_criteria`-shaped rows: the columns (locality,
-    /// size_bucket, criterion_ns) of `batches`.
-    fn table_of_rows(&self, batches: &[RecordBatch], columns: (usize, usize, usize)) -> Result<Arc<CriteriaTable>> {
-        let (locality, size_bucket, criterion_ns) = columns;
-        let p = &self.params;
-        let loc = text_column(batches, locality)?;
-        let bucket = int64_column(batches, size_bucket)?;
-        let crit = float64_column(batches, criterion_ns)?;
-        let mut map = FastMap::default();
-        for row in 0..loc.len() {
-            if bucket.is_null(row) {
-                continue;
-            }
-            let b = bucket.value(row);
-            if b.rem_euclid(p.bucket_bytes) != 0 {
-                return exec_err!(
-                    "{}: size_bucket {b} is not a multiple of bucket_bytes = {}; pass the bucket_bytes the criteria were computed with",
-                    self.described,
-                    p.bucket_bytes
-                );
-            }
-            let locality = match loc.is_valid(row).then(|| loc.value(row)) {
-                Some("intra") => INTRA,
-                Some("inter") => INTER,
-                None => UNKNOWN,
-                Some(other) => {
-                    return exec_err!("{}: locality must be 'intra', 'inter' or NULL, got '{other}'", self.described);
-                }
-            };
-            map.insert((locality, b), crit.is_valid(row).then(|| crit.value(row)));
-        }
-        Ok(Arc::new(CriteriaTable { bucket_bytes: p.bucket_bytes, map }))
-    }
-
-    fn criteria_table(
-        &self,
-        own: Option<&MessageColumns>,
-        extra: Option<&[RecordBatch]>,
-    ) -> Result<Arc<CriteriaTable>> {
-        let p = &self.params;
-        match (&self.source, extra) {
-            (Source::Own, _) => match own {
-                Some(own) => Ok(Arc::new(CriteriaTable::new(&criteria(own, p), p.bucket_bytes))),
-                None => exec_err!("{}: the messages to learn the criteria from were not read", self.described),
-            },
-            (Source::Known(table), _) => Ok(table.clone()),
-            (Source::Trace(indices, key), Some(batches)) => {
-                let table = Arc::new(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes));
-                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), *p, table.clone()));
-                Ok(table)
-            }
-            (Source::Given { locality, size_bucket, criterion_ns }, Some(batches)) => {
-                self.table_of_rows(batches, (*locality, *size_bucket, *criterion_ns))
-            }
-            _ => exec_err!("{}: the criteria input was not read", self.described),
-        }
-    }
-}
-
-/// A Float64 column of all batches.
-fn float64_column(batches: &[RecordBatch], index: usize) -> Result<Float64Array> {
-    Ok(crate::common::column(batches, index, &DataType::Float64)?
-        .as_primitive::<arrow::datatypes::Float64Type>()
-        .clone())
-}
-
-/// The relation of messages an analysis of latency reads.
-pub const MESSAGES: Param =
-    param("rel", Type::Relation, ParamDefault::Text("messages"), "the matched messages to analyse");
-
-pub const LATENCY_CRITERIA: Function = Function {
-    name: "latency_criteria",
-    params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES],
-    output: Output::Columns(&[
-        col("locality", text, "intra (both ranks on one node), inter, or NULL when a node is unknown"),
-        col("size_bucket", int64, "message size bucket: bytes / bucket_bytes"),
-        col("criterion_ns", float64, "median transmission time of the sampled messages (NULL: too few)"),
-        col("samples", int64, "messages that entered the median"),
-        col("messages", int64, "messages of the locality and bucket"),
-        col("status", text, "ok, too_few_messages or unknown_locality"),
-    ]),
-    description: "median transmission time per locality (intra/inter node) and message-size bucket (PCLVis 4.1)",
-    make: Make::Table(|| Arc::new(LatencyCriteria)),
-};
-
-pub const MESSAGE_LATENCY: Function = Function {
-    name: "message_latency",
-    params: &[MESSAGES, BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES, CRITERIA],
-    output: Output::InputThen(&[
-        col("criterion_ns", float64, "the criterion of the message's locality and size bucket"),
-        col("latency", float64, "L = duration / criterion_ns"),
-        col("delayed", boolean, "L > 1"),
-    ]),
-    description: "every message with its criterion (the whole trace's, or criteria => a latency_criteria-shaped relation), latency L = duration / criterion and delayed = L > 1 (PCLVis 4.1)",
-    make: Make::Table(|| Arc::new(MessageLatency)),
-};
-
-/// The inputs of a derived table that reads `relation` (with `projection`) and the baseline's
-/// extra input, if any.
-pub fn with_baseline(relation: Relation, projection: Option<Vec<usize>>, extra: Option<Projected>) -> Vec<Projected> {
-    let mut inputs = vec![(relation, projection)];
-    inputs.extend(extra);
-    inputs
-}
-
-/// `latency_criteria([rel], bucket_bytes => 50, max_samples => 10000, min_messages => 5)`.
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct LatencyCriteria;
-
-impl TableFunctionImpl for LatencyCriteria {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&LATENCY_CRITERIA, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        let params = Params::from_args(&a)?;
-        // Only the columns the criteria need are read.
-        let (projection, indices) = MessageIndices::find("latency_criteria", &relation)?.projected();
-        Ok(criteria_of(relation, projection, indices, params).0.provider)
-    }
-}
-
-/// `message_latency([rel], bucket_bytes, max_samples, min_messages, criteria)`: the relation's
-/// rows with criterion_ns, latency and delayed, measured against the baseline (the whole
-/// trace's criteria by default).
-#[derive(Debug, Default, PartialEq, Eq, Hash)]
-pub struct MessageLatency;
-
-impl TableFunctionImpl for MessageLatency {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let a = Args::new(&MESSAGE_LATENCY, args.exprs())?;
-        let relation = a.relation(args.session(), "rel")?;
-        let (baseline, extra) = Baseline::plan(&a, args.session(), &relation)?;
-        let indices = MessageIndices::find("message_latency", &relation)?;
-        let input = relation.schema();
-        for name in ["criterion_ns", "latency", "delayed"] {
-            if input.index_of(name).is_ok() {
-                return datafusion::common::plan_err!(
-                    "message_latency: relation '{}' already has a column '{name}'",
-                    relation.reference
-                );
-            }
-        }
-        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
-        fields.push(Field::new("criterion_ns", DataType::Float64, true));
-        fields.push(Field::new("latency", DataType::Float64, true));
-        fields.push(Field::new("delayed", DataType::Boolean, true));
-        let schema: SchemaRef = Arc::new(Schema::new(fields));
-        let out_schema = schema.clone();
-        // The messages stream through; the criteria come first from a second input: the five
-        // columns they need, of the relation itself or of its trace's messages.
-        let extra = baseline.streamed_input(&relation, &indices, extra);
-        let prepare: Prepare = Arc::new(move |held| {
-            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-            Ok(Box::new(LatencyMapper {
-                table,
-                indices: indices.clone(),
-                schema: out_schema.clone(),
-                baseline: baseline.clone(),
-                counted: (0, 0),
-            }) as Box<dyn Mapper>)
-        });
-        Ok(Arc::new(Derived::streamed(schema, with_baseline(relation, None, extra), prepare)))
-    }
-}
-
-/// `message_latency`'s batches: each message with its criterion, latency and delayed.
-struct LatencyMapper {
-    table: Arc<CriteriaTable>,
-    indices: MessageIndices,
-    schema: SchemaRef,
-    baseline: Baseline,
-    /// Messages with a duration, and those of them without a criterion.
-    counted: (usize, usize),
-}
-
-impl Mapper for LatencyMapper {
-    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let m = self.indices.read(std::slice::from_ref(batch))?;
-        let (criterion, latency) = self.table.latencies(&m);
-        for (row, c) in criterion.iter().enumerate() {
-            if m.duration.is_valid(row) {
-                self.counted.0 += 1;
-                self.counted.1 += usize::from(c.is_none());
-            }
-        }
-        let delayed: BooleanArray = latency.iter().map(|v| v.map(|x| x > 1.0)).collect();
-        let mut columns = batch.columns().to_vec();
-        columns.push(Arc::new(Float64Array::from(criterion)));
-        columns.push(Arc::new(Float64Array::from(latency)));
-        columns.push(Arc::new(delayed));
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
-    }
-
-    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        self.baseline.notice_uncovered(self.counted.0, self.counted.1);
-        Ok(Vec::new())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::columns::int64_column;
+    use crate::latency::latencies;
+    use arrow::array::{ArrayRef, Int64Array};
 
     fn cols(loc: Vec<u8>, bytes: Vec<i64>, duration: Vec<Option<i64>>) -> MessageColumns {
         let n = loc.len() as i64;

@@ -1,0 +1,366 @@
+//! An analysis as a table (`Derived`): what a table function returns. It plans the scan of
+//! the relations the function reads (crate::relation) with the session's own planner and
+//! returns an `AnalysisExec` (crate::plan) that reads them and runs the function's work when
+//! the query executes; on a cluster it says how the work spreads over the tasks (`Spread`).
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use async_trait::async_trait;
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{TableReference, internal_err};
+use datafusion::datasource::provider_as_source;
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
+use datafusion::physical_plan::ExecutionPlan;
+
+use crate::plan::{AnalysisExec, CALL_ID, ComputeMany, Placement, Stage, Work};
+use crate::relation::{Projected, Relation};
+
+/// The computation of a derived table: input batches (the projected input columns) in,
+/// result batches out.
+pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send + Sync>;
+
+/// One relation a derived table reads, with the columns it needs.
+#[derive(Clone)]
+struct Input {
+    provider: Arc<dyn TableProvider>,
+    reference: TableReference,
+    projection: Option<Vec<usize>>,
+}
+
+/// A table computed from other relations when the query runs; its plan node is named after
+/// the function (`named`).
+#[derive(Clone)]
+pub struct Derived {
+    name: &'static str,
+    schema: SchemaRef,
+    inputs: Vec<Input>,
+    work: Work,
+    /// Inputs read only when the query reads a column of the output: (input, output column);
+    /// otherwise the computation gets no rows of them.
+    only_for: Vec<(usize, usize)>,
+    /// The call that planned it, for another process to plan it again (crate::recipe).
+    call: Option<crate::plan::Call>,
+    /// Whether it is planned for a distributed engine (planned again there, crate::recipe).
+    distributed: bool,
+    /// How it spreads over a distributed engine's tasks (None: one task).
+    spread: Option<Spread>,
+}
+
+impl fmt::Debug for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Spread::Rows => f.write_str("Rows"),
+            Spread::Merged { work, .. } => write!(f, "Merged({work:?})"),
+            Spread::SortedMerge { work, sorted_on, .. } => write!(f, "SortedMerge({work:?}, {sorted_on})"),
+        }
+    }
+}
+
+/// How an analysis spreads over a distributed engine's tasks, a task per partition of its first
+/// input (docs/scale.md); one that declares none runs in one task there, reading its inputs
+/// whole. Its other inputs are read whole by every task.
+#[derive(Clone)]
+pub enum Spread {
+    /// The rows of the parts together are the answer. A sweep by rank spreads only over parts
+    /// of whole ranks: a store's calls or events, whose parts end where a rank ends.
+    Rows,
+    /// Each part gives partial rows (`schema`, made by `work` as the answer's work would make
+    /// the answer), and one task merges them into the answer (`merge`).
+    Merged { schema: SchemaRef, work: Work, merge: Compute },
+    /// Each part gives partial rows (`schema`, by `work`) sorted on their first `sorted_on`
+    /// columns; they are merged in that order into one stream, which the mapper `merge` makes
+    /// maps into the answer as it comes, holding only what it keeps of them. With the answer's
+    /// own work and `crate::stream::AsTheyCome`, the parts' rows in the order one sweep over
+    /// the whole gives them, for a consumer whose answer depends on it (`delta_histogram`).
+    SortedMerge { schema: SchemaRef, work: Work, sorted_on: usize, merge: crate::stream::Prepare },
+}
+
+impl fmt::Debug for Derived {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inputs: Vec<&TableReference> = self.inputs.iter().map(|i| &i.reference).collect();
+        f.debug_struct("Derived")
+            .field("name", &self.name)
+            .field("inputs", &inputs)
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Derived {
+    pub fn new(schema: SchemaRef, input: Relation, projection: Option<Vec<usize>>, compute: Compute) -> Self {
+        let many: ComputeMany = Arc::new(move |inputs| compute(&inputs[0]));
+        Derived::from_many(schema, vec![(input, projection)], many)
+    }
+
+    /// A table computed from several relations, each read with its projection.
+    pub fn from_many(schema: SchemaRef, inputs: Vec<Projected>, compute: ComputeMany) -> Self {
+        let inputs = inputs
+            .into_iter()
+            .map(|(r, projection)| Input { provider: r.provider, reference: r.reference, projection })
+            .collect();
+        Derived {
+            name: "analysis",
+            schema: with_call_id(&schema),
+            inputs,
+            work: Work::Whole(compute),
+            only_for: Vec::new(),
+            call: None,
+            distributed: false,
+            spread: None,
+        }
+    }
+
+    /// The same table, spreading over a distributed engine's tasks as `spread` says.
+    pub fn spreading(self, spread: Spread) -> Derived {
+        Derived { spread: Some(spread), ..self }
+    }
+
+    /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
+    /// from the others.
+    pub fn streamed(schema: SchemaRef, inputs: Vec<Projected>, prepare: crate::stream::Prepare) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("a streamed analysis has no whole computation"));
+        Derived { work: Work::Streamed(prepare), ..Derived::from_many(schema, inputs, unused) }
+    }
+
+    /// A table made by sweeping the first of `inputs` a chunk of whole ranks at a time (its
+    /// column `rank`, an index into its projection) through the mapper `prepare` makes from the
+    /// others; a first input not in rank order is read whole and ordered (crate::by_rank).
+    pub fn by_rank(schema: SchemaRef, inputs: Vec<Projected>, rank: usize, prepare: crate::stream::Prepare) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("an analysis streamed by rank has no whole computation"));
+        Derived { work: Work::ByRank(prepare, rank), ..Derived::from_many(schema, inputs, unused) }
+    }
+
+    /// A table made by folding the other `inputs` batch by batch into what `start`'s folder
+    /// keeps, then mapping the first as `main` says; a first input to be read by rank that is
+    /// not in rank order is read whole, as one chunk (crate::by_rank).
+    pub fn folded(
+        schema: SchemaRef,
+        inputs: Vec<Projected>,
+        main: crate::plan::Main,
+        start: crate::stream::StartFold,
+    ) -> Self {
+        let unused: ComputeMany = Arc::new(|_| internal_err!("a folded analysis has no whole computation"));
+        Derived { work: Work::Folded(start, main), ..Derived::from_many(schema, inputs, unused) }
+    }
+
+    /// The same table, reading input `input` only when the query reads output column `column`
+    /// (a column that costs a relation of its own, as `wait_states`' call paths).
+    pub fn reading_only_for(mut self, input: usize, column: &str) -> Result<Derived> {
+        let column = self.schema.index_of(column)?;
+        self.only_for.push((input, column));
+        Ok(self)
+    }
+
+    /// The same table, its plan node named after the function `name`.
+    pub fn named(&self, name: &'static str) -> Derived {
+        Derived { name, ..self.clone() }
+    }
+
+    /// The same table, knowing the call that planned it; the analyses it made as its inputs
+    /// know it too, with their place among its inputs.
+    pub fn with_call(self, call: crate::plan::Call) -> Derived {
+        let inputs = self
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(i, input)| match input.provider.downcast_ref::<Derived>() {
+                Some(inner) if inner.call.is_none() => {
+                    Input { provider: Arc::new(inner.clone().with_call(call.nested(i))), ..input.clone() }
+                }
+                _ => input.clone(),
+            })
+            .collect();
+        Derived { call: Some(call), inputs, ..self }
+    }
+
+    /// The same table for a distributed engine: its node asks for each input as one partition,
+    /// and so do the analyses it made as its inputs.
+    pub fn distributed(self) -> Derived {
+        let inputs = self
+            .inputs
+            .iter()
+            .map(|input| match input.provider.downcast_ref::<Derived>() {
+                Some(inner) => Input { provider: Arc::new(inner.clone().distributed()), ..input.clone() },
+                None => input.clone(),
+            })
+            .collect();
+        Derived { distributed: true, inputs, ..self }
+    }
+
+    /// Input `input`, when it is an analysis.
+    pub fn input_analysis(&self, input: usize) -> Option<&Derived> {
+        self.inputs.get(input)?.provider.downcast_ref::<Derived>()
+    }
+
+    /// The call that planned this table, when it was planned through a registered function.
+    pub fn call(&self) -> Option<&crate::plan::Call> {
+        self.call.as_ref()
+    }
+
+    /// The identity of this call (`CALL_ID` in its schema's metadata).
+    pub fn call_id(&self) -> Option<&str> {
+        self.schema.metadata().get(CALL_ID).map(String::as_str)
+    }
+
+    /// The same table under the call identity `id` (the one it had where it was first planned).
+    pub fn with_call_id(self, id: &str) -> Derived {
+        let mut metadata = self.schema.metadata().clone();
+        metadata.insert(CALL_ID.to_string(), id.to_string());
+        let schema = Arc::new(self.schema.as_ref().clone().with_metadata(metadata));
+        Derived { schema, ..self }
+    }
+
+    /// The analysis node over `inputs` (the plans of this table's inputs, in order), giving the
+    /// output columns `projection`: in one process, or for a distributed engine in one task.
+    pub fn analysis(
+        &self,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<AnalysisExec> {
+        let placement = if self.distributed { Placement::Whole } else { Placement::Local };
+        self.node(Stage::Answer, placement, inputs, projection)
+    }
+
+    /// Node `stage` of this analysis over `inputs` (for the merge, the partials' node), reading
+    /// them as `placement` says, giving the output columns `projection`.
+    pub fn node(
+        &self,
+        stage: Stage,
+        placement: Placement,
+        mut inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<AnalysisExec> {
+        let (work, schema, projection) = match (stage, &self.spread) {
+            (Stage::Answer, _) => (self.work.clone(), self.schema.clone(), projection),
+            (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
+                (work.clone(), schema.clone(), None)
+            }
+            (Stage::Merge, Some(Spread::Merged { merge, .. })) => {
+                let merge = merge.clone();
+                let work = Work::Whole(Arc::new(move |inputs: &[Vec<RecordBatch>]| merge(&inputs[0])));
+                let node =
+                    AnalysisExec::placed(self.name, inputs, work, self.schema.clone(), projection.cloned(), placement)?;
+                return Ok(node.with_call(self.call.clone()).with_stage(stage));
+            }
+            (Stage::Merge, Some(Spread::SortedMerge { merge, sorted_on, .. })) => {
+                let work = Work::Streamed(merge.clone());
+                let node =
+                    AnalysisExec::placed(self.name, inputs, work, self.schema.clone(), projection.cloned(), placement)?;
+                let node = node.with_call(self.call.clone()).with_stage(stage);
+                return Ok(node.with_input_order((0..*sorted_on).collect()));
+            }
+            (stage, _) => return internal_err!("{}: has no {stage:?} stage", self.name),
+        };
+        if inputs.len() != self.inputs.len() {
+            return internal_err!("{}: expects {} inputs, got {}", self.name, self.inputs.len(), inputs.len());
+        }
+        for &(input, column) in &self.only_for {
+            if projection.is_some_and(|p| !p.contains(&column)) {
+                let schema = inputs[input].schema();
+                inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
+            }
+        }
+        let work = match work {
+            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? => {
+                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
+            }
+            Work::Folded(start, crate::plan::Main::ByRank(rank))
+                if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? =>
+            {
+                Work::Folded(start, crate::plan::Main::Whole)
+            }
+            work => work,
+        };
+        let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
+        let node = node.with_call(self.call.clone()).with_stage(stage);
+        Ok(match (&self.spread, placement, stage) {
+            (Some(Spread::SortedMerge { sorted_on, .. }), Placement::ByPart, Stage::Partial) => {
+                node.with_output_order((0..*sorted_on).collect())
+            }
+            _ => node,
+        })
+    }
+
+    /// How this analysis, planned for a distributed engine over `inputs`, reads them: a task
+    /// per part of its first input when it declares a spread and the parts allow it (a sweep by
+    /// rank needs parts of whole ranks, in rank order, that the scan neither splits nor lets its
+    /// partitions take from each other), else one task.
+    fn placement_over(&self, session: &dyn Session, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Placement> {
+        use datafusion::physical_plan::ExecutionPlanProperties;
+        let Some(first) = inputs.first() else { return Ok(Placement::Whole) };
+        if self.spread.is_none() || first.output_partitioning().partition_count() < 2 {
+            return Ok(Placement::Whole);
+        }
+        let by_rank = match &self.work {
+            Work::ByRank(_, rank) | Work::Folded(_, crate::plan::Main::ByRank(rank)) => Some(*rank),
+            Work::Streamed(_) | Work::Folded(..) => None,
+            Work::Whole(_) => return Ok(Placement::Whole),
+        };
+        if let Some(rank) = by_rank {
+            let whole_ranks = self.inputs[0]
+                .provider
+                .downcast_ref::<commdb_catalog::session::trace_table::TraceTable>()
+                .is_some_and(|t| t.parts_hold_whole_ranks());
+            let options = session.config_options();
+            let unsplit =
+                !options.optimizer.repartition_file_scans && !options.execution.enable_file_stream_work_stealing;
+            if !(whole_ranks && unsplit && crate::by_rank::is_in_rank_order(first, rank)?) {
+                return Ok(Placement::Whole);
+            }
+        }
+        Ok(Placement::ByPart)
+    }
+}
+
+/// `schema` with a metadata entry of its own (`CALL_ID`). DataFusion 55 names the scan of
+/// every table function call `f()` whatever its arguments and compares scans by name and
+/// schema, not by what they read: two uncorrelated subqueries such as `(SELECT sum(bytes) FROM
+/// comm_matrix('a.messages'))` and the same over 'b.messages' were planned as one, and the
+/// first's answer given for both. A schema of its own per call keeps them apart.
+fn with_call_id(schema: &SchemaRef) -> SchemaRef {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let id = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut metadata = schema.metadata().clone();
+    metadata.insert(CALL_ID.to_string(), id.to_string());
+    Arc::new(schema.as_ref().clone().with_metadata(metadata))
+}
+
+#[async_trait]
+impl TableProvider for Derived {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::Temporary
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn Session,
+        projection: Option<&Vec<usize>>,
+        _filters: &[Expr],
+        _limit: Option<usize>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut inputs = Vec::with_capacity(self.inputs.len());
+        for input in &self.inputs {
+            let source = provider_as_source(input.provider.clone());
+            let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
+            inputs.push(state.create_physical_plan(&plan).await?);
+        }
+        if !self.distributed {
+            return Ok(Arc::new(self.analysis(inputs, projection)?));
+        }
+        let placement = self.placement_over(state, &inputs)?;
+        if let (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) = (placement, &self.spread)
+        {
+            let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
+            return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
+        }
+        Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
+    }
+}

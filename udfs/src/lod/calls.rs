@@ -1,0 +1,329 @@
+//! `lod_calls`: per slot and thread (or rank), the region where it spent the most exclusive
+//! time; a call segment that covers whole slots becomes one merged row. The calls come a
+//! chunk of whole ranks at a time and are slotted per thread.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::SchemaRef;
+use datafusion::catalog::TableProvider;
+use datafusion::error::Result;
+use rayon::prelude::*;
+
+use crate::args::Args;
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, col, float64, int64, text};
+use crate::derived::Derived;
+use crate::params::{ParamDefault, Type, param};
+use crate::plan::ComputeMany;
+use crate::relation::Relation;
+use crate::stream::{Mapper, Prepare};
+
+use super::grid::*;
+use super::{PIXELS, RESOLUTION, T0, T1};
+
+pub const LOD_CALLS: Function = Function {
+    name: "lod_calls",
+    params: &[
+        param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to slot"),
+        RESOLUTION,
+        T0,
+        T1,
+        PIXELS,
+        param(
+            "per",
+            Type::Choice(&["thread", "rank"]),
+            ParamDefault::Text("thread"),
+            "one representative per thread, or per rank (all its threads)",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("slot_start", int64, "start of the slot (of the first slot, for a merged row)").never_null(),
+        col("slot_end", int64, "end of the slot (of the last slot, for a merged row)").never_null(),
+        col("rank", int64, "").never_null(),
+        col("thread", int64, "the thread (NULL with per => 'rank')"),
+        col("region", text, "the region with the most exclusive time in the slot").never_null(),
+        col("time_in_slot_ns", int64, "its exclusive time in the slot").never_null(),
+        col("share", float64, "that time over the slot's width (times the rank's threads with per => 'rank')")
+            .never_null(),
+    ]),
+    description: "per time slot and thread (or per rank, per => 'rank'), the region with the most exclusive time, on the trace's slot grid (Intel Trace Analyzer level of detail)",
+    make: Make::Table(lod_calls),
+};
+
+/// Calls of each (rank, thread): (start, end, region id).
+type CallsByThread = BTreeMap<(i64, i64), Vec<(i64, i64, u32)>>;
+
+/// Exclusive-time segments (start, end, region id) of one thread's calls: the innermost open
+/// call owns the time.
+fn segments(calls: &mut [(i64, i64, u32)]) -> Vec<(i64, i64, u32)> {
+    calls.sort_unstable_by_key(|c| (c.0, std::cmp::Reverse(c.1), c.2));
+    let mut out = Vec::with_capacity(calls.len() * 2);
+    let mut stack: Vec<(i64, u32)> = Vec::new();
+    let mut t = i64::MIN;
+    let flush_until = |limit: i64, stack: &mut Vec<(i64, u32)>, t: &mut i64, out: &mut Vec<(i64, i64, u32)>| {
+        while let Some(&(end, region)) = stack.last() {
+            if end > limit {
+                break;
+            }
+            if end > *t {
+                out.push((*t, end, region));
+                *t = end;
+            }
+            stack.pop();
+        }
+    };
+    for &(start, end, region) in calls.iter() {
+        flush_until(start, &mut stack, &mut t, &mut out);
+        if let Some(&(_, top)) = stack.last()
+            && start > t
+        {
+            out.push((t, start, top));
+        }
+        t = t.max(start);
+        let end = stack.last().map_or(end, |&(parent_end, _)| end.min(parent_end));
+        stack.push((end, region));
+    }
+    flush_until(i64::MAX, &mut stack, &mut t, &mut out);
+    out.retain(|s| s.1 > s.0);
+    out
+}
+
+/// One output row of lod_calls.
+type CallRow = (i64, i64, i64, i64, u32, i64);
+/// Exclusive-time segments (start, end, region id) of one thread.
+type Segments = Vec<(i64, i64, u32)>;
+
+/// Exclusive time per slot and region.
+type SlotTimes = BTreeMap<i64, Vec<(u32, i64)>>;
+
+/// Add the time of [a, b) in `region` to the slots it covers.
+fn add_to_slots(acc: &mut SlotTimes, a: i64, b: i64, region: u32, g: Grid) {
+    let mut x = a.max(g.t0);
+    let b = b.min(g.t1);
+    while x < b {
+        let k = g.slot(x);
+        let end = g.start(k + 1).min(b);
+        let v = acc.entry(k).or_default();
+        match v.iter_mut().find(|e| e.0 == region) {
+            Some(e) => e.1 += end - x,
+            None => v.push((region, end - x)),
+        }
+        x = end;
+    }
+}
+
+/// One row per slot of `acc`: its representative region and that region's time.
+fn representatives(acc: SlotTimes, rank: i64, thread: i64, g: Grid, names: &[String]) -> impl Iterator<Item = CallRow> {
+    acc.into_iter().filter_map(move |(k, v)| {
+        let (region, t) = representative(&v, names)?;
+        Some((g.start(k), g.start(k + 1).min(g.t1), rank, thread, region, t))
+    })
+}
+
+/// The region with the most time in a slot; ties go to the name that sorts first.
+fn representative(v: &[(u32, i64)], names: &[String]) -> Option<(u32, i64)> {
+    v.iter().max_by(|p, q| p.1.cmp(&q.1).then_with(|| names[q.0 as usize].cmp(&names[p.0 as usize]))).copied()
+}
+
+/// ITA's per-process representative: per slot, the region where the rank's threads together
+/// spent the most exclusive time (thread reported as 0 and shown as NULL).
+fn rank_rows(rank: i64, threads: &[Segments], g: Grid, names: &[String]) -> Vec<CallRow> {
+    let mut acc: SlotTimes = BTreeMap::new();
+    for segs in threads {
+        for &(a, b, region) in segs {
+            add_to_slots(&mut acc, a, b, region, g);
+        }
+    }
+    representatives(acc, rank, 0, g, names).collect()
+}
+
+/// The representative rows of one thread.
+fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String]) -> Vec<CallRow> {
+    let mut out = Vec::new();
+    let mut acc: SlotTimes = BTreeMap::new();
+    for &(a, b, region) in segs {
+        let (a, b) = (a.max(g.t0), b.min(g.t1));
+        if a >= b {
+            continue;
+        }
+        let first_full = g.slot(a + g.res - 1);
+        let last_full = g.slot(b) - 1;
+        if last_full > first_full {
+            // Covers two or more whole slots: one merged row, partial slots on both sides.
+            let (s, e) = (g.start(first_full), g.start(last_full + 1).min(g.t1));
+            out.push((s, e, rank, thread, region, e - s));
+            add_to_slots(&mut acc, a, s, region, g);
+            add_to_slots(&mut acc, e, b, region, g);
+        } else {
+            add_to_slots(&mut acc, a, b, region, g);
+        }
+    }
+    out.extend(representatives(acc, rank, thread, g, names));
+    out.sort_unstable_by_key(|r| r.0);
+    out
+}
+
+fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let p = LodParams::parse(a)?;
+    let relation: Relation = a.relation("rel")?;
+    let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let (span, span_read) = span_input(a.session, "lod_calls", &relation, &p)?;
+    let out = a.schema();
+    let make = CallSlots::maker(p, out.clone());
+    let mut inputs = vec![(relation, Some(idx))];
+    inputs.extend(span_read);
+    // With the span known before the calls are read (given, or the trace's), they stream a
+    // chunk of whole ranks at a time; a relation cut on its own span is read whole first.
+    if matches!(span, Span::Own) && (p.t0.is_none() || p.t1.is_none()) {
+        let compute: ComputeMany = Arc::new(move |inputs| {
+            let (lo, hi) = own_call_span(&inputs[0])?;
+            let make = make.clone();
+            let prepare: Prepare = Arc::new(move |_| make(lo, hi));
+            crate::by_rank::whole(&prepare, &inputs[..1])
+        });
+        return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
+    }
+    let prepare: Prepare = Arc::new(move |held| {
+        let (lo, hi) = chosen_span(&span, held.first(), (None, None))?;
+        make(lo, hi)
+    });
+    // Each rank's slots are its own: over a cluster's parts of whole ranks, the parts' rows
+    // together are the answer.
+    Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare).spreading(crate::derived::Spread::Rows)))
+}
+
+/// Whether a call row (rank, thread, region, start_ts, end_ts) counts: none of them NULL.
+fn call_counts(batch: &RecordBatch, i: usize) -> bool {
+    (0..5).all(|c| batch.column(c).is_valid(i))
+}
+
+/// The first start and last end of the calls that count (a call ending before it starts
+/// ends at its start).
+fn own_call_span(batches: &[RecordBatch]) -> Result<TimeSpan> {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let (start, end) = (int64_column(one, 3)?, int64_column(one, 4)?);
+        for i in (0..b.num_rows()).filter(|&i| call_counts(b, i)) {
+            let (a, e) = (start.value(i), end.value(i).max(start.value(i)));
+            lo = Some(lo.map_or(a, |l| l.min(a)));
+            hi = Some(hi.map_or(e, |h| h.max(e)));
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// lod_calls' representatives, a chunk of whole ranks at a time (crate::by_rank): each
+/// thread's (or rank's) calls are all in the chunk.
+struct CallSlots {
+    /// None: the span is empty, and so is the answer.
+    grid: Option<Grid>,
+    per_rank: bool,
+    /// Region names, interned over the chunks.
+    names: crate::call_sweep::Names,
+    schema: SchemaRef,
+}
+
+/// Makes lod_calls' mapper for the span (lo, hi).
+type MakeCallSlots = Arc<dyn Fn(Option<i64>, Option<i64>) -> Result<Box<dyn Mapper>> + Send + Sync>;
+
+impl CallSlots {
+    fn maker(p: LodParams, schema: SchemaRef) -> MakeCallSlots {
+        Arc::new(move |lo, hi| {
+            let grid = p.grid("lod_calls", lo, hi)?;
+            let slots = CallSlots {
+                grid,
+                per_rank: p.per_rank,
+                names: crate::call_sweep::Names::default(),
+                schema: schema.clone(),
+            };
+            Ok(Box::new(slots) as Box<dyn Mapper>)
+        })
+    }
+}
+
+impl Mapper for CallSlots {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let Some(g) = self.grid else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+        let region = text_column(batches, 2)?;
+        let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
+        let mut by_thread: CallsByThread = BTreeMap::new();
+        let counts = |i: usize| {
+            rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
+        };
+        for i in (0..rank.len()).filter(|&i| counts(i)) {
+            let id = self.names.id(region.value(i));
+            let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
+            by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
+        }
+        let names = &self.names.names;
+        // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
+        let rows: Vec<(CallRow, i64)> = if self.per_rank {
+            let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
+            for ((r, _), mut calls) in by_thread {
+                by_rank.entry(r).or_default().push(segments(&mut calls));
+            }
+            by_rank
+                .into_par_iter()
+                .flat_map_iter(|(r, threads)| {
+                    let n = threads.len() as i64;
+                    rank_rows(r, &threads, g, names).into_iter().map(move |row| (row, n))
+                })
+                .collect()
+        } else {
+            by_thread
+                .into_par_iter()
+                .flat_map_iter(|((r, t), mut calls)| {
+                    call_rows(r, t, &segments(&mut calls), g, names).into_iter().map(|row| (row, 1))
+                })
+                .collect()
+        };
+        let per_rank = self.per_rank;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.2))),
+            Arc::new(Int64Array::from(rows.iter().map(|r| (!per_rank).then_some(r.0.3)).collect::<Vec<_>>())),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.4 as usize].as_str()))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.5))),
+            Arc::new(Float64Array::from_iter_values(
+                rows.iter().map(|(r, n)| r.5 as f64 / ((r.1 - r.0).max(1) * n) as f64),
+            )),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_calls_give_exclusive_segments() {
+        // main [0,100) with f [10,40) and g [50,60) nested; f has h [20,30).
+        let mut calls = vec![(0, 100, 0), (10, 40, 1), (20, 30, 2), (50, 60, 3)];
+        let segs = segments(&mut calls);
+        assert_eq!(
+            segs,
+            vec![(0, 10, 0), (10, 20, 1), (20, 30, 2), (30, 40, 1), (40, 50, 0), (50, 60, 3), (60, 100, 0)]
+        );
+    }
+
+    #[test]
+    fn long_calls_merge_slots_and_ties_are_deterministic() {
+        let names: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
+        let g = Grid { t0: 0, t1: 100, res: 10 };
+        // a covers [0, 35): slots 0..2 whole (merged), 3 partly; b covers [35, 40), tie in slot 3.
+        let rows = call_rows(0, 0, &[(0, 35, 0), (35, 40, 1)], g, &names);
+        assert_eq!(rows, vec![(0, 30, 0, 0, 0, 30), (30, 40, 0, 0, 0, 5)]);
+        let rows = call_rows(0, 0, &[(30, 35, 1), (35, 40, 0)], g, &names);
+        assert_eq!(rows, vec![(30, 40, 0, 0, 0, 5)]);
+    }
+}

@@ -1,0 +1,229 @@
+//! The relations a table function reads: a name (`messages`, `run2.messages`, a view)
+//! resolved in the session's catalogs while the query is planned, the one trace a relation was
+//! cut from (looking through views), the span of a relation as a one-row input, and the
+//! record of what planning looked up, from which crate::recipe plans a call again on a
+//! cluster's executor.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type, SchemaRef};
+use datafusion::catalog::{Session, TableProvider};
+use datafusion::common::{TableReference, plan_err};
+use datafusion::datasource::provider_as_source;
+use datafusion::error::Result;
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
+
+/// A relation and the columns of it to read (None: all).
+pub type Projected = (Relation, Option<Vec<usize>>);
+
+/// A relation named in a function call, resolved in the session's catalogs.
+#[derive(Debug, Clone)]
+pub struct Relation {
+    pub reference: TableReference,
+    pub provider: Arc<dyn TableProvider>,
+}
+
+impl Relation {
+    pub fn schema(&self) -> SchemaRef {
+        self.provider.schema()
+    }
+
+    /// Indices of `columns` in the relation, or a planning error naming the missing one.
+    pub fn columns(&self, function: &str, columns: &[&str]) -> Result<Vec<usize>> {
+        let schema = self.schema();
+        columns
+            .iter()
+            .map(|c| match schema.index_of(c) {
+                Ok(i) => Ok(i),
+                Err(_) => plan_err!(
+                    "{function}: relation '{}' has no column '{c}' (it needs {})",
+                    self.reference,
+                    columns.join(", ")
+                ),
+            })
+            .collect()
+    }
+}
+
+/// The output of a future that planning needs at once (a table looked up in a schema, a
+/// query planned for a view): it is polled once, which is all in-memory catalogs need, and
+/// only when it is not ready is it waited for, on this thread. Waiting inside another wait
+/// (a function planned while another's query is planned) is an error, not a panic.
+pub fn wait_for<F: std::future::Future>(future: F) -> Result<F::Output> {
+    let mut future = std::pin::pin!(future);
+    let waker = futures::task::noop_waker();
+    let mut cx = std::task::Context::from_waker(&waker);
+    if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
+        return Ok(out);
+    }
+    match futures::executor::enter() {
+        Ok(guard) => {
+            drop(guard);
+            Ok(futures::executor::block_on(future))
+        }
+        Err(_) => plan_err!(
+            "a table this query reads is not ready while another function's query is planned; query it on its own first"
+        ),
+    }
+}
+
+/// Resolve a relation name (`messages`, `run2.messages`, a view) in the session.
+pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Relation> {
+    let reference = TableReference::from(name);
+    let options = &session.config().options().catalog;
+    let resolved = reference.clone().resolve(&options.default_catalog, &options.default_schema);
+    let provider = session
+        .catalog_list()
+        .catalog(&resolved.catalog)
+        .and_then(|c| c.schema(&resolved.schema))
+        .map(|schema| wait_for(schema.table(&resolved.table)))
+        .transpose()?
+        .transpose()?
+        .flatten();
+    match provider {
+        Some(provider) => {
+            let relation = Relation { reference, provider };
+            note(Lookup::Relation(relation.clone()));
+            Ok(relation)
+        }
+        None => plan_err!("{function}: no table or view named '{name}'"),
+    }
+}
+
+/// The schema of the one trace whose tables a relation reads, looking through views (and
+/// their subqueries): `Some("public")` for `messages` or a view over it, `Some("run2")` for
+/// `run2.messages` or a view over that. None when the rows come from no trace (a table made
+/// with CREATE TABLE AS, a CSV file) or from several. Analyses use it to measure a narrowed
+/// relation against the whole trace it was cut from.
+pub fn trace_schema(session: &dyn Session, relation: &Relation) -> Option<(String, String)> {
+    let mut found: Vec<(String, String)> = Vec::new();
+    base_tables(session, &relation.reference, &relation.provider, &mut found, 0);
+    found.sort();
+    found.dedup();
+    match found.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    }
+}
+
+/// Views nest at most this deep before lineage gives up.
+const MAX_VIEW_DEPTH: usize = 32;
+
+/// The (catalog, schema) of every trace table `provider` reads, recursing into views.
+fn base_tables(
+    session: &dyn Session,
+    reference: &TableReference,
+    provider: &Arc<dyn TableProvider>,
+    out: &mut Vec<(String, String)>,
+    depth: usize,
+) {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    use datafusion::logical_expr::LogicalPlan;
+    if depth > MAX_VIEW_DEPTH {
+        return;
+    }
+    if let Some(view) = provider.downcast_ref::<datafusion::datasource::ViewTable>() {
+        let _ = view.logical_plan().apply_with_subqueries(|plan| {
+            if let LogicalPlan::TableScan(scan) = plan
+                && let Ok(inner) = datafusion::datasource::source_as_provider(&scan.source)
+            {
+                base_tables(session, &scan.table_name, &inner, out, depth + 1);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        return;
+    }
+    let options = &session.config().options().catalog;
+    let resolved = reference.clone().resolve(&options.default_catalog, &options.default_schema);
+    let is_trace_table = commdb_catalog::model::TABLES.iter().any(|t| t.name == &*resolved.table);
+    let schema = session.catalog_list().catalog(&resolved.catalog).and_then(|c| c.schema(&resolved.schema));
+    if is_trace_table && schema.is_some_and(|s| s.table_exist("trace_info")) {
+        note(Lookup::TraceSchema(resolved.catalog.to_string(), resolved.schema.to_string()));
+        out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
+    }
+}
+
+/// The least of `lo` and the greatest of `hi` (expressions over the relation's columns, e.g.
+/// `col("ts")`) over a relation, as an input of one row (lo, hi) aggregated as the relation
+/// streams by: what an analysis must know before it reads the relation's rows (the span its
+/// bins or slots cut).
+pub fn bounds_of(relation: &Relation, lo: Expr, hi: Expr) -> Result<Projected> {
+    use datafusion::functions_aggregate::expr_fn::{max, min};
+    let plan =
+        LogicalPlanBuilder::scan(relation.reference.clone(), provider_as_source(relation.provider.clone()), None)?
+            .aggregate(Vec::<Expr>::new(), vec![min(lo).alias("lo"), max(hi).alias("hi")])?
+            .build()?;
+    let bounds = Relation {
+        reference: TableReference::bare(format!("span of {}", relation.reference)),
+        provider: Arc::new(datafusion::datasource::ViewTable::new(plan, None)),
+    };
+    Ok((bounds, None))
+}
+
+/// (lo, hi) as `bounds_of`'s input read them (None where the relation has no values).
+pub fn bounds_read(batches: &[RecordBatch]) -> Result<(Option<i64>, Option<i64>)> {
+    let (mut lo, mut hi) = (None::<i64>, None::<i64>);
+    for b in batches {
+        let first = cast(b.column(0), &DataType::Int64)?;
+        let last = cast(b.column(1), &DataType::Int64)?;
+        if let Some(m) = arrow::compute::min(first.as_primitive::<Int64Type>()) {
+            lo = Some(lo.map_or(m, |l| l.min(m)));
+        }
+        if let Some(m) = arrow::compute::max(last.as_primitive::<Int64Type>()) {
+            hi = Some(hi.map_or(m, |h| h.max(m)));
+        }
+    }
+    Ok((lo, hi))
+}
+
+/// A table of the trace in `schema` (as `trace_schema` returns it), resolved.
+pub fn trace_table(session: &dyn Session, function: &str, schema: &(String, String), table: &str) -> Result<Relation> {
+    resolve(session, function, &format!("{}.{}.{table}", quote(&schema.0), quote(&schema.1)))
+}
+
+/// An identifier quoted for a table reference.
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// What planning a table function looked up in the session.
+#[derive(Clone, Debug)]
+pub enum Lookup {
+    /// A relation resolved by the name the call gave (or a trace table it derived a name for).
+    Relation(Relation),
+    /// A (catalog, schema) found to hold a trace, by its `trace_info` table.
+    TraceSchema(String, String),
+}
+
+thread_local! {
+    /// The lookups of the calls being planned on this thread, innermost last.
+    static RECORDING: RefCell<Vec<Vec<Lookup>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Run `plan` (a table function's planning, which runs on one thread) and return what it
+/// looked up, each lookup once.
+pub fn recording<T>(plan: impl FnOnce() -> T) -> (T, Vec<Lookup>) {
+    RECORDING.with(|r| r.borrow_mut().push(Vec::new()));
+    let out = plan();
+    let lookups = RECORDING.with(|r| r.borrow_mut().pop()).unwrap_or_default();
+    (out, lookups)
+}
+
+/// Note a lookup for the call being planned, if one is recorded.
+pub fn note(lookup: Lookup) {
+    RECORDING.with(|r| {
+        if let Some(current) = r.borrow_mut().last_mut() {
+            let seen = current.iter().any(|l| match (l, &lookup) {
+                (Lookup::Relation(a), Lookup::Relation(b)) => a.reference == b.reference,
+                (Lookup::TraceSchema(a, b), Lookup::TraceSchema(c, d)) => a == c && b == d,
+                _ => false,
+            });
+            if !seen {
+                current.push(lookup);
+            }
+        }
+    });
+}
