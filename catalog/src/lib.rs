@@ -2,8 +2,10 @@
 //!
 //! The folders follow what happens to a trace:
 //! - `reading/`: one folder per format (`otf2/`, `paraver/`, `csv/`, each with the options it
-//!   takes) and the dispatcher that picks one for a path (`reading::open`); `store` reads and
-//!   writes commdb's own Parquet stores, `generate/` makes synthetic traces with known ground truth;
+//!   takes); `formats/` is the one list of formats (a store, CSV, OTF2, Paraver) that opening,
+//!   converting, the cache and the help read, and picks the one for a path (`formats::open`);
+//!   `store` reads and writes commdb's own Parquet stores, `generate/` makes synthetic traces
+//!   with known ground truth;
 //! - `clock/`: clock models from sync samples and the correction applied when a trace is read;
 //! - `deriving/`: calls, messages and collectives derived from raw events, and `assemble`, which
 //!   turns a reader's `RawTrace` into the Arrow tables of a `Trace`;
@@ -28,6 +30,7 @@ pub mod error;
 pub mod events;
 pub mod export;
 pub mod fast_hash;
+pub mod formats;
 pub mod generate;
 pub mod interrupt;
 pub mod jobs;
@@ -42,8 +45,8 @@ pub mod trace;
 pub mod wallclock;
 pub mod writing;
 
-pub use convert::open;
 pub use error::{Error, Result};
+pub use formats::open;
 pub use reading::OpenOptions;
 pub use session::{Outcome, Session};
 pub use trace::{RawTrace, Trace};

@@ -18,9 +18,7 @@ use crate::print::Format;
 #[derive(Debug, Parser)]
 #[command(name = "commdb", version, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
-    /// Traces to open: an OTF2 archive (its *.otf2 anchor or directory), a Paraver trace
-    /// (*.prv or *.prv.gz with its .pcf and .row, or their directory), a CSV trace (PCLVis events
-    /// or an event export), a commdb store directory, or generate:KEY=VALUE,... The first is
+    /// Traces to open (the formats commdb_catalog::formats lists; see `command`). The first is
     /// also the default schema.
     pub traces: Vec<String>,
     /// Run SQL (may be given several times; runs in order with -f).
@@ -266,6 +264,15 @@ fn parse_correction(s: &str) -> Result<Correction> {
 
 fn parse_time_unit(s: &str) -> Result<TimeUnit> {
     Ok(s.parse()?)
+}
+
+/// The command line, with the help of the traces made from the list of formats, so that it
+/// names every format the readers accept.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    let traces =
+        format!("Traces to open: {}. The first is also the default schema.", commdb_catalog::formats::described());
+    Cli::command().mut_arg("traces", |a| a.help(traces))
 }
 
 /// How a trace is read, from the command line.

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::FromArgMatches;
 
 use crate::cli::{Cli, Sub, sql_session};
 use crate::error::{Result, ShellError};
@@ -235,7 +235,7 @@ pub fn last_fault() -> Option<String> {
 
 fn main() -> ExitCode {
     report_faults();
-    let matches = Cli::command().get_matches();
+    let matches = cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),

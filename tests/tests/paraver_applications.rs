@@ -87,7 +87,7 @@ fn a_second_application_of_node_counters_becomes_metrics_of_its_nodes() {
     // Converted a group of ranks at a time, the samples stay with their nodes.
     let store = dir.path().join("store");
     let limits = commdb_catalog::convert::Limits { group_events: 200, ..Default::default() };
-    commdb_catalog::convert::trace(&prv, &store, &OpenOptions::default(), &limits).unwrap();
+    commdb_catalog::formats::convert(&prv, &store, &OpenOptions::default(), &limits).unwrap();
     let stored = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default()).unwrap();
     check(&stored, "converted in groups");
 }
@@ -123,7 +123,7 @@ fn two_communicating_applications_are_ranked_across_in_memory_and_converted_in_g
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let limits = commdb_catalog::convert::Limits { group_events: 4, ..Default::default() };
-    commdb_catalog::convert::trace(&prv, &store, &OpenOptions::default(), &limits).unwrap();
+    commdb_catalog::formats::convert(&prv, &store, &OpenOptions::default(), &limits).unwrap();
     let stored = commdb_catalog::open(&store.display().to_string(), &OpenOptions::default()).unwrap();
     assert_eq!(messages_and_collectives(&stored), expected);
     let apps: Vec<Option<i32>> = stored

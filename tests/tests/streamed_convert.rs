@@ -37,8 +37,8 @@ fn same_as_in_memory(anchor: &str, options: &OpenOptions, limits: &Limits) -> co
     let in_memory = commdb_catalog::open(anchor, options).unwrap();
     let out = tempfile::tempdir().unwrap();
     let store = out.path().join("store");
-    assert!(convert::in_groups(anchor, options));
-    let converted = convert::trace(std::path::Path::new(anchor), &store, options, limits).unwrap();
+    assert!(commdb_catalog::formats::in_groups(anchor, options));
+    let converted = commdb_catalog::formats::convert(std::path::Path::new(anchor), &store, options, limits).unwrap();
     let back = commdb_catalog::store::read(&store).unwrap();
     for t in model::TABLES {
         let (a, b) = (table(&in_memory, t), table(&back, t));
@@ -96,7 +96,7 @@ fn blocking_master_worker_receives_posted_before_the_sends_group_is_read() {
     let off = OpenOptions { clock_correction: commdb_catalog::clock::Correction::Off, ..OpenOptions::default() };
     same_as_in_memory(&anchor, &off, &SMALL);
     let clc = OpenOptions { clock_correction: commdb_catalog::clock::Correction::Clc, ..OpenOptions::default() };
-    assert!(!convert::in_groups(&anchor, &clc));
+    assert!(!commdb_catalog::formats::in_groups(&anchor, &clc));
 }
 
 #[test]
@@ -297,8 +297,9 @@ fn a_paraver_conversion_that_fails_half_way_leaves_nothing_beside_the_target() {
     std::fs::write(&prv, damaged.join("\n") + "\n").unwrap();
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("store");
-    let e =
-        convert::trace(std::path::Path::new(&prv), &target, &OpenOptions::default(), &SMALL).unwrap_err().to_string();
+    let e = commdb_catalog::formats::convert(std::path::Path::new(&prv), &target, &OpenOptions::default(), &SMALL)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&format!("run.prv:{}", bad + 1)), "{e}");
     assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0, "nothing left beside the target");
     drop(dir);
@@ -358,8 +359,9 @@ fn a_csv_conversion_that_fails_half_way_names_the_line_and_leaves_nothing() {
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
     let out = tempfile::tempdir().unwrap();
     let target = out.path().join("store");
-    let e =
-        convert::trace(&data.join("bad_type.csv"), &target, &OpenOptions::default(), &SMALL).unwrap_err().to_string();
+    let e = commdb_catalog::formats::convert(&data.join("bad_type.csv"), &target, &OpenOptions::default(), &SMALL)
+        .unwrap_err()
+        .to_string();
     let in_memory = commdb_catalog::open(&data.join("bad_type.csv").display().to_string(), &OpenOptions::default())
         .unwrap_err()
         .to_string();

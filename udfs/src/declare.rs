@@ -245,6 +245,25 @@ impl Function {
     }
 }
 
+/// The methods of a scalar or aggregate function that its declaration (a field `declaration`)
+/// and its `signature` field answer: its name, its documentation and its signature.
+macro_rules! declared_function {
+    () => {
+        fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
+            self.declaration.doc()
+        }
+
+        fn name(&self) -> &str {
+            self.declaration.name
+        }
+
+        fn signature(&self) -> &datafusion::logical_expr::Signature {
+            &self.signature
+        }
+    };
+}
+pub(crate) use declared_function;
+
 /// The meaning of an output column: its declared one, or the trace model's column of the
 /// same name when the declaration leaves it empty.
 pub fn meaning(column: &ColumnDoc) -> &'static str {

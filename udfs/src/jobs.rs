@@ -146,17 +146,7 @@ impl ExpandHostlist {
 }
 
 impl ScalarUDFImpl for ExpandHostlist {
-    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        self.declaration.doc()
-    }
-
-    fn name(&self) -> &str {
-        self.declaration.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    crate::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))))

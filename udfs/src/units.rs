@@ -93,17 +93,7 @@ impl Format {
 }
 
 impl ScalarUDFImpl for Format {
-    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        self.declaration.doc()
-    }
-
-    fn name(&self) -> &str {
-        self.declaration.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    crate::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Utf8)

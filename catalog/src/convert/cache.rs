@@ -12,13 +12,21 @@ use std::time::{Instant, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
-use super::Grouped;
 use crate::error::{Error, Result};
 use crate::progress::Building;
 use crate::reading::OpenOptions;
-use crate::reading::otf2::find_anchor;
 use crate::store;
 use crate::trace::Trace;
+
+/// What identifies a trace for the cache (its format says: crate::formats::Grouping): the file
+/// that stands for it, the files beside it whose sizes and modification times tell whether it
+/// changed, and the name its cache store starts with.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    pub anchor: PathBuf,
+    pub companions: Vec<PathBuf>,
+    pub name: String,
+}
 
 /// The file beside a cache store saying what it was converted from.
 const SOURCE: &str = "source.json";
@@ -55,29 +63,11 @@ fn stamp(path: &Path) -> Result<(String, u64, u128)> {
 }
 
 impl Source {
-    /// `anchor`: the OTF2 anchor or the Paraver .prv file.
-    fn of(anchor: &Path, format: Grouped, options: &OpenOptions) -> Result<Self> {
+    fn of(identity: &Identity, options: &OpenOptions) -> Result<Self> {
+        let anchor = identity.anchor.as_path();
         let mut files = vec![stamp(anchor)?];
-        match format {
-            Grouped::Otf2 => {
-                files.push(stamp(&anchor.with_extension("def"))?);
-                if let Ok(entries) = std::fs::read_dir(anchor.with_extension("")) {
-                    let mut paths: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-                    paths.sort();
-                    for p in paths {
-                        files.push(stamp(&p)?);
-                    }
-                }
-            }
-            Grouped::Csv => {}
-            Grouped::Paraver => {
-                for ext in ["pcf", "row"] {
-                    let companion = crate::reading::paraver::companion(anchor, ext);
-                    if companion.exists() {
-                        files.push(stamp(&companion)?);
-                    }
-                }
-            }
+        for companion in &identity.companions {
+            files.push(stamp(companion)?);
         }
         Ok(Source {
             commdb: env!("CARGO_PKG_VERSION").to_string(),
@@ -93,11 +83,8 @@ impl Source {
 
 /// The cache directory of the trace whose anchor (or .prv) is `anchor`: named after the trace,
 /// with a checksum of its full path.
-fn cache_dir(root: &Path, anchor: &Path, format: Grouped) -> PathBuf {
-    let name = match format {
-        Grouped::Otf2 => crate::reading::default_name(&crate::reading::paths::otf2_name_source(anchor)),
-        Grouped::Paraver | Grouped::Csv => crate::reading::default_name(&anchor.display().to_string()),
-    };
+fn cache_dir(root: &Path, identity: &Identity) -> PathBuf {
+    let (anchor, name) = (&identity.anchor, &identity.name);
     let key = crc32fast::hash(anchor.display().to_string().as_bytes());
     root.join("stores").join(format!("{name}-{key:08x}"))
 }
@@ -105,22 +92,23 @@ fn cache_dir(root: &Path, anchor: &Path, format: Grouped) -> PathBuf {
 /// Open the trace at `path` (of `events` events by an OTF2 archive's definitions or a Paraver
 /// file's size, more than `budget` bytes of tables) through its cache store, converting it
 /// first when there is none or the trace changed.
-pub fn open(path: &Path, format: Grouped, options: &OpenOptions, events: u64, budget: u64) -> Result<Trace> {
-    let anchor = match format {
-        Grouped::Otf2 => find_anchor(path)?,
-        Grouped::Paraver => crate::reading::paraver::find_prv(path)?,
-        Grouped::Csv => path.to_path_buf(),
-    };
-    let anchor = std::fs::canonicalize(&anchor).map_err(|e| Error::io(&anchor, e))?;
+pub fn open(
+    path: &Path,
+    identity: &Identity,
+    convert: impl FnOnce(&Path, &OpenOptions, &super::Limits) -> Result<super::Converted>,
+    options: &OpenOptions,
+    events: u64,
+    budget: u64,
+) -> Result<Trace> {
     let root = cache_root().ok_or_else(|| {
         Error::argument(format!(
             "{}: its tables would not fit the memory budget and no cache directory is known to convert it into; set COMMDB_CACHE_DIR (or convert it with commdb convert and open the store)",
             path.display()
         ))
     })?;
-    let dir = cache_dir(&root, &anchor, format);
+    let dir = cache_dir(&root, identity);
     let store_dir = dir.join("store");
-    let source = Source::of(&anchor, format, options)?;
+    let source = Source::of(identity, options)?;
     let recorded: Option<Source> =
         std::fs::read_to_string(dir.join(SOURCE)).ok().and_then(|text| serde_json::from_str(&text).ok());
     if recorded.as_ref() == Some(&source) && store::is_store(&store_dir) {
@@ -143,11 +131,7 @@ pub fn open(path: &Path, format: Grouped, options: &OpenOptions, events: u64, bu
     let building = Building::start(&what);
     let convert_options = OpenOptions { progress: Some(building.share()), memory_budget: None, ..options.clone() };
     let limits = super::Limits::default();
-    let converted = match format {
-        Grouped::Otf2 => super::otf2(path, &store_dir, &convert_options, &limits),
-        Grouped::Paraver => super::paraver(path, &store_dir, &convert_options, &limits),
-        Grouped::Csv => super::csv(path, &store_dir, &convert_options, &limits),
-    };
+    let converted = convert(&store_dir, &convert_options, &limits);
     building.finish_told(
         started.elapsed(),
         converted.is_ok(),

@@ -38,7 +38,7 @@ use crate::events::PartStream;
 use crate::progress::LoadProgress;
 use crate::reading::{self, InGroups, OpenOptions, otf2, paraver};
 use crate::store::{self, PartWriter, StoreWriter};
-use crate::trace::{NodeMap, RawTrace, Trace, TraceMeta, Warnings};
+use crate::trace::{NodeMap, RawTrace, TraceMeta, Warnings};
 
 /// Bytes a trace's tables take in memory per event, derived tables included (measured: 20 M
 /// events peak at 2.2 GB, 50 M at 5.6 GB).
@@ -72,97 +72,6 @@ pub struct Converted {
     /// Groups of ranks the trace was read in.
     pub groups: usize,
     pub warnings: Warnings,
-}
-
-/// Open the trace at `path` as `reading::open` does, except an OTF2 archive or a Paraver trace
-/// whose tables would pass `options.memory_budget`: that one is opened through its cache store
-/// (`cache`).
-pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
-    let p = Path::new(path);
-    if let Some(budget) = options.memory_budget
-        && let Some(format) = grouped(path, options)
-        && p.exists()
-    {
-        if format != Grouped::Csv {
-            reading::refuse_time_unit(path, format.name(), options)?;
-        }
-        let events = format.events(p)?;
-        if events.saturating_mul(BYTES_PER_EVENT) > budget {
-            let mut trace = cache::open(p, format, options, events, budget)?;
-            trace.meta.path = path.to_string();
-            return Ok(trace);
-        }
-    }
-    reading::open(path, options)
-}
-
-/// The formats a conversion reads a group of ranks at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Grouped {
-    Otf2,
-    Paraver,
-    Csv,
-}
-
-impl Grouped {
-    fn name(self) -> &'static str {
-        match self {
-            Grouped::Otf2 => "an OTF2 archive",
-            Grouped::Paraver => "a Paraver trace",
-            Grouped::Csv => "a CSV trace",
-        }
-    }
-
-    /// Events of the trace at `path`, by an OTF2 archive's definitions or a Paraver file's
-    /// size, before reading its events.
-    pub fn events(self, path: &Path) -> Result<u64> {
-        match self {
-            Grouped::Otf2 => otf2::events_defined(path),
-            Grouped::Paraver => paraver::pieces::events_estimated(path),
-            Grouped::Csv => reading::csv::pieces::events_estimated(path),
-        }
-    }
-}
-
-/// How `convert` reads the trace at `path` a group of ranks at a time: as an OTF2 archive, a
-/// Paraver trace or a CSV trace; None for a store, a generated trace and with the controlled
-/// logical clock, which needs the trace in memory.
-pub fn grouped(path: &str, options: &OpenOptions) -> Option<Grouped> {
-    if options.clock_correction == Correction::Clc {
-        return None;
-    }
-    let format = options.format.as_deref().map(str::to_ascii_lowercase);
-    let p = Path::new(path);
-    match format.as_deref() {
-        Some("otf2") => Some(Grouped::Otf2),
-        Some("paraver" | "prv") => Some(Grouped::Paraver),
-        Some("csv") => Some(Grouped::Csv),
-        Some(_) => None,
-        None if path.starts_with(reading::GENERATE_PREFIX) || store::is_store(p) => None,
-        None if reading::is_otf2(p) => Some(Grouped::Otf2),
-        None if reading::is_paraver(p) => Some(Grouped::Paraver),
-        None if reading::is_csv(p) => Some(Grouped::Csv),
-        None => None,
-    }
-}
-
-/// Whether `convert` reads the trace at `path` a group of ranks at a time (`grouped`).
-pub fn in_groups(path: &str, options: &OpenOptions) -> bool {
-    grouped(path, options).is_some()
-}
-
-/// Convert the trace at `path` (an OTF2 archive, a Paraver or a CSV trace, by `grouped`) into a store
-/// at `dir`, a group of ranks at a time.
-pub fn trace(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
-    match grouped(&path.to_string_lossy(), options) {
-        Some(Grouped::Otf2) => otf2(path, dir, options, limits),
-        Some(Grouped::Paraver) => paraver(path, dir, options, limits),
-        Some(Grouped::Csv) => csv(path, dir, options, limits),
-        None => Err(Error::argument(format!(
-            "{}: only OTF2 archives, Paraver and CSV traces are converted a group of ranks at a time, and not with the controlled logical clock",
-            path.display()
-        ))),
-    }
 }
 
 /// Convert the OTF2 archive at `path` into a store at `dir`, a group of ranks at a time.

@@ -1,5 +1,7 @@
-//! Opening a trace by path: the format is chosen from what the path is (a commdb store
-//! directory, a CSV file, an OTF2 anchor, a `generate:` spec) or forced by `OpenOptions`.
+//! The readers of trace formats, one folder each (otf2/, paraver/, csv/), with what they share:
+//! the options of reading a trace (`OpenOptions`), the reading a group of whole ranks at a time
+//! that a conversion in bounded memory uses (`InGroups`), and generated traces. Which reader
+//! reads a path is decided by crate::formats.
 
 pub mod csv;
 pub mod otf2;
@@ -7,10 +9,9 @@ pub mod paraver;
 pub mod paths;
 pub mod shards;
 
-use paths::otf2_name_source;
 pub use paths::{GENERATE_PREFIX, default_name};
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use std::sync::Arc;
 
@@ -21,7 +22,6 @@ use crate::events::EventParts;
 use crate::generate::{GeneratorConfig, generate};
 use crate::progress::LoadProgress;
 use crate::reading::csv::TimeUnit;
-use crate::store;
 use crate::trace::{RawMetrics, RawTrace, Trace, Warnings};
 use arrow::array::RecordBatch;
 
@@ -43,7 +43,7 @@ pub struct OpenOptions {
     pub clock_sync: Option<PathBuf>,
     /// Tables of more bytes than this are not held in memory: an OTF2 archive, a Paraver or a
     /// CSV trace whose events would make more is converted once into a cache store, which is
-    /// opened instead (`crate::convert::open`; `open` here always reads into memory). None:
+    /// opened instead (`crate::formats::open`; `formats::read` always reads into memory). None:
     /// always in memory.
     pub memory_budget: Option<u64>,
 }
@@ -52,19 +52,41 @@ pub struct OpenOptions {
 /// (crate::convert): an OTF2 archive (`otf2::Pieces`), a Paraver trace (`paraver::pieces`) or
 /// a CSV trace (`csv::pieces`).
 pub trait InGroups: Send {
+    /// The shards of a reader that splits the trace into scratch files of whole ranks first
+    /// (Paraver, CSV), whose sizes give `events` and `groups` and whose models `prepare` fits;
+    /// None for a reader that reads its ranks where they are (OTF2).
+    fn shards(&self) -> Option<&shards::Shards> {
+        None
+    }
+    /// `shards`, to fit their models.
+    fn shards_mut(&mut self) -> Option<&mut shards::Shards> {
+        None
+    }
     /// Read what decoding needs besides the events (an OTF2 archive's local definitions) and
-    /// fit the clock models as `clock` says.
-    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()>;
+    /// fit the clock models as `clock` says (by default, into the shards' models, from the
+    /// sync samples given beside the trace: the split formats have none of their own).
+    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
+        if let Some(shards) = self.shards_mut() {
+            shards.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
+        }
+        Ok(())
+    }
     /// The trace's own clock sync samples (none for a format without them).
     fn clock_sync(&self) -> Vec<crate::trace::ClockSample> {
         Vec::new()
     }
     /// Whether `prepare` fitted clock models that the events are corrected with.
-    fn corrects(&self) -> bool;
+    fn corrects(&self) -> bool {
+        self.shards().is_some_and(|s| !s.models.is_empty())
+    }
     /// Events of the trace, as counted or estimated before decoding.
-    fn events(&self) -> u64;
+    fn events(&self) -> u64 {
+        self.shards().map_or(0, |s| s.sizes.iter().sum())
+    }
     /// The trace cut into groups of whole ranks, in rank order, each of about `events` events.
-    fn groups(&self, events: u64) -> Vec<Vec<usize>>;
+    fn groups(&self, events: u64) -> Vec<Vec<usize>> {
+        self.shards().map_or_else(Vec::new, |s| shards::groups(&s.sizes, events))
+    }
     /// Decode and clock-correct one group (from `groups`): its events in (rank, thread) order,
     /// its metric samples.
     fn decode(&mut self, group: &[usize], warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)>;
@@ -75,83 +97,6 @@ pub trait InGroups: Send {
     fn states(&mut self, raw: &RawTrace, out: &mut dyn FnMut(RecordBatch) -> Result<()>) -> Result<()> {
         out(raw.states_batch()?)
     }
-}
-
-/// Read the trace at `path`.
-pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
-    let format = options.format.as_deref().map(str::to_ascii_lowercase);
-    if let Some(spec) = path.strip_prefix(GENERATE_PREFIX) {
-        return open_generated(spec, path, options);
-    }
-    let p = Path::new(path);
-    if !p.exists() {
-        return Err(Error::io(p, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory")));
-    }
-    let is_store = matches!(format.as_deref(), Some("parquet" | "store")) || (p.is_dir() && store::is_store(p));
-    if is_store && options.clock_sync.is_some() {
-        return Err(Error::argument(format!(
-            "{path} is a commdb store, whose times were corrected when it was converted; give the clock sync file when converting the source trace"
-        )));
-    }
-    if is_store {
-        refuse_time_unit(path, "a commdb store", options)?;
-    }
-    if is_store && options.nodes.is_some() {
-        return Err(Error::argument(format!(
-            "{path} is a commdb store, whose messages were placed on nodes when it was converted; give the nodes file when converting the source trace"
-        )));
-    }
-    let mut trace = match format.as_deref() {
-        Some("csv") => csv_trace(p, options)?,
-        Some("parquet" | "store") => store::read_with_progress(p, options.progress.as_deref())?,
-        Some("otf2") => otf2_trace(p, options)?,
-        Some("paraver" | "prv") => paraver_trace(p, options)?,
-        Some(other) => {
-            return Err(Error::argument(format!(
-                "unknown trace type '{other}': expected otf2, paraver, csv or parquet"
-            )));
-        }
-        None if p.is_dir() && store::is_store(p) => store::read_with_progress(p, options.progress.as_deref())?,
-        None if is_csv(p) => csv_trace(p, options)?,
-        None if is_otf2(p) => otf2_trace(p, options)?,
-        None if is_paraver(p) => paraver_trace(p, options)?,
-        None if p.is_dir() => {
-            return Err(Error::in_file(
-                p,
-                "directory holds no commdb store (manifest.json), no OTF2 anchor (*.otf2) and no Paraver trace (*.prv)",
-            ));
-        }
-        None => {
-            return Err(Error::in_file(
-                p,
-                "unknown trace format: expected an OTF2 archive (*.otf2), a Paraver trace (*.prv, *.prv.gz), a .csv file, a commdb store directory or a generate: spec",
-            ));
-        }
-    };
-    if is_store && options.clock_correction != Correction::Model {
-        let asked = options.clock_correction.name();
-        let has = trace.meta.clock_correction.as_str();
-        let same = has == asked || (asked == "off" && has == "none");
-        if !same {
-            return Err(Error::argument(format!(
-                "{path} is a commdb store whose times were corrected with '{has}' when it was converted; clock correction '{asked}' cannot be applied to it: convert the source trace with --clock-correction {asked}"
-            )));
-        }
-    }
-    trace.meta.path = path.to_string();
-    Ok(trace)
-}
-
-fn csv_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
-    let csv = csv::CsvOptions {
-        time_unit: options.time_unit,
-        nodes: options.nodes.clone(),
-        progress: options.progress.clone(),
-    };
-    let mut raw = csv::read(p, &csv)?;
-    raw.meta.name = default_name(p.to_string_lossy().as_ref());
-    raw.meta.path = p.display().to_string();
-    build(raw, options)
 }
 
 /// `--time-unit` says the unit of CSV times: for a format that records its own unit it is
@@ -166,25 +111,6 @@ pub(crate) fn refuse_time_unit(path: &str, format: &str, options: &OpenOptions) 
     }
 }
 
-fn paraver_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
-    refuse_time_unit(&p.display().to_string(), "a Paraver trace", options)?;
-    let mut raw = crate::reading::paraver::read_with_progress(p, options.progress.as_deref())?;
-    if let Some(nodes_file) = &options.nodes {
-        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
-    }
-    build(raw, options)
-}
-
-fn otf2_trace(p: &Path, options: &OpenOptions) -> Result<Trace> {
-    refuse_time_unit(&p.display().to_string(), "an OTF2 archive", options)?;
-    let (mut raw, source) = crate::reading::otf2::read_definitions(p)?;
-    if let Some(nodes_file) = &options.nodes {
-        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
-    }
-    raw.meta.name = default_name(&otf2_name_source(p));
-    raw.build_later(Some(source), clock_sync(options)?, options.clock_correction)
-}
-
 /// The sync samples of the file given beside the trace, if any.
 pub(crate) fn clock_sync(options: &OpenOptions) -> Result<Option<Vec<crate::trace::ClockSample>>> {
     options
@@ -195,12 +121,17 @@ pub(crate) fn clock_sync(options: &OpenOptions) -> Result<Option<Vec<crate::trac
 }
 
 /// Correct and derive (when first needed), with the sync samples of the file given beside the
-/// trace instead of its own.
-fn build(raw: RawTrace, options: &OpenOptions) -> Result<Trace> {
-    raw.build_later(None, clock_sync(options)?, options.clock_correction)
+/// trace instead of its own, and `source` the events still to read (an OTF2 archive's).
+pub(crate) fn build_later(
+    raw: RawTrace,
+    source: Option<crate::deriving::steps::EventSource>,
+    options: &OpenOptions,
+) -> Result<Trace> {
+    raw.build_later(source, clock_sync(options)?, options.clock_correction)
 }
 
-fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
+/// A generated trace (`generate:KEY=VALUE,...`), in memory.
+pub(crate) fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace> {
     refuse_time_unit(path, "a generated trace", options)?;
     let cfg = GeneratorConfig::parse_spec(spec)?;
     refuse_beyond_budget(path, &cfg, options)?;
@@ -209,7 +140,7 @@ fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> Result<Trace
     if let Some(nodes_file) = &options.nodes {
         crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
     }
-    build(raw, options)
+    build_later(raw, None, options)
 }
 
 /// A `generate:` spec is generated in memory: refuse one whose estimated size is beyond the
@@ -229,35 +160,6 @@ fn refuse_beyond_budget(path: &str, cfg: &GeneratorConfig, options: &OpenOptions
     )))
 }
 
-/// Whether `p` is a CSV file.
-pub(crate) fn is_csv(p: &Path) -> bool {
-    p.is_file() && has_extension(p, "csv")
-}
-
-/// Whether `p` is a Paraver trace or a directory holding one.
-pub(crate) fn is_paraver(p: &Path) -> bool {
-    crate::reading::paraver::is_prv(p) || (p.is_dir() && contains_prv(p))
-}
-
-/// Whether `p` is an OTF2 anchor or a directory holding one.
-pub(crate) fn is_otf2(p: &Path) -> bool {
-    has_extension(p, "otf2") || (p.is_dir() && contains_extension(p, "otf2"))
-}
-
-fn has_extension(p: &Path, ext: &str) -> bool {
-    p.extension().is_some_and(|e| e.eq_ignore_ascii_case(ext))
-}
-
-fn contains_prv(dir: &Path) -> bool {
-    std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().any(|e| crate::reading::paraver::is_prv(&e.path())))
-        .unwrap_or(false)
-}
-
-fn contains_extension(dir: &Path, ext: &str) -> bool {
-    std::fs::read_dir(dir).map(|entries| entries.flatten().any(|e| has_extension(&e.path(), ext))).unwrap_or(false)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -267,11 +169,5 @@ mod tests {
         assert_eq!(default_name("../data/ping-pong.csv"), "ping_pong");
         assert_eq!(default_name("/x/2024 run/"), "t_2024_run");
         assert_eq!(default_name("generate:ranks=4"), "generated");
-    }
-
-    #[test]
-    fn missing_file_names_the_path() {
-        let e = open("/no/such/trace.csv", &OpenOptions::default()).unwrap_err().to_string();
-        assert!(e.contains("/no/such/trace.csv") && e.contains("no such file"), "{e}");
     }
 }

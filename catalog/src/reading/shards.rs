@@ -8,6 +8,15 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
+/// The shards of a trace split before a conversion in groups: the events of each, and the
+/// clock models the events are corrected with. A reader that keeps them gives them to
+/// `InGroups::shards`, and its `prepare`, `corrects`, `events` and `groups` come from the trait.
+#[derive(Debug, Default)]
+pub struct Shards {
+    pub sizes: Vec<u64>,
+    pub models: Vec<crate::clock::model::RankModel>,
+}
+
 /// A scratch directory, made here and removed when dropped.
 #[derive(Debug)]
 pub struct Scratch(PathBuf);

@@ -26,8 +26,8 @@ use datafusion::prelude::{DataFrame, SessionConfig, SessionContext};
 use datafusion::sql::parser::{DFParser, Statement as DFStatement};
 use sqlparser::dialect::GenericDialect;
 
-use crate::convert::open;
 use crate::error::{Error, Result};
+use crate::formats::open;
 use crate::model;
 use crate::reading::csv::TimeUnit;
 use crate::reading::{OpenOptions, default_name};

@@ -15,12 +15,12 @@ pub fn run(cli: &Cli, input: &str, output: &Path, part_rows: Option<u64>) -> Res
     let part_rows = part_rows.map_or(store::PART_ROWS, |n| n as usize);
     store::refuse_source(Path::new(input), output)?;
     let options = open_options(&cli.open);
-    let (events, messages, how) = if commdb_catalog::convert::in_groups(input, &options) {
+    let (events, messages, how) = if commdb_catalog::formats::in_groups(input, &options) {
         let share = std::sync::Arc::new(commdb_catalog::progress::LoadProgress::default());
         let shown = crate::progress::Progress::start(&format!("converting {input}"), Some(share.clone()));
         let options = OpenOptions { progress: Some(share), ..options };
         let limits = commdb_catalog::convert::Limits { part_rows, ..Default::default() };
-        let converted = commdb_catalog::convert::trace(Path::new(input), output, &options, &limits);
+        let converted = commdb_catalog::formats::convert(Path::new(input), output, &options, &limits);
         shown.stop();
         let c = converted?;
         (c.events as usize, c.messages as usize, format!(" ({} groups of ranks)", c.groups))

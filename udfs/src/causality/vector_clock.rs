@@ -341,17 +341,7 @@ fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
 }
 
 impl ScalarUDFImpl for ClockOrder {
-    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        self.declaration.doc()
-    }
-
-    fn name(&self) -> &str {
-        self.declaration.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    crate::declare::declared_function!();
 
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         for t in args {

@@ -80,17 +80,7 @@ impl LodResolution {
 }
 
 impl ScalarUDFImpl for LodResolution {
-    fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
-        self.declaration.doc()
-    }
-
-    fn name(&self) -> &str {
-        self.declaration.name
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
+    crate::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Int64)

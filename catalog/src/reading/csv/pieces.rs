@@ -13,11 +13,9 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 
 use super::{CsvOptions, Shape};
-use crate::clock::model::RankModel;
-use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventKind, EventParts, RawEvents};
-use crate::reading::shards::{Fields, Scratch};
+use crate::reading::shards::{Fields, Scratch, Shards};
 use crate::trace::{RawMetrics, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while distributing).
@@ -38,14 +36,13 @@ pub struct Pieces {
     shape: Shape,
     scratch: Scratch,
     /// The events of each shard.
-    sizes: Vec<u64>,
-    /// The models the events are corrected with.
-    models: Vec<RankModel>,
+    /// The shards' events and the clock models they are corrected with.
+    shards: Shards,
 }
 
 impl std::fmt::Debug for Pieces {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pieces").field("shape", &self.shape).field("shards", &self.sizes.len()).finish()
+        f.debug_struct("Pieces").field("shape", &self.shape).field("shards", &self.shards.sizes.len()).finish()
     }
 }
 
@@ -163,26 +160,16 @@ pub fn read_in_pieces(
     for (k, file) in files.into_iter().enumerate() {
         close(file, &guard.shard(k))?;
     }
-    Ok((raw, Pieces { shape, scratch: guard, sizes, models: Vec::new() }))
+    Ok((raw, Pieces { shape, scratch: guard, shards: Shards { sizes, models: Vec::new() } }))
 }
 
 impl crate::reading::InGroups for Pieces {
-    /// Fit the clock models as `clock` says (a CSV trace has no sync samples of its own).
-    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
-        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
-        Ok(())
+    fn shards(&self) -> Option<&Shards> {
+        Some(&self.shards)
     }
 
-    fn corrects(&self) -> bool {
-        !self.models.is_empty()
-    }
-
-    fn events(&self) -> u64 {
-        self.sizes.iter().sum()
-    }
-
-    fn groups(&self, events: u64) -> Vec<Vec<usize>> {
-        crate::reading::shards::groups(&self.sizes, events)
+    fn shards_mut(&mut self) -> Option<&mut Shards> {
+        Some(&mut self.shards)
     }
 
     fn decode(&mut self, group: &[usize], _warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
@@ -198,7 +185,7 @@ impl crate::reading::InGroups for Pieces {
             let _ = std::fs::remove_file(&path);
         }
         let mut parts = self.shape.order(events);
-        let fits = crate::clock::Fits::of(&self.models);
+        let fits = crate::clock::Fits::of(&self.shards.models);
         parts.parts.iter_mut().for_each(|p| crate::clock::correct_events(p, &fits));
         Ok((parts, RawMetrics::default()))
     }

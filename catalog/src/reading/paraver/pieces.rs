@@ -16,12 +16,10 @@ use rayon::prelude::*;
 
 use super::records::{self, EventRec, Half, HalfKind};
 use super::{Meaning, MessageEvent, Opened, StateNames, Summary, message_event, region_keys};
-use crate::clock::model::RankModel;
-use crate::deriving::steps::ClockPlan;
 use crate::error::{Error, Result};
 use crate::events::{EventParts, RawEvents};
 use crate::progress::LoadProgress;
-use crate::reading::shards::{Fields, Scratch};
+use crate::reading::shards::{Fields, Scratch, Shards};
 use crate::trace::{RawMetrics, RawStates, RawTrace, Warnings};
 
 /// At most this many shards (files open at once while splitting).
@@ -43,18 +41,18 @@ pub struct Pieces {
     /// The first stream of each shard, then the number of streams.
     bounds: Vec<usize>,
     /// Event records and message halves in each shard.
-    sizes: Vec<u64>,
+    /// The shards' events (records and message halves) and the clock models they are
+    /// corrected with.
+    shards: Shards,
     /// States in the states file.
     states: u64,
-    /// The models the events are corrected with.
-    models: Vec<RankModel>,
     /// Calls and communications of streams outside the MPI application, so far.
     dropped: i64,
 }
 
 impl std::fmt::Debug for Pieces {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pieces").field("prv", &self.prv).field("shards", &self.sizes.len()).finish()
+        f.debug_struct("Pieces").field("prv", &self.prv).field("shards", &self.shards.sizes.len()).finish()
     }
 }
 
@@ -175,9 +173,8 @@ pub fn read_in_pieces(
         pcf: o.pcf,
         meaning,
         bounds,
-        sizes,
+        shards: Shards { sizes, models: Vec::new() },
         states,
-        models: Vec::new(),
         dropped: 0,
     };
     Ok((raw, pieces))
@@ -254,23 +251,12 @@ fn decode_shards(paths: &[PathBuf], first: usize, n: usize) -> Result<Shard> {
 }
 
 impl crate::reading::InGroups for Pieces {
-    /// Fit the clock models as `clock` says (a Paraver trace has no sync samples of its own).
-    fn prepare(&mut self, clock: &ClockPlan<'_>, warnings: &mut Warnings) -> Result<()> {
-        self.models = crate::clock::fit(clock.samples.unwrap_or(&[]), clock.ranks, clock.correction, warnings);
-        Ok(())
+    fn shards(&self) -> Option<&Shards> {
+        Some(&self.shards)
     }
 
-    fn corrects(&self) -> bool {
-        !self.models.is_empty()
-    }
-
-    /// Event records and message halves of all shards.
-    fn events(&self) -> u64 {
-        self.sizes.iter().sum()
-    }
-
-    fn groups(&self, events: u64) -> Vec<Vec<usize>> {
-        crate::reading::shards::groups(&self.sizes, events)
+    fn shards_mut(&mut self) -> Option<&mut Shards> {
+        Some(&mut self.shards)
     }
 
     fn decode(&mut self, group: &[usize], _warnings: &mut Warnings) -> Result<(EventParts, RawMetrics)> {
@@ -300,7 +286,7 @@ impl crate::reading::InGroups for Pieces {
         for (i, out) in walked.into_iter().enumerate() {
             self.dropped += m.gather(first + i, out, &mut parts, &mut metrics);
         }
-        let fits = crate::clock::Fits::of(&self.models);
+        let fits = crate::clock::Fits::of(&self.shards.models);
         parts.par_iter_mut().for_each(|p| crate::clock::correct_events(p, &fits));
         crate::clock::correct_metrics(&mut metrics, &fits);
         Ok((EventParts::new(parts), metrics))
