@@ -113,7 +113,12 @@ pub fn read(path: &str, options: &OpenOptions) -> Result<Trace> {
         let what = if p.is_dir() { "directory holds no trace" } else { "unknown trace format" };
         return Err(Error::in_file(p, format!("{what}: expected {}", described())));
     };
-    let mut trace = format.open(p, options)?;
+    read_as(format, path, options)
+}
+
+/// Read the trace at `path`, of `format`, whole.
+fn read_as(format: &dyn Format, path: &str, options: &OpenOptions) -> Result<Trace> {
+    let mut trace = format.open(Path::new(path), options)?;
     trace.meta.path = path.to_string();
     Ok(trace)
 }
@@ -145,6 +150,8 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
             trace.meta.path = path.to_string();
             return Ok(trace);
         }
+        // Its format is known: the path is not recognised again.
+        return read_as(format, path, options);
     }
     read(path, options)
 }
