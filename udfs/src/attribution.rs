@@ -54,12 +54,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::int64_column;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
-use crate::latency::{Baseline, CriteriaTable, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, BaselineArgs, CriteriaTable, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
 use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
 
@@ -637,17 +638,30 @@ fn output_schema() -> SchemaRef {
     ATTRIBUTION.schema()
 }
 
+arguments! {
+    struct AttributionArgs(ATTRIBUTION) {
+        rel: Relation,
+        window_ns: Option<i64>,
+        max_inter_share: f64,
+        max_load_ratio: f64,
+        max_fluctuation: f64,
+        slow_level: f64,
+        ..baseline: BaselineArgs,
+    }
+}
+
 fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let window_ns = a.opt_ns("window_ns")?.unwrap_or(0);
-    let rel = a.relation("rel")?;
+    let p = AttributionArgs::read(a)?;
+    let rel = p.rel;
+    let window_ns = p.window_ns.unwrap_or(0);
     let rules = Rules {
         window_ns,
-        max_inter_share: a.float("max_inter_share")?,
-        max_load_ratio: a.float("max_load_ratio")?,
-        max_fluctuation: a.float("max_fluctuation")?,
-        slow_level: a.float("slow_level")?,
+        max_inter_share: p.max_inter_share,
+        max_load_ratio: p.max_load_ratio,
+        max_fluctuation: p.max_fluctuation,
+        slow_level: p.slow_level,
     };
-    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let (baseline, extra) = Baseline::plan(a.function, &p.baseline, a.session, &rel)?;
     let idx = rel.columns("attribution", &["src", "dst", "send_ts", "recv_ts", "bytes"])?;
     let schema = rel.schema();
     let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {

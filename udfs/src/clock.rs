@@ -18,7 +18,7 @@ use datafusion::datasource::{ViewTable, provider_as_source};
 use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, lit};
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::int64_column;
 use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
 use crate::derived::{Compute, Derived};
@@ -63,8 +63,15 @@ pub const CLOCK_VIOLATIONS: Function = Function {
 /// The sync columns the model needs.
 const SYNC_COLUMNS: [&str; 6] = ["rank", "session", "local_ts", "master_ts", "round_trip", "std_dev_ns"];
 
+arguments! {
+    /// The one argument of the clock functions: the clock-sync measurements.
+    struct SyncArgs(CLOCK_MODEL, CLOCK_VIOLATIONS) {
+        rel: Relation,
+    }
+}
+
 fn clock_model(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
+    let SyncArgs { rel: relation } = SyncArgs::read(a)?;
     relation.columns("clock_model", &SYNC_COLUMNS)?;
     let input = with_ranks_of_trace(a.session, relation)?;
     let idx = input.columns("clock_model", &SYNC_COLUMNS)?;
@@ -176,7 +183,7 @@ fn with_ranks_of_trace(session: &dyn datafusion::catalog::Session, rel: Relation
 }
 
 fn clock_violations(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
+    let SyncArgs { rel: relation } = SyncArgs::read(a)?;
     let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
     let out = a.schema();
     let s = out.clone();

@@ -30,12 +30,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{RegionIds, column, int64_column, text_column};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::Relation;
 use crate::relation::{Projected, trace_schema, trace_table};
 use crate::stream::{Folder, Mapper, StartFold};
 
@@ -95,11 +96,17 @@ fn accepted_modes() -> String {
     }
 }
 
+arguments! {
+    struct MetricsArgs(CALL_METRICS) {
+        rel: Relation,
+        metrics: Relation,
+        mode: Option<String>,
+    }
+}
+
 fn call_metrics(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let session = a.session;
-    let calls = a.relation("rel")?;
-    let metrics = a.relation("metrics")?;
-    let mode = a.opt_text("mode")?;
+    let MetricsArgs { rel: calls, metrics, mode } = MetricsArgs::read(a)?;
     let call_idx =
         calls.columns(a.function, &["call_id", "parent_id", "rank", "thread", "region", "start_ts", "end_ts"])?;
     let metric_idx = metrics.columns(a.function, &["rank", "thread", "ts", "metric", "value"])?;

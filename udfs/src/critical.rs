@@ -41,13 +41,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::call_paths::Paths;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Main;
-use crate::relation::Projected;
+use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::{StretchStore, Swept};
 use crate::stretches::{Stretch, path_name, region_name};
@@ -259,13 +259,21 @@ struct Finalize {
     entered: HashMap<i64, i64>,
 }
 
-/// The inputs both functions read: the calls (swept by rank), the messages and the
-/// collectives (folded into their waits).
-fn inputs(a: &Args) -> Result<Vec<Projected>> {
+arguments! {
+    /// The arguments of the analyses of a whole run (RUN_PARAMS): its calls, messages and
+    /// collectives.
+    pub struct RunArgs(CRITICAL_PATH, CRITICAL_PATH_PROFILE, crate::delays::DELAY_COSTS) {
+        rel: Relation,
+        messages: Relation,
+        collectives: Relation,
+    }
+}
+
+/// The inputs the analyses of a whole run read: the calls (swept by rank), the messages and
+/// the collectives (folded into their waits).
+pub fn inputs(a: &Args) -> Result<Vec<Projected>> {
     let function = a.function;
-    let calls = a.relation("rel")?;
-    let messages = a.relation("messages")?;
-    let collectives = a.relation("collectives")?;
+    let RunArgs { rel: calls, messages, collectives } = RunArgs::read(a)?;
     let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let oi = crate::waits::collective_columns(&collectives, function)?;

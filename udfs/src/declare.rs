@@ -1,9 +1,10 @@
 //! One declaration per SQL function: what it is called, its parameters (name, type, default,
 //! one-line meaning), what it returns (a table's columns with their types and meanings, or a
 //! value) and how it is made. Everything else is derived from it: registration
-//! (`register_all`), named arguments, the checking and defaults of arguments (`common::Args`
-//! reads them from here), the shell's `\df`, `information_schema.routines` and `.parameters`
-//! (so `SHOW FUNCTIONS`), and docs/reference.md. A test plans every table function and
+//! (`register_all`), named arguments, the checking and defaults of arguments (`args::Args`
+//! reads them from here, into each function's `arguments!` struct), the shell's `\df`,
+//! `information_schema.routines` and `.parameters` (so `SHOW FUNCTIONS`), and
+//! docs/reference.md. A test plans every table function and
 //! compares its real output schema with the declared columns, so the two cannot drift.
 //! The shape follows SQL's own catalogs: a routine with IN parameters (ordinal, name, type,
 //! default) and, for a table function, the columns of its result.

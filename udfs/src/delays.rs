@@ -80,7 +80,7 @@ pub const DELAY_COSTS: Function = Function {
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
     make: Make::Table(plan_delay_costs),
 };
-use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+use crate::waits::{CollectiveWaits, FoldWaits, MessageWaits, Wait};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
 /// looked for.
@@ -440,19 +440,13 @@ fn handing_order_within_ties(list: &mut [W]) {
 type Row<'a> = (Option<i64>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
 
 fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let calls = a.relation("rel")?;
-    let messages = a.relation("messages")?;
-    let collectives = a.relation("collectives")?;
-    let ci = calls.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
-    let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
-    let oi = crate::waits::collective_columns(&collectives, a.function)?;
+    let inputs = crate::critical::inputs(a)?;
     let out = a.schema();
     let schema = out.clone();
     let start: StartFold = Arc::new(move || {
         let schema = schema.clone();
         FoldWaits::boxed(move |messages, collectives| delay_sweep(messages, collectives, schema))
     });
-    let inputs = vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))];
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
 }
 

@@ -41,10 +41,11 @@ use datafusion::common::plan_err;
 use datafusion::error::Result;
 use datafusion::execution::session_state::SessionState;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int32, int64, text, text_view};
 use crate::latency::MESSAGES;
 use crate::params::{ParamDefault, Type, param};
+use crate::relation::Relation;
 
 pub const RANK_DIAGNOSIS: Function = Function {
     name: "rank_diagnosis",
@@ -203,14 +204,21 @@ FROM diagnosed GROUP BY node ORDER BY node"
     )
 }
 
+arguments! {
+    struct DiagnosisArgs(RANK_DIAGNOSIS) {
+        rel: Relation,
+        by: String,
+        collectives: Relation,
+        max_inter_share: f64,
+    }
+}
+
 fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let session = a.session;
     // The relations are resolved here, so that a wrong name fails with this function's.
-    let messages = a.relation("rel")?;
+    let DiagnosisArgs { rel: messages, by, collectives, max_inter_share: max_inter } = DiagnosisArgs::read(a)?;
     messages.columns(a.function, &["src", "dst", "src_node", "dst_node", "intra_node"])?;
-    let by_node = a.text("by")? == "node";
-    let collectives = a.relation("collectives")?;
-    let max_inter = a.float("max_inter_share")?;
+    let by_node = by == "node";
     if max_inter > 1.0 {
         return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
     }

@@ -19,7 +19,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output};
 use crate::params::{Param, ParamDefault, Type, param};
 
@@ -92,8 +92,15 @@ fn listing(
     Ok(Arc::new(ListingTable::try_new(config)?))
 }
 
+arguments! {
+    /// The one argument of the file readers.
+    struct PathArgs(READ_PARQUET, READ_CSV) {
+        path: String,
+    }
+}
+
 fn read_parquet(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let path = a.text("path")?;
+    let PathArgs { path } = PathArgs::read(a)?;
     let file = first_file("read_parquet", &path, "parquet")?;
     let opened = open("read_parquet", &file)?;
     use datafusion::parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions};
@@ -105,7 +112,7 @@ fn read_parquet(a: &Args) -> Result<Arc<dyn TableProvider>> {
 }
 
 fn read_csv(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let path = a.text("path")?;
+    let PathArgs { path } = PathArgs::read(a)?;
     let file = first_file("read_csv", &path, "csv")?;
     let opened = open("read_csv", &file)?;
     let format = arrow::csv::reader::Format::default().with_header(true).with_delimiter(b',');

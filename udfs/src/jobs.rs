@@ -19,7 +19,7 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, float64, int32, int64, text, timestamp_utc};
 use crate::derived::Derived;
 use crate::params::{Param, ParamDefault, Type, param};
@@ -112,19 +112,26 @@ fn lazy_file(
     Ok(Arc::new(Derived::from_many(schema, Vec::new(), compute).named(function)))
 }
 
+arguments! {
+    /// The one argument of the readers of scheduler logs.
+    struct PathArgs(READ_SACCT, READ_SWF, SWF_HEADER) {
+        path: String,
+    }
+}
+
 fn read_sacct(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let path = a.text("path")?;
+    let PathArgs { path } = PathArgs::read(a)?;
     let schema = jobs::sacct::schema(Path::new(&path));
     lazy_file(schema, a.function, move || jobs::read(Path::new(&path), LogKind::Sacct))
 }
 
 fn read_swf(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let path = a.text("path")?;
+    let PathArgs { path } = PathArgs::read(a)?;
     lazy_file(Ok(jobs::swf::schema()), a.function, move || jobs::read(Path::new(&path), LogKind::Swf))
 }
 
 fn swf_header(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let path = a.text("path")?;
+    let PathArgs { path } = PathArgs::read(a)?;
     lazy_file(Ok(jobs::swf::header_schema()), a.function, move || {
         jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
     })

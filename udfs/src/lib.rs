@@ -29,6 +29,7 @@ pub mod latency;
 pub mod lod;
 pub mod ordered;
 pub mod params;
+pub mod partners;
 pub mod plan;
 pub mod profile;
 pub mod recipe;
@@ -73,6 +74,7 @@ const FUNCTIONS: &[&Function] = &[
     &attribution::ATTRIBUTION,
     &remap::REMAP_SUGGESTION,
     &summaries::COMM_MATRIX,
+    &partners::COMM_PARTNERS,
     &summaries::MESSAGE_HISTOGRAM,
     &summaries::LOAD_IMBALANCE,
     &diagnosis::RANK_DIAGNOSIS,

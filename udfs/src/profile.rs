@@ -22,7 +22,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::call_paths::{Paths, Up};
 use crate::call_sweep::{Names, streams_named, sweep, uncovered};
 use crate::columns::{int64_column, text_column};
@@ -30,6 +30,7 @@ use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
 use crate::derived::{Derived, Spread};
 use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Work;
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 /// The relation of calls a profile reads.
@@ -222,9 +223,15 @@ impl Mapper for Profile {
     }
 }
 
+arguments! {
+    struct TimeProfileArgs(TIME_PROFILE) {
+        rel: Relation,
+        bins: i64,
+    }
+}
+
 fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let bins = a.int("bins")?;
+    let TimeProfileArgs { rel, bins } = TimeProfileArgs::read(a)?;
     if bins > 1_000_000 {
         return plan_err!("time_profile: bins must be at most 1000000, got {bins}");
     }
@@ -369,8 +376,14 @@ impl Mapper for Tree {
     }
 }
 
+arguments! {
+    struct CallTreeArgs(CALL_TREE) {
+        rel: Relation,
+    }
+}
+
 fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
+    let CallTreeArgs { rel } = CallTreeArgs::read(a)?;
     let idx = rel.columns(
         a.function,
         &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],

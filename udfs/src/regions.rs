@@ -31,11 +31,11 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::int64_column;
 use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::derived::{Compute, Derived};
-use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices};
+use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices};
 use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, Param, ParamDefault, Type, param};
 use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, Prepare};
@@ -455,8 +455,29 @@ pub const REGION_GRAPH: Function = Function {
     make: Make::Table(region_graph),
 };
 
+arguments! {
+    struct RegionsOf(PROCESS_DISTANCE, PROCESS_DENDROGRAM) {
+        rel: Relation,
+    }
+}
+
+arguments! {
+    struct CutArgs(PROCESS_REGIONS) {
+        rel: Relation,
+        threshold: Option<f64>,
+    }
+}
+
+arguments! {
+    struct RegionGraphArgs(REGION_GRAPH) {
+        rel: Relation,
+        threshold: Option<f64>,
+        ..baseline: BaselineArgs,
+    }
+}
+
 fn process_distance(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
+    let RegionsOf { rel: relation } = RegionsOf::read(a)?;
     relation.columns("process_distance", &["src", "dst"])?;
     let out = a.schema();
     let s = out.clone();
@@ -474,16 +495,13 @@ fn process_distance(a: &Args) -> Result<Arc<dyn TableProvider>> {
 }
 
 /// The cut: `threshold => t` for the paper's fixed rule, else the modularity rule.
-fn cut_arg(a: &Args<'_>) -> Result<Cut> {
-    Ok(match a.given(THRESHOLD.name) {
-        true => Cut::Threshold(a.float(THRESHOLD.name)?),
-        false => Cut::Modularity,
-    })
+fn cut_of(threshold: Option<f64>) -> Cut {
+    threshold.map_or(Cut::Modularity, Cut::Threshold)
 }
 
 fn process_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
-    let cut = cut_arg(a)?;
+    let CutArgs { rel: relation, threshold } = CutArgs::read(a)?;
+    let cut = cut_of(threshold);
     relation.columns("process_regions", &["src", "dst"])?;
     let out = a.schema();
     let s = out.clone();
@@ -505,7 +523,7 @@ fn process_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
 }
 
 fn process_dendrogram(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
+    let RegionsOf { rel: relation } = RegionsOf::read(a)?;
     relation.columns("process_dendrogram", &["src", "dst"])?;
     let out = a.schema();
     let s = out.clone();
@@ -524,9 +542,9 @@ fn process_dendrogram(a: &Args) -> Result<Arc<dyn TableProvider>> {
 }
 
 fn region_graph(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
-    let cut = cut_arg(a)?;
-    let (baseline, extra) = Baseline::plan(a, a.session, &relation)?;
+    let RegionGraphArgs { rel: relation, threshold, baseline } = RegionGraphArgs::read(a)?;
+    let cut = cut_of(threshold);
+    let (baseline, extra) = Baseline::plan(a.function, &baseline, a.session, &relation)?;
     let idx = relation.columns("region_graph", &["src", "dst", "bytes"])?;
     let message_idx = MessageIndices::find("region_graph", &relation)?;
     let out = a.schema();

@@ -23,12 +23,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::latency::MESSAGES;
 use crate::params::{Param, ParamDefault, Type, param};
+use crate::relation::Relation;
 use commdb_catalog::fast_hash::FastMap;
 
 /// Held while METIS partitions (its random state is the process's).
@@ -374,11 +375,19 @@ struct Call {
     nodes: Option<(usize, usize)>,
 }
 
-fn remap_call(a: &Args) -> Result<(crate::relation::Relation, Call)> {
+arguments! {
+    /// The arguments of both remapping functions (REMAP_PARAMS).
+    struct RemapArgs(REMAP_SUGGESTION, REMAP_SUMMARY) {
+        rel: Relation,
+        ranks_per_node: Option<usize>,
+        weight: String,
+    }
+}
+
+fn remap_call(a: &Args) -> Result<(Relation, Call)> {
     let function = a.function;
-    let cap = a.opt_int("ranks_per_node")?.map(|c| c as usize);
-    let rel = a.relation("rel")?;
-    let weight = match a.text("weight")?.as_str() {
+    let RemapArgs { rel, ranks_per_node: cap, weight } = RemapArgs::read(a)?;
+    let weight = match weight.as_str() {
         "bytes" => Weight::Bytes,
         _ => Weight::Messages,
     };

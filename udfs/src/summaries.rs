@@ -19,7 +19,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::{Compute, Derived, Spread};
@@ -27,6 +27,7 @@ use crate::latency::MESSAGES;
 use crate::params::{ParamDefault, Type, param};
 use crate::plan::Work;
 use crate::profile::CALLS;
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 pub const COMM_MATRIX: Function = Function {
@@ -161,10 +162,16 @@ fn int(name: &str) -> Field {
     Field::new(name, DataType::Int64, false)
 }
 
+arguments! {
+    struct CommMatrixArgs(COMM_MATRIX) {
+        rel: Relation,
+        by: String,
+        value: String,
+    }
+}
+
 fn comm_matrix(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let by = a.text("by")?;
-    let value = a.text("value")?;
+    let CommMatrixArgs { rel, by, value } = CommMatrixArgs::read(a)?;
     let ends = if by == "rank" { ["src", "dst"] } else { ["src_node", "dst_node"] };
     let idx = rel.columns(a.function, &[ends[0], ends[1], "bytes", "duration"])?;
     let end_type = if by == "rank" { DataType::Int64 } else { DataType::Utf8 };
@@ -348,9 +355,15 @@ fn size_class(bytes: i64, equal: Option<(i64, i64)>) -> (i64, i64, i64) {
     }
 }
 
+arguments! {
+    struct HistogramArgs(MESSAGE_HISTOGRAM) {
+        rel: Relation,
+        bins: Option<i64>,
+    }
+}
+
 fn message_histogram(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let bins = a.opt_int("bins")?;
+    let HistogramArgs { rel, bins } = HistogramArgs::read(a)?;
     if bins.is_some_and(|b| b > 100_000) {
         return plan_err!("message_histogram: bins must be at most 100000, got {}", bins.unwrap_or(0));
     }
@@ -481,9 +494,15 @@ impl Mapper for HistogramFold {
     }
 }
 
+arguments! {
+    struct ImbalanceArgs(LOAD_IMBALANCE) {
+        rel: Relation,
+        metric: String,
+    }
+}
+
 fn load_imbalance(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let metric = a.text("metric")?;
+    let ImbalanceArgs { rel, metric } = ImbalanceArgs::read(a)?;
     let idx = rel.columns(a.function, &["rank", "region", metric.as_str(), "thread", "start_ts", "end_ts"])?;
     let out = a.schema();
     let bounds = crate::relation::bounds_of(

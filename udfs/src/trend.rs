@@ -36,11 +36,12 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, float64, int64, list_float64, list_int64, text};
 use crate::derived::Derived;
-use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
 use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 pub const LATENCY_TREND: Function = Function {
@@ -274,16 +275,21 @@ fn output_schema() -> SchemaRef {
     LATENCY_TREND.schema()
 }
 
+arguments! {
+    struct TrendArgs(LATENCY_TREND) {
+        rel: Relation,
+        bin_ns: Option<i64>,
+        window: usize,
+        growth_rise: f64,
+        high_level: f64,
+        ..baseline: BaselineArgs,
+    }
+}
+
 fn latency_trend(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let bin_ns = a.opt_ns("bin_ns")?.unwrap_or(0);
-    let rel = a.relation("rel")?;
-    let params = TrendParams {
-        bin_ns,
-        window: usize::try_from(a.int("window")?).unwrap_or(usize::MAX),
-        growth_rise: a.float("growth_rise")?,
-        high_level: a.float("high_level")?,
-    };
-    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let TrendArgs { rel, bin_ns, window, growth_rise, high_level, baseline } = TrendArgs::read(a)?;
+    let params = TrendParams { bin_ns: bin_ns.unwrap_or(0), window, growth_rise, high_level };
+    let (baseline, extra) = Baseline::plan(a.function, &baseline, a.session, &rel)?;
     let found = MessageIndices::find("latency_trend", &rel)?;
     if !found.has_send_ts() {
         return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);

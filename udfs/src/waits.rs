@@ -54,13 +54,14 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, col, int64, text};
 use crate::derived::Derived;
 use crate::latency::MESSAGES;
 use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
+use crate::relation::Relation;
 use crate::stream::{Folder, Mapper, StartFold};
 
 pub const WAIT_STATES: Function = Function {
@@ -607,27 +608,34 @@ impl Mapper for WaitPaths {
 /// trace `rel` reads, or the default `calls`; None when there is none (path is then NULL,
 /// and a notice says so).
 fn calls_for(
-    a: &Args,
+    given: Option<Relation>,
     session: &dyn datafusion::catalog::Session,
-    rel: &crate::relation::Relation,
-) -> Result<Option<crate::relation::Relation>> {
-    if a.given("calls") {
-        return a.relation("calls").map(Some);
+    rel: &Relation,
+) -> Result<Option<Relation>> {
+    if given.is_some() {
+        return Ok(given);
     }
     if let Some(schema) = crate::relation::trace_schema(session, rel)
         && let Ok(calls) = crate::relation::trace_table(session, "wait_states", &schema, "calls")
     {
         return Ok(Some(calls));
     }
-    Ok(a.relation("calls").ok())
+    Ok(crate::relation::resolve(session, "wait_states", "calls").ok())
+}
+
+arguments! {
+    struct WaitArgs(WAIT_STATES) {
+        rel: Relation,
+        collectives: Relation,
+        calls: Option<Relation>,
+    }
 }
 
 fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let colls = a.relation("collectives")?;
+    let WaitArgs { rel, collectives: colls, calls } = WaitArgs::read(a)?;
     let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
     let ci = collective_columns(&colls, "wait_states")?;
-    let calls = calls_for(a, a.session, &rel)?;
+    let calls = calls_for(calls, a.session, &rel)?;
     let out = output_schema();
     let notices = a.session.config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
     let calls = match calls {

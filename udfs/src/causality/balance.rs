@@ -14,10 +14,11 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
 use super::Messages;
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::derived::Derived;
 use crate::latency::MESSAGES;
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 pub const LOAD_BALANCE: Function = Function {
@@ -93,8 +94,14 @@ impl Mapper for Loads {
     }
 }
 
+arguments! {
+    struct BalanceArgs(LOAD_BALANCE) {
+        rel: Relation,
+    }
+}
+
 fn plan_load_balance(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
+    let BalanceArgs { rel } = BalanceArgs::read(a)?;
     let idx = rel.columns("load_balance", &super::vector_clock::MESSAGE_COLUMNS)?;
     let out = a.schema();
     let s: SchemaRef = out.clone();

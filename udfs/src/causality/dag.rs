@@ -32,11 +32,11 @@ use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::halves::{Groups, Half, Halves};
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::int64_column;
 use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::derived::Derived;
-use crate::latency::{Baseline, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
+use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
 use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
@@ -508,8 +508,21 @@ impl Mapper for DagSweep {
     }
 }
 
+arguments! {
+    struct NodesArgs(DAG_NODES) {
+        rel: Relation,
+    }
+}
+
+arguments! {
+    struct EdgesArgs(DAG_EDGES) {
+        rel: Relation,
+        ..baseline: BaselineArgs,
+    }
+}
+
 fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
+    let NodesArgs { rel } = NodesArgs::read(a)?;
     let (read, input) = DagInput::find("dag_nodes", &rel)?.projected();
     let out = a.schema();
     let s = out.clone();
@@ -522,8 +535,8 @@ fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
 }
 
 fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
-    let (baseline, extra) = Baseline::plan(a, a.session, &rel)?;
+    let EdgesArgs { rel, baseline } = EdgesArgs::read(a)?;
+    let (baseline, extra) = Baseline::plan(a.function, &baseline, a.session, &rel)?;
     let found = DagInput::find("dag_edges", &rel)?;
     let extra = baseline.streamed_input(&rel, &found.latency, extra);
     let (read, input) = found.projected();

@@ -24,7 +24,7 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::{Kind, Messages, Participations, Timeline};
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, int64, text};
 use crate::derived::Derived;
 use crate::latency::MESSAGES;
@@ -179,16 +179,17 @@ fn output_schema() -> SchemaRef {
     VECTOR_CLOCKS.schema()
 }
 
-/// The relation arguments: messages, and collectives when named.
-pub fn relations(a: &Args<'_>) -> Result<(Relation, Option<Relation>)> {
-    let rel = a.relation("rel")?;
-    let colls = a.opt_relation("collectives")?;
-    Ok((rel, colls))
+arguments! {
+    struct ClockArgs(VECTOR_CLOCKS) {
+        rel: Relation,
+        collectives: Option<Relation>,
+        max_cells: i64,
+    }
 }
 
 fn plan_vector_clocks(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let (rel, colls) = relations(a)?;
-    let max_cells = a.int("max_cells")?.min(i64::from(i32::MAX));
+    let ClockArgs { rel, collectives: colls, max_cells } = ClockArgs::read(a)?;
+    let max_cells = max_cells.min(i64::from(i32::MAX));
     let idx = rel.columns("vector_clocks", &MESSAGE_COLUMNS)?;
     let mut inputs = vec![(rel, Some(idx))];
     if let Some(c) = colls {

@@ -35,12 +35,13 @@ use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use histogram::{Histogram, Scheme};
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::int64_column;
 use crate::declare::{Function, Make, Output, col, int64, text};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
 use crate::profile::CALLS;
+use crate::relation::Relation;
 use crate::replay::MpiCalls;
 use crate::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
@@ -254,8 +255,14 @@ impl Mapper for Deltas {
     }
 }
 
+arguments! {
+    struct DeltasArgs(COMPUTE_DELTAS) {
+        rel: Relation,
+    }
+}
+
 fn compute_deltas(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let rel = a.relation("rel")?;
+    let DeltasArgs { rel } = DeltasArgs::read(a)?;
     let mut idx = rel.columns("compute_deltas", &CALL_COLUMNS)?;
     let schema = rel.schema();
     let mut extra = |name: &str| {

@@ -17,9 +17,9 @@ use datafusion::catalog::Session;
 use datafusion::common::exec_err;
 
 use super::*;
-use crate::args::Args;
+use crate::args::{Args, FromArg, Group};
 use crate::columns::{int64_column, text_column};
-use crate::params::CRITERIA;
+use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::relation::{Projected, Relation, trace_schema, trace_table};
 use commdb_catalog::fast_hash::FastMap;
 
@@ -65,13 +65,32 @@ fn remembered(table: &Weak<dyn TableProvider>, params: &Params) -> Option<Arc<Cr
     known.iter().find(|(k, p, _)| Weak::ptr_eq(k, table) && p == params).map(|(_, _, t)| t.clone())
 }
 
+/// The arguments of a function that measures latency against criteria: how to learn them
+/// (bucket_bytes, max_samples, min_messages) or a table of them (criteria).
+#[derive(Debug, Clone)]
+pub struct BaselineArgs {
+    pub params: Params,
+    pub criteria: Option<Relation>,
+}
+
+impl Group for BaselineArgs {
+    const NAMES: &'static [&'static str] = &[BUCKET_BYTES.name, MAX_SAMPLES.name, MIN_MESSAGES.name, CRITERIA.name];
+
+    fn read(a: &Args) -> Result<Self> {
+        Ok(BaselineArgs { params: Params::read(a)?, criteria: Option::<Relation>::from_arg(a, CRITERIA.name)? })
+    }
+}
+
 impl Baseline {
-    /// Decide the baseline of `function` reading `relation`, from its arguments
-    /// bucket_bytes, max_samples, min_messages and criteria. Returns it with the extra input
-    /// its computation reads, if any.
-    pub fn plan(args: &Args<'_>, session: &dyn Session, relation: &Relation) -> Result<(Baseline, Option<Projected>)> {
-        let params = Params::from_args(args)?;
-        let function = args.function;
+    /// Decide the baseline of `function` reading `relation`, from its arguments (`args`).
+    /// Returns it with the extra input its computation reads, if any.
+    pub fn plan(
+        function: &'static str,
+        args: &BaselineArgs,
+        session: &dyn Session,
+        relation: &Relation,
+    ) -> Result<(Baseline, Option<Projected>)> {
+        let params = args.params;
         let notices = session.config().get_extension::<Notices>().map(|n| (*n).clone());
         let baseline = |source: Source, params: Params, described: String| Baseline {
             source,
@@ -80,11 +99,11 @@ impl Baseline {
             function,
             notices: notices.clone(),
         };
-        if let Some(given) = args.opt_relation(CRITERIA.name)? {
+        if let Some(given) = &args.criteria {
             let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
             let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
             let described = format!("criteria from '{}'", given.reference);
-            return Ok((baseline(source, params, described), Some((given, Some(idx)))));
+            return Ok((baseline(source, params, described), Some((given.clone(), Some(idx)))));
         }
         let Some(schema) = trace_schema(session, relation) else {
             let described =

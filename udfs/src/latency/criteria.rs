@@ -10,7 +10,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::Args;
+use crate::args::{Args, FromArg, Group};
 use crate::columns::{bool_column, int64_column, text_column};
 use crate::derived::Derived;
 use crate::params::{BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES};
@@ -42,13 +42,15 @@ impl Default for Params {
     }
 }
 
-impl Params {
-    /// Read bucket_bytes, max_samples, min_messages from argument positions `first..`.
-    pub fn from_args(args: &Args<'_>) -> Result<Self> {
+/// Read from the arguments bucket_bytes, max_samples and min_messages.
+impl Group for Params {
+    const NAMES: &'static [&'static str] = &[BUCKET_BYTES.name, MAX_SAMPLES.name, MIN_MESSAGES.name];
+
+    fn read(a: &Args) -> Result<Self> {
         Ok(Params {
-            bucket_bytes: args.int(BUCKET_BYTES.name)?,
-            max_samples: args.int(MAX_SAMPLES.name)? as usize,
-            min_messages: args.int(MIN_MESSAGES.name)? as usize,
+            bucket_bytes: i64::from_arg(a, BUCKET_BYTES.name)?,
+            max_samples: usize::from_arg(a, MAX_SAMPLES.name)?,
+            min_messages: usize::from_arg(a, MIN_MESSAGES.name)?,
         })
     }
 }

@@ -28,7 +28,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, Param, ParamDefault, Type, param};
@@ -88,17 +88,30 @@ pub fn with_baseline(relation: Relation, projection: Option<Vec<usize>>, extra: 
     inputs
 }
 
+arguments! {
+    struct CriteriaArgs(LATENCY_CRITERIA) {
+        rel: Relation,
+        ..params: Params,
+    }
+}
+
+arguments! {
+    struct LatencyArgs(MESSAGE_LATENCY) {
+        rel: Relation,
+        ..baseline: BaselineArgs,
+    }
+}
+
 fn latency_criteria(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
-    let params = Params::from_args(a)?;
+    let CriteriaArgs { rel: relation, params } = CriteriaArgs::read(a)?;
     // Only the columns the criteria need are read.
     let (projection, indices) = MessageIndices::find("latency_criteria", &relation)?.projected();
     Ok(criteria_of(relation, projection, indices, params).0.provider)
 }
 
 fn message_latency(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let relation = a.relation("rel")?;
-    let (baseline, extra) = Baseline::plan(a, a.session, &relation)?;
+    let LatencyArgs { rel: relation, baseline } = LatencyArgs::read(a)?;
+    let (baseline, extra) = Baseline::plan(a.function, &baseline, a.session, &relation)?;
     let indices = MessageIndices::find("message_latency", &relation)?;
     let input = relation.schema();
     for name in ["criterion_ns", "latency", "delayed"] {

@@ -11,7 +11,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
@@ -165,13 +165,21 @@ fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &
     out
 }
 
+arguments! {
+    struct LodCallsArgs(LOD_CALLS) {
+        rel: Relation,
+        per: String,
+        ..grid: LodParams,
+    }
+}
+
 fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let p = LodParams::parse(a)?;
-    let relation: Relation = a.relation("rel")?;
+    let LodCallsArgs { rel: relation, per, grid: p } = LodCallsArgs::read(a)?;
+    let per_rank = per == "rank";
     let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let (span, span_read) = span_input(a.session, "lod_calls", &relation, &p)?;
     let out = a.schema();
-    let make = CallSlots::maker(p, out.clone());
+    let make = CallSlots::maker(p, per_rank, out.clone());
     let mut inputs = vec![(relation, Some(idx))];
     inputs.extend(span_read);
     // With the span known before the calls are read (given, or the trace's), they stream a
@@ -230,15 +238,11 @@ struct CallSlots {
 type MakeCallSlots = Arc<dyn Fn(Option<i64>, Option<i64>) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
 impl CallSlots {
-    fn maker(p: LodParams, schema: SchemaRef) -> MakeCallSlots {
+    fn maker(p: LodParams, per_rank: bool, schema: SchemaRef) -> MakeCallSlots {
         Arc::new(move |lo, hi| {
             let grid = p.grid("lod_calls", lo, hi)?;
-            let slots = CallSlots {
-                grid,
-                per_rank: p.per_rank,
-                names: crate::call_sweep::Names::default(),
-                schema: schema.clone(),
-            };
+            let slots =
+                CallSlots { grid, per_rank, names: crate::call_sweep::Names::default(), schema: schema.clone() };
             Ok(Box::new(slots) as Box<dyn Mapper>)
         })
     }

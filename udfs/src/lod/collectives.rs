@@ -8,12 +8,13 @@ use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, Strin
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
 use crate::plan::ComputeMany;
+use crate::relation::Relation;
 
 use super::grid::*;
 use super::{PIXELS, RESOLUTION, T0, T1};
@@ -44,9 +45,15 @@ type Instances = BTreeMap<(i64, i64), (i64, i64, BTreeSet<String>, BTreeSet<i64>
 /// Per (comm, first slot): operations, instances, summed duration, ranks.
 type CollectiveGroups = BTreeMap<(i64, i64), (BTreeSet<String>, i64, f64, BTreeSet<i64>)>;
 
+arguments! {
+    struct LodCollectivesArgs(LOD_COLLECTIVES) {
+        rel: Relation,
+        ..grid: LodParams,
+    }
+}
+
 fn lod_collectives(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let p = LodParams::parse(a)?;
-    let relation = a.relation("rel")?;
+    let LodCollectivesArgs { rel: relation, grid: p } = LodCollectivesArgs::read(a)?;
     let idx = relation.columns("lod_collectives", &["comm", "instance", "op", "rank", "begin_ts", "end_ts"])?;
     let out = a.schema();
     let s = out.clone();

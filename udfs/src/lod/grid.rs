@@ -11,7 +11,7 @@ use datafusion::error::Result;
 
 use super::resolution;
 
-use crate::args::Args;
+use crate::args::{Args, FromArg, Group};
 use crate::relation::Relation;
 
 /// Where a lod function's default span comes from.
@@ -96,27 +96,22 @@ impl Grid {
 /// The largest time or resolution (ns, about 73 years) the slot grid accepts.
 pub(crate) const MAX_TIME: i64 = 1 << 61;
 
-/// Arguments shared by the lod table functions.
+/// The arguments of the slot grid, shared by the lod table functions: resolution_ns, t0,
+/// t1, pixels.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct LodParams {
+pub struct LodParams {
     pub(crate) res: Option<i64>,
     pub(crate) t0: Option<i64>,
     pub(crate) t1: Option<i64>,
     pub(crate) pixels: Option<i64>,
-    /// lod_calls: one representative per rank (all its threads) instead of per thread.
-    pub(crate) per_rank: bool,
 }
 
-impl LodParams {
-    pub(crate) fn parse(a: &Args<'_>) -> Result<Self> {
-        let per_rank = a.declares("per") && a.text("per")? == "rank";
-        let p = LodParams {
-            res: a.opt_ns("resolution_ns")?,
-            t0: a.opt_ns("t0")?,
-            t1: a.opt_ns("t1")?,
-            pixels: a.opt_int("pixels")?,
-            per_rank,
-        };
+impl Group for LodParams {
+    const NAMES: &'static [&'static str] = &["resolution_ns", "t0", "t1", "pixels"];
+
+    fn read(a: &Args) -> Result<Self> {
+        let read = |name| Option::<i64>::from_arg(a, name);
+        let p = LodParams { res: read("resolution_ns")?, t0: read("t0")?, t1: read("t1")?, pixels: read("pixels")? };
         // Slot arithmetic (t - t0, t + resolution) stays within 64 bits.
         for (name, v) in [("resolution_ns", p.res), ("t0", p.t0), ("t1", p.t1)] {
             if let Some(v) = v
@@ -135,7 +130,9 @@ impl LodParams {
         }
         Ok(p)
     }
+}
 
+impl LodParams {
     /// The grid, filling t0/t1 from the data's span [lo, hi].
     pub(crate) fn grid(&self, function: &str, lo: Option<i64>, hi: Option<i64>) -> Result<Option<Grid>> {
         let t0 = self.t0.or(lo);

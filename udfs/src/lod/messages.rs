@@ -11,12 +11,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::columns::{column, int64_column};
 use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
 use crate::plan::ComputeMany;
+use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
 
 use super::grid::*;
@@ -210,9 +211,15 @@ impl MessageOut {
     }
 }
 
+arguments! {
+    struct LodMessagesArgs(LOD_MESSAGES) {
+        rel: Relation,
+        ..grid: LodParams,
+    }
+}
+
 fn lod_messages(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let p = LodParams::parse(a)?;
-    let relation = a.relation("rel")?;
+    let LodMessagesArgs { rel: relation, grid: p } = LodMessagesArgs::read(a)?;
     let mut idx = relation.columns("lod_messages", &["src", "dst", "bytes", "send_ts", "recv_ts", "duration"])?;
     let latency = relation.schema().index_of("latency").ok();
     if let Some(l) = latency {

@@ -55,12 +55,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use datafusion::execution::memory_pool::MemoryPool;
 
-use crate::args::Args;
+use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Main;
 use crate::relation::Projected;
+use crate::relation::Relation;
 use crate::stream::StartFold;
 use sweep::Answer;
 
@@ -123,12 +124,19 @@ struct Inputs {
     pool: Arc<dyn MemoryPool>,
 }
 
+arguments! {
+    /// The arguments of both replays (REPLAY_PARAMS).
+    struct ReplayArgs(IDEAL_REPLAY, TRANSFER_EFFICIENCY) {
+        rel: Relation,
+        eager_limit: i64,
+        messages: Relation,
+        collectives: Relation,
+    }
+}
+
 fn inputs(a: &Args) -> Result<(Inputs, Vec<Projected>)> {
     let function = a.function;
-    let calls = a.relation("rel")?;
-    let eager_limit = a.int("eager_limit")?;
-    let messages = a.relation("messages")?;
-    let colls = a.relation("collectives")?;
+    let ReplayArgs { rel: calls, eager_limit, messages, collectives: colls } = ReplayArgs::read(a)?;
     let ci = calls.columns(function, &CALL_COLUMNS)?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let ki = colls.columns(function, &COLLECTIVE_COLUMNS)?;

@@ -2,7 +2,8 @@
 //! checked against its parameter's declared type (crate::params); an omitted or NULL one is
 //! its declared default; a text given where a relation-reading function declares a number
 //! gets an error that names the fix (`rel => '...'`). Relations are resolved in the call's
-//! session (crate::relation).
+//! session (crate::relation). A function reads its arguments once, into the struct that
+//! `arguments!` declares with its parameters' names (`typed`).
 
 use std::fmt;
 use std::sync::Arc;
@@ -17,6 +18,10 @@ use datafusion::logical_expr::Expr;
 
 use crate::params::{Param, ParamDefault, Type};
 use crate::relation::{Relation, resolve};
+
+mod typed;
+pub(crate) use typed::arguments;
+pub use typed::{FromArg, Group, check_fields};
 
 /// The arguments of a call, read by their declared names: each given literal has been
 /// checked against its parameter's declared type when the call was planned, and an omitted
@@ -89,6 +94,11 @@ impl<'a> Args<'a> {
         }
     }
 
+    /// The declaration of parameter `name`.
+    pub(crate) fn declared(&self, name: &str) -> Result<&'static Param> {
+        Ok(self.get(name)?.0)
+    }
+
     /// The declared parameter `name`, with its position.
     fn param(&self, name: &str) -> Option<(usize, &'static Param)> {
         self.params.iter().enumerate().find(|(_, p)| p.name == name)
@@ -99,18 +109,8 @@ impl<'a> Args<'a> {
         Arc::new(Schema::new(self.columns.iter().map(ColumnDoc::field).collect::<Vec<_>>()))
     }
 
-    /// Whether the function declares a parameter `name`.
-    pub fn declares(&self, name: &str) -> bool {
-        self.param(name).is_some()
-    }
-
-    /// Whether argument `name` was given (and is not NULL).
-    pub fn given(&self, name: &str) -> bool {
-        matches!(self.get(name), Ok((_, Some(_))))
-    }
-
     /// The relation named by argument `name`, or its declared default.
-    pub fn relation(&self, name: &str) -> Result<Relation> {
+    fn relation(&self, name: &str) -> Result<Relation> {
         match self.opt_relation(name)? {
             Some(r) => Ok(r),
             None => match self.get(name)?.0.default {
@@ -121,7 +121,7 @@ impl<'a> Args<'a> {
     }
 
     /// The relation named by argument `name`: None when omitted or NULL.
-    pub fn opt_relation(&self, name: &str) -> Result<Option<Relation>> {
+    fn opt_relation(&self, name: &str) -> Result<Option<Relation>> {
         match self.get(name)?.1 {
             None => Ok(None),
             Some(v) => {
@@ -138,7 +138,7 @@ impl<'a> Args<'a> {
     }
 
     /// Text argument `name` (a choice comes back as the declared word), or its default.
-    pub fn text(&self, name: &str) -> Result<String> {
+    fn text(&self, name: &str) -> Result<String> {
         match (self.opt_text(name)?, self.get(name)?.0.default) {
             (Some(t), _) => Ok(t),
             (None, ParamDefault::Text(t)) => Ok(t.to_string()),
@@ -147,7 +147,7 @@ impl<'a> Args<'a> {
     }
 
     /// Text argument `name`: None when omitted or NULL.
-    pub fn opt_text(&self, name: &str) -> Result<Option<String>> {
+    fn opt_text(&self, name: &str) -> Result<Option<String>> {
         let (p, v) = self.get(name)?;
         let Some(t) = v.as_ref().and_then(text_of) else { return Ok(None) };
         Ok(Some(match p.ty {
@@ -158,7 +158,7 @@ impl<'a> Args<'a> {
 
     /// Time argument `name` in nanoseconds (an integer or a duration such as '2ms'): None
     /// when omitted or NULL.
-    pub fn opt_ns(&self, name: &str) -> Result<Option<i64>> {
+    fn opt_ns(&self, name: &str) -> Result<Option<i64>> {
         let (_, v) = self.get(name)?;
         Ok(v.map(|v| match text_of(&v) {
             Some(t) => duration_ns(&t).unwrap_or_default(),
@@ -166,28 +166,23 @@ impl<'a> Args<'a> {
         }))
     }
 
-    /// Integer argument `name`, or its declared default.
-    pub fn int(&self, name: &str) -> Result<i64> {
-        match (self.opt_int(name)?, self.get(name)?.0.default) {
-            (Some(v), _) => Ok(v),
-            (None, ParamDefault::Integer(d)) => Ok(d),
-            _ => internal_err!("{}: {name} has no default integer", self.function),
-        }
-    }
-
     /// Integer argument `name`: None when omitted or NULL.
-    pub fn opt_int(&self, name: &str) -> Result<Option<i64>> {
+    fn opt_int(&self, name: &str) -> Result<Option<i64>> {
         Ok(self.get(name)?.1.as_ref().and_then(whole))
     }
 
     /// Number argument `name`, or its declared default.
-    pub fn float(&self, name: &str) -> Result<f64> {
-        let (p, v) = self.get(name)?;
-        match (v.as_ref().and_then(number), p.default) {
+    fn float(&self, name: &str) -> Result<f64> {
+        match (self.opt_float(name)?, self.get(name)?.0.default) {
             (Some(x), _) => Ok(x),
             (None, ParamDefault::Number(d)) => Ok(d),
             _ => internal_err!("{}: {name} has no default number", self.function),
         }
+    }
+
+    /// Number argument `name`: None when omitted or NULL.
+    fn opt_float(&self, name: &str) -> Result<Option<f64>> {
+        Ok(self.get(name)?.1.as_ref().and_then(number))
     }
 }
 
