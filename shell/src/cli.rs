@@ -230,6 +230,10 @@ pub struct GenerateArgs {
     /// RANKS:FACTOR — more compute and messages on those ranks (e.g. 0-3,7:2).
     #[arg(long, value_name = "RANKS:FACTOR")]
     pub imbalance: Option<String>,
+    /// RANKS:FACTOR:ITERATION — those ranks compute FACTOR x longer from that iteration
+    /// (counted from 0) on (e.g. 5:2:40).
+    #[arg(long, value_name = "RANKS:FACTOR:ITERATION")]
+    pub slow_rank: Option<String>,
     /// Skew and drift the ranks' clocks and record sync samples at start and end.
     #[arg(long)]
     pub clock_skew: bool,

@@ -44,6 +44,8 @@ fn call(name: &str) -> String {
         "read_parquet" => format!("read_parquet('{}')", parquet_file().display()),
         "read_swf" | "swf_header" => format!("{name}('{}')", data.join("small.swf").display()),
         "lod_calls" | "lod_messages" | "lod_collectives" => format!("{name}(pixels => 100)"),
+        "compare_runs" => "compare_runs(a => 'generated', b => 'generated', by => 'rank')".to_string(),
+        "scaling" => "scaling(runs => 'generated,generated')".to_string(),
         _ => format!("{name}()"),
     }
 }

@@ -16,6 +16,7 @@ pub mod call_sweep;
 pub mod causality;
 pub mod clock;
 pub mod columns;
+pub mod compare;
 pub mod counters;
 pub mod critical;
 pub mod declare;
@@ -24,6 +25,7 @@ pub mod deltas;
 pub mod derived;
 pub mod diagnosis;
 pub mod files;
+pub mod iterations;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
@@ -90,6 +92,10 @@ const FUNCTIONS: &[&Function] = &[
     &critical::CRITICAL_PATH,
     &critical::CRITICAL_PATH_PROFILE,
     &delays::DELAY_COSTS,
+    &iterations::ITERATIONS,
+    &iterations::profile::ITERATION_PROFILE,
+    &compare::COMPARE_RUNS,
+    &compare::scaling::SCALING,
     &lod::LOD_RESOLUTION,
     &lod::LOD_CALLS,
     &lod::LOD_MESSAGES,

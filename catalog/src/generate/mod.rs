@@ -64,6 +64,15 @@ pub struct Imbalance {
     pub factor: f64,
 }
 
+/// Ranks whose compute takes `factor` x longer from iteration `from_iteration` (counted from 0)
+/// on: a change that starts during the run, as after a node's thermal throttling.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowRanks {
+    pub ranks: Vec<i32>,
+    pub factor: f64,
+    pub from_iteration: u32,
+}
+
 /// Everything that determines a generated trace.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GeneratorConfig {
@@ -84,6 +93,9 @@ pub struct GeneratorConfig {
     #[serde(default)]
     pub latency_ramp: Option<Background>,
     pub imbalance: Option<Imbalance>,
+    /// Ranks that compute slower from an iteration on.
+    #[serde(default)]
+    pub slow_ranks: Option<SlowRanks>,
     pub clock_skew: bool,
     /// Sync sessions during the run, besides the ones at start and end (with clock_skew).
     pub sync_sessions: u32,
@@ -118,6 +130,7 @@ impl Default for GeneratorConfig {
             background_traffic: None,
             latency_ramp: None,
             imbalance: None,
+            slow_ranks: None,
             clock_skew: false,
             sync_sessions: 0,
             start_wallclock_ns: Some(DEFAULT_START_NS),
@@ -152,6 +165,11 @@ pub struct GroundTruth {
     /// an absolute start only).
     #[serde(default)]
     pub jobs: Option<jobs::JobsTruth>,
+    /// Each rank's iterations, (start, end) in its local clock: from the end of the collective
+    /// before (the barrier after MPI_Init for the first) to the end of the iteration's
+    /// MPI_Allreduce. Not written to ground_truth.json (ranks x iterations pairs).
+    #[serde(skip)]
+    pub iterations: Vec<Vec<(i64, i64)>>,
 }
 
 impl GroundTruth {
@@ -188,6 +206,21 @@ impl GeneratorConfig {
                 return bad(format!("{name} needs T0 < T1 and FACTOR > 0, got {}:{}:{}", b.from_ns, b.to_ns, b.factor));
             }
         }
+        if let Some(s) = &self.slow_ranks {
+            if let Some(r) = s.ranks.iter().find(|r| **r < 0 || **r >= self.ranks) {
+                return bad(format!("slow-rank names rank {r}, but ranks are 0..{}", self.ranks - 1));
+            }
+            if !(0.01..=1000.0).contains(&s.factor) {
+                return bad(format!("slow-rank FACTOR must be between 0.01 and 1000, got {}", s.factor));
+            }
+            if s.from_iteration >= self.iterations {
+                return bad(format!(
+                    "slow-rank starts at iteration {}, but the run has iterations 0..{}",
+                    s.from_iteration,
+                    self.iterations.saturating_sub(1)
+                ));
+            }
+        }
         if let Some(im) = &self.imbalance {
             if let Some(r) = im.ranks.iter().find(|r| **r < 0 || **r >= self.ranks) {
                 return bad(format!("imbalance names rank {r}, but ranks are 0..{}", self.ranks - 1));
@@ -202,6 +235,7 @@ impl GeneratorConfig {
     /// Parse `key=value,...` as in `generate:ranks=64,pattern=ring,bad-mapping`.
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
     /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
+    /// slow-rank=RANKS:FACTOR:ITERATION,
     /// clock-skew, sync-sessions,
     /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
@@ -259,10 +293,11 @@ impl GeneratorConfig {
             "background-traffic" => self.background_traffic = Some(parse_background(value)?),
             "latency-ramp" => self.latency_ramp = Some(parse_background(value)?),
             "imbalance" => self.imbalance = Some(parse_imbalance(value)?),
+            "slow-rank" => self.slow_ranks = Some(parse_slow_ranks(value)?),
             "start" => self.start_wallclock_ns = parse_start(value)?,
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute"
                 )));
             }
         }
@@ -328,6 +363,17 @@ pub fn parse_imbalance(text: &str) -> Result<Imbalance> {
         .parse()
         .map_err(|_| Error::argument(format!("imbalance '{text}': FACTOR '{factor}' is not a number")))?;
     Ok(Imbalance { ranks: parse_rank_list(ranks)?, factor })
+}
+
+/// `RANKS:FACTOR:ITERATION` with RANKS like `0-3,7`: those ranks compute FACTOR x longer from
+/// iteration ITERATION (counted from 0) on.
+pub fn parse_slow_ranks(text: &str) -> Result<SlowRanks> {
+    let bad = || Error::argument(format!("slow-rank '{text}': expected RANKS:FACTOR:ITERATION, e.g. 5:2:40"));
+    let mut parts = text.rsplitn(3, ':');
+    let (Some(from), Some(factor), Some(ranks)) = (parts.next(), parts.next(), parts.next()) else { return Err(bad()) };
+    let factor: f64 = factor.trim().parse().map_err(|_| bad())?;
+    let from_iteration: u32 = from.trim().parse().map_err(|_| bad())?;
+    Ok(SlowRanks { ranks: parse_rank_list(ranks)?, factor, from_iteration })
 }
 
 /// `0-3,7` -> [0, 1, 2, 3, 7].
@@ -451,6 +497,11 @@ mod tests {
         assert!(GeneratorConfig::parse_spec("ranks=0").is_err());
         assert!(GeneratorConfig::parse_spec("colour=red").is_err());
         assert!(GeneratorConfig::parse_spec("imbalance=9:2,ranks=4").is_err());
+        let slow = GeneratorConfig::parse_spec("ranks=8,slow-rank=1-2,5:2:40").unwrap().slow_ranks.unwrap();
+        assert_eq!((slow.ranks, slow.factor, slow.from_iteration), (vec![1, 2, 5], 2.0, 40));
+        let late = GeneratorConfig::parse_spec("iterations=10,slow-rank=1:2:10").unwrap_err().to_string();
+        assert!(late.contains("slow-rank starts at iteration 10, but the run has iterations 0..9"), "{late}");
+        assert!(GeneratorConfig::parse_spec("slow-rank=1:2").is_err());
         assert_eq!(GeneratorConfig::parse_spec("ranks=4").unwrap().start_wallclock_ns, Some(DEFAULT_START_NS));
         let c = GeneratorConfig::parse_spec("start=2026-03-02T08:00:00Z").unwrap();
         assert_eq!(c.start_wallclock_ns, Some(DEFAULT_START_NS));

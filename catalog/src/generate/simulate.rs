@@ -110,7 +110,12 @@ impl Sim<'_> {
 
     fn compute(&mut self, r: usize, scale: f64) {
         let noise = 1.0 + 0.1 * symmetric(self.cfg.seed, streams::COMPUTE, self.iteration, r as u64);
-        let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * scale * noise).round() as i64;
+        // self.iteration counts from 1; slow-rank's iteration from 0.
+        let slow = match &self.cfg.slow_ranks {
+            Some(s) if self.iteration > u64::from(s.from_iteration) && s.ranks.contains(&(r as i32)) => s.factor,
+            _ => 1.0,
+        };
+        let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * slow * scale * noise).round() as i64;
         let t = self.t[r];
         if !self.cfg.uninstrumented_compute {
             self.call(r, COMPUTE, t, t + dur);
@@ -365,13 +370,19 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         sim.t[r] = INIT_NS;
     }
     sim.collective(BARRIER, "barrier", 0);
+    let local = |r: usize, t: i64| clock::local(&clocks[r], t);
+    let mut iterations: Vec<Vec<(i64, i64)>> = vec![Vec::with_capacity(cfg.iterations as usize); n];
     for i in 0..cfg.iterations {
+        let starts = sim.t.clone();
         sim.iteration = u64::from(i) + 1;
         match cfg.pattern {
             Pattern::MasterWorker => sim.master_worker(),
             _ => sim.exchange(),
         }
         sim.collective(ALLREDUCE, "allreduce", 8);
+        for (r, bounds) in iterations.iter_mut().enumerate() {
+            bounds.push((local(r, starts[r]), local(r, sim.t[r])));
+        }
         if let Some(f) = &mut flush {
             handed += sim.hand_over(f, false)?;
         }
@@ -408,6 +419,7 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         collectives_per_rank: u64::from(cfg.iterations) + 1,
         duration_ns,
         jobs: None,
+        iterations,
     };
     trace.events = events;
     trace.clock_sync = clock_sync;
@@ -534,6 +546,13 @@ mod tests {
         let bg = Background { from_ns: clean.duration_ns / 4, to_ns: clean.duration_ns / 2, factor: 5.0 };
         let g = generate(&GeneratorConfig { background_traffic: Some(bg), ..base.clone() }).unwrap();
         assert!(g.truth.duration_ns > clean.duration_ns);
+        let slow = crate::generate::SlowRanks { ranks: vec![5], factor: 2.0, from_iteration: 10 };
+        let (_, slowed) = build(&GeneratorConfig { slow_ranks: Some(slow), ..base.clone() });
+        assert_eq!(slowed.messages, clean.messages);
+        let lengths = |t: &GroundTruth| t.iterations[5].iter().map(|(a, b)| b - a).collect::<Vec<_>>();
+        let (before, after) = (lengths(&clean), lengths(&slowed));
+        assert_eq!(before[..10], after[..10], "nothing changes before the slowdown");
+        assert!(after[10..].iter().zip(&before[10..]).all(|(a, b)| *a > b + base.compute_ns / 2));
         let skew = generate(&GeneratorConfig { clock_skew: true, sync_sessions: 2, ..base }).unwrap();
         assert_eq!(skew.trace.clock_sync.len(), 15 * 4 * 20);
     }

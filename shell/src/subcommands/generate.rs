@@ -54,6 +54,9 @@ fn config(args: &GenerateArgs) -> Result<GeneratorConfig> {
     if let Some(i) = &args.imbalance {
         cfg.imbalance = Some(generate::parse_imbalance(i)?);
     }
+    if let Some(s) = &args.slow_rank {
+        cfg.slow_ranks = Some(generate::parse_slow_ranks(s)?);
+    }
     cfg.validate()?;
     Ok(cfg)
 }

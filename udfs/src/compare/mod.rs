@@ -1,0 +1,431 @@
+//! Two runs side by side: `compare_runs(a => 'run1', b => 'run2', by => ...)` compares two
+//! attached traces key by key (region, rank, node, pair of ranks, message size class or
+//! iteration) and metric by metric: per key and metric the value in each run, the difference
+//! (b minus a), the ratio, the difference's share of the metric's total difference, the
+//! difference over its noise (z) and whether it exceeds run-to-run noise (`stats`). The rows
+//! come with the significant differences first, computation before traffic, MPI time and then
+//! waiting (waiting is most often the consequence of another rank's time, so the rank or region
+//! that caused it comes before those that waited), each class by the size of its share.
+//!
+//! What is compared is gathered by one query per run over its tables and `iterations` (a row
+//! per key, metric and sample: a rank, an iteration, or a mean over messages with its count
+//! and spread), and the two are compared when both are
+//! read. Pipit compares the flat profiles of several runs side by side and Scalasca's cube
+//! tools subtract two profiles; neither says which difference is beyond noise.
+
+pub mod scaling;
+pub mod stats;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, SchemaRef};
+use commdb_catalog::wallclock::Notices;
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::view::ViewTable;
+use datafusion::common::{TableReference, plan_err};
+use datafusion::error::Result;
+use datafusion::execution::session_state::SessionState;
+
+use crate::args::{Args, arguments};
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, boolean, col, float64, text};
+use crate::derived::Derived;
+use crate::params::{ParamDefault, Type, param};
+use crate::relation::{Relation, resolve, wait_for};
+
+use stats::Kind;
+
+const KEYS: &[&str] = &["region", "rank", "node", "pair", "size_class", "iteration"];
+
+pub const COMPARE_RUNS: Function = Function {
+    name: "compare_runs",
+    params: &[
+        param("a", Type::Text, ParamDefault::Required, "the schema of the first run (ATTACH 'run1/' AS run1)"),
+        param("b", Type::Text, ParamDefault::Required, "the schema of the second run"),
+        param(
+            "by",
+            Type::Choice(KEYS),
+            ParamDefault::Text("region"),
+            "the key: region, rank, node, pair (of ranks), size_class (power-of-two message sizes) or iteration",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("key", text, "the region, rank, node, pair 'src->dst', size class 'lo-hi bytes' or iteration").never_null(),
+        col("metric", text, "what is compared (docs/guide.md lists them per key)").never_null(),
+        col("a", float64, "its value in run a (a total; a mean for mean_* metrics, and per rank by region when the runs have different ranks)"),
+        col("b", float64, "its value in run b"),
+        col("difference", float64, "b - a"),
+        col("ratio", float64, "b / a (NULL when a is 0 or missing)"),
+        col("share", float64, "the difference's share of the total difference of the metric over the keys"),
+        col("z", float64, "the difference over its run-to-run noise (NULL for counts, which have none)"),
+        col("significant", boolean, "the difference exceeds noise: |z| above the normal quantile that holds the chance of naming any noise at 1 % over the comparison; counts: any difference").never_null(),
+    ]),
+    description: "two attached runs compared by region, rank, node, pair, size_class or iteration: per key and metric (exclusive time, computation, MPI and waiting time by kind, messages, bytes, inter-node messages, mean transmission time) the values, difference, ratio, share and whether the difference exceeds run-to-run noise measured over iterations or ranks; significant differences first, causes before waiting",
+    make: Make::Table(compare_runs),
+};
+
+arguments! {
+    struct CompareArgs(COMPARE_RUNS) {
+        a: String,
+        b: String,
+        by: String,
+    }
+}
+
+fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let CompareArgs { a: run_a, b: run_b, by } = CompareArgs::read(a)?;
+    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("compare_runs: needs a commdb session to plan its query");
+    };
+    for run in [&run_a, &run_b] {
+        if resolve(a.session, a.function, &format!("{}.calls", quote(run))).is_err() {
+            return plan_err!(
+                "compare_runs: no trace is attached as '{run}' (ATTACH 'trace' AS {run}; SHOW TABLES lists them)"
+            );
+        }
+    }
+    let ranks = |run: &str| -> Result<i64> {
+        let sql = format!("SELECT count(*) FROM {}.ranks", quote(run));
+        let plan = wait_for(state.create_logical_plan(&sql))??;
+        let physical = wait_for(state.create_physical_plan(&plan))??;
+        let batches = wait_for(datafusion::physical_plan::collect(physical, state.task_ctx()))??;
+        Ok(batches.first().map(|b| int64_column(std::slice::from_ref(b), 0)).transpose()?.map_or(0, |c| c.value(0)))
+    };
+    let (ranks_a, ranks_b) = (ranks(&run_a)?, ranks(&run_b)?);
+    if ranks_a != ranks_b && matches!(by.as_str(), "rank" | "node" | "pair") {
+        return plan_err!(
+            "compare_runs: by => '{by}' pairs the runs' ranks, but {run_a} has {ranks_a} ranks and {run_b} {ranks_b}; compare by region, size_class or iteration"
+        );
+    }
+    if ranks_a != ranks_b
+        && by == "region"
+        && let Some(n) = a.session.config().get_extension::<Notices>()
+    {
+        n.push(format!(
+            "compare_runs: {run_a} has {ranks_a} ranks and {run_b} {ranks_b}: by region, a and b are means per rank"
+        ));
+    }
+    let view = |run: &str| -> Result<Relation> {
+        let sql = samples(&quote(run), &by);
+        let plan = wait_for(state.create_logical_plan(&sql))??;
+        Ok(Relation {
+            reference: TableReference::bare(format!("{by} samples of {run}")),
+            provider: Arc::new(ViewTable::new(plan, Some(sql))),
+        })
+    };
+    let inputs = vec![(view(&run_a)?, None), (view(&run_b)?, None)];
+    let out = a.schema();
+    let schema = out.clone();
+    let compute = Arc::new(move |inputs: &[Vec<RecordBatch>]| compare(&inputs[0], &inputs[1], &schema));
+    Ok(Arc::new(Derived::from_many(out, inputs, compute)))
+}
+
+/// An identifier quoted for SQL.
+fn quote(ident: &str) -> String {
+    format!("\"{}\"", ident.replace('"', "\"\""))
+}
+
+/// The query of run `r` (a quoted schema) that gives the samples compared by `by`: columns
+/// key, metric, class (0 computation, 1 traffic, 2 MPI, 3 waiting), kind (stats::Kind),
+/// sample, value, n, sd.
+fn samples(r: &str, by: &str) -> String {
+    let s = |text: &str| format!("'{}'", text.replace('\'', "''"));
+    let calls = s(&format!("{r}.calls"));
+    // The iterations' times, a row per metric.
+    let iteration_metrics = "(VALUES ('compute_ns', 0), ('mpi_ns', 2), ('waiting_ns', 3), ('late_sender_ns', 3), ('late_receiver_ns', 3), ('collective_wait_ns', 3)) m(metric, class)";
+    let iteration_value = "CAST(CASE m.metric WHEN 'compute_ns' THEN it.compute_ns WHEN 'mpi_ns' THEN it.mpi_ns WHEN 'waiting_ns' THEN it.waiting_ns WHEN 'late_sender_ns' THEN it.late_sender_ns WHEN 'late_receiver_ns' THEN it.late_receiver_ns ELSE it.collective_wait_ns END AS DOUBLE)";
+    // The messages' counts and mean transmission time, per key expression `k` of the messages.
+    // Latency L is measured against each run's own criteria, which differ by noise between
+    // runs; the ratio of the mean transmission times is the latency of b against a's.
+    let traffic = |k: &str| {
+        format!(
+            "SELECT g.key, t.metric, CAST(t.class AS BIGINT) AS class, t.kind, CAST(NULL AS BIGINT) AS sample,
+                    CAST(CASE t.metric WHEN 'messages' THEN g.messages WHEN 'bytes' THEN g.bytes
+                         WHEN 'inter_node_messages' THEN g.inter ELSE g.mean END AS DOUBLE) AS value,
+                    CAST(CASE t.metric WHEN 'mean_duration_ns' THEN g.n ELSE g.messages END AS BIGINT) AS n,
+                    CAST(CASE t.metric WHEN 'mean_duration_ns' THEN g.sd END AS DOUBLE) AS sd
+             FROM (SELECT {k} AS key, count(*) AS messages, sum(bytes) AS bytes,
+                          sum(CASE WHEN intra_node THEN 0 WHEN NOT intra_node THEN 1 END) AS inter,
+                          avg(duration) AS mean, count(duration) AS n, stddev(duration) AS sd
+                   FROM {r}.messages WHERE {k} IS NOT NULL GROUP BY 1) g
+             CROSS JOIN (VALUES ('messages', 1, 'exact'), ('bytes', 1, 'exact'), ('inter_node_messages', 1, 'exact'),
+                                ('mean_duration_ns', 2, 'mean')) t(metric, class, kind)"
+        )
+    };
+    match by {
+        "region" => format!(
+            "SELECT coalesce(region, '(no region)') AS key, 'exclusive_ns' AS metric,
+                    CAST(CASE WHEN starts_with(region, 'MPI_') THEN 2 ELSE 0 END AS BIGINT) AS class, 'units' AS kind,
+                    CAST(rank AS BIGINT) AS sample, CAST(sum(exclusive) AS DOUBLE) AS value, CAST(1 AS BIGINT) AS n,
+                    CAST(NULL AS DOUBLE) AS sd
+             FROM {r}.calls GROUP BY region, rank
+             UNION ALL
+             SELECT coalesce(region, '(no region)'), 'calls', CAST(1 AS BIGINT), 'exact', CAST(NULL AS BIGINT),
+                    CAST(count(*) AS DOUBLE), CAST(count(*) AS BIGINT), CAST(NULL AS DOUBLE)
+             FROM {r}.calls GROUP BY region"
+        ),
+        "rank" => format!(
+            "SELECT CAST(it.rank AS VARCHAR) AS key, m.metric, CAST(m.class AS BIGINT) AS class, 'series_samples' AS kind,
+                    it.iteration AS sample, {iteration_value} AS value, CAST(1 AS BIGINT) AS n, CAST(NULL AS DOUBLE) AS sd
+             FROM iterations({calls}) it CROSS JOIN {iteration_metrics}
+             UNION ALL {}",
+            traffic("CAST(src AS VARCHAR)")
+        ),
+        "node" => format!(
+            "SELECT key, metric, class, kind, sample, CAST(sum(value) AS DOUBLE) AS value, CAST(1 AS BIGINT) AS n,
+                    CAST(NULL AS DOUBLE) AS sd
+             FROM (SELECT CAST(rk.node AS VARCHAR) AS key, m.metric, CAST(m.class AS BIGINT) AS class,
+                          'series_samples' AS kind, it.iteration AS sample, {iteration_value} AS value
+                   FROM iterations({calls}) it JOIN {r}.ranks rk ON rk.rank = it.rank CROSS JOIN {iteration_metrics})
+             GROUP BY key, metric, class, kind, sample
+             UNION ALL {}",
+            traffic("CAST(src_node AS VARCHAR)")
+        ),
+        "pair" => traffic("concat(CAST(src AS VARCHAR), '->', CAST(dst AS VARCHAR))"),
+        "size_class" => traffic(
+            "CASE WHEN bytes IS NULL THEN NULL WHEN bytes <= 0 THEN '0 bytes'
+                  ELSE concat(CAST(power(2, floor(log2(CAST(bytes AS DOUBLE)))) AS BIGINT), '-',
+                              CAST(power(2, floor(log2(CAST(bytes AS DOUBLE))) + 1) AS BIGINT) - 1, ' bytes') END",
+        ),
+        _ => format!(
+            "SELECT CAST(g.iteration AS VARCHAR) AS key, t.metric, CAST(t.class AS BIGINT) AS class, 'series' AS kind,
+                    g.iteration AS sample,
+                    CAST(CASE t.metric WHEN 'duration_ns' THEN g.duration WHEN 'compute_ns' THEN g.compute
+                         WHEN 'mpi_ns' THEN g.mpi ELSE g.waiting END AS DOUBLE) AS value,
+                    CAST(g.ranks AS BIGINT) AS n, CAST(NULL AS DOUBLE) AS sd
+             FROM (SELECT iteration, count(*) AS ranks, max(end_ts) - min(start_ts) AS duration,
+                          sum(compute_ns) AS compute, sum(mpi_ns) AS mpi, sum(waiting_ns) AS waiting
+                   FROM iterations({calls}) GROUP BY iteration) g
+             CROSS JOIN (VALUES ('duration_ns', 0), ('compute_ns', 0), ('mpi_ns', 2), ('waiting_ns', 3)) t(metric, class)"
+        ),
+    }
+}
+
+/// One compared quantity's samples in one run.
+#[derive(Debug, Default, Clone)]
+struct Side {
+    /// (sample, value); for a mean, one entry (None, mean).
+    values: Vec<(Option<i64>, f64)>,
+    n: f64,
+    sd: f64,
+}
+
+impl Side {
+    fn total(&self) -> f64 {
+        self.values.iter().map(|v| v.1).sum()
+    }
+}
+
+/// The quantities of one run, by (metric, key): class, kind, samples.
+type Quantities = BTreeMap<(String, String), (i64, Kind, Side)>;
+
+fn read(batches: &[RecordBatch]) -> Result<Quantities> {
+    let mut out = Quantities::new();
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let (key, metric, kind) = (text_column(one, 0)?, text_column(one, 1)?, text_column(one, 3)?);
+        let (class, sample, n) = (int64_column(one, 2)?, int64_column(one, 4)?, int64_column(one, 6)?);
+        let value = cast(b.column(5), &DataType::Float64)?;
+        let sd = cast(b.column(7), &DataType::Float64)?;
+        let (value, sd) = (
+            value
+                .as_any()
+                .downcast_ref::<Float64Array>()
+                .cloned()
+                .unwrap_or_else(|| Float64Array::from(Vec::<f64>::new())),
+            sd.as_any()
+                .downcast_ref::<Float64Array>()
+                .cloned()
+                .unwrap_or_else(|| Float64Array::from(Vec::<f64>::new())),
+        );
+        for i in 0..b.num_rows() {
+            if key.is_null(i) || value.is_null(i) {
+                continue;
+            }
+            let Some(k) = Kind::parse(kind.value(i)) else { continue };
+            let entry = out
+                .entry((metric.value(i).to_string(), key.value(i).to_string()))
+                .or_insert_with(|| (class.value(i), k, Side::default()));
+            let s = &mut entry.2;
+            s.values.push((sample.is_valid(i).then(|| sample.value(i)), value.value(i)));
+            s.n += if n.is_valid(i) { n.value(i) as f64 } else { 1.0 };
+            if sd.is_valid(i) {
+                s.sd = sd.value(i);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// One row of the answer.
+#[derive(Debug, Clone)]
+struct Row {
+    key: String,
+    metric: String,
+    class: i64,
+    a: Option<f64>,
+    b: Option<f64>,
+    z: Option<f64>,
+    exact: bool,
+    share: Option<f64>,
+    significant: bool,
+}
+
+impl Row {
+    fn difference(&self) -> Option<f64> {
+        Some(self.b.unwrap_or(0.0) - self.a.unwrap_or(0.0)).filter(|_| self.a.is_some() || self.b.is_some())
+    }
+}
+
+fn compare(a: &[RecordBatch], b: &[RecordBatch], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
+    let (qa, qb) = (read(a)?, read(b)?);
+    let mut keys: Vec<&(String, String)> = qa.keys().chain(qb.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    // The series' noise, per metric and run: over the keys in iteration order.
+    let series_sd = |q: &Quantities, metric: &str| {
+        let mut points: Vec<(i64, f64)> = q
+            .iter()
+            .filter(|((m, _), (_, kind, _))| m == metric && *kind == Kind::Series)
+            .filter_map(|(_, (_, _, s))| Some((s.values.first()?.0?, s.total())))
+            .collect();
+        points.sort_by_key(|p| p.0);
+        stats::series_sd(&points.iter().map(|p| p.1).collect::<Vec<_>>())
+    };
+    let mut noise_of_series: BTreeMap<&str, f64> = BTreeMap::new();
+    let mut rows = Vec::with_capacity(keys.len());
+    for key in keys {
+        let (sa, sb) = (qa.get(key), qb.get(key));
+        let Some(&(class, kind, _)) = sa.or(sb) else { continue };
+        let (ea, eb) = (sa.map(|s| &s.2), sb.map(|s| &s.2));
+        let mut row = Row {
+            key: key.1.clone(),
+            metric: key.0.clone(),
+            class,
+            a: ea.map(Side::total),
+            b: eb.map(Side::total),
+            z: None,
+            exact: kind == Kind::Exact,
+            share: None,
+            significant: false,
+        };
+        let empty = Side::default();
+        let (ea, eb) = (ea.unwrap_or(&empty), eb.unwrap_or(&empty));
+        match kind {
+            Kind::Exact => {}
+            Kind::Mean => {
+                row.a = ea.values.first().map(|v| v.1);
+                row.b = eb.values.first().map(|v| v.1);
+                if ea.n >= stats::MIN_SAMPLES as f64 && eb.n >= stats::MIN_SAMPLES as f64 {
+                    row.z =
+                        Some(stats::z_means((row.a.unwrap_or(0.0), ea.sd, ea.n), (row.b.unwrap_or(0.0), eb.sd, eb.n)));
+                }
+            }
+            Kind::Units => {
+                let (ma, mb) = (by_sample(ea), by_sample(eb));
+                let paired = ma.len() == mb.len() && ma.keys().eq(mb.keys());
+                if paired {
+                    let d: Vec<f64> = ma.iter().map(|(s, x)| mb.get(s).copied().unwrap_or(0.0) - x).collect();
+                    if d.len() >= stats::MIN_SAMPLES {
+                        row.z = Some(stats::z_paired_units(&d));
+                    }
+                } else {
+                    let values = |m: &BTreeMap<i64, f64>| m.values().copied().collect::<Vec<f64>>();
+                    let (va, vb) = (values(&ma), values(&mb));
+                    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+                    row.a = sa.map(|_| mean(&va));
+                    row.b = sb.map(|_| mean(&vb));
+                    if va.len() >= stats::MIN_SAMPLES && vb.len() >= stats::MIN_SAMPLES {
+                        let side = |v: &[f64]| (mean(v), stats::robust_sd(v), v.len() as f64);
+                        row.z = Some(stats::z_means(side(&va), side(&vb)));
+                    }
+                }
+            }
+            Kind::SeriesSamples => {
+                let (ma, mb) = (by_sample(ea), by_sample(eb));
+                let d: Vec<f64> = ma.iter().filter_map(|(s, x)| Some(mb.get(s)? - x)).collect();
+                if d.len() >= stats::MIN_SAMPLES {
+                    row.z = Some(stats::z_paired_series(&d));
+                }
+            }
+            Kind::Series => {
+                let metric = key.0.as_str();
+                let noise = match noise_of_series.get(metric) {
+                    Some(n) => *n,
+                    None => {
+                        let (na, nb) = (series_sd(&qa, metric), series_sd(&qb, metric));
+                        let n = (na * na + nb * nb).sqrt();
+                        noise_of_series.insert(key.0.as_str(), n);
+                        n
+                    }
+                };
+                if let Some(d) = row.difference() {
+                    row.z = Some(stats::z(d, noise));
+                }
+            }
+        }
+        rows.push(row);
+    }
+    // Shares of each metric's total difference.
+    let mut totals: BTreeMap<String, f64> = BTreeMap::new();
+    for r in &rows {
+        *totals.entry(r.metric.clone()).or_default() += r.difference().unwrap_or(0.0);
+    }
+    let tests = rows.iter().filter(|r| r.z.is_some()).count();
+    let critical = stats::critical_z(tests);
+    for r in &mut rows {
+        let total = totals.get(&r.metric).copied().unwrap_or(0.0);
+        r.share = r.difference().filter(|_| total != 0.0).map(|d| d / total);
+        r.significant = match (r.exact, r.z) {
+            (true, _) => r.difference().is_some_and(|d| d != 0.0),
+            (false, Some(z)) => z.abs() > critical,
+            (false, None) => false,
+        };
+    }
+    rows.sort_by(|x, y| {
+        y.significant
+            .cmp(&x.significant)
+            .then(x.class.cmp(&y.class))
+            .then(y.share.unwrap_or(0.0).abs().total_cmp(&x.share.unwrap_or(0.0).abs()))
+            .then_with(|| x.metric.cmp(&y.metric))
+            .then_with(|| natural(&x.key).cmp(&natural(&y.key)))
+    });
+    Ok(vec![batch(&rows, schema)?])
+}
+
+/// A key as it sorts: numbers by value.
+fn natural(key: &str) -> (i64, &str) {
+    (key.parse::<i64>().unwrap_or(i64::MAX), key)
+}
+
+fn by_sample(side: &Side) -> BTreeMap<i64, f64> {
+    let mut out = BTreeMap::new();
+    for (s, v) in &side.values {
+        *out.entry(s.unwrap_or(0)).or_insert(0.0) += v;
+    }
+    out
+}
+
+fn batch(rows: &[Row], schema: &SchemaRef) -> Result<RecordBatch> {
+    let opt = |f: &dyn Fn(&Row) -> Option<f64>| -> ArrayRef {
+        Arc::new(Float64Array::from(rows.iter().map(f).collect::<Vec<_>>()))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.key.as_str()))),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.metric.as_str()))),
+        opt(&|r| r.a),
+        opt(&|r| r.b),
+        opt(&|r| r.difference()),
+        opt(&|r| match (r.a, r.b) {
+            (Some(a), Some(b)) if a != 0.0 => Some(b / a),
+            _ => None,
+        }),
+        opt(&|r| r.share),
+        opt(&|r| r.z),
+        Arc::new(BooleanArray::from(rows.iter().map(|r| r.significant).collect::<Vec<_>>())),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}

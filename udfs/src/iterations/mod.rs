@@ -1,0 +1,319 @@
+//! A run's iterations: `iterations([rel => 'calls'], marker => ...)` finds the repeated
+//! structure of the run (the region whose calls end a step, `marker`) and gives per iteration
+//! and rank its start and end and its time divided into computation, MPI and waiting (the
+//! Scalasca wait states of `wait_states` that fall in it, by kind). With no repeated structure
+//! one iteration covers each rank's calls and a notice says so. The calls are swept a chunk of
+//! whole ranks at a time, after the messages and collectives are folded into their waits and
+//! the calls counted per rank and region (a row per region); only each rank's first thread is
+//! cut (the MPI thread of an MPI-only run).
+
+pub mod marker;
+pub mod profile;
+pub mod split;
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::SchemaRef;
+use commdb_catalog::fast_hash::FastMap;
+use commdb_catalog::wallclock::Notices;
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::default_table_source::provider_as_source;
+use datafusion::common::{TableReference, exec_err};
+use datafusion::error::Result;
+use datafusion::functions_aggregate::expr_fn::{count, max, min};
+use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
+
+use crate::args::{Args, arguments};
+use crate::call_sweep::{Names, streams_named};
+use crate::columns::{int64_column, text_column};
+use crate::declare::{Function, Make, Output, int64, text};
+use crate::derived::Derived;
+use crate::params::{ParamDefault, Type, param};
+use crate::plan::Main;
+use crate::relation::{Projected, Relation, resolve, trace_schema, trace_table};
+use crate::stream::{Folder, Mapper, StartFold};
+use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+
+use marker::RegionCount;
+use split::{COLLECTIVE, LATE_RECEIVER, LATE_SENDER, Waited};
+
+pub const ITERATIONS: Function = Function {
+    name: "iterations",
+    params: &[
+        param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls of the run"),
+        param(
+            "marker",
+            Type::Text,
+            ParamDefault::Chosen("found: the collective (else region) every rank calls alike, most often"),
+            "the region whose calls end an iteration",
+        ),
+        param(
+            "messages",
+            Type::Relation,
+            ParamDefault::Chosen("the messages beside rel"),
+            "the matched messages, for waiting",
+        ),
+        param(
+            "collectives",
+            Type::Relation,
+            ParamDefault::Chosen("the collectives beside rel"),
+            "the collective operations, for waiting",
+        ),
+    ],
+    output: Output::Columns(&[
+        crate::declare::col("iteration", int64, "the iteration, from 0").never_null(),
+        crate::declare::col("rank", int64, "").never_null(),
+        crate::declare::col("start_ts", int64, "when the rank began the iteration").never_null(),
+        crate::declare::col("end_ts", int64, "when it ended it (the end of its marker call)").never_null(),
+        crate::declare::col("duration_ns", int64, "end_ts - start_ts").never_null(),
+        crate::declare::col("compute_ns", int64, "time outside MPI calls (computation, instrumented or not)")
+            .never_null(),
+        crate::declare::col("mpi_ns", int64, "time in MPI calls not spent waiting").never_null(),
+        crate::declare::col("waiting_ns", int64, "time waiting in MPI calls (Scalasca's wait states)").never_null(),
+        crate::declare::col("late_sender_ns", int64, "of which waiting for a late sender").never_null(),
+        crate::declare::col("late_receiver_ns", int64, "of which waiting for a late receiver").never_null(),
+        crate::declare::col("collective_wait_ns", int64, "of which waiting in collective operations").never_null(),
+        crate::declare::col("marker", text, "the region whose calls end the iterations (NULL: none was found)"),
+    ]),
+    description: "the run's iterations: per iteration and rank, start and end and the time in computation, MPI and waiting (by kind); an iteration ends with each call of the marker region, found as the collective (else region) every rank calls alike, folded into steps when the calls between repeat with a longer period",
+    make: Make::Table(plan_iterations),
+};
+
+arguments! {
+    struct IterationsArgs(ITERATIONS) {
+        rel: Relation,
+        marker: Option<String>,
+        messages: Option<Relation>,
+        collectives: Option<Relation>,
+    }
+}
+
+/// The relation `given`, else table `table` of the trace `rel` reads, else the relation named
+/// `table`.
+pub(crate) fn beside(a: &Args, given: Option<Relation>, rel: &Relation, table: &str) -> Result<Relation> {
+    if let Some(r) = given {
+        return Ok(r);
+    }
+    if let Some(schema) = trace_schema(a.session, rel)
+        && let Ok(found) = trace_table(a.session, a.function, &schema, table)
+    {
+        return Ok(found);
+    }
+    resolve(a.session, a.function, table)
+}
+
+fn plan_iterations(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let IterationsArgs { rel, marker, messages, collectives } = IterationsArgs::read(a)?;
+    let messages = beside(a, messages, &rel, "messages")?;
+    let collectives = beside(a, collectives, &rel, "collectives")?;
+    let ci = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
+    let oi = crate::waits::collective_columns(&collectives, a.function)?;
+    let counts = region_counts(&rel)?;
+    let out = a.schema();
+    let schema = out.clone();
+    let notices = a.session.config().get_extension::<Notices>().map(|n| (*n).clone());
+    let start: StartFold = Arc::new(move || {
+        Box::new(Fold {
+            messages: MessageWaits::default(),
+            collectives: CollectiveWaits::default(),
+            counts: Vec::new(),
+            marker: marker.clone(),
+            notices: notices.clone(),
+            schema: schema.clone(),
+        })
+    });
+    let inputs = vec![(rel, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), counts];
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
+}
+
+/// Per region: the ranks that call it, and the least and most calls of a rank, aggregated as
+/// the calls stream by.
+fn region_counts(calls: &Relation) -> Result<Projected> {
+    let plan = LogicalPlanBuilder::scan(calls.reference.clone(), provider_as_source(calls.provider.clone()), None)?
+        .aggregate(vec![col("rank"), col("region")], vec![count(lit(1)).alias("n")])?
+        .aggregate(
+            vec![col("region")],
+            vec![count(lit(1)).alias("ranks"), min(col("n")).alias("min_calls"), max(col("n")).alias("max_calls")],
+        )?
+        .build()?;
+    let counts = Relation {
+        reference: TableReference::bare(format!("region counts of {}", calls.reference)),
+        provider: Arc::new(datafusion::datasource::ViewTable::new(plan, None)),
+    };
+    Ok((counts, None))
+}
+
+/// Folds the messages (input 1) and collectives (input 2) into their waits and keeps the
+/// region counts (input 3).
+struct Fold {
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    counts: Vec<RecordBatch>,
+    marker: Option<String>,
+    notices: Option<Notices>,
+    schema: SchemaRef,
+}
+
+impl Folder for Fold {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => self.messages.fold(batch),
+            2 => self.collectives.fold(batch),
+            _ => {
+                self.counts.push(batch.clone());
+                Ok(())
+            }
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.messages.held_bytes()
+            + self.collectives.held_bytes()
+            + self.counts.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let Fold { messages, collectives, counts, marker, notices, schema } = *self;
+        let counts = read_counts(&counts)?;
+        let ranks = counts.iter().map(|c| c.ranks).max().unwrap_or(0);
+        let marker = match marker {
+            Some(m) => match counts.iter().find(|c| c.region == m) {
+                Some(c) => {
+                    if c.ranks != ranks || c.min_calls != c.max_calls {
+                        notify(
+                            &notices,
+                            format!(
+                                "iterations: {m} is called by {} of {ranks} ranks, {} to {} times: each rank's iterations end with its own calls",
+                                c.ranks, c.min_calls, c.max_calls
+                            ),
+                        );
+                    }
+                    Some(m)
+                }
+                None => return exec_err!("iterations: marker '{m}' is no region of the calls"),
+            },
+            None => match marker::choose(&counts, ranks) {
+                Some(c) => {
+                    notify(
+                        &notices,
+                        format!(
+                            "iterations: an iteration ends with each call of {} (every rank calls it {} times); give marker => '...' for another region",
+                            c.region, c.min_calls
+                        ),
+                    );
+                    Some(c.region.clone())
+                }
+                None => {
+                    notify(&notices, "iterations: no region is called alike (at least twice) by every rank, so one iteration covers each rank's calls; give marker => '...' to cut them".to_string());
+                    None
+                }
+            },
+        };
+        let mut waits = messages.finish();
+        let (collective, _) = collectives.finish();
+        waits.extend(collective);
+        let mut by_rank: FastMap<i64, Vec<Waited>> = FastMap::default();
+        for w in waits {
+            by_rank.entry(w.rank).or_default().push(waited(&w));
+        }
+        for list in by_rank.values_mut() {
+            list.sort_unstable_by_key(|w| w.ts);
+        }
+        Ok(Box::new(Cut { marker, waits: by_rank, names: Names::default(), schema }))
+    }
+}
+
+fn notify(notices: &Option<Notices>, text: String) {
+    if let Some(n) = notices {
+        n.push(text);
+    }
+}
+
+fn waited(w: &Wait) -> Waited {
+    let kind = match w.pattern {
+        "late_sender" => LATE_SENDER,
+        "late_receiver" => LATE_RECEIVER,
+        _ => COLLECTIVE,
+    };
+    Waited { ts: w.ts, wait_ns: w.wait_ns, kind }
+}
+
+fn read_counts(batches: &[RecordBatch]) -> Result<Vec<RegionCount>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let region = text_column(one, 0)?;
+        let (ranks, lo, hi) = (int64_column(one, 1)?, int64_column(one, 2)?, int64_column(one, 3)?);
+        for i in 0..b.num_rows() {
+            out.push(RegionCount {
+                region: if region.is_valid(i) { region.value(i).to_string() } else { "NULL".into() },
+                ranks: ranks.value(i),
+                min_calls: lo.value(i),
+                max_calls: hi.value(i),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Cuts each chunk of ranks' calls into iterations.
+struct Cut {
+    marker: Option<String>,
+    waits: FastMap<i64, Vec<Waited>>,
+    names: Names,
+    schema: SchemaRef,
+}
+
+impl Mapper for Cut {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let marker = self.marker.as_deref().map(|m| self.names.id(m));
+        let streams = streams_named(batches, "iterations", &mut self.names)?;
+        let names = &self.names.names;
+        let mpi = |r: u32| names.get(r as usize).is_some_and(|n| n.starts_with("MPI_"));
+        let mut rows: Vec<(i64, i64, split::Iteration)> = Vec::new();
+        let mut last_rank = None;
+        for ((rank, _), calls) in &streams {
+            // The rank's first thread only.
+            if last_rank == Some(*rank) {
+                continue;
+            }
+            last_rank = Some(*rank);
+            let waits = self.waits.remove(rank).unwrap_or_default();
+            for (k, it) in split::iterations(calls, marker, mpi, &waits).into_iter().enumerate() {
+                rows.push((k as i64, *rank, it));
+            }
+        }
+        batch(&rows, self.marker.as_deref(), &self.schema)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.waits.values().map(|w| w.capacity() * std::mem::size_of::<Waited>()).sum()
+    }
+}
+
+fn batch(rows: &[(i64, i64, split::Iteration)], marker: Option<&str>, schema: &SchemaRef) -> Result<RecordBatch> {
+    let int = |f: &dyn Fn(&(i64, i64, split::Iteration)) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let columns: Vec<ArrayRef> = vec![
+        int(&|r| r.0),
+        int(&|r| r.1),
+        int(&|r| r.2.start),
+        int(&|r| r.2.end),
+        int(&|r| r.2.end - r.2.start),
+        int(&|r| r.2.compute_ns()),
+        int(&|r| r.2.mpi_ns()),
+        int(&|r| r.2.waiting_ns()),
+        int(&|r| r.2.waiting[LATE_SENDER]),
+        int(&|r| r.2.waiting[LATE_RECEIVER]),
+        int(&|r| r.2.waiting[COLLECTIVE]),
+        Arc::new(StringArray::from(vec![marker; rows.len()])),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}

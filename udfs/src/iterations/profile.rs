@@ -1,0 +1,125 @@
+//! `iteration_profile([rel => 'calls'], k => 3.5, marker => ...)`: per iteration of the run
+//! (`iterations`), its duration from the first rank's start to the last rank's end, the spread
+//! of its computation over the ranks, its waiting, and whether it is an outlier: longer than the
+//! median iteration by more than k robust standard deviations (1.4826 times the median absolute
+//! deviation over the iterations; with k = 3.5 this is Iglewicz and Hoaglin's modified z-score
+//! rule). An outlier gets the rank that made it long, the one whose time in computation and MPI
+//! (waiting left out) exceeds its own median over the iterations the most, and that rank's
+//! region whose exclusive time in the iteration exceeds its mean per iteration the most. The
+//! function is a view: a query over `iterations` and the calls.
+
+use std::sync::Arc;
+
+use datafusion::catalog::TableProvider;
+use datafusion::catalog::view::ViewTable;
+use datafusion::common::plan_err;
+use datafusion::error::Result;
+use datafusion::execution::session_state::SessionState;
+
+use crate::args::{Args, arguments};
+use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text_view};
+use crate::params::{ParamDefault, Type, param};
+use crate::relation::Relation;
+
+pub const ITERATION_PROFILE: Function = Function {
+    name: "iteration_profile",
+    params: &[
+        param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls of the run"),
+        param(
+            "k",
+            Type::Number { min: 0.0 },
+            ParamDefault::Number(3.5),
+            "an outlier is longer than the median iteration by more than k robust standard deviations",
+        ),
+        param(
+            "marker",
+            Type::Text,
+            ParamDefault::Chosen("as iterations finds it"),
+            "the region whose calls end an iteration",
+        ),
+    ],
+    output: Output::Columns(&[
+        col("iteration", int64, "the iteration, from 0").never_null(),
+        col("start_ts", int64, "when the first rank began it"),
+        col("end_ts", int64, "when the last rank ended it"),
+        col("duration_ns", int64, "end_ts - start_ts"),
+        col("ranks", int64, "ranks that have the iteration").never_null(),
+        col("mean_rank_ns", float64, "mean duration of a rank's iteration"),
+        col("compute_spread_ns", int64, "most minus least computation of a rank in it (its imbalance)"),
+        col("waiting_ns", int64, "waiting over its ranks"),
+        col("outlier", boolean, "longer than the median iteration by more than k robust standard deviations"),
+        col("slow_rank", int64, "an outlier's rank whose computation and MPI time exceeds its own median the most"),
+        col(
+            "slow_region",
+            text_view,
+            "that rank's region whose exclusive time exceeds its mean per iteration the most",
+        ),
+        col("excess_ns", float64, "that rank's computation and MPI time beyond its median"),
+    ]),
+    description: "per iteration: duration, spread of the computation over the ranks, waiting, and whether it is an outlier (longer than the median by more than k robust standard deviations); an outlier gets the rank and the region that made it long",
+    make: Make::Table(iteration_profile),
+};
+
+arguments! {
+    struct ProfileArgs(ITERATION_PROFILE) {
+        rel: Relation,
+        k: f64,
+        marker: Option<String>,
+    }
+}
+
+fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let ProfileArgs { rel, k, marker } = ProfileArgs::read(a)?;
+    rel.columns(a.function, &["rank", "region", "start_ts", "end_ts", "exclusive"])?;
+    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("iteration_profile: needs a commdb session to plan its query");
+    };
+    let sql = query(&rel.reference.to_quoted_string(), k, marker.as_deref());
+    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
+    Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), "iteration")))
+}
+
+/// The query behind the view, over the calls `calls` (quoted as SQL names them).
+fn query(calls: &str, k: f64, marker: Option<&str>) -> String {
+    let text = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let marker = marker.map_or(String::new(), |m| format!(", marker => {}", text(m)));
+    let rel = text(calls);
+    format!(
+        "WITH it AS (SELECT iteration, rank, start_ts, end_ts, duration_ns, compute_ns, mpi_ns, waiting_ns
+             FROM iterations({rel}{marker})),
+per AS (
+  SELECT iteration, min(start_ts) AS start_ts, max(end_ts) AS end_ts, count(*) AS ranks,
+         avg(duration_ns) AS mean_rank_ns, max(compute_ns) - min(compute_ns) AS compute_spread_ns,
+         CAST(sum(waiting_ns) AS BIGINT) AS waiting_ns
+  FROM it GROUP BY iteration),
+typical AS (SELECT median(end_ts - start_ts) AS m FROM per),
+spread AS (SELECT median(abs((end_ts - start_ts) - typical.m)) AS d FROM per CROSS JOIN typical),
+flagged AS (
+  SELECT per.*, (end_ts - start_ts) > typical.m + {k} * 1.4826 * spread.d AS outlier
+  FROM per CROSS JOIN typical CROSS JOIN spread),
+busy AS (SELECT iteration, rank, compute_ns + mpi_ns AS b, start_ts, end_ts FROM it),
+usual AS (SELECT rank, median(b) AS b FROM busy GROUP BY rank),
+excess AS (
+  SELECT busy.iteration, busy.rank, CAST(busy.b AS DOUBLE) - usual.b AS x, busy.start_ts, busy.end_ts
+  FROM busy JOIN usual ON usual.rank = busy.rank
+  JOIN flagged ON flagged.iteration = busy.iteration AND flagged.outlier),
+worst AS (
+  SELECT iteration, first_value(rank ORDER BY x DESC, rank) AS rank, max(x) AS x,
+         first_value(start_ts ORDER BY x DESC, rank) AS s, first_value(end_ts ORDER BY x DESC, rank) AS e
+  FROM excess GROUP BY iteration),
+counted AS (SELECT count(DISTINCT iteration) AS n FROM it),
+per_region AS (
+  SELECT c.rank, c.region, CAST(sum(c.exclusive) AS DOUBLE) / max(counted.n) AS mean_ns
+  FROM {calls} c CROSS JOIN counted WHERE c.rank IN (SELECT rank FROM worst) GROUP BY c.rank, c.region),
+in_outlier AS (
+  SELECT w.iteration, c.region, CAST(sum(c.exclusive) AS DOUBLE) - max(coalesce(p.mean_ns, 0)) AS x
+  FROM worst w JOIN {calls} c ON c.rank = w.rank AND c.start_ts >= w.s AND c.end_ts <= w.e
+  LEFT JOIN per_region p ON p.rank = c.rank AND p.region IS NOT DISTINCT FROM c.region
+  GROUP BY w.iteration, c.region),
+region AS (SELECT iteration, first_value(region ORDER BY x DESC, region) AS region FROM in_outlier GROUP BY iteration)
+SELECT f.iteration, f.start_ts, f.end_ts, f.end_ts - f.start_ts AS duration_ns, f.ranks, f.mean_rank_ns,
+       f.compute_spread_ns, f.waiting_ns, f.outlier, w.rank AS slow_rank, CAST(r.region AS VARCHAR) AS slow_region, w.x AS excess_ns
+FROM flagged f LEFT JOIN worst w ON w.iteration = f.iteration LEFT JOIN region r ON r.iteration = f.iteration
+ORDER BY f.iteration"
+    )
+}

@@ -1,0 +1,213 @@
+//! One rank's calls cut into iterations: each call of the marker region ends one (see
+//! `marker`), the next begins where it ended, and the first begins where the calls that
+//! repeat begin (the setup before them, MPI_Init and a barrier, is left out); a call that
+//! encloses several marker calls (`main`) belongs to none. Each iteration's time is divided
+//! into time in MPI calls spent waiting (the rank's Scalasca wait states that fall in it), the
+//! rest of its MPI time, and everything else (computation, instrumented or not).
+
+use crate::call_sweep::Call;
+
+use super::marker::period;
+
+/// The kinds of waiting an iteration sums.
+pub const LATE_SENDER: usize = 0;
+pub const LATE_RECEIVER: usize = 1;
+pub const COLLECTIVE: usize = 2;
+
+/// One wait of a rank: when it began, how long, of which kind.
+#[derive(Debug, Clone, Copy)]
+pub struct Waited {
+    pub ts: i64,
+    pub wait_ns: i64,
+    pub kind: usize,
+}
+
+/// One iteration of a rank.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Iteration {
+    pub start: i64,
+    pub end: i64,
+    /// Time in MPI calls, waiting included.
+    pub mpi: i64,
+    /// Waiting by kind.
+    pub waiting: [i64; 3],
+}
+
+impl Iteration {
+    pub fn waiting_ns(&self) -> i64 {
+        self.waiting.iter().sum()
+    }
+
+    /// MPI time not spent waiting.
+    pub fn mpi_ns(&self) -> i64 {
+        (self.mpi - self.waiting_ns()).max(0)
+    }
+
+    pub fn compute_ns(&self) -> i64 {
+        (self.end - self.start - self.mpi.max(self.waiting_ns())).max(0)
+    }
+}
+
+/// The iterations of one rank's `calls` (sorted by start, enclosing calls first), ended by the
+/// calls of region `marker` (None: one iteration covers the calls); `mpi(region)` says whether
+/// a region is an MPI call; `waits` sorted by ts.
+pub(crate) fn iterations(
+    calls: &[Call],
+    marker: Option<u32>,
+    mpi: impl Fn(u32) -> bool,
+    waits: &[Waited],
+) -> Vec<Iteration> {
+    let Some(first) = calls.first() else { return Vec::new() };
+    let bounds = match marker {
+        Some(m) => marked(calls, m),
+        None => vec![(first.start, calls.iter().map(|c| c.end).max().unwrap_or(first.end))],
+    };
+    let mut out: Vec<Iteration> =
+        bounds.iter().map(|&(start, end)| Iteration { start, end, mpi: 0, waiting: [0; 3] }).collect();
+    add_mpi_time(calls, &mpi, &mut out);
+    add_waiting(waits, &mut out);
+    out
+}
+
+/// The (start, end) of each iteration ended by the calls of `marker`.
+fn marked(calls: &[Call], marker: u32) -> Vec<(i64, i64)> {
+    // The marker's calls, outermost only (a marker region calling itself ends one iteration).
+    let mut ends: Vec<(i64, i64)> = Vec::new();
+    for c in calls.iter().filter(|c| c.region == marker) {
+        if ends.last().is_none_or(|last| c.start >= last.1) {
+            ends.push((c.start, c.end));
+        }
+    }
+    if ends.is_empty() {
+        return Vec::new();
+    }
+    // Calls that enclose two marker calls or more hold the whole run, not an iteration.
+    let starts: Vec<i64> = ends.iter().map(|e| e.0).collect();
+    let encloses_run = |c: &Call| {
+        let from = starts.partition_point(|&s| s < c.start);
+        let to = starts.partition_point(|&s| s < c.end);
+        c.region != marker && to - from >= 2
+    };
+    let steps: Vec<&Call> = calls.iter().filter(|c| !encloses_run(c)).collect();
+    // The stretches: the calls that begin before each marker call ends, after the one before.
+    let mut stretches: Vec<&[&Call]> = Vec::with_capacity(ends.len());
+    let mut at = 0;
+    for &(_, end) in &ends {
+        let from = at;
+        while at < steps.len() && steps[at].start < end {
+            at += 1;
+        }
+        stretches.push(&steps[from..at]);
+    }
+    let signature = |s: &[&Call]| {
+        s.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, c| (h ^ u64::from(c.region)).wrapping_mul(0x0100_0000_01b3))
+    };
+    let signatures: Vec<u64> = stretches.iter().map(|s| signature(s)).collect();
+    let q = period(&signatures);
+    // The first iteration begins where the calls that repeat begin: the stretch after it ends
+    // with the calls the first does, and the setup before them is left out.
+    let group = |from: usize| -> Option<Vec<&Call>> {
+        Some(stretches.get(from..from + q)?.iter().flat_map(|s| s.iter().copied()).collect())
+    };
+    let first = group(0).unwrap_or_else(|| stretches.iter().flat_map(|s| s.iter().copied()).collect());
+    let first_start = match group(q) {
+        Some(next) if !next.is_empty() && next.len() <= first.len() => {
+            let skip = first.len() - next.len();
+            let same = first[skip..].iter().zip(&next).all(|(a, b)| a.region == b.region);
+            if same { first[skip].start } else { first.first().map_or(ends[0].0, |c| c.start) }
+        }
+        _ => first.first().map_or(ends[0].0, |c| c.start),
+    };
+    let mut out = Vec::with_capacity(ends.len() / q + 1);
+    let mut start = first_start;
+    for group in ends.chunks(q) {
+        let end = group[group.len() - 1].1;
+        out.push((start, end));
+        start = end;
+    }
+    out
+}
+
+/// Add to each iteration the time of the MPI calls in it (outermost MPI calls, clipped to it).
+fn add_mpi_time(calls: &[Call], mpi: &impl Fn(u32) -> bool, out: &mut [Iteration]) {
+    let mut reach = i64::MIN;
+    let mut k = 0;
+    for c in calls.iter().filter(|c| mpi(c.region)) {
+        let (from, to) = (c.start.max(reach), c.end);
+        if to <= from {
+            continue;
+        }
+        reach = to;
+        while k < out.len() && out[k].end <= from {
+            k += 1;
+        }
+        let mut j = k;
+        while j < out.len() && out[j].start < to {
+            out[j].mpi += (to.min(out[j].end) - from.max(out[j].start)).max(0);
+            j += 1;
+        }
+    }
+}
+
+/// Add to each iteration the waits that fall in it (clipped to it).
+fn add_waiting(waits: &[Waited], out: &mut [Iteration]) {
+    let mut k = 0;
+    for w in waits {
+        let (from, to) = (w.ts, w.ts.saturating_add(w.wait_ns));
+        while k < out.len() && out[k].end <= from {
+            k += 1;
+        }
+        let mut j = k;
+        while j < out.len() && out[j].start < to {
+            out[j].waiting[w.kind] += (to.min(out[j].end) - from.max(out[j].start)).max(0);
+            j += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAIN: u32 = 0;
+    const INIT: u32 = 1;
+    const WORK: u32 = 2;
+    const SEND: u32 = 3;
+    const ALLREDUCE: u32 = 4;
+
+    fn call(region: u32, start: i64, end: i64) -> Call {
+        Call { start, end, region }
+    }
+
+    /// main [0, 1000): init [0, 10), then 3 steps of 100 ns from 10: work 50, send 10, gap
+    /// 10, allreduce 30.
+    fn run() -> Vec<Call> {
+        let mut calls = vec![call(MAIN, 0, 1000), call(INIT, 0, 10)];
+        for k in 0..3 {
+            let t = 10 + 100 * k;
+            calls.extend([call(WORK, t, t + 50), call(SEND, t + 50, t + 60), call(ALLREDUCE, t + 70, t + 100)]);
+        }
+        calls
+    }
+
+    #[test]
+    fn the_marker_ends_each_iteration_and_the_setup_is_left_out() {
+        let mpi = |r: u32| r == SEND || r == ALLREDUCE || r == INIT;
+        let waits = [Waited { ts: 170, wait_ns: 20, kind: COLLECTIVE }];
+        let got = iterations(&run(), Some(ALLREDUCE), mpi, &waits);
+        assert_eq!(got.iter().map(|i| (i.start, i.end)).collect::<Vec<_>>(), [(10, 110), (110, 210), (210, 310)]);
+        assert_eq!(got[1].mpi, 40);
+        assert_eq!((got[1].waiting_ns(), got[1].mpi_ns(), got[1].compute_ns()), (20, 20, 60));
+        assert_eq!(got[0].waiting_ns(), 0);
+    }
+
+    #[test]
+    fn without_an_enclosing_region_or_a_marker() {
+        let calls: Vec<Call> = run().into_iter().filter(|c| c.region != MAIN).collect();
+        let got = iterations(&calls, Some(ALLREDUCE), |_| false, &[]);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0].start, 10);
+        let whole = iterations(&calls, None, |_| false, &[]);
+        assert_eq!(whole.iter().map(|i| (i.start, i.end)).collect::<Vec<_>>(), [(0, 310)]);
+    }
+}
