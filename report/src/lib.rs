@@ -7,4 +7,5 @@ pub mod chart;
 pub mod dot;
 mod page;
 
+pub use page::diff::html as diff_html;
 pub use page::{Written, html};

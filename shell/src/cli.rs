@@ -138,6 +138,10 @@ pub enum Sub {
         /// File to write (replaced whole).
         #[arg(short = 'o', long = "output", value_name = "FILE", default_value = "report.html")]
         file: PathBuf,
+        /// Compare the trace with this one instead: what got slower, where, since which
+        /// iteration and through which communication (compare_runs).
+        #[arg(long, value_name = "TRACE")]
+        vs: Option<String>,
     },
     /// Run a cluster's scheduler (Apache Ballista, with commdb's functions) until Ctrl-C or
     /// SIGTERM; clients connect with --cluster df://HOST:PORT, executors with --scheduler.

@@ -326,6 +326,35 @@ impl Shell {
         Ok(())
     }
 
+    /// Write the page comparing the default trace with the trace at `other` (attached beside
+    /// it) to `path`.
+    pub async fn report_vs(&mut self, other: &str, path: &std::path::Path) -> Result<()> {
+        self.session.refuse_overwrite(path, "report --vs")?;
+        let names: Vec<String> = self.session.traces().map(|(n, _)| n.to_string()).collect();
+        let name = ["b", "run_b", "compared_run"]
+            .into_iter()
+            .find(|n| !names.iter().any(|t| t == n))
+            .unwrap_or("compared_run")
+            .to_string();
+        self.open_trace(other, Some(&name))?;
+        let started = std::time::Instant::now();
+        let (page, written) = commdb_report::diff_html(&mut self.session, &name).await.map_err(ShellError::Drawing)?;
+        self.print_notices();
+        commdb_catalog::writing::write_all(path, page.as_bytes())?;
+        self.note(&format!(
+            "wrote a comparison of {} figures ({:.1} MB) to {} in {:.1} s{}",
+            written.figures,
+            written.bytes as f64 / 1e6,
+            path.display(),
+            started.elapsed().as_secs_f64(),
+            match written.sections_missing {
+                0 => String::new(),
+                n => format!("; {n} section(s) could not be made for these runs (the page says why)"),
+            }
+        ));
+        Ok(())
+    }
+
     pub async fn run(&mut self, text: &str) -> Result<Flow> {
         self.error_at = None;
         let text = text.trim();

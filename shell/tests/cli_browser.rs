@@ -189,3 +189,38 @@ fn the_report_names_the_injected_problem_and_renders_in_a_browser() {
         );
     }
 }
+
+#[test]
+fn the_comparison_of_two_runs_names_the_planted_change_and_renders_in_a_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("diff.html");
+    let before = "generate:ranks=16,ranks-per-node=4,iterations=40";
+    let after = "generate:ranks=16,ranks-per-node=4,iterations=40,slow-rank=3:3:20,background-traffic=3ms:5ms:5";
+    let o = run(&["report", before, "--vs", after, "-o", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("wrote a comparison of 3 figures"), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(page.matches("<section").count(), 4);
+    assert!(!page.contains("class=\"missing\""), "a section could not be made");
+    // The slower rank's computation is the first difference by rank; since iteration 20.
+    assert!(page.contains("<tr><td>3</td><td>compute_ns</td>"), "rank 3's computation is not named first");
+    assert!(page.contains("The first is iteration 20."), "the page does not say since when");
+    assert!(!page.contains("<script") && !page.contains("src=") && !page.contains("href=\"http"));
+    // An option that does not apply is refused.
+    let o = run(&["report", before, "--vs", "no/such/trace", "-o", dir.path().join("x.html").to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("no/such/trace"), "{}", stderr(&o));
+
+    let Some(browser) = chromium() else { return };
+    let checked = dir.path().join("diff.checked.html");
+    std::fs::write(&checked, page.replace("</body>", &format!("{FIGURE_CHECK}</body>"))).unwrap();
+    let o = headless(browser, &checked, &["--dump-dom", "--enable-logging=stderr", "--v=0"]);
+    let dom = stdout(&o);
+    assert!(dom.contains("data-figures=\"3\""), "the browser did not see 3 figures");
+    assert!(dom.contains("data-empty=\"\""), "figures without a drawing");
+    let console: Vec<String> =
+        stderr(&o).lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).map(str::to_string).collect();
+    assert!(console.is_empty(), "the browser's console: {console:?}");
+    let png = dir.path().join("diff.png");
+    headless(browser, &path, &["--window-size=1100,2600", &format!("--screenshot={}", png.display())]);
+    assert!(std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0) > 50_000, "the screenshot is close to blank");
+}

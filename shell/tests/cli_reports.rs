@@ -17,6 +17,18 @@ fn generated_run(dir: &Path, ranks: &str) -> commdb_catalog::generate::GroundTru
     serde_json::from_str(&text).unwrap()
 }
 
+/// Whether a saved report compares the default trace with a second run attached as `b`.
+fn compares_two_runs(text: &str) -> bool {
+    text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("AS b\""))
+}
+
+/// The second run of the reports that compare two: the same run as the one they are given, in
+/// which rank 3 computes three times as long from iteration 5 on.
+const SECOND_RUN: [&str; 2] = [
+    "-c",
+    "ATTACH 'generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1,slow-rank=3:3:5' AS b",
+];
+
 #[test]
 fn saved_queries_run_on_a_generated_trace() {
     let run_dir = tempfile::tempdir().unwrap();
@@ -42,6 +54,9 @@ fn saved_queries_run_on_a_generated_trace() {
                     "-f",
                     path.to_str().unwrap(),
                 ])
+            } else if compares_two_runs(&text) {
+                let spec = "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1";
+                run(&[spec, SECOND_RUN[0], SECOND_RUN[1], "-q", "-f", path.to_str().unwrap()])
             } else {
                 run(&[
                     "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1",
@@ -254,7 +269,12 @@ fn saved_reports_and_the_catalogue_read_whole_in_a_terminal_of_80_columns() {
         let text = std::fs::read_to_string(&path).unwrap_or_default();
         // Job reports need a scheduler log; saved_queries_run_on_a_generated_trace runs them.
         if path.extension().is_some_and(|e| e == "sql") && !text.contains("--jobs") {
-            cases.push(vec!["-f".into(), path.display().to_string()]);
+            let mut case: Vec<String> = Vec::new();
+            if compares_two_runs(&text) {
+                case.extend(SECOND_RUN.iter().map(|a| a.to_string()));
+            }
+            case.extend(["-f".into(), path.display().to_string()]);
+            cases.push(case);
         }
     }
     for case in &cases {
@@ -359,7 +379,12 @@ fn reports_match_their_golden_files() {
             continue;
         }
         let spec = "generate:ranks=16,iterations=10,background-traffic=1ms:1.5ms:4,sync-sessions=1";
-        let o = run(&[spec, "--max-rows", "25", "-c", "\\timing off", "-f", path.to_str().unwrap()]);
+        let mut args = vec![spec, "--max-rows", "25", "-c", "\\timing off"];
+        if compares_two_runs(&text) {
+            args.extend(SECOND_RUN);
+        }
+        args.extend(["-f", path.to_str().unwrap()]);
+        let o = run(&args);
         assert!(o.status.success(), "{}: {}", path.display(), stderr(&o));
         check_golden(&path, &stdout(&o));
         checked += 1;

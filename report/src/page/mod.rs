@@ -12,6 +12,7 @@
 //! the level-of-detail functions at the page's resolution, drawings are one path per colour.
 
 mod advice;
+pub mod diff;
 mod drawings;
 mod figures;
 mod structure;
@@ -152,9 +153,18 @@ pub async fn html(session: &mut Session) -> Result<(String, Written), String> {
     });
     sections.push(Section { id: "waiting", title: "7. Waiting and efficiency", body: advice::waiting(session).await });
     sections.push(Section { id: "advice", title: "8. What to do", body: advice::advice(session).await });
+    Ok(page(
+        &format!("Communication report: {}", esc(&name)),
+        "Written by commdb from its SQL functions; every figure says how to read it. Times are from the run's start.",
+        &sections,
+    ))
+}
+
+/// The page of `sections` under heading `heading` (HTML) and `intro` (HTML).
+fn page(heading: &str, intro: &str, sections: &[Section]) -> (String, Written) {
     let mut body = String::new();
     let mut written = Written::default();
-    for s in &sections {
+    for s in sections {
         let _ = writeln!(body, "<section id=\"{}\"><h2>{}</h2>", s.id, s.title);
         match &s.body {
             Ok(html) => {
@@ -169,8 +179,7 @@ pub async fn html(session: &mut Session) -> Result<(String, Written), String> {
         body.push_str("</section>\n");
     }
     let page = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>commdb report: {t}</title>\n<style>{STYLE}</style></head>\n<body><header><h1>Communication report: {t}</h1><p>Written by commdb {v} from its SQL functions; every figure says how to read it. Times are from the run's start.</p><nav>{nav}</nav></header>\n{body}</body></html>\n",
-        t = esc(&name),
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>commdb: {heading}</title>\n<style>{STYLE}</style></head>\n<body><header><h1>{heading}</h1><p>{intro} (commdb {v})</p><nav>{nav}</nav></header>\n{body}</body></html>\n",
         v = env!("CARGO_PKG_VERSION"),
         nav = sections
             .iter()
@@ -179,7 +188,7 @@ pub async fn html(session: &mut Session) -> Result<(String, Written), String> {
             .join(" "),
     );
     written.bytes = page.len();
-    Ok((page, written))
+    (page, written)
 }
 
 const STYLE: &str = "body{font-family:Helvetica,Arial,sans-serif;max-width:1000px;margin:1em auto;padding:0 1em;color:#222}\

@@ -26,7 +26,7 @@ pub async fn run(cli: &Cli, sub: &Sub, print: PrintOptions) -> Result<()> {
         Sub::Generate(args) => generate::run(cli, args),
         Sub::Convert { input, output, part_rows } => convert::run(cli, input, output, *part_rows),
         Sub::Export { trace, to, file } => export::run(cli, trace.as_deref(), to, file),
-        Sub::Report { trace, file } => report::run(cli, trace.as_deref(), file, print).await,
+        Sub::Report { trace, file, vs } => report::run(cli, trace.as_deref(), vs.as_deref(), file, print).await,
         Sub::Cache { clear, names } => cache::run(cli, *clear, names),
         Sub::Info { trace } => info::run(cli, trace.as_deref(), print).await,
     }

@@ -43,7 +43,12 @@ const KEYS: &[&str] = &["region", "rank", "node", "pair", "size_class", "iterati
 pub const COMPARE_RUNS: Function = Function {
     name: "compare_runs",
     params: &[
-        param("a", Type::Text, ParamDefault::Required, "the schema of the first run (ATTACH 'run1/' AS run1)"),
+        param(
+            "a",
+            Type::Text,
+            ParamDefault::Chosen("the default trace (the first opened)"),
+            "the schema of the first run (ATTACH 'run1/' AS run1)",
+        ),
         param("b", Type::Text, ParamDefault::Required, "the schema of the second run"),
         param(
             "by",
@@ -69,7 +74,7 @@ pub const COMPARE_RUNS: Function = Function {
 
 arguments! {
     struct CompareArgs(COMPARE_RUNS) {
-        a: String,
+        a: Option<String>,
         b: String,
         by: String,
     }
@@ -77,6 +82,7 @@ arguments! {
 
 fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let CompareArgs { a: run_a, b: run_b, by } = CompareArgs::read(a)?;
+    let run_a = run_a.unwrap_or_else(|| a.session.config().options().catalog.default_schema.clone());
     let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
         return plan_err!("compare_runs: needs a commdb session to plan its query");
     };
@@ -339,7 +345,7 @@ fn compare(a: &[RecordBatch], b: &[RecordBatch], schema: &SchemaRef) -> Result<V
                     row.a = sa.map(|_| mean(&va));
                     row.b = sb.map(|_| mean(&vb));
                     if va.len() >= stats::MIN_SAMPLES && vb.len() >= stats::MIN_SAMPLES {
-                        let side = |v: &[f64]| (mean(v), stats::robust_sd(v), v.len() as f64);
+                        let side = |v: &[f64]| (mean(v), stats::robust_sd(v).max(stats::RESOLUTION_NS), v.len() as f64);
                         row.z = Some(stats::z_means(side(&va), side(&vb)));
                     }
                 }
@@ -357,7 +363,7 @@ fn compare(a: &[RecordBatch], b: &[RecordBatch], schema: &SchemaRef) -> Result<V
                     Some(n) => *n,
                     None => {
                         let (na, nb) = (series_sd(&qa, metric), series_sd(&qb, metric));
-                        let n = (na * na + nb * nb).sqrt();
+                        let n = (na * na + nb * nb).sqrt().max(stats::RESOLUTION_NS);
                         noise_of_series.insert(key.0.as_str(), n);
                         n
                     }

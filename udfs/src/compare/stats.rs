@@ -17,7 +17,8 @@
 //!   statistic.
 //! - `Exact` (counts of messages and bytes): no noise; any difference is one.
 //!
-//! The statistic z is the difference over its noise. A difference is significant when |z|
+//! The noise of a time is at least the timestamps' resolution, 1 ns per sample. The statistic z
+//! is the difference over its noise. A difference is significant when |z|
 //! exceeds the normal quantile that keeps the chance of naming any difference in two runs
 //! that differ by noise alone at 1 % over the whole comparison (Bonferroni over the tested
 //! quantities), and at least 3 samples stand on each side.
@@ -50,6 +51,11 @@ pub const FAMILY_ALPHA: f64 = 0.01;
 
 /// The fewest samples on each side for a statistical test.
 pub const MIN_SAMPLES: usize = 3;
+
+/// The resolution of the timestamps, 1 ns: the noise of a time is never taken to be less.
+/// Without it, a run whose ranks mostly repeat the other's times exactly (the same input, the
+/// same seed) would make a difference of a few nanoseconds of rounding infinitely significant.
+pub const RESOLUTION_NS: f64 = 1.0;
 
 /// 1.4826 x the median absolute deviation from the median: a normal standard deviation.
 pub fn robust_sd(values: &[f64]) -> f64 {
@@ -87,16 +93,16 @@ pub fn z(difference: f64, noise: f64) -> f64 {
     }
 }
 
-/// Paired per-unit differences: their sum over its noise.
+/// Paired per-unit differences (of times): their sum over its noise.
 pub fn z_paired_units(differences: &[f64]) -> f64 {
     let n = differences.len() as f64;
-    z(differences.iter().sum(), robust_sd(differences) * n.sqrt())
+    z(differences.iter().sum(), robust_sd(differences).max(RESOLUTION_NS) * n.sqrt())
 }
 
-/// Paired per-iteration differences, in iteration order: their sum over its noise.
+/// Paired per-iteration differences (of times), in iteration order: their sum over its noise.
 pub fn z_paired_series(differences: &[f64]) -> f64 {
     let n = differences.len() as f64;
-    z(differences.iter().sum(), series_sd(differences) * n.sqrt())
+    z(differences.iter().sum(), series_sd(differences).max(RESOLUTION_NS) * n.sqrt())
 }
 
 /// Welch's statistic of two means with their standard deviations and counts.
@@ -162,7 +168,15 @@ mod tests {
         assert!(z_paired_units(&d).abs() < critical_z(1));
         d.push(50.0);
         assert!(z_paired_units(&d) > critical_z(100));
+        // Identical values but for a rounding: no difference to name.
+        let mut rounding = vec![0.0; 16];
+        rounding[3] = 2.0;
+        assert!(z_paired_units(&rounding).abs() < critical_z(1), "{}", z_paired_units(&rounding));
         assert_eq!(z(0.0, 0.0), 0.0);
         assert!(z(1.0, 0.0).is_infinite());
+        // One changed unit among units that repeat the other run exactly.
+        let mut same = vec![0.0; 16];
+        same[5] = 1e6;
+        assert!(z_paired_units(&same) > critical_z(100));
     }
 }
