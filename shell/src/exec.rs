@@ -312,18 +312,30 @@ impl Shell {
         let started = std::time::Instant::now();
         let (page, written) = commdb_report::html(&mut self.session).await.map_err(ShellError::Drawing)?;
         commdb_catalog::writing::write_all(path, page.as_bytes())?;
+        self.note_written("a report", &written, path, started, "this trace");
+        Ok(())
+    }
+
+    /// Say what a page holds and where it went.
+    fn note_written(
+        &self,
+        what: &str,
+        written: &commdb_report::Written,
+        path: &std::path::Path,
+        started: std::time::Instant,
+        of: &str,
+    ) {
         self.note(&format!(
-            "wrote a report of {} figures ({:.1} MB) to {} in {:.1} s{}",
+            "wrote {what} of {} figures ({:.1} MB) to {} in {:.1} s{}",
             written.figures,
             written.bytes as f64 / 1e6,
             path.display(),
             started.elapsed().as_secs_f64(),
             match written.sections_missing {
                 0 => String::new(),
-                n => format!("; {n} section(s) could not be made for this trace (the page says why)"),
+                n => format!("; {n} section(s) could not be made for {of} (the page says why)"),
             }
         ));
-        Ok(())
     }
 
     /// Write the page comparing the default trace with the trace at `other` (attached beside
@@ -341,17 +353,7 @@ impl Shell {
         let (page, written) = commdb_report::diff_html(&mut self.session, &name).await.map_err(ShellError::Drawing)?;
         self.print_notices();
         commdb_catalog::writing::write_all(path, page.as_bytes())?;
-        self.note(&format!(
-            "wrote a comparison of {} figures ({:.1} MB) to {} in {:.1} s{}",
-            written.figures,
-            written.bytes as f64 / 1e6,
-            path.display(),
-            started.elapsed().as_secs_f64(),
-            match written.sections_missing {
-                0 => String::new(),
-                n => format!("; {n} section(s) could not be made for these runs (the page says why)"),
-            }
-        ));
+        self.note_written("a comparison", &written, path, started, "these runs");
         Ok(())
     }
 

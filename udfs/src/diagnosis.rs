@@ -36,10 +36,8 @@
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
-use datafusion::catalog::view::ViewTable;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
-use datafusion::execution::session_state::SessionState;
 
 use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int32, int64, text, text_view};
@@ -222,12 +220,9 @@ fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
     if max_inter > 1.0 {
         return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
     }
-    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("rank_diagnosis: needs a commdb session to plan its query");
-    };
     let sql = query(&messages.reference.to_string(), &collectives.reference.to_string(), by_node, max_inter);
-    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
+    let view = crate::relation::sql_view(session, a.function, sql)?;
     // Rows by rank (by node), whatever the query around does not order.
     let key = if by_node { "node" } else { "rank" };
-    Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), key)))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, key)))
 }

@@ -10,10 +10,7 @@
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
-use datafusion::catalog::view::ViewTable;
-use datafusion::common::plan_err;
 use datafusion::error::Result;
-use datafusion::execution::session_state::SessionState;
 
 use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, col, float64, int64};
@@ -48,12 +45,8 @@ arguments! {
 fn comm_partners(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PartnersArgs { rel } = PartnersArgs::read(a)?;
     rel.columns(a.function, &["src", "dst", "bytes"])?;
-    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("comm_partners: needs a commdb session to plan its query");
-    };
-    let sql = query(&rel.reference.to_quoted_string());
-    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
-    Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), "rank")))
+    let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
 }
 
 /// The query behind the view, reading the messages of relation `m` (quoted as SQL names it).

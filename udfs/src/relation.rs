@@ -146,6 +146,16 @@ fn base_tables(
     }
 }
 
+/// A view of `sql`, planned in the call's session: what a function that is a query over other
+/// analyses and tables returns (rank_diagnosis, comm_partners, iteration_profile, scaling).
+pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<datafusion::catalog::view::ViewTable> {
+    let Some(state) = session.as_any().downcast_ref::<datafusion::execution::session_state::SessionState>() else {
+        return datafusion::common::plan_err!("{function}: needs a commdb session to plan its query");
+    };
+    let plan = wait_for(state.create_logical_plan(&sql))??;
+    Ok(datafusion::catalog::view::ViewTable::new(plan, Some(sql)))
+}
+
 /// The least of `lo` and the greatest of `hi` (expressions over the relation's columns, e.g.
 /// `col("ts")`) over a relation, as an input of one row (lo, hi) aggregated as the relation
 /// streams by: what an analysis must know before it reads the relation's rows (the span its

@@ -24,7 +24,6 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
 use commdb_catalog::wallclock::Notices;
 use datafusion::catalog::TableProvider;
-use datafusion::catalog::view::ViewTable;
 use datafusion::common::{TableReference, plan_err};
 use datafusion::error::Result;
 use datafusion::execution::session_state::SessionState;
@@ -115,12 +114,8 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         ));
     }
     let view = |run: &str| -> Result<Relation> {
-        let sql = samples(&quote(run), &by);
-        let plan = wait_for(state.create_logical_plan(&sql))??;
-        Ok(Relation {
-            reference: TableReference::bare(format!("{by} samples of {run}")),
-            provider: Arc::new(ViewTable::new(plan, Some(sql))),
-        })
+        let view = crate::relation::sql_view(a.session, a.function, samples(&quote(run), &by))?;
+        Ok(Relation { reference: TableReference::bare(format!("{by} samples of {run}")), provider: Arc::new(view) })
     };
     let inputs = vec![(view(&run_a)?, None), (view(&run_b)?, None)];
     let out = a.schema();

@@ -11,10 +11,8 @@
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
-use datafusion::catalog::view::ViewTable;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
-use datafusion::execution::session_state::SessionState;
 
 use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text, text_view};
@@ -72,12 +70,7 @@ fn scaling(a: &Args) -> Result<Arc<dyn TableProvider>> {
             return plan_err!("scaling: no trace is attached as '{run}' (ATTACH 'trace' AS {run})");
         }
     }
-    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("scaling: needs a commdb session to plan its query");
-    };
-    let sql = query(&runs, mode == "weak");
-    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
-    Ok(Arc::new(ViewTable::new(plan, Some(sql))))
+    Ok(Arc::new(crate::relation::sql_view(a.session, a.function, query(&runs, mode == "weak"))?))
 }
 
 fn quote(ident: &str) -> String {

@@ -11,10 +11,7 @@
 use std::sync::Arc;
 
 use datafusion::catalog::TableProvider;
-use datafusion::catalog::view::ViewTable;
-use datafusion::common::plan_err;
 use datafusion::error::Result;
-use datafusion::execution::session_state::SessionState;
 
 use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text_view};
@@ -71,12 +68,9 @@ arguments! {
 fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let ProfileArgs { rel, k, marker } = ProfileArgs::read(a)?;
     rel.columns(a.function, &["rank", "region", "start_ts", "end_ts", "exclusive"])?;
-    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("iteration_profile: needs a commdb session to plan its query");
-    };
     let sql = query(&rel.reference.to_quoted_string(), k, marker.as_deref());
-    let plan = crate::relation::wait_for(state.create_logical_plan(&sql))??;
-    Ok(Arc::new(crate::ordered::OrderedView::new(ViewTable::new(plan, Some(sql)), "iteration")))
+    let view = crate::relation::sql_view(a.session, a.function, sql)?;
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, "iteration")))
 }
 
 /// The query behind the view, over the calls `calls` (quoted as SQL names them).
