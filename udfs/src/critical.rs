@@ -262,7 +262,7 @@ struct Finalize {
 arguments! {
     /// The arguments of the analyses of a whole run (RUN_PARAMS): its calls, messages and
     /// collectives.
-    pub struct RunArgs(CRITICAL_PATH, CRITICAL_PATH_PROFILE, crate::delays::DELAY_COSTS) {
+    pub struct RunArgs[RUN_PARAMS] {
         rel: Relation,
         messages: Relation,
         collectives: Relation,

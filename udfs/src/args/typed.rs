@@ -212,8 +212,9 @@ const fn fail(parts: &[&str]) -> ! {
 
 /// Declare a table function's arguments as a struct whose fields are its parameters, read
 /// by `read(args)`; `..field: Group` reads a group of parameters several functions share.
-/// The fields are checked against the declarations of the functions named in parentheses
-/// when compiling (`check_fields`).
+/// The fields are checked when compiling (`check_fields`) against the declarations of the
+/// functions named in parentheses, or against the list of parameters named in brackets that
+/// several functions declare.
 macro_rules! arguments {
     (
         $(#[$meta:meta])*
@@ -222,6 +223,23 @@ macro_rules! arguments {
             $(.. $group:ident : $gty:ty,)*
         }
     ) => {
+        $crate::args::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
+        $(
+            const _: () = $crate::args::check_fields($function.name, $function.params, $name::FIELDS, $name::GROUPS);
+        )+
+    };
+    // The arguments of several functions declared with one list of parameters, named by it.
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident [$params:path] {
+            $($field:ident : $ty:ty,)*
+            $(.. $group:ident : $gty:ty,)*
+        }
+    ) => {
+        $crate::args::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
+        const _: () = $crate::args::check_fields(stringify!($params), $params, $name::FIELDS, $name::GROUPS);
+    };
+    (@struct $(#[$meta:meta])* $vis:vis $name:ident { $($field:ident : $ty:ty,)* $(.. $group:ident : $gty:ty,)* }) => {
         $(#[$meta])*
         #[derive(Debug)]
         $vis struct $name {
@@ -243,15 +261,6 @@ macro_rules! arguments {
                 })
             }
         }
-
-        $(
-            const _: () = $crate::args::check_fields(
-                $function.name,
-                $function.params,
-                $name::FIELDS,
-                $name::GROUPS,
-            );
-        )+
     };
 }
 pub(crate) use arguments;
