@@ -21,8 +21,8 @@ fn commdb() -> &'static str {
 /// Generate the two runs in `dir` unless they are there.
 fn runs(dir: &Path, events: u64) -> (PathBuf, PathBuf) {
     let ranks = 256u64;
-    // The stencil's ranks log about 46 events an iteration (generate::estimated_events).
-    let iterations = (events / (ranks * 46)).max(10);
+    // A rank of the 256-rank stencil logs about 38 events an iteration.
+    let iterations = (events / (ranks * 38)).max(10);
     let middle = iterations / 2;
     let a = dir.join(format!("a-{events}"));
     let b = dir.join(format!("b-{events}"));

@@ -220,11 +220,17 @@ impl Side {
     }
 }
 
-/// The quantities of one run, by (metric, key): class, kind, samples.
-type Quantities = BTreeMap<(String, String), (i64, Kind, Side)>;
+/// One quantity of a run: its class, kind and samples.
+type Quantity = (i64, Kind, Side);
+
+/// The quantities of one run, by (metric, key).
+type Quantities = BTreeMap<(String, String), Quantity>;
 
 fn read(batches: &[RecordBatch]) -> Result<Quantities> {
-    let mut out = Quantities::new();
+    // Metrics and keys interned while reading (a row per sample: millions by rank).
+    let mut names = crate::call_sweep::Names::default();
+    let mut index: commdb_catalog::fast_hash::FastMap<(u32, u32), usize> = Default::default();
+    let mut entries: Vec<((u32, u32), Quantity)> = Vec::new();
     for b in batches {
         let one = std::slice::from_ref(b);
         let (key, metric, kind) = (text_column(one, 0)?, text_column(one, 1)?, text_column(one, 3)?);
@@ -247,10 +253,12 @@ fn read(batches: &[RecordBatch]) -> Result<Quantities> {
                 continue;
             }
             let Some(k) = Kind::parse(kind.value(i)) else { continue };
-            let entry = out
-                .entry((metric.value(i).to_string(), key.value(i).to_string()))
-                .or_insert_with(|| (class.value(i), k, Side::default()));
-            let s = &mut entry.2;
+            let id = (names.id(metric.value(i)), names.id(key.value(i)));
+            let at = *index.entry(id).or_insert_with(|| {
+                entries.push((id, (class.value(i), k, Side::default())));
+                entries.len() - 1
+            });
+            let s = &mut entries[at].1.2;
             s.values.push((sample.is_valid(i).then(|| sample.value(i)), value.value(i)));
             s.n += if n.is_valid(i) { n.value(i) as f64 } else { 1.0 };
             if sd.is_valid(i) {
@@ -258,7 +266,8 @@ fn read(batches: &[RecordBatch]) -> Result<Quantities> {
             }
         }
     }
-    Ok(out)
+    let name = |id: u32| names.names[id as usize].clone();
+    Ok(entries.into_iter().map(|((m, k), q)| ((name(m), name(k)), q)).collect())
 }
 
 /// One row of the answer.
