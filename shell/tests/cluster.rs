@@ -203,6 +203,12 @@ fn a_cluster_gives_the_embedded_rows() {
         if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("--jobs")) {
             args.extend(logs);
         }
+        // Reports that compare two runs (compare_runs) are not run on a cluster yet: their
+        // analyses read two traces' tables through views, which has not been made to run in
+        // a cluster's tasks.
+        if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("AS b\"")) {
+            continue;
+        }
         args.extend(["-f", file]);
         let embedded = answer(&store, None, &args);
         let distributed = answer(&store, Some(&url), &args);

@@ -5,7 +5,7 @@
 //! time times its ranks over this run's; weak scaling, fixed work per rank: the smallest run's
 //! time per rank over this run's), its growth (time per rank over the smallest run's), and
 //! whether it is communication that grows faster than the computation (an MPI region whose
-//! growth exceeds that of all non-MPI time per rank in the same run). A region's time is the
+//! time per rank grows, and more than all non-MPI time per rank does in the same run). A region's time is the
 //! exclusive time of its calls. The function is a view over the runs' calls and ranks.
 
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub const SCALING: Function = Function {
         col(
             "grows_faster_than_compute",
             boolean,
-            "an MPI region whose growth exceeds that of the run's non-MPI time per rank",
+            "an MPI region whose time per rank grows, and more than the run's non-MPI time per rank",
         ),
     ]),
     description: "runs of one code at several rank counts, region by region: time, share, parallel efficiency (strong or weak scaling) against the smallest run, growth, and the communication that grows faster than the computation",
@@ -100,7 +100,7 @@ compute AS (SELECT run, sum(CASE WHEN region IS NULL OR NOT starts_with(region, 
 compute1 AS (SELECT c AS c1 FROM compute WHERE run = (SELECT run FROM smallest))
 SELECT per.region, per.run, per.ranks, per.t AS time_ns, per.t / per.ranks AS time_per_rank_ns,
        per.t / nullif(total.total, 0) AS share, {efficiency} AS efficiency, (per.t / per.ranks) / nullif(b.t1, 0) AS growth,
-       coalesce(starts_with(per.region, 'MPI_'), false)
+       coalesce(starts_with(per.region, 'MPI_'), false) AND (per.t / per.ranks) / nullif(b.t1, 0) > 1
          AND (per.t / per.ranks) / nullif(b.t1, 0) > compute.c / nullif(compute1.c1, 0) AS grows_faster_than_compute
 FROM per JOIN total ON total.run = per.run LEFT JOIN b ON b.region IS NOT DISTINCT FROM per.region
 JOIN compute ON compute.run = per.run CROSS JOIN compute1
