@@ -19,6 +19,8 @@ REQUIRED = {
     "lod_calls": "pixels => 200",
     "lod_messages": "pixels => 200",
     "lod_collectives": "pixels => 200",
+    "compare_runs": "b => 'demo', by => 'iteration'",
+    "scaling": "runs => 'demo,demo'",
 }
 
 
