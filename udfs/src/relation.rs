@@ -195,7 +195,7 @@ pub fn trace_table(session: &dyn Session, function: &str, schema: &(String, Stri
 }
 
 /// An identifier quoted for a table reference.
-fn quote(ident: &str) -> String {
+pub fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
 

@@ -33,7 +33,7 @@ use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, boolean, col, float64, text};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
-use crate::relation::{Relation, resolve, wait_for};
+use crate::relation::{Relation, quote, resolve, wait_for};
 
 use stats::Kind;
 
@@ -122,11 +122,6 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let schema = out.clone();
     let compute = Arc::new(move |inputs: &[Vec<RecordBatch>]| compare(&inputs[0], &inputs[1], &schema));
     Ok(Arc::new(Derived::from_many(out, inputs, compute)))
-}
-
-/// An identifier quoted for SQL.
-fn quote(ident: &str) -> String {
-    format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
 /// The query of run `r` (a quoted schema) that gives the samples compared by `by`: columns

@@ -17,7 +17,7 @@ use datafusion::error::Result;
 use crate::args::{Args, arguments};
 use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text, text_view};
 use crate::params::{ParamDefault, Type, param};
-use crate::relation::resolve;
+use crate::relation::{quote, resolve};
 
 pub const SCALING: Function = Function {
     name: "scaling",
@@ -71,10 +71,6 @@ fn scaling(a: &Args) -> Result<Arc<dyn TableProvider>> {
         }
     }
     Ok(Arc::new(crate::relation::sql_view(a.session, a.function, query(&runs, mode == "weak"))?))
-}
-
-fn quote(ident: &str) -> String {
-    format!("\"{}\"", ident.replace('"', "\"\""))
 }
 
 /// The query behind the view over `runs`.

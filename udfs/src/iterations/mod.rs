@@ -194,6 +194,10 @@ impl Folder for Fold {
                 }
                 None => return exec_err!("iterations: marker '{m}' is no region of the calls"),
             },
+            None if counts.is_empty() => {
+                notify(&notices, "iterations: the relation has no calls, so it has no iterations".to_string());
+                None
+            }
             None => match marker::choose(&counts, ranks) {
                 Some(c) => {
                     notify(

@@ -1,6 +1,7 @@
 //! One rank's calls cut into iterations: each call of the marker region ends one (see
-//! `marker`), the next begins where it ended, and the first begins where the calls that
-//! repeat begin (the setup before them, MPI_Init and a barrier, is left out); a call that
+//! `marker`), the next begins where it ended, and the first begins with the longest tail of
+//! its calls whose regions all recur in the next (the setup before them, MPI_Init and a
+//! barrier, is left out); a call that
 //! encloses several marker calls (`main`) belongs to none. Each iteration's time is divided
 //! into time in MPI calls spent waiting (the rank's Scalasca wait states that fall in it), the
 //! rest of its MPI time, and everything else (computation, instrumented or not).
@@ -110,12 +111,13 @@ fn marked(calls: &[Call], marker: u32) -> Vec<(i64, i64)> {
         Some(stretches.get(from..from + q)?.iter().flat_map(|s| s.iter().copied()).collect())
     };
     let first = group(0).unwrap_or_else(|| stretches.iter().flat_map(|s| s.iter().copied()).collect());
-    let first_start = match group(q) {
-        Some(next) if !next.is_empty() && next.len() <= first.len() => {
-            let skip = first.len() - next.len();
-            let same = first[skip..].iter().zip(&next).all(|(a, b)| a.region == b.region);
-            if same { first[skip].start } else { first.first().map_or(ends[0].0, |c| c.start) }
-        }
+    // The first iteration begins with the longest tail of its calls whose regions all recur in
+    // the iteration after it: the setup before (MPI_Init, a barrier) is left out, whatever
+    // order the step's own calls come in on this rank.
+    let steady: Vec<u32> = group(q).unwrap_or_default().iter().map(|c| c.region).collect();
+    let tail = first.iter().rev().take_while(|c| steady.contains(&c.region)).count();
+    let first_start = match first.len().checked_sub(tail) {
+        Some(at) if tail > 0 => first[at].start,
         _ => first.first().map_or(ends[0].0, |c| c.start),
     };
     let mut out = Vec::with_capacity(ends.len() / q + 1);
@@ -199,6 +201,16 @@ mod tests {
         assert_eq!(got[1].mpi, 40);
         assert_eq!((got[1].waiting_ns(), got[1].mpi_ns(), got[1].compute_ns()), (20, 20, 60));
         assert_eq!(got[0].waiting_ns(), 0);
+    }
+
+    #[test]
+    fn the_setup_is_left_out_whatever_order_the_step_begins_in() {
+        // A ping-pong's receiving side: init, then receive-send steps whose stretches between
+        // two receives are send, receive; the first stretch is init, receive.
+        let calls =
+            vec![call(INIT, 0, 100), call(ALLREDUCE, 100, 110), call(SEND, 110, 115), call(ALLREDUCE, 115, 130)];
+        let got = iterations(&calls, Some(ALLREDUCE), |_| true, &[]);
+        assert_eq!(got.iter().map(|i| (i.start, i.end)).collect::<Vec<_>>(), [(100, 110), (110, 130)]);
     }
 
     #[test]
