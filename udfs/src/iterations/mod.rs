@@ -1,14 +1,16 @@
 //! A run's iterations: `iterations([rel => 'calls'], marker => ...)` finds the repeated
 //! structure of the run (the region whose calls end a step, `marker`) and gives per iteration
 //! and rank its start and end and its time divided into computation, MPI and waiting (the
-//! Scalasca wait states of `wait_states` that fall in it, by kind). With no repeated structure
-//! one iteration covers each rank's calls and a notice says so. The calls are swept a chunk of
+//! Scalasca wait states of `wait_states` that fall in it, by kind). When no region is called
+//! alike by every rank, each rank's iterations follow the repeating signature of its own calls
+//! (`signature`); a rank whose calls do not repeat gets one iteration, and a notice says so. The calls are swept a chunk of
 //! whole ranks at a time, after the messages and collectives are folded into their waits and
 //! the calls counted per rank and region (a row per region); only each rank's first thread is
 //! cut (the MPI thread of an MPI-only run).
 
 pub mod marker;
 pub mod profile;
+pub mod signature;
 pub mod split;
 
 use std::sync::Arc;
@@ -36,6 +38,7 @@ use crate::stream::{Folder, Mapper, StartFold};
 use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
 use marker::RegionCount;
+use signature::Closing;
 use split::{COLLECTIVE, LATE_RECEIVER, LATE_SENDER, Waited};
 
 pub const ITERATIONS: Function = Function {
@@ -45,7 +48,9 @@ pub const ITERATIONS: Function = Function {
         param(
             "marker",
             Type::Text,
-            ParamDefault::Chosen("found: the collective (else region) every rank calls alike, most often"),
+            ParamDefault::Chosen(
+                "found: the collective (else region) every rank calls alike, most often; else each rank's own repeating calls",
+            ),
             "the region whose calls end an iteration",
         ),
         param(
@@ -74,9 +79,13 @@ pub const ITERATIONS: Function = Function {
         crate::declare::col("late_sender_ns", int64, "of which waiting for a late sender").never_null(),
         crate::declare::col("late_receiver_ns", int64, "of which waiting for a late receiver").never_null(),
         crate::declare::col("collective_wait_ns", int64, "of which waiting in collective operations").never_null(),
-        crate::declare::col("marker", text, "the region whose calls end the iterations (NULL: none was found)"),
+        crate::declare::col(
+            "marker",
+            text,
+            "the region whose calls end the rank's iterations (NULL: its calls do not repeat)",
+        ),
     ]),
-    description: "the run's iterations: per iteration and rank, start and end and the time in computation, MPI and waiting (by kind); an iteration ends with each call of the marker region, found as the collective (else region) every rank calls alike, folded into steps when the calls between repeat with a longer period",
+    description: "the run's iterations: per iteration and rank, start and end and the time in computation, MPI and waiting (by kind); an iteration ends with each call of the marker region, found as the collective (else region) every rank calls alike, folded into steps when the calls between repeat with a longer period; without such a region, each rank's own repeating call signature",
     make: Make::Table(plan_iterations),
 };
 
@@ -178,6 +187,7 @@ impl Folder for Fold {
         let Fold { messages, collectives, counts, marker, notices, schema } = *self;
         let counts = read_counts(&counts)?;
         let ranks = counts.iter().map(|c| c.ranks).max().unwrap_or(0);
+        let mut own = false;
         let marker = match marker {
             Some(m) => match counts.iter().find(|c| c.region == m) {
                 Some(c) => {
@@ -210,7 +220,8 @@ impl Folder for Fold {
                     Some(c.region.clone())
                 }
                 None => {
-                    notify(&notices, "iterations: no region is called alike (at least twice) by every rank, so one iteration covers each rank's calls; give marker => '...' to cut them".to_string());
+                    notify(&notices, "iterations: no region is called alike (at least twice) by every rank, so each rank's iterations follow the repeating signature of its own calls; give marker => '...' to cut them all with one region".to_string());
+                    own = true;
                     None
                 }
             },
@@ -225,7 +236,15 @@ impl Folder for Fold {
         for list in by_rank.values_mut() {
             list.sort_unstable_by_key(|w| w.ts);
         }
-        Ok(Box::new(Cut { marker, waits: by_rank, names: Names::default(), schema }))
+        Ok(Box::new(Cut {
+            marker,
+            own,
+            found: FastMap::default(),
+            notices,
+            waits: by_rank,
+            names: Names::default(),
+            schema,
+        }))
     }
 }
 
@@ -264,7 +283,14 @@ fn read_counts(batches: &[RecordBatch]) -> Result<Vec<RegionCount>> {
 
 /// Cuts each chunk of ranks' calls into iterations.
 struct Cut {
+    /// The region that ends every rank's iterations.
     marker: Option<String>,
+    /// Without one, whether each rank's iterations follow its own calls' signature.
+    own: bool,
+    /// Ranks by the region that ended their own iterations (None: their calls do not repeat)
+    /// and their number of iterations.
+    found: FastMap<(Option<u32>, usize), usize>,
+    notices: Option<Notices>,
     waits: FastMap<i64, Vec<Waited>>,
     names: Names,
     schema: SchemaRef,
@@ -280,7 +306,8 @@ impl Mapper for Cut {
         let streams = streams_named(batches, "iterations", &mut self.names)?;
         let names = &self.names.names;
         let mpi = |r: u32| names.get(r as usize).is_some_and(|n| n.starts_with("MPI_"));
-        let mut rows: Vec<(i64, i64, split::Iteration)> = Vec::new();
+        let class = |r: u32| names.get(r as usize).map_or(Closing::Other, |n| Closing::of(n));
+        let mut rows: Vec<Row> = Vec::new();
         let mut last_rank = None;
         for ((rank, _), calls) in &streams {
             // The rank's first thread only.
@@ -289,11 +316,27 @@ impl Mapper for Cut {
             }
             last_rank = Some(*rank);
             let waits = self.waits.remove(rank).unwrap_or_default();
-            for (k, it) in split::iterations(calls, marker, mpi, &waits).into_iter().enumerate() {
-                rows.push((k as i64, *rank, it));
+            let ends = match marker {
+                Some(m) => Some(m),
+                None if self.own => signature::signature(calls, class).map(|s| s.closing),
+                None => None,
+            };
+            let cut = split::iterations(calls, ends, mpi, &waits);
+            if self.own {
+                *self.found.entry((ends, cut.len())).or_default() += 1;
+            }
+            for (k, it) in cut.into_iter().enumerate() {
+                rows.push(Row { iteration: k as i64, rank: *rank, it, marker: ends });
             }
         }
-        batch(&rows, self.marker.as_deref(), &self.schema)
+        batch(&rows, names, &self.schema)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.own && !self.found.is_empty() {
+            notify(&self.notices, own_summary(&self.found, &self.names.names));
+        }
+        Ok(Vec::new())
     }
 
     fn held_bytes(&self) -> usize {
@@ -301,23 +344,48 @@ impl Mapper for Cut {
     }
 }
 
-fn batch(rows: &[(i64, i64, split::Iteration)], marker: Option<&str>, schema: &SchemaRef) -> Result<RecordBatch> {
-    let int = |f: &dyn Fn(&(i64, i64, split::Iteration)) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
-    };
+/// What each rank's own calls gave: the commonest outcomes first, four at most.
+fn own_summary(found: &FastMap<(Option<u32>, usize), usize>, names: &[String]) -> String {
+    let mut groups: Vec<(&(Option<u32>, usize), &usize)> = found.iter().collect();
+    groups.sort_unstable_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+    let said: Vec<String> = groups
+        .iter()
+        .take(4)
+        .map(|((closing, n), ranks)| match closing.and_then(|c| names.get(c as usize)) {
+            Some(region) => format!("{ranks} rank(s) end theirs with {region}, {n} iteration(s) each"),
+            None => format!("{ranks} rank(s) repeat no sequence of calls, one iteration each"),
+        })
+        .collect();
+    let more = groups.len().saturating_sub(4);
+    let tail = if more > 0 { format!("; and {more} other outcome(s)") } else { String::new() };
+    format!("iterations: by the signature of their own calls, {}{tail}", said.join("; "))
+}
+
+/// One row of the answer.
+struct Row {
+    iteration: i64,
+    rank: i64,
+    it: split::Iteration,
+    /// The region whose calls ended the rank's iterations.
+    marker: Option<u32>,
+}
+
+fn batch(rows: &[Row], names: &[String], schema: &SchemaRef) -> Result<RecordBatch> {
+    let int = |f: &dyn Fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    let marker = rows.iter().map(|r| r.marker.and_then(|m| names.get(m as usize)).map(String::as_str));
     let columns: Vec<ArrayRef> = vec![
-        int(&|r| r.0),
-        int(&|r| r.1),
-        int(&|r| r.2.start),
-        int(&|r| r.2.end),
-        int(&|r| r.2.end - r.2.start),
-        int(&|r| r.2.compute_ns()),
-        int(&|r| r.2.mpi_ns()),
-        int(&|r| r.2.waiting_ns()),
-        int(&|r| r.2.waiting[LATE_SENDER]),
-        int(&|r| r.2.waiting[LATE_RECEIVER]),
-        int(&|r| r.2.waiting[COLLECTIVE]),
-        Arc::new(StringArray::from(vec![marker; rows.len()])),
+        int(&|r| r.iteration),
+        int(&|r| r.rank),
+        int(&|r| r.it.start),
+        int(&|r| r.it.end),
+        int(&|r| r.it.end - r.it.start),
+        int(&|r| r.it.compute_ns()),
+        int(&|r| r.it.mpi_ns()),
+        int(&|r| r.it.waiting_ns()),
+        int(&|r| r.it.waiting[LATE_SENDER]),
+        int(&|r| r.it.waiting[LATE_RECEIVER]),
+        int(&|r| r.it.waiting[COLLECTIVE]),
+        Arc::new(StringArray::from_iter(marker)),
     ];
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
