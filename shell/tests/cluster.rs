@@ -107,8 +107,13 @@ impl Cluster {
 
 /// A store of 32 ranks converted from OTF2 in parts of 2,000 rows (at least 8 parts a table).
 fn store(dir: &Path) -> PathBuf {
-    let archive = dir.join("otf2");
-    let o = run(&[
+    store_of(dir, "store", &[])
+}
+
+/// The store `name` of the same run but for the generator's options `changed`.
+fn store_of(dir: &Path, name: &str, changed: &[&str]) -> PathBuf {
+    let archive = dir.join(if name == "store" { "otf2".to_string() } else { format!("otf2-{name}") });
+    let mut args = vec![
         "generate",
         archive.to_str().unwrap(),
         "--ranks",
@@ -121,9 +126,11 @@ fn store(dir: &Path) -> PathBuf {
         "1ms:2ms:4",
         "--format",
         "otf2",
-    ]);
+    ];
+    args.extend_from_slice(changed);
+    let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let store = dir.join("store");
+    let store = dir.join(name);
     let anchor = archive.join("traces.otf2");
     let o = run(&["convert", anchor.to_str().unwrap(), store.to_str().unwrap(), "--part-rows", "2000"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -184,6 +191,9 @@ fn readme_tour() -> String {
 fn a_cluster_gives_the_embedded_rows() {
     let dir = tempfile::tempdir().unwrap();
     let store = store(dir.path());
+    // The same run with rank 5 computing twice as long from iteration 15, for the comparisons.
+    let after = store_of(dir.path(), "after", &["--slow-rank", "5:2:15"]);
+    let attach_after = format!("ATTACH '{}' AS b", after.display());
     let cluster = Cluster::start(dir.path(), 2, &[]);
     let url = cluster.url();
 
@@ -203,18 +213,21 @@ fn a_cluster_gives_the_embedded_rows() {
         if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("--jobs")) {
             args.extend(logs);
         }
-        // Reports that compare two runs (compare_runs) are not run on a cluster yet: their
-        // analyses read two traces' tables through views, which has not been made to run in
-        // a cluster's tasks.
-        if text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("AS b\"")) {
-            continue;
+        // Reports that compare two runs read the run after as b.
+        let compares = text.lines().take_while(|l| l.starts_with("--")).any(|l| l.contains("AS b\""));
+        if compares {
+            args.extend(["-c", &attach_after]);
         }
         args.extend(["-f", file]);
         let embedded = answer(&store, None, &args);
         let distributed = answer(&store, Some(&url), &args);
         assert!(embedded.0, "{file} embedded: {}", embedded.2);
         assert!(distributed.0, "{file} on the cluster: {}", distributed.2);
-        if text.contains("approx_") {
+        if compares {
+            // Means and shares summed in another order differ in their last digits (and rows
+            // of shares equal but for them may change places).
+            assert_close(&sorted(&distributed.1).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, file);
+        } else if text.contains("approx_") {
             // Approximate percentiles (a t-digest) depend on how the rows were split.
             assert_close(&distributed.1, &embedded.1, 0.02, file);
         } else if text.contains("delta_histogram") {
@@ -250,6 +263,9 @@ fn a_cluster_gives_the_embedded_rows() {
         "SELECT * FROM ideal_replay()",
         "SELECT * FROM dag_edges()",
         "SELECT * FROM process_regions()",
+        "SELECT * FROM iterations()",
+        "SELECT * FROM iteration_profile()",
+        "SELECT * FROM scaling(runs => 'public,public')",
         "SELECT rank, wallclock(min(ts)) FROM events GROUP BY rank",
         "SELECT node FROM ranks LIMIT 3",
         "SELECT src, dst, count(*), sum(bytes) FROM messages WHERE send_ts BETWEEN 1000000 AND 2000000 GROUP BY 1, 2",
@@ -275,6 +291,19 @@ fn a_cluster_gives_the_embedded_rows() {
     let distributed = answer(&store, Some(&url), &["-c", &attached]);
     assert!(distributed.0, "{}", distributed.2);
     assert_eq!(distributed.1, embedded.1);
+
+    // Two runs compared by every key, and the iterations that read two runs' tables.
+    for by in ["region", "rank", "node", "pair", "size_class", "iteration"] {
+        let q = format!("SELECT * FROM compare_runs(b => 'b', by => '{by}')");
+        let embedded = answer(&store, None, &["-c", &attach_after, "-c", &q]);
+        let distributed = answer(&store, Some(&url), &["-c", &attach_after, "-c", &q]);
+        assert!(embedded.0, "{q} embedded: {}", embedded.2);
+        assert!(distributed.0, "{q} on the cluster: {}", distributed.2);
+        assert_close(&sorted(&distributed.1).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, &q);
+        if by == "rank" {
+            assert!(distributed.1.lines().nth(1).is_some_and(|l| l.starts_with("5,compute_ns,")), "{}", distributed.1);
+        }
+    }
 
     // COPY writes what the cluster computed.
     let copied = dir.path().join("matrix.csv");

@@ -178,15 +178,13 @@ impl Derived {
     }
 
     /// The same table for a distributed engine: its node asks for each input as one partition,
-    /// and so do the analyses it made as its inputs.
+    /// and so do the analyses it made as its inputs, directly or in views of SQL it reads
+    /// (compare_runs' samples read `iterations`).
     pub fn distributed(self) -> Derived {
         let inputs = self
             .inputs
             .iter()
-            .map(|input| match input.provider.downcast_ref::<Derived>() {
-                Some(inner) => Input { provider: Arc::new(inner.clone().distributed()), ..input.clone() },
-                None => input.clone(),
-            })
+            .map(|input| Input { provider: distributed_provider(&input.provider), ..input.clone() })
             .collect();
         Derived { distributed: true, inputs, ..self }
     }
@@ -313,6 +311,35 @@ impl Derived {
             }
         }
         Ok(Placement::ByPart)
+    }
+}
+
+/// `provider` for a distributed engine: an analysis distributed, a view with the analyses it
+/// reads distributed, anything else as it is.
+fn distributed_provider(provider: &Arc<dyn TableProvider>) -> Arc<dyn TableProvider> {
+    use datafusion::common::tree_node::Transformed;
+    use datafusion::datasource::ViewTable;
+    use datafusion::logical_expr::LogicalPlan;
+    if let Some(inner) = provider.downcast_ref::<Derived>() {
+        return Arc::new(inner.clone().distributed());
+    }
+    let Some(view) = provider.downcast_ref::<ViewTable>() else { return provider.clone() };
+    let plan = view.logical_plan().clone().transform_up_with_subqueries(|node| {
+        let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
+        let Ok(inner) = datafusion::datasource::source_as_provider(&scan.source) else {
+            return Ok(Transformed::no(node));
+        };
+        let replaced = distributed_provider(&inner);
+        if Arc::ptr_eq(&replaced, &inner) {
+            return Ok(Transformed::no(node));
+        }
+        let mut scan = scan.clone();
+        scan.source = provider_as_source(replaced);
+        Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+    });
+    match plan {
+        Ok(p) if p.transformed => Arc::new(ViewTable::new(p.data, view.definition().cloned())),
+        _ => provider.clone(),
     }
 }
 

@@ -14,7 +14,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{TableReference, plan_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder};
 
 /// A relation and the columns of it to read (None: all).
 pub type Projected = (Relation, Option<Vec<usize>>);
@@ -153,7 +153,26 @@ pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<da
         return datafusion::common::plan_err!("{function}: needs a commdb session to plan its query");
     };
     let plan = wait_for(state.create_logical_plan(&sql))??;
+    note_scans(&plan);
     Ok(datafusion::catalog::view::ViewTable::new(plan, Some(sql)))
+}
+
+/// Note, for the call being planned, every relation `plan` reads: a table or view by its name,
+/// an analysis by what it looked up (it is planned again from its own call). A cluster plans an
+/// analysis that reads a view of SQL again from its recipe, and the SQL finds its tables there.
+fn note_scans(plan: &LogicalPlan) {
+    use datafusion::common::tree_node::TreeNodeRecursion;
+    let _ = plan.apply_with_subqueries(|node| {
+        if let LogicalPlan::TableScan(scan) = node
+            && let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source)
+        {
+            match provider.downcast_ref::<crate::derived::Derived>().and_then(|d| d.call()) {
+                Some(call) => call.lookups.iter().cloned().for_each(note),
+                None => note(Lookup::Relation(Relation { reference: scan.table_name.clone(), provider })),
+            }
+        }
+        Ok(TreeNodeRecursion::Continue)
+    });
 }
 
 /// The least of `lo` and the greatest of `hi` (expressions over the relation's columns, e.g.

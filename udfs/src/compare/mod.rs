@@ -24,16 +24,15 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, SchemaRef};
 use commdb_catalog::wallclock::Notices;
 use datafusion::catalog::TableProvider;
-use datafusion::common::{TableReference, plan_err};
+use datafusion::common::{TableReference, exec_err, plan_err};
 use datafusion::error::Result;
-use datafusion::execution::session_state::SessionState;
 
 use crate::args::{Args, arguments};
 use crate::columns::{int64_column, text_column};
 use crate::declare::{Function, Make, Output, boolean, col, float64, text};
 use crate::derived::Derived;
 use crate::params::{ParamDefault, Type, param};
-use crate::relation::{Relation, quote, resolve, wait_for};
+use crate::relation::{Relation, quote, resolve};
 
 use stats::Kind;
 
@@ -82,9 +81,6 @@ arguments! {
 fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let CompareArgs { a: run_a, b: run_b, by } = CompareArgs::read(a)?;
     let run_a = run_a.unwrap_or_else(|| a.session.config().options().catalog.default_schema.clone());
-    let Some(state) = a.session.as_any().downcast_ref::<SessionState>() else {
-        return plan_err!("compare_runs: needs a commdb session to plan its query");
-    };
     for run in [&run_a, &run_b] {
         if resolve(a.session, a.function, &format!("{}.calls", quote(run))).is_err() {
             return plan_err!(
@@ -92,35 +88,41 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
             );
         }
     }
-    let ranks = |run: &str| -> Result<i64> {
-        let sql = format!("SELECT count(*) FROM {}.ranks", quote(run));
-        let plan = wait_for(state.create_logical_plan(&sql))??;
-        let physical = wait_for(state.create_physical_plan(&plan))??;
-        let batches = wait_for(datafusion::physical_plan::collect(physical, state.task_ctx()))??;
-        Ok(batches.first().map(|b| int64_column(std::slice::from_ref(b), 0)).transpose()?.map_or(0, |c| c.value(0)))
-    };
-    let (ranks_a, ranks_b) = (ranks(&run_a)?, ranks(&run_b)?);
-    if ranks_a != ranks_b && matches!(by.as_str(), "rank" | "node" | "pair") {
-        return plan_err!(
-            "compare_runs: by => '{by}' pairs the runs' ranks, but {run_a} has {ranks_a} ranks and {run_b} {ranks_b}; compare by region, size_class or iteration"
-        );
-    }
-    if ranks_a != ranks_b
-        && by == "region"
-        && let Some(n) = a.session.config().get_extension::<Notices>()
-    {
-        n.push(format!(
-            "compare_runs: {run_a} has {ranks_a} ranks and {run_b} {ranks_b}: by region, a and b are means per rank"
-        ));
-    }
     let view = |run: &str| -> Result<Relation> {
         let view = crate::relation::sql_view(a.session, a.function, samples(&quote(run), &by))?;
         Ok(Relation { reference: TableReference::bare(format!("{by} samples of {run}")), provider: Arc::new(view) })
     };
-    let inputs = vec![(view(&run_a)?, None), (view(&run_b)?, None)];
+    // The runs' rank counts are read with the samples (not while the call is planned: on a
+    // cluster, planning happens on every process and runs no query).
+    let ranks = |run: &str| -> Result<Relation> {
+        let sql = format!("SELECT count(*) AS ranks FROM {}.ranks", quote(run));
+        let view = crate::relation::sql_view(a.session, a.function, sql)?;
+        Ok(Relation { reference: TableReference::bare(format!("ranks of {run}")), provider: Arc::new(view) })
+    };
+    let inputs = vec![(view(&run_a)?, None), (view(&run_b)?, None), (ranks(&run_a)?, None), (ranks(&run_b)?, None)];
     let out = a.schema();
     let schema = out.clone();
-    let compute = Arc::new(move |inputs: &[Vec<RecordBatch>]| compare(&inputs[0], &inputs[1], &schema));
+    let notices = a.session.config().get_extension::<Notices>().map(|n| (*n).clone());
+    let compute = Arc::new(move |inputs: &[Vec<RecordBatch>]| {
+        let count = |batches: &[RecordBatch]| -> Result<i64> {
+            Ok(batches.first().map(|b| int64_column(std::slice::from_ref(b), 0)).transpose()?.map_or(0, |c| c.value(0)))
+        };
+        let (ranks_a, ranks_b) = (count(&inputs[2])?, count(&inputs[3])?);
+        if ranks_a != ranks_b && matches!(by.as_str(), "rank" | "node" | "pair") {
+            return exec_err!(
+                "compare_runs: by => '{by}' pairs the runs' ranks, but {run_a} has {ranks_a} ranks and {run_b} {ranks_b}; compare by region, size_class or iteration"
+            );
+        }
+        if ranks_a != ranks_b
+            && by == "region"
+            && let Some(n) = &notices
+        {
+            n.push(format!(
+                "compare_runs: {run_a} has {ranks_a} ranks and {run_b} {ranks_b}: by region, a and b are means per rank"
+            ));
+        }
+        compare(&inputs[0], &inputs[1], &schema)
+    });
     Ok(Arc::new(Derived::from_many(out, inputs, compute)))
 }
 

@@ -104,7 +104,8 @@ worst AS (
 counted AS (SELECT count(DISTINCT iteration) AS n FROM it),
 per_region AS (
   SELECT c.rank, c.region, CAST(sum(c.exclusive) AS DOUBLE) / max(counted.n) AS mean_ns
-  FROM {calls} c CROSS JOIN counted WHERE c.rank IN (SELECT rank FROM worst) GROUP BY c.rank, c.region),
+  FROM {calls} c JOIN (SELECT DISTINCT rank FROM worst) wr ON wr.rank = c.rank CROSS JOIN counted
+  GROUP BY c.rank, c.region),
 in_outlier AS (
   SELECT w.iteration, c.region, CAST(sum(c.exclusive) AS DOUBLE) - max(coalesce(p.mean_ns, 0)) AS x
   FROM worst w JOIN {calls} c ON c.rank = w.rank AND c.start_ts >= w.s AND c.end_ts <= w.e
