@@ -9,7 +9,8 @@
 //!
 //! What is compared is gathered by one query per run over its tables and `iterations` (a row
 //! per key, metric and sample: a rank, an iteration, or a mean over messages with its count
-//! and spread), and the two are compared when both are
+//! and spread; by rank and node the iterations' times come as a second query, a row per key
+//! and iteration with a column per metric), and the two runs are compared when both are
 //! read. Pipit compares the flat profiles of several runs side by side and Scalasca's cube
 //! tools subtract two profiles; neither says which difference is beyond noise.
 
@@ -88,9 +89,9 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
             );
         }
     }
-    let view = |run: &str| -> Result<Relation> {
-        let view = crate::relation::sql_view(a.session, a.function, samples(&quote(run), &by))?;
-        Ok(Relation { reference: TableReference::bare(format!("{by} samples of {run}")), provider: Arc::new(view) })
+    let view = |run: &str, what: &str, sql: String| -> Result<Relation> {
+        let view = crate::relation::sql_view(a.session, a.function, sql)?;
+        Ok(Relation { reference: TableReference::bare(format!("{by} {what} of {run}")), provider: Arc::new(view) })
     };
     // The runs' rank counts are read with the samples (not while the call is planned: on a
     // cluster, planning happens on every process and runs no query).
@@ -99,7 +100,18 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let view = crate::relation::sql_view(a.session, a.function, sql)?;
         Ok(Relation { reference: TableReference::bare(format!("ranks of {run}")), provider: Arc::new(view) })
     };
-    let inputs = vec![(view(&run_a)?, None), (view(&run_b)?, None), (ranks(&run_a)?, None), (ranks(&run_b)?, None)];
+    let mut inputs = Vec::with_capacity(6);
+    for run in [&run_a, &run_b] {
+        inputs.push((view(run, "samples", samples(&quote(run), &by))?, None));
+    }
+    for run in [&run_a, &run_b] {
+        inputs.push((ranks(run)?, None));
+    }
+    for run in [&run_a, &run_b] {
+        if let Some(sql) = iteration_samples(&quote(run), &by) {
+            inputs.push((view(run, "iteration samples", sql)?, None));
+        }
+    }
     let out = a.schema();
     let schema = out.clone();
     let notices = a.session.config().get_extension::<Notices>().map(|n| (*n).clone());
@@ -121,20 +133,25 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
                 "compare_runs: {run_a} has {ranks_a} ranks and {run_b} {ranks_b}: by region, a and b are means per rank"
             ));
         }
-        compare(&inputs[0], &inputs[1], &schema)
+        let (mut qa, mut qb) = (Reader::default(), Reader::default());
+        qa.long(&inputs[0])?;
+        qb.long(&inputs[1])?;
+        if let [wide_a, wide_b] = &inputs[4..] {
+            qa.wide(wide_a)?;
+            qb.wide(wide_b)?;
+        }
+        compare(qa.finish(), qb.finish(), &schema)
     });
     Ok(Arc::new(Derived::from_many(out, inputs, compute)))
 }
 
 /// The query of run `r` (a quoted schema) that gives the samples compared by `by`: columns
 /// key, metric, class (0 computation, 1 traffic, 2 MPI, 3 waiting), kind (stats::Kind),
-/// sample, value, n, sd.
+/// sample, value, n, sd (by rank and node, the traffic; the iterations' times come from
+/// `iteration_samples`).
 fn samples(r: &str, by: &str) -> String {
     let s = |text: &str| format!("'{}'", text.replace('\'', "''"));
     let calls = s(&format!("{r}.calls"));
-    // The iterations' times, a row per metric.
-    let iteration_metrics = "(VALUES ('compute_ns', 0), ('mpi_ns', 2), ('waiting_ns', 3), ('late_sender_ns', 3), ('late_receiver_ns', 3), ('collective_wait_ns', 3)) m(metric, class)";
-    let iteration_value = "CAST(CASE m.metric WHEN 'compute_ns' THEN it.compute_ns WHEN 'mpi_ns' THEN it.mpi_ns WHEN 'waiting_ns' THEN it.waiting_ns WHEN 'late_sender_ns' THEN it.late_sender_ns WHEN 'late_receiver_ns' THEN it.late_receiver_ns ELSE it.collective_wait_ns END AS DOUBLE)";
     // The messages' counts and mean transmission time, per key expression `k` of the messages.
     // Latency L is measured against each run's own criteria, which differ by noise between
     // runs; the ratio of the mean transmission times is the latency of b against a's.
@@ -165,23 +182,8 @@ fn samples(r: &str, by: &str) -> String {
                     CAST(count(*) AS DOUBLE), CAST(count(*) AS BIGINT), CAST(NULL AS DOUBLE)
              FROM {r}.calls GROUP BY region"
         ),
-        "rank" => format!(
-            "SELECT CAST(it.rank AS VARCHAR) AS key, m.metric, CAST(m.class AS BIGINT) AS class, 'series_samples' AS kind,
-                    it.iteration AS sample, {iteration_value} AS value, CAST(1 AS BIGINT) AS n, CAST(NULL AS DOUBLE) AS sd
-             FROM iterations({calls}) it CROSS JOIN {iteration_metrics}
-             UNION ALL {}",
-            traffic("CAST(src AS VARCHAR)")
-        ),
-        "node" => format!(
-            "SELECT key, metric, class, kind, sample, CAST(sum(value) AS DOUBLE) AS value, CAST(1 AS BIGINT) AS n,
-                    CAST(NULL AS DOUBLE) AS sd
-             FROM (SELECT CAST(rk.node AS VARCHAR) AS key, m.metric, CAST(m.class AS BIGINT) AS class,
-                          'series_samples' AS kind, it.iteration AS sample, {iteration_value} AS value
-                   FROM iterations({calls}) it JOIN {r}.ranks rk ON rk.rank = it.rank CROSS JOIN {iteration_metrics})
-             GROUP BY key, metric, class, kind, sample
-             UNION ALL {}",
-            traffic("CAST(src_node AS VARCHAR)")
-        ),
+        "rank" => traffic("CAST(src AS VARCHAR)"),
+        "node" => traffic("CAST(src_node AS VARCHAR)"),
         "pair" => traffic("concat(CAST(src AS VARCHAR), '->', CAST(dst AS VARCHAR))"),
         "size_class" => traffic(
             "CASE WHEN bytes IS NULL THEN NULL WHEN bytes <= 0 THEN '0 bytes'
@@ -200,6 +202,38 @@ fn samples(r: &str, by: &str) -> String {
              CROSS JOIN (VALUES ('duration_ns', 0), ('compute_ns', 0), ('mpi_ns', 2), ('waiting_ns', 3)) t(metric, class)"
         ),
     }
+}
+
+/// The iterations' times a quantity per metric compares, with their classes, as the columns
+/// of `iteration_samples` after key and sample.
+const ITERATION_METRICS: [(&str, i64); 6] = [
+    ("compute_ns", 0),
+    ("mpi_ns", 2),
+    ("waiting_ns", 3),
+    ("late_sender_ns", 3),
+    ("late_receiver_ns", 3),
+    ("collective_wait_ns", 3),
+];
+
+/// The query of run `r` that gives, by rank or node, the iterations' times: columns key,
+/// sample (the iteration), then the metrics of ITERATION_METRICS; a row per key and iteration
+/// (read as they are rather than a row per metric, six times fewer).
+fn iteration_samples(r: &str, by: &str) -> Option<String> {
+    let calls = format!("'{}'", format!("{r}.calls").replace('\'', "''"));
+    let metrics = ITERATION_METRICS.map(|(m, _)| m);
+    Some(match by {
+        "rank" => format!(
+            "SELECT CAST(rank AS VARCHAR) AS key, iteration AS sample, {} FROM iterations({calls})",
+            metrics.join(", ")
+        ),
+        "node" => format!(
+            "SELECT CAST(rk.node AS VARCHAR) AS key, it.iteration AS sample, {}
+             FROM iterations({calls}) it JOIN {r}.ranks rk ON rk.rank = it.rank
+             GROUP BY rk.node, it.iteration",
+            metrics.map(|m| format!("sum(it.{m}) AS {m}")).join(", ")
+        ),
+        _ => return None,
+    })
 }
 
 /// One compared quantity's samples in one run.
@@ -223,48 +257,84 @@ type Quantity = (i64, Kind, Side);
 /// The quantities of one run, by (metric, key).
 type Quantities = BTreeMap<(String, String), Quantity>;
 
-fn read(batches: &[RecordBatch]) -> Result<Quantities> {
-    // Metrics and keys interned while reading (a row per sample: millions by rank).
-    let mut names = crate::call_sweep::Names::default();
-    let mut index: commdb_catalog::fast_hash::FastMap<(u32, u32), usize> = Default::default();
-    let mut entries: Vec<((u32, u32), Quantity)> = Vec::new();
-    for b in batches {
-        let one = std::slice::from_ref(b);
-        let (key, metric, kind) = (text_column(one, 0)?, text_column(one, 1)?, text_column(one, 3)?);
-        let (class, sample, n) = (int64_column(one, 2)?, int64_column(one, 4)?, int64_column(one, 6)?);
-        let value = cast(b.column(5), &DataType::Float64)?;
-        let sd = cast(b.column(7), &DataType::Float64)?;
-        let (value, sd) = (
-            value
-                .as_any()
-                .downcast_ref::<Float64Array>()
-                .cloned()
-                .unwrap_or_else(|| Float64Array::from(Vec::<f64>::new())),
-            sd.as_any()
-                .downcast_ref::<Float64Array>()
-                .cloned()
-                .unwrap_or_else(|| Float64Array::from(Vec::<f64>::new())),
-        );
-        for i in 0..b.num_rows() {
-            if key.is_null(i) || value.is_null(i) {
-                continue;
-            }
-            let Some(k) = Kind::parse(kind.value(i)) else { continue };
-            let id = (names.id(metric.value(i)), names.id(key.value(i)));
-            let at = *index.entry(id).or_insert_with(|| {
-                entries.push((id, (class.value(i), k, Side::default())));
-                entries.len() - 1
-            });
-            let s = &mut entries[at].1.2;
-            s.values.push((sample.is_valid(i).then(|| sample.value(i)), value.value(i)));
-            s.n += if n.is_valid(i) { n.value(i) as f64 } else { 1.0 };
-            if sd.is_valid(i) {
-                s.sd = sd.value(i);
+/// The quantities of one run as its samples are read, metrics and keys interned (a row per
+/// sample: hundreds of thousands by rank).
+#[derive(Default)]
+struct Reader {
+    names: crate::call_sweep::Names,
+    index: commdb_catalog::fast_hash::FastMap<(u32, u32), usize>,
+    entries: Vec<((u32, u32), Quantity)>,
+}
+
+impl Reader {
+    /// The side of (metric, key), made with `class` and `kind` when new.
+    fn side(&mut self, metric: &str, key: &str, class: i64, kind: Kind) -> &mut Side {
+        let id = (self.names.id(metric), self.names.id(key));
+        let entries = &mut self.entries;
+        let at = *self.index.entry(id).or_insert_with(|| {
+            entries.push((id, (class, kind, Side::default())));
+            entries.len() - 1
+        });
+        &mut self.entries[at].1.2
+    }
+
+    /// Samples a row per key, metric and sample: key, metric, class, kind, sample, value, n, sd.
+    fn long(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        for b in batches {
+            let one = std::slice::from_ref(b);
+            let (key, metric, kind) = (text_column(one, 0)?, text_column(one, 1)?, text_column(one, 3)?);
+            let (class, sample, n) = (int64_column(one, 2)?, int64_column(one, 4)?, int64_column(one, 6)?);
+            let (value, sd) = (floats(b.column(5))?, floats(b.column(7))?);
+            for i in 0..b.num_rows() {
+                if key.is_null(i) || value.is_null(i) {
+                    continue;
+                }
+                let Some(k) = Kind::parse(kind.value(i)) else { continue };
+                let s = self.side(metric.value(i), key.value(i), class.value(i), k);
+                s.values.push((sample.is_valid(i).then(|| sample.value(i)), value.value(i)));
+                s.n += if n.is_valid(i) { n.value(i) as f64 } else { 1.0 };
+                if sd.is_valid(i) {
+                    s.sd = sd.value(i);
+                }
             }
         }
+        Ok(())
     }
-    let name = |id: u32| names.names[id as usize].clone();
-    Ok(entries.into_iter().map(|((m, k), q)| ((name(m), name(k)), q)).collect())
+
+    /// Samples a row per key and iteration: key, sample, then ITERATION_METRICS.
+    fn wide(&mut self, batches: &[RecordBatch]) -> Result<()> {
+        for b in batches {
+            let one = std::slice::from_ref(b);
+            let (key, sample) = (text_column(one, 0)?, int64_column(one, 1)?);
+            let values: Vec<Float64Array> =
+                (0..ITERATION_METRICS.len()).map(|m| floats(b.column(2 + m))).collect::<Result<_>>()?;
+            for i in 0..b.num_rows() {
+                if key.is_null(i) || sample.is_null(i) {
+                    continue;
+                }
+                for (&(metric, class), value) in ITERATION_METRICS.iter().zip(&values) {
+                    if value.is_valid(i) {
+                        let s = self.side(metric, key.value(i), class, Kind::SeriesSamples);
+                        s.values.push((Some(sample.value(i)), value.value(i)));
+                        s.n += 1.0;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Quantities {
+        let Reader { names, entries, .. } = self;
+        let name = |id: u32| names.names[id as usize].clone();
+        entries.into_iter().map(|((m, k), q)| ((name(m), name(k)), q)).collect()
+    }
+}
+
+/// A column as 64-bit floats.
+fn floats(column: &ArrayRef) -> Result<Float64Array> {
+    let cast = cast(column, &DataType::Float64)?;
+    Ok(cast.as_any().downcast_ref::<Float64Array>().cloned().unwrap_or_else(|| Float64Array::from(Vec::<f64>::new())))
 }
 
 /// One row of the answer.
@@ -287,8 +357,7 @@ impl Row {
     }
 }
 
-fn compare(a: &[RecordBatch], b: &[RecordBatch], schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
-    let (qa, qb) = (read(a)?, read(b)?);
+fn compare(qa: Quantities, qb: Quantities, schema: &SchemaRef) -> Result<Vec<RecordBatch>> {
     let mut keys: Vec<&(String, String)> = qa.keys().chain(qb.keys()).collect();
     keys.sort();
     keys.dedup();
