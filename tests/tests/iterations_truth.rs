@@ -63,88 +63,124 @@ fn iterations_of_a_master_worker_run_and_of_a_rank_that_slows_down() {
 }
 
 /// A run of two coupled applications as another tool exports it (an event CSV), whose ranks
-/// share no region called alike: ranks 0-159 take 60 steps of receives, sends, a wait and an
-/// MPI_Allreduce with no enclosing region and their computation uninstrumented; ranks 160-255
-/// take 45 steps of `solve`, one or two MPI_Sendrecv and two MPI_Allreduce (a conjugate
-/// gradient's pair) inside `main`; rank 256 only serves input. Returns the CSV and each rank's
-/// true (start, end) per iteration.
-fn coupled_run() -> (String, Vec<Vec<(i64, i64)>>) {
+/// share no region called alike: ranks 0-159 take 60 steps of receives, sends, a wait,
+/// computation left uninstrumented and an MPI_Allreduce, with no enclosing region; ranks
+/// 160-255 take 45 steps of `solve`, one or two MPI_Sendrecv and two MPI_Allreduce (a
+/// conjugate gradient's pair) inside `main`; rank 256 only serves input. Each application's
+/// allreduces end when its last rank arrives. Rank 5 computes `slow` times as long from step 40
+/// on. Returns the CSV and each rank's true (start, end) per iteration.
+fn coupled_run(slow: i64) -> (String, Vec<Vec<(i64, i64)>>) {
+    /// An event: time, kind, name, attributes.
+    type Row = (i64, &'static str, &'static str, &'static str);
+    const BARRIER_END: &str = "\"{'collective_op': 'CollectiveOp.BARRIER', 'communicator': 'Comm 1', 'root': -1, 'size_sent': 0, 'size_received': 0}\"";
+    const ALLREDUCE_END: [&str; 2] = [
+        "\"{'collective_op': 'CollectiveOp.ALLREDUCE', 'communicator': 'Comm 1', 'root': -1, 'size_sent': 8, 'size_received': 8}\"",
+        "\"{'collective_op': 'CollectiveOp.ALLREDUCE', 'communicator': 'Comm 2', 'root': -1, 'size_sent': 8, 'size_received': 8}\"",
+    ];
     let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut jitter = |scale: i64| {
+    let mut jitter = move |scale: i64| {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
         scale + (seed % (scale as u64 / 2 + 1)) as i64
     };
-    let mut csv = String::from("Timestamp (ns),Event Type,Name,Thread,Process,Attributes\n");
-    let mut truth = Vec::new();
-    for rank in 0..257i64 {
-        let mut rows: Vec<(i64, &str, &str)> = Vec::new();
-        let call = |rows: &mut Vec<(i64, &str, &str)>, name: &'static str, t: i64, d: i64| {
-            rows.push((t, "Enter", name));
-            rows.push((t + d, "Leave", name));
-            t + d
-        };
-        let mut bounds = Vec::new();
-        let mut t = call(&mut rows, "MPI_Init", 0, 50_000);
-        if rank < 160 {
-            t = call(&mut rows, "MPI_Barrier", t, 2_000);
-            let mut start = t;
-            for _ in 0..60 {
-                for _ in 0..2 + rank % 3 {
-                    t = call(&mut rows, "MPI_Irecv", t, jitter(300));
-                }
-                for _ in 0..2 + rank % 3 {
-                    t = call(&mut rows, "MPI_Isend", t, jitter(400));
-                }
-                t = call(&mut rows, "MPI_Waitall", t, jitter(3_000));
-                t += jitter(40_000);
-                t = call(&mut rows, "MPI_Allreduce", t, jitter(5_000));
-                bounds.push((start, t));
-                start = t;
+    let mut rows: Vec<Vec<Row>> = vec![Vec::new(); 257];
+    let mut truth: Vec<Vec<(i64, i64)>> = vec![Vec::new(); 257];
+    let call = |rows: &mut Vec<Row>, name: &'static str, t: i64, d: i64| {
+        rows.push((t, "Enter", name, ""));
+        rows.push((t + d, "Leave", name, ""));
+        t + d
+    };
+    // A collective with its records (`end`: the op on the application's communicator).
+    let collective = |rows: &mut Vec<Row>, name: &'static str, end: &'static str, t: i64, d: i64| {
+        rows.push((t, "Enter", name, ""));
+        rows.push((t, "Instant", "MpiCollectiveBegin", "{}"));
+        rows.push((t + d, "Instant", "MpiCollectiveEnd", end));
+        rows.push((t + d, "Leave", name, ""));
+        t + d
+    };
+    let mut t: Vec<i64> = (0..257).map(|r| call(&mut rows[r], "MPI_Init", 0, 50_000 + 10 * r as i64)).collect();
+    // The first application: a setup barrier, then its steps.
+    let ocean = 0..160usize;
+    let exit = ocean.clone().map(|r| t[r]).max().unwrap() + 2_000;
+    for r in ocean.clone() {
+        t[r] = collective(&mut rows[r], "MPI_Barrier", BARRIER_END, t[r], exit - t[r]);
+    }
+    for step in 0..60 {
+        for r in ocean.clone() {
+            for _ in 0..2 + r % 3 {
+                t[r] = call(&mut rows[r], "MPI_Irecv", t[r], jitter(300));
             }
-        } else if rank < 256 {
-            rows.push((0, "Enter", "main"));
-            let mut start = t;
-            for _ in 0..45 {
-                t = call(&mut rows, "solve", t, jitter(30_000));
-                for _ in 0..1 + rank % 2 {
-                    t = call(&mut rows, "MPI_Sendrecv", t, jitter(2_000));
-                }
-                t = call(&mut rows, "MPI_Allreduce", t, jitter(4_000));
-                t += jitter(20_000);
-                t = call(&mut rows, "MPI_Allreduce", t, jitter(4_000));
-                bounds.push((start, t));
-                start = t;
+            for _ in 0..2 + r % 3 {
+                t[r] = call(&mut rows[r], "MPI_Isend", t[r], jitter(400));
             }
-        } else {
-            t = call(&mut rows, "read_input", t, 2_000_000);
-            bounds.push((0, t + 10_000));
+            t[r] = call(&mut rows[r], "MPI_Waitall", t[r], jitter(3_000));
+            t[r] += jitter(40_000) * if r == 5 && step >= 40 { slow } else { 1 };
         }
-        t = call(&mut rows, "MPI_Finalize", t, 10_000);
-        if (160..256).contains(&rank) {
-            rows.push((t, "Leave", "main"));
+        let exit = ocean.clone().map(|r| t[r]).max().unwrap() + 5_000;
+        for r in ocean.clone() {
+            // The first step begins with the first receive, after Init and the barrier.
+            let start = truth[r].last().map_or_else(|| rows[r].iter().find(|e| e.2 == "MPI_Irecv").unwrap().0, |b| b.1);
+            t[r] = collective(&mut rows[r], "MPI_Allreduce", ALLREDUCE_END[0], t[r], exit + jitter(200) - t[r]);
+            truth[r].push((start, t[r]));
+        }
+    }
+    // The second: its steps inside main.
+    let atmosphere = 160..256usize;
+    for r in atmosphere.clone() {
+        rows[r].push((0, "Enter", "main", ""));
+    }
+    for _ in 0..45 {
+        let starts: Vec<i64> = atmosphere.clone().map(|r| t[r]).collect();
+        for r in atmosphere.clone() {
+            t[r] = call(&mut rows[r], "solve", t[r], jitter(30_000));
+            for _ in 0..1 + r % 2 {
+                t[r] = call(&mut rows[r], "MPI_Sendrecv", t[r], jitter(2_000));
+            }
+        }
+        let exit = atmosphere.clone().map(|r| t[r]).max().unwrap() + 4_000;
+        for r in atmosphere.clone() {
+            t[r] = collective(&mut rows[r], "MPI_Allreduce", ALLREDUCE_END[1], t[r], exit - t[r]) + jitter(20_000);
+        }
+        let exit = atmosphere.clone().map(|r| t[r]).max().unwrap() + 4_000;
+        for (k, r) in atmosphere.clone().enumerate() {
+            t[r] = collective(&mut rows[r], "MPI_Allreduce", ALLREDUCE_END[1], t[r], exit + jitter(200) - t[r]);
+            truth[r].push((starts[k], t[r]));
+        }
+    }
+    // The input server.
+    t[256] = call(&mut rows[256], "read_input", t[256], 2_000_000);
+    let mut csv = String::from("Timestamp (ns),Event Type,Name,Thread,Process,Attributes\n");
+    for (rank, events) in rows.iter_mut().enumerate() {
+        t[rank] = call(events, "MPI_Finalize", t[rank], 10_000);
+        if atmosphere.contains(&rank) {
+            events.push((t[rank], "Leave", "main", ""));
         }
         if rank == 256 {
-            bounds[0].1 = t;
+            truth[rank].push((0, t[rank]));
         }
-        for (ts, kind, name) in rows {
-            csv.push_str(&format!("{ts},{kind},{name},0,{rank},\n"));
+        for (ts, kind, name, attributes) in events.iter() {
+            csv.push_str(&format!("{ts},{kind},{name},0,{rank},{attributes}\n"));
         }
-        truth.push(bounds);
     }
     (csv, truth)
 }
 
-#[test]
-fn iterations_of_two_coupled_applications_follow_each_ranks_own_calls() {
-    let (csv, truth) = coupled_run();
-    let dir = std::env::temp_dir().join(format!("commdb-coupled-{}", std::process::id()));
+/// The session over the coupled run's CSV, written to a directory of its own (returned).
+fn open_coupled(slow: i64) -> (commdb_catalog::Session, Vec<Vec<(i64, i64)>>, std::path::PathBuf) {
+    let (csv, truth) = coupled_run(slow);
+    let dir = std::env::temp_dir().join(format!("commdb-coupled-{}-{slow}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("coupled.csv");
     std::fs::write(&path, csv).unwrap();
     let mut s = commdb_tests::session();
     s.open(path.to_str().unwrap(), Some("t"), &commdb_catalog::OpenOptions::default()).unwrap();
+    (s, truth, dir)
+}
+
+#[test]
+fn iterations_of_two_coupled_applications_follow_each_ranks_own_calls() {
+    let (mut s, truth, dir) = open_coupled(1);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sql = "SELECT rank, iteration, start_ts, end_ts, coalesce(marker, '') FROM iterations('t.calls') \
                ORDER BY rank, iteration";
@@ -168,5 +204,29 @@ fn iterations_of_two_coupled_applications_follow_each_ranks_own_calls() {
     assert!(notices.contains("160 rank(s) end theirs with MPI_Allreduce, 60 iteration(s) each"), "{notices}");
     assert!(notices.contains("96 rank(s) end theirs with MPI_Allreduce, 45 iteration(s) each"), "{notices}");
     assert!(notices.contains("1 rank(s) repeat no sequence of calls, one iteration each"), "{notices}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_profile_of_two_coupled_applications_takes_each_apart() {
+    // Rank 5 of the first application computes three times as long from step 40 on; its
+    // computation is uninstrumented, so the time no call covers made those steps long.
+    let (mut s, _, dir) = open_coupled(3);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let sql = "SELECT step_group, count(*), sum(CASE WHEN outlier THEN 1 ELSE 0 END), \
+                      min(CASE WHEN outlier THEN iteration END), max(CASE WHEN outlier THEN iteration END), \
+                      min(slow_rank), max(slow_rank), min(slow_region), max(slow_region), min(ranks), max(ranks) \
+               FROM iteration_profile('t.calls') GROUP BY step_group ORDER BY step_group";
+    let batches = rt.block_on(s.collect(sql)).unwrap();
+    let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+    let expected = [
+        "| (no marker) x1    | 1  | 0  |    |    |   |   |           |           | 1   | 1   |",
+        "| MPI_Allreduce x45 | 45 | 0  |    |    |   |   |           |           | 96  | 96  |",
+        "| MPI_Allreduce x60 | 60 | 20 | 40 | 59 | 5 | 5 | (no call) | (no call) | 160 | 160 |",
+    ];
+    let bare = |t: &str| t.replace(' ', "");
+    for line in expected {
+        assert!(bare(&text).contains(&bare(line)), "{line}\n{text}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -40,6 +40,7 @@ pub mod regions;
 pub mod relation;
 pub mod remap;
 pub mod replay;
+pub mod shared;
 pub mod stream;
 pub mod stretch_store;
 pub mod stretches;

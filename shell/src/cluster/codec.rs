@@ -379,6 +379,11 @@ impl LogicalExtensionCodec for LogicalCodec {
         node: Arc<dyn TableProvider>,
         buf: &mut Vec<u8>,
     ) -> Result<()> {
+        // An analysis shared among a query's scans crosses as the analysis.
+        let node = match node.downcast_ref::<commdb_udfs::shared::Shared>() {
+            Some(shared) => shared.inner().clone(),
+            None => node,
+        };
         if let Some(table) = node.downcast_ref::<TraceTable>() {
             let trace = table.trace();
             let Some(dir) = trace.store_dir() else {

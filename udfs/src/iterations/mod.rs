@@ -84,6 +84,12 @@ pub const ITERATIONS: Function = Function {
             text,
             "the region whose calls end the rank's iterations (NULL: its calls do not repeat)",
         ),
+        crate::declare::col(
+            "step_group",
+            text,
+            "the ranks that step together: whose iterations end with the same region as many times ('MPI_Allreduce x60'); most runs have one",
+        )
+        .never_null(),
     ]),
     description: "the run's iterations: per iteration and rank, start and end and the time in computation, MPI and waiting (by kind); an iteration ends with each call of the marker region, found as the collective (else region) every rank calls alike, folded into steps when the calls between repeat with a longer period; without such a region, each rank's own repeating call signature",
     make: Make::Table(plan_iterations),
@@ -325,8 +331,10 @@ impl Mapper for Cut {
             if self.own {
                 *self.found.entry((ends, cut.len())).or_default() += 1;
             }
+            let group: Arc<str> =
+                step_group(ends.and_then(|m| names.get(m as usize)).map(String::as_str), cut.len()).into();
             for (k, it) in cut.into_iter().enumerate() {
-                rows.push(Row { iteration: k as i64, rank: *rank, it, marker: ends });
+                rows.push(Row { iteration: k as i64, rank: *rank, it, marker: ends, group: group.clone() });
             }
         }
         batch(&rows, names, &self.schema)
@@ -361,6 +369,11 @@ fn own_summary(found: &FastMap<(Option<u32>, usize), usize>, names: &[String]) -
     format!("iterations: by the signature of their own calls, {}{tail}", said.join("; "))
 }
 
+/// The step group of a rank whose iterations end with `marker`, `n` of them.
+fn step_group(marker: Option<&str>, n: usize) -> String {
+    format!("{} x{n}", marker.unwrap_or("(no marker)"))
+}
+
 /// One row of the answer.
 struct Row {
     iteration: i64,
@@ -368,6 +381,8 @@ struct Row {
     it: split::Iteration,
     /// The region whose calls ended the rank's iterations.
     marker: Option<u32>,
+    /// Its step group.
+    group: Arc<str>,
 }
 
 fn batch(rows: &[Row], names: &[String], schema: &SchemaRef) -> Result<RecordBatch> {
@@ -386,6 +401,7 @@ fn batch(rows: &[Row], names: &[String], schema: &SchemaRef) -> Result<RecordBat
         int(&|r| r.it.waiting[LATE_RECEIVER]),
         int(&|r| r.it.waiting[COLLECTIVE]),
         Arc::new(StringArray::from_iter(marker)),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &*r.group))),
     ];
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
