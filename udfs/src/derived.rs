@@ -317,28 +317,17 @@ impl Derived {
 /// `provider` for a distributed engine: an analysis distributed, a view with the analyses it
 /// reads distributed, anything else as it is.
 fn distributed_provider(provider: &Arc<dyn TableProvider>) -> Arc<dyn TableProvider> {
-    use datafusion::common::tree_node::Transformed;
     use datafusion::datasource::ViewTable;
-    use datafusion::logical_expr::LogicalPlan;
     if let Some(inner) = provider.downcast_ref::<Derived>() {
         return Arc::new(inner.clone().distributed());
     }
     let Some(view) = provider.downcast_ref::<ViewTable>() else { return provider.clone() };
-    let plan = view.logical_plan().clone().transform_up_with_subqueries(|node| {
-        let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
-        let Ok(inner) = datafusion::datasource::source_as_provider(&scan.source) else {
-            return Ok(Transformed::no(node));
-        };
-        let replaced = distributed_provider(&inner);
-        if Arc::ptr_eq(&replaced, &inner) {
-            return Ok(Transformed::no(node));
-        }
-        let mut scan = scan.clone();
-        scan.source = provider_as_source(replaced);
-        Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+    let plan = crate::relation::replace_scans(view.logical_plan(), |inner| {
+        let replaced = distributed_provider(inner);
+        (!Arc::ptr_eq(&replaced, inner)).then_some(replaced)
     });
     match plan {
-        Ok(p) if p.transformed => Arc::new(ViewTable::new(p.data, view.definition().cloned())),
+        Ok(Some(plan)) => Arc::new(ViewTable::new(plan, view.definition().cloned())),
         _ => provider.clone(),
     }
 }

@@ -161,18 +161,45 @@ pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<da
 /// an analysis by what it looked up (it is planned again from its own call). A cluster plans an
 /// analysis that reads a view of SQL again from its recipe, and the SQL finds its tables there.
 fn note_scans(plan: &LogicalPlan) {
+    for_each_scan(plan, |reference, provider| {
+        match provider.downcast_ref::<crate::derived::Derived>().and_then(|d| d.call()) {
+            Some(call) => call.lookups.iter().cloned().for_each(note),
+            None => note(Lookup::Relation(Relation { reference: reference.clone(), provider: provider.clone() })),
+        }
+    });
+}
+
+/// Call `f` with the name and table of every scan in `plan`, its subqueries' included.
+pub fn for_each_scan(plan: &LogicalPlan, mut f: impl FnMut(&TableReference, &Arc<dyn TableProvider>)) {
     use datafusion::common::tree_node::TreeNodeRecursion;
     let _ = plan.apply_with_subqueries(|node| {
         if let LogicalPlan::TableScan(scan) = node
             && let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source)
         {
-            match provider.downcast_ref::<crate::derived::Derived>().and_then(|d| d.call()) {
-                Some(call) => call.lookups.iter().cloned().for_each(note),
-                None => note(Lookup::Relation(Relation { reference: scan.table_name.clone(), provider })),
-            }
+            f(&scan.table_name, &provider);
         }
         Ok(TreeNodeRecursion::Continue)
     });
+}
+
+/// `plan` with the table of each scan replaced by `f(table)` where it gives one (None: no scan
+/// changed), its subqueries' included: how a view's analyses are made distributed or shared.
+pub fn replace_scans(
+    plan: &LogicalPlan,
+    f: impl Fn(&Arc<dyn TableProvider>) -> Option<Arc<dyn TableProvider>>,
+) -> Result<Option<LogicalPlan>> {
+    use datafusion::common::tree_node::Transformed;
+    let replaced = plan.clone().transform_up_with_subqueries(|node| {
+        let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
+        let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source) else {
+            return Ok(Transformed::no(node));
+        };
+        let Some(table) = f(&provider) else { return Ok(Transformed::no(node)) };
+        let mut scan = scan.clone();
+        scan.source = provider_as_source(table);
+        Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+    })?;
+    Ok(replaced.transformed.then_some(replaced.data))
 }
 
 /// The least of `lo` and the greatest of `hi` (expressions over the relation's columns, e.g.

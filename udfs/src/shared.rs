@@ -15,12 +15,11 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::view::ViewTable;
 use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::{Transformed, TreeNodeRecursion};
-use datafusion::datasource::{provider_as_source, source_as_provider};
+use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryReservation};
-use datafusion::logical_expr::{Expr, LogicalPlan, TableType};
+use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
@@ -34,35 +33,20 @@ use crate::derived::Derived;
 /// `view` with the analyses its plan scans more than once shared among their scans.
 pub fn share_analyses(view: &ViewTable) -> Result<ViewTable> {
     let mut seen: HashMap<*const (), (usize, Arc<dyn TableProvider>)> = HashMap::new();
-    let _ = view.logical_plan().apply_with_subqueries(|node| {
-        if let LogicalPlan::TableScan(scan) = node
-            && let Ok(provider) = source_as_provider(&scan.source)
-            && provider.downcast_ref::<Derived>().is_some()
-        {
-            let key = Arc::as_ptr(&provider) as *const ();
-            seen.entry(key).or_insert((0, provider)).0 += 1;
+    crate::relation::for_each_scan(view.logical_plan(), |_, provider| {
+        if provider.downcast_ref::<Derived>().is_some() {
+            seen.entry(Arc::as_ptr(provider) as *const ()).or_insert((0, provider.clone())).0 += 1;
         }
-        Ok(TreeNodeRecursion::Continue)
     });
     let shared: HashMap<*const (), Arc<dyn TableProvider>> = seen
         .into_iter()
         .filter(|(_, (uses, _))| *uses > 1)
         .map(|(key, (_, provider))| (key, Arc::new(Shared::new(provider)) as Arc<dyn TableProvider>))
         .collect();
-    if shared.is_empty() {
-        return Ok(ViewTable::new(view.logical_plan().clone(), view.definition().cloned()));
-    }
-    let plan = view.logical_plan().clone().transform_up_with_subqueries(|node| {
-        let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
-        let Ok(provider) = source_as_provider(&scan.source) else { return Ok(Transformed::no(node)) };
-        let Some(replaced) = shared.get(&(Arc::as_ptr(&provider) as *const ())) else {
-            return Ok(Transformed::no(node));
-        };
-        let mut scan = scan.clone();
-        scan.source = provider_as_source(replaced.clone());
-        Ok(Transformed::yes(LogicalPlan::TableScan(scan)))
+    let plan = crate::relation::replace_scans(view.logical_plan(), |provider| {
+        shared.get(&(Arc::as_ptr(provider) as *const ())).cloned()
     })?;
-    Ok(ViewTable::new(plan.data, view.definition().cloned()))
+    Ok(ViewTable::new(plan.unwrap_or_else(|| view.logical_plan().clone()), view.definition().cloned()))
 }
 
 /// The batches of the analysis, every partition's, computed once, with what they hold
