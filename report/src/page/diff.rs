@@ -104,20 +104,10 @@ async fn slower(session: &mut Session, b: &str) -> Result<String, String> {
     Ok(html)
 }
 
-/// A value of `metric` as it reads: times with their unit.
+/// A value of `metric` as it reads: times with their unit, as the other pages write them.
 fn value(metric: &str, v: f64) -> String {
     if metric.ends_with("_ns") {
-        let abs = v.abs();
-        let (x, unit) = if abs >= 1e9 {
-            (v / 1e9, "s")
-        } else if abs >= 1e6 {
-            (v / 1e6, "ms")
-        } else if abs >= 1e3 {
-            (v / 1e3, "us")
-        } else {
-            (v, "ns")
-        };
-        format!("{x:.3} {unit}")
+        commdb_udfs::units::duration(v)
     } else if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {
@@ -387,7 +377,7 @@ mod tests {
         assert_eq!(shade(0.0), "#ffffff");
         assert_eq!(shade(1.0), "#c42828");
         assert_eq!(shade(-1.0), "#285ac4");
-        assert_eq!(value("compute_ns", 2_500_000.0), "2.500 ms");
+        assert_eq!(value("compute_ns", 2_500_000.0), "2.5 ms");
         assert_eq!(value("messages", 12.0), "12");
     }
 }
