@@ -104,10 +104,10 @@ pub enum Sub {
     Generate(GenerateArgs),
     /// Convert a trace into a commdb store directory (Parquet tables, read back losslessly).
     Convert {
-        /// Trace to read (any format commdb opens).
+        /// Trace to read (any format commdb opens); with --demo, the directory to write.
         input: String,
-        /// Directory to write.
-        output: PathBuf,
+        /// Directory to write (with --demo, give it as the only path).
+        output: Option<PathBuf>,
         /// Rows of a part of the large tables (messages: a quarter of it): smaller parts spread
         /// a cluster's scans over more tasks [default: 4194304]
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -238,6 +238,14 @@ pub struct GenerateArgs {
     /// (counted from 0) on (e.g. 5:2:40).
     #[arg(long, value_name = "RANKS:FACTOR:ITERATION")]
     pub slow_rank: Option<String>,
+    /// Send messages of more bytes than this by rendezvous: the send completes only once the
+    /// receive is posted and the transfer is done (late receivers); smaller ones are eager.
+    #[arg(long, value_name = "BYTES")]
+    pub eager_limit: Option<i64>,
+    /// Close every K-th step with the MPI_Allreduce (a convergence check every K steps); the
+    /// steps between run on without synchronising.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    pub collective_every: u32,
     /// Skew and drift the ranks' clocks and record sync samples at start and end.
     #[arg(long)]
     pub clock_skew: bool,

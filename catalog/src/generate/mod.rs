@@ -110,7 +110,28 @@ pub struct GeneratorConfig {
     /// the MPI calls, time that no region covers.
     #[serde(default)]
     pub uninstrumented_compute: bool,
+    /// Messages of more bytes than this are sent by rendezvous: the transfer starts when both
+    /// the send has begun and the receive is posted, and the send completes when it ends (the
+    /// sender waits for a late receiver). None: every message is eager, and a send completes at
+    /// once.
+    #[serde(default)]
+    pub eager_limit: Option<i64>,
+    /// The MPI_Allreduce that closes a step comes every this many steps (a convergence check
+    /// every k steps); in the steps between, the ranks run on without synchronising.
+    #[serde(default = "every_step")]
+    pub collective_every: u32,
 }
+
+fn every_step() -> u32 {
+    1
+}
+
+/// The largest base message size: 1 TiB (the stencil's y halos are twice it).
+pub const MAX_BYTES: i64 = 1 << 40;
+
+/// The longest run the generator simulates: 2^62 ns, half of what a time holds, so that every
+/// time and every sum of two of them stays within 64 bits.
+const MAX_RUN_NS: f64 = 4.6e18;
 
 /// Start of generated traces unless `start=` says otherwise: 2026-03-02T08:00:00Z.
 pub const DEFAULT_START_NS: i64 = 1_772_438_400_000_000_000;
@@ -136,6 +157,8 @@ impl Default for GeneratorConfig {
             start_wallclock_ns: Some(DEFAULT_START_NS),
             no_enclosing_region: false,
             uninstrumented_compute: false,
+            eager_limit: None,
+            collective_every: 1,
         }
     }
 }
@@ -167,7 +190,10 @@ pub struct GroundTruth {
     pub jobs: Option<jobs::JobsTruth>,
     /// Each rank's iterations, (start, end) in its local clock: from the end of the collective
     /// before (the barrier after MPI_Init for the first) to the end of the iteration's
-    /// MPI_Allreduce. Not written to ground_truth.json (ranks x iterations pairs).
+    /// MPI_Allreduce; with `collective_every` above 1, whose steps compute first, from the end
+    /// of one step's MPI_Waitall to the end of the next (the allreduce every k-th step falls in
+    /// the iteration after it; the first iteration begins with its first call).
+    /// Not written to ground_truth.json (ranks x iterations pairs).
     #[serde(skip)]
     pub iterations: Vec<Vec<(i64, i64)>>,
 }
@@ -199,6 +225,23 @@ impl GeneratorConfig {
         if self.bytes < 0 || self.compute_ns < 0 {
             return bad("bytes and compute must not be negative".into());
         }
+        if self.bytes > MAX_BYTES {
+            return bad(format!("bytes must be at most {MAX_BYTES} (1 TiB), got {}", self.bytes));
+        }
+        if self.collective_every == 0 {
+            return bad("collective-every must be at least 1 (an allreduce every k steps)".into());
+        }
+        if let Some(limit) = self.eager_limit
+            && limit < 0
+        {
+            return bad(format!("eager-limit must not be negative, got {limit}"));
+        }
+        if self.pattern == Pattern::MasterWorker && (self.eager_limit.is_some() || self.collective_every != 1) {
+            return bad(
+                "eager-limit and collective-every apply to the exchange patterns (stencil2d, ring, alltoall), not to master-worker, whose blocking sends and receives are served in turn"
+                    .into(),
+            );
+        }
         for (name, window) in [("background-traffic", &self.background_traffic), ("latency-ramp", &self.latency_ramp)] {
             if let Some(b) = window
                 && (b.to_ns <= b.from_ns || b.factor.is_nan() || b.factor <= 0.0)
@@ -229,13 +272,37 @@ impl GeneratorConfig {
                 return bad(format!("imbalance FACTOR must be between 1 and 1000, got {}", im.factor));
             }
         }
+        let longest = self.longest_run_ns();
+        if longest > MAX_RUN_NS {
+            return bad(format!(
+                "the run could last up to {longest:.3e} ns, beyond the {MAX_RUN_NS:.1e} ns (146 years) a trace's times hold: fewer iterations, less compute or smaller messages"
+            ));
+        }
         Ok(())
+    }
+
+    /// An upper bound of the run's simulated length: every iteration's compute at its slowest,
+    /// and every message of an iteration sent one after another at its slowest.
+    fn longest_run_ns(&self) -> f64 {
+        let slowest = |w: &Option<Background>| w.as_ref().map_or(1.0, |b| b.factor.max(1.0));
+        let imbalance = self.imbalance.as_ref().map_or(1.0, |im| im.factor);
+        let slow = self.slow_ranks.as_ref().map_or(1.0, |s| s.factor.max(1.0));
+        let net = &self.network;
+        let per_message = (net.inter_latency_ns.max(net.intra_latency_ns)
+            + 2.0 * self.bytes as f64 / net.inter_bytes_per_ns.min(net.intra_bytes_per_ns))
+            * (1.0 + net.noise)
+            * slowest(&self.background_traffic)
+            * slowest(&self.latency_ramp)
+            * 1.2;
+        let messages = topology::edge_count(self.pattern, self.ranks) as f64 * imbalance.round().max(1.0);
+        let per_iteration = self.compute_ns as f64 * imbalance * slow * 1.1 + messages * (per_message + 1_000.0);
+        f64::from(self.iterations) * per_iteration + 2.0 * clock::SESSION_NS as f64
     }
 
     /// Parse `key=value,...` as in `generate:ranks=64,pattern=ring,bad-mapping`.
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
     /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
-    /// slow-rank=RANKS:FACTOR:ITERATION,
+    /// slow-rank=RANKS:FACTOR:ITERATION, eager-limit=BYTES, collective-every=K,
     /// clock-skew, sync-sessions,
     /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
@@ -295,9 +362,14 @@ impl GeneratorConfig {
             "imbalance" => self.imbalance = Some(parse_imbalance(value)?),
             "slow-rank" => self.slow_ranks = Some(parse_slow_ranks(value)?),
             "start" => self.start_wallclock_ns = parse_start(value)?,
+            "eager-limit" => self.eager_limit = Some(num(value)?),
+            "collective-every" => {
+                self.collective_every = u32::try_from(num(value)?)
+                    .map_err(|_| Error::argument("generate: collective-every out of range"))?;
+            }
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute, eager-limit, collective-every"
                 )));
             }
         }
@@ -427,10 +499,13 @@ pub fn demo(correction: crate::clock::Correction) -> Result<crate::Trace> {
 /// About how many events `cfg` generates (an upper bound: imbalance adds messages).
 pub fn estimated_events(cfg: &GeneratorConfig) -> u64 {
     let ranks = u64::from(cfg.ranks.max(1) as u32);
-    let edges = topology::Topology::new(cfg.pattern, cfg.ranks).edges.len() as u64;
+    let edges = topology::edge_count(cfg.pattern, cfg.ranks);
     let factor = cfg.imbalance.as_ref().map_or(1, |im| im.factor.round().max(1.0) as u64);
-    let per_rank = 12 + u64::from(cfg.iterations) * (14 + 8 * (edges * factor).div_ceil(ranks));
-    ranks * per_rank
+    let per_rank = 12u64.saturating_add(
+        u64::from(cfg.iterations)
+            .saturating_mul(14u64.saturating_add(8u64.saturating_mul(edges.saturating_mul(factor).div_ceil(ranks)))),
+    );
+    ranks.saturating_mul(per_rank)
 }
 
 /// Generate a trace.

@@ -56,7 +56,11 @@ struct Sim<'a> {
     t: Vec<i64>,
     next_request: Vec<i64>,
     send_ts: Vec<i64>,
+    /// When each message's receive was posted (the start of its MPI_Irecv call).
+    post_ts: Vec<i64>,
     arrival: Vec<i64>,
+    /// When each rank's last MPI_Waitall ended (the end of a step without its collective).
+    exchanged: Vec<i64>,
     recv_request: Vec<i64>,
     messages: u64,
     inter_messages: u64,
@@ -142,13 +146,20 @@ impl Sim<'_> {
         self.push(r, t + 2 * OVERHEAD_NS, EventKind::Leave, |e| e.region = region);
         self.send_ts[msg] = t + OVERHEAD_NS;
         self.recv_request[msg] = request;
-        self.arrival[msg] = t + OVERHEAD_NS + self.transmission(edge, msg, t + OVERHEAD_NS);
+        // A rendezvous transfer starts once the receive is posted as well.
+        let start = if self.rendezvous(edge) { (t + OVERHEAD_NS).max(self.post_ts[msg]) } else { t + OVERHEAD_NS };
+        self.arrival[msg] = start + self.transmission(edge, msg, start);
         self.messages += 1;
         let e = self.topo.edges[edge];
         if self.node[e.src as usize] != self.node[e.dst as usize] {
             self.inter_messages += 1;
         }
         self.t[r] = t + 2 * OVERHEAD_NS;
+    }
+
+    /// Whether the messages of `edge` are sent by rendezvous (larger than the eager limit).
+    fn rendezvous(&self, edge: usize) -> bool {
+        self.cfg.eager_limit.is_some_and(|limit| self.bytes(edge) > limit)
     }
 
     fn new_request(&mut self, r: usize) -> i64 {
@@ -174,9 +185,10 @@ impl Sim<'_> {
         self.t[r] = done + OVERHEAD_NS;
     }
 
-    /// Non-blocking exchange: post receives, send, wait for all, then compute. The exchange
-    /// starts right after the previous collective, so receivers wait for their messages and the
-    /// recorded receive times follow the arrivals.
+    /// Non-blocking exchange: post receives, send, wait for all. The exchange starts right
+    /// after the previous collective (or step), so receivers wait for their messages and the
+    /// recorded receive times follow the arrivals. Every rank's receives are posted before any
+    /// message is sent, so that a rendezvous send knows its post.
     fn exchange(&mut self) {
         let n = self.t.len();
         let mut posted: Vec<(usize, u32, i64)> = Vec::new();
@@ -192,10 +204,13 @@ impl Sim<'_> {
                     self.push(r, t + OVERHEAD_NS, EventKind::IrecvRequest, |e| e.request = request);
                     self.push(r, t + 2 * OVERHEAD_NS, EventKind::Leave, |e| e.region = IRECV);
                     self.t[r] = t + 2 * OVERHEAD_NS;
+                    self.post_ts[self.first_msg[edge] + k as usize] = t;
                     posted.push((edge, k, request));
                 }
             }
             requests.clone_from(&posted);
+        }
+        for r in 0..n {
             for i in 0..self.topo.outgoing[r].len() {
                 let edge = self.topo.outgoing[r][i];
                 for k in 0..self.mult[edge] {
@@ -215,7 +230,10 @@ impl Sim<'_> {
                 let edge = self.topo.outgoing[r][i];
                 for k in 0..self.mult[edge] {
                     let msg = self.first_msg[edge] + k as usize;
-                    completions.push((w0 + OVERHEAD_NS, edge, k, self.recv_request[msg], false));
+                    // An eager send completes at once; a rendezvous one when its transfer ends.
+                    let done =
+                        if self.rendezvous(edge) { self.arrival[msg].max(w0 + OVERHEAD_NS) } else { w0 + OVERHEAD_NS };
+                    completions.push((done, edge, k, self.recv_request[msg], false));
                 }
             }
             completions.sort_by_key(|c| c.0);
@@ -239,7 +257,7 @@ impl Sim<'_> {
             }
             self.push(r, end, EventKind::Leave, |e| e.region = WAITALL);
             self.t[r] = end;
-            self.compute(r, 1.0);
+            self.exchanged[r] = end;
         }
     }
 
@@ -356,7 +374,9 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         t: vec![0; n],
         next_request: vec![0; n],
         send_ts: vec![0; total],
+        post_ts: vec![0; total],
         arrival: vec![0; total],
+        exchanged: vec![0; n],
         recv_request: vec![0; total],
         messages: 0,
         inter_messages: 0,
@@ -372,17 +392,38 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
     sim.collective(BARRIER, "barrier", 0);
     let local = |r: usize, t: i64| clock::local(&clocks[r], t);
     let mut iterations: Vec<Vec<(i64, i64)>> = vec![Vec::with_capacity(cfg.iterations as usize); n];
+    // A step: exchange, compute, then the allreduce; with the allreduce every k-th step only,
+    // compute, exchange, and the allreduce after every k-th (a solver's loop with a
+    // convergence check), so that each step ends with its MPI_Waitall.
+    let every = cfg.collective_every.max(1);
+    let mut starts = sim.t.clone();
     for i in 0..cfg.iterations {
-        let starts = sim.t.clone();
         sim.iteration = u64::from(i) + 1;
         match cfg.pattern {
             Pattern::MasterWorker => sim.master_worker(),
-            _ => sim.exchange(),
+            _ if every == 1 => {
+                sim.exchange();
+                (0..n).for_each(|r| sim.compute(r, 1.0));
+            }
+            _ => {
+                (0..n).for_each(|r| sim.compute(r, 1.0));
+                if i == 0 && cfg.uninstrumented_compute {
+                    // The first iteration begins with its first call: the computation before
+                    // it is no call, and belongs to none.
+                    starts.clone_from(&sim.t);
+                }
+                sim.exchange();
+            }
         }
-        sim.collective(ALLREDUCE, "allreduce", 8);
+        if (i + 1) % every == 0 {
+            sim.collective(ALLREDUCE, "allreduce", 8);
+        }
+        // A step ends with its collective; without one every step, with its MPI_Waitall.
+        let ends = if every == 1 { &sim.t } else { &sim.exchanged };
         for (r, bounds) in iterations.iter_mut().enumerate() {
-            bounds.push((local(r, starts[r]), local(r, sim.t[r])));
+            bounds.push((local(r, starts[r]), local(r, ends[r])));
         }
+        starts.clone_from(ends);
         if let Some(f) = &mut flush {
             handed += sim.hand_over(f, false)?;
         }
@@ -416,7 +457,7 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         events: (events.len() + handed) as u64,
         messages: sim.messages,
         inter_node_messages: sim.inter_messages,
-        collectives_per_rank: u64::from(cfg.iterations) + 1,
+        collectives_per_rank: u64::from(cfg.iterations / every) + 1,
         duration_ns,
         jobs: None,
         iterations,
@@ -521,6 +562,49 @@ mod tests {
             assert_eq!(trace.row_count("events").unwrap() as u64, truth.events);
             assert_eq!(trace.row_count("collectives").unwrap() as u64, 9 * truth.collectives_per_rank);
         }
+    }
+
+    #[test]
+    fn rendezvous_sends_wait_for_the_post_and_collectives_come_every_k_steps() {
+        let base = GeneratorConfig {
+            ranks: 16,
+            ranks_per_node: 4,
+            iterations: 30,
+            imbalance: Some(Imbalance { ranks: vec![5], factor: 3.0 }),
+            collective_every: 10,
+            ..GeneratorConfig::default()
+        };
+        let (eager, _) = build(&base);
+        let (rendezvous, truth) = build(&GeneratorConfig { eager_limit: Some(1024), ..base.clone() });
+        assert_eq!(truth.collectives_per_rank, 3 + 1, "three allreduces and the barrier");
+        assert_eq!(rendezvous.row_count("collectives").unwrap(), 16 * 4);
+        let late_posts = |t: &crate::trace::Trace| -> usize {
+            let b = arrow::compute::concat_batches(
+                &crate::model::schema("messages").unwrap(),
+                &t.table("messages").unwrap(),
+            )
+            .unwrap();
+            let col = |n: &str| {
+                b.column_by_name(n).unwrap().as_any().downcast_ref::<arrow::array::Int64Array>().unwrap().clone()
+            };
+            let (post, start, done) = (col("recv_post_ts"), col("send_complete_call_start"), col("send_complete_ts"));
+            (0..b.num_rows()).filter(|&i| post.value(i) > start.value(i) && done.value(i) > post.value(i)).count()
+        };
+        // An eager send completes as soon as its MPI_Waitall begins (a post in those first ns
+        // is rare); a rendezvous one to the slow rank waits for its post.
+        let (e, r) = (late_posts(&eager), late_posts(&rendezvous));
+        assert!(r > 20 && e * 10 < r, "eager {e}, rendezvous {r}");
+        // The same calls and messages, other times.
+        assert_eq!(eager.row_count("messages").unwrap(), rendezvous.row_count("messages").unwrap());
+        // Refused where it does not apply, or beyond the limits.
+        let bad = |c: GeneratorConfig| c.validate().unwrap_err().to_string();
+        assert!(
+            bad(GeneratorConfig { pattern: Pattern::MasterWorker, eager_limit: Some(1), ..base.clone() })
+                .contains("exchange patterns")
+        );
+        assert!(bad(GeneratorConfig { collective_every: 0, ..base.clone() }).contains("at least 1"));
+        assert!(bad(GeneratorConfig { bytes: i64::MAX, ..base.clone() }).contains("at most"));
+        assert!(bad(GeneratorConfig { iterations: u32::MAX, compute_ns: 1_000_000_000, ..base }).contains("146 years"));
     }
 
     #[test]

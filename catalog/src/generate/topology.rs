@@ -71,6 +71,24 @@ pub fn grid(ranks: i32) -> (i32, i32) {
     (px.max(1), ranks / px.max(1))
 }
 
+/// How many channels `pattern` has on `ranks` ranks, counted without building them (an
+/// all-to-all on 65,536 ranks has 4.3 billion).
+pub fn edge_count(pattern: Pattern, ranks: i32) -> u64 {
+    let n = u64::from(ranks.max(0) as u32);
+    match pattern {
+        Pattern::Stencil2d => {
+            let (px, py) = grid(ranks.max(1));
+            let (px, py) = (u64::from(px as u32), u64::from(py as u32));
+            // Each of the py rows has px - 1 links, each of the px columns py - 1; both ways.
+            2 * (py * px.saturating_sub(1) + px * py.saturating_sub(1))
+        }
+        Pattern::Ring if n > 1 => n,
+        Pattern::Ring => 0,
+        Pattern::Alltoall => n * n.saturating_sub(1),
+        Pattern::MasterWorker => 2 * n.saturating_sub(1),
+    }
+}
+
 impl Topology {
     pub fn new(pattern: Pattern, ranks: i32) -> Self {
         let mut edges = Vec::new();
@@ -132,6 +150,20 @@ pub fn placement(pattern: Pattern, ranks: i32, ranks_per_node: i32, bad_mapping:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn edges_are_counted_as_built() {
+        for pattern in [Pattern::Stencil2d, Pattern::Ring, Pattern::Alltoall, Pattern::MasterWorker] {
+            for ranks in [1, 2, 7, 12, 16, 64, 100] {
+                assert_eq!(
+                    edge_count(pattern, ranks),
+                    Topology::new(pattern, ranks).edges.len() as u64,
+                    "{pattern:?} {ranks}"
+                );
+            }
+        }
+        assert_eq!(edge_count(Pattern::Alltoall, 65536), 65536 * 65535);
+    }
 
     #[test]
     fn stencil_grid_and_degrees() {

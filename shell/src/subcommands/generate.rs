@@ -43,6 +43,8 @@ fn config(args: &GenerateArgs) -> Result<GeneratorConfig> {
         clock_skew: args.clock_skew || args.sync_sessions > 0,
         sync_sessions: args.sync_sessions,
         start_wallclock_ns: generate::parse_start(&args.start)?,
+        eager_limit: args.eager_limit,
+        collective_every: args.collective_every,
         ..GeneratorConfig::default()
     };
     if let Some(b) = &args.background_traffic {
