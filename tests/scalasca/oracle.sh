@@ -9,7 +9,8 @@
 # Usage: tests/scalasca/oracle.sh            (from the repository root; ../shared beside it)
 # Needs: libopenmpi-dev openmpi-bin (apt), python3-venv, git or SCALASCA_SRC=<source tree>.
 # Environment: SCALASCA_CACHE (default ~/.cache/commdb-scalasca), SCALASCA_SRC,
-#              SCALASCA_GIT (default https://github.com/OpenCMISS-Dependencies2/scalasca).
+#              SCALASCA_GIT (default https://github.com/OpenCMISS-Dependencies2/scalasca),
+#              COMMDB (a commdb binary to generate the traces with; default: cargo builds one).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${SCALASCA_CACHE:-$HOME/.cache/commdb-scalasca}
@@ -53,10 +54,13 @@ scout=$cache/install/bin/scout.mpi
 [ -x "$cache/venv/bin/python" ] || python3 -m venv "$cache/venv"
 "$cache/venv/bin/python" -c 'import pycubexr' 2>/dev/null || "$cache/venv/bin/pip" install -q 'pycubexr==2.1.1'
 
-# 3. commdb, to generate the traces.
+# 3. commdb, to generate the traces (COMMDB=path uses a binary built already).
 cd "$repo"
-cargo build -q --bin commdb
-commdb=${CARGO_TARGET_DIR:-$repo/target}/debug/commdb
+if [ -z "${COMMDB:-}" ]; then
+    cargo build -q --bin commdb
+    COMMDB=${CARGO_TARGET_DIR:-$repo/target}/debug/commdb
+fi
+commdb=$COMMDB
 
 metrics="time mpi_finalize_wait mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait mpi_latebroadcast mpi_earlyreduce mpi_earlyscan critical_path delay_latesender delay_latesender_longterm delay_latereceiver delay_latereceiver_longterm delay_barrier delay_barrier_longterm delay_n2n delay_n2n_longterm delay_12n delay_12n_longterm delay_n21 delay_n21_longterm"
 work=$(mktemp -d)

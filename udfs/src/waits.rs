@@ -16,7 +16,10 @@
 //!   post. Rank = sender, partner = receiver. Eager sends complete before the post and show no
 //!   wait; an MPI_Isend followed by a long MPI_Wait shows one in the Wait. A call that
 //!   completes several sends waits once, until the latest of their posts (partner and msg_id
-//!   that receive's), as a late sender's completion call does.
+//!   that receive's), as a late sender's completion call does. A call that also completed a
+//!   receive whose sender was late (an MPI_Waitall over receives and sends) counts no late
+//!   receiver: Scalasca's MPI_LATERECEIVER (its `MPI.pattern`) leaves out a multiple-completion
+//!   call in which a late-sender candidate was found, and the two waits would overlap.
 //!
 //! Collective operations follow Scalasca's per-operation patterns (its performance-properties
 //! reference, "Wait at Barrier", "Wait at N x N", "Late Broadcast", "Early Reduce", "Early
@@ -253,7 +256,16 @@ impl MessageWaits {
             instance: None,
             partner: c.partner,
         };
-        let (late, receivers) = (reduce(self.late), reduce(self.receivers));
+        // A call in which a late sender was found counts no late receiver (Scalasca's
+        // MPI_LATERECEIVER leaves out a multiple-completion call that had a late-sender
+        // candidate): the two would overlap in the same call.
+        let mut late_calls: Vec<(i64, i64)> = self.late.iter().map(|c| (c.rank, c.ts)).collect();
+        late_calls.sort_unstable();
+        late_calls.dedup();
+        let mut receivers = self.receivers;
+        receivers.retain(|c| late_calls.binary_search(&(c.rank, c.ts)).is_err());
+        drop(late_calls);
+        let (late, receivers) = (reduce(self.late), reduce(receivers));
         let mut waits = Vec::with_capacity(late.len() + receivers.len());
         waits.extend(late.iter().map(|c| wait(c, "late_sender")));
         drop(late);
