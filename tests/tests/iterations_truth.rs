@@ -8,6 +8,11 @@ use arrow::datatypes::Int64Type;
 use commdb_catalog::generate::{GeneratorConfig, Pattern, generate};
 
 fn check(cfg: GeneratorConfig) {
+    check_ended_by(cfg, "MPI_Allreduce");
+}
+
+/// As `check`, the iterations ended by `marker`.
+fn check_ended_by(cfg: GeneratorConfig, marker: &str) {
     let g = generate(&cfg).unwrap();
     let truth = g.truth.iterations.clone();
     let trace = g.trace.build().unwrap();
@@ -24,7 +29,7 @@ fn check(cfg: GeneratorConfig) {
             let rank = col(0).value(row) as usize;
             assert_eq!(col(1).value(row) as usize, got[rank].len(), "iterations are numbered from 0");
             assert_eq!(col(4).value(row), 0, "computation, MPI and waiting add up to the duration");
-            assert_eq!(b.column(5).as_string::<i32>().value(row), "MPI_Allreduce");
+            assert_eq!(b.column(5).as_string::<i32>().value(row), marker);
             got[rank].push((col(2).value(row), col(3).value(row)));
         }
     }
@@ -60,6 +65,32 @@ fn iterations_of_a_master_worker_run_and_of_a_rank_that_slows_down() {
     check(GeneratorConfig { pattern: Pattern::MasterWorker, ..config(16, 12) });
     let slow = commdb_catalog::generate::SlowRanks { ranks: vec![3], factor: 3.0, from_iteration: 6 };
     check(GeneratorConfig { slow_ranks: Some(slow), ..config(16, 12) });
+}
+
+#[test]
+fn iterations_are_the_generators_with_a_collective_every_k_steps() {
+    // The halo exchanges are the iterations, whichever k; the allreduce every k-th step is part
+    // of the iteration after it. With rendezvous messages and a slow rank, and without an
+    // enclosing region or instrumented computation.
+    for k in [2, 3, 10, 20] {
+        check_ended_by(GeneratorConfig { collective_every: k, ..config(16, 40) }, "MPI_Waitall");
+    }
+    let slow = commdb_catalog::generate::SlowRanks { ranks: vec![5], factor: 3.0, from_iteration: 10 };
+    check_ended_by(
+        GeneratorConfig {
+            collective_every: 10,
+            eager_limit: Some(1024),
+            bytes: 8192,
+            slow_ranks: Some(slow),
+            no_enclosing_region: true,
+            uninstrumented_compute: true,
+            ..config(256, 30)
+        },
+        "MPI_Waitall",
+    );
+    check_ended_by(GeneratorConfig { collective_every: 7, pattern: Pattern::Ring, ..config(64, 28) }, "MPI_Waitall");
+    // Every step: the allreduce stays the marker, rendezvous or not.
+    check(GeneratorConfig { collective_every: 1, eager_limit: Some(0), ..config(16, 20) });
 }
 
 /// A run of two coupled applications as another tool exports it (an event CSV), whose ranks

@@ -94,6 +94,7 @@ const FUNCTIONS: &[&Function] = &[
     &critical::CRITICAL_PATH_PROFILE,
     &delays::DELAY_COSTS,
     &iterations::ITERATIONS,
+    &iterations::regions::ITERATION_REGIONS,
     &iterations::profile::ITERATION_PROFILE,
     &compare::COMPARE_RUNS,
     &compare::scaling::SCALING,

@@ -59,13 +59,13 @@ pub const COMPARE_RUNS: Function = Function {
     output: Output::Columns(&[
         col("key", text, "the region, rank, node, pair 'src->dst', size class 'lo-hi bytes' or iteration").never_null(),
         col("metric", text, "what is compared (docs/guide.md lists them per key)").never_null(),
-        col("a", float64, "its value in run a (a total; a mean for mean_* metrics, and per rank by region when the runs have different ranks)"),
+        col("a", float64, "its value in run a (a total; a mean for mean_* metrics, and a mean per rank by region when the runs have different ranks)"),
         col("b", float64, "its value in run b"),
         col("difference", float64, "b - a"),
         col("ratio", float64, "b / a (NULL when a is 0 or missing)"),
         col("share", float64, "the difference's share of the total difference of the metric over the keys"),
         col("z", float64, "the difference over its run-to-run noise (NULL for counts, which have none)"),
-        col("significant", boolean, "the difference exceeds noise: |z| above the normal quantile that holds the chance of naming any noise at 1 % over the comparison; counts: any difference").never_null(),
+        col("significant", boolean, "the difference exceeds noise: |z| above the normal quantile of 1 % over the quantities tested (Bonferroni); counts: any difference").never_null(),
     ]),
     description: "two attached runs compared by region, rank, node, pair, size_class or iteration: per key and metric (exclusive time, computation, MPI and waiting time by kind, messages, bytes, inter-node messages, mean transmission time) the values, difference, ratio, share and whether the difference exceeds run-to-run noise measured over iterations or ranks; significant differences first, causes before waiting",
     make: Make::Table(compare_runs),
@@ -136,6 +136,10 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let (mut qa, mut qb) = (Reader::default(), Reader::default());
         qa.long(&inputs[0])?;
         qb.long(&inputs[1])?;
+        if ranks_a != ranks_b && by == "region" {
+            qa.per_rank(ranks_a);
+            qb.per_rank(ranks_b);
+        }
         if let [wide_a, wide_b] = &inputs[4..] {
             qa.wide(wide_a)?;
             qb.wide(wide_b)?;
@@ -171,16 +175,27 @@ fn samples(r: &str, by: &str) -> String {
         )
     };
     match by {
+        // A region's exclusive time per iteration over the ranks (`iteration_regions`), and what
+        // lies outside the iterations (setup, the end) as one more sample, -1.
         "region" => format!(
-            "SELECT coalesce(region, '(no region)') AS key, 'exclusive_ns' AS metric,
-                    CAST(CASE WHEN starts_with(region, 'MPI_') THEN 2 ELSE 0 END AS BIGINT) AS class, 'units' AS kind,
-                    CAST(rank AS BIGINT) AS sample, CAST(sum(exclusive) AS DOUBLE) AS value, CAST(1 AS BIGINT) AS n,
+            "WITH ir AS (SELECT region, iteration, CAST(sum(exclusive_ns) AS DOUBLE) AS x
+                         FROM iteration_regions({calls}) GROUP BY region, iteration),
+                  inside AS (SELECT region, sum(x) AS x FROM ir GROUP BY region),
+                  total AS (SELECT region, CAST(sum(exclusive) AS DOUBLE) AS x, count(*) AS n FROM {r}.calls GROUP BY region)
+             SELECT coalesce(region, '(no region)') AS key, 'exclusive_ns' AS metric,
+                    CAST(CASE WHEN starts_with(region, 'MPI_') THEN 2 ELSE 0 END AS BIGINT) AS class,
+                    'iteration_totals' AS kind, iteration AS sample, x AS value, CAST(1 AS BIGINT) AS n,
                     CAST(NULL AS DOUBLE) AS sd
-             FROM {r}.calls GROUP BY region, rank
+             FROM ir
+             UNION ALL
+             SELECT coalesce(t.region, '(no region)'), 'exclusive_ns',
+                    CAST(CASE WHEN starts_with(t.region, 'MPI_') THEN 2 ELSE 0 END AS BIGINT), 'iteration_totals',
+                    CAST(-1 AS BIGINT), t.x - coalesce(i.x, 0), CAST(1 AS BIGINT), CAST(NULL AS DOUBLE)
+             FROM total t LEFT JOIN inside i ON i.region IS NOT DISTINCT FROM t.region
              UNION ALL
              SELECT coalesce(region, '(no region)'), 'calls', CAST(1 AS BIGINT), 'exact', CAST(NULL AS BIGINT),
-                    CAST(count(*) AS DOUBLE), CAST(count(*) AS BIGINT), CAST(NULL AS DOUBLE)
-             FROM {r}.calls GROUP BY region"
+                    CAST(n AS DOUBLE), n, CAST(NULL AS DOUBLE)
+             FROM total"
         ),
         "rank" => traffic("CAST(src AS VARCHAR)"),
         "node" => traffic("CAST(src_node AS VARCHAR)"),
@@ -324,6 +339,17 @@ impl Reader {
         Ok(())
     }
 
+    /// Every value divided by the run's `ranks`: means per rank, to compare runs of different
+    /// sizes.
+    fn per_rank(&mut self, ranks: i64) {
+        let ranks = ranks.max(1) as f64;
+        for (_, (_, _, side)) in &mut self.entries {
+            for v in &mut side.values {
+                v.1 /= ranks;
+            }
+        }
+    }
+
     fn finish(self) -> Quantities {
         let Reader { names, entries, .. } = self;
         let name = |id: u32| names.names[id as usize].clone();
@@ -400,23 +426,17 @@ fn compare(qa: Quantities, qb: Quantities, schema: &SchemaRef) -> Result<Vec<Rec
                         Some(stats::z_means((row.a.unwrap_or(0.0), ea.sd, ea.n), (row.b.unwrap_or(0.0), eb.sd, eb.n)));
                 }
             }
-            Kind::Units => {
+            Kind::IterationTotals => {
+                // Every iteration from the first to the last either run has, 0 where one has
+                // none, so the differences add up to the total difference.
                 let (ma, mb) = (by_sample(ea), by_sample(eb));
-                let paired = ma.len() == mb.len() && ma.keys().eq(mb.keys());
-                if paired {
-                    let d: Vec<f64> = ma.iter().map(|(s, x)| mb.get(s).copied().unwrap_or(0.0) - x).collect();
+                let first = ma.keys().chain(mb.keys()).min().copied();
+                let last = ma.keys().chain(mb.keys()).max().copied();
+                if let (Some(first), Some(last)) = (first, last) {
+                    let at = |m: &BTreeMap<i64, f64>, k: i64| m.get(&k).copied().unwrap_or(0.0);
+                    let d: Vec<f64> = (first..=last).map(|k| at(&mb, k) - at(&ma, k)).collect();
                     if d.len() >= stats::MIN_SAMPLES {
-                        row.z = Some(stats::z_paired_units(&d));
-                    }
-                } else {
-                    let values = |m: &BTreeMap<i64, f64>| m.values().copied().collect::<Vec<f64>>();
-                    let (va, vb) = (values(&ma), values(&mb));
-                    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-                    row.a = sa.map(|_| mean(&va));
-                    row.b = sb.map(|_| mean(&vb));
-                    if va.len() >= stats::MIN_SAMPLES && vb.len() >= stats::MIN_SAMPLES {
-                        let side = |v: &[f64]| (mean(v), stats::robust_sd(v).max(stats::RESOLUTION_NS), v.len() as f64);
-                        row.z = Some(stats::z_means(side(&va), side(&vb)));
+                        row.z = Some(stats::z_paired_series(&d));
                     }
                 }
             }

@@ -1,18 +1,26 @@
 //! Whether a difference between two runs exceeds run-to-run noise. Each compared quantity
-//! comes with its samples in both runs, and the noise is measured from them robustly (the
-//! median absolute deviation, scaled by 1.4826 to estimate a normal standard deviation), so
-//! that one changed rank or a change from one iteration on does not count as noise:
+//! comes with its samples in both runs, one per iteration, and the noise of one sample is
+//! measured from the successive differences of the series: the root of their mean square over
+//! 2 (von Neumann's mean square successive difference), the largest of them left out, so that a
+//! change from one iteration on (one jump) does not count as noise, while noise that comes only
+//! every few iterations (waits at a collective every 10th step) does. A median of the
+//! differences instead (the median absolute deviation) is 0 for such a series, and then every
+//! difference looked significant.
 //!
-//! - `Units` (a region's time per rank): the per-unit differences b - a are paired by unit;
-//!   their spread around their median is the noise of one unit, and the sum of the differences
-//!   is compared with it times the square root of the units. Runs of different units (rank
-//!   counts) compare the means per unit with Welch's statistic instead.
+//! - `IterationTotals` (a region's time over the ranks, per iteration: `iteration_regions`,
+//!   and what lies outside the iterations as one more sample): the per-iteration differences
+//!   b - a are paired by iteration (0 where a run has none of the region); their noise is
+//!   that of their successive differences, and their sum is
+//!   compared with it times the square root of the iterations. Ranks are no independent samples
+//!   of a region's time: another seed or another day moves every rank's waiting in a collective
+//!   together (each waits for the same last rank), so noise is measured over iterations, where
+//!   it is independent, not over ranks; and over iterations rather than equal spans of time,
+//!   whose edges cut through the phases every rank runs in step.
 //! - `SeriesSamples` (a rank's time per iteration): the per-iteration differences are paired by
-//!   iteration, and their noise is the spread of their successive differences divided by the
-//!   square root of 2, which a level shift from one iteration on does not inflate.
-//! - `Series` (one value per key, the keys being iterations): the noise of each run is the
-//!   spread of the successive differences of its values over the keys (divided by the square
-//!   root of 2); a key's difference is compared with the two runs' noise combined.
+//!   iteration, and their noise is that of their successive differences.
+//! - `Series` (one value per key, the keys being iterations): the noise of each run is that of
+//!   the successive differences of its values over the keys; a key's difference is compared
+//!   with the two runs' noise combined.
 //! - `Mean` (a mean over messages, given with its count and standard deviation): Welch's
 //!   statistic.
 //! - `Exact` (counts of messages and bytes): no noise; any difference is one.
@@ -26,7 +34,7 @@
 /// How a quantity's noise is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    Units,
+    IterationTotals,
     SeriesSamples,
     Series,
     Mean,
@@ -36,7 +44,7 @@ pub enum Kind {
 impl Kind {
     pub fn parse(text: &str) -> Option<Kind> {
         Some(match text {
-            "units" => Kind::Units,
+            "iteration_totals" => Kind::IterationTotals,
             "series_samples" => Kind::SeriesSamples,
             "series" => Kind::Series,
             "mean" => Kind::Mean,
@@ -57,29 +65,19 @@ pub const MIN_SAMPLES: usize = 3;
 /// same seed) would make a difference of a few nanoseconds of rounding infinitely significant.
 pub const RESOLUTION_NS: f64 = 1.0;
 
-/// 1.4826 x the median absolute deviation from the median: a normal standard deviation.
-pub fn robust_sd(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let m = median(values.to_vec());
-    1.4826 * median(values.iter().map(|v| (v - m).abs()).collect())
-}
-
-/// The noise of one value of a series: the robust spread of its successive differences over
-/// the square root of 2.
+/// The noise of one value of a series: the root of the mean square of its successive
+/// differences over 2, the largest difference left out (a level shift from one value on).
 pub fn series_sd(values: &[f64]) -> f64 {
-    let steps: Vec<f64> = values.windows(2).map(|w| w[1] - w[0]).collect();
-    robust_sd(&steps) / std::f64::consts::SQRT_2
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
+    let mut squares: Vec<f64> = values.windows(2).map(|w| (w[1] - w[0]) * (w[1] - w[0])).collect();
+    if squares.len() >= 2
+        && let Some(largest) = squares.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map(|(i, _)| i)
+    {
+        squares.swap_remove(largest);
+    }
+    if squares.is_empty() {
         return 0.0;
     }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    (squares.iter().sum::<f64>() / squares.len() as f64 / 2.0).sqrt()
 }
 
 /// `difference` over `noise`: infinite for a difference without noise, 0 for none.
@@ -91,12 +89,6 @@ pub fn z(difference: f64, noise: f64) -> f64 {
     } else {
         difference.signum() * f64::INFINITY
     }
-}
-
-/// Paired per-unit differences (of times): their sum over its noise.
-pub fn z_paired_units(differences: &[f64]) -> f64 {
-    let n = differences.len() as f64;
-    z(differences.iter().sum(), robust_sd(differences).max(RESOLUTION_NS) * n.sqrt())
 }
 
 /// Paired per-iteration differences (of times), in iteration order: their sum over its noise.
@@ -163,20 +155,27 @@ mod tests {
     }
 
     #[test]
-    fn one_changed_unit_stands_out_of_the_others() {
-        let mut d = vec![0.1, -0.2, 0.15, -0.05, 0.0, 0.2, -0.1, 0.05];
-        assert!(z_paired_units(&d).abs() < critical_z(1));
-        d.push(50.0);
-        assert!(z_paired_units(&d) > critical_z(100));
+    fn noise_every_tenth_iteration_is_noise() {
+        // Waits at a collective every 10th step: the differences are 0 but every 10th, where
+        // they are large and of either sign. Their median spread is 0; their noise is not.
+        let spikes = [40.0, -35.0, 20.0, -50.0, 30.0, -10.0];
+        let d: Vec<f64> = (0..60).map(|i| if i % 10 == 9 { spikes[i / 10] } else { 0.0 }).collect();
+        assert!(series_sd(&d) > 5.0, "{}", series_sd(&d));
+        assert!(z_paired_series(&d).abs() < critical_z(1), "{}", z_paired_series(&d));
+    }
+
+    #[test]
+    fn a_shift_common_to_every_bin_is_a_difference_a_wobble_is_not() {
+        let wobble = [0.1, -0.2, 0.15, -0.05, 0.0, 0.2, -0.1, 0.05];
+        let d: Vec<f64> = (0..64).map(|i| wobble[i % 8]).collect();
+        assert!(z_paired_series(&d).abs() < critical_z(1));
+        let shifted: Vec<f64> = d.iter().map(|x| x + 5.0).collect();
+        assert!(z_paired_series(&shifted) > critical_z(100));
         // Identical values but for a rounding: no difference to name.
-        let mut rounding = vec![0.0; 16];
+        let mut rounding = vec![0.0; 64];
         rounding[3] = 2.0;
-        assert!(z_paired_units(&rounding).abs() < critical_z(1), "{}", z_paired_units(&rounding));
+        assert!(z_paired_series(&rounding).abs() < critical_z(1), "{}", z_paired_series(&rounding));
         assert_eq!(z(0.0, 0.0), 0.0);
         assert!(z(1.0, 0.0).is_infinite());
-        // One changed unit among units that repeat the other run exactly.
-        let mut same = vec![0.0; 16];
-        same[5] = 1e6;
-        assert!(z_paired_units(&same) > critical_z(100));
     }
 }

@@ -8,7 +8,15 @@
 //! period of the calls between its calls: with each stretch between two marker calls summed up
 //! as a signature (its regions in order), the smallest period q with which the signatures
 //! repeat (at least 90 % of the stretches equal the one q later) groups q stretches into one
-//! iteration. Pipit's `detect_pattern` looks for the repeating motif of a time series with a
+//! iteration. A collective called every k steps (a convergence check) is part of every k-th
+//! step, not its end: when a region every rank calls alike more often than the collective
+//! closes every step by itself (the calls between two of its calls, collectives called less
+//! often left out, equal the next at least 99 % of the time), its calls end the iterations,
+//! the fewest-called such region, a waiting MPI call first. Collectives called less often than
+//! the marker are left out of the signatures that fold its calls, wherever the marker comes
+//! from. Other regions called every k steps (a checkpoint) still fold k steps into one: a
+//! conjugate gradient's matrix-vector product between its two allreduces has the same shape.
+//! Pipit's `detect_pattern` looks for the repeating motif of a time series with a
 //! matrix profile instead; docs/guide.md compares the two.
 
 /// A region and how often the ranks call it: by how many ranks, and the least and most calls
@@ -69,6 +77,30 @@ pub fn choose(counts: &[RegionCount], ranks: i64) -> Option<&RegionCount> {
             .max_by(|a, b| a.min_calls.cmp(&b.min_calls).then_with(|| b.region.cmp(&a.region)))
     };
     best(true).or_else(|| best(false))
+}
+
+/// The regions every rank calls alike (the same number of times) more often than `than`, the
+/// candidates to close every step when `than` comes only every k steps: fewest calls first,
+/// then a waiting MPI call before another MPI call before any other region, then by name.
+pub fn more_often(counts: &[RegionCount], ranks: i64, than: &RegionCount) -> Vec<RegionCount> {
+    use super::signature::Closing;
+    if !is_collective(&than.region) {
+        return Vec::new();
+    }
+    let mut found: Vec<RegionCount> = counts
+        .iter()
+        .filter(|c| {
+            c.ranks == ranks && c.min_calls == c.max_calls && c.min_calls > than.max_calls && c.region != "NULL"
+        })
+        .cloned()
+        .collect();
+    found.sort_by(|a, b| {
+        a.min_calls
+            .cmp(&b.min_calls)
+            .then_with(|| Closing::of(&a.region).cmp(&Closing::of(&b.region)))
+            .then_with(|| a.region.cmp(&b.region))
+    });
+    found
 }
 
 /// The smallest period with which `signatures` repeat (1 when none does): at least 90 % of

@@ -10,6 +10,7 @@
 
 pub mod marker;
 pub mod profile;
+pub mod regions;
 pub mod signature;
 pub mod split;
 
@@ -118,19 +119,43 @@ pub(crate) fn beside(a: &Args, given: Option<Relation>, rel: &Relation, table: &
     resolve(a.session, a.function, table)
 }
 
-fn plan_iterations(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let IterationsArgs { rel, marker, messages, collectives } = IterationsArgs::read(a)?;
-    let messages = beside(a, messages, &rel, "messages")?;
-    let collectives = beside(a, collectives, &rel, "collectives")?;
+arguments! {
+    struct RegionsArgs(regions::ITERATION_REGIONS) {
+        rel: Relation,
+        marker: Option<String>,
+    }
+}
+
+/// The marker given, refused when empty.
+fn named_marker(function: &str, marker: Option<String>) -> Result<Option<String>> {
+    match marker {
+        Some(m) if m.trim().is_empty() => {
+            datafusion::common::plan_err!(
+                "{function}: marker must name a region, got ''; leave it out to have it found"
+            )
+        }
+        other => Ok(other),
+    }
+}
+
+fn plan_iteration_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let RegionsArgs { rel, marker } = RegionsArgs::read(a)?;
+    let marker = named_marker(a.function, marker)?;
     let ci = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
-    let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
-    let oi = crate::waits::collective_columns(&collectives, a.function)?;
     let counts = region_counts(&rel)?;
     let out = a.schema();
-    let schema = out.clone();
+    let start = fold_start(marker, a, out.clone(), false);
+    let inputs = vec![(rel, Some(ci)), counts];
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
+}
+
+/// The folder of `iterations` (`waits`: with the messages and collectives as inputs 1 and 2)
+/// or of `iteration_regions` (without).
+fn fold_start(marker: Option<String>, a: &Args, schema: SchemaRef, waits: bool) -> StartFold {
     let notices = a.session.config().get_extension::<Notices>().map(|n| (*n).clone());
-    let start: StartFold = Arc::new(move || {
+    Arc::new(move || {
         Box::new(Fold {
+            waits,
             messages: MessageWaits::default(),
             collectives: CollectiveWaits::default(),
             counts: Vec::new(),
@@ -138,7 +163,20 @@ fn plan_iterations(a: &Args) -> Result<Arc<dyn TableProvider>> {
             notices: notices.clone(),
             schema: schema.clone(),
         })
-    });
+    })
+}
+
+fn plan_iterations(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let IterationsArgs { rel, marker, messages, collectives } = IterationsArgs::read(a)?;
+    let marker = named_marker(a.function, marker)?;
+    let messages = beside(a, messages, &rel, "messages")?;
+    let collectives = beside(a, collectives, &rel, "collectives")?;
+    let ci = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
+    let oi = crate::waits::collective_columns(&collectives, a.function)?;
+    let counts = region_counts(&rel)?;
+    let out = a.schema();
+    let start = fold_start(marker, a, out.clone(), true);
     let inputs = vec![(rel, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), counts];
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
 }
@@ -161,8 +199,9 @@ fn region_counts(calls: &Relation) -> Result<Projected> {
 }
 
 /// Folds the messages (input 1) and collectives (input 2) into their waits and keeps the
-/// region counts (input 3).
+/// region counts (input 3); without `waits`, the region counts are input 1.
 struct Fold {
+    waits: bool,
     messages: MessageWaits,
     collectives: CollectiveWaits,
     counts: Vec<RecordBatch>,
@@ -174,8 +213,8 @@ struct Fold {
 impl Folder for Fold {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
-            1 => self.messages.fold(batch),
-            2 => self.collectives.fold(batch),
+            1 if self.waits => self.messages.fold(batch),
+            2 if self.waits => self.collectives.fold(batch),
             _ => {
                 self.counts.push(batch.clone());
                 Ok(())
@@ -190,10 +229,11 @@ impl Folder for Fold {
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let Fold { messages, collectives, counts, marker, notices, schema } = *self;
+        let Fold { waits: with_waits, messages, collectives, counts, marker, notices, schema } = *self;
         let counts = read_counts(&counts)?;
         let ranks = counts.iter().map(|c| c.ranks).max().unwrap_or(0);
         let mut own = false;
+        let mut pending = None;
         let marker = match marker {
             Some(m) => match counts.iter().find(|c| c.region == m) {
                 Some(c) => {
@@ -216,14 +256,11 @@ impl Folder for Fold {
             }
             None => match marker::choose(&counts, ranks) {
                 Some(c) => {
-                    notify(
-                        &notices,
-                        format!(
-                            "iterations: an iteration ends with each call of {} (every rank calls it {} times); give marker => '...' for another region",
-                            c.region, c.min_calls
-                        ),
-                    );
-                    Some(c.region.clone())
+                    // Whether a region called more often closes every step by itself (the
+                    // collective then comes every k steps) is known from the calls.
+                    pending =
+                        Some(Pending { collective: c.clone(), more_often: marker::more_often(&counts, ranks, c) });
+                    None
                 }
                 None => {
                     notify(&notices, "iterations: no region is called alike (at least twice) by every rank, so each rank's iterations follow the repeating signature of its own calls; give marker => '...' to cut them all with one region".to_string());
@@ -240,10 +277,13 @@ impl Folder for Fold {
             by_rank.entry(w.rank).or_default().push(waited(&w));
         }
         for list in by_rank.values_mut() {
-            list.sort_unstable_by_key(|w| w.ts);
+            list.sort_unstable_by_key(|w| (w.ts, w.kind));
         }
         Ok(Box::new(Cut {
+            regions: !with_waits,
             marker,
+            pending,
+            counts,
             own,
             found: FastMap::default(),
             notices,
@@ -287,10 +327,24 @@ fn read_counts(batches: &[RecordBatch]) -> Result<Vec<RegionCount>> {
     Ok(out)
 }
 
+/// The marker before the calls are seen: the collective every rank calls alike most often,
+/// unless one of the regions every rank calls alike more often closes every step by itself.
+struct Pending {
+    collective: RegionCount,
+    more_often: Vec<RegionCount>,
+}
+
 /// Cuts each chunk of ranks' calls into iterations.
 struct Cut {
+    /// Gives a row per iteration, rank and region (`iteration_regions`), not per iteration
+    /// and rank.
+    regions: bool,
     /// The region that ends every rank's iterations.
     marker: Option<String>,
+    /// The marker to choose on the first chunk of calls.
+    pending: Option<Pending>,
+    /// Every region's calls per rank.
+    counts: Vec<RegionCount>,
     /// Without one, whether each rank's iterations follow its own calls' signature.
     own: bool,
     /// Ranks by the region that ended their own iterations (None: their calls do not repeat)
@@ -308,12 +362,18 @@ impl Mapper for Cut {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let marker = self.marker.as_deref().map(|m| self.names.id(m));
         let streams = streams_named(batches, "iterations", &mut self.names)?;
+        if let Some(pending) = self.pending.take() {
+            self.choose(pending, &streams);
+        }
+        let marker = self.marker.as_deref().map(|m| self.names.id(m));
+        let inserted_ids = self.inserted();
+        let inserted = |r: u32| inserted_ids.contains(&r);
         let names = &self.names.names;
         let mpi = |r: u32| names.get(r as usize).is_some_and(|n| n.starts_with("MPI_"));
         let class = |r: u32| names.get(r as usize).map_or(Closing::Other, |n| Closing::of(n));
         let mut rows: Vec<Row> = Vec::new();
+        let mut region_rows: Vec<RegionRow> = Vec::new();
         let mut last_rank = None;
         for ((rank, _), calls) in &streams {
             // The rank's first thread only.
@@ -327,15 +387,31 @@ impl Mapper for Cut {
                 None if self.own => signature::signature(calls, class).map(|s| s.closing),
                 None => None,
             };
-            let cut = split::iterations(calls, ends, mpi, &waits);
+            let cut = split::iterations(calls, ends, mpi, &inserted, &waits);
             if self.own {
                 *self.found.entry((ends, cut.len())).or_default() += 1;
             }
             let group: Arc<str> =
                 step_group(ends.and_then(|m| names.get(m as usize)).map(String::as_str), cut.len()).into();
+            if self.regions {
+                for (k, region, n, ns) in regions::by_region(calls, &cut) {
+                    region_rows.push(RegionRow {
+                        iteration: k as i64,
+                        rank: *rank,
+                        region,
+                        calls: n,
+                        ns,
+                        group: group.clone(),
+                    });
+                }
+                continue;
+            }
             for (k, it) in cut.into_iter().enumerate() {
                 rows.push(Row { iteration: k as i64, rank: *rank, it, marker: ends, group: group.clone() });
             }
+        }
+        if self.regions {
+            return region_batch(&region_rows, names, &self.schema);
         }
         batch(&rows, names, &self.schema)
     }
@@ -349,6 +425,68 @@ impl Mapper for Cut {
 
     fn held_bytes(&self) -> usize {
         self.waits.values().map(|w| w.capacity() * std::mem::size_of::<Waited>()).sum()
+    }
+}
+
+/// Ranks of the first chunk on which a region must close every step to end the iterations.
+const RANKS_CHECKED: usize = 64;
+
+impl Cut {
+    /// The marker, from the first chunk of calls: the first of the regions called more often
+    /// than the collective that closes every step by itself on every rank checked, else the
+    /// collective; and a notice that says which and why.
+    fn choose(&mut self, pending: Pending, streams: &crate::call_sweep::Streams) {
+        let Pending { collective, more_often } = pending;
+        // Each rank's first thread, as the iterations are cut.
+        let mut firsts: Vec<&[crate::call_sweep::Call]> = Vec::new();
+        let mut last_rank = None;
+        for ((rank, _), calls) in streams {
+            if last_rank != Some(*rank) && firsts.len() < RANKS_CHECKED {
+                firsts.push(calls);
+            }
+            last_rank = Some(*rank);
+        }
+        let mut chosen = None;
+        for region in &more_often {
+            let id = self.names.id(&region.region);
+            let inserted_ids = self.inserted_below(region.min_calls);
+            let inserted = |r: u32| inserted_ids.contains(&r);
+            if !firsts.is_empty() && firsts.iter().all(|calls| split::closes_every_step(calls, id, &inserted)) {
+                chosen = Some(region.clone());
+                break;
+            }
+        }
+        let text = match &chosen {
+            Some(r) => format!(
+                "iterations: an iteration ends with each call of {} (every rank calls it {} times); {}, called {} times, comes only every few steps and is part of those iterations; give marker => '...' for another region",
+                r.region, r.min_calls, collective.region, collective.min_calls,
+            ),
+            None => format!(
+                "iterations: an iteration ends with each call of {} (every rank calls it {} times); give marker => '...' for another region",
+                collective.region, collective.min_calls
+            ),
+        };
+        notify(&self.notices, text);
+        self.marker = Some(chosen.unwrap_or(collective).region);
+    }
+
+    /// The regions left out of the steps' signatures: collectives called less often than the
+    /// marker (a convergence check every k steps is part of every k-th step, not its end).
+    fn inserted(&mut self) -> Vec<u32> {
+        let Some(m) = self.marker.clone() else { return Vec::new() };
+        let calls = self.counts.iter().find(|c| c.region == m).map_or(0, |c| c.min_calls);
+        self.inserted_below(calls)
+    }
+
+    /// The ids of the collectives that every rank calls fewer than `calls` times.
+    fn inserted_below(&mut self, calls: i64) -> Vec<u32> {
+        let names: Vec<String> = self
+            .counts
+            .iter()
+            .filter(|c| marker::is_collective(&c.region) && c.max_calls < calls)
+            .map(|c| c.region.clone())
+            .collect();
+        names.iter().map(|n| self.names.id(n)).collect()
     }
 }
 
@@ -383,6 +521,32 @@ struct Row {
     marker: Option<u32>,
     /// Its step group.
     group: Arc<str>,
+}
+
+/// One row of `iteration_regions`.
+struct RegionRow {
+    iteration: i64,
+    rank: i64,
+    region: u32,
+    calls: i64,
+    ns: i64,
+    group: Arc<str>,
+}
+
+fn region_batch(rows: &[RegionRow], names: &[String], schema: &SchemaRef) -> Result<RecordBatch> {
+    let int =
+        |f: &dyn Fn(&RegionRow) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    // Calls without a region are interned as "NULL" (`call_sweep::streams_named`).
+    let region = rows.iter().map(|r| names.get(r.region as usize).map(String::as_str).filter(|n| *n != "NULL"));
+    let columns: Vec<ArrayRef> = vec![
+        int(&|r| r.iteration),
+        int(&|r| r.rank),
+        Arc::new(StringArray::from_iter(region)),
+        int(&|r| r.calls),
+        int(&|r| r.ns),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| &*r.group))),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
 fn batch(rows: &[Row], names: &[String], schema: &SchemaRef) -> Result<RecordBatch> {

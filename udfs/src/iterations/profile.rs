@@ -78,6 +78,7 @@ arguments! {
 
 fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let ProfileArgs { rel, k, marker } = ProfileArgs::read(a)?;
+    let marker = super::named_marker(a.function, marker)?;
     rel.columns(a.function, &["rank", "region", "start_ts", "end_ts", "exclusive"])?;
     let sql = query(&rel.reference.to_quoted_string(), k, marker.as_deref());
     let view = crate::relation::sql_view(a.session, a.function, sql)?;
