@@ -144,7 +144,7 @@ pub fn assemble(per_stream: Vec<Vec<Part>>, comms: &[CommInfo], warnings: &mut W
         }
         let size = sizes.get(&comm).copied();
         for k in 0..instances {
-            check_group(&placed[starts[k]..starts[k + 1]], size, warnings);
+            check_group(&mut placed[starts[k]..starts[k + 1]], size, warnings);
         }
     }
     Collectives { parts: placed }
@@ -199,40 +199,31 @@ pub struct PartCollector {
     parts: Vec<Part>,
     /// Next instance number per communicator.
     next_instance: Vec<(i32, i64)>,
-    /// Begin time of the open collective, NONE_I64 when none is open.
-    begin: i64,
-    /// Start of the call the open collective began in.
-    call_start: i64,
+    /// The open collectives, innermost last: their begin time and the start of the call each
+    /// began in (NONE_I64: not known). Collectives nest where an MPI library's collective calls
+    /// others through the traced entry points (MPItrace's MPI_Allreduce of an MPI_Reduce and an
+    /// MPI_Bcast).
+    open: Vec<(i64, i64)>,
     rank: i32,
     thread: i32,
 }
 
 impl PartCollector {
     pub fn new(rank: i32, thread: i32, ends: usize) -> Self {
-        PartCollector {
-            parts: Vec::with_capacity(ends),
-            next_instance: Vec::new(),
-            begin: NONE_I64,
-            call_start: NONE_I64,
-            rank,
-            thread,
-        }
+        PartCollector { parts: Vec::with_capacity(ends), next_instance: Vec::new(), open: Vec::new(), rank, thread }
     }
 
     /// A collective begins at `ts`, inside the call that started at `call_start` (if any).
-    pub fn begin(&mut self, ts: i64, call_start: Option<i64>, w: &mut Warnings) {
-        if self.begin != NONE_I64 {
-            self.report_unended(w);
-        }
-        self.begin = ts;
-        self.call_start = call_start.unwrap_or(NONE_I64);
+    pub fn begin(&mut self, ts: i64, call_start: Option<i64>, _w: &mut Warnings) {
+        self.open.push((ts, call_start.unwrap_or(NONE_I64)));
     }
 
     /// The collective_end event `i` of `events` closes this rank's part in the next instance of
     /// its communicator.
     pub fn end(&mut self, events: &EventColumns<'_>, i: usize, w: &mut Warnings) {
         let ts = events.ts[i];
-        if self.begin == NONE_I64 {
+        let (begin, call_start) = self.open.pop().unwrap_or((NONE_I64, NONE_I64));
+        if begin == NONE_I64 {
             w.add("coll_end_without_begin", || {
                 format!(
                     "rank {} thread {}: a collective ended at ts {ts} without a begin; begin_ts is NULL",
@@ -257,34 +248,45 @@ impl PartCollector {
             root: events.peer[i],
             rank: self.rank,
             thread: self.thread,
-            begin: self.begin,
+            begin,
             end: ts,
             bytes_sent: events.bytes[i],
             bytes_recv: events.bytes_recv[i],
-            call_start: if self.begin == NONE_I64 { NONE_I64 } else { self.call_start },
+            call_start: if begin == NONE_I64 { NONE_I64 } else { call_start },
         });
-        self.begin = NONE_I64;
-        self.call_start = NONE_I64;
     }
 
     pub fn finish(self, w: &mut Warnings) -> Vec<Part> {
-        if self.begin != NONE_I64 {
-            self.report_unended(w);
+        let (rank, thread) = (self.rank, self.thread);
+        for &(begin, _) in &self.open {
+            w.add("coll_begin_without_end", || {
+                format!("rank {rank} thread {thread}: a collective begun at ts {begin} never ended")
+            });
         }
         self.parts
     }
-
-    fn report_unended(&self, w: &mut Warnings) {
-        let (rank, thread, begin) = (self.rank, self.thread, self.begin);
-        w.add("coll_begin_without_end", || {
-            format!("rank {rank} thread {thread}: a collective begun at ts {begin} never ended")
-        });
-    }
 }
 
-/// Report a (comm, instance) group whose members disagree on the operation, or that has
-/// another number of members than its communicator (`size`, when known).
-pub(crate) fn check_group(group: &[Part], size: Option<usize>, warnings: &mut Warnings) {
+/// Report a (comm, instance) group whose members disagree on the operation or the root, or that
+/// has another number of members than its communicator (`size`, when known); members that do
+/// not say the root (Extrae marks only the root's own part) take the one the others say.
+pub(crate) fn check_group(group: &mut [Part], size: Option<usize>, warnings: &mut Warnings) {
+    let mut said = group.iter().map(|p| p.root).filter(|r| *r != NONE_I32);
+    if let Some(root) = said.next() {
+        if said.any(|r| r != root) {
+            let first = group[0];
+            warnings.add("collective_root_mismatch", || {
+                format!(
+                    "comm {} instance {}: members name different roots (first: rank {root})",
+                    first.comm, first.instance
+                )
+            });
+        } else {
+            for p in group.iter_mut() {
+                p.root = root;
+            }
+        }
+    }
     let first = group[0];
     if group.iter().any(|p| p.op != first.op) {
         warnings.add("collective_op_mismatch", || {

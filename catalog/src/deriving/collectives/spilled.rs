@@ -151,7 +151,8 @@ impl SpilledParts {
         let mut total = 0u64;
         let flush_group = |group: &mut Vec<Part>, batch: &mut Vec<Part>, warnings: &mut Warnings| {
             if let Some(first) = group.first() {
-                check_group(group, sizes.get(&first.comm).copied(), warnings);
+                let size = sizes.get(&first.comm).copied();
+                check_group(group, size, warnings);
             }
             batch.append(group);
         };

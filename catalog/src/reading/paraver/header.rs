@@ -1,7 +1,8 @@
 //! The `.prv` header: `#Paraver (DATE):DURATION[_ns]:NODES:NAPPL:APPL_1:...`, where NODES is
 //! `N(c1,...,cN)` (CPUs per node) and each application is `NTASKS(T1:N1,...)[,NCOMMS]` (threads
 //! and 1-based node of each task, then how many communicator lines follow), and the lines after
-//! it: communicators `c:APPL:ID:NTASKS:TASK...` (tasks 1-based) and `#` comments, among them the
+//! it: communicators `c:APPL:ID:NTASKS:TASK...` (tasks 1-based; `c:APPL:ID:1:-1`, MPItrace's
+//! MPI_COMM_SELF, is each task's own) and `#` comments, among them the
 //! note Paraver's cutter leaves. Layout from BSC's Paraver trace format description, summarised
 //! in PARAVER-NOTES.md.
 
@@ -17,11 +18,14 @@ pub struct Task {
 }
 
 /// A communicator line: its application, id and (1-based) member tasks in communicator order.
+/// `per_rank`: the line lists one task, -1, as MPItrace wrote MPI_COMM_SELF (each task's own
+/// communicator; `tasks` is empty).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommLine {
     pub app: u32,
     pub id: i64,
     pub tasks: Vec<u32>,
+    pub per_rank: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -208,6 +212,12 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
             }
             let ntasks = header.apps[app as usize - 1].len() as i64;
             let listed: Vec<i64> = (0..n.max(0) as usize).map(|k| num(3 + k, "tasks")).collect::<Result<_>>()?;
+            // One task given as -1: the task that uses it, MPI_COMM_SELF (MPItrace, 2004).
+            if listed == [-1] && parts.len() == 4 {
+                header.comms.push(CommLine { app: app as u32, id, tasks: Vec::new(), per_rank: true });
+                header.first_record_line = line_no + 1;
+                continue;
+            }
             if let Some(t) = listed.iter().find(|t| **t < 1) {
                 return Err(err(
                     line_no,
@@ -233,7 +243,7 @@ pub fn parse<'a>(path: &Path, mut lines: impl Iterator<Item = &'a str>) -> Resul
                     format!("communicator {id}: {n} tasks announced but {} listed", parts.len().saturating_sub(3)),
                 ));
             }
-            header.comms.push(CommLine { app: app as u32, id, tasks });
+            header.comms.push(CommLine { app: app as u32, id, tasks, per_rank: false });
         } else if line.starts_with('#') {
             header.cut |= line.to_ascii_uppercase().contains("CUTTER");
         } else if line.is_empty() {
@@ -266,7 +276,7 @@ mod tests {
         assert_eq!((h.duration_ns, h.nanoseconds), (1_234_567, true));
         assert_eq!(h.node_cpus, vec![4, 4]);
         assert_eq!(h.apps[0][1], Task { threads: 2, node: 1 });
-        assert_eq!(h.comms[1], CommLine { app: 1, id: 2, tasks: vec![3, 1] });
+        assert_eq!(h.comms[1], CommLine { app: 1, id: 2, tasks: vec![3, 1], per_rank: false });
         assert_eq!(h.first_record_line, 4);
         let us =
             parse(Path::new("b.prv"), "#Paraver (01/01/2020 at 00:00):500:1(2):2:2(1:1,1:1):1(1:1)\n".lines()).unwrap();
@@ -280,7 +290,7 @@ mod tests {
         let text = "#Paraver (21/01/2022 at 16:37):16_ns:1(20):2:2(1:1,1:1),3(1:1,1:1,1:1),2\nc:1:1:3:1:2:3\nc:1:2:2:1:2\n1:1:1:1:1:0:1:1\n";
         let h = parse(Path::new("two.prv"), text.lines()).unwrap();
         assert_eq!(h.apps.iter().map(Vec::len).collect::<Vec<_>>(), [2, 3]);
-        assert_eq!(h.comms[0], CommLine { app: 1, id: 1, tasks: vec![1, 2] });
+        assert_eq!(h.comms[0], CommLine { app: 1, id: 1, tasks: vec![1, 2], per_rank: false });
         assert_eq!(h.problems.len(), 1, "{:?}", h.problems);
         assert!(
             h.problems[0].starts_with("two.prv:2: communicator 1 of application 1 lists 1 task(s) beyond"),
@@ -290,6 +300,19 @@ mod tests {
         // The same with ':' between the applications.
         let colon = "#Paraver (x):16_ns:1(20):2:2(1:1,1:1),1:3(1:1,1:1,1:1),1\n";
         assert_eq!(parse(Path::new("c.prv"), colon.lines()).unwrap().apps.len(), 2);
+    }
+
+    #[test]
+    fn mpitrace_headers_with_a_self_communicator() {
+        // MPItrace (2004): NODES without CPU counts, and MPI_COMM_SELF as one task -1.
+        let text = "#Paraver (26/01/04 at 16:35):260199:4:1:4(1:1,1:2,1:3,1:4),3\nc:1:91:4:1:2:3:4\nc:1:92:1:-1\nc:1:94:3:2:3:4\n1:1:1:1:1:0:10:1\n";
+        let h = parse(Path::new("q.prv"), text.lines()).unwrap();
+        assert_eq!(h.comms[1], CommLine { app: 1, id: 92, tasks: vec![], per_rank: true });
+        assert_eq!(h.comms[2].tasks, [2, 3, 4]);
+        assert_eq!(h.first_record_line, 5);
+        // -1 among other tasks is no task.
+        let e = parse(Path::new("q.prv"), "#Paraver (x):10:1(2):1:2(1:1,1:1)\nc:1:1:2:1:-1".lines()).unwrap_err();
+        assert!(e.to_string().contains("task -1 is not a task number"), "{e}");
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //! != 0) and leaving (value 0) a code region — Extrae's MPI call types 50000001-50000099 and
 //! user-function types — with names from the .pcf VALUES, collectives where the MPI call is
 //! one (sizes, root and communicator from Extrae's MPI global-operation types 50100001-
-//! 50100004), and metrics for every other (type, value) pair (hardware counters above all);
+//! 50100004, or a global-operation record of type 4 as MPItrace wrote them), and metrics for
+//! every other (type, value) pair (hardware counters above all);
 //! communication records become a send on the sender at the physical send time and a receive
 //! posted at the logical receive time and completed at the physical receive time, matched by
 //! MPI's rules into `messages`. Layouts: BSC's Paraver trace format, summarised in
@@ -37,8 +38,14 @@ use records::{CommRec, EventRec, HalfKind, NO_STREAM};
 /// Extrae's MPI call event types (point-to-point, collective, other, and the one-sided and
 /// I/O types some versions add).
 const MPI_TYPES: std::ops::RangeInclusive<i64> = 50_000_001..=50_000_099;
-/// Extrae's MPI global-operation types: bytes sent, bytes received, root, communicator.
-const COLLECTIVE_INFO: [i64; 4] = [50_100_001, 50_100_002, 50_100_003, 50_100_004];
+/// Extrae's MPI global-operation types: bytes sent, bytes received, whether the task is the
+/// root (value 1 on the root's record only, as Extrae writes it and Dimemas's prv2dim reads
+/// it), communicator; then the root's rank in the communicator, which a global-operation record
+/// (type 4) gives and `records` puts under the type `records::ROOT_IN_COMM`.
+const COLLECTIVE_INFO: [i64; 5] = [50_100_001, 50_100_002, 50_100_003, 50_100_004, records::ROOT_IN_COMM as i64];
+/// Extrae's event types of MPI calls (point-to-point, collective, other, one-sided, I/O):
+/// calls whatever the .pcf says of their values.
+const MPI_CALL_TYPES: std::ops::RangeInclusive<i64> = 50_000_001..=50_000_005;
 
 /// The .prv file of `path`: the file itself (`.prv` or `.prv.gz`) or the one in a directory.
 pub fn find_prv(path: &Path) -> Result<PathBuf> {
@@ -183,11 +190,11 @@ pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadPr
     assemble(o, recs)
 }
 
-/// Records of types other than 1, 2 and 3: how many, and the first one's line.
+/// Records of types other than 1 to 4: how many, and the first one's line.
 fn report_other_types(prv: &Path, (n, line): (u64, u64), warnings: &mut Warnings) {
     warnings.add_many("paraver_record_type", n as i64, || {
         format!(
-            "{}:{line}: records of types other than 1 (state), 2 (event) and 3 (communication) are skipped",
+            "{}:{line}: records of types other than 1 (state), 2 (event), 3 (communication) and 4 (global operation) are skipped",
             prv.display()
         )
     });
@@ -252,7 +259,7 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
         return Class::CollectiveInfo(k);
     }
     let described = pcf.types.get(&ty);
-    if MPI_TYPES.contains(&ty) && described.is_none_or(|d| d.values.is_some()) {
+    if MPI_CALL_TYPES.contains(&ty) || (MPI_TYPES.contains(&ty) && described.is_none_or(|d| d.values.is_some())) {
         return Class::Mpi;
     }
     if let Some(d) = described {
@@ -755,9 +762,21 @@ fn report_overtaking(prv: &Path, found: Option<(i64, u64)>, warnings: &mut Warni
 struct AppComms {
     world: i32,
     ids: FastMap<i64, i32>,
+    /// The members (ranks, in communicator order) of each communicator a `c:` line declares,
+    /// by the id the events name it with.
+    members: FastMap<i64, Vec<i32>>,
+    /// The application's ranks, MPI_COMM_WORLD's members.
+    all: Vec<i32>,
 }
 
 impl AppComms {
+    /// The rank of the member of communicator `comm` (the events' id; NONE_I64: the world)
+    /// whose rank in it is `in_comm` (None when it has no such member).
+    fn world_rank(&self, comm: i64, in_comm: i64) -> Option<i32> {
+        let members = if comm == NONE_I64 { &self.all } else { self.members.get(&comm)? };
+        usize::try_from(in_comm).ok().and_then(|k| members.get(k)).copied()
+    }
+
     /// The trace's id of the application's communicator `id` as its events name it (the id
     /// itself when no `c:` line declares it).
     fn id(&self, id: i64) -> i32 {
@@ -793,10 +812,12 @@ fn communicators(header: &header::Header, communicating: &[bool]) -> (Vec<CommIn
         };
         let all: Vec<i32> = (base..base + tasks.len() as i32).collect();
         let mut ids: FastMap<i64, i32> = FastMap::default();
+        let mut members_of: FastMap<i64, Vec<i32>> = FastMap::default();
         let mut world = None;
         let first = out.len();
         for c in header.comms.iter().filter(|c| c.app as usize == a + 1) {
             let members: Vec<i32> = c.tasks.iter().map(|t| base + *t as i32 - 1).collect();
+            members_of.insert(c.id, members.clone());
             let id = match i32::try_from(c.id) {
                 Ok(id) if !taken.contains(&id) => {
                     taken.insert(id);
@@ -805,6 +826,15 @@ fn communicators(header: &header::Header, communicating: &[bool]) -> (Vec<CommIn
                 _ => next_free(&mut taken),
             };
             ids.insert(c.id, id);
+            if c.per_rank {
+                out.push(CommInfo {
+                    comm: id,
+                    name: format!("MPI_COMM_SELF (comm {}){of_app}", c.id),
+                    members,
+                    per_rank: true,
+                });
+                continue;
+            }
             let is_world = world.is_none() && members == all;
             if is_world {
                 world = Some(id);
@@ -817,11 +847,11 @@ fn communicators(header: &header::Header, communicating: &[bool]) -> (Vec<CommIn
             None => {
                 let id = next_free(&mut taken);
                 let name = format!("MPI_COMM_WORLD{of_app}");
-                out.insert(first, CommInfo { comm: id, name, members: all, per_rank: false });
+                out.insert(first, CommInfo { comm: id, name, members: all.clone(), per_rank: false });
                 id
             }
         };
-        apps.push(Some(AppComms { world, ids }));
+        apps.push(Some(AppComms { world, ids, members: members_of, all }));
     }
     (out, apps)
 }
@@ -851,7 +881,7 @@ struct StreamOut {
 struct OpenCollective {
     region: i32,
     op: u8,
-    info: [i64; 4],
+    info: [i64; 5],
 }
 
 /// The events of one stream, in order: its event records (file order) with its message halves
@@ -883,9 +913,12 @@ fn walk_stream<'a>(
     let ev = &mut out.events;
     *ev = RawEvents::with_capacity(pieces.map(<[EventRec]>::len).sum::<usize>() + halves.len());
     let mut next_half = 0;
-    let mut open: Vec<(i64, i32)> = Vec::new();
-    let mut collective: Option<OpenCollective> = None;
-    let mut info = [NONE_I64; 4];
+    // The calls entered and not yet left: (type, value, region).
+    let mut open: Vec<(i64, i64, i32)> = Vec::new();
+    // The collectives being called, innermost last (an MPI library whose MPI_Allreduce calls
+    // MPI_Reduce and MPI_Bcast through the traced entry points nests them).
+    let mut collectives: Vec<OpenCollective> = Vec::new();
+    let mut info = [NONE_I64; 5];
     let flush = |ev: &mut RawEvents, next_half: &mut usize, until: &dyn Fn(&MessageEvent) -> bool| {
         while let Some(h) = halves.get(*next_half).filter(|h| until(h)) {
             let mut e = Event::new(rank, thread, h.ts, h.kind);
@@ -906,47 +939,69 @@ fn walk_stream<'a>(
             last_type = (r.ty(), ctx.classes[&r.ty()]);
         }
         let class = last_type.1;
-        let leaving = r.value == 0 && matches!(class, Class::Mpi | Class::Function);
+        // An MPI call's value repeated while that call is the innermost open one of its type
+        // ends it: MPItrace (2004) wrote an MPI_Reduce's end so. MPI calls do not call
+        // themselves; user functions may, so theirs is an enter.
+        let repeats = class == Class::Mpi
+            && r.value != 0
+            && open.iter().rev().find(|o| o.0 == r.ty()).is_some_and(|o| o.1 == r.value);
+        let leaving = (r.value == 0 || repeats) && matches!(class, Class::Mpi | Class::Function);
         // A half of the same time goes before a leave (a communication happens inside the call
         // that makes it), except a receive's post, which is the start of the call that posts
         // it: it goes after the calls that end and begin then.
         flush(ev, &mut next_half, &|h| h.ts < r.ts || (h.ts == r.ts && leaving && h.kind != EventKind::IrecvRequest));
         match class {
-            Class::Mpi | Class::Function if r.value != 0 => {
+            Class::Mpi | Class::Function if !leaving => {
                 let region = ctx.region_of[&(r.ty(), r.value)];
                 ev.push_plain(r.ts, EventKind::Enter, region);
-                open.push((r.ty(), region));
+                open.push((r.ty(), r.value, region));
                 if class == Class::Mpi {
                     let op = ctx.collective_op[region as usize];
                     if r.ty() == 50_000_002 || (op != 0 && usize::from(op) < COLLECTIVE_OPS.len()) {
                         ev.push_plain(r.ts, EventKind::CollBegin, NONE_I32);
-                        collective = Some(OpenCollective { region, op, info: [NONE_I64; 4] });
-                        info = [NONE_I64; 4];
+                        collectives.push(OpenCollective { region, op, info: [NONE_I64; 5] });
+                        info = [NONE_I64; 5];
                     }
                 }
             }
             Class::Mpi | Class::Function => {
-                let region = match open.iter().rposition(|(t, _)| *t == r.ty()) {
-                    Some(p) => open.remove(p).1,
+                let region = match open.iter().rposition(|o| o.0 == r.ty()) {
+                    Some(p) => open.remove(p).2,
                     None => NONE_I32,
                 };
-                if let Some(c) = collective.take_if(|c| c.region == region) {
+                if let Some(at) = collectives.iter().rposition(|c| c.region == region) {
+                    let c = collectives.remove(at);
                     let merged: Vec<i64> =
                         c.info.iter().zip(&info).map(|(a, b)| if *b != NONE_I64 { *b } else { *a }).collect();
                     let mut e = Event::new(rank, thread, r.ts, EventKind::CollEnd);
                     e.op = c.op;
                     e.bytes = merged[0];
                     e.bytes_recv = merged[1];
-                    e.peer = i32::try_from(merged[2]).unwrap_or(NONE_I32);
+                    // The root: by its rank in the communicator (a global-operation record), else
+                    // this rank when its record says it is the root (Extrae), else unknown here
+                    // (the other members' parts say it).
+                    let rooted = matches!(
+                        COLLECTIVE_OPS.get(usize::from(c.op).wrapping_sub(1)).copied(),
+                        Some("bcast" | "gather" | "gatherv" | "scatter" | "scatterv" | "reduce")
+                    );
+                    e.peer = if merged[4] != NONE_I64 {
+                        // A global-operation record gives every operation a root (0 where it
+                        // has none): kept for the rooted ones only.
+                        if rooted { comms.world_rank(merged[3], merged[4]).unwrap_or(NONE_I32) } else { NONE_I32 }
+                    } else if merged[2] == 1 {
+                        rank
+                    } else {
+                        NONE_I32
+                    };
                     e.comm = if merged[3] == NONE_I64 { comms.world } else { comms.id(merged[3]) };
                     ev.push_detailed(&e);
-                    info = [NONE_I64; 4];
+                    info = [NONE_I64; 5];
                 }
                 ev.push_plain(r.ts, EventKind::Leave, region);
             }
             Class::CollectiveInfo(k) => {
                 info[k] = r.value;
-                if let Some(c) = collective.as_mut() {
+                if let Some(c) = collectives.last_mut() {
                     c.info[k] = r.value;
                 }
             }

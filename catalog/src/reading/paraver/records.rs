@@ -94,6 +94,10 @@ pub struct CommRec {
 
 pub const NO_STREAM: u32 = u32::MAX;
 
+/// The event type under which a global-operation record's root (its rank in the
+/// communicator) is kept among the event pairs; no tracer's type (Paraver's are below it).
+pub const ROOT_IN_COMM: u32 = u32::MAX - 1;
+
 /// Which half of a communication a `Half` is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HalfKind {
@@ -649,6 +653,24 @@ fn parse_lines(
                     line: line_in_piece,
                 });
             }
+            4 => {
+                // A global operation (MPItrace, Dimemas): one task's part in a collective, at
+                // its start: communicator, bytes sent and received, the operation (Dimemas's
+                // numbering; the MPI call's event names it too) and the root's rank in the
+                // communicator. Kept as the details Extrae gives as events of the same time.
+                let stream = object(&mut f, line_in_piece)?;
+                let ts = scaled(f.long_int("time").map_err(|e| at(e, line_in_piece))?, "time")?;
+                let comm = f.int("communicator").map_err(|e| at(e, line_in_piece))?;
+                let sent = f.int("send size").map_err(|e| at(e, line_in_piece))?;
+                let received = f.int("receive size").map_err(|e| at(e, line_in_piece))?;
+                let _operation = f.int("global operation").map_err(|e| at(e, line_in_piece))?;
+                let root = f.int("root").map_err(|e| at(e, line_in_piece))?;
+                for (ty, value) in
+                    [(50_100_001, sent), (50_100_002, received), (50_100_004, comm), (ROOT_IN_COMM, root)]
+                {
+                    events.push(EventRec { stream, ts, ty, value });
+                }
+            }
             _ => {
                 if out.other_types.0 == 0 {
                     out.other_types.1 = line_in_piece;
@@ -656,7 +678,7 @@ fn parse_lines(
                 out.other_types.0 += 1;
             }
         }
-        if f.more() && kind != 2 && (1..=3).contains(&kind) {
+        if f.more() && kind != 2 && (1..=4).contains(&kind) {
             return Err(PieceError {
                 line: line_in_piece,
                 field: "record",
@@ -699,6 +721,13 @@ mod tests {
         let c = r.comms().next().unwrap();
         assert_eq!((c.send, c.recv, c.physical_recv, c.line), (0, 1, 30_000, 4));
         assert_eq!(r.other_types, (1, 5));
+        // A global operation: its details as event pairs of its time.
+        let r = parse_text(b"4:1:1:1:1:73107:91:32:0:10:2\n", 1000, PIECE_BYTES).unwrap();
+        let got: Vec<(u32, i64)> = r.events().map(|e| (e.ty, e.value)).collect();
+        assert_eq!(got, [(50_100_001, 32), (50_100_002, 0), (50_100_004, 91), (ROOT_IN_COMM, 2)]);
+        assert!(r.events().all(|e| e.ts == 73_107_000 && e.stream == 0));
+        let e = parse_text(b"4:1:1:1:1:73107:91:32:0:10\n", 1, PIECE_BYTES).unwrap_err().to_string();
+        assert!(e.contains("root"), "{e}");
     }
 
     #[test]
