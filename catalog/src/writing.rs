@@ -200,9 +200,24 @@ fn leftover_pid(name: &str) -> Option<u32> {
     })
 }
 
-/// Whether process `pid` is known to have ended (false when it cannot be told).
+/// Whether process `pid` is known to have ended (false when it cannot be told): it has no
+/// `/proc/PID`, or it is a zombie (state Z: it ended and waits for its parent to reap it, as
+/// a convert killed by `timeout -s KILL` does until the shell collects it) or dead (X).
 fn has_ended(pid: u32) -> bool {
-    Path::new("/proc/self").exists() && !Path::new("/proc").join(pid.to_string()).exists()
+    if !Path::new("/proc/self").exists() {
+        return false;
+    }
+    let dir = Path::new("/proc").join(pid.to_string());
+    if !dir.exists() {
+        return true;
+    }
+    std::fs::read_to_string(dir.join("stat")).is_ok_and(|stat| matches!(process_state(&stat), Some('Z' | 'X')))
+}
+
+/// The state letter of a `/proc/PID/stat` line: `PID (COMMAND) STATE ...`, where the command
+/// may hold spaces and parentheses (the last ')' ends it).
+fn process_state(stat: &str) -> Option<char> {
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// Remove the leftovers in `dir` of commdb processes that no longer run (files and
@@ -293,6 +308,9 @@ mod tests {
     #[test]
     fn leftover_names_carry_their_process() {
         assert_eq!(leftover_pid(".out.csv.commdb-4242.tmp"), Some(4242));
+        assert_eq!(process_state("4242 (commdb) Z 1 4242 4242 0 -1"), Some('Z'));
+        assert_eq!(process_state("17 (a (b) c) S 1 17"), Some('S'));
+        assert_eq!(process_state("garbage"), None);
         assert_eq!(leftover_pid(".store.commdb-partial-17"), Some(17));
         assert_eq!(leftover_pid(".store.commdb-partial-17.scratch-events"), Some(17));
         assert_eq!(leftover_pid(".store.commdb-previous-9"), Some(9));

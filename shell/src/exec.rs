@@ -23,7 +23,7 @@ use crate::describe;
 use crate::error::{Result, ShellError};
 use crate::fit::{Expanded, Width};
 use crate::helper::{ShellHelper, Words};
-use crate::print::{PrintOptions, ResultWriter, human_duration};
+use crate::print::{Format, PrintOptions, ResultWriter, human_duration};
 use crate::progress::Progress;
 
 /// Execute a plan, handing each batch to `each` as it comes; Ctrl-C cancels.
@@ -137,6 +137,13 @@ pub struct Shell {
     including: Vec<PathBuf>,
     /// The cluster the session's queries run on (`--cluster`, `\\connect`), if any.
     pub cluster: Option<String>,
+    /// Whether the format was named (`--format`, `\\format`): then no file's extension
+    /// chooses it.
+    format_named: bool,
+    /// The format of results printed to the terminal.
+    terminal_format: Format,
+    /// Results written to the output file since it was opened.
+    results_written: usize,
 }
 
 impl Drop for Shell {
@@ -159,6 +166,9 @@ impl Shell {
             queries: Some(query_runtime()?),
             including: Vec::new(),
             cluster: None,
+            format_named: false,
+            terminal_format: print.format,
+            results_written: 0,
         };
         shell.refresh_words();
         Ok(shell)
@@ -181,13 +191,25 @@ impl Shell {
     /// the target under a temporary name and takes the target's place when the output is
     /// closed after success (`close_output`, `\o`, another `-o`), so a failing run leaves
     /// the target as it was. A path that is one of the open traces (or inside one) is refused.
+    /// Unless a format was named (`--format`, `\\format`), a file's extension says its
+    /// format (`out.csv` is CSV, `out.parquet` Parquet) and the terminal gets the table again.
     pub fn set_output(&mut self, path: Option<PathBuf>) -> Result<()> {
         self.close_output()?;
+        if !self.format_named {
+            self.print.format = path.as_deref().and_then(Format::of_file).unwrap_or(self.terminal_format);
+        }
         if let Some(p) = path {
             self.session.refuse_overwrite(&p, "-o")?;
             self.output = Some(Output::create(&p)?);
+            self.results_written = 0;
         }
         Ok(())
+    }
+
+    /// Whether the format was named on the command line (then a file's extension does not
+    /// choose it).
+    pub fn set_format_named(&mut self, named: bool) {
+        self.format_named = named;
     }
 
     /// A query stopped by the memory budget says which budget, and how to change it.
@@ -437,6 +459,25 @@ impl Shell {
         if to_file && opts.width == Width::Terminal {
             opts.width = Width::Unlimited;
         }
+        // A file gets every row, whatever the terminal shows.
+        if to_file {
+            opts.max_rows = usize::MAX;
+        }
+        if opts.format == Format::Parquet && !no_columns {
+            if !to_file {
+                return Err(ShellError::usage(
+                    "the parquet format writes a file: give -o FILE.parquet (or \\o FILE.parquet)",
+                ));
+            }
+            if self.results_written > 0 {
+                return Err(ShellError::usage(
+                    "a Parquet file holds one result, and this output has one already: write each query to a file of its own (\\o FILE.parquet before it)",
+                ));
+            }
+        }
+        if !no_columns {
+            self.results_written += 1;
+        }
         let out: &mut dyn Write = match &mut self.output {
             Some(o) => o,
             None => &mut stdout,
@@ -532,7 +573,11 @@ impl Shell {
                 self.note(&format!("wrote a chart of {drawn} rows to {}", path.display()));
             }
             Command::Report(path) => self.report(&path).await?,
-            Command::Format(f) => self.print.format = f,
+            Command::Format(f) => {
+                self.print.format = f;
+                self.terminal_format = f;
+                self.format_named = true;
+            }
             Command::Expanded(mode) => {
                 self.print.expanded = mode.unwrap_or(match self.print.expanded {
                     Expanded::On => Expanded::Off,
@@ -744,14 +789,31 @@ fn located(source: &str, first_line: u64, statement: &str, at: Option<(u64, u64)
     }
 }
 
+/// Characters of a line an error shows around its column; a longer line is cut to them.
+const EXCERPT_CHARS: usize = 120;
+
 /// Line `at.0` of `statement`, numbered `shown_line`, and a caret under column `at.1` (tabs
-/// kept, so that the caret lines up).
+/// kept, so that the caret lines up). A line longer than EXCERPT_CHARS is shown as the
+/// EXCERPT_CHARS around the column, with `…` where it was cut.
 fn excerpt(statement: &str, at: (u64, u64), shown_line: u64) -> String {
     let Some(text) = statement.lines().nth(at.0.saturating_sub(1) as usize) else { return String::new() };
     let number = shown_line.to_string();
-    let lead: String =
-        text.chars().take(at.1.saturating_sub(1) as usize).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    format!("{number} | {text}\n{} | {lead}^\n", " ".repeat(number.len()))
+    let column = at.1.saturating_sub(1) as usize;
+    let chars = text.chars().count();
+    let (from, to) = if chars <= EXCERPT_CHARS {
+        (0, chars)
+    } else {
+        let from = column.saturating_sub(EXCERPT_CHARS / 2).min(chars - EXCERPT_CHARS);
+        (from, from + EXCERPT_CHARS)
+    };
+    let shown: String = text.chars().skip(from).take(to - from).collect();
+    let (before, after) = (if from > 0 { "…" } else { "" }, if to < chars { "…" } else { "" });
+    let lead: String = before
+        .chars()
+        .map(|_| ' ')
+        .chain(text.chars().skip(from).take(column.saturating_sub(from)).map(|c| if c == '\t' { '\t' } else { ' ' }))
+        .collect();
+    format!("{number} | {before}{shown}{after}\n{} | {lead}^\n", " ".repeat(number.len()))
 }
 
 /// The words people type first in a shell they do not know yet, taken as psql takes them.
@@ -794,40 +856,17 @@ fn history_path() -> Option<PathBuf> {
 }
 
 /// Split a script into statements and backslash commands, each with its first line. A line
-/// whose first character is a backslash, outside a statement, is a command.
+/// whose first character is a backslash, outside a statement, is a command
+/// (`commdb_catalog::session::sql::chunks`: one pass, the statements as written).
 pub fn script_chunks(text: &str) -> Result<Vec<(u64, String)>> {
-    let mut out = Vec::new();
-    let mut sql = String::new();
-    let mut sql_first_line = 0u64;
-    let flush = |sql: &mut String, first: u64, out: &mut Vec<(u64, String)>| -> Result<()> {
-        if commdb_catalog::session::sql::has_statement(sql) {
-            for s in commdb_catalog::session::sql::split_statements(sql)
-                .map_err(|e| ShellError::usage(format!("line {first}: {e}")))?
-            {
-                out.push((first + s.line - 1, s.sql));
-            }
-        }
-        sql.clear();
-        Ok(())
-    };
-    for (i, line) in text.lines().enumerate() {
-        let line_no = i as u64 + 1;
-        // Comments alone (a script's header) leave no statement open.
-        let pending =
-            commdb_catalog::session::sql::has_statement(&sql) && !commdb_catalog::session::sql::is_complete(&sql);
-        if line.trim_start().starts_with('\\') && !pending {
-            flush(&mut sql, sql_first_line, &mut out)?;
-            out.push((line_no, line.trim().to_string()));
-            continue;
-        }
-        if sql.is_empty() {
-            sql_first_line = line_no;
-        }
-        sql.push_str(line);
-        sql.push('\n');
-    }
-    flush(&mut sql, sql_first_line, &mut out)?;
-    Ok(out)
+    use commdb_catalog::session::sql::{Chunk, chunks};
+    let pieces = chunks(text, true).map_err(|e| ShellError::usage(e.to_string()))?;
+    Ok(pieces
+        .into_iter()
+        .map(|c| match c {
+            Chunk::Statement(s) | Chunk::Command(s) => (s.line, s.sql),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -840,6 +879,11 @@ mod tests {
             "r.sql:7:9: syntax error\n7 | \tcount( FROM messages\n  | \t       ^"
         );
         assert_eq!(super::located("r.sql", 6, sql, None, "bad"), "r.sql:6: bad");
+        // A long line is shown around the column only.
+        let long = format!("SELECT {}x", "1 + ".repeat(100_000));
+        let shown = super::located("r.sql", 1, &long, Some((1, 400_008)), "syntax error");
+        assert!(shown.len() < 400, "{}", shown.len());
+        assert!(shown.contains("1 | … + 1 + 1") && shown.contains("+ x\n") && shown.ends_with('^'), "{shown}");
         let error = "Error during planning: table function 'atribution' not found; did you mean 'attribution'?";
         let sql = "SELECT atribution_x\nFROM  Atribution (rel => 'm')";
         assert_eq!(super::table_function_place(sql, error), Some((2, 7)));
@@ -858,5 +902,11 @@ mod tests {
         // A command right after a header of comments is a command, not part of a statement.
         let c = script_chunks("-- a report\n--   with a header\n\n\\echo Title\nSELECT 1;").unwrap();
         assert_eq!(c, vec![(4, "\\echo Title".to_string()), (5, "SELECT 1".to_string())]);
+        // Statements reach the planner as written: quotes and their escapes intact.
+        let c = script_chunks("SELECT 'a''''b';\nSELECT 'it''s' AS \"a\"\"b\";").unwrap();
+        assert_eq!(c, vec![(1, "SELECT 'a''''b'".to_string()), (2, "SELECT 'it''s' AS \"a\"\"b\"".to_string())]);
+        // A backslash line inside a statement belongs to it.
+        let c = script_chunks("SELECT\n\\x\n;").unwrap();
+        assert_eq!(c, vec![(1, "SELECT\n\\x".to_string())]);
     }
 }

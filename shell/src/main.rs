@@ -95,9 +95,9 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<()> {
         ctrl_c::hint_on_first_press();
         ctrl_c::watch();
     }
-    if cli.demo && matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Convert { .. } | Sub::Cache { .. })) {
+    if cli.demo && matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
         return Err(ShellError::usage(
-            "--demo opens the generated demo trace in the shell, report, export and info; it does not apply to generate, convert or cache",
+            "--demo opens the generated demo trace in the shell, report, export and info, and convert writes it as a store; it does not apply to generate or cache",
         ));
     }
     if cli.cluster.is_some() && cli.subcommand.is_some() {
@@ -140,6 +140,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<()> {
     if let Some(path) = &cli.switches {
         shell.run(&format!("ATTACH '{}' AS switches (TYPE table)", path.to_string_lossy().replace('\'', "''"))).await?;
     }
+    shell.set_format_named(matches.value_source("format") == Some(clap::parser::ValueSource::CommandLine));
     shell.set_output(cli.output.clone())?;
     if let Some(file) = &cli.chart
         && (cli.commands.len() != 1 || !cli.files.is_empty())

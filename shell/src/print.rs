@@ -1,5 +1,6 @@
 //! Output of query results: an aligned table (at most `max_rows` rows, numbers right-aligned),
-//! CSV, TSV, JSON (one array), NDJSON (one object per line) or a Markdown table. Results are
+//! CSV, TSV, JSON (one array), NDJSON (one object per line), a Markdown table or a Parquet
+//! file (one row group at a time through a buffer, written as it fills). Results are
 //! written batch by batch as they stream in, so a large CSV export never sits in memory; the
 //! table format keeps only the rows it shows and counts the rest, and fits them to the
 //! terminal (`fit`).
@@ -12,6 +13,7 @@ use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::util::display::{ArrayFormatter, FormatOptions};
+use datafusion::parquet::arrow::ArrowWriter;
 
 use crate::error::{Result, ShellError};
 use crate::fit::{self, Expanded, Width};
@@ -25,6 +27,7 @@ pub enum Format {
     Json,
     Ndjson,
     Markdown,
+    Parquet,
 }
 
 impl FromStr for Format {
@@ -37,14 +40,30 @@ impl FromStr for Format {
             "json" => Ok(Format::Json),
             "ndjson" => Ok(Format::Ndjson),
             "markdown" | "md" => Ok(Format::Markdown),
+            "parquet" => Ok(Format::Parquet),
             other => Err(ShellError::usage(format!(
-                "unknown format '{other}': expected table, csv, tsv, json, ndjson or markdown"
+                "unknown format '{other}': expected table, csv, tsv, json, ndjson, markdown or parquet"
             ))),
         }
     }
 }
 
 impl Format {
+    /// The format a file's extension names (`.csv`, `.tsv`, `.json`, `.ndjson` or `.jsonl`,
+    /// `.parquet`, `.md`), for `-o FILE` and `\o FILE` without --format; None for others.
+    pub fn of_file(path: &std::path::Path) -> Option<Format> {
+        let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+        Some(match ext.as_str() {
+            "csv" => Format::Csv,
+            "tsv" => Format::Tsv,
+            "json" => Format::Json,
+            "ndjson" | "jsonl" => Format::Ndjson,
+            "parquet" => Format::Parquet,
+            "md" => Format::Markdown,
+            _ => return None,
+        })
+    }
+
     /// Whether the row-count footer belongs in the output itself (human formats) or on stderr.
     pub fn footer_in_output(self) -> bool {
         matches!(self, Format::Table | Format::Markdown)
@@ -91,6 +110,8 @@ pub struct ResultWriter<'a> {
     kept: Vec<Vec<String>>,
     kept_rows: usize,
     json_started: bool,
+    /// Parquet: the writer, over a buffer emptied into `out` as row groups fill it.
+    parquet: Option<ArrowWriter<Vec<u8>>>,
 }
 
 impl<'a> ResultWriter<'a> {
@@ -103,8 +124,15 @@ impl<'a> ResultWriter<'a> {
             rows: 0,
             kept_rows: 0,
             json_started: false,
+            parquet: None,
         };
+        let mut w = w;
         match opts.format {
+            Format::Parquet => {
+                let writer = ArrowWriter::try_new(Vec::new(), w.schema.clone(), None)
+                    .map_err(|e| ShellError::Runtime(format!("cannot write Parquet: {e}")))?;
+                w.parquet = Some(writer);
+            }
             Format::Csv | Format::Tsv => {
                 let sep = if opts.format == Format::Csv { "," } else { "\t" };
                 let header: Vec<String> = w.schema.fields().iter().map(|f| quote(f.name(), opts.format)).collect();
@@ -116,9 +144,27 @@ impl<'a> ResultWriter<'a> {
         Ok(w)
     }
 
+    /// Move what the Parquet writer has put in its buffer to the output.
+    fn drain_parquet(&mut self) -> Result<()> {
+        if let Some(p) = &mut self.parquet {
+            let buf = p.inner_mut();
+            if !buf.is_empty() {
+                self.out.write_all(buf)?;
+                buf.clear();
+            }
+        }
+        Ok(())
+    }
+
     pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
         let n = batch.num_rows();
         match self.opts.format {
+            Format::Parquet => {
+                if let Some(p) = &mut self.parquet {
+                    p.write(batch).map_err(|e| ShellError::Runtime(format!("cannot write Parquet: {e}")))?;
+                }
+                self.drain_parquet()?;
+            }
             Format::Table | Format::Markdown => {
                 let room = if self.opts.format == Format::Table {
                     self.opts.max_rows.saturating_sub(self.kept_rows)
@@ -184,6 +230,12 @@ impl<'a> ResultWriter<'a> {
             Format::Table => self.write_table()?,
             Format::Markdown => self.write_markdown()?,
             Format::Json => writeln!(self.out, "{}]", if self.json_started { "\n" } else { "" })?,
+            Format::Parquet => {
+                if let Some(p) = self.parquet.take() {
+                    let rest = p.into_inner().map_err(|e| ShellError::Runtime(format!("cannot write Parquet: {e}")))?;
+                    self.out.write_all(&rest)?;
+                }
+            }
             _ => {}
         }
         self.out.flush()?;
@@ -457,6 +509,46 @@ mod tests {
     fn csv_quotes_and_leaves_nulls_empty() {
         let (text, _) = render(Format::Csv, 40);
         assert_eq!(text, "n,s\n1,\"a,b\"\n,x\n300,\n");
+    }
+
+    #[test]
+    fn parquet_holds_every_row() {
+        let mut out = Vec::new();
+        let b = batch();
+        let opts = PrintOptions {
+            format: Format::Parquet,
+            max_rows: 1,
+            quiet: false,
+            timing: false,
+            width: Width::Unlimited,
+            expanded: Expanded::Off,
+        };
+        let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
+        w.write(&b).unwrap();
+        let (footer, cut) = w.finish(Duration::from_millis(3)).unwrap();
+        assert!(footer.starts_with("3 rows") && !cut, "{footer}");
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &out).unwrap();
+        let reader = datafusion::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            std::fs::File::open(file.path()).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let back: Vec<RecordBatch> = reader.collect::<Result<_, _>>().unwrap();
+        assert_eq!(back.iter().map(RecordBatch::num_rows).sum::<usize>(), 3);
+        assert_eq!(back[0].column(0).as_ref(), b.column(0).as_ref());
+    }
+
+    #[test]
+    fn files_name_their_format() {
+        let of = |p: &str| Format::of_file(std::path::Path::new(p));
+        assert_eq!(of("out.csv"), Some(Format::Csv));
+        assert_eq!(of("OUT.TSV"), Some(Format::Tsv));
+        assert_eq!(of("a.ndjson"), Some(Format::Ndjson));
+        assert_eq!(of("a.parquet"), Some(Format::Parquet));
+        assert_eq!(of("a.txt"), None);
+        assert_eq!(of("noext"), None);
     }
 
     #[test]

@@ -75,6 +75,30 @@ fn leftovers_of_killed_runs_are_removed_by_the_next_write_there() {
     assert_eq!(left, ["out.csv", "store"]);
 }
 
+#[test]
+fn leftovers_of_a_killed_run_not_yet_reaped_are_removed() {
+    // A process that ended but whose parent has not collected it (a zombie: a convert killed
+    // by `timeout -s KILL` until the shell reaps it) has ended: its leftovers go.
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let pid = child.id();
+    let stat = format!("/proc/{pid}/stat");
+    let waited = Instant::now();
+    while !std::fs::read_to_string(&stat)
+        .is_ok_and(|s| s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')))
+    {
+        assert!(waited.elapsed() < Duration::from_secs(10), "the child did not end");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let partial = dir.path().join(format!(".store.commdb-partial-{pid}"));
+    std::fs::create_dir_all(partial.join("events")).unwrap();
+    let store = dir.path().join("store");
+    let o = run(&["convert", SMALL, store.to_str().unwrap()]);
+    child.wait().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!partial.exists(), "the zombie's partial store is left");
+}
+
 /// Run commdb with `args`, send it SIGINT after `after`, and wait for it to end (at most
 /// `limit`): its output and how long it took to stop.
 fn interrupt(args: &[&str], after: Duration, limit: Duration) -> (std::process::Output, Duration) {
@@ -147,6 +171,27 @@ fn a_cancelled_query_leaves_no_work_running() {
     assert!(used < 30, "{used} ticks of CPU in the 3 s after the cancel");
     pane.keys(&["SELECT 41 + 1 AS answer\\;", "Enter"]);
     assert!(pane.wait_for(" 42", 10).contains(" 42"));
+}
+
+#[test]
+fn a_cancelled_join_leaves_no_work_running() {
+    // A cross join of the messages with themselves (a batch per message of one side, made
+    // without waiting on anything), cancelled: the join yields between batches, so within a
+    // second the process is idle again (it kept a core busy for minutes).
+    let Some(pane) = Pane::start("join", "generate:ranks=64,ranks-per-node=16,iterations=200", 120) else { return };
+    let pid = pane.pid().expect("the pane's process");
+    pane.keys(&["SELECT count(*) FROM messages\\;", "Enter"]);
+    pane.wait_for("1 row", 120);
+    pane.keys(&["SELECT sum(a.bytes + b.bytes) FROM messages a, messages b\\;", "Enter"]);
+    std::thread::sleep(Duration::from_millis(3000));
+    pane.keys(&["C-c"]);
+    let screen = pane.wait_for("query cancelled", 10);
+    assert!(screen.contains("query cancelled"), "{screen}");
+    std::thread::sleep(Duration::from_secs(1));
+    let before = cpu_ticks(pid).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let used = cpu_ticks(pid).unwrap() - before;
+    assert!(used < 30, "{used} ticks of CPU in the 3 s after the cancel");
 }
 
 #[test]

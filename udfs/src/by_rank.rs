@@ -193,6 +193,10 @@ impl Mapper for InRankOrder {
         self.inner.held_bytes()
     }
 
+    fn finish_bytes(&self) -> usize {
+        self.inner.finish_bytes()
+    }
+
     fn projected(&mut self, projection: &[usize]) -> bool {
         self.inner.projected(projection)
     }

@@ -63,6 +63,13 @@ pub trait Mapper: Send {
     fn held_bytes(&self) -> usize {
         0
     }
+
+    /// Bytes `finish` will build beyond what is held (a trend's bins over the run), reserved
+    /// from the memory budget before it is called: past the budget the analysis stops saying
+    /// so, rather than `finish` growing unchecked.
+    fn finish_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// Passes every batch on as it is (the merge of parts whose rows are the answer).
@@ -210,6 +217,10 @@ impl Mapper for WholeInput {
         self.bytes + self.inner.held_bytes()
     }
 
+    fn finish_bytes(&self) -> usize {
+        self.inner.finish_bytes()
+    }
+
     fn projected(&mut self, projection: &[usize]) -> bool {
         self.inner.projected(projection)
     }
@@ -292,6 +303,10 @@ impl Streamed {
                     if out.num_rows() > 0 && sink.send(out).await.is_err() {
                         return Ok(());
                     }
+                }
+                let needed = mapper.held_bytes() + mapper.finish_bytes();
+                if folded.try_resize(needed).is_err() {
+                    return Err(crate::budget::over_budget(&name, &pool, needed, rows, "summing up"));
                 }
                 let timer = baseline.elapsed_compute().timer();
                 let last = mapper.finish()?.into_iter().map(project).collect::<std::result::Result<Vec<_>, _>>()?;

@@ -173,6 +173,15 @@ fn absorb_short_runs(mut kinds: Vec<&'static str>, window: usize) -> Vec<&'stati
 }
 
 /// The segments of a series of (send_ts, latency) samples.
+/// Bytes a bin costs while the segments are found and written: its sums, its kind and its point.
+pub const BYTES_PER_BIN: usize = 80;
+
+/// The bin width and the number of bins the samples' span `(lo, hi)` is cut into.
+fn binning(lo: i64, hi: i64, p: &TrendParams) -> (i64, i64) {
+    let bin_ns = if p.bin_ns > 0 { p.bin_ns } else { crate::lod::resolution(lo, hi + 1, DEFAULT_BINS).unwrap_or(1) };
+    (bin_ns, hi.div_euclid(bin_ns) - lo.div_euclid(bin_ns) + 1)
+}
+
 pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendParams) -> Result<Vec<Segment>> {
     let Some((lo, hi)) = samples
         .clone()
@@ -180,10 +189,9 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
     else {
         return Ok(Vec::new());
     };
-    let bin_ns = if p.bin_ns > 0 { p.bin_ns } else { crate::lod::resolution(lo, hi + 1, DEFAULT_BINS).unwrap_or(1) };
+    let (bin_ns, count) = binning(lo, hi, p);
     let p = &TrendParams { bin_ns, ..*p };
     let first = lo.div_euclid(p.bin_ns);
-    let count = hi.div_euclid(p.bin_ns) - first + 1;
     if count > MAX_BINS {
         return exec_err!(
             "latency_trend: bin_ns = {} cuts the run into {count} bins, more than {MAX_BINS}; choose a larger bin_ns",
@@ -341,6 +349,15 @@ impl Mapper for Samples {
 
     fn held_bytes(&self) -> usize {
         self.samples.capacity() * std::mem::size_of::<(i64, f64)>()
+    }
+
+    /// The bins the run is cut into (a bin_ns of 1 ns over a 25 ms run makes 25 million).
+    fn finish_bytes(&self) -> usize {
+        let span = self
+            .samples
+            .iter()
+            .fold(None, |acc: Option<(i64, i64)>, &(t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))));
+        span.map_or(0, |(lo, hi)| binning(lo, hi, &self.params).1.clamp(0, MAX_BINS) as usize * BYTES_PER_BIN)
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {

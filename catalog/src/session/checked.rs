@@ -4,8 +4,8 @@
 //! type coercion, turns every `+`, `-` and `*` whose operands have the same integer type into
 //! a call of Arrow's checked kernel of that operator, which fails with `Arithmetic overflow`;
 //! each expression keeps the name it had, so result columns are named as before. Integers only:
-//! floats, decimals, times and intervals keep DataFusion's own operators. Aggregates (`sum`)
-//! are not covered: DataFusion's sum of Int64 still wraps.
+//! floats, decimals, times and intervals keep DataFusion's own operators. `sum()` of 64-bit
+//! integers becomes `checked_sum` (`checked_sum`), which fails on overflow as well.
 
 use std::sync::Arc;
 
@@ -55,8 +55,34 @@ pub(crate) fn rewrite_expressions(
     })
 }
 
-/// `e` as a checked call when it is `+`, `-` or `*` of two operands of one integer type.
+/// `e` as a checked call when it is `+`, `-` or `*` of two operands of one integer type, or
+/// `sum()` of a 64-bit integer (`checked_sum`), as an aggregate or in a window.
 fn checked(e: Expr, schema: &DFSchema) -> Result<Transformed<Expr>> {
+    use datafusion::logical_expr::expr::{AggregateFunction, WindowFunction, WindowFunctionDefinition};
+    let sum_of = |args: &[Expr], distinct: bool| {
+        !distinct && args.len() == 1 && type_of(&args[0], schema).is_some_and(|t| super::checked_sum::applies_to(&t))
+    };
+    match e {
+        Expr::AggregateFunction(AggregateFunction { func, params })
+            if func.name() == "sum" && sum_of(&params.args, params.distinct) =>
+        {
+            return Ok(Transformed::yes(Expr::AggregateFunction(AggregateFunction {
+                func: Arc::new(super::checked_sum::udaf()),
+                params,
+            })));
+        }
+        Expr::WindowFunction(w)
+            if matches!(&w.fun, WindowFunctionDefinition::AggregateUDF(f) if f.name() == "sum")
+                && sum_of(&w.params.args, w.params.distinct) =>
+        {
+            let WindowFunction { params, .. } = *w;
+            return Ok(Transformed::yes(Expr::WindowFunction(Box::new(WindowFunction {
+                fun: WindowFunctionDefinition::AggregateUDF(Arc::new(super::checked_sum::udaf())),
+                params,
+            }))));
+        }
+        _ => {}
+    }
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = &e else { return Ok(Transformed::no(e)) };
     let Some(kind) = Kind::of(*op) else { return Ok(Transformed::no(e)) };
     let (Some(l), Some(r)) = (type_of(left, schema), type_of(right, schema)) else { return Ok(Transformed::no(e)) };

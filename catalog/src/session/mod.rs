@@ -6,8 +6,10 @@
 //! configured partitions, so scans run on every core without copying data.
 
 pub mod checked;
+pub mod checked_sum;
 pub mod durations;
 pub mod information_schema;
+pub mod joins_yield;
 pub mod named_args;
 pub mod parts;
 pub mod plan_node;
@@ -156,6 +158,10 @@ impl Session {
             if let Some(analyzer) = builder.analyzer().as_mut() {
                 durations::install_first(analyzer);
                 analyzer.rules.push(Arc::new(checked::CheckedArithmetic));
+            }
+            // Joins yield between batches, so that a cancelled query stops (see `joins_yield`).
+            if let Some(physical) = builder.physical_optimizers().as_mut() {
+                physical.rules.push(Arc::new(joins_yield::JoinsYield));
             }
             SessionContext::new_with_state(builder.build())
         };
@@ -441,18 +447,18 @@ impl Session {
         match &mut statement {
             DFStatement::Statement(s) => {
                 named_args::rewrite(s.as_mut(), &self.parameters)?;
-                durations::rewrite_arithmetic(s.as_mut());
+                durations::rewrite_arithmetic(s.as_mut())?;
             }
             DFStatement::Explain(e) => {
                 if let DFStatement::Statement(s) = e.statement.as_mut() {
                     named_args::rewrite(s.as_mut(), &self.parameters)?;
-                    durations::rewrite_arithmetic(s.as_mut());
+                    durations::rewrite_arithmetic(s.as_mut())?;
                 }
             }
             DFStatement::CopyTo(copy) => {
                 if let datafusion::sql::parser::CopyToSource::Query(query) = &mut copy.source {
                     named_args::rewrite(query.as_mut(), &self.parameters)?;
-                    durations::rewrite_arithmetic(query.as_mut());
+                    durations::rewrite_arithmetic(query.as_mut())?;
                 }
             }
             _ => {}

@@ -39,7 +39,7 @@ use datafusion::common::{TableReference, exec_err, plan_err};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
 use datafusion::execution::session_state::SessionState;
-use datafusion::logical_expr::{Extension, LogicalPlan, ScalarUDF};
+use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan, ScalarUDF};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 use datafusion_proto::logical_plan::{AsLogicalPlan, LogicalExtensionCodec};
@@ -478,6 +478,10 @@ impl LogicalExtensionCodec for LogicalCodec {
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
         if encode_udf(node, buf) { Ok(()) } else { self.ballista.try_encode_udf(node, buf) }
     }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        decode_udaf(name).unwrap_or_else(|| self.ballista.try_decode_udaf(name, buf))
+    }
 }
 
 /// `wallclock()` with the trace starts it reads; false for another function.
@@ -492,6 +496,12 @@ fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) -> bool {
     }
     wrap(WALLCLOCK, &node, buf);
     true
+}
+
+/// The aggregate functions the session's rules write into plans (`checked_sum`).
+fn decode_udaf(name: &str) -> Option<Result<Arc<AggregateUDF>>> {
+    (name == commdb_catalog::session::checked_sum::NAME)
+        .then(|| Ok(Arc::new(commdb_catalog::session::checked_sum::udaf())))
 }
 
 fn decode_udf(name: &str, buf: &[u8]) -> Option<Result<Arc<ScalarUDF>>> {
@@ -593,5 +603,9 @@ impl PhysicalExtensionCodec for PhysicalCodec {
 
     fn try_encode_udf(&self, node: &ScalarUDF, buf: &mut Vec<u8>) -> Result<()> {
         if encode_udf(node, buf) { Ok(()) } else { self.ballista.try_encode_udf(node, buf) }
+    }
+
+    fn try_decode_udaf(&self, name: &str, buf: &[u8]) -> Result<Arc<AggregateUDF>> {
+        decode_udaf(name).unwrap_or_else(|| self.ballista.try_decode_udaf(name, buf))
     }
 }

@@ -1,5 +1,6 @@
 //! `commdb convert TRACE DIR`: a trace into a commdb store, a group of whole ranks at a time
-//! when the trace's reader can (commdb_catalog::convert), else read whole and written.
+//! when the trace's reader can (commdb_catalog::convert), else read whole and written;
+//! `commdb convert --demo DIR` writes the generated demo trace as a store.
 
 use std::path::Path;
 use std::time::Instant;
@@ -33,6 +34,25 @@ pub fn run(cli: &Cli, input: &str, output: &Path, part_rows: Option<u64>) -> Res
     if !cli.quiet {
         eprintln!(
             "converted {input} ({events} events, {messages} messages) to {}{how} in {}",
+            output.display(),
+            human_duration(started.elapsed())
+        );
+    }
+    Ok(())
+}
+
+/// The demo trace (`--demo`), generated and written as a store at `output`.
+pub fn demo(cli: &Cli, output: &Path, part_rows: Option<u64>) -> Result<()> {
+    let started = Instant::now();
+    let part_rows = part_rows.map_or(store::PART_ROWS, |n| n as usize);
+    let trace = super::demo_trace(cli.open.clock_correction)?;
+    store::write_in_parts(&trace, output, part_rows)?;
+    if !cli.quiet {
+        let rows = |t: &str| trace.built_rows(t).unwrap_or(0);
+        eprintln!(
+            "converted the demo trace ({} events, {} messages) to {} in {}",
+            rows("events"),
+            rows("messages"),
             output.display(),
             human_duration(started.elapsed())
         );

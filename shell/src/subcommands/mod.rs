@@ -11,6 +11,8 @@ mod info;
 mod report;
 mod servers;
 
+use std::path::Path;
+
 use commdb_catalog::clock::Correction;
 
 use crate::cli::{Cli, Sub};
@@ -24,7 +26,16 @@ pub async fn run(cli: &Cli, sub: &Sub, print: PrintOptions) -> Result<()> {
         Sub::Scheduler { bind } => servers::scheduler(cli, *bind),
         Sub::Executor { .. } => servers::executor(cli, sub),
         Sub::Generate(args) => generate::run(cli, args),
-        Sub::Convert { input, output, part_rows } => convert::run(cli, input, output, *part_rows),
+        Sub::Convert { input, output, part_rows } => match (cli.demo, output) {
+            (false, Some(output)) => convert::run(cli, input, output, *part_rows),
+            (true, None) => convert::demo(cli, Path::new(input), *part_rows),
+            (false, None) => Err(ShellError::usage(format!(
+                "convert: give the trace to read and the directory to write ({input} is one of the two), or --demo and the directory"
+            ))),
+            (true, Some(_)) => Err(ShellError::usage(
+                "convert --demo writes the generated demo trace: give only the directory to write",
+            )),
+        },
         Sub::Export { trace, to, file } => export::run(cli, trace.as_deref(), to, file),
         Sub::Report { trace, file, vs } => report::run(cli, trace.as_deref(), vs.as_deref(), file, print).await,
         Sub::Cache { clear, names } => cache::run(cli, *clear, names),
