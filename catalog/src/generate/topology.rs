@@ -136,7 +136,7 @@ impl Topology {
 
 /// Node index of every rank: block placement, or neighbours apart when `bad_mapping`.
 pub fn placement(pattern: Pattern, ranks: i32, ranks_per_node: i32, bad_mapping: bool) -> Vec<i32> {
-    let nodes = (ranks + ranks_per_node - 1) / ranks_per_node;
+    let nodes = ((i64::from(ranks) + i64::from(ranks_per_node) - 1) / i64::from(ranks_per_node).max(1)) as i32;
     let (px, _) = grid(ranks);
     (0..ranks)
         .map(|r| match (bad_mapping, pattern) {
@@ -150,6 +150,12 @@ pub fn placement(pattern: Pattern, ranks: i32, ranks_per_node: i32, bad_mapping:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_larger_than_the_run() {
+        assert_eq!(placement(Pattern::Ring, 4, i32::MAX, false), [0, 0, 0, 0]);
+        assert_eq!(placement(Pattern::Stencil2d, 4, i32::MAX, true), [0, 0, 0, 0]);
+    }
 
     #[test]
     fn edges_are_counted_as_built() {
