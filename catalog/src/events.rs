@@ -21,7 +21,11 @@ pub const NONE_I32: i32 = i32::MIN;
 /// Sentinel of a missing Int64 value.
 pub const NONE_I64: i64 = i64::MIN;
 
-/// The kinds of raw events. The discriminant is the dictionary key in the `events` table.
+/// The kinds of raw events. The discriminant is the dictionary key in the `events` table; kinds
+/// added later come after `Other`, so keys written before keep their meaning. The thread kinds
+/// are OTF2's records of threading models (OpenMP, Pthreads): fork and join of a team, a team's
+/// begin and end on each member, lock acquisition and release, task creation, switch and
+/// completion, and a thread's creation, begin, wait and end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum EventKind {
@@ -43,10 +47,23 @@ pub enum EventKind {
     MeasurementOff,
     BufferFlush,
     Other,
+    ThreadFork,
+    ThreadJoin,
+    ThreadTeamBegin,
+    ThreadTeamEnd,
+    ThreadAcquireLock,
+    ThreadReleaseLock,
+    ThreadTaskCreate,
+    ThreadTaskSwitch,
+    ThreadTaskComplete,
+    ThreadCreate,
+    ThreadBegin,
+    ThreadWait,
+    ThreadEnd,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 18] = [
+    pub const ALL: [EventKind; 31] = [
         EventKind::Enter,
         EventKind::Leave,
         EventKind::Send,
@@ -65,6 +82,19 @@ impl EventKind {
         EventKind::MeasurementOff,
         EventKind::BufferFlush,
         EventKind::Other,
+        EventKind::ThreadFork,
+        EventKind::ThreadJoin,
+        EventKind::ThreadTeamBegin,
+        EventKind::ThreadTeamEnd,
+        EventKind::ThreadAcquireLock,
+        EventKind::ThreadReleaseLock,
+        EventKind::ThreadTaskCreate,
+        EventKind::ThreadTaskSwitch,
+        EventKind::ThreadTaskComplete,
+        EventKind::ThreadCreate,
+        EventKind::ThreadBegin,
+        EventKind::ThreadWait,
+        EventKind::ThreadEnd,
     ];
 
     /// The name shown in the `kind` column.
@@ -88,6 +118,19 @@ impl EventKind {
             EventKind::MeasurementOff => "measurement_off",
             EventKind::BufferFlush => "buffer_flush",
             EventKind::Other => "other",
+            EventKind::ThreadFork => "thread_fork",
+            EventKind::ThreadJoin => "thread_join",
+            EventKind::ThreadTeamBegin => "thread_team_begin",
+            EventKind::ThreadTeamEnd => "thread_team_end",
+            EventKind::ThreadAcquireLock => "thread_acquire_lock",
+            EventKind::ThreadReleaseLock => "thread_release_lock",
+            EventKind::ThreadTaskCreate => "thread_task_create",
+            EventKind::ThreadTaskSwitch => "thread_task_switch",
+            EventKind::ThreadTaskComplete => "thread_task_complete",
+            EventKind::ThreadCreate => "thread_create",
+            EventKind::ThreadBegin => "thread_begin",
+            EventKind::ThreadWait => "thread_wait",
+            EventKind::ThreadEnd => "thread_end",
         }
     }
 

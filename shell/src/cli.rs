@@ -264,6 +264,10 @@ pub struct GenerateArgs {
     /// node-level samplers do.
     #[arg(long, value_name = "INTERVAL")]
     pub node_counters: Option<String>,
+    /// With --format otf2: the OTF2 version to write, 1.0 to 1.5, 2.0 to 2.3 or 3.0 (default
+    /// 2.3), in the forms that version has (as Score-P 1.x wrote them, for example).
+    #[arg(long, value_name = "VERSION")]
+    pub otf2_version: Option<String>,
 }
 
 fn parse_format(s: &str) -> Result<Format> {

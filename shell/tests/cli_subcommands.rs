@@ -32,6 +32,27 @@ fn paraver_traces_open_from_the_command_line_and_convert_to_stores() {
     let sql = "SELECT (SELECT count(*) FROM ranks) AS r, (SELECT count(DISTINCT rank) FROM metrics WHERE metric = 'Node memory reads') AS n";
     let c = run(&[counted.join("trace.prv").to_str().unwrap(), "-q", "--format", "csv", "-c", sql]);
     assert_eq!(stdout(&c).lines().nth(1), Some("8,2"), "{}", stderr(&c));
+    // An archive as Score-P 1.x wrote them reads back with the same messages.
+    let old = dir.path().join("old");
+    let o = run(&["generate", old.to_str().unwrap(), "--ranks", "8", "--format", "otf2", "--otf2-version", "1.4"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sql = "SELECT (SELECT count(*) FROM messages) AS m, (SELECT format_version FROM trace_info) AS v";
+    let c = run(&[old.join("traces.otf2").to_str().unwrap(), "-q", "--format", "csv", "-c", sql]);
+    let truth: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(old.join("ground_truth.json")).unwrap()).unwrap();
+    let expected = format!("{},1.4.0", truth["messages"]);
+    assert_eq!(stdout(&c).lines().nth(1), Some(expected.as_str()), "{}", stderr(&c));
+    assert_eq!(std::fs::read(old.join("traces.otf2")).unwrap()[9..11], [1, 4]);
+    for (args, says) in [
+        (
+            &["--otf2-version", "1.6", "--format", "otf2"][..],
+            "--otf2-version: expected 1.0 to 1.5, 2.0 to 2.3 or 3.0, got 1.6",
+        ),
+        (&["--otf2-version", "1.4"][..], "--otf2-version applies to --format otf2, not to --format parquet"),
+    ] {
+        let o = run(&[&["generate", dir.path().join("y").to_str().unwrap()][..], args].concat());
+        assert!(!o.status.success() && stderr(&o).contains(says), "{}", stderr(&o));
+    }
     let o = run(&["generate", dir.path().join("x").to_str().unwrap(), "--node-counters", "1ms"]);
     assert!(
         !o.status.success() && stderr(&o).contains("--node-counters applies to --format paraver"),

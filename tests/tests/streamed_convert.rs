@@ -169,7 +169,13 @@ fn same_archive(cfg: &GeneratorConfig) {
     let (whole, _) = archive(&generated.trace);
     let streamed = tempfile::tempdir().unwrap();
     // Hand-overs every few iterations, each rank's file written in pieces.
-    let truth = commdb_catalog::reading::otf2::writer::write_generated(&cfg, streamed.path(), 500).unwrap();
+    let truth = commdb_catalog::reading::otf2::writer::write_generated(
+        &cfg,
+        streamed.path(),
+        500,
+        commdb_catalog::reading::otf2::writer::Version::CURRENT,
+    )
+    .unwrap();
     assert_eq!(truth, generated.truth);
     let files = |root: &std::path::Path| {
         let mut out = Vec::new();

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use commdb_catalog::clock::Correction;
 use commdb_catalog::generate::{self, GeneratorConfig};
+use commdb_catalog::reading::otf2::writer::{Version, write_generated};
 use commdb_catalog::{OpenOptions, store};
 
 use crate::cli::{Cli, GenerateArgs};
@@ -26,6 +27,19 @@ fn paraver_extras(args: &GenerateArgs) -> Result<commdb_catalog::reading::parave
         return Err(ShellError::usage(format!("--node-counters: expected a positive interval, got {every}")));
     }
     Ok(commdb_catalog::reading::paraver::writer::Extras { node_counters_every_ns: Some(ns) })
+}
+
+/// The OTF2 version `--otf2-version` asks for (only with `--format otf2`).
+fn otf2_version(args: &GenerateArgs) -> Result<Version> {
+    let Some(text) = &args.otf2_version else { return Ok(Version::CURRENT) };
+    if args.output_format != "otf2" {
+        return Err(ShellError::usage(format!(
+            "--otf2-version applies to --format otf2, not to --format {}",
+            args.output_format
+        )));
+    }
+    Version::parse(text)
+        .ok_or_else(|| ShellError::usage(format!("--otf2-version: expected 1.0 to 1.5, 2.0 to 2.3 or 3.0, got {text}")))
 }
 
 fn config(args: &GenerateArgs) -> Result<GeneratorConfig> {
@@ -80,6 +94,7 @@ pub fn run(cli: &Cli, args: &GenerateArgs) -> Result<()> {
     let (correction, quiet) = (cli.open.clock_correction, cli.quiet);
     let cfg = config(args)?;
     paraver_extras(args)?;
+    otf2_version(args)?;
     let started = Instant::now();
     let streamed = args.output_format == "otf2"
         || (matches!(args.output_format.as_str(), "parquet" | "paraver")
@@ -138,8 +153,9 @@ fn generate_streamed(
     cfg: &GeneratorConfig,
     correction: Correction,
 ) -> Result<generate::GroundTruth> {
+    let version = otf2_version(args)?;
     if args.output_format == "otf2" {
-        return Ok(commdb_catalog::reading::otf2::writer::write_generated(cfg, &args.output, GENERATE_FLUSH_EVENTS)?);
+        return Ok(write_generated(cfg, &args.output, GENERATE_FLUSH_EVENTS, version)?);
     }
     let name = args.output.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "store".into());
     let scratch = args.output.with_file_name(format!(".{name}.commdb-generate-{}", std::process::id()));
@@ -147,7 +163,7 @@ fn generate_streamed(
     if args.output_format == "paraver" {
         let store_dir = scratch.with_extension("store");
         let result = (|| {
-            let truth = commdb_catalog::reading::otf2::writer::write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS)?;
+            let truth = write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS, Version::CURRENT)?;
             let options = OpenOptions { clock_correction: correction, ..OpenOptions::default() };
             let limits = commdb_catalog::convert::Limits::default();
             commdb_catalog::convert::otf2(&scratch.join("traces.otf2"), &store_dir, &options, &limits)?;
@@ -166,7 +182,7 @@ fn generate_streamed(
         return result;
     }
     let result = (|| {
-        let truth = commdb_catalog::reading::otf2::writer::write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS)?;
+        let truth = write_generated(cfg, &scratch, GENERATE_FLUSH_EVENTS, Version::CURRENT)?;
         let options = OpenOptions { clock_correction: correction, ..OpenOptions::default() };
         let limits = commdb_catalog::convert::Limits::default();
         let anchor = scratch.join("traces.otf2");

@@ -1,10 +1,11 @@
 //! The OTF2 anchor file (`traces.otf2`): format and library version, chunk sizes, number of
-//! locations and definitions, creator. Layout (2.x and 3.x alike): 0x03, an endianness byte,
-//! "OTF2\0", anchor version, trace format, version major/minor/bugfix, then full-width u64
+//! locations and definitions, creator. Layout (1.x to 3.x alike): 0x03, an endianness byte,
+//! "OTF2\0", anchor format, trace format, version major/minor/bugfix, then full-width u64
 //! chunk sizes, substrate and compression bytes, u64 location and definition counts, the
-//! machine, creator and description strings, a u32 count of properties (name and value
-//! strings each) and the u64 trace id. An anchor that ends before these is reported as cut
-//! short.
+//! machine, creator and description strings; from anchor format 2 on (OTF2 1.2 and later), a
+//! u32 count of properties (name and value strings each) and the u64 trace id, as the
+//! reference library's `OTF2_AnchorFile.c` reads them. An anchor that ends before these is
+//! reported as cut short.
 
 use std::path::Path;
 
@@ -52,14 +53,16 @@ pub fn read(path: &Path) -> Result<Anchor> {
         }
     };
     let header = ends_early("header");
-    let _anchor_version = c.u8().map_err(header)?;
+    let anchor_format = c.u8().map_err(header)?;
     let _trace_format = c.u8().map_err(header)?;
     let (major, minor, bugfix) = (c.u8().map_err(header)?, c.u8().map_err(header)?, c.u8().map_err(header)?);
-    if major < 2 {
+    if anchor_format == 0 || major == 0 || major > 3 {
         return Err(Error::at_offset(
             path,
             9,
-            format!("OTF2 version {major}.{minor}.{bugfix} is not supported (2.x and 3.x are)"),
+            format!(
+                "OTF2 version {major}.{minor}.{bugfix} (anchor format {anchor_format}) is not one this reader knows (1.x to 3.x are)"
+            ),
         ));
     }
     let chunk_size_events = c.u64_full().map_err(header)?;
@@ -71,12 +74,14 @@ pub fn read(path: &Path) -> Result<Anchor> {
     let _machine = c.string().map_err(ends_early("machine name"))?;
     let creator = c.string().map_err(ends_early("creator"))?;
     let _description = c.string().map_err(ends_early("description"))?;
-    let properties = c.u32_full().map_err(ends_early("number of properties"))?;
-    for _ in 0..properties {
-        c.string().map_err(ends_early("properties"))?;
-        c.string().map_err(ends_early("properties"))?;
+    if anchor_format > 1 {
+        let properties = c.u32_full().map_err(ends_early("number of properties"))?;
+        for _ in 0..properties {
+            c.string().map_err(ends_early("properties"))?;
+            c.string().map_err(ends_early("properties"))?;
+        }
+        let _trace_id = c.u64_full().map_err(ends_early("trace id"))?;
     }
-    let _trace_id = c.u64_full().map_err(ends_early("trace id"))?;
     if compression > 1 {
         return Err(Error::at_offset(path, 29, "compressed OTF2 archives are not supported"));
     }

@@ -12,6 +12,7 @@ use std::path::Path;
 
 use crate::error::Result;
 use crate::reading::otf2::buffer::{Cursor, UNDEFINED_U32};
+use crate::reading::otf2::older;
 use crate::trace::Warnings;
 
 const CLOCK_PROPERTIES: u8 = 5;
@@ -185,11 +186,13 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                 let id = c.u32c()?;
                 let name = c.u32c()?;
                 let _description = c.u32c()?;
-                let _region_type = c.u8()?;
+                let region_type = c.u8()?;
                 let source_file = c.u32c()?;
                 let begin_line = c.u32c()?;
                 let _end_line = c.u32c()?;
-                let mut r = Region { name, source_file, begin_line, role: 0, paradigm: 0 };
+                // OTF2 1.0 has only the region type; 1.1 added the role and paradigm.
+                let (role, paradigm) = older::region_role_and_paradigm(region_type);
+                let mut r = Region { name, source_file, begin_line, role, paradigm };
                 if c.more(end) {
                     let _canonical = c.u32c()?;
                     r.role = c.u8()?;
@@ -209,7 +212,9 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                     return Err(c.error(format!("{n} members cannot fit in the record")));
                 }
                 let members = (0..n).map(|_| c.u64c()).collect::<Result<Vec<_>>>()?;
-                let mut g = Group { name, kind: old_kind, paradigm: 0, flags: 0, members };
+                // Before OTF2 1.2 the type alone said what the group is (and whether MPI's).
+                let (kind, paradigm) = older::group_type_before_1_2(old_kind);
+                let mut g = Group { name, kind, paradigm, flags: 0, members };
                 if c.more(end) {
                     g.kind = c.u8()?;
                     g.paradigm = c.u8()?;

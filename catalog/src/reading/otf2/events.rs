@@ -30,7 +30,29 @@ const MPI_REQUEST_TEST: u8 = 20;
 const MPI_REQUEST_CANCELLED: u8 = 21;
 const MPI_COLLECTIVE_BEGIN: u8 = 22;
 const MPI_COLLECTIVE_END: u8 = 23;
+const OMP_FORK: u8 = 24;
+const OMP_JOIN: u8 = 25;
+const OMP_ACQUIRE_LOCK: u8 = 26;
+const OMP_RELEASE_LOCK: u8 = 27;
+const OMP_TASK_CREATE: u8 = 28;
+const OMP_TASK_SWITCH: u8 = 29;
+const OMP_TASK_COMPLETE: u8 = 30;
 const METRIC: u8 = 31;
+const THREAD_FORK: u8 = 53;
+const THREAD_JOIN: u8 = 54;
+const THREAD_TEAM_BEGIN: u8 = 55;
+const THREAD_TEAM_END: u8 = 56;
+const THREAD_ACQUIRE_LOCK: u8 = 57;
+const THREAD_RELEASE_LOCK: u8 = 58;
+const THREAD_TASK_CREATE: u8 = 59;
+const THREAD_TASK_SWITCH: u8 = 60;
+const THREAD_TASK_COMPLETE: u8 = 61;
+const THREAD_CREATE: u8 = 62;
+const THREAD_BEGIN: u8 = 63;
+const THREAD_WAIT: u8 = 64;
+const THREAD_END: u8 = 65;
+/// The paradigm a fork, join or lock record is taken to be of (OTF2's code for OpenMP).
+const OPENMP: u8 = 3;
 const PROGRAM_BEGIN: u8 = 83;
 const PROGRAM_END: u8 = 84;
 
@@ -195,10 +217,35 @@ fn name_of(t: u8) -> &'static str {
         MPI_COLLECTIVE_BEGIN => "MpiCollectiveBegin",
         MPI_COLLECTIVE_END => "MpiCollectiveEnd",
         METRIC => "Metric",
+        OMP_FORK => "OmpFork",
+        OMP_JOIN => "OmpJoin",
+        OMP_ACQUIRE_LOCK => "OmpAcquireLock",
+        OMP_RELEASE_LOCK => "OmpReleaseLock",
+        OMP_TASK_CREATE => "OmpTaskCreate",
+        OMP_TASK_SWITCH => "OmpTaskSwitch",
+        OMP_TASK_COMPLETE => "OmpTaskComplete",
+        THREAD_FORK => "ThreadFork",
+        THREAD_JOIN => "ThreadJoin",
+        THREAD_TEAM_BEGIN => "ThreadTeamBegin",
+        THREAD_TEAM_END => "ThreadTeamEnd",
+        THREAD_ACQUIRE_LOCK => "ThreadAcquireLock",
+        THREAD_RELEASE_LOCK => "ThreadReleaseLock",
+        THREAD_TASK_CREATE => "ThreadTaskCreate",
+        THREAD_TASK_SWITCH => "ThreadTaskSwitch",
+        THREAD_TASK_COMPLETE => "ThreadTaskComplete",
+        THREAD_CREATE => "ThreadCreate",
+        THREAD_BEGIN => "ThreadBegin",
+        THREAD_WAIT => "ThreadWait",
+        THREAD_END => "ThreadEnd",
         PROGRAM_BEGIN => "ProgramBegin",
         PROGRAM_END => "ProgramEnd",
         _ => "event",
     }
+}
+
+#[inline]
+fn opt_i32(v: u32) -> i32 {
+    if v == UNDEFINED_U32 { NONE_I32 } else { v.min(i32::MAX as u32) as i32 }
 }
 
 #[inline]
@@ -371,6 +418,89 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                 e.peer = ctx.world_rank(comm, root, &mut out.warnings);
                 e.bytes = opt_i64(sent);
                 e.bytes_recv = opt_i64(received);
+            }
+            THREAD_FORK | THREAD_JOIN | THREAD_ACQUIRE_LOCK | THREAD_RELEASE_LOCK => {
+                let end = c.record_end()?;
+                let model = c.u8()?;
+                if model != OPENMP {
+                    out.warnings.add("otf2_thread_model", || {
+                        format!(
+                            "{}: fork, join and lock records of threading paradigm {model} (not OpenMP) are kept without their paradigm",
+                            path.display()
+                        )
+                    });
+                }
+                e.kind = match t {
+                    THREAD_FORK => {
+                        e.tag = opt_i32(c.u32c()?);
+                        EventKind::ThreadFork
+                    }
+                    THREAD_JOIN => EventKind::ThreadJoin,
+                    _ => {
+                        e.request = i64::from(c.u32c()?);
+                        e.tag = opt_i32(c.u32c()?);
+                        if t == THREAD_ACQUIRE_LOCK {
+                            EventKind::ThreadAcquireLock
+                        } else {
+                            EventKind::ThreadReleaseLock
+                        }
+                    }
+                };
+                c.finish(end)?;
+            }
+            THREAD_TEAM_BEGIN | THREAD_TEAM_END => {
+                e.comm = ctx.local.map(MAPPING_COMM, c.u32c()?) as i32;
+                e.kind = if t == THREAD_TEAM_BEGIN { EventKind::ThreadTeamBegin } else { EventKind::ThreadTeamEnd };
+            }
+            THREAD_TASK_CREATE | THREAD_TASK_SWITCH | THREAD_TASK_COMPLETE => {
+                let end = c.record_end()?;
+                e.comm = ctx.local.map(MAPPING_COMM, c.u32c()?) as i32;
+                e.peer = opt_i32(c.u32c()?);
+                e.tag = opt_i32(c.u32c()?);
+                c.finish(end)?;
+                e.kind = match t {
+                    THREAD_TASK_CREATE => EventKind::ThreadTaskCreate,
+                    THREAD_TASK_SWITCH => EventKind::ThreadTaskSwitch,
+                    _ => EventKind::ThreadTaskComplete,
+                };
+            }
+            THREAD_CREATE | THREAD_BEGIN | THREAD_WAIT | THREAD_END => {
+                let end = c.record_end()?;
+                e.comm = ctx.local.map(MAPPING_COMM, c.u32c()?) as i32;
+                e.request = opt_i64(c.u64c()?);
+                c.finish(end)?;
+                e.kind = match t {
+                    THREAD_CREATE => EventKind::ThreadCreate,
+                    THREAD_BEGIN => EventKind::ThreadBegin,
+                    THREAD_WAIT => EventKind::ThreadWait,
+                    _ => EventKind::ThreadEnd,
+                };
+            }
+            // OTF2 1.x's OpenMP records, which the thread records replaced: the same events
+            // without a team (a task is named by its id alone).
+            OMP_FORK => {
+                e.tag = opt_i32(c.u32c()?);
+                e.kind = EventKind::ThreadFork;
+            }
+            OMP_JOIN => {
+                c.skip_record()?;
+                e.kind = EventKind::ThreadJoin;
+            }
+            OMP_ACQUIRE_LOCK | OMP_RELEASE_LOCK => {
+                let end = c.record_end()?;
+                e.request = i64::from(c.u32c()?);
+                e.tag = opt_i32(c.u32c()?);
+                c.finish(end)?;
+                e.kind =
+                    if t == OMP_ACQUIRE_LOCK { EventKind::ThreadAcquireLock } else { EventKind::ThreadReleaseLock };
+            }
+            OMP_TASK_CREATE | OMP_TASK_SWITCH | OMP_TASK_COMPLETE => {
+                e.request = opt_i64(c.u64c()?);
+                e.kind = match t {
+                    OMP_TASK_CREATE => EventKind::ThreadTaskCreate,
+                    OMP_TASK_SWITCH => EventKind::ThreadTaskSwitch,
+                    _ => EventKind::ThreadTaskComplete,
+                };
             }
             METRIC => {
                 let end = c.record_end()?;

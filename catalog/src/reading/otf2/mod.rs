@@ -1,4 +1,4 @@
-//! A pure-Rust OTF2 reader (format versions 2.x and 3.x, both byte orders). The anchor names
+//! A pure-Rust OTF2 reader (format versions 1.x to 3.x, both byte orders). The anchor names
 //! the chunk sizes; the global definitions give strings, the system tree (the node of each
 //! rank is the "node" ancestor of its location group), location groups (ranks: their order in
 //! MPI's COMM_LOCATIONS group is their MPI_COMM_WORLD rank), locations (threads, in id order
@@ -15,6 +15,7 @@ pub mod anchor;
 pub mod buffer;
 pub mod defs;
 pub mod events;
+pub mod older;
 pub mod writer;
 
 use std::collections::{BTreeMap, HashMap};
@@ -236,36 +237,59 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
     out
 }
 
-/// Read an OTF2 archive (anchor file or its directory).
-/// Event files whose location the global definitions do not define mean the definitions do
-/// not belong to these event files (a replaced or damaged traces.def): an error, never a trace
-/// that silently leaves them out.
-fn check_event_files(base: &Path, d: &defs::GlobalDefs) -> Result<()> {
+/// Event files whose location the global definitions do not define. Beside the event files
+/// of every defined location they are locations the measurement opened and left out of the
+/// definitions (Score-P 1.x wrote such files for CUDA streams it never used): the reference
+/// reader reads the defined locations only, and so does commdb, naming the others in a warning
+/// (`otf2_undefined_event_file`). Where a defined location has no event file as well, or none
+/// is defined, the definitions do not belong to these event files (a replaced or damaged
+/// traces.def): an error, never a trace that leaves them out.
+fn check_event_files(base: &Path, d: &defs::GlobalDefs, warnings: &mut Warnings) -> Result<()> {
     let Ok(entries) = std::fs::read_dir(base) else { return Ok(()) };
     let defined: std::collections::HashSet<u64> = d.locations.iter().map(|l| l.id).collect();
     let mut strangers: Vec<String> = Vec::new();
+    let mut found: std::collections::HashSet<u64> = std::collections::HashSet::new();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        if let Some(id) = name.strip_suffix(".evt").and_then(|stem| stem.parse::<u64>().ok())
-            && !defined.contains(&id)
-        {
-            strangers.push(name);
+        if let Some(id) = name.strip_suffix(".evt").and_then(|stem| stem.parse::<u64>().ok()) {
+            if defined.contains(&id) {
+                found.insert(id);
+            } else {
+                strangers.push(name);
+            }
         }
     }
     if strangers.is_empty() {
         return Ok(());
     }
     strangers.sort();
+    let listed = || {
+        format!(
+            "{}{}",
+            strangers.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
+            if strangers.len() > 5 { ", ..." } else { "" }
+        )
+    };
+    if !defined.is_empty() && found.len() == defined.len() {
+        warnings.add_many("otf2_undefined_event_file", strangers.len() as i64, || {
+            format!(
+                "{} event files in {} belong to no location the definitions define ({}); as the reference reader does, their events are not read",
+                strangers.len(),
+                base.display(),
+                listed()
+            )
+        });
+        return Ok(());
+    }
     let global = base.with_extension("def");
     Err(Error::in_file(
         &global,
         format!(
-            "the global definitions define {} locations but {} event files in {} belong to none of them ({}{}): the definitions do not match the event files",
+            "the global definitions define {} locations but {} event files in {} belong to none of them ({}): the definitions do not match the event files",
             d.locations.len(),
             strangers.len(),
             base.display(),
-            strangers.iter().take(5).cloned().collect::<Vec<_>>().join(", "),
-            if strangers.len() > 5 { ", ..." } else { "" }
+            listed()
         ),
     ))
 }
@@ -357,7 +381,7 @@ fn open_archive(path: &Path) -> Result<(RawTrace, Archive)> {
     let place = placement(&d);
     let comms = comm_members(&d, &place, &mut warnings);
     let metric_defs = MetricDefs::of(&d);
-    check_event_files(&base, &d)?;
+    check_event_files(&base, &d, &mut warnings)?;
     let (ranks, locations) = ranks_and_locations(&d, &place, &mut warnings);
     let metrics = RawMetrics {
         names: metric_defs.names.clone(),
@@ -935,6 +959,110 @@ mod tests {
         }
     }
 
+    /// `raw` with OpenMP events on rank 0 after its first event: a fork of 4 threads, a lock
+    /// taken and given back, a task created, switched to and completed, a join; with
+    /// `teams`, a team's begin and end and a task of a team.
+    fn with_thread_events(mut raw: RawTrace, teams: bool) -> RawTrace {
+        use crate::events::{Event, EventKind, NONE_I32, RawEvents};
+        let all = RawEvents::concat(std::mem::take(&mut raw.events.parts));
+        let mut out = RawEvents::with_capacity(all.len() + 16);
+        for s in all.streams() {
+            for i in s.start..s.end {
+                out.push_detailed(&Event {
+                    rank: all.rank[i],
+                    thread: all.thread[i],
+                    ts: all.ts[i],
+                    kind: all.kind(i),
+                    region: all.region[i],
+                    peer: all.peer[i],
+                    comm: all.comm[i],
+                    tag: all.tag[i],
+                    bytes: all.bytes[i],
+                    request: all.request[i],
+                    op: all.op[i],
+                    bytes_recv: all.bytes_recv[i],
+                });
+                if s.rank == 0 && i == s.start {
+                    let at = |kind, f: &dyn Fn(&mut Event)| {
+                        let mut e = Event::new(0, s.thread, all.ts[i], kind);
+                        f(&mut e);
+                        e
+                    };
+                    let mut extra = vec![
+                        at(EventKind::ThreadFork, &|e| e.tag = 4),
+                        at(EventKind::ThreadAcquireLock, &|e| (e.request, e.tag) = (7, 1)),
+                        at(EventKind::ThreadReleaseLock, &|e| (e.request, e.tag) = (7, 1)),
+                        at(EventKind::ThreadTaskCreate, &|e| e.request = 99),
+                        at(EventKind::ThreadTaskSwitch, &|e| e.request = 99),
+                        at(EventKind::ThreadTaskComplete, &|e| e.request = 99),
+                        at(EventKind::ThreadJoin, &|_| {}),
+                    ];
+                    if teams {
+                        extra.extend([
+                            at(EventKind::ThreadTeamBegin, &|e| e.comm = 0),
+                            at(EventKind::ThreadTaskCreate, &|e| (e.comm, e.peer, e.tag) = (0, 1, 3)),
+                            at(EventKind::ThreadTeamEnd, &|e| e.comm = 0),
+                            at(EventKind::ThreadCreate, &|e| (e.comm, e.request) = (0, 12)),
+                        ]);
+                    }
+                    assert!(extra.iter().all(|e| e.peer == NONE_I32 || e.kind == EventKind::ThreadTaskCreate));
+                    for e in &extra {
+                        out.push_detailed(e);
+                    }
+                }
+            }
+            out.finish_stream(s.rank, s.thread);
+        }
+        raw.events = crate::events::EventParts::single(out);
+        raw
+    }
+
+    #[test]
+    fn archives_of_every_version_read_back_to_the_same_tables() {
+        use writer::Version;
+        for version in ["1.0", "1.1", "1.2", "1.4", "2.0", "3.0"] {
+            let version = Version::parse(version).unwrap();
+            let old = version < Version(1, 2);
+            let raw = with_thread_events(generated(Pattern::Stencil2d), !old);
+            let dir = tempfile::tempdir().unwrap();
+            writer::write_as(&raw, dir.path(), version).unwrap();
+            let anchor = std::fs::read(dir.path().join("traces.otf2")).unwrap();
+            assert_eq!(anchor[9..11], [version.0, version.1]);
+            let back = read(&dir.path().join("traces.otf2")).unwrap();
+            assert_eq!(back.meta.format_version.as_deref(), Some(format!("{version}.0").as_str()));
+            let off = crate::clock::Correction::Off;
+            let (a, b) = (raw.clone().build_with(off).unwrap(), back.build_with(off).unwrap());
+            let regions = if version < Version(1, 1) { None } else { Some("regions") };
+            for t in ["ranks", "events", "calls", "messages", "collectives", "communicators"].into_iter().chain(regions)
+            {
+                let schema = model::schema(t).unwrap();
+                let x = arrow::compute::concat_batches(&schema, &a.table(t).unwrap()).unwrap();
+                let y = arrow::compute::concat_batches(&schema, &b.table(t).unwrap()).unwrap();
+                assert_eq!(x, y, "OTF2 {version}: table {t} differs after a round trip");
+            }
+            // OTF2 1.0 knows a region's type only: MPI functions read back as functions.
+            let names = |t: &crate::trace::Trace| -> Vec<String> {
+                use arrow::array::AsArray;
+                t.table("regions")
+                    .unwrap()
+                    .iter()
+                    .flat_map(|b| {
+                        let c = arrow::compute::cast(b.column(1), &arrow::datatypes::DataType::Utf8).unwrap();
+                        c.as_string::<i32>().iter().map(|v| v.unwrap_or_default().to_string()).collect::<Vec<_>>()
+                    })
+                    .collect()
+            };
+            assert_eq!(names(&a), names(&b), "OTF2 {version}: region names");
+        }
+        // Thread records did not exist before OTF2 1.2: writing them as 1.1 is refused.
+        let raw = with_thread_events(generated(Pattern::Ring), true);
+        let dir = tempfile::tempdir().unwrap();
+        let e = writer::write_as(&raw, dir.path(), Version(1, 1)).unwrap_err().to_string();
+        assert!(e.contains("OTF2 1.1 has no record for thread_team_begin"), "{e}");
+        assert_eq!(Version::parse("1.6"), None);
+        assert_eq!(Version::parse("4.0"), None);
+    }
+
     #[test]
     fn truncated_or_flipped_archives_give_errors_not_panics() {
         let raw = generated(Pattern::Ring);
@@ -997,6 +1125,25 @@ mod tests {
         std::fs::remove_file(dir.path().join("traces/3.evt")).unwrap();
         let e = read(&anchor).unwrap_err().to_string();
         assert!(e.contains("3.evt"), "{e}");
+    }
+
+    #[test]
+    fn event_files_of_undefined_locations_beside_every_defined_one_are_named_and_left_out() {
+        let raw = generated(Pattern::Ring);
+        let dir = tempfile::tempdir().unwrap();
+        writer::write(&raw, dir.path()).unwrap();
+        let anchor = dir.path().join("traces.otf2");
+        let events = |t: &RawTrace| t.events.len();
+        let whole = events(&read(&anchor).unwrap());
+        std::fs::copy(dir.path().join("traces/1.evt"), dir.path().join("traces/12884901888.evt")).unwrap();
+        let t = read(&anchor).unwrap();
+        assert_eq!(events(&t), whole, "the undefined location's events are not read");
+        assert_eq!(t.warnings.count("otf2_undefined_event_file"), 1, "{:?}", t.warnings);
+        assert!(format!("{:?}", t.warnings).contains("12884901888.evt"));
+        // Without the event file of a defined location, the definitions are not these files'.
+        std::fs::rename(dir.path().join("traces/2.evt"), dir.path().join("traces/2.moved")).unwrap();
+        let e = read(&anchor).map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains("belong to none of them (12884901888.evt)"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,30 @@ use crate::events::{EventKind, NONE_I32, NONE_I64, PartStream, RawEvents};
 use crate::reading::otf2::defs;
 use crate::trace::{ClockSample, RawTrace, Warnings};
 
+/// The OTF2 version an archive is written as: (major, minor). Before 1.1 a region has a type
+/// instead of a role and paradigm; before 1.2 a group's type alone says it is MPI's, the anchor
+/// has no properties, and OpenMP is recorded by the OpenMP records the thread records replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version(pub u8, pub u8);
+
+impl Version {
+    /// What `write` writes.
+    pub const CURRENT: Version = Version(2, 3);
+
+    /// The versions the writer knows: OTF2 1.0 to 1.5, 2.0 to 2.3 and 3.0.
+    pub fn parse(text: &str) -> Option<Version> {
+        let (major, minor) = text.split_once('.')?;
+        let v = Version(major.parse().ok()?, minor.parse().ok()?);
+        matches!(v, Version(1, 0..=5) | Version(2, 0..=3) | Version(3, 0)).then_some(v)
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.0, self.1)
+    }
+}
+
 const EVENT_CHUNK: usize = 1 << 20;
 const DEF_CHUNK: usize = 4 << 20;
 const UNDEFINED: u64 = u64::MAX;
@@ -166,20 +190,29 @@ fn write_file(path: &Path, data: &[u8]) -> Result<()> {
 
 /// Write `trace` as an OTF2 archive `dir/traces.otf2` (+ `traces.def`, `traces/`).
 pub fn write(trace: &RawTrace, dir: &Path) -> Result<()> {
+    write_as(trace, dir, Version::CURRENT)
+}
+
+/// Write `trace` as an archive of OTF2 `version`, in the forms that version has.
+pub fn write_as(trace: &RawTrace, dir: &Path, version: Version) -> Result<()> {
     let mut files = EventFiles::create(trace, dir, trace.events.time_span().0)?;
+    files.version = version;
     files.append(&trace.events.parts)?;
     files.finish(trace)
 }
 
-/// Generate the trace `cfg` describes as an OTF2 archive at `dir` without holding its events:
-/// they are written to the location files every `flush_events` events. Returns the ground truth.
+/// Generate the trace `cfg` describes as an OTF2 archive of `version` at `dir` without holding
+/// its events: they are written to the location files every `flush_events` events. Returns the
+/// ground truth.
 pub fn write_generated(
     cfg: &crate::generate::GeneratorConfig,
     dir: &Path,
     flush_events: usize,
+    version: Version,
 ) -> Result<crate::generate::GroundTruth> {
     let (skeleton, earliest) = crate::generate::skeleton(cfg)?;
     let mut files = EventFiles::create(&skeleton, dir, earliest)?;
+    files.version = version;
     let generated = crate::generate::generate_streamed(cfg, flush_events, &mut |bufs| files.append(bufs))?;
     files.finish(&generated.trace)?;
     Ok(generated.truth)
@@ -245,6 +278,7 @@ pub struct EventFiles {
     comm_rank: HashMap<i32, HashMap<i32, u32>>,
     /// One per entry of `location_of`, in its order.
     encoders: Vec<Encoder>,
+    version: Version,
 }
 
 impl std::fmt::Debug for EventFiles {
@@ -293,7 +327,15 @@ impl EventFiles {
                 created: false,
             })
             .collect();
-        Ok(EventFiles { dir: dir.to_path_buf(), min_ts: min_ts.min(0), max_ts: None, location_of, comm_rank, encoders })
+        Ok(EventFiles {
+            dir: dir.to_path_buf(),
+            min_ts: min_ts.min(0),
+            max_ts: None,
+            location_of,
+            comm_rank,
+            encoders,
+            version: Version::CURRENT,
+        })
     }
 
     /// Ticks of a time: the global offset makes every tick count positive.
@@ -331,10 +373,10 @@ impl EventFiles {
         }
         let offset = self.offset();
         let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
-        let comm_rank = &self.comm_rank;
+        let (comm_rank, version) = (&self.comm_rank, self.version);
         self.encoders.par_iter_mut().zip(work).try_for_each(|(enc, jobs)| {
             for (p, s) in jobs {
-                encode_events(enc, &parts[p], &s, comm_rank, &ticks);
+                encode_events(enc, &parts[p], &s, comm_rank, &ticks, version)?;
             }
             enc.drain()
         })
@@ -466,17 +508,21 @@ impl EventFiles {
         }
         for (i, r) in trace.regions.iter().enumerate() {
             let (name, file) = region_names[i];
+            let (role, paradigm) = (role_code(r.role.as_deref()), paradigm_code(&r.paradigm));
+            let before_1_1 = self.version < Version(1, 1);
             u32c(i as u32, &mut g.record);
             u32c(name, &mut g.record);
             u32c(0, &mut g.record);
-            g.record.push(0);
+            g.record.push(if before_1_1 { super::older::region_type_of(role, paradigm) } else { 0 });
             u32c(file, &mut g.record);
             u32c(r.line.map_or(0, |l| l as u32), &mut g.record);
             u32c(0, &mut g.record);
-            u32c(name, &mut g.record);
-            g.record.push(role_code(r.role.as_deref()));
-            g.record.push(paradigm_code(&r.paradigm));
-            u32c(0, &mut g.record);
+            if !before_1_1 {
+                u32c(name, &mut g.record);
+                g.record.push(role);
+                g.record.push(paradigm);
+                u32c(0, &mut g.record);
+            }
             emit(&mut g, 15);
         }
         // Group 0: the MPI locations (thread 0 of every rank) in rank order; then one
@@ -486,17 +532,20 @@ impl EventFiles {
         let world_locations: Vec<u64> =
             ranks_sorted.iter().filter_map(|r| location_of.get(&(*r, 0)).copied()).collect();
         let index_of_rank: HashMap<i32, u64> = ranks_sorted.iter().enumerate().map(|(i, r)| (*r, i as u64)).collect();
+        let before_1_2 = self.version < Version(1, 2);
         let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, members: &[u64]| {
             u32c(id, &mut g.record);
             u32c(name, &mut g.record);
-            g.record.push(0);
+            g.record.push(if before_1_2 { super::older::group_type_of_mpi(kind) } else { 0 });
             u32c(members.len() as u32, &mut g.record);
             for &m in members {
                 compressed(m, &mut g.record);
             }
-            g.record.push(kind);
-            g.record.push(4);
-            u32c(0, &mut g.record);
+            if !before_1_2 {
+                g.record.push(kind);
+                g.record.push(4);
+                u32c(0, &mut g.record);
+            }
             emit(g, 18);
         };
         write_group(&mut g, 0, locations_group_name, 4, &world_locations);
@@ -514,14 +563,17 @@ impl EventFiles {
             emit(&mut g, 22);
         }
         write_file(&dir.join("traces.def"), &g.finish())?;
-        write_anchor(&dir.join("traces.otf2"), location_of.len() as u64, defs_written, trace.meta.creator.as_deref())
+        let anchor = dir.join("traces.otf2");
+        write_anchor(&anchor, location_of.len() as u64, defs_written, trace.meta.creator.as_deref(), self.version)
     }
 }
 
-fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&str>) -> Result<()> {
+fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&str>, version: Version) -> Result<()> {
     let mut a = vec![0x03, 0x42];
     a.extend_from_slice(b"OTF2\0");
-    a.extend_from_slice(&[3, 2, 3, 0, 0]);
+    // Anchor format 1 has no properties and no trace id.
+    let anchor_format = if version < Version(1, 2) { 1 } else { 3 };
+    a.extend_from_slice(&[anchor_format, 2, version.0, version.1, 0]);
     a.extend_from_slice(&(EVENT_CHUNK as u64).to_le_bytes());
     a.extend_from_slice(&(DEF_CHUNK as u64).to_le_bytes());
     a.extend_from_slice(&[1, 1]);
@@ -531,11 +583,13 @@ fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&
     a.extend_from_slice(creator.unwrap_or("commdb").as_bytes());
     a.push(0);
     a.push(0);
-    a.extend_from_slice(&0u32.to_le_bytes());
-    a.extend_from_slice(&0x636f_6d6d_6462_0001u64.to_le_bytes());
-    a.extend_from_slice(&0u32.to_le_bytes());
-    a.extend_from_slice(&0u32.to_le_bytes());
-    a.extend_from_slice(&[0x02, 0x01, 0x00]);
+    if anchor_format > 1 {
+        a.extend_from_slice(&0u32.to_le_bytes());
+        a.extend_from_slice(&0x636f_6d6d_6462_0001u64.to_le_bytes());
+        a.extend_from_slice(&0u32.to_le_bytes());
+        a.extend_from_slice(&0u32.to_le_bytes());
+        a.extend_from_slice(&[0x02, 0x01, 0x00]);
+    }
     write_file(path, &a)
 }
 
@@ -546,7 +600,10 @@ fn encode_events(
     s: &crate::events::Stream,
     comm_rank: &HashMap<i32, HashMap<i32, u32>>,
     ticks: &impl Fn(i64) -> u64,
-) {
+    version: Version,
+) -> Result<()> {
+    // Before OTF2 1.2, OpenMP's own records: fork, join, locks, and tasks by id.
+    let omp_records = version < Version(1, 2);
     let Encoder { b, last_time, written, .. } = enc;
     let peer_rank = |comm: i32, peer: i32| -> u32 {
         if peer == NONE_I32 {
@@ -574,8 +631,46 @@ fn encode_events(
             EventKind::BufferFlush => (10, false),
             EventKind::ProgramBegin => (83, false),
             EventKind::ProgramEnd => (84, false),
+            EventKind::ThreadFork if omp_records => (24, true),
+            EventKind::ThreadJoin if omp_records => (25, false),
+            EventKind::ThreadAcquireLock if omp_records => (26, false),
+            EventKind::ThreadReleaseLock if omp_records => (27, false),
+            EventKind::ThreadTaskCreate if omp_records => (28, true),
+            EventKind::ThreadTaskSwitch if omp_records => (29, true),
+            EventKind::ThreadTaskComplete if omp_records => (30, true),
+            EventKind::ThreadTeamBegin
+            | EventKind::ThreadTeamEnd
+            | EventKind::ThreadCreate
+            | EventKind::ThreadBegin
+            | EventKind::ThreadWait
+            | EventKind::ThreadEnd
+                if omp_records =>
+            {
+                return Err(Error::Engine(format!(
+                    "OTF2 {version} has no record for {} events (thread records came with OTF2 1.2)",
+                    kind.name()
+                )));
+            }
+            EventKind::ThreadFork => (53, false),
+            EventKind::ThreadJoin => (54, false),
+            EventKind::ThreadTeamBegin => (55, true),
+            EventKind::ThreadTeamEnd => (56, true),
+            EventKind::ThreadAcquireLock => (57, false),
+            EventKind::ThreadReleaseLock => (58, false),
+            // A task without a team is OTF2 1.x's: its OmpTask record names it by id.
+            EventKind::ThreadTaskCreate if e.comm[i] == NONE_I32 => (28, true),
+            EventKind::ThreadTaskSwitch if e.comm[i] == NONE_I32 => (29, true),
+            EventKind::ThreadTaskComplete if e.comm[i] == NONE_I32 => (30, true),
+            EventKind::ThreadTaskCreate => (59, false),
+            EventKind::ThreadTaskSwitch => (60, false),
+            EventKind::ThreadTaskComplete => (61, false),
+            EventKind::ThreadCreate => (62, false),
+            EventKind::ThreadBegin => (63, false),
+            EventKind::ThreadWait => (64, false),
+            EventKind::ThreadEnd => (65, false),
             EventKind::Other => continue,
         };
+        let opt32 = |v: i32| if v == NONE_I32 { u32::MAX } else { v as u32 };
         let now = ticks(e.ts[i]);
         match kind {
             EventKind::Enter | EventKind::Leave => u32c(e.region[i].max(0) as u32, &mut b.record),
@@ -609,6 +704,35 @@ fn encode_events(
                 u32c(0, &mut b.record);
             }
             EventKind::ProgramEnd => compressed(0, &mut b.record),
+            // The paradigm of fork, join and locks is not kept: OpenMP's is written.
+            EventKind::ThreadFork => {
+                if !omp_records {
+                    b.record.push(3);
+                }
+                u32c(opt32(e.tag[i]), &mut b.record);
+            }
+            EventKind::ThreadJoin if !omp_records => b.record.push(3),
+            EventKind::ThreadTeamBegin | EventKind::ThreadTeamEnd => u32c(opt32(e.comm[i]), &mut b.record),
+            EventKind::ThreadAcquireLock | EventKind::ThreadReleaseLock => {
+                if !omp_records {
+                    b.record.push(3);
+                }
+                u32c(opt(e.request[i]) as u32, &mut b.record);
+                u32c(opt32(e.tag[i]), &mut b.record);
+            }
+            EventKind::ThreadTaskCreate | EventKind::ThreadTaskSwitch | EventKind::ThreadTaskComplete => {
+                if omp_records || e.comm[i] == NONE_I32 {
+                    compressed(opt(e.request[i]), &mut b.record);
+                } else {
+                    u32c(opt32(e.comm[i]), &mut b.record);
+                    u32c(opt32(e.peer[i]), &mut b.record);
+                    u32c(opt32(e.tag[i]), &mut b.record);
+                }
+            }
+            EventKind::ThreadCreate | EventKind::ThreadBegin | EventKind::ThreadWait | EventKind::ThreadEnd => {
+                u32c(opt32(e.comm[i]), &mut b.record);
+                compressed(opt(e.request[i]), &mut b.record);
+            }
             _ => {}
         }
         // Timestamp + record must share a chunk; a new chunk restarts with a timestamp.
@@ -628,4 +752,5 @@ fn encode_events(
         }
         *written += 1;
     }
+    Ok(())
 }
