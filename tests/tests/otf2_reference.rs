@@ -129,6 +129,16 @@ async fn score_p_traces_match_otf2_print() {
         let reference = reference_counts(&anchor);
         assert!(!reference.is_empty());
         assert_eq!(commdb_counts(&anchor).await, reference, "{name}");
+        // Written back by commdb (OTF2 2.3, its thread records among them), the reference
+        // reader reads the same records, except those commdb keeps without fields and the
+        // metric samples (its writer writes none).
+        let dir = tempfile::tempdir().unwrap();
+        let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
+        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+        let again = dir.path().join("traces.otf2");
+        let kept: BTreeMap<_, _> =
+            reference.into_iter().filter(|(k, _)| k.1 != "other" && k.1 != "metric values").collect();
+        assert_eq!(reference_counts(&again), kept, "{name} written by commdb");
     }
 }
 

@@ -45,6 +45,7 @@ pub mod stream;
 pub mod stretch_store;
 pub mod stretches;
 pub mod summaries;
+pub mod threads;
 pub mod trend;
 pub mod units;
 pub mod waits;
@@ -96,6 +97,8 @@ const FUNCTIONS: &[&Function] = &[
     &iterations::ITERATIONS,
     &iterations::regions::ITERATION_REGIONS,
     &iterations::profile::ITERATION_PROFILE,
+    &threads::PARALLEL_REGIONS,
+    &threads::LOCK_ACQUISITIONS,
     &compare::COMPARE_RUNS,
     &compare::scaling::SCALING,
     &lod::LOD_RESOLUTION,

@@ -56,8 +56,11 @@ const OPENMP: u8 = 3;
 const PROGRAM_BEGIN: u8 = 83;
 const PROGRAM_END: u8 = 84;
 
-/// Event types stored without a length: exactly one field, of a compressed integer type.
-const SINGLETONS: [u8; 17] = [12, 13, 16, 17, 20, 21, 24, 28, 29, 30, 35, 36, 45, 55, 56, 67, 70];
+/// Event types stored without a length (the reference library's "singleton" records): Enter,
+/// Leave, MpiIsendComplete, MpiIrecvRequest, MpiRequestTest, MpiRequestCancelled, OmpFork and
+/// OmpTaskCreate/Switch/Complete. Other records of one compressed field (RmaWinCreate,
+/// ThreadTeamBegin, ...) carry a length like every record.
+const SINGLETONS: [u8; 10] = [12, 13, 16, 17, 20, 21, 24, 28, 29, 30];
 
 /// Whether `n` ids up to `max` are indexed by a vector rather than a hash map: at most about
 /// three unused slots per id.
@@ -449,7 +452,9 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                 c.finish(end)?;
             }
             THREAD_TEAM_BEGIN | THREAD_TEAM_END => {
+                let end = c.record_end()?;
                 e.comm = ctx.local.map(MAPPING_COMM, c.u32c()?) as i32;
+                c.finish(end)?;
                 e.kind = if t == THREAD_TEAM_BEGIN { EventKind::ThreadTeamBegin } else { EventKind::ThreadTeamEnd };
             }
             THREAD_TASK_CREATE | THREAD_TASK_SWITCH | THREAD_TASK_COMPLETE => {

@@ -653,8 +653,8 @@ fn encode_events(
             }
             EventKind::ThreadFork => (53, false),
             EventKind::ThreadJoin => (54, false),
-            EventKind::ThreadTeamBegin => (55, true),
-            EventKind::ThreadTeamEnd => (56, true),
+            EventKind::ThreadTeamBegin => (55, false),
+            EventKind::ThreadTeamEnd => (56, false),
             EventKind::ThreadAcquireLock => (57, false),
             EventKind::ThreadReleaseLock => (58, false),
             // A task without a team is OTF2 1.x's: its OmpTask record names it by id.

@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""Write tests/data/otf2/threads with the reference writer (python3-otf2): two MPI ranks of two
+OpenMP threads each, as Score-P records them (ThreadFork, ThreadTeamBegin/End on every member,
+ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock). Times in ns; each is listed
+in tests/slt/threads.slt. Usage: make_threads.py OUT_DIR"""
+import sys
+
+import otf2
+from otf2.enums import Paradigm, RegionRole, GroupType, CollectiveOp
+
+out = sys.argv[1]
+with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
+    d = trace.definitions
+    node = d.system_tree_node("node0", class_name="node")
+    ranks = [d.location_group(f"MPI Rank {r}", system_tree_parent=node) for r in range(2)]
+    master = [d.location("Master thread", group=g) for g in ranks]
+    worker = [d.location("OMP thread 1", group=g) for g in ranks]
+    main = d.region("main", paradigm=Paradigm.USER, region_role=RegionRole.FUNCTION)
+    parallel = d.region("!$omp parallel @solver.c:10", paradigm=Paradigm.OPENMP, region_role=RegionRole.PARALLEL)
+    ibarrier = d.region("!$omp implicit barrier @solver.c:20", paradigm=Paradigm.OPENMP,
+                        region_role=RegionRole.IMPLICIT_BARRIER)
+    barrier = d.region("MPI_Barrier", paradigm=Paradigm.MPI, region_role=RegionRole.BARRIER)
+    d.group("MPI locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=master)
+    world = d.comm("MPI_COMM_WORLD", group=d.group("world", group_type=GroupType.COMM_GROUP,
+                                                  paradigm=Paradigm.MPI, members=[0, 1]))
+    # OpenMP's locations: rank 0's master and worker, then rank 1's.
+    d.group("OpenMP", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.OPENMP,
+            members=[master[0], worker[0], master[1], worker[1]])
+    teams = [d.comm(f"team {r}", group=d.group(f"team {r}", group_type=GroupType.COMM_GROUP,
+                                                 paradigm=Paradigm.OPENMP, members=[2 * r, 2 * r + 1]))
+             for r in range(2)]
+
+    for r in range(2):
+        m = trace.event_writer_from_location(master[r])
+        w = trace.event_writer_from_location(worker[r])
+        s = 50 * r  # rank 1 runs 50 ns later
+        lock = 7 if r == 0 else 9
+        m.enter(0 + s, main)
+        # Instance 0: a parallel region with a critical section on each thread.
+        m.thread_fork(1000 + s, Paradigm.OPENMP, 2)
+        m.thread_team_begin(1100 + s, teams[r]); m.enter(1100 + s, parallel)
+        w.thread_team_begin(1300 + s, teams[r]); w.enter(1300 + s, parallel)
+        m.thread_acquire_lock(1500 + s, Paradigm.OPENMP, lock, 1)
+        m.thread_release_lock(1700 + s, Paradigm.OPENMP, lock, 1)
+        w.thread_acquire_lock(1800 + s, Paradigm.OPENMP, lock, 2)
+        w.thread_release_lock(1950 + s, Paradigm.OPENMP, lock, 2)
+        m.enter(2000 + s, ibarrier); w.enter(2200 + s, ibarrier)
+        m.leave(2600 + s, ibarrier); w.leave(2600 + s, ibarrier)
+        w.leave(2620 + s, parallel); w.thread_team_end(2640 + s, teams[r])
+        m.leave(2650 + s, parallel); m.thread_team_end(2700 + s, teams[r])
+        m.thread_join(2900 + s, Paradigm.OPENMP)
+        # MPI between the parallel regions, on the master thread.
+        m.enter(3000 + s, barrier); m.mpi_collective_begin(3001 + s)
+        m.mpi_collective_end(3499, CollectiveOp.BARRIER, world, 0xFFFFFFFF, 0, 0); m.leave(3500, barrier)
+        if r == 0:
+            # Instance 1 (rank 0 only): a region without locks.
+            m.thread_fork(4000, Paradigm.OPENMP, 2)
+            m.thread_team_begin(4050, teams[0]); w.thread_team_begin(4200, teams[0])
+            w.thread_team_end(4900, teams[0]); m.thread_team_end(5000, teams[0])
+            m.thread_join(5100, Paradigm.OPENMP)
+        m.leave(6000, main)
