@@ -193,7 +193,7 @@ pub const EVENTS: TableDoc = TableDoc {
             "peer",
             int32,
             true,
-            "partner rank: receiver of a send, sender of a receive, root of a collective; the thread that created a task (thread_task_*)",
+            "partner rank: receiver of a send, sender of a receive, root of a collective; the thread that created a task, by its number in the team (thread_task_*)",
         ),
         col(
             "comm",

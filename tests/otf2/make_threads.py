@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Write tests/data/otf2/threads with the reference writer (python3-otf2): two MPI ranks of two
 OpenMP threads each, as Score-P records them (ThreadFork, ThreadTeamBegin/End on every member,
-ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock). Times in ns; each is listed
+ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock, tasks' ThreadTaskCreate/Switch/
+Complete). Times in ns; each is listed
 in tests/slt/threads.slt. Usage: make_threads.py OUT_DIR"""
 import sys
 
@@ -53,9 +54,14 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
         m.enter(3000 + s, barrier); m.mpi_collective_begin(3001 + s)
         m.mpi_collective_end(3499, CollectiveOp.BARRIER, world, 0xFFFFFFFF, 0, 0); m.leave(3500, barrier)
         if r == 0:
-            # Instance 1 (rank 0 only): a region without locks.
+            # Instance 1 (rank 0 only): a region without locks, where the master creates two
+            # tasks: the worker runs the first, the master the second, suspended once.
             m.thread_fork(4000, Paradigm.OPENMP, 2)
             m.thread_team_begin(4050, teams[0]); w.thread_team_begin(4200, teams[0])
+            m.thread_task_create(4100, teams[0], 0, 1); m.thread_task_create(4150, teams[0], 0, 2)
+            w.thread_task_switch(4300, teams[0], 0, 1); w.thread_task_complete(4600, teams[0], 0, 1)
+            m.thread_task_switch(4400, teams[0], 0, 2); m.thread_task_switch(4500, teams[0], 0, 2)
+            m.thread_task_complete(4800, teams[0], 0, 2)
             w.thread_team_end(4900, teams[0]); m.thread_team_end(5000, teams[0])
             m.thread_join(5100, Paradigm.OPENMP)
         m.leave(6000, main)

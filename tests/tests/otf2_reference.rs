@@ -143,6 +143,18 @@ async fn score_p_traces_match_otf2_print() {
 }
 
 #[tokio::test]
+async fn the_threads_archive_matches_otf2_print() {
+    // tests/data/otf2/threads (the reference writer's OpenMP records: teams, locks, tasks).
+    if !otf2_print_available() {
+        return;
+    }
+    let anchor = project_root().join("tests/data/otf2/threads/traces.otf2");
+    let reference = reference_counts(&anchor);
+    assert_eq!(reference.get(&(0, "thread_task_switch".to_string())), Some(&2));
+    assert_eq!(commdb_counts(&anchor).await, reference);
+}
+
+#[tokio::test]
 async fn ping_pong_has_sixteen_matched_messages() {
     let Some(shared) = shared_data() else {
         println!("skip: ../shared/data is absent");

@@ -99,6 +99,7 @@ const FUNCTIONS: &[&Function] = &[
     &iterations::profile::ITERATION_PROFILE,
     &threads::PARALLEL_REGIONS,
     &threads::LOCK_ACQUISITIONS,
+    &threads::THREAD_TASKS,
     &compare::COMPARE_RUNS,
     &compare::scaling::SCALING,
     &lod::LOD_RESOLUTION,

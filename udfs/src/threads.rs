@@ -2,9 +2,10 @@
 //! paired into the instances an analyst asks about. `parallel_regions` gives one row per
 //! thread of each fork/join instance: the fork and join on the thread that forked, and each
 //! member's ThreadTeamBegin/End; `lock_acquisitions` one row per acquisition of a lock, from
-//! ThreadAcquireLock to ThreadReleaseLock. The records are those OTF2 defines (ThreadFork,
-//! ThreadJoin, ThreadTeamBegin, ThreadTeamEnd, ThreadAcquireLock, ThreadReleaseLock; OTF2 1.x's
-//! OmpFork, OmpJoin, OmpAcquireLock, OmpReleaseLock read as the same kinds).
+//! ThreadAcquireLock to ThreadReleaseLock; `thread_tasks` one row per task, from its
+//! ThreadTaskCreate through the ThreadTaskSwitch records that run it to its ThreadTaskComplete.
+//! The records are those OTF2 defines (OTF2 1.x's OmpFork, OmpJoin, OmpAcquireLock,
+//! OmpReleaseLock and OmpTask* read as the same kinds; its tasks are named by id).
 //!
 //! Pairing: on one thread, a fork and its join (a team's begin and end, a lock's acquisition
 //! and release) nest, so each opening record pairs with the closing record that brings its
@@ -14,7 +15,7 @@
 //! their team, so a member's k-th begin of team T belongs to the rank's k-th fork of team T.
 //! An opening record left unclosed keeps NULL times, as does an instance whose team no member
 //! began (OTF2 1.x writes no team records: its instances have the forking thread only).
-//! Both functions are views, queries over the events.
+//! The functions are views, queries over the events.
 
 use std::sync::Arc;
 
@@ -67,8 +68,30 @@ pub const LOCK_ACQUISITIONS: Function = Function {
     make: Make::Table(lock_acquisitions),
 };
 
+pub const THREAD_TASKS: Function = Function {
+    name: "thread_tasks",
+    params: &[EVENTS],
+    output: Output::Columns(&[
+        col("rank", int64, "the rank"),
+        col("team", int64, "the thread team (NULL: OTF2 1.x, whose tasks are named by id alone)"),
+        col("creating_thread", int64, "the thread that created it (its number in the team, as recorded)"),
+        col("generation", int64, "its generation number on the creating thread"),
+        col("task_id", int64, "its id (OTF2 1.x)"),
+        col("created_ts", int64, "when it was created (NULL: an implicit task, switched to but never created)"),
+        col("started_ts", int64, "when a thread first switched to it"),
+        col("executing_thread", int64, "the thread that first ran it"),
+        col("switches", int64, "times a thread switched to it (more than 1: it was suspended and resumed)"),
+        col("completed_ts", int64, "when it completed (NULL: never)"),
+        col("completing_thread", int64, "the thread that completed it"),
+        col("queued_ns", int64, "started_ts - created_ts: from its creation until a thread took it"),
+        col("span_ns", int64, "completed_ts - started_ts: from its start to its completion, suspensions included"),
+    ]),
+    description: "one row per task (OpenMP tasks): who created it and when, which thread first ran it and when, how often it was resumed, when and where it completed, how long it waited to start and how long it took",
+    make: Make::Table(thread_tasks),
+};
+
 arguments! {
-    struct ThreadArgs(PARALLEL_REGIONS, LOCK_ACQUISITIONS) {
+    struct ThreadArgs(PARALLEL_REGIONS, LOCK_ACQUISITIONS, THREAD_TASKS) {
         rel: Relation,
     }
 }
@@ -85,6 +108,39 @@ fn lock_acquisitions(a: &Args) -> Result<Arc<dyn TableProvider>> {
     rel.columns(a.function, &["rank", "thread", "seq", "ts", "kind", "request", "tag"])?;
     let view = crate::relation::sql_view(a.session, a.function, locks_query(&rel.reference.to_quoted_string()))?;
     Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+}
+
+fn thread_tasks(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let ThreadArgs { rel } = ThreadArgs::read(a)?;
+    rel.columns(a.function, &["rank", "thread", "ts", "kind", "comm", "peer", "tag", "request"])?;
+    let view = crate::relation::sql_view(a.session, a.function, tasks_query(&rel.reference.to_quoted_string()))?;
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+}
+
+/// The query of `thread_tasks` over the events of relation `e`: a task is its team, creating
+/// thread and generation number (OTF2 1.x: its id), its records grouped by that key.
+fn tasks_query(e: &str) -> String {
+    format!(
+        "WITH t AS (
+  SELECT CAST(rank AS BIGINT) AS rank, CAST(thread AS BIGINT) AS thread, ts, CAST(kind AS VARCHAR) AS kind,
+         CAST(comm AS BIGINT) AS team, CAST(peer AS BIGINT) AS creator, CAST(tag AS BIGINT) AS generation,
+         CAST(request AS BIGINT) AS task_id
+  FROM {e} WHERE kind IN ('thread_task_create', 'thread_task_switch', 'thread_task_complete')),
+tasks AS (
+  SELECT rank, team, creator, generation, task_id,
+         min(ts) FILTER (WHERE kind = 'thread_task_create') AS created_ts,
+         first_value(thread ORDER BY ts) FILTER (WHERE kind = 'thread_task_create') AS created_by,
+         min(ts) FILTER (WHERE kind = 'thread_task_switch') AS started_ts,
+         first_value(thread ORDER BY ts) FILTER (WHERE kind = 'thread_task_switch') AS executing_thread,
+         count(*) FILTER (WHERE kind = 'thread_task_switch') AS switches,
+         max(ts) FILTER (WHERE kind = 'thread_task_complete') AS completed_ts,
+         first_value(thread ORDER BY ts DESC) FILTER (WHERE kind = 'thread_task_complete') AS completing_thread
+  FROM t GROUP BY rank, team, creator, generation, task_id)
+SELECT rank, team, coalesce(creator, created_by) AS creating_thread, generation, task_id, created_ts, started_ts,
+       executing_thread, switches, completed_ts, completing_thread,
+       started_ts - created_ts AS queued_ns, completed_ts - started_ts AS span_ns
+FROM tasks ORDER BY rank, created_ts, team, creating_thread, generation, task_id"
+    )
 }
 
 /// The query of `parallel_regions` over the events of relation `e` (quoted as SQL names it).
