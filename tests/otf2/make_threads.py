@@ -3,13 +3,15 @@
 OpenMP threads each, as Score-P records them (ThreadFork, ThreadTeamBegin/End on every member,
 ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock, tasks' ThreadTaskCreate/Switch/
 Complete). Times in ns; each is listed
-in tests/slt/threads.slt. Usage: make_threads.py OUT_DIR"""
+in tests/slt/threads.slt. Usage: make_threads.py OUT_DIR [pthread]; with pthread, the locks are
+recorded as Pthreads mutexes (their model PTHREAD instead of OPENMP)."""
 import sys
 
 import otf2
 from otf2.enums import Paradigm, RegionRole, GroupType, CollectiveOp
 
 out = sys.argv[1]
+lock_model = Paradigm.PTHREAD if sys.argv[2:] == ["pthread"] else Paradigm.OPENMP
 with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
     d = trace.definitions
     node = d.system_tree_node("node0", class_name="node")
@@ -41,10 +43,10 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
         m.thread_fork(1000 + s, Paradigm.OPENMP, 2)
         m.thread_team_begin(1100 + s, teams[r]); m.enter(1100 + s, parallel)
         w.thread_team_begin(1300 + s, teams[r]); w.enter(1300 + s, parallel)
-        m.thread_acquire_lock(1500 + s, Paradigm.OPENMP, lock, 1)
-        m.thread_release_lock(1700 + s, Paradigm.OPENMP, lock, 1)
-        w.thread_acquire_lock(1800 + s, Paradigm.OPENMP, lock, 2)
-        w.thread_release_lock(1950 + s, Paradigm.OPENMP, lock, 2)
+        m.thread_acquire_lock(1500 + s, lock_model, lock, 1)
+        m.thread_release_lock(1700 + s, lock_model, lock, 1)
+        w.thread_acquire_lock(1800 + s, lock_model, lock, 2)
+        w.thread_release_lock(1950 + s, lock_model, lock, 2)
         m.enter(2000 + s, ibarrier); w.enter(2200 + s, ibarrier)
         m.leave(2600 + s, ibarrier); w.leave(2600 + s, ibarrier)
         w.leave(2620 + s, parallel); w.thread_team_end(2640 + s, teams[r])

@@ -155,6 +155,20 @@ async fn the_threads_archive_matches_otf2_print() {
 }
 
 #[tokio::test]
+async fn locks_of_another_threading_model_are_kept_and_said() {
+    // The same archive with its locks recorded as Pthreads mutexes: the events keep them
+    // (without their model), and a warning counts each record of a model other than OpenMP.
+    let dir = tempfile::tempdir().unwrap();
+    let Some(anchor) = reference_archive("make_threads.py", &dir.path().join("p"), &["pthread"]) else { return };
+    let mut s = commdb_tests::session();
+    s.open(&anchor.display().to_string(), Some("p"), &Default::default()).unwrap();
+    let locks = q(&mut s, "SELECT count(*), sum(held_ns) FROM lock_acquisitions('p.events')").await;
+    assert_eq!(locks[0], ["4", "700"]);
+    let warned = q(&mut s, "SELECT count FROM p.warnings WHERE code = 'otf2_thread_model'").await;
+    assert_eq!(warned, [["8"]], "two acquisitions and two releases on each rank");
+}
+
+#[tokio::test]
 async fn ping_pong_has_sixteen_matched_messages() {
     let Some(shared) = shared_data() else {
         println!("skip: ../shared/data is absent");
