@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Write tests/data/otf2/threads with the reference writer (python3-otf2): two MPI ranks of two
-OpenMP threads each, as Score-P records them (ThreadFork, ThreadTeamBegin/End on every member,
-ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock, tasks' ThreadTaskCreate/Switch/
-Complete). Times in ns; each is listed
-in tests/slt/threads.slt. Usage: make_threads.py OUT_DIR [pthread]; with pthread, the locks are
+OpenMP threads each, as Score-P records them (ThreadFork, ThreadTeamBegin/End and the parallel
+region on every member, ThreadJoin, a critical section's ThreadAcquireLock/ReleaseLock, tasks'
+ThreadTaskCreate/Switch/Complete inside their regions), between MPI_Init and MPI_Finalize, so
+that Scalasca's hybrid analyzer (scout.hyb) reads it too. Times in ns; each is listed in
+tests/slt/threads.slt. Usage: make_threads.py OUT_DIR [pthread]; with pthread, the locks are
 recorded as Pthreads mutexes (their model PTHREAD instead of OPENMP)."""
 import sys
 
@@ -22,7 +23,12 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
     parallel = d.region("!$omp parallel @solver.c:10", paradigm=Paradigm.OPENMP, region_role=RegionRole.PARALLEL)
     ibarrier = d.region("!$omp implicit barrier @solver.c:20", paradigm=Paradigm.OPENMP,
                         region_role=RegionRole.IMPLICIT_BARRIER)
-    barrier = d.region("MPI_Barrier", paradigm=Paradigm.MPI, region_role=RegionRole.BARRIER)
+    task = d.region("!$omp task @solver.c:30", paradigm=Paradigm.OPENMP, region_role=RegionRole.TASK)
+    create = d.region("!$omp create task @solver.c:30", paradigm=Paradigm.OPENMP,
+                      region_role=RegionRole.TASK_CREATE)
+    barrier = d.region("MPI_Barrier", paradigm=Paradigm.MPI, region_role=RegionRole.BARRIER, source_file="MPI")
+    init = d.region("MPI_Init", paradigm=Paradigm.MPI, region_role=RegionRole.FUNCTION, source_file="MPI")
+    finalize = d.region("MPI_Finalize", paradigm=Paradigm.MPI, region_role=RegionRole.FUNCTION, source_file="MPI")
     d.group("MPI locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=master)
     world = d.comm("MPI_COMM_WORLD", group=d.group("world", group_type=GroupType.COMM_GROUP,
                                                   paradigm=Paradigm.MPI, members=[0, 1]))
@@ -39,6 +45,7 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
         s = 50 * r  # rank 1 runs 50 ns later
         lock = 7 if r == 0 else 9
         m.enter(0 + s, main)
+        m.enter(10 + s, init); m.leave(500, init)
         # Instance 0: a parallel region with a critical section on each thread.
         m.thread_fork(1000 + s, Paradigm.OPENMP, 2)
         m.thread_team_begin(1100 + s, teams[r]); m.enter(1100 + s, parallel)
@@ -59,11 +66,17 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
             # Instance 1 (rank 0 only): a region without locks, where the master creates two
             # tasks: the worker runs the first, the master the second, suspended once.
             m.thread_fork(4000, Paradigm.OPENMP, 2)
-            m.thread_team_begin(4050, teams[0]); w.thread_team_begin(4200, teams[0])
-            m.thread_task_create(4100, teams[0], 0, 1); m.thread_task_create(4150, teams[0], 0, 2)
-            w.thread_task_switch(4300, teams[0], 0, 1); w.thread_task_complete(4600, teams[0], 0, 1)
-            m.thread_task_switch(4400, teams[0], 0, 2); m.thread_task_switch(4500, teams[0], 0, 2)
-            m.thread_task_complete(4800, teams[0], 0, 2)
-            w.thread_team_end(4900, teams[0]); m.thread_team_end(5000, teams[0])
+            m.thread_team_begin(4050, teams[0]); m.enter(4050, parallel)
+            w.thread_team_begin(4200, teams[0]); w.enter(4200, parallel)
+            m.enter(4090, create); m.thread_task_create(4100, teams[0], 0, 1); m.leave(4110, create)
+            m.enter(4140, create); m.thread_task_create(4150, teams[0], 0, 2); m.leave(4160, create)
+            w.thread_task_switch(4300, teams[0], 0, 1); w.enter(4300, task)
+            w.leave(4600, task); w.thread_task_complete(4600, teams[0], 0, 1)
+            m.thread_task_switch(4400, teams[0], 0, 2); m.enter(4400, task)
+            m.thread_task_switch(4500, teams[0], 0, 2)
+            m.leave(4800, task); m.thread_task_complete(4800, teams[0], 0, 2)
+            w.leave(4900, parallel); w.thread_team_end(4900, teams[0])
+            m.leave(5000, parallel); m.thread_team_end(5000, teams[0])
             m.thread_join(5100, Paradigm.OPENMP)
+        m.enter(5500, finalize); m.leave(5900, finalize)
         m.leave(6000, main)
