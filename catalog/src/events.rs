@@ -353,6 +353,24 @@ impl RawEvents {
         EventKind::from_u8(self.kind[i])
     }
 
+    /// The `i`-th event, every field.
+    pub fn event(&self, i: usize) -> Event {
+        Event {
+            rank: self.rank[i],
+            thread: self.thread[i],
+            ts: self.ts[i],
+            kind: self.kind(i),
+            region: self.region[i],
+            peer: self.peer[i],
+            comm: self.comm[i],
+            tag: self.tag[i],
+            bytes: self.bytes[i],
+            request: self.request[i],
+            op: self.op[i],
+            bytes_recv: self.bytes_recv[i],
+        }
+    }
+
     /// Append all events of `other`.
     pub fn append(&mut self, other: &mut RawEvents) {
         self.rank.append(&mut other.rank);

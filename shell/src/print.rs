@@ -469,7 +469,8 @@ mod tests {
         .unwrap()
     }
 
-    fn render(format: Format, max_rows: usize) -> (String, String) {
+    /// `batch()` written in `format`: the bytes, the footer and whether rows were cut.
+    fn write_out(format: Format, max_rows: usize) -> (Vec<u8>, String, bool) {
         let mut out = Vec::new();
         let b = batch();
         let opts = PrintOptions {
@@ -482,7 +483,12 @@ mod tests {
         };
         let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
         w.write(&b).unwrap();
-        let (footer, _) = w.finish(Duration::from_millis(3)).unwrap();
+        let (footer, cut) = w.finish(Duration::from_millis(3)).unwrap();
+        (out, footer, cut)
+    }
+
+    fn render(format: Format, max_rows: usize) -> (String, String) {
+        let (out, footer, _) = write_out(format, max_rows);
         (String::from_utf8(out).unwrap(), footer)
     }
 
@@ -513,19 +519,8 @@ mod tests {
 
     #[test]
     fn parquet_holds_every_row() {
-        let mut out = Vec::new();
+        let (out, footer, cut) = write_out(Format::Parquet, 1);
         let b = batch();
-        let opts = PrintOptions {
-            format: Format::Parquet,
-            max_rows: 1,
-            quiet: false,
-            timing: false,
-            width: Width::Unlimited,
-            expanded: Expanded::Off,
-        };
-        let mut w = ResultWriter::new(&mut out, b.schema(), opts).unwrap();
-        w.write(&b).unwrap();
-        let (footer, cut) = w.finish(Duration::from_millis(3)).unwrap();
         assert!(footer.starts_with("3 rows") && !cut, "{footer}");
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &out).unwrap();

@@ -150,6 +150,21 @@ fn ctrl_c_stops_a_large_scheduler_log_being_attached() {
     assert!(took < Duration::from_secs(3), "stopped after {took:?}");
 }
 
+/// Run `sql` in the pane, press Ctrl-C after `after_ms`, wait for the cancel to be told, give
+/// the process a second, and count its clock ticks (hundredths of a second of CPU) over the
+/// next three seconds: under 30 is less than a tenth of a core.
+fn ticks_after_cancel(pane: &Pane, pid: u32, sql: &str, after_ms: u64) -> u64 {
+    pane.keys(&[&format!("{sql}\\;"), "Enter"]);
+    std::thread::sleep(Duration::from_millis(after_ms));
+    pane.keys(&["C-c"]);
+    let screen = pane.wait_for("query cancelled", 10);
+    assert!(screen.contains("query cancelled"), "{screen}");
+    std::thread::sleep(Duration::from_secs(1));
+    let before = cpu_ticks(pid).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    cpu_ticks(pid).unwrap() - before
+}
+
 #[test]
 fn a_cancelled_query_leaves_no_work_running() {
     // An analysis computing on the query's blocking threads (the ideal-network replay of
@@ -158,16 +173,7 @@ fn a_cancelled_query_leaves_no_work_running() {
     let pid = pane.pid().expect("the pane's process");
     pane.keys(&["SELECT count(*) FROM calls\\;", "Enter"]);
     pane.wait_for("1 row", 120);
-    pane.keys(&["SELECT count(*) FROM transfer_efficiency()\\;", "Enter"]);
-    std::thread::sleep(Duration::from_millis(1500));
-    pane.keys(&["C-c"]);
-    let screen = pane.wait_for("query cancelled", 10);
-    assert!(screen.contains("query cancelled"), "{screen}");
-    std::thread::sleep(Duration::from_secs(1));
-    let before = cpu_ticks(pid).unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    let used = cpu_ticks(pid).unwrap() - before;
-    // Clock ticks are hundredths of a second: less than a tenth of a core over three seconds.
+    let used = ticks_after_cancel(&pane, pid, "SELECT count(*) FROM transfer_efficiency()", 1500);
     assert!(used < 30, "{used} ticks of CPU in the 3 s after the cancel");
     pane.keys(&["SELECT 41 + 1 AS answer\\;", "Enter"]);
     assert!(pane.wait_for(" 42", 10).contains(" 42"));
@@ -182,15 +188,7 @@ fn a_cancelled_join_leaves_no_work_running() {
     let pid = pane.pid().expect("the pane's process");
     pane.keys(&["SELECT count(*) FROM messages\\;", "Enter"]);
     pane.wait_for("1 row", 120);
-    pane.keys(&["SELECT sum(a.bytes + b.bytes) FROM messages a, messages b\\;", "Enter"]);
-    std::thread::sleep(Duration::from_millis(3000));
-    pane.keys(&["C-c"]);
-    let screen = pane.wait_for("query cancelled", 10);
-    assert!(screen.contains("query cancelled"), "{screen}");
-    std::thread::sleep(Duration::from_secs(1));
-    let before = cpu_ticks(pid).unwrap();
-    std::thread::sleep(Duration::from_secs(3));
-    let used = cpu_ticks(pid).unwrap() - before;
+    let used = ticks_after_cancel(&pane, pid, "SELECT sum(a.bytes + b.bytes) FROM messages a, messages b", 3000);
     assert!(used < 30, "{used} ticks of CPU in the 3 s after the cancel");
 }
 

@@ -96,25 +96,24 @@ arguments! {
     }
 }
 
-fn parallel_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
+/// The view of `query` over the events relation of the call, which must have `columns`.
+fn events_view(a: &Args, columns: &[&str], query: fn(&str) -> String) -> Result<Arc<dyn TableProvider>> {
     let ThreadArgs { rel } = ThreadArgs::read(a)?;
-    rel.columns(a.function, &["rank", "thread", "seq", "ts", "kind", "comm", "tag"])?;
-    let view = crate::relation::sql_view(a.session, a.function, regions_query(&rel.reference.to_quoted_string()))?;
+    rel.columns(a.function, columns)?;
+    let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
     Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+}
+
+fn parallel_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    events_view(a, &["rank", "thread", "seq", "ts", "kind", "comm", "tag"], regions_query)
 }
 
 fn lock_acquisitions(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let ThreadArgs { rel } = ThreadArgs::read(a)?;
-    rel.columns(a.function, &["rank", "thread", "seq", "ts", "kind", "request", "tag"])?;
-    let view = crate::relation::sql_view(a.session, a.function, locks_query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+    events_view(a, &["rank", "thread", "seq", "ts", "kind", "request", "tag"], locks_query)
 }
 
 fn thread_tasks(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let ThreadArgs { rel } = ThreadArgs::read(a)?;
-    rel.columns(a.function, &["rank", "thread", "ts", "kind", "comm", "peer", "tag", "request"])?;
-    let view = crate::relation::sql_view(a.session, a.function, tasks_query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+    events_view(a, &["rank", "thread", "ts", "kind", "comm", "peer", "tag", "request"], tasks_query)
 }
 
 /// The query of `thread_tasks` over the events of relation `e`: a task is its team, creating

@@ -225,20 +225,7 @@ pub(super) fn sort_streams_by_time(events: &mut RawEvents) {
     let old = events.clone();
     let mut out = RawEvents::with_capacity(old.len());
     for &i in &order {
-        out.push(Event {
-            rank: old.rank[i],
-            thread: old.thread[i],
-            ts: old.ts[i],
-            kind: old.kind(i),
-            region: old.region[i],
-            peer: old.peer[i],
-            comm: old.comm[i],
-            tag: old.tag[i],
-            bytes: old.bytes[i],
-            request: old.request[i],
-            op: old.op[i],
-            bytes_recv: old.bytes_recv[i],
-        });
+        out.push(old.event(i));
     }
     *events = out;
 }
