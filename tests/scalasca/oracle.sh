@@ -3,7 +3,9 @@
 # delay_costs. Builds Scalasca 2.6 (BSD licence) from a public source snapshot with Debian's
 # Open MPI into a cache outside the work tree, runs its analyzer (scout.mpi) on the traces
 # listed in tests/data/scalasca/traces.txt and writes what it found, per metric, call path and
-# rank, to tests/data/scalasca/NAME.csv. Never part of commdb's build: the comparison test
+# rank, to tests/data/scalasca/NAME.csv; then its hybrid analyzer (scout.hyb, MPI + OpenMP) on
+# the archives of tests/data/scalasca/hybrid.txt, per metric, call path and location, to
+# tests/data/scalasca/hybrid_NAME.csv. Never part of commdb's build: the comparison test
 # (tests/tests/scalasca_oracle.rs) reads only those files.
 #
 # Usage: tests/scalasca/oracle.sh            (from the repository root; ../shared beside it)
@@ -89,3 +91,24 @@ while read -r name ranks source; do
     } > "$out/$name.csv"
     echo "$name: $(($(wc -l < "$out/$name.csv") - 2)) values"
 done < "$out/traces.txt"
+# 4. The hybrid analyzer on MPI + OpenMP archives, OMP_NUM_THREADS at the archive's threads.
+hyb=$cache/install/bin/scout.hyb
+hybrid_metrics="mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait omp_fork omp_management omp_ebarrier_wait omp_ibarrier_wait omp_lock_contention_critical omp_lock_contention_api"
+while read -r name ranks threads source; do
+    case "$name" in ''|'#'*) continue ;; esac
+    dir=$work/hybrid_$name
+    case "$source" in
+        data:*) cp -r "$repo/tests/data/${source#data:}" "$dir" ;;
+        script:*)
+            # shellcheck disable=SC2046
+            /usr/bin/python3 "$repo/tests/otf2/$(echo "${source#script:}" | cut -d: -f1)" "$dir" $(echo "${source#script:}" | cut -d: -f2- -s | tr : " ") ;;
+    esac
+    (cd "$dir" && OMP_NUM_THREADS=$threads mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$hyb" traces.otf2 > scout.log 2>&1 < /dev/null) || {
+        echo "hybrid $name: scout.hyb failed:"; tail -20 "$dir/scout.log"; exit 1; }
+    {
+        echo "# Scalasca 2.6 scout.hyb on $source ($ranks ranks x $threads threads); regenerate with tests/scalasca/oracle.sh"
+        # shellcheck disable=SC2086
+        "$cache/venv/bin/python" "$repo/tests/scalasca/extract.py" "$dir/scout.cubex" $hybrid_metrics
+    } > "$out/hybrid_$name.csv"
+    echo "hybrid $name: $(($(wc -l < "$out/hybrid_$name.csv") - 2)) values"
+done < "$out/hybrid.txt"

@@ -79,11 +79,24 @@ impl Paths {
 
 /// `call_sweep::sweep` with each stretch's call path: `emit(region, path, from, to)` for every
 /// stretch of a stream's time that one call is the innermost open call of, the path an id of
-/// `paths` (the calls' regions are name ids of `names`).
-pub(crate) fn sweep_paths(calls: &[Call], names: &Names, paths: &mut Paths, mut emit: impl FnMut(u32, u32, i64, i64)) {
+/// `paths` (the calls' regions are name ids of `names`). A stream's outermost calls continue
+/// the path `root(call)` gives (a worker thread's continue its master's where the team was
+/// forked; `Up::Root` otherwise); `each(path)` hears every call's path in the order of `calls`.
+pub(crate) fn sweep_paths_under(
+    calls: &[Call],
+    names: &Names,
+    paths: &mut Paths,
+    mut root: impl FnMut(&Call) -> Up,
+    mut each: impl FnMut(u32),
+    mut emit: impl FnMut(u32, u32, i64, i64),
+) {
     sweep_tagged(
         calls,
-        |up, call| paths.id(up.map_or(Up::Root, Up::Path), call.region, names),
+        |up, call| {
+            let id = paths.id(up.map_or_else(|| root(call), Up::Path), call.region, names);
+            each(id);
+            id
+        },
         |call, path, from, to| emit(call.region, path, from, to),
     );
 }
@@ -100,7 +113,7 @@ mod tests {
         let calls = [call(0, 100, main), call(10, 50, solve), call(20, 30, wait), call(60, 70, wait)];
         let mut paths = Paths::default();
         let mut seen = Vec::new();
-        sweep_paths(&calls, &names, &mut paths, |_, p, from, to| seen.push((p, from, to)));
+        sweep_paths_under(&calls, &names, &mut paths, |_| Up::Root, |_| {}, |_, p, from, to| seen.push((p, from, to)));
         let text: Vec<(&str, i64, i64)> =
             seen.iter().map(|&(p, a, b)| (paths.text[p as usize].as_str(), a, b)).collect();
         assert_eq!(

@@ -391,7 +391,7 @@ fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> De
     let out = schema.clone();
     let start: StartFold = Arc::new(move || {
         let schema = out.clone();
-        FoldWaits::boxed(move |messages, collectives| run_sweep(messages, collectives, answer, schema))
+        FoldWaits::boxed(move |messages, collectives, _| run_sweep(messages, collectives, answer, schema))
     });
     Derived::folded(schema, inputs, Main::ByRank(0), start)
 }

@@ -445,7 +445,7 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let schema = out.clone();
     let start: StartFold = Arc::new(move || {
         let schema = schema.clone();
-        FoldWaits::boxed(move |messages, collectives| delay_sweep(messages, collectives, schema))
+        FoldWaits::boxed(move |messages, collectives, _| delay_sweep(messages, collectives, schema))
     });
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
 }

@@ -42,6 +42,10 @@ pub struct Derived {
     /// Inputs read only when the query reads a column of the output: (input, output column);
     /// otherwise the computation gets no rows of them.
     only_for: Vec<(usize, usize)>,
+    /// Inputs read in a narrower form when the query reads none of some output columns:
+    /// (input, output columns, the narrower input), as `wait_states` reads only the OpenMP calls
+    /// when neither call paths nor threads are asked for.
+    narrower: Vec<(usize, Vec<usize>, Input)>,
     /// The call that planned it, for another process to plan it again (crate::recipe).
     call: Option<crate::plan::Call>,
     /// Whether it is planned for a distributed engine (planned again there, crate::recipe).
@@ -108,6 +112,7 @@ impl Derived {
             inputs,
             work: Work::Whole(compute),
             only_for: Vec::new(),
+            narrower: Vec::new(),
             call: None,
             distributed: false,
             spread: None,
@@ -155,6 +160,21 @@ impl Derived {
         Ok(self)
     }
 
+    /// The same table, reading `narrower` (with its columns `projection`) in place of input
+    /// `input` when the query reads none of output columns `columns`.
+    pub fn reading_narrower_unless(
+        mut self,
+        input: usize,
+        columns: &[&str],
+        narrower: Relation,
+        projection: Option<Vec<usize>>,
+    ) -> Result<Derived> {
+        let columns = columns.iter().map(|c| self.schema.index_of(c)).collect::<std::result::Result<_, _>>()?;
+        let narrower = Input { provider: narrower.provider, reference: narrower.reference, projection };
+        self.narrower.push((input, columns, narrower));
+        Ok(self)
+    }
+
     /// The same table, its plan node named after the function `name`.
     pub fn named(&self, name: &'static str) -> Derived {
         Derived { name, ..self.clone() }
@@ -186,7 +206,14 @@ impl Derived {
             .iter()
             .map(|input| Input { provider: distributed_provider(&input.provider), ..input.clone() })
             .collect();
-        Derived { distributed: true, inputs, ..self }
+        let narrower = self
+            .narrower
+            .iter()
+            .map(|(i, c, input)| {
+                (*i, c.clone(), Input { provider: distributed_provider(&input.provider), ..input.clone() })
+            })
+            .collect();
+        Derived { distributed: true, inputs, narrower, ..self }
     }
 
     /// Input `input`, when it is an analysis.
@@ -363,7 +390,10 @@ impl TableProvider for Derived {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut inputs = Vec::with_capacity(self.inputs.len());
-        for input in &self.inputs {
+        for (i, input) in self.inputs.iter().enumerate() {
+            let unread = |columns: &Vec<usize>| projection.is_some_and(|p| !columns.iter().any(|c| p.contains(c)));
+            let narrower = self.narrower.iter().find(|(k, columns, _)| *k == i && unread(columns));
+            let input = narrower.map_or(input, |(_, _, n)| n);
             let source = provider_as_source(input.provider.clone());
             let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);

@@ -45,6 +45,7 @@ pub mod stream;
 pub mod stretch_store;
 pub mod stretches;
 pub mod summaries;
+pub(crate) mod thread_waits;
 pub mod threads;
 pub mod trend;
 pub mod units;

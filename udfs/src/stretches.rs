@@ -1,17 +1,13 @@
 //! Every rank's time cut into stretches of its innermost region, the unit the critical path
 //! walks and the delay costs compare (after Scalasca's analyses, which attribute time to call
-//! paths the same way): the sweep of `call_tree` and `time_profile` (crate::profile) over
-//! thread 0 of each rank, with each stretch's call path (crate::call_paths), the time no region
-//! covers as stretches of their own (the rank's own work), and the MPI stretches that touch
-//! marked as one call.
+//! paths the same way): the sweep of `call_tree` and `time_profile` (crate::profile) over one
+//! thread's calls, with each stretch's call path (crate::call_paths), the time no region
+//! covers as stretches of their own (the thread's own work), and the MPI stretches that touch
+//! marked as one call. `wait_states` cuts every thread of a rank (crate::thread_waits); the
+//! critical path and the delay costs cut thread 0 (crate::stretch_store).
 
-use std::collections::BTreeMap;
-
-use arrow::array::RecordBatch;
-use datafusion::error::Result;
-
-use crate::call_paths::{Paths, sweep_paths};
-use crate::call_sweep::{Names, streams_named};
+use crate::call_paths::{Paths, Up, sweep_paths_under};
+use crate::call_sweep::Names;
 
 /// One stretch of a rank's time with one innermost region (an index past the region names:
 /// time no region covers, the rank's own work).
@@ -25,9 +21,6 @@ pub(crate) struct Stretch {
     /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
     pub call_start: Option<i64>,
 }
-
-/// Every rank's stretches, by rank.
-pub(crate) type Ranks = BTreeMap<i64, Vec<Stretch>>;
 
 /// The path of the stretches no region covers.
 pub(crate) const NO_PATH: u32 = u32::MAX;
@@ -45,18 +38,24 @@ pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
     paths.text.get(path as usize).map(String::as_str)
 }
 
-/// Every rank's stretches and the call paths.
-pub(crate) struct Run {
-    pub ranks: Ranks,
-    pub paths: Paths,
-}
-
 /// The stretches of one thread's calls (in start order, enclosing calls first): time no
 /// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
 /// stretches that touch form one call (`call_start`).
 pub(crate) fn thread_stretches(calls: &[crate::call_sweep::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
+    thread_stretches_under(calls, names, paths, |_| Up::Root, |_| {})
+}
+
+/// `thread_stretches` of a stream whose outermost calls continue the path `root(call)` gives
+/// (crate::call_paths::sweep_paths_under), telling `each(path)` every call's path in order.
+pub(crate) fn thread_stretches_under(
+    calls: &[crate::call_sweep::Call],
+    names: &Names,
+    paths: &mut Paths,
+    root: impl FnMut(&crate::call_sweep::Call) -> Up,
+    each: impl FnMut(u32),
+) -> Vec<Stretch> {
     let mut list: Vec<Stretch> = Vec::new();
-    sweep_paths(calls, names, paths, |region, path, from, to| {
+    sweep_paths_under(calls, names, paths, root, each, |region, path, from, to| {
         if to > from {
             if let Some(last) = list.last()
                 && last.to < from
@@ -81,21 +80,4 @@ pub(crate) fn thread_stretches(calls: &[crate::call_sweep::Call], names: &Names,
         prev_end = s.to;
     }
     list
-}
-
-/// Every rank's stretches (thread 0) and the call paths, for the call path at an instant
-/// (`wait_states`). Time no region covers between calls is a stretch of its own; time before a
-/// rank's first call is not (it has no call path), which the stretch store adds for the
-/// walks across ranks (crate::stretch_store).
-pub(crate) fn stretches(calls: &[RecordBatch], function: &str) -> Result<Run> {
-    let mut names = Names::default();
-    let streams = streams_named(calls, function, &mut names)?;
-    let mut paths = Paths::default();
-    let mut out: Ranks = BTreeMap::new();
-    for ((rank, thread), calls) in streams {
-        if thread == 0 {
-            out.insert(rank, thread_stretches(&calls, &names, &mut paths));
-        }
-    }
-    Ok(Run { ranks: out, paths })
 }

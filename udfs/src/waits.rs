@@ -66,6 +66,9 @@ use crate::params::{ParamDefault, Type, param};
 use crate::plan::Main;
 use crate::relation::Relation;
 use crate::stream::{Folder, Mapper, StartFold};
+use crate::thread_waits::{
+    THREAD_KINDS, THREAD_PARADIGMS, ThreadCalls, ThreadRecords, rank_threads, rank_waits, stretch_at,
+};
 
 pub const WAIT_STATES: Function = Function {
     name: "wait_states",
@@ -76,29 +79,55 @@ pub const WAIT_STATES: Function = Function {
             "calls",
             Type::Relation,
             ParamDefault::Text("calls"),
-            "the calls the waits are in, for their call paths (by default the calls beside rel; read only when the query reads path)",
+            "the calls the waits are in, for their call paths and threads, and the threads' OpenMP calls (by default the calls beside rel; only those of OpenMP and Pthreads regions unless the query reads path or thread)",
+        ),
+        param(
+            "events",
+            Type::Relation,
+            ParamDefault::Text("events"),
+            "the events whose thread forks, joins and locks the threads' waits read (by default the events beside rel)",
+        ),
+        param(
+            "regions",
+            Type::Relation,
+            ParamDefault::Text("regions"),
+            "the regions whose OpenMP roles (parallel, barrier, critical, ...) the threads' waits read (by default the regions beside rel)",
         ),
     ],
     output: Output::Columns(&[
         col("rank", int64, "the rank that waited").never_null(),
         col(
+            "thread",
+            int64,
+            "the thread that waited: for an MPI wait the thread whose MPI call it is in (NULL without calls)",
+        ),
+        col(
             "pattern",
             text,
-            "late_sender, late_receiver, wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan or wait_at_collective",
+            "late_sender, late_receiver, wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan or wait_at_collective (MPI); omp_fork, omp_join, wait_at_omp_barrier, wait_at_omp_implicit_barrier, omp_critical_contention, omp_lock_contention, pthread_lock_contention, lock_contention, omp_idle_threads or omp_limited_parallelism (threads)",
         ).never_null(),
         col("wait_ns", int64, "how long it waited").never_null(),
         col("ts", int64, "when the wait began").never_null(),
         col("msg_id", int64, "the message waited for (NULL for a collective)"),
         col("comm", int64, "the collective's communicator (NULL for a message)"),
-        col("instance", int64, "the collective's instance (NULL for a message)"),
+        col(
+            "instance",
+            int64,
+            "the collective's instance, or the parallel region's (its fork's 0-based number in the rank, as parallel_regions gives it)",
+        ),
         col("partner", int64, "the rank waited for (the late one), when one is"),
+        col(
+            "partner_thread",
+            int64,
+            "the thread of the rank waited for: the last at an OpenMP barrier, the lock's holder, the master for idle threads",
+        ),
         col(
             "path",
             text,
             "the call path of the call the rank waited in, as call_tree gives it ('main/MPI_Waitall'; NULL without calls)",
         ),
     ]),
-    description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern)",
+    description: "Scalasca wait states, one row per wait: late_sender, late_receiver, and per collective operation wait_at_barrier, wait_at_nxn, late_broadcast, early_reduce, early_scan (wait_at_collective for operations without a pattern); the threads' OpenMP waits: fork and join, barriers, lock contention, idle threads",
     make: Make::Table(wait_states),
 };
 pub(crate) const MESSAGE_COLUMNS: [&str; 10] = [
@@ -485,22 +514,33 @@ fn output_schema() -> SchemaRef {
     WAIT_STATES.schema()
 }
 
-/// The rows of `waits`, each with its call path.
-fn batch_of(waits: &[Wait], paths: Vec<Option<&str>>, schema: &SchemaRef) -> Result<RecordBatch> {
-    let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
+/// One row of `wait_states`: a wait, the thread it is in and its call path.
+struct Row<'a> {
+    wait: Wait,
+    thread: Option<i64>,
+    partner_thread: Option<i64>,
+    path: Option<&'a str>,
+}
+
+/// The rows `rows`.
+fn batch_of(rows: &[Row], schema: &SchemaRef) -> Result<RecordBatch> {
+    let int =
+        |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| f(&r.wait)))) };
     let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
-        Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
+        Arc::new(Int64Array::from(rows.iter().map(|r| f(&r.wait)).collect::<Vec<_>>()))
     };
     let columns: Vec<ArrayRef> = vec![
         int(|w| w.rank),
-        Arc::new(StringArray::from_iter_values(waits.iter().map(|w| w.pattern))),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.thread).collect::<Vec<_>>())),
+        Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.wait.pattern))),
         int(|w| w.wait_ns),
         int(|w| w.ts),
         opt(|w| w.msg_id),
         opt(|w| w.comm),
         opt(|w| w.instance),
         opt(|w| w.partner),
-        Arc::new(StringArray::from(paths)),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.partner_thread).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.path).collect::<Vec<_>>())),
     ];
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
@@ -508,42 +548,51 @@ fn batch_of(waits: &[Wait], paths: Vec<Option<&str>>, schema: &SchemaRef) -> Res
 /// Rows per batch of the waits given without call paths.
 const BATCH_ROWS: usize = 1 << 16;
 
-/// Folds the messages (input 1) and the collectives (input 2) into their waits, then makes
-/// the mapper of the calls with `then`: the first step of `wait_states`, `critical_path`,
+/// Folds the messages (input 1), the collectives (input 2) and, for `wait_states`, the thread
+/// records (input 3, events) and regions (input 4) into their waits, then makes the mapper of
+/// the calls with `then`: the first step of `wait_states`, `critical_path`,
 /// `critical_path_profile` and `delay_costs`.
 pub(crate) struct FoldWaits<F> {
     messages: MessageWaits,
     collectives: CollectiveWaits,
+    threads: ThreadRecords,
     then: F,
 }
 
 impl<F> FoldWaits<F>
 where
-    F: FnOnce(MessageWaits, CollectiveWaits) -> Result<Box<dyn Mapper>> + Send + 'static,
+    F: FnOnce(MessageWaits, CollectiveWaits, ThreadRecords) -> Result<Box<dyn Mapper>> + Send + 'static,
 {
     pub(crate) fn boxed(then: F) -> Box<dyn Folder> {
-        Box::new(FoldWaits { messages: MessageWaits::default(), collectives: CollectiveWaits::default(), then })
+        Box::new(FoldWaits {
+            messages: MessageWaits::default(),
+            collectives: CollectiveWaits::default(),
+            threads: ThreadRecords::default(),
+            then,
+        })
     }
 }
 
 impl<F> Folder for FoldWaits<F>
 where
-    F: FnOnce(MessageWaits, CollectiveWaits) -> Result<Box<dyn Mapper>> + Send,
+    F: FnOnce(MessageWaits, CollectiveWaits, ThreadRecords) -> Result<Box<dyn Mapper>> + Send,
 {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
             1 => self.messages.fold(batch),
-            _ => self.collectives.fold(batch),
+            2 => self.collectives.fold(batch),
+            3 => self.threads.fold_events(batch),
+            _ => self.threads.fold_regions(batch),
         }
     }
 
     fn held_bytes(&self) -> usize {
-        self.messages.held_bytes() + self.collectives.held_bytes()
+        self.messages.held_bytes() + self.collectives.held_bytes() + self.threads.held_bytes()
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldWaits { messages, collectives, then } = *self;
-        then(messages, collectives)
+        let FoldWaits { messages, collectives, threads, then } = *self;
+        then(messages, collectives, threads)
     }
 }
 
@@ -551,6 +600,7 @@ where
 fn wait_paths(
     messages: MessageWaits,
     collectives: CollectiveWaits,
+    threads: ThreadRecords,
     notices: Option<commdb_catalog::wallclock::Notices>,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
@@ -563,14 +613,15 @@ fn wait_paths(
         ));
     }
     waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
-    Ok(Box::new(WaitPaths { waits, next: 0, schema }))
+    Ok(Box::new(WaitPaths { waits, threads, next: 0, schema }))
 }
 
-/// Gives the waits in rank order, each with the call path of the call it began in: the
-/// calls come a chunk of whole ranks at a time (crate::by_rank), and the waits of the ranks
-/// up to the chunk's last go out with it.
+/// Gives the waits in rank order, each with the thread and call path of the call it began in,
+/// and the threads' waits of each rank: the calls come a chunk of whole ranks at a time
+/// (crate::by_rank), and the waits of the ranks up to the chunk's last go out with it.
 struct WaitPaths {
     waits: Vec<Wait>,
+    threads: ThreadRecords,
     next: usize,
     schema: SchemaRef,
 }
@@ -581,22 +632,57 @@ impl Mapper for WaitPaths {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let run = crate::stretches::stretches(batches, "wait_states")?;
-        let ranks = int64_column(batches, 0)?;
-        let last = (0..ranks.len()).filter(|&i| ranks.is_valid(i)).map(|i| ranks.value(i)).max();
-        let Some(last) = last else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
+        let mut names = crate::call_sweep::Names::default();
+        let streams = crate::call_sweep::streams_named(batches, "wait_states", &mut names)?;
+        let Some(last) = streams.iter().map(|((rank, _), _)| *rank).max() else {
+            return Ok(RecordBatch::new_empty(self.schema.clone()));
+        };
+        let mut paths = crate::call_paths::Paths::default();
+        let mut ranks: BTreeMap<i64, Vec<(i64, Vec<crate::call_sweep::Call>)>> = BTreeMap::new();
+        for ((rank, thread), calls) in streams {
+            ranks.entry(rank).or_default().push((thread, calls));
+        }
+        let ranks: BTreeMap<i64, Vec<ThreadCalls>> = ranks
+            .into_iter()
+            .map(|(rank, streams)| (rank, rank_threads(rank, streams, &self.threads, &names, &mut paths)))
+            .collect();
         let rest = &self.waits[self.next..];
         let these = &rest[..rest.partition_point(|w| w.rank <= last)];
         self.next += these.len();
-        let paths: Vec<Option<&str>> = these
-            .iter()
-            .map(|w| {
-                let list = run.ranks.get(&w.rank)?;
-                let s = list.get(list.partition_point(|s| s.to <= w.ts)).filter(|s| s.from <= w.ts)?;
-                crate::stretches::path_name(&run.paths, s.path)
-            })
-            .collect();
-        batch_of(these, paths, &self.schema)
+        let mut thread_waits = Vec::new();
+        if !self.threads.is_empty() {
+            for (&rank, threads) in &ranks {
+                thread_waits.extend(rank_waits(rank, threads, &self.threads, &names));
+            }
+        }
+        let name = |p: u32| crate::stretches::path_name(&paths, p);
+        let mut rows: Vec<Row> = Vec::with_capacity(these.len() + thread_waits.len());
+        for w in these {
+            let threads = ranks.get(&w.rank).map(Vec::as_slice).unwrap_or(&[]);
+            // The thread whose MPI call the wait is in; else the first with a call then.
+            let at = |t: &ThreadCalls| stretch_at(&t.stretches, w.ts).map(|s| (t.thread, s.path));
+            let mpi = threads.iter().find(|t| stretch_at(&t.stretches, w.ts).is_some_and(|s| s.call_start.is_some()));
+            let (thread, path) = match mpi.and_then(at).or_else(|| threads.iter().find_map(at)) {
+                Some((thread, path)) => (Some(thread), name(path)),
+                None => (threads.first().map(|t| t.thread), None),
+            };
+            rows.push(Row { wait: w.clone(), thread, partner_thread: None, path });
+        }
+        for t in thread_waits {
+            let wait = Wait {
+                rank: t.rank,
+                pattern: t.pattern,
+                wait_ns: t.wait_ns,
+                ts: t.ts,
+                msg_id: None,
+                comm: None,
+                instance: t.instance,
+                partner: None,
+            };
+            rows.push(Row { wait, thread: Some(t.thread), partner_thread: t.partner_thread, path: name(t.path) });
+        }
+        rows.sort_by_key(|r| (r.wait.rank, r.wait.ts, r.thread, r.wait.pattern, r.wait.msg_id, r.wait.instance));
+        batch_of(&rows, &self.schema)
     }
 
     fn held_bytes(&self) -> usize {
@@ -612,27 +698,29 @@ impl Mapper for WaitPaths {
         }
         let these = &rest[..rest.len().min(BATCH_ROWS)];
         self.next += these.len();
-        batch_of(these, vec![None; these.len()], &self.schema).map(Some)
+        let rows: Vec<Row> =
+            these.iter().map(|w| Row { wait: w.clone(), thread: None, partner_thread: None, path: None }).collect();
+        batch_of(&rows, &self.schema).map(Some)
     }
 }
 
-/// The calls beside `rel` for the call paths: `calls` when given; else the `calls` of the
-/// trace `rel` reads, or the default `calls`; None when there is none (path is then NULL,
-/// and a notice says so).
-fn calls_for(
+/// The relation `table` beside `rel`: `given` when given; else the `table` of the trace `rel`
+/// reads, or the default `table`; None when there is none.
+fn beside(
     given: Option<Relation>,
     session: &dyn datafusion::catalog::Session,
     rel: &Relation,
+    table: &str,
 ) -> Result<Option<Relation>> {
     if given.is_some() {
         return Ok(given);
     }
     if let Some(schema) = crate::relation::trace_schema(session, rel)
-        && let Ok(calls) = crate::relation::trace_table(session, "wait_states", &schema, "calls")
+        && let Ok(found) = crate::relation::trace_table(session, "wait_states", &schema, table)
     {
-        return Ok(Some(calls));
+        return Ok(Some(found));
     }
-    Ok(crate::relation::resolve(session, "wait_states", "calls").ok())
+    Ok(crate::relation::resolve(session, "wait_states", table).ok())
 }
 
 arguments! {
@@ -640,44 +728,111 @@ arguments! {
         rel: Relation,
         collectives: Relation,
         calls: Option<Relation>,
+        events: Option<Relation>,
+        regions: Option<Relation>,
     }
 }
 
+/// A view of `sql`, its rows in rank order, as a relation named `name`.
+fn view(a: &Args, name: &str, sql: String, ordered: bool) -> Result<Relation> {
+    let view = crate::relation::sql_view(a.session, "wait_states", sql)?;
+    let provider: Arc<dyn TableProvider> =
+        if ordered { Arc::new(crate::ordered::OrderedView::new(view, "rank")) } else { Arc::new(view) };
+    Ok(Relation { reference: name.into(), provider })
+}
+
+/// `'a', 'b'` of `list`, for an IN list.
+fn quoted(list: &[&str]) -> String {
+    list.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ")
+}
+
 fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let WaitArgs { rel, collectives: colls, calls } = WaitArgs::read(a)?;
+    let WaitArgs { rel, collectives: colls, calls, events, regions } = WaitArgs::read(a)?;
     let mi = rel.columns("wait_states", &MESSAGE_COLUMNS)?;
     let ci = collective_columns(&colls, "wait_states")?;
-    let calls = calls_for(calls, a.session, &rel)?;
+    let calls = beside(calls, a.session, &rel, "calls")?;
+    let events = beside(events, a.session, &rel, "events")?;
+    let regions = beside(regions, a.session, &rel, "regions")?;
     let out = output_schema();
     let notices = a.session.config().get_extension::<commdb_catalog::wallclock::Notices>().map(|n| (*n).clone());
-    let calls = match calls {
-        Some(calls) => calls,
-        None => {
+    let call_columns = [
+        ("rank", DataType::Int64),
+        ("thread", DataType::Int64),
+        ("region", DataType::Utf8),
+        ("start_ts", DataType::Int64),
+        ("end_ts", DataType::Int64),
+    ];
+    // Without path or thread, only the calls of the threads' models' regions (and the
+    // outermost calls) are read.
+    let (calls, thread_calls) = match (calls, &regions) {
+        (Some(calls), Some(r)) => {
+            let (c, r) = (calls.reference.to_quoted_string(), r.reference.to_quoted_string());
+            // The outermost calls too: the master's span bounds its serial stretches.
+            let outermost = if calls.schema().index_of("depth").is_ok() { " OR depth = 0" } else { "" };
+            let sql = format!(
+                "SELECT rank, thread, region, start_ts, end_ts FROM {c} WHERE region IN (SELECT name FROM {r} WHERE paradigm IN ({})){outermost}",
+                quoted(&THREAD_PARADIGMS)
+            );
+            (calls, view(a, "thread_calls", sql, true)?)
+        }
+        (Some(calls), None) => (calls, empty(&call_columns)?),
+        (None, _) => {
             if let Some(n) = &notices {
-                n.push("wait_states: no calls beside rel, so path is NULL; give calls => '...'".to_string());
+                n.push(
+                    "wait_states: no calls beside rel, so path and thread are NULL; give calls => '...'".to_string(),
+                );
             }
-            no_calls()?
+            (empty(&call_columns)?, empty(&call_columns)?)
         }
     };
     let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    // The threads' records and the regions of their models; none without events or regions.
+    let regions = match regions {
+        Some(r) => {
+            r.columns("wait_states", &["name", "paradigm", "role"])?;
+            let r = r.reference.to_quoted_string();
+            let sql = format!("SELECT name, paradigm, role FROM {r} WHERE paradigm IN ({})", quoted(&THREAD_PARADIGMS));
+            view(a, "thread_regions", sql, false)?
+        }
+        None => empty(&[("name", DataType::Utf8), ("paradigm", DataType::Utf8), ("role", DataType::Utf8)])?,
+    };
+    let events = match events {
+        Some(e) => {
+            e.columns("wait_states", &["rank", "thread", "ts", "kind", "tag", "request"])?;
+            let e = e.reference.to_quoted_string();
+            let sql = format!(
+                "SELECT rank, thread, ts, kind, tag, request FROM {e} WHERE kind IN ({})",
+                quoted(&THREAD_KINDS)
+            );
+            view(a, "thread_events", sql, false)?
+        }
+        None => empty(&[
+            ("rank", DataType::Int64),
+            ("thread", DataType::Int64),
+            ("ts", DataType::Int64),
+            ("kind", DataType::Utf8),
+            ("tag", DataType::Int64),
+            ("request", DataType::Int64),
+        ])?,
+    };
     let schema = out.clone();
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
-        FoldWaits::boxed(move |messages, collectives| wait_paths(messages, collectives, notices, schema))
+        FoldWaits::boxed(move |messages, collectives, threads| {
+            wait_paths(messages, collectives, threads, notices, schema)
+        })
     });
-    let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci))];
-    Derived::folded(out, inputs, Main::ByRank(0), start).reading_only_for(0, "path").map(Arc::new).map(|d| d as _)
+    let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci)), (events, None), (regions, None)];
+    Derived::folded(out, inputs, Main::ByRank(0), start)
+        .reading_narrower_unless(0, &["path", "thread"], thread_calls, None)
+        .map(Arc::new)
+        .map(|d| d as _)
 }
 
-/// An empty relation of calls, for a `wait_states` with none to give the call paths.
-fn no_calls() -> Result<crate::relation::Relation> {
-    let schema = Arc::new(Schema::new(vec![
-        Field::new("rank", DataType::Int64, true),
-        Field::new("thread", DataType::Int64, true),
-        Field::new("region", DataType::Utf8, true),
-        Field::new("start_ts", DataType::Int64, true),
-        Field::new("end_ts", DataType::Int64, true),
-    ]));
+/// An empty relation with `columns`, for a relation `wait_states` has none of.
+fn empty(columns: &[(&str, DataType)]) -> Result<crate::relation::Relation> {
+    let schema =
+        Arc::new(Schema::new(columns.iter().map(|(n, t)| Field::new(*n, t.clone(), true)).collect::<Vec<_>>()));
     let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![]])?;
-    Ok(crate::relation::Relation { reference: "no_calls".into(), provider: Arc::new(table) })
+    Ok(crate::relation::Relation { reference: "no_rows".into(), provider: Arc::new(table) })
 }

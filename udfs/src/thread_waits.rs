@@ -1,0 +1,471 @@
+//! The wait states of threads within a rank, after the OpenMP patterns of Scalasca's analyzer
+//! (its `OMP.pattern` and `Thread.pattern`, as scout.hyb computes them), found from each
+//! thread's calls (the regions' OpenMP roles) and the thread records of the events:
+//!
+//! - `omp_fork`: a member of a team (the master included) enters the parallel region after
+//!   the fork: it waits from the fork until its enter (Scalasca's OMP_FORK; with `omp_join`,
+//!   its OMP_MANAGEMENT).
+//! - `omp_join`: a member leaves the parallel region before the join that ends it: it waits
+//!   from its leave until the join (Scalasca's join part of OMP_MANAGEMENT).
+//! - `wait_at_omp_barrier` and `wait_at_omp_implicit_barrier`: within one instance of a
+//!   parallel region, the k-th barrier of each member is one barrier; a member waits from its
+//!   enter until the last member's enter, less the time it ran tasks inside the barrier
+//!   (Scalasca's OMP_EBARRIER_WAIT and OMP_IBARRIER_WAIT; barriers outside a parallel region
+//!   are not counted, as Scalasca skips them). partner_thread = the last to enter.
+//! - `omp_critical_contention` and `omp_lock_contention`: an acquisition of a lock waits from
+//!   the enter of the call it is made in until the previous acquisition of the same lock (its
+//!   acquisition order less one) was released (Scalasca's OMP_LOCK_CONTENTION_CRITICAL for a
+//!   critical section, OMP_LOCK_CONTENTION_API for the lock API). A lock taken in a Pthreads
+//!   region is `pthread_lock_contention` (Scalasca's PTHREAD_CONTENTION_MUTEX_LOCK), one in a
+//!   region of neither model `lock_contention` (commdb's rule: Scalasca counts none).
+//!   partner_thread = the thread that held the lock.
+//! - `omp_idle_threads`: while the master runs serially (outside every instance's fork..join,
+//!   from its first call's start to its last call's end), every other thread of the rank that
+//!   is ever a member of a team idles (Scalasca's OMP_IDLE_THREADS, which its Cube remapper
+//!   computes from the profile; commdb gives a row per serial stretch and idle thread, with the
+//!   master's call path at the stretch's start).
+//! - `omp_limited_parallelism`: a thread of the rank that is not a member of an instance's team
+//!   idles from its fork until its join (Scalasca's OMP_LIMITED_PARALLELISM, also a remapper
+//!   metric).
+//!
+//! An instance is a fork and the join after it; a parallel region call belongs to the latest
+//! fork at or before its start. Waits of 0 or less are not listed. The call paths of a worker
+//! thread continue the master's at the fork, as Scalasca and Score-P's profiles give them
+//! (`main/!$omp parallel @solver.c:10/!$omp implicit barrier @solver.c:20`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use arrow::array::{Array, RecordBatch};
+use datafusion::error::Result;
+
+use crate::call_paths::Up;
+use crate::call_sweep::{Call, Names};
+use crate::columns::{int64_column, text_column};
+use crate::stretches::{NO_PATH, Stretch, thread_stretches_under};
+
+/// The kinds of events `wait_states` reads for the threads' waits.
+pub(crate) const THREAD_KINDS: [&str; 4] = ["thread_fork", "thread_join", "thread_acquire_lock", "thread_release_lock"];
+
+/// The paradigms whose regions the threads' waits read.
+pub(crate) const THREAD_PARADIGMS: [&str; 2] = ["openmp", "pthread"];
+
+/// What a region is to the threads' waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Construct {
+    Parallel,
+    Barrier,
+    ImplicitBarrier,
+    Critical,
+    Task,
+    /// Any other OpenMP region (the lock API among them).
+    OpenMp,
+    Pthread,
+}
+
+fn construct(paradigm: &str, role: Option<&str>) -> Option<Construct> {
+    Some(match (paradigm, role) {
+        ("openmp", Some("parallel")) => Construct::Parallel,
+        ("openmp", Some("barrier")) => Construct::Barrier,
+        ("openmp", Some("implicit_barrier")) => Construct::ImplicitBarrier,
+        ("openmp", Some("critical" | "critical_sblock")) => Construct::Critical,
+        ("openmp", Some("task" | "task_untied")) => Construct::Task,
+        ("openmp", _) => Construct::OpenMp,
+        ("pthread", _) => Construct::Pthread,
+        _ => return None,
+    })
+}
+
+/// A lock acquisition.
+#[derive(Debug, Clone, Copy)]
+struct Acquire {
+    thread: i64,
+    ts: i64,
+    lock: i64,
+    order: i64,
+}
+
+/// One rank's thread records.
+#[derive(Debug, Default)]
+struct RankRecords {
+    forks: Vec<(i64, i64)>,
+    joins: Vec<i64>,
+    acquires: Vec<Acquire>,
+    /// Release time and thread by (lock, acquisition order).
+    releases: HashMap<(i64, i64), (i64, i64)>,
+}
+
+/// The thread records (forks, joins, lock acquisitions and releases) and the OpenMP and
+/// Pthreads regions, folded before the calls come.
+#[derive(Debug, Default)]
+pub(crate) struct ThreadRecords {
+    constructs: HashMap<String, Construct>,
+    ranks: BTreeMap<i64, RankRecords>,
+    bytes: usize,
+}
+
+/// One wait of a thread.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ThreadWait {
+    pub rank: i64,
+    pub thread: i64,
+    pub pattern: &'static str,
+    pub wait_ns: i64,
+    pub ts: i64,
+    /// The instance of the parallel region (0-based in fork order within the rank).
+    pub instance: Option<i64>,
+    pub partner_thread: Option<i64>,
+    /// The call path (an id of the chunk's paths; NO_PATH: none).
+    pub path: u32,
+}
+
+impl ThreadRecords {
+    /// Fold a batch of thread events: rank, thread, ts, kind, tag (acquisition order), request
+    /// (lock id).
+    pub fn fold_events(&mut self, batch: &RecordBatch) -> Result<()> {
+        let b = std::slice::from_ref(batch);
+        let (rank, thread, ts) = (int64_column(b, 0)?, int64_column(b, 1)?, int64_column(b, 2)?);
+        let (kind, tag, request) = (text_column(b, 3)?, int64_column(b, 4)?, int64_column(b, 5)?);
+        for i in 0..batch.num_rows() {
+            if rank.is_null(i) || ts.is_null(i) || kind.is_null(i) {
+                continue;
+            }
+            let r = self.ranks.entry(rank.value(i)).or_default();
+            let (t, at) = (if thread.is_valid(i) { thread.value(i) } else { 0 }, ts.value(i));
+            let lock = (request.is_valid(i).then(|| request.value(i)), tag.is_valid(i).then(|| tag.value(i)));
+            match (kind.value(i), lock) {
+                ("thread_fork", _) => r.forks.push((at, t)),
+                ("thread_join", _) => r.joins.push(at),
+                ("thread_acquire_lock", (Some(lock), Some(order))) => {
+                    r.acquires.push(Acquire { thread: t, ts: at, lock, order })
+                }
+                ("thread_release_lock", (Some(lock), Some(order))) => {
+                    r.releases.insert((lock, order), (at, t));
+                }
+                _ => continue,
+            }
+            self.bytes += 40;
+        }
+        Ok(())
+    }
+
+    /// Fold a batch of regions: name, paradigm, role.
+    pub fn fold_regions(&mut self, batch: &RecordBatch) -> Result<()> {
+        let b = std::slice::from_ref(batch);
+        let (name, paradigm, role) = (text_column(b, 0)?, text_column(b, 1)?, text_column(b, 2)?);
+        for i in 0..batch.num_rows() {
+            if name.is_null(i) || paradigm.is_null(i) {
+                continue;
+            }
+            let role = role.is_valid(i).then(|| role.value(i));
+            if let Some(c) = construct(paradigm.value(i), role) {
+                self.bytes += name.value(i).len() + 16;
+                self.constructs.entry(name.value(i).to_string()).or_insert(c);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Whether any rank recorded a fork or a lock: without them no thread waits.
+    pub fn is_empty(&self) -> bool {
+        self.ranks.is_empty()
+    }
+}
+
+/// One thread's calls with their stretches and each call's path.
+pub(crate) struct ThreadCalls {
+    pub thread: i64,
+    pub calls: Vec<Call>,
+    pub stretches: Vec<Stretch>,
+    pub call_paths: Vec<u32>,
+}
+
+/// The stretch of `list` at `t` (from <= t < to).
+pub(crate) fn stretch_at(list: &[Stretch], t: i64) -> Option<&Stretch> {
+    list.get(list.partition_point(|s| s.to <= t)).filter(|s| s.from <= t)
+}
+
+/// A rank's threads (`streams`, in thread order) with their stretches and call paths: the
+/// master's from the root, each other thread's outermost calls continuing the master's path at
+/// the fork before them.
+pub(crate) fn rank_threads(
+    rank: i64,
+    streams: Vec<(i64, Vec<Call>)>,
+    records: &ThreadRecords,
+    names: &Names,
+    paths: &mut crate::call_paths::Paths,
+) -> Vec<ThreadCalls> {
+    let forks = records.ranks.get(&rank).map(|r| r.forks.as_slice()).unwrap_or(&[]);
+    let master = forks.first().map_or(0, |f| f.1);
+    let mut out: Vec<ThreadCalls> = Vec::with_capacity(streams.len());
+    let mut order: Vec<(i64, Vec<Call>)> = streams;
+    // The master first: the others' paths continue its.
+    order.sort_by_key(|(t, _)| (*t != master, *t));
+    for (thread, calls) in order {
+        let mut call_paths = Vec::with_capacity(calls.len());
+        let stretches = {
+            let master_list = out.first().filter(|m| m.thread == master && thread != master).map(|m| &m.stretches);
+            let root = |c: &Call| {
+                let Some(list) = master_list else { return Up::Root };
+                let k = forks.partition_point(|f| f.0 <= c.start);
+                let Some(&(fork, _)) = k.checked_sub(1).and_then(|k| forks.get(k)) else { return Up::Root };
+                match stretch_at(list, fork) {
+                    Some(s) if s.path != NO_PATH => Up::Path(s.path),
+                    _ => Up::Root,
+                }
+            };
+            thread_stretches_under(&calls, names, paths, root, |p| call_paths.push(p))
+        };
+        out.push(ThreadCalls { thread, calls, stretches, call_paths });
+    }
+    out.sort_by_key(|t| t.thread);
+    out
+}
+
+/// The waits of one rank's threads.
+pub(crate) fn rank_waits(
+    rank: i64,
+    threads: &[ThreadCalls],
+    records: &ThreadRecords,
+    names: &Names,
+) -> Vec<ThreadWait> {
+    let Some(r) = records.ranks.get(&rank) else { return Vec::new() };
+    let what = |c: &Call| records.constructs.get(&names.names[c.region as usize]).copied();
+    let mut forks = r.forks.clone();
+    forks.sort_unstable();
+    let mut joins = r.joins.clone();
+    joins.sort_unstable();
+    let mut out = Vec::new();
+    let wait = |thread, pattern, ts, wait_ns, instance, partner_thread, path| ThreadWait {
+        rank,
+        thread,
+        pattern,
+        wait_ns,
+        ts,
+        instance,
+        partner_thread,
+        path,
+    };
+    let instance_of = |t: i64| forks.partition_point(|f| f.0 <= t).checked_sub(1);
+    // Each instance's members: (thread, its parallel region call).
+    let mut members: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for (ti, th) in threads.iter().enumerate() {
+        for (ci, c) in th.calls.iter().enumerate() {
+            if what(c) != Some(Construct::Parallel) {
+                continue;
+            }
+            let Some(k) = instance_of(c.start) else { continue };
+            let path = th.call_paths[ci];
+            let fork = forks[k].0;
+            if c.start > fork {
+                out.push(wait(th.thread, "omp_fork", fork, c.start - fork, Some(k as i64), None, path));
+            }
+            let j = joins.partition_point(|&j| j < c.end);
+            if let Some(&join) = joins.get(j).filter(|&&join| join > c.end) {
+                out.push(wait(th.thread, "omp_join", c.end, join - c.end, Some(k as i64), None, path));
+            }
+            members.entry(k).or_default().push((ti, ci));
+        }
+    }
+    barrier_waits(threads, &members, &what, &mut |w: ThreadWait| out.push(ThreadWait { rank, ..w }));
+    lock_waits(threads, r, &what, &mut |w: ThreadWait| out.push(ThreadWait { rank, ..w }));
+    idle_waits(rank, threads, &forks, &joins, &members, &mut out);
+    out
+}
+
+/// A member's barrier: its enter, thread, the time it ran tasks in it, whether explicit, and
+/// its call path.
+type Barrier = (i64, i64, i64, bool, u32);
+
+/// The barrier waits of every instance: the k-th barrier of each member within its parallel
+/// region call is one barrier.
+fn barrier_waits(
+    threads: &[ThreadCalls],
+    members: &BTreeMap<usize, Vec<(usize, usize)>>,
+    what: &impl Fn(&Call) -> Option<Construct>,
+    out: &mut impl FnMut(ThreadWait),
+) {
+    for (&k, list) in members {
+        // Each member's barriers, in order.
+        let mut per: Vec<Vec<Barrier>> = Vec::with_capacity(list.len());
+        for &(ti, ci) in list {
+            let th = &threads[ti];
+            let region = th.calls[ci];
+            let mut barriers = Vec::new();
+            let mut i = ci + 1;
+            while i < th.calls.len() && th.calls[i].start < region.end {
+                let c = th.calls[i];
+                let explicit = match what(&c) {
+                    Some(Construct::Barrier) => true,
+                    Some(Construct::ImplicitBarrier) => false,
+                    _ => {
+                        i += 1;
+                        continue;
+                    }
+                };
+                // Tasks run inside the barrier (outermost ones) are not waiting.
+                let (mut tasks, mut reach) = (0, i64::MIN);
+                let mut j = i + 1;
+                while j < th.calls.len() && th.calls[j].start < c.end {
+                    let t = th.calls[j];
+                    if what(&t) == Some(Construct::Task) && t.start >= reach {
+                        tasks += t.end.min(c.end) - t.start;
+                        reach = t.end;
+                    }
+                    j += 1;
+                }
+                barriers.push((c.start, th.thread, tasks, explicit, th.call_paths[i]));
+                i += 1;
+            }
+            per.push(barriers);
+        }
+        let most = per.iter().map(Vec::len).max().unwrap_or(0);
+        for b in 0..most {
+            let Some(&(latest, last, ..)) = per.iter().filter_map(|p| p.get(b)).max_by_key(|x| (x.0, x.1)) else {
+                continue;
+            };
+            for &(enter, thread, tasks, explicit, path) in per.iter().filter_map(|p| p.get(b)) {
+                let ns = latest - enter - tasks;
+                if ns > 0 {
+                    let pattern = if explicit { "wait_at_omp_barrier" } else { "wait_at_omp_implicit_barrier" };
+                    out(ThreadWait {
+                        rank: 0,
+                        thread,
+                        pattern,
+                        wait_ns: ns,
+                        ts: enter,
+                        instance: Some(k as i64),
+                        partner_thread: Some(last),
+                        path,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Lock contention: each acquisition waits from the enter of the call it is made in until the
+/// previous acquisition of its lock was released.
+fn lock_waits(
+    threads: &[ThreadCalls],
+    r: &RankRecords,
+    what: &impl Fn(&Call) -> Option<Construct>,
+    out: &mut impl FnMut(ThreadWait),
+) {
+    for a in &r.acquires {
+        let Some(&(released, holder)) = r.releases.get(&(a.lock, a.order - 1)) else { continue };
+        let Some(th) = threads.iter().find(|t| t.thread == a.thread) else { continue };
+        // The innermost call open at the acquisition; when it starts with the acquisition and
+        // a critical section encloses it, the section (its structured block begins at once).
+        let before = th.calls.partition_point(|c| c.start <= a.ts);
+        let open = |i: &usize| th.calls[*i].end > a.ts;
+        let mut found = (0..before).rev().find(open);
+        if let Some(i) = found.filter(|&i| th.calls[i].start == a.ts) {
+            let outer = (0..i).rev().find(open);
+            if outer.is_some_and(|o| what(&th.calls[o]) == Some(Construct::Critical)) {
+                found = outer;
+            }
+        }
+        let Some(ci) = found else { continue };
+        let c = th.calls[ci];
+        let ns = released - c.start;
+        if ns <= 0 {
+            continue;
+        }
+        let pattern = match what(&c) {
+            Some(Construct::Critical) => "omp_critical_contention",
+            Some(Construct::Pthread) => "pthread_lock_contention",
+            Some(_) => "omp_lock_contention",
+            None => "lock_contention",
+        };
+        out(ThreadWait {
+            rank: 0,
+            thread: a.thread,
+            pattern,
+            wait_ns: ns,
+            ts: c.start,
+            instance: None,
+            partner_thread: Some(holder),
+            path: th.call_paths[ci],
+        });
+    }
+}
+
+/// Idle threads while the master runs serially, and threads left out of an instance's team.
+fn idle_waits(
+    rank: i64,
+    threads: &[ThreadCalls],
+    forks: &[(i64, i64)],
+    joins: &[i64],
+    members: &BTreeMap<usize, Vec<(usize, usize)>>,
+    out: &mut Vec<ThreadWait>,
+) {
+    let Some(&(_, master)) = forks.first() else { return };
+    let Some(m) = threads.iter().find(|t| t.thread == master) else { return };
+    let (Some(first), Some(last)) = (m.stretches.first(), m.stretches.last()) else { return };
+    let mut team: Vec<i64> =
+        members.values().flatten().map(|&(ti, _)| threads[ti].thread).filter(|&t| t != master).collect();
+    team.sort_unstable();
+    team.dedup();
+    if team.is_empty() {
+        return;
+    }
+    // Each instance's span: its fork to its join (the first join after the fork).
+    let spans: Vec<(i64, i64)> = forks
+        .iter()
+        .map(|&(fork, _)| (fork, joins.get(joins.partition_point(|&j| j < fork)).copied().unwrap_or(fork)))
+        .collect();
+    let mut serial = Vec::new();
+    let mut from = first.from;
+    for &(fork, join) in &spans {
+        if fork > from {
+            serial.push((from, fork.min(last.to)));
+        }
+        from = from.max(join);
+    }
+    if last.to > from {
+        serial.push((from, last.to));
+    }
+    for (a, b) in serial.into_iter().filter(|(a, b)| b > a) {
+        let path = stretch_at(&m.stretches, a).map_or(NO_PATH, |s| s.path);
+        for &t in &team {
+            out.push(ThreadWait {
+                rank,
+                thread: t,
+                pattern: "omp_idle_threads",
+                wait_ns: b - a,
+                ts: a,
+                instance: None,
+                partner_thread: Some(master),
+                path,
+            });
+        }
+    }
+    for (&k, list) in members {
+        let (fork, join) = spans[k];
+        if join <= fork {
+            continue;
+        }
+        let path = list
+            .iter()
+            .find(|&&(ti, _)| threads[ti].thread == master)
+            .map_or(NO_PATH, |&(ti, ci)| threads[ti].call_paths[ci]);
+        for &t in &team {
+            if !list.iter().any(|&(ti, _)| threads[ti].thread == t) {
+                out.push(ThreadWait {
+                    rank,
+                    thread: t,
+                    pattern: "omp_limited_parallelism",
+                    wait_ns: join - fork,
+                    ts: fork,
+                    instance: Some(k as i64),
+                    partner_thread: Some(master),
+                    path,
+                });
+            }
+        }
+    }
+}
