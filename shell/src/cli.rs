@@ -246,6 +246,11 @@ pub struct GenerateArgs {
     /// steps between run on without synchronising.
     #[arg(long, value_name = "K", default_value_t = 1)]
     pub collective_every: u32,
+    /// OpenMP threads per rank: each step's computation becomes a parallel region (fork, a
+    /// critical section, the implicit barrier, join) after a serial part on the master, as
+    /// Score-P records OpenMP; MPI stays on the master thread.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
     /// Skew and drift the ranks' clocks and record sync samples at start and end.
     #[arg(long)]
     pub clock_skew: bool,

@@ -99,6 +99,12 @@ while read -r name ranks threads source; do
     dir=$work/hybrid_$name
     case "$source" in
         data:*) cp -r "$repo/tests/data/${source#data:}" "$dir" ;;
+        without-gpu:*)
+            /usr/bin/python3 "$repo/tests/otf2/without_gpu.py" "$repo/../shared/data/${source#without-gpu:}/traces.otf2" "$dir" > /dev/null ;;
+        generate:*)
+            args=$(echo "${source#generate:}" | tr ',' '\n' | sed -E 's/^([a-z-]+)=(.*)$/--\1 \2/; s/^([a-z-]+)$/--\1/' | tr '\n' ' ')
+            # shellcheck disable=SC2086
+            "$commdb" generate "$dir" $args --format otf2 > /dev/null 2>&1 < /dev/null ;;
         script:*)
             # shellcheck disable=SC2046
             /usr/bin/python3 "$repo/tests/otf2/$(echo "${source#script:}" | cut -d: -f1)" "$dir" $(echo "${source#script:}" | cut -d: -f2- -s | tr : " ") ;;

@@ -272,6 +272,36 @@ async fn commdb_archives_are_accepted_by_otf2_print() {
     }
 }
 
+/// A generated hybrid run (generate --threads) is written as Score-P writes OpenMP: the
+/// reference reader finds OpenMP's locations and a team per rank over them, with no warning,
+/// the regions' OpenMP roles, and every event.
+#[tokio::test]
+async fn commdb_hybrid_archives_define_openmp_as_score_p_does() {
+    if !otf2_print_available() {
+        return;
+    }
+    let cfg = GeneratorConfig { ranks: 4, iterations: 3, threads: 3, ..GeneratorConfig::default() };
+    let raw = generate(&cfg).unwrap().trace;
+    let dir = tempfile::tempdir().unwrap();
+    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    let anchor = dir.path().join("traces.otf2");
+    let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
+    assert!(defs.status.success() && defs.stderr.is_empty(), "{}", String::from_utf8_lossy(&defs.stderr));
+    let defs = String::from_utf8_lossy(&defs.stdout);
+    assert!(
+        defs.contains(
+            "Name: \"OpenMP locations\" <43>, Type: COMM_LOCATIONS, Paradigm: OPENMP, Flags: NONE, 12 Members"
+        ),
+        "{defs}"
+    );
+    let team = "Name: \"OpenMP team of rank 1\" <39>, Type: COMM_GROUP, Paradigm: OPENMP, Flags: NONE, 3 Members: 3 (\"rank 1 master thread\" <3>), 4 (\"rank 1 OMP thread 1\" <4>), 5 (\"rank 1 OMP thread 2\" <5>)";
+    assert!(defs.contains(team), "{defs}");
+    assert!(defs.contains("Role: IMPLICIT_BARRIER, Paradigm: OPENMP"), "{defs}");
+    let events = Command::new("otf2-print").arg(&anchor).output().unwrap();
+    assert!(events.stderr.is_empty(), "{}", String::from_utf8_lossy(&events.stderr));
+    assert_eq!(commdb_counts(&anchor).await, reference_counts(&anchor));
+}
+
 /// Every point-to-point event's peer as otf2-print resolves it: per location, in order, the
 /// record and the peer's location id (None where otf2-print says INVALID).
 fn reference_peers(anchor: &Path) -> BTreeMap<i64, Vec<(String, Option<i64>)>> {

@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod jobs;
+mod openmp;
 mod simulate;
 pub mod topology;
 
@@ -120,7 +121,19 @@ pub struct GeneratorConfig {
     /// every k steps); in the steps between, the ranks run on without synchronising.
     #[serde(default = "every_step")]
     pub collective_every: u32,
+    /// OpenMP threads per rank: with more than 1, each step's computation is a parallel region
+    /// (fork, team, a critical section, the implicit barrier, join) after a serial part on the
+    /// master, recorded as Score-P records OpenMP; MPI stays on the master thread.
+    #[serde(default = "one_thread")]
+    pub threads: u32,
 }
+
+fn one_thread() -> u32 {
+    1
+}
+
+/// The most OpenMP threads per rank the generator simulates.
+pub const MAX_THREADS: u32 = 256;
 
 fn every_step() -> u32 {
     1
@@ -159,6 +172,7 @@ impl Default for GeneratorConfig {
             uninstrumented_compute: false,
             eager_limit: None,
             collective_every: 1,
+            threads: 1,
         }
     }
 }
@@ -231,6 +245,9 @@ impl GeneratorConfig {
         if self.collective_every == 0 {
             return bad("collective-every must be at least 1 (an allreduce every k steps)".into());
         }
+        if !(1..=MAX_THREADS).contains(&self.threads) {
+            return bad(format!("threads must be between 1 and {MAX_THREADS}, got {}", self.threads));
+        }
         if let Some(limit) = self.eager_limit
             && limit < 0
         {
@@ -295,14 +312,17 @@ impl GeneratorConfig {
             * slowest(&self.latency_ramp)
             * 1.2;
         let messages = topology::edge_count(self.pattern, self.ranks) as f64 * imbalance.round().max(1.0);
-        let per_iteration = self.compute_ns as f64 * imbalance * slow * 1.1 + messages * (per_message + 1_000.0);
+        // The threads' critical sections run one after another, each 1/20 of a thread's share.
+        let threads = 1.0 + f64::from(self.threads.saturating_sub(1)) * 0.1;
+        let per_iteration =
+            self.compute_ns as f64 * imbalance * slow * 1.3 * threads + messages * (per_message + 1_000.0);
         f64::from(self.iterations) * per_iteration + 2.0 * clock::SESSION_NS as f64
     }
 
     /// Parse `key=value,...` as in `generate:ranks=64,pattern=ring,bad-mapping`.
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
     /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
-    /// slow-rank=RANKS:FACTOR:ITERATION, eager-limit=BYTES, collective-every=K,
+    /// slow-rank=RANKS:FACTOR:ITERATION, eager-limit=BYTES, collective-every=K, threads=N,
     /// clock-skew, sync-sessions,
     /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
@@ -363,13 +383,17 @@ impl GeneratorConfig {
             "slow-rank" => self.slow_ranks = Some(parse_slow_ranks(value)?),
             "start" => self.start_wallclock_ns = parse_start(value)?,
             "eager-limit" => self.eager_limit = Some(num(value)?),
+            "threads" => {
+                self.threads =
+                    u32::try_from(num(value)?).map_err(|_| Error::argument("generate: threads out of range"))?;
+            }
             "collective-every" => {
                 self.collective_every = u32::try_from(num(value)?)
                     .map_err(|_| Error::argument("generate: collective-every out of range"))?;
             }
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute, eager-limit, collective-every"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute, eager-limit, collective-every, threads"
                 )));
             }
         }

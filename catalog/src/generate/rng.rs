@@ -29,6 +29,7 @@ pub mod streams {
     pub const CLOCK: u64 = 4;
     pub const SYNC: u64 = 5;
     pub const JITTER: u64 = 6;
+    pub const THREADS: u64 = 7;
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use crate::error::Result;
 use crate::events::{Event, EventKind, EventParts, RawEvents, collective_op_code};
 use crate::generate::clock::{self, SESSION_NS};
+use crate::generate::openmp;
 use crate::generate::rng::{streams, symmetric};
 use crate::generate::topology::{Pattern, Topology, placement};
 use crate::generate::{ClockTruth, Generated, GeneratorConfig, GroundTruth};
@@ -40,6 +41,13 @@ const IRECV: i32 = 7;
 const WAITALL: i32 = 8;
 const ALLREDUCE: i32 = 9;
 const BARRIER: i32 = 10;
+/// The first of the OpenMP regions (crate::generate::openmp::REGIONS) of a threaded trace.
+const OMP_FIRST: i32 = REGIONS.len() as i32;
+
+/// The communicator of rank `r`'s OpenMP thread team (after MPI_COMM_WORLD).
+fn team_of(r: usize) -> i32 {
+    r as i32 + 1
+}
 
 struct Sim<'a> {
     cfg: &'a GeneratorConfig,
@@ -62,6 +70,10 @@ struct Sim<'a> {
     /// When each rank's last MPI_Waitall ended (the end of a step without its collective).
     exchanged: Vec<i64>,
     recv_request: Vec<i64>,
+    /// OpenMP threads per rank (1: none); `bufs` holds a buffer per thread, rank by rank.
+    threads: usize,
+    /// Each rank's lock acquisitions so far (OpenMP's acquisition order).
+    lock_order: Vec<i64>,
     messages: u64,
     inter_messages: u64,
     iteration: u64,
@@ -71,7 +83,7 @@ impl Sim<'_> {
     fn push(&mut self, r: usize, ts: i64, kind: EventKind, f: impl FnOnce(&mut Event)) {
         let mut e = Event::new(r as i32, 0, clock::local(&self.clocks[r], ts), kind);
         f(&mut e);
-        self.bufs[r].push(e);
+        self.bufs[r * self.threads].push(e);
     }
 
     fn call(&mut self, r: usize, region: i32, start: i64, end: i64) {
@@ -121,6 +133,28 @@ impl Sim<'_> {
         };
         let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * slow * scale * noise).round() as i64;
         let t = self.t[r];
+        if self.threads > 1 {
+            let (clock, threads) = (self.clocks[r], self.threads);
+            let regions = openmp::Regions {
+                parallel: OMP_FIRST,
+                barrier: OMP_FIRST + 1,
+                critical: OMP_FIRST + 2,
+                block: OMP_FIRST + 3,
+                compute: COMPUTE,
+            };
+            let bufs = &mut self.bufs[r * threads..(r + 1) * threads];
+            let mut push = |thread: u32, ts: i64, kind: EventKind, f: &dyn Fn(&mut Event)| {
+                let mut e = Event::new(r as i32, thread as i32, clock::local(&clock, ts), kind);
+                f(&mut e);
+                bufs[thread as usize].push(e);
+            };
+            let seeds = (self.cfg.seed, self.iteration);
+            let instrumented = !self.cfg.uninstrumented_compute;
+            let order = &mut self.lock_order[r];
+            let team = team_of(r);
+            self.t[r] = openmp::step(r, threads as u32, team, t, dur, instrumented, regions, seeds, order, &mut push);
+            return;
+        }
         if !self.cfg.uninstrumented_compute {
             self.call(r, COMPUTE, t, t + dur);
         }
@@ -357,10 +391,13 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         total += *m as usize;
     }
     let compute_factor = (0..cfg.ranks).map(|r| if imbalanced(r) { factor } else { 1.0 }).collect();
+    let threads = cfg.threads.max(1) as usize;
     let mut per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6);
     if let Some(f) = &flush {
         per_rank_events = per_rank_events.min(f.events / n.max(1) + 64 + 8 * total.div_ceil(n.max(1)));
     }
+    // A worker thread records 14 events a step.
+    let per_worker_events = if threads > 1 { per_rank_events.min(16 * cfg.iterations as usize + 16) } else { 0 };
     let mut handed = 0usize;
     let mut sim = Sim {
         cfg,
@@ -370,7 +407,9 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         mult,
         first_msg,
         compute_factor,
-        bufs: (0..n).map(|_| RawEvents::with_capacity(per_rank_events)).collect(),
+        bufs: (0..n * threads)
+            .map(|i| RawEvents::with_capacity(if i % threads == 0 { per_rank_events } else { per_worker_events }))
+            .collect(),
         t: vec![0; n],
         next_request: vec![0; n],
         send_ts: vec![0; total],
@@ -378,6 +417,8 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         arrival: vec![0; total],
         exchanged: vec![0; n],
         recv_request: vec![0; total],
+        threads,
+        lock_order: vec![0; n],
         messages: 0,
         inter_messages: 0,
         iteration: 0,
@@ -495,18 +536,29 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
             application: None,
         })
         .collect();
+    let threads = cfg.threads.max(1) as i32;
     let locations = (0..cfg.ranks)
-        .map(|r| LocationInfo {
-            location_id: i64::from(r),
-            rank: r,
-            thread: 0,
-            kind: "cpu".into(),
-            name: format!("rank {r}"),
-            node: None,
+        .flat_map(|r| {
+            (0..threads).map(move |t| LocationInfo {
+                location_id: i64::from(r) * i64::from(threads) + i64::from(t),
+                rank: r,
+                thread: t,
+                kind: "cpu".into(),
+                name: if threads == 1 {
+                    format!("rank {r}")
+                } else if t == 0 {
+                    format!("rank {r} master thread")
+                } else {
+                    format!("rank {r} OMP thread {t}")
+                },
+                node: None,
+            })
         })
         .collect();
+    let openmp = if threads > 1 { &openmp::REGIONS[..] } else { &[] };
     let regions = REGIONS
         .iter()
+        .chain(openmp)
         .enumerate()
         .map(|(i, (name, paradigm, role))| RegionInfo {
             region_id: i as i64,
@@ -531,12 +583,19 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
         ranks,
         locations,
         regions,
-        communicators: vec![CommInfo {
+        communicators: std::iter::once(CommInfo {
             comm: 0,
             name: "MPI_COMM_WORLD".into(),
             members: (0..cfg.ranks).collect(),
             per_rank: false,
-        }],
+        })
+        .chain((0..cfg.ranks).filter(|_| threads > 1).map(|r| CommInfo {
+            comm: team_of(r as usize),
+            name: format!("OpenMP team of rank {r}"),
+            members: vec![r; threads as usize],
+            per_rank: false,
+        }))
+        .collect(),
         ..RawTrace::default()
     }
 }
@@ -562,6 +621,40 @@ mod tests {
             assert_eq!(trace.row_count("events").unwrap() as u64, truth.events);
             assert_eq!(trace.row_count("collectives").unwrap() as u64, 9 * truth.collectives_per_rank);
         }
+    }
+
+    #[test]
+    fn threads_record_a_parallel_region_per_step_on_every_thread() {
+        for pattern in [Pattern::Stencil2d, Pattern::MasterWorker] {
+            let cfg = GeneratorConfig { ranks: 4, iterations: 6, threads: 3, pattern, ..GeneratorConfig::default() };
+            let g = generate(&cfg).unwrap();
+            assert_eq!(g.trace.locations.len(), 12);
+            assert_eq!(g.trace.communicators.len(), 5, "the world and a team per rank");
+            let events = &g.trace.events;
+            assert_eq!(events.len() as u64, g.truth.events);
+            let count = |kind: EventKind, thread: i32| {
+                events
+                    .parts
+                    .iter()
+                    .map(|p| (0..p.len()).filter(|&i| p.kind[i] == kind as u8 && p.thread[i] == thread).count())
+                    .sum::<usize>()
+            };
+            // A fork and join per step (and per master-worker compute) on the master, a team
+            // begin, a lock taken and an implicit barrier on every thread.
+            let steps = count(EventKind::ThreadFork, 0);
+            assert!(steps >= 24, "{pattern:?}: {steps}");
+            assert_eq!(count(EventKind::ThreadJoin, 0), steps);
+            for t in 0..3 {
+                assert_eq!(count(EventKind::ThreadTeamBegin, t), steps, "{pattern:?} thread {t}");
+                assert_eq!(count(EventKind::ThreadAcquireLock, t), steps);
+                assert_eq!(count(EventKind::ThreadReleaseLock, t), steps);
+            }
+            let trace = g.trace.build().unwrap();
+            assert!(trace.warnings().unwrap().is_empty(), "{pattern:?}: {:?}", trace.warnings());
+            assert_eq!(trace.row_count("messages").unwrap() as u64, g.truth.messages);
+        }
+        let bad = GeneratorConfig { threads: 0, ..GeneratorConfig::default() };
+        assert!(generate(&bad).unwrap_err().to_string().contains("threads must be between 1 and 256, got 0"));
     }
 
     #[test]

@@ -59,6 +59,7 @@ fn config(args: &GenerateArgs) -> Result<GeneratorConfig> {
         start_wallclock_ns: generate::parse_start(&args.start)?,
         eager_limit: args.eager_limit,
         collective_every: args.collective_every,
+        threads: args.threads,
         ..GeneratorConfig::default()
     };
     if let Some(b) = &args.background_traffic {

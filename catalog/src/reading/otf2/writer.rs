@@ -51,6 +51,9 @@ impl std::fmt::Display for Version {
 const EVENT_CHUNK: usize = 1 << 20;
 const DEF_CHUNK: usize = 4 << 20;
 const UNDEFINED: u64 = u64::MAX;
+/// OTF2's paradigms of MPI and OpenMP.
+const MPI: u8 = 4;
+const OPENMP: u8 = 3;
 
 /// A chunked little-endian OTF2 buffer being written.
 struct Buffer {
@@ -154,33 +157,16 @@ impl Strings {
     }
 }
 
+/// OTF2's code of a paradigm as the reader names it (crate::reading::otf2::paradigm_name);
+/// 0 (unknown) for a name it does not give.
 fn paradigm_code(name: &str) -> u8 {
-    match name {
-        "user" => 1,
-        "compiler" => 2,
-        "openmp" => 3,
-        "mpi" => 4,
-        "cuda" => 5,
-        "measurement_system" => 6,
-        "pthread" => 7,
-        _ => 0,
-    }
+    (0..=u8::MAX).find(|&p| super::paradigm_name(p) == name).unwrap_or(0)
 }
 
+/// OTF2's code of a region role as the reader names it (crate::reading::otf2::role_name); 0
+/// (unknown) for none or a name it does not give.
 fn role_code(name: Option<&str>) -> u8 {
-    match name {
-        Some("function") => 1,
-        Some("wrapper") => 2,
-        Some("loop") => 3,
-        Some("code") => 4,
-        Some("barrier") => 15,
-        Some("coll_one2all") => 23,
-        Some("coll_all2one") => 24,
-        Some("coll_all2all") => 25,
-        Some("coll_other") => 26,
-        Some("point2point") => 28,
-        _ => 0,
-    }
+    name.and_then(|n| (0..=u8::MAX).find(|&r| super::role_name(r) == Some(n))).unwrap_or(0)
 }
 
 fn write_file(path: &Path, data: &[u8]) -> Result<()> {
@@ -279,6 +265,11 @@ pub struct EventFiles {
     /// One per entry of `location_of`, in its order.
     encoders: Vec<Encoder>,
     version: Version,
+    /// The members of every OpenMP thread team, from the team begins appended: its
+    /// communicator is written over OpenMP's locations, as Score-P writes a team.
+    teams: BTreeMap<i32, std::collections::BTreeSet<(i32, i32)>>,
+    /// The communicators MPI records name: never written as a team.
+    mpi_comms: std::collections::BTreeSet<i32>,
 }
 
 impl std::fmt::Debug for EventFiles {
@@ -335,6 +326,8 @@ impl EventFiles {
             comm_rank,
             encoders,
             version: Version::CURRENT,
+            teams: BTreeMap::new(),
+            mpi_comms: std::collections::BTreeSet::new(),
         })
     }
 
@@ -347,6 +340,18 @@ impl EventFiles {
     /// appended before for it).
     pub fn append(&mut self, parts: &[RawEvents]) -> Result<()> {
         let position: HashMap<(i32, i32), usize> = self.location_of.keys().enumerate().map(|(i, k)| (*k, i)).collect();
+        for part in parts {
+            for (i, kind) in part.kind.iter().enumerate() {
+                if part.comm[i] == NONE_I32 {
+                    continue;
+                }
+                if *kind == EventKind::ThreadTeamBegin as u8 {
+                    self.teams.entry(part.comm[i]).or_default().insert((part.rank[i], part.thread[i]));
+                } else if *kind < EventKind::ThreadFork as u8 {
+                    self.mpi_comms.insert(part.comm[i]);
+                }
+            }
+        }
         let mut work: Vec<Vec<(usize, crate::events::Stream)>> = vec![Vec::new(); self.encoders.len()];
         let mut earliest = i64::MAX;
         for (p, part) in parts.iter().enumerate() {
@@ -465,6 +470,7 @@ impl EventFiles {
             .collect();
         let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
         let locations_group_name = strings.id("MPI_COMM_WORLD locations");
+        let openmp_group_name = strings.id("OpenMP locations");
         for (i, s) in strings.list.iter().enumerate() {
             u32c(i as u32, &mut g.record);
             g.record.extend_from_slice(s.as_bytes());
@@ -533,7 +539,7 @@ impl EventFiles {
             ranks_sorted.iter().filter_map(|r| location_of.get(&(*r, 0)).copied()).collect();
         let index_of_rank: HashMap<i32, u64> = ranks_sorted.iter().enumerate().map(|(i, r)| (*r, i as u64)).collect();
         let before_1_2 = self.version < Version(1, 2);
-        let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, members: &[u64]| {
+        let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, paradigm: u8, members: &[u64]| {
             u32c(id, &mut g.record);
             u32c(name, &mut g.record);
             g.record.push(if before_1_2 { super::older::group_type_of_mpi(kind) } else { 0 });
@@ -543,21 +549,41 @@ impl EventFiles {
             }
             if !before_1_2 {
                 g.record.push(kind);
-                g.record.push(4);
+                g.record.push(paradigm);
                 u32c(0, &mut g.record);
             }
             emit(g, 18);
         };
-        write_group(&mut g, 0, locations_group_name, 4, &world_locations);
+        write_group(&mut g, 0, locations_group_name, defs::GROUP_COMM_LOCATIONS, MPI, &world_locations);
+        // OpenMP's locations (every member of a team), and each team over them (OTF2 1.2 on;
+        // before, thread records name no team).
+        let mpi_comms = self.mpi_comms;
+        let mut teams = if before_1_2 { BTreeMap::new() } else { self.teams };
+        teams.retain(|comm, _| !mpi_comms.contains(comm));
+        let openmp: Vec<(i32, i32)> =
+            teams.values().flatten().copied().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        // Group ids: 0 the MPI locations, 1 OpenMP's when there are teams, then one per
+        // communicator (a team's group refers to OpenMP's, which must come before it).
+        let first = if openmp.is_empty() { 1 } else { 2 };
+        if !openmp.is_empty() {
+            let locations: Vec<u64> = openmp.iter().filter_map(|k| location_of.get(k).copied()).collect();
+            write_group(&mut g, 1, openmp_group_name, defs::GROUP_COMM_LOCATIONS, OPENMP, &locations);
+        }
         for (i, c) in trace.communicators.iter().enumerate() {
+            if let Some(team) = teams.get(&c.comm) {
+                let members: Vec<u64> =
+                    team.iter().filter_map(|k| openmp.binary_search(k).ok().map(|x| x as u64)).collect();
+                write_group(&mut g, i as u32 + first, comm_names[i], defs::GROUP_COMM_GROUP, OPENMP, &members);
+                continue;
+            }
             let members: Vec<u64> = c.members.iter().filter_map(|r| index_of_rank.get(r).copied()).collect();
             let kind = if c.per_rank { defs::GROUP_COMM_SELF } else { defs::GROUP_COMM_GROUP };
-            write_group(&mut g, i as u32 + 1, comm_names[i], kind, &members);
+            write_group(&mut g, i as u32 + first, comm_names[i], kind, MPI, &members);
         }
         for (i, c) in trace.communicators.iter().enumerate() {
             u32c(c.comm.max(0) as u32, &mut g.record);
             u32c(comm_names[i], &mut g.record);
-            u32c(i as u32 + 1, &mut g.record);
+            u32c(i as u32 + first, &mut g.record);
             u32c(u32::MAX, &mut g.record);
             u32c(0, &mut g.record);
             emit(&mut g, 22);
