@@ -75,13 +75,14 @@ fn construct(paradigm: &str, role: Option<&str>) -> Option<Construct> {
     })
 }
 
-/// A lock acquisition.
+/// A lock's acquisition or release (24 bytes: a large run holds millions).
 #[derive(Debug, Clone, Copy)]
-struct Acquire {
-    thread: i64,
+struct LockRecord {
     ts: i64,
-    lock: i64,
-    order: i64,
+    lock: u32,
+    order: u32,
+    thread: u32,
+    release: bool,
 }
 
 /// One rank's thread records.
@@ -89,10 +90,13 @@ struct Acquire {
 struct RankRecords {
     forks: Vec<(i64, i64)>,
     joins: Vec<i64>,
-    acquires: Vec<Acquire>,
-    /// Release time and thread by (lock, acquisition order).
-    releases: HashMap<(i64, i64), (i64, i64)>,
+    /// Acquisitions and releases, in the order they came (sorted by lock and order when used),
+    /// in blocks of LOCK_BLOCK: a run's millions are held without a vector's doubling.
+    locks: Vec<Vec<LockRecord>>,
 }
+
+/// Lock records per block.
+const LOCK_BLOCK: usize = 4096;
 
 /// The thread records (forks, joins, lock acquisitions and releases) and the OpenMP and
 /// Pthreads regions, folded before the calls come.
@@ -131,19 +135,28 @@ impl ThreadRecords {
             }
             let r = self.ranks.entry(rank.value(i)).or_default();
             let (t, at) = (if thread.is_valid(i) { thread.value(i) } else { 0 }, ts.value(i));
-            let lock = (request.is_valid(i).then(|| request.value(i)), tag.is_valid(i).then(|| tag.value(i)));
+            // OTF2 records a lock's id and acquisition order as 32-bit numbers.
+            let as_u32 = |v: Option<i64>| v.and_then(|v| u32::try_from(v).ok());
+            let lock =
+                (as_u32(request.is_valid(i).then(|| request.value(i))), as_u32(tag.is_valid(i).then(|| tag.value(i))));
+            let thread = u32::try_from(t).unwrap_or(u32::MAX);
             match (kind.value(i), lock) {
                 ("thread_fork", _) => r.forks.push((at, t)),
                 ("thread_join", _) => r.joins.push(at),
-                ("thread_acquire_lock", (Some(lock), Some(order))) => {
-                    r.acquires.push(Acquire { thread: t, ts: at, lock, order })
-                }
-                ("thread_release_lock", (Some(lock), Some(order))) => {
-                    r.releases.insert((lock, order), (at, t));
+                (k @ ("thread_acquire_lock" | "thread_release_lock"), (Some(lock), Some(order))) => {
+                    let release = k == "thread_release_lock";
+                    if r.locks.last().is_none_or(|b| b.len() == LOCK_BLOCK) {
+                        r.locks.push(Vec::with_capacity(LOCK_BLOCK));
+                        self.bytes += LOCK_BLOCK * std::mem::size_of::<LockRecord>();
+                    }
+                    if let Some(block) = r.locks.last_mut() {
+                        block.push(LockRecord { ts: at, lock, order, thread, release });
+                    }
+                    continue;
                 }
                 _ => continue,
             }
-            self.bytes += 40;
+            self.bytes += 24;
         }
         Ok(())
     }
@@ -225,15 +238,25 @@ pub(crate) fn rank_threads(
     out
 }
 
+/// What each region of a chunk's names is to the threads' waits, by name id.
+pub(crate) struct Constructs(Vec<Option<Construct>>);
+
+impl ThreadRecords {
+    /// The constructs of `names`' regions, looked up once per chunk of calls.
+    pub fn constructs(&self, names: &Names) -> Constructs {
+        Constructs(names.names.iter().map(|n| self.constructs.get(n).copied()).collect())
+    }
+}
+
 /// The waits of one rank's threads.
 pub(crate) fn rank_waits(
     rank: i64,
     threads: &[ThreadCalls],
     records: &ThreadRecords,
-    names: &Names,
+    constructs: &Constructs,
 ) -> Vec<ThreadWait> {
     let Some(r) = records.ranks.get(&rank) else { return Vec::new() };
-    let what = |c: &Call| records.constructs.get(&names.names[c.region as usize]).copied();
+    let what = |c: &Call| constructs.0.get(c.region as usize).copied().flatten();
     let mut forks = r.forks.clone();
     forks.sort_unstable();
     let mut joins = r.joins.clone();
@@ -355,9 +378,15 @@ fn lock_waits(
     what: &impl Fn(&Call) -> Option<Construct>,
     out: &mut impl FnMut(ThreadWait),
 ) {
-    for a in &r.acquires {
-        let Some(&(released, holder)) = r.releases.get(&(a.lock, a.order - 1)) else { continue };
-        let Some(th) = threads.iter().find(|t| t.thread == a.thread) else { continue };
+    let mut locks: Vec<LockRecord> = r.locks.iter().flatten().copied().collect();
+    locks.sort_unstable_by_key(|l| (l.lock, l.order, l.release));
+    let released = |lock: u32, order: u32| {
+        let k = locks.partition_point(|l| (l.lock, l.order, l.release) < (lock, order, true));
+        locks.get(k).filter(|l| l.lock == lock && l.order == order && l.release).map(|l| (l.ts, i64::from(l.thread)))
+    };
+    for a in locks.iter().filter(|l| !l.release && l.order > 0) {
+        let Some((released, holder)) = released(a.lock, a.order - 1) else { continue };
+        let Some(th) = threads.iter().find(|t| t.thread == i64::from(a.thread)) else { continue };
         // The innermost call open at the acquisition; when it starts with the acquisition and
         // a critical section encloses it, the section (its structured block begins at once).
         let before = th.calls.partition_point(|c| c.start <= a.ts);
@@ -383,7 +412,7 @@ fn lock_waits(
         };
         out(ThreadWait {
             rank: 0,
-            thread: a.thread,
+            thread: i64::from(a.thread),
             pattern,
             wait_ns: ns,
             ts: c.start,

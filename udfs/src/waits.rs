@@ -651,8 +651,9 @@ impl Mapper for WaitPaths {
         self.next += these.len();
         let mut thread_waits = Vec::new();
         if !self.threads.is_empty() {
+            let constructs = self.threads.constructs(&names);
             for (&rank, threads) in &ranks {
-                thread_waits.extend(rank_waits(rank, threads, &self.threads, &names));
+                thread_waits.extend(rank_waits(rank, threads, &self.threads, &constructs));
             }
         }
         let name = |p: u32| crate::stretches::path_name(&paths, p);

@@ -392,12 +392,15 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
     }
     let compute_factor = (0..cfg.ranks).map(|r| if imbalanced(r) { factor } else { 1.0 }).collect();
     let threads = cfg.threads.max(1) as usize;
-    let mut per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6);
-    if let Some(f) = &flush {
-        per_rank_events = per_rank_events.min(f.events / n.max(1) + 64 + 8 * total.div_ceil(n.max(1)));
-    }
+    let mut per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6 + 16 * threads);
     // A worker thread records 14 events a step.
-    let per_worker_events = if threads > 1 { per_rank_events.min(16 * cfg.iterations as usize + 16) } else { 0 };
+    let mut per_worker_events = if threads > 1 { 16 * cfg.iterations as usize + 16 } else { 0 };
+    if let Some(f) = &flush {
+        // The events held between hand-overs, shared by every location's buffer.
+        let share = f.events / (n * threads).max(1);
+        per_rank_events = per_rank_events.min(share + 64 + 8 * total.div_ceil(n.max(1)) + 16 * threads);
+        per_worker_events = per_worker_events.min(share + 16);
+    }
     let mut handed = 0usize;
     let mut sim = Sim {
         cfg,

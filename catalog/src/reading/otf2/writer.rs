@@ -49,6 +49,19 @@ impl std::fmt::Display for Version {
 }
 
 const EVENT_CHUNK: usize = 1 << 20;
+/// The smallest event chunk: archives of many locations use smaller chunks than EVENT_CHUNK.
+const SMALLEST_EVENT_CHUNK: usize = 64 << 10;
+/// What the locations' chunks being filled may hold together.
+const EVENT_CHUNKS_HELD: usize = 256 << 20;
+
+/// The event chunk size of an archive of `locations` locations: 1 MiB (as Score-P's default)
+/// up to 256 locations, then smaller, a power of two down to 64 KiB, so that the chunks held
+/// while writing (one per location, written when full) stay within 256 MiB up to 4,096
+/// locations (a location's events are held until a chunk of them is full).
+fn event_chunk(locations: usize) -> usize {
+    let fit = (EVENT_CHUNKS_HELD / locations.max(1)).clamp(SMALLEST_EVENT_CHUNK, EVENT_CHUNK);
+    1 << (usize::BITS - 1 - fit.leading_zeros())
+}
 const DEF_CHUNK: usize = 4 << 20;
 const UNDEFINED: u64 = u64::MAX;
 /// OTF2's paradigms of MPI and OpenMP.
@@ -243,7 +256,8 @@ impl Encoder {
 
     /// Close the last chunk and write it.
     fn finish(&mut self) -> Result<()> {
-        let b = std::mem::replace(&mut self.b, Buffer::new(EVENT_CHUNK));
+        let chunk = self.b.chunk_size;
+        let b = std::mem::replace(&mut self.b, Buffer::new(chunk));
         self.b.out = b.finish();
         self.b.chunk_start = 0;
         self.write(self.b.out.len())
@@ -308,10 +322,11 @@ impl EventFiles {
                 (c.comm, ranks)
             })
             .collect();
+        let chunk = event_chunk(location_of.len());
         let encoders = location_of
             .values()
             .map(|loc| Encoder {
-                b: Buffer::new(EVENT_CHUNK),
+                b: Buffer::new(chunk),
                 last_time: None,
                 written: 0,
                 path: traces.join(format!("{loc}.evt")),
@@ -590,17 +605,29 @@ impl EventFiles {
         }
         write_file(&dir.join("traces.def"), &g.finish())?;
         let anchor = dir.join("traces.otf2");
-        write_anchor(&anchor, location_of.len() as u64, defs_written, trace.meta.creator.as_deref(), self.version)
+        let chunk = event_chunk(location_of.len());
+        let anchor_of = Anchor { locations: location_of.len() as u64, definitions: defs_written, chunk };
+        write_anchor(&anchor, &anchor_of, trace.meta.creator.as_deref(), self.version)
     }
 }
 
-fn write_anchor(path: &Path, locations: u64, definitions: u64, creator: Option<&str>, version: Version) -> Result<()> {
+/// What the anchor file says of the archive.
+#[derive(Debug, Clone, Copy)]
+struct Anchor {
+    locations: u64,
+    definitions: u64,
+    /// The event chunk size.
+    chunk: usize,
+}
+
+fn write_anchor(path: &Path, archive: &Anchor, creator: Option<&str>, version: Version) -> Result<()> {
+    let Anchor { locations, definitions, chunk } = *archive;
     let mut a = vec![0x03, 0x42];
     a.extend_from_slice(b"OTF2\0");
     // Anchor format 1 has no properties and no trace id.
     let anchor_format = if version < Version(1, 2) { 1 } else { 3 };
     a.extend_from_slice(&[anchor_format, 2, version.0, version.1, 0]);
-    a.extend_from_slice(&(EVENT_CHUNK as u64).to_le_bytes());
+    a.extend_from_slice(&(chunk as u64).to_le_bytes());
     a.extend_from_slice(&(DEF_CHUNK as u64).to_le_bytes());
     a.extend_from_slice(&[1, 1]);
     a.extend_from_slice(&locations.to_le_bytes());
@@ -779,4 +806,23 @@ fn encode_events(
         *written += 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archives_of_many_locations_write_smaller_chunks() {
+        assert_eq!(event_chunk(1), 1 << 20);
+        assert_eq!(event_chunk(256), 1 << 20);
+        assert_eq!(event_chunk(257), 512 << 10);
+        assert_eq!(event_chunk(1024), 256 << 10);
+        assert_eq!(event_chunk(3000), 64 << 10);
+        assert_eq!(event_chunk(8192), 64 << 10);
+        for n in [1, 100, 300, 1000, 5000, 1 << 20] {
+            let c = event_chunk(n);
+            assert!(c.is_power_of_two() && (SMALLEST_EVENT_CHUNK..=EVENT_CHUNK).contains(&c), "{n}: {c}");
+        }
+    }
 }
