@@ -4,7 +4,7 @@
 --          receiver, wait at collective) and name who is late, the usual first step before
 --          blaming the network.
 -- Inputs:  the default trace (`commdb TRACE -f queries/wait_report.sql`).
--- Output:  1. per pattern: pattern, waits, total, time_pct (of all ranks' run time), longest;
+-- Output:  1. per pattern: pattern, waits, total, time_pct (of the run time of every rank's CPU threads), longest;
 --          2. the 10 ranks others wait for most: partner, waits, total, patterns;
 --          3. the 10 longest waits: rank, pattern, wait, at (time into the run), msg_id,
 --             instance, partner.
@@ -15,7 +15,7 @@ SELECT
     pattern,
     count(*) AS waits,
     format_duration(sum(wait_ns)) AS total,
-    round(100 * sum(wait_ns) / CAST((SELECT greatest(ranks * duration_ns, 1) FROM trace_info) AS DOUBLE), 2) AS time_pct,
+    round(100 * sum(wait_ns) / CAST((SELECT greatest((SELECT count(*) FROM locations WHERE kind = 'cpu') * duration_ns, 1) FROM trace_info) AS DOUBLE), 2) AS time_pct,
     format_duration(max(wait_ns)) AS longest
 FROM wait_states()
 GROUP BY pattern

@@ -96,22 +96,7 @@ fn archive(source: &str, dir: &Path) -> Option<PathBuf> {
     }
     if let Some(rounds) = source.strip_prefix("shapes:") {
         let script = commdb_tests::project_root().join("tests/scalasca/make_shapes.py");
-        let out = std::process::Command::new("/usr/bin/python3").arg(&script).arg(dir).args(rounds.split(':')).output();
-        return match out {
-            Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
-            Ok(o) => {
-                let why = String::from_utf8_lossy(&o.stderr);
-                println!(
-                    "skip {source}: the reference Python writer failed (python3-otf2 not installed?): {}",
-                    why.lines().last().unwrap_or("")
-                );
-                None
-            }
-            Err(e) => {
-                println!("skip {source}: /usr/bin/python3 cannot run: {e}");
-                None
-            }
-        };
+        return python_archive(source, &script, dir, rounds.split(':'));
     }
     let path = source.strip_prefix("shared:").unwrap_or_else(|| panic!("unknown source {source}"));
     match commdb_tests::shared_data() {
@@ -404,7 +389,13 @@ fn hybrid_archive(source: &str, dir: &Path) -> Option<PathBuf> {
     let spec = source.strip_prefix("script:").unwrap_or_else(|| panic!("unknown source {source}"));
     let mut parts = spec.split(':');
     let script = commdb_tests::project_root().join("tests/otf2").join(parts.next().unwrap());
-    let out = std::process::Command::new("/usr/bin/python3").arg(&script).arg(dir).args(parts).output();
+    python_archive(source, &script, dir, parts)
+}
+
+/// The archive the reference Python writer's `script` writes into `dir` with `args`; None with
+/// a printed reason when it cannot (python3-otf2 not installed).
+fn python_archive<'a>(source: &str, script: &Path, dir: &Path, args: impl Iterator<Item = &'a str>) -> Option<PathBuf> {
+    let out = std::process::Command::new("/usr/bin/python3").arg(script).arg(dir).args(args).output();
     match out {
         Ok(o) if o.status.success() => Some(dir.join("traces.otf2")),
         Ok(o) => {

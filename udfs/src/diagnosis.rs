@@ -24,7 +24,8 @@
 //! messages alike and is a cause of its time window (`attribution`), not of a rank.
 //! "Typical" is the median over the ranks of the relation, so no rule depends on the number of
 //! ranks. The rules are commdb's (PCLVis attributes per time window, not per rank);
-//! docs/departures.md says so. The function is a view: a query over `message_latency`,
+//! docs/departures.md says so. Waits are the MPI ones between ranks (those with a message or a
+//! communicator): a thread waiting for another of its rank causes no rank to wait. The function is a view: a query over `message_latency`,
 //! `wait_states` and `remap_suggestion`, planned when it is called and run with the query.
 //! DataFusion plans a common table expression again wherever it is named, so the query names
 //! each analysis once (twice `remap_suggestion`, for the two ends of a message): a message's two
@@ -132,7 +133,7 @@ per AS (
          sum(CASE WHEN first_side THEN inter_after END) AS after_sum,
          count(CASE WHEN first_side THEN inter_after END) AS after_n
   FROM sides WHERE rank IS NOT NULL GROUP BY rank),
-ws AS (SELECT rank, partner, wait_ns FROM wait_states({m}, {c})),
+ws AS (SELECT rank, partner, wait_ns FROM wait_states({m}, {c}) WHERE msg_id IS NOT NULL OR comm IS NOT NULL),
 wk AS (
   SELECT CASE WHEN x.side = 0 THEN ws.rank ELSE ws.partner END AS rank,
          sum(CASE WHEN x.side = 0 THEN wait_ns END) AS suffered,
