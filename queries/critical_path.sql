@@ -5,7 +5,8 @@
 --          waits with the rank each waited for.
 -- Inputs:  the default trace (`commdb TRACE -f queries/critical_path.sql`).
 -- Output:  1. per region on the path: path time, share of the run (%), mean exclusive time per
---             rank, imbalance (path time beyond that mean);
+--             location (a rank's thread; per rank in an MPI-only run), imbalance (path time
+--             beyond that mean);
 --          2. the 10 ranks with most time on the path: rank, path time, share (%), regions;
 --          3. the 10 longest waits: rank, pattern, wait, at (time into the run), the rank
 --             waited for, and whether that rank is on the critical path;
@@ -18,7 +19,7 @@ SELECT
     region,
     format_duration(path_ns) AS path,
     round(path_share * 100, 2) AS path_pct,
-    format_duration(mean_ns) AS mean_per_rank,
+    format_duration(mean_ns) AS mean_per_location,
     format_duration(imbalance_ns) AS imbalance
 FROM critical_path_profile()
 WHERE rank IS NULL

@@ -93,7 +93,7 @@ while read -r name ranks source; do
 done < "$out/traces.txt"
 # 4. The hybrid analyzer on MPI + OpenMP archives, OMP_NUM_THREADS at the archive's threads.
 hyb=$cache/install/bin/scout.hyb
-hybrid_metrics="mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait omp_fork omp_management omp_ebarrier_wait omp_ibarrier_wait omp_lock_contention_critical omp_lock_contention_api"
+hybrid_metrics="time mpi_latesender mpi_latereceiver mpi_wait_nxn mpi_barrier_wait omp_fork omp_management omp_ebarrier_wait omp_ibarrier_wait omp_lock_contention_critical omp_lock_contention_api critical_path delay_latesender delay_latesender_longterm delay_latereceiver delay_latereceiver_longterm delay_barrier delay_barrier_longterm delay_n2n delay_n2n_longterm delay_12n delay_12n_longterm delay_n21 delay_n21_longterm delay_ompbarrier delay_ompbarrier_longterm delay_ompidle delay_ompidle_longterm"
 while read -r name ranks threads source; do
     case "$name" in ''|'#'*) continue ;; esac
     dir=$work/hybrid_$name

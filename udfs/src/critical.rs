@@ -2,8 +2,8 @@
 //! Wolf, de Supinski, Schulz, Geimer, "Scalable critical-path based performance analysis",
 //! IPDPS 2012): the chain of activities that determines when the run ends.
 //!
-//! `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives')`
-//! walks backward from the end of the rank that finishes last. Each rank's time is cut into
+//! `critical_path([rel => 'calls'], messages => 'messages', collectives => 'collectives',
+//! events => 'events', regions => 'regions')` walks backward from the end of the rank that finishes last. Each rank's time is cut into
 //! stretches of its innermost region (the sweep of `call_tree` and `time_profile`). In a
 //! computation stretch the path stays on the rank. In an MPI call it stays on the rank unless
 //! the call waited for another rank (a wait state of `wait_states`: a late sender, a late
@@ -22,15 +22,22 @@
 //! and call path (crate::call_paths) are one segment; segments are numbered from the start of the run, and follow
 //! each other without gap from the first segment's start to the run's end.
 //!
-//! `critical_path_profile(...)` gives per call path and rank the time on the path, its share of
-//! the run, the call path's mean exclusive time per rank with waiting left out, and per call
-//! path (rank NULL) the critical-path imbalance: path time beyond that mean, the indicator of
+//! `critical_path_profile(...)` gives per call path, rank and thread the time on the path, its
+//! share of the run, the call path's mean exclusive time per location (a rank's thread) with
+//! waiting left out (MPI waits and OpenMP barrier waits), and per call path (rank NULL) the
+//! critical-path imbalance: path time beyond that mean, the indicator of
 //! the source (time a region holds the run up more than its average load explains). Scalasca
 //! defines it per call path as the path time minus the time without wait states, averaged over
 //! the locations; waiting inside MPI regions would otherwise hide their imbalance.
 //!
-//! Only thread 0 of each rank is walked (the MPI thread of an MPI-only run); calls of other
-//! threads are ignored.
+//! Every thread is walked. An MPI wait continues on the thread of the rank waited for whose
+//! MPI call was under way when the wait ended (thread 0 when none or it was). Between the
+//! threads of a rank the path moves as in Scalasca's hybrid analysis (crate::omp_handovers): at
+//! an OpenMP barrier to the thread that entered last, at the start of a parallel region to the
+//! master at the fork; the fork and join times are the parallel region's, and the time of a
+//! barrier after its last enter, the fork and the join are kind `omp`. The thread records come
+//! from `events` (forks and joins) and the OpenMP roles from `regions`, by default those of the
+//! trace the calls are in; without them a rank's threads are walked only where MPI leads.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -49,47 +56,73 @@ use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Main;
 use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::{StretchStore, Swept};
+use crate::stretch_store::{StretchStore, Swept, location, rank_thread};
 use crate::stretches::{Stretch, path_name, region_name};
+use crate::thread_waits::ThreadRecords;
 use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
-/// The parameters of the critical path and of the delay costs.
-pub const RUN_PARAMS: &[Param] = &[
+/// The parameters of the critical path, its profile and the delay costs: the calls, messages
+/// and collectives of a whole run, and the thread records and regions of its OpenMP parallel
+/// regions.
+pub const PATH_PARAMS: &[Param] = &[
     param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls of the run"),
     param("messages", Type::Relation, ParamDefault::Text("messages"), "the matched messages between the calls"),
     param("collectives", Type::Relation, ParamDefault::Text("collectives"), "the collective operations of the calls"),
+    param(
+        "events",
+        Type::Relation,
+        ParamDefault::Text("events"),
+        "the events whose thread forks and joins delimit the OpenMP parallel regions (by default the events beside rel)",
+    ),
+    param(
+        "regions",
+        Type::Relation,
+        ParamDefault::Text("regions"),
+        "the regions whose OpenMP roles (parallel, barrier) tell the parallel regions and barriers (by default the regions beside rel)",
+    ),
 ];
 
 pub const CRITICAL_PATH: Function = Function {
     name: "critical_path",
-    params: RUN_PARAMS,
+    params: PATH_PARAMS,
     output: Output::Columns(&[
         col("seq", int64, "position on the path, from 0 at the run's start").never_null(),
         col("rank", int64, "the rank the path is on").never_null(),
+        col("thread", int64, "the thread of the rank the path is on").never_null(),
         col("region", text, "the region it is in (NULL: time no region covers, the rank's own work)"),
         col("path", text, "the call path to the region, as call_tree gives it ('main/solve/MPI_Wait')"),
         col("start_ts", int64, "start of the stretch").never_null(),
         col("end_ts", int64, "end of the stretch").never_null(),
-        col("kind", text, "compute, mpi or transfer (a receive after its late sender started)").never_null(),
+        col(
+            "kind",
+            text,
+            "compute, mpi, transfer (a receive after its late sender started) or omp (an OpenMP fork, join, or barrier after its last thread came)",
+        )
+        .never_null(),
         col("duration", int64, "end_ts - start_ts").never_null(),
     ]),
-    description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end: a call that waited continues on the rank it waited for; kind compute, mpi or transfer (a receive after its late sender started)",
+    description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end over every thread: a call that waited continues on the rank it waited for, an OpenMP barrier on the thread that came last, a parallel region on the master at the fork; kind compute, mpi, transfer (a receive after its late sender started) or omp",
     make: Make::Table(critical_path),
 };
 
 pub const CRITICAL_PATH_PROFILE: Function = Function {
     name: "critical_path_profile",
-    params: RUN_PARAMS,
+    params: PATH_PARAMS,
     output: Output::Columns(&[
         col("region", text, "the call path's region (NULL: time no region covers, the rank's own work)"),
         col("path", text, "the call path, as call_tree gives it ('main/solve/MPI_Wait')"),
         col("rank", int64, "the rank (NULL: the call path over all ranks)"),
+        col("thread", int64, "the thread of the rank (NULL with rank)"),
         col("path_ns", int64, "time of the region on the critical path").never_null(),
         col("path_share", float64, "path_ns over the run's length").never_null(),
-        col("mean_ns", float64, "the call path's mean exclusive time per rank, waiting left out (rank NULL rows)"),
+        col(
+            "mean_ns",
+            float64,
+            "the call path's mean exclusive time per location (a rank's thread), waiting left out (rank NULL rows)",
+        ),
         col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
     ]),
-    description: "per call path and rank (rank NULL: the call path over all ranks) the time on the critical path and its share of the run; per call path its mean exclusive time per rank and the critical-path imbalance, path time beyond that mean (Scalasca)",
+    description: "per call path, rank and thread (rank NULL: the call path over all of them) the time on the critical path and its share of the run; per call path its mean exclusive time per location and the critical-path imbalance, path time beyond that mean (Scalasca)",
     make: Make::Table(critical_path_profile),
 };
 
@@ -97,6 +130,7 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Segment {
     pub rank: i64,
+    pub thread: i64,
     /// None: time no region covers.
     pub region: Option<String>,
     /// The call path to the region (None: time no region covers).
@@ -166,36 +200,50 @@ impl RunWaits {
     }
 }
 
-/// The critical path, in time order, walked over the stretches of `store` (every rank's,
-/// written) with the region names and call paths they were swept with.
+/// The critical path, in time order, walked over the stretches of `store` (every thread's,
+/// written under `location`; `threads` per rank, the master first) with the region names and
+/// call paths they were swept with.
 fn walk(
     store: &mut StretchStore,
     names: &[String],
     paths: &Paths,
     finalize: &Finalize,
     waits: &RunWaits,
+    threads: &BTreeMap<i64, Vec<i64>>,
 ) -> Result<Vec<Segment>> {
-    // From the end of the rank that finishes last (the lowest such rank).
-    let last = store.ends().max_by_key(|&(r, end)| (end, -r));
-    let Some((mut rank, mut t)) = last else { return Ok(Vec::new()) };
+    let master = |rank: i64| threads.get(&rank).and_then(|t| t.first()).copied().unwrap_or(0);
+    // From the end of the master of the rank that finishes last (the lowest such rank).
+    let last = store
+        .ends()
+        .map(|(key, end)| (rank_thread(key), end))
+        .filter(|&((rank, thread), _)| thread == master(rank))
+        .max_by_key(|&((rank, _), end)| (end, -rank));
+    let Some(((mut rank, mut thread), mut t)) = last else { return Ok(Vec::new()) };
     // MPI_Finalize synchronises every rank (Scalasca's path starts where the last rank enters
     // it): a rank in MPI_Finalize after the latest entry waited there for that rank.
     let finalize_region = names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
-    let latest_finalize = finalize.entered.iter().map(|(r, c)| (*r, *c)).max_by_key(|&(r, c)| (c, -r));
+    let latest_finalize = finalize.entered.iter().map(|(r, &(th, c))| (*r, th, c)).max_by_key(|&(r, _, c)| (c, -r));
     let mut backward: Vec<Segment> = Vec::new();
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let budget = store.len() * 4 + waits.count + 16;
-    let mut emit = |rank: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
+    let mut emit = |rank: i64, thread: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
         if end <= start {
             return;
         }
         let path = path_name(paths, s.path);
         match backward.last_mut() {
-            Some(seg) if seg.rank == rank && seg.kind == kind && seg.path.as_deref() == path && seg.start == end => {
+            Some(seg)
+                if seg.rank == rank
+                    && seg.thread == thread
+                    && seg.kind == kind
+                    && seg.path.as_deref() == path
+                    && seg.start == end =>
+            {
                 seg.start = start;
             }
             _ => backward.push(Segment {
                 rank,
+                thread,
                 region: region_name(names, s.region).map(str::to_string),
                 path: path.map(str::to_string),
                 start,
@@ -213,38 +261,54 @@ fn walk(
         if step % 65_536 == 0 {
             commdb_catalog::interrupt::check("critical_path")?;
         }
-        // The stretch holding the instant just before t.
-        let Some(s) = store.holding(rank, t)? else { break };
+        // The stretch holding the instant just before t; before a thread's first, its master's.
+        let Some(s) = store.holding(location(rank, thread), t)? else {
+            if thread == master(rank) {
+                break;
+            }
+            thread = master(rank);
+            continue;
+        };
+        // An OpenMP hand-over: the path goes on with another thread (or the same) at its start.
+        if let Some(hand) = s.hand {
+            emit(rank, thread, &s, s.from, t, "omp");
+            thread = i64::from(hand);
+            t = s.from;
+            continue;
+        }
         let Some(call_start) = s.call_start else {
-            emit(rank, &s, s.from, t, "compute");
+            emit(rank, thread, &s, s.from, t, "compute");
             t = s.from;
             continue;
         };
-        if let Some((last_rank, entered)) = latest_finalize
+        if let Some((last_rank, last_thread, entered)) = latest_finalize
             && Some(s.region) == finalize_region
             && rank != last_rank
             && s.from <= entered
             && entered < t
             && seen.insert((rank, entered))
         {
-            emit(rank, &s, entered, t, "mpi");
-            rank = last_rank;
-            t = entered;
+            emit(rank, thread, &s, entered, t, "mpi");
+            (rank, thread, t) = (last_rank, last_thread, entered);
             continue;
         }
         // The latest wait of this call that ended by t.
         let wait = waits.ends.get(&rank).and_then(|list| {
             let k = list.partition_point(|w| w.end <= t);
-            list[..k].iter().rev().find(|w| w.start >= call_start && w.end > call_start && store.contains(w.partner))
+            list[..k]
+                .iter()
+                .rev()
+                .find(|w| w.start >= call_start && w.end > call_start && threads.contains_key(&w.partner))
         });
         match wait {
             Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
-                emit(rank, &s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
+                emit(rank, thread, &s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
                 rank = w.partner;
+                thread = store.mpi_thread(&threads[&rank], rank, w.end)?;
                 t = w.end;
             }
             _ => {
-                emit(rank, &s, s.from, t, "mpi");
+                emit(rank, thread, &s, s.from, t, "mpi");
                 t = s.from;
             }
         }
@@ -253,36 +317,43 @@ fn walk(
     Ok(backward)
 }
 
-/// When each rank first entered MPI_Finalize.
+/// When each rank first entered MPI_Finalize, and on which thread.
 #[derive(Debug, Default)]
 struct Finalize {
-    entered: HashMap<i64, i64>,
+    entered: HashMap<i64, (i64, i64)>,
 }
 
 arguments! {
-    /// The arguments of the analyses of a whole run (RUN_PARAMS): its calls, messages and
-    /// collectives.
-    pub struct RunArgs[RUN_PARAMS] {
+    /// The arguments of the critical path and its profile (PATH_PARAMS).
+    struct PathArgs[PATH_PARAMS] {
         rel: Relation,
         messages: Relation,
         collectives: Relation,
+        events: Option<Relation>,
+        regions: Option<Relation>,
     }
 }
 
-/// The inputs the analyses of a whole run read: the calls (swept by rank), the messages and
-/// the collectives (folded into their waits).
-pub fn inputs(a: &Args) -> Result<Vec<Projected>> {
+/// The inputs of the critical path and its profile: the calls (swept by rank), the messages
+/// and the collectives (folded into their waits), and the thread records and OpenMP regions.
+pub(crate) fn path_inputs(a: &Args) -> Result<Vec<Projected>> {
     let function = a.function;
-    let RunArgs { rel: calls, messages, collectives } = RunArgs::read(a)?;
+    let PathArgs { rel: calls, messages, collectives, events, regions } = PathArgs::read(a)?;
     let ci = calls.columns(function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(function, &MESSAGE_COLUMNS)?;
     let oi = crate::waits::collective_columns(&collectives, function)?;
-    Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi))])
+    let events = crate::waits::beside(events, a.session, &calls, "events")?;
+    let regions = crate::waits::beside(regions, a.session, &calls, "regions")?;
+    // The forks and joins: the locks are no synchronisation the path or the delays follow.
+    let kinds = &crate::thread_waits::THREAD_KINDS[..2];
+    let (events, regions) = crate::waits::thread_inputs(a, function, events, regions, kinds)?;
+    Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), (events, None), (regions, None)])
 }
 
-/// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order.
+/// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order
+/// (MPI waits: only an MPI stretch holds any).
 fn not_waiting(s: &Stretch, waiting: Option<&Vec<(i64, i64)>>) -> i64 {
-    let Some(list) = waiting else { return s.to - s.from };
+    let Some(list) = waiting.filter(|_| s.call_start.is_some()) else { return s.to - s.from };
     let first = list.partition_point(|w| w.1 <= s.from);
     let waited: i64 = list[first..].iter().take_while(|w| w.0 < s.to).map(|w| w.1.min(s.to) - w.0.max(s.from)).sum();
     s.to - s.from - waited
@@ -295,10 +366,12 @@ enum Answer {
     Profile,
 }
 
-/// The sweep of the calls, once the messages and collectives are folded into their waits.
+/// The sweep of the calls, once the messages and collectives are folded into their waits and
+/// the thread records read.
 fn run_sweep(
     messages: MessageWaits,
     collectives: CollectiveWaits,
+    records: ThreadRecords,
     answer: Answer,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
@@ -312,22 +385,27 @@ fn run_sweep(
     Ok(Box::new(RunSweep {
         name,
         waits,
+        records,
         swept: Swept::new(name)?,
         finalize: Finalize::default(),
+        threads: BTreeMap::new(),
         totals: HashMap::new(),
         answer,
         schema,
     }))
 }
 
-/// Sweeps the calls a chunk of whole ranks at a time into the store of stretches (and the
-/// profile's totals), then walks the path when the calls end.
+/// Sweeps the calls a chunk of whole ranks at a time into the store of every thread's
+/// stretches (and the profile's totals), then walks the path when the calls end.
 struct RunSweep {
     name: &'static str,
     waits: RunWaits,
+    records: ThreadRecords,
     swept: Swept,
     finalize: Finalize,
-    /// Per call path, the time of every rank's stretches that is not waiting.
+    /// Each rank's threads, in order (the master first).
+    threads: BTreeMap<i64, Vec<i64>>,
+    /// Per call path, the time of every thread's stretches that is not waiting.
     totals: HashMap<u32, i64>,
     answer: Answer,
     schema: SchemaRef,
@@ -340,18 +418,29 @@ impl Mapper for RunSweep {
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let profile = self.answer == Answer::Profile;
-        let (finalize, totals, waits) = (&mut self.finalize, &mut self.totals, &self.waits);
-        self.swept.sweep(self.name, batches, |rank, list, names| {
+        let (finalize, totals, waits, threads) = (&mut self.finalize, &mut self.totals, &self.waits, &mut self.threads);
+        self.swept.sweep_threads(self.name, batches, &self.records, |rank, list, omp, names| {
             let f = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
-            if let Some(f) = f
-                && let Some(s) = list.iter().find(|s| s.region == f)
-            {
-                finalize.entered.insert(rank, s.from);
+            for th in list {
+                threads.entry(rank).or_default().push(th.thread);
+                if let Some(f) = f
+                    && let Some(s) = th.stretches.iter().find(|s| s.region == f)
+                    && finalize.entered.get(&rank).is_none_or(|e| s.from < e.1)
+                {
+                    finalize.entered.insert(rank, (th.thread, s.from));
+                }
+                if profile {
+                    let waiting = waits.waiting.get(&rank);
+                    for s in &th.stretches {
+                        *totals.entry(s.path).or_default() += not_waiting(s, waiting);
+                    }
+                }
             }
+            // Waiting at OpenMP barriers is left out of the mean too (Scalasca's wait map holds
+            // every synchronisation point's waiting).
             if profile {
-                let waiting = waits.waiting.get(&rank);
-                for s in list {
-                    *totals.entry(s.path).or_default() += not_waiting(s, waiting);
+                for w in omp.iter().filter(|w| w.barrier) {
+                    *totals.entry(w.path).or_default() -= w.end - w.start;
                 }
             }
         })?;
@@ -359,39 +448,42 @@ impl Mapper for RunSweep {
     }
 
     fn held_bytes(&self) -> usize {
-        self.swept.held_bytes() + 64 * self.totals.len()
+        self.swept.held_bytes() + 64 * self.totals.len() + self.records.held_bytes() + 16 * self.threads.len()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.swept.finish()?;
         let Swept { store, names, paths } = &mut self.swept;
         if self.answer == Answer::Profile {
-            let ranks: Vec<i64> = store.ranks().collect();
-            for rank in ranks {
-                if let Some(pad) = store.padding_of(rank) {
+            for (&rank, list) in &self.threads {
+                if let Some(pad) = list.first().and_then(|&master| store.padding_of(location(rank, master))) {
                     *self.totals.entry(pad.path).or_default() += not_waiting(&pad, self.waits.waiting.get(&rank));
                 }
             }
         }
-        let path = walk(store, &names.names, paths, &self.finalize, &self.waits)?;
+        let path = walk(store, &names.names, paths, &self.finalize, &self.waits, &self.threads)?;
         let batch = match self.answer {
             Answer::Path => path_batch(&path, &self.schema)?,
             Answer::Profile => {
                 let totals: HashMap<Option<&str>, i64> =
                     self.totals.iter().map(|(p, t)| (path_name(paths, *p), *t)).collect();
-                profile_batch(&path, &totals, store.ranks().count(), &self.schema)?
+                let locations = self.threads.values().map(Vec::len).sum();
+                profile_batch(&path, &totals, locations, &self.schema)?
             }
         };
         Ok(vec![batch])
     }
 }
 
-/// The analysis reading `inputs` (calls, messages, collectives) and giving `answer`.
+/// The analysis reading `inputs` (calls, messages, collectives, thread events, regions) and
+/// giving `answer`.
 fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> Derived {
     let out = schema.clone();
     let start: StartFold = Arc::new(move || {
         let schema = out.clone();
-        FoldWaits::boxed(move |messages, collectives, _| run_sweep(messages, collectives, answer, schema))
+        FoldWaits::boxed(move |messages, collectives, records| {
+            run_sweep(messages, collectives, records, answer, schema)
+        })
     });
     Derived::folded(schema, inputs, Main::ByRank(0), start)
 }
@@ -402,6 +494,7 @@ fn path_batch(path: &[Segment], schema: &SchemaRef) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from_iter_values(0..path.len() as i64)),
         int(&|s| s.rank),
+        int(&|s| s.thread),
         Arc::new(StringArray::from(path.iter().map(|s| s.region.as_deref()).collect::<Vec<_>>())),
         Arc::new(StringArray::from(path.iter().map(|s| s.path.as_deref()).collect::<Vec<_>>())),
         int(&|s| s.start),
@@ -413,47 +506,52 @@ fn path_batch(path: &[Segment], schema: &SchemaRef) -> Result<RecordBatch> {
 }
 
 fn critical_path(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(run_analysis(a.schema(), inputs(a)?, Answer::Path)))
+    Ok(Arc::new(run_analysis(a.schema(), path_inputs(a)?, Answer::Path)))
 }
 
 /// A call path's time on the critical path and its region.
 type OnPath<'a> = (i64, Option<&'a str>);
 
-/// One row of the profile: call path, rank (None: all ranks), time on the path, region.
-type ProfileRow<'a> = (Option<&'a str>, Option<i64>, i64, Option<&'a str>);
+/// A location: rank and thread.
+type Location = (i64, i64);
 
-/// The profile's rows: per call path and rank, and per call path over all ranks, the time
-/// on `path`; `totals` is each call path's time not waiting over all `ranks` ranks.
+/// One row of the profile: call path, location (None: all of them), time on the path, region.
+type ProfileRow<'a> = (Option<&'a str>, Option<Location>, i64, Option<&'a str>);
+
+/// The profile's rows: per call path and location (rank, thread), and per call path over all
+/// locations, the time on `path`; `totals` is each call path's time not waiting over all
+/// `locations`.
 fn profile_batch(
     path: &[Segment],
     totals: &HashMap<Option<&str>, i64>,
-    ranks: usize,
+    locations: usize,
     schema: &SchemaRef,
 ) -> Result<RecordBatch> {
     let runtime = match (path.first(), path.last()) {
         (Some(a), Some(b)) => (b.end - a.start).max(1),
         _ => 1,
     };
-    // Mean exclusive time per rank of every call path, waiting left out (Scalasca's
+    // Mean exclusive time per location of every call path, waiting left out (Scalasca's
     // critical-path imbalance compares the path with the time minus all wait states), over
-    // all walked ranks.
-    let ranks = ranks.max(1) as f64;
-    // Per (call path, rank) and per call path (rank None): the time on the path and the
-    // path's region.
-    let mut on_path: BTreeMap<(Option<&str>, Option<i64>), OnPath> = BTreeMap::new();
+    // all walked locations.
+    let locations = locations.max(1) as f64;
+    // Per (call path, location) and per call path (location None): the time on the path and
+    // the path's region.
+    let mut on_path: BTreeMap<(Option<&str>, Option<Location>), OnPath> = BTreeMap::new();
     for s in path {
-        for rank in [Some(s.rank), None] {
-            let e = on_path.entry((s.path.as_deref(), rank)).or_insert((0, s.region.as_deref()));
+        for at in [Some((s.rank, s.thread)), None] {
+            let e = on_path.entry((s.path.as_deref(), at)).or_insert((0, s.region.as_deref()));
             e.0 += s.end - s.start;
         }
     }
     let mut rows: Vec<ProfileRow> = on_path.into_iter().map(|((p, k), (v, region))| (p, k, v, region)).collect();
     rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-    let mean = |path: Option<&str>| totals.get(&path).map_or(0.0, |&t| t as f64 / ranks);
+    let mean = |path: Option<&str>| totals.get(&path).map_or(0.0, |&t| t as f64 / locations);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
         Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
-        Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.1.map(|l| l.0)).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.1.map(|l| l.1)).collect::<Vec<_>>())),
         Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
         Arc::new(Float64Array::from_iter_values(rows.iter().map(|r| r.2 as f64 / runtime as f64))),
         Arc::new(Float64Array::from(rows.iter().map(|r| r.1.is_none().then(|| mean(r.0))).collect::<Vec<_>>())),
@@ -465,5 +563,5 @@ fn profile_batch(
 }
 
 fn critical_path_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(run_analysis(a.schema(), inputs(a)?, Answer::Profile)))
+    Ok(Arc::new(run_analysis(a.schema(), path_inputs(a)?, Answer::Profile)))
 }

@@ -39,34 +39,46 @@
 //! stretches through its own reader, crate::stretch_store), and the costs are then handed on
 //! wait by wait in the order above, which keeps the answer to the last digit.
 //!
-//! Regions are the innermost regions of thread 0 of each rank (as in `critical_path`), told
-//! apart by their call path as Scalasca's are (crate::call_paths): d's time in a call path is
-//! compared with w's in the same call path; time spent waiting inside an MPI call counts as
-//! waiting, not as the call's region.
+//! Regions are the innermost regions of each thread (as in `critical_path`), told apart by
+//! their call path as Scalasca's are (crate::call_paths): d's time in a call path is compared
+//! with w's in the same call path; time spent waiting inside an MPI call counts as waiting, not
+//! as the call's region. An MPI wait is the waiting thread's whose MPI call it is in, and waits
+//! for the thread of the other rank whose MPI call was under way when the wait ended.
+//!
+//! The threads of a rank wait for each other too, as Scalasca's hybrid delay analysis
+//! (Delay.OMP.pattern) has them (crate::omp_handovers): at an OpenMP barrier a member waits for
+//! the last to enter, in the interval since their previous barrier in the parallel region (or
+//! the fork), so the last thread's extra work there is the cause (Scalasca's OpenMP barrier
+//! delay costs); while the master runs serially each other team thread idles, and the master's
+//! work in that serial run is the cause (its idleness delay costs, the master's time there
+//! counted once per idle thread), its waiting there handed on to the MPI waits it holds.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
+use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::args::Args;
-use crate::critical::RUN_PARAMS;
+use crate::critical::PATH_PARAMS;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
 use crate::derived::Derived;
 use crate::plan::Main;
 use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::Swept;
 use crate::stretch_store::{StretchReader, StretchStore};
+use crate::stretch_store::{Swept, location, rank_thread};
+use crate::thread_waits::ThreadRecords;
 use commdb_catalog::fast_hash::FastMap;
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
-    params: RUN_PARAMS,
+    params: PATH_PARAMS,
     output: Output::Columns(&[
         col("rank", int64, "the rank whose extra work caused waiting (NULL: waiting nothing explains)"),
+        col("thread", int64, "the thread of that rank (NULL with rank)"),
         col(
             "region",
             text,
@@ -86,14 +98,27 @@ use crate::waits::{CollectiveWaits, FoldWaits, MessageWaits, Wait};
 /// looked for.
 const COLLECTIVE_LOOKBACK: usize = 256;
 
-/// One wait as the analysis reads it.
+/// One wait as the analysis reads it: the waiting and the waited-for location
+/// (crate::stretch_store::location), the waiting, and when the two last synchronised if known
+/// without a search (the threads' waits for each other).
 #[derive(Debug, Clone, Copy)]
 struct W {
     waiter: i64,
     delayer: i64,
     start: i64,
     end: i64,
+    /// [waiter's, delayer's], or NO_SYNC.
+    since: [i64; 2],
+    /// The waiter and the `waiters` - 1 threads after it wait alike (the idle threads of a
+    /// serial run, crate::omp_handovers): one wait stands for them all.
+    waiters: u32,
 }
+
+/// Waits per block of the threads' waits.
+const WAITS_BLOCK: usize = 1 << 16;
+
+/// The `since` of a wait whose synchronisation is searched (crate::delays::SyncPoints).
+const NO_SYNC: [i64; 2] = [i64::MIN; 2];
 
 /// When two ranks last synchronised: per ordered pair (a, b), the times on each side (a's,
 /// b's) of their messages' calls ending, in order of a's time.
@@ -187,26 +212,38 @@ impl SyncPoints {
     }
 }
 
-/// One rank's waits (with their index in processing order), by start, and the longest of them.
+/// One location's waits (their index in processing order, 4 bytes each: a hybrid run has tens
+/// of millions), by start, and the longest of them.
 #[derive(Debug, Default)]
 struct RankWaits {
-    list: Vec<(usize, W)>,
+    list: Vec<u32>,
     longest: i64,
 }
 
 impl RankWaits {
-    /// The waits that overlap `[a, b)`, found by their start: one that starts more than the
-    /// longest wait before `a` has ended by then.
-    fn overlapping(&self, a: i64, b: i64) -> impl Iterator<Item = &(usize, W)> {
-        let from = self.list.partition_point(|(_, w)| w.start < a.saturating_sub(self.longest));
-        let to = self.list.partition_point(|(_, w)| w.start < b);
-        self.list[from..to.max(from)].iter().filter(move |(_, w)| w.end > a)
+    /// The waits of `all` that overlap `[a, b)`, found by their start: one that starts more
+    /// than the longest wait before `a` has ended by then.
+    fn overlapping<'a>(&'a self, all: &'a [W], a: i64, b: i64) -> impl Iterator<Item = (usize, &'a W)> {
+        let start = |i: &u32| all[*i as usize].start;
+        let from = self.list.partition_point(|i| start(i) < a.saturating_sub(self.longest));
+        let to = self.list.partition_point(|i| start(i) < b);
+        self.list[from..to.max(from)]
+            .iter()
+            .map(move |&i| (i as usize, &all[i as usize]))
+            .filter(move |(_, w)| w.end > a)
     }
 }
 
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
-fn time_in(store: &mut StretchReader, rank: i64, waits: &RankWaits, a: i64, b: i64) -> Result<(PathTimes, i64)> {
+fn time_in(
+    store: &mut StretchReader,
+    rank: i64,
+    waits: &RankWaits,
+    all: &[W],
+    a: i64,
+    b: i64,
+) -> Result<(PathTimes, i64)> {
     let mut paths = PathTimes::default();
     // The stretches walked (their end and call path), which also tell the call path of every
     // wait that starts in the interval.
@@ -220,7 +257,7 @@ fn time_in(store: &mut StretchReader, rank: i64, waits: &RankWaits, a: i64, b: i
         true
     })?;
     let mut waiting = 0;
-    for (_, w) in waits.overlapping(a, b) {
+    for (_, w) in waits.overlapping(all, a, b) {
         let overlap = w.end.min(b) - w.start.max(a);
         if overlap <= 0 {
             continue;
@@ -291,16 +328,25 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         })
         .collect();
     // Latest end first: a wait hands on only to waits that end no later.
-    list.sort_by_key(|w| (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer));
+    // (Unstable, by every field: no scratch the size of tens of millions of waits.)
+    list.sort_unstable_by_key(|w| {
+        (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters)
+    });
     handing_order_within_ties(&mut list);
+    if u32::try_from(list.len()).is_err() {
+        return exec_err!("delay_costs: {} waits; at most {} are traced back at once", list.len(), u32::MAX);
+    }
     let mut by_rank: FastMap<i64, RankWaits> = FastMap::default();
     for (i, w) in list.iter().enumerate() {
-        let r = by_rank.entry(w.waiter).or_default();
-        r.list.push((i, *w));
-        r.longest = r.longest.max(w.end - w.start);
+        for k in 0..i64::from(w.waiters) {
+            let r = by_rank.entry(w.waiter + k).or_default();
+            r.list.push(i as u32);
+            r.longest = r.longest.max(w.end - w.start);
+        }
     }
     for r in by_rank.values_mut() {
-        r.list.sort_by_key(|(_, w)| w.start);
+        r.list.sort_by_key(|&i| list[i as usize].start);
+        r.list.shrink_to_fit();
     }
     let none = RankWaits::default();
     let store: &StretchStore = store;
@@ -309,13 +355,17 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     // waits' costs: measured for a batch of waits at once, each thread with a reader of its own.
     let measure = |reader: &mut StretchReader, i: usize| -> Result<Option<Excess>> {
         let w = &list[i];
-        let (w_from, d_from) =
-            sync.previous(w.waiter, w.start, w.delayer, w.end).unwrap_or((origin(w.waiter), origin(w.delayer)));
+        let (w_from, d_from) = Some((w.since[0], w.since[1]))
+            .filter(|_| w.since != NO_SYNC)
+            .or_else(|| sync.previous(rank_thread(w.waiter).0, w.start, rank_thread(w.delayer).0, w.end))
+            .unwrap_or((origin(w.waiter), origin(w.delayer)));
         if !store.contains(w.waiter) || !store.contains(w.delayer) {
             return Ok(None);
         }
-        let (w_time, w_wait) = time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
-        let (d_time, d_wait) = time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
+        let (w_time, w_wait) =
+            time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), &list, w_from, w.start)?;
+        let (d_time, d_wait) =
+            time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), &list, d_from, w.end)?;
         let paths: Vec<(u32, f64)> = d_time
             .0
             .iter()
@@ -327,9 +377,9 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
             by_rank
                 .get(&w.delayer)
                 .unwrap_or(&none)
-                .overlapping(d_from, w.end)
+                .overlapping(&list, d_from, w.end)
                 .filter(|(j, _)| *j > i)
-                .map(|(j, v)| (*j, (v.end.min(w.end) - v.start.max(d_from)) as f64))
+                .map(|(j, v)| (j, (v.end.min(w.end) - v.start.max(d_from)) as f64))
                 .collect()
         } else {
             Vec::new()
@@ -357,8 +407,9 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         let measured: Vec<Vec<Option<Excess>>> = measured.into_iter().collect::<Result<_>>()?;
         for (i, excess) in (from..to).zip(measured.into_iter().flatten()) {
             let w = &list[i];
-            let own = (w.end - w.start) as f64;
-            let total = own + incoming[i];
+            // A wait standing for n alike: its own time counts n times; what it received, once.
+            let (own, n) = ((w.end - w.start) as f64, f64::from(w.waiters));
+            let total = n * own + incoming[i];
             let Some(Excess { paths, waiting, theirs }) = excess else {
                 unexplained += total;
                 continue;
@@ -370,15 +421,15 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
             }
             // Short-term: each unit of excess explains at most one unit of the wait.
             let short = (own / sum).min(1.0);
-            unexplained += own - short * sum;
+            unexplained += n * (own - short * sum);
             for (path, e) in paths {
                 let c = costs.entry((w.delayer, path)).or_default();
-                c.0 += e * short;
+                c.0 += n * e * short;
                 c.1 += incoming[i] * e / sum;
             }
             if waiting > 0.0 {
                 // Hand on to the delayer's waits in its interval, by their time there.
-                let handed = waiting * short + incoming[i] * waiting / sum;
+                let handed = n * waiting * short + incoming[i] * waiting / sum;
                 let weight: f64 = theirs.iter().map(|t| t.1).sum();
                 if weight > 0.0 {
                     for (j, o) in theirs {
@@ -401,7 +452,10 @@ fn handing_order_within_ties(list: &mut [W]) {
     let mut from = 0;
     while from < list.len() {
         let to = from + list[from..].iter().take_while(|w| w.end == list[from].end).count();
-        if to - from > 1 {
+        // Most ties hand nothing on among themselves (the members of an OpenMP barrier all wait
+        // for its last thread): a few are checked pair by pair.
+        let hands_on = |group: &[W]| group.iter().any(|a| group.iter().any(|b| a.delayer == b.waiter));
+        if to - from > 1 && (to - from > 32 || hands_on(&list[from..to])) {
             let group = &mut list[from..to];
             // Kahn's order over edges a -> b when a's delayer is b's waiter.
             let mut of_waiter: HashMap<i64, Vec<usize>> = HashMap::new();
@@ -435,39 +489,69 @@ fn handing_order_within_ties(list: &mut [W]) {
     }
 }
 
-/// One output row: rank, region, call path, cost, direct, propagated; unexplained waiting has
-/// no rank, region or path.
-type Row<'a> = (Option<i64>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
+/// One output row: (rank, thread), region, call path, cost, direct, propagated; unexplained
+/// waiting has no rank, region or path.
+type Row<'a> = (Option<(i64, i64)>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
 
 fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let inputs = crate::critical::inputs(a)?;
+    let inputs = crate::critical::path_inputs(a)?;
     let out = a.schema();
     let schema = out.clone();
     let start: StartFold = Arc::new(move || {
         let schema = schema.clone();
-        FoldWaits::boxed(move |messages, collectives, _| delay_sweep(messages, collectives, schema))
+        FoldWaits::boxed(move |messages, collectives, records| delay_sweep(messages, collectives, records, schema))
     });
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
 }
 
-/// The sweep of the calls, once the messages and collectives are folded into their waits:
-/// the waits and the synchronisation points they make.
-fn delay_sweep(messages: MessageWaits, collectives: CollectiveWaits, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
+/// The sweep of the calls, once the messages and collectives are folded into their waits and
+/// the thread records read: the waits and the synchronisation points they make.
+fn delay_sweep(
+    messages: MessageWaits,
+    collectives: CollectiveWaits,
+    records: ThreadRecords,
+    schema: SchemaRef,
+) -> Result<Box<dyn Mapper>> {
     let left = messages.late_send_call_ends();
     let message_waits = messages.finish();
     let mut sync = SyncPoints::of_messages(&message_waits, &left);
     drop(left);
-    let as_w = |w: &Wait| w.partner.map(|delayer| W { waiter: w.rank, delayer, start: w.ts, end: w.ts + w.wait_ns });
+    // Between ranks: their threads are found once the calls are swept.
+    let as_w = |w: &Wait| {
+        w.partner.map(|delayer| W {
+            waiter: w.rank,
+            delayer,
+            start: w.ts,
+            end: w.ts + w.wait_ns,
+            since: NO_SYNC,
+            waiters: 1,
+        })
+    };
     let mut waits: Vec<W> = message_waits.iter().filter_map(as_w).collect();
     drop(message_waits);
     collectives.finish_each_with(|w| waits.extend(as_w(&w)), |c, k, ends| sync.waited_in(c, k, ends));
     sync.seal();
-    Ok(Box::new(DelaySweep { waits, sync, swept: Swept::new("delay_costs")?, schema }))
+    Ok(Box::new(DelaySweep {
+        waits,
+        threads_waits: Vec::new(),
+        threads: BTreeMap::new(),
+        records,
+        sync,
+        swept: Swept::new("delay_costs")?,
+        schema,
+    }))
 }
 
-/// Sweeps the calls into every rank's stretches, then gives each wait's cost to its causes.
+/// Sweeps the calls into every thread's stretches, then gives each wait's cost to its causes.
 struct DelaySweep {
+    /// The waits between ranks (waiter and delayer are ranks until the calls are swept).
     waits: Vec<W>,
+    /// The waits of threads for others of their rank, in blocks (no doubling of a vector of
+    /// tens of millions).
+    threads_waits: Vec<Vec<W>>,
+    /// Each rank's threads, in order (the master first).
+    threads: BTreeMap<i64, Vec<i64>>,
+    records: ThreadRecords,
     sync: SyncPoints,
     swept: Swept,
     schema: SchemaRef,
@@ -479,18 +563,52 @@ impl Mapper for DelaySweep {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        self.swept.sweep("delay_costs", batches, |_, _, _| {})?;
+        let (threads, threads_waits) = (&mut self.threads, &mut self.threads_waits);
+        self.swept.sweep_threads("delay_costs", batches, &self.records, |rank, list, omp, _| {
+            threads.insert(rank, list.iter().map(|t| t.thread).collect());
+            if omp.is_empty() {
+                return;
+            }
+            if threads_waits.last().is_none_or(|b| b.len() + omp.len() > b.capacity()) {
+                threads_waits.push(Vec::with_capacity(WAITS_BLOCK.max(omp.len())));
+            }
+            let block = threads_waits.last_mut().expect("a block was just added");
+            block.extend(omp.iter().map(|w| W {
+                waiter: location(rank, w.thread),
+                delayer: location(rank, w.delayer),
+                start: w.start,
+                end: w.end,
+                since: [w.since.0, w.since.1],
+                waiters: w.threads,
+            }));
+        })?;
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
     fn held_bytes(&self) -> usize {
         self.swept.held_bytes()
+            + std::mem::size_of::<W>() * self.threads_waits.iter().map(Vec::capacity).sum::<usize>()
+            + self.records.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.swept.finish()?;
-        let waits = std::mem::take(&mut self.waits);
         let Swept { store, names, paths } = &mut self.swept;
+        // Each wait between ranks is the thread's whose MPI call it is in, for the thread of the
+        // other rank whose MPI call was under way when it ended.
+        let blocks = std::mem::take(&mut self.threads_waits);
+        let mut waits = Vec::with_capacity(blocks.iter().map(Vec::len).sum::<usize>() + self.waits.len());
+        for block in blocks {
+            waits.extend(block);
+        }
+        let none = Vec::new();
+        for w in std::mem::take(&mut self.waits) {
+            let (a, b) = (self.threads.get(&w.waiter).unwrap_or(&none), self.threads.get(&w.delayer).unwrap_or(&none));
+            let waiter = location(w.waiter, store.mpi_thread(a, w.waiter, w.start)?);
+            let delayer = location(w.delayer, store.mpi_thread(b, w.delayer, w.end)?);
+            waits.push(W { waiter, delayer, ..w });
+        }
+        store.forget_blocks();
         let (costs, unexplained) = delay_costs(store, waits, &self.sync)?;
         let region = |path: u32| {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
@@ -498,9 +616,9 @@ impl Mapper for DelaySweep {
         };
         let mut rows: Vec<Row> = costs
             .iter()
-            .map(|(&(rank, path), &(direct, propagated))| {
+            .map(|(&(at, path), &(direct, propagated))| {
                 let text = crate::stretches::path_name(paths, path);
-                (Some(rank), region(path), text, direct + propagated, direct, propagated)
+                (Some(rank_thread(at)), region(path), text, direct + propagated, direct, propagated)
             })
             .collect();
         if unexplained > 0.0 {
@@ -509,7 +627,8 @@ impl Mapper for DelaySweep {
         rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
         let float = |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.0)).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.1)).collect::<Vec<_>>())),
             Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
             Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
             float(|r| r.3),

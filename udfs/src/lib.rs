@@ -29,6 +29,7 @@ pub mod iterations;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
+pub(crate) mod omp_handovers;
 pub mod ordered;
 pub mod params;
 pub mod partners;

@@ -2,10 +2,11 @@
 //! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
 //! a chunk of whole ranks at a time (crate::by_rank) and write each rank's stretches to a
 //! scratch file as they come, keeping in memory only an index: per rank where its stretches
-//! lie, and the end of every block of `BLOCK` stretches. The walk then reads back the block
-//! that holds an instant, and keeps the blocks it used last (at most `CACHED_BLOCKS`). A
+//! lie, and the end of every block of stretches. The walk then reads back the block that holds
+//! an instant, and keeps the blocks it used last (at most `CACHED_STRETCHES`). A
 //! stretch takes 32 bytes on disk and 8 bytes of index per block, so a run of 100 M stretches
-//! holds about 1 MB of index and 8 MB of blocks, where the stretches themselves would take 4 GB.
+//! holds about 6 MB of index and at most 75 MB of blocks per reader, where the stretches
+//! themselves would take 5 GB.
 //! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
 //! file is anonymous and goes when the analysis ends, however it ends. Once written, several
 //! threads can read the stretches at once (`delay_costs`), each through a `StretchReader` with
@@ -20,20 +21,32 @@ use std::os::unix::fs::FileExt;
 use commdb_catalog::fast_hash::FastMap;
 
 use arrow::array::RecordBatch;
+use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
 use crate::call_paths::Paths;
-use crate::call_sweep::{Names, streams_named};
-use crate::stretches::{NO_PATH, Stretch, UNCOVERED, thread_stretches};
+use crate::call_sweep::{Call, Names, streams_named};
+use crate::omp_handovers::{OmpWait, mark_handovers};
+use crate::stretches::{NO_PATH, Stretch, UNCOVERED};
+use crate::thread_waits::{ThreadCalls, ThreadRecords, rank_instances, rank_threads};
 
-/// Stretches per block, the unit read back.
-pub(crate) const BLOCK: usize = 1024;
+/// Stretches per block as written (4 KiB on disk); a block read back is a run of them, from
+/// `BLOCK` to `MAX_BLOCK` stretches, as many as lets the cache hold two blocks of every location
+/// (`finish_writing`): the analyses that trace every wait back read a block or two of each of
+/// thousands of locations at once, and where there are few, larger blocks are read less often.
+pub(crate) const BLOCK: usize = 128;
 
-/// Blocks kept in memory at most while walking.
-pub(crate) const CACHED_BLOCKS: usize = 2048;
+/// The most stretches a block read back holds.
+const MAX_BLOCK: usize = 1024;
+
+/// Stretches kept in memory at most while walking, per reader (75 MB).
+pub(crate) const CACHED_STRETCHES: usize = 12_288 * BLOCK;
 
 /// Bytes of a stretch on disk.
 const STRETCH_BYTES: usize = 32;
+
+/// The encoding of hand-over 0 in the slot of a stretch's MPI call start (see `encode`).
+const HANDED: i64 = i64::MIN + 1;
 
 /// Where a rank's stretches lie in the file.
 #[derive(Debug, Default)]
@@ -46,6 +59,8 @@ struct RankIndex {
     to: i64,
     /// The end (`to`) of each block's last stretch.
     block_ends: Vec<i64>,
+    /// Whether the time before its first stretch is padded (a rank's, or its master thread's).
+    padded: bool,
 }
 
 /// The stretches of every rank swept so far (see the module's notes).
@@ -59,9 +74,11 @@ pub(crate) struct StretchStore {
     /// first): a stretch of its own, of `region` (the rank's own work, as time between calls is).
     padding: Option<(i64, u32)>,
     cache: BlockCache,
+    /// Stretches per block read back (a multiple of `BLOCK`).
+    unit: usize,
 }
 
-/// The blocks read back lately, with when each was last used; past `CACHED_BLOCKS`, the
+/// The blocks read back lately, with when each was last used; past `CACHED_STRETCHES`, the
 /// quarter used least lately goes.
 #[derive(Default)]
 struct BlockCache {
@@ -71,16 +88,24 @@ struct BlockCache {
 
 impl BlockCache {
     /// Block `b` of `rank` (whose index is `r`), read from `file` if not cached.
-    fn block(&mut self, what: &str, file: &File, rank: i64, r: &RankIndex, b: usize) -> Result<&[Stretch]> {
+    fn block(
+        &mut self,
+        what: &str,
+        file: &File,
+        rank: i64,
+        r: &RankIndex,
+        b: usize,
+        unit: usize,
+    ) -> Result<&[Stretch]> {
         self.uses += 1;
         let uses = self.uses;
         if !self.blocks.contains_key(&(rank, b)) {
-            let first = r.first + (b * BLOCK) as u64;
-            let n = (r.count - b * BLOCK).min(BLOCK);
+            let first = r.first + (b * unit) as u64;
+            let n = (r.count - b * unit).min(unit);
             let mut bytes = vec![0u8; n * STRETCH_BYTES];
             file.read_exact_at(&mut bytes, first * STRETCH_BYTES as u64).map_err(|e| io_error(what, "reading", e))?;
             let list: Vec<Stretch> = bytes.chunks(STRETCH_BYTES).map(decode).collect();
-            if self.blocks.len() >= CACHED_BLOCKS {
+            if self.blocks.len() >= CACHED_STRETCHES / unit {
                 // The quarter used least lately goes at once, which keeps the search for them
                 // from being made at every block read.
                 let mut used: Vec<u64> = self.blocks.values().map(|(u, _)| *u).collect();
@@ -97,7 +122,7 @@ impl BlockCache {
     }
 
     fn held_bytes(&self) -> usize {
-        self.blocks.len() * (BLOCK * std::mem::size_of::<Stretch>() + 64)
+        self.blocks.values().map(|(_, b)| b.capacity() * std::mem::size_of::<Stretch>() + 64).sum()
     }
 }
 
@@ -161,7 +186,14 @@ fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
 fn encode(s: &Stretch, out: &mut [u8]) {
     out[0..8].copy_from_slice(&s.from.to_le_bytes());
     out[8..16].copy_from_slice(&s.to.to_le_bytes());
-    out[16..24].copy_from_slice(&s.call_start.unwrap_or(i64::MIN).to_le_bytes());
+    // The slot of the MPI call's start holds a hand-over where there is none: an MPI stretch
+    // is never one, and no call starts within 2^32 ns of the earliest instant i64 holds.
+    let slot = match (s.call_start, s.hand) {
+        (Some(start), _) => start,
+        (None, Some(thread)) => HANDED + i64::from(thread),
+        (None, None) => i64::MIN,
+    };
+    out[16..24].copy_from_slice(&slot.to_le_bytes());
     out[24..28].copy_from_slice(&s.region.to_le_bytes());
     out[28..32].copy_from_slice(&s.path.to_le_bytes());
 }
@@ -169,13 +201,15 @@ fn encode(s: &Stretch, out: &mut [u8]) {
 fn decode(b: &[u8]) -> Stretch {
     let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
     let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-    let call_start = i64_at(16);
+    let slot = i64_at(16);
+    let handed = (HANDED..=HANDED + i64::from(u32::MAX)).contains(&slot);
     Stretch {
         from: i64_at(0),
         to: i64_at(8),
-        call_start: (call_start != i64::MIN).then_some(call_start),
+        call_start: (slot != i64::MIN && !handed).then_some(slot),
         region: u32_at(24),
         path: u32_at(28),
+        hand: handed.then(|| (slot - HANDED) as u32),
     }
 }
 
@@ -191,11 +225,13 @@ impl StretchStore {
             ranks: BTreeMap::new(),
             padding: None,
             cache: BlockCache::default(),
+            unit: BLOCK,
         })
     }
 
-    /// Add the stretches of `rank` (in time order; a rank comes once).
-    pub(crate) fn push(&mut self, rank: i64, list: &[Stretch]) -> Result<()> {
+    /// Add the stretches of `key` (in time order; a key comes once); with `padded`, the time
+    /// before its first stretch is padded as a rank's is (not so a worker thread's: it idles).
+    pub(crate) fn push(&mut self, rank: i64, list: &[Stretch], padded: bool) -> Result<()> {
         let what = self.what;
         let file = self
             .file
@@ -207,6 +243,7 @@ impl StretchStore {
             from: list.first().map_or(0, |s| s.from),
             to: list.last().map_or(0, |s| s.to),
             block_ends: list.chunks(BLOCK).map(|b| b[b.len() - 1].to).collect(),
+            padded,
         };
         let mut bytes = vec![0u8; STRETCH_BYTES * list.len().min(BLOCK)];
         for block in list.chunks(BLOCK) {
@@ -232,14 +269,18 @@ impl StretchStore {
             let file = file.into_inner().map_err(|e| io_error(what, "writing", e.into_error()))?;
             self.reader = Some(file);
         }
-        let start = self.ranks.values().filter(|r| r.count > 0).map(|r| r.from).min();
+        let start = self.ranks.values().filter(|r| r.count > 0 && r.padded).map(|r| r.from).min();
+        // Blocks read back of as many written blocks as let the cache hold two of every location.
+        let locations = self.ranks.values().filter(|r| r.count > 0).count().max(1);
+        let k = (CACHED_STRETCHES / (2 * locations)).clamp(BLOCK, MAX_BLOCK) / BLOCK;
+        self.unit = k * BLOCK;
+        if k > 1 {
+            for r in self.ranks.values_mut() {
+                r.block_ends = r.block_ends.chunks(k).map(|c| c[c.len() - 1]).collect();
+            }
+        }
         self.padding = start.map(|s| (s, uncovered));
         Ok(())
-    }
-
-    /// The ranks that have stretches (or had calls), in order.
-    pub(crate) fn ranks(&self) -> impl Iterator<Item = i64> + '_ {
-        self.ranks.keys().copied()
     }
 
     pub(crate) fn contains(&self, rank: i64) -> bool {
@@ -260,12 +301,13 @@ impl StretchStore {
     /// The padding stretch before the rank's first, if it has one.
     fn padded(&self, r: &RankIndex) -> Option<Stretch> {
         let (start, region) = self.padding?;
-        (r.count > 0 && r.from > start).then_some(Stretch {
+        (r.padded && r.count > 0 && r.from > start).then_some(Stretch {
             from: start,
             to: r.from,
             region,
             path: NO_PATH,
             call_start: None,
+            hand: None,
         })
     }
 
@@ -294,6 +336,25 @@ impl StretchStore {
         Ok((s.from < t).then_some(s))
     }
 
+    /// The thread of `rank` (of `threads`, in order, the master first; keys by `location`)
+    /// whose MPI call was under way at `t`: the master's if it was in one or none was.
+    pub(crate) fn mpi_thread(&mut self, threads: &[i64], rank: i64, t: i64) -> Result<i64> {
+        if let [only] = threads {
+            return Ok(*only);
+        }
+        for &thread in threads {
+            if self.holding(location(rank, thread), t.saturating_add(1))?.is_some_and(|s| s.call_start.is_some()) {
+                return Ok(thread);
+            }
+        }
+        Ok(threads.first().copied().unwrap_or(0))
+    }
+
+    /// Let go of the blocks read back so far (the readers that follow have caches of their own).
+    pub(crate) fn forget_blocks(&mut self) {
+        self.cache = BlockCache::default();
+    }
+
     /// The start of `rank`'s first stretch, the padding included (None: no stretches).
     pub(crate) fn origin(&self, rank: i64) -> Option<i64> {
         let r = self.ranks.get(&rank).filter(|r| r.count > 0)?;
@@ -314,7 +375,7 @@ impl StretchStore {
 
     fn block(&mut self, rank: i64, b: usize) -> Result<&[Stretch]> {
         let file = sealed(&self.reader, self.what)?;
-        self.cache.block(self.what, file, rank, &self.ranks[&rank], b)
+        self.cache.block(self.what, file, rank, &self.ranks[&rank], b, self.unit)
     }
 
     pub(crate) fn held_bytes(&self) -> usize {
@@ -342,7 +403,7 @@ impl StretchReader<'_> {
         let mut b = r.block_ends.partition_point(|&e| e <= t);
         let mut first = true;
         while b < blocks {
-            let block = self.cache.block(store.what, self.file, rank, r, b)?;
+            let block = self.cache.block(store.what, self.file, rank, r, b, store.unit)?;
             let from = if first {
                 let near = match self.last.get(&rank) {
                     Some(&(lb, li)) if lb == b => li,
@@ -366,8 +427,21 @@ impl StretchReader<'_> {
     }
 }
 
-/// Calls swept into every rank's stretches (thread 0) a chunk of whole ranks at a time, kept
-/// in a store of stretches (crate::stretch_store), with the region names and call paths.
+/// Threads a rank may have in a store of every thread's stretches (`sweep_threads`).
+pub(crate) const THREADS_PER_RANK: i64 = 1 << 20;
+
+/// The key of a rank's thread in a store of every thread's stretches.
+pub(crate) fn location(rank: i64, thread: i64) -> i64 {
+    rank * THREADS_PER_RANK + thread
+}
+
+/// The rank and thread of a key made by `location`.
+pub(crate) fn rank_thread(key: i64) -> (i64, i64) {
+    (key.div_euclid(THREADS_PER_RANK), key.rem_euclid(THREADS_PER_RANK))
+}
+
+/// Calls swept into every thread's stretches a chunk of whole ranks at a time, kept in a store
+/// of stretches (crate::stretch_store), with the region names and call paths.
 pub(crate) struct Swept {
     pub store: StretchStore,
     pub names: Names,
@@ -379,21 +453,43 @@ impl Swept {
         Ok(Swept { store: StretchStore::new(name)?, names: Names::default(), paths: Paths::default() })
     }
 
-    /// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts); `each`
-    /// sees each rank's stretches, with the region names, before they are stored.
-    pub fn sweep(
+    /// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts) into the
+    /// stretches of every thread, stored under `location(rank, thread)`: the other threads'
+    /// call paths continue the master's at the fork before them, and where `records` holds the
+    /// rank's thread records, the OpenMP hand-overs of the critical path are marked
+    /// (crate::omp_handovers). `each(rank, threads, waits, names)` sees each rank's threads
+    /// before their stretches are stored, with the threads' waits for each other.
+    pub fn sweep_threads(
         &mut self,
         name: &str,
         batches: &[RecordBatch],
-        mut each: impl FnMut(i64, &[Stretch], &Names),
+        records: &ThreadRecords,
+        mut each: impl FnMut(i64, &[ThreadCalls], &[OmpWait], &Names),
     ) -> Result<()> {
+        let mut ranks: BTreeMap<i64, Vec<(i64, Vec<Call>)>> = BTreeMap::new();
         for ((rank, thread), calls) in streams_named(batches, name, &mut self.names)? {
-            if thread != 0 {
-                continue;
+            if !(0..THREADS_PER_RANK).contains(&thread) {
+                return exec_err!(
+                    "{name}: rank {rank} has a thread numbered {thread}; threads are numbered from 0 to {} within a rank",
+                    THREADS_PER_RANK - 1
+                );
             }
-            let list = thread_stretches(&calls, &self.names, &mut self.paths);
-            each(rank, &list, &self.names);
-            self.store.push(rank, &list)?;
+            ranks.entry(rank).or_default().push((thread, calls));
+        }
+        let constructs = records.constructs(&self.names);
+        for (rank, streams) in ranks {
+            let mut threads = rank_threads(rank, streams, records, &self.names, &mut self.paths);
+            let mut waited = Vec::new();
+            if let Some(team) = rank_instances(rank, &threads, records, &constructs) {
+                waited = mark_handovers(&mut threads, &team, &constructs);
+            }
+            each(rank, &threads, &waited, &self.names);
+            // The master is the first thread (rank_threads gives them in order, and the fork's
+            // thread is the lowest in every trace seen).
+            let master = threads.first().map(|t| t.thread);
+            for th in threads {
+                self.store.push(location(rank, th.thread), &th.stretches, Some(th.thread) == master)?;
+            }
         }
         Ok(())
     }
@@ -413,7 +509,8 @@ mod tests {
     use super::*;
 
     fn s(from: i64, to: i64, path: u32) -> Stretch {
-        Stretch { from, to, region: path, path, call_start: (path % 2 == 1).then_some(from) }
+        let hand = (path.is_multiple_of(2) && path % 3 == 2).then_some(path);
+        Stretch { from, to, region: path, path, call_start: (path % 2 == 1).then_some(from), hand }
     }
 
     #[test]
@@ -431,12 +528,12 @@ mod tests {
     #[test]
     fn stretches_read_back_are_those_written_and_the_padding_is_the_run_s_first_instant() {
         let mut store = StretchStore::new("test").unwrap();
-        // Rank 0: 3,000 stretches of 10 ns from 100 (three blocks); rank 2 from 5,000; rank 1 none.
-        let a: Vec<Stretch> = (0..3000).map(|k| s(100 + 10 * k, 110 + 10 * k, (k % 5) as u32)).collect();
+        // Rank 0: 3,000 stretches of 10 ns from 100 (24 blocks); rank 2 from 5,000; rank 1 none.
+        let a: Vec<Stretch> = (0..3000).map(|k| s(100 + 10 * k, 110 + 10 * k, (k % 7) as u32)).collect();
         let b: Vec<Stretch> = (0..10).map(|k| s(5000 + 10 * k, 5010 + 10 * k, 7)).collect();
-        store.push(0, &a).unwrap();
-        store.push(1, &[]).unwrap();
-        store.push(2, &b).unwrap();
+        store.push(0, &a, true).unwrap();
+        store.push(1, &[], true).unwrap();
+        store.push(2, &b, true).unwrap();
         store.finish_writing(99).unwrap();
         assert_eq!(store.len(), 3000 + 10 + 1);
         assert!(store.contains(1) && !store.contains(3));
@@ -444,7 +541,10 @@ mod tests {
         for t in [101, 110, 111, 15_000, 15_001, 30_100] {
             let i = a.partition_point(|x| x.to < t);
             let got = store.holding(0, t).unwrap().unwrap();
-            assert_eq!((got.from, got.to, got.path, got.call_start), (a[i].from, a[i].to, a[i].path, a[i].call_start));
+            assert_eq!(
+                (got.from, got.to, got.path, got.call_start, got.hand),
+                (a[i].from, a[i].to, a[i].path, a[i].call_start, a[i].hand)
+            );
         }
         assert!(store.holding(0, 30_101).unwrap().is_none());
         assert!(store.holding(0, 100).unwrap().is_none());

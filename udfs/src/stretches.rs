@@ -4,7 +4,8 @@
 //! thread's calls, with each stretch's call path (crate::call_paths), the time no region
 //! covers as stretches of their own (the thread's own work), and the MPI stretches that touch
 //! marked as one call. `wait_states` cuts every thread of a rank (crate::thread_waits); the
-//! critical path and the delay costs cut thread 0 (crate::stretch_store).
+//! critical path and the delay costs cut every thread, with the OpenMP hand-overs between them
+//! marked (crate::omp_handovers, crate::stretch_store).
 
 use crate::call_paths::{Paths, Up, sweep_paths_under};
 use crate::call_sweep::Names;
@@ -20,6 +21,9 @@ pub(crate) struct Stretch {
     pub path: u32,
     /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
     pub call_start: Option<i64>,
+    /// The thread of the rank the critical path goes on with at this stretch's start: an
+    /// OpenMP hand-over (crate::omp_handovers), never on an MPI stretch.
+    pub hand: Option<u32>,
 }
 
 /// The path of the stretches no region covers.
@@ -40,13 +44,9 @@ pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
 
 /// The stretches of one thread's calls (in start order, enclosing calls first): time no
 /// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
-/// stretches that touch form one call (`call_start`).
-pub(crate) fn thread_stretches(calls: &[crate::call_sweep::Call], names: &Names, paths: &mut Paths) -> Vec<Stretch> {
-    thread_stretches_under(calls, names, paths, |_| Up::Root, |_| {})
-}
-
-/// `thread_stretches` of a stream whose outermost calls continue the path `root(call)` gives
-/// (crate::call_paths::sweep_paths_under), telling `each(path)` every call's path in order.
+/// stretches that touch form one call (`call_start`). The outermost calls continue the path
+/// `root(call)` gives (crate::call_paths::sweep_paths_under); `each(path)` is told every
+/// call's path in order.
 pub(crate) fn thread_stretches_under(
     calls: &[crate::call_sweep::Call],
     names: &Names,
@@ -60,9 +60,16 @@ pub(crate) fn thread_stretches_under(
             if let Some(last) = list.last()
                 && last.to < from
             {
-                list.push(Stretch { from: last.to, to: from, region: UNCOVERED, path: NO_PATH, call_start: None });
+                list.push(Stretch {
+                    from: last.to,
+                    to: from,
+                    region: UNCOVERED,
+                    path: NO_PATH,
+                    call_start: None,
+                    hand: None,
+                });
             }
-            list.push(Stretch { from, to, region, path, call_start: None });
+            list.push(Stretch { from, to, region, path, call_start: None, hand: None });
         }
     });
     let is_mpi = |region: u32| names.names.get(region as usize).is_some_and(|n| n.starts_with("MPI_"));

@@ -51,7 +51,7 @@ pub(crate) const THREAD_PARADIGMS: [&str; 2] = ["openmp", "pthread"];
 
 /// What a region is to the threads' waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Construct {
+pub(crate) enum Construct {
     Parallel,
     Barrier,
     ImplicitBarrier,
@@ -248,6 +248,55 @@ impl ThreadRecords {
     }
 }
 
+impl Constructs {
+    /// What `call`'s region is.
+    pub fn of(&self, call: &Call) -> Option<Construct> {
+        self.0.get(call.region as usize).copied().flatten()
+    }
+}
+
+/// A rank's instances of parallel regions: its forks and joins in time order, and each
+/// instance's members (a thread's index in the rank's threads, the index of its parallel region
+/// call); an instance is a fork and the join after it.
+pub(crate) struct Instances {
+    pub forks: Vec<(i64, i64)>,
+    pub joins: Vec<i64>,
+    pub members: BTreeMap<usize, Vec<(usize, usize)>>,
+}
+
+impl Instances {
+    /// The join that ends a parallel region call left at `end`, if after it.
+    pub fn join_after(&self, end: i64) -> Option<i64> {
+        self.joins.get(self.joins.partition_point(|&j| j < end)).copied().filter(|&j| j > end)
+    }
+}
+
+/// The instances of `rank`'s parallel regions; None when it recorded no thread records.
+pub(crate) fn rank_instances(
+    rank: i64,
+    threads: &[ThreadCalls],
+    records: &ThreadRecords,
+    constructs: &Constructs,
+) -> Option<Instances> {
+    let r = records.ranks.get(&rank)?;
+    let mut forks = r.forks.clone();
+    forks.sort_unstable();
+    let mut joins = r.joins.clone();
+    joins.sort_unstable();
+    let mut members: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for (ti, th) in threads.iter().enumerate() {
+        for (ci, c) in th.calls.iter().enumerate() {
+            if constructs.of(c) != Some(Construct::Parallel) {
+                continue;
+            }
+            if let Some(k) = forks.partition_point(|f| f.0 <= c.start).checked_sub(1) {
+                members.entry(k).or_default().push((ti, ci));
+            }
+        }
+    }
+    Some(Instances { forks, joins, members })
+}
+
 /// The waits of one rank's threads.
 pub(crate) fn rank_waits(
     rank: i64,
@@ -256,11 +305,8 @@ pub(crate) fn rank_waits(
     constructs: &Constructs,
 ) -> Vec<ThreadWait> {
     let Some(r) = records.ranks.get(&rank) else { return Vec::new() };
-    let what = |c: &Call| constructs.0.get(c.region as usize).copied().flatten();
-    let mut forks = r.forks.clone();
-    forks.sort_unstable();
-    let mut joins = r.joins.clone();
-    joins.sort_unstable();
+    let Some(team) = rank_instances(rank, threads, records, constructs) else { return Vec::new() };
+    let what = |c: &Call| constructs.of(c);
     let mut out = Vec::new();
     let wait = |thread, pattern, ts, wait_ns, instance, partner_thread, path| ThreadWait {
         rank,
@@ -272,48 +318,57 @@ pub(crate) fn rank_waits(
         partner_thread,
         path,
     };
-    let instance_of = |t: i64| forks.partition_point(|f| f.0 <= t).checked_sub(1);
-    // Each instance's members: (thread, its parallel region call).
-    let mut members: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
-    for (ti, th) in threads.iter().enumerate() {
-        for (ci, c) in th.calls.iter().enumerate() {
-            if what(c) != Some(Construct::Parallel) {
-                continue;
-            }
-            let Some(k) = instance_of(c.start) else { continue };
+    for (&k, list) in &team.members {
+        for &(ti, ci) in list {
+            let (th, c) = (&threads[ti], threads[ti].calls[ci]);
             let path = th.call_paths[ci];
-            let fork = forks[k].0;
+            let fork = team.forks[k].0;
             if c.start > fork {
                 out.push(wait(th.thread, "omp_fork", fork, c.start - fork, Some(k as i64), None, path));
             }
-            let j = joins.partition_point(|&j| j < c.end);
-            if let Some(&join) = joins.get(j).filter(|&&join| join > c.end) {
+            if let Some(join) = team.join_after(c.end) {
                 out.push(wait(th.thread, "omp_join", c.end, join - c.end, Some(k as i64), None, path));
             }
-            members.entry(k).or_default().push((ti, ci));
         }
     }
-    barrier_waits(threads, &members, &what, &mut |w: ThreadWait| out.push(ThreadWait { rank, ..w }));
+    barrier_waits(threads, &team.members, &what, &mut |w: ThreadWait| out.push(ThreadWait { rank, ..w }));
     lock_waits(threads, r, &what, &mut |w: ThreadWait| out.push(ThreadWait { rank, ..w }));
-    idle_waits(rank, threads, &forks, &joins, &members, &mut out);
+    idle_waits(rank, threads, &team, &mut out);
     out
 }
 
-/// A member's barrier: its enter, thread, the time it ran tasks in it, whether explicit, and
-/// its call path.
-type Barrier = (i64, i64, i64, bool, u32);
+/// A member's barrier: its enter and leave, thread, the time it ran tasks in it, whether
+/// explicit, and its call path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MemberBarrier {
+    pub region: u32,
+    pub enter: i64,
+    pub leave: i64,
+    pub thread: i64,
+    pub tasks: i64,
+    pub explicit: bool,
+    pub path: u32,
+}
 
-/// The barrier waits of every instance: the k-th barrier of each member within its parallel
-/// region call is one barrier.
-fn barrier_waits(
+impl MemberBarrier {
+    /// The member that entered `barrier` (the members' k-th barrier) last; of several at once,
+    /// the highest thread.
+    pub fn last(barrier: &[MemberBarrier]) -> Option<&MemberBarrier> {
+        barrier.iter().max_by_key(|m| (m.enter, m.thread))
+    }
+}
+
+/// Each instance's barriers: the k-th barrier of each member within its parallel region call is
+/// one barrier; `each(instance, members' barriers)`.
+pub(crate) fn team_barriers(
     threads: &[ThreadCalls],
     members: &BTreeMap<usize, Vec<(usize, usize)>>,
     what: &impl Fn(&Call) -> Option<Construct>,
-    out: &mut impl FnMut(ThreadWait),
+    mut each: impl FnMut(usize, &[MemberBarrier]),
 ) {
     for (&k, list) in members {
         // Each member's barriers, in order.
-        let mut per: Vec<Vec<Barrier>> = Vec::with_capacity(list.len());
+        let mut per: Vec<Vec<MemberBarrier>> = Vec::with_capacity(list.len());
         for &(ti, ci) in list {
             let th = &threads[ti];
             let region = th.calls[ci];
@@ -340,34 +395,57 @@ fn barrier_waits(
                     }
                     j += 1;
                 }
-                barriers.push((c.start, th.thread, tasks, explicit, th.call_paths[i]));
+                let path = th.call_paths[i];
+                barriers.push(MemberBarrier {
+                    region: c.region,
+                    enter: c.start,
+                    leave: c.end,
+                    thread: th.thread,
+                    tasks,
+                    explicit,
+                    path,
+                });
                 i += 1;
             }
             per.push(barriers);
         }
         let most = per.iter().map(Vec::len).max().unwrap_or(0);
+        let mut barrier = Vec::with_capacity(per.len());
         for b in 0..most {
-            let Some(&(latest, last, ..)) = per.iter().filter_map(|p| p.get(b)).max_by_key(|x| (x.0, x.1)) else {
-                continue;
-            };
-            for &(enter, thread, tasks, explicit, path) in per.iter().filter_map(|p| p.get(b)) {
-                let ns = latest - enter - tasks;
-                if ns > 0 {
-                    let pattern = if explicit { "wait_at_omp_barrier" } else { "wait_at_omp_implicit_barrier" };
-                    out(ThreadWait {
-                        rank: 0,
-                        thread,
-                        pattern,
-                        wait_ns: ns,
-                        ts: enter,
-                        instance: Some(k as i64),
-                        partner_thread: Some(last),
-                        path,
-                    });
-                }
-            }
+            barrier.clear();
+            barrier.extend(per.iter().filter_map(|p| p.get(b)).copied());
+            each(k, &barrier);
         }
     }
+}
+
+/// The barrier waits of every instance: a member waits from its enter until the last member's,
+/// less the tasks it ran meanwhile.
+fn barrier_waits(
+    threads: &[ThreadCalls],
+    members: &BTreeMap<usize, Vec<(usize, usize)>>,
+    what: &impl Fn(&Call) -> Option<Construct>,
+    out: &mut impl FnMut(ThreadWait),
+) {
+    team_barriers(threads, members, what, |k, barrier| {
+        let Some(&MemberBarrier { enter: latest, thread: last, .. }) = MemberBarrier::last(barrier) else { return };
+        for m in barrier {
+            let ns = latest - m.enter - m.tasks;
+            if ns > 0 {
+                let pattern = if m.explicit { "wait_at_omp_barrier" } else { "wait_at_omp_implicit_barrier" };
+                out(ThreadWait {
+                    rank: 0,
+                    thread: m.thread,
+                    pattern,
+                    wait_ns: ns,
+                    ts: m.enter,
+                    instance: Some(k as i64),
+                    partner_thread: Some(last),
+                    path: m.path,
+                });
+            }
+        }
+    });
 }
 
 /// Lock contention: each acquisition waits from the enter of the call it is made in until the
@@ -423,44 +501,60 @@ fn lock_waits(
     }
 }
 
-/// Idle threads while the master runs serially, and threads left out of an instance's team.
-fn idle_waits(
-    rank: i64,
-    threads: &[ThreadCalls],
-    forks: &[(i64, i64)],
-    joins: &[i64],
-    members: &BTreeMap<usize, Vec<(usize, usize)>>,
-    out: &mut Vec<ThreadWait>,
-) {
-    let Some(&(_, master)) = forks.first() else { return };
-    let Some(m) = threads.iter().find(|t| t.thread == master) else { return };
-    let (Some(first), Some(last)) = (m.stretches.first(), m.stretches.last()) else { return };
-    let mut team: Vec<i64> =
-        members.values().flatten().map(|&(ti, _)| threads[ti].thread).filter(|&t| t != master).collect();
-    team.sort_unstable();
-    team.dedup();
-    if team.is_empty() {
-        return;
-    }
-    // Each instance's span: its fork to its join (the first join after the fork).
-    let spans: Vec<(i64, i64)> = forks
-        .iter()
-        .map(|&(fork, _)| (fork, joins.get(joins.partition_point(|&j| j < fork)).copied().unwrap_or(fork)))
-        .collect();
-    let mut serial = Vec::new();
-    let mut from = first.from;
-    for &(fork, join) in &spans {
-        if fork > from {
-            serial.push((from, fork.min(last.to)));
+/// Where a rank's team threads idle while the master runs serially: the master, the threads
+/// ever a member of a team besides it, each instance's span (its fork to the first join after
+/// it), and the master's serial spans (outside every span, from its first call's start to its
+/// last call's end) with its call path at each one's start.
+pub(crate) struct Idleness {
+    pub master: i64,
+    pub team: Vec<i64>,
+    pub spans: Vec<(i64, i64)>,
+    pub serial: Vec<(i64, i64, u32)>,
+}
+
+impl Idleness {
+    /// None when the rank forked no team of more than its master.
+    pub fn of(threads: &[ThreadCalls], team: &Instances) -> Option<Idleness> {
+        let (forks, joins, members) = (&team.forks, &team.joins, &team.members);
+        let &(_, master) = forks.first()?;
+        let m = threads.iter().find(|t| t.thread == master)?;
+        let (first, last) = (m.stretches.first()?, m.stretches.last()?);
+        let mut others: Vec<i64> =
+            members.values().flatten().map(|&(ti, _)| threads[ti].thread).filter(|&t| t != master).collect();
+        others.sort_unstable();
+        others.dedup();
+        if others.is_empty() {
+            return None;
         }
-        from = from.max(join);
+        let spans: Vec<(i64, i64)> = forks
+            .iter()
+            .map(|&(fork, _)| (fork, joins.get(joins.partition_point(|&j| j < fork)).copied().unwrap_or(fork)))
+            .collect();
+        let mut serial = Vec::new();
+        let mut from = first.from;
+        for &(fork, join) in &spans {
+            if fork > from {
+                serial.push((from, fork.min(last.to)));
+            }
+            from = from.max(join);
+        }
+        if last.to > from {
+            serial.push((from, last.to));
+        }
+        let serial = serial
+            .into_iter()
+            .filter(|(a, b)| b > a)
+            .map(|(a, b)| (a, b, stretch_at(&m.stretches, a).map_or(NO_PATH, |s| s.path)))
+            .collect();
+        Some(Idleness { master, team: others, spans, serial })
     }
-    if last.to > from {
-        serial.push((from, last.to));
-    }
-    for (a, b) in serial.into_iter().filter(|(a, b)| b > a) {
-        let path = stretch_at(&m.stretches, a).map_or(NO_PATH, |s| s.path);
-        for &t in &team {
+}
+
+/// Idle threads while the master runs serially, and threads left out of an instance's team.
+fn idle_waits(rank: i64, threads: &[ThreadCalls], team: &Instances, out: &mut Vec<ThreadWait>) {
+    let Some(Idleness { master, team: others, spans, serial }) = Idleness::of(threads, team) else { return };
+    for (a, b, path) in serial {
+        for &t in &others {
             out.push(ThreadWait {
                 rank,
                 thread: t,
@@ -473,7 +567,7 @@ fn idle_waits(
             });
         }
     }
-    for (&k, list) in members {
+    for (&k, list) in &team.members {
         let (fork, join) = spans[k];
         if join <= fork {
             continue;
@@ -482,7 +576,7 @@ fn idle_waits(
             .iter()
             .find(|&&(ti, _)| threads[ti].thread == master)
             .map_or(NO_PATH, |&(ti, ci)| threads[ti].call_paths[ci]);
-        for &t in &team {
+        for &t in &others {
             if !list.iter().any(|&(ti, _)| threads[ti].thread == t) {
                 out.push(ThreadWait {
                     rank,

@@ -707,7 +707,7 @@ impl Mapper for WaitPaths {
 
 /// The relation `table` beside `rel`: `given` when given; else the `table` of the trace `rel`
 /// reads, or the default `table`; None when there is none.
-fn beside(
+pub(crate) fn beside(
     given: Option<Relation>,
     session: &dyn datafusion::catalog::Session,
     rel: &Relation,
@@ -734,9 +734,10 @@ arguments! {
     }
 }
 
-/// A view of `sql`, its rows in rank order, as a relation named `name`.
-fn view(a: &Args, name: &str, sql: String, ordered: bool) -> Result<Relation> {
-    let view = crate::relation::sql_view(a.session, "wait_states", sql)?;
+/// A view of `sql` for `function`, its rows in rank order when `ordered`, as a relation named
+/// `name`.
+fn view(a: &Args, function: &str, name: &str, sql: String, ordered: bool) -> Result<Relation> {
+    let view = crate::relation::sql_view(a.session, function, sql)?;
     let provider: Arc<dyn TableProvider> =
         if ordered { Arc::new(crate::ordered::OrderedView::new(view, "rank")) } else { Arc::new(view) };
     Ok(Relation { reference: name.into(), provider })
@@ -774,7 +775,7 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
                 "SELECT rank, thread, region, start_ts, end_ts FROM {c} WHERE region IN (SELECT name FROM {r} WHERE paradigm IN ({})){outermost}",
                 quoted(&THREAD_PARADIGMS)
             );
-            (calls, view(a, "thread_calls", sql, true)?)
+            (calls, view(a, "wait_states", "thread_calls", sql, true)?)
         }
         (Some(calls), None) => (calls, empty(&call_columns)?),
         (None, _) => {
@@ -787,35 +788,7 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
         }
     };
     let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
-    // The threads' records and the regions of their models; none without events or regions.
-    let regions = match regions {
-        Some(r) => {
-            r.columns("wait_states", &["name", "paradigm", "role"])?;
-            let r = r.reference.to_quoted_string();
-            let sql = format!("SELECT name, paradigm, role FROM {r} WHERE paradigm IN ({})", quoted(&THREAD_PARADIGMS));
-            view(a, "thread_regions", sql, false)?
-        }
-        None => empty(&[("name", DataType::Utf8), ("paradigm", DataType::Utf8), ("role", DataType::Utf8)])?,
-    };
-    let events = match events {
-        Some(e) => {
-            e.columns("wait_states", &["rank", "thread", "ts", "kind", "tag", "request"])?;
-            let e = e.reference.to_quoted_string();
-            let sql = format!(
-                "SELECT rank, thread, ts, kind, tag, request FROM {e} WHERE kind IN ({})",
-                quoted(&THREAD_KINDS)
-            );
-            view(a, "thread_events", sql, false)?
-        }
-        None => empty(&[
-            ("rank", DataType::Int64),
-            ("thread", DataType::Int64),
-            ("ts", DataType::Int64),
-            ("kind", DataType::Utf8),
-            ("tag", DataType::Int64),
-            ("request", DataType::Int64),
-        ])?,
-    };
+    let (events, regions) = thread_inputs(a, "wait_states", events, regions, &THREAD_KINDS)?;
     let schema = out.clone();
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
@@ -828,6 +801,44 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
         .reading_narrower_unless(0, &["path", "thread"], thread_calls, None)
         .map(Arc::new)
         .map(|d| d as _)
+}
+
+/// The inputs of the threads' analyses: the thread records of `events` of `kinds` (forks,
+/// joins, locks) and the OpenMP and Pthreads regions of `regions`, as the rows `ThreadRecords`
+/// folds; empty relations for those not given.
+pub(crate) fn thread_inputs(
+    a: &Args,
+    function: &str,
+    events: Option<Relation>,
+    regions: Option<Relation>,
+    kinds: &[&str],
+) -> Result<(Relation, Relation)> {
+    let regions = match regions {
+        Some(r) => {
+            r.columns(function, &["name", "paradigm", "role"])?;
+            let r = r.reference.to_quoted_string();
+            let sql = format!("SELECT name, paradigm, role FROM {r} WHERE paradigm IN ({})", quoted(&THREAD_PARADIGMS));
+            view(a, function, "thread_regions", sql, false)?
+        }
+        None => empty(&[("name", DataType::Utf8), ("paradigm", DataType::Utf8), ("role", DataType::Utf8)])?,
+    };
+    let events = match events {
+        Some(e) => {
+            e.columns(function, &["rank", "thread", "ts", "kind", "tag", "request"])?;
+            let e = e.reference.to_quoted_string();
+            let sql = format!("SELECT rank, thread, ts, kind, tag, request FROM {e} WHERE kind IN ({})", quoted(kinds));
+            view(a, function, "thread_events", sql, false)?
+        }
+        None => empty(&[
+            ("rank", DataType::Int64),
+            ("thread", DataType::Int64),
+            ("ts", DataType::Int64),
+            ("kind", DataType::Utf8),
+            ("tag", DataType::Int64),
+            ("request", DataType::Int64),
+        ])?,
+    };
+    Ok((events, regions))
 }
 
 /// An empty relation with `columns`, for a relation `wait_states` has none of.
