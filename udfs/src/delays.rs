@@ -114,8 +114,76 @@ struct W {
     waiters: u32,
 }
 
-/// Waits per block of the threads' waits.
-const WAITS_BLOCK: usize = 1 << 16;
+/// Waits written to a scratch file as they come and read back once (the stretch store's way,
+/// crate::stretch_store): at thousands of ranks the threads' waits are tens of millions, which
+/// held in memory while the calls are swept, and then gathered, would take twice their size.
+struct WaitSpill {
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    count: usize,
+    /// The first error in writing, told at the next check.
+    failed: Option<std::io::Error>,
+}
+
+/// Bytes of a wait on disk: waiter, delayer, start, end, since (8 bytes each), waiters.
+const SPILLED: usize = 52;
+
+impl WaitSpill {
+    /// Bytes of the write buffer.
+    const BUFFER: usize = 1 << 20;
+
+    fn new() -> Result<WaitSpill> {
+        let file = tempfile::tempfile().map_err(|e| spill_error("creating", e))?;
+        Ok(WaitSpill { file: Some(std::io::BufWriter::with_capacity(Self::BUFFER, file)), count: 0, failed: None })
+    }
+
+    fn push(&mut self, w: &W) {
+        use std::io::Write;
+        let mut b = [0u8; SPILLED];
+        for (k, v) in [w.waiter, w.delayer, w.start, w.end, w.since[0], w.since[1]].into_iter().enumerate() {
+            b[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        b[48..52].copy_from_slice(&w.waiters.to_le_bytes());
+        if let Some(f) = self.file.as_mut()
+            && self.failed.is_none()
+            && let Err(e) = f.write_all(&b)
+        {
+            self.failed = Some(e);
+        }
+        self.count += 1;
+    }
+
+    /// An error if a write failed.
+    fn check(&mut self) -> Result<()> {
+        match self.failed.take() {
+            Some(e) => Err(spill_error("writing", e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Every wait written, appended to `out`; the file goes.
+    fn read_into(&mut self, out: &mut Vec<W>) -> Result<()> {
+        use std::io::{Read, Seek};
+        self.check()?;
+        let Some(file) = self.file.take() else { return Ok(()) };
+        let mut file = file.into_inner().map_err(|e| spill_error("writing", e.into_error()))?;
+        file.rewind().map_err(|e| spill_error("reading", e))?;
+        let mut reader = std::io::BufReader::with_capacity(Self::BUFFER, file);
+        let mut b = [0u8; SPILLED];
+        for _ in 0..self.count {
+            reader.read_exact(&mut b).map_err(|e| spill_error("reading", e))?;
+            let at = |k: usize| i64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+            let waiters = u32::from_le_bytes(b[48..52].try_into().expect("4 bytes"));
+            out.push(W { waiter: at(0), delayer: at(1), start: at(2), end: at(3), since: [at(4), at(5)], waiters });
+        }
+        Ok(())
+    }
+}
+
+fn spill_error(doing: &str, e: std::io::Error) -> datafusion::error::DataFusionError {
+    datafusion::error::DataFusionError::Execution(format!(
+        "delay_costs: {doing} the scratch file of the threads' waits failed: {e} (it is written in the temporary directory, TMPDIR)"
+    ))
+}
 
 /// The `since` of a wait whose synchronisation is searched (crate::delays::SyncPoints).
 const NO_SYNC: [i64; 2] = [i64::MIN; 2];
@@ -533,7 +601,7 @@ fn delay_sweep(
     sync.seal();
     Ok(Box::new(DelaySweep {
         waits,
-        threads_waits: Vec::new(),
+        threads_waits: WaitSpill::new()?,
         threads: BTreeMap::new(),
         records,
         sync,
@@ -546,9 +614,9 @@ fn delay_sweep(
 struct DelaySweep {
     /// The waits between ranks (waiter and delayer are ranks until the calls are swept).
     waits: Vec<W>,
-    /// The waits of threads for others of their rank, in blocks (no doubling of a vector of
-    /// tens of millions).
-    threads_waits: Vec<Vec<W>>,
+    /// The waits of threads for others of their rank, written to a scratch file as they come
+    /// (tens of millions at thousands of ranks) and read back into the one list of waits.
+    threads_waits: WaitSpill,
     /// Each rank's threads, in order (the master first).
     threads: BTreeMap<i64, Vec<i64>>,
     records: ThreadRecords,
@@ -566,29 +634,23 @@ impl Mapper for DelaySweep {
         let (threads, threads_waits) = (&mut self.threads, &mut self.threads_waits);
         self.swept.sweep_threads("delay_costs", batches, &self.records, |rank, list, omp, _| {
             threads.insert(rank, list.iter().map(|t| t.thread).collect());
-            if omp.is_empty() {
-                return;
+            for w in omp {
+                threads_waits.push(&W {
+                    waiter: location(rank, w.thread),
+                    delayer: location(rank, w.delayer),
+                    start: w.start,
+                    end: w.end,
+                    since: [w.since.0, w.since.1],
+                    waiters: w.threads,
+                });
             }
-            if threads_waits.last().is_none_or(|b| b.len() + omp.len() > b.capacity()) {
-                threads_waits.push(Vec::with_capacity(WAITS_BLOCK.max(omp.len())));
-            }
-            let block = threads_waits.last_mut().expect("a block was just added");
-            block.extend(omp.iter().map(|w| W {
-                waiter: location(rank, w.thread),
-                delayer: location(rank, w.delayer),
-                start: w.start,
-                end: w.end,
-                since: [w.since.0, w.since.1],
-                waiters: w.threads,
-            }));
         })?;
+        self.threads_waits.check()?;
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
     fn held_bytes(&self) -> usize {
-        self.swept.held_bytes()
-            + std::mem::size_of::<W>() * self.threads_waits.iter().map(Vec::capacity).sum::<usize>()
-            + self.records.held_bytes()
+        self.swept.held_bytes() + WaitSpill::BUFFER + self.records.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -596,11 +658,8 @@ impl Mapper for DelaySweep {
         let Swept { store, names, paths } = &mut self.swept;
         // Each wait between ranks is the thread's whose MPI call it is in, for the thread of the
         // other rank whose MPI call was under way when it ended.
-        let blocks = std::mem::take(&mut self.threads_waits);
-        let mut waits = Vec::with_capacity(blocks.iter().map(Vec::len).sum::<usize>() + self.waits.len());
-        for block in blocks {
-            waits.extend(block);
-        }
+        let mut waits = Vec::with_capacity(self.threads_waits.count + self.waits.len());
+        self.threads_waits.read_into(&mut waits)?;
         let none = Vec::new();
         for w in std::mem::take(&mut self.waits) {
             let (a, b) = (self.threads.get(&w.waiter).unwrap_or(&none), self.threads.get(&w.delayer).unwrap_or(&none));
