@@ -59,7 +59,6 @@ pub(crate) fn mark_handovers(threads: &mut [ThreadCalls], team: &Instances, cons
     // barrier's leave.
     let mut previous: HashMap<(usize, i64), i64> = HashMap::new();
     let mut marks: Vec<Vec<Stretch>> = vec![Vec::new(); threads.len()];
-    let index = |thread: i64, threads: &[ThreadCalls]| threads.iter().position(|t| t.thread == thread);
     for (&k, list) in &team.members {
         let (fork, master) = team.forks[k];
         let Ok(hand) = u32::try_from(master) else { continue };
@@ -99,17 +98,15 @@ pub(crate) fn mark_handovers(threads: &mut [ThreadCalls], team: &Instances, cons
         // Each member's barrier once the last had come: the last's own, unless it ran tasks
         // there (they are walked as they are), goes on with itself.
         for m in barrier.iter().filter(|m| m.leave > last.enter && (m.thread != last.thread || m.tasks == 0)) {
-            if let Some(ti) = index(m.thread, threads) {
-                let from = last.enter.max(m.enter);
-                marks[ti].push(Stretch {
-                    from,
-                    to: m.leave,
-                    region: m.region,
-                    path: m.path,
-                    call_start: None,
-                    hand: Some(hand),
-                });
-            }
+            let from = last.enter.max(m.enter);
+            marks[m.at].push(Stretch {
+                from,
+                to: m.leave,
+                region: m.region,
+                path: m.path,
+                call_start: None,
+                hand: Some(hand),
+            });
         }
     });
     if let Some(idle) = Idleness::of(threads, team) {

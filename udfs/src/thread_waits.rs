@@ -341,6 +341,8 @@ pub(crate) fn rank_waits(
 /// explicit, and its call path.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct MemberBarrier {
+    /// The member's index in the rank's threads.
+    pub at: usize,
     pub region: u32,
     pub enter: i64,
     pub leave: i64,
@@ -397,6 +399,7 @@ pub(crate) fn team_barriers(
                 }
                 let path = th.call_paths[i];
                 barriers.push(MemberBarrier {
+                    at: ti,
                     region: c.region,
                     enter: c.start,
                     leave: c.end,
