@@ -147,7 +147,9 @@ fn answer(store: &Path, url: Option<&str>, args: &[&str]) -> (bool, String, Stri
     }
     all.extend_from_slice(args);
     let o = run(&all);
-    (o.status.success(), stdout(&o), stderr(&o))
+    // A process ended by a signal says nothing on stderr: the status says how it ended.
+    let said = format!("{} ({})", stderr(&o), o.status);
+    (o.status.success(), stdout(&o), said)
 }
 
 /// Lines sorted, for answers whose order no ORDER BY fixes.
