@@ -282,6 +282,13 @@ pub const MESSAGES: TableDoc = TableDoc {
             true,
             "start of the MPI call that completed the send (the Wait or Test of a non-blocking send; the send's own call for a blocking one)",
         ),
+        col("src_thread", int32, true, "thread of the sending rank that sent it (NULL when the send is missing)"),
+        col(
+            "dst_thread",
+            int32,
+            true,
+            "thread of the receiving rank that completed the receive (NULL when the receive is missing)",
+        ),
     ],
 };
 

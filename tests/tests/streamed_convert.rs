@@ -404,3 +404,18 @@ fn a_paraver_trace_written_from_a_store_through_run_files_is_the_one_written_fro
     let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("b")).unwrap().flatten().map(|e| e.file_name()).collect();
     assert_eq!(leftovers.len(), 3, "no run files left: {leftovers:?}");
 }
+
+#[test]
+fn threads_of_hybrid_runs_convert_in_groups_as_in_memory() {
+    // otf2/omp_waits: a message between worker threads (MPI_THREAD_MULTIPLE), one group a rank;
+    // a generated hybrid run of 12 ranks x 3 threads, its messages between masters.
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join("otf2");
+    let anchor = data.join("omp_waits").join("traces.otf2").display().to_string();
+    let one_rank = Limits { group_events: 1, part_rows: 5, bucket_events: 4 };
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &one_rank);
+    assert_eq!(converted.groups, 2, "{converted:?}");
+    let cfg = GeneratorConfig::parse_spec("ranks=12,ranks-per-node=4,iterations=4,threads=3").unwrap();
+    let (_dir, anchor) = archive(&generate(&cfg).unwrap().trace);
+    let converted = same_as_in_memory(&anchor, &OpenOptions::default(), &SMALL);
+    assert!(converted.groups >= 4, "{converted:?}");
+}

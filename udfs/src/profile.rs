@@ -12,6 +12,14 @@
 //! time from the first call to the last. `call_tree` gives each rank that time as a path of
 //! its own (path and region NULL, no calls), and `load_imbalance` (crate::summaries) as region
 //! NULL, so a rank's exclusive times add up to the span of the run on every stream.
+//!
+//! Threads: both sweep every (rank, thread) stream, so a hybrid run's time is counted on every
+//! location (a rank of 8 threads holds 8 times the span). In `call_tree` a worker thread's
+//! outermost calls continue the master's call path at the fork before them (the master's
+//! innermost call open at the fork), as Score-P's profiles and Cube give them
+//! (`main/!$omp parallel @solver.c:10/compute`), so the rank's threads add up per call path; a
+//! worker's time between parallel regions is its own uncovered time (path NULL): where it idled
+//! while the master ran, which `wait_states` gives as omp_idle_threads.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,6 +40,7 @@ use crate::params::{Param, ParamDefault, Type, param};
 use crate::plan::Work;
 use crate::relation::Relation;
 use crate::stream::{Mapper, Prepare};
+use crate::thread_waits::ThreadRecords;
 
 /// The relation of calls a profile reads.
 pub const CALLS: Param = param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to profile");
@@ -58,9 +67,17 @@ pub const TIME_PROFILE: Function = Function {
     make: Make::Table(time_profile),
 };
 
+/// The events whose forks start the parallel regions a worker thread's call paths continue.
+const FORKS: Param = param(
+    "events",
+    Type::Relation,
+    ParamDefault::Text("events"),
+    "the events whose thread forks start the OpenMP parallel regions: a worker thread's call paths continue the master's at the fork (by default the events beside rel)",
+);
+
 pub const CALL_TREE: Function = Function {
     name: "call_tree",
-    params: &[CALLS],
+    params: &[CALLS, FORKS],
     output: Output::Columns(&[
         col(
             "path",
@@ -74,7 +91,7 @@ pub const CALL_TREE: Function = Function {
         col("inclusive_ns", int64, "their time with nested calls").never_null(),
         col("exclusive_ns", int64, "their time without nested calls").never_null(),
     ]),
-    description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time (a path whose start lies outside rel begins with '...'; path NULL holds the time of the run's span no call covers on the rank's streams)",
+    description: "the calling-context tree: per call path ('main/compute') and rank, calls, inclusive and exclusive time summed over the rank's threads, a worker thread's paths continuing the master's at the fork (a path whose start lies outside rel begins with '...'; path NULL holds the time of the run's span no call covers on the rank's streams, a worker's idling between parallel regions included)",
     make: Make::Table(call_tree),
 };
 
@@ -280,12 +297,70 @@ struct Tree {
     span: Option<(i64, i64)>,
     /// Per rank, the time of the span no call covers, summed over its streams.
     uncovered: BTreeMap<i64, i64>,
+    /// The thread forks, whose master's paths the workers' paths continue.
+    forks: ThreadRecords,
     schema: SchemaRef,
+}
+
+/// For each (rank, non-master thread) outermost row, the master's row open at the fork before
+/// it (start before the fork, end after): the row whose path it continues. Rows of ranks that
+/// forked no thread are left out.
+fn fork_parents(
+    forks: &ThreadRecords,
+    rank: &Int64Array,
+    thread: &Int64Array,
+    parent: &Int64Array,
+    start: &Int64Array,
+    end: &Int64Array,
+) -> HashMap<usize, usize> {
+    let mut out = HashMap::new();
+    let valid = |i: usize| start.is_valid(i) && end.is_valid(i) && rank.is_valid(i);
+    let thread_of = |i: usize| if thread.is_valid(i) { thread.value(i) } else { 0 };
+    let mut by_rank: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
+    for i in (0..rank.len()).filter(|&i| valid(i)) {
+        by_rank.entry(rank.value(i)).or_default().push(i);
+    }
+    for (r, rows) in by_rank {
+        let list = forks.forks(r);
+        let Some(&(_, master)) = list.first() else { continue };
+        let mut fork_times: Vec<i64> = list.iter().map(|f| f.0).collect();
+        fork_times.sort_unstable();
+        // The master's open row at each fork: its calls swept in start order with a stack.
+        let mut calls: Vec<usize> = rows.iter().copied().filter(|&i| thread_of(i) == master).collect();
+        calls.sort_by_key(|&i| (start.value(i), std::cmp::Reverse(end.value(i))));
+        let mut open_at: Vec<Option<usize>> = Vec::with_capacity(fork_times.len());
+        let (mut stack, mut next) = (Vec::<usize>::new(), 0);
+        for &f in &fork_times {
+            while next < calls.len() && start.value(calls[next]) < f {
+                let c = calls[next];
+                while stack.last().is_some_and(|&top| end.value(top) <= start.value(c)) {
+                    stack.pop();
+                }
+                stack.push(c);
+                next += 1;
+            }
+            while stack.last().is_some_and(|&top| end.value(top) <= f) {
+                stack.pop();
+            }
+            open_at.push(stack.last().copied());
+        }
+        for &i in rows.iter().filter(|&&i| thread_of(i) != master && parent.is_null(i)) {
+            let k = fork_times.partition_point(|&f| f <= start.value(i));
+            if let Some(Some(up)) = k.checked_sub(1).map(|k| open_at[k]) {
+                out.insert(i, up);
+            }
+        }
+    }
+    out
 }
 
 impl Mapper for Tree {
     fn held_bytes(&self) -> usize {
-        56 * self.totals.capacity() + self.paths.text_bytes + 48 * self.paths.text.len() + 32 * self.uncovered.len()
+        56 * self.totals.capacity()
+            + self.forks.held_bytes()
+            + self.paths.text_bytes
+            + 48 * self.paths.text.len()
+            + 32 * self.uncovered.len()
     }
 
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
@@ -300,10 +375,20 @@ impl Mapper for Tree {
         let names = &mut self.names;
         let region: Vec<u32> =
             (0..id.len()).map(|i| names.id(if region.is_valid(i) { region.value(i) } else { "NULL" })).collect();
+        let (thread, start, end) = (int64_column(batches, 6)?, int64_column(batches, 7)?, int64_column(batches, 8)?);
+        // A worker's outermost call continues the master's row open at the fork before it.
+        let fork_parent = if self.forks.is_empty() {
+            HashMap::new()
+        } else {
+            fork_parents(&self.forks, &rank, &thread, &parent, &start, &end)
+        };
         let (names, paths) = (&self.names, &mut self.paths);
         // The path of each row, from its parent's (memoised; a parent outside the relation
         // starts the path with "..."). Paths are interned: text is built once per path.
         let mut row_path: Vec<Option<u32>> = vec![None; id.len()];
+        let up_of = |row: usize| {
+            if parent.is_valid(row) { row_of.get(&parent.value(row)).copied() } else { fork_parent.get(&row).copied() }
+        };
         for i in 0..id.len() {
             let mut chain = vec![i];
             while let Some(&top) = chain.last() {
@@ -311,15 +396,15 @@ impl Mapper for Tree {
                     chain.pop();
                     break;
                 }
-                match parent.is_valid(top).then(|| parent.value(top)).map(|p| row_of.get(&p)) {
-                    Some(Some(&p)) if !chain.contains(&p) => chain.push(p),
-                    Some(Some(_)) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
-                    Some(None) => {
+                match (up_of(top), parent.is_valid(top)) {
+                    (Some(p), _) if !chain.contains(&p) => chain.push(p),
+                    (Some(_), _) => return exec_err!("call_tree: call {} is its own ancestor", id.value(top)),
+                    (None, true) => {
                         row_path[top] = Some(paths.id(Up::Outside, region[top], names));
                         chain.pop();
                         break;
                     }
-                    None => {
+                    (None, false) => {
                         row_path[top] = Some(paths.id(Up::Root, region[top], names));
                         chain.pop();
                         break;
@@ -327,7 +412,8 @@ impl Mapper for Tree {
                 }
             }
             while let Some(row) = chain.pop() {
-                let up = row_path[row_of[&parent.value(row)]].expect("the parent's path is known");
+                let up =
+                    row_path[up_of(row).expect("a row on the chain has a parent")].expect("the parent's path is known");
                 row_path[row] = Some(paths.id(Up::Path(up), region[row], names));
             }
         }
@@ -339,8 +425,6 @@ impl Mapper for Tree {
             t.3 += exclusive.value(i);
         }
         if let Some((t0, t1)) = self.span {
-            let (thread, start, end) =
-                (int64_column(batches, 6)?, int64_column(batches, 7)?, int64_column(batches, 8)?);
             let mut by_stream: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
             for i in 0..id.len() {
                 if start.is_valid(i) && end.is_valid(i) {
@@ -379,11 +463,15 @@ impl Mapper for Tree {
 arguments! {
     struct CallTreeArgs(CALL_TREE) {
         rel: Relation,
+        events: Option<Relation>,
     }
 }
 
 fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let CallTreeArgs { rel } = CallTreeArgs::read(a)?;
+    let CallTreeArgs { rel, events } = CallTreeArgs::read(a)?;
+    let events = crate::waits::beside(events, a.session, &rel, "events")?;
+    let forks = &crate::thread_waits::THREAD_KINDS[..1];
+    let (forks, _) = crate::waits::thread_inputs(a, a.function, events, None, forks)?;
     let idx = rel.columns(
         a.function,
         &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],
@@ -400,7 +488,12 @@ fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
             (Some(t0), Some(t1)) => Some((t0, t1)),
             _ => None,
         };
+        let mut forks = ThreadRecords::default();
+        for batch in &held[1] {
+            forks.fold_events(batch)?;
+        }
         let tree = Tree {
+            forks,
             names: Names::default(),
             paths: Paths::default(),
             totals: HashMap::new(),
@@ -412,7 +505,8 @@ fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
     });
     // A call's path is on its own rank: over a cluster's parts of whole ranks, the parts'
     // rows together are the answer.
-    Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx)), bounds], 2, prepare).spreading(Spread::Rows)))
+    let inputs = vec![(rel, Some(idx)), bounds, (forks, None)];
+    Ok(Arc::new(Derived::by_rank(out, inputs, 2, prepare).spreading(Spread::Rows)))
 }
 
 #[cfg(test)]

@@ -182,6 +182,11 @@ impl ThreadRecords {
         self.bytes
     }
 
+    /// `rank`'s forks (time, forking thread), as they came.
+    pub fn forks(&self, rank: i64) -> &[(i64, i64)] {
+        self.ranks.get(&rank).map_or(&[], |r| r.forks.as_slice())
+    }
+
     /// Whether any rank recorded a fork or a lock: without them no thread waits.
     pub fn is_empty(&self) -> bool {
         self.ranks.is_empty()

@@ -100,7 +100,7 @@ mod tests {
     use super::*;
 
     fn send(dst: i32, tag: i32, ts: i64, event: usize) -> Half {
-        Half { src: 0, dst, comm: 0, tag, ts, event, ..Half::UNSET }
+        Half { src: 0, dst, comm: 0, tag, ts, place: Half::place(event, 0), ..Half::UNSET }
     }
 
     #[test]

@@ -30,9 +30,15 @@ pub struct Half {
     /// Send: start of the call that completed it (the Wait or Test of a non-blocking send,
     /// the send's own call for a blocking one). Receive: unset.
     pub complete_call_start: i64,
-    /// Global index of the send or completion event.
-    pub event: usize,
+    /// Global index of the send or completion event (`event`) and, in the top 16 bits, the
+    /// thread of its stream (`thread`): packed, a half stays 72 bytes.
+    pub place: u64,
 }
+
+/// Bits of `Half::place` that hold the event index (2.8e14 events).
+const EVENT_BITS: u32 = 48;
+/// The thread of a half not known: an unset half, or a thread number past 16 bits.
+const NO_THREAD: u64 = 0xFFFF;
 
 impl Half {
     pub const UNSET: Half = Half {
@@ -46,17 +52,38 @@ impl Half {
         call_end: NONE_I64,
         aux_ts: NONE_I64,
         complete_call_start: NONE_I64,
-        event: 0,
+        place: NO_THREAD << EVENT_BITS,
     };
+
+    /// The place of event `event` on a stream of thread `thread` (NONE_I32 or past 16 bits:
+    /// unknown, NULL in `messages`).
+    pub fn place(event: usize, thread: i32) -> u64 {
+        let thread = u64::try_from(thread).ok().filter(|&t| t < NO_THREAD).unwrap_or(NO_THREAD);
+        debug_assert!((event as u64) < 1 << EVENT_BITS);
+        (thread << EVENT_BITS) | event as u64
+    }
+
+    /// Global index of the send or completion event.
+    pub fn event(&self) -> usize {
+        (self.place & ((1 << EVENT_BITS) - 1)) as usize
+    }
+
+    /// The thread of the rank that sent or received it; NONE_I32 when unknown.
+    pub fn thread(&self) -> i32 {
+        match self.place >> EVENT_BITS {
+            NO_THREAD => NONE_I32,
+            t => t as i32,
+        }
+    }
 
     /// Matching order of a rank's sends: the send event.
     pub fn send_order(&self) -> (i64, usize) {
-        (self.ts, self.event)
+        (self.ts, self.event())
     }
 
     /// Matching order of a rank's receives: the post time.
     pub fn recv_order(&self) -> (i64, usize) {
-        (self.aux_ts, self.event)
+        (self.aux_ts, self.event())
     }
 }
 
@@ -186,6 +213,17 @@ impl<'a> HalfCollector<'a> {
         self.send_calls.push((call.map_or(NO_CALL, |c| c.0 as u32), blocking));
         // A blocking send completes when its call ends: set by `finish`.
         self.sends[k] = self.half(events, i, (self.rank, events.peer[i]), call, NONE_I64);
+        self.check_thread(&self.sends[k], events.thread[i], w);
+    }
+
+    /// A thread number that `Half::place` cannot hold is counted: its messages' thread is NULL.
+    fn check_thread(&self, half: &Half, thread: i32, w: &mut Warnings) {
+        if half.thread() != thread {
+            let (rank, ts) = (self.rank, half.ts);
+            w.add("message_thread_unknown", || {
+                format!("rank {rank}: a message at ts {ts} is on thread {thread}, past the 65,534 threads a message's thread column holds (NULL)")
+            });
+        }
     }
 
     /// The completion of a non-blocking send, event `i`, inside call `call` (index, start) if
@@ -249,6 +287,7 @@ impl<'a> HalfCollector<'a> {
         let k = self.recv_calls.len();
         self.recv_calls.push(call.map_or(NO_CALL, |c| c.0 as u32));
         self.recvs[k] = self.half(events, i, (events.peer[i], self.rank), call, post);
+        self.check_thread(&self.recvs[k], events.thread[i], w);
     }
 
     /// The half of event `i` between `(src, dst)`; its call end is set by `finish`, once the
@@ -272,7 +311,7 @@ impl<'a> HalfCollector<'a> {
             call_end: NONE_I64,
             aux_ts,
             complete_call_start: NONE_I64,
-            event: self.offset + i,
+            place: Half::place(self.offset + i, events.thread[i]),
         }
     }
 

@@ -80,7 +80,7 @@ pub fn pair(sends: &[Half], recvs: &[Half], streams: &[PartStream], per_stream: 
             for (slot, i) in out.iter_mut().zip(rank.sends.clone()) {
                 let p = send_places[i];
                 let recv = matched(index.send_ids[r][p.channel as usize], p.seq);
-                *slot = Pair { ts: sends[i].ts, event: sends[i].event, send: i as u32, recv };
+                *slot = Pair { ts: sends[i].ts, event: sends[i].event(), send: i as u32, recv };
             }
             rank.recvs
                 .clone()
@@ -88,7 +88,7 @@ pub fn pair(sends: &[Half], recvs: &[Half], streams: &[PartStream], per_stream: 
                     let p = recv_places[j];
                     p.seq >= index.sends[index.recv_ids[r][p.channel as usize] as usize]
                 })
-                .map(|j| Pair { ts: recvs[j].ts, event: recvs[j].event, send: Pair::NONE, recv: j as u32 })
+                .map(|j| Pair { ts: recvs[j].ts, event: recvs[j].event(), send: Pair::NONE, recv: j as u32 })
                 .collect()
         })
         .collect();

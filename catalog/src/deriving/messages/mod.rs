@@ -83,6 +83,8 @@ pub struct MessageChunk {
     pub send_complete_call_start: Vec<i64>,
     pub src_node: Vec<i32>,
     pub dst_node: Vec<i32>,
+    pub src_thread: Vec<i32>,
+    pub dst_thread: Vec<i32>,
 }
 
 impl MessageChunk {
@@ -105,6 +107,8 @@ impl MessageChunk {
             send_complete_call_start: Vec::with_capacity(n),
             src_node: Vec::with_capacity(n),
             dst_node: Vec::with_capacity(n),
+            src_thread: Vec::with_capacity(n),
+            dst_thread: Vec::with_capacity(n),
         }
     }
 
@@ -142,6 +146,8 @@ impl MessageChunk {
             self.send_complete_call_start.extend(block.iter().map(|r| r.send.complete_call_start));
             self.src_node.extend(block.iter().map(|r| nodes.node(r.any.src)));
             self.dst_node.extend(block.iter().map(|r| nodes.node(r.any.dst)));
+            self.src_thread.extend(block.iter().map(|r| r.send.thread()));
+            self.dst_thread.extend(block.iter().map(|r| r.recv.thread()));
         }
         size_mismatch
     }
@@ -186,6 +192,8 @@ impl MessageChunk {
             Arc::new(intra),
             nullable(duration),
             nullable(self.send_complete_call_start),
+            Arc::new(owned_nullable::<Int32Type>(self.src_thread, NONE_I32)),
+            Arc::new(owned_nullable::<Int32Type>(self.dst_thread, NONE_I32)),
         ];
         Ok(RecordBatch::try_new(model::MESSAGES.schema(), columns)?)
     }
@@ -271,7 +279,7 @@ pub fn derive(
         pairs
             .iter()
             .filter(|p| p.send != Pair::NONE && p.recv != Pair::NONE)
-            .map(|p| (sends[p.send as usize].event, recvs[p.recv as usize].event))
+            .map(|p| (sends[p.send as usize].event(), recvs[p.recv as usize].event()))
             .collect()
     } else {
         Vec::new()

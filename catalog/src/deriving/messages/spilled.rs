@@ -32,7 +32,7 @@ use crate::fast_hash::FastMap;
 use crate::trace::{NodeMap, Warnings};
 
 /// Bytes of a half in a file: src, dst, comm, tag, bytes, ts, call start and end, aux_ts,
-/// complete_call_start, event.
+/// complete_call_start, place (event and thread).
 const HALF_BYTES: usize = 4 * 4 + 6 * 8 + 8;
 
 /// A half's key: its channel and its position among the channel's halves of its side.
@@ -45,7 +45,7 @@ fn put_half(h: &Half, out: &mut Vec<u8>) {
     for v in [h.bytes, h.ts, h.call_start, h.call_end, h.aux_ts, h.complete_call_start] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    out.extend_from_slice(&(h.event as u64).to_le_bytes());
+    out.extend_from_slice(&h.place.to_le_bytes());
 }
 
 fn get_half(b: &[u8]) -> Half {
@@ -62,7 +62,7 @@ fn get_half(b: &[u8]) -> Half {
         call_end: i64_at(3),
         aux_ts: i64_at(4),
         complete_call_start: i64_at(5),
-        event: i64_at(6) as usize,
+        place: i64_at(6) as u64,
     }
 }
 
@@ -359,11 +359,11 @@ fn match_bucket(send_path: &Path, recv_path: &Path, run: &Path) -> Result<()> {
         if recv != Pair::NONE {
             taken[recv as usize] = true;
         }
-        pairs.push(Pair { ts: h.ts, event: h.event, send: i as u32, recv });
+        pairs.push(Pair { ts: h.ts, event: h.event(), send: i as u32, recv });
     }
     drop(by_key);
     for (j, (h, _)) in recvs.iter().enumerate().filter(|(j, _)| !taken[*j]) {
-        pairs.push(Pair { ts: h.ts, event: h.event, send: Pair::NONE, recv: j as u32 });
+        pairs.push(Pair { ts: h.ts, event: h.event(), send: Pair::NONE, recv: j as u32 });
     }
     time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event);
     let file = File::create(run).map_err(|e| Error::io(run, e))?;
@@ -396,7 +396,7 @@ struct RunMessage {
 impl RunMessage {
     fn order(&self) -> (i64, usize) {
         let h = self.send.as_ref().or(self.recv.as_ref()).expect("a message has a half");
-        (h.ts, h.event)
+        (h.ts, h.event())
     }
 }
 
@@ -489,7 +489,14 @@ mod tests {
         let halves: Vec<(Half, u32)> = (0..10_000)
             .map(|i| {
                 (
-                    Half { src: i % 37, dst: i % 11, tag: i % 3, ts: i64::from(i), event: i as usize, ..Half::UNSET },
+                    Half {
+                        src: i % 37,
+                        dst: i % 11,
+                        tag: i % 3,
+                        ts: i64::from(i),
+                        place: Half::place(i as usize, 0),
+                        ..Half::UNSET
+                    },
                     i as u32 / 7,
                 )
             })
