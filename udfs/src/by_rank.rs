@@ -8,7 +8,10 @@
 //! cuts the stream after a rank's last row. It holds a chunk of whole ranks of about a
 //! sixteenth of the memory budget (at most `CHUNK_BYTES`; more when one rank alone has more),
 //! whatever the size of the trace, and reserves it, twice over for the sweep's working data,
-//! from the budget: a rank too big for the budget is an error that says so.
+//! from the budget: a rank too big for the budget is an error that says so. A sweep whose
+//! working data is many times its input (`Mapper::working_ratio`: `wait_states` over threads
+//! builds every thread's stretches and waits) gets chunks that many times smaller, reserved that
+//! many times over.
 //!
 //! A relation not known to be in rank order (a trace's tables in memory, a join, an aggregate,
 //! a table made with CREATE TABLE AS) is read whole, as before, and swept as one chunk
@@ -81,6 +84,8 @@ pub struct InRankOrder {
     open_bytes: usize,
     last: Option<i64>,
     chunk_bytes: usize,
+    /// Bytes of working data of the inner sweep per byte of its chunk.
+    ratio: usize,
     budget: Option<ChunkBudget>,
 }
 
@@ -91,7 +96,8 @@ impl std::fmt::Debug for InRankOrder {
 }
 
 impl InRankOrder {
-    /// Hands `inner` chunks of about `chunk_bytes`, reserving them from `budget` if given.
+    /// Hands `inner` chunks of about `chunk_bytes` (divided by its working ratio), reserving
+    /// them from `budget` if given.
     pub fn new(
         name: &str,
         inner: Box<dyn Mapper>,
@@ -100,6 +106,7 @@ impl InRankOrder {
         chunk_bytes: usize,
         budget: Option<ChunkBudget>,
     ) -> Self {
+        let ratio = inner.working_ratio().max(1);
         InRankOrder {
             inner,
             name: name.to_string(),
@@ -110,21 +117,22 @@ impl InRankOrder {
             open: Vec::new(),
             open_bytes: 0,
             last: None,
-            chunk_bytes: chunk_bytes.max(1),
+            chunk_bytes: (chunk_bytes / ratio).max(1),
+            ratio,
             budget,
         }
     }
 
-    /// Reserve what is held, twice over for the sweep's working data.
+    /// Reserve what is held, over again for the sweep's working data.
     fn reserve(&mut self) -> Result<()> {
-        let held = self.done_bytes + self.open_bytes;
+        let held = (1 + self.ratio) * (self.done_bytes + self.open_bytes);
         let Some(b) = &mut self.budget else { return Ok(()) };
-        if b.reservation.try_resize(2 * held).is_err() {
+        if b.reservation.try_resize(held).is_err() {
             let rows = self.done.iter().chain(&self.open).map(RecordBatch::num_rows).sum();
             return Err(crate::budget::over_budget(
                 &self.name,
                 &b.pool,
-                2 * held,
+                held,
                 rows,
                 "sweeping a chunk of whole ranks of",
             ));
@@ -195,6 +203,10 @@ impl Mapper for InRankOrder {
 
     fn finish_bytes(&self) -> usize {
         self.inner.finish_bytes()
+    }
+
+    fn working_ratio(&self) -> usize {
+        self.ratio
     }
 
     fn projected(&mut self, projection: &[usize]) -> bool {
@@ -395,6 +407,47 @@ mod tests {
         assert!(seen.lock().unwrap().len() > 2);
         drop(m);
         assert_eq!(pool.reserved(), 0);
+    }
+
+    /// `Chunks` with a working ratio.
+    struct Heavy(Chunks, usize);
+
+    impl Mapper for Heavy {
+        fn map(&mut self, b: &RecordBatch) -> Result<RecordBatch> {
+            self.0.map(b)
+        }
+
+        fn working_ratio(&self) -> usize {
+            self.1
+        }
+    }
+
+    #[test]
+    fn a_sweep_with_a_working_ratio_gets_chunks_that_much_smaller_reserved_that_much_over() {
+        let pool: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(1 << 20));
+        // 400 ranks of 20 rows: chunks of 16 kB hold many ranks, chunks a quarter of that a
+        // quarter as many.
+        let mut sizes = Vec::new();
+        for ratio in [1, 4] {
+            let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let heavy = Box::new(Heavy(Chunks(seen.clone()), ratio));
+            let budget = ChunkBudget { reservation: MemoryConsumer::new("test").register(&pool), pool: pool.clone() };
+            let mut m = InRankOrder::new("test", heavy, 0, schema(), 16 << 10, Some(budget));
+            assert_eq!(m.working_ratio(), ratio);
+            let mut most = 0;
+            for k in 0..400 {
+                m.map(&batch(&vec![Some(k); 20], 20 * k)).unwrap();
+                most = most.max(pool.reserved());
+            }
+            m.finish().unwrap();
+            let chunks = seen.lock().unwrap().clone();
+            let rows: usize = chunks.iter().map(Vec::len).sum();
+            assert_eq!(rows, 8000);
+            let largest = chunks.iter().map(Vec::len).max().unwrap() * 16;
+            assert!(most >= (1 + ratio) * largest, "reserved {most} for chunks of up to {largest} bytes");
+            sizes.push(chunks.len());
+        }
+        assert!(sizes[1] >= 3 * sizes[0], "chunks: {sizes:?}");
     }
 
     #[test]

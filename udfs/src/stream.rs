@@ -64,6 +64,13 @@ pub trait Mapper: Send {
         0
     }
 
+    /// Bytes of working data the mapper builds per byte of a chunk of whole ranks it sweeps
+    /// (crate::by_rank: its chunks are cut that many times smaller and reserved that many times
+    /// over); 1 for a sweep whose working data is about its input.
+    fn working_ratio(&self) -> usize {
+        1
+    }
+
     /// Bytes `finish` will build beyond what is held (a trend's bins over the run), reserved
     /// from the memory budget before it is called: past the budget the analysis stops saying
     /// so, rather than `finish` growing unchecked.
@@ -215,6 +222,10 @@ impl Mapper for WholeInput {
 
     fn held_bytes(&self) -> usize {
         self.bytes + self.inner.held_bytes()
+    }
+
+    fn working_ratio(&self) -> usize {
+        self.inner.working_ratio()
     }
 
     fn finish_bytes(&self) -> usize {

@@ -545,6 +545,10 @@ fn batch_of(rows: &[Row], schema: &SchemaRef) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
+/// Working data per byte of a chunk of calls when the threads' waits are swept with them
+/// (`WaitPaths::working_ratio`).
+const THREADS_WORKING_RATIO: usize = 16;
+
 /// Rows per batch of the waits given without call paths.
 const BATCH_ROWS: usize = 1 << 16;
 
@@ -688,6 +692,13 @@ impl Mapper for WaitPaths {
 
     fn held_bytes(&self) -> usize {
         0
+    }
+
+    /// With thread records, a chunk's every thread is swept with its stretches, its waits and
+    /// the rows of both: at 1,024 ranks x 8 threads they came to about 16 times the chunk's
+    /// calls (1.2 GB for a 64 MB chunk, measured with heaptrack).
+    fn working_ratio(&self) -> usize {
+        if self.threads.is_empty() { 1 } else { THREADS_WORKING_RATIO }
     }
 
     /// The waits of the ranks no chunk of calls reached, a batch at a time.
