@@ -835,9 +835,20 @@ pub(crate) fn thread_inputs(
     };
     let events = match events {
         Some(e) => {
-            e.columns(function, &["rank", "thread", "ts", "kind", "tag", "request"])?;
+            // Only locks need their order (tag) and id (request): forks and joins leave both
+            // columns unread.
+            let locks = kinds.iter().any(|k| k.contains("lock"));
+            let wanted: &[&str] = if locks {
+                &["rank", "thread", "ts", "kind", "tag", "request"]
+            } else {
+                &["rank", "thread", "ts", "kind"]
+            };
+            e.columns(function, wanted)?;
             let e = e.reference.to_quoted_string();
-            let sql = format!("SELECT rank, thread, ts, kind, tag, request FROM {e} WHERE kind IN ({})", quoted(kinds));
+            let lock_columns =
+                if locks { "tag, request" } else { "CAST(NULL AS BIGINT) AS tag, CAST(NULL AS BIGINT) AS request" };
+            let sql =
+                format!("SELECT rank, thread, ts, kind, {lock_columns} FROM {e} WHERE kind IN ({})", quoted(kinds));
             view(a, function, "thread_events", sql, false)?
         }
         None => empty(&[
