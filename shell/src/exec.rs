@@ -60,23 +60,34 @@ async fn run_plan(
             next = rx.recv() => match next {
                 Some(Ok(batch)) => each(batch)?,
                 Some(Err(e)) => {
+                    // Work that checks the interrupt can stop on a press before the press is
+                    // told here (the watcher raises the interrupt, then tells): a cancel too.
+                    if commdb_catalog::interrupt::check("the query").is_err() {
+                        let told = pressed(&mut presses);
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(1), told).await;
+                        return cancel(queries, &task);
+                    }
                     let message = commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string());
                     return Err(ShellError::Statement(crate::connect::plain_error(message)));
                 }
                 None => return Ok(()),
             },
-            _ = pressed(&mut presses) => {
-                commdb_catalog::interrupt::raise();
-                crate::ctrl_c::answered();
-                task.abort();
-                if let Some(old) = queries.take() {
-                    old.shutdown_background();
-                }
-                *queries = Some(query_runtime()?);
-                return Err(ShellError::Cancelled("query cancelled"));
-            }
+            _ = pressed(&mut presses) => return cancel(queries, &task),
         }
     }
+}
+
+/// Cancel the query run by `task` on a press: stop its work, answer the press, and give the
+/// next query a new runtime.
+fn cancel(queries: &mut Option<tokio::runtime::Runtime>, task: &tokio::task::JoinHandle<()>) -> Result<()> {
+    commdb_catalog::interrupt::raise();
+    crate::ctrl_c::answered();
+    task.abort();
+    if let Some(old) = queries.take() {
+        old.shutdown_background();
+    }
+    *queries = Some(query_runtime()?);
+    Err(ShellError::Cancelled("query cancelled"))
 }
 
 /// A fault (panic) inside the engine reaches the shell as a task's join error: say what it
