@@ -302,8 +302,9 @@ struct Tree {
     schema: SchemaRef,
 }
 
-/// For each (rank, non-master thread) outermost row, the master's row open at the fork before
-/// it (start before the fork, end after): the row whose path it continues. Rows of ranks that
+/// For each (rank, non-master thread) outermost row, the master's row open just before the
+/// fork before it (started before the fork, not ended before it): the row whose path it
+/// continues, by the rule `thread_waits::rank_threads` follows on stretches. Rows of ranks that
 /// forked no thread are left out.
 fn fork_parents(
     forks: &ThreadRecords,
@@ -339,7 +340,7 @@ fn fork_parents(
                 stack.push(c);
                 next += 1;
             }
-            while stack.last().is_some_and(|&top| end.value(top) <= f) {
+            while stack.last().is_some_and(|&top| end.value(top) < f) {
                 stack.pop();
             }
             open_at.push(stack.last().copied());

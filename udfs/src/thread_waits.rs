@@ -230,7 +230,9 @@ pub(crate) fn rank_threads(
                 let Some(list) = master_list else { return Up::Root };
                 let k = forks.partition_point(|f| f.0 <= c.start);
                 let Some(&(fork, _)) = k.checked_sub(1).and_then(|k| forks.get(k)) else { return Up::Root };
-                match stretch_at(list, fork) {
+                // The master's call open just before the fork (a call entered at the fork's
+                // instant, the parallel region itself, comes after it), as call_tree takes it.
+                match stretch_at(list, fork - 1) {
                     Some(s) if s.path != NO_PATH => Up::Path(s.path),
                     _ => Up::Root,
                 }
