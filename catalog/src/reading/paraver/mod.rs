@@ -13,6 +13,7 @@
 //! PARAVER-NOTES.md.
 
 pub mod header;
+mod openmp;
 pub mod pcf;
 pub mod pieces;
 pub mod records;
@@ -20,7 +21,7 @@ pub mod row;
 mod sorted;
 pub mod writer;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -101,6 +102,8 @@ enum Class {
     CollectiveInfo(usize),
     /// A sampled value, as metric `names[i]`.
     Metric(i32),
+    /// One of Extrae's OpenMP records (`openmp`).
+    OpenMp(openmp::Omp),
 }
 
 /// A Paraver trace opened: its .pcf and .row read, its header parsed, and its reader at the
@@ -258,6 +261,9 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
     if let Some(k) = COLLECTIVE_INFO.iter().position(|t| *t == ty) {
         return Class::CollectiveInfo(k);
     }
+    if let Some(omp) = openmp::class_of(ty) {
+        return Class::OpenMp(omp);
+    }
     let described = pcf.types.get(&ty);
     if MPI_CALL_TYPES.contains(&ty) || (MPI_TYPES.contains(&ty) && described.is_none_or(|d| d.values.is_some())) {
         return Class::Mpi;
@@ -309,6 +315,8 @@ struct Summary {
     mpi_streams: HashSet<u32>,
     /// Every (type, value) entered.
     region_keys: HashSet<(i64, i64)>,
+    /// The addresses of the named OpenMP locks.
+    lock_addresses: HashSet<i64>,
     /// Communications with a partner outside the trace: how many, and the first one's line.
     outside: (i64, u64),
 }
@@ -333,6 +341,11 @@ impl Summary {
                     })
                 }
             };
+            // The address written after a release is 0 (Extrae's merger writes the record's
+            // empty parameter there): no lock.
+            if e.ty() == openmp::LOCK_ADDRESS && e.value != 0 {
+                self.lock_addresses.insert(e.value);
+            }
             if class == Class::Mpi && last_mpi_stream != Some(e.stream) {
                 self.mpi_streams.insert(e.stream);
                 last_mpi_stream = Some(e.stream);
@@ -352,10 +365,12 @@ fn region_keys(piece: &records::Piece, classes: &FastMap<i64, Class>) -> HashSet
     let mut keys: HashSet<(i64, i64)> = HashSet::new();
     let mut last = (i64::MIN, i64::MIN);
     for e in &piece.events {
-        if e.value != 0
-            && (e.ty(), e.value) != last
-            && matches!(classes.get(&e.ty()), Some(Class::Mpi | Class::Function))
-        {
+        let enters = match classes.get(&e.ty()) {
+            Some(Class::Mpi | Class::Function) => true,
+            Some(Class::OpenMp(omp)) => openmp::enters(*omp, e.value),
+            _ => false,
+        };
+        if e.value != 0 && (e.ty(), e.value) != last && enters {
             keys.insert((e.ty(), e.value));
             last = (e.ty(), e.value);
         }
@@ -378,12 +393,25 @@ struct Meaning {
     streams: Streams,
     metric_names: Vec<String>,
     metric_definitions: Vec<MetricDefinition>,
+    /// The named OpenMP locks' numbers by address.
+    locks: FastMap<i64, i64>,
+    /// The communicator of rank 0's OpenMP team (rank r's is this + r), when threads run
+    /// OpenMP's parallel functions.
+    team_base: Option<i32>,
 }
 
 impl Meaning {
     fn of(prv: &Path, header: &header::Header, pcf: &pcf::Pcf, summary: Summary, warnings: &mut Warnings) -> Meaning {
-        let Summary { classes, metric_names, metric_definitions, mut not_in_pcf, mpi_streams, region_keys, outside } =
-            summary;
+        let Summary {
+            classes,
+            metric_names,
+            metric_definitions,
+            mut not_in_pcf,
+            mpi_streams,
+            region_keys,
+            lock_addresses,
+            outside,
+        } = summary;
         if !not_in_pcf.is_empty() {
             not_in_pcf.sort_unstable();
             let n = not_in_pcf.len();
@@ -421,18 +449,34 @@ impl Meaning {
         let mut unnamed: Vec<(i64, i64)> = Vec::new();
         for (ty, value) in &region_keys {
             let class = classes[ty];
-            let name = pcf.types.get(ty).and_then(|t| t.values.as_ref()).and_then(|v| v.get(value)).cloned();
-            let name = name.unwrap_or_else(|| {
-                unnamed.push((*ty, *value));
-                let what = pcf.types.get(ty).map_or_else(|| format!("type {ty}"), |t| t.description.clone());
-                format!("{what} {value}")
-            });
+            let value_name = pcf.types.get(ty).and_then(|t| t.values.as_ref()).and_then(|v| v.get(value));
+            let what = pcf.types.get(ty).map_or_else(|| format!("type {ty}"), |t| t.description.clone());
+            let (name, role) = match class {
+                Class::OpenMp(_) => {
+                    if value_name.is_none() && [openmp::FUNCTION, openmp::TASK_FUNCTION].contains(ty) {
+                        unnamed.push((*ty, *value));
+                    }
+                    openmp::region(*ty, *value, &what, value_name.map(String::as_str))
+                }
+                _ => {
+                    let name = value_name.cloned().unwrap_or_else(|| {
+                        unnamed.push((*ty, *value));
+                        format!("{what} {value}")
+                    });
+                    (name, None)
+                }
+            };
+            let paradigm = match class {
+                Class::Mpi => "mpi",
+                Class::OpenMp(_) => "openmp",
+                _ => "user",
+            };
             region_of.insert((*ty, *value), regions.len() as i32);
             regions.push(RegionInfo {
                 region_id: *value,
                 name,
-                paradigm: if class == Class::Mpi { "mpi" } else { "user" }.into(),
-                role: None,
+                paradigm: paradigm.into(),
+                role: role.map(str::to_string),
                 file: None,
                 line: None,
             });
@@ -447,7 +491,28 @@ impl Meaning {
         warnings.add_many("paraver_partner_outside", n, || {
             format!("{}:{line}: communications whose partner lies outside the trace (cut away) are kept as unmatched halves", prv.display())
         });
-        let (communicators, app_comms) = communicators(header, &communicating);
+        let (mut communicators, app_comms) = communicators(header, &communicating);
+        // A thread team per rank when threads run OpenMP's parallel functions, after the MPI
+        // communicators.
+        let team_base = classes.values().any(|c| *c == Class::OpenMp(openmp::Omp::Function)).then(|| {
+            let base = communicators.iter().map(|c| c.comm + 1).max().unwrap_or(0);
+            let mut threads: BTreeMap<i32, u32> = BTreeMap::new();
+            for s in 0..st.rank.len() {
+                if communicating[st.app[s] as usize] {
+                    *threads.entry(st.rank[s]).or_default() += 1;
+                }
+            }
+            for (rank, n) in threads {
+                communicators.push(CommInfo {
+                    comm: base + rank,
+                    name: format!("OpenMP team of rank {rank}"),
+                    members: vec![rank; n as usize],
+                    per_rank: false,
+                });
+            }
+            base
+        });
+        let locks = openmp::number_locks(lock_addresses);
         let collective_op: Vec<u8> =
             regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
         Meaning {
@@ -461,6 +526,8 @@ impl Meaning {
             streams: st,
             metric_names,
             metric_definitions,
+            locks,
+            team_base,
         }
     }
 
@@ -471,6 +538,8 @@ impl Meaning {
             region_of: &self.region_of,
             collective_op: &self.collective_op,
             comms: self.app_comms[app].as_ref(),
+            locks: &self.locks,
+            team_base: self.team_base,
         }
     }
 
@@ -486,9 +555,8 @@ impl Meaning {
     }
 
     /// Append a walked stream's events (when it has any) to `parts` and its samples to
-    /// `metrics`; returns its calls and communications not kept (outside the applications that
-    /// communicate).
-    fn gather(&self, s: usize, out: StreamOut, parts: &mut Vec<RawEvents>, metrics: &mut RawMetrics) -> i64 {
+    /// `metrics`; returns what of it was not kept as events.
+    fn gather(&self, s: usize, out: StreamOut, parts: &mut Vec<RawEvents>, metrics: &mut RawMetrics) -> Unkept {
         if !out.events.is_empty() {
             parts.push(out.events);
         }
@@ -498,7 +566,7 @@ impl Meaning {
         metrics.ts.extend(out.metric_ts);
         metrics.metric.extend(out.metric);
         metrics.value.extend(out.metric_value);
-        out.dropped
+        Unkept { other_applications: out.dropped, locks_unknown: out.locks_unknown }
     }
 
     /// The metrics table's names and definitions, without samples.
@@ -510,17 +578,64 @@ impl Meaning {
         }
     }
 
-    /// Report the calls and communications of other applications, which are not kept.
-    fn report_dropped(&self, prv: &Path, dropped: i64, warnings: &mut Warnings) {
+    /// Report the calls and communications of other applications, which are not kept, and the
+    /// OpenMP lock records whose lock is not known.
+    fn report_unkept(&self, prv: &Path, unkept: Unkept, warnings: &mut Warnings) {
         let mpi: Vec<String> =
             self.communicating.iter().enumerate().filter(|(_, c)| **c).map(|(a, _)| (a + 1).to_string()).collect();
-        warnings.add_many("paraver_other_application_events", dropped, || {
+        warnings.add_many("paraver_other_application_events", unkept.other_applications, || {
             format!(
                 "{}: calls and communications of applications other than those that call MPI ({}) are not kept; their counters are in metrics",
                 prv.display(),
                 mpi.join(", ")
             )
         });
+        let (no_address, states) = unkept.locks_unknown;
+        warnings.add_many("paraver_lock_without_address", no_address, || {
+            format!(
+                "{}: acquisitions of a named OpenMP lock (type {}) without the lock's address (type {}) after them: their lock is NULL and no lock contention is found for them",
+                prv.display(),
+                openmp::NAMED_LOCK,
+                openmp::LOCK_ADDRESS
+            )
+        });
+        warnings.add_many("paraver_lock_state", states, || {
+            format!(
+                "{}: OpenMP lock records (types {} and {}) of a value other than 0, 3, 5 and 6 (released, acquiring, releasing, held) are skipped",
+                prv.display(),
+                openmp::NAMED_LOCK,
+                openmp::UNNAMED_LOCK
+            )
+        });
+    }
+
+    /// Whether the trace has OpenMP lock records (whose acquisitions `openmp` numbers).
+    fn has_locks(&self) -> bool {
+        self.classes.values().any(|c| matches!(c, Class::OpenMp(openmp::Omp::Lock { .. })))
+    }
+}
+
+/// What walks did not keep as events: calls and communications of applications that do not
+/// communicate, and OpenMP lock records of no known lock (acquisitions without their address,
+/// records of no known state).
+#[derive(Debug, Default, Clone, Copy)]
+struct Unkept {
+    other_applications: i64,
+    locks_unknown: (i64, i64),
+}
+
+impl std::ops::AddAssign for Unkept {
+    fn add_assign(&mut self, o: Unkept) {
+        self.other_applications += o.other_applications;
+        self.locks_unknown.0 += o.locks_unknown.0;
+        self.locks_unknown.1 += o.locks_unknown.1;
+    }
+}
+
+/// Number the OpenMP lock acquisitions of walked streams of whole ranks (`openmp`).
+fn number_acquisitions(m: &Meaning, walked: &mut [StreamOut]) {
+    if m.has_locks() {
+        openmp::number_acquisitions(&mut walked.iter_mut().map(|o| &mut o.events).collect::<Vec<_>>());
     }
 }
 
@@ -567,7 +682,7 @@ fn assemble(o: Opened, recs: records::Records) -> Result<RawTrace> {
     let first_record = recs.first_comm_of_pieces();
     let rank = &m.streams.rank;
     // Every stream walked on one thread, the check for overtaking messages on the other.
-    let (walked, overtaking): (Vec<StreamOut>, _) = rayon::join(
+    let (mut walked, overtaking): (Vec<StreamOut>, _) = rayon::join(
         || {
             (0..o.layout.streams)
                 .into_par_iter()
@@ -583,13 +698,14 @@ fn assemble(o: Opened, recs: records::Records) -> Result<RawTrace> {
         || overtaking(recs.comms()),
     );
     report_overtaking(&o.prv, overtaking, &mut warnings);
+    number_acquisitions(&m, &mut walked);
     let mut parts = Vec::new();
     let mut metrics = m.metrics();
-    let mut dropped = 0i64;
+    let mut unkept = Unkept::default();
     for (s, out) in walked.into_iter().enumerate() {
-        dropped += m.gather(s, out, &mut parts, &mut metrics);
+        unkept += m.gather(s, out, &mut parts, &mut metrics);
     }
-    m.report_dropped(&o.prv, dropped, &mut warnings);
+    m.report_unkept(&o.prv, unkept, &mut warnings);
     let mut states = RawStates::default();
     StateNames::default().append(&recs.states, &m.streams, &o.pcf, &mut states);
     let mut raw = trace(&o.prv, &o.header, &o.row, &m, warnings);
@@ -865,6 +981,8 @@ struct StreamContext<'a> {
     /// The communicators of the stream's application; None when it does not communicate (its
     /// calls and communications are not kept).
     comms: Option<&'a AppComms>,
+    locks: &'a FastMap<i64, i64>,
+    team_base: Option<i32>,
 }
 
 #[derive(Default)]
@@ -875,6 +993,8 @@ struct StreamOut {
     metric_value: Vec<f64>,
     /// Calls and communications of a stream outside the MPI application.
     dropped: i64,
+    /// Named OpenMP lock acquisitions without their address, and lock records of no known state.
+    locks_unknown: (i64, i64),
 }
 
 /// A collective being called: its operation and the details gathered for it.
@@ -934,18 +1054,31 @@ fn walk_stream<'a>(
         }
     };
     let mut last_type = (i64::MIN, Class::Mpi);
+    let mut threads = openmp::Threads::default();
+    let omp = openmp::Context {
+        region_of: ctx.region_of,
+        locks: ctx.locks,
+        team: ctx.team_base.map_or(NONE_I32, |b| b + rank),
+    };
     for r in records {
         if r.ty() != last_type.0 {
             last_type = (r.ty(), ctx.classes[&r.ty()]);
         }
         let class = last_type.1;
+        if class != Class::OpenMp(openmp::Omp::LockAddress) {
+            threads.no_more_address();
+        }
         // An MPI call's value repeated while that call is the innermost open one of its type
         // ends it: MPItrace (2004) wrote an MPI_Reduce's end so. MPI calls do not call
         // themselves; user functions may, so theirs is an enter.
         let repeats = class == Class::Mpi
             && r.value != 0
             && open.iter().rev().find(|o| o.0 == r.ty()).is_some_and(|o| o.1 == r.value);
-        let leaving = (r.value == 0 || repeats) && matches!(class, Class::Mpi | Class::Function);
+        let leaving = match class {
+            Class::Mpi | Class::Function => r.value == 0 || repeats,
+            Class::OpenMp(o) => openmp::leaves(o, r.value),
+            _ => false,
+        };
         // A half of the same time goes before a leave (a communication happens inside the call
         // that makes it), except a receive's post, which is the start of the call that posts
         // it: it goes after the calls that end and begin then.
@@ -1010,8 +1143,11 @@ fn walk_stream<'a>(
                 out.metric.push(m);
                 out.metric_value.push(r.value as f64);
             }
+            Class::OpenMp(o) => threads.record(ev, &omp, o, r.ty(), r.value, r.ts, (rank, thread), &mut open),
         }
     }
+    threads.no_more_address();
+    out.locks_unknown = (threads.no_address, threads.unknown_lock_states);
     flush(ev, &mut next_half, &|_| true);
     ev.finish_stream(rank, thread);
     out
@@ -1188,6 +1324,46 @@ mod tests {
             assert!(n > 3, "pieces of {piece} bytes");
             assert_eq!((&l, &h), (&lines, &whole), "pieces of {piece} bytes");
         }
+    }
+
+    #[test]
+    fn openmp_lock_records_of_no_known_lock_are_counted_and_kept_without_a_lock() {
+        // One task of two threads: thread 1 takes the named lock without the address after the
+        // 6 (its acquisition has lock NULL); thread 2 writes a lock state that is none of the
+        // four; then both take the unnamed critical section, numbered 1 and 2.
+        let dir = tempfile::tempdir().unwrap();
+        let prv = dir.path().join("locks.prv");
+        std::fs::write(
+            &prv,
+            "#Paraver (29/11/2026 at 10:00):100_ns:1(2):1:1(2:1),0\n\
+             2:1:1:1:1:10:60000006:3\n2:1:1:1:1:12:60000006:6\n2:1:1:1:1:20:60000006:5\n\
+             2:1:1:1:1:22:60000006:0:60000032:0\n2:2:1:1:2:25:60000006:4\n\
+             2:1:1:1:1:30:60000007:3:60000007:6\n2:2:1:1:2:31:60000007:3\n2:1:1:1:1:40:60000007:5\n\
+             2:2:1:1:2:40:60000007:6\n2:1:1:1:1:41:60000007:0\n2:2:1:1:2:50:60000007:5:60000007:0\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("locks.pcf"), "EVENT_TYPE\n0 60000006 OpenMP named-Lock\n\nEVENT_TYPE\n0 60000007 OpenMP unnamed-Lock\n\nEVENT_TYPE\n0 60000032 OpenMP named-Lock address name\n").unwrap();
+        std::fs::write(dir.path().join("locks.row"), "").unwrap();
+        let raw = read(&prv).unwrap();
+        assert_eq!(raw.warnings.count("paraver_lock_without_address"), 1);
+        assert_eq!(raw.warnings.count("paraver_lock_state"), 1);
+        let t = raw.build().unwrap();
+        let events = columns(&t, "events", &["thread", "ts", "kind", "request", "tag"]);
+        let locks: Vec<String> = (0..events[0].len())
+            .filter(|&i| events[2][i].starts_with("thread_"))
+            .map(|i| format!("{} {} {} {} {}", events[0][i], events[1][i], events[2][i], events[3][i], events[4][i]))
+            .collect();
+        assert_eq!(
+            locks,
+            [
+                "0 12 thread_acquire_lock NULL NULL",
+                "0 20 thread_release_lock NULL NULL",
+                "0 30 thread_acquire_lock 0 1",
+                "0 40 thread_release_lock 0 1",
+                "1 40 thread_acquire_lock 0 2",
+                "1 50 thread_release_lock 0 2",
+            ]
+        );
     }
 
     #[test]

@@ -46,8 +46,8 @@ pub struct Pieces {
     shards: Shards,
     /// States in the states file.
     states: u64,
-    /// Calls and communications of streams outside the MPI application, so far.
-    dropped: i64,
+    /// What the walks did not keep as events, so far.
+    unkept: super::Unkept,
 }
 
 impl std::fmt::Debug for Pieces {
@@ -175,7 +175,7 @@ pub fn read_in_pieces(
         bounds,
         shards: Shards { sizes, models: Vec::new() },
         states,
-        dropped: 0,
+        unkept: super::Unkept::default(),
     };
     Ok((raw, pieces))
 }
@@ -271,7 +271,7 @@ impl crate::reading::InGroups for Pieces {
         }
         let m = &self.meaning;
         let rank = &m.streams.rank;
-        let walked: Vec<super::StreamOut> = events
+        let mut walked: Vec<super::StreamOut> = events
             .into_par_iter()
             .zip(halves)
             .enumerate()
@@ -281,10 +281,11 @@ impl crate::reading::InGroups for Pieces {
                 m.walk(first + i, std::iter::once(&events[..]), &halves)
             })
             .collect();
+        super::number_acquisitions(m, &mut walked);
         let mut parts: Vec<RawEvents> = Vec::new();
         let mut metrics = RawMetrics::default();
         for (i, out) in walked.into_iter().enumerate() {
-            self.dropped += m.gather(first + i, out, &mut parts, &mut metrics);
+            self.unkept += m.gather(first + i, out, &mut parts, &mut metrics);
         }
         let fits = crate::clock::Fits::of(&self.shards.models);
         parts.par_iter_mut().for_each(|p| crate::clock::correct_events(p, &fits));
@@ -293,7 +294,7 @@ impl crate::reading::InGroups for Pieces {
     }
 
     fn finish(&mut self, warnings: &mut Warnings) {
-        self.meaning.report_dropped(&self.prv, self.dropped, warnings);
+        self.meaning.report_unkept(&self.prv, self.unkept, warnings);
     }
 
     /// The states, in file order, from their scratch file.

@@ -7,8 +7,13 @@
 //! 50000001-50000003 by kind, other regions under 60000019 "User function", value 0 on leaving),
 //! each collective's sizes, root and communicator the MPI global-operation types
 //! 50100001-50100004, each matched message one communication record (logical send = physical
-//! send = send_ts, logical receive = recv_post_ts, physical receive = recv_ts), and each thread
-//! one Running state over the trace. Times are written in ns (`_ns`); Paraver has no times
+//! send = send_ts, logical receive = recv_post_ts, physical receive = recv_ts, on the threads
+//! that sent and received it), and each thread one Running state over the trace. OpenMP is
+//! written as Extrae writes it (see `super::openmp`): forks and joins as type 60000001, the
+//! members' parallel regions as 60000018 (named in the .pcf), barriers as 60000005, implicit
+//! barriers as the worksharing join 60000016, critical sections and locks as the named lock
+//! 60000006 with the lock's id + 1 as its address (60000032); a critical section's structured
+//! block and the team begin and end records are not written, the reader derives them. Times are written in ns (`_ns`); Paraver has no times
 //! before 0, so a trace whose clock correction moved events before 0 is shifted to start at 0.
 
 use std::collections::BTreeMap;
@@ -18,6 +23,9 @@ use std::path::Path;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 
+use super::openmp::{
+    BARRIER, FUNCTION, HELD, IN_ACQUIRE, IN_RELEASE, JOIN, JOIN_WAIT, LOCK_ADDRESS, NAMED_LOCK, PARALLEL, RELEASED,
+};
 use super::sorted::{Rec, RecKind, Sorter};
 use crate::error::{Error, Result};
 use crate::events::collective_op_code;
@@ -81,6 +89,37 @@ fn type_description(ty: i64) -> &'static str {
         _ => "User function",
     }
 }
+
+/// The OpenMP roles of regions that Extrae writes with types of their own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OmpRole {
+    Parallel,
+    Barrier,
+    ImplicitBarrier,
+    Critical,
+    /// A critical section's structured block: not written (the reader derives it).
+    Block,
+}
+
+impl OmpRole {
+    fn of(role: &str) -> Option<OmpRole> {
+        Some(match role {
+            "parallel" => OmpRole::Parallel,
+            "barrier" => OmpRole::Barrier,
+            "implicit_barrier" => OmpRole::ImplicitBarrier,
+            "critical" => OmpRole::Critical,
+            "critical_sblock" => OmpRole::Block,
+            _ => return None,
+        })
+    }
+}
+
+/// The .pcf's OpenMP types other than the parallel functions, with Extrae's labels.
+const OPENMP_PCF: &str = "EVENT_TYPE\n0    60000001    Parallel (OMP)\nVALUES\n0 close\n1 DO (open)\n2 SECTIONS (open)\n3 REGION (open)\n\n\
+EVENT_TYPE\n0    60000005    OpenMP barrier\nVALUES\n0 End\n1 Begin\n\n\
+EVENT_TYPE\n0    60000016    OpenMP Worksharing join\nVALUES\n0 End\n1 Join (w wait)\n2 Join (w/o wait)\n\n\
+EVENT_TYPE\n0    60000006    OpenMP named-Lock\nVALUES\n0 Unlocked status\n3 Lock\n5 Unlock\n6 Locked status\n\n\
+EVENT_TYPE\n0    60000032    OpenMP named-Lock address name\n\n";
 
 fn col<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a dyn Array> {
     b.column_by_name(name)
@@ -196,14 +235,25 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         }
     }
 
-    // Regions: (type, value) per name.
+    // Regions: (type, value) per name; the OpenMP roles Extrae writes types of.
     let mut paradigm: BTreeMap<String, bool> = BTreeMap::new();
+    let mut omp_role: BTreeMap<String, OmpRole> = BTreeMap::new();
     for b in &trace.table("regions")? {
         let (name, p) = (col(b, "name")?.as_string::<i32>(), col(b, "paradigm")?.as_string::<i32>());
+        let role = col(b, "role")?.as_string::<i32>();
         for i in 0..b.num_rows() {
             paradigm.insert(name.value(i).to_string(), p.value(i) == "mpi");
+            if p.value(i) == "openmp"
+                && role.is_valid(i)
+                && let Some(r) = OmpRole::of(role.value(i))
+            {
+                omp_role.insert(name.value(i).to_string(), r);
+            }
         }
     }
+    let mut parallel_values: Vec<String> = Vec::new();
+    // Thread teams (communicators of team begins): not MPI communicators, not written as `c:`.
+    let mut teams: std::collections::HashSet<i32> = std::collections::HashSet::new();
     let mut values: BTreeMap<i64, Vec<String>> = BTreeMap::new();
     let mut code: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     let mut region_code = |name: &str| -> (i64, i64) {
@@ -236,6 +286,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         let comm = col(&b, "comm")?.as_primitive::<Int32Type>();
         let bytes = col(&b, "bytes")?.as_primitive::<Int64Type>();
         let bytes_recv = col(&b, "bytes_recv")?.as_primitive::<Int64Type>();
+        let request = col(&b, "request")?.as_primitive::<Int64Type>();
         if let Some(m) = arrow::compute::min(ts) {
             earliest = earliest.min(m);
         }
@@ -243,7 +294,46 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
             let t = ts.value(i);
             latest = latest.max(t);
             let stream = stream_of(rank.value(i), thread.value(i));
+            let event = |ty: i64, value: i64| RecKind::Event { stream, ty, value };
+            let enter = kind.value(i) == "enter";
             let k = match kind.value(i) {
+                "enter" | "leave" if region.is_valid(i) && omp_role.contains_key(region.value(i)) => {
+                    match omp_role[region.value(i)] {
+                        OmpRole::Parallel if enter => {
+                            let name = region.value(i);
+                            let v = match parallel_values.iter().position(|n| n == name) {
+                                Some(k) => k,
+                                None => {
+                                    parallel_values.push(name.to_string());
+                                    parallel_values.len() - 1
+                                }
+                            };
+                            event(FUNCTION, v as i64 + 1)
+                        }
+                        OmpRole::Parallel => event(FUNCTION, 0),
+                        OmpRole::Barrier => event(BARRIER, i64::from(enter)),
+                        OmpRole::ImplicitBarrier => event(JOIN, if enter { JOIN_WAIT } else { 0 }),
+                        OmpRole::Critical => event(NAMED_LOCK, if enter { IN_ACQUIRE } else { RELEASED }),
+                        OmpRole::Block => continue,
+                    }
+                }
+                "thread_fork" => event(PARALLEL, 3),
+                "thread_join" => event(PARALLEL, 0),
+                "thread_team_begin" | "thread_team_end" => {
+                    if comm.is_valid(i) {
+                        teams.insert(comm.value(i));
+                    }
+                    continue;
+                }
+                "thread_acquire_lock" => {
+                    sorter.push(Rec { ts: t, order, kind: event(NAMED_LOCK, HELD) })?;
+                    order += 1;
+                    if request.is_null(i) {
+                        continue;
+                    }
+                    event(LOCK_ADDRESS, request.value(i) + 1)
+                }
+                "thread_release_lock" => event(NAMED_LOCK, IN_RELEASE),
                 "enter" | "leave" if region.is_valid(i) => {
                     let (ty, v) = region_code(region.value(i));
                     RecKind::Event { stream, ty, value: if kind.value(i) == "enter" { v } else { 0 } }
@@ -273,6 +363,9 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         let send_ts = col(&b, "send_ts")?.as_primitive::<Int64Type>();
         let recv_ts = col(&b, "recv_ts")?.as_primitive::<Int64Type>();
         let post = col(&b, "recv_post_ts")?.as_primitive::<Int64Type>();
+        let src_thread = col(&b, "src_thread")?.as_primitive::<Int32Type>();
+        let dst_thread = col(&b, "dst_thread")?.as_primitive::<Int32Type>();
+        let thread_of = |a: &arrow::array::Int32Array, i: usize| if a.is_valid(i) { a.value(i) } else { 0 };
         for c in [send_ts, recv_ts, post] {
             if let Some(m) = arrow::compute::min(c) {
                 earliest = earliest.min(m);
@@ -287,8 +380,8 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
                 ts: send_ts.value(i),
                 order,
                 kind: RecKind::Comm {
-                    send: stream_of(src.value(i), 0),
-                    recv: stream_of(dst.value(i), 0),
+                    send: stream_of(src.value(i), thread_of(src_thread, i)),
+                    recv: stream_of(dst.value(i), thread_of(dst_thread, i)),
                     physical_send: send_ts.value(i),
                     logical_recv: if post.is_valid(i) { post.value(i) } else { physical_recv },
                     physical_recv,
@@ -322,7 +415,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
     let io = |e: std::io::Error| Error::io(&prv_path, e);
     let date = trace.meta.start_wallclock_ns.map_or_else(|| "01/01/1970 at 00:00".to_string(), date_text);
-    let comms = communicators(trace)?;
+    let comms: Vec<(i32, Vec<i32>)> = communicators(trace)?.into_iter().filter(|c| !teams.contains(&c.0)).collect();
     let tasks: Vec<String> = ranks.iter().map(|r| format!("{}:{}", threads[r], node_index(*r) + 1)).collect();
     // A sampler's application is written as Extrae writes a second one: after a ','.
     let sampler = match extras.node_counters_every_ns {
@@ -430,6 +523,16 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
             pcf.push_str(&format!("{}   {n}\n", i + 1));
         }
         pcf.push('\n');
+    }
+    if !parallel_values.is_empty() {
+        pcf.push_str(&format!("EVENT_TYPE\n0    {FUNCTION}    Executed OpenMP parallel function\nVALUES\n0   End\n"));
+        for (i, n) in parallel_values.iter().enumerate() {
+            pcf.push_str(&format!("{}   {n}\n", i + 1));
+        }
+        pcf.push('\n');
+    }
+    if !omp_role.is_empty() || !teams.is_empty() {
+        pcf.push_str(OPENMP_PCF);
     }
     pcf.push_str("EVENT_TYPE\n1    50100001    Send Size in MPI Global OP\n1    50100002    Recv Size in MPI Global OP\n1    50100003    Root in MPI Global OP\n1    50100004    Communicator in MPI Global OP\n\n");
     if extras.node_counters_every_ns.is_some() {
