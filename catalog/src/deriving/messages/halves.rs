@@ -204,7 +204,9 @@ impl<'a> HalfCollector<'a> {
         let (ts, request) = (events.ts[i], events.request[i]);
         let k = self.send_calls.len();
         let blocking = events.kind(i) == EventKind::Send;
-        if !blocking && self.open_isends.insert(request, k).is_some() {
+        // A non-blocking send without a request (a format that records no completion) is not
+        // waited for.
+        if !blocking && request != NONE_I64 && self.open_isends.insert(request, k).is_some() {
             let rank = self.rank;
             w.add("request_reused_while_open", || {
                 format!("rank {rank}: request {request} reused before it completed (ts {ts})")

@@ -253,6 +253,13 @@ fn streams(header: &header::Header, communicating: &[bool]) -> Streams {
     s
 }
 
+/// An MPI call whose send does not complete in it: the non-blocking sends and the start of a
+/// persistent request.
+fn is_nonblocking_send(name: &str) -> bool {
+    ["mpi_isend", "mpi_issend", "mpi_ibsend", "mpi_irsend", "mpi_start", "mpi_startall"]
+        .contains(&name.to_ascii_lowercase().as_str())
+}
+
 /// Extrae's hardware-counter event types (PAPI and native counters): each value is what the
 /// counter counted since the thread's previous reading.
 const COUNTER_TYPES: std::ops::Range<i64> = 42_000_000..43_000_000;
@@ -385,6 +392,7 @@ struct Meaning {
     regions: Vec<RegionInfo>,
     region_of: FastMap<(i64, i64), i32>,
     collective_op: Vec<u8>,
+    nonblocking_send: Vec<bool>,
     /// Per application, its communicators' ids (None when it does not communicate).
     app_comms: Vec<Option<AppComms>>,
     communicators: Vec<CommInfo>,
@@ -515,11 +523,14 @@ impl Meaning {
         let locks = openmp::number_locks(lock_addresses);
         let collective_op: Vec<u8> =
             regions.iter().map(|r| if r.paradigm == "mpi" { collective_op_code(&r.name) } else { 0 }).collect();
+        let nonblocking_send: Vec<bool> =
+            regions.iter().map(|r| r.paradigm == "mpi" && is_nonblocking_send(&r.name)).collect();
         Meaning {
             classes,
             regions,
             region_of,
             collective_op,
+            nonblocking_send,
             app_comms,
             communicators,
             communicating,
@@ -537,6 +548,7 @@ impl Meaning {
             classes: &self.classes,
             region_of: &self.region_of,
             collective_op: &self.collective_op,
+            nonblocking_send: &self.nonblocking_send,
             comms: self.app_comms[app].as_ref(),
             locks: &self.locks,
             team_base: self.team_base,
@@ -978,6 +990,8 @@ struct StreamContext<'a> {
     /// Collective operation code of each MPI region (`COLLECTIVE_OPS.len()`: none of the
     /// known collectives; 0: not an MPI region).
     collective_op: &'a [u8],
+    /// Whether each region is a non-blocking send call.
+    nonblocking_send: &'a [bool],
     /// The communicators of the stream's application; None when it does not communicate (its
     /// calls and communications are not kept).
     comms: Option<&'a AppComms>,
@@ -1039,20 +1053,29 @@ fn walk_stream<'a>(
     // MPI_Reduce and MPI_Bcast through the traced entry points nests them).
     let mut collectives: Vec<OpenCollective> = Vec::new();
     let mut info = [NONE_I64; 5];
-    let flush = |ev: &mut RawEvents, next_half: &mut usize, until: &dyn Fn(&MessageEvent) -> bool| {
-        while let Some(h) = halves.get(*next_half).filter(|h| until(h)) {
-            let mut e = Event::new(rank, thread, h.ts, h.kind);
-            e.peer = h.peer;
-            e.tag = h.tag;
-            e.bytes = h.bytes;
-            e.request = h.request;
-            if h.kind != EventKind::IrecvRequest {
-                e.comm = NONE_I32;
-            }
-            ev.push_detailed(&e);
-            *next_half += 1;
-        }
+    // A send made in a non-blocking send call (MPI_Isend and its kin, MPI_Start) is an isend
+    // that Paraver records no completion of (request NULL: no completion is looked for).
+    let nonblocking = |open: &[(i64, i64, i32)]| {
+        open.iter().rev().find(|o| ctx.classes.get(&o.0) == Some(&Class::Mpi)).is_some_and(|o| {
+            usize::try_from(o.2).ok().and_then(|r| ctx.nonblocking_send.get(r)).copied().unwrap_or(false)
+        })
     };
+    let flush =
+        |ev: &mut RawEvents, next_half: &mut usize, open: &[(i64, i64, i32)], until: &dyn Fn(&MessageEvent) -> bool| {
+            while let Some(h) = halves.get(*next_half).filter(|h| until(h)) {
+                let kind = if h.kind == EventKind::Send && nonblocking(open) { EventKind::Isend } else { h.kind };
+                let mut e = Event::new(rank, thread, h.ts, kind);
+                e.peer = h.peer;
+                e.tag = h.tag;
+                e.bytes = h.bytes;
+                e.request = h.request;
+                if h.kind != EventKind::IrecvRequest {
+                    e.comm = NONE_I32;
+                }
+                ev.push_detailed(&e);
+                *next_half += 1;
+            }
+        };
     let mut last_type = (i64::MIN, Class::Mpi);
     let mut threads = openmp::Threads::default();
     let omp = openmp::Context {
@@ -1082,7 +1105,9 @@ fn walk_stream<'a>(
         // A half of the same time goes before a leave (a communication happens inside the call
         // that makes it), except a receive's post, which is the start of the call that posts
         // it: it goes after the calls that end and begin then.
-        flush(ev, &mut next_half, &|h| h.ts < r.ts || (h.ts == r.ts && leaving && h.kind != EventKind::IrecvRequest));
+        flush(ev, &mut next_half, &open, &|h| {
+            h.ts < r.ts || (h.ts == r.ts && leaving && h.kind != EventKind::IrecvRequest)
+        });
         match class {
             Class::Mpi | Class::Function if !leaving => {
                 let region = ctx.region_of[&(r.ty(), r.value)];
@@ -1148,7 +1173,7 @@ fn walk_stream<'a>(
     }
     threads.no_more_address();
     out.locks_unknown = (threads.no_address, threads.unknown_lock_states);
-    flush(ev, &mut next_half, &|_| true);
+    flush(ev, &mut next_half, &open, &|_| true);
     ev.finish_stream(rank, thread);
     out
 }
@@ -1236,6 +1261,16 @@ mod tests {
                     "duration",
                 ],
             );
+            // A send made in an MPI_Isend is an isend whose completion Paraver does not record;
+            // a blocking send completes at its call's end.
+            let kinds = |t: &crate::trace::Trace| {
+                let k = columns(t, "events", &["kind"]).remove(0);
+                (k.iter().filter(|k| *k == "isend").count(), k.iter().filter(|k| *k == "send").count())
+            };
+            assert_eq!(kinds(&a), kinds(&b), "{pattern:?}: sends and isends");
+            let m = columns(&b, "messages", &["send_complete_ts", "send_call_end"]);
+            assert_eq!(m[0].iter().filter(|c| *c == "NULL").count(), kinds(&b).0, "{pattern:?}: isends");
+            assert!(m[0].iter().zip(&m[1]).all(|(c, e)| c == "NULL" || c == e), "{pattern:?}: blocking sends");
             // Paraver records the collective's call, not a begin and end inside it: begin_ts and
             // end_ts are the call's start and end.
             same("collectives", &["instance", "comm", "op", "root", "rank", "thread", "bytes_sent", "bytes_recv"]);
