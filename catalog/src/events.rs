@@ -25,7 +25,10 @@ pub const NONE_I64: i64 = i64::MIN;
 /// added later come after `Other`, so keys written before keep their meaning. The thread kinds
 /// are OTF2's records of threading models (OpenMP, Pthreads): fork and join of a team, a team's
 /// begin and end on each member, lock acquisition and release, task creation, switch and
-/// completion, and a thread's creation, begin, wait and end.
+/// completion, and a thread's creation, begin, wait and end. The RMA kinds are OTF2's one-sided
+/// records, which Score-P also writes for an accelerator's transfers between host and device:
+/// a window's creation and destruction, a put and a get, and the completion of an operation
+/// (blocking, non-blocking, tested, at the remote end).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u8)]
 pub enum EventKind {
@@ -60,10 +63,18 @@ pub enum EventKind {
     ThreadBegin,
     ThreadWait,
     ThreadEnd,
+    RmaWinCreate,
+    RmaWinDestroy,
+    RmaPut,
+    RmaGet,
+    RmaOpCompleteBlocking,
+    RmaOpCompleteNonBlocking,
+    RmaOpTest,
+    RmaOpCompleteRemote,
 }
 
 impl EventKind {
-    pub const ALL: [EventKind; 31] = [
+    pub const ALL: [EventKind; 39] = [
         EventKind::Enter,
         EventKind::Leave,
         EventKind::Send,
@@ -95,6 +106,14 @@ impl EventKind {
         EventKind::ThreadBegin,
         EventKind::ThreadWait,
         EventKind::ThreadEnd,
+        EventKind::RmaWinCreate,
+        EventKind::RmaWinDestroy,
+        EventKind::RmaPut,
+        EventKind::RmaGet,
+        EventKind::RmaOpCompleteBlocking,
+        EventKind::RmaOpCompleteNonBlocking,
+        EventKind::RmaOpTest,
+        EventKind::RmaOpCompleteRemote,
     ];
 
     /// The name shown in the `kind` column.
@@ -131,6 +150,14 @@ impl EventKind {
             EventKind::ThreadBegin => "thread_begin",
             EventKind::ThreadWait => "thread_wait",
             EventKind::ThreadEnd => "thread_end",
+            EventKind::RmaWinCreate => "rma_win_create",
+            EventKind::RmaWinDestroy => "rma_win_destroy",
+            EventKind::RmaPut => "rma_put",
+            EventKind::RmaGet => "rma_get",
+            EventKind::RmaOpCompleteBlocking => "rma_op_complete_blocking",
+            EventKind::RmaOpCompleteNonBlocking => "rma_op_complete_non_blocking",
+            EventKind::RmaOpTest => "rma_op_test",
+            EventKind::RmaOpCompleteRemote => "rma_op_complete_remote",
         }
     }
 

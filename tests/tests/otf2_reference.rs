@@ -52,6 +52,14 @@ fn kind_of(record: &str) -> Option<&'static str> {
         "THREAD_BEGIN" => "thread_begin",
         "THREAD_WAIT" => "thread_wait",
         "THREAD_END" => "thread_end",
+        "RMA_WIN_CREATE" => "rma_win_create",
+        "RMA_WIN_DESTROY" => "rma_win_destroy",
+        "RMA_PUT" => "rma_put",
+        "RMA_GET" => "rma_get",
+        "RMA_OP_COMPLETE_BLOCKING" => "rma_op_complete_blocking",
+        "RMA_OP_COMPLETE_NON_BLOCKING" => "rma_op_complete_non_blocking",
+        "RMA_OP_TEST" => "rma_op_test",
+        "RMA_OP_COMPLETE_REMOTE" => "rma_op_complete_remote",
         // Records commdb keeps without their fields (counted in a warning).
         r if r.starts_with("RMA_") => "other",
         _ => return None,
@@ -555,4 +563,85 @@ async fn counters_per_call_match_otf2_print() {
         }
     }
     assert_eq!(ours, reference);
+}
+
+/// Every RMA put and get as otf2-print shows it: per location, in order, the record, its bytes
+/// and the location of its remote end.
+fn reference_rma(anchor: &Path) -> BTreeMap<i64, Vec<(String, i64, Option<i64>)>> {
+    let out = Command::new("otf2-print").arg(anchor).output().expect("run otf2-print");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut ops: BTreeMap<i64, Vec<(String, i64, Option<i64>)>> = BTreeMap::new();
+    for line in text.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(record), Some(location)) = (words.next(), words.next()) else { continue };
+        if record != "RMA_PUT" && record != "RMA_GET" {
+            continue;
+        }
+        let field = |name: &str| line.split(name).nth(1).unwrap_or("").to_string();
+        let bytes = field("Bytes: ").split(',').next().unwrap_or("").trim().parse().unwrap();
+        let remote = field("Remote: ");
+        let remote = remote.split(')').next().unwrap_or("");
+        let remote = remote.rsplit('<').next().and_then(|l| l.trim_end_matches('>').parse().ok());
+        let kind = if record == "RMA_PUT" { "rma_put" } else { "rma_get" };
+        ops.entry(location.parse().unwrap()).or_default().push((kind.to_string(), bytes, remote));
+    }
+    ops
+}
+
+/// The same from commdb's events.
+async fn commdb_rma(s: &mut commdb_catalog::Session, schema: &str) -> BTreeMap<i64, Vec<(String, i64, Option<i64>)>> {
+    let sql = format!(
+        "SELECT l.location_id, CAST(e.kind AS VARCHAR), e.bytes, r.location_id \
+         FROM {schema}.events e JOIN {schema}.locations l ON e.rank = l.rank AND e.thread = l.thread \
+         LEFT JOIN {schema}.locations r ON r.rank = e.peer AND r.thread = e.tag \
+         WHERE e.kind IN ('rma_put', 'rma_get') ORDER BY l.location_id, e.seq"
+    );
+    let mut ops: BTreeMap<i64, Vec<(String, i64, Option<i64>)>> = BTreeMap::new();
+    for row in commdb_tests::rows(&s.collect(&sql).await.unwrap()).unwrap() {
+        let remote = (row[3] != "NULL").then(|| row[3].parse().unwrap());
+        ops.entry(row[0].parse().unwrap()).or_default().push((row[1].clone(), row[2].parse().unwrap(), remote));
+    }
+    ops
+}
+
+#[tokio::test]
+async fn accelerator_transfers_match_otf2_print_read_and_written_back() {
+    // Score-P's CUDA transfers (RMA records on the streams, the host thread their remote end)
+    // in OTF2 1.4 and 2.0: every put and get with its bytes and remote location, in order; the
+    // transfers pair each with its completion; an archive commdb writes back has the same.
+    let Some(shared) = shared_data() else {
+        println!("skip: ../shared/data is absent");
+        return;
+    };
+    if !otf2_print_available() {
+        return;
+    }
+    for name in ["2_cuda_simple", "2_jacobi_blame_cpu_015", "2_cloverleaf_oaccregions_cudafull"] {
+        let anchor = shared.join("otf2/casita").join(name).join("traces.otf2");
+        let reference = reference_rma(&anchor);
+        assert!(!reference.is_empty(), "{name}");
+        let mut s = commdb_tests::session();
+        s.open(&anchor.display().to_string(), Some("t"), &Default::default()).unwrap();
+        assert_eq!(commdb_rma(&mut s, "t").await, reference, "{name}");
+        let gets: usize = reference.values().flatten().filter(|o| o.0 == "rma_get").count();
+        let puts: usize = reference.values().flatten().filter(|o| o.0 == "rma_put").count();
+        let rows = commdb_tests::rows(
+            &s.collect(
+                "SELECT direction, count(*), count(end_ts), min(duration_ns) > 0 FROM gpu_transfers('t.events') \
+                 GROUP BY 1 ORDER BY 1",
+            )
+            .await
+            .unwrap(),
+        )
+        .unwrap();
+        let expected = vec![
+            vec!["device_to_host".to_string(), puts.to_string(), puts.to_string(), "true".into()],
+            vec!["host_to_device".to_string(), gets.to_string(), gets.to_string(), "true".into()],
+        ];
+        assert_eq!(rows, expected, "{name}");
+        let dir = tempfile::tempdir().unwrap();
+        let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
+        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+        assert_eq!(reference_rma(&dir.path().join("traces.otf2")), reference, "{name} written by commdb");
+    }
 }

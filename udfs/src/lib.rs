@@ -6,6 +6,7 @@
 //! take the relation to read as their first argument (a table or view name, default the
 //! trace's base table), so users narrow time, ranks or regions with an ordinary view.
 
+pub mod accelerators;
 pub mod args;
 pub mod attribution;
 pub mod bounded;
@@ -102,6 +103,8 @@ const FUNCTIONS: &[&Function] = &[
     &threads::PARALLEL_REGIONS,
     &threads::LOCK_ACQUISITIONS,
     &threads::THREAD_TASKS,
+    &accelerators::GPU_KERNELS,
+    &accelerators::GPU_TRANSFERS,
     &compare::COMPARE_RUNS,
     &compare::scaling::SCALING,
     &lod::LOD_RESOLUTION,

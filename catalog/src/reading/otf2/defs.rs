@@ -26,6 +26,7 @@ const METRIC_MEMBER: u8 = 19;
 const METRIC_CLASS: u8 = 20;
 const METRIC_INSTANCE: u8 = 21;
 const COMM: u8 = 22;
+const RMA_WIN: u8 = 24;
 
 const MAPPING_TABLE: u8 = 5;
 const CLOCK_OFFSET: u8 = 6;
@@ -43,6 +44,7 @@ pub const MAPPING_REGION: u8 = 3;
 pub const MAPPING_GROUP: u8 = 4;
 pub const MAPPING_METRIC: u8 = 5;
 pub const MAPPING_COMM: u8 = 6;
+pub const MAPPING_RMA_WIN: u8 = 8;
 
 #[derive(Debug, Clone, Default)]
 pub struct SystemTreeNode {
@@ -119,6 +121,8 @@ pub struct GlobalDefs {
     pub metric_members: HashMap<u32, MetricMember>,
     /// Metric class or instance id -> member ids.
     pub metrics: HashMap<u32, Vec<u32>>,
+    /// RMA window id -> its communicator.
+    pub rma_wins: HashMap<u32, u32>,
 }
 
 impl GlobalDefs {
@@ -266,6 +270,16 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                 let comm = Comm { name: c.u32c()?, group: c.u32c()?, parent: c.u32c()? };
                 c.finish(end)?;
                 d.comms.push((id, comm));
+            }
+            RMA_WIN => {
+                c.record = "RmaWin";
+                let end = c.record_end()?;
+                let id = c.u32c()?;
+                let _name = c.u32c()?;
+                let comm = c.u32c()?;
+                // OTF2 2.3 added the window's flags after its communicator.
+                c.finish(end)?;
+                d.rma_wins.insert(id, comm);
             }
             other => {
                 c.record = "definition";

@@ -13,7 +13,7 @@ use crate::error::Result;
 use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
 use crate::reading::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
-use crate::reading::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION};
+use crate::reading::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION, MAPPING_RMA_WIN};
 use crate::trace::Warnings;
 
 const BUFFER_FLUSH: u8 = 10;
@@ -38,6 +38,14 @@ const OMP_TASK_CREATE: u8 = 28;
 const OMP_TASK_SWITCH: u8 = 29;
 const OMP_TASK_COMPLETE: u8 = 30;
 const METRIC: u8 = 31;
+const RMA_WIN_CREATE: u8 = 35;
+const RMA_WIN_DESTROY: u8 = 36;
+const RMA_PUT: u8 = 46;
+const RMA_GET: u8 = 47;
+const RMA_OP_COMPLETE_BLOCKING: u8 = 49;
+const RMA_OP_COMPLETE_NON_BLOCKING: u8 = 50;
+const RMA_OP_TEST: u8 = 51;
+const RMA_OP_COMPLETE_REMOTE: u8 = 52;
 const THREAD_FORK: u8 = 53;
 const THREAD_JOIN: u8 = 54;
 const THREAD_TEAM_BEGIN: u8 = 55;
@@ -130,6 +138,14 @@ impl CommMembers {
     }
 }
 
+/// An RMA window: its communicator and the (rank, thread) of each of its members, by their
+/// rank in it.
+#[derive(Debug, Clone, Default)]
+pub struct Window {
+    pub comm: i32,
+    pub members: Vec<(i32, i32)>,
+}
+
 /// How times and ids of a location are translated.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -147,6 +163,8 @@ pub struct Context<'a> {
     pub comm_members: &'a CommMembers,
     /// Communicators whose only member is the calling rank (groups of type COMM_SELF).
     pub self_comms: &'a [u32],
+    /// RMA windows by id.
+    pub windows: &'a HashMap<u32, Window>,
     /// Metric (class or instance) id -> (member name index, value type) per value.
     pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
     /// Number of events the location's definition announces (used to size the columns).
@@ -164,6 +182,20 @@ impl Context<'_> {
             d * 1_000_000_000 / i128::from(self.timer_resolution)
         };
         ns.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+    }
+
+    /// The communicator and definition of the RMA window a location names `local`.
+    fn window(&self, local: u32, warnings: &mut Warnings) -> (i32, Option<&Window>) {
+        let id = self.local.map(MAPPING_RMA_WIN, local);
+        match self.windows.get(&id) {
+            Some(w) => (w.comm, Some(w)),
+            None => {
+                warnings.add("otf2_rma_window_undefined", || {
+                    format!("RMA window {id} is not defined; its operations' communicator and peer are NULL")
+                });
+                (NONE_I32, None)
+            }
+        }
     }
 
     #[inline]
@@ -481,6 +513,48 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
                     _ => EventKind::ThreadEnd,
                 };
             }
+            // One-sided operations (Score-P writes an accelerator's transfers so): the window's
+            // communicator; a put or get's remote end (rank and thread), bytes and matching id;
+            // a completion's matching id.
+            RMA_WIN_CREATE | RMA_WIN_DESTROY => {
+                let end = c.record_end()?;
+                e.comm = ctx.window(c.u32c()?, &mut out.warnings).0;
+                c.finish(end)?;
+                e.kind = if t == RMA_WIN_CREATE { EventKind::RmaWinCreate } else { EventKind::RmaWinDestroy };
+            }
+            RMA_PUT | RMA_GET => {
+                let end = c.record_end()?;
+                let (comm, window) = ctx.window(c.u32c()?, &mut out.warnings);
+                let remote = c.u32c()?;
+                e.comm = comm;
+                (e.peer, e.tag) = match window.and_then(|w| w.members.get(remote as usize)) {
+                    Some(&m) => m,
+                    None => {
+                        if remote != UNDEFINED_U32 {
+                            out.warnings.add("otf2_rma_remote_outside_window", || {
+                                format!("{}: an RMA operation's remote end {remote} is outside its window's communicator; its peer is NULL", path.display())
+                            });
+                        }
+                        (NONE_I32, NONE_I32)
+                    }
+                };
+                e.bytes = opt_i64(c.u64c()?);
+                e.request = opt_i64(c.u64c()?);
+                c.finish(end)?;
+                e.kind = if t == RMA_PUT { EventKind::RmaPut } else { EventKind::RmaGet };
+            }
+            RMA_OP_COMPLETE_BLOCKING | RMA_OP_COMPLETE_NON_BLOCKING | RMA_OP_TEST | RMA_OP_COMPLETE_REMOTE => {
+                let end = c.record_end()?;
+                e.comm = ctx.window(c.u32c()?, &mut out.warnings).0;
+                e.request = opt_i64(c.u64c()?);
+                c.finish(end)?;
+                e.kind = match t {
+                    RMA_OP_COMPLETE_BLOCKING => EventKind::RmaOpCompleteBlocking,
+                    RMA_OP_COMPLETE_NON_BLOCKING => EventKind::RmaOpCompleteNonBlocking,
+                    RMA_OP_TEST => EventKind::RmaOpTest,
+                    _ => EventKind::RmaOpCompleteRemote,
+                };
+            }
             // OTF2 1.x's OpenMP records, which the thread records replaced: the same events
             // without a team (a task is named by its id alone).
             OMP_FORK => {
@@ -610,6 +684,7 @@ mod tests {
             region_index: &regions,
             comm_members: &comms,
             self_comms: &[3],
+            windows: &HashMap::new(),
             metric_members: &metrics,
             expected_events: 0,
         };

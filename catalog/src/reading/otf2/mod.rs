@@ -237,6 +237,41 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
     out
 }
 
+/// Every RMA window's communicator and its members as (rank, thread) of their locations, in
+/// communicator rank order: an RMA record names its remote end by that rank. Score-P's
+/// accelerator windows are over a group of locations (the host thread and its streams), so
+/// the member is a location, not only a rank. A member that resolves to no location is
+/// (NONE_I32, NONE_I32).
+fn windows(d: &GlobalDefs, p: &Placement) -> HashMap<u32, events::Window> {
+    let none = (NONE_I32, NONE_I32);
+    let at = |loc: u64| p.location.get(&loc).copied().unwrap_or(none);
+    let comms: HashMap<u32, &defs::Comm> = d.comms.iter().map(|(id, c)| (*id, c)).collect();
+    d.rma_wins
+        .iter()
+        .map(|(&win, &comm)| {
+            let members: Vec<(i32, i32)> = match comms.get(&comm).and_then(|c| d.groups.get(&c.group)) {
+                Some(g) if g.kind == GROUP_COMM_GROUP => {
+                    let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
+                    match base {
+                        Some(b) if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() => {
+                            b.members.iter().map(|&l| at(l)).collect()
+                        }
+                        Some(b) => {
+                            g.members.iter().map(|&m| b.members.get(m as usize).map_or(none, |&l| at(l))).collect()
+                        }
+                        None => Vec::new(),
+                    }
+                }
+                Some(g) if g.kind == GROUP_COMM_LOCATIONS || g.kind == defs::GROUP_LOCATIONS => {
+                    g.members.iter().map(|&l| at(l)).collect()
+                }
+                _ => Vec::new(),
+            };
+            (win, events::Window { comm: i32::try_from(comm).unwrap_or(NONE_I32), members })
+        })
+        .collect()
+}
+
 /// Event files whose location the global definitions do not define. Beside the event files
 /// of every defined location they are locations the measurement opened and left out of the
 /// definitions (Score-P 1.x wrote such files for CUDA streams it never used): the reference
@@ -713,6 +748,7 @@ fn decode_locations(
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
     let region_index = events::RegionIndex::new(&region_ids);
     let comm_index = events::CommMembers::new(&a.comms.members);
+    let windows = windows(d, a.place);
     locations
         .into_par_iter()
         .map(|(l, local)| {
@@ -734,6 +770,7 @@ fn decode_locations(
                 region_index: &region_index,
                 comm_members: &comm_index,
                 self_comms: &a.comms.per_rank,
+                windows: &windows,
                 metric_members: &a.metrics.classes,
                 expected_events: l.events,
             };

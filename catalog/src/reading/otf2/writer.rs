@@ -284,6 +284,60 @@ pub struct EventFiles {
     teams: BTreeMap<i32, std::collections::BTreeSet<(i32, i32)>>,
     /// The communicators MPI records name: never written as a team.
     mpi_comms: std::collections::BTreeSet<i32>,
+    /// The RMA windows of the RMA records appended.
+    windows: Windows,
+}
+
+/// The RMA windows of the records written: one per communicator the records name (an
+/// accelerator's transfers name the group of its host thread and streams), numbered as they
+/// first appear, each with its members as (rank, thread) in the order they first appear (a
+/// put or get's remote end, then the record's own location); a record's remote end is written
+/// as its index there. The windows' groups are written over one group of all their locations.
+#[derive(Debug, Default)]
+struct Windows {
+    by_comm: BTreeMap<i32, Window>,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    id: u32,
+    members: Vec<(i32, i32)>,
+    index: HashMap<(i32, i32), u32>,
+}
+
+impl Window {
+    fn add(&mut self, member: (i32, i32)) {
+        if !self.index.contains_key(&member) {
+            self.index.insert(member, self.members.len() as u32);
+            self.members.push(member);
+        }
+    }
+}
+
+impl Windows {
+    /// Take in the RMA records of `part`.
+    fn see(&mut self, part: &RawEvents) {
+        let first = EventKind::RmaWinCreate as u8;
+        for (i, &kind) in part.kind.iter().enumerate() {
+            if kind < first || part.comm[i] == NONE_I32 {
+                continue;
+            }
+            let next = self.by_comm.len() as u32;
+            let w = self.by_comm.entry(part.comm[i]).or_insert_with(|| Window { id: next, ..Window::default() });
+            if (kind == EventKind::RmaPut as u8 || kind == EventKind::RmaGet as u8) && part.peer[i] != NONE_I32 {
+                w.add((part.peer[i], part.tag[i]));
+            }
+            w.add((part.rank[i], part.thread[i]));
+        }
+    }
+
+    /// The window of communicator `comm` and the index of `member` in it.
+    fn at(&self, comm: i32, member: (i32, i32)) -> (u32, u32) {
+        match self.by_comm.get(&comm) {
+            Some(w) => (w.id, w.index.get(&member).copied().unwrap_or(u32::MAX)),
+            None => (u32::MAX, u32::MAX),
+        }
+    }
 }
 
 impl std::fmt::Debug for EventFiles {
@@ -343,6 +397,7 @@ impl EventFiles {
             version: Version::CURRENT,
             teams: BTreeMap::new(),
             mpi_comms: std::collections::BTreeSet::new(),
+            windows: Windows::default(),
         })
     }
 
@@ -366,6 +421,7 @@ impl EventFiles {
                     self.mpi_comms.insert(part.comm[i]);
                 }
             }
+            self.windows.see(part);
         }
         let mut work: Vec<Vec<(usize, crate::events::Stream)>> = vec![Vec::new(); self.encoders.len()];
         let mut earliest = i64::MAX;
@@ -393,10 +449,10 @@ impl EventFiles {
         }
         let offset = self.offset();
         let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
-        let (comm_rank, version) = (&self.comm_rank, self.version);
+        let (comm_rank, version, windows) = (&self.comm_rank, self.version, &self.windows);
         self.encoders.par_iter_mut().zip(work).try_for_each(|(enc, jobs)| {
             for (p, s) in jobs {
-                encode_events(enc, &parts[p], &s, comm_rank, &ticks, version)?;
+                encode_events(enc, &parts[p], &s, (comm_rank, windows), &ticks, version)?;
             }
             enc.drain()
         })
@@ -486,6 +542,10 @@ impl EventFiles {
         let comm_names: Vec<u32> = trace.communicators.iter().map(|c| strings.id(&c.name)).collect();
         let locations_group_name = strings.id("MPI_COMM_WORLD locations");
         let openmp_group_name = strings.id("OpenMP locations");
+        let windows = std::mem::take(&mut self.windows);
+        let accelerator_group_name = strings.id("accelerator locations");
+        let window_names: Vec<u32> =
+            windows.by_comm.values().map(|w| strings.id(&format!("RMA window {}", w.id))).collect();
         for (i, s) in strings.list.iter().enumerate() {
             u32c(i as u32, &mut g.record);
             g.record.extend_from_slice(s.as_bytes());
@@ -577,14 +637,36 @@ impl EventFiles {
         teams.retain(|comm, _| !mpi_comms.contains(comm));
         let openmp: Vec<(i32, i32)> =
             teams.values().flatten().copied().collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-        // Group ids: 0 the MPI locations, 1 OpenMP's when there are teams, then one per
-        // communicator (a team's group refers to OpenMP's, which must come before it).
-        let first = if openmp.is_empty() { 1 } else { 2 };
+        // Group ids: 0 the MPI locations, 1 OpenMP's when there are teams, then the RMA
+        // windows' locations when there are windows, then one per communicator (a team's
+        // group refers to OpenMP's, a window's to the windows' locations, which must come
+        // before it).
+        let mut first = 1;
         if !openmp.is_empty() {
             let locations: Vec<u64> = openmp.iter().filter_map(|k| location_of.get(k).copied()).collect();
-            write_group(&mut g, 1, openmp_group_name, defs::GROUP_COMM_LOCATIONS, OPENMP, &locations);
+            write_group(&mut g, first, openmp_group_name, defs::GROUP_COMM_LOCATIONS, OPENMP, &locations);
+            first += 1;
+        }
+        let accelerated: Vec<(i32, i32)> = windows
+            .by_comm
+            .values()
+            .flat_map(|w| w.members.iter().copied())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let cuda = paradigm_code("cuda");
+        if !accelerated.is_empty() {
+            let locations: Vec<u64> = accelerated.iter().filter_map(|k| location_of.get(k).copied()).collect();
+            write_group(&mut g, first, accelerator_group_name, defs::GROUP_COMM_LOCATIONS, cuda, &locations);
+            first += 1;
         }
         for (i, c) in trace.communicators.iter().enumerate() {
+            if let Some(w) = windows.by_comm.get(&c.comm) {
+                let members: Vec<u64> =
+                    w.members.iter().filter_map(|k| accelerated.binary_search(k).ok().map(|x| x as u64)).collect();
+                write_group(&mut g, i as u32 + first, comm_names[i], defs::GROUP_COMM_GROUP, cuda, &members);
+                continue;
+            }
             if let Some(team) = teams.get(&c.comm) {
                 let members: Vec<u64> =
                     team.iter().filter_map(|k| openmp.binary_search(k).ok().map(|x| x as u64)).collect();
@@ -602,6 +684,12 @@ impl EventFiles {
             u32c(u32::MAX, &mut g.record);
             u32c(0, &mut g.record);
             emit(&mut g, 22);
+        }
+        for (w, name) in windows.by_comm.iter().zip(window_names) {
+            u32c(w.1.id, &mut g.record);
+            u32c(name, &mut g.record);
+            u32c(w.0.max(&0).unsigned_abs(), &mut g.record);
+            emit(&mut g, 24);
         }
         write_file(&dir.join("traces.def"), &g.finish())?;
         let anchor = dir.join("traces.otf2");
@@ -651,7 +739,7 @@ fn encode_events(
     enc: &mut Encoder,
     e: &RawEvents,
     s: &crate::events::Stream,
-    comm_rank: &HashMap<i32, HashMap<i32, u32>>,
+    (comm_rank, windows): (&HashMap<i32, HashMap<i32, u32>>, &Windows),
     ticks: &impl Fn(i64) -> u64,
     version: Version,
 ) -> Result<()> {
@@ -722,6 +810,29 @@ fn encode_events(
             EventKind::ThreadWait => (64, false),
             EventKind::ThreadEnd => (65, false),
             EventKind::Other => continue,
+            EventKind::RmaWinCreate
+            | EventKind::RmaWinDestroy
+            | EventKind::RmaPut
+            | EventKind::RmaGet
+            | EventKind::RmaOpCompleteBlocking
+            | EventKind::RmaOpCompleteNonBlocking
+            | EventKind::RmaOpTest
+            | EventKind::RmaOpCompleteRemote
+                if version < Version(1, 2) =>
+            {
+                return Err(Error::Engine(format!(
+                    "OTF2 {version} has no record for {} events (RMA records came with OTF2 1.2)",
+                    kind.name()
+                )));
+            }
+            EventKind::RmaWinCreate => (35, false),
+            EventKind::RmaWinDestroy => (36, false),
+            EventKind::RmaPut => (46, false),
+            EventKind::RmaGet => (47, false),
+            EventKind::RmaOpCompleteBlocking => (49, false),
+            EventKind::RmaOpCompleteNonBlocking => (50, false),
+            EventKind::RmaOpTest => (51, false),
+            EventKind::RmaOpCompleteRemote => (52, false),
         };
         let opt32 = |v: i32| if v == NONE_I32 { u32::MAX } else { v as u32 };
         let now = ticks(e.ts[i]);
@@ -766,6 +877,23 @@ fn encode_events(
             }
             EventKind::ThreadJoin if !omp_records => b.record.push(3),
             EventKind::ThreadTeamBegin | EventKind::ThreadTeamEnd => u32c(opt32(e.comm[i]), &mut b.record),
+            EventKind::RmaWinCreate | EventKind::RmaWinDestroy => {
+                u32c(windows.at(e.comm[i], (e.rank[i], e.thread[i])).0, &mut b.record);
+            }
+            EventKind::RmaPut | EventKind::RmaGet => {
+                let (win, remote) = windows.at(e.comm[i], (e.peer[i], e.tag[i]));
+                u32c(win, &mut b.record);
+                u32c(if e.peer[i] == NONE_I32 { u32::MAX } else { remote }, &mut b.record);
+                compressed(opt(e.bytes[i]), &mut b.record);
+                compressed(opt(e.request[i]), &mut b.record);
+            }
+            EventKind::RmaOpCompleteBlocking
+            | EventKind::RmaOpCompleteNonBlocking
+            | EventKind::RmaOpTest
+            | EventKind::RmaOpCompleteRemote => {
+                u32c(windows.at(e.comm[i], (e.rank[i], e.thread[i])).0, &mut b.record);
+                compressed(opt(e.request[i]), &mut b.record);
+            }
             EventKind::ThreadAcquireLock | EventKind::ThreadReleaseLock => {
                 if !omp_records {
                     b.record.push(3);

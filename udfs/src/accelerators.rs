@@ -1,0 +1,162 @@
+//! Accelerators as tables: the kernels a GPU stream ran and the transfers between host and
+//! device, from the records Score-P writes for CUDA, HIP, OpenCL and OpenACC into OTF2. A
+//! stream is a location of kind `gpu` under its rank (Score-P names it `CUDA[device:stream]`);
+//! each kernel is a call on it. A transfer is a one-sided operation on the stream's location: an
+//! RmaGet when the device reads from the host (host to device), an RmaPut when it writes to it
+//! (device to host), with the remote end another stream for a copy between devices; it starts
+//! at the put or get and ends at the completion record with the same matching id that follows it
+//! on the stream (the k-th completion of an id ends the k-th operation of that id, as Score-P
+//! writes them in order; Score-P 1.x gives every CUDA operation the matching id 42). This is the
+//! model CASITA reads ("Scalable critical-path analysis and optimization guidance for hybrid
+//! MPI-CUDA applications"). The functions are views, queries over a trace's calls or events
+//! and its locations.
+
+use std::sync::Arc;
+
+use datafusion::catalog::TableProvider;
+use datafusion::common::plan_err;
+use datafusion::error::Result;
+
+use crate::args::{Args, arguments};
+use crate::declare::{Function, Make, Output, col, int64, text, text_view};
+use crate::params::{ParamDefault, Type, param};
+use crate::relation::{Relation, trace_schema, trace_table};
+
+pub const GPU_KERNELS: Function = Function {
+    name: "gpu_kernels",
+    params: &[param(
+        "rel",
+        Type::Relation,
+        ParamDefault::Text("calls"),
+        "the calls to read (a trace's, or a view of them)",
+    )],
+    output: Output::Columns(&[
+        col("rank", int64, "the rank whose device ran it"),
+        col("thread", int64, "the stream's location under the rank (its `thread` in `locations`)"),
+        col("device", int64, "the device, from the stream's name (`CUDA[device:stream]`; NULL: the name does not say)"),
+        col("stream", int64, "the stream's number on the device, from its name"),
+        col("stream_name", text, "the stream's location name"),
+        col("kernel", text_view, "the kernel (its region)"),
+        col("start_ts", int64, "when it began on the device"),
+        col("end_ts", int64, "when it ended"),
+        col("duration_ns", int64, "end_ts - start_ts"),
+    ]),
+    description: "one row per kernel run on an accelerator stream (calls on locations of kind gpu): rank, stream, device, kernel, start, end and duration",
+    make: Make::Table(gpu_kernels),
+};
+
+pub const GPU_TRANSFERS: Function = Function {
+    name: "gpu_transfers",
+    params: &[param(
+        "rel",
+        Type::Relation,
+        ParamDefault::Text("events"),
+        "the events to read (a trace's, or a view of them)",
+    )],
+    output: Output::Columns(&[
+        col("rank", int64, "the rank whose device made it"),
+        col("thread", int64, "the stream's location under the rank"),
+        col("device", int64, "the device, from the stream's name (NULL: the name does not say)"),
+        col("stream", int64, "the stream's number on the device"),
+        col(
+            "direction",
+            text,
+            "host_to_device (an RMA get from a CPU location), device_to_host (a put to one), device_to_device (the remote end is a stream), or get or put when the remote end is unknown",
+        ),
+        col("bytes", int64, "bytes moved"),
+        col("start_ts", int64, "the put or get on the stream"),
+        col("end_ts", int64, "its completion on the stream (NULL: none was recorded)"),
+        col("duration_ns", int64, "end_ts - start_ts"),
+        col("remote_rank", int64, "the rank of the other end (the host thread, or the other stream)"),
+        col("remote_thread", int64, "the location of the other end under its rank"),
+        col("matching_id", int64, "the operation's matching id, which its completion repeats"),
+    ]),
+    description: "one row per transfer between host and device (or between devices) on an accelerator stream, from Score-P's RMA records: rank, stream, direction, bytes, start, end and the other end",
+    make: Make::Table(gpu_transfers),
+};
+
+arguments! {
+    struct AcceleratorArgs(GPU_KERNELS, GPU_TRANSFERS) {
+        rel: Relation,
+    }
+}
+
+/// The relation of the call and its trace's `locations`, quoted for SQL.
+fn inputs(a: &Args, columns: &[&str]) -> Result<(String, String)> {
+    let AcceleratorArgs { rel } = AcceleratorArgs::read(a)?;
+    rel.columns(a.function, columns)?;
+    let Some(schema) = trace_schema(a.session, &rel) else {
+        return plan_err!(
+            "{}: '{}' is not read from one trace, so which of its locations are accelerator streams is unknown; give a trace's table or a view of one",
+            a.function,
+            rel.reference
+        );
+    };
+    let locations = trace_table(a.session, a.function, &schema, "locations")?;
+    Ok((rel.reference.to_quoted_string(), locations.reference.to_quoted_string()))
+}
+
+/// The streams of `locations`: rank, thread, device and stream number from the name, name.
+fn streams(locations: &str) -> String {
+    format!(
+        "SELECT CAST(rank AS BIGINT) AS rank, CAST(thread AS BIGINT) AS thread,
+         CAST(regexp_match(name, '\\[([0-9]+):([0-9]+)\\]')[1] AS BIGINT) AS device,
+         CAST(regexp_match(name, '\\[([0-9]+):([0-9]+)\\]')[2] AS BIGINT) AS stream, name
+  FROM {locations} WHERE kind = 'gpu'"
+    )
+}
+
+fn view(a: &Args, sql: String) -> Result<Arc<dyn TableProvider>> {
+    let view = crate::relation::sql_view(a.session, a.function, sql)?;
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+}
+
+fn gpu_kernels(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let (calls, locations) = inputs(a, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    view(
+        a,
+        format!(
+            "WITH s AS ({streams})
+SELECT s.rank, s.thread, s.device, s.stream, s.name AS stream_name, CAST(c.region AS VARCHAR) AS kernel,
+       c.start_ts, c.end_ts, c.end_ts - c.start_ts AS duration_ns
+FROM {calls} c JOIN s ON CAST(c.rank AS BIGINT) = s.rank AND CAST(c.thread AS BIGINT) = s.thread
+ORDER BY s.rank, s.thread, c.start_ts",
+            streams = streams(&locations)
+        ),
+    )
+}
+
+fn gpu_transfers(a: &Args) -> Result<Arc<dyn TableProvider>> {
+    let (events, locations) = inputs(a, &["rank", "thread", "seq", "ts", "kind", "peer", "tag", "bytes", "request"])?;
+    view(
+        a,
+        format!(
+            "WITH s AS ({streams}),
+ops AS (
+  SELECT CAST(rank AS BIGINT) AS rank, CAST(thread AS BIGINT) AS thread, seq, ts, CAST(kind AS VARCHAR) AS kind,
+         CAST(peer AS BIGINT) AS remote_rank, CAST(tag AS BIGINT) AS remote_thread, bytes, request
+  FROM {events}
+  WHERE kind IN ('rma_put', 'rma_get', 'rma_op_complete_blocking', 'rma_op_complete_non_blocking')),
+starts AS (
+  SELECT *, row_number() OVER (PARTITION BY rank, thread, request ORDER BY seq) AS k
+  FROM ops WHERE kind IN ('rma_put', 'rma_get')),
+ends AS (
+  SELECT rank, thread, request, ts, row_number() OVER (PARTITION BY rank, thread, request ORDER BY seq) AS k
+  FROM ops WHERE kind IN ('rma_op_complete_blocking', 'rma_op_complete_non_blocking')),
+remote AS (SELECT CAST(rank AS BIGINT) AS rank, CAST(thread AS BIGINT) AS thread, kind FROM {locations})
+SELECT t.rank, t.thread, s.device, s.stream,
+       CASE WHEN r.kind = 'gpu' THEN 'device_to_device'
+            WHEN r.kind = 'cpu' AND t.kind = 'rma_get' THEN 'host_to_device'
+            WHEN r.kind = 'cpu' THEN 'device_to_host'
+            WHEN t.kind = 'rma_get' THEN 'get' ELSE 'put' END AS direction,
+       t.bytes, t.ts AS start_ts, x.ts AS end_ts, x.ts - t.ts AS duration_ns,
+       t.remote_rank, t.remote_thread, t.request AS matching_id
+FROM starts t
+JOIN s ON s.rank = t.rank AND s.thread = t.thread
+LEFT JOIN ends x ON x.rank = t.rank AND x.thread = t.thread AND (x.request IS NOT DISTINCT FROM t.request) AND x.k = t.k
+LEFT JOIN remote r ON r.rank = t.remote_rank AND r.thread = t.remote_thread
+ORDER BY t.rank, t.thread, t.ts",
+            streams = streams(&locations)
+        ),
+    )
+}
