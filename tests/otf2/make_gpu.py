@@ -5,8 +5,11 @@ type ACCELERATOR_STREAM in the rank's group; a window over the group of the host
 streams (paradigm CUDA); each kernel a region entered and left on its stream; each transfer an
 RMA record on the stream (RmaGet: the device reads from the host, RmaPut: it writes to it; the
 remote end is the host thread, or the other stream for a copy between devices) completed by
-RmaOpCompleteBlocking with the same matching id (Score-P 1.x gives every one 42). Times in ns,
-each listed in tests/slt/gpu.slt:
+RmaOpCompleteBlocking with the same matching id (Score-P 1.x gives every one 42); a launch
+names its stream by the attribute CUDA_STREAM_REF (a location), a stream synchronisation too,
+an event record its event by CUDA_EVENT_REF (a number); attributes of other types (a double, a
+16-bit and an 8-bit number, a string) stand beside them. Times in ns, each listed in
+tests/slt/gpu.slt:
 
   stream CUDA[0:7]:   host to device  1,000 bytes  100 - 150
                       kernel jacobi   200 - 700
@@ -14,13 +17,14 @@ each listed in tests/slt/gpu.slt:
                       device to host  4 bytes      900 - 920
                       device to device 64 bytes from CUDA[0:8]  950 - 990
   stream CUDA[0:8]:   kernel jacobi   300 - 500
-  host: main 0 - 2,000; cuMemcpyHtoD 90 - 160; cuLaunchKernel 180 - 190 and 290 - 295;
-        cuCtxSynchronize 600 - 805; cuMemcpyDtoH 880 - 930.
+  host: main 0 - 2,000; cuMemcpyHtoD 90 - 160; cuLaunchKernel 180 - 190 (CUDA[0:7]),
+        290 - 295 (CUDA[0:8]) and 700 - 710 (CUDA[0:7]); cuEventRecord 720 - 725 (event 77 on
+        CUDA[0:7]); cuStreamSynchronize 730 - 805 (CUDA[0:7]); cuMemcpyDtoH 880 - 930.
 Usage: make_gpu.py OUT_DIR"""
 import sys
 
 import otf2
-from otf2.enums import GroupType, LocationType, Paradigm, RegionRole
+from otf2.enums import GroupType, LocationType, Paradigm, RegionRole, Type
 
 out = sys.argv[1]
 with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
@@ -36,7 +40,12 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
 
     main = region("main", Paradigm.USER)
     h2d, d2h = region("cuMemcpyHtoD_v2", Paradigm.CUDA), region("cuMemcpyDtoH_v2", Paradigm.CUDA)
-    launch, sync = region("cuLaunchKernel", Paradigm.CUDA), region("cuCtxSynchronize", Paradigm.CUDA)
+    launch, sync = region("cuLaunchKernel", Paradigm.CUDA), region("cuStreamSynchronize", Paradigm.CUDA)
+    record = region("cuEventRecord", Paradigm.CUDA)
+    stream_ref = d.attribute("CUDA_STREAM_REF", "Referenced CUDA stream", Type.LOCATION)
+    event_ref = d.attribute("CUDA_EVENT_REF", "ID (address) of referenced CUDA event", Type.UINT64)
+    others = {d.attribute("ratio", "a double", Type.DOUBLE): 1.5, d.attribute("small", "16 bits", Type.INT16): -3,
+              d.attribute("acc_implicit", "8 bits", Type.INT8): 1, d.attribute("note", "a string", Type.STRING): "x"}
     jacobi, copy = region("jacobi_kernel", Paradigm.CUDA), region("copy_kernel", Paradigm.CUDA)
     init = d.region("MPI_Init", paradigm=Paradigm.MPI, region_role=RegionRole.FUNCTION, source_file="MPI")
     d.group("MPI locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=[host])
@@ -48,13 +57,15 @@ with otf2.writer.open(out, timer_resolution=1_000_000_000) as trace:
     win = d.rma_win("CUDA_WINDOW", cuda)
 
     h = trace.event_writer_from_location(host)
-    h.enter(0, main)
+    h.enter(0, main, attributes=others)
     h.enter(10, init); h.leave(50, init)
     h.rma_win_create(60, win)
     h.enter(90, h2d); h.leave(160, h2d)
-    h.enter(180, launch); h.leave(190, launch)
-    h.enter(290, launch); h.leave(295, launch)
-    h.enter(600, sync); h.leave(805, sync)
+    h.enter(180, launch, attributes={stream_ref: s7}); h.leave(190, launch)
+    h.enter(290, launch, attributes={stream_ref: s8}); h.leave(295, launch)
+    h.enter(700, launch, attributes={stream_ref: s7, **others}); h.leave(710, launch)
+    h.enter(720, record); h.leave(725, record, attributes={event_ref: 77, stream_ref: s7})
+    h.enter(730, sync); h.leave(805, sync, attributes={stream_ref: s7})
     h.enter(880, d2h); h.leave(930, d2h)
     h.rma_win_destroy(1990, win)
     h.leave(2000, main)

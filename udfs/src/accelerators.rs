@@ -40,8 +40,16 @@ pub const GPU_KERNELS: Function = Function {
         col("start_ts", int64, "when it began on the device"),
         col("end_ts", int64, "when it ended"),
         col("duration_ns", int64, "end_ts - start_ts"),
+        col(
+            "launch_thread",
+            int64,
+            "the host thread whose launch call queued it (NULL: the trace ties no launch to it)",
+        ),
+        col("launch_region", text_view, "the launch call (cuLaunchKernel, ...)"),
+        col("launch_ts", int64, "when the launch call was entered"),
+        col("queued_ns", int64, "start_ts - launch_ts: from its launch to its start on the device"),
     ]),
-    description: "one row per kernel run on an accelerator stream (calls on locations of kind gpu): rank, stream, device, kernel, start, end and duration",
+    description: "one row per kernel run on an accelerator stream (calls on locations of kind gpu): rank, stream, device, kernel, start, end and duration, and the host call that launched it",
     make: Make::Table(gpu_kernels),
 };
 
@@ -81,8 +89,8 @@ arguments! {
     }
 }
 
-/// The relation of the call and its trace's `locations`, quoted for SQL.
-fn inputs(a: &Args, columns: &[&str]) -> Result<(String, String)> {
+/// The relation of the call and its trace's `locations` and `events`, quoted for SQL.
+fn inputs(a: &Args, columns: &[&str]) -> Result<(String, String, String)> {
     let AcceleratorArgs { rel } = AcceleratorArgs::read(a)?;
     rel.columns(a.function, columns)?;
     let Some(schema) = trace_schema(a.session, &rel) else {
@@ -93,7 +101,8 @@ fn inputs(a: &Args, columns: &[&str]) -> Result<(String, String)> {
         );
     };
     let locations = trace_table(a.session, a.function, &schema, "locations")?;
-    Ok((rel.reference.to_quoted_string(), locations.reference.to_quoted_string()))
+    let events = trace_table(a.session, a.function, &schema, "events")?;
+    Ok((rel.reference.to_quoted_string(), locations.reference.to_quoted_string(), events.reference.to_quoted_string()))
 }
 
 /// The streams of `locations`: rank, thread, device and stream number from the name, name.
@@ -112,22 +121,35 @@ fn view(a: &Args, sql: String) -> Result<Arc<dyn TableProvider>> {
 }
 
 fn gpu_kernels(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let (calls, locations) = inputs(a, &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let (calls, locations, events) = inputs(a, &["rank", "thread", "region", "start_ts", "end_ts", "depth"])?;
     view(
         a,
         format!(
-            "WITH s AS ({streams})
-SELECT s.rank, s.thread, s.device, s.stream, s.name AS stream_name, CAST(c.region AS VARCHAR) AS kernel,
-       c.start_ts, c.end_ts, c.end_ts - c.start_ts AS duration_ns
-FROM {calls} c JOIN s ON CAST(c.rank AS BIGINT) = s.rank AND CAST(c.thread AS BIGINT) = s.thread
-ORDER BY s.rank, s.thread, c.start_ts",
+            "WITH s AS ({streams}),
+k AS (
+  SELECT s.rank, s.thread, s.device, s.stream, s.name AS stream_name, CAST(c.region AS VARCHAR) AS kernel,
+         c.start_ts, c.end_ts, c.end_ts - c.start_ts AS duration_ns,
+         row_number() OVER (PARTITION BY s.rank, s.thread ORDER BY c.start_ts, c.end_ts) AS n
+  FROM {calls} c JOIN s ON CAST(c.rank AS BIGINT) = s.rank AND CAST(c.thread AS BIGINT) = s.thread
+  WHERE c.depth = 0),
+l AS (
+  SELECT CAST(peer AS BIGINT) AS rank, CAST(tag AS BIGINT) AS stream_thread, CAST(thread AS BIGINT) AS thread,
+         CAST(region AS VARCHAR) AS region, ts,
+         row_number() OVER (PARTITION BY peer, tag ORDER BY ts, thread, seq) AS n
+  FROM {events}
+  WHERE kind = 'enter' AND peer IS NOT NULL AND tag IS NOT NULL AND lower(CAST(region AS VARCHAR)) LIKE '%launch%')
+SELECT k.rank, k.thread, k.device, k.stream, k.stream_name, k.kernel, k.start_ts, k.end_ts, k.duration_ns,
+       l.thread AS launch_thread, l.region AS launch_region, l.ts AS launch_ts, k.start_ts - l.ts AS queued_ns
+FROM k LEFT JOIN l ON l.rank = k.rank AND l.stream_thread = k.thread AND l.n = k.n
+ORDER BY k.rank, k.thread, k.start_ts",
             streams = streams(&locations)
         ),
     )
 }
 
 fn gpu_transfers(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let (events, locations) = inputs(a, &["rank", "thread", "seq", "ts", "kind", "peer", "tag", "bytes", "request"])?;
+    let (events, locations, _) =
+        inputs(a, &["rank", "thread", "seq", "ts", "kind", "peer", "tag", "bytes", "request"])?;
     view(
         a,
         format!(

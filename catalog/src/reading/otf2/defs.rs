@@ -17,6 +17,7 @@ use crate::trace::Warnings;
 
 const CLOCK_PROPERTIES: u8 = 5;
 const STRING: u8 = 10;
+const ATTRIBUTE: u8 = 11;
 const SYSTEM_TREE_NODE: u8 = 12;
 const LOCATION_GROUP: u8 = 13;
 const LOCATION: u8 = 14;
@@ -40,6 +41,8 @@ pub const GROUP_COMM_SELF: u8 = 6;
 /// Group flag: a COMM_GROUP that lists no members and holds every rank of its paradigm's
 /// COMM_LOCATIONS group.
 pub const GROUP_FLAG_GLOBAL_MEMBERS: u32 = 1;
+pub const MAPPING_ATTRIBUTE: u8 = 1;
+pub const MAPPING_LOCATION: u8 = 2;
 pub const MAPPING_REGION: u8 = 3;
 pub const MAPPING_GROUP: u8 = 4;
 pub const MAPPING_METRIC: u8 = 5;
@@ -123,6 +126,8 @@ pub struct GlobalDefs {
     pub metrics: HashMap<u32, Vec<u32>>,
     /// RMA window id -> its communicator.
     pub rma_wins: HashMap<u32, u32>,
+    /// Attribute id -> (name, OTF2 type of its values).
+    pub attributes: HashMap<u32, (u32, u8)>,
 }
 
 impl GlobalDefs {
@@ -271,6 +276,15 @@ pub fn read_global(path: &Path, chunk_size: u64, warnings: &mut Warnings) -> Res
                 c.finish(end)?;
                 d.comms.push((id, comm));
             }
+            ATTRIBUTE => {
+                c.record = "Attribute";
+                let end = c.record_end()?;
+                let id = c.u32c()?;
+                let name = c.u32c()?;
+                let ty = c.u8()?;
+                c.finish(end)?;
+                d.attributes.insert(id, (name, ty));
+            }
             RMA_WIN => {
                 c.record = "RmaWin";
                 let end = c.record_end()?;
@@ -326,6 +340,15 @@ impl IdMap {
         };
         g.map_or(local, |g| g as u32)
     }
+
+    /// The global id of a 64-bit local one (a location's).
+    pub fn map64(&self, local: u64) -> u64 {
+        let g = match self {
+            IdMap::Dense(v) => usize::try_from(local).ok().and_then(|k| v.get(k)).copied(),
+            IdMap::Sparse(m) => m.get(&local).copied(),
+        };
+        g.unwrap_or(local)
+    }
 }
 
 /// Mapping tables and clock offsets of one location.
@@ -342,6 +365,14 @@ impl LocalDefs {
     pub fn map(&self, kind: u8, local: u32) -> u32 {
         match self.maps.get(usize::from(kind)) {
             Some(Some(m)) => m.map(local),
+            _ => local,
+        }
+    }
+
+    /// The global id of a location a record names by its local id.
+    pub fn location(&self, local: u64) -> u64 {
+        match self.maps.get(usize::from(MAPPING_LOCATION)) {
+            Some(Some(m)) => m.map64(local),
             _ => local,
         }
     }

@@ -13,7 +13,9 @@ use crate::error::Result;
 use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
 use crate::reading::otf2::buffer::{ATTRIBUTE_LIST, Cursor, TIMESTAMP, UNDEFINED_U32, UNDEFINED_U64};
-use crate::reading::otf2::defs::{LocalDefs, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION, MAPPING_RMA_WIN};
+use crate::reading::otf2::defs::{
+    LocalDefs, MAPPING_ATTRIBUTE, MAPPING_COMM, MAPPING_METRIC, MAPPING_REGION, MAPPING_RMA_WIN,
+};
 use crate::trace::Warnings;
 
 const BUFFER_FLUSH: u8 = 10;
@@ -146,6 +148,72 @@ pub struct Window {
     pub members: Vec<(i32, i32)>,
 }
 
+/// What an attribute of an accelerator API call refers to (Score-P's `CUDA_STREAM_REF`,
+/// `CUDA_EVENT_REF` and their kin for HIP and OpenCL): the stream it acts on (a location) or the
+/// device event it records or waits for (an id). An enter or leave keeps them in its otherwise
+/// unused columns: the stream as `peer` (rank) and `tag` (thread), the event as `request`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reference {
+    Stream,
+    Event,
+}
+
+/// The references of the attribute list before an event.
+#[derive(Debug, Clone, Copy)]
+struct References {
+    stream: (i32, i32),
+    event: i64,
+}
+
+/// Read an attribute list (the cursor after its type byte): the references it carries among
+/// the attributes `ctx` keeps, or None. Values are read by their type (OTF2's encoding: 8- and
+/// 16-bit numbers, floats and doubles as they are, other numbers and references compressed);
+/// a value of a type OTF2 did not define ends the list's reading at its end.
+fn read_references(c: &mut Cursor<'_>, ctx: &Context<'_>) -> Result<Option<References>> {
+    let end = c.record_end()?;
+    let n = c.u32c()?;
+    let mut refs = References { stream: (NONE_I32, NONE_I32), event: NONE_I64 };
+    let mut found = false;
+    for _ in 0..n {
+        let id = ctx.local.map(MAPPING_ATTRIBUTE, c.u32c()?);
+        let ty = c.u8()?;
+        let value = match ty {
+            1 | 5 => u64::from(c.u8()?),
+            2 | 6 => u64::from(c.u8()?) | (u64::from(c.u8()?) << 8),
+            9 => {
+                for _ in 0..4 {
+                    c.u8()?;
+                }
+                0
+            }
+            10 => {
+                for _ in 0..8 {
+                    c.u8()?;
+                }
+                0
+            }
+            4 | 8 | 13 => c.u64c()?,
+            3 | 7 | 11 | 12 | 14..=25 => u64::from(c.u32c()?),
+            _ => break,
+        };
+        match ctx.attributes.get(&id) {
+            Some(Reference::Stream) if ty == 13 => {
+                if let Some(&at) = ctx.location_of.get(&ctx.local.location(value)) {
+                    refs.stream = at;
+                    found = true;
+                }
+            }
+            Some(Reference::Event) if matches!(ty, 3 | 4) => {
+                refs.event = value as i64;
+                found = true;
+            }
+            _ => {}
+        }
+    }
+    c.finish(end)?;
+    Ok(found.then_some(refs))
+}
+
 /// How times and ids of a location are translated.
 #[derive(Debug)]
 pub struct Context<'a> {
@@ -165,6 +233,10 @@ pub struct Context<'a> {
     pub self_comms: &'a [u32],
     /// RMA windows by id.
     pub windows: &'a HashMap<u32, Window>,
+    /// The attributes an enter or leave keeps, by id.
+    pub attributes: &'a HashMap<u32, Reference>,
+    /// (rank, thread) of every location id.
+    pub location_of: &'a HashMap<u64, (i32, i32)>,
     /// Metric (class or instance) id -> (member name index, value type) per value.
     pub metric_members: &'a HashMap<u32, Vec<(i32, u8)>>,
     /// Number of events the location's definition announces (used to size the columns).
@@ -371,6 +443,8 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
     let mut ts: i64 = ctx.ns(0);
     let mut skipped: HashMap<u8, i64> = HashMap::new();
     let mut times = TimeChecks::default();
+    // The references of the attribute list just read, for the event after it.
+    let mut references: Option<References> = None;
     while let Some(t) = c.next_record()? {
         c.record = name_of(t);
         let start = c.pos - 1;
@@ -389,15 +463,27 @@ pub fn decode(path: &Path, data: &[u8], chunk_size: u64, ctx: &Context<'_>) -> R
         }
         if t == ATTRIBUTE_LIST {
             c.record = "attribute list";
-            c.skip_record()?;
+            if ctx.attributes.is_empty() {
+                c.skip_record()?;
+            } else {
+                references = read_references(&mut c, ctx)?;
+            }
             continue;
         }
+        let refs = references.take();
         if t == ENTER || t == LEAVE {
             let region = ctx.local.map(MAPPING_REGION, c.u32c()?);
             let kind = if t == ENTER { EventKind::Enter } else { EventKind::Leave };
-            match ctx.region_index.get(region) {
-                Some(i) => out.events.push_plain(ts, kind, i),
-                None => return Err(c.error(format!("refers to region {region}, which is not defined"))),
+            match (ctx.region_index.get(region), refs) {
+                (Some(i), None) => out.events.push_plain(ts, kind, i),
+                (Some(i), Some(r)) => {
+                    let mut e = Event::new(ctx.rank, ctx.thread, ts, kind);
+                    e.region = i;
+                    (e.peer, e.tag) = r.stream;
+                    e.request = r.event;
+                    out.events.push_detailed(&e);
+                }
+                (None, _) => return Err(c.error(format!("refers to region {region}, which is not defined"))),
             }
             times.record(data, start, c.pos, path, &mut out.warnings);
             continue;
@@ -685,6 +771,8 @@ mod tests {
             comm_members: &comms,
             self_comms: &[3],
             windows: &HashMap::new(),
+            attributes: &HashMap::new(),
+            location_of: &HashMap::new(),
             metric_members: &metrics,
             expected_events: 0,
         };

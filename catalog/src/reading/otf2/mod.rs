@@ -272,6 +272,26 @@ fn windows(d: &GlobalDefs, p: &Placement) -> HashMap<u32, events::Window> {
         .collect()
 }
 
+/// The attributes whose values an enter or leave keeps (`events::Reference`): by name, a
+/// location attribute ending in `_STREAM_REF` (Score-P's `CUDA_STREAM_REF`, and its kin for
+/// other accelerator models) and a number ending in `_EVENT_REF`.
+fn references(d: &GlobalDefs) -> HashMap<u32, events::Reference> {
+    const LOCATION: u8 = 13;
+    d.attributes
+        .iter()
+        .filter_map(|(&id, &(name, ty))| {
+            let name = d.string(name)?;
+            if name.ends_with("_STREAM_REF") && ty == LOCATION {
+                Some((id, events::Reference::Stream))
+            } else if name.ends_with("_EVENT_REF") && matches!(ty, 3 | 4) {
+                Some((id, events::Reference::Event))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 /// Event files whose location the global definitions do not define. Beside the event files
 /// of every defined location they are locations the measurement opened and left out of the
 /// definitions (Score-P 1.x wrote such files for CUDA streams it never used): the reference
@@ -749,6 +769,7 @@ fn decode_locations(
     let region_index = events::RegionIndex::new(&region_ids);
     let comm_index = events::CommMembers::new(&a.comms.members);
     let windows = windows(d, a.place);
+    let attributes = references(d);
     locations
         .into_par_iter()
         .map(|(l, local)| {
@@ -771,6 +792,8 @@ fn decode_locations(
                 comm_members: &comm_index,
                 self_comms: &a.comms.per_rank,
                 windows: &windows,
+                attributes: &attributes,
+                location_of: &a.place.location,
                 metric_members: &a.metrics.classes,
                 expected_events: l.events,
             };

@@ -286,7 +286,15 @@ pub struct EventFiles {
     mpi_comms: std::collections::BTreeSet<i32>,
     /// The RMA windows of the RMA records appended.
     windows: Windows,
+    /// Whether an enter or leave names an accelerator stream or device event: the archive then
+    /// defines the attributes Score-P writes them as (`STREAM_REF`, `EVENT_REF`).
+    references: bool,
 }
+
+/// The attributes an enter or leave's stream and device event are written as, by id, with
+/// OTF2's type of their values (LOCATION, UINT64), as Score-P writes them for CUDA.
+const STREAM_REF: (u32, &str, u8) = (0, "CUDA_STREAM_REF", 13);
+const EVENT_REF: (u32, &str, u8) = (1, "CUDA_EVENT_REF", 4);
 
 /// The RMA windows of the records written: one per communicator the records name (an
 /// accelerator's transfers name the group of its host thread and streams), numbered as they
@@ -398,6 +406,7 @@ impl EventFiles {
             teams: BTreeMap::new(),
             mpi_comms: std::collections::BTreeSet::new(),
             windows: Windows::default(),
+            references: false,
         })
     }
 
@@ -422,6 +431,11 @@ impl EventFiles {
                 }
             }
             self.windows.see(part);
+            let (enter, leave) = (EventKind::Enter as u8, EventKind::Leave as u8);
+            self.references |=
+                part.kind.iter().enumerate().any(|(i, &k)| {
+                    (k == enter || k == leave) && (part.peer[i] != NONE_I32 || part.request[i] != NONE_I64)
+                });
         }
         let mut work: Vec<Vec<(usize, crate::events::Stream)>> = vec![Vec::new(); self.encoders.len()];
         let mut earliest = i64::MAX;
@@ -450,9 +464,10 @@ impl EventFiles {
         let offset = self.offset();
         let ticks = |ns: i64| (ns as i128 + i128::from(offset)) as u64;
         let (comm_rank, version, windows) = (&self.comm_rank, self.version, &self.windows);
+        let location_of = &self.location_of;
         self.encoders.par_iter_mut().zip(work).try_for_each(|(enc, jobs)| {
             for (p, s) in jobs {
-                encode_events(enc, &parts[p], &s, (comm_rank, windows), &ticks, version)?;
+                encode_events(enc, &parts[p], &s, &Ids { comm_rank, windows, location_of }, &ticks, version)?;
             }
             enc.drain()
         })
@@ -543,6 +558,14 @@ impl EventFiles {
         let locations_group_name = strings.id("MPI_COMM_WORLD locations");
         let openmp_group_name = strings.id("OpenMP locations");
         let windows = std::mem::take(&mut self.windows);
+        let references: Vec<(u32, u32, u8, u32)> = if self.references {
+            [(STREAM_REF, "Referenced CUDA stream"), (EVENT_REF, "ID (address) of referenced CUDA event")]
+                .iter()
+                .map(|((id, name, ty), description)| (*id, strings.id(name), *ty, strings.id(description)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let accelerator_group_name = strings.id("accelerator locations");
         let window_names: Vec<u32> =
             windows.by_comm.values().map(|w| strings.id(&format!("RMA window {}", w.id))).collect();
@@ -685,6 +708,16 @@ impl EventFiles {
             u32c(0, &mut g.record);
             emit(&mut g, 22);
         }
+        for &(id, name, ty, description) in &references {
+            u32c(id, &mut g.record);
+            u32c(name, &mut g.record);
+            g.record.push(ty);
+            // The description came with OTF2 1.4.
+            if self.version >= Version(1, 4) {
+                u32c(description, &mut g.record);
+            }
+            emit(&mut g, 11);
+        }
         for (w, name) in windows.by_comm.iter().zip(window_names) {
             u32c(w.1.id, &mut g.record);
             u32c(name, &mut g.record);
@@ -735,17 +768,26 @@ fn write_anchor(path: &Path, archive: &Anchor, creator: Option<&str>, version: V
 }
 
 /// Encode the events of one stream into its location's file.
+/// How the records of the events name what the definitions define: world rank -> comm rank of
+/// every communicator, the RMA windows, the location id of every (rank, thread).
+struct Ids<'a> {
+    comm_rank: &'a HashMap<i32, HashMap<i32, u32>>,
+    windows: &'a Windows,
+    location_of: &'a BTreeMap<(i32, i32), u64>,
+}
+
 fn encode_events(
     enc: &mut Encoder,
     e: &RawEvents,
     s: &crate::events::Stream,
-    (comm_rank, windows): (&HashMap<i32, HashMap<i32, u32>>, &Windows),
+    ids: &Ids<'_>,
     ticks: &impl Fn(i64) -> u64,
     version: Version,
 ) -> Result<()> {
     // Before OTF2 1.2, OpenMP's own records: fork, join, locks, and tasks by id.
     let omp_records = version < Version(1, 2);
     let Encoder { b, last_time, written, .. } = enc;
+    let Ids { comm_rank, windows, location_of } = *ids;
     let peer_rank = |comm: i32, peer: i32| -> u32 {
         if peer == NONE_I32 {
             return u32::MAX;
@@ -916,12 +958,38 @@ fn encode_events(
             }
             _ => {}
         }
-        // Timestamp + record must share a chunk; a new chunk restarts with a timestamp.
-        let need = 9 + 2 + b.record.len() + 9;
+        // An enter or leave's accelerator stream and device event: an attribute list before it.
+        let mut attributes: Vec<u8> = Vec::new();
+        if matches!(kind, EventKind::Enter | EventKind::Leave) {
+            let stream = (e.peer[i] != NONE_I32).then(|| location_of.get(&(e.peer[i], e.tag[i]))).flatten();
+            let event = (e.request[i] != NONE_I64).then_some(e.request[i]);
+            let n = u32::from(stream.is_some()) + u32::from(event.is_some());
+            if n > 0 {
+                u32c(n, &mut attributes);
+                if let Some(&loc) = stream {
+                    u32c(STREAM_REF.0, &mut attributes);
+                    attributes.push(STREAM_REF.2);
+                    compressed(loc, &mut attributes);
+                }
+                if let Some(ev) = event {
+                    u32c(EVENT_REF.0, &mut attributes);
+                    attributes.push(EVENT_REF.2);
+                    compressed(ev as u64, &mut attributes);
+                }
+            }
+        }
+        // Timestamp + attributes + record must share a chunk; a new chunk restarts with a
+        // timestamp.
+        let need = 9 + 2 + b.record.len() + 9 + attributes.len() + 10;
         if b.reserve(need) || *last_time != Some(now) {
             b.out.push(0x05);
             b.out.extend_from_slice(&now.to_le_bytes());
             *last_time = Some(now);
+        }
+        if !attributes.is_empty() {
+            let record = std::mem::replace(&mut b.record, attributes);
+            b.with_length(6, false);
+            b.record = record;
         }
         if singleton {
             b.out.push(t);
