@@ -201,21 +201,10 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
             continue;
         };
         let members: Vec<i32> = match g.kind {
-            GROUP_COMM_GROUP => {
-                let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
-                match base {
-                    Some(b) if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() => {
-                        b.members.iter().map(|&l| rank_of_location(l)).collect()
-                    }
-                    Some(b) => g
-                        .members
-                        .iter()
-                        .map(|&m| b.members.get(m as usize).map_or(NONE_I32, |&l| rank_of_location(l)))
-                        .collect(),
-                    None => g.members.iter().map(|&m| as_rank(m)).collect(),
-                }
-            }
-            GROUP_COMM_LOCATIONS | defs::GROUP_LOCATIONS => g.members.iter().map(|&l| rank_of_location(l)).collect(),
+            GROUP_COMM_GROUP | GROUP_COMM_LOCATIONS | defs::GROUP_LOCATIONS => match member_locations(d, g) {
+                Some(locations) => locations.into_iter().map(|l| l.map_or(NONE_I32, rank_of_location)).collect(),
+                None => g.members.iter().map(|&m| as_rank(m)).collect(),
+            },
             GROUP_COMM_SELF => {
                 out.per_rank.push(*id);
                 Vec::new()
@@ -244,32 +233,39 @@ fn comm_members(d: &GlobalDefs, p: &Placement, warnings: &mut Warnings) -> Commu
 /// (NONE_I32, NONE_I32).
 fn windows(d: &GlobalDefs, p: &Placement) -> HashMap<u32, events::Window> {
     let none = (NONE_I32, NONE_I32);
-    let at = |loc: u64| p.location.get(&loc).copied().unwrap_or(none);
     let comms: HashMap<u32, &defs::Comm> = d.comms.iter().map(|(id, c)| (*id, c)).collect();
     d.rma_wins
         .iter()
         .map(|(&win, &comm)| {
-            let members: Vec<(i32, i32)> = match comms.get(&comm).and_then(|c| d.groups.get(&c.group)) {
-                Some(g) if g.kind == GROUP_COMM_GROUP => {
-                    let base = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm);
-                    match base {
-                        Some(b) if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() => {
-                            b.members.iter().map(|&l| at(l)).collect()
-                        }
-                        Some(b) => {
-                            g.members.iter().map(|&m| b.members.get(m as usize).map_or(none, |&l| at(l))).collect()
-                        }
-                        None => Vec::new(),
-                    }
-                }
-                Some(g) if g.kind == GROUP_COMM_LOCATIONS || g.kind == defs::GROUP_LOCATIONS => {
-                    g.members.iter().map(|&l| at(l)).collect()
-                }
-                _ => Vec::new(),
-            };
+            let locations = comms.get(&comm).and_then(|c| d.groups.get(&c.group)).and_then(|g| member_locations(d, g));
+            let members: Vec<(i32, i32)> = locations
+                .unwrap_or_default()
+                .into_iter()
+                .map(|l| l.and_then(|l| p.location.get(&l).copied()).unwrap_or(none))
+                .collect();
             (win, events::Window { comm: i32::try_from(comm).unwrap_or(NONE_I32), members })
         })
         .collect()
+}
+
+/// The locations of a communicator group's members, in communicator rank order, as the
+/// reference reader resolves them: a COMM_GROUP lists ranks of its paradigm's COMM_LOCATIONS
+/// group (all of them when flagged GLOBAL_MEMBERS; a rank beyond it is None), a COMM_LOCATIONS
+/// or LOCATIONS group lists locations. None for a group that lists no locations (a COMM_GROUP
+/// of a paradigm without COMM_LOCATIONS, or a group of another type).
+fn member_locations(d: &GlobalDefs, g: &defs::Group) -> Option<Vec<Option<u64>>> {
+    match g.kind {
+        GROUP_COMM_GROUP => {
+            let b = d.groups.values().find(|b| b.kind == GROUP_COMM_LOCATIONS && b.paradigm == g.paradigm)?;
+            Some(if g.flags & defs::GROUP_FLAG_GLOBAL_MEMBERS != 0 && g.members.is_empty() {
+                b.members.iter().map(|&l| Some(l)).collect()
+            } else {
+                g.members.iter().map(|&m| b.members.get(m as usize).copied()).collect()
+            })
+        }
+        GROUP_COMM_LOCATIONS | defs::GROUP_LOCATIONS => Some(g.members.iter().map(|&l| Some(l)).collect()),
+        _ => None,
+    }
 }
 
 /// The attributes whose values an enter or leave keeps (`events::Reference`): by name, a

@@ -323,20 +323,15 @@ impl Window {
 }
 
 impl Windows {
-    /// Take in the RMA records of `part`.
-    fn see(&mut self, part: &RawEvents) {
-        let first = EventKind::RmaWinCreate as u8;
-        for (i, &kind) in part.kind.iter().enumerate() {
-            if kind < first || part.comm[i] == NONE_I32 {
-                continue;
-            }
-            let next = self.by_comm.len() as u32;
-            let w = self.by_comm.entry(part.comm[i]).or_insert_with(|| Window { id: next, ..Window::default() });
-            if (kind == EventKind::RmaPut as u8 || kind == EventKind::RmaGet as u8) && part.peer[i] != NONE_I32 {
-                w.add((part.peer[i], part.tag[i]));
-            }
-            w.add((part.rank[i], part.thread[i]));
+    /// Take in RMA record `i` of `part` (its communicator known).
+    fn see(&mut self, part: &RawEvents, i: usize) {
+        let kind = part.kind[i];
+        let next = self.by_comm.len() as u32;
+        let w = self.by_comm.entry(part.comm[i]).or_insert_with(|| Window { id: next, ..Window::default() });
+        if (kind == EventKind::RmaPut as u8 || kind == EventKind::RmaGet as u8) && part.peer[i] != NONE_I32 {
+            w.add((part.peer[i], part.tag[i]));
         }
+        w.add((part.rank[i], part.thread[i]));
     }
 
     /// The window of communicator `comm` and the index of `member` in it.
@@ -419,23 +414,24 @@ impl EventFiles {
     /// appended before for it).
     pub fn append(&mut self, parts: &[RawEvents]) -> Result<()> {
         let position: HashMap<(i32, i32), usize> = self.location_of.keys().enumerate().map(|(i, k)| (*k, i)).collect();
+        let (enter, leave) = (EventKind::Enter as u8, EventKind::Leave as u8);
         for part in parts {
-            for (i, kind) in part.kind.iter().enumerate() {
+            for (i, &kind) in part.kind.iter().enumerate() {
+                if kind == enter || kind == leave {
+                    self.references |= part.peer[i] != NONE_I32 || part.request[i] != NONE_I64;
+                    continue;
+                }
                 if part.comm[i] == NONE_I32 {
                     continue;
                 }
-                if *kind == EventKind::ThreadTeamBegin as u8 {
+                if kind == EventKind::ThreadTeamBegin as u8 {
                     self.teams.entry(part.comm[i]).or_default().insert((part.rank[i], part.thread[i]));
-                } else if *kind < EventKind::ThreadFork as u8 {
+                } else if kind < EventKind::ThreadFork as u8 {
                     self.mpi_comms.insert(part.comm[i]);
+                } else if kind >= EventKind::RmaWinCreate as u8 {
+                    self.windows.see(part, i);
                 }
             }
-            self.windows.see(part);
-            let (enter, leave) = (EventKind::Enter as u8, EventKind::Leave as u8);
-            self.references |=
-                part.kind.iter().enumerate().any(|(i, &k)| {
-                    (k == enter || k == leave) && (part.peer[i] != NONE_I32 || part.request[i] != NONE_I64)
-                });
         }
         let mut work: Vec<Vec<(usize, crate::events::Stream)>> = vec![Vec::new(); self.encoders.len()];
         let mut earliest = i64::MAX;
@@ -721,7 +717,7 @@ impl EventFiles {
         for (w, name) in windows.by_comm.iter().zip(window_names) {
             u32c(w.1.id, &mut g.record);
             u32c(name, &mut g.record);
-            u32c(w.0.max(&0).unsigned_abs(), &mut g.record);
+            u32c((*w.0).max(0) as u32, &mut g.record);
             emit(&mut g, 24);
         }
         write_file(&dir.join("traces.def"), &g.finish())?;

@@ -153,6 +153,13 @@ struct Taking {
     released: bool,
 }
 
+impl Taking {
+    /// A lock being taken, in the critical section `critical` (NONE_I32: none).
+    fn new(critical: i32) -> Self {
+        Taking { critical, block: NONE_I32, lock: NONE_I64, acquired: false, released: false }
+    }
+}
+
 /// A stream's OpenMP state while it is walked.
 #[derive(Debug, Default)]
 pub(super) struct Threads {
@@ -224,23 +231,11 @@ impl Threads {
                     IN_ACQUIRE => {
                         let critical = region(IN_ACQUIRE);
                         ev.push_plain(ts, EventKind::Enter, critical);
-                        stack.push(Taking {
-                            critical,
-                            block: NONE_I32,
-                            lock: NONE_I64,
-                            acquired: false,
-                            released: false,
-                        });
+                        stack.push(Taking::new(critical));
                     }
                     HELD => {
                         if stack.last().is_none_or(|t| t.acquired) {
-                            stack.push(Taking {
-                                critical: NONE_I32,
-                                block: NONE_I32,
-                                lock: NONE_I64,
-                                acquired: false,
-                                released: false,
-                            });
+                            stack.push(Taking::new(NONE_I32));
                         }
                         let Some(t) = stack.last_mut() else { return };
                         t.acquired = true;
