@@ -11,6 +11,8 @@
 #   on_compute_kernels  -  SECONDS  -   Offloading: ... on compute kernels
 #   kernel_blame   REGION  SECONDS  -   a region's blame for host waits (Blame [s] x "blame for
 #                                       host wait [%]" of casita_rating.csv), where it is not 0
+#   critical_path  REGION  SECONDS  -   a region's time on the critical path ("Time on CP [s]"),
+#                                       where it is not 0
 #
 # Never part of commdb's build: the comparison test (tests/tests/casita_oracle.rs) reads only
 # those files.
@@ -72,13 +74,19 @@ for metric, label in [("idle_device", "Idle device"), ("compute_idle_device", "C
     print(f"{metric}\t-\t{m.group(1)}\t{n.group(1) if n else '-'}")
 header = rating[0].split(";")
 blame, host = header.index("Blame [s]"), [i for i, h in enumerate(header) if "host wait" in h][0]
-sums = {}
+on_path = header.index("Time on CP [s]")
+sums, path = {}, {}
 for line in rating[1:]:
     f = line.split(";")
     if len(f) > host and float(f[host]) > 0:
         sums[f[0]] = sums.get(f[0], 0.0) + float(f[blame]) * float(f[host]) / 100
+    # (the rating ends with its sums: "Sum of Top 20", "on host: 19", ...)
+    if len(f) > on_path and float(f[on_path]) > 0 and not re.match(r"(Sum of|on host|on device|[0-9]+ on )", f[0]):
+        path[f[0]] = path.get(f[0], 0.0) + float(f[on_path])
 for region, s in sorted(sums.items()):
     print(f"kernel_blame\t{region}\t{s:.6f}\t-")
+for region, s in sorted(path.items()):
+    print(f"critical_path\t{region}\t{s:.6f}\t-")
 EOF
     echo "$name:"; cat "$out/$name.tsv"
     rm -rf "$work"

@@ -38,6 +38,13 @@
 //! barrier after its last enter, the fork and the join are kind `omp`. The thread records come
 //! from `events` (forks and joins) and the OpenMP roles from `regions`, by default those of the
 //! trace the calls are in; without them a rank's threads are walked only where MPI leads.
+//!
+//! A rank's accelerator streams are walked too, after CASITA's dependency graph
+//! (crate::accelerators::Handovers): an early synchronisation of the host with the device
+//! hands the path to the stream of the kernel it waited for, at that kernel's end; a kernel on
+//! the path is the device's compute (`device`), and at its start the path goes back to the host
+//! thread that launched it when the kernel waited for its launch (the stream's time from the
+//! launch to the kernel is `queue`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -48,6 +55,7 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use crate::accelerators::Handovers;
 use crate::args::{Args, arguments};
 use crate::call_paths::Paths;
 use crate::declare::{Function, Make, Output, col, float64, int64, text};
@@ -57,7 +65,7 @@ use crate::plan::Main;
 use crate::relation::{Projected, Relation};
 use crate::stream::{Mapper, StartFold};
 use crate::stretch_store::{StretchStore, Swept, location, rank_thread};
-use crate::stretches::{Stretch, path_name, region_name};
+use crate::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
 use crate::thread_waits::ThreadRecords;
 use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
@@ -96,12 +104,12 @@ pub const CRITICAL_PATH: Function = Function {
         col(
             "kind",
             text,
-            "compute, mpi, transfer (a receive after its late sender started) or omp (an OpenMP fork, join, or barrier after its last thread came)",
+            "compute, mpi, transfer (a receive after its late sender started), omp (an OpenMP fork, join, or barrier after its last thread came), device (a kernel on an accelerator stream) or queue (a stream's time before a kernel began that no kernel covers: from its launch, or a copy ahead of it)",
         )
         .never_null(),
         col("duration", int64, "end_ts - start_ts").never_null(),
     ]),
-    description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end over every thread: a call that waited continues on the rank it waited for, an OpenMP barrier on the thread that came last, a parallel region on the master at the fork; kind compute, mpi, transfer (a receive after its late sender started) or omp",
+    description: "the chain of activities that determines the run's end (Scalasca's critical path), walked back from the last rank's end over every thread: a call that waited continues on the rank it waited for, an OpenMP barrier on the thread that came last, a parallel region on the master at the fork, a synchronisation with an accelerator on the kernel it waited for (CASITA's graph); kind compute, mpi, transfer (a receive after its late sender started), omp, device (a kernel) or queue",
     make: Make::Table(critical_path),
 };
 
@@ -210,6 +218,7 @@ fn walk(
     finalize: &Finalize,
     waits: &RunWaits,
     threads: &BTreeMap<i64, Vec<i64>>,
+    offload: &Handovers,
 ) -> Result<Vec<Segment>> {
     let master = |rank: i64| threads.get(&rank).and_then(|t| t.first()).copied().unwrap_or(0);
     // From the end of the master of the rank that finishes last (the lowest such rank).
@@ -225,7 +234,8 @@ fn walk(
     let latest_finalize = finalize.entered.iter().map(|(r, &(th, c))| (*r, th, c)).max_by_key(|&(r, _, c)| (c, -r));
     let mut backward: Vec<Segment> = Vec::new();
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
-    let budget = store.len() * 4 + waits.count + 16;
+    let mut handed: HashSet<(i64, i64, i64)> = HashSet::new();
+    let budget = store.len() * 4 + waits.count + offload.len() * 2 + 16;
     let mut emit = |rank: i64, thread: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
         if end <= start {
             return;
@@ -269,6 +279,35 @@ fn walk(
             thread = master(rank);
             continue;
         };
+        // An accelerator stream: a kernel is the device's compute; at its start the path goes on
+        // with the launch it waited for (crate::accelerators::Handovers).
+        if offload.is_stream(rank, thread) {
+            if s.region == UNCOVERED {
+                emit(rank, thread, &s, s.from, t, "queue");
+                t = s.from;
+                continue;
+            }
+            emit(rank, thread, &s, s.from, t, "device");
+            t = s.from;
+            if let Some((host, at)) = offload.launch_before(rank, thread, t)
+                && handed.insert((rank, thread, t))
+            {
+                let queued =
+                    Stretch { from: at, to: t, region: UNCOVERED, path: NO_PATH, call_start: None, hand: None };
+                emit(rank, thread, &queued, at, t, "queue");
+                (thread, t) = (host, at);
+            }
+            continue;
+        }
+        // An early synchronisation with the device: from the end of the kernel it waited for,
+        // the path goes on with that kernel's stream.
+        if let Some(sync) = offload.sync_at(rank, thread, t, s.from)
+            && handed.insert((rank, thread, sync.kernel_end))
+        {
+            emit(rank, thread, &s, sync.kernel_end, t, "compute");
+            (thread, t) = (sync.stream, sync.kernel_end);
+            continue;
+        }
         // An OpenMP hand-over: the path goes on with another thread (or the same) at its start.
         if let Some(hand) = s.hand {
             emit(rank, thread, &s, s.from, t, "omp");
@@ -344,10 +383,18 @@ pub(crate) fn path_inputs(a: &Args) -> Result<Vec<Projected>> {
     let oi = crate::waits::collective_columns(&collectives, function)?;
     let events = crate::waits::beside(events, a.session, &calls, "events")?;
     let regions = crate::waits::beside(regions, a.session, &calls, "regions")?;
+    // The hand-overs between host threads and accelerator streams, when the trace has streams.
+    let offload = match &events {
+        Some(e) => crate::accelerators::offload_input(a, e)?,
+        None => None,
+    };
     // The forks and joins: the locks are no synchronisation the path or the delays follow.
     let kinds = &crate::thread_waits::THREAD_KINDS[..2];
     let (events, regions) = crate::waits::thread_inputs(a, function, events, regions, kinds)?;
-    Ok(vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), (events, None), (regions, None)])
+    let mut inputs =
+        vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), (events, None), (regions, None)];
+    inputs.extend(offload);
+    Ok(inputs)
 }
 
 /// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order
@@ -461,7 +508,8 @@ impl Mapper for RunSweep {
                 }
             }
         }
-        let path = walk(store, &names.names, paths, &self.finalize, &self.waits, &self.threads)?;
+        let offload = Handovers::from_batches(self.records.offload())?;
+        let path = walk(store, &names.names, paths, &self.finalize, &self.waits, &self.threads, &offload)?;
         let batch = match self.answer {
             Answer::Path => path_batch(&path, &self.schema)?,
             Answer::Profile => {

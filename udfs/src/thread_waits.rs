@@ -105,6 +105,9 @@ pub(crate) struct ThreadRecords {
     constructs: HashMap<String, Construct>,
     ranks: BTreeMap<i64, RankRecords>,
     bytes: usize,
+    /// The offload activity of a trace with accelerator streams (crate::accelerators), for the
+    /// critical path's hand-overs between host threads and streams.
+    offload: Vec<RecordBatch>,
 }
 
 /// One wait of a thread.
@@ -180,6 +183,17 @@ impl ThreadRecords {
 
     pub fn held_bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Keep a batch of offload activity (crate::accelerators::offload_input).
+    pub fn fold_offload(&mut self, batch: &RecordBatch) {
+        self.bytes += batch.get_array_memory_size();
+        self.offload.push(batch.clone());
+    }
+
+    /// The offload activity kept (empty for a trace without accelerator streams).
+    pub fn offload(&self) -> &[RecordBatch] {
+        &self.offload
     }
 
     /// `rank`'s forks (time, forking thread), as they came.

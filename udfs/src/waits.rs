@@ -586,7 +586,11 @@ where
             1 => self.messages.fold(batch),
             2 => self.collectives.fold(batch),
             3 => self.threads.fold_events(batch),
-            _ => self.threads.fold_regions(batch),
+            4 => self.threads.fold_regions(batch),
+            _ => {
+                self.threads.fold_offload(batch);
+                Ok(())
+            }
         }
     }
 

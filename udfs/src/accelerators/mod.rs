@@ -13,11 +13,15 @@
 //!
 //! The offload analyses read a rank's kernels, transfers and calls to the device's API together
 //! (`activity`): `offload_waits` (where the host waits for the device and the device for the
-//! host, `waits`), `offload_blame` (the kernels those waits were for) and `device_idle` and `gpu_utilisation` (`idle`).
+//! host, `waits`), `offload_blame` (the kernels those waits were for), the critical path's
+//! hand-overs between host threads and streams (`handovers`) and `device_idle` and `gpu_utilisation` (`idle`).
 
 mod activity;
+mod handovers;
 mod idle;
 mod waits;
+
+pub(crate) use handovers::Handovers;
 
 use std::sync::Arc;
 
@@ -245,6 +249,34 @@ fn activity_of(a: &Args, rel: Relation) -> Result<Relation> {
     let locations = trace_table(a.session, a.function, &schema, "locations")?;
     let regions = trace_table(a.session, a.function, &schema, "regions")?;
     activity::view(a, &rel, &locations.reference.to_quoted_string(), &regions.reference.to_quoted_string())
+}
+
+/// The offload activity of `events` for the critical path's walk through streams, when their
+/// trace has accelerator streams (None otherwise: a trace without streams reads nothing more).
+pub(crate) fn offload_input(a: &Args, events: &Relation) -> Result<Option<crate::relation::Projected>> {
+    let Some(schema) = trace_schema(a.session, events) else { return Ok(None) };
+    let locations = trace_table(a.session, a.function, &schema, "locations")?;
+    if !has_streams(&locations)? || events.columns(a.function, &["peer", "tag", "request", "bytes"]).is_err() {
+        return Ok(None);
+    }
+    let regions = trace_table(a.session, a.function, &schema, "regions")?;
+    let input =
+        activity::view(a, events, &locations.reference.to_quoted_string(), &regions.reference.to_quoted_string())?;
+    let idx = input.columns(a.function, &activity::COLUMNS)?;
+    Ok(Some((input, Some(idx))))
+}
+
+/// Whether a trace's `locations` table holds a location of kind gpu (read from the trace's
+/// definitions, which are in memory from the start).
+fn has_streams(locations: &Relation) -> Result<bool> {
+    let Some(table) = locations.provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>() else {
+        return Ok(false);
+    };
+    let batches =
+        table.trace().table("locations").map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+    let Some(kind) = batches.first().and_then(|b| b.schema().index_of("kind").ok()) else { return Ok(false) };
+    let kinds = crate::columns::text_column(&batches, kind)?;
+    Ok(kinds.iter().any(|k| k == Some("gpu")))
 }
 
 /// A table computed from the offload activity of every rank.
