@@ -349,6 +349,8 @@ impl Session {
         out.set_item("flows", written.flows)?;
         out.set_item("collectives", written.collectives)?;
         out.set_item("counters", written.counters)?;
+        out.set_item("transfers", written.transfers)?;
+        out.set_item("launches", written.launches)?;
         Ok(out)
     }
 

@@ -71,6 +71,7 @@ def test_attach_and_query_two_traces(tmp_path):
 def test_export(demo, tmp_path):
     written = demo.export(tmp_path / "trace.json")
     assert written["flows"] == 44_800
+    assert (written["transfers"], written["launches"]) == (0, 0)  # the demo has no accelerator
     import json
 
     events = json.loads((tmp_path / "trace.json").read_text())

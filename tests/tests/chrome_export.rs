@@ -23,7 +23,7 @@ fn export(path: &str) -> (commdb_catalog::Trace, Vec<Value>) {
     let json: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("valid JSON");
     let events = json["traceEvents"].as_array().unwrap().clone();
     let count = |ph: &str| events.iter().filter(|e| e["ph"] == ph).count();
-    assert_eq!((written.calls, written.flows), (count("X"), count("s")));
+    assert_eq!((written.calls + written.transfers, written.flows + written.launches), (count("X"), count("s")));
     assert_eq!((written.collectives, written.counters), (count("i"), count("C")));
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["trace.json"], "no temporary file is left");
@@ -151,4 +151,47 @@ fn a_store_is_exported_a_batch_at_a_time_as_from_memory() {
     for table in ["calls", "messages", "collectives"] {
         assert_eq!(stored.built_rows(table), None, "{table}");
     }
+}
+
+#[test]
+fn accelerator_streams_have_their_transfers_and_a_flow_from_each_launch_to_its_kernel() {
+    // tests/otf2/make_gpu.py lists every time of this archive.
+    let path = commdb_tests::test_data().join("otf2").join("gpu");
+    let (_, events) = export(&path.display().to_string());
+    let transfers: Vec<(String, i64, i64, i64)> = events
+        .iter()
+        .filter(|e| e["cat"] == "transfer")
+        .map(|e| {
+            let args = &e["args"];
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["tid"].as_i64().unwrap(),
+                ns(&e["ts"]),
+                args["duration_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let want = [("host_to_device", 1, 100, 50), ("device_to_host", 1, 900, 20), ("device_to_device", 1, 950, 40)];
+    assert_eq!(transfers, want.map(|(d, t, s, n)| (d.to_string(), t, s, n)));
+    // Each launch (on the host thread) flows to the kernel it queued (on the stream it names).
+    // id -> ((thread, ns) of the launch, (thread, ns) of the kernel)
+    type Ends = ((i64, i64), (i64, i64));
+    let mut flows: HashMap<i64, Ends> = HashMap::new();
+    for e in events.iter().filter(|e| e["cat"] == "launch") {
+        let at = (e["tid"].as_i64().unwrap(), ns(&e["ts"]));
+        let flow = flows.entry(e["id"].as_i64().unwrap()).or_default();
+        if e["ph"] == "s" { flow.0 = at } else { flow.1 = at }
+    }
+    let mut got: Vec<_> = flows.into_values().collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ((0, 180), (1, 200)),
+            ((0, 290), (2, 300)),
+            ((0, 700), (1, 750)),
+            ((0, 1000), (2, 1100)),
+            ((0, 1020), (2, 1400))
+        ]
+    );
 }

@@ -11,6 +11,10 @@
 //!
 //! Messages carry no thread: their flows are drawn on thread 0 of the sending and receiving
 //! ranks, where the MPI calls of most programs run. Unmatched halves have no flow.
+//!
+//! Accelerator streams are threads of their rank, their kernels among the calls; their
+//! transfers are complete events too (`cat: transfer`, named by direction), and a flow
+//! (`cat: launch`) runs from each launch to the kernel it queued (crate::export::streams).
 
 use std::io::Write;
 use std::path::Path;
@@ -26,6 +30,10 @@ use crate::trace::Trace;
 pub struct Written {
     pub calls: usize,
     pub flows: usize,
+    /// Transfers between host and device on accelerator streams, and flows from a launch to
+    /// its kernel.
+    pub transfers: usize,
+    pub launches: usize,
     pub collectives: usize,
     pub counters: usize,
 }
@@ -91,6 +99,9 @@ impl From<arrow::error::ArrowError> for Failure {
 }
 
 /// Nanoseconds as microseconds with three decimals, exactly.
+/// The first id of the launch flows, past any message's.
+const LAUNCH_IDS: i64 = 1 << 50;
+
 fn micros(ns: i64) -> String {
     let sign = if ns < 0 { "-" } else { "" };
     let abs = ns.unsigned_abs();
@@ -203,6 +214,48 @@ fn write_to(trace: &Trace, w: &mut impl Write) -> Result<Written, Failure> {
         crate::interrupt::check("chrome export").map_err(Error::from)?;
         Ok(())
     })?;
+    let streams = super::streams::read(trace)?;
+    for t in &streams.transfers {
+        let bytes = t.bytes.map_or("null".to_string(), |b| b.to_string());
+        event(
+            w,
+            format_args!(
+                "{{\"ph\":\"X\",\"cat\":\"transfer\",\"name\":\"{}\",\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{},\"args\":{{\"bytes\":{bytes},\"start_ns\":{},\"duration_ns\":{}}}}}",
+                t.direction,
+                t.rank,
+                t.stream,
+                micros(t.start),
+                micros(t.end.saturating_sub(t.start)),
+                t.start,
+                t.end.saturating_sub(t.start)
+            ),
+        )?;
+        n.transfers += 1;
+    }
+    for (k, l) in streams.launches.iter().enumerate() {
+        // Ids apart from the messages' (a message's id is its msg_id).
+        let id = LAUNCH_IDS + k as i64;
+        let args = format!("{{\"launch_ns\":{},\"kernel_start_ns\":{}}}", l.at, l.kernel_start);
+        event(
+            w,
+            format_args!(
+                "{{\"ph\":\"s\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":{id},\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{args}}}",
+                l.rank,
+                l.thread,
+                micros(l.at)
+            ),
+        )?;
+        event(
+            w,
+            format_args!(
+                "{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"launch\",\"name\":\"launch\",\"id\":{id},\"pid\":{},\"tid\":{},\"ts\":{},\"args\":{args}}}",
+                l.rank,
+                l.stream,
+                micros(l.kernel_start)
+            ),
+        )?;
+        n.launches += 1;
+    }
     each(trace, "messages", &mut |b| {
         let id = column(b, "msg_id")?.as_primitive::<Int64Type>();
         let (src, dst) = (column(b, "src")?.as_primitive::<Int32Type>(), column(b, "dst")?.as_primitive::<Int32Type>());

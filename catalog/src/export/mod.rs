@@ -3,3 +3,4 @@
 //! also reads, live beside their readers in crate::reading.)
 
 pub mod chrome;
+pub mod streams;

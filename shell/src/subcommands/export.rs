@@ -20,13 +20,18 @@ pub fn run(cli: &Cli, trace: Option<&str>, to: &str, file: &Path) -> Result<()> 
     let n = commdb_catalog::export::chrome::write(&trace, file)?;
     if !cli.quiet {
         eprintln!(
-            "exported {trace_path} to {} in {}: {} calls, {} messages as flows, {} collective parts, {} metric samples; open it in ui.perfetto.dev or chrome://tracing",
+            "exported {trace_path} to {} in {}: {} calls, {} messages as flows, {} collective parts, {} metric samples{}; open it in ui.perfetto.dev or chrome://tracing",
             file.display(),
             human_duration(started.elapsed()),
             n.calls,
             n.flows,
             n.collectives,
-            n.counters
+            n.counters,
+            if n.transfers + n.launches > 0 {
+                format!(", {} accelerator transfers, {} launches as flows to their kernels", n.transfers, n.launches)
+            } else {
+                String::new()
+            }
         );
     }
     Ok(())
