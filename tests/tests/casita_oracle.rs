@@ -5,7 +5,8 @@
 //! ../shared/data, skipped with a printed reason when it is absent, and tests/data/otf2/gpu,
 //! which CASITA read written in µs).
 //!
-//! Compared: the early blocking waits (their number and time), their time on compute kernels,
+//! Compared: the early blocking waits (their number and time), their time on compute kernels
+//! (the sum of `offload_blame`, as CASITA sums each kernel's part),
 //! each kernel's time on the critical path (within a ms, their sum within 0.1%),
 //! each kernel's blame for host waits (CASITA's blame of reason "host wait", commdb's
 //! `offload_blame` per kernel), and the idle and compute idle device time. Where CASITA ends the
@@ -92,7 +93,7 @@ async fn offload_waits_and_device_idle_agree_with_casita() {
         } else {
             let early = query(
                 &mut s,
-                "SELECT count(*), coalesce(sum(wait_ns), 0), coalesce(sum(on_kernel_ns), 0) FROM offload_waits('t.events') WHERE pattern = 'early_sync'",
+                "SELECT count(*), coalesce(sum(wait_ns), 0), (SELECT coalesce(sum(blame_ns), 0) FROM offload_blame('t.events')) FROM offload_waits('t.events') WHERE pattern = 'early_sync'",
             )
             .await;
             let (wait, count) = want.totals["early_blocking_wait"];

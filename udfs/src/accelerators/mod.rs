@@ -133,7 +133,7 @@ pub const OFFLOAD_WAITS: Function = Function {
         col(
             "on_kernel_ns",
             int64,
-            "the part of the wait during which those kernels ran (CASITA: the time they are blamed for)",
+            "the part of the wait during which any of those kernels ran (at most wait_ns; offload_blame gives each kernel's part)",
         ),
         col("kernel", text, "the last kernel it waited for (late_launch: the kernel)"),
         col("kernel_end_ts", int64, "when that kernel ended"),
@@ -160,7 +160,7 @@ pub const OFFLOAD_BLAME: Function = Function {
         col("end_ts", int64, "when it ended"),
         col("blame_ns", int64, "the part of the wait while the kernel ran: the host's waiting the kernel caused"),
     ]),
-    description: "one row per kernel an early synchronisation of the host waited for (offload_waits' early_sync), with the part of the wait while the kernel ran: CASITA's blame of reason host wait, per kernel run; summed per kernel it says which kernels hold the host back",
+    description: "one row per kernel an early synchronisation of the host waited for (offload_waits' early_sync), with the part of the wait while the kernel ran: CASITA's blame of reason host wait, per kernel run (kernels of several streams running at once are each blamed for the same time); summed per kernel it says which kernels hold the host back",
     make: Make::Table(offload_blame),
 };
 
@@ -178,8 +178,8 @@ pub const DEVICE_IDLE: Function = Function {
     output: Output::Columns(&[
         col("rank", int64, "the rank"),
         col("device", int64, "the device (NULL: its streams' names do not say)"),
-        col("start_ts", int64, "when the device fell idle (or the rank's first call to its API)"),
-        col("end_ts", int64, "when a task began again (or the rank's last call to its API)"),
+        col("start_ts", int64, "when the device fell idle (or the offload interval began)"),
+        col("end_ts", int64, "when a task began again (or the offload interval ended)"),
         col("idle_ns", int64, "end_ts - start_ts"),
         col(
             "ended_by",
@@ -191,7 +191,7 @@ pub const DEVICE_IDLE: Function = Function {
         col("launch_ts", int64, "when that launch was entered"),
         col("host_late_ns", int64, "the part of the idle time before the launch: the device waited for the host"),
     ]),
-    description: "the stretches in which a rank's accelerator ran nothing, within the offload interval (from its first call to the device's API to its last), after CASITA's idle device: the task that ended each and the launch that queued it",
+    description: "the stretches in which a rank's accelerator ran nothing, within the offload interval (from its first call that acts on the device's streams to its last), after CASITA's idle device: the task that ended each and the launch that queued it",
     make: Make::Table(device_idle),
 };
 
@@ -212,7 +212,7 @@ pub const GPU_UTILISATION: Function = Function {
         col("transfer_ns", int64, "time it transferred in the slot"),
         col("busy_fraction", float64, "(kernel_ns + transfer_ns) / the slot's length, at most 1"),
     ]),
-    description: "each accelerator stream's kernel and transfer time in equal slots of the run (from the first call to a device's API to the last), and the busy fraction, for a chart of utilisation over time",
+    description: "each accelerator stream's kernel and transfer time in equal slots of the run (from the first host call that acts on a device's streams to the last), and the busy fraction, for a chart of utilisation over time",
     make: Make::Table(gpu_utilisation),
 };
 

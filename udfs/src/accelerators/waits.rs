@@ -13,9 +13,10 @@
 //!   launched before it ended: a kernel launched later cannot be what it waited for, whatever
 //!   the device's clock says (Score-P's device timestamps can run tens of microseconds ahead of
 //!   the host's, so that a kernel seems to start before its launch). As CASITA
-//!   counts it, the whole call is waiting time (`wait_ns`), and the part spent while the kernels
-//!   ran is `on_kernel_ns` (CASITA's "on compute kernels"); each kernel is blamed for the part
-//!   of the wait while it ran (`offload_blame`, CASITA's blame of reason "host wait").
+//!   counts it, the whole call is waiting time (`wait_ns`), and the part spent while any of the
+//!   kernels ran is `on_kernel_ns`; each kernel is blamed for the part of the wait while it ran
+//!   (`offload_blame`, CASITA's blame of reason "host wait", whose sum is CASITA's "on compute
+//!   kernels": kernels of several streams that ran at once are each blamed for the same time).
 //! - **late_sync** (CASITA's late synchronisation): nothing it waits for was still running when
 //!   it began; the call's time is spent for nothing.
 //! - **late_launch** (the device waiting for the host): a stream sat idle from the end of its
@@ -72,7 +73,9 @@ pub struct Blamed {
 /// The waits of one rank, by start.
 pub fn waits(rank: i64, r: &Rank) -> Vec<Wait> {
     let records = records_by_event(&r.calls);
-    let mut out: Vec<Wait> = r.calls.iter().filter_map(|c| sync_wait(rank, r, &records, c)).collect();
+    // Each stream's kernels by start, gathered once for all the rank's synchronisations.
+    let kernels: Kernels = r.streams.keys().map(|&s| (s, r.kernels(s).collect())).collect();
+    let mut out: Vec<Wait> = r.calls.iter().filter_map(|c| sync_wait(rank, &kernels, &records, c)).collect();
     out.extend(late_launches(rank, r));
     out.sort_by_key(|w| (w.start, w.thread, w.end));
     out
@@ -92,9 +95,12 @@ fn records_by_event(calls: &[HostCall]) -> HashMap<i64, Vec<(i64, i64, Option<i6
 
 type Records = HashMap<i64, Vec<(i64, i64, Option<i64>)>>;
 
+/// Each stream's kernels, by start.
+type Kernels<'a> = std::collections::BTreeMap<i64, Vec<&'a Task>>;
+
 /// The wait of a synchronisation call (None: the call is not one); a synchronisation whose
 /// stream or event the trace does not give has no pattern ("unknown").
-fn sync_wait(rank: i64, r: &Rank, records: &Records, c: &HostCall) -> Option<Wait> {
+fn sync_wait(rank: i64, kernels: &Kernels, records: &Records, c: &HostCall) -> Option<Wait> {
     let waits_for = c.class.waits_for()?;
     let mut w = Wait {
         rank,
@@ -122,14 +128,17 @@ fn sync_wait(rank: i64, r: &Rank, records: &Records, c: &HostCall) -> Option<Wai
                 _ => return Some(w),
             }
         }
-        _ => (r.streams.keys().copied().collect(), None),
+        _ => (kernels.keys().copied().collect(), None),
     };
     if streams.len() == 1 {
         w.stream = Some(streams[0]);
     }
     let mut last: Option<&Task> = None;
+    // The parts of the call while a kernel ran, whose union is `on_kernel_ns`: kernels of
+    // several streams may run at once.
+    let mut during: Vec<(i64, i64)> = Vec::new();
     for s in streams {
-        let kernels: Vec<&Task> = r.kernels(s).collect();
+        let Some(kernels) = kernels.get(&s) else { continue };
         let running = kernels.partition_point(|k| k.start < c.end);
         for k in kernels[..running].iter().rev() {
             if k.end <= c.start {
@@ -140,19 +149,35 @@ fn sync_wait(rank: i64, r: &Rank, records: &Records, c: &HostCall) -> Option<Wai
             if !queued_in_time {
                 continue;
             }
-            let blame_ns = (c.end.min(k.end) - c.start.max(k.start)).max(0);
+            let (from, to) = (c.start.max(k.start), c.end.min(k.end));
+            let blame_ns = (to - from).max(0);
             w.kernels += 1;
-            w.on_kernel_ns += blame_ns;
+            during.push((from, to));
             w.blamed.push(Blamed { stream: k.stream, kernel: k.name.clone(), start: k.start, end: k.end, blame_ns });
             if last.is_none_or(|l| k.end > l.end) {
                 last = Some(k);
             }
         }
     }
+    w.on_kernel_ns = union_ns(&mut during);
     w.pattern = if w.kernels > 0 { "early_sync" } else { "late_sync" };
     w.kernel = last.map(|k| k.name.clone());
     w.kernel_end = last.map(|k| k.end);
     Some(w)
+}
+
+/// The length of the union of `spans` (sorted here).
+fn union_ns(spans: &mut [(i64, i64)]) -> i64 {
+    spans.sort_unstable();
+    let (mut total, mut reached) = (0, i64::MIN);
+    for &(from, to) in spans.iter() {
+        let from = from.max(reached);
+        if to > from {
+            total += to - from;
+            reached = to;
+        }
+    }
+    total
 }
 
 /// The idle times of each stream before a kernel launched after the stream's previous task
@@ -295,6 +320,19 @@ mod tests {
         let w: Vec<Wait> = waits(0, &r).into_iter().filter(|w| w.waits_for == "event").collect();
         assert_eq!((w[0].pattern, w[0].kernels, w[0].on_kernel_ns), ("early_sync", 1, 100));
         assert_eq!(w[0].kernel.as_deref(), Some("k100"));
+    }
+
+    #[test]
+    fn a_context_wide_sync_over_kernels_running_at_once_waits_at_most_its_own_time() {
+        // Two streams run kernels side by side during the whole synchronisation: each kernel is
+        // blamed for the 100 ns, the host waited 100 ns while kernels ran, not 200.
+        let mut r = Rank::default();
+        r.streams.insert(1, vec![kernel(1, 0, 300, 0)]);
+        r.streams.insert(2, vec![kernel(2, 0, 300, 0)]);
+        r.calls = vec![call("cuCtxSynchronize", 100, 200, None, None)];
+        let w = waits(0, &r);
+        assert_eq!((w[0].kernels, w[0].on_kernel_ns, w[0].end - w[0].start), (2, 100, 100));
+        assert_eq!(w[0].blamed.iter().map(|b| b.blame_ns).sum::<i64>(), 200);
     }
 
     #[test]
