@@ -4,7 +4,7 @@
 //! same matching id (the k-th completion of an id ends the k-th operation of it on the stream,
 //! as Score-P writes them), named by its direction; and a flow from each launch to the kernel it
 //! queued, the k-th launch naming a stream (its enter's `peer` and `tag`) to the k-th kernel on
-//! it, as `gpu_kernels` pairs them (after CASITA).
+//! it, as `gpu_kernels` pairs them (after CASITA). One pass over the events gives them all.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 
@@ -80,6 +80,8 @@ pub fn read(trace: &Trace) -> Result<Streams> {
         return Ok(out);
     }
     let mut ops: Vec<Op> = Vec::new();
+    // The enters and leaves on the streams: ((rank, stream), seq, ts, enter).
+    let mut marks: Vec<((i64, i64), i64, i64, bool)> = Vec::new();
     // (rank, stream) -> the launches naming it: (enter, host thread).
     let mut launches: BTreeMap<(i64, i64), Vec<(i64, i64)>> = BTreeMap::new();
     crate::store::each_batch(trace, "events", &mut |b| {
@@ -104,7 +106,9 @@ pub fn read(trace: &Trace) -> Result<Streams> {
         for i in 0..b.num_rows() {
             let at = (rank.value(i), thread.value(i));
             let k = kind.value(i);
-            if streams.contains(&at) && (k == "rma_put" || k == "rma_get") {
+            if streams.contains(&at) && (k == "enter" || k == "leave") {
+                marks.push((at, seq.value(i), ts.value(i), k == "enter"));
+            } else if streams.contains(&at) && (k == "rma_put" || k == "rma_get") {
                 let remote = opt(peer, i).zip(opt(tag, i)).and_then(|r| kinds.get(&r));
                 let direction = match (remote, k) {
                     (Some(true), _) => "device_to_device",
@@ -152,25 +156,21 @@ pub fn read(trace: &Trace) -> Result<Streams> {
         }
     }
     out.transfers.sort_by_key(|t| (t.rank, t.stream, t.start));
-    // The kernels: calls at depth 0 on the streams, each stream's by start.
+    // The kernels: the outermost regions on the streams (an enter at depth 0), by start.
+    marks.sort_unstable_by_key(|m| (m.0, m.1));
     let mut kernels: BTreeMap<(i64, i64), Vec<i64>> = BTreeMap::new();
-    crate::store::each_batch(trace, "calls", &mut |b| {
-        let (rank, thread, start, depth) =
-            (int64(&b, "rank")?, int64(&b, "thread")?, int64(&b, "start_ts")?, int64(&b, "depth")?);
-        let (rank, thread, start, depth) = (
-            rank.as_primitive::<Int64Type>(),
-            thread.as_primitive::<Int64Type>(),
-            start.as_primitive::<Int64Type>(),
-            depth.as_primitive::<Int64Type>(),
-        );
-        for i in 0..b.num_rows() {
-            let at = (rank.value(i), thread.value(i));
-            if depth.value(i) == 0 && streams.contains(&at) {
-                kernels.entry(at).or_default().push(start.value(i));
+    let mut depth: HashMap<(i64, i64), i64> = HashMap::new();
+    for (at, _, ts, enter) in marks {
+        let d = depth.entry(at).or_default();
+        if enter {
+            if *d == 0 {
+                kernels.entry(at).or_default().push(ts);
             }
+            *d += 1;
+        } else {
+            *d = (*d - 1).max(0);
         }
-        Ok(())
-    })?;
+    }
     for ((rank, stream), mut starts) in kernels {
         starts.sort_unstable();
         let Some(mut queued) = launches.remove(&(rank, stream)) else { continue };
