@@ -9,6 +9,7 @@
 //! one line in `FORMATS`.
 
 mod csv;
+mod nsys;
 mod otf2;
 mod paraver;
 mod store;
@@ -67,7 +68,7 @@ pub trait Grouping: Sync {
 }
 
 /// Every format, in the order a path is tried against them.
-pub static FORMATS: &[&dyn Format] = &[&store::Store, &csv::Csv, &otf2::Otf2, &paraver::Paraver];
+pub static FORMATS: &[&dyn Format] = &[&store::Store, &csv::Csv, &otf2::Otf2, &paraver::Paraver, &nsys::Nsys];
 
 /// The format `--format` names.
 pub fn named(name: &str) -> Result<&'static dyn Format> {
@@ -200,7 +201,7 @@ mod tests {
             }
         }
         let e = named("xml").err().unwrap().to_string();
-        assert!(e.contains("expected parquet, csv, otf2 or paraver"), "{e}");
+        assert!(e.contains("expected parquet, csv, otf2, paraver or nsys"), "{e}");
     }
 
     #[test]

@@ -1,9 +1,10 @@
-//! The readers of trace formats, one folder each (otf2/, paraver/, csv/), with what they share:
+//! The readers of trace formats, one folder each (otf2/, paraver/, csv/, nsys/), with what they share:
 //! the options of reading a trace (`OpenOptions`), the reading a group of whole ranks at a time
 //! that a conversion in bounded memory uses (`InGroups`), and generated traces. Which reader
 //! reads a path is decided by crate::formats.
 
 pub mod csv;
+pub mod nsys;
 pub mod otf2;
 pub mod paraver;
 pub mod paths;
