@@ -101,7 +101,7 @@ pub struct OpenArgs {
 pub enum Sub {
     /// Generate a synthetic trace with known ground truth into a directory (a commdb store, an
     /// OTF2 archive or a Paraver trace).
-    Generate(GenerateArgs),
+    Generate(Box<GenerateArgs>),
     /// Convert a trace into a commdb store directory (Parquet tables, read back losslessly).
     Convert {
         /// Trace to read (any format commdb opens); with --demo, the directory to write.
@@ -251,6 +251,15 @@ pub struct GenerateArgs {
     /// Score-P records OpenMP; MPI stays on the master thread.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub threads: u32,
+    /// Offload each step's computation to a GPU stream per rank, as Score-P records CUDA: a copy
+    /// to the device, the host's work, the kernel's launch, the kernel, a synchronisation that
+    /// waits for it, a copy back (with --format otf2 or parquet; not with --threads).
+    #[arg(long)]
+    pub gpu: bool,
+    /// RANKS:DURATION — with --gpu, those ranks launch their kernels DURATION later every step,
+    /// so that their device waits for the host (default: the middle rank, by --compute).
+    #[arg(long, value_name = "RANKS:DURATION")]
+    pub late_launch: Option<String>,
     /// Skew and drift the ranks' clocks and record sync samples at start and end.
     #[arg(long)]
     pub clock_skew: bool,

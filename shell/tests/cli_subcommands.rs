@@ -49,6 +49,9 @@ fn paraver_traces_open_from_the_command_line_and_convert_to_stores() {
             "--otf2-version: expected 1.0 to 1.5, 2.0 to 2.3 or 3.0, got 1.6",
         ),
         (&["--otf2-version", "1.4"][..], "--otf2-version applies to --format otf2, not to --format parquet"),
+        (&["--gpu", "--format", "paraver"][..], "--gpu applies to --format otf2 or parquet"),
+        (&["--late-launch", "1:5us"][..], "--late-launch applies to GPU traces: give --gpu with it"),
+        (&["--gpu", "--threads", "2"][..], "gpu and threads are not generated together"),
     ] {
         let o = run(&[&["generate", dir.path().join("y").to_str().unwrap()][..], args].concat());
         assert!(!o.status.success() && stderr(&o).contains(says), "{}", stderr(&o));

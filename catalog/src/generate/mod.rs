@@ -12,6 +12,7 @@
 
 pub mod clock;
 pub mod jobs;
+mod offload;
 mod openmp;
 mod simulate;
 pub mod topology;
@@ -126,6 +127,23 @@ pub struct GeneratorConfig {
     /// master, recorded as Score-P records OpenMP; MPI stays on the master thread.
     #[serde(default = "one_thread")]
     pub threads: u32,
+    /// Offload each step's computation to a GPU stream per rank, as Score-P records CUDA
+    /// (crate::generate::offload): copies, a kernel launch, the kernel on the stream, a
+    /// synchronisation that waits for it.
+    #[serde(default)]
+    pub gpu: bool,
+    /// With `gpu`, the ranks whose host launches its kernels late, and by how much (None: the
+    /// middle rank, by the step's compute time).
+    #[serde(default)]
+    pub late_launch: Option<LateLaunch>,
+}
+
+/// Ranks whose host does `ns` more work between the input copy and the kernel's launch, every
+/// step: their device idles that much longer, waiting for the host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LateLaunch {
+    pub ranks: Vec<i32>,
+    pub ns: i64,
 }
 
 fn one_thread() -> u32 {
@@ -173,6 +191,8 @@ impl Default for GeneratorConfig {
             eager_limit: None,
             collective_every: 1,
             threads: 1,
+            gpu: false,
+            late_launch: None,
         }
     }
 }
@@ -210,6 +230,28 @@ pub struct GroundTruth {
     /// Not written to ground_truth.json (ranks x iterations pairs).
     #[serde(skip)]
     pub iterations: Vec<Vec<(i64, i64)>>,
+    /// What the offloaded steps plant (`gpu` traces only).
+    #[serde(default)]
+    pub gpu: Option<GpuTruth>,
+}
+
+/// What a GPU trace's offloaded steps plant, per rank (true ns; with clock skew the recorded
+/// times differ by the clocks' drift): what `offload_waits` and `device_idle` must find.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuTruth {
+    /// The ranks that launch late, and by how much more than the others each step.
+    pub late_launch: LateLaunch,
+    pub kernels: u64,
+    pub transfers: u64,
+    /// Each rank's early synchronisations (every cudaDeviceSynchronize): their time, and their
+    /// time while the kernel ran.
+    pub early_sync_ns: Vec<i64>,
+    pub on_kernel_ns: Vec<i64>,
+    /// Each rank's late launches (every kernel): the stream's idle time before the launch.
+    pub host_late_ns: Vec<i64>,
+    /// Each rank's device idle time within its offload interval (from its first copy to the end
+    /// of its last), busy with any task.
+    pub device_idle_ns: Vec<i64>,
 }
 
 impl GroundTruth {
@@ -227,6 +269,12 @@ pub struct Generated {
 }
 
 impl GeneratorConfig {
+    /// The ranks that launch late and the delay, as `late_launch` gives them or by default (the
+    /// middle rank, by the step's compute time).
+    pub fn late_launch_or_default(&self) -> LateLaunch {
+        self.late_launch.clone().unwrap_or(LateLaunch { ranks: vec![self.ranks / 2], ns: self.compute_ns })
+    }
+
     /// Check the configuration, naming the offending option.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: String| Err(Error::argument(format!("generate: {m}")));
@@ -247,6 +295,23 @@ impl GeneratorConfig {
         }
         if !(1..=MAX_THREADS).contains(&self.threads) {
             return bad(format!("threads must be between 1 and {MAX_THREADS}, got {}", self.threads));
+        }
+        if let Some(late) = &self.late_launch {
+            if !self.gpu {
+                return bad("late-launch applies to GPU traces (gpu), whose host launches kernels".into());
+            }
+            if let Some(r) = late.ranks.iter().find(|r| **r < 0 || **r >= self.ranks) {
+                return bad(format!("late-launch names rank {r}, but ranks are 0..{}", self.ranks - 1));
+            }
+            if late.ns < 0 {
+                return bad(format!("late-launch's delay must not be negative, got {} ns", late.ns));
+            }
+        }
+        if self.gpu && self.threads > 1 {
+            return bad(
+                "gpu and threads are not generated together: a step is offloaded to the GPU or run by OpenMP threads"
+                    .into(),
+            );
         }
         if let Some(limit) = self.eager_limit
             && limit < 0
@@ -314,8 +379,16 @@ impl GeneratorConfig {
         let messages = topology::edge_count(self.pattern, self.ranks) as f64 * imbalance.round().max(1.0);
         // The threads' critical sections run one after another, each 1/20 of a thread's share.
         let threads = 1.0 + f64::from(self.threads.saturating_sub(1)) * 0.1;
+        // An offloaded step adds its copies, launch and synchronisation, and the late launch.
+        let offload = if self.gpu {
+            self.late_launch.as_ref().map_or(self.compute_ns, |l| l.ns) as f64
+                + 5.0 * self.bytes as f64 / 10.0
+                + 20_000.0
+        } else {
+            0.0
+        };
         let per_iteration =
-            self.compute_ns as f64 * imbalance * slow * 1.3 * threads + messages * (per_message + 1_000.0);
+            self.compute_ns as f64 * imbalance * slow * 1.3 * threads + messages * (per_message + 1_000.0) + offload;
         f64::from(self.iterations) * per_iteration + 2.0 * clock::SESSION_NS as f64
     }
 
@@ -323,14 +396,14 @@ impl GeneratorConfig {
     /// Keys: ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping,
     /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
     /// slow-rank=RANKS:FACTOR:ITERATION, eager-limit=BYTES, collective-every=K, threads=N,
-    /// clock-skew, sync-sessions,
+    /// gpu, late-launch=RANKS:DURATION, clock-skew, sync-sessions,
     /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
     pub fn parse_spec(spec: &str) -> Result<Self> {
         let mut cfg = GeneratorConfig::default();
         let mut items: Vec<String> = Vec::new();
         for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let is_flag =
-                matches!(part, "bad-mapping" | "clock-skew" | "no-enclosing-region" | "uninstrumented-compute");
+                matches!(part, "bad-mapping" | "clock-skew" | "no-enclosing-region" | "uninstrumented-compute" | "gpu");
             match items.last_mut() {
                 Some(last) if !part.contains('=') && !is_flag => {
                     last.push(',');
@@ -372,6 +445,8 @@ impl GeneratorConfig {
             "clock-skew" => self.clock_skew = value.is_empty() || value == "true",
             "no-enclosing-region" => self.no_enclosing_region = value.is_empty() || value == "true",
             "uninstrumented-compute" => self.uninstrumented_compute = value.is_empty() || value == "true",
+            "gpu" => self.gpu = value.is_empty() || value == "true",
+            "late-launch" => self.late_launch = Some(parse_late_launch(value)?),
             "sync-sessions" => {
                 self.sync_sessions =
                     u32::try_from(num(value)?).map_err(|_| Error::argument("generate: sync-sessions out of range"))?;
@@ -393,7 +468,7 @@ impl GeneratorConfig {
             }
             _ => {
                 return Err(Error::argument(format!(
-                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute, eager-limit, collective-every, threads"
+                    "generate: unknown option '{key}'; expected ranks, ranks-per-node, pattern, iterations, seed, bytes, compute, bad-mapping, background-traffic, latency-ramp, imbalance, slow-rank, clock-skew, sync-sessions, start, no-enclosing-region, uninstrumented-compute, eager-limit, collective-every, threads, gpu, late-launch"
                 )));
             }
         }
@@ -472,6 +547,15 @@ pub fn parse_slow_ranks(text: &str) -> Result<SlowRanks> {
     Ok(SlowRanks { ranks: parse_rank_list(ranks)?, factor, from_iteration })
 }
 
+/// `RANKS:DURATION` with RANKS like `0-3,7` and DURATION with its unit (`5:200us`): those
+/// ranks launch their kernels DURATION later every step.
+pub fn parse_late_launch(text: &str) -> Result<LateLaunch> {
+    let (ranks, delay) = text
+        .rsplit_once(':')
+        .ok_or_else(|| Error::argument(format!("late-launch '{text}': expected RANKS:DURATION, e.g. 5:200us")))?;
+    Ok(LateLaunch { ranks: parse_rank_list(ranks)?, ns: parse_duration(delay.trim())? })
+}
+
 /// `0-3,7` -> [0, 1, 2, 3, 7].
 pub fn parse_rank_list(text: &str) -> Result<Vec<i32>> {
     let mut out = Vec::new();
@@ -525,10 +609,11 @@ pub fn estimated_events(cfg: &GeneratorConfig) -> u64 {
     let ranks = u64::from(cfg.ranks.max(1) as u32);
     let edges = topology::edge_count(cfg.pattern, cfg.ranks);
     let factor = cfg.imbalance.as_ref().map_or(1, |im| im.factor.round().max(1.0) as u64);
-    let per_rank = 12u64.saturating_add(
-        u64::from(cfg.iterations)
-            .saturating_mul(14u64.saturating_add(8u64.saturating_mul(edges.saturating_mul(factor).div_ceil(ranks)))),
-    );
+    // An offloaded step records 10 events on the host and 6 on the stream.
+    let offload = if cfg.gpu { 16u64 } else { 0 };
+    let per_rank = 12u64.saturating_add(u64::from(cfg.iterations).saturating_mul(
+        (14u64 + offload).saturating_add(8u64.saturating_mul(edges.saturating_mul(factor).div_ceil(ranks))),
+    ));
     ranks.saturating_mul(per_rank)
 }
 

@@ -6,10 +6,10 @@
 use crate::error::Result;
 use crate::events::{Event, EventKind, EventParts, RawEvents, collective_op_code};
 use crate::generate::clock::{self, SESSION_NS};
-use crate::generate::openmp;
 use crate::generate::rng::{streams, symmetric};
 use crate::generate::topology::{Pattern, Topology, placement};
-use crate::generate::{ClockTruth, Generated, GeneratorConfig, GroundTruth};
+use crate::generate::{ClockTruth, Generated, GeneratorConfig, GpuTruth, GroundTruth};
+use crate::generate::{offload, openmp};
 use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, TraceMeta};
 
 /// Software overhead of entering an MPI call or recording an event inside it (ns).
@@ -43,8 +43,12 @@ const ALLREDUCE: i32 = 9;
 const BARRIER: i32 = 10;
 /// The first of the OpenMP regions (crate::generate::openmp::REGIONS) of a threaded trace.
 const OMP_FIRST: i32 = REGIONS.len() as i32;
+/// The first of the CUDA regions (crate::generate::offload::REGIONS) of a GPU trace (never
+/// threaded).
+const GPU_FIRST: i32 = REGIONS.len() as i32;
 
-/// The communicator of rank `r`'s OpenMP thread team (after MPI_COMM_WORLD).
+/// The communicator of rank `r`'s OpenMP thread team, or of its GPU's RMA window (after
+/// MPI_COMM_WORLD; a trace has one or the other).
 fn team_of(r: usize) -> i32 {
     r as i32 + 1
 }
@@ -70,8 +74,15 @@ struct Sim<'a> {
     /// When each rank's last MPI_Waitall ended (the end of a step without its collective).
     exchanged: Vec<i64>,
     recv_request: Vec<i64>,
-    /// OpenMP threads per rank (1: none); `bufs` holds a buffer per thread, rank by rank.
+    /// OpenMP threads per rank (1: none).
     threads: usize,
+    /// Locations per rank: its threads, then its GPU stream (`gpu`); `bufs` holds a buffer per
+    /// location, rank by rank.
+    locs: usize,
+    /// Each rank's delay before its kernel launches (`gpu` traces), and what its offloaded
+    /// steps planted.
+    late_ns: Vec<i64>,
+    offload: Vec<offload::Tally>,
     /// Each rank's lock acquisitions so far (OpenMP's acquisition order).
     lock_order: Vec<i64>,
     messages: u64,
@@ -83,7 +94,7 @@ impl Sim<'_> {
     fn push(&mut self, r: usize, ts: i64, kind: EventKind, f: impl FnOnce(&mut Event)) {
         let mut e = Event::new(r as i32, 0, clock::local(&self.clocks[r], ts), kind);
         f(&mut e);
-        self.bufs[r * self.threads].push(e);
+        self.bufs[r * self.locs].push(e);
     }
 
     fn call(&mut self, r: usize, region: i32, start: i64, end: i64) {
@@ -133,6 +144,10 @@ impl Sim<'_> {
         };
         let dur = (self.cfg.compute_ns as f64 * self.compute_factor[r] * slow * scale * noise).round() as i64;
         let t = self.t[r];
+        if self.cfg.gpu {
+            self.offloaded(r, t, dur);
+            return;
+        }
         if self.threads > 1 {
             let (clock, threads) = (self.clocks[r], self.threads);
             let regions = openmp::Regions {
@@ -142,7 +157,7 @@ impl Sim<'_> {
                 block: OMP_FIRST + 3,
                 compute: COMPUTE,
             };
-            let bufs = &mut self.bufs[r * threads..(r + 1) * threads];
+            let bufs = &mut self.bufs[r * self.locs..r * self.locs + threads];
             let mut push = |thread: u32, ts: i64, kind: EventKind, f: &dyn Fn(&mut Event)| {
                 let mut e = Event::new(r as i32, thread as i32, clock::local(&clock, ts), kind);
                 f(&mut e);
@@ -159,6 +174,29 @@ impl Sim<'_> {
             self.call(r, COMPUTE, t, t + dur);
         }
         self.t[r] = t + dur;
+    }
+
+    /// Rank `r`'s step of `dur` ns of work from `t`, offloaded to its stream.
+    fn offloaded(&mut self, r: usize, t: i64, dur: i64) {
+        let regions = offload::Regions {
+            window: team_of(r),
+            memcpy: GPU_FIRST,
+            launch: GPU_FIRST + 1,
+            sync: GPU_FIRST + 2,
+            kernel: GPU_FIRST + 3,
+            compute: COMPUTE,
+        };
+        let clock = self.clocks[r];
+        let bufs = &mut self.bufs[r * self.locs..(r + 1) * self.locs];
+        let mut push = |thread: u32, ts: i64, kind: EventKind, f: &dyn Fn(&mut Event)| {
+            let mut e = Event::new(r as i32, thread as i32, clock::local(&clock, ts), kind);
+            f(&mut e);
+            bufs[thread as usize].push(e);
+        };
+        let instrumented = !self.cfg.uninstrumented_compute;
+        let (late, bytes) = (self.late_ns[r], self.cfg.bytes);
+        self.t[r] =
+            offload::step(r as i32, t, dur, late, bytes, instrumented, regions, &mut self.offload[r], &mut push);
     }
 
     fn send(&mut self, r: usize, edge: usize, k: u32, blocking: bool) {
@@ -392,12 +430,22 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
     }
     let compute_factor = (0..cfg.ranks).map(|r| if imbalanced(r) { factor } else { 1.0 }).collect();
     let threads = cfg.threads.max(1) as usize;
-    let mut per_rank_events = 12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6 + 16 * threads);
+    let locs = threads + usize::from(cfg.gpu);
+    let offload_events = if cfg.gpu { 10 } else { 0 };
+    let mut per_rank_events =
+        12 + (cfg.iterations as usize) * (8 + 8 * total.div_ceil(n.max(1)) + 6 + 16 * threads + offload_events);
     // A worker thread records 14 events a step.
-    let mut per_worker_events = if threads > 1 { 16 * cfg.iterations as usize + 16 } else { 0 };
+    // (A stream records 6.)
+    let mut per_worker_events = if threads > 1 {
+        16 * cfg.iterations as usize + 16
+    } else if cfg.gpu {
+        6 * cfg.iterations as usize + 8
+    } else {
+        0
+    };
     if let Some(f) = &flush {
         // The events held between hand-overs, shared by every location's buffer.
-        let share = f.events / (n * threads).max(1);
+        let share = f.events / (n * locs).max(1);
         per_rank_events = per_rank_events.min(share + 64 + 8 * total.div_ceil(n.max(1)) + 16 * threads);
         per_worker_events = per_worker_events.min(share + 16);
     }
@@ -410,8 +458,8 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         mult,
         first_msg,
         compute_factor,
-        bufs: (0..n * threads)
-            .map(|i| RawEvents::with_capacity(if i % threads == 0 { per_rank_events } else { per_worker_events }))
+        bufs: (0..n * locs)
+            .map(|i| RawEvents::with_capacity(if i % locs == 0 { per_rank_events } else { per_worker_events }))
             .collect(),
         t: vec![0; n],
         next_request: vec![0; n],
@@ -421,6 +469,12 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         exchanged: vec![0; n],
         recv_request: vec![0; total],
         threads,
+        locs,
+        late_ns: {
+            let late = cfg.late_launch_or_default();
+            (0..n as i32).map(|r| if cfg.gpu && late.ranks.contains(&r) { late.ns } else { 0 }).collect()
+        },
+        offload: vec![offload::Tally::default(); if cfg.gpu { n } else { 0 }],
         lock_order: vec![0; n],
         messages: 0,
         inter_messages: 0,
@@ -505,6 +559,15 @@ pub(super) fn run(cfg: &GeneratorConfig, mut flush: Option<Flush<'_>>) -> Result
         duration_ns,
         jobs: None,
         iterations,
+        gpu: cfg.gpu.then(|| GpuTruth {
+            late_launch: cfg.late_launch_or_default(),
+            kernels: sim.offload.iter().map(|t| t.kernels).sum(),
+            transfers: sim.offload.iter().map(|t| t.transfers).sum(),
+            early_sync_ns: sim.offload.iter().map(|t| t.early_sync_ns).collect(),
+            on_kernel_ns: sim.offload.iter().map(|t| t.on_kernel_ns).collect(),
+            host_late_ns: sim.offload.iter().map(|t| t.host_late_ns).collect(),
+            device_idle_ns: sim.offload.iter().map(offload::Tally::idle_ns).collect(),
+        }),
     };
     trace.events = events;
     trace.clock_sync = clock_sync;
@@ -540,14 +603,17 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
         })
         .collect();
     let threads = cfg.threads.max(1) as i32;
+    let locs = threads + i32::from(cfg.gpu);
     let locations = (0..cfg.ranks)
         .flat_map(|r| {
-            (0..threads).map(move |t| LocationInfo {
-                location_id: i64::from(r) * i64::from(threads) + i64::from(t),
+            (0..locs).map(move |t| LocationInfo {
+                location_id: i64::from(r) * i64::from(locs) + i64::from(t),
                 rank: r,
                 thread: t,
-                kind: "cpu".into(),
-                name: if threads == 1 {
+                kind: if t < threads { "cpu" } else { "gpu" }.into(),
+                name: if t == threads {
+                    offload::STREAM_NAME.to_string()
+                } else if threads == 1 {
                     format!("rank {r}")
                 } else if t == 0 {
                     format!("rank {r} master thread")
@@ -559,9 +625,11 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
         })
         .collect();
     let openmp = if threads > 1 { &openmp::REGIONS[..] } else { &[] };
+    let cuda = if cfg.gpu { &offload::REGIONS[..] } else { &[] };
     let regions = REGIONS
         .iter()
         .chain(openmp)
+        .chain(cuda)
         .enumerate()
         .map(|(i, (name, paradigm, role))| RegionInfo {
             region_id: i as i64,
@@ -596,6 +664,12 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
             comm: team_of(r as usize),
             name: format!("OpenMP team of rank {r}"),
             members: vec![r; threads as usize],
+            per_rank: false,
+        }))
+        .chain((0..cfg.ranks).filter(|_| cfg.gpu).map(|r| CommInfo {
+            comm: team_of(r as usize),
+            name: format!("CUDA window of rank {r}"),
+            members: vec![r; 2],
             per_rank: false,
         }))
         .collect(),

@@ -60,8 +60,20 @@ fn config(args: &GenerateArgs) -> Result<GeneratorConfig> {
         eager_limit: args.eager_limit,
         collective_every: args.collective_every,
         threads: args.threads,
+        gpu: args.gpu,
         ..GeneratorConfig::default()
     };
+    if let Some(l) = &args.late_launch {
+        if !args.gpu {
+            return Err(ShellError::usage("--late-launch applies to GPU traces: give --gpu with it"));
+        }
+        cfg.late_launch = Some(generate::parse_late_launch(l)?);
+    }
+    if args.gpu && args.output_format == "paraver" {
+        return Err(ShellError::usage(
+            "--gpu applies to --format otf2 or parquet: the Paraver writer does not write Extrae's CUDA records",
+        ));
+    }
     if let Some(b) = &args.background_traffic {
         cfg.background_traffic = Some(generate::parse_background(b)?);
     }
