@@ -224,3 +224,33 @@ fn the_comparison_of_two_runs_names_the_planted_change_and_renders_in_a_browser(
     headless(browser, &path, &["--window-size=1100,2600", &format!("--screenshot={}", png.display())]);
     assert!(std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0) > 50_000, "the screenshot is close to blank");
 }
+
+#[test]
+fn the_report_draws_gpu_streams_under_their_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gpu.html");
+    let o = run(&["report", "generate:ranks=8,iterations=10,gpu", "-o", path.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(&path).unwrap();
+    let timeline = page.split("id=\"timeline\"").nth(1).unwrap().split("</svg>").next().unwrap();
+    // A row per stream below its rank, labelled by the stream, and the launches' arrows.
+    assert_eq!(timeline.matches(">[0:7]</text>").count(), 8, "a row per stream, labelled by device and stream");
+    assert!(timeline.contains("stroke=\"#882255\""), "no launch arrows");
+    assert!(page.contains("(80 drawn)"), "one arrow per kernel of the 8 ranks' 10 steps");
+    assert!(page.contains("its transfers between host and device (160)"));
+    assert!(!page.contains("class=\"missing\""), "a section could not be made");
+    // A trace without streams keeps one row per rank.
+    let plain = dir.path().join("plain.html");
+    assert!(run(&["report", "generate:ranks=8,iterations=10", "-o", plain.to_str().unwrap()]).status.success());
+    let page = std::fs::read_to_string(&plain).unwrap();
+    assert!(!page.contains("a row per GPU stream") && !page.contains(">[0:7]<"));
+
+    let Some(browser) = chromium() else { return };
+    let png = dir.path().join("gpu.png");
+    let o = headless(browser, &path, &["--window-size=1100,2400", &format!("--screenshot={}", png.display())]);
+    assert!(std::fs::metadata(&png).map(|m| m.len()).unwrap_or(0) > 50_000, "blank: {}", stderr(&o));
+    let o = headless(browser, &path, &["--dump-dom", "--enable-logging=stderr", "--v=0"]);
+    let log = stderr(&o);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains("CONSOLE") || l.contains("Uncaught")).collect();
+    assert!(console.is_empty(), "the browser's console: {console:?}");
+}

@@ -102,12 +102,14 @@ pub fn region_graph(title: &str, regions: &[Region], edges: &[RegionEdge]) -> St
     s
 }
 
-/// One slot of the timeline: [from, to) on `rank` in `region`.
+/// One slot of the timeline: [from, to) on `rank`'s row (`lane` None: its host threads; a
+/// thread: that accelerator stream's row below it) in `region`.
 #[derive(Debug, Clone)]
 pub struct Slot {
     pub from: f64,
     pub to: f64,
     pub rank: i64,
+    pub lane: Option<i64>,
     pub region: String,
 }
 
@@ -120,55 +122,96 @@ pub struct Line {
     pub dst: i64,
 }
 
-/// Ranks x time, each slot coloured by its representative region (the `named` regions get
-/// the palette, the rest grey), message lines on top.
-pub fn timeline(title: &str, slots: &[Slot], lines: &[Line], named: &[String], ranks: &[i64]) -> String {
-    let row = (560.0 / ranks.len().max(1) as f64).clamp(0.6, 14.0);
+/// An arrow from a launch on a rank's host row to its kernel's start on a stream's row.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub launch: f64,
+    pub rank: i64,
+    pub start: f64,
+    pub lane: i64,
+}
+
+/// A row of the timeline: a rank's host threads (`lane` None) or one of its streams.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub rank: i64,
+    pub lane: Option<i64>,
+    pub label: String,
+}
+
+/// Colour of the launch arrows.
+const FLOW: &str = "#882255";
+
+/// Rows x time, each slot coloured by its representative region (the `named` regions get the
+/// palette, the rest grey), message lines between host rows and launch arrows from a host row
+/// to a stream's row on top.
+pub fn timeline(title: &str, slots: &[Slot], lines: &[Line], flows: &[Flow], named: &[String], rows: &[Row]) -> String {
+    let n = rows.len().max(1) as f64;
+    let mut row = (560.0 / n).clamp(0.6, 14.0);
     let mut f = Frame::new(960.0, 0.0);
-    f.height = f.top + f.bottom + row * ranks.len().max(1) as f64;
-    let index: BTreeMap<i64, usize> = ranks.iter().enumerate().map(|(i, r)| (*r, i)).collect();
+    // Tall enough for the rows and for the legend (the named regions, other regions, messages
+    // and the launches' arrows, 18 px each), the rows sharing the height.
+    let legend = f.top + 24.0 + 18.0 * (named.len() + 3) as f64 - f.top - f.bottom;
+    row = row.max(legend / n);
+    f.height = f.top + f.bottom + row * n;
+    let index: BTreeMap<(i64, Option<i64>), usize> =
+        rows.iter().enumerate().map(|(i, r)| ((r.rank, r.lane), i)).collect();
     let (t0, t1) = slots.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), s| (a.min(s.from), b.max(s.to)));
     let (t0, t1) = if t0.is_finite() { (t0, t1) } else { (0.0, 1.0) };
     let colour_of: BTreeMap<&str, &str> = named.iter().enumerate().map(|(k, n)| (n.as_str(), category(k))).collect();
     let mut s = f.open(title);
     let mut rects = Rects::default();
     for slot in slots {
-        let Some(&i) = index.get(&slot.rank) else { continue };
+        let Some(&i) = index.get(&(slot.rank, slot.lane)) else { continue };
         let colour = colour_of.get(slot.region.as_str()).copied().unwrap_or(OTHER);
         let (x0, x1) = (f.x(slot.from, t0, t1), f.x(slot.to, t0, t1));
         rects.add(colour, x0, f.top + row * i as f64, (x1 - x0).max(0.4), row);
     }
     s.push_str(&rects.svg());
+    let centre = |i: usize| f.top + row * (i as f64 + 0.5);
     let mut d = String::new();
     for l in lines {
-        let (Some(&a), Some(&b)) = (index.get(&l.src), index.get(&l.dst)) else { continue };
-        let _ = write!(
-            d,
-            "M{:.1} {:.1}L{:.1} {:.1}",
-            f.x(l.send, t0, t1),
-            f.top + row * (a as f64 + 0.5),
-            f.x(l.recv, t0, t1),
-            f.top + row * (b as f64 + 0.5)
-        );
+        let (Some(&a), Some(&b)) = (index.get(&(l.src, None)), index.get(&(l.dst, None))) else { continue };
+        let _ = write!(d, "M{:.1} {:.1}L{:.1} {:.1}", f.x(l.send, t0, t1), centre(a), f.x(l.recv, t0, t1), centre(b));
     }
     if !d.is_empty() {
         let _ =
             writeln!(s, "<path d=\"{d}\" stroke=\"#000\" stroke-opacity=\"0.5\" stroke-width=\"0.7\" fill=\"none\"/>");
     }
-    s.push_str(&f.axes((t0, t1, "time (ms)"), (0.0, 0.0, "rank")));
-    let every = (ranks.len() / 24).max(1);
-    for (i, r) in ranks.iter().enumerate().filter(|(i, _)| i % every == 0) {
+    let mut d = String::new();
+    for fl in flows {
+        let (Some(&a), Some(&b)) = (index.get(&(fl.rank, None)), index.get(&(fl.rank, Some(fl.lane)))) else {
+            continue;
+        };
+        let _ =
+            write!(d, "M{:.1} {:.1}L{:.1} {:.1}", f.x(fl.launch, t0, t1), centre(a), f.x(fl.start, t0, t1), centre(b));
+    }
+    if !d.is_empty() {
         let _ = writeln!(
             s,
-            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"small\">{r}</text>",
+            "<path d=\"{d}\" stroke=\"{FLOW}\" stroke-opacity=\"0.7\" stroke-width=\"0.8\" fill=\"none\"/>"
+        );
+    }
+    let streams = rows.iter().any(|r| r.lane.is_some());
+    let what = if streams { "rank, streams" } else { "rank" };
+    s.push_str(&f.axes((t0, t1, "time (ms)"), (0.0, 0.0, what)));
+    let every = (rows.len() / 24).max(1);
+    for (i, r) in rows.iter().enumerate().filter(|(i, _)| i % every == 0) {
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{:.1}\" text-anchor=\"end\" class=\"small\">{}</text>",
             f.left - 4.0,
-            f.top + row * (i as f64 + 0.5) + 3.0
+            centre(i) + 3.0,
+            esc(&r.label)
         );
     }
     let mut legend: Vec<(String, String)> =
         named.iter().enumerate().map(|(k, n)| (n.clone(), category(k).to_string())).collect();
     legend.push(("other regions".into(), OTHER.into()));
     legend.push(("messages".into(), "#777777".into()));
+    if !flows.is_empty() {
+        legend.push(("launch to kernel".into(), FLOW.into()));
+    }
     s.push_str(&f.legend(&legend, 0));
     s.push_str("</svg>");
     s

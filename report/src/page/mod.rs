@@ -4,7 +4,7 @@
 //! functions: the trace's facts, the communication matrix ordered by communication region
 //! (PCLVis 4.2), the region graph (4.2), latency over time with its growth and steady-high
 //! periods and the attribution's causes (5.1, 6), Intel Trace Analyzer's level-of-detail
-//! timeline, the communication-dependency DAG of the slowest period (5.3), waiting and
+//! timeline (GPU streams as rows below their rank, with launch-to-kernel arrows), the communication-dependency DAG of the slowest period (5.3), waiting and
 //! transfer efficiency (Scalasca's wait states, the ideal-network replay) and what to do
 //! (attribution, rank diagnosis, remapping). Each section is computed on its own: one that
 //! cannot be drawn for this trace (no nodes, no collectives) says why and the rest stands.

@@ -4,7 +4,7 @@
 
 use commdb_catalog::Session;
 
-use super::drawings::{self, DagEdge, DagNode, Line, Slot};
+use super::drawings::{self, DagEdge, DagNode, Flow, Line, Row, Slot};
 use super::figures::{self, Band};
 use super::{MAX_DAG_MESSAGES, MAX_LINES, TIME_BINS, TIMELINE_PIXELS, figure, ms, query};
 use crate::chart::short;
@@ -102,12 +102,38 @@ pub async fn latency(session: &mut Session) -> Result<String, String> {
     Ok(s)
 }
 
-/// Section 5: the level-of-detail timeline with message lines.
+/// Views of the default trace's calls on host threads and on accelerator streams, for the
+/// timeline of a trace with streams.
+const HOST_CALLS: &str = "commdb_report_host_calls";
+const DEVICE_CALLS: &str = "commdb_report_device_calls";
+/// Most transfers drawn on the streams' rows.
+const MAX_TRANSFERS: usize = 20_000;
+
+/// Section 5: the level-of-detail timeline with message lines; a trace with accelerator
+/// streams gets a row per stream below its rank, with its kernels' representatives, its
+/// transfers and arrows from each launch to its kernel.
 pub async fn timeline(session: &mut Session) -> Result<String, String> {
+    let streams =
+        query(session, "SELECT rank, thread, name FROM locations WHERE kind = 'gpu' ORDER BY rank, thread").await?;
+    let with_streams = streams.len() > 0;
+    let host = if with_streams {
+        for (view, op) in [(HOST_CALLS, "<>"), (DEVICE_CALLS, "=")] {
+            query(
+                session,
+                &format!(
+                    "CREATE OR REPLACE VIEW {view} AS SELECT c.* FROM calls c JOIN locations l ON l.rank = c.rank AND l.thread = c.thread WHERE l.kind {op} 'gpu'"
+                ),
+            )
+            .await?;
+        }
+        format!("rel => '{HOST_CALLS}', ")
+    } else {
+        String::new()
+    };
     let calls = query(
         session,
         &format!(
-            "SELECT slot_start, slot_end, rank, region FROM lod_calls(pixels => {TIMELINE_PIXELS}, per => 'rank')"
+            "SELECT slot_start, slot_end, rank, region FROM lod_calls({host}pixels => {TIMELINE_PIXELS}, per => 'rank')"
         ),
     )
     .await?;
@@ -117,24 +143,82 @@ pub async fn timeline(session: &mut Session) -> Result<String, String> {
     let (from, to, rank, region) = (calls.f64s(0), calls.f64s(1), calls.ints(2), calls.texts(3));
     let mut slots = Vec::with_capacity(calls.len());
     let mut time: std::collections::HashMap<String, f64> = std::collections::HashMap::new();
-    for i in 0..calls.len() {
-        let (a, b) = (from[i].unwrap_or(0.0), to[i].unwrap_or(0.0));
-        let name = region[i].clone().unwrap_or_default();
+    let mut add = |slots: &mut Vec<Slot>, a: f64, b: f64, rank: i64, lane: Option<i64>, name: String| {
         *time.entry(name.clone()).or_default() += b - a;
-        // Consecutive slots of one region on a rank are one rectangle.
+        // Consecutive slots of one region on a row are one rectangle.
         match slots.last_mut() {
-            Some(Slot { to, rank: r, region: g, .. }) if *r == rank[i] && *g == name && (*to - ms(a)).abs() < 1e-9 => {
+            Some(Slot { to, rank: r, lane: l, region: g, .. })
+                if *r == rank && *l == lane && *g == name && (*to - ms(a)).abs() < 1e-9 =>
+            {
                 *to = ms(b)
             }
-            _ => slots.push(Slot { from: ms(a), to: ms(b), rank: rank[i], region: name }),
+            _ => slots.push(Slot { from: ms(a), to: ms(b), rank, lane, region: name }),
         }
+    };
+    for i in 0..calls.len() {
+        let (a, b) = (from[i].unwrap_or(0.0), to[i].unwrap_or(0.0));
+        add(&mut slots, a, b, rank[i], None, region[i].clone().unwrap_or_default());
+    }
+    let mut ranks: Vec<i64> = rank.clone();
+    let mut flows = Vec::new();
+    let mut transfers = 0;
+    if with_streams {
+        let device = query(
+            session,
+            &format!(
+                "SELECT slot_start, slot_end, rank, thread, region FROM lod_calls(rel => '{DEVICE_CALLS}', pixels => {TIMELINE_PIXELS}, per => 'thread') ORDER BY rank, thread, slot_start"
+            ),
+        )
+        .await?;
+        let (from, to, rank, thread, region) =
+            (device.f64s(0), device.f64s(1), device.ints(2), device.ints(3), device.texts(4));
+        for i in 0..device.len() {
+            let (a, b) = (from[i].unwrap_or(0.0), to[i].unwrap_or(0.0));
+            add(&mut slots, a, b, rank[i], Some(thread[i]), region[i].clone().unwrap_or_default());
+        }
+        let t = query(
+            session,
+            "SELECT start_ts, end_ts, rank, thread, direction FROM gpu_transfers() WHERE end_ts IS NOT NULL ORDER BY rank, thread, start_ts",
+        )
+        .await?;
+        transfers = t.len();
+        let (from, to, rank, thread, direction) = (t.f64s(0), t.f64s(1), t.ints(2), t.ints(3), t.texts(4));
+        for i in (0..t.len()).step_by(t.len().div_ceil(MAX_TRANSFERS).max(1)) {
+            let name = format!("copy {}", direction[i].clone().unwrap_or_default().replace('_', " "));
+            add(&mut slots, from[i].unwrap_or(0.0), to[i].unwrap_or(0.0), rank[i], Some(thread[i]), name);
+        }
+        let k = query(
+            session,
+            "SELECT launch_ts, rank, start_ts, thread FROM gpu_kernels() WHERE launch_ts IS NOT NULL ORDER BY start_ts, rank",
+        )
+        .await?;
+        let (launch, rank, start, thread) = (k.f64s(0), k.ints(1), k.f64s(2), k.ints(3));
+        for i in (0..k.len()).step_by(k.len().div_ceil(MAX_LINES / 2).max(1)) {
+            flows.push(Flow {
+                launch: ms(launch[i].unwrap_or(0.0)),
+                rank: rank[i],
+                start: ms(start[i].unwrap_or(0.0)),
+                lane: thread[i],
+            });
+        }
+        ranks.extend(streams.ints(0));
     }
     let mut named: Vec<(String, f64)> = time.into_iter().collect();
     named.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     let named: Vec<String> = named.into_iter().take(6).map(|n| n.0).collect();
-    let mut ranks: Vec<i64> = rank.clone();
     ranks.sort_unstable();
     ranks.dedup();
+    let (stream_rank, stream_thread, stream_name) = (streams.ints(0), streams.ints(1), streams.texts(2));
+    let mut rows = Vec::with_capacity(ranks.len() + streams.len());
+    for &r in &ranks {
+        rows.push(Row { rank: r, lane: None, label: r.to_string() });
+        for i in (0..streams.len()).filter(|&i| stream_rank[i] == r) {
+            // `CUDA[0:7]` as `[0:7]` (device and stream), which fits the margin.
+            let name = stream_name[i].clone().unwrap_or_default();
+            let label = name.find('[').map_or(name.clone(), |at| name[at..].to_string());
+            rows.push(Row { rank: r, lane: Some(stream_thread[i]), label });
+        }
+    }
     let m = query(
         session,
         &format!("SELECT send_slot, src, recv_slot, dst FROM lod_messages(pixels => {TIMELINE_PIXELS}) WHERE send_slot IS NOT NULL AND recv_slot IS NOT NULL ORDER BY send_slot, src, dst"),
@@ -157,11 +241,28 @@ pub async fn timeline(session: &mut Session) -> Result<String, String> {
             dst: dst[i],
         })
         .collect();
+    let device_words = if with_streams {
+        format!(
+            " Below each rank, a row per GPU stream: the kernel that ran most in each slot, its transfers between host and device ({transfers}{}), and an arrow from each launch to its kernel's start{}.",
+            if transfers > MAX_TRANSFERS {
+                format!(", one in {} drawn", transfers.div_ceil(MAX_TRANSFERS))
+            } else {
+                String::new()
+            },
+            if flows.is_empty() {
+                " (the trace ties no launch to a kernel)".to_string()
+            } else {
+                format!(" ({} drawn)", flows.len())
+            }
+        )
+    } else {
+        String::new()
+    };
     Ok(figure(
         "Timeline: what each rank does, slot by slot",
-        &drawings::timeline("timeline", &slots, &lines, &named, &ranks),
+        &drawings::timeline("timeline", &slots, &lines, &flows, &named, &rows),
         &format!(
-            "One row per rank, time to the right in slots of {} (Intel Trace Analyzer's level of detail: each slot shows the region where the rank spent most of its time). Grey lines join the slots of a send and of its receive{}.",
+            "One row per rank, time to the right in slots of {} (Intel Trace Analyzer's level of detail: each slot shows the region where the rank spent most of its time). Grey lines join the slots of a send and of its receive{}.{device_words}",
             duration(if res.is_finite() { res } else { 0.0 }),
             if stride > 1 {
                 format!(" (one in {stride} of the {} slot pairs, evenly over the run)", m.len())
