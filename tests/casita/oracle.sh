@@ -20,7 +20,8 @@
 # Usage: tests/casita/oracle.sh            (from the repository root; ../shared beside it)
 # Needs: cmake g++ libotf2-trace-dev libopenmpi-dev openmpi-bin (apt), git or CASITA_SRC=<tree>.
 # Environment: CASITA_CACHE (default ~/.cache/commdb-casita), CASITA_SRC,
-#              CASITA_GIT (default https://github.com/rdietric/casita).
+#              CASITA_GIT (default https://github.com/rdietric/casita), COMMDB (a commdb binary
+#              for the generate: archives; default cargo run --release).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cache=${CASITA_CACHE:-$HOME/.cache/commdb-casita}
@@ -41,7 +42,8 @@ fi
 
 # 2. Each archive: shared:PATH is under ../shared/data; make:SCRIPT is written by the script
 # with a tick of a microsecond (so that CASITA's seconds to six places are its ticks; the
-# comparison reads the archive the script writes in ns).
+# comparison reads the archive the script writes in ns); generate:OPTIONS is written by
+# `commdb generate --format otf2` (in ns, as the comparison generates it again).
 grep -v '^#' "$out/traces.txt" | while read -r name source; do
     [ -n "$name" ] || continue
     case "$source" in
@@ -49,7 +51,21 @@ grep -v '^#' "$out/traces.txt" | while read -r name source; do
         make:*)
             archive=$(mktemp -d)/archive
             /usr/bin/python3 "$repo/${source#make:}" "$archive" 1000000 ;;
-        *) echo "traces.txt: $name: expected shared:PATH or make:SCRIPT, found '$source'" >&2; exit 1 ;;
+        generate:*)
+            # commdb's generator, KEY=VALUE,... as its options (--KEY VALUE, a flag alone).
+            archive=$(mktemp -d)/archive
+            args=()
+            IFS=',' read -ra items <<< "${source#generate:}"
+            for item in "${items[@]}"; do
+                args+=("--${item%%=*}")
+                [[ "$item" == *=* ]] && args+=("${item#*=}")
+            done
+            if [ -n "${COMMDB:-}" ]; then
+                "$COMMDB" generate "$archive" --format otf2 "${args[@]}"
+            else
+                (cd "$repo" && cargo run -q --release -- generate "$archive" --format otf2 "${args[@]}")
+            fi ;;
+        *) echo "traces.txt: $name: expected shared:PATH, make:SCRIPT or generate:OPTIONS, found '$source'" >&2; exit 1 ;;
     esac
     [ -f "$archive/traces.otf2" ] || { echo "skipping $name: $archive/traces.otf2 is absent" >&2; continue; }
     ranks=$(otf2-print -A "$archive/traces.otf2" | grep -c '^LOCATION_GROUP .*Type: PROCESS' || true)

@@ -1,5 +1,5 @@
 //! `generate --gpu` against its own ground truth: every step offloaded to a stream per rank (a
-//! copy in, the host's work, the launch, the kernel, cudaDeviceSynchronize, a copy out), with
+//! copy in, the host's work, the launch, the kernel, cuCtxSynchronize, a copy out), with
 //! planted late launches. What CASITA's offload rules must find is known from the times
 //! (crate's generate::offload): per rank, the early synchronisations' time and their time on
 //! the kernel, the late launches' host part, the device's idle time; the late-launch ranks are

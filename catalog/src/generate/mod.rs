@@ -243,7 +243,7 @@ pub struct GpuTruth {
     pub late_launch: LateLaunch,
     pub kernels: u64,
     pub transfers: u64,
-    /// Each rank's early synchronisations (every cudaDeviceSynchronize): their time, and their
+    /// Each rank's early synchronisations (every cuCtxSynchronize): their time, and their
     /// time while the kernel ran.
     pub early_sync_ns: Vec<i64>,
     pub on_kernel_ns: Vec<i64>,

@@ -3,13 +3,14 @@
 //! naming its stream, as Score-P's CUDA_STREAM_REF attribute does), and on the rank's stream
 //! (a location of kind gpu, `CUDA[0:7]`) the kernel as a call and each copy as an RMA get (host
 //! to device) or put (device to host) from the host thread, completed on the stream under its
-//! matching id. A step is: a blocking cudaMemcpy of the input to the device, the host's own work
-//! before the launch (a tenth of the step's work, the `compute` region; longer by the planted
-//! delay on the late-launch ranks), cudaLaunchKernel, the kernel (the rest of the work),
-//! cudaDeviceSynchronize waiting for it, and a blocking cudaMemcpy of the result back.
+//! matching id. A step is: a blocking copy of the input to the device (cuMemcpyHtoD), the host's
+//! own work before the launch (a tenth of the step's work, the `compute` region; longer by the
+//! planted delay on the late-launch ranks), cuLaunchKernel, the kernel (the rest of the work),
+//! cuCtxSynchronize waiting for it, and a blocking copy of the result back (cuMemcpyDtoH). The
+//! host's calls are the CUDA driver API's, as Score-P records them.
 //!
 //! What CASITA's offload rules find in it is known from the times (`Tally`): every
-//! cudaDeviceSynchronize is an early synchronisation of the whole call (the kernel was queued
+//! cuCtxSynchronize is an early synchronisation of the whole call (the kernel was queued
 //! when it began), its time on the kernel the kernel's whole run (which starts 2 µs into it); both copies are
 //! late synchronisations (nothing runs on the stream when they begin); the stream idles from the
 //! input copy's completion to the kernel's start, and since the launch began after that
@@ -19,11 +20,13 @@
 
 use crate::events::{Event, EventKind};
 
-/// The CUDA regions a GPU trace adds to the generator's: (name, paradigm, role).
-pub(super) const REGIONS: [(&str, &str, &str); 4] = [
-    ("cudaMemcpy", "cuda", "function"),
-    ("cudaLaunchKernel", "cuda", "function"),
-    ("cudaDeviceSynchronize", "cuda", "function"),
+/// The CUDA regions a GPU trace adds to the generator's: (name, paradigm, role). The host's
+/// calls are the driver API's, as Score-P records them and CASITA's function table knows them.
+pub(super) const REGIONS: [(&str, &str, &str); 5] = [
+    ("cuMemcpyHtoD_v2", "cuda", "function"),
+    ("cuMemcpyDtoH_v2", "cuda", "function"),
+    ("cuLaunchKernel", "cuda", "function"),
+    ("cuCtxSynchronize", "cuda", "function"),
     ("step_kernel", "cuda", "function"),
 ];
 
@@ -36,7 +39,8 @@ pub(super) struct Regions {
     /// The communicator of the rank's RMA window, over its host thread and stream (as Score-P
     /// defines one per CUDA context).
     pub window: i32,
-    pub memcpy: i32,
+    pub copy_in: i32,
+    pub copy_out: i32,
     pub launch: i32,
     pub sync: i32,
     pub kernel: i32,
@@ -54,6 +58,9 @@ const LAUNCH_NS: i64 = 2_000;
 const QUEUE_NS: i64 = 4_000;
 /// From a kernel's end to the end of the synchronisation that waited for it.
 const SYNC_TAIL_NS: i64 = 500;
+/// The host's time between the call before a step and its first copy, and between its last
+/// copy and the call after it (no two calls meet at one instant, which CASITA's graph needs).
+const HOST_GAP_NS: i64 = 100;
 
 /// What a rank's offloaded steps plant, in true ns.
 #[derive(Debug, Clone, Default)]
@@ -102,6 +109,7 @@ pub(super) fn step(
     push: &mut Push<'_>,
 ) -> i64 {
     let names_stream = |e: &mut Event| (e.peer, e.tag) = (rank, STREAM);
+    let start = start + HOST_GAP_NS;
     // The input to the device.
     let input = (4 * bytes).max(1);
     let copy_in = (input + COPY_BYTES_PER_NS - 1) / COPY_BYTES_PER_NS;
@@ -136,9 +144,10 @@ pub(super) fn step(
     // The result back to the host.
     let output = bytes.max(1);
     copy(rank, sync_end, output, (output + COPY_BYTES_PER_NS - 1) / COPY_BYTES_PER_NS, false, r, tally, push)
+        + HOST_GAP_NS
 }
 
-/// A blocking cudaMemcpy from `start` moving `bytes` in `ns` on the stream, to the device
+/// A blocking copy (cuMemcpyHtoD or cuMemcpyDtoH) from `start` moving `bytes` in `ns` on the stream, to the device
 /// (`to_device`) or back; returns the call's end.
 #[allow(clippy::too_many_arguments)]
 fn copy(
@@ -154,8 +163,9 @@ fn copy(
     let end = start + 2 * COPY_EDGE_NS + ns;
     tally.matching += 1;
     let id = tally.matching;
+    let region = if to_device { r.copy_in } else { r.copy_out };
     push(0, start, EventKind::Enter, &|e| {
-        e.region = r.memcpy;
+        e.region = region;
         (e.peer, e.tag) = (rank, STREAM);
     });
     let kind = if to_device { EventKind::RmaGet } else { EventKind::RmaPut };
@@ -164,7 +174,7 @@ fn copy(
         (e.peer, e.tag, e.bytes, e.request, e.comm) = (rank, 0, bytes, id, r.window);
     });
     push(1, start + COPY_EDGE_NS + ns, EventKind::RmaOpCompleteBlocking, &|e| (e.request, e.comm) = (id, r.window));
-    push(0, end, EventKind::Leave, &|e| e.region = r.memcpy);
+    push(0, end, EventKind::Leave, &|e| e.region = region);
     tally.first_call.get_or_insert(start);
     tally.last_call = end;
     tally.busy_ns += ns;

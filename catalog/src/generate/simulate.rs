@@ -180,10 +180,11 @@ impl Sim<'_> {
     fn offloaded(&mut self, r: usize, t: i64, dur: i64) {
         let regions = offload::Regions {
             window: team_of(r),
-            memcpy: GPU_FIRST,
-            launch: GPU_FIRST + 1,
-            sync: GPU_FIRST + 2,
-            kernel: GPU_FIRST + 3,
+            copy_in: GPU_FIRST,
+            copy_out: GPU_FIRST + 1,
+            launch: GPU_FIRST + 2,
+            sync: GPU_FIRST + 3,
+            kernel: GPU_FIRST + 4,
             compute: COMPUTE,
         };
         let clock = self.clocks[r];
@@ -607,7 +608,14 @@ pub(super) fn skeleton(cfg: &GeneratorConfig, node: &[i32]) -> RawTrace {
     let locations = (0..cfg.ranks)
         .flat_map(|r| {
             (0..locs).map(move |t| LocationInfo {
-                location_id: i64::from(r) * i64::from(locs) + i64::from(t),
+                // A GPU trace numbers its locations as Score-P does, the host thread by its
+                // rank (its location group's id: CASITA takes such a location for the MPI
+                // process) and the stream above 2^32.
+                location_id: if cfg.gpu {
+                    i64::from(r) | (i64::from(t) << 32)
+                } else {
+                    i64::from(r) * i64::from(locs) + i64::from(t)
+                },
                 rank: r,
                 thread: t,
                 kind: if t < threads { "cpu" } else { "gpu" }.into(),
