@@ -13,10 +13,14 @@
 //! table that holds rows, and every column of a read table that is not known, is counted
 //! (`Export::unread`), never an error.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::fast_hash::FastMap;
 use std::path::Path;
 
-use super::sqlite::{Database, Table, Value};
+use std::sync::Arc;
+
+use super::sqlite::{self, Database, Table, Value};
 use crate::error::{Error, Result};
 
 /// What an interval of a host thread is.
@@ -27,8 +31,8 @@ pub enum What {
     Api { correlation: i64 },
     /// An NVTX range (not of the MPI domain).
     Range,
-    /// An MPI call, with what nsys recorded of it.
-    Mpi(Mpi),
+    /// An MPI call, with what nsys recorded of it (boxed: most intervals are not MPI calls).
+    Mpi(Box<Mpi>),
 }
 
 /// What nsys recorded of an MPI call besides its name and time.
@@ -51,7 +55,8 @@ pub struct Mpi {
 pub struct Span {
     pub start: i64,
     pub end: i64,
-    pub name: String,
+    /// The name, shared by every interval of it.
+    pub name: Arc<str>,
     pub what: What,
 }
 
@@ -72,7 +77,7 @@ pub enum TaskKind {
 pub struct Task {
     pub start: i64,
     pub end: i64,
-    pub name: String,
+    pub name: Arc<str>,
     pub kind: TaskKind,
     pub correlation: Option<i64>,
 }
@@ -97,9 +102,9 @@ pub struct Export {
     /// Tasks by (process, device, stream).
     pub streams: BTreeMap<StreamKey, Vec<Task>>,
     /// What each correlation id ties its host call to.
-    pub ties: HashMap<i64, Tie>,
+    pub ties: FastMap<i64, Tie>,
     /// Thread names by global thread id.
-    pub thread_names: HashMap<i64, String>,
+    pub thread_names: FastMap<i64, String>,
     /// MPI ranks by process, where the export says them (MPI_RANKS, or an NVTX thread name
     /// `MPI Rank N`).
     pub ranks: BTreeMap<i64, i32>,
@@ -324,19 +329,19 @@ impl<'d> Columns<'d> {
     }
 
     fn each(&self, mut f: impl FnMut(&Row<'_>) -> Result<()>) -> Result<()> {
-        self.db.scan(self.table, |_, values| f(&Row { values, index: &self.index }))
+        self.db.scan(self.table, |row| f(&Row { row, index: &self.index }))
     }
 }
 
 /// A row, its values by the position of the column in the list a `Columns` was made with.
 struct Row<'r> {
-    values: &'r [Value<'r>],
+    row: &'r sqlite::Row<'r>,
     index: &'r [Option<usize>],
 }
 
 impl<'r> Row<'r> {
     fn get(&self, i: usize) -> Value<'r> {
-        self.index[i].and_then(|c| self.values.get(c).copied()).unwrap_or(Value::Null)
+        self.index[i].map_or(Value::Null, |c| self.row.get(c))
     }
 }
 
@@ -357,7 +362,7 @@ pub fn read(path: &Path, db: &Database) -> Result<Export> {
     if let Some(t) = Columns::of(db, "ThreadNames", &["nameId", "globalTid"]) {
         t.each(|r| {
             if let (Some(n), Some(g)) = (name(r.get(0).int()), r.get(1).int()) {
-                x.thread_names.insert(g, n);
+                x.thread_names.insert(g, n.to_string());
             }
             Ok(())
         })?;
@@ -387,12 +392,12 @@ fn mpi_rank_name(name: &str) -> Option<i32> {
     name.strip_prefix("MPI Rank ")?.trim().parse().ok()
 }
 
-fn strings(db: &Database) -> Result<HashMap<i64, String>> {
-    let mut out = HashMap::new();
+fn strings(db: &Database) -> Result<FastMap<i64, Arc<str>>> {
+    let mut out = FastMap::default();
     if let Some(t) = Columns::of(db, "StringIds", &["id", "value"]) {
         t.each(|r| {
             if let (Some(id), Some(v)) = (r.get(0).int(), r.get(1).text()) {
-                out.insert(id, v.to_string());
+                out.insert(id, Arc::from(v));
             }
             Ok(())
         })?;
@@ -462,19 +467,18 @@ fn count_unread(db: &Database, x: &mut Export) -> Result<()> {
 }
 
 /// The CUDA runtime and driver API calls, each correlation id's outermost row kept.
-fn runtime(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<()> {
+fn runtime(db: &Database, x: &mut Export, strings: &FastMap<i64, Arc<str>>) -> Result<()> {
     for table in ["CUPTI_ACTIVITY_KIND_RUNTIME"] {
         let Some(t) = Columns::of(db, table, &["start", "end", "globalTid", "correlationId", "nameId", "name"]) else {
             continue;
         };
-        let mut by_call: HashMap<(i64, i64), Span> = HashMap::new();
+        let mut by_call: FastMap<(i64, i64), Span> = FastMap::default();
         let mut threads: Vec<(i64, Span)> = Vec::new();
         t.each(|r| {
             let (Some(start), Some(end), Some(g)) = (r.get(0).int(), r.get(1).int(), r.get(2).int()) else {
                 return Ok(());
             };
-            let name =
-                r.get(4).int().and_then(|i| strings.get(&i).cloned()).or_else(|| r.get(5).text().map(str::to_string));
+            let name = r.get(4).int().and_then(|i| strings.get(&i).cloned()).or_else(|| r.get(5).text().map(Arc::from));
             let name = name.unwrap_or_else(|| "unnamed CUDA call".into());
             let correlation = r.get(3).int();
             let span = Span { start, end, name, what: What::Api { correlation: correlation.unwrap_or(-1) } };
@@ -505,7 +509,7 @@ fn runtime(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Res
 }
 
 /// Kernels, copies and memsets on their streams, and what ties host calls to streams.
-fn device(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<()> {
+fn device(db: &Database, x: &mut Export, strings: &FastMap<i64, Arc<str>>) -> Result<()> {
     let base = ["start", "end", "deviceId", "streamId", "correlationId", "globalPid"];
     let task_of = |r: &Row<'_>| -> Option<(i64, i64, StreamKey, Option<i64>)> {
         let (start, end, device, stream, pid) =
@@ -523,20 +527,21 @@ fn device(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Resu
         t.each(|r| {
             if let Some((start, end, key, correlation)) = task_of(r) {
                 let name = [6, 7].iter().find_map(|&i| r.get(i).int().and_then(|s| strings.get(&s).cloned()));
-                let name = name.unwrap_or_else(|| "unnamed kernel".into());
+                let name = name.unwrap_or_else(|| Arc::from("unnamed kernel"));
                 x.streams.entry(key).or_default().push(Task { start, end, name, kind: TaskKind::Kernel, correlation });
                 tie(x, key, correlation, None);
             }
             Ok(())
         })?;
     }
+    let (memcpy, memset): (Arc<str>, Arc<str>) = (Arc::from("memcpy"), Arc::from("[CUDA memset]"));
     let mut columns = base.to_vec();
     columns.extend(["copyKind", "bytes"]);
     if let Some(t) = Columns::of(db, "CUPTI_ACTIVITY_KIND_MEMCPY", &columns) {
         t.each(|r| {
             if let Some((start, end, key, correlation)) = task_of(r) {
                 let kind = TaskKind::Copy { kind: r.get(6).int().unwrap_or(0), bytes: r.get(7).int().unwrap_or(0) };
-                x.streams.entry(key).or_default().push(Task { start, end, name: "memcpy".into(), kind, correlation });
+                x.streams.entry(key).or_default().push(Task { start, end, name: memcpy.clone(), kind, correlation });
                 tie(x, key, correlation, None);
             }
             Ok(())
@@ -545,7 +550,7 @@ fn device(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Resu
     if let Some(t) = Columns::of(db, "CUPTI_ACTIVITY_KIND_MEMSET", &base) {
         t.each(|r| {
             if let Some((start, end, key, correlation)) = task_of(r) {
-                let task = Task { start, end, name: "[CUDA memset]".into(), kind: TaskKind::Memset, correlation };
+                let task = Task { start, end, name: memset.clone(), kind: TaskKind::Memset, correlation };
                 x.streams.entry(key).or_default().push(task);
                 tie(x, key, correlation, None);
             }
@@ -572,7 +577,7 @@ fn device(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Resu
 }
 
 /// MPI calls from nsys's MPI tables; whether any was read.
-fn mpi(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<bool> {
+fn mpi(db: &Database, x: &mut Export, strings: &FastMap<i64, Arc<str>>) -> Result<bool> {
     let tables: [(&str, &'static str, &[&str]); 4] = [
         ("MPI_P2P_EVENTS", "p2p", &["commHandle", "tag", "remoteRank", "size", "requestHandle"]),
         (
@@ -593,7 +598,7 @@ fn mpi(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<
                 return Ok(());
             };
             any = true;
-            let name = r.get(3).int().and_then(|i| strings.get(&i).cloned()).unwrap_or_else(|| "MPI call".into());
+            let name = r.get(3).int().and_then(|i| strings.get(&i).cloned()).unwrap_or_else(|| Arc::from("MPI call"));
             let mut m = Mpi { table: kind, ..Mpi::default() };
             match kind {
                 "p2p" => {
@@ -609,7 +614,7 @@ fn mpi(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<
                 "wait" => m.request = r.get(4).int(),
                 _ => {}
             }
-            x.threads.entry(g).or_default().push(Span { start, end, name, what: What::Mpi(m) });
+            x.threads.entry(g).or_default().push(Span { start, end, name, what: What::Mpi(Box::new(m)) });
             Ok(())
         })?;
     }
@@ -618,25 +623,24 @@ fn mpi(db: &Database, x: &mut Export, strings: &HashMap<i64, String>) -> Result<
 
 /// NVTX ranges (those of the MPI domain as MPI calls, unless nsys's MPI tables were read), and
 /// the thread names NVTX gives.
-fn nvtx(db: &Database, x: &mut Export, strings: &HashMap<i64, String>, mpi_tables: bool) -> Result<()> {
+fn nvtx(db: &Database, x: &mut Export, strings: &FastMap<i64, Arc<str>>, mpi_tables: bool) -> Result<()> {
     let Some(t) =
         Columns::of(db, "NVTX_EVENTS", &["start", "end", "eventType", "text", "textId", "globalTid", "domainId"])
     else {
         return Ok(());
     };
-    let mut domains: HashMap<i64, String> = HashMap::new();
+    let mut domains: FastMap<i64, String> = FastMap::default();
     let mut ranges = Vec::new();
     t.each(|r| {
-        let text =
-            r.get(3).text().map(str::to_string).or_else(|| r.get(4).int().and_then(|i| strings.get(&i).cloned()));
+        let text = r.get(3).text().map(Arc::from).or_else(|| r.get(4).int().and_then(|i| strings.get(&i).cloned()));
         let (kind, g, domain) = (r.get(2).int().unwrap_or(-1), r.get(5).int(), r.get(6).int().unwrap_or(0));
         match (kind, text) {
             (NVTX_DOMAIN_CREATE, Some(name)) => {
-                domains.insert(domain, name);
+                domains.insert(domain, name.to_string());
             }
             (NVTX_THREAD_NAME, Some(name)) => {
                 if let Some(g) = g {
-                    x.thread_names.insert(g, name);
+                    x.thread_names.insert(g, name.to_string());
                 }
             }
             (k, text) if NVTX_RANGES.contains(&k) => {
@@ -644,7 +648,12 @@ fn nvtx(db: &Database, x: &mut Export, strings: &HashMap<i64, String>, mpi_table
                     ranges.push((
                         g,
                         domain,
-                        Span { start, end, name: text.unwrap_or_else(|| "unnamed range".into()), what: What::Range },
+                        Span {
+                            start,
+                            end,
+                            name: text.unwrap_or_else(|| Arc::from("unnamed range")),
+                            what: What::Range,
+                        },
                     ));
                 }
             }
@@ -658,7 +667,7 @@ fn nvtx(db: &Database, x: &mut Export, strings: &HashMap<i64, String>, mpi_table
                 x.superseded += 1;
                 continue;
             }
-            span.what = What::Mpi(Mpi { table: "nvtx", ..Mpi::default() });
+            span.what = What::Mpi(Box::new(Mpi { table: "nvtx", ..Mpi::default() }));
         }
         x.threads.entry(g).or_default().push(span);
     }

@@ -15,7 +15,9 @@ pub mod export;
 pub mod sqlite;
 mod timeline;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::fast_hash::FastMap;
 use std::path::{Path, PathBuf};
 
 use export::{Export, What, process_of, tid_of};
@@ -28,14 +30,16 @@ use crate::trace::{CommInfo, LocationInfo, RankInfo, RawTrace, RegionInfo, Trace
 /// The regions met so far, by name and paradigm.
 #[derive(Debug, Default)]
 pub struct Regions {
-    index: HashMap<(String, &'static str), i32>,
+    /// By paradigm, then name.
+    index: FastMap<&'static str, FastMap<String, i32>>,
     list: Vec<RegionInfo>,
 }
 
 impl Regions {
     /// The index of the region `name` of `paradigm`, added with `role` when new.
     pub fn index(&mut self, name: &str, paradigm: &'static str, role: &str) -> i32 {
-        if let Some(&i) = self.index.get(&(name.to_string(), paradigm)) {
+        let names = self.index.entry(paradigm).or_default();
+        if let Some(&i) = names.get(name) {
             return i;
         }
         let i = self.list.len() as i32;
@@ -47,7 +51,7 @@ impl Regions {
             file: None,
             line: None,
         });
-        self.index.insert((name.to_string(), paradigm), i);
+        names.insert(name.to_string(), i);
         i
     }
 }
@@ -101,7 +105,10 @@ pub fn read(path: &Path) -> Result<RawTrace> {
     let (comms, handles) = communicators(&exports, &processes, &mut warnings);
     let mut ranks = Vec::new();
     let mut locations = Vec::new();
-    let mut events = RawEvents::default();
+    // Two events a call or task, and a few inside MPI calls.
+    let spans: usize = exports.iter().map(|x| x.threads.values().map(Vec::len).sum::<usize>()).sum();
+    let tasks: usize = exports.iter().map(|x| x.streams.values().map(Vec::len).sum::<usize>()).sum();
+    let mut events = RawEvents::with_capacity(2 * (spans + tasks) + spans / 4);
     for p in &processes {
         let x = &mut exports[p.file];
         let file = paths[p.file].display().to_string();
@@ -115,7 +122,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
         let mut threads: Vec<i64> = x.threads.keys().copied().filter(|&g| process_of(g) == p.process).collect();
         threads.sort_by_key(|&g| (tid_of(g) != (p.process & 0xff_ffff), tid_of(g)));
         let streams: Vec<export::StreamKey> = x.streams.keys().copied().filter(|k| k.0 == p.process).collect();
-        let mut place_of_thread: HashMap<i64, i32> = HashMap::new();
+        let mut place_of_thread: FastMap<i64, i32> = FastMap::default();
         for (i, &g) in threads.iter().enumerate() {
             place_of_thread.insert(g, i as i32);
             let name = x.thread_names.get(&g).cloned().unwrap_or_else(|| format!("thread {}", tid_of(g)));
@@ -128,7 +135,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
                 node: node.clone(),
             });
         }
-        let mut place_of_stream: HashMap<(i64, i64), i32> = HashMap::new();
+        let mut place_of_stream: FastMap<(i64, i64), i32> = FastMap::default();
         for (j, &(_, device, stream)) in streams.iter().enumerate() {
             let thread = (threads.len() + j) as i32;
             place_of_stream.insert((device, stream), thread);
@@ -144,13 +151,13 @@ pub fn read(path: &Path) -> Result<RawTrace> {
                 node: node.clone(),
             });
         }
-        let ties: HashMap<i64, (Place, Option<i64>)> = x
+        let ties: FastMap<i64, (Place, Option<i64>)> = x
             .ties
             .iter()
             .filter(|(_, t)| t.process == p.process)
             .filter_map(|(&c, t)| place_of_stream.get(&(t.device, t.stream)).map(|&s| (c, ((p.rank, s), t.event))))
             .collect();
-        let mut callers: HashMap<i64, Place> = HashMap::new();
+        let mut callers: FastMap<i64, Place> = FastMap::default();
         for &g in &threads {
             for s in &x.threads[&g] {
                 if let What::Api { correlation } = s.what {
@@ -172,7 +179,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
             ties: &ties,
             callers: &callers,
             comms: &comms_of,
-            pending: HashMap::new(),
+            pending: FastMap::default(),
             warnings: &mut warnings,
             file: &file,
         };
@@ -329,8 +336,8 @@ fn communicators(
     exports: &[Export],
     processes: &[Process],
     warnings: &mut Warnings,
-) -> (Vec<CommInfo>, HashMap<i32, Vec<i64>>) {
-    let mut handles: HashMap<i32, Vec<i64>> = HashMap::new();
+) -> (Vec<CommInfo>, FastMap<i32, Vec<i64>>) {
+    let mut handles: FastMap<i32, Vec<i64>> = FastMap::default();
     for p in processes {
         let mut used: Vec<(i64, i64)> = exports[p.file]
             .threads

@@ -143,13 +143,13 @@ impl Database {
         };
         let mut tables = Vec::new();
         let mut bad = None;
-        self.scan(&master, |_, row| {
-            if row.first().and_then(Value::text) != Some("table") {
+        self.scan(&master, |row| {
+            if row.get(0).text() != Some("table") {
                 return Ok(());
             }
-            let name = row.get(1).and_then(Value::text).unwrap_or_default().to_string();
-            let root = row.get(3).and_then(Value::int).unwrap_or(0);
-            let sql = row.get(4).and_then(Value::text).unwrap_or_default();
+            let name = row.get(1).text().unwrap_or_default().to_string();
+            let root = row.get(3).int().unwrap_or(0);
+            let sql = row.get(4).text().unwrap_or_default();
             match (u32::try_from(root), columns_of(sql)) {
                 (Ok(root), Some((columns, rowid_column, without_rowid))) if root > 0 => {
                     tables.push(Table { name, root, columns, rowid_column, without_rowid })
@@ -171,16 +171,17 @@ impl Database {
     /// Rows of `table` in the table.
     pub fn count(&self, table: &Table) -> Result<u64> {
         let mut n = 0;
-        self.scan(table, |_, _| {
+        self.scan(table, |_| {
             n += 1;
             Ok(())
         })?;
         Ok(n)
     }
 
-    /// Call `f` with each row of `table` (its row id and its values, one per column: a column
-    /// the row was written without, as after ALTER TABLE ADD COLUMN, is NULL) in row-id order.
-    pub fn scan(&self, table: &Table, mut f: impl FnMut(i64, &[Value<'_>]) -> Result<()>) -> Result<()> {
+    /// Call `f` with each row of `table` in row-id order (a column the row was written without,
+    /// as after ALTER TABLE ADD COLUMN, reads as NULL). A row's values are decoded when asked
+    /// for, from a list of where each lies that is kept from row to row.
+    pub fn scan(&self, table: &Table, mut f: impl FnMut(&Row<'_>) -> Result<()>) -> Result<()> {
         if table.without_rowid {
             return Err(Error::in_file(
                 &self.path,
@@ -191,6 +192,7 @@ impl Database {
         let mut stack = vec![table.root];
         let mut visited = 0usize;
         let mut payload = Vec::new();
+        let mut places = Vec::with_capacity(table.columns.len());
         while let Some(page) = stack.pop() {
             visited += 1;
             if visited > pages {
@@ -230,13 +232,8 @@ impl Database {
                 let (size, n) = self.varint(cell)?;
                 let (rowid, m) = self.varint(cell + n)?;
                 let body = self.payload(cell + n + m, size, &mut payload)?;
-                let mut values = Vec::with_capacity(table.columns.len());
-                record(body, &mut values).map_err(|what| self.at(cell, format!("table '{}': {what}", table.name)))?;
-                values.resize(table.columns.len().max(values.len()), Value::Null);
-                if let Some(c) = table.rowid_column {
-                    values[c] = Value::Int(rowid as i64);
-                }
-                f(rowid as i64, &values[..table.columns.len().min(values.len())])?;
+                fields(body, &mut places).map_err(|what| self.at(cell, format!("table '{}': {what}", table.name)))?;
+                f(&Row { body, places: &places, rowid: rowid as i64, rowid_column: table.rowid_column })?;
             }
         }
         Ok(())
@@ -324,8 +321,44 @@ fn varint(b: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// The values of a record: a header (its length, then a serial type per value), then the values.
-fn record<'a>(body: &'a [u8], out: &mut Vec<Value<'a>>) -> std::result::Result<(), String> {
+/// A row of a table: its record's body and where each value lies in it.
+#[derive(Debug)]
+pub struct Row<'a> {
+    body: &'a [u8],
+    places: &'a [(u64, usize)],
+    rowid: i64,
+    rowid_column: Option<usize>,
+}
+
+impl<'a> Row<'a> {
+    /// The value of column `i` (NULL beyond the record's values).
+    pub fn get(&self, i: usize) -> Value<'a> {
+        if self.rowid_column == Some(i) {
+            return Value::Int(self.rowid);
+        }
+        match self.places.get(i) {
+            Some(&(serial, at)) => value(self.body, serial, at),
+            None => Value::Null,
+        }
+    }
+}
+
+/// The length in the body of a value of serial type `serial`; None for a reserved type.
+fn width(serial: u64) -> Option<usize> {
+    Some(match serial {
+        0 | 8 | 9 => 0,
+        1..=4 => serial as usize,
+        5 => 6,
+        6 | 7 => 8,
+        10 | 11 => return None,
+        s => ((s - 12) / 2) as usize,
+    })
+}
+
+/// Where each value of a record lies: the record's header (its length, then a serial type per
+/// value) read into `(serial type, offset in the body)`, every value checked to lie in the body.
+fn fields(body: &[u8], out: &mut Vec<(u64, usize)>) -> std::result::Result<(), String> {
+    out.clear();
     let (header_len, n) = varint(body).ok_or("a record header is cut short")?;
     let header_len = header_len as usize;
     if header_len > body.len() {
@@ -335,41 +368,44 @@ fn record<'a>(body: &'a [u8], out: &mut Vec<Value<'a>>) -> std::result::Result<(
     while h < header_len {
         let (serial, k) = varint(&body[h..header_len]).ok_or("a serial type is cut short")?;
         h += k;
-        let int = |len: usize, at: usize| -> std::result::Result<i64, String> {
-            let b = body.get(at..at + len).ok_or("a value runs past its record")?;
-            let mut v = if b[0] & 0x80 != 0 { -1i64 } else { 0 };
-            for &byte in b {
-                v = (v << 8) | i64::from(byte);
-            }
-            Ok(v)
-        };
-        let (value, len) = match serial {
-            0 => (Value::Null, 0),
-            1..=4 => {
-                let len = serial as usize;
-                (Value::Int(int(len, at)?), len)
-            }
-            5 => (Value::Int(int(6, at)?), 6),
-            6 => (Value::Int(int(8, at)?), 8),
-            7 => (Value::Real(f64::from_bits(int(8, at)? as u64)), 8),
-            8 => (Value::Int(0), 0),
-            9 => (Value::Int(1), 0),
-            10 | 11 => return Err(format!("serial type {serial} is reserved")),
-            s => {
-                let len = ((s - 12) / 2) as usize;
-                let bytes = body.get(at..at + len).ok_or("a text or blob runs past its record")?;
-                // SQLite does not check that text is UTF-8 (nsys keeps binary settings in a TEXT
-                // column): text that is not is read as the bytes it is.
-                match std::str::from_utf8(bytes) {
-                    Ok(text) if s % 2 == 1 => (Value::Text(text), len),
-                    _ => (Value::Blob(bytes), len),
-                }
-            }
-        };
-        out.push(value);
+        let len = width(serial).ok_or_else(|| format!("serial type {serial} is reserved"))?;
+        if at + len > body.len() {
+            return Err("a value runs past its record".into());
+        }
+        out.push((serial, at));
         at += len;
     }
     Ok(())
+}
+
+/// The value of serial type `serial` at `at` in `body` (checked by `fields` to lie in it).
+fn value(body: &[u8], serial: u64, at: usize) -> Value<'_> {
+    let int = |len: usize| -> i64 {
+        let b = &body[at..at + len];
+        let mut v = if b[0] & 0x80 != 0 { -1i64 } else { 0 };
+        for &byte in b {
+            v = (v << 8) | i64::from(byte);
+        }
+        v
+    };
+    match serial {
+        0 | 10 | 11 => Value::Null,
+        1..=4 => Value::Int(int(serial as usize)),
+        5 => Value::Int(int(6)),
+        6 => Value::Int(int(8)),
+        7 => Value::Real(f64::from_bits(int(8) as u64)),
+        8 => Value::Int(0),
+        9 => Value::Int(1),
+        s => {
+            let bytes = &body[at..at + ((s - 12) / 2) as usize];
+            // SQLite does not check that text is UTF-8 (nsys keeps binary settings in a TEXT
+            // column): text that is not is read as the bytes it is.
+            match std::str::from_utf8(bytes) {
+                Ok(text) if s % 2 == 1 => Value::Text(text),
+                _ => Value::Blob(bytes),
+            }
+        }
+    }
 }
 
 /// The columns of a CREATE TABLE statement, the one that is the row id (INTEGER PRIMARY KEY),
@@ -517,14 +553,15 @@ mod tests {
     fn records_decode_every_serial_type() {
         // header: length 7, then NULL, int8, int16, zero, one, text of 2 bytes (serial 17)
         let body = [7u8, 0, 1, 2, 8, 9, 17, 0xfe, 0x01, 0x00, b'h', b'i'];
-        let mut out = Vec::new();
-        record(&body, &mut out).unwrap();
-        assert_eq!(
-            out,
-            vec![Value::Null, Value::Int(-2), Value::Int(256), Value::Int(0), Value::Int(1), Value::Text("hi")]
-        );
-        let mut out = Vec::new();
-        assert!(record(&[3, 6, 1], &mut out).unwrap_err().contains("past its record"));
+        let mut places = Vec::new();
+        fields(&body, &mut places).unwrap();
+        let row = Row { body: &body, places: &places, rowid: 5, rowid_column: None };
+        let values: Vec<Value<'_>> = (0..7).map(|i| row.get(i)).collect();
+        let expected = [Value::Null, Value::Int(-2), Value::Int(256), Value::Int(0), Value::Int(1), Value::Text("hi")];
+        assert_eq!(values[..6], expected);
+        assert_eq!(values[6], Value::Null, "beyond the record's values");
+        assert!(fields(&[3, 6, 1], &mut places).unwrap_err().contains("past its record"));
+        assert!(fields(&[2, 10], &mut places).unwrap_err().contains("reserved"));
     }
 
     #[test]

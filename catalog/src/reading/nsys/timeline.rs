@@ -13,7 +13,7 @@
 //! itself as the other end) at its start, completed at its end under the copy's correlation id
 //! (crate's accelerator model, udfs' `gpu_transfers`).
 
-use std::collections::HashMap;
+use crate::fast_hash::FastMap;
 
 use super::export::{Mpi, Span, Task, TaskKind, What};
 use crate::events::{EventKind, NONE_I32, NONE_I64, RawEvents, collective_op_code};
@@ -28,13 +28,13 @@ pub struct Context<'a> {
     /// Region index by (name, paradigm), added to as names are met.
     pub regions: &'a mut super::Regions,
     /// The stream (and device event) each correlation id's host call names.
-    pub ties: &'a HashMap<i64, (Place, Option<i64>)>,
+    pub ties: &'a FastMap<i64, (Place, Option<i64>)>,
     /// The host thread of each correlation id's API call.
-    pub callers: &'a HashMap<i64, Place>,
+    pub callers: &'a FastMap<i64, Place>,
     /// The communicator id of an MPI comm handle on this rank, and its members (world ranks).
     pub comms: &'a dyn Fn(Option<i64>) -> (i32, Option<&'a [i32]>),
     /// Outstanding non-blocking operations by request handle.
-    pub pending: HashMap<i64, Pending>,
+    pub pending: FastMap<i64, Pending>,
     pub warnings: &'a mut Warnings,
     pub file: &'a str,
 }
