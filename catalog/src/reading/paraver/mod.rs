@@ -431,6 +431,22 @@ impl Meaning {
                 )
             });
         }
+        // Extrae's CUDA mode (event types 63000000 to 63999999, the host's calls and the
+        // streams' kernels and copies) is not read yet: its records are kept as metrics, and
+        // the communication records that tie a launch or a copy to a stream's thread would be
+        // taken for messages between the task's threads. Say so rather than let them pass.
+        let mut cuda: Vec<i64> = classes.keys().copied().filter(|t| (63_000_000..64_000_000).contains(t)).collect();
+        if !cuda.is_empty() {
+            cuda.sort_unstable();
+            let n = cuda.len();
+            warnings.add_many("paraver_cuda_not_read", n as i64, || {
+                format!(
+                    "{}: event type(s) {} are Extrae's CUDA records, which commdb does not read as accelerator activity yet: they are kept as metrics, and communication records between a task's host thread and its CUDA streams are read as messages",
+                    prv.display(),
+                    cuda.iter().take(5).map(i64::to_string).collect::<Vec<_>>().join(", ")
+                )
+            });
+        }
         // The applications whose tasks are ranks: those with MPI calls (else the first).
         let app_of_stream: Vec<usize> = header
             .apps
@@ -1399,6 +1415,32 @@ mod tests {
                 "1 50 thread_release_lock 0 2",
             ]
         );
+    }
+
+    #[test]
+    fn extrae_cuda_records_are_reported_as_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let prv = dir.path().join("cuda.prv");
+        std::fs::write(
+            &prv,
+            "#Paraver (29/11/2026 at 10:00):100_ns:1(2):1:1(2:1),0\n\
+             2:1:1:1:1:10:63000000:1\n2:1:1:1:1:20:63000000:0\n2:2:1:1:2:30:63100000:1:63000006:1\n\
+             2:2:1:1:2:40:63100000:0:63000006:0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("cuda.pcf"),
+            "EVENT_TYPE\n0 63000000 CUDA library call\nVALUES\n0 End\n1 cudaLaunch\n\nEVENT_TYPE\n0 63100000 CUDA accelerator call\n\nEVENT_TYPE\n0 63000006 CUDA kernel execution\n",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("cuda.row"), "").unwrap();
+        let raw = read(&prv).unwrap();
+        assert_eq!(raw.warnings.count("paraver_cuda_not_read"), 3, "{:?}", raw.warnings);
+        let (_, _, message) = raw.warnings.iter().find(|w| w.0 == "paraver_cuda_not_read").unwrap();
+        assert!(message.contains("cuda.prv") && message.contains("63000000, 63000006, 63100000"), "{message}");
+        // A trace without them says nothing of CUDA.
+        std::fs::write(&prv, "#Paraver (29/11/2026 at 10:00):100_ns:1(2):1:1(2:1),0\n2:1:1:1:1:10:1234:1\n").unwrap();
+        assert_eq!(read(&prv).unwrap().warnings.count("paraver_cuda_not_read"), 0);
     }
 
     #[test]
