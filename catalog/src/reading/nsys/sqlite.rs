@@ -168,11 +168,11 @@ impl Database {
         }
     }
 
-    /// Rows of `table` in the table.
+    /// Rows of `table` in the table: its leaf pages' cell counts, no row decoded.
     pub fn count(&self, table: &Table) -> Result<u64> {
         let mut n = 0;
-        self.scan(table, |_| {
-            n += 1;
+        self.leaves(table, |_, _, cells| {
+            n += cells as u64;
             Ok(())
         })?;
         Ok(n)
@@ -182,6 +182,24 @@ impl Database {
     /// as after ALTER TABLE ADD COLUMN, reads as NULL). A row's values are decoded when asked
     /// for, from a list of where each lies that is kept from row to row.
     pub fn scan(&self, table: &Table, mut f: impl FnMut(&Row<'_>) -> Result<()>) -> Result<()> {
+        let mut payload = Vec::new();
+        let mut places = Vec::with_capacity(table.columns.len());
+        self.leaves(table, |start, pointers, cells| {
+            for i in 0..cells {
+                let cell = start + self.u16_at(pointers + 2 * i)?;
+                let (size, n) = self.varint(cell)?;
+                let (rowid, m) = self.varint(cell + n)?;
+                let body = self.payload(cell + n + m, size, &mut payload)?;
+                fields(body, &mut places).map_err(|what| self.at(cell, format!("table '{}': {what}", table.name)))?;
+                f(&Row { body, places: &places, rowid: rowid as i64, rowid_column: table.rowid_column })?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Walk `table`'s b-tree from its root, left to right, calling `f` with each leaf page's
+    /// start, the byte where its cell pointers begin and its number of cells.
+    fn leaves(&self, table: &Table, mut f: impl FnMut(usize, usize, usize) -> Result<()>) -> Result<()> {
         if table.without_rowid {
             return Err(Error::in_file(
                 &self.path,
@@ -191,8 +209,6 @@ impl Database {
         let pages = self.bytes.len() / self.page_size;
         let mut stack = vec![table.root];
         let mut visited = 0usize;
-        let mut payload = Vec::new();
-        let mut places = Vec::with_capacity(table.columns.len());
         while let Some(page) = stack.pop() {
             visited += 1;
             if visited > pages {
@@ -204,9 +220,16 @@ impl Database {
             let (start, header) = self.page(page)?;
             let kind = self.bytes[header];
             let cells = self.u16_at(header + 3)?;
-            let interior = match kind {
-                0x05 => true,
-                0x0d => false,
+            match kind {
+                0x05 => {
+                    // Children left to right: pushed in reverse so the leftmost is read first.
+                    stack.push(self.u32_at(header + 8)?);
+                    for i in (0..cells).rev() {
+                        let cell = start + self.u16_at(header + 12 + 2 * i)?;
+                        stack.push(self.u32_at(cell)?);
+                    }
+                }
+                0x0d => f(start, header + 8, cells)?,
                 other => {
                     return Err(self.at(
                         header,
@@ -216,24 +239,6 @@ impl Database {
                         ),
                     ));
                 }
-            };
-            let pointers = header + if interior { 12 } else { 8 };
-            if interior {
-                // Children left to right: pushed in reverse so the leftmost is read first.
-                stack.push(self.u32_at(header + 8)?);
-                for i in (0..cells).rev() {
-                    let cell = start + self.u16_at(pointers + 2 * i)?;
-                    stack.push(self.u32_at(cell)?);
-                }
-                continue;
-            }
-            for i in 0..cells {
-                let cell = start + self.u16_at(pointers + 2 * i)?;
-                let (size, n) = self.varint(cell)?;
-                let (rowid, m) = self.varint(cell + n)?;
-                let body = self.payload(cell + n + m, size, &mut payload)?;
-                fields(body, &mut places).map_err(|what| self.at(cell, format!("table '{}': {what}", table.name)))?;
-                f(&Row { body, places: &places, rowid: rowid as i64, rowid_column: table.rowid_column })?;
             }
         }
         Ok(())
