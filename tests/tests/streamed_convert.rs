@@ -250,11 +250,11 @@ fn paraver(cfg: &GeneratorConfig) -> (tempfile::TempDir, String) {
 fn paraver_traces_convert_in_groups_as_in_memory() {
     // Extrae's shapes: two applications (the second one's counter kept as a metric), a cut,
     // a partner outside the trace, a record of another type, a type not in the .pcf,
-    // collectives, counters, a compressed file, and OpenMP threads whose locks' acquisitions
-    // are numbered across them. One task per group.
+    // collectives, counters, a compressed file, OpenMP threads whose locks' acquisitions
+    // are numbered across them, and CUDA streams tied to their host threads. One task per group.
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data").join("paraver");
     let one_task = Limits { group_events: 1, part_rows: 5, bucket_events: 4 };
-    for name in ["extrae.prv", "counters/counters.prv", "gz/extrae.prv.gz", "omp/omp.prv"] {
+    for name in ["extrae.prv", "counters/counters.prv", "gz/extrae.prv.gz", "omp/omp.prv", "cuda/cuda.prv"] {
         let prv = data.join(name).display().to_string();
         let converted = same_as_in_memory(&prv, &OpenOptions::default(), &one_task);
         let tasks = if name.starts_with("counters") { 1 } else { 2 };

@@ -9,9 +9,13 @@
 //! every other (type, value) pair (hardware counters above all);
 //! communication records become a send on the sender at the physical send time and a receive
 //! posted at the logical receive time and completed at the physical receive time, matched by
-//! MPI's rules into `messages`. Layouts: BSC's Paraver trace format, summarised in
+//! MPI's rules into `messages`. Extrae's OpenMP records become thread records and OpenMP
+//! regions (`openmp`), its CUDA and HIP records accelerator streams, kernels and transfers,
+//! with the communication records that tie a host thread to its streams read as those ties
+//! rather than as messages (`cuda`). Layouts: BSC's Paraver trace format, summarised in
 //! PARAVER-NOTES.md.
 
+mod cuda;
 pub mod header;
 mod openmp;
 pub mod pcf;
@@ -104,6 +108,11 @@ enum Class {
     Metric(i32),
     /// One of Extrae's OpenMP records (`openmp`).
     OpenMp(openmp::Omp),
+    /// One of Extrae's CUDA or HIP records (`cuda`), but the size.
+    Gpu(cuda::Gpu),
+    /// The size of a CUDA or HIP transfer or call: the bytes of the transfer open on a stream,
+    /// else a sample of metric `names[i]`.
+    TransferSize(i32),
 }
 
 /// A Paraver trace opened: its .pcf and .row read, its header parsed, and its reader at the
@@ -271,6 +280,10 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
     if let Some(omp) = openmp::class_of(ty) {
         return Class::OpenMp(omp);
     }
+    let gpu = cuda::class_of(ty).filter(|_| !cuda::layout_before_4(pcf)).map(|c| c.1);
+    if let Some(gpu) = gpu.filter(|g| *g != cuda::Gpu::Size) {
+        return Class::Gpu(gpu);
+    }
     let described = pcf.types.get(&ty);
     if MPI_CALL_TYPES.contains(&ty) || (MPI_TYPES.contains(&ty) && described.is_none_or(|d| d.values.is_some())) {
         return Class::Mpi;
@@ -295,7 +308,7 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
         });
         metric_names.len() - 1
     });
-    Class::Metric(index as i32)
+    if gpu == Some(cuda::Gpu::Size) { Class::TransferSize(index as i32) } else { Class::Metric(index as i32) }
 }
 
 /// A message half placed on a stream: a send, or a receive's post and completion.
@@ -304,6 +317,8 @@ struct MessageEvent {
     ts: i64,
     kind: EventKind,
     peer: i32,
+    /// The partner's stream (`NO_STREAM`: outside the trace).
+    peer_stream: u32,
     tag: i32,
     bytes: i64,
     request: i64,
@@ -320,6 +335,9 @@ struct Summary {
     not_in_pcf: Vec<i64>,
     /// The streams with MPI events.
     mpi_streams: HashSet<u32>,
+    /// The streams with kernels or transfers of an accelerator, and those with calls to its API.
+    device_streams: HashSet<u32>,
+    api_streams: HashSet<u32>,
     /// Every (type, value) entered.
     region_keys: HashSet<(i64, i64)>,
     /// The addresses of the named OpenMP locks.
@@ -357,6 +375,15 @@ impl Summary {
                 self.mpi_streams.insert(e.stream);
                 last_mpi_stream = Some(e.stream);
             }
+            match class {
+                Class::Gpu(cuda::Gpu::Kernel | cuda::Gpu::Transfer) => {
+                    self.device_streams.insert(e.stream);
+                }
+                Class::Gpu(cuda::Gpu::Call) => {
+                    self.api_streams.insert(e.stream);
+                }
+                _ => {}
+            }
             last = Some((e.ty(), class));
         }
         let (n, line) = outside_records(piece.comms.iter());
@@ -373,7 +400,7 @@ fn region_keys(piece: &records::Piece, classes: &FastMap<i64, Class>) -> HashSet
     let mut last = (i64::MIN, i64::MIN);
     for e in &piece.events {
         let enters = match classes.get(&e.ty()) {
-            Some(Class::Mpi | Class::Function) => true,
+            Some(Class::Mpi | Class::Function | Class::Gpu(cuda::Gpu::Call | cuda::Gpu::Kernel)) => true,
             Some(Class::OpenMp(omp)) => openmp::enters(*omp, e.value),
             _ => false,
         };
@@ -406,16 +433,27 @@ struct Meaning {
     /// The communicator of rank 0's OpenMP team (rank r's is this + r), when threads run
     /// OpenMP's parallel functions.
     team_base: Option<i32>,
+    /// Per stream, the API (`CUDA`, `HIP`) of the accelerator stream it is, None for a thread.
+    gpu: Vec<Option<&'static str>>,
 }
 
 impl Meaning {
-    fn of(prv: &Path, header: &header::Header, pcf: &pcf::Pcf, summary: Summary, warnings: &mut Warnings) -> Meaning {
+    fn of(
+        prv: &Path,
+        header: &header::Header,
+        pcf: &pcf::Pcf,
+        row: &row::Row,
+        summary: Summary,
+        warnings: &mut Warnings,
+    ) -> Meaning {
         let Summary {
             classes,
             metric_names,
             metric_definitions,
             mut not_in_pcf,
             mpi_streams,
+            device_streams,
+            api_streams,
             region_keys,
             lock_addresses,
             outside,
@@ -431,19 +469,17 @@ impl Meaning {
                 )
             });
         }
-        // Extrae's CUDA mode (event types 63000000 to 63999999, the host's calls and the
-        // streams' kernels and copies) is not read yet: its records are kept as metrics, and
-        // the communication records that tie a launch or a copy to a stream's thread would be
-        // taken for messages between the task's threads. Say so rather than let them pass.
-        let mut cuda: Vec<i64> = classes.keys().copied().filter(|t| (63_000_000..64_000_000).contains(t)).collect();
-        if !cuda.is_empty() {
-            cuda.sort_unstable();
-            let n = cuda.len();
-            warnings.add_many("paraver_cuda_not_read", n as i64, || {
+        // Extrae 3.x numbered its CUDA records otherwise; they are kept as metrics, and the
+        // communication records that tie a launch or a copy to a stream's thread would be taken
+        // for messages between the task's threads. Say so rather than let them pass.
+        if cuda::layout_before_4(pcf) {
+            let mut types: Vec<i64> = classes.keys().copied().filter(|t| cuda::ALL.contains(t)).collect();
+            types.sort_unstable();
+            warnings.add_many("paraver_cuda_not_read", types.len() as i64, || {
                 format!(
-                    "{}: event type(s) {} are Extrae's CUDA records, which commdb does not read as accelerator activity yet: they are kept as metrics, and communication records between a task's host thread and its CUDA streams are read as messages",
+                    "{}: event type(s) {} are CUDA records as Extrae 3.x wrote them (the library call as type 63000001), which commdb does not read as accelerator activity: they are kept as metrics, and communication records between a task's host thread and its CUDA streams are read as messages",
                     prv.display(),
-                    cuda.iter().take(5).map(i64::to_string).collect::<Vec<_>>().join(", ")
+                    types.iter().take(5).map(i64::to_string).collect::<Vec<_>>().join(", ")
                 )
             });
         }
@@ -464,6 +500,7 @@ impl Meaning {
             communicating[0] = true;
         }
         let st = streams(header, &communicating);
+        let gpu = accelerator_streams(&classes, row, st.rank.len(), &device_streams, &api_streams);
 
         // Regions: every (type, value) entered.
         let mut region_keys: Vec<(i64, i64)> = region_keys.into_iter().collect();
@@ -493,7 +530,13 @@ impl Meaning {
             let paradigm = match class {
                 Class::Mpi => "mpi",
                 Class::OpenMp(_) => "openmp",
+                Class::Gpu(_) => cuda::paradigm(cuda::class_of(*ty).map_or("CUDA", |c| c.0)),
                 _ => "user",
+            };
+            let role = match class {
+                Class::Gpu(cuda::Gpu::Call) => Some("wrapper"),
+                Class::Gpu(_) => Some("function"),
+                _ => role,
             };
             region_of.insert((*ty, *value), regions.len() as i32);
             regions.push(RegionInfo {
@@ -522,7 +565,7 @@ impl Meaning {
             let base = communicators.iter().map(|c| c.comm + 1).max().unwrap_or(0);
             let mut threads: BTreeMap<i32, u32> = BTreeMap::new();
             for s in 0..st.rank.len() {
-                if communicating[st.app[s] as usize] {
+                if communicating[st.app[s] as usize] && gpu[s].is_none() {
                     *threads.entry(st.rank[s]).or_default() += 1;
                 }
             }
@@ -555,12 +598,18 @@ impl Meaning {
             metric_definitions,
             locks,
             team_base,
+            gpu,
         }
     }
 
-    /// What walking a stream of application `app` needs.
-    fn context(&self, app: usize) -> StreamContext<'_> {
+    /// What walking stream `s` needs.
+    fn context(&self, s: usize) -> StreamContext<'_> {
+        let app = self.streams.app[s] as usize;
         StreamContext {
+            gpu: &self.gpu,
+            threads: &self.streams.thread,
+            ranks: &self.streams.rank,
+            on_device: self.gpu[s].is_some(),
             classes: &self.classes,
             region_of: &self.region_of,
             collective_op: &self.collective_op,
@@ -579,7 +628,7 @@ impl Meaning {
         halves: &[MessageEvent],
     ) -> StreamOut {
         let st = &self.streams;
-        walk_stream(&self.context(st.app[s] as usize), events, halves, st.rank[s], st.thread[s])
+        walk_stream(&self.context(s), events, halves, st.rank[s], st.thread[s])
     }
 
     /// Append a walked stream's events (when it has any) to `parts` and its samples to
@@ -594,7 +643,11 @@ impl Meaning {
         metrics.ts.extend(out.metric_ts);
         metrics.metric.extend(out.metric);
         metrics.value.extend(out.metric_value);
-        Unkept { other_applications: out.dropped, locks_unknown: out.locks_unknown }
+        Unkept {
+            other_applications: out.dropped,
+            locks_unknown: out.locks_unknown,
+            device_unattached: out.device_unattached,
+        }
     }
 
     /// The metrics table's names and definitions, without samples.
@@ -627,6 +680,12 @@ impl Meaning {
                 openmp::LOCK_ADDRESS
             )
         });
+        warnings.add_many("paraver_device_record_unattached", unkept.device_unattached, || {
+            format!(
+                "{}: CUDA or HIP records that tie a call to its stream or a transfer to the host (communications between a host thread and a stream, stream and event numbers) came with no call or transfer open to take them; they are left out",
+                prv.display()
+            )
+        });
         warnings.add_many("paraver_lock_state", states, || {
             format!(
                 "{}: OpenMP lock records (types {} and {}) of a value other than 0, 3, 5 and 6 (released, acquiring, releasing, held) are skipped",
@@ -650,6 +709,9 @@ impl Meaning {
 struct Unkept {
     other_applications: i64,
     locks_unknown: (i64, i64),
+    /// Extrae's CUDA records that tie a call to a stream or a transfer to the host, with no call
+    /// or transfer open to take them.
+    device_unattached: i64,
 }
 
 impl std::ops::AddAssign for Unkept {
@@ -657,7 +719,36 @@ impl std::ops::AddAssign for Unkept {
         self.other_applications += o.other_applications;
         self.locks_unknown.0 += o.locks_unknown.0;
         self.locks_unknown.1 += o.locks_unknown.1;
+        self.device_unattached += o.device_unattached;
     }
+}
+
+/// Per stream, the accelerator API of the streams that are an accelerator's (None for the
+/// others): a thread the .row names as Extrae names a stream (`GPU-D1.S1`), or one with kernels or
+/// transfers and no calls to the API. The API is the one of the trace's records (HIP when it has
+/// only HIP's).
+fn accelerator_streams(
+    classes: &FastMap<i64, Class>,
+    row: &row::Row,
+    streams: usize,
+    device: &HashSet<u32>,
+    api: &HashSet<u32>,
+) -> Vec<Option<&'static str>> {
+    let apis: HashSet<&str> = classes
+        .iter()
+        .filter(|(_, c)| matches!(c, Class::Gpu(_)))
+        .filter_map(|(t, _)| cuda::class_of(*t))
+        .map(|c| c.0)
+        .collect();
+    let which = if apis.len() == 1 && apis.contains("HIP") { "HIP" } else { "CUDA" };
+    let names = row.names("THREAD");
+    (0..streams)
+        .map(|s| {
+            let named = names.get(s).is_some_and(|n| cuda::stream_of_name(n).is_some());
+            let by_records = device.contains(&(s as u32)) && !api.contains(&(s as u32));
+            (named || by_records).then_some(which)
+        })
+        .collect()
 }
 
 /// Number the OpenMP lock acquisitions of walked streams of whole ranks (`openmp`).
@@ -705,7 +796,7 @@ fn assemble(o: Opened, recs: records::Records) -> Result<RawTrace> {
             a
         });
     let mut warnings = o.warnings;
-    let m = Meaning::of(&o.prv, &o.header, &o.pcf, summary, &mut warnings);
+    let m = Meaning::of(&o.prv, &o.header, &o.pcf, &o.row, summary, &mut warnings);
     // The request id tying a receive's post to its completion: the record's index in the file.
     let first_record = recs.first_comm_of_pieces();
     let rank = &m.streams.rank;
@@ -774,6 +865,7 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
         .collect();
     let thread_names = row.names("THREAD");
     let st = &m.streams;
+    let mut stream_names = cuda::Names::new();
     let locations: Vec<LocationInfo> = (0..st.rank.len())
         .map(|s| {
             let (a, t, th) = st.ids[s];
@@ -784,8 +876,15 @@ fn trace(prv: &Path, header: &header::Header, row: &row::Row, m: &Meaning, mut w
                 location_id: s as i64,
                 rank: st.rank[s],
                 thread: st.thread[s],
-                kind: if m.communicating[st.app[s] as usize] { "cpu" } else { "metric" }.into(),
-                name: {
+                kind: match m.gpu[s] {
+                    Some(_) => "gpu",
+                    None if m.communicating[st.app[s] as usize] => "cpu",
+                    None => "metric",
+                }
+                .into(),
+                name: if let Some(api) = m.gpu[s] {
+                    stream_names.name(api, thread_names.get(s).map(String::as_str), &format!("THREAD {a}.{t}.{th}"))
+                } else {
                     let name = thread_names.get(s).cloned().unwrap_or_else(|| format!("THREAD {a}.{t}.{th}"));
                     // Another application's thread (a sampler of node counters): say where it ran.
                     match task {
@@ -841,7 +940,7 @@ fn message_event(h: &records::Half, record: i64, rank: &[i32]) -> MessageEvent {
         HalfKind::Post => (EventKind::IrecvRequest, NONE_I32, NONE_I32, NONE_I64, record),
         HalfKind::Receive => (EventKind::Irecv, rank_of(h.peer), h.tag, h.bytes, record),
     };
-    MessageEvent { ts: h.ts, kind, peer, tag, bytes, request }
+    MessageEvent { ts: h.ts, kind, peer, peer_stream: h.peer, tag, bytes, request }
 }
 
 /// How many communication records have a partner outside the trace, and the first one's line.
@@ -1001,6 +1100,12 @@ fn communicators(header: &header::Header, communicating: &[bool]) -> (Vec<CommIn
 }
 
 struct StreamContext<'a> {
+    /// Per stream, whether it is an accelerator's (`Meaning::gpu`), and its thread.
+    gpu: &'a [Option<&'static str>],
+    threads: &'a [i32],
+    ranks: &'a [i32],
+    /// Whether the stream walked is an accelerator's.
+    on_device: bool,
     classes: &'a FastMap<i64, Class>,
     region_of: &'a FastMap<(i64, i64), i32>,
     /// Collective operation code of each MPI region (`COLLECTIVE_OPS.len()`: none of the
@@ -1025,6 +1130,8 @@ struct StreamOut {
     dropped: i64,
     /// Named OpenMP lock acquisitions without their address, and lock records of no known state.
     locks_unknown: (i64, i64),
+    /// CUDA records with no call or transfer open to take them (`cuda::Device::unattached`).
+    device_unattached: i64,
 }
 
 /// A collective being called: its operation and the details gathered for it.
@@ -1049,7 +1156,7 @@ fn walk_stream<'a>(
     let Some(comms) = ctx.comms else {
         for r in records {
             match ctx.classes[&r.ty()] {
-                Class::Metric(m) => {
+                Class::Metric(m) | Class::TransferSize(m) => {
                     out.metric_ts.push(r.ts);
                     out.metric.push(m);
                     out.metric_value.push(r.value as f64);
@@ -1076,22 +1183,40 @@ fn walk_stream<'a>(
             usize::try_from(o.2).ok().and_then(|r| ctx.nonblocking_send.get(r)).copied().unwrap_or(false)
         })
     };
-    let flush =
-        |ev: &mut RawEvents, next_half: &mut usize, open: &[(i64, i64, i32)], until: &dyn Fn(&MessageEvent) -> bool| {
-            while let Some(h) = halves.get(*next_half).filter(|h| until(h)) {
-                let kind = if h.kind == EventKind::Send && nonblocking(open) { EventKind::Isend } else { h.kind };
-                let mut e = Event::new(rank, thread, h.ts, kind);
-                e.peer = h.peer;
-                e.tag = h.tag;
-                e.bytes = h.bytes;
-                e.request = h.request;
-                if h.kind != EventKind::IrecvRequest {
-                    e.comm = NONE_I32;
-                }
-                ev.push_detailed(&e);
-                *next_half += 1;
+    // A communication between a host thread and a stream of its task is one of Extrae's CUDA
+    // ties (`cuda`), not a message.
+    let tie = |h: &MessageEvent| {
+        let other = h.peer_stream as usize;
+        (h.peer_stream != NO_STREAM && ctx.ranks[other] == rank && ctx.gpu[other].is_some() != ctx.on_device)
+            .then(|| cuda::Tie { other: ctx.threads[other], kind: h.kind, bytes: h.bytes })
+    };
+    let mut device = cuda::Device::default();
+    let here = (rank, thread);
+    let flush = |ev: &mut RawEvents,
+                 next_half: &mut usize,
+                 open: &[(i64, i64, i32)],
+                 device: &mut cuda::Device,
+                 until: &dyn Fn(&MessageEvent) -> bool| {
+        // A tie's receive post is no event: it never holds back the halves after it.
+        let due = |h: &&MessageEvent| until(h) || (h.kind == EventKind::IrecvRequest && tie(h).is_some());
+        while let Some(h) = halves.get(*next_half).filter(due) {
+            *next_half += 1;
+            if let Some(t) = tie(h) {
+                device.tie(ev, t, rank, ctx.on_device);
+                continue;
             }
-        };
+            let kind = if h.kind == EventKind::Send && nonblocking(open) { EventKind::Isend } else { h.kind };
+            let mut e = Event::new(rank, thread, h.ts, kind);
+            e.peer = h.peer;
+            e.tag = h.tag;
+            e.bytes = h.bytes;
+            e.request = h.request;
+            if h.kind != EventKind::IrecvRequest {
+                e.comm = NONE_I32;
+            }
+            ev.push_detailed(&e);
+        }
+    };
     let mut last_type = (i64::MIN, Class::Mpi);
     let mut threads = openmp::Threads::default();
     let omp = openmp::Context {
@@ -1115,13 +1240,14 @@ fn walk_stream<'a>(
             && open.iter().rev().find(|o| o.0 == r.ty()).is_some_and(|o| o.1 == r.value);
         let leaving = match class {
             Class::Mpi | Class::Function => r.value == 0 || repeats,
+            Class::Gpu(cuda::Gpu::Call | cuda::Gpu::Kernel | cuda::Gpu::Transfer) => r.value == 0,
             Class::OpenMp(o) => openmp::leaves(o, r.value),
             _ => false,
         };
         // A half of the same time goes before a leave (a communication happens inside the call
         // that makes it), except a receive's post, which is the start of the call that posts
         // it: it goes after the calls that end and begin then.
-        flush(ev, &mut next_half, &open, &|h| {
+        flush(ev, &mut next_half, &open, &mut device, &|h| {
             h.ts < r.ts || (h.ts == r.ts && leaving && h.kind != EventKind::IrecvRequest)
         });
         match class {
@@ -1185,11 +1311,43 @@ fn walk_stream<'a>(
                 out.metric_value.push(r.value as f64);
             }
             Class::OpenMp(o) => threads.record(ev, &omp, o, r.ty(), r.value, r.ts, (rank, thread), &mut open),
+            Class::TransferSize(m) => {
+                if !(ctx.on_device && device.size(ev, r.value)) {
+                    out.metric_ts.push(r.ts);
+                    out.metric.push(m);
+                    out.metric_value.push(r.value as f64);
+                }
+            }
+            Class::Gpu(g) => match g {
+                cuda::Gpu::Call | cuda::Gpu::Kernel if !leaving => {
+                    let region = ctx.region_of[&(r.ty(), r.value)];
+                    if g == cuda::Gpu::Call {
+                        device.enter_call(ev, here, r.ts, region);
+                    } else {
+                        ev.push_plain(r.ts, EventKind::Enter, region);
+                    }
+                    open.push((r.ty(), r.value, region));
+                }
+                cuda::Gpu::Call | cuda::Gpu::Kernel => {
+                    let region = match open.iter().rposition(|o| o.0 == r.ty()) {
+                        Some(p) => open.remove(p).2,
+                        None => NONE_I32,
+                    };
+                    if g == cuda::Gpu::Call {
+                        device.leave_call();
+                    }
+                    ev.push_plain(r.ts, EventKind::Leave, region);
+                }
+                cuda::Gpu::Transfer if !leaving => device.begin_transfer(ev, here, r.ts),
+                cuda::Gpu::Transfer => device.end_transfer(ev, here, r.ts),
+                cuda::Gpu::Size | cuda::Gpu::Stream | cuda::Gpu::DeviceEvent => device.attribute(ev, g, r.value, rank),
+            },
         }
     }
     threads.no_more_address();
     out.locks_unknown = (threads.no_address, threads.unknown_lock_states);
-    flush(ev, &mut next_half, &open, &|_| true);
+    flush(ev, &mut next_half, &open, &mut device, &|_| true);
+    out.device_unattached = device.unattached;
     ev.finish_stream(rank, thread);
     out
 }
@@ -1418,26 +1576,29 @@ mod tests {
     }
 
     #[test]
-    fn extrae_cuda_records_are_reported_as_not_read() {
+    fn extrae_3_cuda_records_are_reported_as_not_read() {
+        // Extrae 3.x: the library call as type 63000001 on the host and the stream, the kernel as
+        // 63000019.
         let dir = tempfile::tempdir().unwrap();
         let prv = dir.path().join("cuda.prv");
         std::fs::write(
             &prv,
             "#Paraver (29/11/2026 at 10:00):100_ns:1(2):1:1(2:1),0\n\
-             2:1:1:1:1:10:63000000:1\n2:1:1:1:1:20:63000000:0\n2:2:1:1:2:30:63100000:1:63000006:1\n\
-             2:2:1:1:2:40:63100000:0:63000006:0\n",
+             2:1:1:1:1:10:63000001:1\n2:1:1:1:1:20:63000001:0\n2:2:1:1:2:30:63000001:1:63000019:1\n\
+             2:2:1:1:2:40:63000001:0:63000019:0\n",
         )
         .unwrap();
         std::fs::write(
             dir.path().join("cuda.pcf"),
-            "EVENT_TYPE\n0 63000000 CUDA library call\nVALUES\n0 End\n1 cudaLaunch\n\nEVENT_TYPE\n0 63100000 CUDA accelerator call\n\nEVENT_TYPE\n0 63000006 CUDA kernel execution\n",
+            "EVENT_TYPE\n0 63000001 CUDA library call\nVALUES\n0 End\n1 cudaLaunch\n\nEVENT_TYPE\n0 63000019 CUDA function\n",
         )
         .unwrap();
         std::fs::write(dir.path().join("cuda.row"), "").unwrap();
         let raw = read(&prv).unwrap();
-        assert_eq!(raw.warnings.count("paraver_cuda_not_read"), 3, "{:?}", raw.warnings);
+        assert_eq!(raw.warnings.count("paraver_cuda_not_read"), 2, "{:?}", raw.warnings);
         let (_, _, message) = raw.warnings.iter().find(|w| w.0 == "paraver_cuda_not_read").unwrap();
-        assert!(message.contains("cuda.prv") && message.contains("63000000, 63000006, 63100000"), "{message}");
+        assert!(message.contains("cuda.prv") && message.contains("63000001, 63000019"), "{message}");
+        assert!(raw.locations.iter().all(|l| l.kind == "cpu"));
         // A trace without them says nothing of CUDA.
         std::fs::write(&prv, "#Paraver (29/11/2026 at 10:00):100_ns:1(2):1:1(2:1),0\n2:1:1:1:1:10:1234:1\n").unwrap();
         assert_eq!(read(&prv).unwrap().warnings.count("paraver_cuda_not_read"), 0);

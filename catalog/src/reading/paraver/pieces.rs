@@ -164,7 +164,7 @@ pub fn read_in_pieces(
     states_file.into_inner().map_err(|e| Error::io(&states_path, e.into_error()))?;
     let mut warnings = o.warnings;
     super::report_other_types(&o.prv, other_types, &mut warnings);
-    let meaning = Meaning::of(&o.prv, &o.header, &o.pcf, summary, &mut warnings);
+    let meaning = Meaning::of(&o.prv, &o.header, &o.pcf, &o.row, summary, &mut warnings);
     super::report_overtaking(&o.prv, overtaking.found(), &mut warnings);
     let raw = super::trace(&o.prv, &o.header, &o.row, &meaning, warnings);
     let pieces = Pieces {

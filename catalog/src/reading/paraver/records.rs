@@ -186,7 +186,7 @@ impl Piece {
                 put(c.send, Half { ts: c.physical_send, peer: c.recv, ..half });
             }
             if c.recv != NO_STREAM {
-                put(c.recv, Half { ts: c.logical_recv, kind: HalfKind::Post, ..half });
+                put(c.recv, Half { ts: c.logical_recv, peer: c.send, kind: HalfKind::Post, ..half });
                 put(c.recv, Half { ts: c.physical_recv, peer: c.send, kind: HalfKind::Receive, ..half });
             }
         }
@@ -717,7 +717,7 @@ mod tests {
         let halves =
             |s: usize| r.pieces[0].halves_of_stream(s).iter().map(|h| (h.ts, h.kind, h.peer)).collect::<Vec<_>>();
         assert_eq!(halves(0), vec![(11_000, HalfKind::Send, 1)]);
-        assert_eq!(halves(1), vec![(20_000, HalfKind::Post, NO_STREAM), (30_000, HalfKind::Receive, 0)]);
+        assert_eq!(halves(1), vec![(20_000, HalfKind::Post, 0), (30_000, HalfKind::Receive, 0)]);
         let c = r.comms().next().unwrap();
         assert_eq!((c.send, c.recv, c.physical_recv, c.line), (0, 1, 30_000, 4));
         assert_eq!(r.other_types, (1, 5));
