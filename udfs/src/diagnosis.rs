@@ -225,5 +225,5 @@ fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let view = crate::relation::sql_view(session, a.function, sql)?;
     // Rows by rank (by node), whatever the query around does not order.
     let key = if by_node { "node" } else { "rank" };
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, key)))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, &[key])))
 }

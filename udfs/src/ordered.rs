@@ -3,8 +3,8 @@
 //! and drops an ORDER BY that nothing above requires, so `SELECT rank, cause FROM
 //! rank_diagnosis()` came back in any order. `OrderedView` keeps the view whole (it is planned
 //! on its own, not inlined) and puts `InOrder` on top: a node that passes its input through and
-//! requires it sorted by the key, so the planner keeps (or adds) the sort. A query that orders
-//! the rows itself still decides.
+//! requires it sorted by the key (one column or several, as the view's ORDER BY lists them), so
+//! the planner keeps (or adds) the sort. A query that orders the rows itself still decides.
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,16 +25,17 @@ use datafusion::physical_expr::{
     PhysicalSortExpr,
 };
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::projection::ProjectionExec;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, InputDistributionRequirements, Partitioning, PlanProperties,
     SendableRecordBatchStream,
 };
 
-/// A view whose rows come in order of its column `key`.
+/// A view whose rows come in order of its columns `keys` (the first, then the next, ...).
 #[derive(Debug)]
 pub struct OrderedView {
     view: ViewTable,
-    key: String,
+    keys: Vec<String>,
     /// The view's columns, every one nullable: planned on its own, the view's physical plan
     /// may find a column nullable that its logical plan proved not to be (a coalesce over an
     /// aggregate), and the two must agree.
@@ -42,11 +43,11 @@ pub struct OrderedView {
 }
 
 impl OrderedView {
-    pub fn new(view: ViewTable, key: &str) -> Self {
+    pub fn new(view: ViewTable, keys: &[&str]) -> Self {
         let fields: Vec<arrow::datatypes::Field> =
             view.schema().fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
         let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, view.schema().metadata().clone()));
-        OrderedView { view, key: key.to_string(), schema }
+        OrderedView { view, keys: keys.iter().map(|k| k.to_string()).collect(), schema }
     }
 
     /// The view it orders.
@@ -54,9 +55,9 @@ impl OrderedView {
         &self.view
     }
 
-    /// The column its rows come in order of.
-    pub fn key(&self) -> &str {
-        &self.key
+    /// The columns its rows come in order of.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
     }
 }
 
@@ -77,27 +78,47 @@ impl TableProvider for OrderedView {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let plan = self.view.scan(state, projection, filters, limit).await?;
-        match plan.schema().index_of(&self.key) {
-            Ok(key) => Ok(Arc::new(InOrder::new(plan, key))),
-            Err(_) => Ok(plan),
+        // The keys are read even where the projection leaves them out, sorted by, then dropped:
+        // rows in order of a key's later columns alone are not in the view's order.
+        let keys_at: Vec<usize> = self.keys.iter().filter_map(|k| self.schema.index_of(k).ok()).collect();
+        let widened: Option<Vec<usize>> = projection.map(|p| {
+            let mut w = p.clone();
+            w.extend(keys_at.iter().filter(|k| !p.contains(k)));
+            w
+        });
+        let plan = self.view.scan(state, widened.as_ref(), filters, limit).await?;
+        let schema = plan.schema();
+        let keys: Vec<usize> = self.keys.iter().filter_map(|k| schema.index_of(k).ok()).collect();
+        if keys.is_empty() {
+            return Ok(plan);
+        }
+        let ordered: Arc<dyn ExecutionPlan> = Arc::new(InOrder::new(plan, keys));
+        match projection {
+            Some(p) if widened.as_ref().is_some_and(|w| w.len() > p.len()) => {
+                let columns = (0..p.len()).map(|i| {
+                    let name = schema.field(i).name().clone();
+                    (Arc::new(Column::new(&name, i)) as Arc<dyn PhysicalExpr>, name)
+                });
+                Ok(Arc::new(ProjectionExec::try_new(columns, ordered)?))
+            }
+            _ => Ok(ordered),
         }
     }
 }
 
-/// Passes its input through, required in order of column `key`, in one partition.
+/// Passes its input through, required in order of columns `keys`, in one partition.
 #[derive(Debug)]
 pub struct InOrder {
     input: Arc<dyn ExecutionPlan>,
-    key: usize,
+    keys: Vec<usize>,
     properties: Arc<PlanProperties>,
 }
 
 impl InOrder {
-    /// `input` passed through, required in order of its column `key` (an index).
-    pub fn new(input: Arc<dyn ExecutionPlan>, key: usize) -> Self {
+    /// `input` passed through, required in order of its columns `keys` (indices, not empty).
+    pub fn new(input: Arc<dyn ExecutionPlan>, keys: Vec<usize>) -> Self {
         let schema = input.schema();
-        let ordering = LexOrdering::new([sort_by(&schema, key)]);
+        let ordering = LexOrdering::new(keys.iter().map(|k| sort_by(&schema, *k)));
         let equivalence = EquivalenceProperties::new_with_orderings(schema, ordering);
         let properties = PlanProperties::new(
             equivalence,
@@ -105,12 +126,12 @@ impl InOrder {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        InOrder { input, key, properties: Arc::new(properties) }
+        InOrder { input, keys, properties: Arc::new(properties) }
     }
 
-    /// The column (an index) its rows are in order of.
-    pub fn key(&self) -> usize {
-        self.key
+    /// The columns (indices) its rows are in order of.
+    pub fn keys(&self) -> &[usize] {
+        &self.keys
     }
 }
 
@@ -121,7 +142,9 @@ fn sort_by(schema: &SchemaRef, key: usize) -> PhysicalSortExpr {
 
 impl DisplayAs for InOrder {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "InOrder: {}", self.input.schema().field(self.key).name())
+        let schema = self.input.schema();
+        let names: Vec<&str> = self.keys.iter().map(|k| schema.field(*k).name().as_str()).collect();
+        write!(f, "InOrder: {}", names.join(", "))
     }
 }
 
@@ -151,8 +174,9 @@ impl ExecutionPlan for InOrder {
     }
 
     fn required_input_ordering(&self) -> Vec<Option<OrderingRequirements>> {
-        let order = sort_by(&self.input.schema(), self.key);
-        vec![LexRequirement::new([order.into()]).map(OrderingRequirements::new)]
+        let schema = self.input.schema();
+        let order = self.keys.iter().map(|k| sort_by(&schema, *k).into());
+        vec![LexRequirement::new(order).map(OrderingRequirements::new)]
     }
 
     fn apply_expressions(
@@ -164,7 +188,7 @@ impl ExecutionPlan for InOrder {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match <[_; 1]>::try_from(children) {
-            Ok([input]) => Ok(Arc::new(InOrder::new(input, self.key))),
+            Ok([input]) => Ok(Arc::new(InOrder::new(input, self.keys.clone()))),
             Err(_) => datafusion::common::internal_err!("InOrder has one input"),
         }
     }

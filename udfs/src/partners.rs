@@ -46,7 +46,7 @@ fn comm_partners(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PartnersArgs { rel } = PartnersArgs::read(a)?;
     rel.columns(a.function, &["src", "dst", "bytes"])?;
     let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["rank"])))
 }
 
 /// The query behind the view, reading the messages of relation `m` (quoted as SQL names it).

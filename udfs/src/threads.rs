@@ -97,23 +97,39 @@ arguments! {
 }
 
 /// The view of `query` over the events relation of the call, which must have `columns`.
-fn events_view(a: &Args, columns: &[&str], query: fn(&str) -> String) -> Result<Arc<dyn TableProvider>> {
+/// Its rows come in order of `keys`, the query's ORDER BY.
+fn events_view(a: &Args, columns: &[&str], query: fn(&str) -> String, keys: &[&str]) -> Result<Arc<dyn TableProvider>> {
     let ThreadArgs { rel } = ThreadArgs::read(a)?;
     rel.columns(a.function, columns)?;
     let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, keys)))
 }
 
 fn parallel_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    events_view(a, &["rank", "thread", "seq", "ts", "kind", "comm", "tag"], regions_query)
+    events_view(
+        a,
+        &["rank", "thread", "seq", "ts", "kind", "comm", "tag"],
+        regions_query,
+        &["rank", "instance", "thread"],
+    )
 }
 
 fn lock_acquisitions(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    events_view(a, &["rank", "thread", "seq", "ts", "kind", "request", "tag"], locks_query)
+    events_view(
+        a,
+        &["rank", "thread", "seq", "ts", "kind", "request", "tag"],
+        locks_query,
+        &["rank", "acquire_ts", "thread"],
+    )
 }
 
 fn thread_tasks(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    events_view(a, &["rank", "thread", "ts", "kind", "comm", "peer", "tag", "request"], tasks_query)
+    events_view(
+        a,
+        &["rank", "thread", "ts", "kind", "comm", "peer", "tag", "request"],
+        tasks_query,
+        &["rank", "created_ts", "team", "creating_thread", "generation", "task_id"],
+    )
 }
 
 /// The query of `thread_tasks` over the events of relation `e`: a task is its team, creating

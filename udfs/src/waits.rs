@@ -754,7 +754,7 @@ arguments! {
 fn view(a: &Args, function: &str, name: &str, sql: String, ordered: bool) -> Result<Relation> {
     let view = crate::relation::sql_view(a.session, function, sql)?;
     let provider: Arc<dyn TableProvider> =
-        if ordered { Arc::new(crate::ordered::OrderedView::new(view, "rank")) } else { Arc::new(view) };
+        if ordered { Arc::new(crate::ordered::OrderedView::new(view, &["rank"])) } else { Arc::new(view) };
     Ok(Relation { reference: name.into(), provider })
 }
 

@@ -122,7 +122,7 @@ struct ViewNode {
     plan: Option<LogicalPlanNode>,
     #[prost(string, optional, tag = "2")]
     definition: Option<String>,
-    /// For an ordered view: its key column.
+    /// For an ordered view: its key columns, joined by commas (column names of analyses have none).
     #[prost(string, optional, tag = "3")]
     key: Option<String>,
 }
@@ -361,8 +361,9 @@ impl LogicalExtensionCodec for LogicalCodec {
             }
             ORDERED => {
                 let node: ViewNode = decode("ordered view", body)?;
-                let key = node.key.clone().unwrap_or_default();
-                Ok(Arc::new(OrderedView::new(self.decode_view(&node, ctx)?, &key)))
+                let keys = node.key.clone().unwrap_or_default();
+                let keys: Vec<&str> = keys.split(',').collect();
+                Ok(Arc::new(OrderedView::new(self.decode_view(&node, ctx)?, &keys)))
             }
             MEMORY => {
                 let reader = arrow::ipc::reader::StreamReader::try_new(std::io::Cursor::new(body), None)?;
@@ -413,7 +414,7 @@ impl LogicalExtensionCodec for LogicalCodec {
             return Ok(());
         }
         if let Some(ordered) = node.downcast_ref::<OrderedView>() {
-            let node = self.encode_view(ordered.view(), Some(ordered.key()))?;
+            let node = self.encode_view(ordered.view(), Some(&ordered.keys().join(",")))?;
             wrap(ORDERED, &node, buf);
             return Ok(());
         }
@@ -559,12 +560,14 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 Ok(Arc::new(derived.node(stage, placement, inputs.to_vec(), projection.as_ref())?))
             }
             IN_ORDER => {
-                let key = u32::from_le_bytes(
-                    body.try_into()
-                        .map_err(|_| DataFusionError::Internal("commdb codec: a damaged InOrder node".to_string()))?,
-                );
+                // The key columns' indices, four bytes each.
+                if body.is_empty() || body.len() % 4 != 0 {
+                    return exec_err!("commdb codec: a damaged InOrder node ({} bytes of keys)", body.len());
+                }
+                let keys: Vec<usize> =
+                    body.chunks_exact(4).map(|k| u32::from_le_bytes([k[0], k[1], k[2], k[3]]) as usize).collect();
                 match inputs {
-                    [input] => Ok(Arc::new(InOrder::new(input.clone(), key as usize))),
+                    [input] => Ok(Arc::new(InOrder::new(input.clone(), keys))),
                     _ => exec_err!("commdb codec: InOrder has one input, got {}", inputs.len()),
                 }
             }
@@ -591,7 +594,9 @@ impl PhysicalExtensionCodec for PhysicalCodec {
         if let Some(in_order) = node.downcast_ref::<InOrder>() {
             buf.extend_from_slice(MAGIC);
             buf.push(IN_ORDER);
-            buf.extend_from_slice(&(in_order.key() as u32).to_le_bytes());
+            for key in in_order.keys() {
+                buf.extend_from_slice(&(*key as u32).to_le_bytes());
+            }
             return Ok(());
         }
         self.ballista.try_encode(node, buf, proto_converter)

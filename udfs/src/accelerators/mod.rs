@@ -353,9 +353,10 @@ fn streams(locations: &str) -> String {
     )
 }
 
+/// The view of `sql`, its rows in order of rank, stream and start, as its ORDER BY says.
 fn view(a: &Args, sql: String) -> Result<Arc<dyn TableProvider>> {
     let view = crate::relation::sql_view(a.session, a.function, sql)?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "rank")))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["rank", "thread", "start_ts"])))
 }
 
 fn gpu_kernels(a: &Args) -> Result<Arc<dyn TableProvider>> {

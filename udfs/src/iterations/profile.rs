@@ -84,7 +84,7 @@ fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let view = crate::relation::sql_view(a.session, a.function, sql)?;
     // Its CTEs read `iterations` in many places: computed once.
     let view = crate::shared::share_analyses(&view)?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, "iteration")))
+    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["iteration", "step_group"])))
 }
 
 /// What `slow_region` names when the time no call inside the iteration covers grew the most
