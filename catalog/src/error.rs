@@ -149,8 +149,8 @@ impl From<datafusion::error::DataFusionError> for Error {
 /// `'datafusion.public.mesages'`; the default schema (the default trace's tables and the
 /// user's own) is left out, and another schema is said without the catalog (`'run2.mesages'`).
 fn as_the_user_names(message: &str) -> String {
-    let catalog = crate::session::CATALOG;
-    let default = crate::session::DEFAULT_SCHEMA;
+    let catalog = crate::model::CATALOG;
+    let default = crate::model::DEFAULT_SCHEMA;
     message.replace(&format!("'{catalog}.{default}."), "'").replace(&format!("'{catalog}."), "'")
 }
 

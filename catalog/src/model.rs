@@ -9,6 +9,22 @@ use std::sync::{Arc, LazyLock};
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 
+/// The catalog all schemas live in.
+pub const CATALOG: &str = "datafusion";
+/// The default schema: tables of the first trace, and the user's views.
+pub const DEFAULT_SCHEMA: &str = "public";
+
+/// Whether a trace table's rows are in rank order, in memory and in a store: the events and
+/// the calls are kept stream by stream in (rank, thread) order (crate::events), and a store
+/// writes them, and a conversion in groups their groups, in that order. A store's scans
+/// declare it (its parts hold consecutive rows), so DataFusion merges their partitions in rank
+/// order instead of sorting, and the analyses that sweep rank by rank read a store's calls as
+/// they stream. Tables in memory are read whole by those analyses: they are held already, and
+/// merging them would only copy them.
+pub fn rank_ordered(table: &str) -> bool {
+    matches!(table, "events" | "calls")
+}
+
 /// One column of a table: name, type, nullability and what it means.
 #[derive(Debug, Clone, Copy)]
 pub struct ColumnDoc {

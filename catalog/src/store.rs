@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::model;
 use crate::trace::{KeyRange, StoredFile, Trace, TraceMeta, Warnings};
 
-pub const MANIFEST: &str = "manifest.json";
+pub use crate::stamp::{MANIFEST, Stamp};
 const STORE_VERSION: u32 = 1;
 /// Tables of the model that stores of this version written before them do not have.
 const ADDED_LATER: [&str; 2] = ["states", "metric_definitions"];
@@ -421,10 +421,10 @@ fn check_target(dir: &Path) -> Result<()> {
 }
 
 /// Whether a table's parts end at rank boundaries: the tables kept in rank order
-/// (crate::session::trace_table::rank_ordered), so that a part holds whole ranks, all a
+/// (crate::model::rank_ordered), so that a part holds whole ranks, all a
 /// distributed engine's task needs to sweep them (docs/scale.md).
 fn cut_at_ranks(table: &str) -> bool {
-    crate::session::trace_table::rank_ordered(table)
+    crate::model::rank_ordered(table)
 }
 
 /// The `rank` column of a batch of a table cut at rank boundaries.
@@ -637,49 +637,6 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let meta = meta_from_info(tables.get("trace_info").map_or(&[][..], Vec::as_slice), &manifest, dir);
     let warnings = warnings_from_table(tables.get("warnings").map_or(&[][..], Vec::as_slice));
     Ok(crate::deriving::steps::stored_trace(meta, tables, warnings, stored))
-}
-
-/// Which writing of a store is at its directory: the identity of its manifest file (device,
-/// inode, size, modification time). `StoreWriter::finish` puts a new directory in the old one's
-/// place, so a store converted again at the same path has a new manifest file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Stamp {
-    dir: PathBuf,
-    identity: (u64, u64, u64, Option<std::time::SystemTime>),
-}
-
-impl Stamp {
-    /// The stamp of the store at `dir` now (None when its manifest cannot be read).
-    pub fn of(dir: &Path) -> Option<Stamp> {
-        let m = std::fs::metadata(dir.join(MANIFEST)).ok()?;
-        #[cfg(unix)]
-        let (dev, ino) = {
-            use std::os::unix::fs::MetadataExt;
-            (m.dev(), m.ino())
-        };
-        #[cfg(not(unix))]
-        let (dev, ino) = (0, 0);
-        Some(Stamp { dir: dir.to_path_buf(), identity: (dev, ino, m.len(), m.modified().ok()) })
-    }
-
-    /// Whether the store at the stamp's directory is still the one stamped.
-    pub fn holds(&self) -> bool {
-        Stamp::of(&self.dir).as_ref() == Some(self)
-    }
-
-    /// The error a query gets when the store it reads was replaced (converted again) after
-    /// the trace was opened, or while the query read it.
-    pub fn replaced(&self) -> Error {
-        Error::in_file(
-            &self.dir,
-            "the store was replaced while this query read it (converted again at this path after it was opened): open it again (DETACH and ATTACH, or \\open) to read the new one",
-        )
-    }
-
-    /// Err(replaced) when the store is no longer the one stamped.
-    pub fn check(&self) -> Result<()> {
-        if self.holds() { Ok(()) } else { Err(self.replaced()) }
-    }
 }
 
 /// Check what the manifest says of the tables in parts before any is read: no part listed

@@ -240,9 +240,9 @@ pub struct StoredFile {
     /// table's order column they hold.
     pub files: Vec<(std::path::PathBuf, Option<u32>, Option<KeyRange>)>,
     pub rows: usize,
-    /// Which writing of the store the trace was opened from (crate::store::Stamp): a store
+    /// Which writing of the store the trace was opened from (crate::stamp::Stamp): a store
     /// converted again at the same path since is refused, never read mixed with the old one.
-    pub stamp: Option<crate::store::Stamp>,
+    pub stamp: Option<crate::stamp::Stamp>,
 }
 
 /// A trace as Arrow tables, one entry per table of the model. A trace opened from a source

@@ -35,7 +35,7 @@ pub struct Session {
 /// A memory limit given as a size (`"8GiB"`, `"512M"`) or a number of bytes.
 fn memory_limit(value: Option<&Bound<'_, PyAny>>) -> std::result::Result<usize, Failure> {
     let Some(value) = value.filter(|v| !v.is_none()) else {
-        return Ok(commdb_catalog::session::default_memory_limit());
+        return Ok(commdb_catalog::memory::default_memory_limit());
     };
     if let Ok(bytes) = value.extract::<u64>() {
         return if bytes == 0 {

@@ -324,7 +324,7 @@ pub fn open_options(args: &OpenArgs) -> OpenOptions {
 /// queries.
 pub fn sql_session(cli: &Cli) -> Session {
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
-    let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::session::default_memory_limit);
+    let budget = cli.memory_limit.unwrap_or_else(commdb_catalog::memory::default_memory_limit);
     let mut session = Session::with_limits(cores, Some(budget));
     commdb_udfs::register_all(&mut session);
     session.open_options = OpenOptions { memory_budget: Some(budget as u64), ..open_options(&cli.open) };

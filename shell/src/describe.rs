@@ -31,8 +31,8 @@ pub async fn columns(session: &Session, name: &str) -> Result<DataFrame> {
         let mut known: Vec<String> = model::TABLES.iter().map(|t| t.name.to_string()).collect();
         if let Some(schema) = session
             .context()
-            .catalog(commdb_catalog::session::CATALOG)
-            .and_then(|c| c.schema(commdb_catalog::session::DEFAULT_SCHEMA))
+            .catalog(commdb_catalog::model::CATALOG)
+            .and_then(|c| c.schema(commdb_catalog::model::DEFAULT_SCHEMA))
         {
             known.extend(schema.table_names());
         }
@@ -45,7 +45,7 @@ pub async fn columns(session: &Session, name: &str) -> Result<DataFrame> {
     })?;
     let table = reference.table();
     let is_trace_schema = match reference.schema() {
-        None | Some(commdb_catalog::session::DEFAULT_SCHEMA) => session.default_trace().is_some(),
+        None | Some(commdb_catalog::model::DEFAULT_SCHEMA) => session.default_trace().is_some(),
         Some(s) => session.trace(s).is_some(),
     };
     let doc = model::table_doc(table).filter(|_| is_trace_schema);

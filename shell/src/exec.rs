@@ -741,8 +741,8 @@ impl Shell {
         words.extend(state.aggregate_functions().keys().cloned());
         words.extend(state.window_functions().keys().cloned());
         words.extend(state.table_functions().keys().cloned());
-        if let Some(catalog) = self.session.context().catalog(commdb_catalog::session::CATALOG)
-            && let Some(public) = catalog.schema(commdb_catalog::session::DEFAULT_SCHEMA)
+        if let Some(catalog) = self.session.context().catalog(commdb_catalog::model::CATALOG)
+            && let Some(public) = catalog.schema(commdb_catalog::model::DEFAULT_SCHEMA)
         {
             words.extend(public.table_names());
         }

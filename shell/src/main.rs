@@ -199,7 +199,7 @@ pub const BLOCKING_THREADS: usize = 64;
 /// take at most a quarter of the limit together, and at least 2 MiB each (DataFusion grows
 /// its deepest recursions on the heap, `recursive_protection`).
 pub fn stack_bytes() -> usize {
-    let Some(limit) = commdb_catalog::session::address_space_limit() else { return STACK_BYTES };
+    let Some(limit) = commdb_catalog::memory::address_space_limit() else { return STACK_BYTES };
     let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     (limit / 4 / (1 + cores + BLOCKING_THREADS)).clamp(2 << 20, STACK_BYTES)
 }

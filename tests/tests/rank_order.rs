@@ -33,7 +33,7 @@ fn check(path: &Path, opened: &mut usize) {
     let Ok(trace) = commdb_catalog::open(&path.display().to_string(), &OpenOptions::default()) else { return };
     *opened += 1;
     for table in ["events", "calls"] {
-        assert!(commdb_catalog::session::trace_table::rank_ordered(table));
+        assert!(commdb_catalog::model::rank_ordered(table));
         assert_eq!(out_of_order(&trace, table), None, "{}", path.display());
     }
 }

@@ -1,7 +1,7 @@
 //! Analyses that sweep each rank's calls on their own (`lod_calls`, `time_profile`,
 //! `call_tree`, `compute_deltas`: a stack of open calls per thread) read their input a chunk of
 //! whole ranks at a time, when it arrives in rank order: a store's `calls` and `events` do
-//! (their scans declare it, `trace_table::rank_ordered`), and so does a view that only filters
+//! (their scans declare it, `model::rank_ordered`), and so does a view that only filters
 //! or projects them. The analysis node then requires its input in
 //! rank order in one stream (`plan::Work::ByRank`), which DataFusion gives by merging the
 //! scan's partitions as they stream (a sort-preserving merge, no sort), and `InRankOrder`

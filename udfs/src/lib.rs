@@ -169,7 +169,7 @@ impl TableFunctionImpl for Declared {
 pub fn register_all(session: &mut Session) {
     let budget = match session.context().runtime_env().memory_pool.memory_limit() {
         datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => bytes,
-        _ => commdb_catalog::session::default_memory_limit(),
+        _ => commdb_catalog::memory::default_memory_limit(),
     };
     bounded::register(session.context(), budget);
     for f in FUNCTIONS {

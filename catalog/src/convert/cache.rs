@@ -123,7 +123,7 @@ pub fn open(
         "converting {} ({:.0} M events, about {:.1} GiB of tables, more than the {:.1} GiB memory budget) into the cache store {}",
         path.display(),
         events as f64 / 1e6,
-        gib(events.saturating_mul(super::BYTES_PER_EVENT)),
+        gib(events.saturating_mul(crate::memory::BYTES_PER_EVENT)),
         gib(budget),
         store_dir.display()
     );

@@ -17,7 +17,8 @@ mod store;
 use std::path::{Path, PathBuf};
 
 use crate::clock::Correction;
-use crate::convert::{BYTES_PER_EVENT, Converted, Limits, cache};
+use crate::convert::{Converted, Limits, cache};
+use crate::memory::BYTES_PER_EVENT;
 use crate::error::{Error, Result};
 pub(crate) use crate::reading::refuse_time_unit;
 use crate::reading::{self, GENERATE_PREFIX, OpenOptions};

@@ -148,8 +148,8 @@ pub(crate) fn open_generated(spec: &str, path: &str, options: &OpenOptions) -> R
 /// memory budget (or, without a budget, the machine's memory) before anything is allocated.
 fn refuse_beyond_budget(path: &str, cfg: &GeneratorConfig, options: &OpenOptions) -> Result<()> {
     let events = crate::generate::estimated_events(cfg);
-    let bytes = events.saturating_mul(crate::convert::BYTES_PER_EVENT);
-    let budget = options.memory_budget.unwrap_or_else(|| crate::session::default_memory_limit() as u64 / 3 * 4);
+    let bytes = events.saturating_mul(crate::memory::BYTES_PER_EVENT);
+    let budget = options.memory_budget.unwrap_or_else(|| crate::memory::default_memory_limit() as u64 / 3 * 4);
     if bytes <= budget {
         return Ok(());
     }

@@ -30,7 +30,8 @@ use sqlparser::dialect::GenericDialect;
 
 use crate::error::{Error, Result};
 use crate::formats::open;
-use crate::model;
+use crate::memory::default_memory_limit;
+use crate::model::{self, CATALOG, DEFAULT_SCHEMA};
 use crate::reading::csv::TimeUnit;
 use crate::reading::{OpenOptions, default_name};
 use crate::trace::Trace;
@@ -41,11 +42,6 @@ use trace_table::TraceTable;
 
 /// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
 const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
-
-/// The catalog all schemas live in.
-pub const CATALOG: &str = "datafusion";
-/// The default schema: tables of the first trace, and the user's views.
-pub const DEFAULT_SCHEMA: &str = "public";
 
 /// What a statement produced.
 #[derive(Debug)]
@@ -643,28 +639,6 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         return Err(format!("'{t}': out of range"));
     }
     Ok(bytes as usize)
-}
-
-/// The default memory budget of queries: three quarters of the machine's memory (8 GiB when
-/// it cannot be read), and at most half of the process's address space when that is limited
-/// (`ulimit -v`), so that a query stops with the budget's error rather than failing to allocate.
-pub fn default_memory_limit() -> usize {
-    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
-        text.lines()
-            .find(|l| l.starts_with("MemTotal:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<usize>().ok())
-    });
-    let machine = total_kib.map_or(8 << 30, |kib| kib / 4 * 3 * 1024);
-    address_space_limit().map_or(machine, |limit| machine.min(limit / 2))
-}
-
-/// The limit on the process's address space (`ulimit -v`, RLIMIT_AS) in bytes, when there is
-/// one (read from /proc/self/limits; None where that file does not exist).
-pub fn address_space_limit() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = text.lines().find(|l| l.starts_with("Max address space"))?;
-    line["Max address space".len()..].split_whitespace().next()?.parse().ok()
 }
 
 /// What opening a trace found: its ranks, and its events and messages when they are built

@@ -33,18 +33,8 @@ use datafusion::physical_plan::{
 use futures::{StreamExt, TryStreamExt};
 
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
+use crate::model::rank_ordered;
 use crate::trace::{StoredFile, Trace};
-
-/// Whether a trace table's rows are in rank order, in memory and in a store: the events and
-/// the calls are kept stream by stream in (rank, thread) order (crate::events), and a store
-/// writes them, and a conversion in groups their groups, in that order. A store's scans
-/// declare it (its parts hold consecutive rows), so DataFusion merges their partitions in rank
-/// order instead of sorting, and the analyses that sweep rank by rank read a store's calls as
-/// they stream. Tables in memory are read whole by those analyses: they are held already, and
-/// merging them would only copy them.
-pub fn rank_ordered(table: &str) -> bool {
-    matches!(table, "events" | "calls")
-}
 
 /// The order of a rank-ordered table, as a logical sort.
 fn rank_first() -> datafusion::logical_expr::SortExpr {
@@ -346,7 +336,7 @@ impl ExecutionPlan for CheckedFirst {
         };
         // A store replaced while the query read it gives an error, never rows of both: every
         // error is checked against the stamp, and so is the end of the stream.
-        let replaced = move |stamp: &crate::store::Stamp| DataFusionError::External(Box::new(stamp.replaced()));
+        let replaced = move |stamp: &crate::stamp::Stamp| DataFusionError::External(Box::new(stamp.replaced()));
         let at_end = stamp.clone();
         let batches = batches
             .map_ok(Some)
