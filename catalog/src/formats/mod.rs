@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 
 use crate::clock::Correction;
 use crate::convert::{Converted, Limits, cache};
-use crate::memory::BYTES_PER_EVENT;
 use crate::error::{Error, Result};
+use crate::memory::BYTES_PER_EVENT;
 pub(crate) use crate::reading::refuse_time_unit;
 use crate::reading::{self, GENERATE_PREFIX, OpenOptions};
 use crate::trace::Trace;

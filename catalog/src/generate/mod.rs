@@ -597,7 +597,7 @@ pub fn demo_config() -> GeneratorConfig {
 }
 
 /// The demo trace, generated and built with `correction`, named `demo`.
-pub fn demo(correction: crate::clock::Correction) -> Result<crate::Trace> {
+pub fn demo(correction: crate::clock::Correction) -> Result<crate::trace::Trace> {
     let mut raw = generate(&demo_config())?.trace;
     raw.meta.name = "demo".into();
     raw.meta.path = "--demo".into();

@@ -32,8 +32,8 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::model::rank_ordered;
+use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
 
 /// The order of a rank-ordered table, as a logical sort.

@@ -32,15 +32,7 @@ const RMA_WIN: u8 = 24;
 const MAPPING_TABLE: u8 = 5;
 const CLOCK_OFFSET: u8 = 6;
 
-pub const GROUP_LOCATIONS: u8 = 1;
-pub const GROUP_REGIONS: u8 = 2;
-pub const GROUP_METRIC: u8 = 3;
-pub const GROUP_COMM_LOCATIONS: u8 = 4;
-pub const GROUP_COMM_GROUP: u8 = 5;
-pub const GROUP_COMM_SELF: u8 = 6;
-/// Group flag: a COMM_GROUP that lists no members and holds every rank of its paradigm's
-/// COMM_LOCATIONS group.
-pub const GROUP_FLAG_GLOBAL_MEMBERS: u32 = 1;
+pub use super::group_types::*;
 pub const MAPPING_ATTRIBUTE: u8 = 1;
 pub const MAPPING_LOCATION: u8 = 2;
 pub const MAPPING_REGION: u8 = 3;

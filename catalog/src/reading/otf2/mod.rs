@@ -15,6 +15,7 @@ pub mod anchor;
 pub mod buffer;
 pub mod defs;
 pub mod events;
+pub mod group_types;
 pub mod older;
 pub mod writer;
 

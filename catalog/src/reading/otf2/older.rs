@@ -6,7 +6,7 @@
 //! communicators read as otf2-print shows them. Event records of OTF2 1.x that later versions
 //! replaced (the OpenMP fork, join, lock and task records) are decoded in `events`.
 
-use crate::reading::otf2::defs::{
+use crate::reading::otf2::group_types::{
     GROUP_COMM_GROUP, GROUP_COMM_LOCATIONS, GROUP_COMM_SELF, GROUP_LOCATIONS, GROUP_REGIONS,
 };
 
