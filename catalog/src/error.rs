@@ -24,7 +24,16 @@ pub enum Error {
     Format { path: PathBuf, position: Position, message: String },
     /// A user-supplied option or argument is invalid.
     Argument(String),
-    /// An Arrow, Parquet or DataFusion operation failed.
+    /// The engine refused a statement while planning it (a name it does not know, types that
+    /// do not fit, a feature it lacks), with no place in the statement to show.
+    Plan(String),
+    /// A query needed more memory than the budget for queries. `advised`: the message says
+    /// already which budget and what to do (commdb's own analyses say so); else the one who
+    /// shows it adds that.
+    OutOfMemory { message: String, advised: bool },
+    /// A fault (panic) inside the query engine or an analysis stopped the query.
+    Fault(String),
+    /// An Arrow, Parquet or DataFusion operation failed while a statement ran.
     Engine(String),
     /// A SQL statement is wrong at a place in its text (1-based line and column).
     Sql { message: String, line: u64, column: u64 },
@@ -103,7 +112,12 @@ impl fmt::Display for Error {
                 Position::Offset(o) => write!(f, "{} at byte {o}: {message}", path.display()),
                 Position::File => write!(f, "{}: {message}", path.display()),
             },
-            Error::Argument(m) | Error::Engine(m) | Error::Sql { message: m, .. } => f.write_str(m),
+            Error::Argument(m)
+            | Error::Plan(m)
+            | Error::OutOfMemory { message: m, .. }
+            | Error::Engine(m)
+            | Error::Sql { message: m, .. } => f.write_str(m),
+            Error::Fault(m) => write!(f, "the query stopped on a fault inside the query engine: {m}"),
         }
     }
 }
@@ -124,11 +138,15 @@ impl From<arrow::error::ArrowError> for Error {
 }
 
 impl From<datafusion::error::DataFusionError> for Error {
-    /// Errors of the SQL parser in plain words and, like the planner's errors that carry a
-    /// span (`datafusion.sql_parser.collect_spans`), with their place in the statement.
+    /// An error of the engine by its kind: commdb's own error raised inside it as it was
+    /// raised, the SQL parser's and the planner's as a statement to correct (with their place
+    /// in it where they carry a span, `datafusion.sql_parser.collect_spans`, in plain words),
+    /// the memory pool's refusal as out of memory, a panic in one of its tasks as a fault, and
+    /// any other as a failure while the statement ran.
     fn from(e: datafusion::error::DataFusionError) -> Self {
-        if let Some(own) = own_message(&e) {
-            return Error::Engine(own);
+        use datafusion::error::DataFusionError as E;
+        if let Some(own) = own_error(&e) {
+            return own;
         }
         let span = e.diagnostic().and_then(|d| d.span).map(|s| (s.start.line, s.start.column));
         let (message, parsed) = sql_message(&e.to_string());
@@ -138,12 +156,32 @@ impl From<datafusion::error::DataFusionError> for Error {
             None => message,
         };
         let message = as_the_user_names(&message);
-        match span.or(parsed).filter(|(line, column)| *line > 0 && *column > 0) {
-            Some((line, column)) => Error::Sql { message, line, column },
-            None => Error::Engine(message),
+        let place = span.or(parsed).filter(|(line, column)| *line > 0 && *column > 0);
+        // What stopped a query is told as such wherever the statement points.
+        match (e.find_root(), place) {
+            (E::ResourcesExhausted(_), _) => Error::OutOfMemory { message, advised: false },
+            (E::ExecutionJoin(join), _) if join.is_panic() => Error::Fault(FAULT.to_string()),
+            (E::External(inner), _) if panicked(inner.as_ref()) => Error::Fault(FAULT.to_string()),
+            (_, Some((line, column))) => Error::Sql { message, line, column },
+            (E::Plan(_) | E::SchemaError(..) | E::SQL(..) | E::NotImplemented(_), None) => Error::Plan(message),
+            _ => Error::Engine(message),
         }
     }
 }
+
+/// Whether an engine's external error is the join of a task that panicked (DataFusion passes
+/// it on as the join error, or shared among the partitions it stopped).
+fn panicked(inner: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    use tokio::task::JoinError;
+    let join = inner
+        .downcast_ref::<JoinError>()
+        .or_else(|| inner.downcast_ref::<std::sync::Arc<JoinError>>().map(AsRef::as_ref));
+    join.is_some_and(JoinError::is_panic)
+}
+
+/// What a fault (panic) in one of the engine's tasks is told as; its own message went to the
+/// process's panic hook (the shell shows it in its place).
+const FAULT: &str = "a task of the query engine panicked (its message is on standard error)";
 
 /// Table names as the user writes them: DataFusion names `mesages` in its errors as
 /// `'datafusion.public.mesages'`; the default schema (the default trace's tables and the
@@ -154,11 +192,51 @@ fn as_the_user_names(message: &str) -> String {
     message.replace(&format!("'{catalog}.{default}."), "'").replace(&format!("'{catalog}."), "'")
 }
 
-/// The text of commdb's own error raised while a query ran (a trace's events that cannot be
-/// decoded, an interruption), as it was written, without the engine's wrapping.
-pub fn own_message(e: &datafusion::error::DataFusionError) -> Option<String> {
+/// commdb's own error raised while a query ran (a trace's events that cannot be decoded, an
+/// interruption, an analysis over its budget), as it was raised, without the engine's wrapping.
+pub fn own_error(e: &datafusion::error::DataFusionError) -> Option<Error> {
     let datafusion::error::DataFusionError::External(inner) = e.find_root() else { return None };
-    inner.downcast_ref::<Error>().map(ToString::to_string)
+    inner.downcast_ref::<Error>().map(Error::again)
+}
+
+impl Error {
+    /// The same error once more (an I/O error's source by its kind and words): what a query
+    /// that raised it inside the engine reports.
+    pub fn again(&self) -> Error {
+        match self {
+            Error::Io { path, source } => {
+                Error::Io { path: path.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            Error::Format { path, position, message } => {
+                Error::Format { path: path.clone(), position: position.clone(), message: message.clone() }
+            }
+            Error::Argument(m) => Error::Argument(m.clone()),
+            Error::Plan(m) => Error::Plan(m.clone()),
+            Error::OutOfMemory { message, advised } => {
+                Error::OutOfMemory { message: message.clone(), advised: *advised }
+            }
+            Error::Fault(m) => Error::Fault(m.clone()),
+            Error::Engine(m) => Error::Engine(m.clone()),
+            Error::Sql { message, line, column } => {
+                Error::Sql { message: message.clone(), line: *line, column: *column }
+            }
+        }
+    }
+
+    /// The error a query over the memory budget of `budget` bytes (None: unlimited or unknown)
+    /// is shown with: which budget, and `what_to_do`, unless its message says so already.
+    pub fn with_budget(self, budget: Option<usize>, what_to_do: &str) -> Error {
+        match (self, budget) {
+            (Error::OutOfMemory { message, advised: false }, Some(bytes)) => Error::OutOfMemory {
+                message: format!(
+                    "{message}\nthe query needs more than the memory budget for queries ({} MiB): {what_to_do}",
+                    bytes >> 20
+                ),
+                advised: true,
+            },
+            (other, _) => other,
+        }
+    }
 }
 
 /// A DataFusion error's text with the SQL parser's wrapping taken off (`SQL error:
@@ -196,6 +274,31 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn engine_errors_keep_their_kind() {
+        use datafusion::error::DataFusionError as E;
+        let of = |e: E| Error::from(e);
+        assert!(matches!(of(E::ResourcesExhausted("pool".into())), Error::OutOfMemory { advised: false, .. }));
+        assert!(matches!(of(E::Plan("no".into())), Error::Plan(_)));
+        assert!(matches!(of(E::Execution("overflow".into())), Error::Engine(_)));
+        // commdb's own error raised inside the engine comes back as it was raised.
+        let own = E::Context("x".into(), Box::new(E::External(Box::new(Error::argument("bad")))));
+        assert!(matches!(of(own), Error::Argument(m) if m == "bad"));
+        let over = E::External(Box::new(Error::OutOfMemory { message: "f: over".into(), advised: true }));
+        assert!(matches!(of(over), Error::OutOfMemory { advised: true, .. }));
+        // A panic in one of the engine's tasks, as DataFusion wraps it.
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let join = runtime.block_on(async { tokio::spawn(async { panic!("a test's fault") }).await }).unwrap_err();
+        let fault = of(E::Context("Join Error".into(), Box::new(E::External(Box::new(std::sync::Arc::new(join))))));
+        assert!(matches!(&fault, Error::Fault(_)), "{fault:?}");
+        assert!(!fault.to_string().contains("Join Error"), "{fault}");
+        // The budget is named once, where the message does not say it already.
+        let told = of(E::ResourcesExhausted("pool".into())).with_budget(Some(4 << 20), "narrow it");
+        assert!(told.to_string().ends_with("memory budget for queries (4 MiB): narrow it"), "{told}");
+        let own = Error::OutOfMemory { message: "f: over the memory budget".into(), advised: true };
+        assert_eq!(own.with_budget(Some(4 << 20), "narrow it").to_string(), "f: over the memory budget");
+    }
 
     #[test]
     fn parser_errors_in_plain_words_with_their_place() {

@@ -76,9 +76,6 @@ impl Failure {
     }
 }
 
-/// How DataFusion's planning errors begin.
-const PLANNING: [&str; 4] = ["Error during planning", "SQL error", "Schema error", "This feature is not implemented"];
-
 impl From<CatalogError> for Failure {
     fn from(e: CatalogError) -> Self {
         let message = e.to_string();
@@ -103,24 +100,25 @@ impl From<CatalogError> for Failure {
                 message,
                 details: vec![("line", Detail::Number(line)), ("column", Detail::Number(column))],
             },
-            // What DataFusion refuses while planning is a statement to correct, not a failure
+            // What the engine refuses while planning is a statement to correct, not a failure
             // while running.
-            CatalogError::Engine(m) if PLANNING.iter().any(|p| m.starts_with(p)) => Failure::new(Class::Sql, message),
-            CatalogError::Engine(_) => Failure::new(Class::Query, message),
+            CatalogError::Plan(_) => Failure::new(Class::Sql, message),
+            CatalogError::OutOfMemory { .. } | CatalogError::Fault(_) | CatalogError::Engine(_) => {
+                Failure::new(Class::Query, message)
+            }
         }
     }
 }
 
 /// An error of the query engine while a statement ran: commdb's own message when it carries
 /// one, and what to do when the memory budget ran out.
-pub fn from_engine(e: &datafusion::error::DataFusionError, budget: Option<usize>) -> Failure {
-    let message = commdb_catalog::error::own_message(e).unwrap_or_else(|| e.to_string());
-    let message = match budget {
-        Some(bytes) if message.contains("Resources exhausted") && !message.contains("memory budget") => format!(
-            "{message}\nthe query needs more than the memory budget for queries ({} MiB): narrow it with a view or a filter, or open the trace with a larger memory_limit",
-            bytes >> 20
-        ),
-        _ => message,
-    };
-    Failure::new(Class::Query, message)
+pub fn from_engine(e: datafusion::error::DataFusionError, budget: Option<usize>) -> Failure {
+    let error = CatalogError::from(e)
+        .with_budget(budget, "narrow it with a view or a filter, or open the trace with a larger memory_limit");
+    let message = error.to_string();
+    match error {
+        // A statement the engine refused as it began to run is still a failure while running.
+        CatalogError::Plan(_) | CatalogError::Sql { .. } => Failure::new(Class::Query, message),
+        other => Failure::from(other),
+    }
 }

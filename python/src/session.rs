@@ -75,21 +75,17 @@ impl Session {
         let (outcome, notices) = {
             let mut s = session.lock().await;
             let notices = s.notices();
-            let outcome = s.statement(&sql).await.map_err(|e| {
-                let mut failure = Failure::from(e);
-                failure.message = s.suggest_names(failure.message);
-                failure
-            });
+            let outcome = s.statement(&sql).await.map_err(Failure::from);
             (outcome, notices)
         };
         let rows = match outcome? {
             Outcome::Done(message) => Rows::done(message),
             Outcome::Query(df) => {
                 let schema = Arc::new(df.schema().as_arrow().clone());
-                let mut stream = df.execute_stream().await.map_err(|e| from_engine(&e, Some(budget)))?;
+                let mut stream = df.execute_stream().await.map_err(|e| from_engine(e, Some(budget)))?;
                 let mut batches = Vec::new();
                 while let Some(batch) = stream.next().await {
-                    batches.push(batch.map_err(|e| from_engine(&e, Some(budget)))?);
+                    batches.push(batch.map_err(|e| from_engine(e, Some(budget)))?);
                 }
                 let schema = batches.first().map_or(schema, RecordBatch::schema);
                 Rows::rows(schema, batches)

@@ -39,7 +39,7 @@ async fn run_plan(
 ) -> Result<()> {
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let runtime = queries.as_ref().ok_or_else(|| ShellError::Runtime("the query runtime has stopped".into()))?;
-    let task = runtime.spawn(async move {
+    let mut task = runtime.spawn(async move {
         let mut stream = match df.execute_stream().await {
             Ok(s) => s,
             Err(e) => {
@@ -67,10 +67,23 @@ async fn run_plan(
                         let _ = tokio::time::timeout(std::time::Duration::from_secs(1), told).await;
                         return cancel(queries, &task);
                     }
-                    let message = commdb_catalog::error::own_message(&e).unwrap_or_else(|| e.to_string());
-                    return Err(ShellError::Statement(crate::connect::plain_error(message)));
+                    return Err(match commdb_catalog::Error::from(e) {
+                        // A cluster's failure comes as the text of its report.
+                        commdb_catalog::Error::Engine(message) => {
+                            ShellError::Trace(commdb_catalog::Error::Engine(crate::connect::plain_error(message)))
+                        }
+                        typed => ShellError::Trace(typed),
+                    });
                 }
-                None => return Ok(()),
+                // The stream ended: because it was done, or because the task stopped on a fault.
+                None => {
+                    return match (&mut task).await {
+                        Err(stopped) if stopped.is_panic() => Err(ShellError::Trace(commdb_catalog::Error::Fault(
+                            crate::last_fault().unwrap_or_else(|| "an unknown fault".to_string()),
+                        ))),
+                        _ => Ok(()),
+                    };
+                }
             },
             _ = pressed(&mut presses) => return cancel(queries, &task),
         }
@@ -88,16 +101,6 @@ fn cancel(queries: &mut Option<tokio::runtime::Runtime>, task: &tokio::task::Joi
     }
     *queries = Some(query_runtime()?);
     Err(ShellError::Cancelled("query cancelled"))
-}
-
-/// A fault (panic) inside the engine reaches the shell as a task's join error: say what it
-/// was, in one line, without the engine's wrapping.
-fn fault_message(error: String) -> String {
-    if !(error.contains("panicked") || error.contains("Join Error")) {
-        return error;
-    }
-    let fault = crate::last_fault().unwrap_or_else(|| error.lines().last().unwrap_or_default().to_string());
-    format!("the query stopped on a fault inside the query engine: {fault}")
 }
 
 /// Resolves at the next Ctrl-C (never, when there is no watcher).
@@ -223,19 +226,23 @@ impl Shell {
         self.format_named = named;
     }
 
-    /// A query stopped by the memory budget says which budget, and how to change it.
-    fn name_the_budget(&self, error: String) -> String {
-        if !error.contains("Resources exhausted") || error.contains("memory budget") {
-            return error;
-        }
-        let limit = self.session.context().runtime_env().memory_pool.memory_limit();
-        match limit {
-            datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => format!(
-                "{error}\nthe query needs more than the memory budget for queries ({} MiB): narrow it with a view or a filter, or raise --memory-limit",
-                bytes >> 20
-            ),
-            _ => error,
-        }
+    /// A failed statement in the shell's words: a query over the memory budget says which
+    /// budget and how to change it, and a fault the fault the process saw.
+    fn explain(&self, error: ShellError) -> ShellError {
+        let error = match error {
+            ShellError::Trace(e) => e,
+            ShellError::Query(e) => commdb_catalog::Error::from(e),
+            other => return other,
+        };
+        let budget = match self.session.context().runtime_env().memory_pool.memory_limit() {
+            datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => Some(bytes),
+            _ => None,
+        };
+        let error = match error.with_budget(budget, "narrow it with a view or a filter, or raise --memory-limit") {
+            commdb_catalog::Error::Fault(seen) => commdb_catalog::Error::Fault(crate::last_fault().unwrap_or(seen)),
+            other => other,
+        };
+        ShellError::Statement(error.to_string())
     }
 
     /// Rows the table format shows from now on (usize::MAX: all).
@@ -408,14 +415,7 @@ impl Shell {
 
     /// Run a statement, then show the warnings SQL functions raised while it ran.
     async fn sql(&mut self, sql: &str) -> Result<()> {
-        let result = self.statement(sql).await.map_err(|e| {
-            ShellError::Statement(self.session.suggest_names(self.name_the_budget(fault_message(e.to_string()))))
-        });
-        if let Err(e) = &result
-            && self.error_at.is_none()
-        {
-            self.error_at = table_function_place(sql, &e.to_string());
-        }
+        let result = self.statement(sql).await.map_err(|e| self.explain(e));
         self.print_notices();
         result
     }
@@ -755,24 +755,6 @@ impl Shell {
     }
 }
 
-/// Where an unknown table function is called in `sql` (1-based line and column), for the
-/// caret DataFusion gives unknown tables but not unknown table functions: the first place
-/// its name stands as a word followed by `(`.
-fn table_function_place(sql: &str, error: &str) -> Option<(u64, u64)> {
-    let rest = error.split("table function '").nth(1)?;
-    let name = rest.split('\'').next()?.to_ascii_lowercase();
-    let lower = sql.to_ascii_lowercase();
-    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    let at = lower.match_indices(&name).map(|(i, _)| i).find(|&i| {
-        let before = lower[..i].chars().next_back();
-        let after = lower[i + name.len()..].trim_start();
-        !before.is_some_and(word) && after.starts_with('(')
-    })?;
-    let line = sql[..at].matches('\n').count() as u64 + 1;
-    let column = sql[..at].rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
-    Some((line, column))
-}
-
 /// A failed statement's error as `SOURCE:LINE: message`, or, when the place in the statement
 /// is known, `SOURCE:LINE:COLUMN: message` with that line of the file under it and a caret
 /// at the column. `first_line` is the statement's first line in its source.
@@ -895,10 +877,6 @@ mod tests {
         let shown = super::located("r.sql", 1, &long, Some((1, 400_008)), "syntax error");
         assert!(shown.len() < 400, "{}", shown.len());
         assert!(shown.contains("1 | … + 1 + 1") && shown.contains("+ x\n") && shown.ends_with('^'), "{shown}");
-        let error = "Error during planning: table function 'atribution' not found; did you mean 'attribution'?";
-        let sql = "SELECT atribution_x\nFROM  Atribution (rel => 'm')";
-        assert_eq!(super::table_function_place(sql, error), Some((2, 7)));
-        assert_eq!(super::table_function_place("SELECT 1", error), None);
     }
 
     use super::*;

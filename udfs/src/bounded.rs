@@ -191,12 +191,16 @@ impl ScalarUDFImpl for Bounded {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
         let need = self.need(&args);
         if need > self.budget as f64 {
-            return Err(DataFusionError::ResourcesExhausted(format!(
+            let message = format!(
                 "{}: the result would need about {:.1} GiB, more than the memory budget for queries ({} MiB); ask for less or raise --memory-limit",
                 self.name(),
                 need / (1u64 << 30) as f64,
                 self.budget >> 20
-            )));
+            );
+            return Err(DataFusionError::External(Box::new(commdb_catalog::Error::OutOfMemory {
+                message,
+                advised: true,
+            })));
         }
         let args = if self.size == Size::Pad { pad_to_at_least_zero(args) } else { args };
         self.inner.invoke_with_args(args)

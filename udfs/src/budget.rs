@@ -91,10 +91,11 @@ pub(crate) fn over_budget(
         MemoryLimit::Finite(b) => size(b),
         _ => "unlimited".to_string(),
     };
-    DataFusionError::Execution(format!(
+    let message = format!(
         "{name}: {doing} its input ({rows} rows so far) needs about {}, more than the memory budget for queries ({budget}, {} of it in use); \
          narrow the relation it reads (a view over a time window or some ranks, e.g. rel => 'v') or raise --memory-limit",
         size(needed),
         size(pool.reserved())
-    ))
+    );
+    DataFusionError::External(Box::new(commdb_catalog::Error::OutOfMemory { message, advised: true }))
 }

@@ -16,6 +16,7 @@ pub mod plan_node;
 pub mod sql;
 pub mod summarize;
 pub mod trace_table;
+pub mod unknown_names;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, PoisonError};
@@ -39,9 +40,6 @@ use crate::wallclock::{Notices, SharedStarts};
 use named_args::Parameters;
 use sql::{Command, parse_command};
 use trace_table::TraceTable;
-
-/// Extensions of the data files a query can name as a table (`SELECT * FROM 'x.parquet'`).
-const DATA_FILE_EXTENSIONS: [&str; 3] = [".csv", ".json", ".parquet"];
 
 /// What a statement produced.
 #[derive(Debug)]
@@ -363,42 +361,6 @@ impl Session {
         }
     }
 
-    /// An error's message with help: an unknown table or table function is answered with the
-    /// closest known name, a quoted path in FROM with what is wrong with the file.
-    pub fn suggest_names(&self, error: String) -> String {
-        let quoted_before = |marker: &str| -> Option<String> {
-            let end = error.find(marker)?;
-            let start = error[..end].rfind('\'')? + 1;
-            Some(error[start..end].to_string())
-        };
-        let state = self.ctx.state();
-        if let Some(name) = quoted_before("' not found").filter(|_| error.contains("table function '")) {
-            let names: Vec<String> = state.table_functions().keys().cloned().collect();
-            return crate::suggest::did_you_mean(error, &name, names.iter().map(String::as_str));
-        }
-        if error.contains("table '")
-            && let Some(name) = quoted_before("' not found")
-        {
-            // A quoted path in FROM: say what is wrong with the file, not with a table name.
-            let path = name.as_str();
-            if path.contains('/') || DATA_FILE_EXTENSIONS.iter().any(|e| path.to_ascii_lowercase().ends_with(e)) {
-                let what = if std::path::Path::new(path).exists() {
-                    "not a file a query reads: a path in FROM reads a .csv, .json or .parquet file, by its extension"
-                } else {
-                    "no such file"
-                };
-                return format!("{path}: {what}");
-            }
-            let table = name.rsplit('.').next().unwrap_or(&name).to_string();
-            let mut names: Vec<String> = model::TABLES.iter().map(|t| t.name.to_string()).collect();
-            if let Some(public) = self.catalog.schema(DEFAULT_SCHEMA) {
-                names.extend(public.table_names());
-            }
-            return crate::suggest::did_you_mean(error, &table, names.iter().map(String::as_str));
-        }
-        error
-    }
-
     /// Let `function`'s arguments be given by name (`function(name => value)`).
     pub fn register_parameter_names(&mut self, function: &str, names: Vec<&'static str>) {
         self.parameters.insert(function.to_ascii_lowercase(), names);
@@ -418,9 +380,20 @@ impl Session {
         let _ = self.catalog.register_schema(information_schema::NAME, Arc::new(schema));
     }
 
+    /// Plan a SQL statement; one the engine refuses because it names a table, table function or
+    /// data file that does not exist says which (`unknown_names`).
+    async fn plan(&self, sql: &str) -> Result<DataFrame> {
+        match self.plan_statement(sql).await {
+            Err(e @ (Error::Plan(_) | Error::Sql { .. })) => {
+                Err(unknown_names::first_unknown(&self.ctx, sql).unwrap_or(e))
+            }
+            planned => planned,
+        }
+    }
+
     /// Plan a SQL statement, rewriting named arguments of commdb's table functions and
     /// durations added to time columns.
-    async fn plan(&self, sql: &str) -> Result<DataFrame> {
+    async fn plan_statement(&self, sql: &str) -> Result<DataFrame> {
         let copies = sql.to_ascii_lowercase().contains("copy");
         // A string added to or subtracted from something may be a duration (`durations`).
         let arithmetic = sql.contains('\'') && (sql.contains('+') || sql.contains('-'));
