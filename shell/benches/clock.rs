@@ -55,7 +55,7 @@ fn main() {
             ..GeneratorConfig::default()
         };
         let g = generate(&cfg).expect("generate");
-        commdb_catalog::reading::otf2::writer::write(&g.trace, dir).expect("write");
+        commdb_catalog::export::otf2::write(&g.trace, dir).expect("write");
         println!("wrote {} events to {}", g.truth.events, anchor.display());
     }
 

@@ -54,7 +54,7 @@ fn main() {
             peak_rss_mib()
         );
         let t = Instant::now();
-        commdb_catalog::reading::otf2::writer::write(&g.trace, dir).expect("write");
+        commdb_catalog::export::otf2::write(&g.trace, dir).expect("write");
         let w = t.elapsed().as_secs_f64();
         println!("write OTF2                {n:>12} events {w:>8.3} s {:>8.2} M events/s", n as f64 / w / 1e6);
     }

@@ -35,7 +35,7 @@ fn main() {
         let trace = generate(&cfg).expect("generate").trace.build().expect("build");
         println!("generate and build          {:>8.3} s", t.elapsed().as_secs_f64());
         let t = Instant::now();
-        commdb_catalog::reading::paraver::writer::write(&trace, dir, "trace").expect("write");
+        commdb_catalog::export::paraver::write(&trace, dir, "trace").expect("write");
         println!("write Paraver               {:>8.3} s", t.elapsed().as_secs_f64());
     }
     let bytes = std::fs::metadata(&prv).expect("trace.prv").len();

@@ -79,11 +79,11 @@ async fn offload_waits_and_device_idle_agree_with_casita() {
             Some(("generate", spec)) => {
                 let cfg = commdb_catalog::generate::GeneratorConfig::parse_spec(spec).unwrap();
                 let dir = scratch.path().join(name);
-                commdb_catalog::reading::otf2::writer::write_generated(
+                commdb_catalog::export::otf2::write_generated(
                     &cfg,
                     &dir,
                     1 << 20,
-                    commdb_catalog::reading::otf2::writer::Version::CURRENT,
+                    commdb_catalog::export::otf2::Version::CURRENT,
                 )
                 .unwrap();
                 (dir.join("traces.otf2"), 1e-9)

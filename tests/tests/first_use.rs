@@ -17,7 +17,7 @@ fn archive(ranks: i32, clock_skew: bool) -> (tempfile::TempDir, String) {
     let cfg = GeneratorConfig { ranks, ranks_per_node: 4, iterations: 6, clock_skew, ..GeneratorConfig::default() };
     let raw = generate(&cfg).unwrap().trace;
     let dir = tempfile::tempdir().unwrap();
-    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
     let anchor = dir.path().join("traces.otf2").display().to_string();
     (dir, anchor)
 }

@@ -180,7 +180,7 @@ fn stores_survive_damage() {
 fn otf2_archives_survive_damage() {
     let dir = tempfile::tempdir().unwrap();
     let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
-    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
     let anchor = dir.path().join("traces.otf2");
     // Damaged definitions may surface in an event file (an event naming a region that is no
     // longer defined): the error names a file of the archive.
@@ -206,7 +206,7 @@ fn paraver_traces_survive_damage() {
         .trace
         .build()
         .unwrap();
-    commdb_catalog::reading::paraver::writer::write(&trace, &generated, "run").unwrap();
+    commdb_catalog::export::paraver::write(&trace, &generated, "run").unwrap();
     let mut stream = 50;
     for (dir, base) in [(&extrae, "extrae"), (&generated, "run")] {
         let prv = dir.join(format!("{base}.prv"));
@@ -248,7 +248,7 @@ fn time_records(data: &[u8], times: &std::collections::HashSet<u64>) -> Vec<usiz
 /// bytes and the places of its time records.
 fn archive_with_times(dir: &Path) -> (PathBuf, PathBuf, Vec<u8>, Vec<usize>) {
     let raw = generate(&GeneratorConfig { ranks: 4, iterations: 3, ..GeneratorConfig::default() }).unwrap().trace;
-    commdb_catalog::reading::otf2::writer::write(&raw, dir).unwrap();
+    commdb_catalog::export::otf2::write(&raw, dir).unwrap();
     let anchor = dir.join("traces.otf2");
     let built = commdb_catalog::open(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
     let times: std::collections::HashSet<u64> = built

@@ -75,11 +75,11 @@ async fn offload_waits_and_idle_devices_are_the_planted_ones() {
 
         let dir = std::env::temp_dir().join(format!("commdb-gpu-generated-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let written = commdb_catalog::reading::otf2::writer::write_generated(
+        let written = commdb_catalog::export::otf2::write_generated(
             &cfg,
             &dir,
             1 << 16,
-            commdb_catalog::reading::otf2::writer::Version::CURRENT,
+            commdb_catalog::export::otf2::Version::CURRENT,
         )
         .unwrap();
         assert_eq!(written.gpu.as_ref(), Some(&truth), "{spec}: the streamed generation plants the same");

@@ -142,7 +142,7 @@ async fn score_p_traces_match_otf2_print() {
         // metric samples (its writer writes none).
         let dir = tempfile::tempdir().unwrap();
         let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
-        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+        commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
         let again = dir.path().join("traces.otf2");
         let kept: BTreeMap<_, _> =
             reference.into_iter().filter(|(k, _)| k.1 != "other" && k.1 != "metric values").collect();
@@ -269,7 +269,7 @@ async fn commdb_archives_are_accepted_by_otf2_print() {
         let cfg = GeneratorConfig { ranks: 8, iterations: 4, pattern, clock_skew: skew, ..GeneratorConfig::default() };
         let raw = generate(&cfg).unwrap().trace;
         let dir = tempfile::tempdir().unwrap();
-        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+        commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
         let anchor = dir.path().join("traces.otf2");
         let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
         assert!(defs.status.success(), "{}", String::from_utf8_lossy(&defs.stderr));
@@ -291,7 +291,7 @@ async fn commdb_hybrid_archives_define_openmp_as_score_p_does() {
     let cfg = GeneratorConfig { ranks: 4, iterations: 3, threads: 3, ..GeneratorConfig::default() };
     let raw = generate(&cfg).unwrap().trace;
     let dir = tempfile::tempdir().unwrap();
-    commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+    commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
     let anchor = dir.path().join("traces.otf2");
     let defs = Command::new("otf2-print").arg("-G").arg(&anchor).output().unwrap();
     assert!(defs.status.success() && defs.stderr.is_empty(), "{}", String::from_utf8_lossy(&defs.stderr));
@@ -393,7 +393,7 @@ async fn communicators_of_every_group_type_resolve_as_otf2_print_does() {
     // commdb's own archive of the trace keeps MPI_COMM_SELF a COMM_SELF group.
     let out = dir.path().join("again");
     let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
-    commdb_catalog::reading::otf2::writer::write(&raw, &out).unwrap();
+    commdb_catalog::export::otf2::write(&raw, &out).unwrap();
     s.open(&out.join("traces.otf2").display().to_string(), Some("y"), &Default::default()).unwrap();
     for t in ["messages", "collectives", "communicators"] {
         let (a, b) = (format!("SELECT * FROM x.{t}"), format!("SELECT * FROM y.{t}"));
@@ -413,7 +413,7 @@ async fn archives_written_as_otf2_1_x_read_as_otf2_print_reads_them() {
     // GLOBAL_MEMBERS), written back by commdb as OTF2 1.0 (group types before 1.2, region
     // types, no anchor properties) and 1.4: both tools read the same events and peers, and
     // commdb the same messages, collectives and communicators.
-    use commdb_catalog::reading::otf2::writer::{Version, write_as};
+    use commdb_catalog::export::otf2::{Version, write_as};
     let dir = tempfile::tempdir().unwrap();
     let Some(anchor) = other_writer_fixture(&dir.path().join("self"), "self") else { return };
     let mut s = commdb_tests::session();
@@ -641,7 +641,7 @@ async fn accelerator_transfers_match_otf2_print_read_and_written_back() {
         assert_eq!(rows, expected, "{name}");
         let dir = tempfile::tempdir().unwrap();
         let raw = commdb_catalog::reading::otf2::read(&anchor).unwrap();
-        commdb_catalog::reading::otf2::writer::write(&raw, dir.path()).unwrap();
+        commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
         let again = dir.path().join("traces.otf2");
         assert_eq!(reference_rma(&again), reference, "{name} written by commdb");
         // The launches' streams and the device events are written back as attributes: the

@@ -1,6 +1,6 @@
 //! Paraver traces with several applications, as Extrae and node-counter samplers write them:
 //! a generated trace written with a second application that samples a node counter on every
-//! node (`writer::Extras`), read back in memory and converted a group of ranks at a time. The
+//! node (`export::paraver::Extras`), read back in memory and converted a group of ranks at a time. The
 //! ranks are the MPI application's; every sample of the second application is a metric of its
 //! own location, named with its node, with the value that was written. Two applications that
 //! both call MPI (tests/data/paraver/mpmd) give ranks numbered across them, whole or converted
@@ -9,8 +9,8 @@
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{Float64Type, Int32Type};
 use commdb_catalog::OpenOptions;
+use commdb_catalog::export::paraver::{self, Extras, NODE_COUNTER_NAME, node_counter_value};
 use commdb_catalog::generate::{GeneratorConfig, generate};
-use commdb_catalog::reading::paraver::writer::{self, Extras, NODE_COUNTER_NAME, node_counter_value};
 
 /// (location name, sample value) of every sample of the node counter, in file order per location.
 fn node_samples(trace: &commdb_catalog::Trace) -> Vec<(String, f64)> {
@@ -43,7 +43,7 @@ fn a_second_application_of_node_counters_becomes_metrics_of_its_nodes() {
     let trace = generate(&cfg).unwrap().trace.build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let every = 50_000;
-    writer::write_with(&trace, dir.path(), "run", &Extras { node_counters_every_ns: Some(every) }).unwrap();
+    paraver::write_with(&trace, dir.path(), "run", &Extras { node_counters_every_ns: Some(every) }).unwrap();
     let prv = dir.path().join("run.prv");
     let header = std::fs::read_to_string(&prv).unwrap().lines().next().unwrap().to_string();
     assert!(header.contains(":2:12(") && header.contains("),3(1:1,1:2,1:3),"), "{header}");

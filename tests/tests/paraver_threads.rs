@@ -1,6 +1,6 @@
 //! Hybrid runs through Paraver: a generated MPI + OpenMP run (a parallel region per step with a
 //! critical section and the implicit barrier, forked and joined by the master) written as
-//! Extrae writes OpenMP (`reading::paraver::writer`: forks and joins as type 60000001, the
+//! Extrae writes OpenMP (`export::paraver`: forks and joins as type 60000001, the
 //! members' parallel functions as 60000018, the implicit barrier as the worksharing join, the
 //! critical section as a lock's states) and read back answers every threads' question as the
 //! run in memory does: each OpenMP wait state with its time, thread, instance and partner, the
@@ -41,7 +41,7 @@ fn check(spec: &str) {
     let cfg = GeneratorConfig::parse_spec(spec).unwrap();
     let trace = generate(&cfg).unwrap().trace.build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    commdb_catalog::reading::paraver::writer::write(&trace, dir.path(), "run").unwrap();
+    commdb_catalog::export::paraver::write(&trace, dir.path(), "run").unwrap();
     let mut memory = commdb_tests::session();
     memory.attach(trace, Some("t")).unwrap();
     let expected = answers(&mut memory);

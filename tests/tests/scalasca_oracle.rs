@@ -95,7 +95,7 @@ fn archive(source: &str, dir: &Path) -> Option<PathBuf> {
     if let Some(spec) = source.strip_prefix("generate:") {
         let cfg = GeneratorConfig::parse_spec(spec).unwrap();
         let raw = generate(&cfg).unwrap().trace;
-        commdb_catalog::reading::otf2::writer::write(&raw, dir).unwrap();
+        commdb_catalog::export::otf2::write(&raw, dir).unwrap();
         return Some(dir.join("traces.otf2"));
     }
     if let Some(rounds) = source.strip_prefix("shapes:") {

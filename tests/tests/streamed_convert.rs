@@ -16,7 +16,7 @@ const SMALL: Limits = Limits { group_events: 300, part_rows: 700, bucket_events:
 
 fn archive(raw: &RawTrace) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
-    commdb_catalog::reading::otf2::writer::write(raw, &dir.path().join("trace")).unwrap();
+    commdb_catalog::export::otf2::write(raw, &dir.path().join("trace")).unwrap();
     let anchor = dir.path().join("trace").join("traces.otf2").display().to_string();
     (dir, anchor)
 }
@@ -169,11 +169,11 @@ fn same_archive(cfg: &GeneratorConfig) {
     let (whole, _) = archive(&generated.trace);
     let streamed = tempfile::tempdir().unwrap();
     // Hand-overs every few iterations, each rank's file written in pieces.
-    let truth = commdb_catalog::reading::otf2::writer::write_generated(
+    let truth = commdb_catalog::export::otf2::write_generated(
         &cfg,
         streamed.path(),
         500,
-        commdb_catalog::reading::otf2::writer::Version::CURRENT,
+        commdb_catalog::export::otf2::Version::CURRENT,
     )
     .unwrap();
     assert_eq!(truth, generated.truth);
@@ -241,7 +241,7 @@ fn messages_of_more_than_one_batch_keep_their_ids_across_the_merge() {
 fn paraver(cfg: &GeneratorConfig) -> (tempfile::TempDir, String) {
     let dir = tempfile::tempdir().unwrap();
     let trace = generate(cfg).unwrap().trace.build().unwrap();
-    commdb_catalog::reading::paraver::writer::write(&trace, dir.path(), "run").unwrap();
+    commdb_catalog::export::paraver::write(&trace, dir.path(), "run").unwrap();
     let prv = dir.path().join("run.prv").display().to_string();
     (dir, prv)
 }
@@ -385,19 +385,13 @@ fn a_paraver_trace_written_from_a_store_through_run_files_is_the_one_written_fro
         GeneratorConfig::parse_spec("ranks=64,ranks-per-node=8,iterations=6,clock-skew,pattern=alltoall").unwrap();
     let trace = generate(&cfg).unwrap().trace.build().unwrap();
     let dir = tempfile::tempdir().unwrap();
-    commdb_catalog::reading::paraver::writer::write(&trace, &dir.path().join("a"), "run").unwrap();
+    commdb_catalog::export::paraver::write(&trace, &dir.path().join("a"), "run").unwrap();
     let store = dir.path().join("store");
     commdb_catalog::store::write_in_parts(&trace, &store, 3_000).unwrap();
     let stored = commdb_catalog::store::read(&store).unwrap();
     assert!(stored.stored_file("events").unwrap().files.len() > 2, "events in parts");
-    commdb_catalog::reading::paraver::writer::write_sorting(
-        &stored,
-        &dir.path().join("b"),
-        "run",
-        1_000,
-        &Default::default(),
-    )
-    .unwrap();
+    commdb_catalog::export::paraver::write_sorting(&stored, &dir.path().join("b"), "run", 1_000, &Default::default())
+        .unwrap();
     for file in ["run.prv", "run.pcf", "run.row"] {
         let (a, b) = (dir.path().join("a").join(file), dir.path().join("b").join(file));
         assert!(std::fs::read(&a).unwrap() == std::fs::read(&b).unwrap(), "{file} differs");

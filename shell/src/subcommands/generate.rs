@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use commdb_catalog::clock::Correction;
+use commdb_catalog::export::otf2::{Version, write_generated};
 use commdb_catalog::generate::{self, GeneratorConfig};
-use commdb_catalog::reading::otf2::writer::{Version, write_generated};
 use commdb_catalog::{OpenOptions, store};
 
 use crate::cli::{Cli, GenerateArgs};
@@ -14,7 +14,7 @@ use crate::error::{Result, ShellError};
 use crate::print::human_duration;
 
 /// What the Paraver writer adds (`--node-counters`, which only a Paraver trace holds).
-fn paraver_extras(args: &GenerateArgs) -> Result<commdb_catalog::reading::paraver::writer::Extras> {
+fn paraver_extras(args: &GenerateArgs) -> Result<commdb_catalog::export::paraver::Extras> {
     let Some(every) = &args.node_counters else { return Ok(Default::default()) };
     if args.output_format != "paraver" {
         return Err(ShellError::usage(format!(
@@ -26,7 +26,7 @@ fn paraver_extras(args: &GenerateArgs) -> Result<commdb_catalog::reading::parave
     if ns <= 0 {
         return Err(ShellError::usage(format!("--node-counters: expected a positive interval, got {every}")));
     }
-    Ok(commdb_catalog::reading::paraver::writer::Extras { node_counters_every_ns: Some(ns) })
+    Ok(commdb_catalog::export::paraver::Extras { node_counters_every_ns: Some(ns) })
 }
 
 /// The OTF2 version `--otf2-version` asks for (only with `--format otf2`).
@@ -150,7 +150,7 @@ fn generate_in_memory(
     raw.meta.path = args.output.display().to_string();
     let trace = raw.build_with(correction)?;
     if args.output_format == "paraver" {
-        commdb_catalog::reading::paraver::writer::write_with(&trace, &args.output, "trace", &paraver_extras(args)?)?;
+        commdb_catalog::export::paraver::write_with(&trace, &args.output, "trace", &paraver_extras(args)?)?;
     } else {
         store::write(&trace, &args.output)?;
     }
@@ -182,12 +182,7 @@ fn generate_streamed(
             commdb_catalog::convert::otf2(&scratch.join("traces.otf2"), &store_dir, &options, &limits)?;
             let _ = std::fs::remove_dir_all(&scratch);
             let trace = store::read(&store_dir)?;
-            commdb_catalog::reading::paraver::writer::write_with(
-                &trace,
-                &args.output,
-                "trace",
-                &paraver_extras(args)?,
-            )?;
+            commdb_catalog::export::paraver::write_with(&trace, &args.output, "trace", &paraver_extras(args)?)?;
             Ok(truth)
         })();
         let _ = std::fs::remove_dir_all(&scratch);

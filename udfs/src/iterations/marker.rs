@@ -50,6 +50,42 @@ const COLLECTIVES: &[&str] = &[
     "Exscan",
 ];
 
+/// How strongly a region marks the end of a step, strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Closing {
+    Collective,
+    Waiting,
+    Mpi,
+    Other,
+}
+
+impl Closing {
+    /// The class of the region named `name`.
+    pub fn of(name: &str) -> Closing {
+        const WAITING: &[&str] = &[
+            "MPI_Wait",
+            "MPI_Waitall",
+            "MPI_Waitany",
+            "MPI_Waitsome",
+            "MPI_Recv",
+            "MPI_Mrecv",
+            "MPI_Sendrecv",
+            "MPI_Sendrecv_replace",
+            "MPI_Probe",
+            "MPI_Mprobe",
+        ];
+        if is_collective(name) {
+            Closing::Collective
+        } else if WAITING.contains(&name) {
+            Closing::Waiting
+        } else if name.starts_with("MPI_") {
+            Closing::Mpi
+        } else {
+            Closing::Other
+        }
+    }
+}
+
 /// Whether `region` is an MPI collective (`MPI_Allreduce`, `MPI_Iallreduce`, ...).
 pub fn is_collective(region: &str) -> bool {
     let Some(op) = region.strip_prefix("MPI_") else { return false };
@@ -83,7 +119,6 @@ pub fn choose(counts: &[RegionCount], ranks: i64) -> Option<&RegionCount> {
 /// candidates to close every step when `than` comes only every k steps: fewest calls first,
 /// then a waiting MPI call before another MPI call before any other region, then by name.
 pub fn more_often(counts: &[RegionCount], ranks: i64, than: &RegionCount) -> Vec<RegionCount> {
-    use super::signature::Closing;
     if !is_collective(&than.region) {
         return Vec::new();
     }

@@ -38,8 +38,8 @@ use crate::relation::{Projected, Relation, resolve, trace_schema, trace_table};
 use crate::stream::{Folder, Mapper, StartFold};
 use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
 
+use marker::Closing;
 use marker::RegionCount;
-use signature::Closing;
 use split::{COLLECTIVE, LATE_RECEIVER, LATE_SENDER, Waited};
 
 pub const ITERATIONS: Function = Function {

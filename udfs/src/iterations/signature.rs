@@ -20,41 +20,7 @@ use commdb_catalog::fast_hash::FastMap;
 
 use crate::call_sweep::Call;
 
-/// How strongly a region marks the end of a step, strongest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Closing {
-    Collective,
-    Waiting,
-    Mpi,
-    Other,
-}
-
-impl Closing {
-    /// The class of the region named `name`.
-    pub fn of(name: &str) -> Closing {
-        const WAITING: &[&str] = &[
-            "MPI_Wait",
-            "MPI_Waitall",
-            "MPI_Waitany",
-            "MPI_Waitsome",
-            "MPI_Recv",
-            "MPI_Mrecv",
-            "MPI_Sendrecv",
-            "MPI_Sendrecv_replace",
-            "MPI_Probe",
-            "MPI_Mprobe",
-        ];
-        if super::marker::is_collective(name) {
-            Closing::Collective
-        } else if WAITING.contains(&name) {
-            Closing::Waiting
-        } else if name.starts_with("MPI_") {
-            Closing::Mpi
-        } else {
-            Closing::Other
-        }
-    }
-}
+use super::marker::Closing;
 
 /// The repeating signature of one rank's calls: its period in leaf calls, and the region whose
 /// calls close the periods.

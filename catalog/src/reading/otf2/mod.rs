@@ -17,7 +17,6 @@ pub mod defs;
 pub mod events;
 pub mod group_types;
 pub mod older;
-pub mod writer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -43,7 +42,7 @@ pub fn find_anchor(path: &Path) -> Result<PathBuf> {
     crate::reading::paths::only_file_in(path, is_anchor, ("OTF2 anchor file (*.otf2)", "OTF2 anchors"))
 }
 
-fn paradigm_name(p: u8) -> &'static str {
+pub(crate) fn paradigm_name(p: u8) -> &'static str {
     const NAMES: [&str; 25] = [
         "unknown",
         "user",
@@ -74,7 +73,7 @@ fn paradigm_name(p: u8) -> &'static str {
     NAMES.get(usize::from(p)).copied().unwrap_or("unknown")
 }
 
-fn role_name(r: u8) -> Option<&'static str> {
+pub(crate) fn role_name(r: u8) -> Option<&'static str> {
     const NAMES: [&str; 39] = [
         "unknown",
         "function",
@@ -983,7 +982,7 @@ mod tests {
         for pattern in [Pattern::Stencil2d, Pattern::MasterWorker] {
             let raw = generated(pattern);
             let dir = tempfile::tempdir().unwrap();
-            writer::write(&raw, dir.path()).unwrap();
+            crate::export::otf2::write(&raw, dir.path()).unwrap();
             let back = read(&dir.path().join("traces.otf2")).unwrap();
             assert_eq!(back.clock_sync.len(), 5 * 2, "one offset point per rank and session");
             assert_eq!(back.meta.start_wallclock_ns, Some(crate::generate::DEFAULT_START_NS), "the run's date");
@@ -1062,13 +1061,13 @@ mod tests {
 
     #[test]
     fn archives_of_every_version_read_back_to_the_same_tables() {
-        use writer::Version;
+        use crate::export::otf2::Version;
         for version in ["1.0", "1.1", "1.2", "1.4", "2.0", "3.0"] {
             let version = Version::parse(version).unwrap();
             let old = version < Version(1, 2);
             let raw = with_thread_events(generated(Pattern::Stencil2d), !old);
             let dir = tempfile::tempdir().unwrap();
-            writer::write_as(&raw, dir.path(), version).unwrap();
+            crate::export::otf2::write_as(&raw, dir.path(), version).unwrap();
             let anchor = std::fs::read(dir.path().join("traces.otf2")).unwrap();
             assert_eq!(anchor[9..11], [version.0, version.1]);
             let back = read(&dir.path().join("traces.otf2")).unwrap();
@@ -1100,7 +1099,7 @@ mod tests {
         // Thread records did not exist before OTF2 1.2: writing them as 1.1 is refused.
         let raw = with_thread_events(generated(Pattern::Ring), true);
         let dir = tempfile::tempdir().unwrap();
-        let e = writer::write_as(&raw, dir.path(), Version(1, 1)).unwrap_err().to_string();
+        let e = crate::export::otf2::write_as(&raw, dir.path(), Version(1, 1)).unwrap_err().to_string();
         assert!(e.contains("OTF2 1.1 has no record for thread_team_begin"), "{e}");
         assert_eq!(Version::parse("1.6"), None);
         assert_eq!(Version::parse("4.0"), None);
@@ -1110,7 +1109,7 @@ mod tests {
     fn truncated_or_flipped_archives_give_errors_not_panics() {
         let raw = generated(Pattern::Ring);
         let dir = tempfile::tempdir().unwrap();
-        writer::write(&raw, dir.path()).unwrap();
+        crate::export::otf2::write(&raw, dir.path()).unwrap();
         let anchor = dir.path().join("traces.otf2");
         let files = [
             dir.path().join("traces.def"),
@@ -1174,7 +1173,7 @@ mod tests {
     fn event_files_of_undefined_locations_beside_every_defined_one_are_named_and_left_out() {
         let raw = generated(Pattern::Ring);
         let dir = tempfile::tempdir().unwrap();
-        writer::write(&raw, dir.path()).unwrap();
+        crate::export::otf2::write(&raw, dir.path()).unwrap();
         let anchor = dir.path().join("traces.otf2");
         let events = |t: &RawTrace| t.events.len();
         let whole = events(&read(&anchor).unwrap());
@@ -1193,7 +1192,7 @@ mod tests {
     fn anchors_are_found_in_directories() {
         let dir = tempfile::tempdir().unwrap();
         assert!(find_anchor(dir.path()).unwrap_err().to_string().contains("no OTF2 anchor"));
-        writer::write(&generated(Pattern::Ring), dir.path()).unwrap();
+        crate::export::otf2::write(&generated(Pattern::Ring), dir.path()).unwrap();
         assert_eq!(find_anchor(dir.path()).unwrap(), dir.path().join("traces.otf2"));
         std::fs::copy(dir.path().join("traces.otf2"), dir.path().join("other.otf2")).unwrap();
         assert!(find_anchor(dir.path()).unwrap_err().to_string().contains("several OTF2 anchors"));

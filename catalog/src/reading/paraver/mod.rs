@@ -17,13 +17,12 @@
 
 mod cuda;
 pub mod header;
-mod openmp;
+pub(crate) mod openmp;
 pub mod pcf;
 pub mod pieces;
 pub mod records;
 pub mod row;
-mod sorted;
-pub mod writer;
+pub(crate) mod sorted;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Read;
@@ -1402,7 +1401,7 @@ mod tests {
             };
             let a = generate(&cfg).unwrap().trace.build().unwrap();
             let dir = tempfile::tempdir().unwrap();
-            writer::write(&a, dir.path(), "run").unwrap();
+            crate::export::paraver::write(&a, dir.path(), "run").unwrap();
             let raw = read(&dir.path().join("run.prv")).unwrap();
             assert!(raw.warnings.is_empty(), "{pattern:?}: {:?}", raw.warnings);
             let b = raw.build().unwrap();

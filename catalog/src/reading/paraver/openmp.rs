@@ -34,26 +34,26 @@ use crate::events::{Event, EventKind, NONE_I32, NONE_I64, RawEvents};
 use crate::fast_hash::FastMap;
 
 /// Opening (non-zero) and closing (0) a parallel construct: fork and join.
-pub(super) const PARALLEL: i64 = 60_000_001;
+pub(crate) const PARALLEL: i64 = 60_000_001;
 const WORKSHARING: i64 = 60_000_002;
-pub(super) const BARRIER: i64 = 60_000_005;
-pub(super) const NAMED_LOCK: i64 = 60_000_006;
+pub(crate) const BARRIER: i64 = 60_000_005;
+pub(crate) const NAMED_LOCK: i64 = 60_000_006;
 pub(super) const UNNAMED_LOCK: i64 = 60_000_007;
-pub(super) const JOIN: i64 = 60_000_016;
-pub(super) const FUNCTION: i64 = 60_000_018;
+pub(crate) const JOIN: i64 = 60_000_016;
+pub(crate) const FUNCTION: i64 = 60_000_018;
 const TASKWAIT: i64 = 60_000_022;
 pub(super) const TASK_FUNCTION: i64 = 60_000_023;
 /// The address of the named lock taken (value 6) just before, at the same time.
-pub(super) const LOCK_ADDRESS: i64 = 60_000_032;
+pub(crate) const LOCK_ADDRESS: i64 = 60_000_032;
 
 /// The lock states of types 60000006 and 60000007.
-pub(super) const IN_ACQUIRE: i64 = 3;
-pub(super) const IN_RELEASE: i64 = 5;
-pub(super) const HELD: i64 = 6;
-pub(super) const RELEASED: i64 = 0;
+pub(crate) const IN_ACQUIRE: i64 = 3;
+pub(crate) const IN_RELEASE: i64 = 5;
+pub(crate) const HELD: i64 = 6;
+pub(crate) const RELEASED: i64 = 0;
 
 /// The worksharing join's value of a join that waits (its implicit barrier).
-pub(super) const JOIN_WAIT: i64 = 1;
+pub(crate) const JOIN_WAIT: i64 = 1;
 
 /// The lock id of the unnamed critical sections.
 pub(super) const UNNAMED: i64 = 0;

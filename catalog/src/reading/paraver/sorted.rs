@@ -15,14 +15,14 @@ use crate::reading::shards::Fields;
 /// A record of the .prv other than a state: its time, its place among records of equal time
 /// and kind (the order the writer made it in), and what it is.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) struct Rec {
+pub(crate) struct Rec {
     pub ts: i64,
     pub order: u64,
     pub kind: RecKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(super) enum RecKind {
+pub(crate) enum RecKind {
     Event { stream: u32, ty: i64, value: i64 },
     Collective { stream: u32, sent: i64, received: i64, root: i64, comm: i64 },
     Comm { send: u32, recv: u32, physical_send: i64, logical_recv: i64, physical_recv: i64, size: i64, tag: i64 },
@@ -109,7 +109,7 @@ impl Rec {
 const MAX_FAN_IN: usize = 256;
 
 /// Records gathered and sorted, `limit` at a time in memory.
-pub(super) struct Sorter {
+pub(crate) struct Sorter {
     chunk: Vec<Rec>,
     limit: usize,
     /// Runs merged at once (`MAX_FAN_IN`).

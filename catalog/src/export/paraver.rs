@@ -9,7 +9,7 @@
 //! 50100001-50100004, each matched message one communication record (logical send = physical
 //! send = send_ts, logical receive = recv_post_ts, physical receive = recv_ts, on the threads
 //! that sent and received it), and each thread one Running state over the trace. OpenMP is
-//! written as Extrae writes it (see `super::openmp`): forks and joins as type 60000001, the
+//! written as Extrae writes it (see `crate::reading::paraver::openmp`): forks and joins as type 60000001, the
 //! members' parallel regions as 60000018 (named in the .pcf), barriers as 60000005, implicit
 //! barriers as the worksharing join 60000016, critical sections and locks as the named lock
 //! 60000006 with the lock's id + 1 as its address (60000032); a critical section's structured
@@ -23,12 +23,12 @@ use std::path::Path;
 use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 
-use super::openmp::{
-    BARRIER, FUNCTION, HELD, IN_ACQUIRE, IN_RELEASE, JOIN, JOIN_WAIT, LOCK_ADDRESS, NAMED_LOCK, PARALLEL, RELEASED,
-};
-use super::sorted::{Rec, RecKind, Sorter};
 use crate::error::{Error, Result};
 use crate::events::collective_op_code;
+use crate::reading::paraver::openmp::{
+    BARRIER, FUNCTION, HELD, IN_ACQUIRE, IN_RELEASE, JOIN, JOIN_WAIT, LOCK_ADDRESS, NAMED_LOCK, PARALLEL, RELEASED,
+};
+use crate::reading::paraver::sorted::{Rec, RecKind, Sorter};
 use crate::trace::Trace;
 
 const P2P: &[&str] = &[

@@ -173,13 +173,13 @@ impl Strings {
 /// OTF2's code of a paradigm as the reader names it (crate::reading::otf2::paradigm_name);
 /// 0 (unknown) for a name it does not give.
 fn paradigm_code(name: &str) -> u8 {
-    (0..=u8::MAX).find(|&p| super::paradigm_name(p) == name).unwrap_or(0)
+    (0..=u8::MAX).find(|&p| crate::reading::otf2::paradigm_name(p) == name).unwrap_or(0)
 }
 
 /// OTF2's code of a region role as the reader names it (crate::reading::otf2::role_name); 0
 /// (unknown) for none or a name it does not give.
 fn role_code(name: Option<&str>) -> u8 {
-    name.and_then(|n| (0..=u8::MAX).find(|&r| super::role_name(r) == Some(n))).unwrap_or(0)
+    name.and_then(|n| (0..=u8::MAX).find(|&r| crate::reading::otf2::role_name(r) == Some(n))).unwrap_or(0)
 }
 
 fn write_file(path: &Path, data: &[u8]) -> Result<()> {
@@ -613,7 +613,7 @@ impl EventFiles {
             u32c(i as u32, &mut g.record);
             u32c(name, &mut g.record);
             u32c(0, &mut g.record);
-            g.record.push(if before_1_1 { super::older::region_type_of(role, paradigm) } else { 0 });
+            g.record.push(if before_1_1 { crate::reading::otf2::older::region_type_of(role, paradigm) } else { 0 });
             u32c(file, &mut g.record);
             u32c(r.line.map_or(0, |l| l as u32), &mut g.record);
             u32c(0, &mut g.record);
@@ -636,7 +636,7 @@ impl EventFiles {
         let mut write_group = |g: &mut Buffer, id: u32, name: u32, kind: u8, paradigm: u8, members: &[u64]| {
             u32c(id, &mut g.record);
             u32c(name, &mut g.record);
-            g.record.push(if before_1_2 { super::older::group_type_of_mpi(kind) } else { 0 });
+            g.record.push(if before_1_2 { crate::reading::otf2::older::group_type_of_mpi(kind) } else { 0 });
             u32c(members.len() as u32, &mut g.record);
             for &m in members {
                 compressed(m, &mut g.record);
