@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::{Format, Grouping, has_extension};
+use super::{Format, Grouping, Measured, has_extension};
 use crate::convert::{Converted, Limits};
 use crate::error::Result;
 use crate::reading::{OpenOptions, build_later, csv, default_name};
@@ -47,8 +47,8 @@ impl Format for Csv {
 }
 
 impl Grouping for Csv {
-    fn events(&self, path: &Path) -> Result<u64> {
-        csv::pieces::events_estimated(path)
+    fn measure(&self, path: &Path) -> Result<Measured> {
+        Ok(Measured { events: csv::pieces::events_estimated(path)?, read: None })
     }
 
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {

@@ -43,10 +43,30 @@ pub trait Format: Sync {
     }
 }
 
+/// The events of a trace counted or estimated before they are read, with what the format read
+/// to count them, which opening the trace goes on from rather than read it again (an OTF2
+/// archive's global definitions).
+#[derive(Debug)]
+pub struct Measured {
+    pub events: u64,
+    pub read: Option<Box<dyn std::any::Any + Send>>,
+}
+
 /// What a format read a group of whole ranks at a time does besides reading.
 pub trait Grouping: Sync {
     /// Events of the trace at `path`, counted or estimated before its events are read.
-    fn events(&self, path: &Path) -> Result<u64>;
+    fn measure(&self, path: &Path) -> Result<Measured>;
+    /// Read the trace at `path` whole, going on from what `measure` read.
+    fn open_measured(
+        &self,
+        format: &dyn Format,
+        path: &Path,
+        options: &OpenOptions,
+        read: Box<dyn std::any::Any + Send>,
+    ) -> Result<Trace> {
+        let _already_read = read;
+        format.open(path, options)
+    }
     /// Convert the trace at `path` into a store at `dir`, a group of ranks at a time.
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted>;
     /// The file that stands for the trace at `path` (a directory's anchor or .prv).
@@ -137,7 +157,7 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
         if grouping.has_time_unit() {
             refuse_time_unit(path, format.what(), options)?;
         }
-        let events = grouping.events(p)?;
+        let Measured { events, read } = grouping.measure(p)?;
         if events.saturating_mul(BYTES_PER_EVENT) > budget {
             let anchor = grouping.anchor(p)?;
             let anchor = std::fs::canonicalize(&anchor).map_err(|e| Error::io(&anchor, e))?;
@@ -152,8 +172,14 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
             trace.meta.path = path.to_string();
             return Ok(trace);
         }
-        // Its format is known: the path is not recognised again.
-        return read_as(format, path, options);
+        // Its format is known and what counting its events read is taken on: neither is
+        // done again.
+        let mut trace = match read {
+            Some(read) => grouping.open_measured(format, p, options, read)?,
+            None => format.open(p, options)?,
+        };
+        trace.meta.path = path.to_string();
+        return Ok(trace);
     }
     read(path, options)
 }
@@ -203,6 +229,36 @@ mod tests {
         }
         let e = named("xml").err().unwrap().to_string();
         assert!(e.contains("expected parquet, csv, otf2, paraver or nsys"), "{e}");
+    }
+
+    #[test]
+    fn an_otf2_archive_opened_under_a_budget_goes_on_from_the_definitions_its_count_read() {
+        use crate::generate::{GeneratorConfig, generate};
+        let cfg = GeneratorConfig { ranks: 6, iterations: 2, ..GeneratorConfig::default() };
+        let raw = generate(&cfg).unwrap().trace;
+        let dir = tempfile::tempdir().unwrap();
+        crate::export::otf2::write(&raw, dir.path()).unwrap();
+        let anchor = dir.path().join("traces.otf2");
+        // Counting the events reads the global definitions, and keeps them for opening.
+        let grouping = otf2::Otf2.grouping().unwrap();
+        let measured = grouping.measure(&anchor).unwrap();
+        let kept = measured.read.expect("the definitions the count read");
+        assert!(kept.downcast_ref::<crate::reading::otf2::Global>().is_some());
+        let events = raw.events.len() as u64;
+        assert_eq!(measured.events, events);
+        // Opened from them, or through `open` under a budget the trace fits, the trace is the
+        // one opened from the path alone.
+        let from_count = grouping.open_measured(&otf2::Otf2, &anchor, &OpenOptions::default(), kept).unwrap();
+        let options = OpenOptions { memory_budget: Some(1 << 30), ..OpenOptions::default() };
+        let budgeted = open(&anchor.display().to_string(), &options).unwrap();
+        let alone = read(&anchor.display().to_string(), &OpenOptions::default()).unwrap();
+        for t in [&from_count, &budgeted] {
+            for table in ["ranks", "locations", "regions", "events", "messages"] {
+                let rows = |t: &Trace| t.table(table).unwrap().iter().map(|b| b.num_rows()).sum::<usize>();
+                assert_eq!(rows(t), rows(&alone), "{table}");
+            }
+        }
+        assert_eq!(budgeted.meta.path, anchor.display().to_string());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Format, Grouping, has_extension, refuse_time_unit};
+use super::{Format, Grouping, Measured, has_extension, refuse_time_unit};
 use crate::convert::{Converted, Limits};
 use crate::error::Result;
 use crate::reading::{OpenOptions, build_later, default_name, otf2, paths::otf2_name_source};
@@ -33,13 +33,7 @@ impl Format for Otf2 {
     }
 
     fn open(&self, path: &Path, options: &OpenOptions) -> Result<Trace> {
-        refuse_time_unit(&path.display().to_string(), self.what(), options)?;
-        let (mut raw, source) = otf2::read_definitions(path)?;
-        if let Some(nodes_file) = &options.nodes {
-            crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
-        }
-        raw.meta.name = default_name(&otf2_name_source(path));
-        build_later(raw, Some(source), options)
+        open_from(path, options, None)
     }
 
     fn grouping(&self) -> Option<&dyn Grouping> {
@@ -47,9 +41,38 @@ impl Format for Otf2 {
     }
 }
 
+/// Open the archive at `path`, from its global definitions when they were read already.
+fn open_from(path: &Path, options: &OpenOptions, global: Option<otf2::Global>) -> Result<Trace> {
+    refuse_time_unit(&path.display().to_string(), Otf2.what(), options)?;
+    let (mut raw, source) = match global {
+        Some(global) => otf2::read_definitions_from(path, global)?,
+        None => otf2::read_definitions(path)?,
+    };
+    if let Some(nodes_file) = &options.nodes {
+        crate::reading::csv::nodes::apply(nodes_file, &mut raw.ranks)?;
+    }
+    raw.meta.name = default_name(&otf2_name_source(path));
+    build_later(raw, Some(source), options)
+}
+
 impl Grouping for Otf2 {
-    fn events(&self, path: &Path) -> Result<u64> {
-        otf2::events_defined(path)
+    /// The events the global definitions give, and the definitions, which opening goes on from.
+    fn measure(&self, path: &Path) -> Result<Measured> {
+        let global = otf2::Global::read(path)?;
+        Ok(Measured { events: global.events(), read: Some(Box::new(global)) })
+    }
+
+    fn open_measured(
+        &self,
+        _format: &dyn Format,
+        path: &Path,
+        options: &OpenOptions,
+        read: Box<dyn std::any::Any + Send>,
+    ) -> Result<Trace> {
+        match read.downcast::<otf2::Global>() {
+            Ok(global) => open_from(path, options, Some(*global)),
+            Err(_) => open_from(path, options, None),
+        }
     }
 
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {

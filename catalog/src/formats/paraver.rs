@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{Format, Grouping, refuse_time_unit};
+use super::{Format, Grouping, Measured, refuse_time_unit};
 use crate::convert::{Converted, Limits};
 use crate::error::Result;
 use crate::reading::{OpenOptions, build_later, paraver};
@@ -48,8 +48,8 @@ impl Format for Paraver {
 }
 
 impl Grouping for Paraver {
-    fn events(&self, path: &Path) -> Result<u64> {
-        paraver::pieces::events_estimated(path)
+    fn measure(&self, path: &Path) -> Result<Measured> {
+        Ok(Measured { events: paraver::pieces::events_estimated(path)?, read: None })
     }
 
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {

@@ -421,14 +421,43 @@ impl Archive {
     }
 }
 
+/// An archive's anchor and global definitions, read once: what counting its events needs, and
+/// what opening it goes on from (`Global::read`, `read_definitions_from`).
+#[derive(Debug)]
+pub struct Global {
+    anchor: anchor::Anchor,
+    base: PathBuf,
+    d: GlobalDefs,
+    warnings: Warnings,
+}
+
+impl Global {
+    /// Read the anchor and global definitions of the archive at `path` (its anchor or directory).
+    pub fn read(path: &Path) -> Result<Global> {
+        let anchor_path = find_anchor(path)?;
+        let anchor = anchor::read(&anchor_path)?;
+        let base = anchor_path.with_extension("");
+        let mut warnings = Warnings::default();
+        let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
+        Ok(Global { anchor, base, d, warnings })
+    }
+
+    /// The events its locations define (estimated from an event file's size where the count is
+    /// 0), before any is read.
+    pub fn events(&self) -> u64 {
+        self.d.locations.iter().map(|l| location_events(&self.base, l)).sum()
+    }
+}
+
 /// Read the anchor and global definitions and check that the event files are there: the trace
 /// with its definitions, and the archive to decode the locations from.
 fn open_archive(path: &Path) -> Result<(RawTrace, Archive)> {
-    let anchor_path = find_anchor(path)?;
-    let anchor = anchor::read(&anchor_path)?;
-    let base = anchor_path.with_extension("");
-    let mut warnings = Warnings::default();
-    let d = defs::read_global(&base.with_extension("def"), anchor.chunk_size_definitions, &mut warnings)?;
+    archive_of(path, Global::read(path)?)
+}
+
+/// The trace and archive of `path` from its anchor and global definitions, read already.
+fn archive_of(path: &Path, global: Global) -> Result<(RawTrace, Archive)> {
+    let Global { anchor, base, d, mut warnings } = global;
     let place = placement(&d);
     let comms = comm_members(&d, &place, &mut warnings);
     let metric_defs = MetricDefs::of(&d);
@@ -458,7 +487,13 @@ fn open_archive(path: &Path) -> Result<(RawTrace, Archive)> {
 /// there; decoding the locations' local definitions and events is left to the returned
 /// source, run when the events are first needed.
 pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
-    let (raw, archive) = open_archive(path)?;
+    read_definitions_from(path, Global::read(path)?)
+}
+
+/// `read_definitions` of the archive at `path`, whose anchor and global definitions were read
+/// already (to count its events).
+pub fn read_definitions_from(path: &Path, global: Global) -> Result<(RawTrace, EventSource)> {
+    let (raw, archive) = archive_of(path, global)?;
     let source: EventSource = Box::new(move |progress, clock| decode_events(&archive.located(), progress, clock));
     Ok((raw, source))
 }
@@ -507,16 +542,6 @@ pub struct Pieces {
     models: Vec<crate::clock::model::RankModel>,
     /// (empty event file, missing local definitions) of every location decoded so far.
     missing: Vec<MissingParts>,
-}
-
-/// Events the global definitions of the archive at `path` give for all its locations.
-pub fn events_defined(path: &Path) -> Result<u64> {
-    let anchor_path = find_anchor(path)?;
-    let anchor = anchor::read(&anchor_path)?;
-    let d =
-        defs::read_global(&anchor_path.with_extension("def"), anchor.chunk_size_definitions, &mut Warnings::default())?;
-    let base = anchor_path.with_extension("");
-    Ok(d.locations.iter().map(|l| location_events(&base, l)).sum())
 }
 
 /// Bytes of an event file per event assumed for locations whose definition does not count
