@@ -43,7 +43,7 @@ use crate::stream::{Mapper, Prepare};
 /// The undirected communication graph over the ranks that appear in a relation.
 #[derive(Debug, Clone)]
 pub struct Graph {
-    /// Ranks, ascending; vertex i is ranks[i].
+    /// Ranks, ascending; vertex i is `ranks[i]`.
     pub ranks: Vec<i64>,
     /// Adjacency lists (sorted, no self loops).
     pub adjacent: Vec<Vec<u32>>,

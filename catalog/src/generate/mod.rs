@@ -397,7 +397,7 @@ impl GeneratorConfig {
     /// background-traffic=T0:T1:FACTOR, latency-ramp=T0:T1:FACTOR, imbalance=RANKS:FACTOR,
     /// slow-rank=RANKS:FACTOR:ITERATION, eager-limit=BYTES, collective-every=K, threads=N,
     /// gpu, late-launch=RANKS:DURATION, clock-skew, sync-sessions,
-    /// start=YYYY-MM-DDTHH:MM:SS[Z] or start=none.
+    /// `start=YYYY-MM-DDTHH:MM:SS[Z]` or `start=none`.
     pub fn parse_spec(spec: &str) -> Result<Self> {
         let mut cfg = GeneratorConfig::default();
         let mut items: Vec<String> = Vec::new();

@@ -631,7 +631,7 @@ pub fn opened_summary(trace: &Trace) -> String {
     }
 }
 
-/// ", N warnings (see <name>.warnings)" or nothing: the problems found so far.
+/// `", N warnings (see <name>.warnings)"` or nothing: the problems found so far.
 pub fn warning_summary(trace: &Trace) -> String {
     let n = trace.warnings_so_far().total();
     if n == 0 { String::new() } else { format!("; {n} warning(s), see {}.warnings", trace.meta.name) }

@@ -135,11 +135,11 @@ impl Participations {
 /// Every rank's events in order.
 #[derive(Debug)]
 pub struct Timeline {
-    /// Ranks of the relation, ascending; rank index i is ranks[i].
+    /// Ranks of the relation, ascending; rank index i is `ranks[i]`.
     pub ranks: Vec<i64>,
     /// Events grouped by rank index, each rank's in order.
     pub events: Vec<Event>,
-    /// events[rank_start[i]..rank_start[i + 1]] are rank i's.
+    /// `events[rank_start[i]..rank_start[i + 1]]` are rank i's.
     pub rank_start: Vec<usize>,
     /// Rank index of every event.
     pub rank_of: Vec<u32>,
