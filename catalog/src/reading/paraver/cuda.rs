@@ -40,8 +40,6 @@ pub enum Gpu {
     Call,
     /// A memory transfer on a stream (+1): begun (the memcpy's value) or ended (0).
     Transfer,
-    /// The bytes of the transfer or call just begun (+4).
-    Size,
     /// A kernel on a stream (+6): begun (the kernel's number in the .pcf) or ended (0).
     Kernel,
     /// The stream a synchronisation or event record acts on, as its thread in the task, 1-based (+8).
@@ -50,20 +48,30 @@ pub enum Gpu {
     DeviceEvent,
 }
 
-/// The API of a type (`CUDA`, `HIP`) and the record it is, for Extrae's 4.0 layout; None for
-/// the other types (kept as metrics).
-pub(super) fn class_of(ty: i64) -> Option<(&'static str, Gpu)> {
-    let (api, offset) = if (CUDA_BASE..CUDA_BASE + 100).contains(&ty) {
-        ("CUDA", ty - CUDA_BASE)
+/// The API of a type (`CUDA`, `HIP`) and its offset from the API's first type.
+fn api_of(ty: i64) -> Option<(&'static str, i64)> {
+    if (CUDA_BASE..CUDA_BASE + 100).contains(&ty) {
+        Some(("CUDA", ty - CUDA_BASE))
     } else if (HIP_BASE..HIP_BASE + 100).contains(&ty) {
-        ("HIP", ty - HIP_BASE)
+        Some(("HIP", ty - HIP_BASE))
     } else {
-        return None;
-    };
+        None
+    }
+}
+
+/// The bytes of the transfer or call just begun (type +4): the open transfer's on a stream, a
+/// metric's sample elsewhere.
+pub(super) fn is_size(ty: i64) -> bool {
+    api_of(ty).is_some_and(|(_, offset)| offset == 4)
+}
+
+/// The API of a type (`CUDA`, `HIP`) and the record it is, for Extrae's 4.0 layout; None for
+/// the other types (kept as metrics; the size is `is_size`).
+pub(super) fn class_of(ty: i64) -> Option<(&'static str, Gpu)> {
+    let (api, offset) = api_of(ty)?;
     let gpu = match offset {
         0 => Gpu::Call,
         1 => Gpu::Transfer,
-        4 => Gpu::Size,
         6 => Gpu::Kernel,
         8 => Gpu::Stream,
         14 => Gpu::DeviceEvent,
@@ -149,6 +157,8 @@ pub(super) struct Device {
     calls: Vec<usize>,
     /// The event that began the transfer running on a stream.
     transfer: Option<usize>,
+    /// The matching id of the transfer running on the stream.
+    matching: i64,
     /// Transfers begun on the stream so far: the next one's matching id.
     transfers: i64,
     /// Ties, stream numbers and device events with no call or transfer to go to.
@@ -178,26 +188,31 @@ impl Device {
         self.calls.pop();
     }
 
-    /// The stream (its thread in the task, 1-based) or device event of the innermost open call.
+    /// The stream (`Gpu::Stream`: its thread in the task, 1-based) or device event
+    /// (`Gpu::DeviceEvent`) of the innermost open call.
     pub fn attribute(&mut self, ev: &mut RawEvents, gpu: Gpu, value: i64, rank: i32) {
         let Some(&i) = self.calls.last() else {
             self.unattached += 1;
             return;
         };
-        match gpu {
-            Gpu::Stream => match i32::try_from(value - 1) {
-                Ok(thread) if thread >= 0 => (ev.peer[i], ev.tag[i]) = (rank, thread),
-                _ => self.unattached += 1,
-            },
-            _ => ev.request[i] = value,
+        match (gpu, i32::try_from(value - 1)) {
+            (Gpu::Stream, Ok(thread)) if thread >= 0 => (ev.peer[i], ev.tag[i]) = (rank, thread),
+            (Gpu::DeviceEvent, _) => ev.request[i] = value,
+            _ => self.unattached += 1,
         }
     }
 
     /// A transfer begun on a stream: a put to the stream itself (a copy between devices) until
-    /// a tie to the host says otherwise.
+    /// a tie to the host says otherwise. One begun while another had not ended leaves that one
+    /// without an end (counted), under a matching id of its own.
     pub fn begin_transfer(&mut self, ev: &mut RawEvents, (rank, thread): (i32, i32), ts: i64) {
+        if self.transfer.is_some() {
+            self.unattached += 1;
+        }
+        self.matching = self.transfers;
+        self.transfers += 1;
         let mut e = Event::new(rank, thread, ts, EventKind::RmaPut);
-        (e.peer, e.tag, e.request) = (rank, thread, self.transfers);
+        (e.peer, e.tag, e.request) = (rank, thread, self.matching);
         self.transfer = Some(ev.len());
         ev.push_detailed(&e);
     }
@@ -220,8 +235,7 @@ impl Device {
             return;
         }
         let mut e = Event::new(rank, thread, ts, EventKind::RmaOpCompleteBlocking);
-        e.request = self.transfers;
-        self.transfers += 1;
+        e.request = self.matching;
         ev.push_detailed(&e);
     }
 
@@ -269,6 +283,8 @@ mod tests {
         assert_eq!(class_of(63_500_008), Some(("HIP", Gpu::Stream)));
         // Instantiation, lines, grid sizes: metrics.
         assert_eq!(class_of(63_000_009), None);
+        assert_eq!(class_of(63_000_004), None);
+        assert!(is_size(63_000_004) && is_size(63_500_004) && !is_size(63_000_014));
         assert_eq!(class_of(63_000_011), None);
         assert_eq!(class_of(63_100_000), None);
     }
@@ -314,6 +330,23 @@ mod tests {
         assert_eq!(d.unattached, 0);
         // A size with no transfer open is not the stream's.
         assert!(!d.size(&mut ev, 8));
+    }
+
+    #[test]
+    fn a_transfer_begun_before_the_last_one_ended_keeps_an_id_of_its_own() {
+        let mut ev = RawEvents::default();
+        let mut d = Device::default();
+        d.begin_transfer(&mut ev, (0, 1), 100);
+        d.begin_transfer(&mut ev, (0, 1), 200);
+        d.end_transfer(&mut ev, (0, 1), 300);
+        ev.finish_stream(0, 1);
+        // The end is the second one's; the first is left without one, and counted.
+        assert_eq!((ev.request[0], ev.request[1], ev.request[2]), (0, 1, 1));
+        assert_eq!(d.unattached, 1);
+        // A stream number that is no thread (0: Extrae numbers from 1) is counted too.
+        d.enter_call(&mut ev, (0, 0), 400, 3);
+        d.attribute(&mut ev, Gpu::Stream, 0, 0);
+        assert_eq!(d.unattached, 2);
     }
 
     #[test]

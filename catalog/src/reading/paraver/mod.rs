@@ -107,7 +107,7 @@ enum Class {
     Metric(i32),
     /// One of Extrae's OpenMP records (`openmp`).
     OpenMp(openmp::Omp),
-    /// One of Extrae's CUDA or HIP records (`cuda`), but the size.
+    /// One of Extrae's CUDA or HIP records (`cuda`), but the size (`TransferSize`).
     Gpu(cuda::Gpu),
     /// The size of a CUDA or HIP transfer or call: the bytes of the transfer open on a stream,
     /// else a sample of metric `names[i]`.
@@ -279,8 +279,8 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
     if let Some(omp) = openmp::class_of(ty) {
         return Class::OpenMp(omp);
     }
-    let gpu = cuda::class_of(ty).filter(|_| !cuda::layout_before_4(pcf)).map(|c| c.1);
-    if let Some(gpu) = gpu.filter(|g| *g != cuda::Gpu::Size) {
+    let cuda_4 = cuda::ALL.contains(&ty) && !cuda::layout_before_4(pcf);
+    if let Some((_, gpu)) = cuda::class_of(ty).filter(|_| cuda_4) {
         return Class::Gpu(gpu);
     }
     let described = pcf.types.get(&ty);
@@ -307,7 +307,7 @@ fn classify(ty: i64, pcf: &pcf::Pcf, metric_names: &mut Vec<String>, definitions
         });
         metric_names.len() - 1
     });
-    if gpu == Some(cuda::Gpu::Size) { Class::TransferSize(index as i32) } else { Class::Metric(index as i32) }
+    if cuda_4 && cuda::is_size(ty) { Class::TransferSize(index as i32) } else { Class::Metric(index as i32) }
 }
 
 /// A message half placed on a stream: a send, or a receive's post and completion.
@@ -1264,10 +1264,7 @@ fn walk_stream<'a>(
                 }
             }
             Class::Mpi | Class::Function => {
-                let region = match open.iter().rposition(|o| o.0 == r.ty()) {
-                    Some(p) => open.remove(p).2,
-                    None => NONE_I32,
-                };
+                let region = close_call(&mut open, r.ty());
                 if let Some(at) = collectives.iter().rposition(|c| c.region == region) {
                     let c = collectives.remove(at);
                     let merged: Vec<i64> =
@@ -1328,10 +1325,7 @@ fn walk_stream<'a>(
                     open.push((r.ty(), r.value, region));
                 }
                 cuda::Gpu::Call | cuda::Gpu::Kernel => {
-                    let region = match open.iter().rposition(|o| o.0 == r.ty()) {
-                        Some(p) => open.remove(p).2,
-                        None => NONE_I32,
-                    };
+                    let region = close_call(&mut open, r.ty());
                     if g == cuda::Gpu::Call {
                         device.leave_call();
                     }
@@ -1339,7 +1333,7 @@ fn walk_stream<'a>(
                 }
                 cuda::Gpu::Transfer if !leaving => device.begin_transfer(ev, here, r.ts),
                 cuda::Gpu::Transfer => device.end_transfer(ev, here, r.ts),
-                cuda::Gpu::Size | cuda::Gpu::Stream | cuda::Gpu::DeviceEvent => device.attribute(ev, g, r.value, rank),
+                cuda::Gpu::Stream | cuda::Gpu::DeviceEvent => device.attribute(ev, g, r.value, rank),
             },
         }
     }
@@ -1349,6 +1343,15 @@ fn walk_stream<'a>(
     out.device_unattached = device.unattached;
     ev.finish_stream(rank, thread);
     out
+}
+
+/// Take the innermost open call of type `ty` off `open` (entered calls: type, value, region):
+/// its region, NONE_I32 when none is open (a leave without its enter, as a cut trace has).
+fn close_call(open: &mut Vec<(i64, i64, i32)>, ty: i64) -> i32 {
+    match open.iter().rposition(|o| o.0 == ty) {
+        Some(p) => open.remove(p).2,
+        None => NONE_I32,
+    }
 }
 
 /// `DD/MM/YYYY at HH:MM` as ns since the Unix epoch (the header gives no time zone: UTC);
