@@ -84,3 +84,11 @@ def test_context_manager_and_options(repo):
     with t:
         assert t.info()["clock_correction"] == "off"
     assert "closed" in repr(t)
+
+
+def test_an_analysis_over_a_cte_or_a_query(demo):
+    late = "SELECT * FROM messages WHERE send_ts > 1500000"
+    over_query = value(demo, f"SELECT sum(wait_ns) FROM wait_states(({late}))")
+    over_cte = value(demo, f"WITH late AS ({late}) SELECT sum(wait_ns) FROM wait_states(late)")
+    whole = value(demo, "SELECT sum(wait_ns) FROM wait_states()")
+    assert over_query == over_cte and 0 < over_query < whole

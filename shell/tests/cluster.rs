@@ -271,6 +271,10 @@ fn a_cluster_gives_the_embedded_rows() {
         "SELECT rank, wallclock(min(ts)) FROM events GROUP BY rank",
         "SELECT node FROM ranks LIMIT 3",
         "SELECT src, dst, count(*), sum(bytes) FROM messages WHERE send_ts BETWEEN 1000000 AND 2000000 GROUP BY 1, 2",
+        // Relations given as a query or a CTE travel with the call.
+        "SELECT * FROM wait_states((SELECT * FROM messages WHERE send_ts > 1500000))",
+        "WITH late AS (SELECT * FROM messages WHERE send_ts > 1500000) SELECT * FROM comm_partners(late)",
+        "SELECT * FROM rank_diagnosis((SELECT * FROM messages WHERE src < 4), collectives => (SELECT * FROM collectives))",
     ] {
         queries.push(q.to_string());
     }

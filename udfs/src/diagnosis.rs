@@ -221,7 +221,8 @@ fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
     if max_inter > 1.0 {
         return plan_err!("rank_diagnosis: max_inter_share must be a share from 0 to 1, got {max_inter}");
     }
-    let sql = query(&messages.reference.to_string(), &collectives.reference.to_string(), by_node, max_inter);
+    let sql =
+        query(&messages.reference.to_quoted_string(), &collectives.reference.to_quoted_string(), by_node, max_inter);
     let view = crate::relation::sql_view(session, a.function, sql)?;
     // Rows by rank (by node), whatever the query around does not order.
     let key = if by_node { "node" } else { "rank" };

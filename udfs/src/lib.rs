@@ -2,9 +2,10 @@
 //! module declares its functions (`declare::Function`: parameters with types, defaults and
 //! meanings, output columns, how it is made) next to their code; `functions()` is the one list
 //! that `register_all` registers and the shell's `\df`, information_schema and
-//! docs/reference.md describe. Analysis table functions
-//! take the relation to read as their first argument (a table or view name, default the
-//! trace's base table), so users narrow time, ranks or regions with an ordinary view.
+//! docs/reference.md describe. Analysis table functions take the relation to read as their
+//! first argument (default the trace's base table): a table or view by name, a CTE or a
+//! parenthesised query (`function_calls`), so users narrow time, ranks or regions with the
+//! SQL they would write anyway.
 
 pub mod accelerators;
 pub mod args;
@@ -26,6 +27,7 @@ pub mod deltas;
 pub mod derived;
 pub mod diagnosis;
 pub mod files;
+pub mod function_calls;
 pub mod iterations;
 pub mod jobs;
 pub mod latency;
@@ -151,8 +153,18 @@ impl TableFunctionImpl for Declared {
         let declare::Make::Table(plan) = declaration.make else {
             return datafusion::common::plan_err!("{}: not a table function", declaration.name);
         };
-        let exprs = args.exprs();
-        let (provider, lookups) = relation::recording(|| plan(&declaration.args(exprs, args.session())?));
+        // Relations the SQL planner planned (a query, a CTE: crate::function_calls) are read by
+        // name, in a session that knows them.
+        let (exprs, planned) = relation::named_arguments(declaration.params, args.exprs());
+        let with_arguments;
+        let session: &dyn datafusion::catalog::Session = if planned.is_empty() {
+            args.session()
+        } else {
+            with_arguments = relation::with_arguments(args.session(), declaration.name, planned)?;
+            &with_arguments
+        };
+        let exprs = exprs.as_slice();
+        let (provider, lookups) = relation::recording(|| plan(&declaration.args(exprs, session)?));
         let provider = provider?;
         Ok(match provider.downcast_ref::<derived::Derived>() {
             Some(derived) => {
@@ -172,11 +184,11 @@ pub fn register_all(session: &mut Session) {
         _ => commdb_catalog::memory::default_memory_limit(),
     };
     bounded::register(session.context(), budget);
+    let _ = session.context().register_relation_planner(Arc::new(function_calls::FunctionCalls));
     for f in FUNCTIONS {
         match f.make {
             declare::Make::Table(_) => {
                 session.context().register_udtf(f.name, Arc::new(Declared(f)));
-                session.register_parameter_names(f.name, f.names());
             }
             declare::Make::Scalar(make) => session.context().register_udf(make(f, session)),
             declare::Make::Aggregate(make) => session.context().register_udaf(make(f)),

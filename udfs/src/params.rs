@@ -5,7 +5,8 @@
 /// The type of a parameter: what a literal given for it must be.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Type {
-    /// The name of a table or view, as text: `'messages'`, `'run2.messages'`, a view.
+    /// A relation: a table or view by name (as text, `'messages'`, `'run2.messages'`, or as an
+    /// identifier), a CTE of the statement, or a parenthesised query (crate::function_calls).
     Relation,
     /// A whole number (`1e6` is accepted, `1.5` is not), at least `min`.
     Integer { min: i64 },
@@ -27,7 +28,7 @@ impl Type {
     /// The type as SQL's catalog shows it (information_schema.parameters.data_type).
     pub fn sql_name(&self) -> String {
         match self {
-            Type::Relation => "relation name (Utf8)".into(),
+            Type::Relation => "relation (name, CTE or query)".into(),
             Type::Integer { .. } => "Int64".into(),
             Type::Number { .. } => "Float64".into(),
             Type::Duration { .. } => "duration (Int64 ns or Utf8 '2ms')".into(),
@@ -39,7 +40,7 @@ impl Type {
     /// The type in words, with its constraint, for the reference.
     pub fn described(&self) -> String {
         match self {
-            Type::Relation => "table or view name".into(),
+            Type::Relation => "table, view, CTE or (query)".into(),
             Type::Integer { min } if *min > i64::MIN => format!("integer >= {min}"),
             Type::Integer { .. } => "integer".into(),
             Type::Number { min } if min.is_finite() => format!("number >= {min}"),

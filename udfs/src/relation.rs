@@ -38,13 +38,21 @@ impl Relation {
             .iter()
             .map(|c| match schema.index_of(c) {
                 Ok(i) => Ok(i),
-                Err(_) => plan_err!(
-                    "{function}: relation '{}' has no column '{c}' (it needs {})",
-                    self.reference,
-                    columns.join(", ")
-                ),
+                Err(_) => {
+                    plan_err!("{function}: {} has no column '{c}' (it needs {})", self.described(), columns.join(", "))
+                }
             })
             .collect()
+    }
+
+    /// The relation as a message names it: `relation 'messages'`, `the query for rel`,
+    /// `CTE 'm'`.
+    pub fn described(&self) -> String {
+        match (self.reference.schema(), self.reference.table()) {
+            (Some(ARGUMENTS), t) if t.starts_with(QUERY_FOR) => format!("the {t}"),
+            (Some(ARGUMENTS), t) => format!("CTE '{t}'"),
+            _ => format!("relation '{}'", self.reference),
+        }
     }
 }
 
@@ -67,6 +75,141 @@ pub fn wait_for<F: std::future::Future>(future: F) -> Result<F::Output> {
         Err(_) => plan_err!(
             "a table this query reads is not ready while another function's query is planned; query it on its own first"
         ),
+    }
+}
+
+/// The schema under which a call's planned relation arguments (a parenthesised query, a CTE)
+/// are known by name while the call is planned (`with_arguments`): one no catalog has, so that
+/// they shadow no table of the session.
+pub const ARGUMENTS: &str = "argument";
+
+/// A view and the name it is known by.
+pub type NamedView = (String, Arc<dyn TableProvider>);
+
+/// How the name of a query given as a relation argument starts (`query for rel`).
+const QUERY_FOR: &str = "query for ";
+
+/// The arguments of a call with each relation planned by the SQL planner (a parenthesised query
+/// or a CTE, carried as a scalar subquery by crate::function_calls) replaced by a name in
+/// `ARGUMENTS`, and the views those names stand for: a CTE's under its name, a query's as
+/// `query for` its parameter.
+pub fn named_arguments(params: &[crate::params::Param], exprs: &[Expr]) -> (Vec<Expr>, Vec<NamedView>) {
+    let mut named: Vec<NamedView> = Vec::new();
+    let exprs = exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let relation = params.get(i).is_some_and(|p| p.ty == crate::params::Type::Relation);
+            let Expr::ScalarSubquery(sq) = e else { return e.clone() };
+            if !relation {
+                return e.clone();
+            }
+            let plan = sq.subquery.as_ref().clone();
+            let name = match &plan {
+                LogicalPlan::SubqueryAlias(a) => a.alias.table().to_string(),
+                _ => format!("{QUERY_FOR}{}", params[i].name),
+            };
+            if !named.iter().any(|(n, _)| *n == name) {
+                named.push((name.clone(), Arc::new(datafusion::datasource::ViewTable::new(plan, None))));
+            }
+            Expr::Literal(
+                datafusion::common::ScalarValue::Utf8(Some(format!("{}.{}", quote(ARGUMENTS), quote(&name)))),
+                None,
+            )
+        })
+        .collect();
+    (exprs, named)
+}
+
+/// `session` (a commdb session's state) whose catalog also knows `views` by name in schema
+/// `ARGUMENTS` of the default catalog: the session a call with planned relation arguments is
+/// planned in, so that everything that finds a relation by its name (the call's own
+/// arguments, the queries an analysis writes over them) finds them.
+pub fn with_arguments(
+    session: &dyn Session,
+    function: &str,
+    views: Vec<NamedView>,
+) -> Result<datafusion::execution::SessionState> {
+    use datafusion::catalog::{MemorySchemaProvider, SchemaProvider};
+    use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("{function}: needs a commdb session to read a query or a CTE");
+    };
+    let arguments = Arc::new(MemorySchemaProvider::new());
+    for (name, view) in views {
+        arguments.register_table(name, view)?;
+    }
+    let catalog = state.config().options().catalog.default_catalog.clone();
+    let catalogs = Arc::new(overlay::WithArguments { inner: state.catalog_list().clone(), catalog, arguments });
+    Ok(SessionStateBuilder::new_from_existing(state.clone()).with_catalog_list(catalogs).build())
+}
+
+/// A session's catalogs with one more schema in the default catalog (`with_arguments`).
+mod overlay {
+    use std::sync::Arc;
+
+    use datafusion::catalog::{CatalogProvider, CatalogProviderList, SchemaProvider};
+    use datafusion::error::Result;
+
+    #[derive(Debug)]
+    pub struct WithArguments {
+        pub inner: Arc<dyn CatalogProviderList>,
+        pub catalog: String,
+        pub arguments: Arc<dyn SchemaProvider>,
+    }
+
+    impl CatalogProviderList for WithArguments {
+        fn register_catalog(
+            &self,
+            name: String,
+            catalog: Arc<dyn CatalogProvider>,
+        ) -> Option<Arc<dyn CatalogProvider>> {
+            self.inner.register_catalog(name, catalog)
+        }
+
+        fn catalog_names(&self) -> Vec<String> {
+            self.inner.catalog_names()
+        }
+
+        fn catalog(&self, name: &str) -> Option<Arc<dyn CatalogProvider>> {
+            let inner = self.inner.catalog(name);
+            if name != self.catalog {
+                return inner;
+            }
+            Some(Arc::new(CatalogWithArguments { inner, arguments: self.arguments.clone() }))
+        }
+    }
+
+    #[derive(Debug)]
+    struct CatalogWithArguments {
+        inner: Option<Arc<dyn CatalogProvider>>,
+        arguments: Arc<dyn SchemaProvider>,
+    }
+
+    impl CatalogProvider for CatalogWithArguments {
+        fn schema_names(&self) -> Vec<String> {
+            let mut names = self.inner.as_ref().map(|c| c.schema_names()).unwrap_or_default();
+            names.push(super::ARGUMENTS.to_string());
+            names
+        }
+
+        fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+            if name == super::ARGUMENTS {
+                return Some(self.arguments.clone());
+            }
+            self.inner.as_ref()?.schema(name)
+        }
+
+        fn register_schema(
+            &self,
+            name: &str,
+            schema: Arc<dyn SchemaProvider>,
+        ) -> Result<Option<Arc<dyn SchemaProvider>>> {
+            match &self.inner {
+                Some(inner) => inner.register_schema(name, schema),
+                None => datafusion::common::plan_err!("no catalog to register schema '{name}' in"),
+            }
+        }
     }
 }
 

@@ -399,8 +399,8 @@ fn remap_call(a: &Args) -> Result<(Relation, Call)> {
     };
     if cap.is_none() && nodes.is_none() {
         return plan_err!(
-            "{function}: relation '{}' has no src_node/dst_node columns to tell the current ranks per node; give ranks_per_node",
-            rel.reference
+            "{function}: {} has no src_node/dst_node columns to tell the current ranks per node; give ranks_per_node",
+            rel.described()
         );
     }
     Ok((rel, Call { cap, weight, idx, nodes }))

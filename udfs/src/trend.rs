@@ -300,7 +300,7 @@ fn latency_trend(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let (baseline, extra) = Baseline::plan(a.function, &baseline, a.session, &rel)?;
     let found = MessageIndices::find("latency_trend", &rel)?;
     if !found.has_send_ts() {
-        return plan_err!("latency_trend: relation '{}' has no column 'send_ts'", rel.reference);
+        return plan_err!("latency_trend: {} has no column 'send_ts'", rel.described());
     }
     let (projection, input) = found.projected();
     let out = output_schema();

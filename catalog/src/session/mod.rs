@@ -10,7 +10,6 @@ pub mod checked_sum;
 pub mod durations;
 pub mod information_schema;
 pub mod joins_yield;
-pub mod named_args;
 pub mod parts;
 pub mod plan_node;
 pub mod sql;
@@ -37,7 +36,6 @@ use crate::reading::csv::TimeUnit;
 use crate::reading::{OpenOptions, default_name};
 use crate::trace::Trace;
 use crate::wallclock::{Notices, SharedStarts};
-use named_args::Parameters;
 use sql::{Command, parse_command};
 use trace_table::TraceTable;
 
@@ -60,7 +58,6 @@ pub struct Session {
     catalogs: Arc<dyn datafusion::catalog::CatalogProviderList>,
     traces: BTreeMap<String, Arc<Trace>>,
     default_trace: Option<String>,
-    parameters: Parameters,
     /// Scheduler logs and CSV files attached as plain tables, with the file each was read from.
     tables: BTreeMap<String, std::path::PathBuf>,
     /// Absolute start of every trace, read by `wallclock()`.
@@ -171,7 +168,6 @@ impl Session {
             catalogs,
             traces: BTreeMap::new(),
             default_trace: None,
-            parameters: Parameters::new(),
             tables: BTreeMap::new(),
             starts: SharedStarts::default(),
             notices,
@@ -361,11 +357,6 @@ impl Session {
         }
     }
 
-    /// Let `function`'s arguments be given by name (`function(name => value)`).
-    pub fn register_parameter_names(&mut self, function: &str, names: Vec<&'static str>) {
-        self.parameters.insert(function.to_ascii_lowercase(), names);
-    }
-
     /// Describe table functions in information_schema.routines and .parameters (and so in
     /// `SHOW FUNCTIONS`), once they are registered.
     pub fn describe_table_functions(&mut self, routines: Vec<information_schema::RoutineDoc>) {
@@ -397,7 +388,7 @@ impl Session {
         let copies = sql.to_ascii_lowercase().contains("copy");
         // A string added to or subtracted from something may be a duration (`durations`).
         let arithmetic = sql.contains('\'') && (sql.contains('+') || sql.contains('-'));
-        if (self.parameters.is_empty() || !sql.contains("=>")) && !copies && !arithmetic {
+        if !copies && !arithmetic {
             return Ok(self.ctx.sql(sql).await?);
         }
         let mut statements = DFParser::parse_sql_with_dialect(sql, &GenericDialect {})?;
@@ -415,18 +406,15 @@ impl Session {
         }
         match &mut statement {
             DFStatement::Statement(s) => {
-                named_args::rewrite(s.as_mut(), &self.parameters)?;
                 durations::rewrite_arithmetic(s.as_mut())?;
             }
             DFStatement::Explain(e) => {
                 if let DFStatement::Statement(s) = e.statement.as_mut() {
-                    named_args::rewrite(s.as_mut(), &self.parameters)?;
                     durations::rewrite_arithmetic(s.as_mut())?;
                 }
             }
             DFStatement::CopyTo(copy) => {
                 if let datafusion::sql::parser::CopyToSource::Query(query) = &mut copy.source {
-                    named_args::rewrite(query.as_mut(), &self.parameters)?;
                     durations::rewrite_arithmetic(query.as_mut())?;
                 }
             }

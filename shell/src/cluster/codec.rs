@@ -241,7 +241,7 @@ impl LogicalCodec {
                     self.try_encode_table_provider(&r.reference, r.provider.clone(), &mut provider)?;
                     let schema = datafusion_proto::protobuf::Schema::try_from(r.provider.schema().as_ref())?;
                     Ok(LookupNode {
-                        reference: r.reference.to_string(),
+                        reference: r.reference.to_quoted_string(),
                         provider,
                         schema: Some(schema),
                         trace_catalog: None,

@@ -80,6 +80,9 @@ impl<'a> Args<'a> {
             None => Ok(None),
             Some(Expr::Literal(v, _)) if v.is_null() => Ok(None),
             Some(Expr::Literal(v, _)) => Ok(Some(v.clone())),
+            Some(Expr::ScalarSubquery(_)) => {
+                plan_err!("{}: argument {} must be a literal, not a query", self.function, self.params[i].name)
+            }
             Some(other) => {
                 plan_err!("{}: argument {} must be a literal, got {other}", self.function, self.params[i].name)
             }
@@ -233,7 +236,7 @@ fn check(function: &str, p: &Param, v: &ScalarValue) -> Result<()> {
         Type::Relation => {
             if text_of(v).is_none() {
                 return plan_err!(
-                    "{function}: {name} must be the name of a table or view as a string, e.g. '{}', got {v}",
+                    "{function}: {name} must be a table or view (its name), a CTE or a parenthesised query, e.g. '{}', got {v}",
                     match p.default {
                         ParamDefault::Text(t) => t,
                         _ => "messages",

@@ -102,12 +102,12 @@ impl Baseline {
         if let Some(given) = &args.criteria {
             let idx = given.columns(function, &["locality", "size_bucket", "criterion_ns"])?;
             let source = Source::Given { locality: 0, size_bucket: 1, criterion_ns: 2 };
-            let described = format!("criteria from '{}'", given.reference);
+            let described = format!("criteria from {}", given.described());
             return Ok((baseline(source, params, described), Some((given.clone(), Some(idx)))));
         }
         let Some(schema) = trace_schema(session, relation) else {
             let described =
-                format!("criteria learnt from '{}' itself (it comes from no single trace)", relation.reference);
+                format!("criteria learnt from {} itself (it comes from no single trace)", relation.described());
             return Ok((baseline(Source::Own, params, described), None));
         };
         let whole = trace_table(session, function, &schema, "messages")?;

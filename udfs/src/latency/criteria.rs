@@ -110,8 +110,8 @@ impl MessageIndices {
         };
         if intra.is_none() && nodes.is_none() {
             return datafusion::common::plan_err!(
-                "{function}: relation '{}' needs an intra_node column or src_node and dst_node columns",
-                relation.reference
+                "{function}: {} needs an intra_node column or src_node and dst_node columns",
+                relation.described()
             );
         }
         Ok(MessageIndices { bytes: idx[0], duration: idx[1], send_ts: schema.index_of("send_ts").ok(), intra, nodes })

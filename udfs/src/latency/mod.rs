@@ -117,8 +117,8 @@ fn message_latency(a: &Args) -> Result<Arc<dyn TableProvider>> {
     for name in ["criterion_ns", "latency", "delayed"] {
         if input.index_of(name).is_ok() {
             return datafusion::common::plan_err!(
-                "message_latency: relation '{}' already has a column '{name}'",
-                relation.reference
+                "message_latency: {} already has a column '{name}'",
+                relation.described()
             );
         }
     }
