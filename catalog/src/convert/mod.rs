@@ -75,6 +75,18 @@ pub fn otf2(path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> 
     otf2_as(path, dir, options, limits, |_| {})
 }
 
+/// `otf2`, going on from the archive's anchor and global definitions read already (to count
+/// its events, `formats::Grouping::measure`).
+pub fn otf2_from(
+    path: &Path,
+    global: otf2::Global,
+    dir: &Path,
+    options: &OpenOptions,
+    limits: &Limits,
+) -> Result<Converted> {
+    otf2_with(path, Some(global), dir, options, limits, |_| {})
+}
+
 /// The controlled logical clock moves times by the matching of the whole trace.
 fn refuse_clc(options: &OpenOptions) -> Result<()> {
     if options.clock_correction == Correction::Clc {
@@ -104,10 +116,25 @@ pub fn otf2_as(
     limits: &Limits,
     describe: impl FnOnce(&mut TraceMeta),
 ) -> Result<Converted> {
+    otf2_with(path, None, dir, options, limits, describe)
+}
+
+/// `otf2_as`, going on from the global definitions when they were read already.
+fn otf2_with(
+    path: &Path,
+    global: Option<otf2::Global>,
+    dir: &Path,
+    options: &OpenOptions,
+    limits: &Limits,
+    describe: impl FnOnce(&mut TraceMeta),
+) -> Result<Converted> {
     let shown = path.display().to_string();
     reading::refuse_time_unit(&shown, "an OTF2 archive", options)?;
     refuse_clc(options)?;
-    let (mut raw, mut pieces) = otf2::read_in_pieces(path)?;
+    let (mut raw, mut pieces) = match global {
+        Some(global) => otf2::read_in_pieces_from(path, global)?,
+        None => otf2::read_in_pieces(path)?,
+    };
     raw.meta.name = reading::default_name(&reading::paths::otf2_name_source(path));
     raw.meta.path = shown;
     describe(&mut raw.meta);

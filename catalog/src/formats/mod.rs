@@ -2,7 +2,7 @@
 //! `--format` takes them), which paths are its traces, how to read a trace whole, and, for a
 //! format read a group of whole ranks at a time (`Grouping`), how many events a trace holds
 //! before it is read, how to convert it into a store in bounded memory, and which files
-//! identify it for the cache (crate::convert::cache). Opening (`open`, through the cache when a
+//! identify it for the cache ([`crate::convert::cache`]). Opening (`open`, through the cache when a
 //! trace would not fit the memory budget; `read`, whole), converting (`convert`), the cache and
 //! the command line's help all read this list, the way Perfetto's trace processor keeps
 //! one list of importers: a new reader is its folder under `reading/`, its entry here, and
@@ -69,6 +69,18 @@ pub trait Grouping: Sync {
     }
     /// Convert the trace at `path` into a store at `dir`, a group of ranks at a time.
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted>;
+    /// `convert`, going on from what `measure` read.
+    fn convert_measured(
+        &self,
+        path: &Path,
+        dir: &Path,
+        options: &OpenOptions,
+        limits: &Limits,
+        read: Box<dyn std::any::Any + Send>,
+    ) -> Result<Converted> {
+        let _already_read = read;
+        self.convert(path, dir, options, limits)
+    }
     /// The file that stands for the trace at `path` (a directory's anchor or .prv).
     fn anchor(&self, path: &Path) -> Result<PathBuf> {
         Ok(path.to_path_buf())
@@ -147,7 +159,7 @@ fn read_as(format: &dyn Format, path: &str, options: &OpenOptions) -> Result<Tra
 
 /// Open the trace at `path` as `read` does, except a trace read a group of ranks at a time
 /// whose tables would pass `options.memory_budget`: that one is opened through its cache store
-/// (crate::convert::cache), converted first when there is none or the trace changed.
+/// ([`crate::convert::cache`]), converted first when there is none or the trace changed.
 pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
     let p = Path::new(path);
     if let Some(budget) = options.memory_budget
@@ -166,8 +178,11 @@ pub fn open(path: &str, options: &OpenOptions) -> Result<Trace> {
                 name: grouping.cache_name(&anchor),
                 anchor,
             };
-            let convert =
-                |dir: &Path, options: &OpenOptions, limits: &Limits| grouping.convert(p, dir, options, limits);
+            // A conversion goes on from what counting the events read, as opening does.
+            let convert = |dir: &Path, options: &OpenOptions, limits: &Limits| match read {
+                Some(read) => grouping.convert_measured(p, dir, options, limits, read),
+                None => grouping.convert(p, dir, options, limits),
+            };
             let mut trace = cache::open(p, &identity, convert, options, events, budget)?;
             trace.meta.path = path.to_string();
             return Ok(trace);
@@ -259,6 +274,16 @@ mod tests {
             }
         }
         assert_eq!(budgeted.meta.path, anchor.display().to_string());
+        // Converted from them, a group of ranks at a time, the store holds the same tables.
+        let kept = grouping.measure(&anchor).unwrap().read.expect("the definitions the count read");
+        let store = tempfile::tempdir().unwrap();
+        let limits = crate::convert::Limits { group_events: events / 3 + 1, ..Default::default() };
+        grouping.convert_measured(&anchor, &store.path().join("s"), &OpenOptions::default(), &limits, kept).unwrap();
+        let converted = read(&store.path().join("s").display().to_string(), &OpenOptions::default()).unwrap();
+        for table in ["ranks", "locations", "regions", "events", "messages"] {
+            let rows = |t: &Trace| t.table(table).unwrap().iter().map(|b| b.num_rows()).sum::<usize>();
+            assert_eq!(rows(&converted), rows(&alone), "{table} converted");
+        }
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! An OTF2 archive (crate::reading::otf2): its anchor `*.otf2`, or a directory holding one. Its
+//! An OTF2 archive ([`crate::reading::otf2`]): its anchor `*.otf2`, or a directory holding one. Its
 //! ranks sit in files of their own, so a conversion reads a group of them at a time.
 
 use std::path::{Path, PathBuf};
@@ -77,6 +77,20 @@ impl Grouping for Otf2 {
 
     fn convert(&self, path: &Path, dir: &Path, options: &OpenOptions, limits: &Limits) -> Result<Converted> {
         crate::convert::otf2(path, dir, options, limits)
+    }
+
+    fn convert_measured(
+        &self,
+        path: &Path,
+        dir: &Path,
+        options: &OpenOptions,
+        limits: &Limits,
+        read: Box<dyn std::any::Any + Send>,
+    ) -> Result<Converted> {
+        match read.downcast::<otf2::Global>() {
+            Ok(global) => crate::convert::otf2_from(path, *global, dir, options, limits),
+            Err(_) => crate::convert::otf2(path, dir, options, limits),
+        }
     }
 
     fn anchor(&self, path: &Path) -> Result<PathBuf> {

@@ -449,12 +449,6 @@ impl Global {
     }
 }
 
-/// Read the anchor and global definitions and check that the event files are there: the trace
-/// with its definitions, and the archive to decode the locations from.
-fn open_archive(path: &Path) -> Result<(RawTrace, Archive)> {
-    archive_of(path, Global::read(path)?)
-}
-
 /// The trace and archive of `path` from its anchor and global definitions, read already.
 fn archive_of(path: &Path, global: Global) -> Result<(RawTrace, Archive)> {
     let Global { anchor, base, d, mut warnings } = global;
@@ -528,7 +522,7 @@ fn decode_events(
 type MissingParts = (Option<(PathBuf, u64)>, Option<PathBuf>);
 
 /// An OTF2 archive decoded a group of whole ranks at a time, for a conversion in bounded memory
-/// (crate::convert): the local definitions (small) and the clock models are read once for all
+/// ([`crate::convert`]): the local definitions (small) and the clock models are read once for all
 /// locations, then each group's event files are decoded and corrected as for the whole trace.
 pub struct Pieces {
     archive: Archive,
@@ -560,7 +554,13 @@ fn location_events(base: &Path, l: &defs::Location) -> u64 {
 
 /// Read an OTF2 archive's definitions, to decode its events a group of ranks at a time.
 pub fn read_in_pieces(path: &Path) -> Result<(RawTrace, Pieces)> {
-    let (raw, archive) = open_archive(path)?;
+    read_in_pieces_from(path, Global::read(path)?)
+}
+
+/// `read_in_pieces` of the archive at `path`, whose anchor and global definitions were read
+/// already (to count its events).
+pub fn read_in_pieces_from(path: &Path, global: Global) -> Result<(RawTrace, Pieces)> {
+    let (raw, archive) = archive_of(path, global)?;
     let d = &archive.d;
     let mut order: Vec<usize> = (0..d.locations.len()).collect();
     let key = |i: &usize| archive.place.location.get(&d.locations[*i].id).copied().unwrap_or((NONE_I32, 0));
