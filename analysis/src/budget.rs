@@ -68,7 +68,7 @@ type InputRead = (Vec<RecordBatch>, usize, usize);
 
 /// The bytes of a batch's rows: a slice of a larger table (an in-memory trace table is cut
 /// into slices of shared arrays) counts its own rows, not the whole arrays it points into.
-pub(crate) fn held_bytes(batch: &RecordBatch) -> usize {
+pub fn held_bytes(batch: &RecordBatch) -> usize {
     batch
         .columns()
         .iter()
@@ -78,7 +78,7 @@ pub(crate) fn held_bytes(batch: &RecordBatch) -> usize {
 
 /// The error of an analysis that would pass the memory budget: how much it needs, for how many
 /// rows, and what to do.
-pub(crate) fn over_budget(
+pub fn over_budget(
     name: &str,
     pool: &Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
     needed: usize,
@@ -86,7 +86,7 @@ pub(crate) fn over_budget(
     doing: &str,
 ) -> DataFusionError {
     use datafusion::execution::memory_pool::MemoryLimit;
-    let size = |b: usize| crate::units::bytes(b as f64);
+    let size = |b: usize| crate::shown::bytes(b as f64);
     let budget = match pool.memory_limit() {
         MemoryLimit::Finite(b) => size(b),
         _ => "unlimited".to_string(),

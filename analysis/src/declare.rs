@@ -248,6 +248,7 @@ impl Function {
 
 /// The methods of a scalar or aggregate function that its declaration (a field `declaration`)
 /// and its `signature` field answer: its name, its documentation and its signature.
+#[macro_export]
 macro_rules! declared_function {
     () => {
         fn documentation(&self) -> Option<&datafusion::logical_expr::Documentation> {
@@ -263,7 +264,7 @@ macro_rules! declared_function {
         }
     };
 }
-pub(crate) use declared_function;
+pub use crate::declared_function;
 
 /// The meaning of an output column: its declared one, or the trace model's column of the
 /// same name when the declaration leaves it empty.

@@ -1,6 +1,6 @@
 //! An analysis as a table (`Derived`): what a table function returns. It plans the scan of
-//! the relations the function reads (crate::relation) with the session's own planner and
-//! returns an `AnalysisExec` (crate::plan) that reads them and runs the function's work when
+//! the relations the function reads ([`crate::relation`]) with the session's own planner and
+//! returns an `AnalysisExec` ([`crate::plan`]) that reads them and runs the function's work when
 //! the query executes; on a cluster it says how the work spreads over the tasks (`Spread`).
 
 use std::fmt;
@@ -46,9 +46,9 @@ pub struct Derived {
     /// (input, output columns, the narrower input), as `wait_states` reads only the OpenMP calls
     /// when neither call paths nor threads are asked for.
     narrower: Vec<(usize, Vec<usize>, Input)>,
-    /// The call that planned it, for another process to plan it again (crate::recipe).
+    /// The call that planned it, for another process to plan it again ([`crate::recipe`]).
     call: Option<crate::plan::Call>,
-    /// Whether it is planned for a distributed engine (planned again there, crate::recipe).
+    /// Whether it is planned for a distributed engine (planned again there, [`crate::recipe`]).
     distributed: bool,
     /// How it spreads over a distributed engine's tasks (None: one task).
     spread: Option<Spread>,
@@ -133,7 +133,7 @@ impl Derived {
 
     /// A table made by sweeping the first of `inputs` a chunk of whole ranks at a time (its
     /// column `rank`, an index into its projection) through the mapper `prepare` makes from the
-    /// others; a first input not in rank order is read whole and ordered (crate::by_rank).
+    /// others; a first input not in rank order is read whole and ordered ([`crate::by_rank`]).
     pub fn by_rank(schema: SchemaRef, inputs: Vec<Projected>, rank: usize, prepare: crate::stream::Prepare) -> Self {
         let unused: ComputeMany = Arc::new(|_| internal_err!("an analysis streamed by rank has no whole computation"));
         Derived { work: Work::ByRank(prepare, rank), ..Derived::from_many(schema, inputs, unused) }
@@ -141,7 +141,7 @@ impl Derived {
 
     /// A table made by folding the other `inputs` batch by batch into what `start`'s folder
     /// keeps, then mapping the first as `main` says; a first input to be read by rank that is
-    /// not in rank order is read whole, as one chunk (crate::by_rank).
+    /// not in rank order is read whole, as one chunk ([`crate::by_rank`]).
     pub fn folded(
         schema: SchemaRef,
         inputs: Vec<Projected>,

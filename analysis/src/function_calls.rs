@@ -2,7 +2,7 @@
 //! DataFusion's own table-function planning takes only positional arguments that are
 //! expressions over no columns; commdb plugs a `RelationPlanner` (DataFusion's hook for table
 //! factors, consulted before that planning) in front of it that reads the call as its
-//! declaration (crate::declare) says:
+//! declaration ([`crate::declare`]) says:
 //! - named arguments (`bucket_bytes => 100`) go to their declared places, skipped places are
 //!   NULL (each function's default);
 //! - an argument given for a relation parameter may be a parenthesised query
@@ -11,7 +11,7 @@
 //!   query and a CTE are planned here with the full SQL planner, in the statement's scope,
 //!   and travel to the function as the plan they are (an `Expr::ScalarSubquery` carrying it,
 //!   the one expression that holds a plan), where the call reads them as relations of their
-//!   own (crate::relation::with_arguments); a table or view goes by its name, as before.
+//!   own ([`crate::relation::with_arguments`]); a table or view goes by its name, as before.
 //!
 //! The call then goes to the function as DataFusion calls any table function, with the
 //! session it is planned in.
@@ -29,10 +29,12 @@ use datafusion::sql::sqlparser::ast::{
 use crate::declare::Function;
 use crate::params::Type;
 
-/// The relation planner for calls of commdb's table functions (registered by
-/// crate::register_all); any other table factor goes on to DataFusion's planning.
-#[derive(Debug, Default)]
-pub struct FunctionCalls;
+/// The relation planner for calls of the table functions `functions` declares (commdb's,
+/// registered with them); any other table factor goes on to DataFusion's planning.
+#[derive(Debug)]
+pub struct FunctionCalls {
+    pub functions: &'static [&'static Function],
+}
 
 impl RelationPlanner for FunctionCalls {
     fn plan_relation(
@@ -40,7 +42,7 @@ impl RelationPlanner for FunctionCalls {
         relation: TableFactor,
         context: &mut dyn RelationPlannerContext,
     ) -> Result<RelationPlanning> {
-        let Some(function) = commdb_function(&relation, context) else {
+        let Some(function) = self.declared(&relation, context) else {
             return Ok(RelationPlanning::Original(Box::new(relation)));
         };
         let TableFactor::Table { alias, args: Some(TableFunctionArgs { args, settings }), .. } = relation else {
@@ -66,34 +68,37 @@ impl RelationPlanner for FunctionCalls {
     }
 }
 
-/// The declaration of the commdb table function `relation` calls, if it calls one.
-fn commdb_function(relation: &TableFactor, context: &dyn RelationPlannerContext) -> Option<&'static Function> {
-    let TableFactor::Table {
-        name,
-        args: Some(_),
-        with_hints,
-        version,
-        with_ordinality,
-        partitions,
-        json_path,
-        sample,
-        index_hints,
-        ..
-    } = relation
-    else {
-        return None;
-    };
-    let plain = with_hints.is_empty()
-        && version.is_none()
-        && !with_ordinality
-        && partitions.is_empty()
-        && json_path.is_none()
-        && sample.is_none()
-        && index_hints.is_empty();
-    let [part] = name.0.as_slice() else { return None };
-    let ident = part.as_ident()?.clone();
-    let function = crate::function(&context.normalize_ident(ident))?;
-    (plain && function.kind() == crate::Kind::Table).then_some(function)
+impl FunctionCalls {
+    /// The declaration of the table function `relation` calls, if it is one of `functions`.
+    fn declared(&self, relation: &TableFactor, context: &dyn RelationPlannerContext) -> Option<&'static Function> {
+        let TableFactor::Table {
+            name,
+            args: Some(_),
+            with_hints,
+            version,
+            with_ordinality,
+            partitions,
+            json_path,
+            sample,
+            index_hints,
+            ..
+        } = relation
+        else {
+            return None;
+        };
+        let plain = with_hints.is_empty()
+            && version.is_none()
+            && !with_ordinality
+            && partitions.is_empty()
+            && json_path.is_none()
+            && sample.is_none()
+            && index_hints.is_empty();
+        let [part] = name.0.as_slice() else { return None };
+        let ident = part.as_ident()?.clone();
+        let name = context.normalize_ident(ident);
+        let function = self.functions.iter().copied().find(|f| f.name.eq_ignore_ascii_case(&name))?;
+        (plain && function.kind() == crate::declare::Kind::Table).then_some(function)
+    }
 }
 
 /// The arguments of a call in their declared places (None: omitted): positional ones keep

@@ -6,7 +6,7 @@
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Type {
     /// A relation: a table or view by name (as text, `'messages'`, `'run2.messages'`, or as an
-    /// identifier), a CTE of the statement, or a parenthesised query (crate::function_calls).
+    /// identifier), a CTE of the statement, or a parenthesised query ([`crate::function_calls`]).
     Relation,
     /// A whole number (`1e6` is accepted, `1.5` is not), at least `min`.
     Integer { min: i64 },
@@ -112,30 +112,3 @@ pub struct Param {
 pub const fn param(name: &'static str, ty: Type, default: ParamDefault, meaning: &'static str) -> Param {
     Param { name, ty, default, meaning }
 }
-
-/// The four parameters of every function that measures latency L against criteria
-/// (PCLVis 4.1): how `latency_criteria` learns them, or a table of them.
-pub const BUCKET_BYTES: Param = param(
-    "bucket_bytes",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(50),
-    "width of the message-size buckets of the criteria, in bytes",
-);
-pub const MAX_SAMPLES: Param = param(
-    "max_samples",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(10000),
-    "at most this many messages per bucket are sampled for its median",
-);
-pub const MIN_MESSAGES: Param = param(
-    "min_messages",
-    Type::Integer { min: 1 },
-    ParamDefault::Integer(5),
-    "a bucket with fewer messages gets no criterion (status 'too_few_messages'), so its messages no latency",
-);
-pub const CRITERIA: Param = param(
-    "criteria",
-    Type::Relation,
-    ParamDefault::Chosen("the whole trace's"),
-    "a latency_criteria-shaped relation to measure against instead of the trace's own criteria",
-);

@@ -9,14 +9,14 @@
 //! commdb's whole-relation analyses.
 //!
 //! An analysis holds its whole input while it computes, so it answers to the session's memory
-//! budget as DataFusion's sorts and joins do (crate::budget). A streamed analysis
-//! (`Work::Streamed`, crate::stream) holds only its other inputs and maps the first as it comes;
-//! one streamed by rank (`Work::ByRank`, crate::by_rank) asks for its first input in rank order.
+//! budget as DataFusion's sorts and joins do ([`crate::budget`]). A streamed analysis
+//! (`Work::Streamed`, [`crate::stream`]) holds only its other inputs and maps the first as it comes;
+//! one streamed by rank (`Work::ByRank`, [`crate::by_rank`]) asks for its first input in rank order.
 //!
 //! On a distributed engine (Ballista, whose tasks each run some partitions of a stage) a node
 //! is placed (`Placement`): one task asking for each input whole, or a task per partition of
 //! its first input, each reading its other inputs whole; an analysis spread as partials and
-//! their merge is two nodes of one call (`Stage`), crate::derived::Spread.
+//! their merge is two nodes of one call (`Stage`), [`crate::derived::Spread`].
 
 use std::fmt;
 use std::sync::Arc;
@@ -71,14 +71,14 @@ impl Call {
 pub type ComputeMany = Arc<dyn Fn(&[Vec<RecordBatch>]) -> Result<Vec<RecordBatch>> + Send + Sync>;
 
 /// What an analysis does with its inputs: compute over all of them held, or stream the first
-/// through a mapper prepared from the others (crate::stream), or stream it so a chunk of whole
-/// ranks at a time (its column `rank`, a column index) in rank order (crate::by_rank).
+/// through a mapper prepared from the others ([`crate::stream`]), or stream it so a chunk of whole
+/// ranks at a time (its column `rank`, a column index) in rank order ([`crate::by_rank`]).
 #[derive(Clone)]
 pub enum Work {
     Whole(ComputeMany),
     Streamed(crate::stream::Prepare),
     ByRank(crate::stream::Prepare, usize),
-    /// The other inputs folded batch by batch (crate::stream::Folder), then the first read as
+    /// The other inputs folded batch by batch ([`crate::stream::Folder`]), then the first read as
     /// `Main` says.
     Folded(crate::stream::StartFold, Main),
 }
@@ -116,14 +116,14 @@ pub struct AnalysisExec {
     projection: Option<Vec<usize>>,
     properties: Arc<PlanProperties>,
     metrics: ExecutionPlanMetricsSet,
-    /// The call that planned it, for another process to plan it again (crate::recipe).
+    /// The call that planned it, for another process to plan it again ([`crate::recipe`]).
     call: Option<crate::plan::Call>,
     /// How its inputs' partitions are read (in one process, or by a distributed engine's tasks).
     placement: Placement,
     /// Which node of its call it is: the answer, or the partials and their merge.
     stage: Stage,
     /// The output columns each partition of its output is sorted on, ascending (a task per
-    /// part whose rows are merged in that order after, crate::derived::Spread).
+    /// part whose rows are merged in that order after, [`crate::derived::Spread`]).
     output_order: Option<Vec<usize>>,
     /// The columns each partition of its first input is sorted on (the parts' partials, crate::
     /// common::Spread::SortedMerge), which it merges in that order itself: a distributed engine
@@ -151,7 +151,7 @@ pub enum Placement {
 }
 
 /// Which node of an analysis' call a node is: the answer itself, or (spread as partials and
-/// their merge, crate::derived::Spread) the partials of each part or their merge.
+/// their merge, [`crate::derived::Spread`]) the partials of each part or their merge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Answer,
@@ -315,7 +315,7 @@ impl AnalysisExec {
         self.projection.as_ref()
     }
 
-    /// The identity of its call (crate::plan::CALL_ID in its schema's metadata).
+    /// The identity of its call ([`crate::plan::CALL_ID`] in its schema's metadata).
     pub fn call_id(&self) -> Option<&str> {
         self.full_schema.metadata().get(crate::plan::CALL_ID).map(String::as_str)
     }
@@ -427,7 +427,7 @@ impl ExecutionPlan for AnalysisExec {
     }
 
     /// The analysis's batches, under the node's schema (which carries the call's metadata,
-    /// crate::plan::CALL_ID, that the batches the work builds do not).
+    /// [`crate::plan::CALL_ID`], that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
         if self.stage == Stage::Merge && partition > 0 {

@@ -23,7 +23,7 @@ use crate::relation::Lookup;
 
 /// Plan `call` again in a session made from `base` (commdb's functions registered) whose
 /// catalog holds exactly what the call looked up, and return its table with the call
-/// identity `call_id` (crate::plan::CALL_ID) the first planning gave it, its node asking
+/// identity `call_id` ([`crate::plan::CALL_ID`]) the first planning gave it, its node asking
 /// for each input whole (a distributed engine's task gets only its slice of the partitions
 /// of an input otherwise).
 pub fn plan_again(call: &Call, base: &SessionState, call_id: Option<&str>) -> Result<Derived> {

@@ -1,7 +1,7 @@
 //! The relations a table function reads: a name (`messages`, `run2.messages`, a view)
 //! resolved in the session's catalogs while the query is planned, the one trace a relation was
 //! cut from (looking through views), the span of a relation as a one-row input, and the
-//! record of what planning looked up, from which crate::recipe plans a call again on a
+//! record of what planning looked up, from which [`crate::recipe`] plans a call again on a
 //! cluster's executor.
 
 use std::cell::RefCell;
@@ -90,7 +90,7 @@ pub type NamedView = (String, Arc<dyn TableProvider>);
 const QUERY_FOR: &str = "query for ";
 
 /// The arguments of a call with each relation planned by the SQL planner (a parenthesised query
-/// or a CTE, carried as a scalar subquery by crate::function_calls) replaced by a name in
+/// or a CTE, carried as a scalar subquery by [`crate::function_calls`]) replaced by a name in
 /// `ARGUMENTS`, and the views those names stand for: a CTE's under its name, a query's as
 /// `query for` its parameter.
 pub fn named_arguments(params: &[crate::params::Param], exprs: &[Expr]) -> (Vec<Expr>, Vec<NamedView>) {
@@ -287,29 +287,6 @@ fn base_tables(
         note(Lookup::TraceSchema(resolved.catalog.to_string(), resolved.schema.to_string()));
         out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
     }
-}
-
-/// A view of `sql`, planned in the call's session: what a function that is a query over other
-/// analyses and tables returns (rank_diagnosis, comm_partners, iteration_profile, scaling).
-pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<datafusion::catalog::view::ViewTable> {
-    let Some(state) = session.as_any().downcast_ref::<datafusion::execution::session_state::SessionState>() else {
-        return datafusion::common::plan_err!("{function}: needs a commdb session to plan its query");
-    };
-    let plan = wait_for(state.create_logical_plan(&sql))??;
-    note_scans(&plan);
-    Ok(datafusion::catalog::view::ViewTable::new(plan, Some(sql)))
-}
-
-/// Note, for the call being planned, every relation `plan` reads: a table or view by its name,
-/// an analysis by what it looked up (it is planned again from its own call). A cluster plans an
-/// analysis that reads a view of SQL again from its recipe, and the SQL finds its tables there.
-fn note_scans(plan: &LogicalPlan) {
-    for_each_scan(plan, |reference, provider| {
-        match provider.downcast_ref::<crate::derived::Derived>().and_then(|d| d.call()) {
-            Some(call) => call.lookups.iter().cloned().for_each(note),
-            None => note(Lookup::Relation(Relation { reference: reference.clone(), provider: provider.clone() })),
-        }
-    });
 }
 
 /// Call `f` with the name and table of every scan in `plan`, its subqueries' included.

@@ -26,7 +26,7 @@ use futures::{StreamExt, TryStreamExt};
 pub trait Mapper: Send {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch>;
 
-    /// Map several batches as one (a chunk of whole ranks, crate::by_rank); a mapper that reads
+    /// Map several batches as one (a chunk of whole ranks, [`crate::by_rank`]); a mapper that reads
     /// its columns across batches takes them as they are, without a concatenated copy.
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         match batches {
@@ -65,7 +65,7 @@ pub trait Mapper: Send {
     }
 
     /// Bytes of working data the mapper builds per byte of a chunk of whole ranks it sweeps
-    /// (crate::by_rank: its chunks are cut that many times smaller and reserved that many times
+    /// ([`crate::by_rank`]: its chunks are cut that many times smaller and reserved that many times
     /// over); 1 for a sweep whose working data is about its input.
     fn working_ratio(&self) -> usize {
         1
@@ -110,7 +110,7 @@ pub trait Folder: Send {
 /// Starts the folder of one execution.
 pub type StartFold = Arc<dyn Fn() -> Box<dyn Folder> + Send + Sync>;
 
-/// Wraps the mapper an analysis makes (crate::by_rank cuts its input into chunks of ranks).
+/// Wraps the mapper an analysis makes ([`crate::by_rank`] cuts its input into chunks of ranks).
 pub type Wrap = Arc<dyn Fn(Box<dyn Mapper>) -> Box<dyn Mapper> + Send + Sync>;
 
 /// How the other inputs of a streamed analysis are read.
@@ -140,7 +140,7 @@ pub struct Streamed {
     /// None: all of them.
     pub part: Option<usize>,
     /// The order each partition of the main input is sorted in, to merge them in (the parts'
-    /// partials of crate::derived::Spread::SortedMerge); None: as they come.
+    /// partials of [`crate::derived::Spread::SortedMerge`]); None: as they come.
     pub merged_on: Option<datafusion::physical_expr::LexOrdering>,
 }
 

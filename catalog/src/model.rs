@@ -15,7 +15,7 @@ pub const CATALOG: &str = "datafusion";
 pub const DEFAULT_SCHEMA: &str = "public";
 
 /// Whether a trace table's rows are in rank order, in memory and in a store: the events and
-/// the calls are kept stream by stream in (rank, thread) order (crate::events), and a store
+/// the calls are kept stream by stream in (rank, thread) order ([`crate::events`]), and a store
 /// writes them, and a conversion in groups their groups, in that order. A store's scans
 /// declare it (its parts hold consecutive rows), so DataFusion merges their partitions in rank
 /// order instead of sorting, and the analyses that sweep rank by rank read a store's calls as
@@ -131,7 +131,7 @@ pub const TRACE_INFO: TableDoc = TableDoc {
 /// Whether a column of this name holds nanoseconds, in the model's tables and the analyses'
 /// outputs: `ts`, `duration`, `exclusive`, `round_trip` and every `*_ts`, `*_ns`, `*_start`
 /// and `*_end` (send_call_start, bin_end, window_start, ...). SQL reads a duration literal
-/// next to one in nanoseconds (`WHERE send_ts > '8ms'`, crate::session::durations).
+/// next to one in nanoseconds (`WHERE send_ts > '8ms'`, [`crate::session::durations`]).
 pub fn is_time_column(name: &str) -> bool {
     matches!(name, "ts" | "ts_local" | "duration" | "exclusive" | "round_trip")
         || ["_ts", "_ns", "_start", "_end"].iter().any(|s| name.ends_with(s))

@@ -1,7 +1,7 @@
 //! Progress of a long load, for callers that show it (the shell draws a bar on a terminal):
 //! units done out of a total — bytes for CSV files, locations for OTF2 archives, tables for a
 //! commdb store — updated from any thread without locking. `Building` does the same for the
-//! step of building a trace's tables that a query is waiting on (crate::deriving::steps), and
+//! step of building a trace's tables that a query is waiting on ([`crate::deriving::steps`]), and
 //! keeps what the finished steps took, for the caller to say once the query is done.
 
 use std::io::Read;

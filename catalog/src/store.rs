@@ -421,7 +421,7 @@ fn check_target(dir: &Path) -> Result<()> {
 }
 
 /// Whether a table's parts end at rank boundaries: the tables kept in rank order
-/// (crate::model::rank_ordered), so that a part holds whole ranks, all a
+/// ([`crate::model::rank_ordered`]), so that a part holds whole ranks, all a
 /// distributed engine's task needs to sweep them (docs/scale.md).
 fn cut_at_ranks(table: &str) -> bool {
     crate::model::rank_ordered(table)

@@ -1,7 +1,7 @@
 //! A trace in memory. `RawTrace` is what a reader or the generator produces (definitions and
 //! raw events); `Trace` holds the Arrow tables of the model, ready to be registered as a SQL
 //! schema. Turning one into the other (clock correction, derivation, conversion) is
-//! `RawTrace::build`, whose steps run as tables are first used (crate::deriving::steps,
+//! `RawTrace::build`, whose steps run as tables are first used ([`crate::deriving::steps`],
 //! behind the `TableState` a `Trace` holds).
 
 use std::collections::BTreeMap;
@@ -200,7 +200,7 @@ pub struct RawTrace {
 }
 
 /// The tables of a trace as they are built: those built so far, the problems found and where
-/// the time went, and how to build the rest when a table is first used (crate::deriving::steps
+/// the time went, and how to build the rest when a table is first used ([`crate::deriving::steps`]
 /// builds them from a reader's `RawTrace`, or reads them from a store).
 pub trait TableState: Send + std::fmt::Debug {
     /// Build `table` (and what it needs) unless it is built.
@@ -240,7 +240,7 @@ pub struct StoredFile {
     /// table's order column they hold.
     pub files: Vec<(std::path::PathBuf, Option<u32>, Option<KeyRange>)>,
     pub rows: usize,
-    /// Which writing of the store the trace was opened from (crate::stamp::Stamp): a store
+    /// Which writing of the store the trace was opened from ([`crate::stamp::Stamp`]): a store
     /// converted again at the same path since is refused, never read mixed with the old one.
     pub stamp: Option<crate::stamp::Stamp>,
 }

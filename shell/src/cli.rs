@@ -1,6 +1,6 @@
 //! The command line as clap parses it: the shell's options, the options that shape how a
 //! trace is read (shared by every subcommand that reads one), and the subcommands with their
-//! arguments. What each subcommand does is in crate::subcommands.
+//! arguments. What each subcommand does is in [`crate::subcommands`].
 
 use std::path::PathBuf;
 

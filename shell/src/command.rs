@@ -44,12 +44,12 @@ pub enum Command {
         edges: String,
         nodes: Option<String>,
     },
-    /// `\chart FILE.svg SQL`: a chart of the query's result (crate::chart).
+    /// `\chart FILE.svg SQL`: a chart of the query's result (`crate::chart`).
     Chart {
         path: PathBuf,
         sql: String,
     },
-    /// `\report FILE.html`: the one-page report of the default trace (crate::report).
+    /// `\report FILE.html`: the one-page report of the default trace (`crate::report`).
     Report(PathBuf),
     /// `\echo TEXT`: a line of text, such as a report's title for the table that follows.
     Echo(String),

@@ -1,5 +1,5 @@
 //! The shell's side of a cluster: `--cluster`, `\connect`, `commdb scheduler` and `commdb
-//! executor`. With the `cluster` feature they run Apache Ballista (crate::cluster); without it
+//! executor`. With the `cluster` feature they run Apache Ballista (`crate::cluster`); without it
 //! they say how to build a commdb that has it.
 
 use std::path::Path;

@@ -91,8 +91,8 @@ fn matches(pattern: Option<&str>, name: &str) -> bool {
 /// `\df NAME` for one of commdb's functions: its declared parameters in order (type, default,
 /// meaning), then its output columns.
 fn one_function(session: &Session, f: &commdb_udfs::Function) -> Result<DataFrame> {
-    use commdb_udfs::declare::{Output, meaning};
-    use commdb_udfs::params::ParamDefault;
+    use commdb_analysis::declare::{Output, meaning};
+    use commdb_analysis::params::ParamDefault;
     let mut rows: Vec<Vec<String>> = f
         .params
         .iter()

@@ -537,7 +537,7 @@ impl Shell {
             Command::ListFunctions(pattern) => {
                 let df = describe::functions(&self.session, pattern.as_deref()).await?;
                 self.print_frame(df, Instant::now()).await?;
-                self.note(commdb_udfs::declare::ARGUMENT_RULE);
+                self.note(commdb_analysis::declare::ARGUMENT_RULE);
             }
             Command::Info(name) => {
                 let df = describe::info(&self.session, name.as_deref())?;

@@ -4,8 +4,8 @@
 //! functions from the same declarations.
 
 use arrow::array::{Array, AsArray};
+use commdb_analysis::declare::Output;
 use commdb_catalog::OpenOptions;
-use commdb_udfs::declare::Output;
 use commdb_udfs::{Kind, functions};
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -80,7 +80,7 @@ fn table_functions_have_the_declared_columns() {
             differ.push(format!("{}: has {part:?}, declares {declared:?}", f.name));
         }
         for c in f.columns() {
-            assert!(!commdb_udfs::declare::meaning(c).is_empty(), "{}.{} has no meaning", f.name, c.name);
+            assert!(!commdb_analysis::declare::meaning(c).is_empty(), "{}.{} has no meaning", f.name, c.name);
         }
     }
     assert!(differ.is_empty(), "columns differ from their declarations:\n{}", differ.join("\n"));
@@ -177,7 +177,7 @@ fn every_table_function_runs_on_runs_with_time_no_region_covers() {
 
 #[test]
 fn every_table_function_that_reads_a_relation_takes_it_first() {
-    use commdb_udfs::params::Type;
+    use commdb_analysis::params::Type;
     for f in functions().iter().filter(|f| f.kind() == Kind::Table) {
         if f.params.iter().any(|p| p.ty == Type::Relation) {
             assert_eq!(f.params[0].ty, Type::Relation, "{}: its first parameter is {}", f.name, f.params[0].name);

@@ -1,4 +1,4 @@
-//! An analysis planned again from its recipe (commdb_udfs::recipe), as a cluster's scheduler
+//! An analysis planned again from its recipe (commdb_analysis::recipe), as a cluster's scheduler
 //! and executors plan it: the function, its arguments and the relations it looked up give the
 //! same rows as the first planning, for analyses that resolve a view, look through it for the
 //! trace, and make another analysis their input; and the recipe of an analysis made as an
@@ -6,10 +6,10 @@
 
 use std::sync::Arc;
 
+use commdb_analysis::derived::Derived;
+use commdb_analysis::recipe::plan_again;
+use commdb_analysis::relation::Lookup;
 use commdb_catalog::{OpenOptions, Session};
-use commdb_udfs::derived::Derived;
-use commdb_udfs::recipe::plan_again;
-use commdb_udfs::relation::Lookup;
 use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::TreeNode;
 use datafusion::logical_expr::LogicalPlan;

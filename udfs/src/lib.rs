@@ -1,67 +1,47 @@
-//! commdb-udfs: commdb's SQL functions for MPI trace analysis, one module per family. Each
-//! module declares its functions (`declare::Function`: parameters with types, defaults and
-//! meanings, output columns, how it is made) next to their code; `functions()` is the one list
-//! that `register_all` registers and the shell's `\df`, information_schema and
-//! docs/reference.md describe. Analysis table functions take the relation to read as their
-//! first argument (default the trace's base table): a table or view by name, a CTE or a
-//! parenthesised query (`function_calls`), so users narrow time, ranks or regions with the
-//! SQL they would write anyway.
+//! commdb-udfs: commdb's SQL functions for MPI trace analysis, in folders by family as the
+//! sources group them: `clock` (Intel Trace Collector's clock correction, wall-clock time),
+//! `latency` (PCLVis' latency criteria, process regions and latency trends), `causality`
+//! (vector clocks, the dependency DAG), `lod` (Intel Trace Analyzer's level of detail),
+//! `attribution` (PCLVis' attribution, remapping and the rank diagnosis), `replay` (ideal-network
+//! replay), `deltas` (ScalaTrace's delta histograms), `waits` (Scalasca's wait states, MPI and
+//! OpenMP), `critical` (Scalasca's critical path and delay costs), `runs` (iterations, runs
+//! compared), `jobs` (scheduler logs and data files), `profiles` (summaries, profiles, call
+//! tree, metrics), `threads` (OpenMP regions, locks, tasks) and `accelerators` (CASITA's offload
+//! rules); `sweeps` holds the sweep of a rank's time that several of them share, `values` the
+//! scalar functions. Each module declares its functions next to their code (commdb-analysis'
+//! `Function`: parameters with types, defaults and meanings, output columns, how it is made);
+//! `FUNCTIONS` is the one list that `register_all` registers and the shell's `\df`,
+//! information_schema and docs/reference.md describe. Analysis table functions take the
+//! relation to read as their first argument (default the trace's base table): a table or view
+//! by name, a CTE or a parenthesised query, so users narrow time, ranks or regions with the SQL
+//! they would write anyway.
 
 pub mod accelerators;
-pub mod args;
 pub mod attribution;
-pub mod bounded;
-pub mod budget;
-pub mod by_rank;
-pub mod call_paths;
-pub mod call_sweep;
 pub mod causality;
 pub mod clock;
-pub mod columns;
-pub mod compare;
-pub mod counters;
 pub mod critical;
-pub mod declare;
-pub mod delays;
 pub mod deltas;
-pub mod derived;
-pub mod diagnosis;
-pub mod files;
-pub mod function_calls;
-pub mod iterations;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
-pub(crate) mod omp_handovers;
-pub mod ordered;
-pub mod params;
-pub mod partners;
-pub mod plan;
-pub mod profile;
-pub mod recipe;
+pub mod profiles;
 pub mod reference;
-pub mod regions;
-pub mod relation;
-pub mod remap;
 pub mod replay;
-pub mod shared;
-pub mod stream;
-pub mod stretch_store;
-pub mod stretches;
-pub mod summaries;
-pub(crate) mod thread_waits;
+pub mod runs;
+pub mod sweeps;
 pub mod threads;
-pub mod trend;
-pub mod units;
+pub mod values;
 pub mod waits;
-pub mod wallclock;
 
 use std::sync::Arc;
 
 use commdb_catalog::Session;
 use datafusion::catalog::TableFunctionImpl;
 
-pub use declare::{Function, Kind};
+use commdb_analysis::{declare, derived, plan, relation};
+
+pub use commdb_analysis::declare::{Function, Kind};
 
 /// Every function commdb registers, in the order the reference lists them.
 const FUNCTIONS: &[&Function] = &[
@@ -69,28 +49,28 @@ const FUNCTIONS: &[&Function] = &[
     &clock::CLOCK_VIOLATIONS,
     &latency::LATENCY_CRITERIA,
     &latency::MESSAGE_LATENCY,
-    &regions::PROCESS_DISTANCE,
-    &regions::PROCESS_REGIONS,
-    &regions::PROCESS_DENDROGRAM,
-    &regions::REGION_GRAPH,
+    &latency::regions::PROCESS_DISTANCE,
+    &latency::regions::PROCESS_REGIONS,
+    &latency::regions::PROCESS_DENDROGRAM,
+    &latency::regions::REGION_GRAPH,
     &causality::vector_clock::VECTOR_CLOCKS,
     &causality::vector_clock::HAPPENS_BEFORE,
     &causality::vector_clock::CONCURRENT,
     &causality::dag::DAG_NODES,
     &causality::dag::DAG_EDGES,
     &causality::balance::LOAD_BALANCE,
-    &trend::LATENCY_TREND,
+    &latency::trend::LATENCY_TREND,
     &attribution::ATTRIBUTION,
-    &remap::REMAP_SUGGESTION,
-    &summaries::COMM_MATRIX,
-    &partners::COMM_PARTNERS,
-    &summaries::MESSAGE_HISTOGRAM,
-    &summaries::LOAD_IMBALANCE,
-    &diagnosis::RANK_DIAGNOSIS,
-    &profile::TIME_PROFILE,
-    &profile::CALL_TREE,
-    &counters::CALL_METRICS,
-    &remap::REMAP_SUMMARY,
+    &attribution::remap::REMAP_SUGGESTION,
+    &profiles::summaries::COMM_MATRIX,
+    &profiles::partners::COMM_PARTNERS,
+    &profiles::summaries::MESSAGE_HISTOGRAM,
+    &profiles::summaries::LOAD_IMBALANCE,
+    &attribution::diagnosis::RANK_DIAGNOSIS,
+    &profiles::TIME_PROFILE,
+    &profiles::CALL_TREE,
+    &profiles::counters::CALL_METRICS,
+    &attribution::remap::REMAP_SUMMARY,
     &replay::IDEAL_REPLAY,
     &replay::TRANSFER_EFFICIENCY,
     &deltas::COMPUTE_DELTAS,
@@ -98,10 +78,10 @@ const FUNCTIONS: &[&Function] = &[
     &waits::WAIT_STATES,
     &critical::CRITICAL_PATH,
     &critical::CRITICAL_PATH_PROFILE,
-    &delays::DELAY_COSTS,
-    &iterations::ITERATIONS,
-    &iterations::regions::ITERATION_REGIONS,
-    &iterations::profile::ITERATION_PROFILE,
+    &critical::delays::DELAY_COSTS,
+    &runs::iterations::ITERATIONS,
+    &runs::iterations::regions::ITERATION_REGIONS,
+    &runs::iterations::profile::ITERATION_PROFILE,
     &threads::PARALLEL_REGIONS,
     &threads::LOCK_ACQUISITIONS,
     &threads::THREAD_TASKS,
@@ -111,8 +91,8 @@ const FUNCTIONS: &[&Function] = &[
     &accelerators::OFFLOAD_BLAME,
     &accelerators::DEVICE_IDLE,
     &accelerators::GPU_UTILISATION,
-    &compare::COMPARE_RUNS,
-    &compare::scaling::SCALING,
+    &runs::compare::COMPARE_RUNS,
+    &runs::compare::scaling::SCALING,
     &lod::LOD_RESOLUTION,
     &lod::LOD_CALLS,
     &lod::LOD_MESSAGES,
@@ -120,12 +100,12 @@ const FUNCTIONS: &[&Function] = &[
     &jobs::READ_SACCT,
     &jobs::READ_SWF,
     &jobs::SWF_HEADER,
-    &files::READ_PARQUET,
-    &files::READ_CSV,
+    &jobs::files::READ_PARQUET,
+    &jobs::files::READ_CSV,
     &jobs::EXPAND_HOSTLIST,
-    &units::FORMAT_DURATION,
-    &units::FORMAT_BYTES,
-    &wallclock::WALLCLOCK,
+    &values::units::FORMAT_DURATION,
+    &values::units::FORMAT_BYTES,
+    &clock::wallclock::WALLCLOCK,
 ];
 
 /// Every function commdb registers.
@@ -140,7 +120,7 @@ pub fn function(name: &str) -> Option<&'static Function> {
 
 /// A table function as DataFusion calls it: the arguments checked against its declaration,
 /// the call planned, and an analysis' plan node named after it, with the call (and what
-/// planning looked up) for another process to plan it again (crate::recipe).
+/// planning looked up) for another process to plan it again (commdb_analysis::recipe).
 #[derive(Debug)]
 struct Declared(&'static Function);
 
@@ -153,7 +133,7 @@ impl TableFunctionImpl for Declared {
         let declare::Make::Table(plan) = declaration.make else {
             return datafusion::common::plan_err!("{}: not a table function", declaration.name);
         };
-        // Relations the SQL planner planned (a query, a CTE: crate::function_calls) are read by
+        // Relations the SQL planner planned (a query, a CTE: commdb_analysis::function_calls) are read by
         // name, in a session that knows them.
         let (exprs, planned) = relation::named_arguments(declaration.params, args.exprs());
         let with_arguments;
@@ -183,8 +163,10 @@ pub fn register_all(session: &mut Session) {
         datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => bytes,
         _ => commdb_catalog::memory::default_memory_limit(),
     };
-    bounded::register(session.context(), budget);
-    let _ = session.context().register_relation_planner(Arc::new(function_calls::FunctionCalls));
+    values::bounded::register(session.context(), budget);
+    let _ = session
+        .context()
+        .register_relation_planner(Arc::new(commdb_analysis::function_calls::FunctionCalls { functions: FUNCTIONS }));
     for f in FUNCTIONS {
         match f.make {
             declare::Make::Table(_) => {

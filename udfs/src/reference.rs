@@ -7,9 +7,9 @@ use std::fmt::Write;
 
 use commdb_catalog::model::TABLES;
 
-use crate::declare::{Output, meaning};
 use crate::functions;
-use crate::params::ParamDefault;
+use commdb_analysis::declare::{Output, meaning};
+use commdb_analysis::params::ParamDefault;
 
 /// docs/reference.md.
 pub fn markdown() -> String {
@@ -32,7 +32,7 @@ pub fn markdown() -> String {
             let _ = writeln!(out, "| {} | {} | {} |", c.name, (c.data_type)(), c.meaning);
         }
     }
-    let _ = writeln!(out, "\n## Functions\n\n{}\n", crate::declare::ARGUMENT_RULE);
+    let _ = writeln!(out, "\n## Functions\n\n{}\n", commdb_analysis::declare::ARGUMENT_RULE);
     for f in functions() {
         let _ = writeln!(out, "- [{}](#{}) ({}): {}", f.name, anchor(f.name), f.kind().as_str(), f.description);
     }

@@ -22,10 +22,10 @@ use std::sync::Arc;
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, int64};
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, int64};
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
 
 /// The events to read.
 pub const EVENTS: Param = param("rel", Type::Relation, ParamDefault::Text("events"), "the events to read");
@@ -101,8 +101,8 @@ arguments! {
 fn events_view(a: &Args, columns: &[&str], query: fn(&str) -> String, keys: &[&str]) -> Result<Arc<dyn TableProvider>> {
     let ThreadArgs { rel } = ThreadArgs::read(a)?;
     rel.columns(a.function, columns)?;
-    let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, keys)))
+    let view = commdb_analysis::views::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
+    Ok(Arc::new(commdb_analysis::ordered::OrderedView::new(view, keys)))
 }
 
 fn parallel_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {

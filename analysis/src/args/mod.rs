@@ -1,8 +1,8 @@
 //! A call's arguments, read by their declared names. When a call is planned, each literal is
-//! checked against its parameter's declared type (crate::params); an omitted or NULL one is
+//! checked against its parameter's declared type ([`crate::params`]); an omitted or NULL one is
 //! its declared default; a text given where a relation-reading function declares a number
 //! gets an error that names the fix (`rel => '...'`). Relations are resolved in the call's
-//! session (crate::relation). A function reads its arguments once, into the struct that
+//! session ([`crate::relation`]). A function reads its arguments once, into the struct that
 //! `arguments!` declares with its parameters' names (`typed`).
 
 use std::fmt;
@@ -20,7 +20,7 @@ use crate::params::{Param, ParamDefault, Type};
 use crate::relation::{Relation, resolve};
 
 mod typed;
-pub(crate) use typed::arguments;
+pub use crate::arguments;
 pub use typed::{FromArg, Group, check_fields};
 
 /// The arguments of a call, read by their declared names: each given literal has been
@@ -45,7 +45,7 @@ impl fmt::Debug for Args<'_> {
 impl<'a> Args<'a> {
     /// The arguments of function `function`, declared `params` and returning `columns`, in
     /// `exprs` (named ones already in their places), each checked against its declared type
-    /// (crate::declare::Function::args).
+    /// ([`crate::declare::Function::args`]).
     pub fn new(
         function: &'static str,
         params: &'static [Param],
@@ -98,7 +98,7 @@ impl<'a> Args<'a> {
     }
 
     /// The declaration of parameter `name`.
-    pub(crate) fn declared(&self, name: &str) -> Result<&'static Param> {
+    pub fn declared(&self, name: &str) -> Result<&'static Param> {
         Ok(self.get(name)?.0)
     }
 

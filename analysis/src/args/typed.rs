@@ -215,6 +215,7 @@ const fn fail(parts: &[&str]) -> ! {
 /// The fields are checked when compiling (`check_fields`) against the declarations of the
 /// functions named in parentheses, or against the list of parameters named in brackets that
 /// several functions declare.
+#[macro_export]
 macro_rules! arguments {
     (
         $(#[$meta:meta])*
@@ -223,7 +224,7 @@ macro_rules! arguments {
             $(.. $group:ident : $gty:ty,)*
         }
     ) => {
-        $crate::args::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
+        $crate::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
         $(
             const _: () = $crate::args::check_fields($function.name, $function.params, $name::FIELDS, $name::GROUPS);
         )+
@@ -236,7 +237,7 @@ macro_rules! arguments {
             $(.. $group:ident : $gty:ty,)*
         }
     ) => {
-        $crate::args::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
+        $crate::arguments!(@struct $(#[$meta])* $vis $name { $($field: $ty,)* $(.. $group: $gty,)* });
         const _: () = $crate::args::check_fields(stringify!($params), $params, $name::FIELDS, $name::GROUPS);
     };
     (@struct $(#[$meta:meta])* $vis:vis $name:ident { $($field:ident : $ty:ty,)* $(.. $group:ident : $gty:ty,)* }) => {
@@ -263,13 +264,14 @@ macro_rules! arguments {
         }
     };
 }
-pub(crate) use arguments;
 
 #[cfg(test)]
 mod tests {
     use super::check_fields;
-    use crate::params::{BUCKET_BYTES, MAX_SAMPLES, Param};
+    use crate::params::{Param, ParamDefault, Type, param};
 
+    const BUCKET_BYTES: Param = param("bucket_bytes", Type::Integer { min: 1 }, ParamDefault::Integer(50), "");
+    const MAX_SAMPLES: Param = param("max_samples", Type::Integer { min: 1 }, ParamDefault::Integer(10), "");
     const PARAMS: &[Param] = &[BUCKET_BYTES, MAX_SAMPLES];
 
     #[test]

@@ -1,5 +1,5 @@
 //! Opening a trace too big for memory (an OTF2 archive, a Paraver or a CSV trace) through a cache
-//! store: the first opening converts it a group of ranks at a time (crate::convert) into a
+//! store: the first opening converts it a group of ranks at a time ([`crate::convert`]) into a
 //! store in the user's cache directory (`$COMMDB_CACHE_DIR`, else `$XDG_CACHE_HOME/commdb`,
 //! else `~/.cache/commdb`), whose tables queries then scan in their files; later openings
 //! reuse that store as long as the trace's files (their sizes and modification times) and the
@@ -18,7 +18,7 @@ use crate::reading::OpenOptions;
 use crate::store;
 use crate::trace::Trace;
 
-/// What identifies a trace for the cache (its format says: crate::formats::Grouping): the file
+/// What identifies a trace for the cache (its format says: [`crate::formats::Grouping`]): the file
 /// that stands for it, the files beside it whose sizes and modification times tell whether it
 /// changed, and the name its cache store starts with.
 #[derive(Debug, Clone)]

@@ -1,6 +1,6 @@
 //! The tables of the model made from a reader's `RawTrace`: ranks, regions, communicators,
 //! locations, clock sync samples, metrics and their definitions, states, trace_info and
-//! warnings. crate::deriving::steps decides when each is made.
+//! warnings. [`crate::deriving::steps`] decides when each is made.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

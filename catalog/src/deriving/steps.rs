@@ -5,10 +5,10 @@
 //!    `metric_definitions`;
 //! 2. events: decoding the events when the reader left them for later (an OTF2 archive's
 //!    location files are read here, each corrected as it is decoded), clock correction
-//!    (crate::clock) of what the reader did not correct, then `events`, `locations`,
+//!    ([`crate::clock`]) of what the reader did not correct, then `events`, `locations`,
 //!    `clock_sync`, `metrics` and `states`;
 //! 3. derivation: `calls`, `messages` and `collectives`, read from the `events` table's own
-//!    columns (crate::events::EventColumns, no copy; its `seq` column is dropped meanwhile and
+//!    columns ([`crate::events::EventColumns`], no copy; its `seq` column is dropped meanwhile and
 //!    made again after), then `trace_info` (its duration and clock violations come from them)
 //!    and `warnings`, complete only now.
 //!
@@ -19,7 +19,7 @@
 //! unbuilt and fails again, with the same message, for every later query that needs them.
 //!
 //! A commdb store has every table already: its small ones are read at open, the large ones
-//! stay in their files (`StoredTable`), which queries scan in place (crate::session::trace_table)
+//! stay in their files (`StoredTable`), which queries scan in place ([`crate::session::trace_table`])
 //! and which are read into memory only when asked for as batches.
 
 use std::collections::BTreeMap;
@@ -482,7 +482,7 @@ impl RawTrace {
 
     /// The trace with its definition tables built; correcting clocks as asked, converting the
     /// events and deriving calls, messages and collectives wait for the first query that needs
-    /// them (crate::deriving::steps).
+    /// them ([`crate::deriving::steps`]).
     pub fn build_with(self, correction: Correction) -> Result<Trace> {
         self.build_later(None, None, correction)
     }

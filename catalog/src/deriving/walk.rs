@@ -79,7 +79,7 @@ pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut 
     walk_from(events, streams, 0, warnings)
 }
 
-/// `walk` for a group of ranks of a larger trace (crate::convert): the group's first call gets
+/// `walk` for a group of ranks of a larger trace ([`crate::convert`]): the group's first call gets
 /// call_id `first_call`, and the streams' offsets place their events in the whole trace.
 pub fn walk_from(
     events: &[EventColumns<'_>],

@@ -14,7 +14,7 @@
 //!
 //! Accelerator streams are threads of their rank, their kernels among the calls; their
 //! transfers are complete events too (`cat: transfer`, named by direction), and a flow
-//! (`cat: launch`) runs from each launch to the kernel it queued (crate::export::streams).
+//! (`cat: launch`) runs from each launch to the kernel it queued ([`crate::export::streams`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -38,7 +38,7 @@ pub struct Written {
     pub counters: usize,
 }
 
-/// Write `trace` to `out` (by crate::writing's rules: a file is replaced whole only when the
+/// Write `trace` to `out` (by [`crate::writing`]'s rules: a file is replaced whole only when the
 /// export is complete; a device or pipe is written in place). The trace's own files are refused.
 pub fn write(trace: &Trace, out: &Path) -> Result<Written> {
     if let Some(input) = crate::writing::files_read(trace).into_iter().find(|i| crate::writing::overwrites(out, i)) {
@@ -58,7 +58,7 @@ pub fn write(trace: &Trace, out: &Path) -> Result<Written> {
 }
 
 /// Hand every batch of table `name` to `f`: a store's table a file and a batch at a time
-/// (crate::store::each_batch), so an export of a trace bigger than memory holds a batch, not
+/// ([`crate::store::each_batch`]), so an export of a trace bigger than memory holds a batch, not
 /// the table. A write error ends the walk and is returned as such.
 fn each(trace: &Trace, name: &str, f: &mut dyn FnMut(&RecordBatch) -> Result<(), Failure>) -> Result<(), Failure> {
     let mut failed: Option<Failure> = None;

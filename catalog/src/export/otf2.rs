@@ -170,13 +170,13 @@ impl Strings {
     }
 }
 
-/// OTF2's code of a paradigm as the reader names it (crate::reading::otf2::paradigm_name);
+/// OTF2's code of a paradigm as the reader names it ([`crate::reading::otf2::paradigm_name`]);
 /// 0 (unknown) for a name it does not give.
 fn paradigm_code(name: &str) -> u8 {
     (0..=u8::MAX).find(|&p| crate::reading::otf2::paradigm_name(p) == name).unwrap_or(0)
 }
 
-/// OTF2's code of a region role as the reader names it (crate::reading::otf2::role_name); 0
+/// OTF2's code of a region role as the reader names it ([`crate::reading::otf2::role_name`]); 0
 /// (unknown) for none or a name it does not give.
 fn role_code(name: Option<&str>) -> u8 {
     name.and_then(|n| (0..=u8::MAX).find(|&r| crate::reading::otf2::role_name(r) == Some(n))).unwrap_or(0)

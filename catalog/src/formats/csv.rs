@@ -1,4 +1,4 @@
-//! A CSV trace (crate::reading::csv) of either shape: PCLVis events or an event export. Its
+//! A CSV trace ([`crate::reading::csv`]) of either shape: PCLVis events or an event export. Its
 //! rows may come in any order, so a conversion parses them into a scratch file first, then
 //! reads a group of whole ranks at a time.
 

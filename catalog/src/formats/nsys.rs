@@ -1,4 +1,4 @@
-//! An Nsight Systems export (crate::reading::nsys): the SQLite file `nsys export --type sqlite`
+//! An Nsight Systems export ([`crate::reading::nsys`]): the SQLite file `nsys export --type sqlite`
 //! writes, or a directory of them (one per rank). It is read whole.
 
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! A Paraver trace (crate::reading::paraver): its `.prv` (or `.prv.gz`) with the `.pcf` and
+//! A Paraver trace ([`crate::reading::paraver`]): its `.prv` (or `.prv.gz`) with the `.pcf` and
 //! `.row` beside it, or a directory holding one. A conversion splits it by runs of whole tasks
 //! first, then reads a group of them at a time.
 

@@ -1,4 +1,4 @@
-//! A commdb store: a directory of Parquet tables with its manifest (crate::store). Its times
+//! A commdb store: a directory of Parquet tables with its manifest ([`crate::store`]). Its times
 //! were corrected and its ranks placed when it was converted, so options that would do that
 //! again are refused.
 

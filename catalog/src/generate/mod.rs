@@ -128,7 +128,7 @@ pub struct GeneratorConfig {
     #[serde(default = "one_thread")]
     pub threads: u32,
     /// Offload each step's computation to a GPU stream per rank, as Score-P records CUDA
-    /// (crate::generate::offload): copies, a kernel launch, the kernel on the stream, a
+    /// (`crate::generate::offload`): copies, a kernel launch, the kernel on the stream, a
     /// synchronisation that waits for it.
     #[serde(default)]
     pub gpu: bool,

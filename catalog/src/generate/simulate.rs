@@ -41,9 +41,9 @@ const IRECV: i32 = 7;
 const WAITALL: i32 = 8;
 const ALLREDUCE: i32 = 9;
 const BARRIER: i32 = 10;
-/// The first of the OpenMP regions (crate::generate::openmp::REGIONS) of a threaded trace.
+/// The first of the OpenMP regions ([`crate::generate::openmp::REGIONS`]) of a threaded trace.
 const OMP_FIRST: i32 = REGIONS.len() as i32;
-/// The first of the CUDA regions (crate::generate::offload::REGIONS) of a GPU trace (never
+/// The first of the CUDA regions ([`crate::generate::offload::REGIONS`]) of a GPU trace (never
 /// threaded).
 const GPU_FIRST: i32 = REGIONS.len() as i32;
 

@@ -1,7 +1,7 @@
 //! The readers of trace formats, one folder each (otf2/, paraver/, csv/, nsys/), with what they share:
 //! the options of reading a trace (`OpenOptions`), the reading a group of whole ranks at a time
 //! that a conversion in bounded memory uses (`InGroups`), and generated traces. Which reader
-//! reads a path is decided by crate::formats.
+//! reads a path is decided by [`crate::formats`].
 
 pub mod csv;
 pub mod nsys;
@@ -50,7 +50,7 @@ pub struct OpenOptions {
 }
 
 /// A trace read a group of whole ranks at a time, for a conversion in bounded memory
-/// (crate::convert): an OTF2 archive (`otf2::Pieces`), a Paraver trace (`paraver::pieces`) or
+/// ([`crate::convert`]): an OTF2 archive (`otf2::Pieces`), a Paraver trace (`paraver::pieces`) or
 /// a CSV trace (`csv::pieces`).
 pub trait InGroups: Send {
     /// The shards of a reader that splits the trace into scratch files of whole ranks first

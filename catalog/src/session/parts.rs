@@ -1,4 +1,4 @@
-//! Which parts of a table stored in parts (crate::store) a scan needs: each part records the
+//! Which parts of a table stored in parts ([`crate::store`]) a scan needs: each part records the
 //! range of the column the table is ordered by (`rank`, or `send_ts` for messages), and a
 //! part whose range a filter on that column rules out is neither checked nor read. Filters of
 //! the forms `col op literal` (=, <, <=, >, >=, either side), `col BETWEEN a AND b`,

@@ -1,7 +1,7 @@
 //! A table of an open trace as a SQL table. Once built it is scanned like any table in memory
 //! (DataFusion's `MemTable`, whose exact statistics answer `count(*)` at once). Until then a
 //! scan plans a `BuildOnFirstScan` node, which builds the table when the query runs (the steps
-//! of crate::deriving::steps, on a blocking thread since a step can take seconds) and then
+//! of [`crate::deriving::steps`], on a blocking thread since a step can take seconds) and then
 //! streams it, so that `EXPLAIN` and planning cost nothing and a query pays only for the tables
 //! it reads. A commdb store's large tables are scanned in their Parquet files (`CheckedFirst`
 //! checks each file against the manifest once), never read whole into memory by a query.
@@ -89,7 +89,7 @@ impl TraceTable {
 
     /// Whether each file of its scan holds whole ranks: a rank-ordered table of a store kept in
     /// one file, or in parts each of whose first rank is past the last rank of the part before
-    /// (a store written since its parts end at rank boundaries, crate::store). A scan that
+    /// (a store written since its parts end at rank boundaries, [`crate::store`]). A scan that
     /// does not split its files (`repartition_file_scans` off) then gives every rank to one
     /// partition, so that a sweep by rank can run a task per partition.
     pub fn parts_hold_whole_ranks(&self) -> bool {

@@ -107,7 +107,7 @@ async fn slower(session: &mut Session, b: &str) -> Result<String, String> {
 /// A value of `metric` as it reads: times with their unit, as the other pages write them.
 fn value(metric: &str, v: f64) -> String {
     if metric.ends_with("_ns") {
-        commdb_udfs::units::duration(v)
+        commdb_analysis::shown::duration(v)
     } else if v.fract() == 0.0 {
         format!("{v:.0}")
     } else {

@@ -3,7 +3,7 @@
 //! level-of-detail timeline, the dependency DAG, stacked bars, a placement). Large drawings are
 //! written as one `<path>` per colour, a rectangle in some fifteen bytes, so a 512-rank trace
 //! stays a page of a few megabytes. Colours are Okabe-Ito's for categories and a viridis-like
-//! scale for quantities (crate::chart), readable by colour-blind readers.
+//! scale for quantities ([`crate::chart`]), readable by colour-blind readers.
 
 use std::fmt::Write;
 

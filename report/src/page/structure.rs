@@ -7,7 +7,7 @@ use commdb_catalog::Session;
 use super::drawings::{self, Region, RegionEdge};
 use super::figures;
 use super::{MAX_GROUPS, Rows, figure, query, table};
-use commdb_udfs::units::duration;
+use commdb_analysis::shown::duration;
 
 /// Section 1: the trace's facts and the problems found reading it.
 pub async fn overview(session: &mut Session, info: &Rows) -> Result<String, String> {
@@ -26,7 +26,7 @@ pub async fn overview(session: &mut Session, info: &Rows) -> Result<String, Stri
         format!(
             "{} matched, {}",
             messages.one(0).unwrap_or(0.0),
-            commdb_udfs::units::bytes(messages.one(1).unwrap_or(0.0))
+            commdb_analysis::shown::bytes(messages.one(1).unwrap_or(0.0))
         ),
     ]);
     rows.push(vec!["clock correction".into(), format!("{}; {} messages still received before sent", text(8), num(9))]);

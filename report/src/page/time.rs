@@ -8,7 +8,7 @@ use super::drawings::{self, DagEdge, DagNode, Flow, Line, Row, Slot};
 use super::figures::{self, Band};
 use super::{MAX_DAG_MESSAGES, MAX_LINES, TIME_BINS, TIMELINE_PIXELS, figure, ms, query};
 use crate::chart::short;
-use commdb_udfs::units::duration;
+use commdb_analysis::shown::duration;
 
 /// The messages' span: first send to last receive.
 pub async fn span(session: &mut Session) -> Result<(f64, f64), String> {

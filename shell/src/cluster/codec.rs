@@ -9,7 +9,7 @@
 //!   see the store at the same path. The client checks each part against the manifest's
 //!   checksum before the query leaves it.
 //! - an analysis (`Derived` while planned, `AnalysisExec` once planned): a recipe, the
-//!   function's name, its arguments and the relations it looked up (commdb_udfs::recipe); the
+//!   function's name, its arguments and the relations it looked up (commdb_analysis::recipe); the
 //!   receiving process plans the call again and gets the same work.
 //! - views an analysis reads (`ViewTable`, `OrderedView` and its `InOrder` node): their plans.
 //! - a small table held in the client (an attached scheduler log, a `CREATE TABLE AS`): its
@@ -26,13 +26,13 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
+use commdb_analysis::ordered::{InOrder, OrderedView};
+use commdb_analysis::plan::Call;
+use commdb_analysis::plan::{Placement, Stage};
+use commdb_analysis::relation::Lookup;
 use commdb_catalog::session::trace_table::TraceTable;
 use commdb_catalog::trace::Trace;
 use commdb_catalog::wallclock::{Notices, TraceStarts};
-use commdb_udfs::ordered::{InOrder, OrderedView};
-use commdb_udfs::plan::Call;
-use commdb_udfs::plan::{Placement, Stage};
-use commdb_udfs::relation::Lookup;
 use datafusion::catalog::TableProvider;
 use datafusion::catalog::view::ViewTable;
 use datafusion::common::{TableReference, exec_err, plan_err};
@@ -107,8 +107,8 @@ struct AnalysisNode {
     /// For an analysis another made as its input: the input numbers down to it.
     #[prost(uint32, repeated, tag = "7")]
     path: Vec<u32>,
-    /// Which node of the call (`commdb_udfs::plan::Stage`) and how it reads its inputs'
-    /// partitions (`commdb_udfs::plan::Placement`), for a planned node.
+    /// Which node of the call (`commdb_analysis::plan::Stage`) and how it reads its inputs'
+    /// partitions (`commdb_analysis::plan::Placement`), for a planned node.
     #[prost(uint32, tag = "8")]
     stage: u32,
     #[prost(uint32, tag = "9")]
@@ -296,17 +296,17 @@ impl LogicalCodec {
             let schema: SchemaRef = Arc::new(Schema::try_from(schema)?);
             let reference = TableReference::from(l.reference.as_str());
             let provider = self.try_decode_table_provider(&l.provider, &reference, schema, ctx)?;
-            lookups.push(Lookup::Relation(commdb_udfs::relation::Relation { reference, provider }));
+            lookups.push(Lookup::Relation(commdb_analysis::relation::Relation { reference, provider }));
         }
         let path = node.path.iter().map(|&i| i as usize).collect();
         Ok(Call { function: declaration, args, lookups, path })
     }
 
     /// The analysis `node` describes, planned again here.
-    fn plan_again(&self, node: &AnalysisNode, ctx: &TaskContext) -> Result<commdb_udfs::derived::Derived> {
+    fn plan_again(&self, node: &AnalysisNode, ctx: &TaskContext) -> Result<commdb_analysis::derived::Derived> {
         let call = self.decode_call(node, ctx)?;
         let base = commdb_state(ctx.session_config().clone())?;
-        commdb_udfs::recipe::plan_again(&call, &base, node.call_id.as_deref())
+        commdb_analysis::recipe::plan_again(&call, &base, node.call_id.as_deref())
     }
 
     fn encode_view(&self, view: &ViewTable, key: Option<&str>) -> Result<ViewNode> {
@@ -381,7 +381,7 @@ impl LogicalExtensionCodec for LogicalCodec {
         buf: &mut Vec<u8>,
     ) -> Result<()> {
         // An analysis shared among a query's scans crosses as the analysis.
-        let node = match node.downcast_ref::<commdb_udfs::shared::Shared>() {
+        let node = match node.downcast_ref::<commdb_analysis::shared::Shared>() {
             Some(shared) => shared.inner().clone(),
             None => node,
         };
@@ -405,7 +405,7 @@ impl LogicalExtensionCodec for LogicalCodec {
             wrap(STORED, &node, buf);
             return Ok(());
         }
-        if let Some(derived) = node.downcast_ref::<commdb_udfs::derived::Derived>() {
+        if let Some(derived) = node.downcast_ref::<commdb_analysis::derived::Derived>() {
             let Some(call) = derived.call() else {
                 return plan_err!("{table_ref}: an analysis made without its function cannot run on a cluster");
             };
@@ -487,7 +487,7 @@ impl LogicalExtensionCodec for LogicalCodec {
 
 /// `wallclock()` with the trace starts it reads; false for another function.
 fn encode_udf(node: &ScalarUDF, buf: &mut Vec<u8>) -> bool {
-    let Some(wallclock) = node.inner().downcast_ref::<commdb_udfs::wallclock::Wallclock>() else { return false };
+    let Some(wallclock) = node.inner().downcast_ref::<commdb_udfs::clock::wallclock::Wallclock>() else { return false };
     let starts = wallclock.starts().read().unwrap_or_else(PoisonError::into_inner);
     let mut node = StartsNode { default_trace: starts.default_trace().map(str::to_string), ..StartsNode::default() };
     for (name, start) in starts.entries() {
@@ -521,7 +521,7 @@ fn decode_udf(name: &str, buf: &[u8]) -> Option<Result<Arc<ScalarUDF>>> {
     for ((name, start), known) in node.names.iter().zip(&node.starts).zip(&node.known) {
         starts.insert(name, known.then_some(*start), node.default_trace.as_deref() == Some(name.as_str()));
     }
-    let udf = commdb_udfs::wallclock::Wallclock::new(Arc::new(RwLock::new(starts)), Notices::default());
+    let udf = commdb_udfs::clock::wallclock::Wallclock::new(Arc::new(RwLock::new(starts)), Notices::default());
     Some(Ok(Arc::new(ScalarUDF::from(udf))))
 }
 
@@ -581,7 +581,7 @@ impl PhysicalExtensionCodec for PhysicalCodec {
         buf: &mut Vec<u8>,
         proto_converter: &dyn PhysicalProtoConverterExtension,
     ) -> Result<()> {
-        if let Some(analysis) = node.downcast_ref::<commdb_udfs::plan::AnalysisExec>() {
+        if let Some(analysis) = node.downcast_ref::<commdb_analysis::plan::AnalysisExec>() {
             let Some(call) = analysis.call() else {
                 return plan_err!("{}: an analysis made without its function cannot run on a cluster", analysis.name());
             };

@@ -1,6 +1,6 @@
 //! `commdb scheduler` and `commdb executor`: Apache Ballista's scheduler and executor run inside
 //! the commdb binary, so that they know commdb's functions (found by name) and its codecs
-//! (crate::cluster::codec). Each listens where it is told, so that several executors share one
+//! ([`crate::cluster::codec`]). Each listens where it is told, so that several executors share one
 //! machine; an executor logs every task it is given, with its job and stage; Ctrl-C or SIGTERM
 //! stops either cleanly.
 
@@ -102,7 +102,7 @@ async fn stop_signal() {
 fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::SessionState> {
     // A scan reads whole files, never byte ranges of them, and each partition its own files,
     // so that each partition of a store's calls or events holds whole ranks and a sweep by
-    // rank runs a task per partition (commdb_udfs::derived::Spread).
+    // rank runs a task per partition (commdb_analysis::derived::Spread).
     config.options_mut().optimizer.repartition_file_scans = false;
     // Nor do a scan's partitions take each other's files as they run.
     config.options_mut().execution.enable_file_stream_work_stealing = false;

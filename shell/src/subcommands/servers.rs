@@ -1,4 +1,4 @@
-//! `commdb scheduler` and `commdb executor`: a cluster's processes (crate::connect), each on a
+//! `commdb scheduler` and `commdb executor`: a cluster's processes ([`crate::connect`]), each on a
 //! runtime of its own with every core, until Ctrl-C or SIGTERM.
 
 use crate::cli::{Cli, Sub};

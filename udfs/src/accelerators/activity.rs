@@ -18,9 +18,9 @@ use std::collections::BTreeMap;
 use arrow::array::{Array, RecordBatch};
 use datafusion::error::Result;
 
-use crate::args::Args;
-use crate::columns::{int64_column, text_column};
-use crate::relation::Relation;
+use commdb_analysis::args::Args;
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::relation::Relation;
 
 /// What a host call of the accelerator's API does to the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -269,7 +269,7 @@ UNION ALL
 SELECT rank, thread, true, device, 'transfer', direction, start_ts, end_ts, thread AS stream, CAST(NULL AS BIGINT) FROM t WHERE end_ts IS NOT NULL",
         named = named_calls()
     );
-    let view = crate::relation::sql_view(a.session, a.function, sql)?;
+    let view = commdb_analysis::views::sql_view(a.session, a.function, sql)?;
     Ok(Relation {
         reference: datafusion::common::TableReference::bare(format!("offload activity of {events}")),
         provider: std::sync::Arc::new(view),
@@ -281,7 +281,7 @@ pub fn read(batches: &[RecordBatch]) -> Result<BTreeMap<i64, Rank>> {
     let int = |i| int64_column(batches, i);
     let (rank, thread, device, start, end, stream, event) =
         (int(0)?, int(1)?, int(3)?, int(6)?, int(7)?, int(8)?, int(9)?);
-    let on_device = crate::columns::bool_column(batches, 2)?;
+    let on_device = commdb_analysis::columns::bool_column(batches, 2)?;
     let (what, region) = (text_column(batches, 4)?, text_column(batches, 5)?);
     let opt = |a: &arrow::array::Int64Array, i: usize| (!a.is_null(i)).then(|| a.value(i));
     let mut ranks: BTreeMap<i64, Rank> = BTreeMap::new();

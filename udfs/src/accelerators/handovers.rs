@@ -2,7 +2,7 @@
 //! after the dependency graph CASITA builds ("Scalable critical-path analysis and optimization
 //! guidance for hybrid MPI-CUDA applications"; rdietric/casita: KernelExecutionRule's edge from
 //! a launch to its kernel, SyncRule's edge from the kernel a synchronisation waited for to the
-//! synchronisation's end). Walking back in time (crate::critical):
+//! synchronisation's end). Walking back in time (as `critical_path` does):
 //!
 //! - in an early synchronisation (`offload_waits`' early_sync) the host waited for the device:
 //!   the path keeps the call from the end of the last kernel it waited for, and goes on with
@@ -50,7 +50,7 @@ pub(crate) struct Handovers {
 }
 
 impl Handovers {
-    /// The hand-overs of the offload activity `batches` (crate::accelerators::activity's view;
+    /// The hand-overs of the offload activity `batches` ([`crate::accelerators::activity`]'s view;
     /// none for a trace without streams).
     pub(crate) fn from_batches(batches: &[RecordBatch]) -> Result<Handovers> {
         let mut h = Handovers::default();

@@ -29,11 +29,11 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int64, text, text_view};
-use crate::derived::{Compute, Derived};
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::{Relation, trace_schema, trace_table};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text, text_view};
+use commdb_analysis::derived::{Compute, Derived};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::{Relation, trace_schema, trace_table};
 
 pub const GPU_KERNELS: Function = Function {
     name: "gpu_kernels",
@@ -97,7 +97,7 @@ pub const GPU_TRANSFERS: Function = Function {
 };
 
 /// The events an offload analysis reads.
-const EVENTS: crate::params::Param =
+const EVENTS: commdb_analysis::params::Param =
     param("rel", Type::Relation, ParamDefault::Text("events"), "the events to read (a trace's, or a view of them)");
 
 pub const OFFLOAD_WAITS: Function = Function {
@@ -236,7 +236,7 @@ arguments! {
     }
 }
 
-/// The offload activity of the events `rel` (crate::accelerators::activity), read whole.
+/// The offload activity of the events `rel` ([`crate::accelerators::activity`]), read whole.
 fn activity_of(a: &Args, rel: Relation) -> Result<Relation> {
     rel.columns(a.function, &["rank", "thread", "seq", "ts", "kind", "region", "peer", "tag", "bytes", "request"])?;
     let Some(schema) = trace_schema(a.session, &rel) else {
@@ -253,7 +253,7 @@ fn activity_of(a: &Args, rel: Relation) -> Result<Relation> {
 
 /// The offload activity of `events` for the critical path's walk through streams, when their
 /// trace has accelerator streams (None otherwise: a trace without streams reads nothing more).
-pub(crate) fn offload_input(a: &Args, events: &Relation) -> Result<Option<crate::relation::Projected>> {
+pub(crate) fn offload_input(a: &Args, events: &Relation) -> Result<Option<commdb_analysis::relation::Projected>> {
     let Some(schema) = trace_schema(a.session, events) else { return Ok(None) };
     let locations = trace_table(a.session, a.function, &schema, "locations")?;
     if !has_streams(&locations)? || events.columns(a.function, &["peer", "tag", "request", "bytes"]).is_err() {
@@ -275,7 +275,7 @@ fn has_streams(locations: &Relation) -> Result<bool> {
     let batches =
         table.trace().table("locations").map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
     let Some(kind) = batches.first().and_then(|b| b.schema().index_of("kind").ok()) else { return Ok(false) };
-    let kinds = crate::columns::text_column(&batches, kind)?;
+    let kinds = commdb_analysis::columns::text_column(&batches, kind)?;
     Ok(kinds.iter().any(|k| k == Some("gpu")))
 }
 
@@ -355,8 +355,8 @@ fn streams(locations: &str) -> String {
 
 /// The view of `sql`, its rows in order of rank, stream and start, as its ORDER BY says.
 fn view(a: &Args, sql: String) -> Result<Arc<dyn TableProvider>> {
-    let view = crate::relation::sql_view(a.session, a.function, sql)?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["rank", "thread", "start_ts"])))
+    let view = commdb_analysis::views::sql_view(a.session, a.function, sql)?;
+    Ok(Arc::new(commdb_analysis::ordered::OrderedView::new(view, &["rank", "thread", "start_ts"])))
 }
 
 fn gpu_kernels(a: &Args) -> Result<Arc<dyn TableProvider>> {

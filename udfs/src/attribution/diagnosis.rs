@@ -40,11 +40,11 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, boolean, col, float64, int32, int64, text, text_view};
 use crate::latency::MESSAGES;
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, int32, int64, text, text_view};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
 
 pub const RANK_DIAGNOSIS: Function = Function {
     name: "rank_diagnosis",
@@ -223,8 +223,8 @@ fn rank_diagnosis(a: &Args) -> Result<Arc<dyn TableProvider>> {
     }
     let sql =
         query(&messages.reference.to_quoted_string(), &collectives.reference.to_quoted_string(), by_node, max_inter);
-    let view = crate::relation::sql_view(session, a.function, sql)?;
+    let view = commdb_analysis::views::sql_view(session, a.function, sql)?;
     // Rows by rank (by node), whatever the query around does not order.
     let key = if by_node { "node" } else { "rank" };
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, &[key])))
+    Ok(Arc::new(commdb_analysis::ordered::OrderedView::new(view, &[key])))
 }

@@ -45,6 +45,9 @@
 //! the send is missing). Causes are listed comma-separated in the order above. Cost:
 //! O(messages) plus O(windows x ranks) for the loads, plus one METIS partition.
 
+pub mod diagnosis;
+pub mod remap;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -54,14 +57,15 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::int64_column;
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, INTER, INTRA, MESSAGES, MessageIndices, with_baseline};
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
 
 pub const ATTRIBUTION: Function = Function {
@@ -157,7 +161,7 @@ struct Acc {
     inter_latency: (f64, i64),
     /// Sum and count of inter-node duration / intra-node criterion of the size.
     offnode: (f64, i64),
-    /// Messages each rank sent plus received, by rank index (crate::attribution::Fold).
+    /// Messages each rank sent plus received, by rank index ([`crate::attribution::Fold`]).
     mc: Vec<i64>,
     /// Slow messages each rank sent or received.
     slow_by_rank: Vec<i64>,
@@ -237,7 +241,7 @@ pub const DEFAULT_WINDOWS: i64 = 50;
 
 /// The node remap_suggestion's placement gives each rank, from the relation's traffic: None
 /// when the relation does not tell the current placement.
-fn suggested_parts(t: crate::remap::Traffic) -> Result<Option<FastMap<i64, String>>> {
+fn suggested_parts(t: crate::attribution::remap::Traffic) -> Result<Option<FastMap<i64, String>>> {
     if t.current.iter().any(Option::is_none) || t.ranks.len() < 2 {
         return Ok(None);
     }
@@ -246,11 +250,11 @@ fn suggested_parts(t: crate::remap::Traffic) -> Result<Option<FastMap<i64, Strin
         *per.entry(n.as_str()).or_default() += 1;
     }
     let cap = per.values().copied().max().unwrap_or(1);
-    let (suggested, _) = crate::remap::suggest(&t, cap, crate::remap::Weight::Messages)?;
+    let (suggested, _) = crate::attribution::remap::suggest(&t, cap, crate::attribution::remap::Weight::Messages)?;
     Ok(Some(t.ranks.iter().copied().zip(suggested).collect()))
 }
 
-/// attribution's windows, message batch by message batch (crate::stream): the criteria and
+/// attribution's windows, message batch by message batch (commdb_analysis::stream): the criteria and
 /// the windows' width are known before the messages come; the placement suggested from the
 /// whole relation's traffic is known only at the end, so each window keeps its inter-node
 /// messages by rank pair until then.
@@ -269,7 +273,7 @@ struct Fold {
     /// after every batch and must not walk the windows).
     pair_entries: usize,
     /// The relation's traffic, when it tells the nodes (for the suggested placement).
-    traffic: Option<crate::remap::TrafficFold>,
+    traffic: Option<crate::attribution::remap::TrafficFold>,
     schema: SchemaRef,
     /// Whether it gives its state as it is, for a merge (`attribution_partials`).
     partial: bool,
@@ -372,7 +376,7 @@ impl Mapper for Fold {
     /// The windows' per-rank counts and inter-node pairs, and the traffic's pairs.
     fn held_bytes(&self) -> usize {
         let windows = self.acc.len() * (16 * self.rank_index.len() + 160);
-        let traffic = self.traffic.as_ref().map_or(0, crate::remap::TrafficFold::held_bytes);
+        let traffic = self.traffic.as_ref().map_or(0, crate::attribution::remap::TrafficFold::held_bytes);
         windows + 32 * self.pair_entries + traffic + 48 * self.rank_index.capacity()
     }
 
@@ -384,7 +388,7 @@ impl Mapper for Fold {
     }
 }
 
-/// The schema of a part's windows (a cluster's task's, crate::derived::Spread), a row per
+/// The schema of a part's windows (a cluster's task's, commdb_analysis::derived::Spread), a row per
 /// piece of its state, told apart by `kind`: 0 a window's counts (`messages`, `delayed`,
 /// `slow`, `inter`, `intra` in i1 to i5, the sums and counts of inter-node latency and
 /// off-node cost in f1, a, f2, b); 1 a window's counts of rank `a` (i1 its messages, i2 its
@@ -491,7 +495,7 @@ impl Fold {
             .map(|c| batch.column(c).as_any().downcast_ref::<Float64Array>())
             .collect::<Option<_>>()
             .ok_or_else(|| datafusion::error::DataFusionError::Internal("attribution: damaged partials".into()))?;
-        let node = crate::columns::text_column(one, 11)?;
+        let node = commdb_analysis::columns::text_column(one, 11)?;
         for i in 0..batch.num_rows() {
             let v = |c: usize| ints[c].value(i);
             let (w, a, b) = (v(1), v(2), v(3));
@@ -687,7 +691,7 @@ fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
     if bounds_at.is_some() {
         let at = |c: &str| datafusion::logical_expr::col(c);
         let time = datafusion::functions::expr_fn::coalesce(vec![at("send_ts"), at("recv_ts")]);
-        inputs.push(crate::relation::bounds_of(&rel, time.clone(), time)?);
+        inputs.push(commdb_analysis::relation::bounds_of(&rel, time.clone(), time)?);
     }
     let empty = Fold {
         input: input.clone(),
@@ -698,7 +702,7 @@ fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
         rank_index: FastMap::default(),
         acc: BTreeMap::new(),
         pair_entries: 0,
-        traffic: input.nodes.map(|_| crate::remap::TrafficFold::default()),
+        traffic: input.nodes.map(|_| crate::attribution::remap::TrafficFold::default()),
         schema: out.clone(),
         partial: false,
     };
@@ -707,7 +711,7 @@ fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let (baseline, empty) = (baseline.clone(), empty.clone());
         Arc::new(move |held| {
             let table = baseline.held_table(criteria_at.map(|k| held[k].as_slice()))?;
-            let window_ns = match bounds_at.map(|k| crate::relation::bounds_read(&held[k])).transpose()? {
+            let window_ns = match bounds_at.map(|k| commdb_analysis::relation::bounds_read(&held[k])).transpose()? {
                 None => rules.window_ns,
                 Some((Some(lo), Some(hi))) => crate::lod::resolution(lo, hi + 1, DEFAULT_WINDOWS).unwrap_or(1),
                 Some(_) => 1,
@@ -718,14 +722,14 @@ fn attribution(a: &Args) -> Result<Arc<dyn TableProvider>> {
     };
     // Over a cluster's parts of the messages, each part's windows are added up in one task,
     // which judges them (the placement it suggests needs the whole relation's traffic).
-    let merge: crate::derived::Compute = Arc::new(move |partials| {
+    let merge: commdb_analysis::derived::Compute = Arc::new(move |partials| {
         let mut merged = start.clone();
         for batch in partials {
             merged.absorb(batch)?;
         }
         merged.answer()
     });
-    let work = crate::plan::Work::Streamed(fold(true));
-    let spread = crate::derived::Spread::Merged { schema: attribution_partials(), work, merge };
+    let work = commdb_analysis::plan::Work::Streamed(fold(true));
+    let spread = commdb_analysis::derived::Spread::Merged { schema: attribution_partials(), work, merge };
     Ok(Arc::new(Derived::streamed(out, inputs, fold(false)).spreading(spread)))
 }

@@ -23,13 +23,13 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text};
-use crate::derived::Derived;
 use crate::latency::MESSAGES;
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
 use commdb_catalog::fast_hash::FastMap;
 
 /// Held while METIS partitions (its random state is the process's).
@@ -424,20 +424,20 @@ impl Call {
     fn streamed(
         self,
         out: SchemaRef,
-        rel: crate::relation::Relation,
+        rel: commdb_analysis::relation::Relation,
         answer: impl Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync + 'static,
     ) -> Derived {
         let (read, call) = self.projected();
         let answer = Arc::new(answer);
         let call = Arc::new(call);
         let schema = out.clone();
-        let prepare: crate::stream::Prepare = Arc::new(move |_| {
+        let prepare: commdb_analysis::stream::Prepare = Arc::new(move |_| {
             Ok(Box::new(TrafficMapper {
                 fold: TrafficFold::default(),
                 call: call.clone(),
                 answer: answer.clone(),
                 schema: schema.clone(),
-            }) as Box<dyn crate::stream::Mapper>)
+            }) as Box<dyn commdb_analysis::stream::Mapper>)
         });
         Derived::streamed(out, vec![(rel, Some(read))], prepare)
     }
@@ -470,7 +470,7 @@ struct TrafficMapper<F> {
     schema: SchemaRef,
 }
 
-impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> crate::stream::Mapper for TrafficMapper<F> {
+impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> commdb_analysis::stream::Mapper for TrafficMapper<F> {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         self.fold.add(batch, &self.call.idx, self.call.nodes)?;
         Ok(RecordBatch::new_empty(self.schema.clone()))

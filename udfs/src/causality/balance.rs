@@ -14,12 +14,12 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
 use super::Messages;
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int64};
-use crate::derived::Derived;
 use crate::latency::MESSAGES;
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 pub const LOAD_BALANCE: Function = Function {
     name: "load_balance",

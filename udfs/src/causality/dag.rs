@@ -12,7 +12,7 @@
 //! the LB of its rank (`balance`).
 //!
 //! The messages stream through: each one's send and receive go to a scratch file of halves
-//! (crate::causality::halves), read back a run of whole ranks at a time in each rank's time
+//! (`crate::causality::halves`), read back a run of whole ranks at a time in each rank's time
 //! order, so memory holds a run of halves and, per message, the nodes of its two halves (8
 //! bytes), not the messages. `dag_edges` writes each message's id, bytes, duration and latency
 //! (its criteria held first, as `message_latency` does) to a second scratch file, read back in
@@ -32,14 +32,14 @@ use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::halves::{Groups, Half, Halves};
-use crate::args::{Args, arguments};
-use crate::columns::int64_column;
-use crate::declare::{Function, Make, Output, col, float64, int64};
-use crate::derived::Derived;
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 pub const DAG_NODES: Function = Function {
     name: "dag_nodes",

@@ -24,7 +24,7 @@ use arrow::array::{Array, RecordBatch};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::columns::int64_column;
+use commdb_analysis::columns::int64_column;
 use commdb_catalog::fast_hash::FastMap;
 
 /// What an event is.

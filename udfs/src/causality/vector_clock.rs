@@ -24,14 +24,14 @@ use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
 use super::{Kind, Messages, Participations, Timeline};
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, int64, text};
-use crate::derived::Derived;
 use crate::latency::MESSAGES;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::Relation;
-use crate::stream::{Folder, Mapper, StartFold};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Folder, Mapper, StartFold};
 use commdb_catalog::fast_hash::FastSet;
 use datafusion::logical_expr::ScalarUDF;
 
@@ -342,7 +342,7 @@ fn compare(a: &[i64], b: &[i64]) -> (bool, bool) {
 }
 
 impl ScalarUDFImpl for ClockOrder {
-    crate::declare::declared_function!();
+    commdb_analysis::declare::declared_function!();
 
     fn return_type(&self, args: &[DataType]) -> Result<DataType> {
         for t in args {

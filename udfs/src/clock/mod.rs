@@ -5,6 +5,8 @@
 //! so a view over `clock_sync` (some sessions, some ranks) shows what that subset would give.
 //! `clock_violations` streams the messages batch by batch, keeping only those that run backwards.
 
+pub mod wallclock;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -18,12 +20,12 @@ use datafusion::datasource::{ViewTable, provider_as_source};
 use datafusion::error::Result;
 use datafusion::logical_expr::{Expr, LogicalPlanBuilder, cast, lit};
 
-use crate::args::{Args, arguments};
-use crate::columns::int64_column;
-use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
-use crate::derived::{Compute, Derived};
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::{Relation, resolve};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int32, int64, text};
+use commdb_analysis::derived::{Compute, Derived};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::{Relation, resolve};
 
 pub const CLOCK_MODEL: Function = Function {
     name: "clock_model",
@@ -187,8 +189,8 @@ fn clock_violations(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let idx = relation.columns("clock_violations", &["msg_id", "src", "dst", "send_ts", "recv_ts"])?;
     let out = a.schema();
     let s = out.clone();
-    let prepare: crate::stream::Prepare =
-        Arc::new(move |_| Ok(Box::new(Backwards { schema: s.clone() }) as Box<dyn crate::stream::Mapper>));
+    let prepare: commdb_analysis::stream::Prepare =
+        Arc::new(move |_| Ok(Box::new(Backwards { schema: s.clone() }) as Box<dyn commdb_analysis::stream::Mapper>));
     Ok(Arc::new(Derived::streamed(out, vec![(relation, Some(idx))], prepare)))
 }
 
@@ -198,7 +200,7 @@ struct Backwards {
     schema: SchemaRef,
 }
 
-impl crate::stream::Mapper for Backwards {
+impl commdb_analysis::stream::Mapper for Backwards {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let one = std::slice::from_ref(batch);
         let c: Vec<Int64Array> = (0..5).map(|i| int64_column(one, i)).collect::<Result<_>>()?;

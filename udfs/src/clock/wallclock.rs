@@ -3,8 +3,8 @@
 //! scheduler logs and other wall-clock records. Without `trace` the default trace is meant.
 //! A trace without an absolute start gives NULL and a warning (a session notice) naming it.
 
-use crate::declare::{Function, Make, Output};
-use crate::params::{ParamDefault, Type, param};
+use commdb_analysis::declare::{Function, Make, Output};
+use commdb_analysis::params::{ParamDefault, Type, param};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, PoisonError};
 

@@ -36,17 +36,17 @@
 //!
 //! What a wait finds in its interval does not depend on the other waits' costs, so the
 //! intervals of a batch of waits are measured by all threads at once (each reading the
-//! stretches through its own reader, crate::stretch_store), and the costs are then handed on
+//! stretches through its own reader, [`crate::critical::stretch_store`]), and the costs are then handed on
 //! wait by wait in the order above, which keeps the answer to the last digit.
 //!
 //! Regions are the innermost regions of each thread (as in `critical_path`), told apart by
-//! their call path as Scalasca's are (crate::call_paths): d's time in a call path is compared
+//! their call path as Scalasca's are ([`crate::sweeps::call_paths`]): d's time in a call path is compared
 //! with w's in the same call path; time spent waiting inside an MPI call counts as waiting, not
 //! as the call's region. An MPI wait is the waiting thread's whose MPI call it is in, and waits
 //! for the thread of the other rank whose MPI call was under way when the wait ended.
 //!
 //! The threads of a rank wait for each other too, as Scalasca's hybrid delay analysis
-//! (Delay.OMP.pattern) has them (crate::omp_handovers): at an OpenMP barrier a member waits for
+//! (Delay.OMP.pattern) has them (`crate::critical::omp_handovers`): at an OpenMP barrier a member waits for
 //! the last to enter, in the interval since their previous barrier in the parallel region (or
 //! the fork), so the last thread's extra work there is the cause (Scalasca's OpenMP barrier
 //! delay costs); while the master runs serially each other team thread idles, and the master's
@@ -62,15 +62,15 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::args::Args;
 use crate::critical::PATH_PARAMS;
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::plan::Main;
-use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::{StretchReader, StretchStore};
-use crate::stretch_store::{Swept, location, rank_thread};
-use crate::thread_waits::ThreadRecords;
+use crate::critical::stretch_store::{StretchReader, StretchStore};
+use crate::critical::stretch_store::{Swept, location, rank_thread};
+use crate::waits::openmp::ThreadRecords;
+use commdb_analysis::args::Args;
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::plan::Main;
+use commdb_analysis::stream::{Mapper, StartFold};
 use commdb_catalog::fast_hash::FastMap;
 
 pub const DELAY_COSTS: Function = Function {
@@ -99,7 +99,7 @@ use crate::waits::{CollectiveWaits, FoldWaits, MessageWaits, Wait};
 const COLLECTIVE_LOOKBACK: usize = 256;
 
 /// One wait as the analysis reads it: the waiting and the waited-for location
-/// (crate::stretch_store::location), the waiting, and when the two last synchronised if known
+/// ([`crate::critical::stretch_store::location`]), the waiting, and when the two last synchronised if known
 /// without a search (the threads' waits for each other).
 #[derive(Debug, Clone, Copy)]
 struct W {
@@ -110,12 +110,12 @@ struct W {
     /// [waiter's, delayer's], or NO_SYNC.
     since: [i64; 2],
     /// The waiter and the `waiters` - 1 threads after it wait alike (the idle threads of a
-    /// serial run, crate::omp_handovers): one wait stands for them all.
+    /// serial run, `crate::critical::omp_handovers`): one wait stands for them all.
     waiters: u32,
 }
 
 /// Waits written to a scratch file as they come and read back once (the stretch store's way,
-/// crate::stretch_store): at thousands of ranks the threads' waits are tens of millions, which
+/// [`crate::critical::stretch_store`]): at thousands of ranks the threads' waits are tens of millions, which
 /// held in memory while the calls are swept, and then gathered, would take twice their size.
 struct WaitSpill {
     file: Option<std::io::BufWriter<std::fs::File>>,
@@ -185,7 +185,7 @@ fn spill_error(doing: &str, e: std::io::Error) -> datafusion::error::DataFusionE
     ))
 }
 
-/// The `since` of a wait whose synchronisation is searched (crate::delays::SyncPoints).
+/// The `since` of a wait whose synchronisation is searched ([`crate::critical::delays::SyncPoints`]).
 const NO_SYNC: [i64; 2] = [i64::MIN; 2];
 
 /// When two ranks last synchronised: per ordered pair (a, b), the times on each side (a's,
@@ -671,12 +671,12 @@ impl Mapper for DelaySweep {
         let (costs, unexplained) = delay_costs(store, waits, &self.sync)?;
         let region = |path: u32| {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
-            crate::stretches::region_name(&names.names, leaf)
+            crate::sweeps::stretches::region_name(&names.names, leaf)
         };
         let mut rows: Vec<Row> = costs
             .iter()
             .map(|(&(at, path), &(direct, propagated))| {
-                let text = crate::stretches::path_name(paths, path);
+                let text = crate::sweeps::stretches::path_name(paths, path);
                 (Some(rank_thread(at)), region(path), text, direct + propagated, direct, propagated)
             })
             .collect();

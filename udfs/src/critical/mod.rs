@@ -19,7 +19,7 @@
 //! waited there, and the path continues on that rank at its entry, so up to that instant the
 //! path is the one Scalasca's starts from (its path ends there; commdb's goes on to the run's
 //! end through the Finalize it was walked from). Consecutive stretches of one rank
-//! and call path (crate::call_paths) are one segment; segments are numbered from the start of the run, and follow
+//! and call path ([`crate::sweeps::call_paths`]) are one segment; segments are numbered from the start of the run, and follow
 //! each other without gap from the first segment's start to the run's end.
 //!
 //! `critical_path_profile(...)` gives per call path, rank and thread the time on the path, its
@@ -32,7 +32,7 @@
 //!
 //! Every thread is walked. An MPI wait continues on the thread of the rank waited for whose
 //! MPI call was under way when the wait ended (thread 0 when none or it was). Between the
-//! threads of a rank the path moves as in Scalasca's hybrid analysis (crate::omp_handovers): at
+//! threads of a rank the path moves as in Scalasca's hybrid analysis (`crate::critical::omp_handovers`): at
 //! an OpenMP barrier to the thread that entered last, at the start of a parallel region to the
 //! master at the fork; the fork and join times are the parallel region's, and the time of a
 //! barrier after its last enter, the fork and the join are kind `omp`. The thread records come
@@ -40,11 +40,15 @@
 //! trace the calls are in; without them a rank's threads are walked only where MPI leads.
 //!
 //! A rank's accelerator streams are walked too, after CASITA's dependency graph
-//! (crate::accelerators::Handovers): an early synchronisation of the host with the device
+//! (`crate::accelerators::Handovers`): an early synchronisation of the host with the device
 //! hands the path to the stream of the kernel it waited for, at that kernel's end; a kernel on
 //! the path is the device's compute (`device`), and at its start the path goes back to the host
 //! thread that launched it when the kernel waited for its launch (the stream's time from the
 //! launch to the kernel is `queue`).
+
+pub mod delays;
+pub(crate) mod omp_handovers;
+pub mod stretch_store;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -56,18 +60,18 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::accelerators::Handovers;
-use crate::args::{Args, arguments};
-use crate::call_paths::Paths;
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::{Projected, Relation};
-use crate::stream::{Mapper, StartFold};
-use crate::stretch_store::{StretchStore, Swept, location, rank_thread};
-use crate::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
-use crate::thread_waits::ThreadRecords;
+use crate::critical::stretch_store::{StretchStore, Swept, location, rank_thread};
+use crate::sweeps::call_paths::Paths;
+use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
+use crate::waits::openmp::ThreadRecords;
 use crate::waits::{CollectiveWaits, FoldWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::{Projected, Relation};
+use commdb_analysis::stream::{Mapper, StartFold};
 
 /// The parameters of the critical path, its profile and the delay costs: the calls, messages
 /// and collectives of a whole run, and the thread records and regions of its OpenMP parallel
@@ -389,7 +393,7 @@ pub(crate) fn path_inputs(a: &Args) -> Result<Vec<Projected>> {
         None => None,
     };
     // The forks and joins: the locks are no synchronisation the path or the delays follow.
-    let kinds = &crate::thread_waits::THREAD_KINDS[..2];
+    let kinds = &crate::waits::openmp::THREAD_KINDS[..2];
     let (events, regions) = crate::waits::thread_inputs(a, function, events, regions, kinds)?;
     let mut inputs =
         vec![(calls, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), (events, None), (regions, None)];

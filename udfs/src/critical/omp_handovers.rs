@@ -16,15 +16,15 @@
 //! The threads' waits for each other are given with them (`OmpWait`), for the delay costs.
 //!
 //! Each is marked as a stretch of the thread whose `hand` is the thread the path goes on with
-//! at the stretch's start (crate::critical walks them); it takes the place of the stretches it
+//! at the stretch's start ([`crate::critical`] walks them); it takes the place of the stretches it
 //! covers (the master's enclosing region before the fork and after the join, a worker's idle
 //! time, the barrier after the last enter). Of several threads entering a barrier last at the
 //! same instant, the highest takes the path (Scalasca hands it to each of them).
 
-use crate::stretches::Stretch;
+use crate::sweeps::stretches::Stretch;
 use std::collections::HashMap;
 
-use crate::thread_waits::{Constructs, Idleness, Instances, MemberBarrier, ThreadCalls, team_barriers};
+use crate::waits::openmp::{Constructs, Idleness, Instances, MemberBarrier, ThreadCalls, team_barriers};
 
 /// A wait of one thread for another of its rank, as the delay costs trace it back: a member
 /// waiting at a barrier for the last to enter (`barrier`), or a team thread idle while the

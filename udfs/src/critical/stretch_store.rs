@@ -1,6 +1,6 @@
-//! Every rank's stretches (crate::stretches), kept out of memory: the analyses that
+//! Every rank's stretches ([`crate::sweeps::stretches`]), kept out of memory: the analyses that
 //! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
-//! a chunk of whole ranks at a time (crate::by_rank) and write each rank's stretches to a
+//! a chunk of whole ranks at a time (commdb_analysis::by_rank) and write each rank's stretches to a
 //! scratch file as they come, keeping in memory only an index: per rank where its stretches
 //! lie, and the end of every block of stretches. The walk then reads back the block that holds
 //! an instant, and keeps the blocks it used last (at most `CACHED_STRETCHES`). A
@@ -24,11 +24,11 @@ use arrow::array::RecordBatch;
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
-use crate::call_paths::Paths;
-use crate::call_sweep::{Call, Names, streams_named};
-use crate::omp_handovers::{OmpWait, mark_handovers};
-use crate::stretches::{NO_PATH, Stretch, UNCOVERED};
-use crate::thread_waits::{ThreadCalls, ThreadRecords, rank_instances, rank_threads};
+use crate::critical::omp_handovers::{OmpWait, mark_handovers};
+use crate::sweeps::call_paths::Paths;
+use crate::sweeps::call_sweep::{Call, Names, streams_named};
+use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED};
+use crate::waits::openmp::{ThreadCalls, ThreadRecords, rank_instances, rank_threads};
 
 /// Stretches per block as written (4 KiB on disk); a block read back is a run of them, from
 /// `BLOCK` to `MAX_BLOCK` stretches, as many as lets the cache hold two blocks of every location
@@ -441,7 +441,7 @@ pub(crate) fn rank_thread(key: i64) -> (i64, i64) {
 }
 
 /// Calls swept into every thread's stretches a chunk of whole ranks at a time, kept in a store
-/// of stretches (crate::stretch_store), with the region names and call paths.
+/// of stretches ([`crate::critical::stretch_store`]), with the region names and call paths.
 pub(crate) struct Swept {
     pub store: StretchStore,
     pub names: Names,
@@ -457,7 +457,7 @@ impl Swept {
     /// stretches of every thread, stored under `location(rank, thread)`: the other threads'
     /// call paths continue the master's at the fork before them, and where `records` holds the
     /// rank's thread records, the OpenMP hand-overs of the critical path are marked
-    /// (crate::omp_handovers). `each(rank, threads, waits, names)` sees each rank's threads
+    /// ([`crate::critical::omp_handovers`]). `each(rank, threads, waits, names)` sees each rank's threads
     /// before their stretches are stored, with the threads' waits for each other.
     pub fn sweep_threads(
         &mut self,

@@ -35,15 +35,15 @@ use datafusion::logical_expr::utils::format_state_name;
 use datafusion::logical_expr::{Accumulator, AggregateUDFImpl, Signature, TypeSignature, Volatility};
 use histogram::{Histogram, Scheme};
 
-use crate::args::{Args, arguments};
-use crate::columns::int64_column;
-use crate::declare::{Function, Make, Output, col, int64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::profile::CALLS;
-use crate::relation::Relation;
+use crate::profiles::CALLS;
 use crate::replay::MpiCalls;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::logical_expr::AggregateUDF;
 
@@ -177,7 +177,7 @@ enum Nesting {
 /// regions of the calls enclosing it, outermost first, then its own.
 fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u32>, Signatures, Vec<String>)> {
     let mut names = Vec::new();
-    let region = crate::columns::region_ids(batches, 1, |_| true, &mut names)?;
+    let region = commdb_analysis::columns::region_ids(batches, 1, |_| true, &mut names)?;
     let n = region.len();
     let mut sig = Signatures::default();
     let mut out = vec![NO_SIGNATURE; n];
@@ -238,7 +238,7 @@ fn stack_signatures(batches: &[RecordBatch], nesting: Nesting) -> Result<(Vec<u3
     Ok((out, sig, names))
 }
 
-/// compute_deltas over a chunk of whole ranks (crate::by_rank); each output batch has the
+/// compute_deltas over a chunk of whole ranks (commdb_analysis::by_rank); each output batch has the
 /// dictionary of the paths its chunk has.
 struct Deltas(ChunkDeltas);
 
@@ -321,9 +321,10 @@ fn compute_deltas(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // Each rank's deltas are its own: over a cluster's parts of whole ranks, the parts' rows
     // (rank first) merged in rank order are the answer, in the order delta_histogram's bins
     // follow.
-    let as_they_come: Prepare = Arc::new(|_| Ok(Box::new(crate::stream::AsTheyCome) as Box<dyn Mapper>));
-    let work = crate::plan::Work::ByRank(prepare.clone(), 0);
-    let spread = crate::derived::Spread::SortedMerge { schema: out.clone(), work, sorted_on: 1, merge: as_they_come };
+    let as_they_come: Prepare = Arc::new(|_| Ok(Box::new(commdb_analysis::stream::AsTheyCome) as Box<dyn Mapper>));
+    let work = commdb_analysis::plan::Work::ByRank(prepare.clone(), 0);
+    let spread =
+        commdb_analysis::derived::Spread::SortedMerge { schema: out.clone(), work, sorted_on: 1, merge: as_they_come };
     Ok(Arc::new(Derived::by_rank(out, vec![(rel, Some(idx))], 0, prepare).spreading(spread)))
 }
 
@@ -377,7 +378,7 @@ impl DeltaHistogram {
 }
 
 impl AggregateUDFImpl for DeltaHistogram {
-    crate::declare::declared_function!();
+    commdb_analysis::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Struct(result_fields()))

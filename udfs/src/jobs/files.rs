@@ -24,9 +24,9 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output};
-use crate::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output};
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
 
 const PATH: Param = param("path", Type::Text, ParamDefault::Required, "the file, or a directory of such files");
 

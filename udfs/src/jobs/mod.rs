@@ -3,8 +3,10 @@
 //! shows a log's header comments, and `expand_hostlist(text)` expands a Slurm host list into its
 //! host names, so scheduler records join with `ranks.node`. Planning reads only what fixes the
 //! table's columns (a sacct file's header lines); the records are read when the query runs, as
-//! an analysis plan node (crate::plan) that Ctrl-C stops. A bad record is an error naming the
+//! an analysis plan node (commdb_analysis::plan) that Ctrl-C stops. A bad record is an error naming the
 //! file, line and column.
+
+pub mod files;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,11 +21,11 @@ use datafusion::logical_expr::{
     ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, TypeSignature, Volatility,
 };
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int32, int64, text, timestamp_utc};
-use crate::derived::Derived;
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::plan::ComputeMany;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int32, int64, text, timestamp_utc};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::plan::ComputeMany;
 
 const PATH: Param = param("path", Type::Text, ParamDefault::Required, "the file to read");
 
@@ -153,7 +155,7 @@ impl ExpandHostlist {
 }
 
 impl ScalarUDFImpl for ExpandHostlist {
-    crate::declare::declared_function!();
+    commdb_analysis::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))))

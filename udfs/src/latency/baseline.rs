@@ -17,10 +17,10 @@ use datafusion::catalog::Session;
 use datafusion::common::exec_err;
 
 use super::*;
-use crate::args::{Args, FromArg, Group};
-use crate::columns::{int64_column, text_column};
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
-use crate::relation::{Projected, Relation, trace_schema, trace_table};
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
+use commdb_analysis::args::{Args, FromArg, Group};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::relation::{Projected, Relation, trace_schema, trace_table};
 use commdb_catalog::fast_hash::FastMap;
 
 /// Where an analysis takes its latency criteria from.
@@ -274,7 +274,7 @@ impl Baseline {
 
 /// A Float64 column of all batches.
 fn float64_column(batches: &[RecordBatch], index: usize) -> Result<Float64Array> {
-    Ok(crate::columns::column(batches, index, &DataType::Float64)?
+    Ok(commdb_analysis::columns::column(batches, index, &DataType::Float64)?
         .as_primitive::<arrow::datatypes::Float64Type>()
         .clone())
 }

@@ -10,12 +10,12 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::{Args, FromArg, Group};
-use crate::columns::{bool_column, int64_column, text_column};
-use crate::derived::Derived;
-use crate::params::{BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES};
-use crate::relation::{Projected, Relation};
-use crate::stream::{Mapper, Prepare};
+use crate::latency::params::{BUCKET_BYTES, MAX_SAMPLES, MIN_MESSAGES};
+use commdb_analysis::args::{Args, FromArg, Group};
+use commdb_analysis::columns::{bool_column, int64_column, text_column};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::relation::{Projected, Relation};
+use commdb_analysis::stream::{Mapper, Prepare};
 use commdb_catalog::fast_hash::FastMap;
 
 use super::{LATENCY_CRITERIA, latency_of};
@@ -300,7 +300,7 @@ impl CriteriaFold {
     }
 }
 
-/// The schema of a part's partial criteria (a cluster's task's, crate::derived::Spread): per
+/// The schema of a part's partial criteria (a cluster's task's, commdb_analysis::derived::Spread): per
 /// group in (locality, bucket) order, a row of kind 0 whose duration is the part's count of
 /// the group's messages, then a row of kind 1 per message, in send-time order.
 pub(crate) fn criteria_partials() -> SchemaRef {
@@ -474,8 +474,8 @@ pub(crate) fn criteria_of(
             let (group, n, read, m_used, sample, done) = (None, 0, 0, 0, Vec::new(), Vec::new());
             Ok(Box::new(CriteriaMerge { params, group, n, read, m_used, sample, done }) as Box<dyn Mapper>)
         });
-        let work = crate::plan::Work::Streamed(partials);
-        crate::derived::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
+        let work = commdb_analysis::plan::Work::Streamed(partials);
+        commdb_analysis::derived::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
     });
     let prepare: Prepare = Arc::new(move |_| {
         let fold = CriteriaMapper { indices: indices.clone(), params, fold: CriteriaFold::default() };
@@ -578,9 +578,9 @@ impl CriteriaTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::columns::int64_column;
     use crate::latency::latencies;
     use arrow::array::{ArrayRef, Int64Array};
+    use commdb_analysis::columns::int64_column;
 
     fn cols(loc: Vec<u8>, bytes: Vec<i64>, duration: Vec<Option<i64>>) -> MessageColumns {
         let n = loc.len() as i64;

@@ -15,8 +15,12 @@
 //! bytes a message), and the analyses that measure latency against criteria read them as the
 //! rows of a streamed `latency_criteria` before their own messages stream.
 
+pub mod regions;
+pub mod trend;
+
 mod baseline;
 mod criteria;
+pub mod params;
 
 pub use baseline::*;
 pub use criteria::*;
@@ -28,12 +32,13 @@ use arrow::datatypes::SchemaRef;
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, Param, ParamDefault, Type, param};
-use crate::relation::{Projected, Relation};
-use crate::stream::{Mapper, Prepare};
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::relation::{Projected, Relation};
+use commdb_analysis::stream::{Mapper, Prepare};
 
 /// L = duration / criterion, None where the criterion is missing or 0 or the duration NULL.
 #[inline]

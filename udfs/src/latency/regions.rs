@@ -31,14 +31,15 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::{Args, arguments};
-use crate::columns::int64_column;
-use crate::declare::{Function, Make, Output, col, float64, int64};
-use crate::derived::{Compute, Derived};
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices};
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, Param, ParamDefault, Type, param};
-use crate::relation::{Projected, Relation};
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64};
+use commdb_analysis::derived::{Compute, Derived};
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::relation::{Projected, Relation};
+use commdb_analysis::stream::{Mapper, Prepare};
 
 /// The undirected communication graph over the ranks that appear in a relation.
 #[derive(Debug, Clone)]

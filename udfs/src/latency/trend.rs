@@ -36,13 +36,14 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int64, list_float64, list_int64, text};
-use crate::derived::Derived;
+use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
-use crate::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES, ParamDefault, Type, param};
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, list_float64, list_int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 pub const LATENCY_TREND: Function = Function {
     name: "latency_trend",

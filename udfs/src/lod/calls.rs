@@ -11,14 +11,14 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::ComputeMany;
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::ComputeMany;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 use super::grid::*;
 use super::{PIXELS, RESOLUTION, T0, T1};
@@ -189,7 +189,7 @@ fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
             let (lo, hi) = own_call_span(&inputs[0])?;
             let make = make.clone();
             let prepare: Prepare = Arc::new(move |_| make(lo, hi));
-            crate::by_rank::whole(&prepare, &inputs[..1])
+            commdb_analysis::by_rank::whole(&prepare, &inputs[..1])
         });
         return Ok(Arc::new(Derived::from_many(out, inputs, compute)));
     }
@@ -199,7 +199,7 @@ fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
     });
     // Each rank's slots are its own: over a cluster's parts of whole ranks, the parts' rows
     // together are the answer.
-    Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare).spreading(crate::derived::Spread::Rows)))
+    Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare).spreading(commdb_analysis::derived::Spread::Rows)))
 }
 
 /// Whether a call row (rank, thread, region, start_ts, end_ts) counts: none of them NULL.
@@ -223,14 +223,14 @@ fn own_call_span(batches: &[RecordBatch]) -> Result<TimeSpan> {
     Ok((lo, hi))
 }
 
-/// lod_calls' representatives, a chunk of whole ranks at a time (crate::by_rank): each
+/// lod_calls' representatives, a chunk of whole ranks at a time (commdb_analysis::by_rank): each
 /// thread's (or rank's) calls are all in the chunk.
 struct CallSlots {
     /// None: the span is empty, and so is the answer.
     grid: Option<Grid>,
     per_rank: bool,
     /// Region names, interned over the chunks.
-    names: crate::call_sweep::Names,
+    names: crate::sweeps::call_sweep::Names,
     schema: SchemaRef,
 }
 
@@ -241,8 +241,12 @@ impl CallSlots {
     fn maker(p: LodParams, per_rank: bool, schema: SchemaRef) -> MakeCallSlots {
         Arc::new(move |lo, hi| {
             let grid = p.grid("lod_calls", lo, hi)?;
-            let slots =
-                CallSlots { grid, per_rank, names: crate::call_sweep::Names::default(), schema: schema.clone() };
+            let slots = CallSlots {
+                grid,
+                per_rank,
+                names: crate::sweeps::call_sweep::Names::default(),
+                schema: schema.clone(),
+            };
             Ok(Box::new(slots) as Box<dyn Mapper>)
         })
     }

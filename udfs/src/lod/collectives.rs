@@ -8,13 +8,13 @@ use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, Strin
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::ComputeMany;
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::ComputeMany;
+use commdb_analysis::relation::Relation;
 
 use super::grid::*;
 use super::{PIXELS, RESOLUTION, T0, T1};

@@ -11,8 +11,8 @@ use datafusion::error::Result;
 
 use super::resolution;
 
-use crate::args::{Args, FromArg, Group};
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, FromArg, Group};
+use commdb_analysis::relation::Relation;
 
 /// Where a lod function's default span comes from.
 #[derive(Debug, Clone)]
@@ -40,12 +40,12 @@ pub(crate) fn span_input(
     function: &str,
     relation: &Relation,
     p: &LodParams,
-) -> Result<(Span, Option<crate::relation::Projected>)> {
+) -> Result<(Span, Option<commdb_analysis::relation::Projected>)> {
     if p.t0.is_some() && p.t1.is_some() {
         return Ok((Span::Own, None));
     }
-    let Some(schema) = crate::relation::trace_schema(session, relation) else { return Ok((Span::Own, None)) };
-    let events = crate::relation::trace_table(session, function, &schema, "events")?;
+    let Some(schema) = commdb_analysis::relation::trace_schema(session, relation) else { return Ok((Span::Own, None)) };
+    let events = commdb_analysis::relation::trace_table(session, function, &schema, "events")?;
     let key = Arc::downgrade(&events.provider);
     let mut known = TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     known.retain(|(k, _)| k.strong_count() > 0);
@@ -54,8 +54,11 @@ pub(crate) fn span_input(
     }
     events.columns(function, &["ts"])?;
     // The first and last event time, aggregated as the events stream by: one row is read.
-    let bounds =
-        crate::relation::bounds_of(&events, datafusion::logical_expr::col("ts"), datafusion::logical_expr::col("ts"))?;
+    let bounds = commdb_analysis::relation::bounds_of(
+        &events,
+        datafusion::logical_expr::col("ts"),
+        datafusion::logical_expr::col("ts"),
+    )?;
     Ok((Span::Scan(key), Some(bounds)))
 }
 
@@ -68,7 +71,7 @@ pub(crate) fn chosen_span(
     match (span, span_read) {
         (Span::Known(lo, hi), _) => Ok((*lo, *hi)),
         (Span::Scan(key), Some(batches)) => {
-            let found = crate::relation::bounds_read(batches)?;
+            let found = commdb_analysis::relation::bounds_read(batches)?;
             TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((key.clone(), found));
             Ok(found)
         }

@@ -11,14 +11,14 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use rayon::prelude::*;
 
-use crate::args::{Args, arguments};
-use crate::columns::{column, int64_column};
-use crate::declare::{Function, Make, Output, col, float64, int64};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::ComputeMany;
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{column, int64_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::ComputeMany;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 use super::grid::*;
 use super::{PIXELS, RESOLUTION, T0, T1};

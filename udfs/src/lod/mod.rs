@@ -23,7 +23,7 @@
 //! region where all threads of the rank together spent the most exclusive time (thread NULL,
 //! share = that time over the slot width times the rank's threads). Costs: O(n log n) in the input rows; the output is bounded by
 //! slots x threads (calls) or by the input (messages, collectives). `lod_messages` sums its
-//! groups as the messages come (crate::stream) whenever the slot grid is known before they
+//! groups as the messages come (commdb_analysis::stream) whenever the slot grid is known before they
 //! are read (t0 and t1 given, or the trace's span, aggregated from its events), so it holds
 //! only its groups, never the messages; a relation of no trace cut on its own span is read
 //! whole first.
@@ -45,8 +45,8 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
 
-use crate::declare::{Function, Make, Output};
-use crate::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::declare::{Function, Make, Output};
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
 
 /// The smallest 1-2-5 step at or above (t1 - t0) / pixels (at least 1 ns).
 pub fn resolution(t0: i64, t1: i64, pixels: i64) -> Option<i64> {
@@ -80,7 +80,7 @@ impl LodResolution {
 }
 
 impl ScalarUDFImpl for LodResolution {
-    crate::declare::declared_function!();
+    commdb_analysis::declare::declared_function!();
 
     fn return_type(&self, _args: &[DataType]) -> Result<DataType> {
         Ok(DataType::Int64)

@@ -17,7 +17,7 @@
 //! sample has NULL values; the nested calls subtracted are those of `rel`.
 //!
 //! The samples are folded as they stream (about 36 bytes each), then the calls are read a
-//! chunk of whole ranks at a time (crate::by_rank): a call and those nested in it are of one
+//! chunk of whole ranks at a time (commdb_analysis::by_rank): a call and those nested in it are of one
 //! stream, so no more than a chunk of calls is held.
 
 use std::collections::HashMap;
@@ -30,15 +30,15 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{RegionIds, column, int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::Relation;
-use crate::relation::{Projected, trace_schema, trace_table};
-use crate::stream::{Folder, Mapper, StartFold};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{RegionIds, column, int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::relation::{Projected, trace_schema, trace_table};
+use commdb_analysis::stream::{Folder, Mapper, StartFold};
 
 pub const CALL_METRICS: Function = Function {
     name: "call_metrics",
@@ -91,7 +91,7 @@ fn running(mode: Option<&str>) -> std::result::Result<Running, String> {
 /// The modes `mode =>` accepts.
 fn accepted_modes() -> String {
     match CALL_METRICS.params[2].ty {
-        Type::Choice(words) => crate::args::one_of(words),
+        Type::Choice(words) => commdb_analysis::args::one_of(words),
         _ => String::new(),
     }
 }
@@ -145,7 +145,7 @@ fn call_metrics(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // a call and the calls nested in it are of one stream.
     // Over a cluster's parts of whole ranks, every task folds the metrics and the parts'
     // rows together are the answer.
-    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start).spreading(crate::derived::Spread::Rows)))
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(2), start).spreading(commdb_analysis::derived::Spread::Rows)))
 }
 
 /// Every metric name is kept (`RegionIds` interns names of any kind).

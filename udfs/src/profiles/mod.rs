@@ -10,7 +10,7 @@
 //! `time_profile`, time no call covers (a run without an enclosing region, uninstrumented code
 //! between calls) is the stream's own work, region NULL, so the bins partition every stream's
 //! time from the first call to the last. `call_tree` gives each rank that time as a path of
-//! its own (path and region NULL, no calls), and `load_imbalance` (crate::summaries) as region
+//! its own (path and region NULL, no calls), and `load_imbalance` ([`crate::profiles::summaries`]) as region
 //! NULL, so a rank's exclusive times add up to the span of the run on every stream.
 //!
 //! Threads: both sweep every (rank, thread) stream, so a hybrid run's time is counted on every
@@ -21,6 +21,10 @@
 //! worker's time between parallel regions is its own uncovered time (path NULL): where it idled
 //! while the master ran, which `wait_states` gives as omp_idle_threads.
 
+pub mod counters;
+pub mod partners;
+pub mod summaries;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -30,17 +34,17 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::call_paths::{Paths, Up};
-use crate::call_sweep::{Names, streams_named, sweep, uncovered};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, float64, int32, int64, text};
-use crate::derived::{Derived, Spread};
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::plan::Work;
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
-use crate::thread_waits::ThreadRecords;
+use crate::sweeps::call_paths::{Paths, Up};
+use crate::sweeps::call_sweep::{Names, streams_named, sweep, uncovered};
+use crate::waits::openmp::ThreadRecords;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int32, int64, text};
+use commdb_analysis::derived::{Derived, Spread};
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::plan::Work;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 /// The relation of calls a profile reads.
 pub const CALLS: Param = param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to profile");
@@ -99,7 +103,7 @@ pub const CALL_TREE: Function = Function {
 const UNCOVERED: u32 = u32::MAX;
 
 /// The time of each (bin, region) over the streams, a chunk of whole ranks at a time
-/// (crate::by_rank), on bins fixed before the calls are read.
+/// (commdb_analysis::by_rank), on bins fixed before the calls are read.
 struct Profile {
     /// First time, bin width and last time; None when the relation has no calls.
     bins: Option<(i64, i64, i64)>,
@@ -111,7 +115,7 @@ struct Profile {
     partial: bool,
 }
 
-/// The schema of a part's times (a cluster's task's, crate::derived::Spread): the answer's
+/// The schema of a part's times (a cluster's task's, commdb_analysis::derived::Spread): the answer's
 /// columns but the share, with a last row of bin NULL whose time_ns is the part's streams.
 fn profile_partials(answer: &SchemaRef) -> SchemaRef {
     let mut fields: Vec<Field> = answer.fields().iter().take(5).map(|f| f.as_ref().clone()).collect();
@@ -256,7 +260,7 @@ fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let out = a.schema();
     // The bins come from the calls' first start and last end, aggregated before the calls
     // stream through the sweep.
-    let bounds = crate::relation::bounds_of(
+    let bounds = commdb_analysis::relation::bounds_of(
         &rel,
         datafusion::logical_expr::col("start_ts"),
         datafusion::logical_expr::col("end_ts"),
@@ -265,7 +269,7 @@ fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let profile = move |partial: bool| -> Prepare {
         let schema = schema.clone();
         Arc::new(move |held| {
-            let (first, last) = crate::relation::bounds_read(&held[0])?;
+            let (first, last) = commdb_analysis::relation::bounds_read(&held[0])?;
             let bins = match (first, last) {
                 (Some(t0), Some(t1)) => Some((t0, ((t1 - t0) as f64 / bins as f64).ceil().max(1.0) as i64, t1)),
                 _ => None,
@@ -277,7 +281,7 @@ fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // Spread over a cluster's parts of whole ranks, each part's times are added up in one
     // task.
     let answer = out.clone();
-    let merge: crate::derived::Compute = Arc::new(move |partials| merge_profile(partials, &answer));
+    let merge: commdb_analysis::derived::Compute = Arc::new(move |partials| merge_profile(partials, &answer));
     let spread = Spread::Merged { schema: profile_partials(&out), work: Work::ByRank(profile(true), 0), merge };
     let inputs = vec![(rel, Some(idx)), bounds];
     Ok(Arc::new(Derived::by_rank(out, inputs, 0, profile(false)).spreading(spread)))
@@ -287,7 +291,7 @@ fn time_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
 type Totals = (i32, i64, i64, i64);
 
 /// The call tree's totals per (path, rank), a chunk of whole ranks at a time
-/// (crate::by_rank): a call's parent is on its own rank, so each chunk holds the calls its
+/// (commdb_analysis::by_rank): a call's parent is on its own rank, so each chunk holds the calls its
 /// paths go through.
 struct Tree {
     names: Names,
@@ -471,21 +475,21 @@ arguments! {
 fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let CallTreeArgs { rel, events } = CallTreeArgs::read(a)?;
     let events = crate::waits::beside(events, a.session, &rel, "events")?;
-    let forks = &crate::thread_waits::THREAD_KINDS[..1];
+    let forks = &crate::waits::openmp::THREAD_KINDS[..1];
     let (forks, _) = crate::waits::thread_inputs(a, a.function, events, None, forks)?;
     let idx = rel.columns(
         a.function,
         &["call_id", "parent_id", "rank", "region", "duration", "exclusive", "thread", "start_ts", "end_ts"],
     )?;
     let out = a.schema();
-    let bounds = crate::relation::bounds_of(
+    let bounds = commdb_analysis::relation::bounds_of(
         &rel,
         datafusion::logical_expr::col("start_ts"),
         datafusion::logical_expr::col("end_ts"),
     )?;
     let schema = out.clone();
     let prepare: Prepare = Arc::new(move |held| {
-        let span = match crate::relation::bounds_read(&held[0])? {
+        let span = match commdb_analysis::relation::bounds_read(&held[0])? {
             (Some(t0), Some(t1)) => Some((t0, t1)),
             _ => None,
         };
@@ -513,7 +517,7 @@ fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call_sweep::Call;
+    use crate::sweeps::call_sweep::Call;
 
     #[test]
     fn the_sweep_gives_each_stretch_to_the_innermost_call() {

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int64};
 use crate::latency::MESSAGES;
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64};
+use commdb_analysis::relation::Relation;
 
 pub const COMM_PARTNERS: Function = Function {
     name: "comm_partners",
@@ -45,8 +45,8 @@ arguments! {
 fn comm_partners(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PartnersArgs { rel } = PartnersArgs::read(a)?;
     rel.columns(a.function, &["src", "dst", "bytes"])?;
-    let view = crate::relation::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["rank"])))
+    let view = commdb_analysis::views::sql_view(a.session, a.function, query(&rel.reference.to_quoted_string()))?;
+    Ok(Arc::new(commdb_analysis::ordered::OrderedView::new(view, &["rank"])))
 }
 
 /// The query behind the view, reading the messages of relation `m` (quoted as SQL names it).

@@ -6,7 +6,7 @@
 //! the imbalance measures of the POP methodology: load balance = mean / max, and Scalasca's
 //! percent imbalance, (max - mean) / max; region NULL is the time of the run's span that no
 //! call covers on each rank, its own work, as in `time_profile`). `comm_matrix`, `load_imbalance` and
-//! `message_histogram` in size classes tally their input as it streams by (crate::stream) and
+//! `message_histogram` in size classes tally their input as it streams by (commdb_analysis::stream) and
 //! hold only their pairs, regions and ranks, or classes; equal-width bins read the sizes whole
 //! first, for their range.
 
@@ -19,16 +19,16 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::{Compute, Derived, Spread};
 use crate::latency::MESSAGES;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::Work;
-use crate::profile::CALLS;
-use crate::relation::Relation;
-use crate::stream::{Mapper, Prepare};
+use crate::profiles::CALLS;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::{Compute, Derived, Spread};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Work;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Mapper, Prepare};
 
 pub const COMM_MATRIX: Function = Function {
     name: "comm_matrix",
@@ -200,7 +200,7 @@ fn comm_matrix(a: &Args) -> Result<Arc<dyn TableProvider>> {
     Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(idx))], prepare).spreading(spread)))
 }
 
-/// The schema of partial tallies (a cluster's part's, crate::derived::Spread): the key columns,
+/// The schema of partial tallies (a cluster's part's, commdb_analysis::derived::Spread): the key columns,
 /// then messages, bytes, timed and duration.
 fn tally_schema(keys: &[(&str, &DataType)]) -> SchemaRef {
     let mut fields: Vec<Field> = keys.iter().map(|(n, t)| Field::new(*n, (*t).clone(), true)).collect();
@@ -505,7 +505,7 @@ fn load_imbalance(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let ImbalanceArgs { rel, metric } = ImbalanceArgs::read(a)?;
     let idx = rel.columns(a.function, &["rank", "region", metric.as_str(), "thread", "start_ts", "end_ts"])?;
     let out = a.schema();
-    let bounds = crate::relation::bounds_of(
+    let bounds = commdb_analysis::relation::bounds_of(
         &rel,
         datafusion::logical_expr::col("start_ts"),
         datafusion::logical_expr::col("end_ts"),
@@ -517,7 +517,7 @@ fn load_imbalance(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let fold = move |partial: bool| -> Prepare {
         let schema = answer.clone();
         Arc::new(move |held| {
-            let span = match crate::relation::bounds_read(&held[0])? {
+            let span = match commdb_analysis::relation::bounds_read(&held[0])? {
                 (Some(t0), Some(t1)) => Some((t0, t1)),
                 _ => None,
             };
@@ -597,7 +597,7 @@ impl Mapper for ImbalanceFold {
                 }
             }
             for ((r, _), mut calls) in by_stream {
-                let bare = crate::call_sweep::uncovered(&mut calls, t0, t1);
+                let bare = crate::sweeps::call_sweep::uncovered(&mut calls, t0, t1);
                 if bare > 0 {
                     *self.per.entry(None).or_default().entry(r).or_default() += bare;
                 }

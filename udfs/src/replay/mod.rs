@@ -55,14 +55,14 @@ use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 use datafusion::execution::memory_pool::MemoryPool;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, col, float64, int64, text};
-use crate::derived::Derived;
-use crate::params::{Param, ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::Projected;
-use crate::relation::Relation;
-use crate::stream::StartFold;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{Param, ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::Projected;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::StartFold;
 use sweep::Answer;
 
 pub(crate) use mpi_calls::MpiCalls;
@@ -145,7 +145,7 @@ fn inputs(a: &Args) -> Result<(Inputs, Vec<Projected>)> {
 }
 
 /// The replay as a folded analysis: the messages and collectives spilled as they stream, the
-/// calls swept a chunk of whole ranks at a time (crate::by_rank), the answer made at the end.
+/// calls swept a chunk of whole ranks at a time (commdb_analysis::by_rank), the answer made at the end.
 fn replay_analysis(a: &Args, answer: Answer) -> Result<Arc<dyn TableProvider>> {
     let (inp, rels) = inputs(a)?;
     let what = a.function;

@@ -10,7 +10,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::call_store::MAX_CALLS;
-use crate::columns::RegionIds;
+use commdb_analysis::columns::RegionIds;
 use commdb_catalog::fast_hash::FastMap;
 
 /// An outermost MPI call, as read from a chunk of the calls.

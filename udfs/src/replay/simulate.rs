@@ -6,7 +6,7 @@
 //! rank as far as it can go, then the next rank that can. In memory: per MPI call its ideal
 //! start (8 bytes), where its list starts (4) and its list (4 a dependency); the messages'
 //! dependencies pass through a scratch file on their way to the lists. The rules are the
-//! module's (crate::replay). The sides are placed a batch of rows at a time, the ranks shared
+//! module's ([`crate::replay`]). The sides are placed a batch of rows at a time, the ranks shared
 //! out among the threads (`CallStore::locate_all`); each rank sees its lookups in the same
 //! order as one by one.
 

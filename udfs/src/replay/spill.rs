@@ -2,7 +2,7 @@
 //! replay folds the messages and the collectives before the calls they must be placed in have
 //! been read, so it writes their columns to an anonymous scratch file and reads them back in
 //! the order they came once the calls are known. A row is a byte whose bits mark its NULLs,
-//! then each other value as its difference from the same column's last value (crate::replay's
+//! then each other value as its difference from the same column's last value ([`crate::replay`]'s
 //! `varint`): messages in send order take about 11 bytes, not 56. The file goes when the
 //! analysis ends, however it ends.
 

@@ -1,4 +1,4 @@
-//! How the replay runs as a folded analysis (crate::stream): the messages and collectives are
+//! How the replay runs as a folded analysis (commdb_analysis::stream): the messages and collectives are
 //! spilled as they stream (`FoldReplay`), the calls come a chunk of whole ranks at a time into
 //! the call store (`Sweep`), and when they end the sides are placed, the calls replayed within
 //! the memory budget, and the answer handed back batch by batch.
@@ -15,8 +15,8 @@ use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::MpiCalls;
 use super::simulate::{self, Links};
 use super::spill::{NULL, Spill};
-use crate::columns::int64_column;
-use crate::stream::{Folder, Mapper};
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::stream::{Folder, Mapper};
 
 /// Spill the rows of `batch` (N integer columns) with NULL as NULL.
 fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Result<()> {
@@ -139,7 +139,13 @@ impl Sweep {
         let pool = self.pool.clone();
         let mut grow = |bytes: usize| -> Result<()> {
             reservation.try_grow(bytes).map_err(|_| {
-                crate::budget::over_budget(what, &pool, reservation.size() + bytes, messages_rows, "replaying")
+                commdb_analysis::budget::over_budget(
+                    what,
+                    &pool,
+                    reservation.size() + bytes,
+                    messages_rows,
+                    "replaying",
+                )
             })
         };
         grow(store.len() * 8 + store.ranks.len() * 64)?;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::call_sweep::{Call, Names, sweep_tagged};
+use crate::sweeps::call_sweep::{Call, Names, sweep_tagged};
 
 /// What a call path continues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

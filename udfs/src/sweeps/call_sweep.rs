@@ -10,7 +10,7 @@ use arrow::array::{Array, RecordBatch};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use crate::columns::{int64_column, text_column};
+use commdb_analysis::columns::{int64_column, text_column};
 
 /// One call as the sweep reads it.
 #[derive(Debug, Clone, Copy)]
@@ -28,7 +28,7 @@ pub(crate) fn sweep(calls: &[Call], mut emit: impl FnMut(u32, i64, i64)) {
 }
 
 /// `sweep`, carrying a tag per open call: `tag(enclosing call's tag, call)` gives a call's
-/// when it opens (the call path of crate::call_paths), and `emit(call, tag, from, to)` gets the
+/// when it opens (the call path of [`crate::sweeps::call_paths`]), and `emit(call, tag, from, to)` gets the
 /// innermost call's with each stretch.
 pub(crate) fn sweep_tagged<T: Copy>(
     calls: &[Call],

@@ -1,14 +1,14 @@
 //! Every rank's time cut into stretches of its innermost region, the unit the critical path
 //! walks and the delay costs compare (after Scalasca's analyses, which attribute time to call
-//! paths the same way): the sweep of `call_tree` and `time_profile` (crate::profile) over one
-//! thread's calls, with each stretch's call path (crate::call_paths), the time no region
+//! paths the same way): the sweep of `call_tree` and `time_profile` (the profiles') over one
+//! thread's calls, with each stretch's call path ([`crate::sweeps::call_paths`]), the time no region
 //! covers as stretches of their own (the thread's own work), and the MPI stretches that touch
-//! marked as one call. `wait_states` cuts every thread of a rank (crate::thread_waits); the
+//! marked as one call. `wait_states` cuts every thread of a rank (for its OpenMP waits); the
 //! critical path and the delay costs cut every thread, with the OpenMP hand-overs between them
-//! marked (crate::omp_handovers, crate::stretch_store).
+//! marked.
 
-use crate::call_paths::{Paths, Up, sweep_paths_under};
-use crate::call_sweep::Names;
+use crate::sweeps::call_paths::{Paths, Up, sweep_paths_under};
+use crate::sweeps::call_sweep::Names;
 
 /// One stretch of a rank's time with one innermost region (an index past the region names:
 /// time no region covers, the rank's own work).
@@ -22,7 +22,7 @@ pub(crate) struct Stretch {
     /// Start of the MPI call (run of MPI stretches) this stretch belongs to, if MPI.
     pub call_start: Option<i64>,
     /// The thread of the rank the critical path goes on with at this stretch's start: an
-    /// OpenMP hand-over (crate::omp_handovers), never on an MPI stretch.
+    /// OpenMP hand-over (the critical path's), never on an MPI stretch.
     pub hand: Option<u32>,
 }
 
@@ -45,13 +45,13 @@ pub(crate) fn path_name(paths: &Paths, path: u32) -> Option<&str> {
 /// The stretches of one thread's calls (in start order, enclosing calls first): time no
 /// region covers between calls is a stretch of its own (`UNCOVERED`, `NO_PATH`), and the MPI
 /// stretches that touch form one call (`call_start`). The outermost calls continue the path
-/// `root(call)` gives (crate::call_paths::sweep_paths_under); `each(path)` is told every
+/// `root(call)` gives ([`crate::sweeps::call_paths::sweep_paths_under`]); `each(path)` is told every
 /// call's path in order.
 pub(crate) fn thread_stretches_under(
-    calls: &[crate::call_sweep::Call],
+    calls: &[crate::sweeps::call_sweep::Call],
     names: &Names,
     paths: &mut Paths,
-    root: impl FnMut(&crate::call_sweep::Call) -> Up,
+    root: impl FnMut(&crate::sweeps::call_sweep::Call) -> Up,
     each: impl FnMut(u32),
 ) -> Vec<Stretch> {
     let mut list: Vec<Stretch> = Vec::new();

@@ -49,6 +49,8 @@
 //! collective's begin record (`begin_ts`). Every collective wait ends at the latest when the
 //! waiter's own call ends, as a late sender's does. Only waits longer than 0 are listed. Cost: O(messages + participations).
 
+pub(crate) mod openmp;
+
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -57,18 +59,18 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, col, int64, text};
-use crate::derived::Derived;
 use crate::latency::MESSAGES;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::Relation;
-use crate::stream::{Folder, Mapper, StartFold};
-use crate::thread_waits::{
+use crate::waits::openmp::{
     THREAD_KINDS, THREAD_PARADIGMS, ThreadCalls, ThreadRecords, rank_threads, rank_waits, stretch_at,
 };
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::Relation;
+use commdb_analysis::stream::{Folder, Mapper, StartFold};
 
 pub const WAIT_STATES: Function = Function {
     name: "wait_states",
@@ -148,7 +150,10 @@ pub(crate) const COLLECTIVE_COLUMNS: [&str; 8] =
 /// The indices of `COLLECTIVE_COLUMNS` in `collectives`. `call_start` is optional: a relation
 /// without it (a view made before it existed, or by hand) is read without it, and waits start
 /// at begin_ts.
-pub(crate) fn collective_columns(collectives: &crate::relation::Relation, function: &str) -> Result<Vec<usize>> {
+pub(crate) fn collective_columns(
+    collectives: &commdb_analysis::relation::Relation,
+    function: &str,
+) -> Result<Vec<usize>> {
     let mut idx = collectives.columns(function, &COLLECTIVE_COLUMNS[..7])?;
     if let Ok(i) = collectives.schema().index_of("call_start") {
         idx.push(i);
@@ -626,7 +631,7 @@ fn wait_paths(
 
 /// Gives the waits in rank order, each with the thread and call path of the call it began in,
 /// and the threads' waits of each rank: the calls come a chunk of whole ranks at a time
-/// (crate::by_rank), and the waits of the ranks up to the chunk's last go out with it.
+/// (commdb_analysis::by_rank), and the waits of the ranks up to the chunk's last go out with it.
 struct WaitPaths {
     waits: Vec<Wait>,
     threads: ThreadRecords,
@@ -640,13 +645,13 @@ impl Mapper for WaitPaths {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let mut names = crate::call_sweep::Names::default();
-        let streams = crate::call_sweep::streams_named(batches, "wait_states", &mut names)?;
+        let mut names = crate::sweeps::call_sweep::Names::default();
+        let streams = crate::sweeps::call_sweep::streams_named(batches, "wait_states", &mut names)?;
         let Some(last) = streams.iter().map(|((rank, _), _)| *rank).max() else {
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         };
-        let mut paths = crate::call_paths::Paths::default();
-        let mut ranks: BTreeMap<i64, Vec<(i64, Vec<crate::call_sweep::Call>)>> = BTreeMap::new();
+        let mut paths = crate::sweeps::call_paths::Paths::default();
+        let mut ranks: BTreeMap<i64, Vec<(i64, Vec<crate::sweeps::call_sweep::Call>)>> = BTreeMap::new();
         for ((rank, thread), calls) in streams {
             ranks.entry(rank).or_default().push((thread, calls));
         }
@@ -664,7 +669,7 @@ impl Mapper for WaitPaths {
                 thread_waits.extend(rank_waits(rank, threads, &self.threads, &constructs));
             }
         }
-        let name = |p: u32| crate::stretches::path_name(&paths, p);
+        let name = |p: u32| crate::sweeps::stretches::path_name(&paths, p);
         let mut rows: Vec<Row> = Vec::with_capacity(these.len() + thread_waits.len());
         for w in these {
             let threads = ranks.get(&w.rank).map(Vec::as_slice).unwrap_or(&[]);
@@ -731,12 +736,12 @@ pub(crate) fn beside(
     if given.is_some() {
         return Ok(given);
     }
-    if let Some(schema) = crate::relation::trace_schema(session, rel)
-        && let Ok(found) = crate::relation::trace_table(session, "wait_states", &schema, table)
+    if let Some(schema) = commdb_analysis::relation::trace_schema(session, rel)
+        && let Ok(found) = commdb_analysis::relation::trace_table(session, "wait_states", &schema, table)
     {
         return Ok(Some(found));
     }
-    Ok(crate::relation::resolve(session, "wait_states", table).ok())
+    Ok(commdb_analysis::relation::resolve(session, "wait_states", table).ok())
 }
 
 arguments! {
@@ -752,9 +757,9 @@ arguments! {
 /// A view of `sql` for `function`, its rows in rank order when `ordered`, as a relation named
 /// `name`.
 fn view(a: &Args, function: &str, name: &str, sql: String, ordered: bool) -> Result<Relation> {
-    let view = crate::relation::sql_view(a.session, function, sql)?;
+    let view = commdb_analysis::views::sql_view(a.session, function, sql)?;
     let provider: Arc<dyn TableProvider> =
-        if ordered { Arc::new(crate::ordered::OrderedView::new(view, &["rank"])) } else { Arc::new(view) };
+        if ordered { Arc::new(commdb_analysis::ordered::OrderedView::new(view, &["rank"])) } else { Arc::new(view) };
     Ok(Relation { reference: name.into(), provider })
 }
 
@@ -868,9 +873,9 @@ pub(crate) fn thread_inputs(
 }
 
 /// An empty relation with `columns`, for a relation `wait_states` has none of.
-fn empty(columns: &[(&str, DataType)]) -> Result<crate::relation::Relation> {
+fn empty(columns: &[(&str, DataType)]) -> Result<commdb_analysis::relation::Relation> {
     let schema =
         Arc::new(Schema::new(columns.iter().map(|(n, t)| Field::new(*n, t.clone(), true)).collect::<Vec<_>>()));
     let table = datafusion::datasource::MemTable::try_new(schema, vec![vec![]])?;
-    Ok(crate::relation::Relation { reference: "no_rows".into(), provider: Arc::new(table) })
+    Ok(commdb_analysis::relation::Relation { reference: "no_rows".into(), provider: Arc::new(table) })
 }

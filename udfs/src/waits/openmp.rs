@@ -38,10 +38,10 @@ use std::collections::{BTreeMap, HashMap};
 use arrow::array::{Array, RecordBatch};
 use datafusion::error::Result;
 
-use crate::call_paths::Up;
-use crate::call_sweep::{Call, Names};
-use crate::columns::{int64_column, text_column};
-use crate::stretches::{NO_PATH, Stretch, thread_stretches_under};
+use crate::sweeps::call_paths::Up;
+use crate::sweeps::call_sweep::{Call, Names};
+use crate::sweeps::stretches::{NO_PATH, Stretch, thread_stretches_under};
+use commdb_analysis::columns::{int64_column, text_column};
 
 /// The kinds of events `wait_states` reads for the threads' waits.
 pub(crate) const THREAD_KINDS: [&str; 4] = ["thread_fork", "thread_join", "thread_acquire_lock", "thread_release_lock"];
@@ -105,7 +105,7 @@ pub(crate) struct ThreadRecords {
     constructs: HashMap<String, Construct>,
     ranks: BTreeMap<i64, RankRecords>,
     bytes: usize,
-    /// The offload activity of a trace with accelerator streams (crate::accelerators), for the
+    /// The offload activity of a trace with accelerator streams ([`crate::accelerators`]), for the
     /// critical path's hand-overs between host threads and streams.
     offload: Vec<RecordBatch>,
 }
@@ -185,7 +185,7 @@ impl ThreadRecords {
         self.bytes
     }
 
-    /// Keep a batch of offload activity (crate::accelerators::offload_input).
+    /// Keep a batch of offload activity ([`crate::accelerators::offload_input`]).
     pub fn fold_offload(&mut self, batch: &RecordBatch) {
         self.bytes += batch.get_array_memory_size();
         self.offload.push(batch.clone());
@@ -228,7 +228,7 @@ pub(crate) fn rank_threads(
     streams: Vec<(i64, Vec<Call>)>,
     records: &ThreadRecords,
     names: &Names,
-    paths: &mut crate::call_paths::Paths,
+    paths: &mut crate::sweeps::call_paths::Paths,
 ) -> Vec<ThreadCalls> {
     let forks = records.ranks.get(&rank).map(|r| r.forks.as_slice()).unwrap_or(&[]);
     let master = forks.first().map_or(0, |f| f.1);

@@ -1,4 +1,4 @@
-//! The `collectives` table of a trace derived a group of ranks at a time (crate::convert), in
+//! The `collectives` table of a trace derived a group of ranks at a time ([`crate::convert`]), in
 //! memory bounded by a batch rather than by the trace.
 //!
 //! `assemble` puts the parts in (communicator, instance, stream) order, an instance's parts

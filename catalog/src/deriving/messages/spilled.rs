@@ -1,4 +1,4 @@
-//! Message matching for a trace derived a group of ranks at a time (crate::convert), in memory
+//! Message matching for a trace derived a group of ranks at a time ([`crate::convert`]), in memory
 //! bounded by a bucket rather than by the trace.
 //!
 //! The matching rule is the one of `matching` (MPI's non-overtaking rule: per channel

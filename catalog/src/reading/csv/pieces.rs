@@ -1,5 +1,5 @@
 //! A CSV trace read a group of ranks at a time, for a conversion in bounded memory
-//! (crate::convert). Rows may come in any order and name their ranks only as they go, so a
+//! ([`crate::convert`]). Rows may come in any order and name their ranks only as they go, so a
 //! first pass parses every row as `read` does, keeping the definitions (ranks, nodes,
 //! communicators, regions) and writing each event, decoded, to a scratch file with a count per
 //! rank; a second pass, once the ranks are known, distributes the events into shards of whole

@@ -1,5 +1,5 @@
 //! A Paraver trace read a group of ranks at a time, for a conversion in bounded memory
-//! (crate::convert). A .prv interleaves all threads in one time-ordered file, so a first pass
+//! ([`crate::convert`]). A .prv interleaves all threads in one time-ordered file, so a first pass
 //! reads it once, piece by piece as `read` does, and splits each piece's event records and
 //! message halves by shard (a run of whole tasks' streams) into scratch files, and its states
 //! into one more. That pass keeps only what the whole file must tell before any stream is

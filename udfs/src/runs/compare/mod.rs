@@ -28,12 +28,12 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::{TableReference, exec_err, plan_err};
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, boolean, col, float64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::{Relation, quote, resolve};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::{Relation, quote, resolve};
 
 use stats::Kind;
 
@@ -90,14 +90,14 @@ fn compare_runs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         }
     }
     let view = |run: &str, what: &str, sql: String| -> Result<Relation> {
-        let view = crate::relation::sql_view(a.session, a.function, sql)?;
+        let view = commdb_analysis::views::sql_view(a.session, a.function, sql)?;
         Ok(Relation { reference: TableReference::bare(format!("{by} {what} of {run}")), provider: Arc::new(view) })
     };
     // The runs' rank counts are read with the samples (not while the call is planned: on a
     // cluster, planning happens on every process and runs no query).
     let ranks = |run: &str| -> Result<Relation> {
         let sql = format!("SELECT count(*) AS ranks FROM {}.ranks", quote(run));
-        let view = crate::relation::sql_view(a.session, a.function, sql)?;
+        let view = commdb_analysis::views::sql_view(a.session, a.function, sql)?;
         Ok(Relation { reference: TableReference::bare(format!("ranks of {run}")), provider: Arc::new(view) })
     };
     let mut inputs = Vec::with_capacity(6);
@@ -276,7 +276,7 @@ type Quantities = BTreeMap<(String, String), Quantity>;
 /// sample: hundreds of thousands by rank).
 #[derive(Default)]
 struct Reader {
-    names: crate::call_sweep::Names,
+    names: crate::sweeps::call_sweep::Names,
     index: commdb_catalog::fast_hash::FastMap<(u32, u32), usize>,
     entries: Vec<((u32, u32), Quantity)>,
 }

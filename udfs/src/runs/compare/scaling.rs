@@ -14,10 +14,10 @@ use datafusion::catalog::TableProvider;
 use datafusion::common::plan_err;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text, text_view};
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::{quote, resolve};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, int64, text, text_view};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::{quote, resolve};
 
 pub const SCALING: Function = Function {
     name: "scaling",
@@ -70,7 +70,7 @@ fn scaling(a: &Args) -> Result<Arc<dyn TableProvider>> {
             return plan_err!("scaling: no trace is attached as '{run}' (ATTACH 'trace' AS {run})");
         }
     }
-    Ok(Arc::new(crate::relation::sql_view(a.session, a.function, query(&runs, mode == "weak"))?))
+    Ok(Arc::new(commdb_analysis::views::sql_view(a.session, a.function, query(&runs, mode == "weak"))?))
 }
 
 /// The query behind the view over `runs`.

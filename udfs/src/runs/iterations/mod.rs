@@ -27,16 +27,16 @@ use datafusion::error::Result;
 use datafusion::functions_aggregate::expr_fn::{count, max, min};
 use datafusion::logical_expr::{LogicalPlanBuilder, col, lit};
 
-use crate::args::{Args, arguments};
-use crate::call_sweep::{Names, streams_named};
-use crate::columns::{int64_column, text_column};
-use crate::declare::{Function, Make, Output, int64, text};
-use crate::derived::Derived;
-use crate::params::{ParamDefault, Type, param};
-use crate::plan::Main;
-use crate::relation::{Projected, Relation, resolve, trace_schema, trace_table};
-use crate::stream::{Folder, Mapper, StartFold};
+use crate::sweeps::call_sweep::{Names, streams_named};
 use crate::waits::{CollectiveWaits, MESSAGE_COLUMNS, MessageWaits, Wait};
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::declare::{Function, Make, Output, int64, text};
+use commdb_analysis::derived::Derived;
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Main;
+use commdb_analysis::relation::{Projected, Relation, resolve, trace_schema, trace_table};
+use commdb_analysis::stream::{Folder, Mapper, StartFold};
 
 use marker::Closing;
 use marker::RegionCount;
@@ -68,24 +68,24 @@ pub const ITERATIONS: Function = Function {
         ),
     ],
     output: Output::Columns(&[
-        crate::declare::col("iteration", int64, "the iteration, from 0").never_null(),
-        crate::declare::col("rank", int64, "").never_null(),
-        crate::declare::col("start_ts", int64, "when the rank began the iteration").never_null(),
-        crate::declare::col("end_ts", int64, "when it ended it (the end of its marker call)").never_null(),
-        crate::declare::col("duration_ns", int64, "end_ts - start_ts").never_null(),
-        crate::declare::col("compute_ns", int64, "time outside MPI calls (computation, instrumented or not)")
+        commdb_analysis::declare::col("iteration", int64, "the iteration, from 0").never_null(),
+        commdb_analysis::declare::col("rank", int64, "").never_null(),
+        commdb_analysis::declare::col("start_ts", int64, "when the rank began the iteration").never_null(),
+        commdb_analysis::declare::col("end_ts", int64, "when it ended it (the end of its marker call)").never_null(),
+        commdb_analysis::declare::col("duration_ns", int64, "end_ts - start_ts").never_null(),
+        commdb_analysis::declare::col("compute_ns", int64, "time outside MPI calls (computation, instrumented or not)")
             .never_null(),
-        crate::declare::col("mpi_ns", int64, "time in MPI calls not spent waiting").never_null(),
-        crate::declare::col("waiting_ns", int64, "time waiting in MPI calls (Scalasca's wait states)").never_null(),
-        crate::declare::col("late_sender_ns", int64, "of which waiting for a late sender").never_null(),
-        crate::declare::col("late_receiver_ns", int64, "of which waiting for a late receiver").never_null(),
-        crate::declare::col("collective_wait_ns", int64, "of which waiting in collective operations").never_null(),
-        crate::declare::col(
+        commdb_analysis::declare::col("mpi_ns", int64, "time in MPI calls not spent waiting").never_null(),
+        commdb_analysis::declare::col("waiting_ns", int64, "time waiting in MPI calls (Scalasca's wait states)").never_null(),
+        commdb_analysis::declare::col("late_sender_ns", int64, "of which waiting for a late sender").never_null(),
+        commdb_analysis::declare::col("late_receiver_ns", int64, "of which waiting for a late receiver").never_null(),
+        commdb_analysis::declare::col("collective_wait_ns", int64, "of which waiting in collective operations").never_null(),
+        commdb_analysis::declare::col(
             "marker",
             text,
             "the region whose calls end the rank's iterations (NULL: its calls do not repeat)",
         ),
-        crate::declare::col(
+        commdb_analysis::declare::col(
             "step_group",
             text,
             "the ranks that step together: whose iterations end with the same region as many times ('MPI_Allreduce x60'); most runs have one",
@@ -435,10 +435,10 @@ impl Cut {
     /// The marker, from the first chunk of calls: the first of the regions called more often
     /// than the collective that closes every step by itself on every rank checked, else the
     /// collective; and a notice that says which and why.
-    fn choose(&mut self, pending: Pending, streams: &crate::call_sweep::Streams) {
+    fn choose(&mut self, pending: Pending, streams: &crate::sweeps::call_sweep::Streams) {
         let Pending { collective, more_often } = pending;
         // Each rank's first thread, as the iterations are cut.
-        let mut firsts: Vec<&[crate::call_sweep::Call]> = Vec::new();
+        let mut firsts: Vec<&[crate::sweeps::call_sweep::Call]> = Vec::new();
         let mut last_rank = None;
         for ((rank, _), calls) in streams {
             if last_rank != Some(*rank) && firsts.len() < RANKS_CHECKED {

@@ -18,10 +18,10 @@ use std::sync::Arc;
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
-use crate::args::{Args, arguments};
-use crate::declare::{Function, Make, Output, boolean, col, float64, int64, text_view};
-use crate::params::{ParamDefault, Type, param};
-use crate::relation::Relation;
+use commdb_analysis::args::{Args, arguments};
+use commdb_analysis::declare::{Function, Make, Output, boolean, col, float64, int64, text_view};
+use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::relation::Relation;
 
 pub const ITERATION_PROFILE: Function = Function {
     name: "iteration_profile",
@@ -81,10 +81,10 @@ fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let marker = super::named_marker(a.function, marker)?;
     rel.columns(a.function, &["rank", "region", "start_ts", "end_ts", "exclusive"])?;
     let sql = query(&rel.reference.to_quoted_string(), k, marker.as_deref());
-    let view = crate::relation::sql_view(a.session, a.function, sql)?;
+    let view = commdb_analysis::views::sql_view(a.session, a.function, sql)?;
     // Its CTEs read `iterations` in many places: computed once.
-    let view = crate::shared::share_analyses(&view)?;
-    Ok(Arc::new(crate::ordered::OrderedView::new(view, &["iteration", "step_group"])))
+    let view = commdb_analysis::shared::share_analyses(&view)?;
+    Ok(Arc::new(commdb_analysis::ordered::OrderedView::new(view, &["iteration", "step_group"])))
 }
 
 /// What `slow_region` names when the time no call inside the iteration covers grew the most

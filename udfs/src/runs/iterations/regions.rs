@@ -10,9 +10,9 @@
 
 use commdb_catalog::fast_hash::FastMap;
 
-use crate::call_sweep::Call;
-use crate::declare::{Function, Make, Output, col, int64, text};
-use crate::params::{ParamDefault, Type, param};
+use crate::sweeps::call_sweep::Call;
+use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
+use commdb_analysis::params::{ParamDefault, Type, param};
 
 use super::split::Iteration;
 

@@ -18,7 +18,7 @@
 
 use commdb_catalog::fast_hash::FastMap;
 
-use crate::call_sweep::Call;
+use crate::sweeps::call_sweep::Call;
 
 use super::marker::Closing;
 

@@ -6,7 +6,7 @@
 //! into time in MPI calls spent waiting (the rank's Scalasca wait states that fall in it), the
 //! rest of its MPI time, and everything else (computation, instrumented or not).
 
-use crate::call_sweep::Call;
+use crate::sweeps::call_sweep::Call;
 
 use super::marker::period;
 

@@ -1,0 +1,34 @@
+//! commdb-analysis: how commdb's SQL functions are declared, called, planned and run. An
+//! analysis author writes a declaration (`declare`: name, parameters, output columns, one
+//! paragraph of meaning), reads the call's arguments into a struct (`args`, the `arguments!`
+//! macro) and says how the answer is computed from the relations it reads (`derived`: whole,
+//! streamed, swept a rank at a time, or folded); this crate does the rest:
+//! - **calls**: a call in a FROM clause is planned by `function_calls` (named arguments, a
+//!   relation given as a name, a CTE or a query), its relations resolved by `relation`;
+//! - **plan and run**: `derived` is the analysis as a table, `plan` its node (`AnalysisExec`),
+//!   which runs the work as `stream` and `by_rank` say, under the memory `budget`;
+//! - **cluster**: `recipe` plans a call again on another process from what it looked up;
+//! - **views**: `views` plans an analysis that is SQL over others;
+//! - **sharing and order**: `shared` computes an analysis a view reads several times once,
+//!   `ordered` keeps a view's rows in its key's order;
+//! - helpers for the work itself: `columns` (an input's columns as arrays), `shown`
+//!   (quantities as people read them), `params` (parameter types and defaults).
+//!
+//! The analyses themselves are in commdb-udfs, in folders by family.
+
+pub mod args;
+pub mod budget;
+pub mod by_rank;
+pub mod columns;
+pub mod declare;
+pub mod derived;
+pub mod function_calls;
+pub mod ordered;
+pub mod params;
+pub mod plan;
+pub mod recipe;
+pub mod relation;
+pub mod shared;
+pub mod shown;
+pub mod stream;
+pub mod views;
