@@ -9,6 +9,7 @@
 //!   which runs the work as `stream` and `by_rank` say, under the memory `budget`;
 //! - **cluster**: `recipe` plans a call again on another process from what it looked up;
 //! - **views**: `views` plans an analysis that is SQL over others;
+//! - **per session**: `remembered` keeps what analyses learnt from a trace's tables;
 //! - **sharing and order**: `shared` computes an analysis a view reads several times once,
 //!   `ordered` keeps a view's rows in its key's order;
 //! - helpers for the work itself: `columns` (an input's columns as arrays), `shown`
@@ -28,6 +29,7 @@ pub mod params;
 pub mod plan;
 pub mod recipe;
 pub mod relation;
+pub mod remembered;
 pub mod shared;
 pub mod shown;
 pub mod stream;

@@ -164,6 +164,7 @@ pub fn register_all(session: &mut Session) {
         _ => commdb_catalog::memory::default_memory_limit(),
     };
     values::bounded::register(session.context(), budget);
+    commdb_analysis::remembered::remember_in(session.context());
     let _ = session
         .context()
         .register_relation_planner(Arc::new(commdb_analysis::function_calls::FunctionCalls { functions: FUNCTIONS }));

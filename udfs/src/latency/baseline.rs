@@ -3,7 +3,9 @@
 //! narrowed view is measured against the trace it was cut from; learnt once per trace and
 //! parameters, and remembered), a relation given as `criteria => ...`, or a relation's own.
 
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Weak};
+
+use commdb_analysis::remembered::Remembered;
 
 use arrow::array::{Array, Float64Array, RecordBatch};
 use arrow::datatypes::DataType;
@@ -30,7 +32,7 @@ enum Source {
     Own,
     /// Learnt from the whole `messages` table of the trace the rows come from (an extra input),
     /// then remembered for that table and these parameters.
-    Trace(MessageIndices, Weak<dyn TableProvider>),
+    Trace(MessageIndices, Kept),
     /// The whole trace's, learnt by an earlier call.
     Known(Arc<CriteriaTable>),
     /// Given as a relation shaped like `latency_criteria`'s output (an extra input):
@@ -53,16 +55,25 @@ pub struct Baseline {
     notices: Option<Notices>,
 }
 
-/// Criteria of the traces' messages tables learnt so far, by table and parameters: a trace's
-/// tables never change, so narrowed analyses of one trace learn its criteria once.
-type Remembered = (Weak<dyn TableProvider>, Params, Arc<CriteriaTable>);
-static TRACE_CRITERIA: Mutex<Vec<Remembered>> = Mutex::new(Vec::new());
+/// Where the criteria learnt from a trace's messages table are kept for the session, so that
+/// narrowed analyses of one trace learn them once (commdb_analysis::remembered).
+#[derive(Debug, Clone)]
+struct Kept {
+    remembered: Option<Arc<Remembered>>,
+    table: Weak<dyn TableProvider>,
+}
 
-/// The criteria remembered for `table` with `params`, dropping those of closed traces.
-fn remembered(table: &Weak<dyn TableProvider>, params: &Params) -> Option<Arc<CriteriaTable>> {
-    let mut known = TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner);
-    known.retain(|(k, _, _)| k.strong_count() > 0);
-    known.iter().find(|(k, p, _)| Weak::ptr_eq(k, table) && p == params).map(|(_, _, t)| t.clone())
+impl Kept {
+    fn keep(&self, params: &Params, table: &Arc<CriteriaTable>) {
+        if let Some(r) = &self.remembered {
+            r.keep(&self.table, &criteria_key(params), table.clone());
+        }
+    }
+}
+
+/// What criteria learnt with `params` are kept under.
+fn criteria_key(params: &Params) -> String {
+    format!("latency criteria {params:?}")
 }
 
 /// The arguments of a function that measures latency against criteria: how to learn them
@@ -115,12 +126,13 @@ impl Baseline {
         if Arc::ptr_eq(&whole.provider, &relation.provider) {
             return Ok((baseline(Source::Own, params, described), None));
         }
-        let key = Arc::downgrade(&whole.provider);
-        if let Some(table) = remembered(&key, &params) {
+        let kept = Kept { remembered: Remembered::of(session), table: Arc::downgrade(&whole.provider) };
+        let known = kept.remembered.as_ref().and_then(|r| r.get::<CriteriaTable>(&kept.table, &criteria_key(&params)));
+        if let Some(table) = known {
             return Ok((baseline(Source::Known(table), params, described), None));
         }
         let (projection, indices) = MessageIndices::find(function, &whole)?.projected();
-        Ok((baseline(Source::Trace(indices, key), params, described), Some((whole, Some(projection)))))
+        Ok((baseline(Source::Trace(indices, kept), params, described), Some((whole, Some(projection)))))
     }
 
     /// For an analysis that streams its messages (`relation`, whose message columns `indices`
@@ -154,10 +166,9 @@ impl Baseline {
         };
         match &self.source {
             Source::Own => rows(held, (0, 1, 2)),
-            Source::Trace(_, key) => {
+            Source::Trace(_, kept) => {
                 let table = rows(held, (0, 1, 2))?;
-                let p = self.params;
-                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), p, table.clone()));
+                kept.keep(&self.params, &table);
                 Ok(table)
             }
             Source::Known(table) => Ok(table.clone()),
@@ -259,9 +270,9 @@ impl Baseline {
                 None => exec_err!("{}: the messages to learn the criteria from were not read", self.described),
             },
             (Source::Known(table), _) => Ok(table.clone()),
-            (Source::Trace(indices, key), Some(batches)) => {
+            (Source::Trace(indices, kept), Some(batches)) => {
                 let table = Arc::new(CriteriaTable::new(&criteria(&indices.read(batches)?, p), p.bucket_bytes));
-                TRACE_CRITERIA.lock().unwrap_or_else(PoisonError::into_inner).push((key.clone(), *p, table.clone()));
+                kept.keep(p, &table);
                 Ok(table)
             }
             (Source::Given { locality, size_bucket, criterion_ns }, Some(batches)) => {

@@ -2,7 +2,9 @@
 //! it cuts when t0 or t1 is not given (the trace's first and last event, read once per open
 //! trace and remembered, so the three lod functions share one grid), and the grid itself.
 
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
+
+use commdb_analysis::remembered::Remembered;
 
 use arrow::array::RecordBatch;
 use datafusion::catalog::TableProvider;
@@ -21,13 +23,14 @@ pub(crate) enum Span {
     Own,
     /// The trace's span, known from an earlier call.
     Known(Option<i64>, Option<i64>),
-    /// The trace's span, to read from its events (the extra input) and remember.
-    Scan(Weak<dyn TableProvider>),
+    /// The trace's span, to read from its events (the extra input) and remember for the
+    /// session (its events table, where the span is kept: a trace's tables never change, so its
+    /// events are scanned for their first and last time once, not by every lod call).
+    Scan(Weak<dyn TableProvider>, Option<Arc<Remembered>>),
 }
 
-/// Spans of the traces read so far, by their events table: a trace's tables never change, so
-/// its events are scanned for their first and last time once, not by every lod call.
-pub(crate) static TRACE_SPANS: Mutex<Vec<(Weak<dyn TableProvider>, TimeSpan)>> = Mutex::new(Vec::new());
+/// What a trace's span is kept under.
+const SPAN: &str = "span of the events";
 
 /// First and last time, when there are any.
 pub(crate) type TimeSpan = (Option<i64>, Option<i64>);
@@ -47,10 +50,10 @@ pub(crate) fn span_input(
     let Some(schema) = commdb_analysis::relation::trace_schema(session, relation) else { return Ok((Span::Own, None)) };
     let events = commdb_analysis::relation::trace_table(session, function, &schema, "events")?;
     let key = Arc::downgrade(&events.provider);
-    let mut known = TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    known.retain(|(k, _)| k.strong_count() > 0);
-    if let Some((_, (lo, hi))) = known.iter().find(|(k, _)| Weak::ptr_eq(k, &key)) {
-        return Ok((Span::Known(*lo, *hi), None));
+    let remembered = Remembered::of(session);
+    if let Some(span) = remembered.as_ref().and_then(|r| r.get::<TimeSpan>(&key, SPAN)) {
+        let (lo, hi) = *span;
+        return Ok((Span::Known(lo, hi), None));
     }
     events.columns(function, &["ts"])?;
     // The first and last event time, aggregated as the events stream by: one row is read.
@@ -59,7 +62,7 @@ pub(crate) fn span_input(
         datafusion::logical_expr::col("ts"),
         datafusion::logical_expr::col("ts"),
     )?;
-    Ok((Span::Scan(key), Some(bounds)))
+    Ok((Span::Scan(key, remembered), Some(bounds)))
 }
 
 /// The span to cut: the trace's (known, or read now and remembered) or else the data's own.
@@ -70,9 +73,11 @@ pub(crate) fn chosen_span(
 ) -> Result<(Option<i64>, Option<i64>)> {
     match (span, span_read) {
         (Span::Known(lo, hi), _) => Ok((*lo, *hi)),
-        (Span::Scan(key), Some(batches)) => {
+        (Span::Scan(key, remembered), Some(batches)) => {
             let found = commdb_analysis::relation::bounds_read(batches)?;
-            TRACE_SPANS.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((key.clone(), found));
+            if let Some(r) = remembered {
+                r.keep(key, SPAN, Arc::new(found));
+            }
             Ok(found)
         }
         _ => Ok(own),
