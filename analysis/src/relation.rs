@@ -1,10 +1,9 @@
 //! The relations a table function reads: a name (`messages`, `run2.messages`, a view)
 //! resolved in the session's catalogs while the query is planned, the one trace a relation was
 //! cut from (looking through views), the span of a relation as a one-row input, and the
-//! record of what planning looked up, from which [`crate::recipe`] plans a call again on a
-//! cluster's executor.
+//! record of what planning looked up (`Lookups`, an extension of the session a call is planned
+//! in), from which [`crate::recipe`] plans a call again on a cluster's executor.
 
-use std::cell::RefCell;
 use std::sync::Arc;
 
 use arrow::array::{AsArray, RecordBatch};
@@ -229,7 +228,7 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
     match provider {
         Some(provider) => {
             let relation = Relation { reference, provider };
-            note(Lookup::Relation(relation.clone()));
+            note(session, Lookup::Relation(relation.clone()));
             Ok(relation)
         }
         None => plan_err!("{function}: no table or view named '{name}'"),
@@ -284,7 +283,7 @@ fn base_tables(
     let is_trace_table = commdb_catalog::model::TABLES.iter().any(|t| t.name == &*resolved.table);
     let schema = session.catalog_list().catalog(&resolved.catalog).and_then(|c| c.schema(&resolved.schema));
     if is_trace_table && schema.is_some_and(|s| s.table_exist("trace_info")) {
-        note(Lookup::TraceSchema(resolved.catalog.to_string(), resolved.schema.to_string()));
+        note(session, Lookup::TraceSchema(resolved.catalog.to_string(), resolved.schema.to_string()));
         out.push((resolved.catalog.to_string(), resolved.schema.to_string()));
     }
 }
@@ -374,32 +373,42 @@ pub enum Lookup {
     TraceSchema(String, String),
 }
 
-thread_local! {
-    /// The lookups of the calls being planned on this thread, innermost last.
-    static RECORDING: RefCell<Vec<Vec<Lookup>>> = const { RefCell::new(Vec::new()) };
+/// What planning one call looked up, each once: an extension of the session the call is
+/// planned in (`recording`), so that the calls planned while it is (the analyses of a view of
+/// SQL it writes) record their own in theirs.
+#[derive(Debug, Default)]
+pub struct Lookups(std::sync::Mutex<Vec<Lookup>>);
+
+/// Run `plan` (a table function's planning) in a session of its own made from `session`, and
+/// return what it looked up, each lookup once.
+pub fn recording<T>(
+    session: &dyn Session,
+    function: &str,
+    plan: impl FnOnce(&dyn Session) -> T,
+) -> Result<(T, Vec<Lookup>)> {
+    use datafusion::execution::session_state::{SessionState, SessionStateBuilder};
+    let Some(state) = session.as_any().downcast_ref::<SessionState>() else {
+        return plan_err!("{function}: needs a commdb session to be planned in");
+    };
+    let lookups = Arc::new(Lookups::default());
+    let mut config = state.config().clone();
+    config.set_extension(lookups.clone());
+    let recorded = SessionStateBuilder::new_from_existing(state.clone()).with_config(config).build();
+    let out = plan(&recorded);
+    let found = std::mem::take(&mut *lookups.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    Ok((out, found))
 }
 
-/// Run `plan` (a table function's planning, which runs on one thread) and return what it
-/// looked up, each lookup once.
-pub fn recording<T>(plan: impl FnOnce() -> T) -> (T, Vec<Lookup>) {
-    RECORDING.with(|r| r.borrow_mut().push(Vec::new()));
-    let out = plan();
-    let lookups = RECORDING.with(|r| r.borrow_mut().pop()).unwrap_or_default();
-    (out, lookups)
-}
-
-/// Note a lookup for the call being planned, if one is recorded.
-pub fn note(lookup: Lookup) {
-    RECORDING.with(|r| {
-        if let Some(current) = r.borrow_mut().last_mut() {
-            let seen = current.iter().any(|l| match (l, &lookup) {
-                (Lookup::Relation(a), Lookup::Relation(b)) => a.reference == b.reference,
-                (Lookup::TraceSchema(a, b), Lookup::TraceSchema(c, d)) => a == c && b == d,
-                _ => false,
-            });
-            if !seen {
-                current.push(lookup);
-            }
-        }
+/// Note a lookup for the call being planned in `session`, if it records them.
+pub fn note(session: &dyn Session, lookup: Lookup) {
+    let Some(lookups) = session.config().get_extension::<Lookups>() else { return };
+    let mut current = lookups.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let seen = current.iter().any(|l| match (l, &lookup) {
+        (Lookup::Relation(a), Lookup::Relation(b)) => a.reference == b.reference,
+        (Lookup::TraceSchema(a, b), Lookup::TraceSchema(c, d)) => a == c && b == d,
+        _ => false,
     });
+    if !seen {
+        current.push(lookup);
+    }
 }

@@ -17,16 +17,16 @@ pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<da
         return datafusion::common::plan_err!("{function}: needs a commdb session to plan its query");
     };
     let plan = wait_for(state.create_logical_plan(&sql))??;
-    note_scans(&plan);
+    note_scans(session, &plan);
     Ok(datafusion::catalog::view::ViewTable::new(plan, Some(sql)))
 }
 
 /// Note, for the call being planned, every relation `plan` reads: a table or view by its name,
 /// an analysis by what it looked up (it is planned again from its own call). A cluster plans an
 /// analysis that reads a view of SQL again from its recipe, and the SQL finds its tables there.
-fn note_scans(plan: &LogicalPlan) {
+fn note_scans(session: &dyn Session, plan: &LogicalPlan) {
     for_each_scan(plan, |reference, provider| match provider.downcast_ref::<Derived>().and_then(|d| d.call()) {
-        Some(call) => call.lookups.iter().cloned().for_each(note),
-        None => note(Lookup::Relation(Relation { reference: reference.clone(), provider: provider.clone() })),
+        Some(call) => call.lookups.iter().cloned().for_each(|l| note(session, l)),
+        None => note(session, Lookup::Relation(Relation { reference: reference.clone(), provider: provider.clone() })),
     });
 }

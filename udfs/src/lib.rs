@@ -144,7 +144,8 @@ impl TableFunctionImpl for Declared {
             &with_arguments
         };
         let exprs = exprs.as_slice();
-        let (provider, lookups) = relation::recording(|| plan(&declaration.args(exprs, session)?));
+        let (provider, lookups) =
+            relation::recording(session, declaration.name, |session| plan(&declaration.args(exprs, session)?))?;
         let provider = provider?;
         Ok(match provider.downcast_ref::<derived::Derived>() {
             Some(derived) => {
