@@ -181,6 +181,62 @@ fn assert_close(a: &str, b: &str, tolerance: f64, what: &str) {
     }
 }
 
+/// Every table function commdb declares, called as it must be on the store (files where it
+/// reads one), gives the embedded rows on the cluster at `url` (floats to 1e-9): the
+/// analyses that spread and those that run in one task alike. The calls run in one process
+/// each way, each answer after a line that names it.
+fn every_table_function(store: &Path, url: &str) {
+    let data = root().join("tests").join("data");
+    let parquet = tempfile::tempdir().unwrap();
+    let ranks = parquet.path().join("ranks.parquet");
+    let o =
+        run(&[store.to_str().unwrap(), "-q", "-c", &format!("COPY (SELECT rank FROM ranks) TO '{}'", ranks.display())]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let call = |name: &str| match name {
+        "read_sacct" => format!("read_sacct('{}')", data.join("sacct_jobs.txt").display()),
+        "read_csv" => format!("read_csv('{}')", data.join("three_ranks.csv").display()),
+        "read_parquet" => format!("read_parquet('{}')", ranks.display()),
+        "read_swf" | "swf_header" => format!("{name}('{}')", data.join("small.swf").display()),
+        "lod_calls" | "lod_messages" | "lod_collectives" => format!("{name}(pixels => 100)"),
+        "compare_runs" => "compare_runs(a => 'public', b => 'public', by => 'rank')".to_string(),
+        "scaling" => "scaling(runs => 'public,public')".to_string(),
+        _ => format!("{name}()"),
+    };
+    let functions: Vec<&str> =
+        commdb_udfs::functions().iter().filter(|f| f.kind() == commdb_udfs::Kind::Table).map(|f| f.name).collect();
+    assert!(functions.len() > 40, "{functions:?}");
+    let mut args: Vec<String> = Vec::new();
+    for name in &functions {
+        args.push("-c".into());
+        args.push(format!("SELECT '@@ {name}' AS function"));
+        args.push("-c".into());
+        args.push(format!("SELECT * FROM {}", call(name)));
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let embedded = answer(store, None, &args);
+    let distributed = answer(store, Some(url), &args);
+    assert!(embedded.0, "every table function embedded: {}", embedded.2);
+    assert!(distributed.0, "every table function on the cluster: {}", distributed.2);
+    let sections = |text: &str| -> Vec<(String, String)> {
+        text.split("@@ ")
+            .skip(1)
+            .map(|part| {
+                let (name, rest) = part.split_once('\n').unwrap_or((part, ""));
+                // The next marker's header line ends this answer.
+                let rest = rest.strip_suffix("function\n").unwrap_or(rest);
+                (name.trim().to_string(), rest.to_string())
+            })
+            .collect()
+    };
+    let (e, d) = (sections(&embedded.1), sections(&distributed.1));
+    assert_eq!(e.len(), functions.len(), "{}", embedded.1);
+    assert_eq!(d.len(), functions.len(), "{}", distributed.1);
+    for ((name, a), (_, b)) in e.iter().zip(&d) {
+        assert!(a.lines().count() >= 1, "{name}: no header");
+        assert_close(&sorted(b).join("\n"), &sorted(a).join("\n"), 1e-9, name);
+    }
+}
+
 /// The SQL of the README's tour.
 fn readme_tour() -> String {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
@@ -286,6 +342,7 @@ fn a_cluster_gives_the_embedded_rows() {
         // Sums of floating-point values taken in another order may differ in the last digits.
         assert_close(&sorted(&distributed.1).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, q);
     }
+    every_table_function(&store, &url);
     let attached = format!(
         "CREATE VIEW late AS SELECT * FROM messages WHERE send_ts > 1500000; ATTACH '{}' AS b; \
          SELECT (SELECT count(*) FROM rank_diagnosis('late')) AS diagnosed, \
