@@ -241,10 +241,38 @@ fn export_writes_chrome_json_and_refuses_what_it_cannot_write() {
 
     let o = run(&["export", SMALL, "--format", "otf2", "-o", out.to_str().unwrap()]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("export: unknown format 'otf2': expected chrome"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown export format 'otf2': expected 'chrome' or 'paraver'"), "{}", stderr(&o));
     let o = run(&["export", SMALL, "--format", "chrome", "-o", dir.path().to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
+}
+
+#[test]
+fn export_writes_a_paraver_trace_that_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("prv");
+    let o = run(&["export", SMALL, "--format", "paraver", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("open") && stderr(&o).contains(".prv in Paraver"), "{}", stderr(&o));
+    let prv = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "prv"))
+        .expect("a .prv");
+    let count = |trace: &str| {
+        let o = run(&[
+            trace,
+            "-q",
+            "--format",
+            "csv",
+            "-c",
+            "SELECT (SELECT count(*) FROM messages) AS m, (SELECT count(*) FROM ranks) AS r",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(count(prv.to_str().unwrap()), count(SMALL));
 }
 
 /// `SELECT count(*) AS n FROM table` on `trace` under the memory budget `budget`, with cache

@@ -3,9 +3,145 @@
 //! streams), `otf2` (an OTF2 archive as Score-P writes it, for otf2-print, Scalasca, Vampir and
 //! CASITA) and `paraver` (a Paraver trace as Extrae writes it, for Paraver and Dimemas). The OTF2
 //! and Paraver writers write the formats commdb also reads, with the constants of their readers
-//! (crate's `reading`).
+//! (crate's `reading`). `FORMATS` lists the formats a trace opened from any reader can be
+//! exported in, as `formats::FORMATS` lists the readers; `commdb export --format` takes their
+//! names.
 
 pub mod chrome;
 pub mod otf2;
 pub mod paraver;
 pub mod streams;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+use crate::trace::Trace;
+
+/// A format a trace is exported in.
+#[derive(Debug)]
+pub struct Format {
+    /// The name `--format` takes.
+    pub name: &'static str,
+    /// What it writes at the path it is given, and for which tools.
+    pub writes: &'static str,
+    write: fn(&Trace, &Path) -> Result<String>,
+}
+
+impl Format {
+    /// Write `trace` at `out`; what was written, in a sentence for the user.
+    pub fn write(&self, trace: &Trace, out: &Path) -> Result<String> {
+        (self.write)(trace, out)
+    }
+}
+
+/// Every format a trace opened from any reader is exported in.
+pub static FORMATS: &[Format] = &[
+    Format {
+        name: "chrome",
+        writes: "a file of Chrome trace-event JSON, for Perfetto's UI (ui.perfetto.dev) and chrome://tracing",
+        write: write_chrome,
+    },
+    Format {
+        name: "paraver",
+        writes: "a directory with NAME.prv, .pcf and .row (NAME the trace's), as Extrae writes them, for Paraver and Dimemas",
+        write: write_paraver,
+    },
+];
+
+/// The export format `--format` names.
+pub fn named(name: &str) -> Result<&'static Format> {
+    FORMATS.iter().find(|f| f.name.eq_ignore_ascii_case(name)).ok_or_else(|| {
+        let names: Vec<String> = FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
+        Error::argument(format!("unknown export format '{name}': expected {}", names.join(" or ")))
+    })
+}
+
+fn write_chrome(trace: &Trace, out: &Path) -> Result<String> {
+    let n = chrome::write(trace, out)?;
+    let accelerators = if n.transfers + n.launches > 0 {
+        format!(", {} accelerator transfers, {} launches as flows to their kernels", n.transfers, n.launches)
+    } else {
+        String::new()
+    };
+    Ok(format!(
+        "{} calls, {} messages as flows, {} collective parts, {} metric samples{accelerators}; open it in ui.perfetto.dev or chrome://tracing",
+        n.calls, n.flows, n.collectives, n.counters
+    ))
+}
+
+fn write_paraver(trace: &Trace, out: &Path) -> Result<String> {
+    let name = paraver_name(&trace.meta.name);
+    // The trace's own files are not written over (an export of a Paraver trace into its own
+    // directory under its own name).
+    for ext in ["prv", "pcf", "row"] {
+        let target = out.join(format!("{name}.{ext}"));
+        let read = crate::writing::files_read(trace);
+        if let Some(input) = read.into_iter().find(|i| crate::writing::overwrites(&target, i)) {
+            return Err(Error::argument(format!(
+                "{}: the trace is read from {}; write the Paraver trace elsewhere",
+                target.display(),
+                input.display()
+            )));
+        }
+    }
+    let not_written = paraver::write(trace, out, &name)?;
+    let mut said = format!("{name}.prv, {name}.pcf and {name}.row; open {name}.prv in Paraver");
+    if !not_written.is_empty() {
+        let what: Vec<String> = not_written.iter().map(|(what, n)| format!("{n} {what}")).collect();
+        said.push_str(&format!("; not written (no Paraver record for them here): {}", what.join(", ")));
+    }
+    Ok(said)
+}
+
+/// The name of a Paraver trace written for a trace called `name`: its letters, digits, `-`,
+/// `_` and `.`, the rest as `_` (`trace` when nothing is left).
+fn paraver_name(name: &str) -> String {
+    let kept: String =
+        name.chars().map(|c| if c.is_ascii_alphanumeric() || "-_.".contains(c) { c } else { '_' }).collect();
+    let kept = kept.trim_matches('.').to_string();
+    if kept.is_empty() { "trace".to_string() } else { kept }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_are_found_by_name_and_an_unknown_one_is_refused() {
+        assert_eq!(named("Paraver").unwrap().name, "paraver");
+        let e = named("vampir").unwrap_err().to_string();
+        assert!(e.contains("unknown export format 'vampir'") && e.contains("'chrome' or 'paraver'"), "{e}");
+        assert_eq!(paraver_name("run 2/a"), "run_2_a");
+        assert_eq!(paraver_name(".."), "trace");
+    }
+
+    #[test]
+    fn a_trace_exported_as_paraver_reads_back_with_its_messages_and_calls() {
+        let trace = crate::generate::demo(crate::clock::Correction::Off).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let said = named("paraver").unwrap().write(&trace, dir.path()).unwrap();
+        let name = paraver_name(&trace.meta.name);
+        assert!(said.contains(&format!("{name}.prv")), "{said}");
+        let prv = dir.path().join(format!("{name}.prv"));
+        let back = crate::formats::read(&prv.display().to_string(), &crate::OpenOptions::default()).unwrap();
+        let rows = |t: &Trace, table: &str| t.table(table).unwrap().iter().map(|b| b.num_rows()).sum::<usize>();
+        for table in ["ranks", "messages", "collectives"] {
+            assert_eq!(rows(&back, table), rows(&trace, table), "{table}");
+        }
+        // Written again over its own files, it is refused and the files stay.
+        let before = std::fs::read(&prv).unwrap();
+        let e = named("paraver").unwrap().write(&back, dir.path()).unwrap_err().to_string();
+        assert!(e.contains("the trace is read from"), "{e}");
+        assert_eq!(std::fs::read(&prv).unwrap(), before);
+    }
+
+    #[test]
+    fn what_paraver_has_no_record_for_is_counted_and_said() {
+        let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/otf2/gpu/traces.otf2");
+        let trace = crate::formats::read(&archive.display().to_string(), &crate::OpenOptions::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let said = named("paraver").unwrap().write(&trace, dir.path()).unwrap();
+        assert!(said.contains("not written (no Paraver record for them here)"), "{said}");
+        assert!(said.contains("1 rma_put") && said.contains("2 rma_get"), "{said}");
+    }
+}

@@ -133,14 +133,19 @@ const RECORDS_IN_MEMORY: usize = 1 << 22;
 /// Write `trace` as `dir/NAME.prv`, `.pcf` and `.row` (NAME = `name`). The tables are read a
 /// batch at a time (a store's files one at a time) and the records put in time order in
 /// bounded memory, so a trace of any size is written.
-pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<()> {
+pub fn write(trace: &Trace, dir: &Path, name: &str) -> Result<NotWritten> {
     write_sorting(trace, dir, name, RECORDS_IN_MEMORY, &Extras::default())
 }
 
 /// `write`, adding `extras`.
-pub fn write_with(trace: &Trace, dir: &Path, name: &str, extras: &Extras) -> Result<()> {
+pub fn write_with(trace: &Trace, dir: &Path, name: &str, extras: &Extras) -> Result<NotWritten> {
     write_sorting(trace, dir, name, RECORDS_IN_MEMORY, extras)
 }
+
+/// What the trace holds that the Paraver trace has no record for here, by kind (an event kind
+/// of the trace's `events`, `metric sample`, `unmatched message`): counted, never dropped
+/// unsaid.
+pub type NotWritten = BTreeMap<String, u64>;
 
 /// What a written trace holds besides the trace's own tables.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -163,7 +168,13 @@ pub fn node_counter_value(n: usize, k: i64) -> i64 {
 }
 
 /// `write`, with `records_in_memory` records sorted in memory at a time, and `extras`.
-pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: usize, extras: &Extras) -> Result<()> {
+pub fn write_sorting(
+    trace: &Trace,
+    dir: &Path,
+    name: &str,
+    records_in_memory: usize,
+    extras: &Extras,
+) -> Result<NotWritten> {
     if let Some(every) = extras.node_counters_every_ns
         && every <= 0
     {
@@ -274,6 +285,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     let mut latest = i64::MIN;
     let mut sorter = Sorter::new(dir.join(format!(".{name}.commdb-sort-{}", std::process::id())), records_in_memory);
     let mut order = 0u64;
+    let mut not_written: NotWritten = BTreeMap::new();
     crate::store::each_batch(trace, "events", &mut |b| {
         let rank = col(&b, "rank")?.as_primitive::<Int32Type>();
         let thread = col(&b, "thread")?.as_primitive::<Int32Type>();
@@ -348,7 +360,14 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
                         comm: if comm.is_valid(i) { i64::from(comm.value(i)) } else { 0 },
                     }
                 }
-                _ => continue,
+                // Message halves are written as the messages' communication records, a
+                // collective's begin by its calls and its end.
+                "send" | "isend" | "isend_complete" | "irecv_request" | "recv" | "irecv" | "coll_begin" => continue,
+                other => {
+                    let what = if matches!(other, "enter" | "leave") { "enter/leave without a region" } else { other };
+                    *not_written.entry(what.to_string()).or_insert(0) += 1;
+                    continue;
+                }
             };
             sorter.push(Rec { ts: t, order, kind: k })?;
             order += 1;
@@ -373,6 +392,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         }
         for i in 0..b.num_rows() {
             if [src.is_null(i), dst.is_null(i), send_ts.is_null(i), recv_ts.is_null(i)].contains(&true) {
+                *not_written.entry("unmatched message (a half without its other)".to_string()).or_insert(0) += 1;
                 continue;
             }
             let physical_recv = recv_ts.value(i);
@@ -411,8 +431,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
 
     // The .prv.
     let prv_path = dir.join(format!("{name}.prv"));
-    let file = std::fs::File::create(&prv_path).map_err(|e| Error::io(&prv_path, e))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, crate::writing::Output::create(&prv_path)?);
     let io = |e: std::io::Error| Error::io(&prv_path, e);
     let date = trace.meta.start_wallclock_ns.map_or_else(|| "01/01/1970 at 00:00".to_string(), date_text);
     let comms: Vec<(i32, Vec<i32>)> = communicators(trace)?.into_iter().filter(|c| !teams.contains(&c.0)).collect();
@@ -511,6 +530,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         out.write_all(&line).map_err(io)
     })?;
     out.flush().map_err(io)?;
+    let prv = out.into_inner().map_err(|e| io(e.into_error()))?;
 
     // The .pcf and the .row.
     let mut pcf = String::from(
@@ -539,7 +559,7 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
         pcf.push_str(&format!("EVENT_TYPE\n7    {NODE_COUNTER}    {NODE_COUNTER_NAME} [bytes read from memory since the previous sample]\n\n"));
     }
     let pcf_path = dir.join(format!("{name}.pcf"));
-    std::fs::write(&pcf_path, pcf).map_err(|e| Error::io(&pcf_path, e))?;
+    let pcf_out = (pcf_path, pcf);
     let mut row = format!("LEVEL CPU SIZE {}\n", cpus.iter().sum::<u32>());
     for (n, c) in nodes.iter().zip(&cpus) {
         for k in 1..=*c {
@@ -558,9 +578,19 @@ pub fn write_sorting(trace: &Trace, dir: &Path, name: &str, records_in_memory: u
     for n in 1..=samplers {
         row.push_str(&format!("THREAD 2.{n}.1\n"));
     }
-    let row_path = dir.join(format!("{name}.row"));
-    std::fs::write(&row_path, row).map_err(|e| Error::io(&row_path, e))?;
-    Ok(())
+    // The three files take their places together, once all are written (crate::writing).
+    prv.commit()?;
+    crate::writing::write_all(&pcf_out.0, pcf_out.1.as_bytes())?;
+    crate::writing::write_all(&dir.join(format!("{name}.row")), row.as_bytes())?;
+    let mut samples = 0u64;
+    crate::store::each_batch(trace, "metrics", &mut |b| {
+        samples += b.num_rows() as u64;
+        Ok(())
+    })?;
+    if samples > 0 {
+        not_written.insert("metric sample".to_string(), samples);
+    }
+    Ok(not_written)
 }
 
 /// The communicators as (id, member ranks), MPI_COMM_WORLD first.
