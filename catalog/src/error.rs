@@ -149,7 +149,13 @@ impl From<datafusion::error::DataFusionError> for Error {
             return own;
         }
         let span = e.diagnostic().and_then(|d| d.span).map(|s| (s.start.line, s.start.column));
-        let (message, parsed) = sql_message(&e.to_string());
+        // A planning error is told in its own words, without the engine's "Error during
+        // planning: " before them (the kind is this error's variant).
+        let text = match &e {
+            E::Plan(own) => own.clone(),
+            other => other.to_string(),
+        };
+        let (message, parsed) = sql_message(&text);
         // DataFusion's plea to report its internal errors upstream is not the user's business.
         let message = match message.find("\nThis issue was likely caused by a bug in DataFusion") {
             Some(i) => message[..i].to_string(),
@@ -281,6 +287,8 @@ mod tests {
         let of = |e: E| Error::from(e);
         assert!(matches!(of(E::ResourcesExhausted("pool".into())), Error::OutOfMemory { advised: false, .. }));
         assert!(matches!(of(E::Plan("no".into())), Error::Plan(_)));
+        // In its own words.
+        assert_eq!(of(E::Plan("f: no table named 'x'".into())).to_string(), "f: no table named 'x'");
         assert!(matches!(of(E::Execution("overflow".into())), Error::Engine(_)));
         // commdb's own error raised inside the engine comes back as it was raised.
         let own = E::Context("x".into(), Box::new(E::External(Box::new(Error::argument("bad")))));
