@@ -133,14 +133,7 @@ fn in_declared_places(function: &Function, args: Vec<FunctionArg>) -> Result<Vec
         }
         places[place] = Some(expr_of(name, value)?);
     }
-    if places.len() > function.params.len() {
-        return plan_err!(
-            "{name}: takes at most {} arguments ({}), got {}",
-            function.params.len(),
-            function.names().join(", "),
-            places.len()
-        );
-    }
+    // More arguments than parameters are refused by the function's own check (crate::args).
     Ok(places)
 }
 

@@ -264,6 +264,22 @@ pub fn overwrites(target: &Path, input: &Path) -> bool {
     }
 }
 
+/// Ok unless one of `targets` falls on a file or directory `trace` is read from (an export
+/// never writes over its own input): the error names both.
+pub fn refuse_trace_files(trace: &crate::trace::Trace, targets: &[PathBuf]) -> Result<()> {
+    let read = files_read(trace);
+    for target in targets {
+        if let Some(input) = read.iter().find(|i| overwrites(target, i)) {
+            return Err(Error::argument(format!(
+                "{}: the trace is read from {}; write the export elsewhere",
+                target.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The files and directories `trace` is read from, which nothing writes over
 /// (`session::Session::refuse_overwrite`, the exports).
 pub fn files_read(trace: &crate::trace::Trace) -> Vec<std::path::PathBuf> {

@@ -41,13 +41,7 @@ pub struct Written {
 /// Write `trace` to `out` (by [`crate::writing`]'s rules: a file is replaced whole only when the
 /// export is complete; a device or pipe is written in place). The trace's own files are refused.
 pub fn write(trace: &Trace, out: &Path) -> Result<Written> {
-    if let Some(input) = crate::writing::files_read(trace).into_iter().find(|i| crate::writing::overwrites(out, i)) {
-        return Err(Error::argument(format!(
-            "{}: the trace is read from {}; write the export elsewhere",
-            out.display(),
-            input.display()
-        )));
-    }
+    crate::writing::refuse_trace_files(trace, &[out.to_path_buf()])?;
     let mut w = crate::writing::Output::create(out)?;
     let written = write_to(trace, &mut w).map_err(|e| match e {
         Failure::Io(e) => Error::io(out, e),

@@ -73,17 +73,8 @@ fn write_paraver(trace: &Trace, out: &Path) -> Result<String> {
     let name = paraver_name(&trace.meta.name);
     // The trace's own files are not written over (an export of a Paraver trace into its own
     // directory under its own name).
-    for ext in ["prv", "pcf", "row"] {
-        let target = out.join(format!("{name}.{ext}"));
-        let read = crate::writing::files_read(trace);
-        if let Some(input) = read.into_iter().find(|i| crate::writing::overwrites(&target, i)) {
-            return Err(Error::argument(format!(
-                "{}: the trace is read from {}; write the Paraver trace elsewhere",
-                target.display(),
-                input.display()
-            )));
-        }
-    }
+    let targets: Vec<_> = ["prv", "pcf", "row"].iter().map(|ext| out.join(format!("{name}.{ext}"))).collect();
+    crate::writing::refuse_trace_files(trace, &targets)?;
     let not_written = paraver::write(trace, out, &name)?;
     let mut said = format!("{name}.prv, {name}.pcf and {name}.row; open {name}.prv in Paraver");
     if !not_written.is_empty() {
