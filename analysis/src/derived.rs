@@ -1,7 +1,9 @@
-//! An analysis as a table (`Derived`): what a table function returns. It plans the scan of
-//! the relations the function reads ([`crate::relation`]) with the session's own planner and
-//! returns an `AnalysisExec` ([`crate::plan`]) that reads them and runs the function's work when
-//! the query executes; on a cluster it says how the work spreads over the tasks (`Spread`).
+//! An analysis as a table (`Derived`): what a table function returns. It says which relations
+//! the function reads ([`crate::relation`]) and with which columns (`input_plans`, the children
+//! of its call in the logical plan, [`crate::node`]), and makes the `AnalysisExec`
+//! ([`crate::plan`]) that reads them and runs the function's work when the query executes
+//! (`exec`); on a cluster it says how the work spreads over the tasks (`Spread`). Scanned as a
+//! table (a view that shares it among its uses, [`crate::shared`]), it plans its inputs itself.
 
 use std::fmt;
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{TableReference, internal_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
+use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::plan::{AnalysisExec, CALL_ID, ComputeMany, Placement, Stage, Work};
@@ -239,6 +241,64 @@ impl Derived {
         Derived { schema, ..self }
     }
 
+    /// The name of the function that planned it ("analysis" for one made as another's input).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The plans of the relations this table may read: each input with its columns, then each
+    /// narrower input it reads in place of one when the query reads none of the columns that
+    /// need the wider (`reading_narrower_unless`); an analysis as its own call
+    /// ([`crate::node::AnalysisCall`]), a view as its query. `exec` takes their physical plans
+    /// in this order and reads those the query's columns need.
+    pub fn input_plans(&self) -> Result<Vec<LogicalPlan>> {
+        let narrower = self.narrower.iter().map(|(_, _, input)| input);
+        let mut plans = Vec::with_capacity(self.inputs.len() + self.narrower.len());
+        for input in self.inputs.iter().chain(narrower) {
+            if input.provider.downcast_ref::<Derived>().is_some() {
+                plans.push(crate::node::AnalysisCall::plan(input.provider.clone(), input.projection.clone())?);
+                continue;
+            }
+            let source = provider_as_source(input.provider.clone());
+            plans.push(LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?);
+        }
+        Ok(plans)
+    }
+
+    /// The physical node of this analysis over `inputs` (the physical plans of all
+    /// `input_plans`, of which it reads those the columns need), giving the output columns `projection`: in one process, or on a
+    /// distributed engine placed as its spread allows (a task per part and, for partials, their
+    /// merge; else one task).
+    pub fn exec(
+        &self,
+        session: &dyn Session,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let expected = self.inputs.len() + self.narrower.len();
+        if inputs.len() != expected {
+            return internal_err!("{}: expects {expected} input plans, got {}", self.name, inputs.len());
+        }
+        let unread = |columns: &Vec<usize>| projection.is_some_and(|p| !columns.iter().any(|c| p.contains(c)));
+        let mut read: Vec<Arc<dyn ExecutionPlan>> = inputs[..self.inputs.len()].to_vec();
+        for (k, (input, columns, _)) in self.narrower.iter().enumerate() {
+            if unread(columns) {
+                read[*input] = inputs[self.inputs.len() + k].clone();
+            }
+        }
+        let inputs = read;
+        if !self.distributed {
+            return Ok(Arc::new(self.analysis(inputs, projection)?));
+        }
+        let placement = self.placement_over(session, &inputs)?;
+        if let (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) = (placement, &self.spread)
+        {
+            let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
+            return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
+        }
+        Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
+    }
+
     /// The analysis node over `inputs` (the plans of this table's inputs, in order), giving the
     /// output columns `projection`: in one process, or for a distributed engine in one task.
     pub fn analysis(
@@ -390,23 +450,9 @@ impl TableProvider for Derived {
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let mut inputs = Vec::with_capacity(self.inputs.len());
-        for (i, input) in self.inputs.iter().enumerate() {
-            let unread = |columns: &Vec<usize>| projection.is_some_and(|p| !columns.iter().any(|c| p.contains(c)));
-            let narrower = self.narrower.iter().find(|(k, columns, _)| *k == i && unread(columns));
-            let input = narrower.map_or(input, |(_, _, n)| n);
-            let source = provider_as_source(input.provider.clone());
-            let plan = LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?;
+        for plan in self.input_plans()? {
             inputs.push(state.create_physical_plan(&plan).await?);
         }
-        if !self.distributed {
-            return Ok(Arc::new(self.analysis(inputs, projection)?));
-        }
-        let placement = self.placement_over(state, &inputs)?;
-        if let (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) = (placement, &self.spread)
-        {
-            let partials = Arc::new(self.node(Stage::Partial, Placement::ByPart, inputs, None)?);
-            return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
-        }
-        Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
+        self.exec(state, inputs, projection)
     }
 }

@@ -14,7 +14,8 @@
 //!   own ([`crate::relation::with_arguments`]); a table or view goes by its name, as before.
 //!
 //! The call then goes to the function as DataFusion calls any table function, with the
-//! session it is planned in.
+//! session it is planned in; an analysis it returns joins the plan as a node of its own, its
+//! inputs as child plans ([`crate::node`]).
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ use datafusion::sql::sqlparser::ast::{
 };
 
 use crate::declare::Function;
+use crate::node::AnalysisCall;
 use crate::params::Type;
 
 /// The relation planner for calls of the table functions `functions` declares (commdb's,
@@ -62,8 +64,12 @@ impl RelationPlanner for FunctionCalls {
             });
         }
         let source = context.context_provider().get_table_function_source(function.name, exprs)?;
-        let plan =
-            LogicalPlanBuilder::scan(TableReference::bare(format!("{}()", function.name)), source, None)?.build()?;
+        let table = datafusion::datasource::source_as_provider(&source)?;
+        let plan = if table.downcast_ref::<crate::derived::Derived>().is_some() {
+            AnalysisCall::plan(table, None)?
+        } else {
+            LogicalPlanBuilder::scan(TableReference::bare(format!("{}()", function.name)), source, None)?.build()?
+        };
         Ok(RelationPlanning::Planned(Box::new(PlannedRelation::new(plan, alias))))
     }
 }

@@ -5,8 +5,10 @@
 //! streamed, swept a rank at a time, or folded); this crate does the rest:
 //! - **calls**: a call in a FROM clause is planned by `function_calls` (named arguments, a
 //!   relation given as a name, a CTE or a query), its relations resolved by `relation`;
-//! - **plan and run**: `derived` is the analysis as a table, `plan` its node (`AnalysisExec`),
-//!   which runs the work as `stream` and `by_rank` say, under the memory `budget`;
+//! - **plan and run**: `derived` is the analysis a call planned, `node` the call as a node of
+//!   the logical plan (`AnalysisCall`, its inputs as child plans), `plan` its physical node
+//!   (`AnalysisExec`), which runs the work as `stream` and `by_rank` say, under the memory
+//!   `budget`;
 //! - **cluster**: `recipe` plans a call again on another process from what it looked up;
 //! - **views**: `views` plans an analysis that is SQL over others;
 //! - **per session**: `remembered` keeps what analyses learnt from a trace's tables;
@@ -24,6 +26,7 @@ pub mod columns;
 pub mod declare;
 pub mod derived;
 pub mod function_calls;
+pub mod node;
 pub mod ordered;
 pub mod params;
 pub mod plan;

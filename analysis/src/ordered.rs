@@ -1,10 +1,12 @@
 //! Analyses written as views (`rank_diagnosis`) give their rows in the order of their natural
 //! key, whatever the query around them does not say. DataFusion inlines a view into the query
 //! and drops an ORDER BY that nothing above requires, so `SELECT rank, cause FROM
-//! rank_diagnosis()` came back in any order. `OrderedView` keeps the view whole (it is planned
-//! on its own, not inlined) and puts `InOrder` on top: a node that passes its input through and
-//! requires it sorted by the key (one column or several, as the view's ORDER BY lists them), so
-//! the planner keeps (or adds) the sort. A query that orders the rows itself still decides.
+//! rank_diagnosis()` came back in any order. `OrderedView` is the view with `Ordered` on top, a
+//! node of the logical plan that passes its input through and requires it sorted by the key (one
+//! column or several, as the view's ORDER BY lists them); its physical node `InOrder` makes the
+//! planner keep (or add) the sort. A query that orders the rows itself still decides. The view
+//! is inlined into the query like any other (so it is optimised with it, and a cluster carries
+//! it as an ordinary plan); scanned on its own, it is planned on its own, with `InOrder` on top.
 
 use std::fmt;
 use std::sync::Arc;
@@ -14,11 +16,12 @@ use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::Session;
 use datafusion::catalog::view::ViewTable;
+use datafusion::common::DFSchemaRef;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::datasource::{TableProvider, TableType};
 use datafusion::error::Result;
 use datafusion::execution::TaskContext;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, Extension, LogicalPlan, UserDefinedLogicalNodeCore};
 use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::{
     Distribution, EquivalenceProperties, LexOrdering, LexRequirement, OrderingRequirements, PhysicalExpr,
@@ -69,6 +72,10 @@ impl TableProvider for OrderedView {
 
     fn table_type(&self) -> TableType {
         TableType::View
+    }
+
+    fn get_logical_plan(&'_ self) -> Option<std::borrow::Cow<'_, LogicalPlan>> {
+        Ordered::plan(self.view.logical_plan().clone(), self.keys.clone()).ok().map(std::borrow::Cow::Owned)
     }
 
     async fn scan(
@@ -195,5 +202,128 @@ impl ExecutionPlan for InOrder {
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         self.input.execute(partition, context)
+    }
+}
+
+/// A view's plan whose rows come in order of its columns `keys` (the logical form of
+/// `InOrder`, which `crate::node::AnalysisPlanner` makes of it). Its columns are the view's,
+/// every one nullable, as `OrderedView` declares them.
+#[derive(Debug, Clone)]
+pub struct Ordered {
+    input: LogicalPlan,
+    keys: Vec<String>,
+    schema: DFSchemaRef,
+}
+
+impl PartialEq for Ordered {
+    fn eq(&self, other: &Self) -> bool {
+        self.keys == other.keys && self.input == other.input
+    }
+}
+
+impl Eq for Ordered {}
+
+impl std::hash::Hash for Ordered {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.keys.hash(state);
+        self.input.hash(state);
+    }
+}
+
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        match self.keys.partial_cmp(&other.keys)? {
+            std::cmp::Ordering::Equal => self.input.partial_cmp(&other.input),
+            order => Some(order),
+        }
+    }
+}
+
+impl Ordered {
+    /// `input` in order of its columns `keys`.
+    pub fn plan(input: LogicalPlan, keys: Vec<String>) -> Result<LogicalPlan> {
+        Ok(LogicalPlan::Extension(Extension { node: Arc::new(Ordered::new(input, keys)?) }))
+    }
+
+    fn new(input: LogicalPlan, keys: Vec<String>) -> Result<Ordered> {
+        for key in &keys {
+            if input.schema().index_of_column_by_name(None, key).is_none() {
+                return datafusion::common::plan_err!("an ordered view has no key column '{key}'");
+            }
+        }
+        let given = input.schema();
+        let fields = given.iter().map(|(q, f)| (q.cloned(), Arc::new(f.as_ref().clone().with_nullable(true))));
+        let schema = datafusion::common::DFSchema::new_with_metadata(fields.collect(), given.metadata().clone())?;
+        let schema = Arc::new(schema.with_functional_dependencies(given.functional_dependencies().clone())?);
+        Ok(Ordered { input, keys, schema })
+    }
+
+    /// The node in `plan`, when it is one.
+    pub fn of(plan: &LogicalPlan) -> Option<&Ordered> {
+        match plan {
+            LogicalPlan::Extension(e) => e.node.as_any().downcast_ref::<Ordered>(),
+            _ => None,
+        }
+    }
+
+    /// The columns its rows come in order of.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// `InOrder` over `input` (the physical plan of this node's input).
+    pub fn exec(&self, input: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+        let schema = input.schema();
+        let keys: Vec<usize> = self.keys.iter().filter_map(|k| schema.index_of(k).ok()).collect();
+        if keys.is_empty() { input } else { Arc::new(InOrder::new(input, keys)) }
+    }
+}
+
+impl UserDefinedLogicalNodeCore for Ordered {
+    fn name(&self) -> &str {
+        "Ordered"
+    }
+
+    fn inputs(&self) -> Vec<&LogicalPlan> {
+        vec![&self.input]
+    }
+
+    fn schema(&self) -> &DFSchemaRef {
+        &self.schema
+    }
+
+    fn expressions(&self) -> Vec<Expr> {
+        Vec::new()
+    }
+
+    /// Filters pass through: the rows that remain are in the same order.
+    fn prevent_predicate_push_down_columns(&self) -> std::collections::HashSet<String> {
+        std::collections::HashSet::new()
+    }
+
+    fn fmt_for_explain(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "Ordered: {}", self.keys.join(", "))
+    }
+
+    fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
+        match <[_; 1]>::try_from(inputs) {
+            Ok([input]) if exprs.is_empty() => Ordered::new(input, self.keys.clone()),
+            _ => datafusion::common::internal_err!("Ordered has one input and no expressions"),
+        }
+    }
+
+    /// The columns read above, and the keys (rows in order of a key's later columns alone are
+    /// not in the view's order).
+    fn necessary_children_exprs(&self, output_columns: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let schema = self.input.schema();
+        let mut read: Vec<usize> = output_columns.to_vec();
+        for key in &self.keys {
+            let at = schema.index_of_column_by_name(None, key)?;
+            if !read.contains(&at) {
+                read.push(at);
+            }
+        }
+        read.sort_unstable();
+        Some(vec![read])
     }
 }

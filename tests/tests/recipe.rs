@@ -12,19 +12,17 @@ use commdb_analysis::relation::Lookup;
 use commdb_catalog::{OpenOptions, Session};
 use datafusion::catalog::TableProvider;
 use datafusion::common::tree_node::TreeNode;
-use datafusion::logical_expr::LogicalPlan;
 use datafusion::physical_plan::{ExecutionPlan, collect};
 
-/// The table of the one table function call a query's plan scans.
+/// The analysis of the first table function call in a query's plan.
 fn analysis_of(session: &Session, runtime: &tokio::runtime::Runtime, sql: &str) -> Derived {
     let plan = runtime.block_on(session.context().state().create_logical_plan(sql)).unwrap();
     let mut found = None;
     plan.apply(|p| {
-        if let LogicalPlan::TableScan(scan) = p
-            && let Ok(provider) = datafusion::datasource::source_as_provider(&scan.source)
-            && let Some(d) = provider.downcast_ref::<Derived>()
+        if found.is_none()
+            && let Some(call) = commdb_analysis::node::AnalysisCall::of(p)
         {
-            found = Some(d.clone());
+            found = Some(call.derived().clone());
         }
         Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
     })

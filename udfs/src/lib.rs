@@ -164,6 +164,7 @@ pub fn register_all(session: &mut Session) {
         datafusion::execution::memory_pool::MemoryLimit::Finite(bytes) => bytes,
         _ => commdb_catalog::memory::default_memory_limit(),
     };
+    session.set_state(commdb_analysis::node::planning_analyses(session.context().state()));
     values::bounded::register(session.context(), budget);
     commdb_analysis::remembered::remember_in(session.context());
     let _ = session

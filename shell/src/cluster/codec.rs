@@ -11,7 +11,8 @@
 //! - an analysis (`Derived` while planned, `AnalysisExec` once planned): a recipe, the
 //!   function's name, its arguments and the relations it looked up (commdb_analysis::recipe); the
 //!   receiving process plans the call again and gets the same work.
-//! - views an analysis reads (`ViewTable`, `OrderedView` and its `InOrder` node): their plans.
+//! - views an analysis reads (`ViewTable`, `OrderedView` and its `InOrder` node): their plans;
+//!   an ordered view inlined in a plan (`Ordered`): its keys.
 //! - a small table held in the client (an attached scheduler log, a `CREATE TABLE AS`): its
 //!   rows, as Arrow IPC, up to 8 MiB.
 //! - `wallclock()`: the trace starts it reads; the checked integer operators
@@ -26,7 +27,8 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use arrow::datatypes::{Schema, SchemaRef};
 use ballista_core::serde::{BallistaLogicalExtensionCodec, BallistaPhysicalExtensionCodec};
-use commdb_analysis::ordered::{InOrder, OrderedView};
+use commdb_analysis::node::AnalysisCall;
+use commdb_analysis::ordered::{InOrder, Ordered, OrderedView};
 use commdb_analysis::plan::Call;
 use commdb_analysis::plan::{Placement, Stage};
 use commdb_analysis::relation::Lookup;
@@ -56,6 +58,7 @@ const ORDERED: u8 = b'O';
 const IN_ORDER: u8 = b'I';
 const WALLCLOCK: u8 = b'W';
 const MEMORY: u8 = b'M';
+const ORDERED_NODE: u8 = b'R';
 
 /// The largest table in memory sent with a query (an attached scheduler log, a CREATE TABLE
 /// AS result): the plan travels in one gRPC message.
@@ -125,6 +128,13 @@ struct ViewNode {
     /// For an ordered view: its key columns, joined by commas (column names of analyses have none).
     #[prost(string, optional, tag = "3")]
     key: Option<String>,
+}
+
+/// An ordered view's node: its key columns (its input is its child plan).
+#[derive(Clone, PartialEq, Message)]
+struct OrderedNode {
+    #[prost(string, repeated, tag = "1")]
+    keys: Vec<String>,
 }
 
 /// The trace starts `wallclock()` reads.
@@ -323,11 +333,42 @@ impl LogicalCodec {
 
 impl LogicalExtensionCodec for LogicalCodec {
     fn try_decode(&self, buf: &[u8], inputs: &[LogicalPlan], ctx: &TaskContext) -> Result<Extension> {
-        self.ballista.try_decode(buf, inputs, ctx)
+        let body = match unwrap(buf) {
+            Some((ANALYSIS, body)) => body,
+            Some((ORDERED_NODE, body)) => {
+                let node: OrderedNode = decode("ordered view", body)?;
+                let [input] = inputs else { return plan_err!("commdb codec: an ordered view has one input") };
+                return match Ordered::plan(input.clone(), node.keys)? {
+                    LogicalPlan::Extension(extension) => Ok(extension),
+                    _ => plan_err!("commdb codec: an ordered view decoded as another plan"),
+                };
+            }
+            _ => return self.ballista.try_decode(buf, inputs, ctx),
+        };
+        let node: AnalysisNode = decode("analysis call", body)?;
+        let table: Arc<dyn TableProvider> = Arc::new(self.plan_again(&node, ctx)?);
+        let projection = node.projected.then(|| node.projection.iter().map(|&i| i as usize).collect());
+        match AnalysisCall::with_inputs(table, projection, inputs.to_vec())? {
+            LogicalPlan::Extension(extension) => Ok(extension),
+            _ => plan_err!("{}: an analysis call decoded as another plan", node.function),
+        }
     }
 
     fn try_encode(&self, node: &Extension, buf: &mut Vec<u8>) -> Result<()> {
-        self.ballista.try_encode(node, buf)
+        if let Some(ordered) = node.node.as_any().downcast_ref::<Ordered>() {
+            wrap(ORDERED_NODE, &OrderedNode { keys: ordered.keys().to_vec() }, buf);
+            return Ok(());
+        }
+        let Some(call) = node.node.as_any().downcast_ref::<AnalysisCall>() else {
+            return self.ballista.try_encode(node, buf);
+        };
+        let derived = call.derived();
+        let Some(recipe) = derived.call() else {
+            return plan_err!("{}: an analysis made without its function cannot run on a cluster", derived.name());
+        };
+        let node = self.encode_call(recipe, derived.call_id(), call.projection())?;
+        wrap(ANALYSIS, &node, buf);
+        Ok(())
     }
 
     fn try_decode_table_provider(
