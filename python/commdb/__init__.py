@@ -23,11 +23,12 @@ from typing import Any
 
 from . import errors
 from ._native import Result, Session, __version__
-from .errors import ArgumentError, Error, FileError, QueryError, SqlError, Warning
+from .errors import ArgumentError, ClusterError, Error, FileError, QueryError, SqlError, Warning
 
 __all__ = [
     "open",
     "demo",
+    "connect",
     "Trace",
     "Result",
     "Report",
@@ -37,6 +38,7 @@ __all__ = [
     "ArgumentError",
     "SqlError",
     "QueryError",
+    "ClusterError",
     "Warning",
     "__version__",
 ]
@@ -81,6 +83,27 @@ def demo(*, clock_correction: str = "model", memory_limit: str | int | None = No
     neighbours placed on different nodes and background traffic slowing inter-node
     messages between 8 and 14 ms."""
     return Trace(Session(None, demo=True, clock_correction=clock_correction, memory_limit=memory_limit))
+
+
+def connect(
+    url: str,
+    path: str | os.PathLike | None = None,
+    *,
+    name: str | None = None,
+    memory_limit: str | int | None = None,
+) -> Trace:
+    """A session whose queries run on the cluster whose scheduler is at ``url``
+    (``df://HOST:PORT``: a ``commdb scheduler`` with ``commdb executor`` processes, see
+    docs/scale.md), over the commdb store at ``path`` (attach more with ``attach``).
+
+    Every process of the cluster reads a store in place, so ``path`` must be a store
+    (``commdb convert TRACE DIR`` makes one) at the same path on every machine. Views, CTEs and
+    every analysis work as in an embedded session; the answers are the same. A wrong address
+    raises ArgumentError, a scheduler that does not answer within 10 s ClusterError.
+    """
+    native = Session(path, name=name, memory_limit=memory_limit)
+    native.connect(url)
+    return Trace(native)
 
 
 class Trace:

@@ -45,8 +45,12 @@ class QueryError(Error):
     data it cannot answer for."""
 
 
+class ClusterError(Error, ConnectionError):
+    """A cluster's scheduler cannot be reached or does not answer (``commdb.connect``)."""
+
+
 class Warning(UserWarning):  # noqa: A001 - commdb.Warning, as commdb.Error
     """Something a function noticed while it ran (a NULL answer and why, rows left out)."""
 
 
-__all__ = ["Error", "FileError", "ArgumentError", "SqlError", "QueryError", "Warning"]
+__all__ = ["Error", "FileError", "ArgumentError", "SqlError", "QueryError", "ClusterError", "Warning"]

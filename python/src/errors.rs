@@ -17,6 +17,8 @@ pub enum Class {
     Sql,
     /// A statement failed while it ran (the memory budget, a fault in an analysis).
     Query,
+    /// A cluster's scheduler cannot be reached or does not answer.
+    Cluster,
 }
 
 impl Class {
@@ -26,6 +28,7 @@ impl Class {
             Class::Argument => "ArgumentError",
             Class::Sql => "SqlError",
             Class::Query => "QueryError",
+            Class::Cluster => "ClusterError",
         }
     }
 }
@@ -111,10 +114,15 @@ impl From<CatalogError> for Failure {
 }
 
 /// An error of the query engine while a statement ran: commdb's own message when it carries
-/// one, and what to do when the memory budget ran out.
+/// one (a cluster's task's too), and what to do when the memory budget ran out.
 pub fn from_engine(e: datafusion::error::DataFusionError, budget: Option<usize>) -> Failure {
-    let error = CatalogError::from(e)
-        .with_budget(budget, "narrow it with a view or a filter, or open the trace with a larger memory_limit");
+    let error = match CatalogError::from(e) {
+        // A cluster's failure comes as the text of its report (commdb_cluster::plain_error).
+        CatalogError::Engine(message) => CatalogError::Engine(commdb_cluster::plain_error(message)),
+        typed => typed,
+    };
+    let error =
+        error.with_budget(budget, "narrow it with a view or a filter, or open the trace with a larger memory_limit");
     let message = error.to_string();
     match error {
         // A statement the engine refused as it began to run is still a failure while running.

@@ -4,9 +4,12 @@
 //! export of the shell. The package's Python code (`commdb/`) gives it Pipit's method names and
 //! pandas and numpy shapes.
 //!
+//! A session may send its queries to a cluster instead (`cluster`, `commdb.connect`).
+//!
 //! Queries run on the session's own threads while the calling thread waits without the GIL
 //! (`engine`), looking for Ctrl-C every 100 ms.
 
+mod cluster;
 mod engine;
 mod errors;
 mod result;

@@ -361,6 +361,16 @@ impl Session {
         })
     }
 
+    /// Run this session's queries on the cluster whose scheduler is at `url` (df://HOST:PORT)
+    /// from now on; the traces it has open must be commdb stores.
+    fn connect(&self, py: Python<'_>, url: String) -> PyResult<()> {
+        let session = self.session.clone();
+        self.engine.run(py, async move {
+            let mut s = session.lock().await;
+            crate::cluster::connect(&mut s, &url).await
+        })
+    }
+
     /// Stop the session's threads and let its traces go.
     fn close(&self) {
         self.engine.close();

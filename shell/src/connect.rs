@@ -1,5 +1,5 @@
 //! The shell's side of a cluster: `--cluster`, `\connect`, `commdb scheduler` and `commdb
-//! executor`. With the `cluster` feature they run Apache Ballista (`crate::cluster`); without it
+//! executor`. With the `cluster` feature they run Apache Ballista (commdb-cluster); without it
 //! they say how to build a commdb that has it.
 
 use std::path::Path;
@@ -23,42 +23,19 @@ pub fn require_store(path: &str, url: &str) -> Result<()> {
     }
 }
 
-/// A cluster's error in plain words: Ballista reports a failed task as the debug form of the
-/// error it carried (`Job J failed: ... DataFusionError(Shared(External(DataFusionError(
-/// Execution("latency_criteria: ...")))))`); the words inside are the error, named with the
-/// job. Any other message is kept as it is.
+/// A cluster's error in plain words (`commdb_cluster::plain_error`); a commdb without the
+/// cluster meets none.
 pub fn plain_error(message: String) -> String {
-    // Only Ballista's reports: a job named, and an error in its debug form.
-    if !message.contains("DataFusionError(") {
-        return message;
-    }
-    let Some(job) = message.find("Job ").map(|at| &message[at..]) else { return message };
-    let job = job.split_whitespace().nth(1).unwrap_or_default().to_string();
-    let inner = ["Execution(\"", "Plan(\"", "External(\"", "ResourcesExhausted(\""]
-        .iter()
-        .filter_map(|open| message.rfind(open).map(|at| at + open.len()))
-        .max();
-    let Some(start) = inner else { return message };
-    let mut out = String::new();
-    let mut chars = message[start..].chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some(other) => out.push(other),
-                None => break,
-            },
-            '"' => return format!("{out} (cluster job {job})"),
-            c => out.push(c),
-        }
-    }
+    #[cfg(feature = "cluster")]
+    return commdb_cluster::plain_error(message);
+    #[cfg(not(feature = "cluster"))]
     message
 }
 
 /// Run the session's queries on the cluster at `url`.
 #[cfg(feature = "cluster")]
 pub async fn connect(session: &mut Session, url: &str) -> Result<()> {
-    crate::cluster::connect(session, url).await.map(drop)
+    commdb_cluster::connect(session, url).await.map(drop).map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -69,7 +46,7 @@ pub async fn connect(_session: &mut Session, url: &str) -> Result<()> {
 /// `commdb scheduler --bind HOST:PORT`.
 #[cfg(feature = "cluster")]
 pub async fn scheduler(bind: std::net::SocketAddr) -> Result<()> {
-    crate::cluster::processes::run_scheduler(bind).await
+    commdb_cluster::processes::run_scheduler(bind).await.map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
@@ -92,7 +69,7 @@ pub struct ExecutorArgs {
 /// `commdb executor --scheduler HOST:PORT --bind HOST:PORT ...`.
 #[cfg(feature = "cluster")]
 pub async fn executor(args: ExecutorArgs) -> Result<()> {
-    crate::cluster::processes::run_executor(crate::cluster::processes::ExecutorOptions {
+    commdb_cluster::processes::run_executor(commdb_cluster::processes::ExecutorOptions {
         scheduler: args.scheduler,
         bind: args.bind,
         grpc_port: args.grpc_port,
@@ -101,25 +78,10 @@ pub async fn executor(args: ExecutorArgs) -> Result<()> {
         memory_limit: args.memory_limit,
     })
     .await
+    .map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
 pub async fn executor(_args: ExecutorArgs) -> Result<()> {
     Err(ShellError::Cluster(format!("executor: {NOT_BUILT}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plain_error;
-
-    #[test]
-    fn a_failed_task_is_told_in_its_own_words() {
-        let ballista = r#"Execution error: Job 038GVR1JJE000 failed: Job failed due to stage 2 failed: Task failed due to runtime execution error: DataFusionError(Shared(External(DataFusionError(Execution("latency_criteria: needs about 64.13 MiB, more than the \"budget\""))))"#;
-        assert_eq!(
-            plain_error(ballista.to_string()),
-            "latency_criteria: needs about 64.13 MiB, more than the \"budget\" (cluster job 038GVR1JJE000)"
-        );
-        let other = "Schema error: No field named x".to_string();
-        assert_eq!(plain_error(other.clone()), other);
-    }
 }

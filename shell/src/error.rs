@@ -90,6 +90,16 @@ impl From<commdb_catalog::Error> for ShellError {
     }
 }
 
+#[cfg(feature = "cluster")]
+impl From<commdb_cluster::Error> for ShellError {
+    fn from(e: commdb_cluster::Error) -> Self {
+        match e {
+            commdb_cluster::Error::Usage(m) => ShellError::Usage(m),
+            commdb_cluster::Error::Cluster(m) => ShellError::Cluster(m),
+        }
+    }
+}
+
 impl From<datafusion::error::DataFusionError> for ShellError {
     fn from(e: datafusion::error::DataFusionError) -> Self {
         ShellError::Query(e)

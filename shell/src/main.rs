@@ -4,8 +4,6 @@
 //! editing in `helper`, and errors are `error::ShellError`.
 
 mod cli;
-#[cfg(feature = "cluster")]
-mod cluster;
 mod command;
 mod connect;
 mod ctrl_c;
@@ -89,7 +87,7 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<()> {
     // its own handler in place, which the watcher's must follow.
     let interactive =
         cli.subcommand.is_none() && cli.commands.is_empty() && cli.files.is_empty() && std::io::stdin().is_terminal();
-    // A scheduler or an executor stops at Ctrl-C or SIGTERM itself (crate::cluster).
+    // A scheduler or an executor stops at Ctrl-C or SIGTERM itself (commdb_cluster::processes).
     let server = matches!(cli.subcommand, Some(Sub::Scheduler { .. } | Sub::Executor { .. }));
     if !interactive && !server && !matches!(cli.subcommand, Some(Sub::Generate(_) | Sub::Cache { .. })) {
         ctrl_c::hint_on_first_press();

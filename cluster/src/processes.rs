@@ -1,6 +1,6 @@
 //! `commdb scheduler` and `commdb executor`: Apache Ballista's scheduler and executor run inside
 //! the commdb binary, so that they know commdb's functions (found by name) and its codecs
-//! ([`crate::cluster::codec`]). Each listens where it is told, so that several executors share one
+//! ([`crate::codec`]). Each listens where it is told, so that several executors share one
 //! machine; an executor logs every task it is given, with its job and stage; Ctrl-C or SIGTERM
 //! stops either cleanly.
 
@@ -8,17 +8,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::error::ShellError;
+use crate::Error;
 use ballista_core::registry::BallistaFunctionRegistry;
 use ballista_executor::execution_engine::{DefaultExecutionEngine, ExecutionEngine, QueryStageExecutor};
 use ballista_executor::executor_process::{ExecutorProcessConfig, start_executor_process};
 use ballista_scheduler::cluster::BallistaCluster;
 use ballista_scheduler::config::SchedulerConfig;
-use datafusion::error::Result;
+type Result<T> = datafusion::error::Result<T>;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 
-use super::codec::{LogicalCodec, PhysicalCodec, commdb_state, set_process_name};
+use crate::codec::{LogicalCodec, PhysicalCodec, commdb_state, set_process_name};
 
 /// What `commdb executor` is told.
 #[derive(Debug, Clone)]
@@ -59,7 +59,7 @@ impl log::Log for WarningsLog {
     }
 
     fn log(&self, record: &log::Record) {
-        let process = super::codec::process_name();
+        let process = crate::codec::process_name();
         if record.level() <= log::Level::Warn {
             eprintln!("{} {process} {}: {}", now(), record.level(), record.args());
             return;
@@ -121,7 +121,7 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
 }
 
 /// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM.
-pub async fn run_scheduler(bind: SocketAddr) -> crate::error::Result<()> {
+pub async fn run_scheduler(bind: SocketAddr) -> crate::Result<()> {
     let process = format!("scheduler {bind}");
     install_log(&process);
     let mut config = SchedulerConfig::default().with_hostname(bind.ip().to_string()).with_port(bind.port());
@@ -143,22 +143,22 @@ pub async fn run_scheduler(bind: SocketAddr) -> crate::error::Result<()> {
     // Bind first, so that a port in use is an error naming it.
     let listener = tokio::net::TcpListener::bind(bind)
         .await
-        .map_err(|e| ShellError::Cluster(format!("scheduler: cannot listen on {bind}: {e}")))?;
+        .map_err(|e| Error::Cluster(format!("scheduler: cannot listen on {bind}: {e}")))?;
     let cluster =
-        BallistaCluster::new_from_config(&config).await.map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))?;
+        BallistaCluster::new_from_config(&config).await.map_err(|e| Error::Cluster(format!("scheduler: {e}")))?;
     let scheduler = ballista_scheduler::scheduler_process::create_scheduler::<
         datafusion_proto::protobuf::LogicalPlanNode,
         datafusion_proto::protobuf::PhysicalPlanNode,
     >(cluster, config)
     .await
-    .map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))?;
+    .map_err(|e| Error::Cluster(format!("scheduler: {e}")))?;
     eprintln!(
         "{} {process}: listening; executors register with --scheduler {bind}, clients connect to df://{bind}",
         now()
     );
     tokio::select! {
         served = ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler) => {
-            served.map_err(|e| ShellError::Cluster(format!("scheduler: {e}")))
+            served.map_err(|e| Error::Cluster(format!("scheduler: {e}")))
         }
         _ = stop_signal() => {
             eprintln!("{} {process}: stopped", now());
@@ -213,7 +213,7 @@ impl ExecutionEngine for LoggedTasks {
 }
 
 /// Run an executor until Ctrl-C or SIGTERM (or the scheduler tells it to stop).
-pub async fn run_executor(options: ExecutorOptions) -> crate::error::Result<()> {
+pub async fn run_executor(options: ExecutorOptions) -> crate::Result<()> {
     let process = format!("executor {}", options.bind);
     install_log(&process);
     let grpc_port = match options.grpc_port {
@@ -222,14 +222,14 @@ pub async fn run_executor(options: ExecutorOptions) -> crate::error::Result<()> 
             .bind
             .port()
             .checked_add(1)
-            .ok_or_else(|| ShellError::usage("executor: --bind's port is the last; give --grpc-port"))?,
+            .ok_or_else(|| Error::Usage("executor: --bind's port is the last; give --grpc-port".into()))?,
     };
     // Both ports free, or an error naming the one in use.
     for port in [options.bind.port(), grpc_port] {
         let at = SocketAddr::new(options.bind.ip(), port);
         drop(
             std::net::TcpListener::bind(at)
-                .map_err(|e| ShellError::Cluster(format!("executor: cannot listen on {at}: {e}")))?,
+                .map_err(|e| Error::Cluster(format!("executor: cannot listen on {at}: {e}")))?,
         );
     }
     // The scheduler answers, or an error naming it within 10 s.
@@ -237,13 +237,10 @@ pub async fn run_executor(options: ExecutorOptions) -> crate::error::Result<()> 
     match reach {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
-            return Err(ShellError::Cluster(format!(
-                "executor: cannot reach the scheduler at {}: {e}",
-                options.scheduler
-            )));
+            return Err(Error::Cluster(format!("executor: cannot reach the scheduler at {}: {e}", options.scheduler)));
         }
         Err(_) => {
-            return Err(ShellError::Cluster(format!(
+            return Err(Error::Cluster(format!(
                 "executor: the scheduler at {} did not answer within 10 s",
                 options.scheduler
             )));
@@ -281,7 +278,7 @@ pub async fn run_executor(options: ExecutorOptions) -> crate::error::Result<()> 
         options.bind,
         options.scheduler
     );
-    start_executor_process(Arc::new(config)).await.map_err(|e| ShellError::Cluster(format!("executor: {e}")))?;
+    start_executor_process(Arc::new(config)).await.map_err(|e| Error::Cluster(format!("executor: {e}")))?;
     eprintln!("{} {process}: stopped", now());
     Ok(())
 }

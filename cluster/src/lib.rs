@@ -1,0 +1,164 @@
+//! commdb on a cluster: queries over stores planned and run by Apache Ballista (the
+//! distributed engine of DataFusion), with commdb's tables and analyses carried by its codecs
+//! (`codec`) to a scheduler and executors that run inside the commdb binary (`processes`).
+//! A client (the shell's `--cluster` and `\connect`, Python's `commdb.connect`) keeps its
+//! session, its views and its attached stores, and hands each query's plan to the scheduler
+//! instead of running it (`connect`): the scheduler cuts it into stages at its exchanges, the
+//! executors run each stage's tasks on the store's parts and exchange rows through shuffle
+//! files, and the client reads the last stage's output. docs/scale.md says how to run one and
+//! which analyses spread.
+
+pub mod codec;
+pub mod processes;
+
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use ballista_core::extension::{SessionConfigExt, SessionStateExt};
+use commdb_catalog::Session;
+use datafusion::execution::SessionStateBuilder;
+
+/// What goes wrong in reaching or running a cluster.
+#[derive(Debug)]
+pub enum Error {
+    /// What was asked cannot be: an address without a port, a port past the last.
+    Usage(String),
+    /// A scheduler or executor that cannot be reached, cannot listen, or stopped.
+    Cluster(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Usage(m) | Error::Cluster(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<datafusion::error::DataFusionError> for Error {
+    fn from(e: datafusion::error::DataFusionError) -> Self {
+        Error::Cluster(e.to_string())
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The scheduler a `df://HOST:PORT` address names.
+pub fn scheduler_address(url: &str) -> Result<SocketAddr> {
+    let Some(rest) = url.strip_prefix("df://") else {
+        return Err(Error::Usage(format!("{url}: expected a scheduler's address df://HOST:PORT")));
+    };
+    let rest = rest.trim_end_matches('/');
+    if !rest.contains(':') {
+        return Err(Error::Usage(format!(
+            "{url}: expected a scheduler's address df://HOST:PORT (the port is required)"
+        )));
+    }
+    rest.to_socket_addrs()
+        .map_err(|e| Error::Cluster(format!("{url}: {e}")))?
+        .next()
+        .ok_or_else(|| Error::Cluster(format!("{url}: the host has no address")))
+}
+
+/// Whether something answers at `address` within 10 s.
+pub async fn reachable(address: SocketAddr, what: &str) -> Result<()> {
+    match tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(address)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(Error::Cluster(format!("cannot reach {what} at {address}: {e}"))),
+        Err(_) => Err(Error::Cluster(format!("{what} at {address} did not answer within 10 s"))),
+    }
+}
+
+/// Send the session's queries to the scheduler at `url` from now on. The session keeps its
+/// traces, views and functions; its queries run on the cluster.
+pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
+    let address = scheduler_address(url)?;
+    reachable(address, "the scheduler").await?;
+    let state = session.context().state();
+    // Ballista's upgrade puts its own list of functions in place; commdb's are kept.
+    let scalars: Vec<_> = state.scalar_functions().values().cloned().collect();
+    let aggregates: Vec<_> = state.aggregate_functions().values().cloned().collect();
+    // Ballista's settings for a distributed plan first (its codecs' settings would mark the
+    // configuration as set up, and these be left out).
+    let mut config = state.config().clone();
+    // Scans read whole files, each partition its own: a partition of a store's calls holds
+    // whole ranks (processes.rs).
+    config.options_mut().optimizer.repartition_file_scans = false;
+    config.options_mut().execution.enable_file_stream_work_stealing = false;
+    let config = config
+        .upgrade_for_ballista()
+        .with_ballista_logical_extension_codec(Arc::new(codec::LogicalCodec::default()))
+        .with_ballista_physical_extension_codec(Arc::new(codec::PhysicalCodec::default()))
+        .with_ballista_job_name("commdb")
+        .with_ballista_adaptive_query_planner(false);
+    let state = SessionStateBuilder::new_from_existing(state).with_config(config).build();
+    let upgraded = state.upgrade_for_ballista(format!("http://{address}"))?;
+    let mut builder = SessionStateBuilder::new_from_existing(upgraded);
+    let mut all_scalars: Vec<_> = builder.scalar_functions().clone().unwrap_or_default();
+    let mut all_aggregates: Vec<_> = builder.aggregate_functions().clone().unwrap_or_default();
+    for f in scalars {
+        if !all_scalars.iter().any(|g| g.name() == f.name()) {
+            all_scalars.push(f);
+        }
+    }
+    for f in aggregates {
+        if !all_aggregates.iter().any(|g| g.name() == f.name()) {
+            all_aggregates.push(f);
+        }
+    }
+    builder = builder.with_scalar_functions(all_scalars).with_aggregate_functions(all_aggregates);
+    session.set_state(builder.build());
+    Ok(address)
+}
+
+/// A cluster's error in plain words: Ballista reports a failed task as the debug form of the
+/// error it carried (`Job J failed: ... DataFusionError(Shared(External(DataFusionError(
+/// Execution("latency_criteria: ...")))))`); the words inside are the error, named with the
+/// job. Any other message is kept as it is.
+pub fn plain_error(message: String) -> String {
+    // Only Ballista's reports: a job named, and an error in its debug form.
+    if !message.contains("DataFusionError(") {
+        return message;
+    }
+    let Some(job) = message.find("Job ").map(|at| &message[at..]) else { return message };
+    let job = job.split_whitespace().nth(1).unwrap_or_default().to_string();
+    let inner = ["Execution(\"", "Plan(\"", "External(\"", "ResourcesExhausted(\""]
+        .iter()
+        .filter_map(|open| message.rfind(open).map(|at| at + open.len()))
+        .max();
+    let Some(start) = inner else { return message };
+    let mut out = String::new();
+    let mut chars = message[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => break,
+            },
+            '"' => return format!("{out} (cluster job {job})"),
+            c => out.push(c),
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_error;
+
+    #[test]
+    fn a_failed_task_is_told_in_its_own_words() {
+        let ballista = r#"Execution error: Job 038GVR1JJE000 failed: Job failed due to stage 2 failed: Task failed due to runtime execution error: DataFusionError(Shared(External(DataFusionError(Execution("latency_criteria: needs about 64.13 MiB, more than the \"budget\""))))"#;
+        assert_eq!(
+            plain_error(ballista.to_string()),
+            "latency_criteria: needs about 64.13 MiB, more than the \"budget\" (cluster job 038GVR1JJE000)"
+        );
+        let other = "Schema error: No field named x".to_string();
+        assert_eq!(plain_error(other.clone()), other);
+    }
+}
