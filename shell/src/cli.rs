@@ -173,15 +173,17 @@ pub enum Sub {
         executor_memory: Option<usize>,
     },
     /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
-    /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open; `--format paraver` a Paraver
-    /// trace (NAME.prv, .pcf, .row in the directory given), which Paraver and Dimemas open.
+    /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open; `--format otf2` an OTF2
+    /// archive (traces.otf2, traces.def and traces/ in the directory given), which Vampir,
+    /// Scalasca and CASITA open; `--format paraver` a Paraver trace (NAME.prv, .pcf, .row in the
+    /// directory given), which Paraver and Dimemas open.
     Export {
         /// Trace to read (any format commdb opens), or --demo.
         trace: Option<String>,
-        /// Format to write: chrome or paraver.
+        /// Format to write: chrome, otf2 or paraver.
         #[arg(long = "format", value_name = "FORMAT")]
         to: String,
-        /// File (chrome) or directory (paraver) to write; files are replaced whole.
+        /// File (chrome) or directory (otf2, paraver) to write; files are replaced whole.
         #[arg(short = 'o', long = "output", value_name = "PATH")]
         file: PathBuf,
     },

@@ -239,9 +239,13 @@ fn export_writes_chrome_json_and_refuses_what_it_cannot_write() {
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert!(json["traceEvents"].as_array().is_some_and(|e| e.iter().any(|e| e["ph"] == "X")));
 
-    let o = run(&["export", SMALL, "--format", "otf2", "-o", out.to_str().unwrap()]);
+    let o = run(&["export", SMALL, "--format", "vampir", "-o", out.to_str().unwrap()]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("unknown export format 'otf2': expected 'chrome' or 'paraver'"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown export format 'vampir': expected 'chrome', 'otf2' or 'paraver'"),
+        "{}",
+        stderr(&o)
+    );
     let o = run(&["export", SMALL, "--format", "chrome", "-o", dir.path().to_str().unwrap()]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("is a directory"), "{}", stderr(&o));
@@ -273,6 +277,31 @@ fn export_writes_a_paraver_trace_that_reads_back() {
         stdout(&o)
     };
     assert_eq!(count(prv.to_str().unwrap()), count(SMALL));
+}
+
+#[test]
+fn export_writes_an_otf2_archive_that_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("archive");
+    let o = run(&["export", SMALL, "--format", "otf2", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("traces.otf2; open it with Vampir"), "{}", stderr(&o));
+    let anchor = out.join("traces.otf2");
+    let answers = |trace: &str| {
+        let sql = "SELECT (SELECT count(*) FROM events) AS e, (SELECT count(*) FROM messages) AS m, \
+                   (SELECT sum(bytes) FROM messages) AS b, (SELECT count(*) FROM collectives) AS c";
+        let o = run(&[trace, "-q", "--format", "csv", "-c", sql]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    assert_eq!(answers(anchor.to_str().unwrap()), answers(SMALL));
+    // Written again, the archive is replaced whole; nothing is left beside it.
+    let o = run(&["export", SMALL, "--format", "otf2", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut names: Vec<String> =
+        std::fs::read_dir(&out).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, ["traces", "traces.def", "traces.otf2"]);
 }
 
 /// `SELECT count(*) AS n FROM table` on `trace` under the memory budget `budget`, with cache

@@ -147,6 +147,41 @@ async fn score_p_traces_match_otf2_print() {
         let kept: BTreeMap<_, _> =
             reference.into_iter().filter(|(k, _)| k.1 != "other" && k.1 != "metric values").collect();
         assert_eq!(reference_counts(&again), kept, "{name} written by commdb");
+        // Opened, then exported from its tables (`commdb export --format otf2`): the same.
+        let trace = commdb_catalog::formats::read(&anchor.display().to_string(), &Default::default()).unwrap();
+        let exported = tempfile::tempdir().unwrap();
+        commdb_catalog::export::named("otf2").unwrap().write(&trace, exported.path()).unwrap();
+        assert_eq!(reference_counts(&exported.path().join("traces.otf2")), kept, "{name} exported by commdb");
+    }
+}
+
+#[tokio::test]
+async fn paraver_traces_exported_as_otf2_match_otf2_print() {
+    // Extrae's traces (MPI; MPI with CUDA) written as OTF2 archives: the reference reader reads
+    // as many records of each kind as commdb's events of the Paraver trace hold.
+    if !otf2_print_available() {
+        return;
+    }
+    for name in ["tests/data/paraver/extrae.prv", "tests/data/paraver/cuda"] {
+        let path = project_root().join(name);
+        let trace = commdb_catalog::formats::read(&path.display().to_string(), &Default::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        commdb_catalog::export::named("otf2").unwrap().write(&trace, dir.path()).unwrap();
+        let anchor = dir.path().join("traces.otf2");
+        let mut read: BTreeMap<String, i64> = BTreeMap::new();
+        for ((_, kind), n) in reference_counts(&anchor) {
+            *read.entry(kind).or_default() += n;
+        }
+        let mut held: BTreeMap<String, i64> = BTreeMap::new();
+        for b in trace.table("events").unwrap() {
+            let kind =
+                arrow::compute::cast(b.column_by_name("kind").unwrap(), &arrow::datatypes::DataType::Utf8).unwrap();
+            for k in kind.as_string::<i32>().iter().flatten().filter(|k| *k != "other") {
+                *held.entry(k.to_string()).or_default() += 1;
+            }
+        }
+        assert!(!held.is_empty(), "{name}");
+        assert_eq!(read, held, "{name}");
     }
 }
 

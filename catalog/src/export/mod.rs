@@ -1,7 +1,7 @@
 //! Writing a trace for other tools to open, one module per format: `chrome` (Chrome
 //! trace-event JSON for Perfetto's UI and chrome://tracing, with `streams` for accelerator
 //! streams), `otf2` (an OTF2 archive as Score-P writes it, for otf2-print, Scalasca, Vampir and
-//! CASITA) and `paraver` (a Paraver trace as Extrae writes it, for Paraver and Dimemas). The OTF2
+//! CASITA; `tables_to_otf2` writes any opened trace with it) and `paraver` (a Paraver trace as Extrae writes it, for Paraver and Dimemas). The OTF2
 //! and Paraver writers write the formats commdb also reads, with the constants of their readers
 //! (crate's `reading`). `FORMATS` lists the formats a trace opened from any reader can be
 //! exported in, as `formats::FORMATS` lists the readers; `commdb export --format` takes their
@@ -11,6 +11,7 @@ pub mod chrome;
 pub mod otf2;
 pub mod paraver;
 pub mod streams;
+pub mod tables_to_otf2;
 
 use std::path::Path;
 
@@ -42,6 +43,11 @@ pub static FORMATS: &[Format] = &[
         write: write_chrome,
     },
     Format {
+        name: "otf2",
+        writes: "a directory with traces.otf2, traces.def and traces/ (an OTF2 archive as Score-P writes it), for Vampir, Scalasca, CASITA and otf2-print",
+        write: write_otf2,
+    },
+    Format {
         name: "paraver",
         writes: "a directory with NAME.prv, .pcf and .row (NAME the trace's), as Extrae writes them, for Paraver and Dimemas",
         write: write_paraver,
@@ -51,8 +57,9 @@ pub static FORMATS: &[Format] = &[
 /// The export format `--format` names.
 pub fn named(name: &str) -> Result<&'static Format> {
     FORMATS.iter().find(|f| f.name.eq_ignore_ascii_case(name)).ok_or_else(|| {
-        let names: Vec<String> = FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
-        Error::argument(format!("unknown export format '{name}': expected {}", names.join(" or ")))
+        let mut names: Vec<String> = FORMATS.iter().map(|f| format!("'{}'", f.name)).collect();
+        let last = names.pop().unwrap_or_default();
+        Error::argument(format!("unknown export format '{name}': expected {} or {last}", names.join(", ")))
     })
 }
 
@@ -77,11 +84,25 @@ fn write_paraver(trace: &Trace, out: &Path) -> Result<String> {
     crate::writing::refuse_trace_files(trace, &targets)?;
     let not_written = paraver::write(trace, out, &name)?;
     let mut said = format!("{name}.prv, {name}.pcf and {name}.row; open {name}.prv in Paraver");
-    if !not_written.is_empty() {
-        let what: Vec<String> = not_written.iter().map(|(what, n)| format!("{n} {what}")).collect();
-        said.push_str(&format!("; not written (no Paraver record for them here): {}", what.join(", ")));
-    }
+    said.push_str(&unwritten("Paraver", &not_written));
     Ok(said)
+}
+
+fn write_otf2(trace: &Trace, out: &Path) -> Result<String> {
+    let not_written = tables_to_otf2::write(trace, out)?;
+    let anchor = out.join("traces.otf2");
+    let mut said = format!("{}; open it with Vampir, Scalasca, CASITA or otf2-print", anchor.display());
+    said.push_str(&unwritten("OTF2", &not_written));
+    Ok(said)
+}
+
+/// What an export did not write, by kind, as its sentence ends (nothing when it wrote all).
+fn unwritten(format: &str, not_written: &std::collections::BTreeMap<String, u64>) -> String {
+    if not_written.is_empty() {
+        return String::new();
+    }
+    let what: Vec<String> = not_written.iter().map(|(what, n)| format!("{n} {what}")).collect();
+    format!("; not written (no {format} record for them here): {}", what.join(", "))
 }
 
 /// The name of a Paraver trace written for a trace called `name`: its letters, digits, `-`,
@@ -101,7 +122,7 @@ mod tests {
     fn formats_are_found_by_name_and_an_unknown_one_is_refused() {
         assert_eq!(named("Paraver").unwrap().name, "paraver");
         let e = named("vampir").unwrap_err().to_string();
-        assert!(e.contains("unknown export format 'vampir'") && e.contains("'chrome' or 'paraver'"), "{e}");
+        assert!(e.contains("unknown export format 'vampir'") && e.contains("'chrome', 'otf2' or 'paraver'"), "{e}");
         assert_eq!(paraver_name("run 2/a"), "run_2_a");
         assert_eq!(paraver_name(".."), "trace");
     }
@@ -124,6 +145,73 @@ mod tests {
         let e = named("paraver").unwrap().write(&back, dir.path()).unwrap_err().to_string();
         assert!(e.contains("the trace is read from"), "{e}");
         assert_eq!(std::fs::read(&prv).unwrap(), before);
+    }
+
+    /// The events of `trace` as sorted text rows (every column the archive holds).
+    fn event_rows(trace: &Trace) -> Vec<String> {
+        let columns =
+            ["rank", "thread", "ts", "kind", "region", "peer", "comm", "tag", "bytes", "request", "op", "bytes_recv"];
+        let mut rows = Vec::new();
+        for b in trace.table("events").unwrap() {
+            let shown: Vec<_> = columns
+                .iter()
+                .map(|c| arrow::compute::cast(b.column_by_name(c).unwrap(), &arrow::datatypes::DataType::Utf8).unwrap())
+                .collect();
+            for i in 0..b.num_rows() {
+                let row: Vec<String> = shown
+                    .iter()
+                    .map(|a| {
+                        use arrow::array::{Array, AsArray};
+                        if a.is_valid(i) { a.as_string::<i32>().value(i).to_string() } else { "NULL".into() }
+                    })
+                    .collect();
+                rows.push(row.join(","));
+            }
+        }
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn a_trace_exported_as_otf2_reads_back_with_the_same_events() {
+        // A generated run with skewed clocks and CUDA streams (its local times, read back without
+        // correction), and a Score-P archive with CUDA streams and their RMA records (read back
+        // with the clock offsets it was written with).
+        let skewed = crate::generate::GeneratorConfig {
+            clock_skew: true,
+            gpu: true,
+            ..crate::generate::GeneratorConfig::default()
+        };
+        let generated = crate::generate::generate(&skewed).unwrap().trace;
+        let generated = generated.build_with(crate::clock::Correction::Off).unwrap();
+        let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/otf2/gpu/traces.otf2");
+        let gpu = crate::formats::read(&archive.display().to_string(), &crate::OpenOptions::default()).unwrap();
+        for (trace, correction) in [(generated, crate::clock::Correction::Off), (gpu, Default::default())] {
+            let dir = tempfile::tempdir().unwrap();
+            let said = named("otf2").unwrap().write(&trace, dir.path()).unwrap();
+            assert!(said.contains("traces.otf2"), "{said}");
+            let anchor = dir.path().join("traces.otf2");
+            let options = crate::OpenOptions { clock_correction: correction, ..Default::default() };
+            let back = crate::formats::read(&anchor.display().to_string(), &options).unwrap();
+            let (a, b) = (event_rows(&back), event_rows(&trace));
+            let only_back: Vec<&String> = a.iter().filter(|r| b.binary_search(r).is_err()).take(4).collect();
+            let only_trace: Vec<&String> = b.iter().filter(|r| a.binary_search(r).is_err()).take(4).collect();
+            assert!(
+                a.len() == b.len() && only_back.is_empty(),
+                "{said}: {} events read back, {} exported; only read back: {only_back:?}; only exported: {only_trace:?}",
+                a.len(),
+                b.len()
+            );
+            let count = |t: &Trace, table: &str| t.table(table).unwrap().iter().map(|b| b.num_rows()).sum::<usize>();
+            for table in ["messages", "collectives", "regions", "locations", "ranks"] {
+                assert_eq!(count(&back, table), count(&trace, table), "{table}");
+            }
+            // Exported over the archive it was read from, it is refused and the archive stays.
+            let before = std::fs::read(&anchor).unwrap();
+            let e = named("otf2").unwrap().write(&back, dir.path()).unwrap_err().to_string();
+            assert!(e.contains("the trace is read from"), "{e}");
+            assert_eq!(std::fs::read(&anchor).unwrap(), before);
+        }
     }
 
     #[test]
