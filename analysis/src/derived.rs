@@ -1,6 +1,6 @@
 //! An analysis as a table (`Derived`): what a table function returns. It says which relations
-//! the function reads ([`crate::relation`]) and with which columns (`input_plans`, the children
-//! of its call in the logical plan, [`crate::node`]), and makes the `AnalysisExec`
+//! the function reads ([`crate::relation`]) and with which columns (`reads`: the children of its
+//! call in the logical plan, [`crate::node`]), and makes the `AnalysisExec`
 //! ([`crate::plan`]) that reads them and runs the function's work when the query executes
 //! (`exec`); on a cluster it says how the work spreads over the tasks (`Spread`). Scanned as a
 //! table (a view that shares it among its uses, [`crate::shared`]), it plans its inputs itself.
@@ -15,7 +15,7 @@ use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::{TableReference, internal_err};
 use datafusion::datasource::provider_as_source;
 use datafusion::error::Result;
-use datafusion::logical_expr::{Expr, LogicalPlan, LogicalPlanBuilder, TableType};
+use datafusion::logical_expr::{Expr, LogicalPlanBuilder, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 
 use crate::plan::{AnalysisExec, CALL_ID, ComputeMany, Placement, Stage, Work};
@@ -24,6 +24,10 @@ use crate::relation::{Projected, Relation};
 /// The computation of a derived table: input batches (the projected input columns) in,
 /// result batches out.
 pub type Compute = Arc<dyn Fn(&[RecordBatch]) -> Result<Vec<RecordBatch>> + Send + Sync>;
+
+/// A relation an analysis reads: its table, the name it is known by, the columns read (None:
+/// all).
+pub type Read = (Arc<dyn TableProvider>, TableReference, Option<Vec<usize>>);
 
 /// One relation a derived table reads, with the columns it needs.
 #[derive(Clone)]
@@ -199,21 +203,15 @@ impl Derived {
         Derived { call: Some(call), inputs, ..self }
     }
 
-    /// The same table for a distributed engine: its node asks for each input as one partition,
-    /// and so do the analyses it made as its inputs, directly or in views of SQL it reads
-    /// (compare_runs' samples read `iterations`).
-    pub fn distributed(self) -> Derived {
-        let inputs = self
-            .inputs
-            .iter()
-            .map(|input| Input { provider: distributed_provider(&input.provider), ..input.clone() })
-            .collect();
+    /// The same table for a distributed engine (its node asks for each input as one partition),
+    /// each table it reads as `tables` makes it for one ([`crate::recipe::distributed`]).
+    pub fn for_distributed_engine(self, tables: impl Fn(&Arc<dyn TableProvider>) -> Arc<dyn TableProvider>) -> Derived {
+        let inputs =
+            self.inputs.iter().map(|input| Input { provider: tables(&input.provider), ..input.clone() }).collect();
         let narrower = self
             .narrower
             .iter()
-            .map(|(i, c, input)| {
-                (*i, c.clone(), Input { provider: distributed_provider(&input.provider), ..input.clone() })
-            })
+            .map(|(i, c, input)| (*i, c.clone(), Input { provider: tables(&input.provider), ..input.clone() }))
             .collect();
         Derived { distributed: true, inputs, narrower, ..self }
     }
@@ -246,27 +244,21 @@ impl Derived {
         self.name
     }
 
-    /// The plans of the relations this table may read: each input with its columns, then each
+    /// The relations this table may read, each with the columns it reads: its inputs, then each
     /// narrower input it reads in place of one when the query reads none of the columns that
-    /// need the wider (`reading_narrower_unless`); an analysis as its own call
-    /// ([`crate::node::AnalysisCall`]), a view as its query. `exec` takes their physical plans
-    /// in this order and reads those the query's columns need.
-    pub fn input_plans(&self) -> Result<Vec<LogicalPlan>> {
+    /// need the wider (`reading_narrower_unless`). `exec` takes their physical plans in this
+    /// order and reads those the query's columns need.
+    pub fn reads(&self) -> Vec<Read> {
         let narrower = self.narrower.iter().map(|(_, _, input)| input);
-        let mut plans = Vec::with_capacity(self.inputs.len() + self.narrower.len());
-        for input in self.inputs.iter().chain(narrower) {
-            if input.provider.downcast_ref::<Derived>().is_some() {
-                plans.push(crate::node::AnalysisCall::plan(input.provider.clone(), input.projection.clone())?);
-                continue;
-            }
-            let source = provider_as_source(input.provider.clone());
-            plans.push(LogicalPlanBuilder::scan(input.reference.clone(), source, input.projection.clone())?.build()?);
-        }
-        Ok(plans)
+        self.inputs
+            .iter()
+            .chain(narrower)
+            .map(|i| (i.provider.clone(), i.reference.clone(), i.projection.clone()))
+            .collect()
     }
 
-    /// The physical node of this analysis over `inputs` (the physical plans of all
-    /// `input_plans`, of which it reads those the columns need), giving the output columns `projection`: in one process, or on a
+    /// The physical node of this analysis over `inputs` (the physical plans of all it `reads`,
+    /// of which it reads those the columns need), giving the output columns `projection`: in one process, or on a
     /// distributed engine placed as its spread allows (a task per part and, for partials, their
     /// merge; else one task).
     pub fn exec(
@@ -401,24 +393,6 @@ impl Derived {
     }
 }
 
-/// `provider` for a distributed engine: an analysis distributed, a view with the analyses it
-/// reads distributed, anything else as it is.
-fn distributed_provider(provider: &Arc<dyn TableProvider>) -> Arc<dyn TableProvider> {
-    use datafusion::datasource::ViewTable;
-    if let Some(inner) = provider.downcast_ref::<Derived>() {
-        return Arc::new(inner.clone().distributed());
-    }
-    let Some(view) = provider.downcast_ref::<ViewTable>() else { return provider.clone() };
-    let plan = crate::relation::replace_scans(view.logical_plan(), |inner| {
-        let replaced = distributed_provider(inner);
-        (!Arc::ptr_eq(&replaced, inner)).then_some(replaced)
-    });
-    match plan {
-        Ok(Some(plan)) => Arc::new(ViewTable::new(plan, view.definition().cloned())),
-        _ => provider.clone(),
-    }
-}
-
 /// `schema` with a metadata entry of its own (`CALL_ID`). DataFusion 55 names the scan of
 /// every table function call `f()` whatever its arguments and compares scans by name and
 /// schema, not by what they read: two uncorrelated subqueries such as `(SELECT sum(bytes) FROM
@@ -449,8 +423,9 @@ impl TableProvider for Derived {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut inputs = Vec::with_capacity(self.inputs.len());
-        for plan in self.input_plans()? {
+        let mut inputs = Vec::with_capacity(self.inputs.len() + self.narrower.len());
+        for (provider, reference, columns) in self.reads() {
+            let plan = LogicalPlanBuilder::scan(reference, provider_as_source(provider), columns)?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);
         }
         self.exec(state, inputs, projection)

@@ -30,6 +30,7 @@ pub mod node;
 pub mod ordered;
 pub mod params;
 pub mod plan;
+pub mod plans;
 pub mod recipe;
 pub mod relation;
 pub mod remembered;

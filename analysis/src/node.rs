@@ -40,7 +40,8 @@ pub struct AnalysisCall {
     table: Arc<dyn TableProvider>,
     /// The output columns read (None: all).
     projection: Option<Vec<usize>>,
-    /// The plans of the relations it may read ([`Derived::input_plans`]).
+    /// The plans of the relations it may read ([`Derived::reads`]): a table's scan, a view's
+    /// query, another analysis's own call.
     inputs: Vec<LogicalPlan>,
     schema: DFSchemaRef,
 }
@@ -52,7 +53,15 @@ impl AnalysisCall {
         let Some(derived) = table.downcast_ref::<Derived>() else {
             return internal_err!("an analysis call over a table that is not an analysis");
         };
-        let inputs = derived.input_plans()?;
+        let mut inputs = Vec::new();
+        for (read, reference, columns) in derived.reads() {
+            inputs.push(if read.downcast_ref::<Derived>().is_some() {
+                AnalysisCall::plan(read, columns)?
+            } else {
+                let source = datafusion::datasource::provider_as_source(read);
+                datafusion::logical_expr::LogicalPlanBuilder::scan(reference, source, columns)?.build()?
+            });
+        }
         Self::with_inputs(table, projection, inputs)
     }
 

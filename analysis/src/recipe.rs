@@ -36,8 +36,7 @@ pub fn plan_again(call: &Call, base: &SessionState, call_id: Option<&str>) -> Re
     let Some(derived) = provider.downcast_ref::<Derived>() else {
         return plan_err!("{}: planned again, it is not an analysis", declaration.name);
     };
-    let mut derived =
-        derived.named(declaration.name).with_call(Call { path: Vec::new(), ..call.clone() }).distributed();
+    let mut derived = distributed(derived.named(declaration.name).with_call(Call { path: Vec::new(), ..call.clone() }));
     for &input in &call.path {
         derived = match derived.input_analysis(input) {
             Some(inner) => inner.clone(),
@@ -96,4 +95,31 @@ fn session_for(base: &SessionState, lookups: &[Lookup]) -> Result<SessionState> 
         }
     }
     Ok(SessionStateBuilder::new_from_existing(base.clone()).with_catalog_list(catalogs).build())
+}
+
+/// `derived` for a distributed engine: its node asks for each input as one partition, and so do
+/// the analyses it made as its inputs, directly or in views of SQL it reads (compare_runs'
+/// samples read `iterations`).
+pub fn distributed(derived: Derived) -> Derived {
+    derived.for_distributed_engine(distributed_table)
+}
+
+/// `table` for a distributed engine: an analysis distributed, a view with the analyses it reads
+/// distributed, anything else as it is.
+fn distributed_table(
+    table: &Arc<dyn datafusion::catalog::TableProvider>,
+) -> Arc<dyn datafusion::catalog::TableProvider> {
+    use datafusion::datasource::ViewTable;
+    if let Some(inner) = table.downcast_ref::<Derived>() {
+        return Arc::new(distributed(inner.clone()));
+    }
+    let Some(view) = table.downcast_ref::<ViewTable>() else { return table.clone() };
+    let plan = crate::plans::replace_scans(view.logical_plan(), |inner| {
+        let replaced = distributed_table(inner);
+        (!Arc::ptr_eq(&replaced, inner)).then_some(replaced)
+    });
+    match plan {
+        Ok(Some(plan)) => Arc::new(ViewTable::new(plan, view.definition().cloned())),
+        _ => table.clone(),
+    }
 }

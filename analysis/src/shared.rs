@@ -33,7 +33,7 @@ use crate::derived::Derived;
 /// `view` with the analyses its plan scans more than once shared among their scans.
 pub fn share_analyses(view: &ViewTable) -> Result<ViewTable> {
     let mut seen: HashMap<*const (), (usize, Arc<dyn TableProvider>)> = HashMap::new();
-    crate::relation::for_each_scan(view.logical_plan(), |_, provider| {
+    crate::plans::for_each_scan(view.logical_plan(), |_, provider| {
         if provider.downcast_ref::<Derived>().is_some() {
             seen.entry(Arc::as_ptr(provider) as *const ()).or_insert((0, provider.clone())).0 += 1;
         }
@@ -43,7 +43,7 @@ pub fn share_analyses(view: &ViewTable) -> Result<ViewTable> {
         .filter(|(_, (uses, _))| *uses > 1)
         .map(|(key, (_, provider))| (key, Arc::new(Shared::new(provider)) as Arc<dyn TableProvider>))
         .collect();
-    let plan = crate::relation::replace_scans(view.logical_plan(), |provider| {
+    let plan = crate::plans::replace_scans(view.logical_plan(), |provider| {
         shared.get(&(Arc::as_ptr(provider) as *const ())).cloned()
     })?;
     Ok(ViewTable::new(plan.unwrap_or_else(|| view.logical_plan().clone()), view.definition().cloned()))

@@ -5,7 +5,8 @@
 //! recipe and find the view's tables there.
 
 use crate::derived::Derived;
-use crate::relation::{Lookup, Relation, for_each_scan, note, wait_for};
+use crate::plans::for_each_scan;
+use crate::relation::{Lookup, Relation, note, wait_for};
 use datafusion::catalog::Session;
 use datafusion::error::Result;
 use datafusion::logical_expr::LogicalPlan;
