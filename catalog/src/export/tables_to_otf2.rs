@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
-use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType, Int32Type, Int64Type};
 
 use super::otf2::EventFiles;
@@ -71,22 +71,24 @@ fn write_archive(trace: &Trace, dir: &Path) -> Result<NotWritten> {
     let mut earliest = i64::MAX;
     let mut named = Named::default();
     crate::store::each_batch(trace, "events", &mut |b| {
-        let e = Columns::of(&b)?;
-        for i in 0..b.num_rows() {
-            earliest = earliest.min(e.ts_local.value(i));
-            let Some(kind) = EventKind::from_name(e.kind.value(i)) else { continue };
-            if !e.comm.is_valid(i) || matches!(kind, EventKind::Enter | EventKind::Leave) {
+        let kinds = looked_up(column(&b, "kind")?, EventKind::from_name)?;
+        let (rank, peer, comm) = (int32(&b, "rank")?, int32(&b, "peer")?, int32(&b, "comm")?);
+        if let Some(m) = arrow::compute::min(&int64(&b, "ts_local")?) {
+            earliest = earliest.min(m);
+        }
+        for (i, kind) in kinds.into_iter().enumerate() {
+            let Some(Some(kind)) = kind else { continue };
+            if !comm.is_valid(i) || matches!(kind, EventKind::Enter | EventKind::Leave) {
                 continue;
             }
-            let comm = e.comm.value(i);
             if (kind as u8) < EventKind::ThreadFork as u8 {
-                let ranks = named.mpi.entry(comm).or_default();
-                ranks.insert(e.rank.value(i));
-                if e.peer.is_valid(i) {
-                    ranks.insert(e.peer.value(i));
+                let ranks = named.mpi.entry(comm.value(i)).or_default();
+                ranks.insert(rank.value(i));
+                if peer.is_valid(i) {
+                    ranks.insert(peer.value(i));
                 }
             } else {
-                named.threads.entry(comm).or_default().insert(e.rank.value(i));
+                named.threads.entry(comm.value(i)).or_default().insert(rank.value(i));
             }
         }
         Ok(())
@@ -123,83 +125,74 @@ fn write_archive(trace: &Trace, dir: &Path) -> Result<NotWritten> {
     Ok(not_written)
 }
 
-/// The columns of a batch of `events` the archive is written from.
-struct Columns {
-    rank: arrow::array::Int32Array,
-    thread: arrow::array::Int32Array,
-    ts_local: arrow::array::Int64Array,
-    kind: arrow::array::StringArray,
-    region: arrow::array::StringArray,
-    peer: arrow::array::Int32Array,
-    comm: arrow::array::Int32Array,
-    tag: arrow::array::Int32Array,
-    bytes: arrow::array::Int64Array,
-    request: arrow::array::Int64Array,
-    op: arrow::array::StringArray,
-    bytes_recv: arrow::array::Int64Array,
+fn column<'a>(b: &'a RecordBatch, name: &str) -> Result<&'a ArrayRef> {
+    b.column_by_name(name).ok_or_else(|| Error::Engine(format!("the events table has no column '{name}'")))
 }
 
-impl Columns {
-    fn of(b: &RecordBatch) -> Result<Columns> {
-        let column = |name: &str| {
-            b.column_by_name(name).ok_or_else(|| Error::Engine(format!("the events table has no column '{name}'")))
-        };
-        let text = |name: &str| -> Result<arrow::array::StringArray> {
-            Ok(arrow::compute::cast(column(name)?, &DataType::Utf8)?.as_string::<i32>().clone())
-        };
-        let int32 = |name: &str| -> Result<arrow::array::Int32Array> {
-            Ok(arrow::compute::cast(column(name)?, &DataType::Int32)?.as_primitive::<Int32Type>().clone())
-        };
-        let int64 = |name: &str| -> Result<arrow::array::Int64Array> {
-            Ok(arrow::compute::cast(column(name)?, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
-        };
-        Ok(Columns {
-            rank: int32("rank")?,
-            thread: int32("thread")?,
-            ts_local: int64("ts_local")?,
-            kind: text("kind")?,
-            region: text("region")?,
-            peer: int32("peer")?,
-            comm: int32("comm")?,
-            tag: int32("tag")?,
-            bytes: int64("bytes")?,
-            request: int64("request")?,
-            op: text("op")?,
-            bytes_recv: int64("bytes_recv")?,
-        })
-    }
+fn int32(b: &RecordBatch, name: &str) -> Result<arrow::array::Int32Array> {
+    Ok(arrow::compute::cast(column(b, name)?, &DataType::Int32)?.as_primitive::<Int32Type>().clone())
+}
+
+fn int64(b: &RecordBatch, name: &str) -> Result<arrow::array::Int64Array> {
+    Ok(arrow::compute::cast(column(b, name)?, &DataType::Int64)?.as_primitive::<Int64Type>().clone())
+}
+
+/// `f` of each row's text in `column` (None where NULL): of each dictionary value once for a
+/// dictionary column (the events' kinds, regions and operations are), else of each row's.
+fn looked_up<T: Clone>(column: &ArrayRef, f: impl Fn(&str) -> T) -> Result<Vec<Option<T>>> {
+    let text = |a: &ArrayRef| -> Result<arrow::array::StringArray> {
+        Ok(arrow::compute::cast(a, &DataType::Utf8)?.as_string::<i32>().clone())
+    };
+    let Some(dictionary) = column.as_any_dictionary_opt() else {
+        let rows = text(column)?;
+        return Ok(rows.iter().map(|v| v.map(&f)).collect());
+    };
+    let values = text(dictionary.values())?;
+    let by_key: Vec<Option<T>> = values.iter().map(|v| v.map(&f)).collect();
+    let keys = dictionary.normalized_keys();
+    Ok(keys.iter().enumerate().map(|(i, &k)| if column.is_valid(i) { by_key[k].clone() } else { None }).collect())
 }
 
 /// A batch of `events` as the writer's events, at their local times; an event of kind `other`
 /// (no OTF2 record) is counted.
 fn events(b: &RecordBatch, region_index: &HashMap<String, i32>, not_written: &mut NotWritten) -> Result<RawEvents> {
-    let e = Columns::of(b)?;
-    let mut out = RawEvents::default();
+    let (rank, thread, ts_local) = (int32(b, "rank")?, int32(b, "thread")?, int64(b, "ts_local")?);
+    let (peer, comm, tag) = (int32(b, "peer")?, int32(b, "comm")?, int32(b, "tag")?);
+    let (bytes, request, bytes_recv) = (int64(b, "bytes")?, int64(b, "request")?, int64(b, "bytes_recv")?);
+    let kinds = looked_up(column(b, "kind")?, |name| EventKind::from_name(name).ok_or_else(|| name.to_string()))?;
+    let regions =
+        looked_up(column(b, "region")?, |name| region_index.get(name).copied().ok_or_else(|| name.to_string()))?;
+    let ops = looked_up(column(b, "op")?, |name| if name.is_empty() { 0 } else { collective_op_code(name) })?;
     let i32_or = |a: &arrow::array::Int32Array, i: usize| if a.is_valid(i) { a.value(i) } else { NONE_I32 };
     let i64_or = |a: &arrow::array::Int64Array, i: usize| if a.is_valid(i) { a.value(i) } else { NONE_I64 };
+    let mut out = RawEvents::default();
     for i in 0..b.num_rows() {
-        let name = e.kind.value(i);
-        let kind = EventKind::from_name(name)
-            .ok_or_else(|| Error::Engine(format!("event {i} of a batch of the events table: unknown kind '{name}'")))?;
+        let kind = match &kinds[i] {
+            Some(Ok(kind)) => *kind,
+            Some(Err(name)) => {
+                return Err(Error::Engine(format!("event {i} of a batch of the events table: unknown kind '{name}'")));
+            }
+            None => return Err(Error::Engine(format!("event {i} of a batch of the events table has no kind"))),
+        };
         if kind == EventKind::Other {
             *not_written.entry("events of kind other".to_string()).or_default() += 1;
         }
-        let region = if e.region.is_valid(i) {
-            region_index.get(e.region.value(i)).copied().ok_or_else(|| {
-                Error::Engine(format!("an event names region '{}', which the regions table has not", e.region.value(i)))
-            })?
-        } else {
-            NONE_I32
+        let region = match &regions[i] {
+            Some(Ok(region)) => *region,
+            Some(Err(name)) => {
+                return Err(Error::Engine(format!("an event names region '{name}', which the regions table has not")));
+            }
+            None => NONE_I32,
         };
-        let mut event = Event::new(e.rank.value(i), e.thread.value(i), e.ts_local.value(i), kind);
+        let mut event = Event::new(rank.value(i), thread.value(i), ts_local.value(i), kind);
         event.region = region;
-        event.peer = i32_or(&e.peer, i);
-        event.comm = i32_or(&e.comm, i);
-        event.tag = i32_or(&e.tag, i);
-        event.bytes = i64_or(&e.bytes, i);
-        event.request = i64_or(&e.request, i);
-        event.bytes_recv = i64_or(&e.bytes_recv, i);
-        event.op = if e.op.is_valid(i) && !e.op.value(i).is_empty() { collective_op_code(e.op.value(i)) } else { 0 };
+        event.peer = i32_or(&peer, i);
+        event.comm = i32_or(&comm, i);
+        event.tag = i32_or(&tag, i);
+        event.bytes = i64_or(&bytes, i);
+        event.request = i64_or(&request, i);
+        event.bytes_recv = i64_or(&bytes_recv, i);
+        event.op = ops[i].unwrap_or(0);
         out.push(event);
     }
     Ok(out)
