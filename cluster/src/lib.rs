@@ -64,6 +64,16 @@ pub fn scheduler_address(url: &str) -> Result<SocketAddr> {
         .ok_or_else(|| Error::Cluster(format!("{url}: the host has no address")))
 }
 
+/// A trace opened on a cluster must be a commdb store, which every process reads in place.
+pub fn require_store(path: &str, url: &str) -> Result<()> {
+    if commdb_catalog::store::is_store(std::path::Path::new(path)) {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{path}: not a commdb store; the cluster at {url} reads stores only: convert it first with `commdb convert {path} DIR`, then open DIR"
+    )))
+}
+
 /// Whether something answers at `address` within 10 s.
 pub async fn reachable(address: SocketAddr, what: &str) -> Result<()> {
     match tokio::time::timeout(Duration::from_secs(10), tokio::net::TcpStream::connect(address)).await {

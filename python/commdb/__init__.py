@@ -101,8 +101,8 @@ def connect(
     every analysis work as in an embedded session; the answers are the same. A wrong address
     raises ArgumentError, a scheduler that does not answer within 10 s ClusterError.
     """
-    native = Session(path, name=name, memory_limit=memory_limit)
-    native.connect(url)
+    native = Session(None, memory_limit=memory_limit)
+    native.connect(url, path, name=name)
     return Trace(native)
 
 

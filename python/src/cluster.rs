@@ -7,20 +7,37 @@ use commdb_catalog::Session as CatalogSession;
 
 use crate::errors::{Class, Failure};
 
-/// Send the queries of `session` to the scheduler at `url` (`df://HOST:PORT`) from now on.
-pub async fn connect(session: &mut CatalogSession, url: &str) -> Result<(), Failure> {
-    let refused = |e: commdb_cluster::Error| match e {
-        commdb_cluster::Error::Usage(m) => Failure::argument(m),
-        commdb_cluster::Error::Cluster(m) => Failure::new(Class::Cluster, m),
-    };
+/// Send the queries of `session` to the scheduler at `url` (`df://HOST:PORT`) from now on,
+/// then open the store at `path` (if given) as `name`. A path that is not a store is refused
+/// before it is opened (a trace bigger than the memory budget would otherwise be converted
+/// into a cache store of this machine first).
+pub async fn connect(
+    session: &mut CatalogSession,
+    url: &str,
+    path: Option<&str>,
+    name: Option<&str>,
+) -> Result<(), Failure> {
     commdb_cluster::scheduler_address(url).map_err(refused)?;
+    if let Some(path) = path {
+        commdb_cluster::require_store(path, url).map_err(refused)?;
+    }
     for (_, trace) in session.traces() {
         if trace.store_dir().is_none() {
-            let path = &trace.meta.path;
-            return Err(Failure::argument(format!(
-                "{path}: not a commdb store; the cluster at {url} reads stores only: convert it first with `commdb convert {path} DIR`, then open DIR"
-            )));
+            commdb_cluster::require_store(&trace.meta.path, url).map_err(refused)?;
         }
     }
-    commdb_cluster::connect(session, url).await.map(drop).map_err(refused)
+    commdb_cluster::connect(session, url).await.map_err(refused)?;
+    if let Some(path) = path {
+        let options = session.open_options.clone();
+        session.open(path, name, &options).map_err(Failure::from)?;
+    }
+    Ok(())
+}
+
+/// A cluster's error as the exception it raises.
+fn refused(e: commdb_cluster::Error) -> Failure {
+    match e {
+        commdb_cluster::Error::Usage(m) => Failure::argument(m),
+        commdb_cluster::Error::Cluster(m) => Failure::new(Class::Cluster, m),
+    }
 }

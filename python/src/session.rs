@@ -362,12 +362,21 @@ impl Session {
     }
 
     /// Run this session's queries on the cluster whose scheduler is at `url` (df://HOST:PORT)
-    /// from now on; the traces it has open must be commdb stores.
-    fn connect(&self, py: Python<'_>, url: String) -> PyResult<()> {
+    /// from now on, and open the store at `path` as `name`; the traces it has open must be
+    /// commdb stores.
+    #[pyo3(signature = (url, path = None, *, name = None))]
+    fn connect(
+        &self,
+        py: Python<'_>,
+        url: String,
+        path: Option<&Bound<'_, PyAny>>,
+        name: Option<String>,
+    ) -> PyResult<()> {
+        let path = path_option("path", path).map_err(|f| f.into_py(py))?.map(|p| p.display().to_string());
         let session = self.session.clone();
         self.engine.run(py, async move {
             let mut s = session.lock().await;
-            crate::cluster::connect(&mut s, &url).await
+            crate::cluster::connect(&mut s, &url, path.as_deref(), name.as_deref()).await
         })
     }
 

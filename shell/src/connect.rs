@@ -2,8 +2,6 @@
 //! executor`. With the `cluster` feature they run Apache Ballista (commdb-cluster); without it
 //! they say how to build a commdb that has it.
 
-use std::path::Path;
-
 use crate::error::{Result, ShellError};
 use commdb_catalog::Session;
 
@@ -12,14 +10,15 @@ use commdb_catalog::Session;
 const NOT_BUILT: &str =
     "this commdb was built without the cluster: build it with `cargo build --release --features cluster`";
 
-/// A trace opened on a cluster must be a commdb store, which every process reads in place.
+/// A trace opened on a cluster must be a commdb store (`commdb_cluster::require_store`); a
+/// commdb without the cluster refuses the cluster itself.
 pub fn require_store(path: &str, url: &str) -> Result<()> {
-    if commdb_catalog::store::is_store(Path::new(path)) {
+    #[cfg(feature = "cluster")]
+    return commdb_cluster::require_store(path, url).map_err(ShellError::from);
+    #[cfg(not(feature = "cluster"))]
+    {
+        let _ = (path, url);
         Ok(())
-    } else {
-        Err(ShellError::usage(format!(
-            "{path}: not a commdb store; the cluster at {url} reads stores only: convert it first with `commdb convert {path} DIR`, then open DIR"
-        )))
     }
 }
 
