@@ -24,7 +24,7 @@ use crate::params::{Param, ParamDefault};
 use datafusion::logical_expr::{AggregateUDF, ScalarUDF};
 
 /// How every table function takes its arguments: what `\df` and the reference state.
-pub const ARGUMENT_RULE: &str = "Table functions take the relation they read first (a table or view by name, a CTE or a parenthesised query; default the trace's), then their other arguments in the declared order or by name (name => value); an omitted or NULL argument is its default.";
+pub const ARGUMENT_RULE: &str = "Table functions take the relation they read first (a table or view by name, a CTE or a parenthesised query, through which a data file is read: `comm_matrix((SELECT * FROM 'm.parquet'))`; default the trace's), then their other arguments in the declared order or by name (name => value); an omitted or NULL argument is its default.";
 
 /// What kind of function SQL sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -56,25 +56,12 @@ impl Relation {
 }
 
 /// The output of a future that planning needs at once (a table looked up in a schema, a
-/// query planned for a view): it is polled once, which is all in-memory catalogs need, and
-/// only when it is not ready is it waited for, on this thread. Waiting inside another wait
-/// (a function planned while another's query is planned) is an error, not a panic.
-pub fn wait_for<F: std::future::Future>(future: F) -> Result<F::Output> {
-    let mut future = std::pin::pin!(future);
-    let waker = futures::task::noop_waker();
-    let mut cx = std::task::Context::from_waker(&waker);
-    if let std::task::Poll::Ready(out) = future.as_mut().poll(&mut cx) {
-        return Ok(out);
-    }
-    match futures::executor::enter() {
-        Ok(guard) => {
-            drop(guard);
-            Ok(futures::executor::block_on(future))
-        }
-        Err(_) => plan_err!(
-            "a table this query reads is not ready while another function's query is planned; query it on its own first"
-        ),
-    }
+/// query planned for a view), or None when it is not ready. commdb's catalogs answer at once;
+/// one that must wait (a file opened by DataFusion's URL tables, a remote catalog) is not
+/// waited for inside the synchronous planning of a call: the caller says how to read it
+/// instead (the statement's own FROM resolves it before planning starts).
+pub fn ready<F: std::future::Future>(future: F) -> Option<F::Output> {
+    futures::FutureExt::now_or_never(future)
 }
 
 /// The schema under which a call's planned relation arguments (a parenthesised query, a CTE)
@@ -221,10 +208,16 @@ pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Rela
         .catalog_list()
         .catalog(&resolved.catalog)
         .and_then(|c| c.schema(&resolved.schema))
-        .map(|schema| wait_for(schema.table(&resolved.table)))
-        .transpose()?
-        .transpose()?
-        .flatten();
+        .map(|schema| ready(schema.table(&resolved.table)));
+    let provider = match provider {
+        None => None,
+        Some(Some(found)) => found?,
+        Some(None) => {
+            return plan_err!(
+                "{function}: '{name}' names a file, which a function reads through a query: give (SELECT * FROM '{name}') in its place"
+            );
+        }
+    };
     match provider {
         Some(provider) => {
             let relation = Relation { reference, provider };

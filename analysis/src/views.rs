@@ -6,7 +6,7 @@
 
 use crate::derived::Derived;
 use crate::plans::for_each_scan;
-use crate::relation::{Lookup, Relation, note, wait_for};
+use crate::relation::{Lookup, Relation, note, ready};
 use datafusion::catalog::Session;
 use datafusion::error::Result;
 use datafusion::logical_expr::LogicalPlan;
@@ -17,7 +17,12 @@ pub fn sql_view(session: &dyn Session, function: &str, sql: String) -> Result<da
     let Some(state) = session.as_any().downcast_ref::<datafusion::execution::session_state::SessionState>() else {
         return datafusion::common::plan_err!("{function}: needs a commdb session to plan its query");
     };
-    let plan = wait_for(state.create_logical_plan(&sql))??;
+    let Some(plan) = ready(state.create_logical_plan(&sql)) else {
+        return datafusion::common::plan_err!(
+            "{function}: a file its query reads must be named in a parenthesised query: {function}(... => (SELECT * FROM 'file'))"
+        );
+    };
+    let plan = plan?;
     note_scans(session, &plan);
     Ok(datafusion::catalog::view::ViewTable::new(plan, Some(sql)))
 }

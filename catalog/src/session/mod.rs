@@ -8,6 +8,7 @@
 pub mod checked;
 pub mod checked_sum;
 pub mod durations;
+pub mod files;
 pub mod information_schema;
 pub mod joins_yield;
 pub mod parts;
@@ -161,7 +162,7 @@ impl Session {
         // remove schemas, so the session keeps the catalog itself for ATTACH and DETACH.
         let catalog = ctx.catalog(CATALOG).expect("the default catalog");
         let catalogs = ctx.state().catalog_list().clone();
-        let ctx = ctx.enable_url_table();
+        let ctx = files::by_path(ctx);
         let mut session = Session {
             ctx,
             catalog,
@@ -187,7 +188,7 @@ impl Session {
         let state = datafusion::execution::SessionStateBuilder::new_from_existing(state)
             .with_catalog_list(self.catalogs.clone())
             .build();
-        self.ctx = SessionContext::new_with_state(state).enable_url_table();
+        self.ctx = files::by_path(SessionContext::new_with_state(state));
     }
 
     /// The traces' absolute start times, shared with SQL functions.
