@@ -104,7 +104,8 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
         .with_ballista_logical_extension_codec(Arc::new(codec::LogicalCodec::default()))
         .with_ballista_physical_extension_codec(Arc::new(codec::PhysicalCodec::default()))
         .with_ballista_job_name("commdb")
-        .with_ballista_adaptive_query_planner(false);
+        .with_ballista_adaptive_query_planner(false)
+        .with_extension(Arc::new(Scheduler(address)));
     let state = SessionStateBuilder::new_from_existing(state).with_config(config).build();
     let upgraded = state.upgrade_for_ballista(format!("http://{address}"))?;
     let mut builder = SessionStateBuilder::new_from_existing(upgraded);
@@ -123,6 +124,30 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
     builder = builder.with_scalar_functions(all_scalars).with_aggregate_functions(all_aggregates);
     session.set_state(builder.build());
     Ok(address)
+}
+
+/// The scheduler a session's queries go to: an extension of the session's configuration that
+/// `connect` sets, so that a failed query can say whether the scheduler went away.
+#[derive(Debug, Clone, Copy)]
+pub struct Scheduler(pub SocketAddr);
+
+/// How long a failed query's scheduler is given to answer before it is said to have stopped.
+const STILL_THERE: Duration = Duration::from_secs(2);
+
+/// A query's failure as the user is told it: in plain words (`plain_error`), and, on a
+/// session connected to a cluster whose scheduler no longer answers, naming the scheduler (a
+/// scheduler that stops mid-query cuts its connection, which the client reports only as a
+/// broken HTTP/2 stream).
+pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
+    let message = plain_error(message);
+    let Some(scheduler) = config.get_extension::<Scheduler>() else { return message };
+    match std::net::TcpStream::connect_timeout(&scheduler.0, STILL_THERE) {
+        Ok(_) => message,
+        Err(e) => format!(
+            "the scheduler at {} stopped answering while the query ran ({e}); the query is lost: {message}",
+            scheduler.0
+        ),
+    }
 }
 
 /// A cluster's error in plain words: Ballista reports a failed task as the debug form of the

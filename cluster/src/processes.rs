@@ -139,6 +139,9 @@ pub async fn run_scheduler(bind: SocketAddr) -> crate::Result<()> {
     // An executor that stops sending heartbeats is given up after this long.
     config.executor_timeout_seconds = 10;
     config.expire_dead_executor_interval_seconds = 2;
+    // When the last executor is lost, a running query fails once none has come back within
+    // this long (Ballista's default, 180 s, left a client waiting for three minutes).
+    config.no_executors_grace_period_seconds = config.executor_timeout_seconds;
     let config = Arc::new(config);
     // Bind first, so that a port in use is an error naming it.
     let listener = tokio::net::TcpListener::bind(bind)

@@ -82,10 +82,11 @@ impl Session {
             Outcome::Done(message) => Rows::done(message),
             Outcome::Query(df) => {
                 let schema = Arc::new(df.schema().as_arrow().clone());
-                let mut stream = df.execute_stream().await.map_err(|e| from_engine(e, Some(budget)))?;
+                let config = df.task_ctx().session_config().clone();
+                let mut stream = df.execute_stream().await.map_err(|e| from_engine(e, Some(budget), &config))?;
                 let mut batches = Vec::new();
                 while let Some(batch) = stream.next().await {
-                    batches.push(batch.map_err(|e| from_engine(e, Some(budget)))?);
+                    batches.push(batch.map_err(|e| from_engine(e, Some(budget), &config))?);
                 }
                 let schema = batches.first().map_or(schema, RecordBatch::schema);
                 Rows::rows(schema, batches)

@@ -22,13 +22,16 @@ pub fn require_store(path: &str, url: &str) -> Result<()> {
     }
 }
 
-/// A cluster's error in plain words (`commdb_cluster::plain_error`); a commdb without the
-/// cluster meets none.
-pub fn plain_error(message: String) -> String {
+/// A query's failure on a cluster as the user is told it (`commdb_cluster::told`: plain words,
+/// the scheduler named when it stopped); a commdb without the cluster meets none.
+pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
     #[cfg(feature = "cluster")]
-    return commdb_cluster::plain_error(message);
+    return commdb_cluster::told(message, config);
     #[cfg(not(feature = "cluster"))]
-    message
+    {
+        let _ = config;
+        message
+    }
 }
 
 /// Run the session's queries on the cluster at `url`.

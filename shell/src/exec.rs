@@ -37,6 +37,7 @@ async fn run_plan(
     df: DataFrame,
     mut each: impl FnMut(RecordBatch) -> Result<()>,
 ) -> Result<()> {
+    let config = df.task_ctx().session_config().clone();
     let (tx, mut rx) = tokio::sync::mpsc::channel(2);
     let runtime = queries.as_ref().ok_or_else(|| ShellError::Runtime("the query runtime has stopped".into()))?;
     let mut task = runtime.spawn(async move {
@@ -70,7 +71,7 @@ async fn run_plan(
                     return Err(match commdb_catalog::Error::from(e) {
                         // A cluster's failure comes as the text of its report.
                         commdb_catalog::Error::Engine(message) => {
-                            ShellError::Trace(commdb_catalog::Error::Engine(crate::connect::plain_error(message)))
+                            ShellError::Trace(commdb_catalog::Error::Engine(crate::connect::told(message, &config)))
                         }
                         typed => ShellError::Trace(typed),
                     });

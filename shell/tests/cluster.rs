@@ -127,7 +127,13 @@ fn store_of(dir: &Path, name: &str, changed: &[&str]) -> PathBuf {
         "--format",
         "otf2",
     ];
-    args.extend_from_slice(changed);
+    // An option given in `changed` replaces the default's value.
+    for pair in changed.chunks(2) {
+        match args.iter().position(|a| *a == pair[0]) {
+            Some(at) if pair.len() == 2 => args[at + 1] = pair[1],
+            _ => args.extend_from_slice(pair),
+        }
+    }
     let o = run(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     let store = dir.join(name);
@@ -171,8 +177,11 @@ fn assert_close(a: &str, b: &str, tolerance: f64, what: &str) {
             if u == v {
                 continue;
             }
+            // A list's items are fields too: `"[2.5`, ` 3.1]"`.
             let split = |t: &str| -> Option<(f64, String)> {
-                let end = t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-')).unwrap_or(t.len());
+                let t = t.trim_start_matches(['"', '[', ' ']);
+                let end =
+                    t.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == 'e')).unwrap_or(t.len());
                 Some((t[..end].parse().ok()?, t[end..].to_string()))
             };
             let (Some((nu, su)), Some((nv, sv))) = (split(u), split(v)) else { panic!("{what}: {u} / {v}") };
@@ -530,6 +539,151 @@ fn failures_name_what_failed_and_never_hang() {
         assert!(status.success(), "{}", p.log());
         assert!(p.log().contains(": stopped"), "{}", p.log());
     }
+}
+
+/// The analyses that answer "why", which read whole relations in one task.
+const WHY: [&str; 11] = [
+    "wait_states",
+    "rank_diagnosis",
+    "critical_path",
+    "critical_path_profile",
+    "delay_costs",
+    "ideal_replay",
+    "transfer_efficiency",
+    "vector_clocks",
+    "dag_nodes",
+    "dag_edges",
+    "latency_trend",
+];
+
+/// A client running a query on the cluster, its output going to files (a pipe nobody reads
+/// while it runs would stop it once full).
+struct Client {
+    child: Child,
+    out: PathBuf,
+    err: PathBuf,
+}
+
+/// The client running `query` on the cluster.
+fn client(store: &Path, url: &str, query: &str) -> Client {
+    let dir = store.parent().unwrap();
+    let (out, err) = (dir.join("client.out"), dir.join("client.err"));
+    let mut client = commdb();
+    client.args([store.to_str().unwrap(), "-q", "--format", "csv", "--cluster", url, "-c", query]);
+    client.stdout(std::fs::File::create(&out).unwrap()).stderr(std::fs::File::create(&err).unwrap());
+    Client { child: client.spawn().unwrap(), out, err }
+}
+
+/// Wait for the client to end within `seconds`, and give whether it succeeded, its output and
+/// its errors; past that, fail with the cluster's logs.
+fn ended(mut client: Client, seconds: u64, what: &str, cluster: &Cluster) -> (bool, String, String) {
+    let until = Instant::now() + Duration::from_secs(seconds);
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+    loop {
+        if let Some(status) = client.child.try_wait().unwrap() {
+            return (status.success(), read(&client.out), format!("{} ({status})", read(&client.err)));
+        }
+        if Instant::now() > until {
+            let _ = client.child.kill();
+            let executors: Vec<String> = cluster.executors.iter().map(Process::log).collect();
+            panic!(
+                "{what}: the client still waits after {seconds} s\nclient: {}\nscheduler:\n{}\nexecutors:\n{}",
+                read(&client.err),
+                cluster.scheduler.log(),
+                executors.join("\n--\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The executor that first logs, past `seen` (each executor's log length when the query
+/// began), a task whose plan runs one of the "why" analyses; None when the client ended first.
+fn running_why(cluster: &Cluster, seen: &[usize], client: &mut Client) -> Option<usize> {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        for (i, e) in cluster.executors.iter().enumerate() {
+            let log = e.log();
+            let new = log.get(seen[i]..).unwrap_or_default();
+            if new.lines().any(|l| l.contains(": task ") && WHY.iter().any(|f| l.contains(&format!("<- {f}")))) {
+                return Some(i);
+            }
+        }
+        if client.child.try_wait().unwrap().is_some() {
+            return None;
+        }
+        assert!(Instant::now() < until, "no analysis task within 60 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_lost_process_never_hangs_the_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_of(dir.path(), "why", &["--ranks", "64", "--iterations", "60"]);
+    let mut cluster = Cluster::start(dir.path(), 2, &[]);
+    let url = cluster.url();
+    let mut landed = 0;
+    for (n, function) in WHY.iter().enumerate() {
+        let query = format!("SELECT * FROM {function}()");
+        let embedded = answer(&store, None, &["-c", &query]);
+        assert!(embedded.0, "{query} embedded: {}", embedded.2);
+        // An executor is killed (SIGKILL) while it runs the analysis's task: the query is
+        // answered by the other, after Ballista gives the lost one up and runs its tasks again.
+        let seen: Vec<usize> = cluster.executors.iter().map(|e| e.log().len()).collect();
+        let mut running = client(&store, &url, &query);
+        if let Some(victim) = running_why(&cluster, &seen, &mut running) {
+            drop(cluster.executors.remove(victim));
+            landed += 1;
+        }
+        let (ok, out, err) = ended(running, 90, &query, &cluster);
+        assert!(ok, "{query} after an executor was lost: {err}");
+        assert_close(&sorted(&out).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, &query);
+        // A new executor, started now, takes part in the next query.
+        let bind = format!("127.0.0.1:{}", free_ports());
+        let log = dir.path().join(format!("joined{n}.log"));
+        let args = ["executor", "--scheduler", &cluster.address, "--bind", &bind, "--vcores", "1"];
+        let joined = Process::start(&log, &args);
+        joined.wait_for("asking the scheduler for tasks", 1, 30);
+        cluster.executors.push(joined);
+        while cluster.executors.len() > 2 {
+            drop(cluster.executors.remove(0));
+        }
+    }
+    println!("{landed} of {} executors were killed while they ran the analysis's task", WHY.len());
+    assert!(landed >= WHY.len() / 2, "only {landed} of {} kills landed in an analysis's task", WHY.len());
+    // The executors that joined after a kill ran tasks of later queries.
+    let first_joined = &cluster.executors[0];
+    assert!(first_joined.log().contains(": task "), "{}", first_joined.log());
+
+    // Every executor lost mid-query: the query fails once none has come back, naming why.
+    let seen: Vec<usize> = cluster.executors.iter().map(|e| e.log().len()).collect();
+    let mut running = client(&store, &url, "SELECT * FROM critical_path()");
+    if running_why(&cluster, &seen, &mut running).is_some() {
+        cluster.executors.clear();
+        let (ok, _, err) = ended(running, 40, "every executor lost", &cluster);
+        assert!(!ok && err.contains("all executors were lost"), "{err}");
+    }
+
+    // The scheduler lost mid-query: the client fails within 10 s, naming it.
+    let joined: Vec<Process> = (0..2)
+        .map(|i| {
+            let bind = format!("127.0.0.1:{}", free_ports());
+            let args = ["executor", "--scheduler", &cluster.address, "--bind", &bind, "--vcores", "1"];
+            let e = Process::start(&dir.path().join(format!("last{i}.log")), &args);
+            e.wait_for("asking the scheduler for tasks", 1, 30);
+            e
+        })
+        .collect();
+    cluster.executors = joined;
+    let seen: Vec<usize> = cluster.executors.iter().map(|e| e.log().len()).collect();
+    let mut running = client(&store, &url, "SELECT * FROM delay_costs()");
+    assert!(running_why(&cluster, &seen, &mut running).is_some(), "delay_costs ended before it could be cut");
+    let killed = Instant::now();
+    cluster.scheduler.child.kill().unwrap();
+    let (ok, _, said) = ended(running, 10, "the scheduler lost", &cluster);
+    assert!(killed.elapsed() < Duration::from_secs(10));
+    assert!(!ok && said.contains(&format!("the scheduler at {}", cluster.address)), "{said}");
 }
 
 #[test]
