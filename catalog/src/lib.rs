@@ -17,7 +17,8 @@
 //! the meaning of every column), `events` and `trace` (raw events as columns, a trace in
 //! memory), `error`, `phases` (where the time of a build goes), `progress`, `interrupt` (Ctrl-C
 //! reaching long work), `wallclock` (traces' absolute starts, notices of SQL functions),
-//! `suggest` ("did you mean"), `fast_hash`, and `writing` (files the user names, written
+//! `suggest` ("did you mean"), `fast_hash`, `data_dirs` (the directories a cluster's process
+//! keeps to), and `writing` (files the user names, written
 //! without losing what was there).
 //!
 //! This crate knows nothing of commdb's SQL functions (crate commdb-udfs) and never panics
@@ -25,6 +26,7 @@
 
 pub mod clock;
 pub mod convert;
+pub mod data_dirs;
 pub mod deriving;
 pub mod error;
 pub mod events;

@@ -180,6 +180,9 @@ fn opened(dir: &Path, name: &str) -> Result<Arc<Trace>> {
     {
         return Ok(t.clone());
     }
+    if let Err(refused) = commdb_catalog::data_dirs::check(dir) {
+        return plan_err!("{refused}");
+    }
     if !commdb_catalog::store::is_store(dir) {
         return plan_err!(
             "{} cannot read the store {}: no {} there (every process of a cluster must see a store at the same path)",

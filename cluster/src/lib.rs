@@ -9,6 +9,7 @@
 //! which analyses spread.
 
 pub mod codec;
+pub mod guard;
 pub mod processes;
 
 use std::fmt;
@@ -155,7 +156,15 @@ pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> Str
 /// Execution("latency_criteria: ...")))))`); the words inside are the error, named with the
 /// job. Any other message is kept as it is.
 pub fn plain_error(message: String) -> String {
-    // Only Ballista's reports: a job named, and an error in its debug form.
+    // A query the scheduler refused comes as the debug form of a gRPC status.
+    if let Some(at) = message.find("Status { code: ")
+        && let Some(open) = message[at..].find("message: \"")
+        && let Some(said) = quoted(&message[at + open + "message: \"".len()..])
+    {
+        let said = said.trim_start_matches("Could not parse plan: ").trim_start_matches("DataFusion error: ");
+        return said.to_string();
+    }
+    // Otherwise only Ballista's reports: a job named, and an error in its debug form.
     if !message.contains("DataFusionError(") {
         return message;
     }
@@ -166,20 +175,28 @@ pub fn plain_error(message: String) -> String {
         .filter_map(|open| message.rfind(open).map(|at| at + open.len()))
         .max();
     let Some(start) = inner else { return message };
+    match quoted(&message[start..]) {
+        Some(said) => format!("{said} (cluster job {job})"),
+        None => message,
+    }
+}
+
+/// The text of a Rust string literal's debug form that `text` starts inside of, up to its
+/// closing quote, unescaped; None when it has none.
+fn quoted(text: &str) -> Option<String> {
     let mut out = String::new();
-    let mut chars = message[start..].chars();
+    let mut chars = text.chars();
     while let Some(c) = chars.next() {
         match c {
-            '\\' => match chars.next() {
-                Some('n') => out.push('\n'),
-                Some(other) => out.push(other),
-                None => break,
+            '\\' => match chars.next()? {
+                'n' => out.push('\n'),
+                other => out.push(other),
             },
-            '"' => return format!("{out} (cluster job {job})"),
+            '"' => return Some(out),
             c => out.push(c),
         }
     }
-    message
+    None
 }
 
 #[cfg(test)]
@@ -192,6 +209,11 @@ mod tests {
         assert_eq!(
             plain_error(ballista.to_string()),
             "latency_criteria: needs about 64.13 MiB, more than the \"budget\" (cluster job 038GVR1JJE000)"
+        );
+        let refused = r#"Execution error: Status { code: InvalidArgument, message: "Could not parse plan: DataFusion error: Error during planning: scheduler 127.0.0.1:1 reads and writes only under its data directories (/d): '/s' is outside them", metadata: MetadataMap { headers: {} }, source: None }"#;
+        assert_eq!(
+            plain_error(refused.to_string()),
+            "Error during planning: scheduler 127.0.0.1:1 reads and writes only under its data directories (/d): '/s' is outside them"
         );
         let other = "Schema error: No field named x".to_string();
         assert_eq!(plain_error(other.clone()), other);

@@ -35,6 +35,34 @@ pub struct ExecutorOptions {
     pub vcores: Option<usize>,
     /// The memory its tasks may hold together, in bytes.
     pub memory_limit: Option<u64>,
+    /// The directories its tasks may read and write files under (none: anywhere its user may,
+    /// allowed on loopback only).
+    pub data_dirs: Vec<std::path::PathBuf>,
+}
+
+/// Keep this process's files under `dirs` and `work_dir` (commdb_catalog::data_dirs). A process
+/// reachable from other machines must be given them: it runs the SQL of anyone who reaches it,
+/// and SQL names files.
+fn keep_to(
+    process: &str,
+    bind: SocketAddr,
+    dirs: &[std::path::PathBuf],
+    work_dir: Option<&std::path::Path>,
+) -> crate::Result<()> {
+    if dirs.is_empty() {
+        if bind.ip().is_loopback() {
+            return Ok(());
+        }
+        return Err(Error::Usage(format!(
+            "{process}: listening on {bind}, which other machines reach, it would read and write any file its user may for whoever sends it SQL: give the directories its queries may use with --data-dir DIR (repeatable)"
+        )));
+    }
+    let mut roots = dirs.to_vec();
+    roots.extend(work_dir.map(std::path::Path::to_path_buf));
+    commdb_catalog::data_dirs::restrict(&roots, process).map_err(Error::Usage)?;
+    let shown: Vec<String> = roots.iter().map(|r| r.display().to_string()).collect();
+    eprintln!("{} {process}: reads and writes files only under {}", now(), shown.join(", "));
+    Ok(())
 }
 
 /// The time of day (UTC) with milliseconds, for log lines.
@@ -112,18 +140,23 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
     // its partitions by building the scan again without its limit, so a limit pushed into such
     // a scan was lost and every row returned. Here the limit stays a node of its own above
     // the scan (the logical optimizer still gives it to the scans of the store's files).
-    let physical: Vec<_> =
+    let mut physical: Vec<_> =
         state.physical_optimizers().iter().filter(|r| r.name() != "LimitPushdown").cloned().collect();
+    if commdb_catalog::data_dirs::restricted() {
+        physical.push(Arc::new(crate::guard::KeepToDataDirs));
+    }
     Ok(datafusion::execution::SessionStateBuilder::new_from_existing(state)
         .with_optimizer_rules(rules)
         .with_physical_optimizer_rules(physical)
         .build())
 }
 
-/// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM.
-pub async fn run_scheduler(bind: SocketAddr) -> crate::Result<()> {
+/// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM, its files kept under
+/// `data_dirs` (none: anywhere, on loopback only).
+pub async fn run_scheduler(bind: SocketAddr, data_dirs: &[std::path::PathBuf]) -> crate::Result<()> {
     let process = format!("scheduler {bind}");
     install_log(&process);
+    keep_to(&process, bind, data_dirs, None)?;
     let mut config = SchedulerConfig::default().with_hostname(bind.ip().to_string()).with_port(bind.port());
     config.bind_host = bind.ip().to_string();
     config.override_logical_codec = Some(Arc::new(LogicalCodec::default()));
@@ -203,6 +236,10 @@ impl ExecutionEngine for LoggedTasks {
             self.process,
             names.join(" <- ")
         );
+        if let Err(refused) = crate::guard::check_plan(&plan) {
+            eprintln!("{} {}: task {task_id} job {job_id} refused: {refused}", now(), self.process);
+            return Err(refused);
+        }
         self.inner.create_query_stage_exec(
             job_id,
             stage_id,
@@ -219,6 +256,7 @@ impl ExecutionEngine for LoggedTasks {
 pub async fn run_executor(options: ExecutorOptions) -> crate::Result<()> {
     let process = format!("executor {}", options.bind);
     install_log(&process);
+    keep_to(&process, options.bind, &options.data_dirs, options.work_dir.as_deref())?;
     let grpc_port = match options.grpc_port {
         Some(p) => p,
         None => options

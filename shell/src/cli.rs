@@ -149,6 +149,10 @@ pub enum Sub {
         /// Address to listen on.
         #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:50050")]
         bind: std::net::SocketAddr,
+        /// A directory the queries may read and write files under (stores, read_csv, COPY TO);
+        /// repeatable. Required when --bind is not a loopback address; without it, any file.
+        #[arg(long = "data-dir", value_name = "DIR")]
+        data_dirs: Vec<PathBuf>,
     },
     /// Run a cluster's executor until Ctrl-C or SIGTERM: it registers with the scheduler and
     /// runs the tasks of queries, logging each task with its job and stage.
@@ -171,6 +175,11 @@ pub enum Sub {
         /// Memory the running tasks may hold together, e.g. 2G; past it a task fails saying so.
         #[arg(long = "memory-limit", value_name = "SIZE", value_parser = commdb_catalog::session::parse_size)]
         executor_memory: Option<usize>,
+        /// A directory its tasks may read and write files under (stores, read_csv, COPY TO),
+        /// besides --work-dir; repeatable. Required when --bind is not a loopback address;
+        /// without it, any file.
+        #[arg(long = "data-dir", value_name = "DIR")]
+        data_dirs: Vec<PathBuf>,
     },
     /// Write a trace for another tool: `--format chrome` writes Chrome trace-event JSON, which
     /// Perfetto's UI (ui.perfetto.dev) and chrome://tracing open; `--format otf2` an OTF2

@@ -47,12 +47,12 @@ pub async fn connect(_session: &mut Session, url: &str) -> Result<()> {
 
 /// `commdb scheduler --bind HOST:PORT`.
 #[cfg(feature = "cluster")]
-pub async fn scheduler(bind: std::net::SocketAddr) -> Result<()> {
-    commdb_cluster::processes::run_scheduler(bind).await.map_err(ShellError::from)
+pub async fn scheduler(bind: std::net::SocketAddr, data_dirs: Vec<std::path::PathBuf>) -> Result<()> {
+    commdb_cluster::processes::run_scheduler(bind, &data_dirs).await.map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn scheduler(_bind: std::net::SocketAddr) -> Result<()> {
+pub async fn scheduler(_bind: std::net::SocketAddr, _data_dirs: Vec<std::path::PathBuf>) -> Result<()> {
     Err(ShellError::Cluster(format!("scheduler: {NOT_BUILT}")))
 }
 
@@ -66,6 +66,7 @@ pub struct ExecutorArgs {
     pub work_dir: Option<std::path::PathBuf>,
     pub vcores: Option<usize>,
     pub memory_limit: Option<u64>,
+    pub data_dirs: Vec<std::path::PathBuf>,
 }
 
 /// `commdb executor --scheduler HOST:PORT --bind HOST:PORT ...`.
@@ -78,6 +79,7 @@ pub async fn executor(args: ExecutorArgs) -> Result<()> {
         work_dir: args.work_dir,
         vcores: args.vcores,
         memory_limit: args.memory_limit,
+        data_dirs: args.data_dirs,
     })
     .await
     .map_err(ShellError::from)

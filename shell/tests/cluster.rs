@@ -687,6 +687,87 @@ fn a_lost_process_never_hangs_the_client() {
 }
 
 #[test]
+fn a_cluster_keeps_to_its_data_dirs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    std::fs::create_dir(&data).unwrap();
+    let inside = store_of(&data, "store", &[]);
+    let outside = store_of(dir.path(), "outside", &[]);
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("ranks.csv"), "rank,node\n0,n0\n").unwrap();
+    // A link inside the data directory that leads out of it.
+    std::os::unix::fs::symlink(&elsewhere, data.join("link")).unwrap();
+
+    // Reachable from other machines, a process must be told its directories.
+    let free = format!("0.0.0.0:{}", free_ports());
+    let o = run(&["scheduler", "--bind", &free]);
+    assert!(!o.status.success() && stderr(&o).contains("--data-dir"), "{}", stderr(&o));
+    let o = run(&["executor", "--scheduler", "127.0.0.1:1", "--bind", &free]);
+    assert!(!o.status.success() && stderr(&o).contains("--data-dir"), "{}", stderr(&o));
+    let o = run(&["executor", "--scheduler", "127.0.0.1:1", "--data-dir", "/no/such/dir"]);
+    assert!(!o.status.success() && stderr(&o).contains("/no/such/dir"), "{}", stderr(&o));
+
+    let address = format!("127.0.0.1:{}", free_ports());
+    let keep = ["--data-dir", data.to_str().unwrap()];
+    let scheduler =
+        Process::start(&dir.path().join("scheduler.log"), &[&["scheduler", "--bind", &address][..], &keep].concat());
+    scheduler.wait_for("listening", 1, 30);
+    let bind = format!("127.0.0.1:{}", free_ports());
+    let executor = Process::start(
+        &dir.path().join("executor.log"),
+        &[&["executor", "--scheduler", &address, "--bind", &bind][..], &keep].concat(),
+    );
+    executor.wait_for("asking the scheduler for tasks", 1, 30);
+    let url = format!("df://{address}");
+
+    // Inside: read and written.
+    let (ok, out, err) = answer(&inside, Some(&url), &["-c", "SELECT count(*) > 0 AS some FROM messages"]);
+    assert!(ok && out.contains("true"), "{err}");
+    let written = data.join("copied.csv");
+    let copy = format!("COPY (SELECT rank FROM ranks) TO '{}'", written.display());
+    let (ok, _, err) = answer(&inside, Some(&url), &["-c", &copy]);
+    assert!(ok && written.exists(), "{err}");
+
+    // Outside, directly or through the link: refused, naming the path, and nothing written.
+    let csv = elsewhere.join("ranks.csv");
+    let linked = data.join("link").join("ranks.csv");
+    let target = elsewhere.join("copied.csv");
+    let through_link = data.join("link").join("copied2.csv");
+    let refused = [
+        (format!("SELECT * FROM read_csv('{}')", csv.display()), csv.display().to_string()),
+        (format!("SELECT * FROM '{}'", csv.display()), csv.display().to_string()),
+        (format!("SELECT * FROM read_csv('{}')", linked.display()), csv.display().to_string()),
+        (format!("COPY (SELECT rank FROM ranks) TO '{}'", target.display()), target.display().to_string()),
+        (format!("COPY (SELECT rank FROM ranks) TO '{}'", through_link.display()), "copied2.csv".to_string()),
+    ];
+    for (query, named) in &refused {
+        let (ok, _, err) = answer(&inside, Some(&url), &["-c", query]);
+        assert!(!ok && err.contains("outside them") && err.contains(named.as_str()), "{query}: {err}");
+    }
+    assert!(!target.exists() && !elsewhere.join("copied2.csv").exists());
+    let (ok, _, err) = answer(&outside, Some(&url), &["-c", "SELECT count(*) FROM messages"]);
+    assert!(!ok && err.contains("outside them") && err.contains(outside.to_str().unwrap()), "{err}");
+    assert!(!err.contains("Status {"), "the scheduler's refusal in plain words: {err}");
+
+    // An executor keeps to its directories whatever its scheduler lets through.
+    drop((executor, scheduler));
+    let address = format!("127.0.0.1:{}", free_ports());
+    let scheduler = Process::start(&dir.path().join("open.log"), &["scheduler", "--bind", &address]);
+    scheduler.wait_for("listening", 1, 30);
+    let bind = format!("127.0.0.1:{}", free_ports());
+    let executor = Process::start(
+        &dir.path().join("kept.log"),
+        &[&["executor", "--scheduler", &address, "--bind", &bind][..], &keep].concat(),
+    );
+    executor.wait_for("asking the scheduler for tasks", 1, 30);
+    let copy = format!("COPY (SELECT rank FROM ranks) TO '{}'", target.display());
+    let (ok, _, err) = answer(&inside, Some(&format!("df://{address}")), &["-c", &copy]);
+    assert!(!ok && err.contains(&format!("executor {bind} reads and writes only under")), "{err}");
+    assert!(!target.exists());
+}
+
+#[test]
 fn a_store_the_cluster_cannot_see_is_named() {
     // The cluster runs in a mount namespace where the store's directory is hidden, as on
     // machines that do not share the client's filesystem.

@@ -23,7 +23,7 @@ use crate::print::PrintOptions;
 /// Run subcommand `sub` of the command line `cli`; `print` is how the shell would print.
 pub async fn run(cli: &Cli, sub: &Sub, print: PrintOptions) -> Result<()> {
     match sub {
-        Sub::Scheduler { bind } => servers::scheduler(cli, *bind),
+        Sub::Scheduler { bind, data_dirs } => servers::scheduler(cli, *bind, data_dirs),
         Sub::Executor { .. } => servers::executor(cli, sub),
         Sub::Generate(args) => generate::run(cli, args),
         Sub::Convert { input, output, part_rows } => match (cli.demo, output) {

@@ -7,13 +7,13 @@ use crate::error::{Result, ShellError};
 /// What the servers do, for the options that do not apply to them.
 const DOES: &str = "which reads the stores its queries name";
 
-pub fn scheduler(cli: &Cli, bind: std::net::SocketAddr) -> Result<()> {
+pub fn scheduler(cli: &Cli, bind: std::net::SocketAddr, data_dirs: &[std::path::PathBuf]) -> Result<()> {
     super::refuse_reading_options(cli, "scheduler", DOES, &[(cli.demo, "--demo")])?;
-    on_server_runtime(crate::connect::scheduler(bind))
+    on_server_runtime(crate::connect::scheduler(bind, data_dirs.to_vec()))
 }
 
 pub fn executor(cli: &Cli, sub: &Sub) -> Result<()> {
-    let Sub::Executor { scheduler, bind, grpc_port, work_dir, vcores, executor_memory } = sub else {
+    let Sub::Executor { scheduler, bind, grpc_port, work_dir, vcores, executor_memory, data_dirs } = sub else {
         return Err(ShellError::Runtime("executor: not the executor subcommand".into()));
     };
     super::refuse_reading_options(cli, "executor", DOES, &[(cli.demo, "--demo")])?;
@@ -24,6 +24,7 @@ pub fn executor(cli: &Cli, sub: &Sub) -> Result<()> {
         work_dir: work_dir.clone(),
         vcores: *vcores,
         memory_limit: executor_memory.map(|m| m as u64),
+        data_dirs: data_dirs.clone(),
     };
     on_server_runtime(crate::connect::executor(args))
 }

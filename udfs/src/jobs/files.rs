@@ -50,6 +50,9 @@ pub const READ_CSV: Function = Function {
 /// in name order; each a regular file.
 fn files_of(function: &str, path: &str, ext: &str) -> Result<Vec<PathBuf>> {
     let p = Path::new(path);
+    if let Err(refused) = commdb_catalog::data_dirs::check(p) {
+        return plan_err!("{function}: {refused}");
+    }
     let meta = match std::fs::metadata(p) {
         Ok(m) => m,
         Err(e) => return plan_err!("{function}: cannot open '{path}': {e}"),

@@ -114,6 +114,15 @@ fn lazy_file(
     Ok(Arc::new(Derived::from_many(schema, Vec::new(), compute).named(function)))
 }
 
+/// The path a reader of scheduler logs was given, if this process may read it
+/// (commdb_catalog::data_dirs).
+fn readable(function: &str, path: &str) -> Result<()> {
+    match commdb_catalog::data_dirs::check(Path::new(path)) {
+        Ok(()) => Ok(()),
+        Err(refused) => plan_err!("{function}: {refused}"),
+    }
+}
+
 arguments! {
     /// The one argument of the readers of scheduler logs.
     struct PathArgs(READ_SACCT, READ_SWF, SWF_HEADER) {
@@ -123,17 +132,20 @@ arguments! {
 
 fn read_sacct(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PathArgs { path } = PathArgs::read(a)?;
+    readable(a.function, &path)?;
     let schema = jobs::sacct::schema(Path::new(&path));
     lazy_file(schema, a.function, move || jobs::read(Path::new(&path), LogKind::Sacct))
 }
 
 fn read_swf(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PathArgs { path } = PathArgs::read(a)?;
+    readable(a.function, &path)?;
     lazy_file(Ok(jobs::swf::schema()), a.function, move || jobs::read(Path::new(&path), LogKind::Swf))
 }
 
 fn swf_header(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let PathArgs { path } = PathArgs::read(a)?;
+    readable(a.function, &path)?;
     lazy_file(Ok(jobs::swf::header_schema()), a.function, move || {
         jobs::swf::read(Path::new(&path)).and_then(|log| jobs::swf::header_batch(&log))
     })
