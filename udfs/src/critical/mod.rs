@@ -23,7 +23,8 @@
 //! each other without gap from the first segment's start to the run's end.
 //!
 //! `critical_path_profile(...)` gives per call path, rank and thread the time on the path, its
-//! share of the run, the call path's mean exclusive time per location (a rank's thread) with
+//! share of the run, the call path's mean exclusive time per location (a rank's thread; a
+//! kernel's over the accelerator streams) with
 //! waiting left out (MPI waits and OpenMP barrier waits), and per call path (rank NULL) the
 //! critical-path imbalance: path time beyond that mean, the indicator of
 //! the source (time a region holds the run up more than its average load explains). Scalasca
@@ -130,7 +131,7 @@ pub const CRITICAL_PATH_PROFILE: Function = Function {
         col(
             "mean_ns",
             float64,
-            "the call path's mean exclusive time per location (a rank's thread), waiting left out (rank NULL rows)",
+            "the call path's mean exclusive time per location of its kind (a rank's thread; for a kernel, an accelerator stream), waiting left out (rank NULL rows)",
         ),
         col("imbalance_ns", float64, "path_ns beyond mean_ns: the critical-path imbalance (rank NULL rows)"),
     ]),
@@ -456,8 +457,9 @@ struct RunSweep {
     finalize: Finalize,
     /// Each rank's threads, in order (the master first).
     threads: BTreeMap<i64, Vec<i64>>,
-    /// Per call path, the time of every thread's stretches that is not waiting.
-    totals: HashMap<u32, i64>,
+    /// Per call path and location (rank, thread), the time of its stretches that is not
+    /// waiting.
+    totals: HashMap<(u32, Location), i64>,
     answer: Answer,
     schema: SchemaRef,
 }
@@ -483,7 +485,7 @@ impl Mapper for RunSweep {
                 if profile {
                     let waiting = waits.waiting.get(&rank);
                     for s in &th.stretches {
-                        *totals.entry(s.path).or_default() += not_waiting(s, waiting);
+                        *totals.entry((s.path, (rank, th.thread))).or_default() += not_waiting(s, waiting);
                     }
                 }
             }
@@ -491,7 +493,7 @@ impl Mapper for RunSweep {
             // every synchronisation point's waiting).
             if profile {
                 for w in omp.iter().filter(|w| w.barrier) {
-                    *totals.entry(w.path).or_default() -= w.end - w.start;
+                    *totals.entry((w.path, (rank, w.thread))).or_default() -= w.end - w.start;
                 }
             }
         })?;
@@ -507,8 +509,11 @@ impl Mapper for RunSweep {
         let Swept { store, names, paths } = &mut self.swept;
         if self.answer == Answer::Profile {
             for (&rank, list) in &self.threads {
-                if let Some(pad) = list.first().and_then(|&master| store.padding_of(location(rank, master))) {
-                    *self.totals.entry(pad.path).or_default() += not_waiting(&pad, self.waits.waiting.get(&rank));
+                if let Some((&master, pad)) =
+                    list.first().and_then(|m| Some((m, store.padding_of(location(rank, *m))?)))
+                {
+                    *self.totals.entry((pad.path, (rank, master))).or_default() +=
+                        not_waiting(&pad, self.waits.waiting.get(&rank));
                 }
             }
         }
@@ -517,10 +522,8 @@ impl Mapper for RunSweep {
         let batch = match self.answer {
             Answer::Path => path_batch(&path, &self.schema)?,
             Answer::Profile => {
-                let totals: HashMap<Option<&str>, i64> =
-                    self.totals.iter().map(|(p, t)| (path_name(paths, *p), *t)).collect();
-                let locations = self.threads.values().map(Vec::len).sum();
-                profile_batch(&path, &totals, locations, &self.schema)?
+                let means = means(&self.totals, &self.threads, &offload, |p| path_name(paths, p));
+                profile_batch(&path, &means, &self.schema)?
             }
         };
         Ok(vec![batch])
@@ -570,23 +573,55 @@ type Location = (i64, i64);
 /// One row of the profile: call path, location (None: all of them), time on the path, region.
 type ProfileRow<'a> = (Option<&'a str>, Option<Location>, i64, Option<&'a str>);
 
+/// Every call path's mean exclusive time per location, waiting left out (Scalasca's
+/// critical-path imbalance compares the path with the time minus all wait states), over the
+/// locations of its kind: a host call path over every rank's threads, a kernel's over the
+/// accelerator streams (a stream runs no host call path, a thread no kernel: dividing one's
+/// time by the other's locations would make a run's imbalance depend on how many streams it
+/// used). A call path on both kinds is averaged over both.
+fn means<'a>(
+    totals: &HashMap<(u32, Location), i64>,
+    threads: &BTreeMap<i64, Vec<i64>>,
+    offload: &Handovers,
+    name: impl Fn(u32) -> Option<&'a str>,
+) -> HashMap<Option<&'a str>, f64> {
+    let (mut hosts, mut streams) = (0usize, 0usize);
+    for (&rank, list) in threads {
+        for &thread in list {
+            if offload.is_stream(rank, thread) {
+                streams += 1;
+            } else {
+                hosts += 1;
+            }
+        }
+    }
+    // Per call path: (time on host threads, on streams, seen on a host thread, on a stream).
+    let mut by_path: HashMap<Option<&str>, (i64, i64, bool, bool)> = HashMap::new();
+    for (&(path, (rank, thread)), &t) in totals {
+        let e = by_path.entry(name(path)).or_default();
+        if offload.is_stream(rank, thread) {
+            (e.1, e.3) = (e.1 + t, true);
+        } else {
+            (e.0, e.2) = (e.0 + t, true);
+        }
+    }
+    by_path
+        .into_iter()
+        .map(|(p, (host, device, on_host, on_stream))| {
+            let locations = if on_host { hosts } else { 0 } + if on_stream { streams } else { 0 };
+            (p, (host + device) as f64 / locations.max(1) as f64)
+        })
+        .collect()
+}
+
 /// The profile's rows: per call path and location (rank, thread), and per call path over all
-/// locations, the time on `path`; `totals` is each call path's time not waiting over all
-/// `locations`.
-fn profile_batch(
-    path: &[Segment],
-    totals: &HashMap<Option<&str>, i64>,
-    locations: usize,
-    schema: &SchemaRef,
-) -> Result<RecordBatch> {
+/// locations, the time on `path`; `means` is each call path's mean time not waiting per
+/// location (`means`).
+fn profile_batch(path: &[Segment], means: &HashMap<Option<&str>, f64>, schema: &SchemaRef) -> Result<RecordBatch> {
     let runtime = match (path.first(), path.last()) {
         (Some(a), Some(b)) => (b.end - a.start).max(1),
         _ => 1,
     };
-    // Mean exclusive time per location of every call path, waiting left out (Scalasca's
-    // critical-path imbalance compares the path with the time minus all wait states), over
-    // all walked locations.
-    let locations = locations.max(1) as f64;
     // Per (call path, location) and per call path (location None): the time on the path and
     // the path's region.
     let mut on_path: BTreeMap<(Option<&str>, Option<Location>), OnPath> = BTreeMap::new();
@@ -598,7 +633,7 @@ fn profile_batch(
     }
     let mut rows: Vec<ProfileRow> = on_path.into_iter().map(|((p, k), (v, region))| (p, k, v, region)).collect();
     rows.sort_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-    let mean = |path: Option<&str>| totals.get(&path).map_or(0.0, |&t| t as f64 / locations);
+    let mean = |path: Option<&str>| means.get(&path).copied().unwrap_or(0.0);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
         Arc::new(StringArray::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
