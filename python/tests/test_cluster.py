@@ -1,7 +1,8 @@
 """commdb.connect: a Python session whose queries run on an Apache Ballista cluster, a
 scheduler and two executors started here as processes of the commdb binary on 127.0.0.1.
-The answers over a store equal the embedded engine's, both executors run tasks, and a wrong
-address or a trace that is not a store is refused with a message that names it.
+The answers over a store equal the embedded engine's (every table function's), both executors
+run tasks, and a wrong address or a trace that is not a store is refused with a message that
+names it.
 
 It needs a commdb binary built with the cluster (``cargo build --features cluster``), given
 as COMMDB_CLUSTER_BIN (.ci/run gives the one its cluster test built); without it the tests
@@ -9,6 +10,7 @@ skip, saying so."""
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import socket
@@ -108,6 +110,68 @@ def test_a_cluster_gives_the_embedded_rows(cluster):
     # The executors ran the queries' tasks, both of them.
     for log in cluster["executors"]:
         assert " job " in log.read_text(), log.read_text()
+
+
+def table_call(name: str, files: dict) -> str:
+    """A call of table function `name` as it must be made on the fixture's store."""
+    if name in files:
+        return f"{name}('{files[name]}')"
+    if name in ("lod_calls", "lod_messages", "lod_collectives"):
+        return f"{name}(pixels => 100)"
+    if name == "compare_runs":
+        return "compare_runs(a => 'public', b => 'public', by => 'rank')"
+    if name == "scaling":
+        return "scaling(runs => 'public,public')"
+    return f"{name}()"
+
+
+def close(a, b) -> bool:
+    """Equal values, floats to 1e-9 relative (sums taken in another order on a cluster)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(close(a[k], b[k]) for k in a)
+    return a == b
+
+
+def rows(table) -> list:
+    """A table's rows in an order no float's last digits decide."""
+    def key(row):
+        return repr([round(v, 6) if isinstance(v, float) else v for v in row.values()])
+    return sorted(table.to_pylist(), key=key)
+
+
+def test_every_table_function_gives_the_embedded_rows(cluster, repo, tmp_path):
+    data = repo / "tests" / "data"
+    embedded = commdb.open(cluster["store"])
+    remote = commdb.connect(cluster["url"], cluster["store"])
+    try:
+        ranks = tmp_path / "ranks.parquet"
+        embedded.sql(f"COPY (SELECT rank FROM ranks) TO '{ranks}'").to_arrow()
+        files = {
+            "read_sacct": data / "sacct_jobs.txt",
+            "read_csv": data / "three_ranks.csv",
+            "read_parquet": ranks,
+            "read_swf": data / "small.swf",
+            "swf_header": data / "small.swf",
+        }
+        # commdb's table functions: those with a description (DataFusion's own have none).
+        names = embedded.sql(
+            "SELECT routine_name FROM information_schema.routines "
+            "WHERE function_type = 'TABLE' AND description <> '' ORDER BY 1"
+        ).to_arrow().column(0).to_pylist()
+        assert len(names) > 40, names
+        for name in names:
+            sql = f"SELECT * FROM {table_call(name, files)}"
+            here, there = rows(embedded.sql(sql).to_arrow()), rows(remote.sql(sql).to_arrow())
+            assert len(here) == len(there), sql
+            for a, b in zip(here, there):
+                assert close(a, b), f"{sql}: {a} / {b}"
+    finally:
+        remote.close()
+        embedded.close()
 
 
 def test_an_address_that_is_not_a_schedulers_is_refused(cluster):
