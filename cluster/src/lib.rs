@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod guard;
 pub mod processes;
+pub mod secret;
 
 use std::fmt;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -84,11 +85,13 @@ pub async fn reachable(address: SocketAddr, what: &str) -> Result<()> {
     }
 }
 
-/// Send the session's queries to the scheduler at `url` from now on. The session keeps its
-/// traces, views and functions; its queries run on the cluster.
-pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
+/// Send the session's queries to the scheduler at `url` from now on, presenting the cluster's
+/// `secret` (`secret::Secret::find`) when it has one. The session keeps its traces, views and
+/// functions; its queries run on the cluster.
+pub async fn connect(session: &mut Session, url: &str, secret: Option<secret::Secret>) -> Result<SocketAddr> {
     let address = scheduler_address(url)?;
     reachable(address, "the scheduler").await?;
+    secret::admitted(address, secret.as_ref()).await?;
     let state = session.context().state();
     // Ballista's upgrade puts its own list of functions in place; commdb's are kept.
     let scalars: Vec<_> = state.scalar_functions().values().cloned().collect();
@@ -107,6 +110,10 @@ pub async fn connect(session: &mut Session, url: &str) -> Result<SocketAddr> {
         .with_ballista_job_name("commdb")
         .with_ballista_adaptive_query_planner(false)
         .with_extension(Arc::new(Scheduler(address)));
+    let config = match &secret {
+        Some(secret) => config.with_ballista_override_create_grpc_client_endpoint(secret.endpoint()),
+        None => config,
+    };
     let state = SessionStateBuilder::new_from_existing(state).with_config(config).build();
     let upgraded = state.upgrade_for_ballista(format!("http://{address}"))?;
     let mut builder = SessionStateBuilder::new_from_existing(upgraded);

@@ -19,6 +19,8 @@ use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::SessionConfig;
 
 use crate::codec::{LogicalCodec, PhysicalCodec, commdb_state, set_process_name};
+use crate::secret::Secret;
+use ballista_core::extension::SessionConfigExt;
 
 /// What `commdb executor` is told.
 #[derive(Debug, Clone)]
@@ -38,6 +40,33 @@ pub struct ExecutorOptions {
     /// The directories its tasks may read and write files under (none: anywhere its user may,
     /// allowed on loopback only).
     pub data_dirs: Vec<std::path::PathBuf>,
+    /// The cluster's secret, which it presents to the scheduler and asks of whoever fetches its
+    /// shuffle files (required off loopback).
+    pub secret: Option<Secret>,
+}
+
+/// What `commdb scheduler` is told.
+#[derive(Debug, Clone)]
+pub struct SchedulerOptions {
+    /// Where it listens.
+    pub bind: SocketAddr,
+    /// The directories its queries may read and write files under (required off loopback).
+    pub data_dirs: Vec<std::path::PathBuf>,
+    /// The cluster's secret, which every client and executor must present (required off
+    /// loopback).
+    pub secret: Option<Secret>,
+}
+
+/// A process that other machines reach must have the cluster's secret: it would run the SQL of
+/// anyone who reaches its port.
+fn require_secret(process: &str, bind: SocketAddr, secret: Option<&Secret>) -> crate::Result<()> {
+    if secret.is_some() || bind.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(Error::Usage(format!(
+        "{process}: listening on {bind}, which other machines reach, it would take queries from anyone who reaches it: give the cluster's secret in {} or with --secret-file FILE (the same on every process and client)",
+        crate::secret::VARIABLE
+    )))
 }
 
 /// Keep this process's files under `dirs` and `work_dir` (commdb_catalog::data_dirs). A process
@@ -151,12 +180,13 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
         .build())
 }
 
-/// Run a scheduler listening at `bind` until Ctrl-C or SIGTERM, its files kept under
-/// `data_dirs` (none: anywhere, on loopback only).
-pub async fn run_scheduler(bind: SocketAddr, data_dirs: &[std::path::PathBuf]) -> crate::Result<()> {
+/// Run a scheduler until Ctrl-C or SIGTERM.
+pub async fn run_scheduler(options: SchedulerOptions) -> crate::Result<()> {
+    let SchedulerOptions { bind, data_dirs, secret } = options;
     let process = format!("scheduler {bind}");
     install_log(&process);
-    keep_to(&process, bind, data_dirs, None)?;
+    require_secret(&process, bind, secret.as_ref())?;
+    keep_to(&process, bind, &data_dirs, None)?;
     let mut config = SchedulerConfig::default().with_hostname(bind.ip().to_string()).with_port(bind.port());
     config.bind_host = bind.ip().to_string();
     config.override_logical_codec = Some(Arc::new(LogicalCodec::default()));
@@ -175,7 +205,10 @@ pub async fn run_scheduler(bind: SocketAddr, data_dirs: &[std::path::PathBuf]) -
     // When the last executor is lost, a running query fails once none has come back within
     // this long (Ballista's default, 180 s, left a client waiting for three minutes).
     config.no_executors_grace_period_seconds = config.executor_timeout_seconds;
+    // Its own requests to executors present the secret too.
+    config.override_create_grpc_client_endpoint = secret.as_ref().map(Secret::endpoint);
     let config = Arc::new(config);
+    let sizes = (config.grpc_server_max_encoding_message_size, config.grpc_server_max_decoding_message_size);
     // Bind first, so that a port in use is an error naming it.
     let listener = tokio::net::TcpListener::bind(bind)
         .await
@@ -193,14 +226,64 @@ pub async fn run_scheduler(bind: SocketAddr, data_dirs: &[std::path::PathBuf]) -
         now()
     );
     tokio::select! {
-        served = ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler) => {
-            served.map_err(|e| Error::Cluster(format!("scheduler: {e}")))
-        }
+        served = serve_scheduler(listener, scheduler, sizes, secret.as_ref(), &process) => served,
         _ = stop_signal() => {
             eprintln!("{} {process}: stopped", now());
             Ok(())
         }
     }
+}
+
+/// Serve the scheduler's gRPC on `listener`: as Ballista serves it when the cluster has no
+/// secret; with one, the scheduler's gRPC service alone behind the secret's gate (Ballista
+/// serves a REST API, health routes and a Flight proxy beside it, which commdb uses none of and
+/// which would let anyone in).
+async fn serve_scheduler(
+    listener: tokio::net::TcpListener,
+    scheduler: ballista_scheduler::scheduler_server::SchedulerServer<
+        datafusion_proto::protobuf::LogicalPlanNode,
+        datafusion_proto::protobuf::PhysicalPlanNode,
+    >,
+    (encoding, decoding): (u32, u32),
+    secret: Option<&Secret>,
+    process: &str,
+) -> crate::Result<()> {
+    let Some(secret) = secret else {
+        return ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler)
+            .await
+            .map_err(|e| Error::Cluster(format!("{process}: {e}")));
+    };
+    use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
+    let service = SchedulerGrpcServer::new(scheduler)
+        .max_encoding_message_size(encoding as usize)
+        .max_decoding_message_size(decoding as usize);
+    tonic::transport::Server::builder()
+        .add_service(tonic::service::interceptor::InterceptedService::new(service, secret.gate(process)))
+        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+        .await
+        .map_err(|e| Error::Cluster(format!("{process}: {e}")))
+}
+
+/// An executor's Arrow Flight service (its shuffle files, fetched by the other executors and
+/// the client) behind the cluster's secret: Ballista's own service, gated.
+fn gated_flight_service(
+    gate: crate::secret::Gate,
+    (encoding, decoding): (u32, u32),
+) -> Arc<ballista_executor::ArrowFlightServerProvider> {
+    Arc::new(move |work_dir, address, mut shutdown, grpc| {
+        use arrow_flight::flight_service_server::FlightServiceServer;
+        let service = FlightServiceServer::new(ballista_executor::flight_service::BallistaFlightService::new(work_dir))
+            .max_encoding_message_size(encoding as usize)
+            .max_decoding_message_size(decoding as usize);
+        let service = tonic::service::interceptor::InterceptedService::new(service, gate.clone());
+        tokio::spawn(async move {
+            ballista_core::utils::create_grpc_server(&grpc)
+                .add_service(service)
+                .serve_with_shutdown(address, shutdown.recv())
+                .await
+                .map_err(ballista_core::error::BallistaError::TonicError)
+        })
+    })
 }
 
 /// Every task an executor is given, logged, then run as Ballista runs it.
@@ -256,6 +339,7 @@ impl ExecutionEngine for LoggedTasks {
 pub async fn run_executor(options: ExecutorOptions) -> crate::Result<()> {
     let process = format!("executor {}", options.bind);
     install_log(&process);
+    require_secret(&process, options.bind, options.secret.as_ref())?;
     keep_to(&process, options.bind, &options.data_dirs, options.work_dir.as_deref())?;
     let grpc_port = match options.grpc_port {
         Some(p) => p,
@@ -287,11 +371,16 @@ pub async fn run_executor(options: ExecutorOptions) -> crate::Result<()> {
             )));
         }
     }
+    // The scheduler lets this executor in, or an error saying why (it would otherwise ask for
+    // tasks, refused, for ever).
+    crate::secret::admitted(options.scheduler, options.secret.as_ref())
+        .await
+        .map_err(|e| Error::Cluster(format!("{process}: {e}")))?;
     let mut registry = BallistaFunctionRegistry::default();
     let state = commdb_state(SessionConfig::new())?;
     registry.scalar_functions.extend(state.scalar_functions().clone());
     registry.aggregate_functions.extend(state.aggregate_functions().clone());
-    let config = ExecutorProcessConfig {
+    let mut config = ExecutorProcessConfig {
         bind_host: options.bind.ip().to_string(),
         external_host: Some(options.bind.ip().to_string()),
         port: options.bind.port(),
@@ -313,6 +402,17 @@ pub async fn run_executor(options: ExecutorOptions) -> crate::Result<()> {
         })),
         ..ExecutorProcessConfig::default()
     };
+    if let Some(secret) = &options.secret {
+        // Its requests to the scheduler, and its tasks' fetches of other executors' shuffle
+        // files, present the secret; its own shuffle files are served only to who presents it.
+        let endpoint = secret.endpoint();
+        config.override_create_grpc_client_endpoint = Some(endpoint.clone());
+        config.override_config_producer = Some(Arc::new(move || {
+            SessionConfig::new_with_ballista().with_ballista_override_create_grpc_client_endpoint(endpoint.clone())
+        }));
+        let sizes = (config.grpc_max_encoding_message_size, config.grpc_max_decoding_message_size);
+        config.override_arrow_flight_service = Some(gated_flight_service(secret.gate(&process), sizes));
+    }
     eprintln!(
         "{} {process}: serving shuffles on {}, tasks on port {grpc_port}, registering with {}",
         now(),

@@ -91,6 +91,7 @@ def connect(
     *,
     name: str | None = None,
     memory_limit: str | int | None = None,
+    secret_file: str | os.PathLike | None = None,
 ) -> Trace:
     """A session whose queries run on the cluster whose scheduler is at ``url``
     (``df://HOST:PORT``: a ``commdb scheduler`` with ``commdb executor`` processes, see
@@ -100,9 +101,13 @@ def connect(
     (``commdb convert TRACE DIR`` makes one) at the same path on every machine. Views, CTEs and
     every analysis work as in an embedded session; the answers are the same. A wrong address
     raises ArgumentError, a scheduler that does not answer within 10 s ClusterError.
+
+    A cluster started with a shared secret lets in only who presents it: ``secret_file``
+    names the file holding it (readable by its owner only), else the environment variable
+    ``COMMDB_CLUSTER_SECRET`` gives it; without it, or with another, ClusterError says so.
     """
     native = Session(None, memory_limit=memory_limit)
-    native.connect(url, path, name=name)
+    native.connect(url, path, name=name, secret_file=secret_file)
     return Trace(native)
 
 

@@ -8,7 +8,8 @@ use commdb_catalog::Session as CatalogSession;
 use crate::errors::{Class, Failure};
 
 /// Send the queries of `session` to the scheduler at `url` (`df://HOST:PORT`) from now on,
-/// then open the store at `path` (if given) as `name`. A path that is not a store is refused
+/// presenting the cluster's secret (from `secret_file`, else COMMDB_CLUSTER_SECRET) when there
+/// is one, then open the store at `path` (if given) as `name`. A path that is not a store is refused
 /// before it is opened (a trace bigger than the memory budget would otherwise be converted
 /// into a cache store of this machine first).
 pub async fn connect(
@@ -16,8 +17,10 @@ pub async fn connect(
     url: &str,
     path: Option<&str>,
     name: Option<&str>,
+    secret_file: Option<&std::path::Path>,
 ) -> Result<(), Failure> {
     commdb_cluster::scheduler_address(url).map_err(refused)?;
+    let secret = commdb_cluster::secret::Secret::find(secret_file).map_err(refused)?;
     if let Some(path) = path {
         commdb_cluster::require_store(path, url).map_err(refused)?;
     }
@@ -26,7 +29,7 @@ pub async fn connect(
             commdb_cluster::require_store(&trace.meta.path, url).map_err(refused)?;
         }
     }
-    commdb_cluster::connect(session, url).await.map_err(refused)?;
+    commdb_cluster::connect(session, url, secret).await.map_err(refused)?;
     if let Some(path) = path {
         let options = session.open_options.clone();
         session.open(path, name, &options).map_err(Failure::from)?;

@@ -364,20 +364,23 @@ impl Session {
 
     /// Run this session's queries on the cluster whose scheduler is at `url` (df://HOST:PORT)
     /// from now on, and open the store at `path` as `name`; the traces it has open must be
-    /// commdb stores.
-    #[pyo3(signature = (url, path = None, *, name = None))]
+    /// commdb stores. The cluster's secret comes from `secret_file`, else the environment
+    /// variable COMMDB_CLUSTER_SECRET, when the cluster has one.
+    #[pyo3(signature = (url, path = None, *, name = None, secret_file = None))]
     fn connect(
         &self,
         py: Python<'_>,
         url: String,
         path: Option<&Bound<'_, PyAny>>,
         name: Option<String>,
+        secret_file: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let path = path_option("path", path).map_err(|f| f.into_py(py))?.map(|p| p.display().to_string());
+        let secret_file = path_option("secret_file", secret_file).map_err(|f| f.into_py(py))?;
         let session = self.session.clone();
         self.engine.run(py, async move {
             let mut s = session.lock().await;
-            crate::cluster::connect(&mut s, &url, path.as_deref(), name.as_deref()).await
+            crate::cluster::connect(&mut s, &url, path.as_deref(), name.as_deref(), secret_file.as_deref()).await
         })
     }
 

@@ -186,3 +186,39 @@ def test_an_address_that_is_not_a_schedulers_is_refused(cluster):
 def test_a_trace_that_is_not_a_store_is_refused(cluster):
     with pytest.raises(commdb.ArgumentError, match="not a commdb store"):
         commdb.connect(cluster["url"], "generate:ranks=4")
+
+
+def test_a_cluster_with_a_secret_lets_in_only_who_has_it(tmp_path):
+    store = tmp_path / "store"
+    run = subprocess.run([BINARY, "generate", str(store), "--ranks", "8", "--iterations", "5"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    secret, wrong = tmp_path / "secret", tmp_path / "wrong"
+    secret.write_text("a1b2c3d4e5f60718293a4b5c6d7e8f90\n")
+    wrong.write_text("a1b2c3d4e5f60718293a4b5c6d7e8f91\n")
+    for f in (secret, wrong):
+        f.chmod(0o600)
+    address = f"127.0.0.1:{free_ports()}"
+    processes = []
+    try:
+        for name, args in [
+            ("scheduler", ["scheduler", "--bind", address]),
+            ("executor", ["executor", "--scheduler", address, "--bind", f"127.0.0.1:{free_ports()}"]),
+        ]:
+            log = tmp_path / f"{name}.log"
+            with open(log, "w") as out:
+                p = subprocess.Popen([BINARY, *args, "--secret-file", str(secret)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out)
+            processes.append(p)
+            wait_for(log, "listening" if name == "scheduler" else "asking the scheduler for tasks")
+        with pytest.raises(commdb.ClusterError, match="needs the cluster's secret"):
+            commdb.connect(f"df://{address}", store)
+        with pytest.raises(commdb.ClusterError, match="differs"):
+            commdb.connect(f"df://{address}", store, secret_file=wrong)
+        remote = commdb.connect(f"df://{address}", store, secret_file=secret)
+        try:
+            assert value(remote, "SELECT count(*) FROM messages") == value(commdb.open(store), "SELECT count(*) FROM messages")
+        finally:
+            remote.close()
+    finally:
+        for p in processes:
+            p.kill()
+            p.wait()

@@ -72,6 +72,12 @@ pub struct Cli {
     /// the traces must be commdb stores (`commdb convert`) at a path every executor sees.
     #[arg(long, value_name = "df://HOST:PORT")]
     pub cluster: Option<String>,
+    /// File holding the cluster's shared secret (its first line, at least 16 characters; the
+    /// file readable by its owner only), presented by --cluster and \connect, and required of
+    /// clients and executors by `commdb scheduler` and `commdb executor` [default: the
+    /// environment variable COMMDB_CLUSTER_SECRET]
+    #[arg(long, value_name = "FILE", global = true)]
+    pub secret_file: Option<PathBuf>,
     #[command(flatten)]
     pub open: OpenArgs,
     #[command(subcommand)]

@@ -34,25 +34,37 @@ pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> Str
     }
 }
 
-/// Run the session's queries on the cluster at `url`.
+/// Run the session's queries on the cluster at `url`, presenting the cluster's secret (from
+/// `secret_file`, else the environment) when there is one.
 #[cfg(feature = "cluster")]
-pub async fn connect(session: &mut Session, url: &str) -> Result<()> {
-    commdb_cluster::connect(session, url).await.map(drop).map_err(ShellError::from)
+pub async fn connect(session: &mut Session, url: &str, secret_file: Option<&std::path::Path>) -> Result<()> {
+    let secret = commdb_cluster::secret::Secret::find(secret_file)?;
+    commdb_cluster::connect(session, url, secret).await.map(drop).map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn connect(_session: &mut Session, url: &str) -> Result<()> {
+pub async fn connect(_session: &mut Session, url: &str, _secret_file: Option<&std::path::Path>) -> Result<()> {
     Err(ShellError::Cluster(format!("{url}: {NOT_BUILT}")))
 }
 
 /// `commdb scheduler --bind HOST:PORT`.
 #[cfg(feature = "cluster")]
-pub async fn scheduler(bind: std::net::SocketAddr, data_dirs: Vec<std::path::PathBuf>) -> Result<()> {
-    commdb_cluster::processes::run_scheduler(bind, &data_dirs).await.map_err(ShellError::from)
+pub async fn scheduler(
+    bind: std::net::SocketAddr,
+    data_dirs: Vec<std::path::PathBuf>,
+    secret_file: Option<std::path::PathBuf>,
+) -> Result<()> {
+    let secret = commdb_cluster::secret::Secret::find(secret_file.as_deref())?;
+    let options = commdb_cluster::processes::SchedulerOptions { bind, data_dirs, secret };
+    commdb_cluster::processes::run_scheduler(options).await.map_err(ShellError::from)
 }
 
 #[cfg(not(feature = "cluster"))]
-pub async fn scheduler(_bind: std::net::SocketAddr, _data_dirs: Vec<std::path::PathBuf>) -> Result<()> {
+pub async fn scheduler(
+    _bind: std::net::SocketAddr,
+    _data_dirs: Vec<std::path::PathBuf>,
+    _secret_file: Option<std::path::PathBuf>,
+) -> Result<()> {
     Err(ShellError::Cluster(format!("scheduler: {NOT_BUILT}")))
 }
 
@@ -67,6 +79,7 @@ pub struct ExecutorArgs {
     pub vcores: Option<usize>,
     pub memory_limit: Option<u64>,
     pub data_dirs: Vec<std::path::PathBuf>,
+    pub secret_file: Option<std::path::PathBuf>,
 }
 
 /// `commdb executor --scheduler HOST:PORT --bind HOST:PORT ...`.
@@ -80,6 +93,7 @@ pub async fn executor(args: ExecutorArgs) -> Result<()> {
         vcores: args.vcores,
         memory_limit: args.memory_limit,
         data_dirs: args.data_dirs,
+        secret: commdb_cluster::secret::Secret::find(args.secret_file.as_deref())?,
     })
     .await
     .map_err(ShellError::from)

@@ -152,6 +152,8 @@ pub struct Shell {
     including: Vec<PathBuf>,
     /// The cluster the session's queries run on (`--cluster`, `\\connect`), if any.
     pub cluster: Option<String>,
+    /// The file of the cluster's secret (`--secret-file`), for `\connect`.
+    pub secret_file: Option<PathBuf>,
     /// Whether the format was named (`--format`, `\\format`): then no file's extension
     /// chooses it.
     format_named: bool,
@@ -181,6 +183,7 @@ impl Shell {
             queries: Some(query_runtime()?),
             including: Vec::new(),
             cluster: None,
+            secret_file: None,
             format_named: false,
             terminal_format: print.format,
             results_written: 0,
@@ -195,7 +198,7 @@ impl Shell {
         for (_, trace) in self.session.traces() {
             crate::connect::require_store(&trace.meta.path, url)?;
         }
-        crate::connect::connect(&mut self.session, url).await?;
+        crate::connect::connect(&mut self.session, url, self.secret_file.as_deref()).await?;
         self.cluster = Some(url.to_string());
         self.note(&format!("connected to the cluster at {url}: queries run there"));
         Ok(())

@@ -103,11 +103,19 @@ async fn run(matches: &clap::ArgMatches, cli: Cli) -> Result<()> {
             "--cluster runs the shell's queries on a cluster; it does not apply to subcommands",
         ));
     }
+    if cli.secret_file.is_some()
+        && cli.subcommand.as_ref().is_some_and(|s| !matches!(s, Sub::Scheduler { .. } | Sub::Executor { .. }))
+    {
+        return Err(ShellError::usage(
+            "--secret-file is the cluster's secret, for --cluster, \\connect, scheduler and executor; it does not apply to other subcommands",
+        ));
+    }
     if let Some(sub) = &cli.subcommand {
         return subcommands::run(&cli, sub, print).await;
     }
 
     let mut shell = Shell::new(sql_session(&cli), print)?;
+    shell.secret_file = cli.secret_file.clone();
     if let Some(url) = &cli.cluster {
         if cli.demo {
             return Err(ShellError::usage(format!(

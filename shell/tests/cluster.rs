@@ -699,11 +699,17 @@ fn a_cluster_keeps_to_its_data_dirs() {
     // A link inside the data directory that leads out of it.
     std::os::unix::fs::symlink(&elsewhere, data.join("link")).unwrap();
 
-    // Reachable from other machines, a process must be told its directories.
+    // Reachable from other machines, a process must be told its directories (and the
+    // cluster's secret, given here).
     let free = format!("0.0.0.0:{}", free_ports());
-    let o = run(&["scheduler", "--bind", &free]);
+    let with_secret = |args: &[&str]| {
+        let mut c = commdb();
+        c.env("COMMDB_CLUSTER_SECRET", "a secret of the cluster, long enough").args(args);
+        c.output().unwrap()
+    };
+    let o = with_secret(&["scheduler", "--bind", &free]);
     assert!(!o.status.success() && stderr(&o).contains("--data-dir"), "{}", stderr(&o));
-    let o = run(&["executor", "--scheduler", "127.0.0.1:1", "--bind", &free]);
+    let o = with_secret(&["executor", "--scheduler", "127.0.0.1:1", "--bind", &free]);
     assert!(!o.status.success() && stderr(&o).contains("--data-dir"), "{}", stderr(&o));
     let o = run(&["executor", "--scheduler", "127.0.0.1:1", "--data-dir", "/no/such/dir"]);
     assert!(!o.status.success() && stderr(&o).contains("/no/such/dir"), "{}", stderr(&o));
@@ -765,6 +771,92 @@ fn a_cluster_keeps_to_its_data_dirs() {
     let (ok, _, err) = answer(&inside, Some(&format!("df://{address}")), &["-c", &copy]);
     assert!(!ok && err.contains(&format!("executor {bind} reads and writes only under")), "{err}");
     assert!(!target.exists());
+}
+
+#[test]
+fn only_who_has_the_clusters_secret_gets_in() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let file = |name: &str, text: &str, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let secret = file("secret", "7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e\n", 0o600);
+    let wrong = file("wrong", "7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1f\n", 0o600);
+    let shared = file("shared", "7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e\n", 0o644);
+
+    // Off loopback a process needs the secret; a file others may read is no secret; nor is a
+    // short one.
+    let free = format!("0.0.0.0:{}", free_ports());
+    let o = run(&["scheduler", "--bind", &free, "--data-dir", dir.path().to_str().unwrap()]);
+    assert!(!o.status.success() && stderr(&o).contains("COMMDB_CLUSTER_SECRET"), "{}", stderr(&o));
+    let o = run(&["scheduler", "--secret-file", &shared]);
+    assert!(!o.status.success() && stderr(&o).contains("chmod 600"), "{}", stderr(&o));
+    let o = commdb().env("COMMDB_CLUSTER_SECRET", "short").args(["scheduler"]).output().unwrap();
+    assert!(!o.status.success() && stderr(&o).contains("at least 16"), "{}", stderr(&o));
+
+    let address = format!("127.0.0.1:{}", free_ports());
+    let scheduler =
+        Process::start(&dir.path().join("scheduler.log"), &["scheduler", "--bind", &address, "--secret-file", &secret]);
+    scheduler.wait_for("listening", 1, 30);
+    // An executor without the secret, or with another, is refused and says so.
+    let executor = |secret: Option<&str>| {
+        let mut args = vec!["executor", "--scheduler", &address, "--vcores", "1"];
+        let bind = format!("127.0.0.1:{}", free_ports());
+        args.extend(["--bind", &bind]);
+        if let Some(s) = secret {
+            args.extend(["--secret-file", s]);
+        }
+        args.iter().map(|a| a.to_string()).collect::<Vec<String>>()
+    };
+    let o = run(&executor(None).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!o.status.success() && stderr(&o).contains("needs the cluster's secret"), "{}", stderr(&o));
+    let o = run(&executor(Some(&wrong)).iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!o.status.success() && stderr(&o).contains("differs"), "{}", stderr(&o));
+    // Two with it (one from the environment) register and exchange shuffle files.
+    let mut with_env = Command::new(env!("CARGO_BIN_EXE_commdb"));
+    with_env.env("COMMDB_CLUSTER_SECRET", "7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e");
+    let first = Process::start_with(
+        with_env,
+        &dir.path().join("executor0.log"),
+        &executor(None).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let second = Process::start(
+        &dir.path().join("executor1.log"),
+        &executor(Some(&secret)).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for e in [&first, &second] {
+        e.wait_for("asking the scheduler for tasks", 1, 30);
+    }
+    let url = format!("df://{address}");
+
+    // A client without the secret or with another is refused before any query runs; nothing
+    // is written.
+    let target = dir.path().join("copied.csv");
+    let copy = format!("COPY (SELECT rank FROM ranks) TO '{}'", target.display());
+    let (ok, _, err) = answer(&store, Some(&url), &["-c", &copy]);
+    assert!(!ok && err.contains(&format!("scheduler {address} needs the cluster's secret")), "{err}");
+    let (ok, _, err) = answer(&store, Some(&url), &["--secret-file", &wrong, "-c", &copy]);
+    assert!(!ok && err.contains("differs"), "{err}");
+    assert!(!target.exists());
+
+    // With it, the answers are the embedded ones, over both executors.
+    let query = "SELECT rank, count(*) AS waits, sum(wait_ns) AS ns FROM wait_states() GROUP BY rank ORDER BY rank";
+    let parts = "SET datafusion.execution.target_partitions = 8";
+    let embedded = answer(&store, None, &["-c", query]);
+    let (ok, out, err) = answer(&store, Some(&url), &["--secret-file", &secret, "-c", parts, "-c", query]);
+    assert!(ok, "{err}");
+    assert_eq!(out, embedded.1);
+    let (ok, _, err) = answer(&store, Some(&url), &["--secret-file", &secret, "-c", &copy]);
+    assert!(ok && target.exists(), "{err}");
+    assert!(first.log().contains(": task ") && second.log().contains(": task "));
+    // The secret is in no log and in no process's arguments.
+    for log in [scheduler.log(), first.log(), second.log()] {
+        assert!(!log.contains("7f3a9c1e5b2d4f6a8c0e1b3d5f7a9c1e"), "{log}");
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@ const DOES: &str = "which reads the stores its queries name";
 
 pub fn scheduler(cli: &Cli, bind: std::net::SocketAddr, data_dirs: &[std::path::PathBuf]) -> Result<()> {
     super::refuse_reading_options(cli, "scheduler", DOES, &[(cli.demo, "--demo")])?;
-    on_server_runtime(crate::connect::scheduler(bind, data_dirs.to_vec()))
+    on_server_runtime(crate::connect::scheduler(bind, data_dirs.to_vec(), cli.secret_file.clone()))
 }
 
 pub fn executor(cli: &Cli, sub: &Sub) -> Result<()> {
@@ -25,6 +25,7 @@ pub fn executor(cli: &Cli, sub: &Sub) -> Result<()> {
         vcores: *vcores,
         memory_limit: executor_memory.map(|m| m as u64),
         data_dirs: data_dirs.clone(),
+        secret_file: cli.secret_file.clone(),
     };
     on_server_runtime(crate::connect::executor(args))
 }
