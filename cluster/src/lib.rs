@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod guard;
 pub mod processes;
+pub mod retried;
 pub mod secret;
 
 use std::fmt;

@@ -323,6 +323,7 @@ impl ExecutionEngine for LoggedTasks {
             eprintln!("{} {}: task {task_id} job {job_id} refused: {refused}", now(), self.process);
             return Err(refused);
         }
+        let plan = crate::retried::once_per_map_task(plan)?;
         self.inner.create_query_stage_exec(
             job_id,
             stage_id,
