@@ -428,6 +428,9 @@ fn analyses_spread_over_both_executors() {
     // attribution's windows, a task per part of the messages, on the criteria their parts gave.
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('messages', '1ms')");
     spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('messages', '1ms')");
+    // latency_trend's bins, a task per part of the messages; their merge classifies them.
+    spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend()");
+    spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend(bin_ns => '2ms', window => 3)");
 
     // A warning an analysis raises while it runs on an executor is in the executor's log.
     let few = "SELECT count(*) FROM message_latency(min_messages => 1000000)";

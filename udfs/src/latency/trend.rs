@@ -25,7 +25,12 @@
 //! end bins (L NULL for a kept bin without messages), which is the paper's abstraction: detail
 //! where latency builds up or stays high, three points elsewhere. Cost: O(messages) plus
 //! O(bins x window).
+//!
+//! On a cluster a task per part of the messages bins its own latencies (`Binned`, in a step
+//! that divides the run's bin width), and one task adds the parts' bins into the run's and
+//! classifies them; the embedded engine takes the same route with one part.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -40,8 +45,9 @@ use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, MessageIndices, with_baseline};
 use commdb_analysis::args::{Args, arguments};
 use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, list_float64, list_int64, text};
-use commdb_analysis::derived::Derived;
+use commdb_analysis::derived::{Compute, Derived, Spread};
 use commdb_analysis::params::{ParamDefault, Type, param};
+use commdb_analysis::plan::Work;
 use commdb_analysis::relation::Relation;
 use commdb_analysis::stream::{Mapper, Prepare};
 
@@ -107,7 +113,7 @@ pub struct TrendParams {
 }
 
 /// One bin: messages with a latency, their latency sum, delayed ones (L > 1).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 struct Bin {
     messages: i64,
     sum: f64,
@@ -115,6 +121,18 @@ struct Bin {
 }
 
 impl Bin {
+    fn add(&mut self, l: f64) {
+        self.messages += 1;
+        self.sum += l;
+        self.delayed += i64::from(l > 1.0);
+    }
+
+    fn absorb(&mut self, other: &Bin) {
+        self.messages += other.messages;
+        self.sum += other.sum;
+        self.delayed += other.delayed;
+    }
+
     fn mean(&self) -> Option<f64> {
         (self.messages > 0).then(|| self.sum / self.messages as f64)
     }
@@ -184,12 +202,82 @@ fn binning(lo: i64, hi: i64, p: &TrendParams) -> (i64, i64) {
 }
 
 pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendParams) -> Result<Vec<Segment>> {
-    let Some((lo, hi)) = samples
-        .clone()
-        .fold(None, |acc: Option<(i64, i64)>, (t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))))
-    else {
-        return Ok(Vec::new());
-    };
+    Binned::of(samples, p).segments(p)
+}
+
+/// The samples of some of the messages (a cluster's part of them, or all) in bins of `step`
+/// (commdb_analysis::derived::Spread::Merged's partials): a step that divides the bin width
+/// the whole run's span will give, so that parts merge into the bins one pass over all the
+/// messages makes. With `bin_ns` given, the step is bin_ns; otherwise the power of ten at or
+/// below the 1-2-5 step of the part's own span. That divides the whole span's step: the whole
+/// span is at least the part's, so its step is 1, 2 or 5 times a power of ten at least as
+/// large.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Binned {
+    /// Earliest and latest send time of a sample (None: no sample).
+    span: Option<(i64, i64)>,
+    step: i64,
+    /// The bins that hold samples, by index (send time div step).
+    bins: BTreeMap<i64, Bin>,
+}
+
+impl Binned {
+    fn of(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendParams) -> Binned {
+        let span = samples
+            .clone()
+            .fold(None, |acc: Option<(i64, i64)>, (t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))));
+        let Some((lo, hi)) = span else { return Binned::default() };
+        let step = if p.bin_ns > 0 {
+            p.bin_ns
+        } else {
+            let chosen = binning(lo, hi, p).0;
+            let mut power = 1i64;
+            while power <= chosen / 10 {
+                power *= 10;
+            }
+            power
+        };
+        let mut bins: BTreeMap<i64, Bin> = BTreeMap::new();
+        for (t, l) in samples {
+            bins.entry(t.div_euclid(step)).or_default().add(l);
+        }
+        Binned { span, step, bins }
+    }
+
+    /// `other`'s samples added to these, in the smaller of the two steps (the larger is a
+    /// multiple of it: both divide the whole run's bin width and are powers of ten, or both
+    /// are the bin_ns given).
+    fn absorb(&mut self, other: Binned) {
+        self.span = match (self.span, other.span) {
+            (Some(a), Some(b)) => Some((a.0.min(b.0), a.1.max(b.1))),
+            (a, b) => a.or(b),
+        };
+        if other.bins.is_empty() {
+            return;
+        }
+        if self.bins.is_empty() {
+            (self.step, self.bins) = (other.step, other.bins);
+            return;
+        }
+        let step = self.step.min(other.step);
+        let mut merged: BTreeMap<i64, Bin> = BTreeMap::new();
+        for (from, bins) in [(self.step, std::mem::take(&mut self.bins)), (other.step, other.bins)] {
+            for (i, b) in bins {
+                merged.entry((i * from).div_euclid(step)).or_default().absorb(&b);
+            }
+        }
+        (self.step, self.bins) = (step, merged);
+    }
+
+    /// The segments of the samples' bins.
+    fn segments(&self, p: &TrendParams) -> Result<Vec<Segment>> {
+        let Some((lo, hi)) = self.span else { return Ok(Vec::new()) };
+        segments_of(lo, hi, self.step, &self.bins, p)
+    }
+}
+
+/// The segments of the bins (by index in `step`) of samples sent from `lo` to `hi`.
+fn segments_of(lo: i64, hi: i64, step: i64, held: &BTreeMap<i64, Bin>, p: &TrendParams) -> Result<Vec<Segment>> {
     let (bin_ns, count) = binning(lo, hi, p);
     let p = &TrendParams { bin_ns, ..*p };
     let first = lo.div_euclid(p.bin_ns);
@@ -210,11 +298,8 @@ pub fn segments(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendPara
         );
     }
     let mut bins = vec![Bin::default(); count as usize];
-    for (t, l) in samples {
-        let b = &mut bins[(t.div_euclid(p.bin_ns) - first) as usize];
-        b.messages += 1;
-        b.sum += l;
-        b.delayed += i64::from(l > 1.0);
+    for (&i, b) in held {
+        bins[((i * step).div_euclid(p.bin_ns) - first) as usize].absorb(b);
     }
     // Ave_region: the mean latency of all the region's messages (PCLVis 5.1).
     let (count, total) = bins.iter().fold((0i64, 0.0), |a, b| (a.0 + b.messages, a.1 + b.sum));
@@ -308,21 +393,114 @@ fn latency_trend(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // The messages stream through, each kept as (send_ts, L) once its criterion is known;
     // the criteria are read first (crate::latency::Baseline::streamed_input).
     let extra = baseline.streamed_input(&rel, &found, extra);
-    let s = out.clone();
-    let prepare: Prepare = Arc::new(move |held| {
-        let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-        let samples = Samples {
-            table,
-            input: input.clone(),
-            baseline: baseline.clone(),
-            params,
-            samples: Vec::new(),
-            counted: (0, 0),
-            schema: s.clone(),
-        };
-        Ok(Box::new(samples) as Box<dyn Mapper>)
+    let mapper = |partial: bool, schema: SchemaRef| -> Prepare {
+        let (baseline, input) = (baseline.clone(), input.clone());
+        Arc::new(move |held| {
+            let table = baseline.held_table(held.first().map(Vec::as_slice))?;
+            let samples = Samples {
+                table,
+                input: input.clone(),
+                baseline: baseline.clone(),
+                params,
+                samples: Vec::new(),
+                counted: (0, 0),
+                partial,
+                schema: schema.clone(),
+            };
+            Ok(Box::new(samples) as Box<dyn Mapper>)
+        })
+    };
+    // On a cluster, a task per part of the messages bins its samples; one task merges the
+    // bins and classifies them (the bins' sums are added in another order than one pass adds
+    // them: the means agree to the last digits).
+    let (work, answer) = (mapper(true, partial_schema()), mapper(false, out.clone()));
+    let merge: Compute = Arc::new(move |partials| {
+        let mut all = Binned::default();
+        let mut counted = (0, 0);
+        for batch in partials {
+            let (binned, c) = partial_read(batch)?;
+            all.absorb(binned);
+            counted = (counted.0 + c.0, counted.1 + c.1);
+        }
+        baseline.notice_uncovered(counted.0, counted.1);
+        Ok(vec![batch(&output_schema(), &all.segments(&params)?)?])
     });
-    Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(projection), extra), prepare)))
+    let spread = Spread::Merged { schema: partial_schema(), work: Work::Streamed(work), merge };
+    let derived = Derived::streamed(out, with_baseline(rel, Some(projection), extra), answer);
+    Ok(Arc::new(derived.spreading(spread)))
+}
+
+/// The partial rows of a part (a cluster's task): its samples' bins (bin set), and one row of
+/// its totals (bin NULL: the span of its samples, the messages with a duration and those of
+/// them without a criterion).
+fn partial_schema() -> SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let int = |name: &str, nullable: bool| Field::new(name, DataType::Int64, nullable);
+    Arc::new(Schema::new(vec![
+        int("step", false),
+        int("bin", true),
+        int("messages", false),
+        Field::new("sum", DataType::Float64, false),
+        int("delayed", false),
+        int("lo", true),
+        int("hi", true),
+        int("counted", false),
+        int("uncovered", false),
+    ]))
+}
+
+/// A part's partial rows (`partial_schema`).
+fn partial_rows(binned: &Binned, counted: (usize, usize)) -> Result<RecordBatch> {
+    let rows = binned.bins.len() + 1;
+    let bins = binned.bins.iter();
+    let zeros = |n: usize| std::iter::repeat_n(0i64, n);
+    let column = |values: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::from(values)) };
+    let columns: Vec<ArrayRef> = vec![
+        column(vec![binned.step; rows]),
+        Arc::new(Int64Array::from(bins.clone().map(|(&i, _)| Some(i)).chain([None]).collect::<Vec<_>>())),
+        column(bins.clone().map(|(_, b)| b.messages).chain([0]).collect()),
+        Arc::new(Float64Array::from(bins.clone().map(|(_, b)| b.sum).chain([0.0]).collect::<Vec<_>>())),
+        column(bins.clone().map(|(_, b)| b.delayed).chain([0]).collect()),
+        Arc::new(Int64Array::from(
+            std::iter::repeat_n(None, rows - 1).chain([binned.span.map(|s| s.0)]).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            std::iter::repeat_n(None, rows - 1).chain([binned.span.map(|s| s.1)]).collect::<Vec<_>>(),
+        )),
+        column(zeros(rows - 1).chain([counted.0 as i64]).collect()),
+        column(zeros(rows - 1).chain([counted.1 as i64]).collect()),
+    ];
+    Ok(RecordBatch::try_new(partial_schema(), columns)?)
+}
+
+/// A part's bins and counts, from its partial rows.
+fn partial_read(batch: &RecordBatch) -> Result<(Binned, (usize, usize))> {
+    let int = |i: usize| -> Result<&Int64Array> {
+        match batch.column(i).as_any().downcast_ref::<Int64Array>() {
+            Some(a) => Ok(a),
+            None => exec_err!("latency_trend: a part's partial rows have no integer column {i}"),
+        }
+    };
+    let Some(sum) = batch.column(3).as_any().downcast_ref::<Float64Array>() else {
+        return exec_err!("latency_trend: a part's partial rows have no sums");
+    };
+    let (step, bin, messages, delayed, lo, hi, counted, uncovered) =
+        (int(0)?, int(1)?, int(2)?, int(4)?, int(5)?, int(6)?, int(7)?, int(8)?);
+    let mut binned = Binned::default();
+    let mut count = (0, 0);
+    for r in 0..batch.num_rows() {
+        if bin.is_null(r) {
+            if !lo.is_null(r) && !hi.is_null(r) {
+                binned.span = Some((lo.value(r), hi.value(r)));
+            }
+            count = (count.0 + counted.value(r) as usize, count.1 + uncovered.value(r) as usize);
+            continue;
+        }
+        binned.step = step.value(r);
+        let b = Bin { messages: messages.value(r), sum: sum.value(r), delayed: delayed.value(r) };
+        binned.bins.insert(bin.value(r), b);
+    }
+    Ok((binned, count))
 }
 
 /// latency_trend's samples, (send_ts, L) of each message with a latency, gathered as the
@@ -335,6 +513,8 @@ struct Samples {
     samples: Vec<(i64, f64)>,
     /// Messages with a duration, and those of them without a criterion.
     counted: (usize, usize),
+    /// A cluster's part: give the bins (`partial_rows`), not the segments.
+    partial: bool,
     schema: SchemaRef,
 }
 
@@ -362,9 +542,12 @@ impl Mapper for Samples {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let binned = Binned::of(self.samples.iter().copied(), &self.params);
+        if self.partial {
+            return Ok(vec![partial_rows(&binned, self.counted)?]);
+        }
         self.baseline.notice_uncovered(self.counted.0, self.counted.1);
-        let segs = segments(self.samples.iter().copied(), &self.params)?;
-        Ok(vec![batch(&self.schema, &segs)?])
+        Ok(vec![batch(&self.schema, &binned.segments(&self.params)?)?])
     }
 }
 
@@ -399,6 +582,39 @@ mod tests {
 
     fn params() -> TrendParams {
         TrendParams { bin_ns: 10, window: 5, growth_rise: 0.15, high_level: 1.5 }
+    }
+
+    /// A cluster's parts, each binned in the step of its own span and sent as partial rows,
+    /// merge into the segments one pass over all the samples gives: with the bin width chosen
+    /// from the span (parts of very different spans) and given.
+    #[test]
+    fn parts_merge_into_the_segments_of_one_pass() {
+        let all: Vec<(i64, f64)> = (0..1_100).map(|t| (t * 37, series(t))).collect();
+        for p in [TrendParams { bin_ns: 0, ..params() }, TrendParams { bin_ns: 370, ..params() }] {
+            let whole = segments(all.iter().copied(), &p).unwrap();
+            // A short part, a long one, one with nothing, the rest.
+            let cuts = [&all[..40], &all[40..700], &all[700..700], &all[700..]];
+            let mut merged = Binned::default();
+            for (n, part) in cuts.iter().enumerate() {
+                let binned = Binned::of(part.iter().copied(), &p);
+                let (read, counted) = partial_read(&partial_rows(&binned, (part.len(), n)).unwrap()).unwrap();
+                assert_eq!(read, binned);
+                assert_eq!(counted, (part.len(), n));
+                merged.absorb(read);
+            }
+            let parts = merged.segments(&p).unwrap();
+            assert_eq!(parts.len(), whole.len());
+            assert!(whole.len() > 1, "{whole:?}");
+            for (a, b) in parts.iter().zip(&whole) {
+                assert_eq!(
+                    (a.kind, a.t_start, a.t_end, a.messages, a.delayed_messages),
+                    (b.kind, b.t_start, b.t_end, b.messages, b.delayed_messages)
+                );
+                let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs().max(y.abs());
+                assert!(close(a.mean_latency.unwrap(), b.mean_latency.unwrap()));
+                assert_eq!(a.points.len(), b.points.len());
+            }
+        }
     }
 
     /// One sample per ns: flat 1.0 on [0, 300), a ramp to 3.0 on [300, 500), 3.0 on [500, 800),
