@@ -147,15 +147,58 @@ const STILL_THERE: Duration = Duration::from_secs(2);
 /// session connected to a cluster whose scheduler no longer answers, naming the scheduler (a
 /// scheduler that stops mid-query cuts its connection, which the client reports only as a
 /// broken HTTP/2 stream).
-pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
+pub async fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
     let message = plain_error(message);
     let Some(scheduler) = config.get_extension::<Scheduler>() else { return message };
-    match std::net::TcpStream::connect_timeout(&scheduler.0, STILL_THERE) {
-        Ok(_) => message,
+    match answers(scheduler.0, config).await {
+        Ok(()) => message,
         Err(e) => format!(
             "the scheduler at {} stopped answering while the query ran ({e}); the query is lost: {message}",
             scheduler.0
         ),
+    }
+}
+
+/// Whether the scheduler at `address` answers a request (one that runs nothing) within
+/// `STILL_THERE`, presenting what the session's connections present: a process being killed
+/// may still accept a connection, but answers none.
+async fn answers(address: SocketAddr, config: &datafusion::prelude::SessionConfig) -> std::result::Result<(), String> {
+    use ballista_core::serde::protobuf::GetJobStatusParams;
+    use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+    let chain = |e: &dyn std::error::Error| {
+        let mut text = e.to_string();
+        let mut source = e.source();
+        while let Some(s) = source {
+            let said = s.to_string();
+            if !text.ends_with(&said) {
+                text = format!("{text}: {said}");
+            }
+            source = s.source();
+        }
+        text
+    };
+    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .map_err(|e| chain(&e))?
+        .connect_timeout(STILL_THERE)
+        .timeout(STILL_THERE);
+    if let Some(custom) = config.ballista_override_create_grpc_client_endpoint() {
+        endpoint = custom.configure_endpoint(endpoint).map_err(|e| format!("{e:?}"))?;
+    }
+    let channel = endpoint.connect().await.map_err(|e| chain(&e))?;
+    let asked = SchedulerGrpcClient::new(channel)
+        .get_job_status(GetJobStatusParams { job_id: "commdb-still-there".to_string() })
+        .await;
+    match asked {
+        Err(status)
+            if matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+            ) =>
+        {
+            Err(status.message().to_string())
+        }
+        // An answer, even a refusal, is the scheduler's.
+        _ => Ok(()),
     }
 }
 

@@ -116,14 +116,14 @@ impl From<CatalogError> for Failure {
 /// An error of the query engine while a statement ran: commdb's own message when it carries
 /// one (a cluster's task's too, and its scheduler named when it stopped), and what to do when
 /// the memory budget ran out.
-pub fn from_engine(
+pub async fn from_engine(
     e: datafusion::error::DataFusionError,
     budget: Option<usize>,
     config: &datafusion::prelude::SessionConfig,
 ) -> Failure {
     let error = match CatalogError::from(e) {
         // A cluster's failure comes as the text of its report (commdb_cluster::told).
-        CatalogError::Engine(message) => CatalogError::Engine(commdb_cluster::told(message, config)),
+        CatalogError::Engine(message) => CatalogError::Engine(commdb_cluster::told(message, config).await),
         typed => typed,
     };
     let error =

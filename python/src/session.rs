@@ -83,10 +83,16 @@ impl Session {
             Outcome::Query(df) => {
                 let schema = Arc::new(df.schema().as_arrow().clone());
                 let config = df.task_ctx().session_config().clone();
-                let mut stream = df.execute_stream().await.map_err(|e| from_engine(e, Some(budget), &config))?;
+                let mut stream = match df.execute_stream().await {
+                    Ok(stream) => stream,
+                    Err(e) => return Err(from_engine(e, Some(budget), &config).await),
+                };
                 let mut batches = Vec::new();
                 while let Some(batch) = stream.next().await {
-                    batches.push(batch.map_err(|e| from_engine(e, Some(budget), &config))?);
+                    match batch {
+                        Ok(batch) => batches.push(batch),
+                        Err(e) => return Err(from_engine(e, Some(budget), &config).await),
+                    }
                 }
                 let schema = batches.first().map_or(schema, RecordBatch::schema);
                 Rows::rows(schema, batches)

@@ -24,9 +24,9 @@ pub fn require_store(path: &str, url: &str) -> Result<()> {
 
 /// A query's failure on a cluster as the user is told it (`commdb_cluster::told`: plain words,
 /// the scheduler named when it stopped); a commdb without the cluster meets none.
-pub fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
+pub async fn told(message: String, config: &datafusion::prelude::SessionConfig) -> String {
     #[cfg(feature = "cluster")]
-    return commdb_cluster::told(message, config);
+    return commdb_cluster::told(message, config).await;
     #[cfg(not(feature = "cluster"))]
     {
         let _ = config;

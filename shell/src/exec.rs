@@ -71,7 +71,7 @@ async fn run_plan(
                     return Err(match commdb_catalog::Error::from(e) {
                         // A cluster's failure comes as the text of its report.
                         commdb_catalog::Error::Engine(message) => {
-                            ShellError::Trace(commdb_catalog::Error::Engine(crate::connect::told(message, &config)))
+                            ShellError::Trace(commdb_catalog::Error::Engine(crate::connect::told(message, &config).await))
                         }
                         typed => ShellError::Trace(typed),
                     });
