@@ -2,7 +2,7 @@
 //! (commdb_catalog::data_dirs): before an executor runs a task, every file the task's plan
 //! scans (CSV, JSON, Parquet, Arrow, a store's parts) and every place it writes (`COPY ... TO`)
 //! is checked, and a task naming a path outside them is refused before it reads or writes
-//! anything. A file read by commdb's own functions (a store opened by its directory,
+//! anything; a write whose place cannot be told (an Arrow IPC file, a stream table) is refused. A file read by commdb's own functions (a store opened by its directory,
 //! `read_sacct`) is checked where it is opened.
 
 use std::path::PathBuf;
@@ -57,12 +57,22 @@ fn files(plan: &Arc<dyn ExecutionPlan>) -> Result<Vec<PathBuf>> {
                 .map(|s| s.config())
                 .or_else(|| written.downcast_ref::<CsvSink>().map(|s| s.config()))
                 .or_else(|| written.downcast_ref::<JsonSink>().map(|s| s.config()));
-            if let Some(config) = config {
-                for url in &config.table_paths {
-                    match url.get_url().to_file_path() {
-                        Ok(path) => out.push(path),
-                        Err(()) => return plan_err!("{}: not a local path", url.as_str()),
+            match config {
+                Some(config) => {
+                    for url in &config.table_paths {
+                        match url.get_url().to_file_path() {
+                            Ok(path) => out.push(path),
+                            Err(()) => return plan_err!("{}: not a local path", url.as_str()),
+                        }
                     }
+                }
+                // A table in memory is written where it is held.
+                None if written.downcast_ref::<datafusion_datasource::memory::MemSink>().is_some() => {}
+                // Any other sink writes a file it does not tell (Arrow IPC files, stream tables).
+                None => {
+                    return plan_err!(
+                        "a query of this cluster may write only CSV, JSON and Parquet files under its data directories, whose places are checked; this one writes through {written:?}"
+                    );
                 }
             }
         }

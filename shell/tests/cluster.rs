@@ -764,6 +764,13 @@ fn a_cluster_keeps_to_its_data_dirs() {
         assert!(!ok && err.contains("outside them") && err.contains(named.as_str()), "{query}: {err}");
     }
     assert!(!target.exists() && !elsewhere.join("copied2.csv").exists());
+    // An Arrow IPC file is written through a sink that does not tell its place: refused, even
+    // inside the data directories.
+    let arrow = data.join("copied.arrow");
+    let copy = format!("COPY (SELECT rank FROM ranks) TO '{}' STORED AS ARROW", arrow.display());
+    let (ok, _, err) = answer(&inside, Some(&url), &["-c", &copy]);
+    assert!(!ok && err.contains("only CSV, JSON and Parquet"), "{err}");
+    assert!(!arrow.exists());
     let (ok, _, err) = answer(&outside, Some(&url), &["-c", "SELECT count(*) FROM messages"]);
     assert!(!ok && err.contains("outside them") && err.contains(outside.to_str().unwrap()), "{err}");
     assert!(!err.contains("Status {"), "the scheduler's refusal in plain words: {err}");
