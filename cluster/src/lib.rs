@@ -159,12 +159,41 @@ pub async fn told(message: String, config: &datafusion::prelude::SessionConfig) 
     }
 }
 
-/// Whether the scheduler at `address` answers a request (one that runs nothing) within
-/// `STILL_THERE`, presenting what the session's connections present: a process being killed
-/// may still accept a connection, but answers none.
+/// Whether the scheduler at `address` answers a request within `STILL_THERE`, presenting
+/// what the session's connections present: a process being killed may still accept a
+/// connection, but answers none.
 async fn answers(address: SocketAddr, config: &datafusion::prelude::SessionConfig) -> std::result::Result<(), String> {
+    let custom = config.ballista_override_create_grpc_client_endpoint();
+    let present = |endpoint: tonic::transport::Endpoint| match &custom {
+        Some(custom) => custom.configure_endpoint(endpoint).map_err(|e| format!("{e:?}")),
+        None => Ok(endpoint),
+    };
+    match ask_scheduler(address, STILL_THERE, present).await {
+        Err(e) => Err(e),
+        Ok(Err(status))
+            if matches!(
+                status.code(),
+                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
+            ) =>
+        {
+            Err(status.message().to_string())
+        }
+        // An answer, even a refusal, is the scheduler's.
+        Ok(_) => Ok(()),
+    }
+}
+
+/// The scheduler at `address` asked a request that runs nothing (the status of a job that does
+/// not exist) within `wait`, through an endpoint `prepared` as the asker's connections are
+/// (the cluster's secret): its answer, a refusal included; Err, why none came.
+pub(crate) async fn ask_scheduler(
+    address: SocketAddr,
+    wait: Duration,
+    prepared: impl FnOnce(tonic::transport::Endpoint) -> std::result::Result<tonic::transport::Endpoint, String>,
+) -> std::result::Result<std::result::Result<(), tonic::Status>, String> {
     use ballista_core::serde::protobuf::GetJobStatusParams;
     use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
+    // The error and its causes, each said once.
     let chain = |e: &dyn std::error::Error| {
         let mut text = e.to_string();
         let mut source = e.source();
@@ -177,29 +206,15 @@ async fn answers(address: SocketAddr, config: &datafusion::prelude::SessionConfi
         }
         text
     };
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+    let endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .map_err(|e| chain(&e))?
-        .connect_timeout(STILL_THERE)
-        .timeout(STILL_THERE);
-    if let Some(custom) = config.ballista_override_create_grpc_client_endpoint() {
-        endpoint = custom.configure_endpoint(endpoint).map_err(|e| format!("{e:?}"))?;
-    }
-    let channel = endpoint.connect().await.map_err(|e| chain(&e))?;
+        .connect_timeout(wait)
+        .timeout(wait);
+    let channel = prepared(endpoint)?.connect().await.map_err(|e| chain(&e))?;
     let asked = SchedulerGrpcClient::new(channel)
-        .get_job_status(GetJobStatusParams { job_id: "commdb-still-there".to_string() })
+        .get_job_status(GetJobStatusParams { job_id: "commdb-asks".to_string() })
         .await;
-    match asked {
-        Err(status)
-            if matches!(
-                status.code(),
-                tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Unknown
-            ) =>
-        {
-            Err(status.message().to_string())
-        }
-        // An answer, even a refusal, is the scheduler's.
-        _ => Ok(()),
-    }
+    Ok(asked.map(drop))
 }
 
 /// A cluster's error in plain words: Ballista reports a failed task as the debug form of the

@@ -137,31 +137,19 @@ fn from_text(text: &str, source: &str) -> crate::Result<Secret> {
     Ok(Secret { token: blake3::derive_key(CONTEXT, text.as_bytes()).into() })
 }
 
-/// Whether the scheduler at `address` lets in a process presenting `secret` (asked with a
-/// request it answers without running anything); its refusal, which names it and says what to
-/// do, otherwise.
+/// Whether the scheduler at `address` lets in a process presenting `secret`; its refusal,
+/// which names it and says what to do, otherwise.
 pub async fn admitted(address: std::net::SocketAddr, secret: Option<&Secret>) -> crate::Result<()> {
-    use ballista_core::serde::protobuf::GetJobStatusParams;
-    use ballista_core::serde::protobuf::scheduler_grpc_client::SchedulerGrpcClient;
-    let mut endpoint = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .map_err(|e| Error::Cluster(format!("the scheduler's address {address}: {e}")))?
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .timeout(std::time::Duration::from_secs(10));
-    if let Some(secret) = secret {
-        endpoint = endpoint.user_agent(secret.user_agent()).map_err(|e| Error::Cluster(e.to_string()))?;
-    }
-    let channel = endpoint
-        .connect()
-        .await
-        .map_err(|e| Error::Cluster(format!("cannot reach the scheduler at {address}: {e}")))?;
-    let asked = SchedulerGrpcClient::new(channel)
-        .get_job_status(GetJobStatusParams { job_id: "commdb-admission".to_string() })
-        .await;
-    match asked {
-        Err(status) if status.code() == tonic::Code::Unauthenticated => {
+    let present = |endpoint: tonic::transport::Endpoint| match secret {
+        Some(secret) => endpoint.user_agent(secret.user_agent()).map_err(|e| e.to_string()),
+        None => Ok(endpoint),
+    };
+    match crate::ask_scheduler(address, std::time::Duration::from_secs(10), present).await {
+        Err(e) => Err(Error::Cluster(format!("cannot reach the scheduler at {address}: {e}"))),
+        Ok(Err(status)) if status.code() == tonic::Code::Unauthenticated => {
             Err(Error::Cluster(status.message().to_string()))
         }
-        _ => Ok(()),
+        Ok(_) => Ok(()),
     }
 }
 

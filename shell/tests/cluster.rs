@@ -68,14 +68,22 @@ struct Cluster {
     scheduler: Process,
     executors: Vec<Process>,
     address: String,
+    /// Where each executor serves its shuffle files, which names it.
+    binds: Vec<String>,
 }
 
 impl Cluster {
     fn start(dir: &Path, executors: usize, executor_args: &[&str]) -> Cluster {
+        Cluster::start_with(dir, &[], executors, executor_args)
+    }
+
+    /// A cluster whose scheduler is given `scheduler_args` too.
+    fn start_with(dir: &Path, scheduler_args: &[&str], executors: usize, executor_args: &[&str]) -> Cluster {
         let address = format!("127.0.0.1:{}", free_ports());
-        let scheduler = Process::start(&dir.join("scheduler.log"), &["scheduler", "--bind", &address]);
+        let scheduler_args = [&["scheduler", "--bind", &address][..], scheduler_args].concat();
+        let scheduler = Process::start(&dir.join("scheduler.log"), &scheduler_args);
         scheduler.wait_for("listening", 1, 30);
-        let mut started = Vec::new();
+        let (mut started, mut binds) = (Vec::new(), Vec::new());
         for i in 0..executors {
             let bind = format!("127.0.0.1:{}", free_ports());
             let mut args = vec!["executor", "--scheduler", &address, "--bind", &bind, "--vcores", "1"];
@@ -83,8 +91,9 @@ impl Cluster {
             let executor = Process::start(&dir.join(format!("executor{i}.log")), &args);
             executor.wait_for("asking the scheduler for tasks", 1, 30);
             started.push(executor);
+            binds.push(bind);
         }
-        Cluster { scheduler, executors: started, address }
+        Cluster { scheduler, executors: started, address, binds }
     }
 
     fn url(&self) -> String {
@@ -726,18 +735,9 @@ fn a_cluster_keeps_to_its_data_dirs() {
     let o = run(&["executor", "--scheduler", "127.0.0.1:1", "--data-dir", "/no/such/dir"]);
     assert!(!o.status.success() && stderr(&o).contains("/no/such/dir"), "{}", stderr(&o));
 
-    let address = format!("127.0.0.1:{}", free_ports());
     let keep = ["--data-dir", data.to_str().unwrap()];
-    let scheduler =
-        Process::start(&dir.path().join("scheduler.log"), &[&["scheduler", "--bind", &address][..], &keep].concat());
-    scheduler.wait_for("listening", 1, 30);
-    let bind = format!("127.0.0.1:{}", free_ports());
-    let executor = Process::start(
-        &dir.path().join("executor.log"),
-        &[&["executor", "--scheduler", &address, "--bind", &bind][..], &keep].concat(),
-    );
-    executor.wait_for("asking the scheduler for tasks", 1, 30);
-    let url = format!("df://{address}");
+    let cluster = Cluster::start_with(dir.path(), &keep, 1, &keep);
+    let url = cluster.url();
 
     // Inside: read and written.
     let (ok, out, err) = answer(&inside, Some(&url), &["-c", "SELECT count(*) > 0 AS some FROM messages"]);
@@ -776,18 +776,11 @@ fn a_cluster_keeps_to_its_data_dirs() {
     assert!(!err.contains("Status {"), "the scheduler's refusal in plain words: {err}");
 
     // An executor keeps to its directories whatever its scheduler lets through.
-    drop((executor, scheduler));
-    let address = format!("127.0.0.1:{}", free_ports());
-    let scheduler = Process::start(&dir.path().join("open.log"), &["scheduler", "--bind", &address]);
-    scheduler.wait_for("listening", 1, 30);
-    let bind = format!("127.0.0.1:{}", free_ports());
-    let executor = Process::start(
-        &dir.path().join("kept.log"),
-        &[&["executor", "--scheduler", &address, "--bind", &bind][..], &keep].concat(),
-    );
-    executor.wait_for("asking the scheduler for tasks", 1, 30);
+    drop(cluster);
+    let cluster = Cluster::start_with(dir.path(), &[], 1, &keep);
+    let bind = &cluster.binds[0];
     let copy = format!("COPY (SELECT rank FROM ranks) TO '{}'", target.display());
-    let (ok, _, err) = answer(&inside, Some(&format!("df://{address}")), &["-c", &copy]);
+    let (ok, _, err) = answer(&inside, Some(&cluster.url()), &["-c", &copy]);
     assert!(!ok && err.contains(&format!("executor {bind} reads and writes only under")), "{err}");
     assert!(!target.exists());
 }
