@@ -66,6 +66,7 @@ impl fmt::Debug for Spread {
             Spread::Rows => f.write_str("Rows"),
             Spread::Merged { work, .. } => write!(f, "Merged({work:?})"),
             Spread::SortedMerge { work, sorted_on, .. } => write!(f, "SortedMerge({work:?}, {sorted_on})"),
+            Spread::Prefolded { prefolds, work, .. } => write!(f, "Prefolded({} inputs, {work:?})", prefolds.len()),
         }
     }
 }
@@ -87,6 +88,37 @@ pub enum Spread {
     /// own work and `crate::stream::AsTheyCome`, the parts' rows in the order one sweep over
     /// the whole gives them, for a consumer whose answer depends on it (`delta_histogram`).
     SortedMerge { schema: SchemaRef, work: Work, sorted_on: usize, merge: crate::stream::Prepare },
+    /// Some of the inputs an analysis folds are reduced first, spread over their own
+    /// partitions and exchanged by key (`prefolds`: the wait states of the messages by the
+    /// rank that waited, those of the collectives by instance); the answer, in one task, folds
+    /// their rows in the inputs' places by `work` and reads its first input as its own work
+    /// does (`label` says so in EXPLAIN).
+    Prefolded { prefolds: Vec<Prefold>, work: Work, label: &'static str },
+}
+
+/// An input of an analysis reduced before the answer reads it, on a distributed engine
+/// ([`Spread::Prefolded`]): each partition of the input gives `partial` rows (or its rows as
+/// they are), which the engine exchanges by a hash of their columns `by`, so that the rows of
+/// one key meet in one task; there `reduce` makes the rows the answer folds in the input's
+/// place. Each step is a node of its own ([`crate::plan::Stage::Prefold`]).
+#[derive(Clone)]
+pub struct Prefold {
+    /// The input reduced (an index into the analysis's inputs).
+    pub input: usize,
+    /// The rows each partition of the input gives (their schema and work, and what EXPLAIN
+    /// calls them); None: the input's own rows.
+    pub partial: Option<(SchemaRef, Work, &'static str)>,
+    /// The columns of the partials (or of the input) whose hash sends a row to its task.
+    pub by: Vec<usize>,
+    /// The rows each task of the exchange gives (their schema and work, and what EXPLAIN calls
+    /// them).
+    pub reduce: (SchemaRef, Work, &'static str),
+}
+
+impl fmt::Debug for Prefold {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Prefold").field("input", &self.input).field("by", &self.by).finish_non_exhaustive()
+    }
 }
 
 impl fmt::Debug for Derived {
@@ -282,6 +314,22 @@ impl Derived {
         if !self.distributed {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
+        if let Some(Spread::Prefolded { prefolds, .. }) = &self.spread {
+            let mut inputs = inputs;
+            for (index, prefold) in prefolds.iter().enumerate() {
+                let index = u8::try_from(index).map_err(|_| {
+                    datafusion::error::DataFusionError::Internal(format!("{}: too many prefolds", self.name))
+                })?;
+                let mut input = inputs[prefold.input].clone();
+                if prefold.partial.is_some() {
+                    let stage = Stage::Prefold { index, reduce: false };
+                    input = Arc::new(self.node(stage, Placement::ByPart, vec![input], None)?);
+                }
+                let stage = Stage::Prefold { index, reduce: true };
+                inputs[prefold.input] = Arc::new(self.node(stage, Placement::ByPart, vec![input], None)?);
+            }
+            return Ok(Arc::new(self.routed_answer(session, inputs, projection)?));
+        }
         let placement = self.placement_over(session, &inputs)?;
         if let (Placement::ByPart, Some(Spread::Merged { .. } | Spread::SortedMerge { .. })) = (placement, &self.spread)
         {
@@ -289,6 +337,58 @@ impl Derived {
             return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
         }
         Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
+    }
+
+    /// The answer of an analysis whose inputs were prefolded ([`Spread::Prefolded`]): a task per
+    /// partition of an exchange of the prefolded rows by the part of the first input their rank
+    /// is in, when the first input is in parts of whole ranks whose ranges its statistics give;
+    /// else one task reading its inputs whole.
+    fn routed_answer(
+        &self,
+        session: &dyn Session,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+    ) -> Result<AnalysisExec> {
+        // Routed when the first input is in parts of whole ranks, at most as many as the
+        // exchange will have partitions.
+        let exchange = session.config_options().execution.target_partitions;
+        let first_ranks = match &self.spread {
+            Some(Spread::Prefolded { work: Work::Folded(_, crate::plan::Main::ByRank(rank)), .. })
+                if self.placement_over(session, &inputs)? == Placement::ByPart =>
+            {
+                let stored = self.inputs[0].provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>();
+                match stored.and_then(|t| crate::routes::Routes::of_files(&inputs[0], &t.rank_ranges())) {
+                    Some(first_ranks) => Some(first_ranks),
+                    None => crate::routes::Routes::of(&inputs[0], *rank)?,
+                }
+            }
+            _ => None,
+        };
+        let routes = match first_ranks {
+            Some(first_ranks) => crate::routes::Routes::keyed(first_ranks, exchange)?,
+            None => None,
+        };
+        self.answer_routed(inputs, projection, routes)
+    }
+
+    /// The answer of an analysis whose inputs were prefolded, routed by `routes` (None: one
+    /// task reading its inputs whole).
+    pub fn answer_routed(
+        &self,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+        routes: Option<crate::routes::Routes>,
+    ) -> Result<AnalysisExec> {
+        let Some(Spread::Prefolded { prefolds, .. }) = &self.spread else {
+            return internal_err!("{}: is not prefolded", self.name);
+        };
+        let exchanged: Vec<usize> = prefolds.iter().map(|p| p.input).collect();
+        Ok(match routes {
+            Some(routes) => {
+                self.node(Stage::Answer, Placement::Routed, inputs, projection)?.with_routes(routes, exchanged)
+            }
+            None => self.node(Stage::Answer, Placement::Whole, inputs, projection)?,
+        })
     }
 
     /// The analysis node over `inputs` (the plans of this table's inputs, in order), giving the
@@ -312,7 +412,23 @@ impl Derived {
         projection: Option<&Vec<usize>>,
     ) -> Result<AnalysisExec> {
         let (work, schema, projection) = match (stage, &self.spread) {
+            (Stage::Answer, Some(Spread::Prefolded { work, .. })) if self.distributed => {
+                (work.clone(), self.schema.clone(), projection)
+            }
             (Stage::Answer, _) => (self.work.clone(), self.schema.clone(), projection),
+            (Stage::Prefold { index, reduce }, Some(Spread::Prefolded { prefolds, .. })) => {
+                let Some(prefold) = prefolds.get(usize::from(index)) else {
+                    return internal_err!("{}: has no prefold {index}", self.name);
+                };
+                let (schema, work, label) = match (reduce, &prefold.partial) {
+                    (false, Some(partial)) => partial.clone(),
+                    (false, None) => return internal_err!("{}: prefold {index} has no partials", self.name),
+                    (true, _) => prefold.reduce.clone(),
+                };
+                let node = AnalysisExec::placed(self.name, inputs, work, schema, None, placement)?;
+                let node = node.with_call(self.call.clone()).with_stage(stage).with_label(label);
+                return Ok(if reduce { node.with_exchange(prefold.by.clone()) } else { node });
+            }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
                 (work.clone(), schema.clone(), None)
             }
@@ -353,7 +469,10 @@ impl Derived {
             work => work,
         };
         let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
-        let node = node.with_call(self.call.clone()).with_stage(stage);
+        let mut node = node.with_call(self.call.clone()).with_stage(stage);
+        if let (Some(Spread::Prefolded { label, .. }), Stage::Answer, true) = (&self.spread, stage, self.distributed) {
+            node = node.with_label(label);
+        }
         Ok(match (&self.spread, placement, stage) {
             (Some(Spread::SortedMerge { sorted_on, .. }), Placement::ByPart, Stage::Partial) => {
                 node.with_output_order((0..*sorted_on).collect())

@@ -34,6 +34,7 @@ pub mod plans;
 pub mod recipe;
 pub mod relation;
 pub mod remembered;
+pub mod routes;
 pub mod shared;
 pub mod shown;
 pub mod stream;

@@ -129,6 +129,15 @@ pub struct AnalysisExec {
     /// common::Spread::SortedMerge), which it merges in that order itself: a distributed engine
     /// ends a stage below it and does not keep the partitions' order across the stages.
     input_order: Option<Vec<usize>>,
+    /// The columns of its first input whose hash decides which of its tasks reads a row (a
+    /// reduction of what one key needs, [`crate::derived::Prefold`]): the engine exchanges the
+    /// input's rows so before them.
+    exchange: Option<Vec<usize>>,
+    /// What the node computes, said by EXPLAIN (a step of a spread analysis).
+    label: Option<&'static str>,
+    /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
+    /// of its other inputs are exchanged by route (their column `rank`).
+    routes: Option<(crate::routes::Routes, Vec<usize>)>,
 }
 
 /// The ordering ascending on `columns` of `schema`.
@@ -148,15 +157,22 @@ pub enum Placement {
     /// inputs whole (docs/scale.md): a sweep by rank over parts of whole ranks, or a fold of
     /// the messages' partials.
     ByPart,
+    /// A task per partition of its first input (parts of whole ranks), each reading that
+    /// partition, the partition of the same number of some other inputs exchanged by their
+    /// rank's part ([`crate::routes`]), and the rest whole.
+    Routed,
 }
 
 /// Which node of an analysis' call a node is: the answer itself, or (spread as partials and
-/// their merge, [`crate::derived::Spread`]) the partials of each part or their merge.
+/// their merge, [`crate::derived::Spread`]) the partials of each part or their merge, or (an
+/// input reduced before the answer reads it, [`crate::derived::Prefold`]) the partials or the
+/// reduction of prefold `index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Answer,
     Partial,
     Merge,
+    Prefold { index: u8, reduce: bool },
 }
 
 impl Placement {
@@ -165,11 +181,14 @@ impl Placement {
             Placement::Local => 0,
             Placement::Whole => 1,
             Placement::ByPart => 2,
+            Placement::Routed => 3,
         }
     }
 
     pub fn from_code(code: u32) -> Option<Placement> {
-        [Placement::Local, Placement::Whole, Placement::ByPart].into_iter().find(|p| p.code() == code)
+        [Placement::Local, Placement::Whole, Placement::ByPart, Placement::Routed]
+            .into_iter()
+            .find(|p| p.code() == code)
     }
 }
 
@@ -179,11 +198,18 @@ impl Stage {
             Stage::Answer => 0,
             Stage::Partial => 1,
             Stage::Merge => 2,
+            Stage::Prefold { index, reduce } => 16 + 2 * u32::from(index) + u32::from(reduce),
         }
     }
 
     pub fn from_code(code: u32) -> Option<Stage> {
-        [Stage::Answer, Stage::Partial, Stage::Merge].into_iter().find(|s| s.code() == code)
+        match code {
+            0 => Some(Stage::Answer),
+            1 => Some(Stage::Partial),
+            2 => Some(Stage::Merge),
+            16.. => Some(Stage::Prefold { index: u8::try_from((code - 16) / 2).ok()?, reduce: code % 2 == 1 }),
+            _ => None,
+        }
     }
 }
 
@@ -220,7 +246,7 @@ impl AnalysisExec {
             return datafusion::common::internal_err!("{name}: only a streamed analysis reads its input by part");
         }
         let partitions = match placement {
-            Placement::ByPart => inputs[0].properties().output_partitioning().partition_count(),
+            Placement::ByPart | Placement::Routed => inputs[0].properties().output_partitioning().partition_count(),
             Placement::Local | Placement::Whole => 1,
         };
         let schema = match &projection {
@@ -249,7 +275,21 @@ impl AnalysisExec {
             stage: Stage::Answer,
             output_order: None,
             input_order: None,
+            exchange: None,
+            label: None,
+            routes: None,
         })
+    }
+
+    /// The same node, routed ([`Placement::Routed`]): its inputs `exchanged` are exchanged by
+    /// the key `routes` gives their column `rank`, into partitions numbered as its first input's.
+    pub fn with_routes(self, routes: crate::routes::Routes, exchanged: Vec<usize>) -> Self {
+        AnalysisExec { routes: Some((routes, exchanged)), ..self }
+    }
+
+    /// The routes of its first input's partitions, when it is routed.
+    pub fn routes(&self) -> Option<&crate::routes::Routes> {
+        self.routes.as_ref().map(|(r, _)| r)
     }
 
     /// The same node, declaring each partition of its output sorted on its output `columns`,
@@ -271,6 +311,28 @@ impl AnalysisExec {
     /// ascending, in that order.
     pub fn with_input_order(self, columns: Vec<usize>) -> Self {
         AnalysisExec { input_order: Some(columns), ..self }
+    }
+
+    /// The same node, its tasks each reading the rows of its first input whose columns
+    /// `columns` hash to it (the engine exchanges them so).
+    /// It declares two partitions at least, the second empty when its input has one, so that
+    /// a node reading it by key exchanges its rows (one partition satisfies any key, and would
+    /// not be exchanged).
+    pub fn with_exchange(mut self, columns: Vec<usize>) -> Self {
+        let partitions = self.inputs[0].properties().output_partitioning().partition_count().max(2);
+        let properties = PlanProperties::new(
+            self.properties.equivalence_properties().clone(),
+            Partitioning::UnknownPartitioning(partitions),
+            self.properties.emission_type,
+            self.properties.boundedness,
+        );
+        self.properties = Arc::new(properties);
+        AnalysisExec { exchange: Some(columns), ..self }
+    }
+
+    /// The same node, EXPLAIN saying that it computes `label`.
+    pub fn with_label(self, label: &'static str) -> Self {
+        AnalysisExec { label: Some(label), ..self }
     }
 
     /// The same node, as stage `stage` of its call.
@@ -336,11 +398,26 @@ impl DisplayAs for AnalysisExec {
                     Stage::Answer => {}
                     Stage::Partial => f.write_str(", partials")?,
                     Stage::Merge => f.write_str(", merge of the partials")?,
+                    Stage::Prefold { .. } => {}
+                }
+                if let Some(label) = self.label {
+                    write!(f, ", {label}")?;
+                }
+                if let Some(columns) = &self.exchange {
+                    let schema = self.inputs[0].schema();
+                    let names: Vec<&str> = columns.iter().map(|&c| schema.field(c).name().as_str()).collect();
+                    write!(f, ", its rows exchanged by {}", names.join(", "))?;
                 }
                 match self.placement {
                     Placement::Local => {}
                     Placement::Whole => f.write_str(", one task reading its inputs whole")?,
+                    Placement::ByPart if self.exchange.is_some() => {
+                        f.write_str(", a task per partition of the exchange")?
+                    }
                     Placement::ByPart => f.write_str(", a task per part of its first input")?,
+                    Placement::Routed => {
+                        f.write_str(", a task per part of its first input, with the rows of its ranks' part")?
+                    }
                 }
                 f.write_str(&projection_text(&self.full_schema, self.projection.as_deref()))
             }
@@ -377,8 +454,33 @@ impl ExecutionPlan for AnalysisExec {
             each[0] = Distribution::SinglePartition;
         }
         if self.placement == Placement::ByPart {
-            // Each part on its own (in rank order within it, for a sweep by rank).
+            // Each part on its own (in rank order within it, for a sweep by rank), or the rows
+            // of a key together.
+            each[0] = match &self.exchange {
+                Some(columns) => {
+                    let schema = self.inputs[0].schema();
+                    let keys = columns
+                        .iter()
+                        .map(|&c| {
+                            Arc::new(datafusion::physical_expr::expressions::Column::new(schema.field(c).name(), c))
+                                as Arc<dyn PhysicalExpr>
+                        })
+                        .collect();
+                    Distribution::KeyPartitioned(keys)
+                }
+                None => Distribution::UnspecifiedDistribution,
+            };
+        }
+        if let Some((routes, exchanged)) = &self.routes {
             each[0] = Distribution::UnspecifiedDistribution;
+            for &i in exchanged {
+                let schema = self.inputs[i].schema();
+                if let Ok(rank) = schema.index_of("rank")
+                    && let Ok(route) = routes.expr(&schema, rank)
+                {
+                    each[i] = Distribution::KeyPartitioned(vec![route]);
+                }
+            }
         }
         InputDistributionRequirements::new(each)
     }
@@ -423,6 +525,13 @@ impl ExecutionPlan for AnalysisExec {
             node = node.with_output_order(columns);
         }
         node.input_order = self.input_order.clone();
+        if let Some(columns) = self.exchange.clone() {
+            node = node.with_exchange(columns);
+        }
+        node.label = self.label;
+        if let Some((routes, exchanged)) = self.routes.clone() {
+            node = node.with_routes(routes, exchanged);
+        }
         Ok(Arc::new(node))
     }
 
@@ -430,7 +539,9 @@ impl ExecutionPlan for AnalysisExec {
     /// [`crate::plan::CALL_ID`], that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
-        if self.stage == Stage::Merge && partition > 0 {
+        let beyond =
+            self.exchange.is_some() && partition >= self.inputs[0].properties().output_partitioning().partition_count();
+        if (self.stage == Stage::Merge && partition > 0) || beyond {
             return Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(schema)));
         }
         let batches = self.execute_work(partition, context)?;
@@ -447,8 +558,13 @@ impl ExecutionPlan for AnalysisExec {
 impl AnalysisExec {
     fn execute_work(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
-        let part = (self.placement == Placement::ByPart).then_some(partition);
+        let mut part = (self.placement == Placement::ByPart).then_some(partition);
         let mut inputs = self.inputs.clone();
+        if let Some((routes, exchanged)) = &self.routes {
+            inputs = routed_inputs(inputs, routes, exchanged, partition)?;
+            // The first input is now that partition alone.
+            part = Some(0);
+        }
         if part.is_some() {
             // Every part's execution reads the other inputs whole, each with a plan of its own:
             // a scan's partitions share their files among the executions of one plan.
@@ -520,4 +636,26 @@ impl AnalysisExec {
         };
         Ok(batches_once(self.schema(), run))
     }
+}
+
+/// The inputs task `task` of a routed node reads ([`Placement::Routed`]): partition `task` of
+/// the first and of the `exchanged` inputs, each row checked against the route the task
+/// serves, and the other inputs whole.
+fn routed_inputs(
+    mut inputs: Vec<Arc<dyn ExecutionPlan>>,
+    routes: &crate::routes::Routes,
+    exchanged: &[usize],
+    task: usize,
+) -> Result<Vec<Arc<dyn ExecutionPlan>>> {
+    use crate::routes::{Served, Slice};
+    let served = Served::default();
+    for (i, input) in inputs.iter_mut().enumerate() {
+        if i == 0 || exchanged.contains(&i) {
+            let rank = input.schema().index_of("rank")?;
+            *input = Arc::new(Slice::checked(input.clone(), task, routes, rank, &served));
+        } else {
+            *input = datafusion::physical_plan::execution_plan::reset_plan_states(input.clone())?;
+        }
+    }
+    Ok(inputs)
 }

@@ -116,6 +116,12 @@ struct AnalysisNode {
     stage: u32,
     #[prost(uint32, tag = "9")]
     placement: u32,
+    /// A routed node's routes: the first rank of each part of its first input.
+    #[prost(int64, repeated, tag = "10")]
+    routes: Vec<i64>,
+    /// ... and the key each part's rows are exchanged by.
+    #[prost(int64, repeated, tag = "11")]
+    route_keys: Vec<i64>,
 }
 
 /// A view's plan.
@@ -286,6 +292,8 @@ impl LogicalCodec {
             path: call.path.iter().map(|&i| i as u32).collect(),
             stage: 0,
             placement: 0,
+            routes: Vec::new(),
+            route_keys: Vec::new(),
         })
     }
 
@@ -601,6 +609,10 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                         node.function
                     );
                 };
+                if placement == Placement::Routed {
+                    let routes = commdb_analysis::routes::Routes::new(node.routes, node.route_keys)?;
+                    return Ok(Arc::new(derived.answer_routed(inputs.to_vec(), projection.as_ref(), Some(routes))?));
+                }
                 Ok(Arc::new(derived.node(stage, placement, inputs.to_vec(), projection.as_ref())?))
             }
             IN_ORDER => {
@@ -632,6 +644,8 @@ impl PhysicalExtensionCodec for PhysicalCodec {
             let mut node = self.logical.encode_call(call, analysis.call_id(), analysis.projection())?;
             node.stage = analysis.stage().code();
             node.placement = analysis.placement().code();
+            node.routes = analysis.routes().map(|r| r.first_ranks().to_vec()).unwrap_or_default();
+            node.route_keys = analysis.routes().map(|r| r.keys().to_vec()).unwrap_or_default();
             wrap(ANALYSIS, &node, buf);
             return Ok(());
         }

@@ -449,6 +449,50 @@ fn analyses_spread_over_both_executors() {
     assert!(logs.contains("notice: message_latency:") && logs.contains("have no latency criterion"), "{logs}");
 }
 
+/// The wait states spread (docs/scale.md, "waits folded, then per rank"): each part of the
+/// messages gives its candidates, exchanged by the rank that waited; the collectives are
+/// exchanged by instance; the waits go to the task that holds their rank's calls, a task per
+/// part of the calls. The rows are the embedded engine's, with threads (OpenMP waits) and
+/// without, with call paths and without (then the answer reads only the threads' calls, in one
+/// task), and so are `rank_diagnosis`' (which sums them).
+#[test]
+fn the_waits_spread_over_the_executors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let threads = store_of(dir.path(), "threads", &["--threads", "4", "--iterations", "12"]);
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    for store in [&store, &threads] {
+        spreads(&cluster, store, "wait_states", "SELECT * FROM wait_states()");
+        spreads(&cluster, store, "wait_states", "SELECT rank, pattern, wait_ns, ts, partner FROM wait_states()");
+    }
+    spreads(&cluster, &store, "wait_states", "SELECT * FROM rank_diagnosis()");
+
+    let explain = |query: &str| {
+        let parts = "SET datafusion.execution.target_partitions = 8";
+        let (ok, out, err) = answer(&store, Some(&cluster.url()), &["-c", parts, "-c", &format!("EXPLAIN {query}")]);
+        assert!(ok, "{err}");
+        out
+    };
+    let plan = explain("SELECT * FROM wait_states()");
+    for step in [
+        "wait_states: analysis, streamed, each part's late senders and receivers, a task per part of its first input",
+        "the message waits of each rank's calls, its rows exchanged by rank, a task per partition of the exchange",
+        "the waits of each collective instance, its rows exchanged by comm, instance, a task per partition of the exchange",
+        "over the waits its messages and collectives gave, a task per part of its first input, with the rows of its ranks' part",
+        "partitioning=Hash([CASE WHEN rank@0 >= ",
+    ] {
+        assert!(plan.contains(step), "no '{step}' in\n{plan}");
+    }
+    assert!(!plan.contains("one task reading its inputs whole"), "{plan}");
+    // Without call paths the answer sweeps only the threads' calls, in one task.
+    let plan = explain("SELECT rank, wait_ns FROM wait_states()");
+    assert!(
+        plan.contains("over the waits its messages and collectives gave, one task reading its inputs whole"),
+        "{plan}"
+    );
+    assert!(plan.contains("its rows exchanged by rank"), "{plan}");
+}
+
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
 /// store's parts runs the analysis `function` itself on both executors in one job.
 fn spreads(cluster: &Cluster, store: &Path, function: &str, query: &str) {

@@ -92,6 +92,19 @@ impl TraceTable {
     /// (a store written since its parts end at rank boundaries, [`crate::store`]). A scan that
     /// does not split its files (`repartition_file_scans` off) then gives every rank to one
     /// partition, so that a sweep by rank can run a task per partition.
+    /// The range of ranks each part of this table holds, by its file (the manifest's), for a
+    /// table stored in parts ordered by rank; empty otherwise.
+    pub fn rank_ranges(&self) -> Vec<(std::path::PathBuf, i64, i64)> {
+        let Some(file) = self.trace.stored_file(self.name) else { return Vec::new() };
+        if !rank_ordered(self.name) {
+            return Vec::new();
+        }
+        file.files
+            .iter()
+            .filter_map(|(path, _, r)| r.as_ref().filter(|r| r.column == "rank").map(|r| (path.clone(), r.min, r.max)))
+            .collect()
+    }
+
     pub fn parts_hold_whole_ranks(&self) -> bool {
         if !rank_ordered(self.name) {
             return false;

@@ -50,6 +50,7 @@
 //! waiter's own call ends, as a late sender's does. Only waits longer than 0 are listed. Cost: O(messages + participations).
 
 pub(crate) mod openmp;
+mod spread;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -620,11 +621,22 @@ fn wait_paths(
     let mut waits = messages.finish();
     let (collective, unclassified) = collectives.finish();
     waits.extend(collective);
-    if let (Some(n), true) = (&notices, unclassified > 0) {
+    notice_unclassified(notices.as_ref(), unclassified);
+    paths_of(waits, threads, schema)
+}
+
+/// Says how many neighbourhood collective instances were left out, when any were.
+fn notice_unclassified(notices: Option<&commdb_catalog::wallclock::Notices>, unclassified: usize) {
+    if let (Some(n), true) = (notices, unclassified > 0) {
         n.push(format!(
             "wait_states: {unclassified} neighbourhood collective instance(s) are not classified: their waits depend on the communicator's topology, which the trace does not record"
         ));
     }
+}
+
+/// The mapper of the calls that gives `waits` their threads and call paths, and the threads'
+/// own waits.
+fn paths_of(mut waits: Vec<Wait>, threads: ThreadRecords, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
     waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
     Ok(Box::new(WaitPaths { waits, threads, next: 0, schema }))
 }
@@ -810,6 +822,7 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let (events, regions) = thread_inputs(a, "wait_states", events, regions, &THREAD_KINDS)?;
     let schema = out.clone();
+    let spread = spread::spread(notices.clone(), out.clone());
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
         FoldWaits::boxed(move |messages, collectives, threads| {
@@ -818,6 +831,7 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
     });
     let inputs = vec![(calls, Some(ki)), (rel, Some(mi)), (colls, Some(ci)), (events, None), (regions, None)];
     Derived::folded(out, inputs, Main::ByRank(0), start)
+        .spreading(spread)
         .reading_narrower_unless(0, &["path", "thread"], thread_calls, None)
         .map(Arc::new)
         .map(|d| d as _)

@@ -1,0 +1,389 @@
+//! Rows sent to the task that holds their rank's calls ([`crate::plan::Placement::Routed`]).
+//! A sweep by rank runs a task per part of whole ranks of its first input (a store's calls);
+//! what it folds beside them (the waits found where the messages lie) is keyed by rank, and
+//! each task needs only its own ranks' rows. A distributed engine exchanges rows by a hash of
+//! their key, not by ranges, so the key a row is exchanged by is its route: the number of the
+//! part its rank falls in (by the parts' first ranks, from their statistics), and a task takes
+//! the parts whose routes the engine's own hash partitioner sends to it. The ranges come from
+//! the scan's statistics (a store's parts' Parquet statistics); without them a sweep runs in one
+//! task.
+
+use std::fmt;
+use std::sync::Arc;
+
+use arrow::array::{Array, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::{ScalarValue, exec_err};
+use datafusion::error::Result;
+use datafusion::execution::TaskContext;
+use datafusion::logical_expr::Operator;
+use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
+use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
+use datafusion::physical_plan::expressions::{BinaryExpr, CaseExpr, Column, Literal};
+use datafusion::physical_plan::metrics::Time;
+use datafusion::physical_plan::repartition::BatchPartitioner;
+use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
+use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
+};
+use futures::{StreamExt, TryStreamExt};
+
+/// The first rank of each partition of a sweep's first input, ascending, and the key each
+/// partition's rows are exchanged by: a rank's route is the last partition whose first rank is
+/// at most it (the first for ranks below them all), and its key one that the exchange's hash
+/// partitioner sends to the partition of the same number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routes {
+    first_ranks: Vec<i64>,
+    keys: Vec<i64>,
+}
+
+impl Routes {
+    /// The routes of partitions beginning at `first_ranks`, exchanged into `partitions`
+    /// partitions (at least as many); None when there are more routes than that.
+    pub fn keyed(first_ranks: Vec<i64>, partitions: usize) -> Result<Option<Routes>> {
+        if first_ranks.len() > partitions || partitions == 0 {
+            return Ok(None);
+        }
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "key",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let key: Arc<dyn PhysicalExpr> = Arc::new(Column::new("key", 0));
+        let mut partitioner = BatchPartitioner::new_hash_partitioner(vec![key], partitions, Time::default())?;
+        let mut keys: Vec<Option<i64>> = vec![None; first_ranks.len()];
+        let mut next = 0i64;
+        while keys.iter().any(Option::is_none) {
+            // A hash sends about one value in `partitions` to each; 64 rounds of them miss one
+            // partition with a chance of e^-64.
+            if next > 64 * partitions as i64 * 64 {
+                return datafusion::common::internal_err!("no key reaches every partition of {partitions}");
+            }
+            let values = Int64Array::from_iter_values(next..next + 64 * partitions as i64);
+            next += 64 * partitions as i64;
+            let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(values)])?;
+            partitioner.partition(batch, |partition, rows| {
+                if let (Some(slot @ None), Some(values)) =
+                    (keys.get_mut(partition), rows.column(0).as_any().downcast_ref::<Int64Array>())
+                    && !values.is_empty()
+                {
+                    *slot = Some(values.value(0));
+                }
+                Ok(())
+            })?;
+        }
+        Ok(Some(Routes { first_ranks, keys: keys.into_iter().flatten().collect() }))
+    }
+
+    /// Routes as they were keyed where the plan was made (a node planned again).
+    pub fn new(first_ranks: Vec<i64>, keys: Vec<i64>) -> Result<Routes> {
+        if first_ranks.len() != keys.len() || first_ranks.is_empty() {
+            return datafusion::common::plan_err!(
+                "a routed node's routes are damaged: {} first ranks, {} keys",
+                first_ranks.len(),
+                keys.len()
+            );
+        }
+        Ok(Routes { first_ranks, keys })
+    }
+
+    /// The first rank of each partition of `plan` by its column `rank`, when its statistics
+    /// give each partition's least and greatest rank and the partitions' ranges follow one
+    /// another.
+    pub fn of(plan: &Arc<dyn ExecutionPlan>, rank: usize) -> Result<Option<Vec<i64>>> {
+        let partitions = plan.properties().output_partitioning().partition_count();
+        let context = StatisticsContext::new();
+        let mut first_ranks = Vec::with_capacity(partitions);
+        let mut last: Option<i64> = None;
+        for partition in 0..partitions {
+            let stats = context.compute(plan.as_ref(), &StatisticsArgs::new().with_partition(Some(partition)))?;
+            let Some(column) = stats.column_statistics.get(rank) else { return Ok(None) };
+            let (Some(ScalarValue::Int64(Some(least))), Some(ScalarValue::Int64(Some(greatest)))) =
+                (column.min_value.get_value(), column.max_value.get_value())
+            else {
+                return Ok(None);
+            };
+            if last.is_some_and(|l| *least <= l) {
+                return Ok(None);
+            }
+            first_ranks.push(*least);
+            last = Some(*greatest);
+        }
+        Ok((!first_ranks.is_empty()).then_some(first_ranks))
+    }
+
+    /// The first rank of each partition of `plan` when it is a scan of files whose ranges of
+    /// rank `ranges` gives (a store's parts, by the manifest: each file and its least and
+    /// greatest rank), and the partitions' files' ranges follow one another.
+    pub fn of_files(plan: &Arc<dyn ExecutionPlan>, ranges: &[(std::path::PathBuf, i64, i64)]) -> Option<Vec<i64>> {
+        use datafusion::datasource::physical_plan::FileScanConfig;
+        use datafusion::datasource::source::DataSourceExec;
+        let scan = plan.downcast_ref::<DataSourceExec>()?.data_source().downcast_ref::<FileScanConfig>()?;
+        let range_of = |location: &str| {
+            ranges
+                .iter()
+                .find(|(path, ..)| path.to_string_lossy().trim_start_matches('/') == location)
+                .map(|r| (r.1, r.2))
+        };
+        let mut first_ranks = Vec::with_capacity(scan.file_groups.len());
+        let mut last: Option<i64> = None;
+        for group in &scan.file_groups {
+            let mut first = None;
+            for file in group.files() {
+                let (least, greatest) = range_of(file.object_meta.location.as_ref())?;
+                if last.is_some_and(|l| least <= l) {
+                    return None;
+                }
+                first.get_or_insert(least);
+                last = Some(greatest);
+            }
+            first_ranks.push(first?);
+        }
+        (!first_ranks.is_empty()).then_some(first_ranks)
+    }
+
+    /// The first rank of each partition.
+    pub fn first_ranks(&self) -> &[i64] {
+        &self.first_ranks
+    }
+
+    /// The key each partition's rows are exchanged by.
+    pub fn keys(&self) -> &[i64] {
+        &self.keys
+    }
+
+    /// The route of `rank`.
+    pub fn route(&self, rank: i64) -> usize {
+        self.first_ranks.partition_point(|&first| first <= rank).saturating_sub(1)
+    }
+
+    /// The key of column `rank` of `schema` as an expression (what a distributed engine
+    /// exchanges rows by): `CASE WHEN rank >= f(n-1) THEN key(n-1) ... ELSE key(0) END`.
+    pub fn expr(&self, schema: &SchemaRef, rank: usize) -> Result<Arc<dyn PhysicalExpr>> {
+        let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(schema.field(rank).name(), rank));
+        let value = |v: i64| -> Arc<dyn PhysicalExpr> { Arc::new(Literal::new(ScalarValue::Int64(Some(v)))) };
+        let when_then: Vec<(Arc<dyn PhysicalExpr>, Arc<dyn PhysicalExpr>)> = (1..self.first_ranks.len())
+            .rev()
+            .map(|k| {
+                let at_least: Arc<dyn PhysicalExpr> =
+                    Arc::new(BinaryExpr::new(column.clone(), Operator::GtEq, value(self.first_ranks[k])));
+                (at_least, value(self.keys[k]))
+            })
+            .collect();
+        if when_then.is_empty() {
+            return Ok(value(self.keys[0]));
+        }
+        Ok(Arc::new(CaseExpr::try_new(None, when_then, Some(value(self.keys[0])))?))
+    }
+}
+
+/// The route one task of a routed node serves, as the first of its inputs' rows says; each
+/// input's rows are checked against it, so that a row exchanged to the wrong task (an engine
+/// that changed the exchange's partitions) fails the query rather than losing its call path.
+#[derive(Clone, Debug, Default)]
+pub struct Served(Arc<std::sync::Mutex<Option<usize>>>);
+
+impl Served {
+    fn check(&self, route: usize) -> Result<()> {
+        let mut served = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match *served {
+            None => {
+                *served = Some(route);
+                Ok(())
+            }
+            Some(r) if r == route => Ok(()),
+            Some(r) => exec_err!(
+                "a routed task serving the ranks of part {r} received a row of part {route}: the exchange's partitions are not those the plan was made for"
+            ),
+        }
+    }
+}
+
+/// Some partitions of a plan, read one after another as one partition; a routed task's
+/// input has each row's route (its column `rank`) checked against the route the task serves.
+pub struct Slice {
+    input: Arc<dyn ExecutionPlan>,
+    partitions: Vec<usize>,
+    checked: Option<(Routes, usize, Served)>,
+    properties: Arc<PlanProperties>,
+}
+
+impl Slice {
+    /// Partitions `partitions` of `input`, as they are.
+    pub fn whole(input: Arc<dyn ExecutionPlan>, partitions: Vec<usize>) -> Self {
+        Slice::new(input, partitions, None)
+    }
+
+    /// Partition `partition` of `input`, each row's rank (column `rank`) routed by `routes` to
+    /// the route `served` says.
+    pub fn checked(
+        input: Arc<dyn ExecutionPlan>,
+        partition: usize,
+        routes: &Routes,
+        rank: usize,
+        served: &Served,
+    ) -> Self {
+        Slice::new(input, vec![partition], Some((routes.clone(), rank, served.clone())))
+    }
+
+    fn new(input: Arc<dyn ExecutionPlan>, partitions: Vec<usize>, checked: Option<(Routes, usize, Served)>) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(input.schema()),
+            Partitioning::UnknownPartitioning(1),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Slice { input, partitions, checked, properties: Arc::new(properties) }
+    }
+}
+
+impl fmt::Debug for Slice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Slice").field("partitions", &self.partitions).finish_non_exhaustive()
+    }
+}
+
+impl DisplayAs for Slice {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "Slice: partitions {:?}", self.partitions)
+    }
+}
+
+impl ExecutionPlan for Slice {
+    fn name(&self) -> &str {
+        "Slice"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        match children.as_slice() {
+            [input] => Ok(Arc::new(Slice::new(input.clone(), self.partitions.clone(), self.checked.clone()))),
+            _ => datafusion::common::internal_err!("Slice has one input, got {}", children.len()),
+        }
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        if partition != 0 {
+            return exec_err!("Slice has one partition, asked for {partition}");
+        }
+        let streams =
+            self.partitions.iter().map(|&p| self.input.execute(p, context.clone())).collect::<Result<Vec<_>>>()?;
+        let checked = self.checked.clone();
+        let rows = futures::stream::iter(streams).flatten().and_then(move |batch| {
+            let result = match &checked {
+                None => Ok(batch),
+                Some((routes, rank, served)) => check_rows(&batch, routes, *rank, served).map(|()| batch),
+            };
+            futures::future::ready(result)
+        });
+        Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), rows)))
+    }
+}
+
+/// Checks that every rank of `batch` (its column `rank`) routes to the route `served` says.
+fn check_rows(batch: &RecordBatch, routes: &Routes, rank: usize, served: &Served) -> Result<()> {
+    let ranks = arrow::compute::cast(batch.column(rank), &arrow::datatypes::DataType::Int64)?;
+    let Some(ranks) = ranks.as_any().downcast_ref::<Int64Array>() else {
+        return exec_err!("a routed input's column {rank} is not a rank (an integer)");
+    };
+    let mut last = None;
+    for i in (0..ranks.len()).filter(|&i| ranks.is_valid(i)) {
+        let route = routes.route(ranks.value(i));
+        if last != Some(route) {
+            served.check(route)?;
+            last = Some(route);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partition_of(partitions: usize, key: i64) -> usize {
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "key",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(Int64Array::from(vec![key]))]).unwrap();
+        let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new("key", 0));
+        let mut partitioner =
+            BatchPartitioner::new_hash_partitioner(vec![column], partitions, Time::default()).unwrap();
+        let mut found = None;
+        partitioner
+            .partition(batch, |p, _| {
+                found = Some(p);
+                Ok(())
+            })
+            .unwrap();
+        found.unwrap()
+    }
+
+    #[test]
+    fn a_rank_routes_to_the_part_it_falls_in() {
+        let routes = Routes::keyed(vec![0, 10, 25], 4).unwrap().unwrap();
+        assert_eq!([-3, 0, 9, 10, 24, 25, 1000].map(|r| routes.route(r)), [0, 0, 0, 1, 1, 2, 2]);
+    }
+
+    #[test]
+    fn each_routes_key_reaches_the_partition_of_its_number() {
+        for (parts, partitions) in [(2, 2), (3, 8), (16, 16), (37, 40)] {
+            let routes = Routes::keyed((0..parts).map(|k| k * 4).collect(), partitions).unwrap().unwrap();
+            for (k, &key) in routes.keys().iter().enumerate() {
+                assert_eq!(partition_of(partitions, key), k, "{parts} parts into {partitions}");
+            }
+        }
+        assert_eq!(Routes::keyed(vec![0, 4, 8], 2).unwrap(), None, "more parts than partitions");
+    }
+
+    #[test]
+    fn the_key_expression_gives_each_ranks_key() {
+        let routes = Routes::keyed(vec![0, 10, 25], 3).unwrap().unwrap();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "rank",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let ranks = Int64Array::from(vec![-3, 0, 9, 10, 24, 25, 1000]);
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ranks.clone())]).unwrap();
+        let value = routes.expr(&schema, 0).unwrap().evaluate(&batch).unwrap().into_array(7).unwrap();
+        let value = value.as_any().downcast_ref::<Int64Array>().unwrap();
+        for i in 0..7 {
+            assert_eq!(value.value(i), routes.keys()[routes.route(ranks.value(i))]);
+        }
+    }
+
+    #[test]
+    fn a_task_given_rows_of_two_routes_fails() {
+        let routes = Routes::keyed(vec![0, 10], 2).unwrap().unwrap();
+        let served = Served::default();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "rank",
+            arrow::datatypes::DataType::Int64,
+            true,
+        )]));
+        let batch =
+            |ranks: Vec<i64>| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ranks))]).unwrap();
+        check_rows(&batch(vec![1, 2, 9]), &routes, 0, &served).unwrap();
+        let error = check_rows(&batch(vec![3, 12]), &routes, 0, &served).unwrap_err().to_string();
+        assert!(error.contains("serving the ranks of part 0 received a row of part 1"), "{error}");
+    }
+}
