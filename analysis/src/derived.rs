@@ -92,8 +92,9 @@ pub enum Spread {
     /// partitions and exchanged by key (`prefolds`: the wait states of the messages by the
     /// rank that waited, those of the collectives by instance); the answer, in one task, folds
     /// their rows in the inputs' places by `work` and reads its first input as its own work
-    /// does (`label` says so in EXPLAIN).
-    Prefolded { prefolds: Vec<Prefold>, work: Work, label: &'static str },
+    /// does (`label` says so in EXPLAIN); when `routed`, a task per part of whole ranks of its
+    /// first input, each with the prefolded rows of its ranks ([`crate::routes`]).
+    Prefolded { prefolds: Vec<Prefold>, work: Work, label: &'static str, routed: bool },
 }
 
 /// An input of an analysis reduced before the answer reads it, on a distributed engine
@@ -353,9 +354,9 @@ impl Derived {
         // exchange will have partitions.
         let exchange = session.config_options().execution.target_partitions;
         let first_ranks = match &self.spread {
-            Some(Spread::Prefolded { work: Work::Folded(_, crate::plan::Main::ByRank(rank)), .. })
-                if self.placement_over(session, &inputs)? == Placement::ByPart =>
-            {
+            Some(Spread::Prefolded {
+                work: Work::Folded(_, crate::plan::Main::ByRank(rank)), routed: true, ..
+            }) if self.placement_over(session, &inputs)? == Placement::ByPart => {
                 let stored = self.inputs[0].provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>();
                 match stored.and_then(|t| crate::routes::Routes::of_files(&inputs[0], &t.rank_ranges())) {
                     Some(first_ranks) => Some(first_ranks),

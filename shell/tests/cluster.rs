@@ -454,7 +454,8 @@ fn analyses_spread_over_both_executors() {
 /// exchanged by instance; the waits go to the task that holds their rank's calls, a task per
 /// part of the calls. The rows are the embedded engine's, with threads (OpenMP waits) and
 /// without, with call paths and without (then the answer reads only the threads' calls, in one
-/// task), and so are `rank_diagnosis`' (which sums them).
+/// task), and so are `rank_diagnosis`' (which sums them). The critical path, its profile and
+/// the delay costs find their waits so too, and walk them in one task.
 #[test]
 fn the_waits_spread_over_the_executors() {
     let dir = tempfile::tempdir().unwrap();
@@ -464,6 +465,9 @@ fn the_waits_spread_over_the_executors() {
     for store in [&store, &threads] {
         spreads(&cluster, store, "wait_states", "SELECT * FROM wait_states()");
         spreads(&cluster, store, "wait_states", "SELECT rank, pattern, wait_ns, ts, partner FROM wait_states()");
+        for function in ["critical_path", "critical_path_profile", "delay_costs"] {
+            spreads(&cluster, store, function, &format!("SELECT * FROM {function}()"));
+        }
     }
     spreads(&cluster, &store, "wait_states", "SELECT * FROM rank_diagnosis()");
 
@@ -491,6 +495,15 @@ fn the_waits_spread_over_the_executors() {
         "{plan}"
     );
     assert!(plan.contains("its rows exchanged by rank"), "{plan}");
+    // The walk over every rank reads the waits found before, in one task.
+    let plan = explain("SELECT * FROM delay_costs()");
+    for step in [
+        "delay_costs: analysis, streamed, each part's late senders and receivers, a task per part of its first input",
+        "delay_costs: analysis, streamed, the waits of each collective instance, its rows exchanged by comm, instance",
+        "delay_costs: analysis, streamed by rank, over the waits its messages and collectives gave, one task reading its inputs whole",
+    ] {
+        assert!(plan.contains(step), "no '{step}' in\n{plan}");
+    }
 }
 
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the

@@ -569,7 +569,46 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let schema = schema.clone();
         FoldWaits::boxed(move |messages, collectives, records| delay_sweep(messages, collectives, records, schema))
     });
-    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
+    // On a cluster the waits, the send calls' ends and the collectives' ends are found where
+    // the messages and collectives lie; the costs, traced back over every rank, in one task.
+    let schema = out.clone();
+    let then: crate::waits::spread::Then = Arc::new(move |found, records| delays_over(found, records, schema.clone()));
+    let spread = crate::waits::spread::spread(None, false, true, then);
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start).spreading(spread)))
+}
+
+/// `delay_sweep` over what the cluster's steps found: the same waits and synchronisation
+/// points.
+fn delays_over(
+    found: crate::waits::spread::Found,
+    records: ThreadRecords,
+    schema: SchemaRef,
+) -> Result<Box<dyn Mapper>> {
+    let crate::waits::spread::Found { waits: all, left, mut ends } = found;
+    let message_waits: Vec<Wait> = all.iter().filter(|w| w.comm.is_none()).cloned().collect();
+    let mut sync = SyncPoints::of_messages(&message_waits, &left);
+    drop((message_waits, left));
+    let waits: Vec<W> = all.iter().filter_map(as_wait).collect();
+    drop(all);
+    ends.sort_unstable();
+    for instance in ends.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+        let members: Vec<(i64, i64)> = instance.iter().map(|e| (e.2, e.3)).collect();
+        sync.waited_in(instance[0].0, instance[0].1, &members);
+    }
+    sync.seal();
+    delay_mapper(waits, records, sync, schema)
+}
+
+/// A wait between ranks as the costs read it (its threads found once the calls are swept).
+fn as_wait(w: &Wait) -> Option<W> {
+    w.partner.map(|delayer| W {
+        waiter: w.rank,
+        delayer,
+        start: w.ts,
+        end: w.ts + w.wait_ns,
+        since: NO_SYNC,
+        waiters: 1,
+    })
 }
 
 /// The sweep of the calls, once the messages and collectives are folded into their waits and
@@ -585,20 +624,15 @@ fn delay_sweep(
     let mut sync = SyncPoints::of_messages(&message_waits, &left);
     drop(left);
     // Between ranks: their threads are found once the calls are swept.
-    let as_w = |w: &Wait| {
-        w.partner.map(|delayer| W {
-            waiter: w.rank,
-            delayer,
-            start: w.ts,
-            end: w.ts + w.wait_ns,
-            since: NO_SYNC,
-            waiters: 1,
-        })
-    };
-    let mut waits: Vec<W> = message_waits.iter().filter_map(as_w).collect();
+    let mut waits: Vec<W> = message_waits.iter().filter_map(as_wait).collect();
     drop(message_waits);
-    collectives.finish_each_with(|w| waits.extend(as_w(&w)), |c, k, ends| sync.waited_in(c, k, ends));
+    collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends));
     sync.seal();
+    delay_mapper(waits, records, sync, schema)
+}
+
+/// The mapper that sweeps the calls and gives each wait's cost to its causes.
+fn delay_mapper(waits: Vec<W>, records: ThreadRecords, sync: SyncPoints, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
     Ok(Box::new(DelaySweep {
         waits,
         threads_waits: WaitSpill::new()?,

@@ -432,6 +432,16 @@ fn run_sweep(
         waits.add(&w);
     }
     collectives.finish_each(|w| waits.add(&w));
+    sweep_over(waits, records, answer, schema)
+}
+
+/// The sweep of the calls over the run's waits (`waits` unsealed).
+fn sweep_over(
+    mut waits: RunWaits,
+    records: ThreadRecords,
+    answer: Answer,
+    schema: SchemaRef,
+) -> Result<Box<dyn Mapper>> {
     waits.seal();
     let name = if answer == Answer::Path { "critical_path" } else { "critical_path_profile" };
     Ok(Box::new(RunSweep {
@@ -540,7 +550,19 @@ fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> De
             run_sweep(messages, collectives, records, answer, schema)
         })
     });
-    Derived::folded(schema, inputs, Main::ByRank(0), start)
+    // On a cluster the waits are found where the messages and collectives lie; the walk, over
+    // every rank, stays in one task.
+    let out = schema.clone();
+    let then: crate::waits::spread::Then = Arc::new(move |found, records| {
+        let mut waits = RunWaits::new();
+        for w in &found.waits {
+            waits.add(w);
+        }
+        drop(found);
+        sweep_over(waits, records, answer, out.clone())
+    });
+    let spread = crate::waits::spread::spread(None, false, false, then);
+    Derived::folded(schema, inputs, Main::ByRank(0), start).spreading(spread)
 }
 
 /// The path's rows.

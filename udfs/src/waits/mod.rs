@@ -50,7 +50,7 @@
 //! waiter's own call ends, as a late sender's does. Only waits longer than 0 are listed. Cost: O(messages + participations).
 
 pub(crate) mod openmp;
-mod spread;
+pub(crate) mod spread;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -822,7 +822,13 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let ki = calls.columns("wait_states", &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let (events, regions) = thread_inputs(a, "wait_states", events, regions, &THREAD_KINDS)?;
     let schema = out.clone();
-    let spread = spread::spread(notices.clone(), out.clone());
+    let paths = out.clone();
+    let spread = spread::spread(
+        notices.clone(),
+        true,
+        false,
+        Arc::new(move |found, threads| paths_of(found.waits, threads, paths.clone())),
+    );
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
         FoldWaits::boxed(move |messages, collectives, threads| {

@@ -14,9 +14,13 @@
 //!   collectives, and gives each its thread and call path from the calls as the embedded engine
 //!   does.
 //!
+//! The critical path, its profile and the delay costs find their waits by the same steps (the
+//! delay costs also each late send's end and each member's leaving of an instance in which
+//! someone waited: their synchronisation points), then walk them over every rank in one task.
 //! The rules are those of the embedded fold (`super::MessageWaits`, `super::CollectiveWaits`);
 //! only where they run changes, so the rows are the same.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray};
@@ -59,7 +63,12 @@ fn candidate_schema() -> SchemaRef {
     ]))
 }
 
-/// One wait found before the answer: the columns of `Wait`.
+/// A row that is no wait: a member's leaving of a collective instance in which someone waited
+/// (its rank, end as `ts`, comm and instance), for `delay_costs`' synchronisation points.
+const COLLECTIVE_END: &str = "collective_end";
+
+/// One wait found before the answer: the columns of `Wait`, and for a late sender when its
+/// send call was left (`left`); or a member's leaving of an instance (`COLLECTIVE_END`).
 fn wait_schema() -> SchemaRef {
     let int = |name: &str, nullable: bool| Field::new(name, DataType::Int64, nullable);
     Arc::new(Schema::new(vec![
@@ -71,6 +80,7 @@ fn wait_schema() -> SchemaRef {
         int("comm", true),
         int("instance", true),
         int("partner", true),
+        int("left", true),
     ]))
 }
 
@@ -97,8 +107,8 @@ fn candidate_rows(late: &[Candidate], receivers: &[Candidate]) -> Result<RecordB
     Ok(RecordBatch::try_new(candidate_schema(), columns)?)
 }
 
-/// The rows of `waits`.
-fn wait_rows(waits: &[Wait]) -> Result<RecordBatch> {
+/// The rows of `waits`, each late sender with when its send call was left (`left`, by message).
+fn wait_rows(waits: &[Wait], left: &HashMap<i64, i64>) -> Result<RecordBatch> {
     let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
     let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
         Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
@@ -112,28 +122,72 @@ fn wait_rows(waits: &[Wait]) -> Result<RecordBatch> {
         opt(|w| w.comm),
         opt(|w| w.instance),
         opt(|w| w.partner),
+        Arc::new(Int64Array::from(
+            waits
+                .iter()
+                .map(|w| w.msg_id.filter(|_| w.pattern == "late_sender").and_then(|m| left.get(&m).copied()))
+                .collect::<Vec<_>>(),
+        )),
     ];
     Ok(RecordBatch::try_new(wait_schema(), columns)?)
 }
 
-/// The waits of `batch` (rows of `wait_schema`).
-fn waits_of(batch: &RecordBatch, into: &mut Vec<Wait>) -> Result<()> {
+/// The rows saying that each member of collective (`comm`, `instance`) left it at its end
+/// (`ends`: rank, end).
+fn end_rows(comm: i64, instance: i64, ends: &[(i64, i64)]) -> Vec<Wait> {
+    ends.iter()
+        .map(|&(rank, end)| Wait {
+            rank,
+            pattern: COLLECTIVE_END,
+            wait_ns: 0,
+            ts: end,
+            msg_id: None,
+            comm: Some(comm),
+            instance: Some(instance),
+            partner: None,
+        })
+        .collect()
+}
+
+/// What the steps before the answer found: the waits, when each late sender's send call was
+/// left (by message), and, when asked for, each member's leaving of an instance in which
+/// someone waited (comm, instance, rank, end).
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    pub waits: Vec<Wait>,
+    pub left: HashMap<i64, i64>,
+    pub ends: Vec<(i64, i64, i64, i64)>,
+}
+
+/// The waits of `batch` (rows of `wait_schema`) into `found`.
+fn waits_of(batch: &RecordBatch, found: &mut Found) -> Result<()> {
     let batches = std::slice::from_ref(batch);
     let ints: Vec<Int64Array> =
-        [0, 2, 3, 4, 5, 6, 7].iter().map(|&i| int64_column(batches, i)).collect::<Result<_>>()?;
+        [0, 2, 3, 4, 5, 6, 7, 8].iter().map(|&i| int64_column(batches, i)).collect::<Result<_>>()?;
     let pattern = text_column(batches, 1)?;
     let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
     for r in 0..batch.num_rows() {
         let name = pattern.value(r);
+        let (rank, ts) = (ints[0].value(r), ints[2].value(r));
+        if name == COLLECTIVE_END {
+            if let (Some(comm), Some(instance)) = (opt(&ints[4], r), opt(&ints[5], r)) {
+                found.ends.push((comm, instance, rank, ts));
+            }
+            continue;
+        }
         let Some(&pattern) = PATTERNS.iter().find(|p| **p == name) else {
-            return exec_err!("wait_states: a wait of the unknown pattern '{name}' came from another task");
+            return exec_err!("a wait of the unknown pattern '{name}' came from another task");
         };
-        into.push(Wait {
-            rank: ints[0].value(r),
+        let msg_id = opt(&ints[3], r);
+        if let (Some(m), Some(left)) = (msg_id, opt(&ints[7], r)) {
+            found.left.insert(m, left);
+        }
+        found.waits.push(Wait {
+            rank,
             pattern,
             wait_ns: ints[1].value(r),
-            ts: ints[2].value(r),
-            msg_id: opt(&ints[3], r),
+            ts,
+            msg_id,
             comm: opt(&ints[4], r),
             instance: opt(&ints[5], r),
             partner: opt(&ints[6], r),
@@ -158,6 +212,7 @@ impl Mapper for Candidates {
 struct ReduceCandidates {
     waits: MessageWaits,
     done: Option<std::vec::IntoIter<Wait>>,
+    left: HashMap<i64, i64>,
 }
 
 impl Mapper for ReduceCandidates {
@@ -189,22 +244,27 @@ impl Mapper for ReduceCandidates {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        self.done = Some(std::mem::take(&mut self.waits).finish().into_iter());
+        let waits = std::mem::take(&mut self.waits);
+        self.left = waits.late_send_call_ends();
+        self.done = Some(waits.finish().into_iter());
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         let Some(done) = &mut self.done else { return Ok(None) };
         let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
-        if these.is_empty() { Ok(None) } else { wait_rows(&these).map(Some) }
+        if these.is_empty() { Ok(None) } else { wait_rows(&these, &self.left).map(Some) }
     }
 }
 
 /// Folds the participations in the collective instances exchanged to one task, and gives
-/// their waits at the end.
+/// their waits at the end; when it must leave neighbourhood collectives out, it says so in a
+/// notice when the function (`name`) does.
 struct ReduceCollectives {
     collectives: CollectiveWaits,
     notices: Option<commdb_catalog::wallclock::Notices>,
+    /// Whether to give each member's leaving of an instance in which someone waited.
+    ends: bool,
     done: Option<std::vec::IntoIter<Wait>>,
 }
 
@@ -219,8 +279,15 @@ impl Mapper for ReduceCollectives {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let (waits, unclassified) = std::mem::take(&mut self.collectives).finish();
+        let collectives = std::mem::take(&mut self.collectives);
+        let (mut waits, mut ends) = (Vec::new(), Vec::new());
+        let unclassified = if self.ends {
+            collectives.finish_each_with(|w| waits.push(w), |c, k, e| ends.extend(end_rows(c, k, e)))
+        } else {
+            collectives.finish_each(|w| waits.push(w))
+        };
         super::notice_unclassified(self.notices.as_ref(), unclassified);
+        waits.extend(ends);
         self.done = Some(waits.into_iter());
         Ok(Vec::new())
     }
@@ -228,46 +295,66 @@ impl Mapper for ReduceCollectives {
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         let Some(done) = &mut self.done else { return Ok(None) };
         let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
-        if these.is_empty() { Ok(None) } else { wait_rows(&these).map(Some) }
+        if these.is_empty() { Ok(None) } else { wait_rows(&these, &HashMap::new()).map(Some) }
     }
 }
 
+/// What the answer makes of the waits and the threads' records: the mapper of the calls.
+pub(crate) type Then = Arc<dyn Fn(Found, ThreadRecords) -> Result<Box<dyn Mapper>> + Send + Sync>;
+
 /// The answer's fold on a cluster: the waits found before (inputs 1 and 2), and the threads'
-/// records (inputs 3 and 4) as the embedded fold reads them.
+/// records (inputs 3 and 4, and an accelerator's hand-overs after them) as the embedded fold
+/// reads them.
 struct FoldFound {
-    waits: Vec<Wait>,
+    found: Found,
     threads: ThreadRecords,
-    schema: SchemaRef,
+    then: Then,
 }
 
 impl Folder for FoldFound {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
-            1 | 2 => waits_of(batch, &mut self.waits),
+            1 | 2 => waits_of(batch, &mut self.found),
             3 => self.threads.fold_events(batch),
             4 => self.threads.fold_regions(batch),
-            _ => exec_err!("wait_states: no input {input} on a cluster"),
+            _ => {
+                self.threads.fold_offload(batch);
+                Ok(())
+            }
         }
     }
 
     fn held_bytes(&self) -> usize {
-        self.waits.capacity() * std::mem::size_of::<Wait>() + self.threads.held_bytes()
+        self.found.waits.capacity() * std::mem::size_of::<Wait>()
+            + self.found.left.len() * 32
+            + self.found.ends.capacity() * 32
+            + self.threads.held_bytes()
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldFound { waits, threads, schema } = *self;
-        super::paths_of(waits, threads, schema)
+        let FoldFound { found, threads, then } = *self;
+        then(found, threads)
     }
 }
 
-/// How `wait_states` spreads: its messages (input 1) and collectives (input 2) reduced to
-/// their waits where they lie, the answer folding the waits (`schema`, its output).
-pub(super) fn spread(notices: Option<commdb_catalog::wallclock::Notices>, schema: SchemaRef) -> Spread {
+/// How an analysis that folds the MPI waits spreads (`wait_states`, the critical path and its
+/// profile): its messages (input 1) and collectives (input 2) reduced to their waits where they
+/// lie, the answer making the mapper of its calls from the waits by `then`; when `routed`, a
+/// task per part of the calls with their ranks' waits (an answer per rank), else one task;
+/// with `ends`, the collectives also give each member's leaving of an instance in which someone
+/// waited (`delay_costs`' synchronisation points).
+pub(crate) fn spread(
+    notices: Option<commdb_catalog::wallclock::Notices>,
+    routed: bool,
+    ends: bool,
+    then: Then,
+) -> Spread {
     let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
     let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
     let reduce_collectives: Prepare = Arc::new(move |_| {
         let collectives = CollectiveWaits::default();
-        Ok(Box::new(ReduceCollectives { collectives, notices: notices.clone(), done: None }) as Box<dyn Mapper>)
+        let notices = notices.clone();
+        Ok(Box::new(ReduceCollectives { collectives, notices, ends, done: None }) as Box<dyn Mapper>)
     });
     let messages = Prefold {
         input: 1,
@@ -282,11 +369,12 @@ pub(super) fn spread(notices: Option<commdb_catalog::wallclock::Notices>, schema
         reduce: (wait_schema(), Work::Streamed(reduce_collectives), "the waits of each collective instance"),
     };
     let start: StartFold = Arc::new(move || {
-        Box::new(FoldFound { waits: Vec::new(), threads: ThreadRecords::default(), schema: schema.clone() })
+        Box::new(FoldFound { found: Found::default(), threads: ThreadRecords::default(), then: then.clone() })
     });
     Spread::Prefolded {
         prefolds: vec![messages, collectives],
         work: Work::Folded(start, Main::ByRank(0)),
         label: "over the waits its messages and collectives gave",
+        routed,
     }
 }
