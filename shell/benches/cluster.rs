@@ -2,19 +2,21 @@
 //! (1 vcore each) started on 127.0.0.1 from a commdb built with the `cluster` feature, and
 //! queries over a store run by a client with `--cluster`, then by the embedded engine. Prints,
 //! per query, the client's wall time and peak memory, and each cluster process's peak memory
-//! (VmHWM; a cluster is started for each query). A last setting gives each of 2 executors a
-//! `--memory-limit` of half the embedded process's peak for that query: the analyses that
-//! spread still answer, each executor holding its share.
+//! (VmHWM; a cluster is started for each query), and whether the rows are the embedded
+//! engine's (floats to 1e-9). A last setting gives each of N executors (2 unless given) a
+//! `--memory-limit` of the embedded process's peak for that query over N (at most 1 GiB): the
+//! analyses that spread still answer, each executor holding its share.
 //!
-//! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS]`, PATH a
-//! release commdb built with `--features cluster` (the bench itself only starts processes).
+//! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS] [N] [QUERY...]`,
+//! PATH a release commdb built with `--features cluster` (the bench itself only starts
+//! processes); QUERY names some of the queries below (all unless given).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// (label, SQL) measured in every setting.
-const QUERIES: [(&str, &str); 10] = [
+const QUERIES: [(&str, &str); 15] = [
     ("trivial", "SELECT 1"),
     ("scan", "SELECT count(*), sum(bytes), max(recv_ts) FROM messages"),
     ("aggregate", "SELECT count(*) FROM (SELECT rank, count(*), sum(duration) FROM calls GROUP BY rank)"),
@@ -29,7 +31,35 @@ const QUERIES: [(&str, &str); 10] = [
          SELECT count(*), sum(delayed_share) FROM attribution('w', window_ns => '1ms')",
     ),
     ("wait_states", "SELECT count(*), sum(wait_ns) FROM wait_states()"),
+    ("wait_states paths", "SELECT count(*), sum(wait_ns), count(path), count(thread) FROM wait_states()"),
+    (
+        "rank_diagnosis",
+        "SELECT cause, count(*), sum(waits_suffered_ns), sum(waits_caused_ns) FROM rank_diagnosis() GROUP BY cause ORDER BY cause",
+    ),
+    ("critical_path", "SELECT count(*), sum(duration) FROM critical_path()"),
+    ("critical_path_profile", "SELECT count(*), sum(path_ns) FROM critical_path_profile()"),
+    ("delay_costs", "SELECT count(*), sum(cost_ns) FROM delay_costs()"),
 ];
+
+/// Whether two outputs hold the same rows, in any order, numbers that are not whole equal to
+/// 1e-9 of their size (sums of floating-point values taken in another order).
+fn same_rows(a: &str, b: &str) -> bool {
+    let sorted = |t: &str| {
+        let mut lines: Vec<String> = t.lines().map(str::to_string).collect();
+        lines.sort();
+        lines
+    };
+    let (a, b) = (sorted(a), sorted(b));
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|(x, y)| {
+            let (xs, ys): (Vec<&str>, Vec<&str>) = (x.split(',').collect(), y.split(',').collect());
+            xs.len() == ys.len()
+                && xs.iter().zip(&ys).all(|(p, q)| {
+                    p == q
+                        || matches!((p.parse::<f64>(), q.parse::<f64>()), (Ok(u), Ok(v)) if (u - v).abs() <= 1e-9 * u.abs().max(v.abs()))
+                })
+        })
+}
 
 fn binary() -> PathBuf {
     std::env::var_os("COMMDB_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_commdb")), PathBuf::from)
@@ -145,19 +175,22 @@ fn main() {
         return;
     };
     let rounds: usize = args.get(1).and_then(|r| r.parse().ok()).unwrap_or(1);
+    let executors: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(2);
+    let chosen: Vec<(&str, &str)> =
+        QUERIES.iter().copied().filter(|(label, _)| args.len() < 4 || args[3..].iter().any(|a| a == label)).collect();
     println!("store {store}, commdb {}, best of {rounds}", binary().display());
     let mut embedded = Vec::new();
-    for (label, sql) in QUERIES {
+    for &(label, sql) in &chosen {
         let best = (0..rounds).map(|_| client(store, None, sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
         println!("embedded      {label:18} {:7.2} s  peak {:6.0} MiB", best.0, best.1);
         embedded.push(best);
     }
-    for n in [1, 2] {
-        for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
+    for n in [1, executors] {
+        for ((label, sql), base) in chosen.iter().zip(&embedded) {
             let cluster = Cluster::start(n, &[]);
             let best =
                 (0..rounds).map(|_| client(store, Some(&cluster.url), sql)).min_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
-            let same = if best.2 == base.2 { "same rows" } else { "DIFFERENT rows" };
+            let same = if same_rows(&best.2, &base.2) { "same rows" } else { "DIFFERENT rows" };
             println!(
                 "{n} executor(s) {label:18} {:7.2} s  ({:.2}x embedded)  {same}  client {:.0} MiB, {}",
                 best.0,
@@ -167,16 +200,21 @@ fn main() {
             );
         }
     }
-    // Each executor allowed half the memory the embedded process took for the query.
-    for ((label, sql), base) in QUERIES.iter().zip(&embedded) {
-        let limit = format!("{}M", (base.1 / 2.0).floor().max(1.0));
-        let cluster = Cluster::start(2, &["--memory-limit", &limit]);
+    // Each executor allowed its share of the memory the embedded process took for the query.
+    for ((label, sql), base) in chosen.iter().zip(&embedded) {
+        let limit = format!("{}M", (base.1 / executors as f64).floor().clamp(1.0, 1024.0));
+        let cluster = Cluster::start(executors, &["--memory-limit", &limit]);
         match try_client(store, Some(&cluster.url), sql) {
             Ok(r) => {
-                let same = if r.2 == base.2 { "same rows" } else { "DIFFERENT rows" };
-                println!("2 executors of {limit:>6} {label:18} {:7.2} s  {same}  {}", r.0, cluster.peaks());
+                let same = if same_rows(&r.2, &base.2) { "same rows" } else { "DIFFERENT rows" };
+                println!(
+                    "{executors} executors of {limit:>6} {label:18} {:7.2} s  ({:.2}x embedded)  {same}  {}",
+                    r.0,
+                    r.0 / base.0.max(1e-9),
+                    cluster.peaks()
+                );
             }
-            Err(e) => println!("2 executors of {limit:>6} {label:18} failed: {e}"),
+            Err(e) => println!("{executors} executors of {limit:>6} {label:18} failed: {e}"),
         }
     }
 }
