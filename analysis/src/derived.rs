@@ -48,10 +48,6 @@ pub struct Derived {
     /// Inputs read only when the query reads a column of the output: (input, output column);
     /// otherwise the computation gets no rows of them.
     only_for: Vec<(usize, usize)>,
-    /// Inputs read in a narrower form when the query reads none of some output columns:
-    /// (input, output columns, the narrower input), as `wait_states` reads only the OpenMP calls
-    /// when neither call paths nor threads are asked for.
-    narrower: Vec<(usize, Vec<usize>, Input)>,
     /// The call that planned it, for another process to plan it again ([`crate::recipe`]).
     call: Option<crate::plan::Call>,
     /// Whether it is planned for a distributed engine (planned again there, [`crate::recipe`]).
@@ -151,7 +147,6 @@ impl Derived {
             inputs,
             work: Work::Whole(compute),
             only_for: Vec::new(),
-            narrower: Vec::new(),
             call: None,
             distributed: false,
             spread: None,
@@ -199,21 +194,6 @@ impl Derived {
         Ok(self)
     }
 
-    /// The same table, reading `narrower` (with its columns `projection`) in place of input
-    /// `input` when the query reads none of output columns `columns`.
-    pub fn reading_narrower_unless(
-        mut self,
-        input: usize,
-        columns: &[&str],
-        narrower: Relation,
-        projection: Option<Vec<usize>>,
-    ) -> Result<Derived> {
-        let columns = columns.iter().map(|c| self.schema.index_of(c)).collect::<std::result::Result<_, _>>()?;
-        let narrower = Input { provider: narrower.provider, reference: narrower.reference, projection };
-        self.narrower.push((input, columns, narrower));
-        Ok(self)
-    }
-
     /// The same table, its plan node named after the function `name`.
     pub fn named(&self, name: &'static str) -> Derived {
         Derived { name, ..self.clone() }
@@ -241,12 +221,7 @@ impl Derived {
     pub fn for_distributed_engine(self, tables: impl Fn(&Arc<dyn TableProvider>) -> Arc<dyn TableProvider>) -> Derived {
         let inputs =
             self.inputs.iter().map(|input| Input { provider: tables(&input.provider), ..input.clone() }).collect();
-        let narrower = self
-            .narrower
-            .iter()
-            .map(|(i, c, input)| (*i, c.clone(), Input { provider: tables(&input.provider), ..input.clone() }))
-            .collect();
-        Derived { distributed: true, inputs, narrower, ..self }
+        Derived { distributed: true, inputs, ..self }
     }
 
     /// Input `input`, when it is an analysis.
@@ -277,21 +252,14 @@ impl Derived {
         self.name
     }
 
-    /// The relations this table may read, each with the columns it reads: its inputs, then each
-    /// narrower input it reads in place of one when the query reads none of the columns that
-    /// need the wider (`reading_narrower_unless`). `exec` takes their physical plans in this
-    /// order and reads those the query's columns need.
+    /// The relations this table reads, each with the columns it reads; `exec` takes their
+    /// physical plans in this order.
     pub fn reads(&self) -> Vec<Read> {
-        let narrower = self.narrower.iter().map(|(_, _, input)| input);
-        self.inputs
-            .iter()
-            .chain(narrower)
-            .map(|i| (i.provider.clone(), i.reference.clone(), i.projection.clone()))
-            .collect()
+        self.inputs.iter().map(|i| (i.provider.clone(), i.reference.clone(), i.projection.clone())).collect()
     }
 
-    /// The physical node of this analysis over `inputs` (the physical plans of all it `reads`,
-    /// of which it reads those the columns need), giving the output columns `projection`: in one process, or on a
+    /// The physical node of this analysis over `inputs` (the physical plans of what it
+    /// `reads`), giving the output columns `projection`: in one process, or on a
     /// distributed engine placed as its spread allows (a task per part and, for partials, their
     /// merge; else one task).
     pub fn exec(
@@ -300,18 +268,9 @@ impl Derived {
         inputs: Vec<Arc<dyn ExecutionPlan>>,
         projection: Option<&Vec<usize>>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let expected = self.inputs.len() + self.narrower.len();
-        if inputs.len() != expected {
-            return internal_err!("{}: expects {expected} input plans, got {}", self.name, inputs.len());
+        if inputs.len() != self.inputs.len() {
+            return internal_err!("{}: expects {} input plans, got {}", self.name, self.inputs.len(), inputs.len());
         }
-        let unread = |columns: &Vec<usize>| projection.is_some_and(|p| !columns.iter().any(|c| p.contains(c)));
-        let mut read: Vec<Arc<dyn ExecutionPlan>> = inputs[..self.inputs.len()].to_vec();
-        for (k, (input, columns, _)) in self.narrower.iter().enumerate() {
-            if unread(columns) {
-                read[*input] = inputs[self.inputs.len() + k].clone();
-            }
-        }
-        let inputs = read;
         if !self.distributed {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
@@ -543,7 +502,7 @@ impl TableProvider for Derived {
         _filters: &[Expr],
         _limit: Option<usize>,
     ) -> Result<Arc<dyn ExecutionPlan>> {
-        let mut inputs = Vec::with_capacity(self.inputs.len() + self.narrower.len());
+        let mut inputs = Vec::with_capacity(self.inputs.len());
         for (provider, reference, columns) in self.reads() {
             let plan = LogicalPlanBuilder::scan(reference, provider_as_source(provider), columns)?.build()?;
             inputs.push(state.create_physical_plan(&plan).await?);

@@ -1,7 +1,6 @@
 //! A call of an analysis as a node of the logical plan (`AnalysisCall`): the analysis
 //! ([`crate::derived::Derived`], what the function planned from its arguments), the output
-//! columns the query reads, and the relations it may read as its child plans (with a narrower
-//! form of one where the analysis has it, read when the query's columns allow), which DataFusion
+//! columns the query reads, and the relations it reads as its child plans, which DataFusion
 //! optimises, and a cluster distributes, like any other plans. This is DataFusion's extension
 //! node (`UserDefinedLogicalNodeCore`), with its two hooks:
 //! - `ReadColumns`, an optimizer rule, narrows a call to the columns the plan above it reads
@@ -207,7 +206,7 @@ impl UserDefinedLogicalNodeCore for AnalysisCall {
 /// The optimizer rule that narrows each analysis call to the output columns the projection
 /// above it reads (DataFusion's pushdown puts a projection on top of an extension node it
 /// cannot see into): the call then computes less where it can (a column that costs an input
-/// of its own, a narrower input) and its node gives only those columns.
+/// of its own) and its node gives only those columns.
 #[derive(Debug, Default)]
 pub struct ReadColumns;
 
