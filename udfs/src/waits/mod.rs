@@ -591,12 +591,7 @@ where
         match input {
             1 => self.messages.fold(batch),
             2 => self.collectives.fold(batch),
-            3 => self.threads.fold_events(batch),
-            4 => self.threads.fold_regions(batch),
-            _ => {
-                self.threads.fold_offload(batch);
-                Ok(())
-            }
+            _ => self.threads.fold_input(input, batch),
         }
     }
 

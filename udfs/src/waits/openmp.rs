@@ -186,6 +186,20 @@ impl ThreadRecords {
     }
 
     /// Keep a batch of offload activity ([`crate::accelerators::offload_input`]).
+    /// Fold a batch of input `input` of an analysis that reads the threads' records after its
+    /// calls, messages and collectives: 3 the events, 4 the regions, further ones an
+    /// accelerator's hand-overs.
+    pub fn fold_input(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            3 => self.fold_events(batch),
+            4 => self.fold_regions(batch),
+            _ => {
+                self.fold_offload(batch);
+                Ok(())
+            }
+        }
+    }
+
     pub fn fold_offload(&mut self, batch: &RecordBatch) {
         self.bytes += batch.get_array_memory_size();
         self.offload.push(batch.clone());

@@ -149,6 +149,13 @@ fn end_rows(comm: i64, instance: i64, ends: &[(i64, i64)]) -> Vec<Wait> {
         .collect()
 }
 
+/// The next batch of the waits a step gives once its input has ended (None: no more).
+fn next_rows(done: &mut Option<std::vec::IntoIter<Wait>>, left: &HashMap<i64, i64>) -> Result<Option<RecordBatch>> {
+    let Some(done) = done else { return Ok(None) };
+    let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
+    if these.is_empty() { Ok(None) } else { wait_rows(&these, left).map(Some) }
+}
+
 /// What the steps before the answer found: the waits, when each late sender's send call was
 /// left (by message), and, when asked for, each member's leaving of an instance in which
 /// someone waited (comm, instance, rank, end).
@@ -251,9 +258,7 @@ impl Mapper for ReduceCandidates {
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        let Some(done) = &mut self.done else { return Ok(None) };
-        let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
-        if these.is_empty() { Ok(None) } else { wait_rows(&these, &self.left).map(Some) }
+        next_rows(&mut self.done, &self.left)
     }
 }
 
@@ -293,9 +298,7 @@ impl Mapper for ReduceCollectives {
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        let Some(done) = &mut self.done else { return Ok(None) };
-        let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
-        if these.is_empty() { Ok(None) } else { wait_rows(&these, &HashMap::new()).map(Some) }
+        next_rows(&mut self.done, &HashMap::new())
     }
 }
 
@@ -315,12 +318,7 @@ impl Folder for FoldFound {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
             1 | 2 => waits_of(batch, &mut self.found),
-            3 => self.threads.fold_events(batch),
-            4 => self.threads.fold_regions(batch),
-            _ => {
-                self.threads.fold_offload(batch);
-                Ok(())
-            }
+            _ => self.threads.fold_input(input, batch),
         }
     }
 
