@@ -300,9 +300,9 @@ impl Derived {
     }
 
     /// The answer of an analysis whose inputs were prefolded ([`Spread::Prefolded`]): a task per
-    /// partition of an exchange of the prefolded rows by the part of the first input their rank
-    /// is in, when the first input is in parts of whole ranks whose ranges its statistics give;
-    /// else one task reading its inputs whole.
+    /// part of the first input, with the prefolded rows of its ranks, when the first input is a
+    /// store's parts of whole ranks whose ranges the manifest gives; else one task reading its
+    /// inputs whole.
     fn routed_answer(
         &self,
         session: &dyn Session,
@@ -313,14 +313,11 @@ impl Derived {
         // exchange will have partitions.
         let exchange = session.config_options().execution.target_partitions;
         let first_ranks = match &self.spread {
-            Some(Spread::Prefolded {
-                work: Work::Folded(_, crate::plan::Main::ByRank(rank)), routed: true, ..
-            }) if self.placement_over(session, &inputs)? == Placement::ByPart => {
+            Some(Spread::Prefolded { work: Work::Folded(_, crate::plan::Main::ByRank(_)), routed: true, .. })
+                if self.placement_over(session, &inputs)? == Placement::ByPart =>
+            {
                 let stored = self.inputs[0].provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>();
-                match stored.and_then(|t| crate::routes::Routes::of_files(&inputs[0], &t.rank_ranges())) {
-                    Some(first_ranks) => Some(first_ranks),
-                    None => crate::routes::Routes::of(&inputs[0], *rank)?,
-                }
+                stored.and_then(|t| crate::routes::Routes::of_files(&inputs[0], &t.rank_ranges()))
             }
             _ => None,
         };
@@ -345,7 +342,7 @@ impl Derived {
         let exchanged: Vec<usize> = prefolds.iter().map(|p| p.input).collect();
         Ok(match routes {
             Some(routes) => {
-                self.node(Stage::Answer, Placement::Routed, inputs, projection)?.with_routes(routes, exchanged)
+                self.node(Stage::Answer, Placement::Routed, inputs, projection)?.with_routes(routes, &exchanged)?
             }
             None => self.node(Stage::Answer, Placement::Whole, inputs, projection)?,
         })

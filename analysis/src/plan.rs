@@ -136,8 +136,16 @@ pub struct AnalysisExec {
     /// What the node computes, said by EXPLAIN (a step of a spread analysis).
     label: Option<&'static str>,
     /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
-    /// of its other inputs are exchanged by route (their column `rank`).
-    routes: Option<(crate::routes::Routes, Vec<usize>)>,
+    /// of its other inputs are exchanged by the key of their rank's route.
+    routes: Option<Routed>,
+}
+
+/// A routed node's routes, and each input exchanged by them with the expression of its rows'
+/// key (made once, when the node is).
+#[derive(Clone)]
+struct Routed {
+    routes: crate::routes::Routes,
+    exchanged: Vec<(usize, Arc<dyn PhysicalExpr>)>,
 }
 
 /// The ordering ascending on `columns` of `schema`.
@@ -283,13 +291,23 @@ impl AnalysisExec {
 
     /// The same node, routed ([`Placement::Routed`]): its inputs `exchanged` are exchanged by
     /// the key `routes` gives their column `rank`, into partitions numbered as its first input's.
-    pub fn with_routes(self, routes: crate::routes::Routes, exchanged: Vec<usize>) -> Self {
-        AnalysisExec { routes: Some((routes, exchanged)), ..self }
+    pub fn with_routes(self, routes: crate::routes::Routes, exchanged: &[usize]) -> Result<Self> {
+        let keys = exchanged
+            .iter()
+            .map(|&i| {
+                let schema = self.inputs[i].schema();
+                let rank = schema.index_of("rank").map_err(|_| {
+                    DataFusionError::Internal(format!("{}: routed input {i} has no column rank", self.name))
+                })?;
+                Ok((i, routes.expr(&schema, rank)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AnalysisExec { routes: Some(Routed { routes, exchanged: keys }), ..self })
     }
 
     /// The routes of its first input's partitions, when it is routed.
     pub fn routes(&self) -> Option<&crate::routes::Routes> {
-        self.routes.as_ref().map(|(r, _)| r)
+        self.routes.as_ref().map(|r| &r.routes)
     }
 
     /// The same node, declaring each partition of its output sorted on its output `columns`,
@@ -471,15 +489,10 @@ impl ExecutionPlan for AnalysisExec {
                 None => Distribution::UnspecifiedDistribution,
             };
         }
-        if let Some((routes, exchanged)) = &self.routes {
+        if let Some(routed) = &self.routes {
             each[0] = Distribution::UnspecifiedDistribution;
-            for &i in exchanged {
-                let schema = self.inputs[i].schema();
-                if let Ok(rank) = schema.index_of("rank")
-                    && let Ok(route) = routes.expr(&schema, rank)
-                {
-                    each[i] = Distribution::KeyPartitioned(vec![route]);
-                }
+            for (i, key) in &routed.exchanged {
+                each[*i] = Distribution::KeyPartitioned(vec![key.clone()]);
             }
         }
         InputDistributionRequirements::new(each)
@@ -529,8 +542,9 @@ impl ExecutionPlan for AnalysisExec {
             node = node.with_exchange(columns);
         }
         node.label = self.label;
-        if let Some((routes, exchanged)) = self.routes.clone() {
-            node = node.with_routes(routes, exchanged);
+        if let Some(routed) = &self.routes {
+            let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
+            node = node.with_routes(routed.routes.clone(), &exchanged)?;
         }
         Ok(Arc::new(node))
     }
@@ -560,8 +574,8 @@ impl AnalysisExec {
         let baseline = BaselineMetrics::new(&self.metrics, partition);
         let mut part = (self.placement == Placement::ByPart).then_some(partition);
         let mut inputs = self.inputs.clone();
-        if let Some((routes, exchanged)) = &self.routes {
-            inputs = routed_inputs(inputs, routes, exchanged, partition)?;
+        if let Some(routed) = &self.routes {
+            inputs = routed_inputs(inputs, routed, partition)?;
             // The first input is now that partition alone.
             part = Some(0);
         }
@@ -643,16 +657,15 @@ impl AnalysisExec {
 /// serves, and the other inputs whole.
 fn routed_inputs(
     mut inputs: Vec<Arc<dyn ExecutionPlan>>,
-    routes: &crate::routes::Routes,
-    exchanged: &[usize],
+    routed: &Routed,
     task: usize,
 ) -> Result<Vec<Arc<dyn ExecutionPlan>>> {
     use crate::routes::{Served, Slice};
     let served = Served::default();
     for (i, input) in inputs.iter_mut().enumerate() {
-        if i == 0 || exchanged.contains(&i) {
+        if i == 0 || routed.exchanged.iter().any(|(e, _)| *e == i) {
             let rank = input.schema().index_of("rank")?;
-            *input = Arc::new(Slice::checked(input.clone(), task, routes, rank, &served));
+            *input = Arc::new(Slice::checked(input.clone(), task, &routed.routes, rank, &served));
         } else {
             *input = datafusion::physical_plan::execution_plan::reset_plan_states(input.clone())?;
         }

@@ -2,11 +2,10 @@
 //! A sweep by rank runs a task per part of whole ranks of its first input (a store's calls);
 //! what it folds beside them (the waits found where the messages lie) is keyed by rank, and
 //! each task needs only its own ranks' rows. A distributed engine exchanges rows by a hash of
-//! their key, not by ranges, so the key a row is exchanged by is its route: the number of the
-//! part its rank falls in (by the parts' first ranks, from their statistics), and a task takes
-//! the parts whose routes the engine's own hash partitioner sends to it. The ranges come from
-//! the scan's statistics (a store's parts' Parquet statistics); without them a sweep runs in one
-//! task.
+//! their key, not by ranges: each part is a route, and its rows are exchanged by a key that the
+//! engine's own hash partitioner sends to the partition of the part's number, where the task of
+//! that part reads them. The parts' ranges of rank come from the store's manifest; a first
+//! input without them (a view, a trace in memory) is swept in one task.
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,7 +21,6 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
 use datafusion::physical_plan::expressions::{BinaryExpr, CaseExpr, Column, Literal};
 use datafusion::physical_plan::metrics::Time;
 use datafusion::physical_plan::repartition::BatchPartitioner;
-use datafusion::physical_plan::statistics::{StatisticsArgs, StatisticsContext};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{
     DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, SendableRecordBatchStream,
@@ -87,31 +85,6 @@ impl Routes {
             );
         }
         Ok(Routes { first_ranks, keys })
-    }
-
-    /// The first rank of each partition of `plan` by its column `rank`, when its statistics
-    /// give each partition's least and greatest rank and the partitions' ranges follow one
-    /// another.
-    pub fn of(plan: &Arc<dyn ExecutionPlan>, rank: usize) -> Result<Option<Vec<i64>>> {
-        let partitions = plan.properties().output_partitioning().partition_count();
-        let context = StatisticsContext::new();
-        let mut first_ranks = Vec::with_capacity(partitions);
-        let mut last: Option<i64> = None;
-        for partition in 0..partitions {
-            let stats = context.compute(plan.as_ref(), &StatisticsArgs::new().with_partition(Some(partition)))?;
-            let Some(column) = stats.column_statistics.get(rank) else { return Ok(None) };
-            let (Some(ScalarValue::Int64(Some(least))), Some(ScalarValue::Int64(Some(greatest)))) =
-                (column.min_value.get_value(), column.max_value.get_value())
-            else {
-                return Ok(None);
-            };
-            if last.is_some_and(|l| *least <= l) {
-                return Ok(None);
-            }
-            first_ranks.push(*least);
-            last = Some(*greatest);
-        }
-        Ok((!first_ranks.is_empty()).then_some(first_ranks))
     }
 
     /// The first rank of each partition of `plan` when it is a scan of files whose ranges of
