@@ -585,9 +585,9 @@ fn delays_over(
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
     let crate::waits::spread::Found { waits: all, left, mut ends } = found;
-    let message_waits: Vec<Wait> = all.iter().filter(|w| w.comm.is_none()).cloned().collect();
-    let mut sync = SyncPoints::of_messages(&message_waits, &left);
-    drop((message_waits, left));
+    // Collective waits (with comm and instance) make no synchronisation point of a message.
+    let mut sync = SyncPoints::of_messages(&all, &left);
+    drop(left);
     let waits: Vec<W> = all.iter().filter_map(as_wait).collect();
     drop(all);
     ends.sort_unstable();

@@ -228,7 +228,7 @@ impl Mapper for ReduceCandidates {
         let ints: Vec<Int64Array> =
             [0, 2, 3, 4, 5, 6, 7].iter().map(|&i| int64_column(batches, i)).collect::<Result<_>>()?;
         let Some(late) = batch.column(1).as_any().downcast_ref::<BooleanArray>() else {
-            return exec_err!("wait_states: the candidates' column late is not boolean");
+            return exec_err!("the wait candidates' column late is not boolean");
         };
         let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
         for r in 0..batch.num_rows() {
@@ -264,7 +264,8 @@ impl Mapper for ReduceCandidates {
 
 /// Folds the participations in the collective instances exchanged to one task, and gives
 /// their waits at the end; when it must leave neighbourhood collectives out, it says so in a
-/// notice when the function (`name`) does.
+/// notice when it has `notices` (`wait_states` does; the critical path and delay costs, as
+/// their embedded fold, do not).
 struct ReduceCollectives {
     collectives: CollectiveWaits,
     notices: Option<commdb_catalog::wallclock::Notices>,
