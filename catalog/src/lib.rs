@@ -41,6 +41,7 @@ pub mod model;
 pub mod phases;
 pub mod progress;
 pub mod reading;
+pub mod runtimes;
 pub mod session;
 pub mod stamp;
 pub mod store;

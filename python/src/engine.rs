@@ -83,25 +83,19 @@ impl Engine {
         let fresh = runtime()?;
         let mut slot = self.runtime.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(old) = slot.replace(fresh) {
-            // Its threads stop as their work sees the interrupt; the caller does not wait.
-            std::thread::spawn(move || old.shutdown_timeout(RUNTIME_STOP));
+            commdb_catalog::runtimes::stop_in_background(old);
         }
         Ok(())
     }
 
-    /// Stop the threads, waiting for them (at most `RUNTIME_STOP`): letting go of a thread
-    /// while it exits is a race in glibc's `pthread_detach` that can end the process with
-    /// SIGSEGV. Later calls fail saying the trace is closed.
+    /// Stop the threads, waiting for them ([`commdb_catalog::runtimes`]). Later calls fail
+    /// saying the trace is closed.
     pub fn close(&self) {
         if let Some(old) = self.runtime.lock().unwrap_or_else(PoisonError::into_inner).take() {
-            // From a thread of its own, so that it may block whatever context closes it.
-            let _ = std::thread::spawn(move || old.shutdown_timeout(RUNTIME_STOP)).join();
+            commdb_catalog::runtimes::stop(old);
         }
     }
 }
-
-/// How long a runtime being stopped waits for its threads.
-const RUNTIME_STOP: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Drop for Engine {
     fn drop(&mut self) {

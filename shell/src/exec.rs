@@ -98,8 +98,7 @@ fn cancel(queries: &mut Option<tokio::runtime::Runtime>, task: &tokio::task::Joi
     crate::ctrl_c::answered();
     task.abort();
     if let Some(old) = queries.take() {
-        // Its threads stop as their work sees the interrupt; the shell does not wait for them.
-        std::thread::spawn(move || old.shutdown_timeout(RUNTIME_STOP));
+        commdb_catalog::runtimes::stop_in_background(old);
     }
     *queries = Some(query_runtime()?);
     Err(ShellError::Cancelled("query cancelled"))
@@ -164,21 +163,11 @@ pub struct Shell {
     results_written: usize,
 }
 
-/// How long a query runtime being dropped waits for its threads to stop.
-const RUNTIME_STOP: std::time::Duration = std::time::Duration::from_secs(5);
-
 impl Drop for Shell {
-    /// The query runtime's threads are waited for, not let go of: letting go of a thread
-    /// (detaching it) while it exits is a race in glibc's `pthread_detach`, which read the
-    /// exiting thread's freed descriptor and ended a process that had given its answer with
-    /// SIGSEGV (once in a CI run, at the end of an embedded `wait_states`). The threads are idle
-    /// by then and stop at once; a thread still computing (a query cancelled in its last
-    /// moments) is waited for at most `RUNTIME_STOP`.
+    /// The query runtime's threads are waited for, not let go of ([`commdb_catalog::runtimes`]).
     fn drop(&mut self) {
         if let Some(rt) = self.queries.take() {
-            // From a thread of its own: the shell is dropped inside its own (single-threaded)
-            // runtime, where a runtime may not block to stop.
-            let _ = std::thread::spawn(move || rt.shutdown_timeout(RUNTIME_STOP)).join();
+            commdb_catalog::runtimes::stop(rt);
         }
     }
 }
