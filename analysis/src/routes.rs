@@ -133,22 +133,26 @@ impl Routes {
     }
 
     /// The key of column `rank` of `schema` as an expression (what a distributed engine
-    /// exchanges rows by): `CASE WHEN rank >= f(n-1) THEN key(n-1) ... ELSE key(0) END`.
+    /// exchanges rows by): CASEs that halve the routes by the first rank of the middle one,
+    /// `CASE WHEN rank >= f(m) THEN <the routes from m> ELSE <those before m> END`, so that a row
+    /// is compared about log2(routes) times, not once per route (hundreds of parts on a large
+    /// cluster).
     pub fn expr(&self, schema: &SchemaRef, rank: usize) -> Result<Arc<dyn PhysicalExpr>> {
         let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(schema.field(rank).name(), rank));
+        self.key_of(&column, 0, self.first_ranks.len())
+    }
+
+    /// The key of routes `from..to` (at least one) of `column`'s rank.
+    fn key_of(&self, column: &Arc<dyn PhysicalExpr>, from: usize, to: usize) -> Result<Arc<dyn PhysicalExpr>> {
         let value = |v: i64| -> Arc<dyn PhysicalExpr> { Arc::new(Literal::new(ScalarValue::Int64(Some(v)))) };
-        let when_then: Vec<(Arc<dyn PhysicalExpr>, Arc<dyn PhysicalExpr>)> = (1..self.first_ranks.len())
-            .rev()
-            .map(|k| {
-                let at_least: Arc<dyn PhysicalExpr> =
-                    Arc::new(BinaryExpr::new(column.clone(), Operator::GtEq, value(self.first_ranks[k])));
-                (at_least, value(self.keys[k]))
-            })
-            .collect();
-        if when_then.is_empty() {
-            return Ok(value(self.keys[0]));
+        if to - from == 1 {
+            return Ok(value(self.keys[from]));
         }
-        Ok(Arc::new(CaseExpr::try_new(None, when_then, Some(value(self.keys[0])))?))
+        let middle = from + (to - from) / 2;
+        let at_least: Arc<dyn PhysicalExpr> =
+            Arc::new(BinaryExpr::new(column.clone(), Operator::GtEq, value(self.first_ranks[middle])));
+        let (upper, lower) = (self.key_of(column, middle, to)?, self.key_of(column, from, middle)?);
+        Ok(Arc::new(CaseExpr::try_new(None, vec![(at_least, upper)], Some(lower))?))
     }
 }
 
@@ -329,17 +333,17 @@ mod tests {
 
     #[test]
     fn the_key_expression_gives_each_ranks_key() {
-        let routes = Routes::keyed(vec![0, 10, 25], 3).unwrap().unwrap();
+        let routes = Routes::keyed(vec![0, 10, 25, 31, 40, 52, 60], 8).unwrap().unwrap();
         let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
             "rank",
             arrow::datatypes::DataType::Int64,
             false,
         )]));
-        let ranks = Int64Array::from(vec![-3, 0, 9, 10, 24, 25, 1000]);
+        let ranks = Int64Array::from((-3..70).collect::<Vec<i64>>());
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(ranks.clone())]).unwrap();
-        let value = routes.expr(&schema, 0).unwrap().evaluate(&batch).unwrap().into_array(7).unwrap();
+        let value = routes.expr(&schema, 0).unwrap().evaluate(&batch).unwrap().into_array(ranks.len()).unwrap();
         let value = value.as_any().downcast_ref::<Int64Array>().unwrap();
-        for i in 0..7 {
+        for i in 0..ranks.len() {
             assert_eq!(value.value(i), routes.keys()[routes.route(ranks.value(i))]);
         }
     }
