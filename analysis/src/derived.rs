@@ -63,6 +63,7 @@ impl fmt::Debug for Spread {
             Spread::Merged { work, .. } => write!(f, "Merged({work:?})"),
             Spread::SortedMerge { work, sorted_on, .. } => write!(f, "SortedMerge({work:?}, {sorted_on})"),
             Spread::Prefolded { prefolds, work, .. } => write!(f, "Prefolded({} inputs, {work:?})", prefolds.len()),
+            Spread::Steps(steps) => write!(f, "Steps({steps:?})"),
         }
     }
 }
@@ -91,6 +92,9 @@ pub enum Spread {
     /// does (`label` says so in EXPLAIN); when `routed`, a task per part of whole ranks of its
     /// first input, each with the prefolded rows of its ranks ([`crate::routes`]).
     Prefolded { prefolds: Vec<Prefold>, work: Work, label: &'static str, routed: bool },
+    /// Steps of its own ([`crate::steps`]), the last giving the answer: an analysis whose work
+    /// the shapes above do not fit (the DAG: halves exchanged by rank, then by message).
+    Steps(Vec<crate::steps::Step>),
 }
 
 /// An input of an analysis reduced before the answer reads it, on a distributed engine
@@ -156,6 +160,16 @@ impl Derived {
     /// The same table, spreading over a distributed engine's tasks as `spread` says.
     pub fn spreading(self, spread: Spread) -> Derived {
         Derived { spread: Some(spread), ..self }
+    }
+
+    /// The same table, planned as `steps` on a distributed engine ([`Spread::Steps`]); an error
+    /// unless they are a plan over its inputs.
+    pub fn in_steps(self, steps: Vec<crate::steps::Step>) -> Result<Derived> {
+        crate::steps::Step::check_plan(self.name, &steps, self.inputs.len())?;
+        if u8::try_from(steps.len()).is_err() {
+            return internal_err!("{}: too many steps", self.name);
+        }
+        Ok(self.spreading(Spread::Steps(steps)))
     }
 
     /// A table made by streaming the first of `inputs` through the mapper that `prepare` makes
@@ -274,6 +288,10 @@ impl Derived {
         if !self.distributed {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
+        if let Some(Spread::Steps(steps)) = &self.spread {
+            let partitions = session.config_options().execution.target_partitions;
+            return self.steps_over(steps, inputs, projection, partitions);
+        }
         if let Some(Spread::Prefolded { prefolds, .. }) = &self.spread {
             let mut inputs = inputs;
             for (index, prefold) in prefolds.iter().enumerate() {
@@ -297,6 +315,60 @@ impl Derived {
             return Ok(Arc::new(self.node(Stage::Merge, Placement::Whole, vec![partials], projection)?));
         }
         Ok(Arc::new(self.node(Stage::Answer, placement, inputs, projection)?))
+    }
+
+    /// The nodes of an analysis planned as `steps` over `inputs` (the plans of what it reads):
+    /// each step over the plans of its inputs and earlier steps (those it joins by key,
+    /// exchanged into `partitions` each); the last step's node, giving the output columns
+    /// `projection`, is the answer.
+    fn steps_over(
+        &self,
+        steps: &[crate::steps::Step],
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+        partitions: usize,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let last = steps
+            .len()
+            .checked_sub(1)
+            .ok_or_else(|| datafusion::error::DataFusionError::Internal(format!("{}: no steps", self.name)))?;
+        self.step_plan(steps, last, &inputs, projection, partitions)
+    }
+
+    /// The plan of step `k` of `steps` over `inputs`: made anew each time a step reads it, so
+    /// that no node is the child of two (a distributed engine plans each use as stages of its
+    /// own, and a node shared between them made it read one task's output twice).
+    fn step_plan(
+        &self,
+        steps: &[crate::steps::Step],
+        k: usize,
+        inputs: &[Arc<dyn ExecutionPlan>],
+        projection: Option<&Vec<usize>>,
+        partitions: usize,
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let step = &steps[k];
+        let mut read: Vec<Arc<dyn ExecutionPlan>> = Vec::with_capacity(step.inputs.len());
+        for from in &step.inputs {
+            read.push(match *from {
+                crate::steps::From::Input(i) => {
+                    datafusion::physical_plan::execution_plan::reset_plan_states(inputs[i].clone())?
+                }
+                crate::steps::From::Step(s) => self.step_plan(steps, s, inputs, None, partitions)?,
+            });
+        }
+        if let crate::steps::Reads::Joined(keys) = &step.reads {
+            // Every input into the same partitions by its key, so that each task's partition
+            // of one holds the same keys as its partition of the others.
+            for (input, columns) in read.iter_mut().zip(keys) {
+                let exprs = crate::plan::key_columns(&input.schema(), columns);
+                let hash = datafusion::physical_plan::Partitioning::Hash(exprs, partitions.max(2));
+                *input =
+                    Arc::new(datafusion::physical_plan::repartition::RepartitionExec::try_new(input.clone(), hash)?);
+            }
+        }
+        let index = u8::try_from(k)
+            .map_err(|_| datafusion::error::DataFusionError::Internal(format!("{}: too many steps", self.name)))?;
+        Ok(Arc::new(self.node(Stage::Step(index), step.placement(), read, projection)?))
     }
 
     /// The answer of an analysis whose inputs were prefolded ([`Spread::Prefolded`]): a task per
@@ -325,6 +397,20 @@ impl Derived {
             Some(first_ranks) => crate::routes::Routes::keyed(first_ranks, exchange)?,
             None => None,
         };
+        let mut inputs = inputs;
+        if let (Some(routes), Some(Spread::Prefolded { prefolds, .. })) = (&routes, &self.spread) {
+            // The prefolded rows exchanged by their route's key into the partitions the keys
+            // were found for, whatever the partitions of the reduction they come from (one,
+            // when the input it reduced had one).
+            for input in prefolds.iter().map(|p| p.input) {
+                let schema = inputs[input].schema();
+                let rank = schema.index_of("rank")?;
+                let hash = datafusion::physical_plan::Partitioning::Hash(vec![routes.expr(&schema, rank)?], exchange);
+                let exchanged =
+                    datafusion::physical_plan::repartition::RepartitionExec::try_new(inputs[input].clone(), hash)?;
+                inputs[input] = Arc::new(exchanged);
+            }
+        }
         self.answer_routed(inputs, projection, routes)
     }
 
@@ -385,6 +471,29 @@ impl Derived {
                 let node = AnalysisExec::placed(self.name, inputs, work, schema, None, placement)?;
                 let node = node.with_call(self.call.clone()).with_stage(stage).with_label(label);
                 return Ok(if reduce { node.with_exchange(prefold.by.clone()) } else { node });
+            }
+            (Stage::Step(index), Some(Spread::Steps(steps))) => {
+                let Some(step) = steps.get(usize::from(index)) else {
+                    return internal_err!("{}: has no step {index}", self.name);
+                };
+                if inputs.len() != step.inputs.len() {
+                    return internal_err!(
+                        "{}: step {index} expects {} inputs, got {}",
+                        self.name,
+                        step.inputs.len(),
+                        inputs.len()
+                    );
+                }
+                let last = usize::from(index) + 1 == steps.len();
+                let (schema, projection) =
+                    if last { (self.schema.clone(), projection.cloned()) } else { (step.schema.clone(), None) };
+                let node = AnalysisExec::placed(self.name, inputs, step.work.clone(), schema, projection, placement)?;
+                let node = node.with_call(self.call.clone()).with_stage(stage).with_label(step.label);
+                return match &step.reads {
+                    crate::steps::Reads::Exchanged(columns) => Ok(node.with_exchange(columns.clone())),
+                    crate::steps::Reads::Joined(columns) => node.with_joined(columns.clone()),
+                    crate::steps::Reads::ByPart | crate::steps::Reads::Once => Ok(node),
+                };
             }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
                 (work.clone(), schema.clone(), None)

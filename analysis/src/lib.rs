@@ -37,5 +37,6 @@ pub mod remembered;
 pub mod routes;
 pub mod shared;
 pub mod shown;
+pub mod steps;
 pub mod stream;
 pub mod views;

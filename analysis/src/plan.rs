@@ -133,6 +133,10 @@ pub struct AnalysisExec {
     /// reduction of what one key needs, [`crate::derived::Prefold`]): the engine exchanges the
     /// input's rows so before them.
     exchange: Option<Vec<usize>>,
+    /// Its other inputs exchanged too, each by a hash of these of its columns, into partitions
+    /// numbered as the first's (a join of their rows by key): a task reads the partition of
+    /// its own number of every input.
+    joined: Option<Vec<Vec<usize>>>,
     /// What the node computes, said by EXPLAIN (a step of a spread analysis).
     label: Option<&'static str>,
     /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
@@ -174,14 +178,18 @@ pub enum Placement {
 /// Which node of an analysis' call a node is: the answer itself, or (spread as partials and
 /// their merge, [`crate::derived::Spread`]) the partials of each part or their merge, or (an
 /// input reduced before the answer reads it, [`crate::derived::Prefold`]) the partials or the
-/// reduction of prefold `index`.
+/// reduction of prefold `index`, or (planned as steps, [`crate::steps`]) step `index`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
     Answer,
     Partial,
     Merge,
     Prefold { index: u8, reduce: bool },
+    Step(u8),
 }
+
+/// The code of step 0 ([`Stage::code`]), above every prefold's.
+const STEP_CODES: u32 = 1024;
 
 impl Placement {
     pub fn code(self) -> u32 {
@@ -207,6 +215,7 @@ impl Stage {
             Stage::Partial => 1,
             Stage::Merge => 2,
             Stage::Prefold { index, reduce } => 16 + 2 * u32::from(index) + u32::from(reduce),
+            Stage::Step(index) => STEP_CODES + u32::from(index),
         }
     }
 
@@ -215,6 +224,7 @@ impl Stage {
             0 => Some(Stage::Answer),
             1 => Some(Stage::Partial),
             2 => Some(Stage::Merge),
+            STEP_CODES.. => Some(Stage::Step(u8::try_from(code - STEP_CODES).ok()?)),
             16.. => Some(Stage::Prefold { index: u8::try_from((code - 16) / 2).ok()?, reduce: code % 2 == 1 }),
             _ => None,
         }
@@ -284,6 +294,7 @@ impl AnalysisExec {
             output_order: None,
             input_order: None,
             exchange: None,
+            joined: None,
             label: None,
             routes: None,
         })
@@ -332,20 +343,28 @@ impl AnalysisExec {
     }
 
     /// The same node, its tasks each reading the rows of its first input whose columns
-    /// `columns` hash to it (the engine exchanges them so).
-    /// It declares two partitions at least, the second empty when its input has one, so that
-    /// a node reading it by key exchanges its rows (one partition satisfies any key, and would
-    /// not be exchanged).
-    pub fn with_exchange(mut self, columns: Vec<usize>) -> Self {
-        let partitions = self.inputs[0].properties().output_partitioning().partition_count().max(2);
-        let properties = PlanProperties::new(
-            self.properties.equivalence_properties().clone(),
-            Partitioning::UnknownPartitioning(partitions),
-            self.properties.emission_type,
-            self.properties.boundedness,
-        );
-        self.properties = Arc::new(properties);
+    /// `columns` hash to it (the engine exchanges them so). It has as many partitions as its
+    /// input: a distributed engine gives each task a plan restricted to its own partition of
+    /// the input, and a partition more, always empty, would be written to the same shuffle
+    /// file as that task's rows. (A node that needs another's rows in partitions of its own
+    /// numbering exchanges them itself: the routed answer, a join by key.)
+    pub fn with_exchange(self, columns: Vec<usize>) -> Self {
         AnalysisExec { exchange: Some(columns), ..self }
+    }
+
+    /// The same node, its tasks each reading the rows of every input whose columns `columns`
+    /// (one list per input, the first's first) hash to it: the rows of one key in all of them
+    /// meet in one task. The inputs must come exchanged into as many partitions each.
+    pub fn with_joined(self, columns: Vec<Vec<usize>>) -> Result<Self> {
+        if columns.len() != self.inputs.len() || columns.iter().any(Vec::is_empty) {
+            return datafusion::common::internal_err!(
+                "{}: a join by key needs the key columns of each of its {} inputs",
+                self.name,
+                self.inputs.len()
+            );
+        }
+        let node = self.with_exchange(columns[0].clone());
+        Ok(AnalysisExec { joined: Some(columns), ..node })
     }
 
     /// The same node, EXPLAIN saying that it computes `label`.
@@ -355,7 +374,7 @@ impl AnalysisExec {
 
     /// The same node, as stage `stage` of its call.
     pub fn with_stage(mut self, stage: Stage) -> Self {
-        if stage == Stage::Merge {
+        if self.runs_once_for(stage) {
             // A second partition, always empty, so that a distributed engine ends a stage after
             // the merge (a node reading it whole gathers its partitions there): the merge runs
             // once, and the tasks that read it whole read its answer from the shuffle files.
@@ -368,6 +387,12 @@ impl AnalysisExec {
             self.properties = Arc::new(properties);
         }
         AnalysisExec { stage, ..self }
+    }
+
+    /// Whether, as stage `stage`, it is a merge or a step of one task whose rows others read
+    /// whole: it declares a second, empty partition.
+    fn runs_once_for(&self, stage: Stage) -> bool {
+        stage == Stage::Merge || (matches!(stage, Stage::Step(_)) && self.placement == Placement::Whole)
     }
 
     /// How it reads its inputs' partitions.
@@ -416,15 +441,20 @@ impl DisplayAs for AnalysisExec {
                     Stage::Answer => {}
                     Stage::Partial => f.write_str(", partials")?,
                     Stage::Merge => f.write_str(", merge of the partials")?,
-                    Stage::Prefold { .. } => {}
+                    Stage::Prefold { .. } | Stage::Step(_) => {}
                 }
                 if let Some(label) = self.label {
                     write!(f, ", {label}")?;
                 }
+                let names = |input: usize, columns: &[usize]| {
+                    let schema = self.inputs[input].schema();
+                    columns.iter().map(|&c| schema.field(c).name().clone()).collect::<Vec<_>>().join(", ")
+                };
                 if let Some(columns) = &self.exchange {
-                    let schema = self.inputs[0].schema();
-                    let names: Vec<&str> = columns.iter().map(|&c| schema.field(c).name().as_str()).collect();
-                    write!(f, ", its rows exchanged by {}", names.join(", "))?;
+                    write!(f, ", its rows exchanged by {}", names(0, columns))?;
+                }
+                for (i, columns) in self.joined.iter().flatten().enumerate().skip(1) {
+                    write!(f, ", input {i}'s by {}", names(i, columns))?;
                 }
                 match self.placement {
                     Placement::Local => {}
@@ -475,19 +505,14 @@ impl ExecutionPlan for AnalysisExec {
             // Each part on its own (in rank order within it, for a sweep by rank), or the rows
             // of a key together.
             each[0] = match &self.exchange {
-                Some(columns) => {
-                    let schema = self.inputs[0].schema();
-                    let keys = columns
-                        .iter()
-                        .map(|&c| {
-                            Arc::new(datafusion::physical_expr::expressions::Column::new(schema.field(c).name(), c))
-                                as Arc<dyn PhysicalExpr>
-                        })
-                        .collect();
-                    Distribution::KeyPartitioned(keys)
-                }
+                Some(columns) => Distribution::KeyPartitioned(key_columns(&self.inputs[0].schema(), columns)),
                 None => Distribution::UnspecifiedDistribution,
             };
+        }
+        if let Some(joined) = &self.joined {
+            for (i, columns) in joined.iter().enumerate() {
+                each[i] = Distribution::KeyPartitioned(key_columns(&self.inputs[i].schema(), columns));
+            }
         }
         if let Some(routed) = &self.routes {
             each[0] = Distribution::UnspecifiedDistribution;
@@ -541,6 +566,9 @@ impl ExecutionPlan for AnalysisExec {
         if let Some(columns) = self.exchange.clone() {
             node = node.with_exchange(columns);
         }
+        if let Some(columns) = self.joined.clone() {
+            node = node.with_joined(columns)?;
+        }
         node.label = self.label;
         if let Some(routed) = &self.routes {
             let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
@@ -553,9 +581,7 @@ impl ExecutionPlan for AnalysisExec {
     /// [`crate::plan::CALL_ID`], that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
-        let beyond =
-            self.exchange.is_some() && partition >= self.inputs[0].properties().output_partitioning().partition_count();
-        if (self.stage == Stage::Merge && partition > 0) || beyond {
+        if self.runs_once_for(self.stage) && partition > 0 {
             return Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(schema)));
         }
         let batches = self.execute_work(partition, context)?;
@@ -579,7 +605,21 @@ impl AnalysisExec {
             // The first input is now that partition alone.
             part = Some(0);
         }
-        if part.is_some() {
+        if let Some(joined) = &self.joined {
+            // The partition of this task's number of every input.
+            let partitions = inputs[0].properties().output_partitioning().partition_count();
+            for (i, input) in inputs.iter_mut().enumerate().skip(1) {
+                let theirs = input.properties().output_partitioning().partition_count();
+                if theirs != partitions {
+                    return datafusion::common::internal_err!(
+                        "{}: input {i}, exchanged by {:?}, has {theirs} partitions, the first {partitions}",
+                        self.name,
+                        joined[i]
+                    );
+                }
+                *input = Arc::new(crate::routes::Slice::whole(input.clone(), vec![partition]));
+            }
+        } else if part.is_some() {
             // Every part's execution reads the other inputs whole, each with a plan of its own:
             // a scan's partitions share their files among the executions of one plan.
             for input in inputs.iter_mut().skip(1) {
@@ -650,6 +690,17 @@ impl AnalysisExec {
         };
         Ok(batches_once(self.schema(), run))
     }
+}
+
+/// The columns `columns` of `schema`, as expressions of a key.
+pub(crate) fn key_columns(schema: &SchemaRef, columns: &[usize]) -> Vec<Arc<dyn PhysicalExpr>> {
+    columns
+        .iter()
+        .map(|&c| {
+            Arc::new(datafusion::physical_expr::expressions::Column::new(schema.field(c).name(), c))
+                as Arc<dyn PhysicalExpr>
+        })
+        .collect()
 }
 
 /// The inputs task `task` of a routed node reads ([`Placement::Routed`]): partition `task` of

@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// (label, SQL) measured in every setting.
-const QUERIES: [(&str, &str); 15] = [
+const QUERIES: [(&str, &str); 17] = [
     ("trivial", "SELECT 1"),
     ("scan", "SELECT count(*), sum(bytes), max(recv_ts) FROM messages"),
     ("aggregate", "SELECT count(*) FROM (SELECT rank, count(*), sum(duration) FROM calls GROUP BY rank)"),
@@ -39,6 +39,8 @@ const QUERIES: [(&str, &str); 15] = [
     ("critical_path", "SELECT count(*), sum(duration) FROM critical_path()"),
     ("critical_path_profile", "SELECT count(*), sum(path_ns) FROM critical_path_profile()"),
     ("delay_costs", "SELECT count(*), sum(cost_ns) FROM delay_costs()"),
+    ("dag_nodes", "SELECT count(*), sum(node_id), sum(sends), sum(bytes_recv), sum(load_balance) FROM dag_nodes()"),
+    ("dag_edges", "SELECT count(*), sum(from_node), sum(to_node), sum(latency) FROM dag_edges()"),
 ];
 
 /// Whether two outputs hold the same rows, in any order, numbers that are not whole equal to

@@ -502,6 +502,83 @@ fn the_waits_spread_over_the_executors() {
     }
 }
 
+/// The DAG spreads (docs/scale.md, "The DAG"): each part of the messages gives their halves,
+/// exchanged by rank for Algorithm 2, the nodes numbered from each rank's count; the edges
+/// join the halves' nodes by message. The rows are the embedded engine's, on clocks that
+/// agree, on skewed clocks (messages received before they are sent, which the check for a
+/// cycle goes through) and on a store of one part; a cycle fails both the same way.
+#[test]
+fn the_dag_spreads_over_the_executors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    for function in ["dag_nodes", "dag_edges"] {
+        spreads(&cluster, &store, function, &format!("SELECT * FROM {function}()"));
+    }
+    spreads(&cluster, &store, "dag_edges", "SELECT * FROM dag_edges(min_messages => 2, bucket_bytes => 1024)");
+
+    // Skewed clocks, left uncorrected: about half the messages arrive before they leave.
+    let archive = dir.path().join("otf2-skew");
+    let o = run(&[
+        "generate",
+        archive.to_str().unwrap(),
+        "--ranks",
+        "16",
+        "--iterations",
+        "20",
+        "--clock-skew",
+        "--format",
+        "otf2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let skewed = dir.path().join("skewed");
+    let anchor = archive.join("traces.otf2");
+    let convert = ["convert", "--clock-correction", "off", anchor.to_str().unwrap(), skewed.to_str().unwrap()];
+    let o = run(&[&convert[..], &["--part-rows", "500"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (ok, early, err) =
+        answer(&skewed, None, &["-c", "SELECT count(*) FILTER (WHERE recv_ts <= send_ts) > 100 FROM messages"]);
+    assert!(ok && early.contains("true"), "{early} {err}");
+    for function in ["dag_nodes", "dag_edges"] {
+        spreads(&cluster, &skewed, function, &format!("SELECT * FROM {function}()"));
+    }
+
+    // Each rank receives the other's message before sending its own: a cycle, embedded and
+    // on the cluster; and the store in one part.
+    let crossing = dir.path().join("crossing");
+    let o = run(&["convert", root().join("tests/data/crossing.csv").to_str().unwrap(), crossing.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let one = dir.path().join("one-part");
+    let anchor = dir.path().join("otf2").join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for function in ["dag_nodes", "dag_edges"] {
+        let query = format!("SELECT * FROM {function}()");
+        let embedded = answer(&crossing, None, &["-c", &query]);
+        let distributed = answer(&crossing, Some(&cluster.url()), &["-c", &query]);
+        for (ok, _, err) in [embedded, distributed] {
+            assert!(!ok && err.contains("dag: the dependencies run in a cycle through rank"), "{err}");
+        }
+        let (e, d) = (answer(&one, None, &["-c", &query]), answer(&one, Some(&cluster.url()), &["-c", &query]));
+        assert!(e.0 && d.0, "{query} on one part: {e:?} {d:?}");
+        assert_eq!(sorted(&e.1), sorted(&d.1), "{query} on one part");
+    }
+
+    let parts = "SET datafusion.execution.target_partitions = 8";
+    let (ok, plan, err) =
+        answer(&store, Some(&cluster.url()), &["-c", parts, "-c", "EXPLAIN SELECT * FROM dag_edges()"]);
+    assert!(ok, "{err}");
+    for step in [
+        "dag_edges: analysis, streamed, each message's halves, per part of the messages, a task per part of its first input",
+        "each rank's nodes counted (Algorithm 2), its rows exchanged by rank, a task per partition of the exchange",
+        "the check for a cycle, one task reading its inputs whole",
+        "each half's node (Algorithm 2), its rows exchanged by rank, a task per partition of the exchange",
+        "the edges, the halves' nodes joined by message, its rows exchanged by msg_id, input 1's by msg_id, a task per partition of the exchange",
+    ] {
+        assert!(plan.contains(step), "no '{step}' in\n{plan}");
+    }
+}
+
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
 /// store's parts runs the analysis `function` itself on both executors in one job.
 fn spreads(cluster: &Cluster, store: &Path, function: &str, query: &str) {

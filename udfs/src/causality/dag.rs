@@ -75,6 +75,24 @@ pub const DAG_EDGES: Function = Function {
 };
 const NONE: u32 = u32::MAX;
 
+/// Algorithm 2's node of each of `halves` (whole ranks, each in its time order), numbered
+/// within its rank from 0: a send joins the rank's newest node, a receive too unless that
+/// node holds a send, when it opens the next.
+pub(super) fn nodes_within_ranks(halves: &[Half]) -> impl Iterator<Item = u32> + '_ {
+    let mut rank = None;
+    let (mut node, mut holds_send) = (0u32, false);
+    halves.iter().map(move |h| {
+        if rank != Some(h.rank) {
+            rank = Some(h.rank);
+            (node, holds_send) = (0, false);
+        } else if h.kind == Kind::Recv && holds_send {
+            (node, holds_send) = (node + 1, false);
+        }
+        holds_send |= h.kind == Kind::Send;
+        node
+    })
+}
+
 /// A node of the DAG.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
@@ -85,6 +103,25 @@ pub struct Node {
     pub recvs: i64,
     pub bytes_sent: i64,
     pub bytes_recv: i64,
+}
+
+impl Node {
+    /// An empty node of `h`'s rank starting at `h` (which is then added).
+    pub(super) fn starting(h: &Half) -> Node {
+        Node { rank: h.rank, first_ts: h.ts, last_ts: h.ts, sends: 0, recvs: 0, bytes_sent: 0, bytes_recv: 0 }
+    }
+
+    /// The node with half `h` added (the halves come in time order).
+    pub(super) fn add(&mut self, h: &Half) {
+        self.last_ts = self.last_ts.max(h.ts);
+        if h.kind == Kind::Send {
+            self.sends += 1;
+            self.bytes_sent += h.bytes;
+        } else {
+            self.recvs += 1;
+            self.bytes_recv += h.bytes;
+        }
+    }
 }
 
 /// The nodes as Algorithm 2 makes them, run by run of whole ranks, numbered on from the
@@ -108,48 +145,25 @@ impl Nodes {
     fn add(&mut self, halves: &[Half]) -> Result<Vec<Node>> {
         let mut nodes: Vec<Node> = Vec::new();
         let base = self.first.len();
-        let mut rank = None;
-        // (node index in `nodes`, holds a send)
-        let mut newest: Option<(usize, bool)> = None;
-        for h in halves {
-            if rank != Some(h.rank) {
-                rank = Some(h.rank);
-                newest = None;
+        let mut last: Option<(i64, u32)> = None;
+        for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
+            if last != Some((h.rank, within)) {
+                last = Some((h.rank, within));
+                nodes.push(Node::starting(h));
             }
-            let open = match (h.kind, newest) {
-                (Kind::Send, Some((k, _))) => k,
-                (Kind::Recv, Some((k, false))) => k,
-                _ => {
-                    nodes.push(Node {
-                        rank: h.rank,
-                        first_ts: h.ts,
-                        last_ts: h.ts,
-                        sends: 0,
-                        recvs: 0,
-                        bytes_sent: 0,
-                        bytes_recv: 0,
-                    });
-                    nodes.len() - 1
-                }
-            };
+            let open = nodes.len() - 1;
             if base + open >= NONE as usize {
                 return exec_err!(
                     "dag: more than {NONE} nodes are more than this analysis handles; narrow the relation"
                 );
             }
-            let node = &mut nodes[open];
-            node.last_ts = node.last_ts.max(h.ts);
             let id = (base + open) as u32;
+            let node = &mut nodes[open];
+            node.add(h);
             if h.kind == Kind::Send {
-                node.sends += 1;
-                node.bytes_sent += h.bytes;
                 self.send_node[h.row as usize] = id;
-                newest = Some((open, true));
             } else {
-                node.recvs += 1;
-                node.bytes_recv += h.bytes;
                 self.recv_node[h.row as usize] = id;
-                newest = Some((open, newest.is_some_and(|n| n.0 == open && n.1)));
             }
         }
         for (k, n) in nodes.iter().enumerate() {
@@ -233,10 +247,11 @@ impl Nodes {
 }
 
 /// Columns the DAG functions read from the relation.
-struct DagInput {
-    messages: [usize; 5],
-    bytes: usize,
-    latency: MessageIndices,
+pub(super) struct DagInput {
+    /// msg_id, src, dst, send_ts, recv_ts.
+    pub messages: [usize; 5],
+    pub bytes: usize,
+    pub latency: MessageIndices,
 }
 
 impl DagInput {
@@ -248,6 +263,21 @@ impl DagInput {
             bytes,
             latency: MessageIndices::find(function, rel)?,
         })
+    }
+
+    /// The columns of `batch` (read through these indices): msg_id, src, dst, send_ts,
+    /// recv_ts and bytes.
+    pub(super) fn read(&self, batch: &RecordBatch) -> Result<[Int64Array; 6]> {
+        let one = std::slice::from_ref(batch);
+        let [i, s, d, st, rt] = self.messages;
+        Ok([
+            int64_column(one, i)?,
+            int64_column(one, s)?,
+            int64_column(one, d)?,
+            int64_column(one, st)?,
+            int64_column(one, rt)?,
+            int64_column(one, self.bytes)?,
+        ])
     }
 
     /// The relation's columns it reads, and the same input over a scan of only those.
@@ -411,10 +441,7 @@ impl DagSweep {
 impl Mapper for DagSweep {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let one = std::slice::from_ref(batch);
-        let [i, s, d, st, rt] = self.input.messages;
-        let (ids, src, dst) = (int64_column(one, i)?, int64_column(one, s)?, int64_column(one, d)?);
-        let (send_ts, recv_ts) = (int64_column(one, st)?, int64_column(one, rt)?);
-        let bytes = int64_column(one, self.input.bytes)?;
+        let [ids, src, dst, send_ts, recv_ts, bytes] = self.input.read(batch)?;
         let halves =
             self.halves.as_mut().ok_or_else(|| DataFusionError::Internal("dag: halves after the end".into()))?;
         if self.rows + batch.num_rows() >= NONE as usize {
@@ -427,11 +454,13 @@ impl Mapper for DagSweep {
         for r in 0..batch.num_rows() {
             let row = (self.rows + r) as u32;
             let b = get(&bytes, r).unwrap_or(0);
+            // An id the row lacks is its position, as the messages read whole had.
+            let id = get(&ids, r).unwrap_or((self.rows + r) as i64);
             if let (Some(rank), Some(ts)) = (get(&src, r), get(&send_ts, r)) {
-                halves.push(Half { rank, ts, row, kind: Kind::Send, bytes: b })?;
+                halves.push(Half { rank, ts, id, row, kind: Kind::Send, bytes: b })?;
             }
             if let (Some(rank), Some(ts)) = (get(&dst, r), get(&recv_ts, r)) {
-                halves.push(Half { rank, ts, row, kind: Kind::Recv, bytes: b })?;
+                halves.push(Half { rank, ts, id, row, kind: Kind::Recv, bytes: b })?;
             }
         }
         if let Some(e) = self.edge_rows.as_mut() {
@@ -527,11 +556,12 @@ fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let out = a.schema();
     let s = out.clone();
     let input = Arc::new(input);
+    let steps = super::dag_steps::steps(super::dag_steps::Table::Nodes, &input, None);
     let prepare: Prepare = Arc::new(move |_| {
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
     });
-    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare)))
+    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare).in_steps(steps)?))
 }
 
 fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
@@ -543,6 +573,8 @@ fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let out = a.schema();
     let s = out.clone();
     let input = Arc::new(input);
+    let criteria = extra.is_some() as usize;
+    let steps = super::dag_steps::steps(super::dag_steps::Table::Edges, &input, Some((baseline.clone(), criteria)));
     let prepare: Prepare = Arc::new(move |held| {
         let table = baseline.held_table(held.first().map(Vec::as_slice))?;
         let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;
@@ -555,7 +587,8 @@ fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
     });
-    Ok(Arc::new(Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare)))
+    let derived = Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare);
+    Ok(Arc::new(derived.in_steps(steps)?))
 }
 
 #[cfg(test)]
@@ -566,10 +599,11 @@ mod tests {
     fn dag(rows: &[(i64, i64, i64, i64)]) -> Result<(Nodes, Vec<Node>)> {
         let mut halves: Vec<Half> = Vec::new();
         for (row, &(s, d, st, rt)) in rows.iter().enumerate() {
-            halves.push(Half { rank: s, ts: st, row: row as u32, kind: Kind::Send, bytes: 10 });
-            halves.push(Half { rank: d, ts: rt, row: row as u32, kind: Kind::Recv, bytes: 10 });
+            let (id, row) = (row as i64, row as u32);
+            halves.push(Half { rank: s, ts: st, id, row, kind: Kind::Send, bytes: 10 });
+            halves.push(Half { rank: d, ts: rt, id, row, kind: Kind::Recv, bytes: 10 });
         }
-        halves.sort_unstable_by_key(|h| (h.rank, h.ts, h.row, h.kind));
+        halves.sort_unstable_by_key(Half::order);
         let mut nodes = Nodes::new(rows.len());
         // Two runs of whole ranks, as the scratch files give them.
         let cut = halves.partition_point(|h| h.rank < 1);
@@ -592,6 +626,36 @@ mod tests {
         // Ids count in order of rank, then time, across the runs.
         assert_eq!(all.iter().map(|n| n.rank).collect::<Vec<_>>(), [0, 0, 1, 1, 2, 2]);
         assert_eq!(nodes.continues, [true, false, true, false, true, false]);
+    }
+
+    #[test]
+    fn the_spread_check_finds_the_cycles_the_whole_graph_has() {
+        // Random messages among 4 ranks, some received before they are sent (skewed clocks):
+        // the check over the spans' messages alone agrees with the check over every node.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n) as i64
+        };
+        let (mut cycles, mut acyclic) = (0, 0);
+        for _ in 0..3000 {
+            let count = 1 + next(8) as usize;
+            let rows: Vec<(i64, i64, i64, i64)> = (0..count)
+                .map(|_| {
+                    let (src, dst) = (next(4), next(4));
+                    let send = next(40);
+                    let recv = send + next(14) - 4;
+                    (src, dst, send, recv)
+                })
+                .collect();
+            let whole = dag(&rows).map(|_| ());
+            let spread = super::super::dag_steps::checked_as_spread(&rows);
+            assert_eq!(whole.is_ok(), spread.is_ok(), "{rows:?}: {whole:?} {spread:?}");
+            if whole.is_ok() { acyclic += 1 } else { cycles += 1 }
+        }
+        assert!(cycles > 100 && acyclic > 100, "{cycles} with a cycle, {acyclic} without");
     }
 
     #[test]

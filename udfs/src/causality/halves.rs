@@ -3,7 +3,7 @@
 //! scratch file (32 bytes) and its rank's count is kept; when they end, the halves are
 //! distributed into files of runs of whole ranks (about `GROUP_HALVES` halves each, at most
 //! `MAX_GROUPS` files), which are read back one at a time in rank order, each put in its ranks'
-//! time order (`Timeline`'s: time, then message row, a send before the receive of the same row).
+//! time order (time, then msg_id, a send before the receive of the same message).
 //! This is the shuffle by rank that a distributed engine would do, on one machine; DataFusion's
 //! own sorts spill the same way.
 
@@ -22,25 +22,35 @@ pub(crate) const GROUP_HALVES: u64 = 1 << 22;
 const MAX_GROUPS: u64 = 256;
 
 /// Bytes of a half on disk.
-const HALF_BYTES: usize = 32;
+const HALF_BYTES: usize = 40;
 
-/// A message half: its rank, time, message row (in the order the messages came), whether it
-/// is the send, and the message's bytes.
+/// A message half: its rank, time, message (its msg_id, or its position where it has none;
+/// and its row in the order the halves' messages came), whether it is the send, and the
+/// message's bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Half {
     pub rank: i64,
     pub ts: i64,
+    pub id: i64,
     pub row: u32,
     pub kind: Kind,
     pub bytes: i64,
+}
+
+impl Half {
+    /// Its place in its rank's time order: time, then message, a send before a receive.
+    pub fn order(&self) -> (i64, i64, i64, Kind) {
+        (self.rank, self.ts, self.id, self.kind)
+    }
 }
 
 fn encode(h: &Half, out: &mut [u8]) {
     out[0..8].copy_from_slice(&h.rank.to_le_bytes());
     out[8..16].copy_from_slice(&h.ts.to_le_bytes());
     out[16..24].copy_from_slice(&h.bytes.to_le_bytes());
-    out[24..28].copy_from_slice(&h.row.to_le_bytes());
-    out[28] = u8::from(h.kind == Kind::Recv);
+    out[24..32].copy_from_slice(&h.id.to_le_bytes());
+    out[32..36].copy_from_slice(&h.row.to_le_bytes());
+    out[36] = u8::from(h.kind == Kind::Recv);
 }
 
 fn decode(b: &[u8]) -> Half {
@@ -49,8 +59,9 @@ fn decode(b: &[u8]) -> Half {
         rank: i64_at(0),
         ts: i64_at(8),
         bytes: i64_at(16),
-        row: u32::from_le_bytes(b[24..28].try_into().expect("4 bytes")),
-        kind: if b[28] == 1 { Kind::Recv } else { Kind::Send },
+        id: i64_at(24),
+        row: u32::from_le_bytes(b[32..36].try_into().expect("4 bytes")),
+        kind: if b[36] == 1 { Kind::Recv } else { Kind::Send },
     }
 }
 
@@ -169,7 +180,7 @@ impl Groups {
         file.read_to_end(&mut bytes).map_err(|e| io_error(what, "reading", e))?;
         let mut halves: Vec<Half> = bytes.chunks_exact(HALF_BYTES).map(decode).collect();
         drop(bytes);
-        halves.sort_unstable_by_key(|h| (h.rank, h.ts, h.row, h.kind));
+        halves.sort_unstable_by_key(Half::order);
         Ok(Some(halves))
     }
 }
@@ -187,6 +198,7 @@ mod tests {
             let h = Half {
                 rank,
                 ts: i64::from((k * 31) % 101),
+                id: i64::from(k % 1000),
                 row: k,
                 kind: if k % 2 == 0 { Kind::Send } else { Kind::Recv },
                 bytes: i64::from(k),
@@ -205,7 +217,8 @@ mod tests {
             runs += 1;
         }
         assert!(runs > 4, "{runs} runs");
-        all.sort_unstable_by_key(|h| (h.rank, h.ts, h.row, h.kind));
-        assert_eq!(back, all);
+        all.sort_unstable_by_key(Half::order);
+        let order = |v: &[Half]| v.iter().map(Half::order).collect::<Vec<_>>();
+        assert_eq!(order(&back), order(&all));
     }
 }

@@ -15,6 +15,7 @@
 
 pub mod balance;
 pub mod dag;
+mod dag_steps;
 mod halves;
 pub mod vector_clock;
 

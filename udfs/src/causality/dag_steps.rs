@@ -1,0 +1,894 @@
+//! The DAG on a distributed engine: `dag_nodes` and `dag_edges` planned as steps
+//! ([`commdb_analysis::steps`]), so that no task reads the messages, their halves or the
+//! nodes whole (docs/scale.md).
+//!
+//! 1. **Halves**, a task per part of the messages: each message's send and receive as rows
+//!    of their rank.
+//! 2. **Nodes counted**, the halves exchanged by rank: each task puts its ranks' halves in
+//!    time order (`crate::causality::halves`, on disk) and counts each rank's nodes by
+//!    Algorithm 2 ([`super::dag::nodes_within_ranks`]); a row per rank.
+//! 3. **The cycle check** (below), in its own steps.
+//! 4. **The nodes**, the halves exchanged by rank again: Algorithm 2 as in 2, each node's id
+//!    its number within its rank plus the nodes of the ranks before (from the counts, read by
+//!    every task), each rank's LB from the counts' halves. `dag_edges` gives each half's node
+//!    instead, and a last step joins them by message with each message's size, duration and
+//!    latency (its criteria held by every task of the messages' parts).
+//!
+//! Ids count as in one process: from 0 in order of rank, then time; at one instant on one
+//! rank the halves are ordered by msg_id, which every message must have here.
+//!
+//! The cycle check needs no task to hold the graph. Along any path of the graph (program
+//! order, then a message from its send to its receive) time never goes back except at a
+//! message received no later than it was sent, so a cycle needs one; and every half on a
+//! cycle lies within the span of such a message (from its receive to its send): a closed
+//! walk that rises past an instant must fall past it again. So only the messages whose halves
+//! both lie in the union of those spans are checked, each rank's halves among them in time
+//! order, by Kahn's order: none when no message is received before it is sent (the clocks of
+//! a corrected trace), a few under a small skew, the whole run only when the clocks are far
+//! apart (then `clc` is the remedy). The check is exact: its cycles are the graph's.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch,
+};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::common::exec_err;
+use datafusion::error::{DataFusionError, Result};
+
+use super::Kind;
+use super::dag::{DagInput, Node, nodes_within_ranks};
+use super::halves::{Groups, Half, Halves};
+use crate::latency::{Baseline, CriteriaTable};
+use commdb_analysis::columns::{bool_column, int64_column};
+use commdb_analysis::plan::Work;
+use commdb_analysis::steps::{From, Reads, Step};
+use commdb_analysis::stream::{Mapper, Prepare};
+
+/// Which table of the DAG the steps give.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Table {
+    Nodes,
+    Edges,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Nodes => "dag_nodes",
+            Table::Edges => "dag_edges",
+        }
+    }
+}
+
+fn schema(fields: &[(&str, DataType, bool)]) -> SchemaRef {
+    Arc::new(Schema::new(fields.iter().map(|(n, t, null)| Field::new(*n, t.clone(), *null)).collect::<Vec<_>>()))
+}
+
+/// A message half: rank, ts, msg_id, whether it is the receive, the message's bytes.
+fn halves_schema() -> SchemaRef {
+    schema(&[
+        ("rank", DataType::Int64, false),
+        ("ts", DataType::Int64, false),
+        ("msg_id", DataType::Int64, false),
+        ("recv", DataType::Boolean, false),
+        ("bytes", DataType::Int64, false),
+    ])
+}
+
+/// Halves of `batch` (the halves' columns), in order.
+fn halves_of(batch: &RecordBatch) -> Result<Vec<Half>> {
+    let one = std::slice::from_ref(batch);
+    let (rank, ts, id, recv, bytes) = (
+        int64_column(one, 0)?,
+        int64_column(one, 1)?,
+        int64_column(one, 2)?,
+        bool_column(one, 3)?,
+        int64_column(one, 4)?,
+    );
+    Ok((0..batch.num_rows())
+        .map(|r| Half {
+            rank: rank.value(r),
+            ts: ts.value(r),
+            id: id.value(r),
+            row: 0,
+            kind: if recv.value(r) { Kind::Recv } else { Kind::Send },
+            bytes: bytes.value(r),
+        })
+        .collect())
+}
+
+/// The steps of `table` over its inputs: the messages (columns as `input` says) and, for the
+/// edges, the criteria inputs `criteria` ([`Baseline`]).
+pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Baseline, usize)>) -> Vec<Step> {
+    let name = table.name();
+    let messages = From::Input(0);
+    let mut steps = vec![
+        // 0
+        Step {
+            label: "each message's halves, per part of the messages",
+            schema: halves_schema(),
+            work: Work::Streamed(halves_prepare(name, input.clone())),
+            inputs: vec![messages],
+            reads: Reads::ByPart,
+        },
+        // 1
+        Step {
+            label: "each rank's nodes counted (Algorithm 2)",
+            schema: counts_schema(),
+            work: Work::Streamed(Arc::new(move |_| Ok(Box::new(Counted::new(name)?) as Box<dyn Mapper>))),
+            inputs: vec![From::Step(0)],
+            reads: Reads::Exchanged(vec![0]),
+        },
+        // 2
+        Step {
+            label: "the spans of messages received no later than sent",
+            schema: spans_schema(),
+            work: Work::Streamed(spans_prepare(input.clone())),
+            inputs: vec![messages],
+            reads: Reads::ByPart,
+        },
+        // 3
+        Step {
+            label: "the spans merged",
+            schema: spans_schema(),
+            work: Work::Whole(Arc::new(|inputs| merged_spans(&inputs[0]))),
+            inputs: vec![From::Step(2)],
+            reads: Reads::Once,
+        },
+        // 4
+        Step {
+            label: "the messages within the spans",
+            schema: within_schema(),
+            work: Work::Streamed(within_prepare(name, input.clone())),
+            inputs: vec![messages, From::Step(3)],
+            reads: Reads::ByPart,
+        },
+        // 5
+        Step {
+            label: "the check for a cycle",
+            schema: checked_schema(),
+            work: Work::Whole(Arc::new(|inputs| check_acyclic(&inputs[0]))),
+            inputs: vec![From::Step(4)],
+            reads: Reads::Once,
+        },
+    ];
+    let numbered = vec![From::Step(0), From::Step(1), From::Step(5)];
+    match (table, baseline) {
+        (Table::Nodes, _) => steps.push(Step {
+            label: "the nodes of each rank (Algorithm 2)",
+            schema: nodes_schema(),
+            work: Work::Streamed(numbered_prepare(Table::Nodes)),
+            inputs: numbered,
+            reads: Reads::Exchanged(vec![0]),
+        }),
+        (Table::Edges, baseline) => {
+            steps.push(Step {
+                label: "each half's node (Algorithm 2)",
+                schema: half_nodes_schema(),
+                work: Work::Streamed(numbered_prepare(Table::Edges)),
+                inputs: numbered,
+                reads: Reads::Exchanged(vec![0]),
+            });
+            let mut inputs = vec![messages];
+            let criteria = baseline.as_ref().map_or(0, |b| b.1);
+            inputs.extend((1..=criteria).map(From::Input));
+            steps.push(Step {
+                label: "each message's size, duration and latency",
+                schema: sizes_schema(),
+                work: Work::Streamed(sizes_prepare(input.clone(), baseline.map(|b| b.0))),
+                inputs,
+                reads: Reads::ByPart,
+            });
+            let (half_nodes, sizes) = (steps.len() - 2, steps.len() - 1);
+            steps.push(Step {
+                label: "the edges, the halves' nodes joined by message",
+                schema: edges_schema(),
+                work: Work::Streamed(Arc::new(|held| Ok(Box::new(Paired::new(&held[0])?) as Box<dyn Mapper>))),
+                inputs: vec![From::Step(half_nodes), From::Step(sizes)],
+                reads: Reads::Joined(vec![vec![0], vec![0]]),
+            });
+        }
+    }
+    steps
+}
+
+/// Step 0: each message's halves.
+struct HalvesOf {
+    name: &'static str,
+    input: Arc<DagInput>,
+    schema: SchemaRef,
+}
+
+fn halves_prepare(name: &'static str, input: Arc<DagInput>) -> Prepare {
+    Arc::new(move |_| Ok(Box::new(HalvesOf { name, input: input.clone(), schema: halves_schema() }) as Box<dyn Mapper>))
+}
+
+/// The message's msg_id, or an error that names the function and the message.
+fn id_of(name: &str, ids: &Int64Array, r: usize, src: &Int64Array, send_ts: &Int64Array) -> Result<i64> {
+    if ids.is_valid(r) {
+        return Ok(ids.value(r));
+    }
+    let shown = |a: &Int64Array| if a.is_valid(r) { a.value(r).to_string() } else { "NULL".to_string() };
+    exec_err!(
+        "{name}: on a cluster every message needs its msg_id, which orders and pairs its halves; the message from rank {} sent at ts {} has none",
+        shown(src),
+        shown(send_ts)
+    )
+}
+
+impl Mapper for HalvesOf {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let [ids, src, dst, send_ts, recv_ts, bytes] = self.input.read(batch)?;
+        let n = batch.num_rows() * 2;
+        let (mut rank, mut ts, mut id) =
+            (Int64Builder::with_capacity(n), Int64Builder::with_capacity(n), Int64Builder::with_capacity(n));
+        let (mut recv, mut size) = (BooleanBuilder::with_capacity(n), Int64Builder::with_capacity(n));
+        for r in 0..batch.num_rows() {
+            let b = if bytes.is_valid(r) { bytes.value(r) } else { 0 };
+            for (who, when, is_recv) in [(&src, &send_ts, false), (&dst, &recv_ts, true)] {
+                if who.is_valid(r) && when.is_valid(r) {
+                    rank.append_value(who.value(r));
+                    ts.append_value(when.value(r));
+                    id.append_value(id_of(self.name, &ids, r, &src, &send_ts)?);
+                    recv.append_value(is_recv);
+                    size.append_value(b);
+                }
+            }
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(rank.finish()),
+            Arc::new(ts.finish()),
+            Arc::new(id.finish()),
+            Arc::new(recv.finish()),
+            Arc::new(size.finish()),
+        ];
+        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+    }
+}
+
+/// Each rank's nodes and halves (its messages sent plus received).
+fn counts_schema() -> SchemaRef {
+    schema(&[("rank", DataType::Int64, false), ("nodes", DataType::Int64, false), ("halves", DataType::Int64, false)])
+}
+
+/// A task's halves, put in their ranks' time order on disk as they come.
+struct Sorted {
+    halves: Option<Halves>,
+    groups: Option<Groups>,
+}
+
+impl Sorted {
+    fn new(name: &'static str) -> Result<Sorted> {
+        Ok(Sorted { halves: Some(Halves::new(name)?), groups: None })
+    }
+
+    fn push(&mut self, batch: &RecordBatch) -> Result<()> {
+        let halves =
+            self.halves.as_mut().ok_or_else(|| DataFusionError::Internal("dag: halves after the end".into()))?;
+        for h in halves_of(batch)? {
+            halves.push(h)?;
+        }
+        Ok(())
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.halves.as_ref().map_or(0, Halves::held_bytes)
+    }
+
+    /// The halves have ended: each rank's count of them.
+    fn finish(&mut self) -> Result<BTreeMap<i64, i64>> {
+        let halves = self.halves.take().ok_or_else(|| DataFusionError::Internal("dag: finished twice".into()))?;
+        let counts = halves.counts.clone();
+        self.groups = Some(halves.into_groups()?);
+        Ok(counts)
+    }
+
+    /// The next run of whole ranks' halves, in their time order.
+    fn next_group(&mut self, name: &str) -> Result<Option<Vec<Half>>> {
+        commdb_catalog::interrupt::check(name)?;
+        match self.groups.as_mut() {
+            Some(groups) => groups.next_group(),
+            None => Ok(None),
+        }
+    }
+}
+
+/// Step 1: each rank's nodes counted.
+struct Counted {
+    name: &'static str,
+    sorted: Sorted,
+    counts: BTreeMap<i64, i64>,
+}
+
+impl Counted {
+    fn new(name: &'static str) -> Result<Counted> {
+        Ok(Counted { name, sorted: Sorted::new(name)?, counts: BTreeMap::new() })
+    }
+}
+
+impl Mapper for Counted {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.sorted.push(batch)?;
+        Ok(RecordBatch::new_empty(counts_schema()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.sorted.held_bytes()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.counts = self.sorted.finish()?;
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(halves) = self.sorted.next_group(self.name)? else { return Ok(None) };
+        let mut nodes: BTreeMap<i64, i64> = BTreeMap::new();
+        for (h, within) in halves.iter().zip(nodes_within_ranks(&halves)) {
+            nodes.insert(h.rank, i64::from(within) + 1);
+        }
+        let halves: Vec<i64> = nodes.keys().map(|r| self.counts.get(r).copied().unwrap_or(0)).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(nodes.keys().copied())),
+            Arc::new(Int64Array::from_iter_values(nodes.values().copied())),
+            Arc::new(Int64Array::from(halves)),
+        ];
+        Ok(Some(RecordBatch::try_new(counts_schema(), columns)?))
+    }
+}
+
+/// Spans of time from a message's receive to its send (`from` <= `to`).
+fn spans_schema() -> SchemaRef {
+    schema(&[("from", DataType::Int64, false), ("to", DataType::Int64, false)])
+}
+
+/// Step 2: the span of each message received no later than it was sent.
+struct Spans {
+    messages: [usize; 5],
+}
+
+fn spans_prepare(input: Arc<DagInput>) -> Prepare {
+    Arc::new(move |_| Ok(Box::new(Spans { messages: input.messages }) as Box<dyn Mapper>))
+}
+
+/// Of row `r`: its sender, receiver, send and receive times when it has all four.
+fn matched(cols: &[Int64Array; 4], r: usize) -> Option<[i64; 4]> {
+    cols.iter().all(|c| c.is_valid(r)).then(|| [cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r)])
+}
+
+/// The sender, receiver, send and receive time columns of `batch` (its columns `messages`:
+/// msg_id, src, dst, send_ts, recv_ts).
+fn matched_columns(messages: [usize; 5], batch: &RecordBatch) -> Result<[Int64Array; 4]> {
+    let one = std::slice::from_ref(batch);
+    let [_, s, d, st, rt] = messages;
+    Ok([int64_column(one, s)?, int64_column(one, d)?, int64_column(one, st)?, int64_column(one, rt)?])
+}
+
+impl Mapper for Spans {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let cols = matched_columns(self.messages, batch)?;
+        let (mut from, mut to) = (Vec::new(), Vec::new());
+        for r in 0..batch.num_rows() {
+            if let Some([_, _, send, recv]) = matched(&cols, r)
+                && recv <= send
+            {
+                from.push(recv);
+                to.push(send);
+            }
+        }
+        let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(from)), Arc::new(Int64Array::from(to))];
+        Ok(RecordBatch::try_new(spans_schema(), columns)?)
+    }
+}
+
+/// The spans of `batches`, sorted and merged where they meet.
+fn spans_in(batches: &[RecordBatch]) -> Result<Vec<(i64, i64)>> {
+    let mut spans = Vec::new();
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let (from, to) = (int64_column(one, 0)?, int64_column(one, 1)?);
+        spans.extend((0..b.num_rows()).map(|r| (from.value(r), to.value(r))));
+    }
+    spans.sort_unstable();
+    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
+    for (from, to) in spans {
+        match merged.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => merged.push((from, to)),
+        }
+    }
+    Ok(merged)
+}
+
+/// Step 3: the spans merged.
+fn merged_spans(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    let merged = spans_in(batches)?;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from_iter_values(merged.iter().map(|s| s.0))),
+        Arc::new(Int64Array::from_iter_values(merged.iter().map(|s| s.1))),
+    ];
+    Ok(vec![RecordBatch::try_new(spans_schema(), columns)?])
+}
+
+/// A message whose halves both lie in the spans: msg_id, src, send_ts, dst, recv_ts.
+fn within_schema() -> SchemaRef {
+    schema(&[
+        ("msg_id", DataType::Int64, false),
+        ("src", DataType::Int64, false),
+        ("send_ts", DataType::Int64, false),
+        ("dst", DataType::Int64, false),
+        ("recv_ts", DataType::Int64, false),
+    ])
+}
+
+/// Step 4: the messages whose halves both lie in the merged spans.
+struct Within {
+    name: &'static str,
+    messages: [usize; 5],
+    spans: Vec<(i64, i64)>,
+}
+
+fn within_prepare(name: &'static str, input: Arc<DagInput>) -> Prepare {
+    Arc::new(move |held| {
+        let spans = spans_in(&held[0])?;
+        Ok(Box::new(Within { name, messages: input.messages, spans }) as Box<dyn Mapper>)
+    })
+}
+
+impl Within {
+    fn covers(&self, t: i64) -> bool {
+        let after = self.spans.partition_point(|s| s.0 <= t);
+        after > 0 && self.spans[after - 1].1 >= t
+    }
+}
+
+impl Mapper for Within {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let mut rows: [Vec<i64>; 5] = Default::default();
+        if !self.spans.is_empty() {
+            let cols = matched_columns(self.messages, batch)?;
+            let ids = int64_column(std::slice::from_ref(batch), self.messages[0])?;
+            for r in 0..batch.num_rows() {
+                if let Some([src, dst, send, recv]) = matched(&cols, r)
+                    && self.covers(send)
+                    && self.covers(recv)
+                {
+                    let id = id_of(self.name, &ids, r, &cols[0], &cols[2])?;
+                    for (column, v) in rows.iter_mut().zip([id, src, send, dst, recv]) {
+                        column.push(v);
+                    }
+                }
+            }
+        }
+        let columns: Vec<ArrayRef> = rows.into_iter().map(|c| Arc::new(Int64Array::from(c)) as ArrayRef).collect();
+        Ok(RecordBatch::try_new(within_schema(), columns)?)
+    }
+}
+
+/// The messages the check went through.
+fn checked_schema() -> SchemaRef {
+    schema(&[("messages_checked", DataType::Int64, false)])
+}
+
+/// Step 5: an error if the messages within the spans, with each rank's halves of them in time
+/// order, run in a cycle; it names a half on the cycle.
+fn check_acyclic(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    let mut halves: Vec<Half> = Vec::new();
+    for b in batches {
+        let one = std::slice::from_ref(b);
+        let [id, src, send, dst, recv] =
+            [0, 1, 2, 3, 4].map(|c| int64_column(one, c)).map(|c| c.expect("the step's own columns"));
+        for r in 0..b.num_rows() {
+            let row = u32::try_from(halves.len() / 2).map_err(|_| {
+                DataFusionError::Execution("dag: more messages within the spans than the check handles".into())
+            })?;
+            let (id, bytes) = (id.value(r), 0);
+            halves.push(Half { rank: src.value(r), ts: send.value(r), id, row, kind: Kind::Send, bytes });
+            halves.push(Half { rank: dst.value(r), ts: recv.value(r), id, row, kind: Kind::Recv, bytes });
+        }
+    }
+    let messages = halves.len() / 2;
+    halves.sort_unstable_by_key(Half::order);
+    // Each half's successors: the next half of its rank, and a send's receive.
+    let n = halves.len();
+    let mut receive_of = vec![usize::MAX; messages];
+    for (v, h) in halves.iter().enumerate() {
+        if h.kind == Kind::Recv {
+            receive_of[h.row as usize] = v;
+        }
+    }
+    let next = |v: usize| (v + 1 < n && halves[v + 1].rank == halves[v].rank).then_some(v + 1);
+    let sent = |v: usize| (halves[v].kind == Kind::Send).then(|| receive_of[halves[v].row as usize]);
+    let mut indegree = vec![0u32; n];
+    for v in 0..n {
+        for t in next(v).into_iter().chain(sent(v)) {
+            indegree[t] += 1;
+        }
+    }
+    let mut ready: Vec<usize> = (0..n).filter(|&v| indegree[v] == 0).collect();
+    let mut visited = 0;
+    while let Some(v) = ready.pop() {
+        visited += 1;
+        for t in next(v).into_iter().chain(sent(v)) {
+            indegree[t] -= 1;
+            if indegree[t] == 0 {
+                ready.push(t);
+            }
+        }
+    }
+    if visited < n {
+        // Every half left has a predecessor left: walking back from one reaches a cycle.
+        let mut send_of = vec![usize::MAX; messages];
+        for (v, h) in halves.iter().enumerate() {
+            if h.kind == Kind::Send {
+                send_of[h.row as usize] = v;
+            }
+        }
+        let mut v = (0..n).find(|&v| indegree[v] > 0).unwrap_or(0);
+        let mut seen = vec![false; n];
+        while !seen[v] {
+            seen[v] = true;
+            let program = (v > 0 && halves[v - 1].rank == halves[v].rank && indegree[v - 1] > 0).then(|| v - 1);
+            let message = (halves[v].kind == Kind::Recv).then(|| send_of[halves[v].row as usize]);
+            match program.or(message.filter(|&s| indegree[s] > 0)) {
+                Some(p) => v = p,
+                None => break,
+            }
+        }
+        let h = halves[v];
+        return exec_err!(
+            "dag: the dependencies run in a cycle through rank {} at ts {} (messages received before the sends that cause them): the clocks contradict the messages; open the trace with clock correction clc or narrow the relation",
+            h.rank,
+            h.ts
+        );
+    }
+    let column: ArrayRef = Arc::new(Int64Array::from(vec![messages as i64]));
+    Ok(vec![RecordBatch::try_new(checked_schema(), vec![column])?])
+}
+
+/// The nodes as `dag_nodes` gives them.
+fn nodes_schema() -> SchemaRef {
+    schema(&[
+        ("node_id", DataType::Int64, false),
+        ("rank", DataType::Int64, false),
+        ("first_ts", DataType::Int64, false),
+        ("last_ts", DataType::Int64, false),
+        ("sends", DataType::Int64, false),
+        ("recvs", DataType::Int64, false),
+        ("bytes_sent", DataType::Int64, false),
+        ("bytes_recv", DataType::Int64, false),
+        ("load_balance", DataType::Float64, false),
+    ])
+}
+
+/// A half and its node: msg_id, whether it is the receive, node id.
+fn half_nodes_schema() -> SchemaRef {
+    schema(&[("msg_id", DataType::Int64, false), ("recv", DataType::Boolean, false), ("node", DataType::Int64, false)])
+}
+
+/// Step 6: Algorithm 2 over the ranks of a task, the nodes numbered after those of the ranks
+/// before (from the counts), or each half's node.
+struct Numbered {
+    table: Table,
+    sorted: Sorted,
+    /// Of each rank: the id of its first node, and its LB.
+    first: HashMap<i64, i64>,
+    lb: HashMap<i64, f64>,
+}
+
+fn numbered_prepare(table: Table) -> Prepare {
+    Arc::new(move |held| {
+        // held[0]: each rank's counts; held[1]: the check, which failed if it found a cycle.
+        let mut counts: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+        for b in &held[0] {
+            let one = std::slice::from_ref(b);
+            let (rank, nodes, halves) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+            for r in 0..b.num_rows() {
+                if counts.insert(rank.value(r), (nodes.value(r), halves.value(r))).is_some() {
+                    return exec_err!("{}: rank {} was counted by two tasks", table.name(), rank.value(r));
+                }
+            }
+        }
+        if held[1].iter().map(RecordBatch::num_rows).sum::<usize>() != 1 {
+            return exec_err!("{}: the check for a cycle gave no answer", table.name());
+        }
+        let mut first = HashMap::with_capacity(counts.len());
+        let mut next = 0i64;
+        for (&rank, &(nodes, _)) in &counts {
+            first.insert(rank, next);
+            next += nodes;
+        }
+        let loads: Vec<i64> = counts.values().map(|c| c.1).collect();
+        let lb = counts.keys().copied().zip(super::balance::lb(&loads)).collect();
+        Ok(Box::new(Numbered { table, sorted: Sorted::new(table.name())?, first, lb }) as Box<dyn Mapper>)
+    })
+}
+
+impl Numbered {
+    fn first_of(&self, rank: i64) -> Result<i64> {
+        match self.first.get(&rank) {
+            Some(&id) => Ok(id),
+            None => exec_err!("{}: rank {rank} has halves but was not counted", self.table.name()),
+        }
+    }
+
+    /// The nodes of a run of whole ranks.
+    fn nodes(&self, halves: &[Half]) -> Result<RecordBatch> {
+        let mut ids: Vec<i64> = Vec::new();
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut last = None;
+        for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
+            if last != Some((h.rank, within)) {
+                last = Some((h.rank, within));
+                ids.push(self.first_of(h.rank)? + i64::from(within));
+                nodes.push(Node::starting(h));
+            }
+            nodes.last_mut().expect("pushed above").add(h);
+        }
+        let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(nodes.iter().map(f))) };
+        let lb = nodes.iter().map(|n| self.lb.get(&n.rank).copied().unwrap_or(0.0));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(ids)),
+            col(|x| x.rank),
+            col(|x| x.first_ts),
+            col(|x| x.last_ts),
+            col(|x| x.sends),
+            col(|x| x.recvs),
+            col(|x| x.bytes_sent),
+            col(|x| x.bytes_recv),
+            Arc::new(Float64Array::from_iter_values(lb)),
+        ];
+        Ok(RecordBatch::try_new(nodes_schema(), columns)?)
+    }
+
+    /// Each half of a run of whole ranks with its node.
+    fn half_nodes(&self, halves: &[Half]) -> Result<RecordBatch> {
+        let mut node = Vec::with_capacity(halves.len());
+        for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
+            node.push(self.first_of(h.rank)? + i64::from(within));
+        }
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from_iter_values(halves.iter().map(|h| h.id))),
+            Arc::new(BooleanArray::from_iter(halves.iter().map(|h| Some(h.kind == Kind::Recv)))),
+            Arc::new(Int64Array::from(node)),
+        ];
+        Ok(RecordBatch::try_new(half_nodes_schema(), columns)?)
+    }
+}
+
+impl Mapper for Numbered {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.sorted.push(batch)?;
+        let schema = if self.table == Table::Nodes { nodes_schema() } else { half_nodes_schema() };
+        Ok(RecordBatch::new_empty(schema))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.sorted.held_bytes() + self.first.len() * 48
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.sorted.finish()?;
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(halves) = self.sorted.next_group(self.table.name())? else { return Ok(None) };
+        match self.table {
+            Table::Nodes => self.nodes(&halves).map(Some),
+            Table::Edges => self.half_nodes(&halves).map(Some),
+        }
+    }
+}
+
+/// A matched message's size, duration and latency: msg_id, bytes, duration, latency.
+fn sizes_schema() -> SchemaRef {
+    schema(&[
+        ("msg_id", DataType::Int64, false),
+        ("bytes", DataType::Int64, true),
+        ("duration", DataType::Int64, true),
+        ("latency", DataType::Float64, true),
+    ])
+}
+
+/// Step 7 of the edges: each matched message's size, duration and latency.
+struct Sizes {
+    input: Arc<DagInput>,
+    table: Arc<CriteriaTable>,
+    baseline: Option<Baseline>,
+    /// Messages with a duration, and those of them without a criterion.
+    counted: (usize, usize),
+}
+
+fn sizes_prepare(input: Arc<DagInput>, baseline: Option<Baseline>) -> Prepare {
+    Arc::new(move |held| {
+        let baseline = baseline.clone().ok_or_else(|| DataFusionError::Internal("dag_edges: no criteria".into()))?;
+        let table = baseline.held_table(held.first().map(Vec::as_slice))?;
+        Ok(Box::new(Sizes { input: input.clone(), table, baseline: Some(baseline), counted: (0, 0) })
+            as Box<dyn Mapper>)
+    })
+}
+
+impl Mapper for Sizes {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let cols = self.input.latency.read(one)?;
+        let (criterion, latency) = self.table.latencies(&cols);
+        let matched_cols = matched_columns(self.input.messages, batch)?;
+        let ids = int64_column(one, self.input.messages[0])?;
+        let bytes = int64_column(one, self.input.bytes)?;
+        let n = batch.num_rows();
+        let (mut id, mut size, mut duration, mut lat) = (
+            Int64Builder::with_capacity(n),
+            Int64Builder::with_capacity(n),
+            Int64Builder::with_capacity(n),
+            Float64Builder::with_capacity(n),
+        );
+        for r in 0..n {
+            if cols.duration.is_valid(r) {
+                self.counted.0 += 1;
+                self.counted.1 += usize::from(criterion[r].is_none());
+            }
+            if matched(&matched_cols, r).is_none() {
+                continue;
+            }
+            id.append_value(id_of("dag_edges", &ids, r, &matched_cols[0], &matched_cols[2])?);
+            size.append_option(bytes.is_valid(r).then(|| bytes.value(r)));
+            duration.append_option(cols.duration.is_valid(r).then(|| cols.duration.value(r)));
+            lat.append_option(latency[r]);
+        }
+        let columns: Vec<ArrayRef> =
+            vec![Arc::new(id.finish()), Arc::new(size.finish()), Arc::new(duration.finish()), Arc::new(lat.finish())];
+        Ok(RecordBatch::try_new(sizes_schema(), columns)?)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if let Some(baseline) = self.baseline.take() {
+            baseline.notice_uncovered(self.counted.0, self.counted.1);
+        }
+        Ok(Vec::new())
+    }
+}
+
+/// The edges as `dag_edges` gives them.
+fn edges_schema() -> SchemaRef {
+    schema(&[
+        ("from_node", DataType::Int64, false),
+        ("to_node", DataType::Int64, false),
+        ("msg_id", DataType::Int64, false),
+        ("bytes", DataType::Int64, true),
+        ("duration", DataType::Int64, true),
+        ("latency", DataType::Float64, true),
+    ])
+}
+
+/// The last step of the edges: the halves' nodes of the task's messages paired, each pair an
+/// edge with its message's size, duration and latency (held: the task's part of them).
+struct Paired {
+    /// Of each message: its row among the sizes, and the nodes of its halves seen so far.
+    messages: HashMap<i64, (u32, Option<i64>, Option<i64>)>,
+    sizes: RecordBatch,
+}
+
+impl Paired {
+    fn new(sizes: &[RecordBatch]) -> Result<Paired> {
+        let sizes = arrow::compute::concat_batches(&sizes_schema(), sizes)?;
+        let ids = int64_column(std::slice::from_ref(&sizes), 0)?;
+        let mut messages = HashMap::with_capacity(sizes.num_rows());
+        for r in 0..sizes.num_rows() {
+            let row = u32::try_from(r)
+                .map_err(|_| DataFusionError::Execution("dag_edges: more messages in a task than it handles".into()))?;
+            if messages.insert(ids.value(r), (row, None, None)).is_some() {
+                return exec_err!(
+                    "dag_edges: msg_id {} is not unique; on a cluster the halves of a message are paired by it",
+                    ids.value(r)
+                );
+            }
+        }
+        Ok(Paired { messages, sizes })
+    }
+}
+
+impl Mapper for Paired {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let one = std::slice::from_ref(batch);
+        let (ids, recv, node) = (int64_column(one, 0)?, bool_column(one, 1)?, int64_column(one, 2)?);
+        let (mut from, mut to, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+        for r in 0..batch.num_rows() {
+            // A half of a message not matched (no size row) makes no edge.
+            let Some(m) = self.messages.get_mut(&ids.value(r)) else { continue };
+            let side = if recv.value(r) { &mut m.2 } else { &mut m.1 };
+            if side.replace(node.value(r)).is_some() {
+                return exec_err!(
+                    "dag_edges: msg_id {} is not unique; on a cluster the halves of a message are paired by it",
+                    ids.value(r)
+                );
+            }
+            if let (row, Some(s), Some(d)) = *m {
+                from.push(s);
+                to.push(d);
+                rows.push(row);
+            }
+        }
+        let sizes = arrow::compute::take_record_batch(&self.sizes, &arrow::array::UInt32Array::from(rows))?;
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(from)), Arc::new(Int64Array::from(to))];
+        columns.extend(sizes.columns().iter().cloned());
+        Ok(RecordBatch::try_new(edges_schema(), columns)?)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.messages.capacity() * 40 + self.sizes.get_array_memory_size()
+    }
+}
+
+/// Steps 2 to 5 over messages (src, dst, send_ts, recv_ts), msg_id their position: the
+/// check as the spread steps make it.
+#[cfg(test)]
+pub(super) fn checked_as_spread(rows: &[(i64, i64, i64, i64)]) -> Result<()> {
+    let spans: Vec<(i64, i64)> = rows.iter().filter(|m| m.3 <= m.2).map(|m| (m.3, m.2)).collect();
+    let spans = RecordBatch::try_new(
+        spans_schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.0))),
+            Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.1))),
+        ],
+    )?;
+    let merged = merged_spans(&[spans])?;
+    let within = Within { name: "test", messages: [0, 1, 2, 3, 4], spans: spans_in(&merged)? };
+    let col = |f: fn(&(i64, i64, i64, i64)) -> i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows.len() as i64));
+    let messages = RecordBatch::try_new(
+        schema(&[
+            ("msg_id", DataType::Int64, false),
+            ("src", DataType::Int64, false),
+            ("dst", DataType::Int64, false),
+            ("send_ts", DataType::Int64, false),
+            ("recv_ts", DataType::Int64, false),
+        ]),
+        vec![ids, col(|m| m.0), col(|m| m.1), col(|m| m.2), col(|m| m.3)],
+    )?;
+    let mut within = within;
+    check_acyclic(&[within.map(&messages)?]).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn within(rows: &[(i64, i64, i64, i64)]) -> RecordBatch {
+        let col = |f: fn(&(i64, i64, i64, i64)) -> i64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+        };
+        let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows.len() as i64));
+        RecordBatch::try_new(within_schema(), vec![ids, col(|m| m.0), col(|m| m.2), col(|m| m.1), col(|m| m.3)])
+            .unwrap()
+    }
+
+    #[test]
+    fn spans_merge_where_they_meet() {
+        let b = RecordBatch::try_new(
+            spans_schema(),
+            vec![Arc::new(Int64Array::from(vec![5, 1, 3, 20])), Arc::new(Int64Array::from(vec![8, 4, 5, 20]))],
+        )
+        .unwrap();
+        assert_eq!(spans_in(&[b]).unwrap(), [(1, 8), (20, 20)]);
+    }
+
+    #[test]
+    fn the_check_finds_a_cycle_only_where_the_messages_make_one() {
+        // (src, dst, send_ts, recv_ts). Ranks 0 and 1 each receive the other's message before
+        // sending their own: a cycle.
+        let e = check_acyclic(&[within(&[(0, 1, 20, 10), (1, 0, 20, 10)])]).unwrap_err().to_string();
+        assert!(e.contains("cycle through rank"), "{e}");
+        // Received early, but each receive after the other's send on its rank: no cycle.
+        check_acyclic(&[within(&[(0, 1, 20, 10), (1, 0, 5, 15)])]).unwrap();
+        // Two messages at one instant: rank 1 receives the first and sends the second at ts
+        // 7; in msg_id order its receive comes first, so there is no cycle.
+        check_acyclic(&[within(&[(0, 1, 7, 7), (1, 2, 7, 7)])]).unwrap();
+        assert_eq!(check_acyclic(&[]).unwrap()[0].num_rows(), 1);
+    }
+}
