@@ -5,11 +5,12 @@
 //! session, its views and its attached stores, and hands each query's plan to the scheduler
 //! instead of running it (`connect`): the scheduler cuts it into stages at its exchanges, the
 //! executors run each stage's tasks on the store's parts and exchange rows through shuffle
-//! files, and the client reads the last stage's output. docs/scale.md says how to run one and
-//! which analyses spread.
+//! files, and the client reads the last stage's output. A failed query names the executors
+//! it lost (`losses`). docs/scale.md says how to run one and which analyses spread.
 
 pub mod codec;
 pub mod guard;
+pub mod losses;
 pub mod processes;
 pub mod retried;
 pub mod secret;

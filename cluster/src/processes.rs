@@ -234,10 +234,10 @@ pub async fn run_scheduler(options: SchedulerOptions) -> crate::Result<()> {
     }
 }
 
-/// Serve the scheduler's gRPC on `listener`: as Ballista serves it when the cluster has no
-/// secret; with one, the scheduler's gRPC service alone behind the secret's gate (Ballista
-/// serves a REST API, health routes and a Flight proxy beside it, which commdb uses none of and
-/// which would let anyone in).
+/// Serve the scheduler's gRPC service alone on `listener` (Ballista serves a REST API, health
+/// routes and a Flight proxy beside it, which commdb uses none of and which would let anyone in
+/// past the secret), behind the secret's gate when the cluster has one, noting what failed
+/// jobs lost (`crate::losses`).
 async fn serve_scheduler(
     listener: tokio::net::TcpListener,
     scheduler: ballista_scheduler::scheduler_server::SchedulerServer<
@@ -248,20 +248,20 @@ async fn serve_scheduler(
     secret: Option<&Secret>,
     process: &str,
 ) -> crate::Result<()> {
-    let Some(secret) = secret else {
-        return ballista_scheduler::scheduler_process::start_grpc_service_with_listener(listener, scheduler)
-            .await
-            .map_err(|e| Error::Cluster(format!("{process}: {e}")));
-    };
     use ballista_core::serde::protobuf::scheduler_grpc_server::SchedulerGrpcServer;
-    let service = SchedulerGrpcServer::new(scheduler)
+    // A failed job's status names the executors it lost (crate::losses).
+    let service = SchedulerGrpcServer::new(crate::losses::Noted::new(scheduler))
         .max_encoding_message_size(encoding as usize)
         .max_decoding_message_size(decoding as usize);
-    tonic::transport::Server::builder()
-        .add_service(tonic::service::interceptor::InterceptedService::new(service, secret.gate(process)))
-        .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
-        .await
-        .map_err(|e| Error::Cluster(format!("{process}: {e}")))
+    let incoming = tonic::transport::server::TcpIncoming::from(listener);
+    let served = match secret {
+        Some(secret) => {
+            let gated = tonic::service::interceptor::InterceptedService::new(service, secret.gate(process));
+            tonic::transport::Server::builder().add_service(gated).serve_with_incoming(incoming).await
+        }
+        None => tonic::transport::Server::builder().add_service(service).serve_with_incoming(incoming).await,
+    };
+    served.map_err(|e| Error::Cluster(format!("{process}: {e}")))
 }
 
 /// An executor's Arrow Flight service (its shuffle files, fetched by the other executors and

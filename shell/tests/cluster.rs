@@ -739,6 +739,13 @@ fn ended(mut client: Client, seconds: u64, what: &str, cluster: &Cluster) -> (bo
     }
 }
 
+/// The address an executor serves its shuffle files on, as its log's first line says.
+fn address_of(executor: &Process) -> String {
+    let log = executor.log();
+    let line = log.lines().find(|l| l.contains("serving shuffles on ")).unwrap_or_default();
+    line.split("serving shuffles on ").nth(1).and_then(|r| r.split(',').next()).unwrap_or_default().to_string()
+}
+
 /// The executor that first logs, past `seen` (each executor's log length when the query
 /// began), a task whose plan runs one of the "why" analyses; None when the client ended first.
 fn running_why(cluster: &Cluster, seen: &[usize], client: &mut Client) -> Option<usize> {
@@ -774,19 +781,24 @@ fn a_lost_process_never_hangs_the_client() {
         // answered by the other, after Ballista gives the lost one up and runs its tasks again.
         let seen: Vec<usize> = cluster.executors.iter().map(|e| e.log().len()).collect();
         let mut running = client(&store, &url, &query);
+        let mut killed = None;
         if let Some(victim) = running_why(&cluster, &seen, &mut running) {
+            killed = Some(address_of(&cluster.executors[victim]));
             drop(cluster.executors.remove(victim));
             landed += 1;
         }
         // The answer is the embedded one, or the query fails naming the stage that lost its
-        // input: a task reading the lost executor's shuffle file mid-stream fails with the
-        // broken connection, which Ballista 55 does not run again (it does a failed fetch).
+        // input and the executor lost: a task reading the lost executor's shuffle file
+        // mid-stream fails with the broken connection, which Ballista 55 does not run again
+        // (it does a failed fetch).
         let (ok, out, err) = ended(running, 90, &query, &cluster);
         if ok {
             assert_close(&sorted(&out).join("\n"), &sorted(&embedded.1).join("\n"), 1e-9, &query);
             answered += 1;
         } else {
             assert!(err.contains("failed due to stage "), "{query} after an executor was lost: {err}");
+            let named = format!("lost while it ran: the executor at {} (stage", killed.clone().unwrap_or_default());
+            assert!(err.contains(&named), "{query} after an executor was lost: no '{named}' in {err}");
         }
         // A new executor, started now, takes part in the next query.
         let bind = format!("127.0.0.1:{}", free_ports());
@@ -810,10 +822,14 @@ fn a_lost_process_never_hangs_the_client() {
     // Every executor lost mid-query: the query fails once none has come back, naming why.
     let seen: Vec<usize> = cluster.executors.iter().map(|e| e.log().len()).collect();
     let mut running = client(&store, &url, "SELECT * FROM critical_path()");
-    if running_why(&cluster, &seen, &mut running).is_some() {
+    if let Some(victim) = running_why(&cluster, &seen, &mut running) {
+        let address = address_of(&cluster.executors[victim]);
         cluster.executors.clear();
         let (ok, _, err) = ended(running, 40, "every executor lost", &cluster);
         assert!(!ok && err.contains("all executors were lost"), "{err}");
+        // The executor that was running the analysis is named, with its stage.
+        let named = format!("the executor at {address} (stage");
+        assert!(err.contains("lost while it ran: ") && err.contains(&named), "no '{named}' in {err}");
     }
 
     // The scheduler lost mid-query: the client fails within 10 s, naming it.
