@@ -13,8 +13,10 @@
 //! must precede its own send's cause, as uncorrected clocks can produce) there is no such order
 //! and the error says so. Cost: O(events log events) for the sort, O(events) for the visit.
 
+mod algorithm2;
 pub mod balance;
 pub mod dag;
+mod dag_check;
 mod dag_steps;
 mod halves;
 pub mod vector_clock;
