@@ -289,8 +289,7 @@ impl Derived {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
         if let Some(Spread::Steps(steps)) = &self.spread {
-            let partitions = session.config_options().execution.target_partitions;
-            return self.steps_over(steps, inputs, projection, partitions);
+            return self.steps_over(steps, inputs, projection);
         }
         if let Some(Spread::Prefolded { prefolds, .. }) = &self.spread {
             let mut inputs = inputs;
@@ -318,21 +317,19 @@ impl Derived {
     }
 
     /// The nodes of an analysis planned as `steps` over `inputs` (the plans of what it reads):
-    /// each step over the plans of its inputs and earlier steps (those it joins by key,
-    /// exchanged into `partitions` each); the last step's node, giving the output columns
-    /// `projection`, is the answer.
+    /// each step over the plans of its inputs and earlier steps; the last step's node, giving
+    /// the output columns `projection`, is the answer.
     fn steps_over(
         &self,
         steps: &[crate::steps::Step],
         inputs: Vec<Arc<dyn ExecutionPlan>>,
         projection: Option<&Vec<usize>>,
-        partitions: usize,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let last = steps
             .len()
             .checked_sub(1)
             .ok_or_else(|| datafusion::error::DataFusionError::Internal(format!("{}: no steps", self.name)))?;
-        self.step_plan(steps, last, &inputs, projection, partitions)
+        self.step_plan(steps, last, &inputs, projection)
     }
 
     /// The plan of step `k` of `steps` over `inputs`: made anew each time a step reads it, so
@@ -344,27 +341,20 @@ impl Derived {
         k: usize,
         inputs: &[Arc<dyn ExecutionPlan>],
         projection: Option<&Vec<usize>>,
-        partitions: usize,
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let step = &steps[k];
         let mut read: Vec<Arc<dyn ExecutionPlan>> = Vec::with_capacity(step.inputs.len());
         for from in &step.inputs {
-            read.push(match *from {
+            read.push(match from {
                 crate::steps::From::Input(i) => {
-                    datafusion::physical_plan::execution_plan::reset_plan_states(inputs[i].clone())?
+                    datafusion::physical_plan::execution_plan::reset_plan_states(inputs[*i].clone())?
                 }
-                crate::steps::From::Step(s) => self.step_plan(steps, s, inputs, None, partitions)?,
+                crate::steps::From::Step(s) => self.step_plan(steps, *s, inputs, None)?,
+                crate::steps::From::Union(each) => {
+                    let plans = each.iter().map(|s| self.step_plan(steps, *s, inputs, None)).collect::<Result<_>>()?;
+                    datafusion::physical_plan::union::UnionExec::try_new(plans)?
+                }
             });
-        }
-        if let crate::steps::Reads::Joined(keys) = &step.reads {
-            // Every input into the same partitions by its key, so that each task's partition
-            // of one holds the same keys as its partition of the others.
-            for (input, columns) in read.iter_mut().zip(keys) {
-                let exprs = crate::plan::key_columns(&input.schema(), columns);
-                let hash = datafusion::physical_plan::Partitioning::Hash(exprs, partitions.max(2));
-                *input =
-                    Arc::new(datafusion::physical_plan::repartition::RepartitionExec::try_new(input.clone(), hash)?);
-            }
         }
         let index = u8::try_from(k)
             .map_err(|_| datafusion::error::DataFusionError::Internal(format!("{}: too many steps", self.name)))?;
@@ -489,11 +479,10 @@ impl Derived {
                     if last { (self.schema.clone(), projection.cloned()) } else { (step.schema.clone(), None) };
                 let node = AnalysisExec::placed(self.name, inputs, step.work.clone(), schema, projection, placement)?;
                 let node = node.with_call(self.call.clone()).with_stage(stage).with_label(step.label);
-                return match &step.reads {
-                    crate::steps::Reads::Exchanged(columns) => Ok(node.with_exchange(columns.clone())),
-                    crate::steps::Reads::Joined(columns) => node.with_joined(columns.clone()),
-                    crate::steps::Reads::ByPart | crate::steps::Reads::Once => Ok(node),
-                };
+                return Ok(match &step.reads {
+                    crate::steps::Reads::Exchanged(columns) => node.with_exchange(columns.clone()),
+                    crate::steps::Reads::ByPart | crate::steps::Reads::Once => node,
+                });
             }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
                 (work.clone(), schema.clone(), None)

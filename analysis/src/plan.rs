@@ -133,10 +133,6 @@ pub struct AnalysisExec {
     /// reduction of what one key needs, [`crate::derived::Prefold`]): the engine exchanges the
     /// input's rows so before them.
     exchange: Option<Vec<usize>>,
-    /// Its other inputs exchanged too, each by a hash of these of its columns, into partitions
-    /// numbered as the first's (a join of their rows by key): a task reads the partition of
-    /// its own number of every input.
-    joined: Option<Vec<Vec<usize>>>,
     /// What the node computes, said by EXPLAIN (a step of a spread analysis).
     label: Option<&'static str>,
     /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
@@ -294,7 +290,6 @@ impl AnalysisExec {
             output_order: None,
             input_order: None,
             exchange: None,
-            joined: None,
             label: None,
             routes: None,
         })
@@ -350,21 +345,6 @@ impl AnalysisExec {
     /// numbering exchanges them itself: the routed answer, a join by key.)
     pub fn with_exchange(self, columns: Vec<usize>) -> Self {
         AnalysisExec { exchange: Some(columns), ..self }
-    }
-
-    /// The same node, its tasks each reading the rows of every input whose columns `columns`
-    /// (one list per input, the first's first) hash to it: the rows of one key in all of them
-    /// meet in one task. The inputs must come exchanged into as many partitions each.
-    pub fn with_joined(self, columns: Vec<Vec<usize>>) -> Result<Self> {
-        if columns.len() != self.inputs.len() || columns.iter().any(Vec::is_empty) {
-            return datafusion::common::internal_err!(
-                "{}: a join by key needs the key columns of each of its {} inputs",
-                self.name,
-                self.inputs.len()
-            );
-        }
-        let node = self.with_exchange(columns[0].clone());
-        Ok(AnalysisExec { joined: Some(columns), ..node })
     }
 
     /// The same node, EXPLAIN saying that it computes `label`.
@@ -433,7 +413,12 @@ impl DisplayAs for AnalysisExec {
                 write!(f, "{}: analysis", self.name)?;
                 match self.work {
                     Work::Streamed(_) => f.write_str(", streamed")?,
-                    Work::ByRank(..) | Work::Folded(_, Main::ByRank(_)) => f.write_str(", streamed by rank")?,
+                    Work::ByRank(_, column) | Work::Folded(_, Main::ByRank(column)) => {
+                        match self.inputs[0].schema().field(column).name().as_str() {
+                            "rank" => f.write_str(", streamed by rank")?,
+                            other => write!(f, ", streamed in order of {other}")?,
+                        }
+                    }
                     Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
@@ -452,9 +437,6 @@ impl DisplayAs for AnalysisExec {
                 };
                 if let Some(columns) = &self.exchange {
                     write!(f, ", its rows exchanged by {}", names(0, columns))?;
-                }
-                for (i, columns) in self.joined.iter().flatten().enumerate().skip(1) {
-                    write!(f, ", input {i}'s by {}", names(i, columns))?;
                 }
                 match self.placement {
                     Placement::Local => {}
@@ -509,11 +491,6 @@ impl ExecutionPlan for AnalysisExec {
                 None => Distribution::UnspecifiedDistribution,
             };
         }
-        if let Some(joined) = &self.joined {
-            for (i, columns) in joined.iter().enumerate() {
-                each[i] = Distribution::KeyPartitioned(key_columns(&self.inputs[i].schema(), columns));
-            }
-        }
         if let Some(routed) = &self.routes {
             each[0] = Distribution::UnspecifiedDistribution;
             for (i, key) in &routed.exchanged {
@@ -566,9 +543,6 @@ impl ExecutionPlan for AnalysisExec {
         if let Some(columns) = self.exchange.clone() {
             node = node.with_exchange(columns);
         }
-        if let Some(columns) = self.joined.clone() {
-            node = node.with_joined(columns)?;
-        }
         node.label = self.label;
         if let Some(routed) = &self.routes {
             let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
@@ -605,21 +579,7 @@ impl AnalysisExec {
             // The first input is now that partition alone.
             part = Some(0);
         }
-        if let Some(joined) = &self.joined {
-            // The partition of this task's number of every input.
-            let partitions = inputs[0].properties().output_partitioning().partition_count();
-            for (i, input) in inputs.iter_mut().enumerate().skip(1) {
-                let theirs = input.properties().output_partitioning().partition_count();
-                if theirs != partitions {
-                    return datafusion::common::internal_err!(
-                        "{}: input {i}, exchanged by {:?}, has {theirs} partitions, the first {partitions}",
-                        self.name,
-                        joined[i]
-                    );
-                }
-                *input = Arc::new(crate::routes::Slice::whole(input.clone(), vec![partition]));
-            }
-        } else if part.is_some() {
+        if part.is_some() {
             // Every part's execution reads the other inputs whole, each with a plan of its own:
             // a scan's partitions share their files among the executions of one plan.
             for input in inputs.iter_mut().skip(1) {

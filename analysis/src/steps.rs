@@ -15,12 +15,14 @@ use arrow::datatypes::SchemaRef;
 use crate::plan::{Placement, Work};
 
 /// Where a step's input comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum From {
     /// The analysis's input of that number (a relation it reads).
     Input(usize),
     /// The output of an earlier step.
     Step(usize),
+    /// The outputs of earlier steps, of one schema, one after another.
+    Union(Vec<usize>),
 }
 
 /// How a step's tasks read its first input; its other inputs are read whole by every task.
@@ -31,9 +33,6 @@ pub enum Reads {
     /// A task per partition of an exchange of the first input by a hash of these columns, so
     /// that the rows of one key meet in one task.
     Exchanged(Vec<usize>),
-    /// A task per partition of an exchange of every input, each by a hash of its columns here
-    /// (one list per input): the rows of one key in all of them meet in one task.
-    Joined(Vec<Vec<usize>>),
     /// One task, reading every input whole; it runs once, and the steps that read it whole
     /// read its rows from the engine's exchange.
     Once,
@@ -65,7 +64,7 @@ impl Step {
     /// How its node reads its inputs' partitions.
     pub fn placement(&self) -> Placement {
         match self.reads {
-            Reads::ByPart | Reads::Exchanged(_) | Reads::Joined(_) => Placement::ByPart,
+            Reads::ByPart | Reads::Exchanged(_) => Placement::ByPart,
             Reads::Once => Placement::Whole,
         }
     }
@@ -81,9 +80,10 @@ impl Step {
                 return datafusion::common::internal_err!("{name}: step {k} ({}) reads nothing", step.label);
             }
             for from in &step.inputs {
-                let known = match *from {
-                    From::Input(i) => i < inputs,
-                    From::Step(s) => s < k,
+                let known = match from {
+                    From::Input(i) => *i < inputs,
+                    From::Step(s) => *s < k,
+                    From::Union(steps) => !steps.is_empty() && steps.iter().all(|s| *s < k),
                 };
                 if !known {
                     return datafusion::common::internal_err!(
@@ -91,16 +91,6 @@ impl Step {
                         step.label
                     );
                 }
-            }
-            if let Reads::Joined(keys) = &step.reads
-                && keys.len() != step.inputs.len()
-            {
-                return datafusion::common::internal_err!(
-                    "{name}: step {k} ({}) joins {} inputs by {} keys",
-                    step.label,
-                    step.inputs.len(),
-                    keys.len()
-                );
             }
             if step.reads == Reads::ByPart && matches!(step.work, Work::Whole(_)) {
                 return datafusion::common::internal_err!(
@@ -134,6 +124,14 @@ mod tests {
         assert!(e.contains("Input(1)"), "{e}");
         let ahead = [step(vec![From::Step(0)], Reads::Once)];
         assert!(Step::check_plan("f", &ahead, 1).unwrap_err().to_string().contains("not before it"));
+        let union = [
+            step(vec![From::Input(0)], Reads::Once),
+            step(vec![From::Input(0)], Reads::Once),
+            step(vec![From::Union(vec![0, 1])], Reads::Once),
+        ];
+        Step::check_plan("f", &union, 1).unwrap();
+        let empty = [step(vec![From::Input(0)], Reads::Once), step(vec![From::Union(vec![])], Reads::Once)];
+        assert!(Step::check_plan("f", &empty, 1).is_err());
         assert!(Step::check_plan("f", &[], 1).is_err());
         let by_part = [step(vec![From::Input(0)], Reads::ByPart)];
         assert!(Step::check_plan("f", &by_part, 1).unwrap_err().to_string().contains("whole"));

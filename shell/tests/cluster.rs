@@ -573,7 +573,8 @@ fn the_dag_spreads_over_the_executors() {
         "each rank's nodes counted (Algorithm 2), its rows exchanged by rank, a task per partition of the exchange",
         "the check for a cycle, one task reading its inputs whole",
         "each half's node (Algorithm 2), its rows exchanged by rank, a task per partition of the exchange",
-        "the edges, the halves' nodes joined by message, its rows exchanged by msg_id, input 1's by msg_id, a task per partition of the exchange",
+        "each message's size, duration and latency, a task per part of its first input",
+        "dag_edges: analysis, streamed in order of msg_id, the edges, each message's pieces together, its rows exchanged by msg_id, a task per partition of the exchange",
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }

@@ -32,7 +32,7 @@ use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::algorithm2::{DagInput, Node, nodes_within_ranks};
-use super::halves::{Groups, Half, Halves};
+use super::halves::{Groups, Half, Halves, MAX_ROWS};
 use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, with_baseline};
 use commdb_analysis::args::{Args, arguments};
@@ -347,10 +347,10 @@ impl Mapper for DagSweep {
         let [ids, src, dst, send_ts, recv_ts, bytes] = self.input.read(batch)?;
         let halves =
             self.halves.as_mut().ok_or_else(|| DataFusionError::Internal("dag: halves after the end".into()))?;
-        if self.rows + batch.num_rows() >= NONE as usize {
+        if self.rows + batch.num_rows() >= MAX_ROWS as usize {
             return exec_err!(
-                "causality: more than {} messages are more than this analysis handles; narrow the relation",
-                NONE
+                "{}: more than {MAX_ROWS} messages are more than this analysis handles; narrow the relation",
+                self.name()
             );
         }
         let get = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));

@@ -11,8 +11,10 @@
 //! 4. **The nodes**, the halves exchanged by rank again: Algorithm 2 as in 2, each node's id
 //!    its number within its rank plus the nodes of the ranks before (from the counts, read by
 //!    every task), each rank's LB from the counts' halves. `dag_edges` gives each half's node
-//!    instead, and a last step joins them by message with each message's size, duration and
-//!    latency (its criteria held by every task of the messages' parts).
+//!    instead; each part of the messages gives each message's size, duration and latency (its
+//!    criteria held by every task); both kinds of pieces are exchanged by msg_id and sorted on
+//!    it (the engine's sort, which spills), so that a last step reads each message's pieces
+//!    together, a chunk of whole messages at a time, and makes its edge.
 //!
 //! Ids count as in one process: from 0 in order of rank, then time; at one instant on one
 //! rank the halves are ordered by msg_id, which every message must have here.
@@ -23,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch,
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch,
 };
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
@@ -95,14 +97,13 @@ fn halves_of(batch: &RecordBatch) -> Result<Vec<Half>> {
 /// edges, the criteria inputs `criteria` ([`Baseline`]).
 pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Baseline, usize)>) -> Vec<Step> {
     let name = table.name();
-    let messages = From::Input(0);
     let mut steps = vec![
         // 0
         Step {
             label: "each message's halves, per part of the messages",
             schema: halves_schema(),
             work: Work::Streamed(halves_prepare(name, input.clone())),
-            inputs: vec![messages],
+            inputs: vec![From::Input(0)],
             reads: Reads::ByPart,
         },
         // 1
@@ -118,7 +119,7 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
             label: "the spans of messages received no later than sent",
             schema: spans_schema(),
             work: Work::Streamed(spans_prepare(input.clone())),
-            inputs: vec![messages],
+            inputs: vec![From::Input(0)],
             reads: Reads::ByPart,
         },
         // 3
@@ -134,7 +135,7 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
             label: "the messages within the spans",
             schema: within_schema(),
             work: Work::Streamed(within_prepare(name, input.clone())),
-            inputs: vec![messages, From::Step(3)],
+            inputs: vec![From::Input(0), From::Step(3)],
             reads: Reads::ByPart,
         },
         // 5
@@ -158,28 +159,28 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
         (Table::Edges, baseline) => {
             steps.push(Step {
                 label: "each half's node (Algorithm 2)",
-                schema: half_nodes_schema(),
+                schema: pieces_schema(),
                 work: Work::Streamed(numbered_prepare(Table::Edges)),
                 inputs: numbered,
                 reads: Reads::Exchanged(vec![0]),
             });
-            let mut inputs = vec![messages];
+            let mut inputs = vec![From::Input(0)];
             let criteria = baseline.as_ref().map_or(0, |b| b.1);
             inputs.extend((1..=criteria).map(From::Input));
             steps.push(Step {
                 label: "each message's size, duration and latency",
-                schema: sizes_schema(),
+                schema: pieces_schema(),
                 work: Work::Streamed(sizes_prepare(input.clone(), baseline.map(|b| b.0))),
                 inputs,
                 reads: Reads::ByPart,
             });
             let (half_nodes, sizes) = (steps.len() - 2, steps.len() - 1);
             steps.push(Step {
-                label: "the edges, the halves' nodes joined by message",
+                label: "the edges, each message's pieces together",
                 schema: edges_schema(),
-                work: Work::Streamed(Arc::new(|held| Ok(Box::new(Paired::new(&held[0])?) as Box<dyn Mapper>))),
-                inputs: vec![From::Step(half_nodes), From::Step(sizes)],
-                reads: Reads::Joined(vec![vec![0], vec![0]]),
+                work: Work::ByRank(Arc::new(|_| Ok(Box::new(Paired) as Box<dyn Mapper>)), 0),
+                inputs: vec![From::Union(vec![half_nodes, sizes])],
+                reads: Reads::Exchanged(vec![0]),
             });
         }
     }
@@ -333,9 +334,53 @@ fn nodes_schema() -> SchemaRef {
     ])
 }
 
-/// A half and its node: msg_id, whether it is the receive, node id.
-fn half_nodes_schema() -> SchemaRef {
-    schema(&[("msg_id", DataType::Int64, false), ("recv", DataType::Boolean, false), ("node", DataType::Int64, false)])
+/// A piece of a message's edge (`Piece`): msg_id, which piece, the node of a half, the
+/// message's size, duration and latency.
+fn pieces_schema() -> SchemaRef {
+    schema(&[
+        ("msg_id", DataType::Int64, false),
+        ("piece", DataType::Int8, false),
+        ("node", DataType::Int64, true),
+        ("bytes", DataType::Int64, true),
+        ("duration", DataType::Int64, true),
+        ("latency", DataType::Float64, true),
+    ])
+}
+
+/// Which piece of its edge a row of `pieces_schema` is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(i8)]
+enum Piece {
+    /// The node of the message's send.
+    Send = 0,
+    /// The node of its receive.
+    Recv = 1,
+    /// Its size, duration and latency.
+    Size = 2,
+}
+
+/// A batch of `pieces_schema` of `ids`, each `piece`, with the columns given (None: nulls).
+fn pieces(
+    ids: Vec<i64>,
+    piece: Vec<i8>,
+    node: Option<Int64Array>,
+    sizes: Option<(Int64Array, Int64Array, Float64Array)>,
+) -> Result<RecordBatch> {
+    let n = ids.len();
+    let nulls = || -> ArrayRef { Arc::new(Int64Array::new_null(n)) };
+    let (bytes, duration, latency): (ArrayRef, ArrayRef, ArrayRef) = match sizes {
+        Some((b, d, l)) => (Arc::new(b), Arc::new(d), Arc::new(l)),
+        None => (nulls(), nulls(), Arc::new(Float64Array::new_null(n))),
+    };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(ids)),
+        Arc::new(arrow::array::Int8Array::from(piece)),
+        node.map_or_else(nulls, |a| Arc::new(a) as ArrayRef),
+        bytes,
+        duration,
+        latency,
+    ];
+    Ok(RecordBatch::try_new(pieces_schema(), columns)?)
 }
 
 /// Step 6: Algorithm 2 over the ranks of a task, the nodes numbered after those of the ranks
@@ -419,19 +464,16 @@ impl Numbered {
         for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
             node.push(self.first_of(h.rank)? + i64::from(within));
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(halves.iter().map(|h| h.id))),
-            Arc::new(BooleanArray::from_iter(halves.iter().map(|h| Some(h.kind == Kind::Recv)))),
-            Arc::new(Int64Array::from(node)),
-        ];
-        Ok(RecordBatch::try_new(half_nodes_schema(), columns)?)
+        let ids = halves.iter().map(|h| h.id).collect();
+        let piece = halves.iter().map(|h| if h.kind == Kind::Recv { Piece::Recv } else { Piece::Send } as i8).collect();
+        pieces(ids, piece, Some(Int64Array::from(node)), None)
     }
 }
 
 impl Mapper for Numbered {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         self.sorted.push(batch)?;
-        let schema = if self.table == Table::Nodes { nodes_schema() } else { half_nodes_schema() };
+        let schema = if self.table == Table::Nodes { nodes_schema() } else { pieces_schema() };
         Ok(RecordBatch::new_empty(schema))
     }
 
@@ -453,17 +495,7 @@ impl Mapper for Numbered {
     }
 }
 
-/// A matched message's size, duration and latency: msg_id, bytes, duration, latency.
-fn sizes_schema() -> SchemaRef {
-    schema(&[
-        ("msg_id", DataType::Int64, false),
-        ("bytes", DataType::Int64, true),
-        ("duration", DataType::Int64, true),
-        ("latency", DataType::Float64, true),
-    ])
-}
-
-/// Step 7 of the edges: each matched message's size, duration and latency.
+/// A step of the edges: each matched message's size, duration and latency (`Piece::Size`).
 struct Sizes {
     input: Arc<DagInput>,
     table: Arc<CriteriaTable>,
@@ -490,12 +522,9 @@ impl Mapper for Sizes {
         let ids = int64_column(one, self.input.messages[0])?;
         let bytes = int64_column(one, self.input.bytes)?;
         let n = batch.num_rows();
-        let (mut id, mut size, mut duration, mut lat) = (
-            Int64Builder::with_capacity(n),
-            Int64Builder::with_capacity(n),
-            Int64Builder::with_capacity(n),
-            Float64Builder::with_capacity(n),
-        );
+        let mut id = Vec::with_capacity(n);
+        let (mut size, mut duration, mut lat) =
+            (Int64Builder::with_capacity(n), Int64Builder::with_capacity(n), Float64Builder::with_capacity(n));
         for r in 0..n {
             if cols.duration.is_valid(r) {
                 self.counted.0 += 1;
@@ -504,14 +533,13 @@ impl Mapper for Sizes {
             if matched(&matched_cols, r).is_none() {
                 continue;
             }
-            id.append_value(id_of("dag_edges", &ids, r, &matched_cols[0], &matched_cols[2])?);
+            id.push(id_of("dag_edges", &ids, r, &matched_cols[0], &matched_cols[2])?);
             size.append_option(bytes.is_valid(r).then(|| bytes.value(r)));
             duration.append_option(cols.duration.is_valid(r).then(|| cols.duration.value(r)));
             lat.append_option(latency[r]);
         }
-        let columns: Vec<ArrayRef> =
-            vec![Arc::new(id.finish()), Arc::new(size.finish()), Arc::new(duration.finish()), Arc::new(lat.finish())];
-        Ok(RecordBatch::try_new(sizes_schema(), columns)?)
+        let piece = vec![Piece::Size as i8; id.len()];
+        pieces(id, piece, None, Some((size.finish(), duration.finish(), lat.finish())))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -534,61 +562,49 @@ fn edges_schema() -> SchemaRef {
     ])
 }
 
-/// The last step of the edges: the halves' nodes of the task's messages paired, each pair an
-/// edge with its message's size, duration and latency (held: the task's part of them).
-struct Paired {
-    /// Of each message: its row among the sizes, and the nodes of its halves seen so far.
-    messages: HashMap<i64, (u32, Option<i64>, Option<i64>)>,
-    sizes: RecordBatch,
-}
+/// The last step of the edges: each message's pieces (its send's node, its receive's node, its
+/// size), which come together sorted by msg_id in chunks of whole messages, made its edge. A
+/// message without both nodes or its size (not matched) makes none.
+struct Paired;
 
-impl Paired {
-    fn new(sizes: &[RecordBatch]) -> Result<Paired> {
-        let sizes = arrow::compute::concat_batches(&sizes_schema(), sizes)?;
-        let ids = int64_column(std::slice::from_ref(&sizes), 0)?;
-        let mut messages = HashMap::with_capacity(sizes.num_rows());
-        for r in 0..sizes.num_rows() {
-            let row = u32::try_from(r)
-                .map_err(|_| DataFusionError::Execution("dag_edges: more messages in a task than it handles".into()))?;
-            if messages.insert(ids.value(r), (row, None, None)).is_some() {
-                return exec_err!(
-                    "dag_edges: msg_id {} is not unique; on a cluster the halves of a message are paired by it",
-                    ids.value(r)
-                );
-            }
-        }
-        Ok(Paired { messages, sizes })
-    }
+/// The message of `id` has two pieces of one kind.
+fn not_unique(id: i64) -> DataFusionError {
+    DataFusionError::Execution(format!(
+        "dag_edges: msg_id {id} is not unique; on a cluster the halves of a message are paired by it"
+    ))
 }
 
 impl Mapper for Paired {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let one = std::slice::from_ref(batch);
-        let (ids, recv, node) = (int64_column(one, 0)?, bool_column(one, 1)?, int64_column(one, 2)?);
+        let (ids, node) = (int64_column(one, 0)?, int64_column(one, 2)?);
+        let piece = batch.column(1).as_primitive::<arrow::datatypes::Int8Type>();
         let (mut from, mut to, mut rows) = (Vec::new(), Vec::new(), Vec::new());
-        for r in 0..batch.num_rows() {
-            // A half of a message not matched (no size row) makes no edge.
-            let Some(m) = self.messages.get_mut(&ids.value(r)) else { continue };
-            let side = if recv.value(r) { &mut m.2 } else { &mut m.1 };
-            if side.replace(node.value(r)).is_some() {
-                return exec_err!(
-                    "dag_edges: msg_id {} is not unique; on a cluster the halves of a message are paired by it",
-                    ids.value(r)
-                );
+        let mut r = 0;
+        while r < batch.num_rows() {
+            let id = ids.value(r);
+            let (mut send, mut recv, mut size) = (None, None, None);
+            while r < batch.num_rows() && ids.value(r) == id {
+                let slot = match piece.value(r) {
+                    p if p == Piece::Send as i8 => (&mut send, node.value(r)),
+                    p if p == Piece::Recv as i8 => (&mut recv, node.value(r)),
+                    _ => (&mut size, r as i64),
+                };
+                if slot.0.replace(slot.1).is_some() {
+                    return Err(not_unique(id));
+                }
+                r += 1;
             }
-            if let (row, Some(s), Some(d)) = *m {
+            if let (Some(s), Some(d), Some(row)) = (send, recv, size) {
                 from.push(s);
                 to.push(d);
-                rows.push(row);
+                rows.push(row as u32);
             }
         }
-        let sizes = arrow::compute::take_record_batch(&self.sizes, &arrow::array::UInt32Array::from(rows))?;
+        let rows = arrow::array::UInt32Array::from(rows);
+        let sizes = arrow::compute::take_record_batch(&batch.project(&[0, 3, 4, 5])?, &rows)?;
         let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(from)), Arc::new(Int64Array::from(to))];
         columns.extend(sizes.columns().iter().cloned());
         Ok(RecordBatch::try_new(edges_schema(), columns)?)
-    }
-
-    fn held_bytes(&self) -> usize {
-        self.messages.capacity() * 40 + self.sizes.get_array_memory_size()
     }
 }

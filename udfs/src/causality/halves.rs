@@ -21,8 +21,13 @@ pub(crate) const GROUP_HALVES: u64 = 1 << 22;
 /// Files of runs at most (all open while the halves are distributed).
 const MAX_GROUPS: u64 = 256;
 
-/// Bytes of a half on disk.
-const HALF_BYTES: usize = 40;
+/// Bytes of a half on disk: its rank (as an i32), its row with whether it is the receive in
+/// the top bit, its time, bytes and message id.
+const HALF_BYTES: usize = 32;
+
+/// Message rows a scratch file of halves holds at most: the top bit of a row on disk says
+/// whether the half is the receive.
+pub(crate) const MAX_ROWS: u32 = 1 << 31;
 
 /// A message half: its rank, time, message (its msg_id, or its position where it has none;
 /// and its row in the order the halves' messages came), whether it is the send, and the
@@ -45,23 +50,25 @@ impl Half {
 }
 
 fn encode(h: &Half, out: &mut [u8]) {
-    out[0..8].copy_from_slice(&h.rank.to_le_bytes());
+    // The rank and row were checked to fit (`Halves::push`).
+    out[0..4].copy_from_slice(&(h.rank as i32).to_le_bytes());
+    let row = h.row | if h.kind == Kind::Recv { MAX_ROWS } else { 0 };
+    out[4..8].copy_from_slice(&row.to_le_bytes());
     out[8..16].copy_from_slice(&h.ts.to_le_bytes());
     out[16..24].copy_from_slice(&h.bytes.to_le_bytes());
     out[24..32].copy_from_slice(&h.id.to_le_bytes());
-    out[32..36].copy_from_slice(&h.row.to_le_bytes());
-    out[36] = u8::from(h.kind == Kind::Recv);
 }
 
 fn decode(b: &[u8]) -> Half {
     let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let row = u32::from_le_bytes(b[4..8].try_into().expect("4 bytes"));
     Half {
-        rank: i64_at(0),
+        rank: i64::from(i32::from_le_bytes(b[0..4].try_into().expect("4 bytes"))),
         ts: i64_at(8),
         bytes: i64_at(16),
         id: i64_at(24),
-        row: u32::from_le_bytes(b[32..36].try_into().expect("4 bytes")),
-        kind: if b[36] == 1 { Kind::Recv } else { Kind::Send },
+        row: row & !MAX_ROWS,
+        kind: if row & MAX_ROWS != 0 { Kind::Recv } else { Kind::Send },
     }
 }
 
@@ -100,6 +107,12 @@ impl Halves {
     }
 
     pub fn push(&mut self, h: Half) -> Result<()> {
+        if i32::try_from(h.rank).is_err() || h.row >= MAX_ROWS {
+            return Err(DataFusionError::Execution(format!(
+                "{}: rank {} or message row {} is beyond what its scratch file of halves holds (ranks of 32 bits, {MAX_ROWS} messages); narrow the relation",
+                self.what, h.rank, h.row
+            )));
+        }
         encode(&h, &mut self.buffer);
         self.file.write_all(&self.buffer).map_err(|e| io_error(self.what, "writing", e))?;
         *self.counts.entry(h.rank).or_default() += 1;
@@ -146,7 +159,7 @@ impl Halves {
                 commdb_catalog::interrupt::check(what)?;
             }
             reader.read_exact(&mut b).map_err(|e| io_error(what, "reading", e))?;
-            let rank = i64::from_le_bytes(b[0..8].try_into().expect("8 bytes"));
+            let rank = i64::from(i32::from_le_bytes(b[0..4].try_into().expect("4 bytes")));
             let run = firsts.partition_point(|&f| f <= rank).saturating_sub(1);
             runs[run].write_all(&b).map_err(|e| io_error(what, "writing", e))?;
         }
@@ -194,7 +207,7 @@ mod tests {
         let mut halves = Halves::new("test").unwrap();
         let mut all = Vec::new();
         for k in 0..5000u32 {
-            let rank = i64::from((k * 7919) % 37);
+            let rank = i64::from((k * 7919) % 37) - 3;
             let h = Half {
                 rank,
                 ts: i64::from((k * 31) % 101),
@@ -207,6 +220,10 @@ mod tests {
             all.push(h);
         }
         assert_eq!(halves.counts.values().sum::<i64>(), 5000);
+        // A rank of more than 32 bits is refused, naming it.
+        let far = Half { rank: 1 << 40, ts: 0, id: 0, row: 0, kind: Kind::Send, bytes: 0 };
+        let e = halves.push(far).unwrap_err().to_string();
+        assert!(e.contains("rank 1099511627776"), "{e}");
         // Runs of at least 600 halves: 135 a rank, so several ranks a run, never cut.
         let mut groups = halves.into_groups_of(600).unwrap();
         let mut back = Vec::new();
