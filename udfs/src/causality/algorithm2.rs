@@ -4,7 +4,11 @@
 //! in time order (a send joins the rank's newest node; a receive too, unless that node holds a
 //! send, when it opens the next).
 
-use arrow::array::{Int64Array, RecordBatch};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
 use datafusion::error::Result;
 
 use super::Kind;
@@ -41,6 +45,28 @@ pub struct Node {
     pub recvs: i64,
     pub bytes_sent: i64,
     pub bytes_recv: i64,
+}
+
+/// The rows of `dag_nodes` (`schema`) of `nodes`, their ids `ids`, each rank's LB in `lb`.
+pub(super) fn node_rows(
+    schema: SchemaRef,
+    ids: Int64Array,
+    nodes: &[Node],
+    lb: &HashMap<i64, f64>,
+) -> Result<RecordBatch> {
+    let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(nodes.iter().map(f))) };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(ids),
+        col(|x| x.rank),
+        col(|x| x.first_ts),
+        col(|x| x.last_ts),
+        col(|x| x.sends),
+        col(|x| x.recvs),
+        col(|x| x.bytes_sent),
+        col(|x| x.bytes_recv),
+        Arc::new(Float64Array::from_iter_values(nodes.iter().map(|x| lb.get(&x.rank).copied().unwrap_or(0.0)))),
+    ];
+    Ok(RecordBatch::try_new(schema, columns)?)
 }
 
 impl Node {

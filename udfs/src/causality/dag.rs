@@ -31,7 +31,7 @@ use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
-use super::algorithm2::{DagInput, Node, nodes_within_ranks};
+use super::algorithm2::{DagInput, Node, node_rows, nodes_within_ranks};
 use super::halves::{Groups, Half, Halves, MAX_ROWS};
 use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, with_baseline};
@@ -272,21 +272,8 @@ impl DagSweep {
 
     /// The rows of `nodes`, numbered from `first`.
     fn node_batch(&self, first: usize, nodes: &[Node]) -> Result<RecordBatch> {
-        let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(nodes.iter().map(f))) };
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values((first..first + nodes.len()).map(|k| k as i64))),
-            col(|x| x.rank),
-            col(|x| x.first_ts),
-            col(|x| x.last_ts),
-            col(|x| x.sends),
-            col(|x| x.recvs),
-            col(|x| x.bytes_sent),
-            col(|x| x.bytes_recv),
-            Arc::new(Float64Array::from_iter_values(
-                nodes.iter().map(|x| self.lb.get(&x.rank).copied().unwrap_or(0.0)),
-            )),
-        ];
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+        let ids = Int64Array::from_iter_values((first..first + nodes.len()).map(|k| k as i64));
+        node_rows(self.schema.clone(), ids, nodes, &self.lb)
     }
 
     /// The next run's nodes (None: no run is left).

@@ -32,7 +32,7 @@ use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
-use super::algorithm2::{DagInput, Node, nodes_within_ranks};
+use super::algorithm2::{DagInput, Node, node_rows, nodes_within_ranks};
 use super::dag_check::{
     check_acyclic, checked_schema, id_of, matched, matched_columns, merged_spans, schema, spans_prepare, spans_schema,
     within_prepare, within_schema,
@@ -442,20 +442,7 @@ impl Numbered {
             }
             nodes.last_mut().expect("pushed above").add(h);
         }
-        let col = |f: fn(&Node) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(nodes.iter().map(f))) };
-        let lb = nodes.iter().map(|n| self.lb.get(&n.rank).copied().unwrap_or(0.0));
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(ids)),
-            col(|x| x.rank),
-            col(|x| x.first_ts),
-            col(|x| x.last_ts),
-            col(|x| x.sends),
-            col(|x| x.recvs),
-            col(|x| x.bytes_sent),
-            col(|x| x.bytes_recv),
-            Arc::new(Float64Array::from_iter_values(lb)),
-        ];
-        Ok(RecordBatch::try_new(nodes_schema(), columns)?)
+        node_rows(nodes_schema(), Int64Array::from(ids), &nodes, &self.lb)
     }
 
     /// Each half of a run of whole ranks with its node.
