@@ -342,7 +342,7 @@ impl AnalysisExec {
     /// input: a distributed engine gives each task a plan restricted to its own partition of
     /// the input, and a partition more, always empty, would be written to the same shuffle
     /// file as that task's rows. (A node that needs another's rows in partitions of its own
-    /// numbering exchanges them itself: the routed answer, a join by key.)
+    /// numbering exchanges them itself, as the routed answer does.)
     pub fn with_exchange(self, columns: Vec<usize>) -> Self {
         AnalysisExec { exchange: Some(columns), ..self }
     }
@@ -431,12 +431,10 @@ impl DisplayAs for AnalysisExec {
                 if let Some(label) = self.label {
                     write!(f, ", {label}")?;
                 }
-                let names = |input: usize, columns: &[usize]| {
-                    let schema = self.inputs[input].schema();
-                    columns.iter().map(|&c| schema.field(c).name().clone()).collect::<Vec<_>>().join(", ")
-                };
                 if let Some(columns) = &self.exchange {
-                    write!(f, ", its rows exchanged by {}", names(0, columns))?;
+                    let schema = self.inputs[0].schema();
+                    let names: Vec<&str> = columns.iter().map(|&c| schema.field(c).name().as_str()).collect();
+                    write!(f, ", its rows exchanged by {}", names.join(", "))?;
                 }
                 match self.placement {
                     Placement::Local => {}
@@ -653,7 +651,7 @@ impl AnalysisExec {
 }
 
 /// The columns `columns` of `schema`, as expressions of a key.
-pub(crate) fn key_columns(schema: &SchemaRef, columns: &[usize]) -> Vec<Arc<dyn PhysicalExpr>> {
+fn key_columns(schema: &SchemaRef, columns: &[usize]) -> Vec<Arc<dyn PhysicalExpr>> {
     columns
         .iter()
         .map(|&c| {

@@ -8,7 +8,7 @@
 //! status then names those of its executors that are gone (their port refuses a connection, or
 //! they stopped asking for longer than `GONE`) and the stages they ran.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,18 +29,23 @@ const GONE: Duration = Duration::from_secs(8);
 /// How long an executor's port is given to accept a connection before it is taken as gone.
 const ANSWER: Duration = Duration::from_millis(500);
 
+/// The jobs an executor's stages are kept for, its latest: a job fails while it runs or
+/// just after, and a scheduler serves jobs for as long as it runs.
+const RECENT_JOBS: usize = 64;
+
 /// What the polls told of one executor.
 #[derive(Debug)]
 struct Executor {
     address: String,
     last_asked: Instant,
-    /// Per job, the stages it was given tasks of.
-    ran: HashMap<String, BTreeSet<u32>>,
+    /// Per job, the stages it was given tasks of; its latest `RECENT_JOBS` jobs, the newest
+    /// last.
+    ran: VecDeque<(String, BTreeSet<u32>)>,
 }
 
 /// The executors seen, by id.
 #[derive(Debug, Default)]
-pub struct Seen {
+struct Seen {
     executors: HashMap<String, Executor>,
 }
 
@@ -50,7 +55,7 @@ impl Seen {
         let executor = self.executors.entry(id.to_string()).or_insert_with(|| Executor {
             address: id.to_string(),
             last_asked: Instant::now(),
-            ran: HashMap::new(),
+            ran: VecDeque::new(),
         });
         executor.last_asked = Instant::now();
         if let Some(r) = registration
@@ -62,8 +67,17 @@ impl Seen {
 
     /// Executor `id` was given a task of stage `stage` of job `job`.
     fn given(&mut self, id: &str, job: &str, stage: u32) {
-        if let Some(executor) = self.executors.get_mut(id) {
-            executor.ran.entry(job.to_string()).or_default().insert(stage);
+        let Some(executor) = self.executors.get_mut(id) else { return };
+        match executor.ran.iter_mut().rev().find(|(j, _)| j == job) {
+            Some((_, stages)) => {
+                stages.insert(stage);
+            }
+            None => {
+                if executor.ran.len() == RECENT_JOBS {
+                    executor.ran.pop_front();
+                }
+                executor.ran.push_back((job.to_string(), BTreeSet::from([stage])));
+            }
         }
     }
 
@@ -74,8 +88,8 @@ impl Seen {
             .executors
             .values()
             .filter_map(|e| {
-                let stages = e.ran.get(job)?.clone();
-                (!stages.is_empty()).then(|| (e.address.clone(), stages, now.saturating_duration_since(e.last_asked)))
+                let (_, stages) = e.ran.iter().find(|(j, _)| j == job)?;
+                Some((e.address.clone(), stages.clone(), now.saturating_duration_since(e.last_asked)))
             })
             .collect();
         holders.sort();
@@ -84,21 +98,19 @@ impl Seen {
 }
 
 /// Of `holders` (`Seen::holders`), those gone: silent for longer than `GONE`, or whose port
-/// refuses a connection (a process killed closes its ports at once).
+/// refuses a connection (a process killed closes its ports at once); their ports are tried
+/// all at once.
 async fn gone(holders: Vec<(String, BTreeSet<u32>, Duration)>) -> Vec<(String, BTreeSet<u32>)> {
-    let mut lost = Vec::new();
-    for (address, stages, silent) in holders {
-        let answers =
-            matches!(tokio::time::timeout(ANSWER, tokio::net::TcpStream::connect(address.as_str())).await, Ok(Ok(_)));
-        if silent > GONE || !answers {
-            lost.push((address, stages));
-        }
-    }
-    lost
+    let tried = holders.into_iter().map(|(address, stages, silent)| async move {
+        let connect = tokio::net::TcpStream::connect(address.as_str());
+        let answers = matches!(tokio::time::timeout(ANSWER, connect).await, Ok(Ok(_)));
+        (silent > GONE || !answers).then_some((address, stages))
+    });
+    futures::future::join_all(tried).await.into_iter().flatten().collect()
 }
 
 /// `message` (a failed job's) with the executors it lost and their stages said.
-pub fn said(message: &str, lost: &[(String, BTreeSet<u32>)]) -> String {
+fn said(message: &str, lost: &[(String, BTreeSet<u32>)]) -> String {
     if lost.is_empty() {
         return message.to_string();
     }
@@ -307,5 +319,11 @@ mod tests {
             format!("Job j failed: all executors were lost; lost while it ran: the executor at {a} (stages 3, 5)")
         );
         assert_eq!(said("failed", &[]), "failed");
+        // Only an executor's latest jobs are kept.
+        for k in 0..RECENT_JOBS {
+            seen.given("b", &format!("later{k}"), 1);
+        }
+        assert!(seen.holders("k", now).is_empty());
+        assert_eq!(seen.holders(&format!("later{}", RECENT_JOBS - 1), now).len(), 1);
     }
 }

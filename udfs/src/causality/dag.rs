@@ -7,7 +7,7 @@
 //!
 //! Since a node's receives precede its sends, a cycle of edges and program order would be a
 //! cycle of happened-before; the graph (with program-order edges between a rank's consecutive
-//! nodes) is checked with petgraph and a cycle, which only contradicting clocks can produce,
+//! nodes) is checked by Kahn's order and a cycle, which only contradicting clocks can produce,
 //! is an error. Node ids count from 0 in order of rank, then time. A node's load_balance is
 //! the LB of its rank (`balance`).
 //!
@@ -446,7 +446,7 @@ fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let out = a.schema();
     let s = out.clone();
     let input = Arc::new(input);
-    let steps = super::dag_steps::steps(super::dag_steps::Table::Nodes, &input, None);
+    let steps = super::dag_steps::steps(super::dag_steps::Table::Nodes, &input, None)?;
     let prepare: Prepare = Arc::new(move |_| {
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
@@ -464,7 +464,7 @@ fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let s = out.clone();
     let input = Arc::new(input);
     let criteria = extra.is_some() as usize;
-    let steps = super::dag_steps::steps(super::dag_steps::Table::Edges, &input, Some((baseline.clone(), criteria)));
+    let steps = super::dag_steps::steps(super::dag_steps::Table::Edges, &input, Some((baseline.clone(), criteria)))?;
     let prepare: Prepare = Arc::new(move |held| {
         let table = baseline.held_table(held.first().map(Vec::as_slice))?;
         let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;

@@ -47,13 +47,15 @@ pub(super) fn spans_schema() -> SchemaRef {
     schema(&[("from", DataType::Int64, false), ("to", DataType::Int64, false)])
 }
 
-/// Step 2: the span of each message received no later than it was sent.
+/// Step 2: the spans of a part's messages received no later than they were sent, merged
+/// where they meet (a skewed trace has many, and they overlap).
 struct Spans {
     messages: [usize; 5],
+    found: Vec<(i64, i64)>,
 }
 
 pub(super) fn spans_prepare(input: Arc<DagInput>) -> Prepare {
-    Arc::new(move |_| Ok(Box::new(Spans { messages: input.messages }) as Box<dyn Mapper>))
+    Arc::new(move |_| Ok(Box::new(Spans { messages: input.messages, found: Vec::new() }) as Box<dyn Mapper>))
 }
 
 /// Of row `r`: its sender, receiver, send and receive times when it has all four.
@@ -72,18 +74,39 @@ pub(super) fn matched_columns(messages: [usize; 5], batch: &RecordBatch) -> Resu
 impl Mapper for Spans {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let cols = matched_columns(self.messages, batch)?;
-        let (mut from, mut to) = (Vec::new(), Vec::new());
         for r in 0..batch.num_rows() {
             if let Some([_, _, send, recv]) = matched(&cols, r)
                 && recv <= send
             {
-                from.push(recv);
-                to.push(send);
+                self.found.push((recv, send));
             }
         }
-        let columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(from)), Arc::new(Int64Array::from(to))];
-        Ok(RecordBatch::try_new(spans_schema(), columns)?)
+        if self.found.len() > 1 << 16 {
+            self.found = merged(std::mem::take(&mut self.found));
+        }
+        Ok(RecordBatch::new_empty(spans_schema()))
     }
+
+    fn held_bytes(&self) -> usize {
+        self.found.capacity() * 16
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        Ok(vec![spans_batch(&merged(std::mem::take(&mut self.found)))?])
+    }
+}
+
+/// `spans` sorted and merged where they meet.
+fn merged(mut spans: Vec<(i64, i64)>) -> Vec<(i64, i64)> {
+    spans.sort_unstable();
+    let mut kept: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
+    for (from, to) in spans {
+        match kept.last_mut() {
+            Some(last) if from <= last.1 => last.1 = last.1.max(to),
+            _ => kept.push((from, to)),
+        }
+    }
+    kept
 }
 
 /// The spans of `batches`, sorted and merged where they meet.
@@ -94,25 +117,21 @@ fn spans_in(batches: &[RecordBatch]) -> Result<Vec<(i64, i64)>> {
         let (from, to) = (int64_column(one, 0)?, int64_column(one, 1)?);
         spans.extend((0..b.num_rows()).map(|r| (from.value(r), to.value(r))));
     }
-    spans.sort_unstable();
-    let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
-    for (from, to) in spans {
-        match merged.last_mut() {
-            Some(last) if from <= last.1 => last.1 = last.1.max(to),
-            _ => merged.push((from, to)),
-        }
-    }
-    Ok(merged)
+    Ok(merged(spans))
 }
 
-/// Step 3: the spans merged.
-pub(super) fn merged_spans(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
-    let merged = spans_in(batches)?;
+/// `spans` as rows of `spans_schema`.
+fn spans_batch(spans: &[(i64, i64)]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from_iter_values(merged.iter().map(|s| s.0))),
-        Arc::new(Int64Array::from_iter_values(merged.iter().map(|s| s.1))),
+        Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.0))),
+        Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.1))),
     ];
-    Ok(vec![RecordBatch::try_new(spans_schema(), columns)?])
+    Ok(RecordBatch::try_new(spans_schema(), columns)?)
+}
+
+/// Step 3: the parts' spans merged.
+pub(super) fn merged_spans(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    Ok(vec![spans_batch(&spans_in(batches)?)?])
 }
 
 /// A message whose halves both lie in the spans: msg_id, src, send_ts, dst, recv_ts.
@@ -181,8 +200,8 @@ pub(super) fn check_acyclic(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>>
     let mut halves: Vec<Half> = Vec::new();
     for b in batches {
         let one = std::slice::from_ref(b);
-        let [id, src, send, dst, recv] =
-            [0, 1, 2, 3, 4].map(|c| int64_column(one, c)).map(|c| c.expect("the step's own columns"));
+        let (id, src, send) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+        let (dst, recv) = (int64_column(one, 3)?, int64_column(one, 4)?);
         for r in 0..b.num_rows() {
             let row = u32::try_from(halves.len() / 2).map_err(|_| {
                 DataFusionError::Execution("dag: more messages within the spans than the check handles".into())
@@ -251,20 +270,10 @@ pub(super) fn check_acyclic(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>>
     Ok(vec![RecordBatch::try_new(checked_schema(), vec![column])?])
 }
 
-/// Steps 2 to 5 over messages (src, dst, send_ts, recv_ts), msg_id their position: the
-/// check as the spread steps make it.
+/// Steps 2 to 5 over messages (src, dst, send_ts, recv_ts), msg_id their position, as two
+/// parts (their first and second halves): the check as the spread steps make it.
 #[cfg(test)]
 pub(super) fn checked_as_spread(rows: &[(i64, i64, i64, i64)]) -> Result<()> {
-    let spans: Vec<(i64, i64)> = rows.iter().filter(|m| m.3 <= m.2).map(|m| (m.3, m.2)).collect();
-    let spans = RecordBatch::try_new(
-        spans_schema(),
-        vec![
-            Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.0))),
-            Arc::new(Int64Array::from_iter_values(spans.iter().map(|s| s.1))),
-        ],
-    )?;
-    let merged = merged_spans(&[spans])?;
-    let within = Within { name: "test", messages: [0, 1, 2, 3, 4], spans: spans_in(&merged)? };
     let col = |f: fn(&(i64, i64, i64, i64)) -> i64| -> ArrayRef {
         Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
     };
@@ -279,7 +288,15 @@ pub(super) fn checked_as_spread(rows: &[(i64, i64, i64, i64)]) -> Result<()> {
         ]),
         vec![ids, col(|m| m.0), col(|m| m.1), col(|m| m.2), col(|m| m.3)],
     )?;
-    let mut within = within;
+    let columns = [0, 1, 2, 3, 4];
+    let half = rows.len() / 2;
+    let mut parts = Vec::new();
+    for part in [messages.slice(0, half), messages.slice(half, rows.len() - half)] {
+        let mut spans = Spans { messages: columns, found: Vec::new() };
+        spans.map(&part)?;
+        parts.extend(spans.finish()?);
+    }
+    let mut within = Within { name: "test", messages: columns, spans: spans_in(&merged_spans(&parts)?)? };
     check_acyclic(&[within.map(&messages)?]).map(|_| ())
 }
 

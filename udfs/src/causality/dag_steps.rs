@@ -94,8 +94,8 @@ fn halves_of(batch: &RecordBatch) -> Result<Vec<Half>> {
 }
 
 /// The steps of `table` over its inputs: the messages (columns as `input` says) and, for the
-/// edges, the criteria inputs `criteria` ([`Baseline`]).
-pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Baseline, usize)>) -> Vec<Step> {
+/// edges, their criteria (`baseline`, and the number of its inputs after the messages).
+pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Baseline, usize)>) -> Result<Vec<Step>> {
     let name = table.name();
     let mut steps = vec![
         // 0
@@ -149,14 +149,14 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
     ];
     let numbered = vec![From::Step(0), From::Step(1), From::Step(5)];
     match (table, baseline) {
-        (Table::Nodes, _) => steps.push(Step {
+        (Table::Nodes, None) => steps.push(Step {
             label: "the nodes of each rank (Algorithm 2)",
             schema: nodes_schema(),
             work: Work::Streamed(numbered_prepare(Table::Nodes)),
             inputs: numbered,
             reads: Reads::Exchanged(vec![0]),
         }),
-        (Table::Edges, baseline) => {
+        (Table::Edges, Some((baseline, criteria))) => {
             steps.push(Step {
                 label: "each half's node (Algorithm 2)",
                 schema: pieces_schema(),
@@ -165,12 +165,11 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
                 reads: Reads::Exchanged(vec![0]),
             });
             let mut inputs = vec![From::Input(0)];
-            let criteria = baseline.as_ref().map_or(0, |b| b.1);
             inputs.extend((1..=criteria).map(From::Input));
             steps.push(Step {
                 label: "each message's size, duration and latency",
                 schema: pieces_schema(),
-                work: Work::Streamed(sizes_prepare(input.clone(), baseline.map(|b| b.0))),
+                work: Work::Streamed(sizes_prepare(input.clone(), baseline)),
                 inputs,
                 reads: Reads::ByPart,
             });
@@ -183,8 +182,11 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
                 reads: Reads::Exchanged(vec![0]),
             });
         }
+        (table, _) => {
+            return datafusion::common::internal_err!("{}: criteria are for the edges alone", table.name());
+        }
     }
-    steps
+    Ok(steps)
 }
 
 /// Step 0: each message's halves.
@@ -257,12 +259,11 @@ impl Sorted {
         self.halves.as_ref().map_or(0, Halves::held_bytes)
     }
 
-    /// The halves have ended: each rank's count of them.
-    fn finish(&mut self) -> Result<BTreeMap<i64, i64>> {
+    /// The halves have ended.
+    fn finish(&mut self) -> Result<()> {
         let halves = self.halves.take().ok_or_else(|| DataFusionError::Internal("dag: finished twice".into()))?;
-        let counts = halves.counts.clone();
         self.groups = Some(halves.into_groups()?);
-        Ok(counts)
+        Ok(())
     }
 
     /// The next run of whole ranks' halves, in their time order.
@@ -279,12 +280,11 @@ impl Sorted {
 struct Counted {
     name: &'static str,
     sorted: Sorted,
-    counts: BTreeMap<i64, i64>,
 }
 
 impl Counted {
     fn new(name: &'static str) -> Result<Counted> {
-        Ok(Counted { name, sorted: Sorted::new(name)?, counts: BTreeMap::new() })
+        Ok(Counted { name, sorted: Sorted::new(name)? })
     }
 }
 
@@ -299,21 +299,28 @@ impl Mapper for Counted {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        self.counts = self.sorted.finish()?;
+        self.sorted.finish()?;
         Ok(Vec::new())
     }
 
+    /// Of each rank of the next run (in rank order): its nodes (its last half's, plus one) and
+    /// its halves.
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         let Some(halves) = self.sorted.next_group(self.name)? else { return Ok(None) };
-        let mut nodes: BTreeMap<i64, i64> = BTreeMap::new();
+        let (mut ranks, mut nodes, mut counts) = (Vec::new(), Vec::new(), Vec::new());
         for (h, within) in halves.iter().zip(nodes_within_ranks(&halves)) {
-            nodes.insert(h.rank, i64::from(within) + 1);
+            if ranks.last() != Some(&h.rank) {
+                ranks.push(h.rank);
+                nodes.push(0);
+                counts.push(0);
+            }
+            *nodes.last_mut().expect("pushed above") = i64::from(within) + 1;
+            *counts.last_mut().expect("pushed above") += 1;
         }
-        let halves: Vec<i64> = nodes.keys().map(|r| self.counts.get(r).copied().unwrap_or(0)).collect();
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from_iter_values(nodes.keys().copied())),
-            Arc::new(Int64Array::from_iter_values(nodes.values().copied())),
-            Arc::new(Int64Array::from(halves)),
+            Arc::new(Int64Array::from(ranks)),
+            Arc::new(Int64Array::from(nodes)),
+            Arc::new(Int64Array::from(counts)),
         ];
         Ok(Some(RecordBatch::try_new(counts_schema(), columns)?))
     }
@@ -448,8 +455,14 @@ impl Numbered {
     /// Each half of a run of whole ranks with its node.
     fn half_nodes(&self, halves: &[Half]) -> Result<RecordBatch> {
         let mut node = Vec::with_capacity(halves.len());
+        let mut first = None;
         for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
-            node.push(self.first_of(h.rank)? + i64::from(within));
+            let id = match first {
+                Some((rank, id)) if rank == h.rank => id,
+                _ => self.first_of(h.rank)?,
+            };
+            first = Some((h.rank, id));
+            node.push(id + i64::from(within));
         }
         let ids = halves.iter().map(|h| h.id).collect();
         let piece = halves.iter().map(|h| if h.kind == Kind::Recv { Piece::Recv } else { Piece::Send } as i8).collect();
@@ -491,11 +504,10 @@ struct Sizes {
     counted: (usize, usize),
 }
 
-fn sizes_prepare(input: Arc<DagInput>, baseline: Option<Baseline>) -> Prepare {
+fn sizes_prepare(input: Arc<DagInput>, baseline: Baseline) -> Prepare {
     Arc::new(move |held| {
-        let baseline = baseline.clone().ok_or_else(|| DataFusionError::Internal("dag_edges: no criteria".into()))?;
         let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-        Ok(Box::new(Sizes { input: input.clone(), table, baseline: Some(baseline), counted: (0, 0) })
+        Ok(Box::new(Sizes { input: input.clone(), table, baseline: Some(baseline.clone()), counted: (0, 0) })
             as Box<dyn Mapper>)
     })
 }
