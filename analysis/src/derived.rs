@@ -289,7 +289,7 @@ impl Derived {
             return Ok(Arc::new(self.analysis(inputs, projection)?));
         }
         if let Some(Spread::Steps(steps)) = &self.spread {
-            return self.steps_over(steps, inputs, projection);
+            return self.steps_over(session, steps, inputs, projection);
         }
         if let Some(Spread::Prefolded { prefolds, .. }) = &self.spread {
             let mut inputs = inputs;
@@ -321,6 +321,7 @@ impl Derived {
     /// the output columns `projection`, is the answer.
     fn steps_over(
         &self,
+        session: &dyn Session,
         steps: &[crate::steps::Step],
         inputs: Vec<Arc<dyn ExecutionPlan>>,
         projection: Option<&Vec<usize>>,
@@ -329,7 +330,7 @@ impl Derived {
             .len()
             .checked_sub(1)
             .ok_or_else(|| datafusion::error::DataFusionError::Internal(format!("{}: no steps", self.name)))?;
-        self.step_plan(steps, last, &inputs, projection)
+        self.step_plan(session, steps, last, &inputs, projection)
     }
 
     /// The plan of step `k` of `steps` over `inputs`: made anew each time a step reads it, so
@@ -337,6 +338,7 @@ impl Derived {
     /// own, and a node shared between them made it read one task's output twice).
     fn step_plan(
         &self,
+        session: &dyn Session,
         steps: &[crate::steps::Step],
         k: usize,
         inputs: &[Arc<dyn ExecutionPlan>],
@@ -349,16 +351,95 @@ impl Derived {
                 crate::steps::From::Input(i) => {
                     datafusion::physical_plan::execution_plan::reset_plan_states(inputs[*i].clone())?
                 }
-                crate::steps::From::Step(s) => self.step_plan(steps, *s, inputs, None)?,
+                crate::steps::From::Step(s) => self.read_step(session, steps, *s, inputs)?,
                 crate::steps::From::Union(each) => {
-                    let plans = each.iter().map(|s| self.step_plan(steps, *s, inputs, None)).collect::<Result<_>>()?;
+                    let plans =
+                        each.iter().map(|s| self.read_step(session, steps, *s, inputs)).collect::<Result<_>>()?;
                     datafusion::physical_plan::union::UnionExec::try_new(plans)?
                 }
             });
         }
         let index = u8::try_from(k)
             .map_err(|_| datafusion::error::DataFusionError::Internal(format!("{}: too many steps", self.name)))?;
-        Ok(Arc::new(self.node(Stage::Step(index), step.placement(), read, projection)?))
+        let stage = Stage::Step(index);
+        let (crate::steps::Reads::Routed(exchanged), crate::steps::From::Input(first)) = (&step.reads, &step.inputs[0])
+        else {
+            return Ok(Arc::new(self.node(stage, step.placement(), read, projection)?));
+        };
+        // Routed when the analysis's input it sweeps is in parts of whole ranks, at most as many
+        // as the exchange will have partitions; else one task.
+        let exchange = session.config_options().execution.target_partitions;
+        let first_ranks = match self.placement_of(session, &step.work, *first, &read[0])? {
+            Placement::ByPart => {
+                let stored =
+                    self.inputs[*first].provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>();
+                stored.and_then(|t| crate::routes::Routes::of_files(&read[0], &t.rank_ranges()))
+            }
+            _ => None,
+        };
+        let routes = match first_ranks {
+            Some(first_ranks) => crate::routes::Routes::keyed(first_ranks, exchange)?,
+            None => None,
+        };
+        let Some(routes) = routes else {
+            return Ok(Arc::new(self.node(stage, Placement::Whole, read, projection)?));
+        };
+        for &input in exchanged {
+            read[input] = routes.exchanged(read[input].clone(), exchange)?;
+        }
+        Ok(Arc::new(self.node(stage, Placement::Routed, read, projection)?.with_routes(routes, exchanged)?))
+    }
+
+    /// The plan of step `k` of `steps` as another step reads it: a step of one task ends a stage
+    /// of its own there ([`run_once`]).
+    fn read_step(
+        &self,
+        session: &dyn Session,
+        steps: &[crate::steps::Step],
+        k: usize,
+        inputs: &[Arc<dyn ExecutionPlan>],
+    ) -> Result<Arc<dyn ExecutionPlan>> {
+        let plan = self.step_plan(session, steps, k, inputs, None)?;
+        Ok(match steps[k].reads {
+            crate::steps::Reads::Once | crate::steps::Reads::OnceInOrder(_) => run_once(plan),
+            _ => plan,
+        })
+    }
+
+    /// Node `stage` of this analysis over `inputs` routed by `routes` ([`Placement::Routed`]):
+    /// the answer of a prefolded analysis, or a routed step.
+    pub fn routed_node(
+        &self,
+        stage: Stage,
+        inputs: Vec<Arc<dyn ExecutionPlan>>,
+        projection: Option<&Vec<usize>>,
+        routes: crate::routes::Routes,
+    ) -> Result<AnalysisExec> {
+        // The parts of the first input this task was given: their first ranks' routes.
+        let first = match (stage, &self.spread) {
+            (Stage::Step(index), Some(Spread::Steps(steps))) => {
+                match steps.get(usize::from(index)).map(|s| &s.inputs[0]) {
+                    Some(crate::steps::From::Input(i)) => *i,
+                    _ => return internal_err!("{}: step {index} is not routed", self.name),
+                }
+            }
+            _ => 0,
+        };
+        let stored = self.inputs[first].provider.downcast_ref::<commdb_catalog::session::trace_table::TraceTable>();
+        let part = inputs.first().and_then(|plan| crate::routes::Routes::of_files(plan, &stored?.rank_ranges()));
+        let route = part.map(|ranks| ranks.iter().map(|&rank| routes.route(rank)).collect());
+        let node = match (stage, &self.spread) {
+            (Stage::Step(index), Some(Spread::Steps(steps))) => {
+                let Some(crate::steps::Step { reads: crate::steps::Reads::Routed(exchanged), .. }) =
+                    steps.get(usize::from(index))
+                else {
+                    return internal_err!("{}: step {index} is not routed", self.name);
+                };
+                self.node(stage, Placement::Routed, inputs, projection)?.with_routes(routes, exchanged)?
+            }
+            _ => self.answer_routed(inputs, projection, Some(routes))?,
+        };
+        Ok(node.serving(route))
     }
 
     /// The answer of an analysis whose inputs were prefolded ([`Spread::Prefolded`]): a task per
@@ -393,12 +474,7 @@ impl Derived {
             // were found for, whatever the partitions of the reduction they come from (one,
             // when the input it reduced had one).
             for input in prefolds.iter().map(|p| p.input) {
-                let schema = inputs[input].schema();
-                let rank = schema.index_of("rank")?;
-                let hash = datafusion::physical_plan::Partitioning::Hash(vec![routes.expr(&schema, rank)?], exchange);
-                let exchanged =
-                    datafusion::physical_plan::repartition::RepartitionExec::try_new(inputs[input].clone(), hash)?;
-                inputs[input] = Arc::new(exchanged);
+                inputs[input] = routes.exchanged(inputs[input].clone(), exchange)?;
             }
         }
         self.answer_routed(inputs, projection, routes)
@@ -477,11 +553,18 @@ impl Derived {
                 let last = usize::from(index) + 1 == steps.len();
                 let (schema, projection) =
                     if last { (self.schema.clone(), projection.cloned()) } else { (step.schema.clone(), None) };
-                let node = AnalysisExec::placed(self.name, inputs, step.work.clone(), schema, projection, placement)?;
+                // A routed sweep by rank over a first input not in rank order (in one task: a
+                // view) reads it whole; other steps' inputs are put in order by the engine.
+                let work = match step.reads {
+                    crate::steps::Reads::Routed(_) => in_order_or_whole(step.work.clone(), &inputs)?,
+                    _ => step.work.clone(),
+                };
+                let node = AnalysisExec::placed(self.name, inputs, work, schema, projection, placement)?;
                 let node = node.with_call(self.call.clone()).with_stage(stage).with_label(step.label);
                 return Ok(match &step.reads {
                     crate::steps::Reads::Exchanged(columns) => node.with_exchange(columns.clone()),
-                    crate::steps::Reads::ByPart | crate::steps::Reads::Once => node,
+                    crate::steps::Reads::OnceInOrder(columns) => node.with_input_order(columns.clone()),
+                    crate::steps::Reads::ByPart | crate::steps::Reads::Once | crate::steps::Reads::Routed(_) => node,
                 });
             }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {
@@ -512,17 +595,7 @@ impl Derived {
                 inputs[input] = Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema));
             }
         }
-        let work = match work {
-            Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? => {
-                Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
-            }
-            Work::Folded(start, crate::plan::Main::ByRank(rank))
-                if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? =>
-            {
-                Work::Folded(start, crate::plan::Main::Whole)
-            }
-            work => work,
-        };
+        let work = in_order_or_whole(work, &inputs)?;
         let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
         let mut node = node.with_call(self.call.clone()).with_stage(stage);
         if let (Some(Spread::Prefolded { label, .. }), Stage::Answer, true) = (&self.spread, stage, self.distributed) {
@@ -541,18 +614,34 @@ impl Derived {
     /// rank needs parts of whole ranks, in rank order, that the scan neither splits nor lets its
     /// partitions take from each other), else one task.
     fn placement_over(&self, session: &dyn Session, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Placement> {
-        use datafusion::physical_plan::ExecutionPlanProperties;
         let Some(first) = inputs.first() else { return Ok(Placement::Whole) };
-        if self.spread.is_none() || first.output_partitioning().partition_count() < 2 {
+        if self.spread.is_none() {
             return Ok(Placement::Whole);
         }
-        let by_rank = match &self.work {
+        self.placement_of(session, &self.work, 0, first)
+    }
+
+    /// How `work` reads input `input` of this analysis (planned as `first`): a task per part
+    /// when it has parts and, for a sweep by rank, they hold whole ranks in rank order and the
+    /// scan neither splits them nor lets its partitions take from each other; else one task.
+    fn placement_of(
+        &self,
+        session: &dyn Session,
+        work: &Work,
+        input: usize,
+        first: &Arc<dyn ExecutionPlan>,
+    ) -> Result<Placement> {
+        use datafusion::physical_plan::ExecutionPlanProperties;
+        if first.output_partitioning().partition_count() < 2 {
+            return Ok(Placement::Whole);
+        }
+        let by_rank = match work {
             Work::ByRank(_, rank) | Work::Folded(_, crate::plan::Main::ByRank(rank)) => Some(*rank),
             Work::Streamed(_) | Work::Folded(..) => None,
             Work::Whole(_) => return Ok(Placement::Whole),
         };
         if let Some(rank) = by_rank {
-            let whole_ranks = self.inputs[0]
+            let whole_ranks = self.inputs[input]
                 .provider
                 .downcast_ref::<commdb_catalog::session::trace_table::TraceTable>()
                 .is_some_and(|t| t.parts_hold_whole_ranks());
@@ -604,4 +693,40 @@ impl TableProvider for Derived {
         }
         self.exec(state, inputs, projection)
     }
+}
+
+/// `work` as it can read `inputs`: a sweep by rank whose first input is not in rank order reads
+/// it whole ([`crate::by_rank`]).
+fn in_order_or_whole(work: Work, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Work> {
+    Ok(match work {
+        Work::ByRank(prepare, rank) if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? => {
+            Work::Whole(Arc::new(move |inputs| crate::by_rank::whole(&prepare, inputs)))
+        }
+        Work::Folded(start, crate::plan::Main::ByRank(rank))
+            if !crate::by_rank::is_in_rank_order(&inputs[0], rank)? =>
+        {
+            Work::Folded(start, crate::plan::Main::Whole)
+        }
+        work => work,
+    })
+}
+
+/// `plan` (of one partition) ending a stage of its own on a distributed engine, so that it runs
+/// in one task and the tasks that read it read its rows from the shuffle files: one partition
+/// read by a node of many would otherwise run in each of that node's tasks. The engine ends a
+/// stage at a coalescing of partitions; one with a fetch is kept by the optimizer where a
+/// needless one would be taken out. The fetch, `RUN_ONCE_ROWS`, is the most a plan's fetch
+/// carries to another process (32 bits), more rows than a step of one task gives.
+pub(crate) fn run_once(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    Arc::new(CoalescePartitionsExec::new(plan).with_fetch(Some(RUN_ONCE_ROWS)))
+}
+
+/// The fetch of a coalescing `run_once` made.
+const RUN_ONCE_ROWS: usize = u32::MAX as usize;
+
+/// Whether `plan` is one `run_once` made.
+pub(crate) fn runs_once(plan: &Arc<dyn ExecutionPlan>) -> bool {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    plan.downcast_ref::<CoalescePartitionsExec>().is_some_and(|c| c.fetch() == Some(RUN_ONCE_ROWS))
 }

@@ -146,6 +146,10 @@ pub struct AnalysisExec {
 struct Routed {
     routes: crate::routes::Routes,
     exchanged: Vec<(usize, Arc<dyn PhysicalExpr>)>,
+    /// The route each of its partitions serves, where the partition's number does not say it
+    /// (a distributed engine's task, whose plan is restricted to its own partitions, numbered
+    /// from 0).
+    route: Option<Vec<usize>>,
 }
 
 /// The ordering ascending on `columns` of `schema`.
@@ -308,7 +312,16 @@ impl AnalysisExec {
                 Ok((i, routes.expr(&schema, rank)?))
             })
             .collect::<Result<Vec<_>>>()?;
-        Ok(AnalysisExec { routes: Some(Routed { routes, exchanged: keys }), ..self })
+        Ok(AnalysisExec { routes: Some(Routed { routes, exchanged: keys, route: None }), ..self })
+    }
+
+    /// The same routed node, its partitions serving routes `route` (the parts of its first
+    /// input that a distributed engine's task was given).
+    pub fn serving(mut self, route: Option<Vec<usize>>) -> Self {
+        if let Some(routed) = &mut self.routes {
+            routed.route = route;
+        }
+        self
     }
 
     /// The routes of its first input's partitions, when it is routed.
@@ -352,27 +365,14 @@ impl AnalysisExec {
         AnalysisExec { label: Some(label), ..self }
     }
 
-    /// The same node, as stage `stage` of its call.
-    pub fn with_stage(mut self, stage: Stage) -> Self {
-        if self.runs_once_for(stage) {
-            // A second partition, always empty, so that a distributed engine ends a stage after
-            // the merge (a node reading it whole gathers its partitions there): the merge runs
-            // once, and the tasks that read it whole read its answer from the shuffle files.
-            let properties = PlanProperties::new(
-                self.properties.equivalence_properties().clone(),
-                Partitioning::UnknownPartitioning(2),
-                self.properties.emission_type,
-                self.properties.boundedness,
-            );
-            self.properties = Arc::new(properties);
-        }
+    /// The same node, as stage `stage` of its call. A merge, or a step of one task, has one
+    /// partition: a distributed engine runs every partition a node declares in each task it
+    /// gives the node's stage (restricting only the scans and shuffle reads below it), so a
+    /// second, empty partition made a stage of two tasks, each with the whole answer, when the
+    /// stage was split between two executors. A node that reads its answer whole in each of its
+    /// tasks runs it again in each (it is small: the partials merged, the check of the DAG).
+    pub fn with_stage(self, stage: Stage) -> Self {
         AnalysisExec { stage, ..self }
-    }
-
-    /// Whether, as stage `stage`, it is a merge or a step of one task whose rows others read
-    /// whole: it declares a second, empty partition.
-    fn runs_once_for(&self, stage: Stage) -> bool {
-        stage == Stage::Merge || (matches!(stage, Stage::Step(_)) && self.placement == Placement::Whole)
     }
 
     /// How it reads its inputs' partitions.
@@ -544,7 +544,7 @@ impl ExecutionPlan for AnalysisExec {
         node.label = self.label;
         if let Some(routed) = &self.routes {
             let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
-            node = node.with_routes(routed.routes.clone(), &exchanged)?;
+            node = node.with_routes(routed.routes.clone(), &exchanged)?.serving(routed.route.clone());
         }
         Ok(Arc::new(node))
     }
@@ -553,9 +553,6 @@ impl ExecutionPlan for AnalysisExec {
     /// [`crate::plan::CALL_ID`], that the batches the work builds do not).
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
         let schema = self.schema();
-        if self.runs_once_for(self.stage) && partition > 0 {
-            return Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(schema)));
-        }
         let batches = self.execute_work(partition, context)?;
         let under = schema.clone();
         let batches = batches.map(move |b| b.and_then(|b| Ok(b.with_schema(under.clone())?)));
@@ -672,7 +669,13 @@ fn routed_inputs(
     use crate::routes::{Served, Slice};
     let served = Served::default();
     for (i, input) in inputs.iter_mut().enumerate() {
-        if i == 0 || routed.exchanged.iter().any(|(e, _)| *e == i) {
+        let exchanged = routed.exchanged.iter().any(|(e, _)| *e == i);
+        if exchanged && crate::derived::runs_once(input) {
+            // Rows of one partition, not exchanged ([`crate::routes::Routes::exchanged`]).
+            let rank = input.schema().index_of("rank")?;
+            let route = routed.route.as_ref().and_then(|r| r.get(task).copied()).unwrap_or(task);
+            *input = Arc::new(Slice::filtered(input.clone(), route, &routed.routes, rank));
+        } else if i == 0 || exchanged {
             let rank = input.schema().index_of("rank")?;
             *input = Arc::new(Slice::checked(input.clone(), task, &routed.routes, rank, &served));
         } else {

@@ -142,6 +142,21 @@ impl Routes {
         self.key_of(&column, 0, self.first_ranks.len())
     }
 
+    /// `plan`'s rows exchanged by the key of their column `rank` into `partitions` partitions,
+    /// those the keys were found for.
+    /// Rows of one partition are not exchanged (the engine's optimizer takes out an exchange of
+    /// one partition by any key): they end a stage of their own, and each task reads them and
+    /// keeps its route's ([`Slice::filtered`]).
+    pub fn exchanged(&self, plan: Arc<dyn ExecutionPlan>, partitions: usize) -> Result<Arc<dyn ExecutionPlan>> {
+        if plan.properties().output_partitioning().partition_count() == 1 {
+            return Ok(crate::derived::run_once(plan));
+        }
+        let schema = plan.schema();
+        let rank = schema.index_of("rank")?;
+        let hash = Partitioning::Hash(vec![self.expr(&schema, rank)?], partitions);
+        Ok(Arc::new(datafusion::physical_plan::repartition::RepartitionExec::try_new(plan, hash)?))
+    }
+
     /// The key of routes `from..to` (at least one) of `column`'s rank.
     fn key_of(&self, column: &Arc<dyn PhysicalExpr>, from: usize, to: usize) -> Result<Arc<dyn PhysicalExpr>> {
         let value = |v: i64| -> Arc<dyn PhysicalExpr> { Arc::new(Literal::new(ScalarValue::Int64(Some(v)))) };
@@ -178,19 +193,36 @@ impl Served {
     }
 }
 
+/// What a slice does with the rows of its partitions.
+#[derive(Clone, Debug)]
+enum Rows {
+    /// Gives them as they are.
+    All,
+    /// Checks that each row's route (of its column `rank`) is the one the task serves.
+    Checked(Routes, usize, Served),
+    /// Keeps the rows of one route (of its column `rank`).
+    Of(Routes, usize, usize),
+}
+
 /// Some partitions of a plan, read one after another as one partition; a routed task's
-/// input has each row's route (its column `rank`) checked against the route the task serves.
+/// input has each row's route (its column `rank`) checked against the route the task serves,
+/// or, read whole, the rows of that route kept.
 pub struct Slice {
     input: Arc<dyn ExecutionPlan>,
     partitions: Vec<usize>,
-    checked: Option<(Routes, usize, Served)>,
+    rows: Rows,
     properties: Arc<PlanProperties>,
 }
 
 impl Slice {
     /// Partitions `partitions` of `input`, as they are.
     pub fn whole(input: Arc<dyn ExecutionPlan>, partitions: Vec<usize>) -> Self {
-        Slice::new(input, partitions, None)
+        Slice::new(input, partitions, Rows::All)
+    }
+
+    /// The rows of `input` (one partition) whose rank (column `rank`) routes to `route`.
+    pub fn filtered(input: Arc<dyn ExecutionPlan>, route: usize, routes: &Routes, rank: usize) -> Self {
+        Slice::new(input, vec![0], Rows::Of(routes.clone(), rank, route))
     }
 
     /// Partition `partition` of `input`, each row's rank (column `rank`) routed by `routes` to
@@ -202,17 +234,17 @@ impl Slice {
         rank: usize,
         served: &Served,
     ) -> Self {
-        Slice::new(input, vec![partition], Some((routes.clone(), rank, served.clone())))
+        Slice::new(input, vec![partition], Rows::Checked(routes.clone(), rank, served.clone()))
     }
 
-    fn new(input: Arc<dyn ExecutionPlan>, partitions: Vec<usize>, checked: Option<(Routes, usize, Served)>) -> Self {
+    fn new(input: Arc<dyn ExecutionPlan>, partitions: Vec<usize>, rows: Rows) -> Self {
         let properties = PlanProperties::new(
             EquivalenceProperties::new(input.schema()),
             Partitioning::UnknownPartitioning(1),
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        Slice { input, partitions, checked, properties: Arc::new(properties) }
+        Slice { input, partitions, rows, properties: Arc::new(properties) }
     }
 }
 
@@ -250,7 +282,7 @@ impl ExecutionPlan for Slice {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.as_slice() {
-            [input] => Ok(Arc::new(Slice::new(input.clone(), self.partitions.clone(), self.checked.clone()))),
+            [input] => Ok(Arc::new(Slice::new(input.clone(), self.partitions.clone(), self.rows.clone()))),
             _ => datafusion::common::internal_err!("Slice has one input, got {}", children.len()),
         }
     }
@@ -261,16 +293,28 @@ impl ExecutionPlan for Slice {
         }
         let streams =
             self.partitions.iter().map(|&p| self.input.execute(p, context.clone())).collect::<Result<Vec<_>>>()?;
-        let checked = self.checked.clone();
+        let kept = self.rows.clone();
         let rows = futures::stream::iter(streams).flatten().and_then(move |batch| {
-            let result = match &checked {
-                None => Ok(batch),
-                Some((routes, rank, served)) => check_rows(&batch, routes, *rank, served).map(|()| batch),
+            let result = match &kept {
+                Rows::All => Ok(batch),
+                Rows::Checked(routes, rank, served) => check_rows(&batch, routes, *rank, served).map(|()| batch),
+                Rows::Of(routes, rank, route) => rows_of(&batch, routes, *rank, *route),
             };
             futures::future::ready(result)
         });
         Ok(Box::pin(RecordBatchStreamAdapter::new(self.schema(), rows)))
     }
+}
+
+/// The rows of `batch` whose rank (its column `rank`) routes to `route`.
+fn rows_of(batch: &RecordBatch, routes: &Routes, rank: usize, route: usize) -> Result<RecordBatch> {
+    let ranks = arrow::compute::cast(batch.column(rank), &arrow::datatypes::DataType::Int64)?;
+    let Some(ranks) = ranks.as_any().downcast_ref::<Int64Array>() else {
+        return exec_err!("a routed input's column {rank} is not a rank (an integer)");
+    };
+    let keep: arrow::array::BooleanArray =
+        ranks.iter().map(|r| Some(r.is_some_and(|r| routes.route(r) == route))).collect();
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }
 
 /// Checks that every rank of `batch` (its column `rank`) routes to the route `served` says.

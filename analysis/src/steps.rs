@@ -36,6 +36,15 @@ pub enum Reads {
     /// One task, reading every input whole; it runs once, and the steps that read it whole
     /// read its rows from the engine's exchange.
     Once,
+    /// One task, as `Once`, reading its first input's partitions merged in the order of these
+    /// columns (each partition is sorted so; the first input's rows of one key keep the order
+    /// of their partition).
+    OnceInOrder(Vec<usize>),
+    /// A task per part of its first input (an input of the analysis that a store holds in parts
+    /// of whole ranks, swept by rank), each with the rows of the inputs listed here whose column
+    /// `rank` lies in its part ([`crate::routes`]); one task reading its inputs whole when the
+    /// first input is not in such parts (a view, a trace in memory).
+    Routed(Vec<usize>),
 }
 
 /// A step of an analysis planned as steps.
@@ -65,7 +74,8 @@ impl Step {
     pub fn placement(&self) -> Placement {
         match self.reads {
             Reads::ByPart | Reads::Exchanged(_) => Placement::ByPart,
-            Reads::Once => Placement::Whole,
+            Reads::Once | Reads::OnceInOrder(_) => Placement::Whole,
+            Reads::Routed(_) => Placement::Routed,
         }
     }
 
@@ -97,6 +107,24 @@ impl Step {
                     "{name}: step {k} ({}) reads by part but holds its input whole",
                     step.label
                 );
+            }
+            if let Reads::OnceInOrder(_) = step.reads
+                && !matches!(step.work, Work::Streamed(_))
+            {
+                return datafusion::common::internal_err!(
+                    "{name}: step {k} ({}) merges its input in order but does not stream it",
+                    step.label
+                );
+            }
+            if let Reads::Routed(exchanged) = &step.reads {
+                let by_rank = matches!(step.work, Work::ByRank(..) | Work::Folded(_, crate::plan::Main::ByRank(_)));
+                let first = matches!(step.inputs[0], From::Input(_));
+                if !by_rank || !first || exchanged.iter().any(|&i| i == 0 || i >= step.inputs.len()) {
+                    return datafusion::common::internal_err!(
+                        "{name}: step {k} ({}) is routed: it sweeps an input of the analysis by rank, with rows of its other inputs",
+                        step.label
+                    );
+                }
             }
         }
         Ok(())
@@ -135,5 +163,9 @@ mod tests {
         assert!(Step::check_plan("f", &[], 1).is_err());
         let by_part = [step(vec![From::Input(0)], Reads::ByPart)];
         assert!(Step::check_plan("f", &by_part, 1).unwrap_err().to_string().contains("whole"));
+        let unordered = [step(vec![From::Input(0)], Reads::OnceInOrder(vec![0]))];
+        assert!(Step::check_plan("f", &unordered, 1).unwrap_err().to_string().contains("in order"));
+        let routed = [step(vec![From::Input(0), From::Input(1)], Reads::Routed(vec![1]))];
+        assert!(Step::check_plan("f", &routed, 2).unwrap_err().to_string().contains("routed"));
     }
 }

@@ -611,7 +611,7 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 };
                 if placement == Placement::Routed {
                     let routes = commdb_analysis::routes::Routes::new(node.routes, node.route_keys)?;
-                    return Ok(Arc::new(derived.answer_routed(inputs.to_vec(), projection.as_ref(), Some(routes))?));
+                    return Ok(Arc::new(derived.routed_node(stage, inputs.to_vec(), projection.as_ref(), routes)?));
                 }
                 Ok(Arc::new(derived.node(stage, placement, inputs.to_vec(), projection.as_ref())?))
             }

@@ -453,8 +453,13 @@ fn analyses_spread_over_both_executors() {
 /// messages gives its candidates, exchanged by the rank that waited; the collectives are
 /// exchanged by instance; the waits go to the task that holds their rank's calls, a task per
 /// part of the calls. The rows are the embedded engine's, with threads (OpenMP waits) and
-/// without, with call paths and without, and so are `rank_diagnosis`' (which sums them). The critical path, its profile and
-/// the delay costs find their waits so too, and walk them in one task.
+/// without, with call paths and without, and so are `rank_diagnosis`' (which sums them); also
+/// where the messages and collectives are in one part and the calls in several (their waits
+/// are then read by each task of the calls, which keeps its ranks'). The critical path and its
+/// profile find their waits so too, keep each location's exits where its calls lie, walk them
+/// in one task and name the path's pieces where their calls lie (docs/scale.md, "The critical
+/// path"); over a store of one part and over a view they run each step in one task. The delay
+/// costs walk the waits in one task.
 #[test]
 fn the_waits_spread_over_the_executors() {
     let dir = tempfile::tempdir().unwrap();
@@ -469,6 +474,44 @@ fn the_waits_spread_over_the_executors() {
         }
     }
     spreads(&cluster, &store, "wait_states", "SELECT * FROM rank_diagnosis()");
+
+    // The messages and collectives in one part, the calls (of 4 threads a rank) in several:
+    // parts of messages hold a quarter of the rows of others.
+    let few = dir.path().join("few");
+    let (ok, count, err) = answer(&threads, None, &["-c", "SELECT 4 * count(*) + 4 FROM messages"]);
+    assert!(ok, "{err}");
+    let rows = count.lines().last().unwrap().trim().to_string();
+    let anchor = dir.path().join("otf2-threads").join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), few.to_str().unwrap(), "--part-rows", &rows]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let parts = |table: &str| std::fs::read_dir(few.join(table)).unwrap().count();
+    assert_eq!((parts("messages"), parts("collectives")), (1, 1));
+    assert!(parts("calls") >= 2, "the calls are in {} parts", parts("calls"));
+    for function in ["wait_states", "critical_path", "critical_path_profile"] {
+        spreads(&cluster, &few, function, &format!("SELECT * FROM {function}()"));
+    }
+    // A store of one part, and a view: each step in one task.
+    let one = dir.path().join("one-part");
+    let anchor = dir.path().join("otf2").join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let view = "CREATE VIEW late AS SELECT * FROM calls WHERE end_ts > 1000000";
+    for (store, query) in [
+        (&one, "SELECT * FROM critical_path()"),
+        (&one, "SELECT * FROM critical_path_profile()"),
+        (&store, "SELECT * FROM critical_path('late')"),
+    ] {
+        let (e, d) = (
+            answer(store, None, &["-c", view, "-c", query]),
+            answer(
+                store,
+                Some(&cluster.url()),
+                &["-c", "SET datafusion.execution.target_partitions = 8", "-c", view, "-c", query],
+            ),
+        );
+        assert!(e.0 && d.0, "{query}: {e:?} {d:?}");
+        assert_eq!(sorted(&e.1), sorted(&d.1), "{query} over {}", store.display());
+    }
 
     let explain = |query: &str| {
         let parts = "SET datafusion.execution.target_partitions = 8";
@@ -491,6 +534,18 @@ fn the_waits_spread_over_the_executors() {
     let plan = explain("SELECT rank, wait_ns FROM wait_states()");
     assert!(plan.contains("with the rows of its ranks' part"), "{plan}");
     assert!(!plan.contains("one task reading its inputs whole"), "{plan}");
+    // The critical path: each location's exits where its calls lie, the walk over them once,
+    // the path's pieces named where their calls lie.
+    let plan = explain("SELECT * FROM critical_path()");
+    for step in [
+        "critical_path: analysis, streamed by rank, each location's exits: the stretches and waits the walk can leave it at, a task per part of its first input, with the rows of its ranks' part",
+        "critical_path: analysis, streamed, the walk over every location's exits, one task reading its inputs whole",
+        "critical_path: analysis, streamed by rank, the path's pieces named where their calls lie, a task per part of its first input, with the rows of its ranks' part",
+        "critical_path: analysis, the path's segments, numbered, one task reading its inputs whole",
+        "CoalescePartitionsExec: fetch=4294967295",
+    ] {
+        assert!(plan.contains(step), "no '{step}' in\n{plan}");
+    }
     // The walk over every rank reads the waits found before, in one task.
     let plan = explain("SELECT * FROM delay_costs()");
     for step in [

@@ -107,6 +107,15 @@ impl Handovers {
         list.get(k).copied().filter(|s| s.start < t && s.kernel_end >= from.max(s.start) && s.kernel_end < t)
     }
 
+    /// Whether the walk may take an early synchronisation of a host thread within a stretch
+    /// from `from` to `to` (`sync_at` of an instant in it): one under way then whose kernel
+    /// ended within it.
+    pub(crate) fn sync_within(&self, rank: i64, thread: i64, from: i64, to: i64) -> bool {
+        let Some(list) = self.syncs.get(&(rank, thread)) else { return false };
+        let k = list.partition_point(|s| s.end <= from);
+        list[k..].iter().take_while(|s| s.start < to).any(|s| s.kernel_end >= from && s.kernel_end < to)
+    }
+
     /// The host thread and instant the path goes on with at the start of the kernel that
     /// starts at `start` on a stream, when the kernel waited for its launch.
     pub(crate) fn launch_before(&self, rank: i64, stream: i64, start: i64) -> Option<(i64, i64)> {

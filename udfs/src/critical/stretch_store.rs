@@ -440,6 +440,43 @@ pub(crate) fn rank_thread(key: i64) -> (i64, i64) {
     (key.div_euclid(THREADS_PER_RANK), key.rem_euclid(THREADS_PER_RANK))
 }
 
+/// Sweep a chunk of whole ranks' calls (rank, thread, region, start_ts, end_ts) into the
+/// stretches of every thread, rank by rank in order, the region names and call paths kept in
+/// `names` and `paths`: the other threads' call paths continue the master's at the fork before
+/// them, and where `records` holds the rank's thread records, the OpenMP hand-overs of the
+/// critical path are marked ([`crate::critical::omp_handovers`]). `each(rank, threads, waits,
+/// names, paths)` is given each rank's threads in order (the master first) with their waits for
+/// each other.
+pub(crate) fn sweep_ranks(
+    name: &str,
+    batches: &[RecordBatch],
+    records: &ThreadRecords,
+    names: &mut Names,
+    paths: &mut Paths,
+    mut each: impl FnMut(i64, &[ThreadCalls], &[OmpWait], &Names, &Paths) -> Result<()>,
+) -> Result<()> {
+    let mut ranks: BTreeMap<i64, Vec<(i64, Vec<Call>)>> = BTreeMap::new();
+    for ((rank, thread), calls) in streams_named(batches, name, names)? {
+        if !(0..THREADS_PER_RANK).contains(&thread) {
+            return exec_err!(
+                "{name}: rank {rank} has a thread numbered {thread}; threads are numbered from 0 to {} within a rank",
+                THREADS_PER_RANK - 1
+            );
+        }
+        ranks.entry(rank).or_default().push((thread, calls));
+    }
+    let constructs = records.constructs(names);
+    for (rank, streams) in ranks {
+        let mut threads = rank_threads(rank, streams, records, names, paths);
+        let mut waited = Vec::new();
+        if let Some(team) = rank_instances(rank, &threads, records, &constructs) {
+            waited = mark_handovers(&mut threads, &team, &constructs);
+        }
+        each(rank, &threads, &waited, names, paths)?;
+    }
+    Ok(())
+}
+
 /// Calls swept into every thread's stretches a chunk of whole ranks at a time, kept in a store
 /// of stretches ([`crate::critical::stretch_store`]), with the region names and call paths.
 pub(crate) struct Swept {
@@ -466,32 +503,17 @@ impl Swept {
         records: &ThreadRecords,
         mut each: impl FnMut(i64, &[ThreadCalls], &[OmpWait], &Names),
     ) -> Result<()> {
-        let mut ranks: BTreeMap<i64, Vec<(i64, Vec<Call>)>> = BTreeMap::new();
-        for ((rank, thread), calls) in streams_named(batches, name, &mut self.names)? {
-            if !(0..THREADS_PER_RANK).contains(&thread) {
-                return exec_err!(
-                    "{name}: rank {rank} has a thread numbered {thread}; threads are numbered from 0 to {} within a rank",
-                    THREADS_PER_RANK - 1
-                );
-            }
-            ranks.entry(rank).or_default().push((thread, calls));
-        }
-        let constructs = records.constructs(&self.names);
-        for (rank, streams) in ranks {
-            let mut threads = rank_threads(rank, streams, records, &self.names, &mut self.paths);
-            let mut waited = Vec::new();
-            if let Some(team) = rank_instances(rank, &threads, records, &constructs) {
-                waited = mark_handovers(&mut threads, &team, &constructs);
-            }
-            each(rank, &threads, &waited, &self.names);
+        let Swept { store, names, paths } = self;
+        sweep_ranks(name, batches, records, names, paths, |rank, threads, waited, names, _| {
+            each(rank, threads, waited, names);
             // The master is the first thread (rank_threads gives them in order, and the fork's
             // thread is the lowest in every trace seen).
             let master = threads.first().map(|t| t.thread);
             for th in threads {
-                self.store.push(location(rank, th.thread), &th.stretches, Some(th.thread) == master)?;
+                store.push(location(rank, th.thread), &th.stretches, Some(th.thread) == master)?;
             }
-        }
-        Ok(())
+            Ok(())
+        })
     }
 
     /// Every chunk has been swept: the stretches are read from now on.

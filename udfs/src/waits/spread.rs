@@ -167,7 +167,7 @@ pub(crate) struct Found {
 }
 
 /// The waits of `batch` (rows of `wait_schema`) into `found`.
-fn waits_of(batch: &RecordBatch, found: &mut Found) -> Result<()> {
+pub(crate) fn waits_of(batch: &RecordBatch, found: &mut Found) -> Result<()> {
     let batches = std::slice::from_ref(batch);
     let ints: Vec<Int64Array> =
         [0, 2, 3, 4, 5, 6, 7, 8].iter().map(|&i| int64_column(batches, i)).collect::<Result<_>>()?;
@@ -376,4 +376,42 @@ pub(crate) fn spread(
         label: "over the waits its messages and collectives gave",
         routed,
     }
+}
+
+/// The first steps of an analysis planned as steps of its own that walks the MPI waits (the
+/// critical path): 0, each part of the messages' Late Sender and Late Receiver candidates; 1,
+/// the message waits of each rank's calls (the candidates exchanged by rank); 2, the waits of
+/// each collective instance (the collectives, input 2, exchanged by instance). Steps 1 and 2
+/// give rows of the same schema, their rank first, which `waits_of` reads.
+pub(crate) fn wait_steps() -> Vec<commdb_analysis::steps::Step> {
+    use commdb_analysis::steps::{From, Reads, Step};
+    let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
+    let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
+    let reduce_collectives: Prepare = Arc::new(|_| {
+        let collectives = CollectiveWaits::default();
+        Ok(Box::new(ReduceCollectives { collectives, notices: None, ends: false, done: None }) as Box<dyn Mapper>)
+    });
+    vec![
+        Step {
+            label: "each part's late senders and receivers",
+            schema: candidate_schema(),
+            work: Work::Streamed(candidates),
+            inputs: vec![From::Input(1)],
+            reads: Reads::ByPart,
+        },
+        Step {
+            label: "the message waits of each rank's calls",
+            schema: wait_schema(),
+            work: Work::Streamed(reduce_messages),
+            inputs: vec![From::Step(0)],
+            reads: Reads::Exchanged(vec![0]),
+        },
+        Step {
+            label: "the waits of each collective instance",
+            schema: wait_schema(),
+            work: Work::Streamed(reduce_collectives),
+            inputs: vec![From::Input(2)],
+            reads: Reads::Exchanged(vec![0, 1]),
+        },
+    ]
 }

@@ -1,0 +1,500 @@
+//! Each location's exits, and the critical path's walk over them, on a distributed engine
+//! ([`crate::critical::path_steps`]).
+//!
+//! The walk (`crate::critical::walk`) stays on a location, stretch by stretch backward, until
+//! a stretch lets it leave: a stream's stretch (a kernel's launch), an OpenMP hand-over, a
+//! synchronisation with an accelerator whose kernel ended in it, MPI_Finalize, or an MPI
+//! stretch in which a wait of its call ends. Every other stretch it passes whole, whatever it
+//! holds, and only the thread whose MPI call was under way matters of it when the walk arrives
+//! on a rank of several threads. So each location's stretches are kept where the walk may
+//! leave, with the waits that end in them, and merged into one between (on a rank of several
+//! locations, runs of MPI and of other time apart): the walk over these takes the same hops as
+//! over every stretch, and covers the same time. A merged stretch is marked, so that the pieces
+//! the walk covers in it are cut at the real stretches where the calls lie.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int8Array, Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, SchemaRef};
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use super::Answer;
+use super::path_steps::{int, schema_of, text};
+use super::walk::{Finalize, RunWaits, WaitEnd, walk_pieces};
+use crate::accelerators::Handovers;
+use crate::critical::stretch_store::{StretchStore, location, sweep_ranks};
+use crate::sweeps::call_paths::Paths;
+use crate::sweeps::call_sweep::Names;
+use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name};
+use crate::waits::openmp::ThreadRecords;
+use crate::waits::spread::{Found, waits_of};
+use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::stream::{Folder, Mapper, Prepare, StartFold};
+
+/// What a row of the exits is (column `what`).
+const KEPT: i8 = 0;
+const MERGED: i8 = 1;
+const LOCATION: i8 = 2;
+const FINALIZE: i8 = 3;
+const WAIT: i8 = 4;
+const TOTAL: i8 = 5;
+
+/// The region classes of a stretch of the exits (column `region`): MPI_Finalize, any other
+/// region, or time no region covers (`UNCOVERED`).
+const FINALIZE_REGION: u32 = 0;
+const OTHER_REGION: u32 = 1;
+
+/// The call path ids of the stretches the walk reads: a kept stretch, a merged one; the
+/// padding before a rank's first stretch has `NO_PATH`.
+pub(super) const KEPT_PATH: u32 = 0;
+pub(super) const MERGED_PATH: u32 = 1;
+
+/// The exits of each location, a rank's rows together, ranks in order: per thread of a rank
+/// (the master first) a `LOCATION` row (`to` 1 for the master, whose time before its first
+/// stretch is padded) and its stretches in order (`KEPT` or `MERGED`: from, to, call_start,
+/// hand, region class); then its first entry into MPI_Finalize (`FINALIZE`: thread, entered
+/// as `from`), its waits that end in a kept stretch (`WAIT`: start as `from`, end as `to`,
+/// partner as `call_start`, `region` 1 for a late sender's transfer) and, for the profile, its
+/// time per call path and thread less the waiting (`TOTAL`: thread, ns as `from`, path).
+pub(super) fn index_schema() -> SchemaRef {
+    schema_of(vec![
+        int("rank", false),
+        Field::new("what", DataType::Int8, false),
+        int("thread", false),
+        int("from", false),
+        int("to", false),
+        int("call_start", true),
+        int("hand", true),
+        int("region", false),
+        text("path"),
+    ])
+}
+
+/// The pieces of time the walk covers, backward (rank, thread, start, end, kind; `kind` NULL:
+/// compute or mpi by the stretch it lies in, a merged stretch's; `named`: its region and call
+/// path are its stretch's, else none); and, for the profile, a row per call path with its mean
+/// time per location less the waiting (`mean` not NULL, `path`; rank the first rank).
+pub(super) fn pieces_schema() -> SchemaRef {
+    schema_of(vec![
+        int("rank", false),
+        int("thread", false),
+        int("start", false),
+        int("end", false),
+        text("kind"),
+        Field::new("named", DataType::Boolean, false),
+        text("path"),
+        Field::new("mean", DataType::Float64, true),
+    ])
+}
+
+/// One row of the exits.
+#[derive(Default)]
+struct Row {
+    rank: i64,
+    what: i8,
+    thread: i64,
+    from: i64,
+    to: i64,
+    call_start: Option<i64>,
+    hand: Option<i64>,
+    region: i64,
+    path: Option<String>,
+}
+
+fn index_batch(rows: &[Row]) -> Result<RecordBatch> {
+    let int = |f: fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    let opt =
+        |f: fn(&Row) -> Option<i64>| -> ArrayRef { Arc::new(Int64Array::from(rows.iter().map(f).collect::<Vec<_>>())) };
+    let columns: Vec<ArrayRef> = vec![
+        int(|r| r.rank),
+        Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.what))),
+        int(|r| r.thread),
+        int(|r| r.from),
+        int(|r| r.to),
+        opt(|r| r.call_start),
+        opt(|r| r.hand),
+        int(|r| r.region),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.path.as_deref()).collect::<Vec<_>>())),
+    ];
+    Ok(RecordBatch::try_new(index_schema(), columns)?)
+}
+
+/// Folds the waits of the task's ranks (inputs 1 and 2) and the threads' records (3 on).
+struct FoldExits {
+    found: Found,
+    records: ThreadRecords,
+    answer: Answer,
+}
+
+pub(super) fn exits_start(answer: Answer) -> StartFold {
+    Arc::new(move || Box::new(FoldExits { found: Found::default(), records: ThreadRecords::default(), answer }))
+}
+
+impl Folder for FoldExits {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 | 2 => waits_of(batch, &mut self.found),
+            _ => self.records.fold_input(input, batch),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.found.waits.capacity() * std::mem::size_of::<crate::waits::Wait>() + self.records.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let FoldExits { found, records, answer } = *self;
+        let mut waits = RunWaits::new();
+        for w in &found.waits {
+            waits.add(w);
+        }
+        drop(found);
+        waits.seal();
+        let offload = Handovers::from_batches(records.offload())?;
+        Ok(Box::new(Exits { waits, records, offload, names: Names::default(), paths: Paths::default(), answer }))
+    }
+}
+
+/// Sweeps a chunk of whole ranks' calls into their stretches and gives each location's exits.
+struct Exits {
+    waits: RunWaits,
+    records: ThreadRecords,
+    offload: Handovers,
+    names: Names,
+    paths: Paths,
+    answer: Answer,
+}
+
+impl Mapper for Exits {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let mut rows = Vec::new();
+        let (waits, offload, profile) = (&self.waits, &self.offload, self.answer == Answer::Profile);
+        sweep_ranks(
+            "critical_path",
+            batches,
+            &self.records,
+            &mut self.names,
+            &mut self.paths,
+            |rank, threads, omp, names, paths| {
+                let finalize = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
+                let ends: &[WaitEnd] = waits.ends.get(&rank).map_or(&[], Vec::as_slice);
+                let mut used = vec![false; ends.len()];
+                let mut entered: Option<(i64, i64)> = None;
+                for (k, th) in threads.iter().enumerate() {
+                    rows.push(Row { rank, what: LOCATION, thread: th.thread, to: i64::from(k == 0), ..Row::default() });
+                    let stream = offload.is_stream(rank, th.thread);
+                    let mut merged: Option<Stretch> = None;
+                    for s in &th.stretches {
+                        if Some(s.region) == finalize && entered.is_none_or(|e| s.from < e.1) {
+                            entered = Some((th.thread, s.from));
+                        }
+                        let mut kept = stream
+                            || s.hand.is_some()
+                            || finalize == Some(s.region)
+                            || offload.sync_within(rank, th.thread, s.from, s.to);
+                        if let Some(call) = s.call_start {
+                            // The waits of its call that end in it.
+                            let first = ends.partition_point(|w| w.end < s.from);
+                            for (i, w) in ends.iter().enumerate().skip(first).take_while(|(_, w)| w.end <= s.to) {
+                                if w.start >= call && w.end > call {
+                                    used[i] = true;
+                                    kept = true;
+                                }
+                            }
+                        }
+                        if kept {
+                            if let Some(m) = merged.take() {
+                                rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                            }
+                            rows.push(stretch_row(rank, th.thread, KEPT, s, finalize));
+                            continue;
+                        }
+                        // Apart on a rank of several locations, the runs of MPI and of other time:
+                        // the walk arriving there asks which thread was in an MPI call.
+                        let mpi = s.call_start.is_some() && threads.len() > 1;
+                        match &mut merged {
+                            Some(m) if m.to == s.from && m.call_start.is_some() == mpi => {
+                                m.to = s.to;
+                                if mpi {
+                                    m.call_start = Some(s.to);
+                                }
+                            }
+                            _ => {
+                                if let Some(m) = merged.take() {
+                                    rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                                }
+                                // An MPI call said to start at the stretch's end: no wait of the
+                                // rank ends after it within it.
+                                let call_start = mpi.then_some(s.to);
+                                merged = Some(Stretch { call_start, hand: None, region: OTHER_REGION, ..*s });
+                            }
+                        }
+                    }
+                    if let Some(m) = merged.take() {
+                        rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                    }
+                }
+                if let Some((thread, at)) = entered {
+                    rows.push(Row { rank, what: FINALIZE, thread, from: at, ..Row::default() });
+                }
+                for (w, _) in ends.iter().zip(&used).filter(|(_, u)| **u) {
+                    rows.push(Row {
+                        rank,
+                        what: WAIT,
+                        from: w.start,
+                        to: w.end,
+                        call_start: Some(w.partner),
+                        region: i64::from(w.transfer),
+                        ..Row::default()
+                    });
+                }
+                if profile {
+                    let mut totals: BTreeMap<(u32, i64), i64> = BTreeMap::new();
+                    let waiting = waits.waiting.get(&rank);
+                    for th in threads {
+                        for s in &th.stretches {
+                            *totals.entry((s.path, th.thread)).or_default() += super::not_waiting(s, waiting);
+                        }
+                    }
+                    for w in omp.iter().filter(|w| w.barrier) {
+                        *totals.entry((w.path, w.thread)).or_default() -= w.end - w.start;
+                    }
+                    for ((path, thread), ns) in totals {
+                        let path = path_name(paths, path).map(str::to_string);
+                        rows.push(Row { rank, what: TOTAL, thread, from: ns, path, ..Row::default() });
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        index_batch(&rows)
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.waits.count * 48 + self.records.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
+    }
+}
+
+/// The row of stretch `s` of a location, kept (its region class by `finalize`) or merged.
+fn stretch_row(rank: i64, thread: i64, what: i8, s: &Stretch, finalize: Option<u32>) -> Row {
+    let region = match s.region {
+        UNCOVERED => UNCOVERED,
+        r if Some(r) == finalize => FINALIZE_REGION,
+        _ => OTHER_REGION,
+    };
+    Row {
+        rank,
+        what,
+        thread,
+        from: s.from,
+        to: s.to,
+        call_start: s.call_start,
+        hand: s.hand.map(i64::from),
+        region: i64::from(region),
+        path: None,
+    }
+}
+
+pub(super) fn walk_prepare(answer: Answer, offload: bool) -> Prepare {
+    Arc::new(move |held| {
+        let offload = match (offload, held.first()) {
+            (true, Some(batches)) => Handovers::from_batches(batches)?,
+            _ => Handovers::default(),
+        };
+        Ok(Box::new(Walk::new(answer, offload)?) as Box<dyn Mapper>)
+    })
+}
+
+/// Reads every location's exits in rank order into a store of stretches and the waits, and
+/// walks the path when they end.
+struct Walk {
+    answer: Answer,
+    offload: Handovers,
+    store: StretchStore,
+    waits: RunWaits,
+    finalize: Finalize,
+    threads: BTreeMap<i64, Vec<i64>>,
+    /// The location whose stretches are being read, whether it is padded, and its stretches.
+    location: Option<(i64, i64, bool, Vec<Stretch>)>,
+    /// Per call path (an index of `paths`, or `NO_PATH`) and location, the time less waiting.
+    totals: HashMap<(u32, (i64, i64)), i64>,
+    paths: Vec<String>,
+    path_ids: HashMap<String, u32>,
+}
+
+impl Walk {
+    fn new(answer: Answer, offload: Handovers) -> Result<Walk> {
+        Ok(Walk {
+            answer,
+            offload,
+            store: StretchStore::new("critical_path")?,
+            waits: RunWaits::new(),
+            finalize: Finalize::default(),
+            threads: BTreeMap::new(),
+            location: None,
+            totals: HashMap::new(),
+            paths: Vec::new(),
+            path_ids: HashMap::new(),
+        })
+    }
+
+    /// The stretches of the location being read are all there.
+    fn flush(&mut self) -> Result<()> {
+        if let Some((rank, thread, padded, list)) = self.location.take() {
+            self.store.push(location(rank, thread), &list, padded)?;
+        }
+        Ok(())
+    }
+}
+
+impl Mapper for Walk {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let b = std::slice::from_ref(batch);
+        let (rank, thread, from, to) =
+            (int64_column(b, 0)?, int64_column(b, 2)?, int64_column(b, 3)?, int64_column(b, 4)?);
+        let (call_start, hand, region, path) =
+            (int64_column(b, 5)?, int64_column(b, 6)?, int64_column(b, 7)?, text_column(b, 8)?);
+        let Some(what) = batch.column(1).as_any().downcast_ref::<Int8Array>() else {
+            return exec_err!("critical_path: the exits' column what is not int8");
+        };
+        let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
+        for r in 0..batch.num_rows() {
+            let (rank, thread) = (rank.value(r), thread.value(r));
+            match what.value(r) {
+                KEPT | MERGED => {
+                    let Some((at_rank, at_thread, _, list)) = &mut self.location else {
+                        return exec_err!("critical_path: a stretch of rank {rank} came before its location");
+                    };
+                    if (*at_rank, *at_thread) != (rank, thread) {
+                        return exec_err!(
+                            "critical_path: a stretch of rank {rank} thread {thread} came among another location's"
+                        );
+                    }
+                    let class = u32::try_from(region.value(r)).unwrap_or(OTHER_REGION);
+                    list.push(Stretch {
+                        from: from.value(r),
+                        to: to.value(r),
+                        region: class,
+                        path: if what.value(r) == KEPT { KEPT_PATH } else { MERGED_PATH },
+                        call_start: opt(&call_start, r),
+                        hand: opt(&hand, r).and_then(|h| u32::try_from(h).ok()),
+                    });
+                }
+                LOCATION => {
+                    self.flush()?;
+                    self.threads.entry(rank).or_default().push(thread);
+                    self.location = Some((rank, thread, to.value(r) == 1, Vec::new()));
+                }
+                FINALIZE => {
+                    self.finalize.entered.insert(rank, (thread, from.value(r)));
+                }
+                WAIT => {
+                    let Some(partner) = opt(&call_start, r) else {
+                        return exec_err!("critical_path: a wait of rank {rank} without its partner");
+                    };
+                    self.waits.count += 1;
+                    self.waits.ends.entry(rank).or_default().push(WaitEnd {
+                        start: from.value(r),
+                        end: to.value(r),
+                        partner,
+                        transfer: region.value(r) == 1,
+                    });
+                }
+                TOTAL => {
+                    let id = match path.is_valid(r).then(|| path.value(r)) {
+                        None => NO_PATH,
+                        Some(p) => match self.path_ids.get(p) {
+                            Some(&id) => id,
+                            None => {
+                                let id = self.paths.len() as u32;
+                                self.paths.push(p.to_string());
+                                self.path_ids.insert(p.to_string(), id);
+                                id
+                            }
+                        },
+                    };
+                    *self.totals.entry((id, (rank, thread))).or_default() += from.value(r);
+                }
+                other => return exec_err!("critical_path: an exit of unknown kind {other}"),
+            }
+        }
+        Ok(RecordBatch::new_empty(pieces_schema()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        let location = self.location.as_ref().map_or(0, |l| l.3.capacity() * std::mem::size_of::<Stretch>());
+        self.store.held_bytes() + self.waits.count * 32 + 48 * self.totals.len() + location + 32 * self.threads.len()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.flush()?;
+        self.store.finish_writing(UNCOVERED)?;
+        self.waits.seal();
+        let mut pieces: Vec<Walked> = Vec::new();
+        walk_pieces(
+            &mut self.store,
+            Some(FINALIZE_REGION),
+            &self.finalize,
+            &self.waits,
+            &self.threads,
+            &self.offload,
+            &mut |rank, thread, s, start, end, kind| {
+                let piece = match s.path {
+                    MERGED_PATH => (rank, thread, start, end, None, true),
+                    KEPT_PATH => (rank, thread, start, end, Some(kind), true),
+                    _ => (rank, thread, start, end, Some(kind), false),
+                };
+                pieces.push(piece);
+            },
+        )?;
+        let mut means: Vec<(Option<String>, f64)> = Vec::new();
+        if self.answer == Answer::Profile {
+            for (&rank, list) in &self.threads {
+                if let Some(&master) = list.first()
+                    && let Some(pad) = self.store.padding_of(location(rank, master))
+                {
+                    *self.totals.entry((NO_PATH, (rank, master))).or_default() += pad.to - pad.from;
+                }
+            }
+            let paths = &self.paths;
+            let found =
+                super::means(&self.totals, &self.threads, &self.offload, |p| paths.get(p as usize).map(String::as_str));
+            means = found.into_iter().map(|(p, m)| (p.map(str::to_string), m)).collect();
+        }
+        let first = self.threads.keys().next().copied().unwrap_or(0);
+        Ok(vec![pieces_batch(&pieces, &means, first)?])
+    }
+}
+
+/// A piece the walk covered: rank, thread, start, end, kind (None: by its stretches), whether
+/// its stretches name it.
+type Walked = (i64, i64, i64, i64, Option<&'static str>, bool);
+
+/// The rows of `pieces` and, for the profile, of the means per call path (under rank `first`).
+fn pieces_batch(pieces: &[Walked], means: &[(Option<String>, f64)], first: i64) -> Result<RecordBatch> {
+    let blank = means.len();
+    let int = |f: fn(&Walked) -> i64, other: i64| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(pieces.iter().map(f).chain(std::iter::repeat_n(other, blank))))
+    };
+    let kinds = pieces.iter().map(|p| p.4).chain(std::iter::repeat_n(None, blank));
+    let named = pieces.iter().map(|p| Some(p.5)).chain(std::iter::repeat_n(Some(false), blank));
+    let paths = std::iter::repeat_n(None, pieces.len()).chain(means.iter().map(|(p, _)| p.as_deref()));
+    let mean = std::iter::repeat_n(None, pieces.len()).chain(means.iter().map(|(_, m)| Some(*m)));
+    let columns: Vec<ArrayRef> = vec![
+        int(|p| p.0, first),
+        int(|p| p.1, 0),
+        int(|p| p.2, 0),
+        int(|p| p.3, 0),
+        Arc::new(StringArray::from_iter(kinds)),
+        Arc::new(BooleanArray::from_iter(named)),
+        Arc::new(StringArray::from_iter(paths)),
+        Arc::new(Float64Array::from_iter(mean)),
+    ];
+    Ok(RecordBatch::try_new(pieces_schema(), columns)?)
+}

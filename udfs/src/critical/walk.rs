@@ -1,0 +1,263 @@
+//! The critical path's walk (Böhme et al., IPDPS 2012, as the module above says): backward
+//! from the end of the rank that finishes last, over every location's stretches
+//! ([`crate::critical::stretch_store`]), staying on a location until it meets the end of a wait
+//! of the call it is in (then it goes on with the rank waited for), an OpenMP hand-over, a
+//! synchronisation with an accelerator or a kernel's launch, or MPI_Finalize after the last
+//! rank entered it. The walk tells each piece of time it covers, backward, to a sink: in one
+//! process the pieces merge into the path's segments here; on a distributed engine the walk
+//! runs over each location's exits alone and the pieces are told their regions where the
+//! calls lie ([`crate::critical::path_steps`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use super::Segment;
+use crate::accelerators::Handovers;
+use crate::critical::stretch_store::{StretchStore, location, rank_thread};
+use crate::sweeps::call_paths::Paths;
+use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
+use crate::waits::Wait;
+
+/// A wait as the walk reads it: when it ended, who ended it, and whether the rest of the call
+/// is a transfer.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitEnd {
+    pub start: i64,
+    pub end: i64,
+    pub partner: i64,
+    pub transfer: bool,
+}
+
+/// What the walk and the profile need of the wait states: each rank's waits sorted by their
+/// end, and its waiting as disjoint intervals in time order.
+pub(crate) struct RunWaits {
+    pub ends: HashMap<i64, Vec<WaitEnd>>,
+    pub waiting: HashMap<i64, Vec<(i64, i64)>>,
+    pub count: usize,
+}
+
+impl RunWaits {
+    pub(crate) fn new() -> RunWaits {
+        RunWaits { ends: HashMap::new(), waiting: HashMap::new(), count: 0 }
+    }
+
+    pub(crate) fn add(&mut self, w: &Wait) {
+        self.count += 1;
+        self.waiting.entry(w.rank).or_default().push((w.ts, w.ts + w.wait_ns));
+        if let Some(partner) = w.partner {
+            self.ends.entry(w.rank).or_default().push(WaitEnd {
+                start: w.ts,
+                end: w.ts + w.wait_ns,
+                partner,
+                transfer: w.pattern == "late_sender",
+            });
+        }
+    }
+
+    /// Every wait has been added: the waits in order of their end, the waiting merged.
+    pub(crate) fn seal(&mut self) {
+        for list in self.waiting.values_mut() {
+            list.sort_unstable();
+            let mut kept = 0;
+            for i in 0..list.len() {
+                let (a, b) = list[i];
+                if kept > 0 && a <= list[kept - 1].1 {
+                    list[kept - 1].1 = list[kept - 1].1.max(b);
+                } else {
+                    list[kept] = (a, b);
+                    kept += 1;
+                }
+            }
+            list.truncate(kept);
+            list.shrink_to_fit();
+        }
+        for list in self.ends.values_mut() {
+            list.sort_by_key(|w| (w.end, w.start));
+            list.shrink_to_fit();
+        }
+    }
+}
+
+/// The critical path, in time order, walked over the stretches of `store` (every thread's,
+/// written under `location`; `threads` per rank, the master first) with the region names and
+/// call paths they were swept with.
+pub(crate) fn walk(
+    store: &mut StretchStore,
+    names: &[String],
+    paths: &Paths,
+    finalize: &Finalize,
+    waits: &RunWaits,
+    threads: &BTreeMap<i64, Vec<i64>>,
+    offload: &Handovers,
+) -> Result<Vec<Segment>> {
+    let finalize_region = names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
+    let mut backward: Vec<Segment> = Vec::new();
+    walk_pieces(
+        store,
+        finalize_region,
+        finalize,
+        waits,
+        threads,
+        offload,
+        &mut |rank, thread, s, start, end, kind| {
+            let path = path_name(paths, s.path);
+            match backward.last_mut() {
+                Some(seg)
+                    if seg.rank == rank
+                        && seg.thread == thread
+                        && seg.kind == kind
+                        && seg.path.as_deref() == path
+                        && seg.start == end =>
+                {
+                    seg.start = start;
+                }
+                _ => backward.push(Segment {
+                    rank,
+                    thread,
+                    region: region_name(names, s.region).map(str::to_string),
+                    path: path.map(str::to_string),
+                    start,
+                    end,
+                    kind,
+                }),
+            }
+        },
+    )?;
+    backward.reverse();
+    Ok(backward)
+}
+
+/// A sink of the pieces the walk covers, backward: rank, thread, the stretch the piece lies in,
+/// its start and end (end > start), its kind.
+pub(crate) type Pieces<'a> = dyn FnMut(i64, i64, &Stretch, i64, i64, &'static str) + 'a;
+
+/// The walk over the stretches of `store` (as `walk` says), telling each piece it covers to
+/// `emit`, backward; stretches of region `finalize_region` are MPI_Finalize.
+pub(crate) fn walk_pieces(
+    store: &mut StretchStore,
+    finalize_region: Option<u32>,
+    finalize: &Finalize,
+    waits: &RunWaits,
+    threads: &BTreeMap<i64, Vec<i64>>,
+    offload: &Handovers,
+    pieces: &mut Pieces,
+) -> Result<()> {
+    let master = |rank: i64| threads.get(&rank).and_then(|t| t.first()).copied().unwrap_or(0);
+    // From the end of the master of the rank that finishes last (the lowest such rank).
+    let last = store
+        .ends()
+        .map(|(key, end)| (rank_thread(key), end))
+        .filter(|&((rank, thread), _)| thread == master(rank))
+        .max_by_key(|&((rank, _), end)| (end, -rank));
+    let Some(((mut rank, mut thread), mut t)) = last else { return Ok(()) };
+    // MPI_Finalize synchronises every rank (Scalasca's path starts where the last rank enters
+    // it): a rank in MPI_Finalize after the latest entry waited there for that rank.
+    let latest_finalize = finalize.entered.iter().map(|(r, &(th, c))| (*r, th, c)).max_by_key(|&(r, _, c)| (c, -r));
+    let mut seen: HashSet<(i64, i64)> = HashSet::new();
+    let mut handed: HashSet<(i64, i64, i64)> = HashSet::new();
+    let budget = store.len() * 4 + waits.count + offload.len() * 2 + 16;
+    let mut emit = |rank: i64, thread: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
+        if end > start {
+            pieces(rank, thread, s, start, end, kind);
+        }
+    };
+    for step in 0.. {
+        if step > budget {
+            return exec_err!(
+                "critical_path: the walk does not end; the dependencies of the relations contradict each other"
+            );
+        }
+        if step % 65_536 == 0 {
+            commdb_catalog::interrupt::check("critical_path")?;
+        }
+        // The stretch holding the instant just before t; before a thread's first, its master's.
+        let Some(s) = store.holding(location(rank, thread), t)? else {
+            if thread == master(rank) {
+                break;
+            }
+            thread = master(rank);
+            continue;
+        };
+        // An accelerator stream: a kernel is the device's compute; at its start the path goes on
+        // with the launch it waited for (crate::accelerators::Handovers).
+        if offload.is_stream(rank, thread) {
+            if s.region == UNCOVERED {
+                emit(rank, thread, &s, s.from, t, "queue");
+                t = s.from;
+                continue;
+            }
+            emit(rank, thread, &s, s.from, t, "device");
+            t = s.from;
+            if let Some((host, at)) = offload.launch_before(rank, thread, t)
+                && handed.insert((rank, thread, t))
+            {
+                let queued =
+                    Stretch { from: at, to: t, region: UNCOVERED, path: NO_PATH, call_start: None, hand: None };
+                emit(rank, thread, &queued, at, t, "queue");
+                (thread, t) = (host, at);
+            }
+            continue;
+        }
+        // An early synchronisation with the device: from the end of the kernel it waited for,
+        // the path goes on with that kernel's stream.
+        if let Some(sync) = offload.sync_at(rank, thread, t, s.from)
+            && handed.insert((rank, thread, sync.kernel_end))
+        {
+            emit(rank, thread, &s, sync.kernel_end, t, "compute");
+            (thread, t) = (sync.stream, sync.kernel_end);
+            continue;
+        }
+        // An OpenMP hand-over: the path goes on with another thread (or the same) at its start.
+        if let Some(hand) = s.hand {
+            emit(rank, thread, &s, s.from, t, "omp");
+            thread = i64::from(hand);
+            t = s.from;
+            continue;
+        }
+        let Some(call_start) = s.call_start else {
+            emit(rank, thread, &s, s.from, t, "compute");
+            t = s.from;
+            continue;
+        };
+        if let Some((last_rank, last_thread, entered)) = latest_finalize
+            && Some(s.region) == finalize_region
+            && rank != last_rank
+            && s.from <= entered
+            && entered < t
+            && seen.insert((rank, entered))
+        {
+            emit(rank, thread, &s, entered, t, "mpi");
+            (rank, thread, t) = (last_rank, last_thread, entered);
+            continue;
+        }
+        // The latest wait of this call that ended by t.
+        let wait = waits.ends.get(&rank).and_then(|list| {
+            let k = list.partition_point(|w| w.end <= t);
+            list[..k]
+                .iter()
+                .rev()
+                .find(|w| w.start >= call_start && w.end > call_start && threads.contains_key(&w.partner))
+        });
+        match wait {
+            Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
+                emit(rank, thread, &s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
+                rank = w.partner;
+                thread = store.mpi_thread(&threads[&rank], rank, w.end)?;
+                t = w.end;
+            }
+            _ => {
+                emit(rank, thread, &s, s.from, t, "mpi");
+                t = s.from;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// When each rank first entered MPI_Finalize, and on which thread.
+#[derive(Debug, Default)]
+pub(crate) struct Finalize {
+    pub entered: HashMap<i64, (i64, i64)>,
+}
