@@ -105,6 +105,13 @@ pub trait Folder: Send {
 
     /// Every other input has been folded: the mapper of the main input.
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>>;
+
+    /// Whether its mapper's `held_bytes` counts all it keeps of what was folded, so that the
+    /// fold's reservation goes once the mapper is made (a fold that its mapper keeps in another
+    /// form would otherwise be counted twice); by default the fold stays reserved.
+    fn mapper_counts_the_fold(&self) -> bool {
+        false
+    }
 }
 
 /// Starts the folder of one execution.
@@ -273,6 +280,9 @@ impl Streamed {
                 }
                 Side::Folded(start, wrap) => {
                     let (folder, reservation) = fold(&name, start(), held, &context, &baseline).await?;
+                    if folder.mapper_counts_the_fold() {
+                        reservation.free();
+                    }
                     let work = move || {
                         let _running = timer.timer();
                         folder.into_mapper()

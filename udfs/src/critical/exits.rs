@@ -123,37 +123,43 @@ fn index_batch(rows: &[Row]) -> Result<RecordBatch> {
 
 /// Folds the waits of the task's ranks (inputs 1 and 2) and the threads' records (3 on).
 struct FoldExits {
-    found: Found,
+    waits: RunWaits,
     records: ThreadRecords,
     answer: Answer,
 }
 
 pub(super) fn exits_start(answer: Answer) -> StartFold {
-    Arc::new(move || Box::new(FoldExits { found: Found::default(), records: ThreadRecords::default(), answer }))
+    Arc::new(move || Box::new(FoldExits { waits: RunWaits::new(), records: ThreadRecords::default(), answer }))
 }
 
 impl Folder for FoldExits {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
-            1 | 2 => waits_of(batch, &mut self.found),
+            1 | 2 => {
+                let mut found = Found::default();
+                waits_of(batch, &mut found)?;
+                for w in &found.waits {
+                    self.waits.add(w);
+                }
+                Ok(())
+            }
             _ => self.records.fold_input(input, batch),
         }
     }
 
     fn held_bytes(&self) -> usize {
-        self.found.waits.capacity() * std::mem::size_of::<crate::waits::Wait>() + self.records.held_bytes()
+        self.waits.held_bytes() + self.records.held_bytes()
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldExits { found, records, answer } = *self;
-        let mut waits = RunWaits::new();
-        for w in &found.waits {
-            waits.add(w);
-        }
-        drop(found);
+        let FoldExits { mut waits, records, answer } = *self;
         waits.seal();
         let offload = Handovers::from_batches(records.offload())?;
         Ok(Box::new(Exits { waits, records, offload, names: Names::default(), paths: Paths::default(), answer }))
+    }
+
+    fn mapper_counts_the_fold(&self) -> bool {
+        true
     }
 }
 
@@ -277,7 +283,7 @@ impl Mapper for Exits {
     }
 
     fn held_bytes(&self) -> usize {
-        self.waits.count * 48 + self.records.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
+        self.waits.held_bytes() + self.records.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
     }
 }
 
@@ -429,7 +435,7 @@ impl Mapper for Walk {
 
     fn held_bytes(&self) -> usize {
         let location = self.location.as_ref().map_or(0, |l| l.3.capacity() * std::mem::size_of::<Stretch>());
-        self.store.held_bytes() + self.waits.count * 32 + 48 * self.totals.len() + location + 32 * self.threads.len()
+        self.store.held_bytes() + self.waits.held_bytes() + 48 * self.totals.len() + location + 32 * self.threads.len()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {

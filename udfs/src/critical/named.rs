@@ -98,6 +98,10 @@ impl Folder for FoldPieces {
         self.pieces.values().map(|p| 32 * p.len() + 48).sum::<usize>() + self.records.held_bytes()
     }
 
+    fn mapper_counts_the_fold(&self) -> bool {
+        true
+    }
+
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
         let FoldPieces { pieces, means, records } = *self;
         Ok(Box::new(NamePieces { pieces, means, records, names: Names::default(), paths: Paths::default() }))

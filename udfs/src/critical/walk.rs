@@ -56,6 +56,13 @@ impl RunWaits {
         }
     }
 
+    /// Bytes held: each wait's end (32 bytes) and waiting (16), and a list per rank.
+    pub(crate) fn held_bytes(&self) -> usize {
+        let ends: usize = self.ends.values().map(|l| l.capacity() * std::mem::size_of::<WaitEnd>() + 48).sum();
+        let waiting: usize = self.waiting.values().map(|l| l.capacity() * 16 + 48).sum();
+        ends + waiting
+    }
+
     /// Every wait has been added: the waits in order of their end, the waiting merged.
     pub(crate) fn seal(&mut self) {
         for list in self.waiting.values_mut() {
