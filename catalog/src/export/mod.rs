@@ -118,6 +118,14 @@ fn paraver_name(name: &str) -> String {
 mod tests {
     use super::*;
 
+    /// The crate's directory where the tests run (cargo says it when it runs them): a test
+    /// binary built in another checkout that shares the build cache keeps that checkout's
+    /// directory in what `env!` gave at compile time.
+    fn manifest_dir() -> std::path::PathBuf {
+        let dir = std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into());
+        std::path::PathBuf::from(dir)
+    }
+
     #[test]
     fn formats_are_found_by_name_and_an_unknown_one_is_refused() {
         assert_eq!(named("Paraver").unwrap().name, "paraver");
@@ -184,7 +192,7 @@ mod tests {
         };
         let generated = crate::generate::generate(&skewed).unwrap().trace;
         let generated = generated.build_with(crate::clock::Correction::Off).unwrap();
-        let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/otf2/gpu/traces.otf2");
+        let archive = manifest_dir().join("../tests/data/otf2/gpu/traces.otf2");
         let gpu = crate::formats::read(&archive.display().to_string(), &crate::OpenOptions::default()).unwrap();
         for (trace, correction) in [(generated, crate::clock::Correction::Off), (gpu, Default::default())] {
             let dir = tempfile::tempdir().unwrap();
@@ -216,7 +224,7 @@ mod tests {
 
     #[test]
     fn what_paraver_has_no_record_for_is_counted_and_said() {
-        let archive = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/otf2/gpu/traces.otf2");
+        let archive = manifest_dir().join("../tests/data/otf2/gpu/traces.otf2");
         let trace = crate::formats::read(&archive.display().to_string(), &crate::OpenOptions::default()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let said = named("paraver").unwrap().write(&trace, dir.path()).unwrap();

@@ -213,24 +213,38 @@ impl SyncPoints {
     fn of_messages(waits: &[Wait], left: &HashMap<i64, i64>) -> SyncPoints {
         let mut out = SyncPoints::default();
         for w in waits {
-            let end = w.ts + w.wait_ns;
-            match (w.comm, w.instance, w.partner) {
-                (Some(_), Some(_), _) => {}
-                (_, _, Some(p)) if p != w.rank => {
-                    let t = match (w.pattern, w.msg_id.and_then(|m| left.get(&m))) {
-                        ("late_sender", Some(&t)) => t.max(end),
-                        _ => end,
-                    };
-                    out.messages.entry((w.rank, p)).or_default().push((t, t));
-                    out.messages.entry((p, w.rank)).or_default().push((t, t));
-                }
-                _ => {}
-            }
+            out.message_wait(w, left);
         }
         for list in out.messages.values_mut() {
             list.sort_unstable();
         }
         out
+    }
+
+    /// The synchronisation point of message wait `w` (see `of_messages`; a collective's wait
+    /// makes none here), its messages' list left unsorted.
+    fn message_wait(&mut self, w: &Wait, left: &HashMap<i64, i64>) {
+        let end = w.ts + w.wait_ns;
+        match (w.comm, w.instance, w.partner) {
+            (Some(_), Some(_), _) => {}
+            (_, _, Some(p)) if p != w.rank => {
+                let t = match (w.pattern, w.msg_id.and_then(|m| left.get(&m))) {
+                    ("late_sender", Some(&t)) => t.max(end),
+                    _ => end,
+                };
+                self.messages.entry((w.rank, p)).or_default().push((t, t));
+                self.messages.entry((p, w.rank)).or_default().push((t, t));
+            }
+            _ => {}
+        }
+    }
+
+    /// Bytes held: 16 a synchronisation of two ranks' messages, 24 a collective's end on a
+    /// rank and 40 its entry by instance, and a list per pair or rank.
+    fn held_bytes(&self) -> usize {
+        let messages: usize = self.messages.values().map(|l| 16 * l.capacity() + 64).sum();
+        let collectives: usize = self.collectives.values().map(|l| 24 * l.capacity() + 48).sum();
+        messages + collectives + 40 * self.ends.len()
     }
 
     /// Collective `(c, k)`, in which someone waited, synchronises its members when each leaves
@@ -572,31 +586,78 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // On a cluster the waits, the send calls' ends and the collectives' ends are found where
     // the messages and collectives lie; the costs, traced back over every rank, in one task.
     let schema = out.clone();
-    let then: crate::waits::spread::Then = Arc::new(move |found, records| delays_over(found, records, schema.clone()));
-    let spread = crate::waits::spread::spread(None, false, true, then);
+    let found: StartFold = Arc::new(move || Box::new(FoldFound::new(schema.clone())));
+    let spread = crate::waits::spread::spread_folding(None, false, true, found);
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start).spreading(spread)))
 }
 
-/// `delay_sweep` over what the cluster's steps found: the same waits and synchronisation
-/// points.
-fn delays_over(
-    found: crate::waits::spread::Found,
+/// On a cluster, folds what the steps before found (inputs 1 and 2: the waits, each late
+/// sender with when its send call was left, each member's leaving of an instance someone
+/// waited in) into the waits between ranks and the synchronisation points as they come, the
+/// same `delay_sweep` makes, and the threads' records (3 on).
+struct FoldFound {
+    waits: Vec<W>,
+    sync: SyncPoints,
+    /// Each member's leaving of an instance someone waited in: comm, instance, rank, end.
+    ends: Vec<(i64, i64, i64, i64)>,
     records: ThreadRecords,
     schema: SchemaRef,
-) -> Result<Box<dyn Mapper>> {
-    let crate::waits::spread::Found { waits: all, left, mut ends } = found;
-    // Collective waits (with comm and instance) make no synchronisation point of a message.
-    let mut sync = SyncPoints::of_messages(&all, &left);
-    drop(left);
-    let waits: Vec<W> = all.iter().filter_map(as_wait).collect();
-    drop(all);
-    ends.sort_unstable();
-    for instance in ends.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-        let members: Vec<(i64, i64)> = instance.iter().map(|e| (e.2, e.3)).collect();
-        sync.waited_in(instance[0].0, instance[0].1, &members);
+}
+
+impl FoldFound {
+    fn new(schema: SchemaRef) -> FoldFound {
+        FoldFound {
+            waits: Vec::new(),
+            sync: SyncPoints::default(),
+            ends: Vec::new(),
+            records: ThreadRecords::default(),
+            schema,
+        }
     }
-    sync.seal();
-    delay_mapper(waits, records, sync, schema)
+}
+
+impl commdb_analysis::stream::Folder for FoldFound {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        if !matches!(input, 1 | 2) {
+            return self.records.fold_input(input, batch);
+        }
+        let mut found = crate::waits::spread::Found::default();
+        crate::waits::spread::waits_of(batch, &mut found)?;
+        for w in &found.waits {
+            // Collective waits (with comm and instance) make no synchronisation point of a
+            // message.
+            self.sync.message_wait(w, &found.left);
+            self.waits.extend(as_wait(w));
+        }
+        self.ends.append(&mut found.ends);
+        Ok(())
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.waits.capacity() * std::mem::size_of::<W>()
+            + self.sync.held_bytes()
+            + self.ends.capacity() * 32
+            + self.records.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let FoldFound { waits, mut sync, mut ends, records, schema } = *self;
+        for list in sync.messages.values_mut() {
+            list.sort_unstable();
+        }
+        ends.sort_unstable();
+        for instance in ends.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let members: Vec<(i64, i64)> = instance.iter().map(|e| (e.2, e.3)).collect();
+            sync.waited_in(instance[0].0, instance[0].1, &members);
+        }
+        drop(ends);
+        sync.seal();
+        delay_mapper(waits, records, sync, schema, true)
+    }
+
+    fn mapper_counts_the_fold(&self) -> bool {
+        true
+    }
 }
 
 /// A wait between ranks as the costs read it (its threads found once the calls are swept).
@@ -628,12 +689,20 @@ fn delay_sweep(
     drop(message_waits);
     collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends));
     sync.seal();
-    delay_mapper(waits, records, sync, schema)
+    delay_mapper(waits, records, sync, schema, false)
 }
 
-/// The mapper that sweeps the calls and gives each wait's cost to its causes.
-fn delay_mapper(waits: Vec<W>, records: ThreadRecords, sync: SyncPoints, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
+/// The mapper that sweeps the calls and gives each wait's cost to its causes; with `counted`,
+/// its bytes count the waits and synchronisation points (the fold they came of is let go).
+fn delay_mapper(
+    waits: Vec<W>,
+    records: ThreadRecords,
+    sync: SyncPoints,
+    schema: SchemaRef,
+    counted: bool,
+) -> Result<Box<dyn Mapper>> {
     Ok(Box::new(DelaySweep {
+        counted,
         waits,
         threads_waits: WaitSpill::new()?,
         threads: BTreeMap::new(),
@@ -646,6 +715,8 @@ fn delay_mapper(waits: Vec<W>, records: ThreadRecords, sync: SyncPoints, schema:
 
 /// Sweeps the calls into every thread's stretches, then gives each wait's cost to its causes.
 struct DelaySweep {
+    /// Whether its bytes count the waits and synchronisation points (else the fold's do).
+    counted: bool,
     /// The waits between ranks (waiter and delayer are ranks until the calls are swept).
     waits: Vec<W>,
     /// The waits of threads for others of their rank, written to a scratch file as they come
@@ -684,7 +755,10 @@ impl Mapper for DelaySweep {
     }
 
     fn held_bytes(&self) -> usize {
-        self.swept.held_bytes() + WaitSpill::BUFFER + self.records.held_bytes()
+        self.swept.held_bytes()
+            + WaitSpill::BUFFER
+            + self.records.held_bytes()
+            + if self.counted { self.waits.capacity() * std::mem::size_of::<W>() + self.sync.held_bytes() } else { 0 }
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {

@@ -348,6 +348,20 @@ pub(crate) fn spread(
     ends: bool,
     then: Then,
 ) -> Spread {
+    let start: StartFold = Arc::new(move || {
+        Box::new(FoldFound { found: Found::default(), threads: ThreadRecords::default(), then: then.clone() })
+    });
+    spread_folding(notices, routed, ends, start)
+}
+
+/// `spread`, the answer folding the waits found before (inputs 1 and 2, rows `waits_of` reads)
+/// and the threads' records (3 on) by the folder `start` makes.
+pub(crate) fn spread_folding(
+    notices: Option<commdb_catalog::wallclock::Notices>,
+    routed: bool,
+    ends: bool,
+    start: StartFold,
+) -> Spread {
     let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
     let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
     let reduce_collectives: Prepare = Arc::new(move |_| {
@@ -367,9 +381,6 @@ pub(crate) fn spread(
         by: vec![0, 1],
         reduce: (wait_schema(), Work::Streamed(reduce_collectives), "the waits of each collective instance"),
     };
-    let start: StartFold = Arc::new(move || {
-        Box::new(FoldFound { found: Found::default(), threads: ThreadRecords::default(), then: then.clone() })
-    });
     Spread::Prefolded {
         prefolds: vec![messages, collectives],
         work: Work::Folded(start, Main::ByRank(0)),
