@@ -260,7 +260,12 @@ impl SyncPoints {
     fn seal(&mut self) {
         for list in self.collectives.values_mut() {
             list.sort_unstable();
+            list.shrink_to_fit();
         }
+        for list in self.messages.values_mut() {
+            list.shrink_to_fit();
+        }
+        self.ends.shrink_to_fit();
     }
 
     /// The start of the synchronisation interval of `w` waiting from `w_until` on `d` arriving
@@ -652,6 +657,8 @@ impl commdb_analysis::stream::Folder for FoldFound {
         }
         drop(ends);
         sync.seal();
+        let mut waits = waits;
+        waits.shrink_to_fit();
         delay_mapper(waits, records, sync, schema, true)
     }
 
