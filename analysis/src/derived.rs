@@ -722,8 +722,9 @@ pub(crate) fn run_once(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
     Arc::new(CoalescePartitionsExec::new(plan).with_fetch(Some(RUN_ONCE_ROWS)))
 }
 
-/// The fetch of a coalescing `run_once` made.
-const RUN_ONCE_ROWS: usize = u32::MAX as usize;
+/// The fetch of a coalescing `run_once` made: a step of one task that would give this many
+/// rows fails saying so (`AnalysisExec::execute`) rather than be cut.
+pub(crate) const RUN_ONCE_ROWS: usize = u32::MAX as usize;
 
 /// Whether `plan` is one `run_once` made.
 pub(crate) fn runs_once(plan: &Arc<dyn ExecutionPlan>) -> bool {

@@ -555,7 +555,20 @@ impl ExecutionPlan for AnalysisExec {
         let schema = self.schema();
         let batches = self.execute_work(partition, context)?;
         let under = schema.clone();
-        let batches = batches.map(move |b| b.and_then(|b| Ok(b.with_schema(under.clone())?)));
+        // A step of one task passes on at most `RUN_ONCE_ROWS` rows (crate::derived::run_once).
+        let once = matches!(self.stage, Stage::Step(_)) && self.placement == Placement::Whole;
+        let (name, mut rows) = (self.name.clone(), 0usize);
+        let batches = batches.map(move |b| {
+            let b = b?;
+            rows += b.num_rows();
+            if once && rows >= crate::derived::RUN_ONCE_ROWS {
+                return datafusion::common::exec_err!(
+                    "{name}: a step of one task gives {rows} rows or more, past the {} a step of one task passes on",
+                    crate::derived::RUN_ONCE_ROWS - 1
+                );
+            }
+            Ok(b.with_schema(under.clone())?)
+        });
         Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)))
     }
 
