@@ -1,14 +1,20 @@
 //! Columns of an analysis' input batches as one array of one type (`int64_column`,
-//! `text_column`, ...), region names as small ids (`RegionIds`), and Arrow's errors as
-//! DataFusion's.
+//! `text_column`, ...), region names as small ids (`RegionIds`), the schema of an analysis's own
+//! rows (`schema_of`), and Arrow's errors as DataFusion's.
 
 use std::fmt;
 
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, RecordBatch, StringArray};
 use arrow::compute::{cast, concat};
-use arrow::datatypes::{DataType, Int64Type};
+use arrow::datatypes::{DataType, Field, Int64Type, Schema, SchemaRef};
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
+
+/// The schema of `fields`: name, type, whether it may be null.
+pub fn schema_of(fields: &[(&str, DataType, bool)]) -> SchemaRef {
+    let fields: Vec<Field> = fields.iter().map(|(name, t, null)| Field::new(*name, t.clone(), *null)).collect();
+    std::sync::Arc::new(Schema::new(fields))
+}
 
 /// One column of all batches as a single array cast to `to`.
 pub fn column(batches: &[RecordBatch], index: usize, to: &DataType) -> Result<ArrayRef> {

@@ -391,7 +391,7 @@ impl Derived {
     }
 
     /// The plan of step `k` of `steps` as another step reads it: a step of one task ends a stage
-    /// of its own there ([`run_once`]).
+    /// of its own there ([`crate::once`]).
     fn read_step(
         &self,
         session: &dyn Session,
@@ -401,7 +401,7 @@ impl Derived {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let plan = self.step_plan(session, steps, k, inputs, None)?;
         Ok(match steps[k].reads {
-            crate::steps::Reads::Once | crate::steps::Reads::OnceInOrder(_) => run_once(plan),
+            crate::steps::Reads::Once | crate::steps::Reads::OnceInOrder(_) => crate::once::run_once(plan),
             _ => plan,
         })
     }
@@ -709,25 +709,4 @@ fn in_order_or_whole(work: Work, inputs: &[Arc<dyn ExecutionPlan>]) -> Result<Wo
         }
         work => work,
     })
-}
-
-/// `plan` (of one partition) ending a stage of its own on a distributed engine, so that it runs
-/// in one task and the tasks that read it read its rows from the shuffle files: one partition
-/// read by a node of many would otherwise run in each of that node's tasks. The engine ends a
-/// stage at a coalescing of partitions; one with a fetch is kept by the optimizer where a
-/// needless one would be taken out. The fetch, `RUN_ONCE_ROWS`, is the most a plan's fetch
-/// carries to another process (32 bits), more rows than a step of one task gives.
-pub(crate) fn run_once(plan: Arc<dyn ExecutionPlan>) -> Arc<dyn ExecutionPlan> {
-    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-    Arc::new(CoalescePartitionsExec::new(plan).with_fetch(Some(RUN_ONCE_ROWS)))
-}
-
-/// The fetch of a coalescing `run_once` made: a step of one task that would give this many
-/// rows fails saying so (`AnalysisExec::execute`) rather than be cut.
-pub(crate) const RUN_ONCE_ROWS: usize = u32::MAX as usize;
-
-/// Whether `plan` is one `run_once` made.
-pub(crate) fn runs_once(plan: &Arc<dyn ExecutionPlan>) -> bool {
-    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
-    plan.downcast_ref::<CoalescePartitionsExec>().is_some_and(|c| c.fetch() == Some(RUN_ONCE_ROWS))
 }

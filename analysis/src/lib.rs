@@ -9,7 +9,9 @@
 //!   the logical plan (`AnalysisCall`, its inputs as child plans), `plan` its physical node
 //!   (`AnalysisExec`), which runs the work as `stream` and `by_rank` say, under the memory
 //!   `budget`;
-//! - **cluster**: `recipe` plans a call again on another process from what it looked up;
+//! - **cluster**: `recipe` plans a call again on another process from what it looked up,
+//!   `steps` and `routes` plan an analysis as steps and send rows to the task of their rank,
+//!   `once` ends a stage after a node of one task;
 //! - **views**: `views` plans an analysis that is SQL over others;
 //! - **per session**: `remembered` keeps what analyses learnt from a trace's tables;
 //! - **sharing and order**: `shared` computes an analysis a view reads several times once,
@@ -27,6 +29,7 @@ pub mod declare;
 pub mod derived;
 pub mod function_calls;
 pub mod node;
+pub mod once;
 pub mod ordered;
 pub mod params;
 pub mod plan;

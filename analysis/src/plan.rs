@@ -555,16 +555,16 @@ impl ExecutionPlan for AnalysisExec {
         let schema = self.schema();
         let batches = self.execute_work(partition, context)?;
         let under = schema.clone();
-        // A step of one task passes on at most `RUN_ONCE_ROWS` rows (crate::derived::run_once).
+        // A step of one task passes on at most `RUN_ONCE_ROWS` rows (crate::once::run_once).
         let once = matches!(self.stage, Stage::Step(_)) && self.placement == Placement::Whole;
         let (name, mut rows) = (self.name.clone(), 0usize);
         let batches = batches.map(move |b| {
             let b = b?;
             rows += b.num_rows();
-            if once && rows >= crate::derived::RUN_ONCE_ROWS {
+            if once && rows >= crate::once::RUN_ONCE_ROWS {
                 return datafusion::common::exec_err!(
                     "{name}: a step of one task gives {rows} rows or more, past the {} a step of one task passes on",
-                    crate::derived::RUN_ONCE_ROWS - 1
+                    crate::once::RUN_ONCE_ROWS - 1
                 );
             }
             Ok(b.with_schema(under.clone())?)
@@ -683,7 +683,7 @@ fn routed_inputs(
     let served = Served::default();
     for (i, input) in inputs.iter_mut().enumerate() {
         let exchanged = routed.exchanged.iter().any(|(e, _)| *e == i);
-        if exchanged && crate::derived::runs_once(input) {
+        if exchanged && crate::once::runs_once(input) {
             // Rows of one partition, not exchanged ([`crate::routes::Routes::exchanged`]).
             let rank = input.schema().index_of("rank")?;
             let route = routed.route.as_ref().and_then(|r| r.get(task).copied()).unwrap_or(task);

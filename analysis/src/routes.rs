@@ -149,7 +149,7 @@ impl Routes {
     /// keeps its route's ([`Slice::filtered`]).
     pub fn exchanged(&self, plan: Arc<dyn ExecutionPlan>, partitions: usize) -> Result<Arc<dyn ExecutionPlan>> {
         if plan.properties().output_partitioning().partition_count() == 1 {
-            return Ok(crate::derived::run_once(plan));
+            return Ok(crate::once::run_once(plan));
         }
         let schema = plan.schema();
         let rank = schema.index_of("rank")?;

@@ -15,19 +15,15 @@
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::algorithm2::DagInput;
 use super::halves::Half;
-use commdb_analysis::columns::int64_column;
+use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::stream::{Mapper, Prepare};
-
-pub(super) fn schema(fields: &[(&str, DataType, bool)]) -> SchemaRef {
-    Arc::new(Schema::new(fields.iter().map(|(n, t, null)| Field::new(*n, t.clone(), *null)).collect::<Vec<_>>()))
-}
 
 /// The message's msg_id, or an error that names the function and the message.
 pub(super) fn id_of(name: &str, ids: &Int64Array, r: usize, src: &Int64Array, send_ts: &Int64Array) -> Result<i64> {
@@ -44,7 +40,7 @@ pub(super) fn id_of(name: &str, ids: &Int64Array, r: usize, src: &Int64Array, se
 
 /// Spans of time from a message's receive to its send (`from` <= `to`).
 pub(super) fn spans_schema() -> SchemaRef {
-    schema(&[("from", DataType::Int64, false), ("to", DataType::Int64, false)])
+    schema_of(&[("from", DataType::Int64, false), ("to", DataType::Int64, false)])
 }
 
 /// Step 2: the spans of a part's messages received no later than they were sent, merged
@@ -136,7 +132,7 @@ pub(super) fn merged_spans(batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> 
 
 /// A message whose halves both lie in the spans: msg_id, src, send_ts, dst, recv_ts.
 pub(super) fn within_schema() -> SchemaRef {
-    schema(&[
+    schema_of(&[
         ("msg_id", DataType::Int64, false),
         ("src", DataType::Int64, false),
         ("send_ts", DataType::Int64, false),
@@ -191,7 +187,7 @@ impl Mapper for Within {
 
 /// The messages the check went through.
 pub(super) fn checked_schema() -> SchemaRef {
-    schema(&[("messages_checked", DataType::Int64, false)])
+    schema_of(&[("messages_checked", DataType::Int64, false)])
 }
 
 /// Step 5: an error if the messages within the spans, with each rank's halves of them in time
@@ -279,7 +275,7 @@ pub(super) fn checked_as_spread(rows: &[(i64, i64, i64, i64)]) -> Result<()> {
     };
     let ids: ArrayRef = Arc::new(Int64Array::from_iter_values(0..rows.len() as i64));
     let messages = RecordBatch::try_new(
-        schema(&[
+        schema_of(&[
             ("msg_id", DataType::Int64, false),
             ("src", DataType::Int64, false),
             ("dst", DataType::Int64, false),

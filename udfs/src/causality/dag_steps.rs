@@ -34,12 +34,12 @@ use datafusion::error::{DataFusionError, Result};
 use super::Kind;
 use super::algorithm2::{DagInput, Node, node_rows, nodes_within_ranks};
 use super::dag_check::{
-    check_acyclic, checked_schema, id_of, matched, matched_columns, merged_spans, schema, spans_prepare, spans_schema,
+    check_acyclic, checked_schema, id_of, matched, matched_columns, merged_spans, spans_prepare, spans_schema,
     within_prepare, within_schema,
 };
 use super::halves::{Groups, Half, Halves};
 use crate::latency::{Baseline, CriteriaTable};
-use commdb_analysis::columns::{bool_column, int64_column};
+use commdb_analysis::columns::{bool_column, int64_column, schema_of};
 use commdb_analysis::plan::Work;
 use commdb_analysis::steps::{From, Reads, Step};
 use commdb_analysis::stream::{Mapper, Prepare};
@@ -62,7 +62,7 @@ impl Table {
 
 /// A message half: rank, ts, msg_id, whether it is the receive, the message's bytes.
 fn halves_schema() -> SchemaRef {
-    schema(&[
+    schema_of(&[
         ("rank", DataType::Int64, false),
         ("ts", DataType::Int64, false),
         ("msg_id", DataType::Int64, false),
@@ -232,7 +232,11 @@ impl Mapper for HalvesOf {
 
 /// Each rank's nodes and halves (its messages sent plus received).
 fn counts_schema() -> SchemaRef {
-    schema(&[("rank", DataType::Int64, false), ("nodes", DataType::Int64, false), ("halves", DataType::Int64, false)])
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("nodes", DataType::Int64, false),
+        ("halves", DataType::Int64, false),
+    ])
 }
 
 /// A task's halves, put in their ranks' time order on disk as they come.
@@ -328,7 +332,7 @@ impl Mapper for Counted {
 
 /// The nodes as `dag_nodes` gives them.
 fn nodes_schema() -> SchemaRef {
-    schema(&[
+    schema_of(&[
         ("node_id", DataType::Int64, false),
         ("rank", DataType::Int64, false),
         ("first_ts", DataType::Int64, false),
@@ -344,7 +348,7 @@ fn nodes_schema() -> SchemaRef {
 /// A piece of a message's edge (`Piece`): msg_id, which piece, the node of a half, the
 /// message's size, duration and latency.
 fn pieces_schema() -> SchemaRef {
-    schema(&[
+    schema_of(&[
         ("msg_id", DataType::Int64, false),
         ("piece", DataType::Int8, false),
         ("node", DataType::Int64, true),
@@ -551,7 +555,7 @@ impl Mapper for Sizes {
 
 /// The edges as `dag_edges` gives them.
 fn edges_schema() -> SchemaRef {
-    schema(&[
+    schema_of(&[
         ("from_node", DataType::Int64, false),
         ("to_node", DataType::Int64, false),
         ("msg_id", DataType::Int64, false),

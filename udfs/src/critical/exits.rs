@@ -16,12 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int8Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::Answer;
-use super::path_steps::{int, schema_of, text};
 use super::walk::{Finalize, RunWaits, WaitEnd, walk_pieces};
 use crate::accelerators::Handovers;
 use crate::critical::stretch_store::{StretchStore, location, sweep_ranks};
@@ -30,7 +29,7 @@ use crate::sweeps::call_sweep::Names;
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name};
 use crate::waits::openmp::ThreadRecords;
 use crate::waits::spread::{Found, waits_of};
-use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::columns::{int64_column, schema_of, text_column};
 use commdb_analysis::stream::{Folder, Mapper, Prepare, StartFold};
 
 /// What a row of the exits is (column `what`).
@@ -59,16 +58,16 @@ pub(super) const MERGED_PATH: u32 = 1;
 /// partner as `call_start`, `region` 1 for a late sender's transfer) and, for the profile, its
 /// time per call path and thread less the waiting (`TOTAL`: thread, ns as `from`, path).
 pub(super) fn index_schema() -> SchemaRef {
-    schema_of(vec![
-        int("rank", false),
-        Field::new("what", DataType::Int8, false),
-        int("thread", false),
-        int("from", false),
-        int("to", false),
-        int("call_start", true),
-        int("hand", true),
-        int("region", false),
-        text("path"),
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("what", DataType::Int8, false),
+        ("thread", DataType::Int64, false),
+        ("from", DataType::Int64, false),
+        ("to", DataType::Int64, false),
+        ("call_start", DataType::Int64, true),
+        ("hand", DataType::Int64, true),
+        ("region", DataType::Int64, false),
+        ("path", DataType::Utf8, true),
     ])
 }
 
@@ -77,15 +76,15 @@ pub(super) fn index_schema() -> SchemaRef {
 /// path are its stretch's, else none); and, for the profile, a row per call path with its mean
 /// time per location less the waiting (`mean` not NULL, `path`; rank the first rank).
 pub(super) fn pieces_schema() -> SchemaRef {
-    schema_of(vec![
-        int("rank", false),
-        int("thread", false),
-        int("start", false),
-        int("end", false),
-        text("kind"),
-        Field::new("named", DataType::Boolean, false),
-        text("path"),
-        Field::new("mean", DataType::Float64, true),
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("thread", DataType::Int64, false),
+        ("start", DataType::Int64, false),
+        ("end", DataType::Int64, false),
+        ("kind", DataType::Utf8, true),
+        ("named", DataType::Boolean, false),
+        ("path", DataType::Utf8, true),
+        ("mean", DataType::Float64, true),
     ])
 }
 

@@ -10,18 +10,17 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, SchemaRef};
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use super::path_steps::{int, schema_of, text};
 use super::{Answer, Segment};
 use crate::critical::stretch_store::sweep_ranks;
 use crate::sweeps::call_paths::Paths;
 use crate::sweeps::call_sweep::Names;
 use crate::sweeps::stretches::{path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
-use commdb_analysis::columns::{bool_column, int64_column, text_column};
+use commdb_analysis::columns::{bool_column, int64_column, schema_of, text_column};
 use commdb_analysis::stream::{Folder, Mapper, StartFold};
 
 /// The kinds of a segment of the path.
@@ -30,15 +29,15 @@ const KINDS: [&str; 6] = ["compute", "mpi", "transfer", "omp", "device", "queue"
 /// The path's pieces with their regions and call paths (rank, thread, start, end, kind,
 /// region, path), and the profile's means per call path passed on (`mean` not NULL).
 pub(super) fn named_schema() -> SchemaRef {
-    schema_of(vec![
-        int("rank", false),
-        int("thread", false),
-        int("start", false),
-        int("end", false),
-        text("kind"),
-        text("region"),
-        text("path"),
-        Field::new("mean", DataType::Float64, true),
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("thread", DataType::Int64, false),
+        ("start", DataType::Int64, false),
+        ("end", DataType::Int64, false),
+        ("kind", DataType::Utf8, true),
+        ("region", DataType::Utf8, true),
+        ("path", DataType::Utf8, true),
+        ("mean", DataType::Float64, true),
     ])
 }
 

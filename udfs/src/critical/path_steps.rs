@@ -23,22 +23,12 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::SchemaRef;
 
 use commdb_analysis::plan::{Main, Work};
 use commdb_analysis::steps::{From, Reads, Step};
 
 use super::Answer;
-
-/// An int64 column named `name`.
-pub(super) fn int(name: &str, nullable: bool) -> Field {
-    Field::new(name, DataType::Int64, nullable)
-}
-
-/// A text column named `name`, nullable.
-pub(super) fn text(name: &str) -> Field {
-    Field::new(name, DataType::Utf8, true)
-}
 
 /// The steps of `answer` over its inputs: calls, messages, collectives, events, regions and,
 /// with `offload`, the accelerators' hand-overs.
@@ -90,9 +80,4 @@ pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool) -> Vec<Ste
         reads: Reads::Once,
     });
     steps
-}
-
-/// A schema of `fields`.
-pub(super) fn schema_of(fields: Vec<Field>) -> SchemaRef {
-    Arc::new(Schema::new(fields))
 }
