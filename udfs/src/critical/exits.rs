@@ -23,9 +23,7 @@ use datafusion::error::Result;
 use super::Answer;
 use super::walk::{Finalize, RunWaits, WaitEnd, walk_pieces};
 use crate::accelerators::Handovers;
-use crate::critical::stretch_store::{StretchStore, location, sweep_ranks};
-use crate::sweeps::call_paths::Paths;
-use crate::sweeps::call_sweep::Names;
+use crate::critical::stretch_store::{StretchStore, Sweeper, location};
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name};
 use crate::waits::openmp::ThreadRecords;
 use crate::waits::spread::{Found, waits_of};
@@ -154,7 +152,7 @@ impl Folder for FoldExits {
         let FoldExits { mut waits, records, answer } = *self;
         waits.seal();
         let offload = Handovers::from_batches(records.offload())?;
-        Ok(Box::new(Exits { waits, records, offload, names: Names::default(), paths: Paths::default(), answer }))
+        Ok(Box::new(Exits { waits, offload, sweeper: Sweeper::new(records), answer }))
     }
 
     fn mapper_counts_the_fold(&self) -> bool {
@@ -165,10 +163,8 @@ impl Folder for FoldExits {
 /// Sweeps a chunk of whole ranks' calls into their stretches and gives each location's exits.
 struct Exits {
     waits: RunWaits,
-    records: ThreadRecords,
     offload: Handovers,
-    names: Names,
-    paths: Paths,
+    sweeper: Sweeper,
     answer: Answer,
 }
 
@@ -180,109 +176,102 @@ impl Mapper for Exits {
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let mut rows = Vec::new();
         let (waits, offload, profile) = (&self.waits, &self.offload, self.answer == Answer::Profile);
-        sweep_ranks(
-            "critical_path",
-            batches,
-            &self.records,
-            &mut self.names,
-            &mut self.paths,
-            |rank, threads, omp, names, paths| {
-                let finalize = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
-                let ends: &[WaitEnd] = waits.ends.get(&rank).map_or(&[], Vec::as_slice);
-                let mut used = vec![false; ends.len()];
-                let mut entered: Option<(i64, i64)> = None;
-                for (k, th) in threads.iter().enumerate() {
-                    rows.push(Row { rank, what: LOCATION, thread: th.thread, to: i64::from(k == 0), ..Row::default() });
-                    let stream = offload.is_stream(rank, th.thread);
-                    let mut merged: Option<Stretch> = None;
-                    for s in &th.stretches {
-                        if Some(s.region) == finalize && entered.is_none_or(|e| s.from < e.1) {
-                            entered = Some((th.thread, s.from));
-                        }
-                        let mut kept = stream
-                            || s.hand.is_some()
-                            || finalize == Some(s.region)
-                            || offload.sync_within(rank, th.thread, s.from, s.to);
-                        if let Some(call) = s.call_start {
-                            // The waits of its call that end in it.
-                            let first = ends.partition_point(|w| w.end < s.from);
-                            for (i, w) in ends.iter().enumerate().skip(first).take_while(|(_, w)| w.end <= s.to) {
-                                if w.start >= call && w.end > call {
-                                    used[i] = true;
-                                    kept = true;
-                                }
+        self.sweeper.sweep("critical_path", batches, |rank, threads, omp, names, paths| {
+            let finalize = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
+            let ends: &[WaitEnd] = waits.ends.get(&rank).map_or(&[], Vec::as_slice);
+            let mut used = vec![false; ends.len()];
+            let mut entered: Option<(i64, i64)> = None;
+            for (k, th) in threads.iter().enumerate() {
+                rows.push(Row { rank, what: LOCATION, thread: th.thread, to: i64::from(k == 0), ..Row::default() });
+                let stream = offload.is_stream(rank, th.thread);
+                let mut merged: Option<Stretch> = None;
+                for s in &th.stretches {
+                    if Some(s.region) == finalize && entered.is_none_or(|e| s.from < e.1) {
+                        entered = Some((th.thread, s.from));
+                    }
+                    let mut kept = stream
+                        || s.hand.is_some()
+                        || finalize == Some(s.region)
+                        || offload.sync_within(rank, th.thread, s.from, s.to);
+                    if let Some(call) = s.call_start {
+                        // The waits of its call that end in it.
+                        let first = ends.partition_point(|w| w.end < s.from);
+                        for (i, w) in ends.iter().enumerate().skip(first).take_while(|(_, w)| w.end <= s.to) {
+                            if w.start >= call && w.end > call {
+                                used[i] = true;
+                                kept = true;
                             }
                         }
-                        if kept {
+                    }
+                    if kept {
+                        if let Some(m) = merged.take() {
+                            rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                        }
+                        rows.push(stretch_row(rank, th.thread, KEPT, s, finalize));
+                        continue;
+                    }
+                    // Apart on a rank of several locations, the runs of MPI and of other time:
+                    // the walk arriving there asks which thread was in an MPI call.
+                    let mpi = s.call_start.is_some() && threads.len() > 1;
+                    match &mut merged {
+                        Some(m) if m.to == s.from && m.call_start.is_some() == mpi => {
+                            m.to = s.to;
+                            if mpi {
+                                m.call_start = Some(s.to);
+                            }
+                        }
+                        _ => {
                             if let Some(m) = merged.take() {
                                 rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
                             }
-                            rows.push(stretch_row(rank, th.thread, KEPT, s, finalize));
-                            continue;
-                        }
-                        // Apart on a rank of several locations, the runs of MPI and of other time:
-                        // the walk arriving there asks which thread was in an MPI call.
-                        let mpi = s.call_start.is_some() && threads.len() > 1;
-                        match &mut merged {
-                            Some(m) if m.to == s.from && m.call_start.is_some() == mpi => {
-                                m.to = s.to;
-                                if mpi {
-                                    m.call_start = Some(s.to);
-                                }
-                            }
-                            _ => {
-                                if let Some(m) = merged.take() {
-                                    rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
-                                }
-                                // An MPI call said to start at the stretch's end: no wait of the
-                                // rank ends after it within it.
-                                let call_start = mpi.then_some(s.to);
-                                merged = Some(Stretch { call_start, hand: None, region: OTHER_REGION, ..*s });
-                            }
+                            // An MPI call said to start at the stretch's end: no wait of the
+                            // rank ends after it within it.
+                            let call_start = mpi.then_some(s.to);
+                            merged = Some(Stretch { call_start, hand: None, region: OTHER_REGION, ..*s });
                         }
                     }
-                    if let Some(m) = merged.take() {
-                        rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                }
+                if let Some(m) = merged.take() {
+                    rows.push(stretch_row(rank, th.thread, MERGED, &m, None));
+                }
+            }
+            if let Some((thread, at)) = entered {
+                rows.push(Row { rank, what: FINALIZE, thread, from: at, ..Row::default() });
+            }
+            for (w, _) in ends.iter().zip(&used).filter(|(_, u)| **u) {
+                rows.push(Row {
+                    rank,
+                    what: WAIT,
+                    from: w.start,
+                    to: w.end,
+                    call_start: Some(w.partner),
+                    region: i64::from(w.transfer),
+                    ..Row::default()
+                });
+            }
+            if profile {
+                let mut totals: BTreeMap<(u32, i64), i64> = BTreeMap::new();
+                let waiting = waits.waiting.get(&rank);
+                for th in threads {
+                    for s in &th.stretches {
+                        *totals.entry((s.path, th.thread)).or_default() += super::not_waiting(s, waiting);
                     }
                 }
-                if let Some((thread, at)) = entered {
-                    rows.push(Row { rank, what: FINALIZE, thread, from: at, ..Row::default() });
+                for w in omp.iter().filter(|w| w.barrier) {
+                    *totals.entry((w.path, w.thread)).or_default() -= w.end - w.start;
                 }
-                for (w, _) in ends.iter().zip(&used).filter(|(_, u)| **u) {
-                    rows.push(Row {
-                        rank,
-                        what: WAIT,
-                        from: w.start,
-                        to: w.end,
-                        call_start: Some(w.partner),
-                        region: i64::from(w.transfer),
-                        ..Row::default()
-                    });
+                for ((path, thread), ns) in totals {
+                    let path = path_name(paths, path).map(str::to_string);
+                    rows.push(Row { rank, what: TOTAL, thread, from: ns, path, ..Row::default() });
                 }
-                if profile {
-                    let mut totals: BTreeMap<(u32, i64), i64> = BTreeMap::new();
-                    let waiting = waits.waiting.get(&rank);
-                    for th in threads {
-                        for s in &th.stretches {
-                            *totals.entry((s.path, th.thread)).or_default() += super::not_waiting(s, waiting);
-                        }
-                    }
-                    for w in omp.iter().filter(|w| w.barrier) {
-                        *totals.entry((w.path, w.thread)).or_default() -= w.end - w.start;
-                    }
-                    for ((path, thread), ns) in totals {
-                        let path = path_name(paths, path).map(str::to_string);
-                        rows.push(Row { rank, what: TOTAL, thread, from: ns, path, ..Row::default() });
-                    }
-                }
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        })?;
         index_batch(&rows)
     }
 
     fn held_bytes(&self) -> usize {
-        self.waits.held_bytes() + self.records.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
+        self.waits.held_bytes() + self.sweeper.held_bytes()
     }
 }
 

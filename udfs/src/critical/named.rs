@@ -15,9 +15,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::{Answer, Segment};
-use crate::critical::stretch_store::sweep_ranks;
-use crate::sweeps::call_paths::Paths;
-use crate::sweeps::call_sweep::Names;
+use crate::critical::stretch_store::Sweeper;
 use crate::sweeps::stretches::{path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::columns::{bool_column, int64_column, schema_of, text_column};
@@ -103,7 +101,7 @@ impl Folder for FoldPieces {
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
         let FoldPieces { pieces, means, records } = *self;
-        Ok(Box::new(NamePieces { pieces, means, records, names: Names::default(), paths: Paths::default() }))
+        Ok(Box::new(NamePieces { pieces, means, sweeper: Sweeper::new(records) }))
     }
 }
 
@@ -111,9 +109,7 @@ impl Folder for FoldPieces {
 struct NamePieces {
     pieces: HashMap<(i64, i64), Vec<Piece>>,
     means: Vec<(Option<String>, f64)>,
-    records: ThreadRecords,
-    names: Names,
-    paths: Paths,
+    sweeper: Sweeper,
 }
 
 impl Mapper for NamePieces {
@@ -124,54 +120,44 @@ impl Mapper for NamePieces {
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let mut out: Vec<Named> = Vec::new();
         let pieces = &mut self.pieces;
-        sweep_ranks(
-            "critical_path",
-            batches,
-            &self.records,
-            &mut self.names,
-            &mut self.paths,
-            |rank, threads, _, names, paths| {
-                for th in threads {
-                    let Some(list) = pieces.remove(&(rank, th.thread)) else { continue };
-                    let stretches = &th.stretches;
-                    for (start, end, kind, named) in list {
-                        let first = stretches.partition_point(|s| s.to <= start);
-                        // Before the location's first stretch (the padding of a rank's time from
-                        // the run's first instant), or a queue: no region.
-                        if !named || stretches.get(first).is_none_or(|s| s.from >= end) {
-                            out.push((rank, th.thread, start, end, kind.unwrap_or("compute"), None, None));
-                            continue;
-                        }
-                        if start < stretches[first].from {
-                            out.push((
-                                rank,
-                                th.thread,
-                                start,
-                                stretches[first].from,
-                                kind.unwrap_or("compute"),
-                                None,
-                                None,
-                            ));
-                        }
-                        for s in stretches[first..].iter().take_while(|s| s.from < end) {
-                            let kind = kind.unwrap_or(if s.call_start.is_some() { "mpi" } else { "compute" });
-                            let region = region_name(&names.names, s.region).map(str::to_string);
-                            let path = path_name(paths, s.path).map(str::to_string);
-                            out.push((rank, th.thread, s.from.max(start), s.to.min(end), kind, region, path));
-                        }
+        self.sweeper.sweep("critical_path", batches, |rank, threads, _, names, paths| {
+            for th in threads {
+                let Some(list) = pieces.remove(&(rank, th.thread)) else { continue };
+                let stretches = &th.stretches;
+                for (start, end, kind, named) in list {
+                    let first = stretches.partition_point(|s| s.to <= start);
+                    // Before the location's first stretch (the padding of a rank's time from
+                    // the run's first instant), or a queue: no region.
+                    if !named || stretches.get(first).is_none_or(|s| s.from >= end) {
+                        out.push((rank, th.thread, start, end, kind.unwrap_or("compute"), None, None));
+                        continue;
+                    }
+                    if start < stretches[first].from {
+                        out.push((
+                            rank,
+                            th.thread,
+                            start,
+                            stretches[first].from,
+                            kind.unwrap_or("compute"),
+                            None,
+                            None,
+                        ));
+                    }
+                    for s in stretches[first..].iter().take_while(|s| s.from < end) {
+                        let kind = kind.unwrap_or(if s.call_start.is_some() { "mpi" } else { "compute" });
+                        let region = region_name(&names.names, s.region).map(str::to_string);
+                        let path = path_name(paths, s.path).map(str::to_string);
+                        out.push((rank, th.thread, s.from.max(start), s.to.min(end), kind, region, path));
                     }
                 }
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        })?;
         named_batch(&out, &[])
     }
 
     fn held_bytes(&self) -> usize {
-        self.pieces.values().map(|p| 32 * p.len() + 48).sum::<usize>()
-            + self.records.held_bytes()
-            + self.paths.text_bytes
-            + 64 * self.paths.text.len()
+        self.pieces.values().map(|p| 32 * p.len() + 48).sum::<usize>() + self.sweeper.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -242,7 +228,15 @@ pub(super) fn answer_of(answer: Answer, batches: &[RecordBatch], schema: &Schema
     // Backward, as the walk gave them: each piece ends where the one after it starts.
     pieces.sort_unstable_by_key(|p| std::cmp::Reverse(p.2));
     let mut backward: Vec<Segment> = Vec::new();
+    let mut until: Option<i64> = None;
     for (rank, thread, start, end, kind, region, path) in pieces {
+        // The walk's pieces follow each other without a gap: a gap is a piece no task named.
+        if let Some(t) = until.filter(|&t| t != end) {
+            return exec_err!(
+                "critical_path: the path's piece from {end} to {t} ns was named by no task: the calls of the location the walk was on then came to none"
+            );
+        }
+        until = Some(start);
         match backward.last_mut() {
             Some(seg)
                 if seg.rank == rank

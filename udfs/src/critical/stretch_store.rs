@@ -477,6 +477,35 @@ pub(crate) fn sweep_ranks(
     Ok(())
 }
 
+/// Calls swept a chunk of whole ranks at a time into every thread's stretches that are not
+/// kept (`sweep_ranks`), with the threads' records and the region names and call paths met so
+/// far: the sweeps of the critical path's steps on a distributed engine.
+pub(crate) struct Sweeper {
+    records: ThreadRecords,
+    names: Names,
+    paths: Paths,
+}
+
+impl Sweeper {
+    pub fn new(records: ThreadRecords) -> Sweeper {
+        Sweeper { records, names: Names::default(), paths: Paths::default() }
+    }
+
+    /// Sweep a chunk of whole ranks' calls (`sweep_ranks`), `each` given each rank's threads.
+    pub fn sweep(
+        &mut self,
+        name: &str,
+        batches: &[RecordBatch],
+        each: impl FnMut(i64, &[ThreadCalls], &[OmpWait], &Names, &Paths) -> Result<()>,
+    ) -> Result<()> {
+        sweep_ranks(name, batches, &self.records, &mut self.names, &mut self.paths, each)
+    }
+
+    pub fn held_bytes(&self) -> usize {
+        self.records.held_bytes() + self.paths.held_bytes()
+    }
+}
+
 /// Calls swept into every thread's stretches a chunk of whole ranks at a time, kept in a store
 /// of stretches ([`crate::critical::stretch_store`]), with the region names and call paths.
 pub(crate) struct Swept {
@@ -522,7 +551,7 @@ impl Swept {
     }
 
     pub fn held_bytes(&self) -> usize {
-        self.store.held_bytes() + self.paths.text_bytes + 64 * self.paths.text.len()
+        self.store.held_bytes() + self.paths.held_bytes()
     }
 }
 

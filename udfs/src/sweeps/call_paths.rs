@@ -37,6 +37,11 @@ pub(crate) struct Paths {
 }
 
 impl Paths {
+    /// Bytes held: the paths' text and a slot of each.
+    pub fn held_bytes(&self) -> usize {
+        self.text_bytes + 64 * self.text.len()
+    }
+
     /// The id of the path that continues `up` with region `region` (a name id of `names`).
     pub fn id(&mut self, up: Up, region: u32, names: &Names) -> u32 {
         let slot = match up {
