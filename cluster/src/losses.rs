@@ -61,6 +61,9 @@ struct Executor {
 /// heartbeat and then runs its tasks again, which this leaves time for.
 const STUCK: Duration = Duration::from_secs(20);
 
+/// A job without a task running that has not moved for this long is no longer followed.
+const FORGOTTEN: Duration = Duration::from_secs(600);
+
 /// What the polls told of one job's tasks: when one was last given or ended, and those given
 /// and not ended, each with the executor's id.
 #[derive(Debug)]
@@ -103,6 +106,11 @@ impl Seen {
 
     /// Executor `id` was given task `task` of stage `stage` of job `job`.
     fn given(&mut self, id: &str, job: &str, stage: u32, task: u32) {
+        if !self.jobs.contains_key(job) {
+            // A job whose client went away is never asked of again: those without a task
+            // running that have not moved for long are no longer followed.
+            self.jobs.retain(|_, t| !t.running.is_empty() || t.moved.elapsed() < FORGOTTEN);
+        }
         let tasks = self
             .jobs
             .entry(job.to_string())
