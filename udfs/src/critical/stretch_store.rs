@@ -264,12 +264,23 @@ impl StretchStore {
     /// covers before a rank's first stretch, from the earliest first stretch, is a stretch of
     /// region `uncovered` (path `NO_PATH`).
     pub(crate) fn finish_writing(&mut self, uncovered: u32) -> Result<()> {
+        self.finish_writing_from(uncovered, None)
+    }
+
+    /// `finish_writing`, the run beginning at `start` when given (the earliest first stretch
+    /// over ranks that other stores hold, as on a distributed engine), or earlier if a rank
+    /// here begins before it.
+    pub(crate) fn finish_writing_from(&mut self, uncovered: u32, run_start: Option<i64>) -> Result<()> {
         let what = self.what;
         if let Some(file) = self.file.take() {
             let file = file.into_inner().map_err(|e| io_error(what, "writing", e.into_error()))?;
             self.reader = Some(file);
         }
-        let start = self.ranks.values().filter(|r| r.count > 0 && r.padded).map(|r| r.from).min();
+        let here = self.ranks.values().filter(|r| r.count > 0 && r.padded).map(|r| r.from).min();
+        let start = match (here, run_start) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         // Blocks read back of as many written blocks as let the cache hold two of every location.
         let locations = self.ranks.values().filter(|r| r.count > 0).count().max(1);
         let k = (CACHED_STRETCHES / (2 * locations)).clamp(BLOCK, MAX_BLOCK) / BLOCK;
@@ -548,6 +559,11 @@ impl Swept {
     /// Every chunk has been swept: the stretches are read from now on.
     pub fn finish(&mut self) -> Result<()> {
         self.store.finish_writing(UNCOVERED)
+    }
+
+    /// `finish`, the run beginning at `run_start` (over the ranks that other tasks sweep).
+    pub fn finish_from(&mut self, run_start: Option<i64>) -> Result<()> {
+        self.store.finish_writing_from(UNCOVERED, run_start)
     }
 
     pub fn held_bytes(&self) -> usize {

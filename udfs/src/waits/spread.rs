@@ -14,9 +14,10 @@
 //!   collectives, and gives each its thread and call path from the calls as the embedded engine
 //!   does.
 //!
-//! The critical path, its profile and the delay costs find their waits by the same steps (the
-//! delay costs also each late send's end and each member's leaving of an instance in which
-//! someone waited: their synchronisation points), then walk them over every rank in one task.
+//! The critical path, its profile and the delay costs find their waits by the same steps
+//! (`wait_steps`; the delay costs also each late send's end and each member's leaving of an
+//! instance in which someone waited: their synchronisation points), then go on with steps of
+//! their own (`crate::critical::path_steps`, `crate::critical::delays`).
 //! The rules are those of the embedded fold (`super::MessageWaits`, `super::CollectiveWaits`);
 //! only where they run changes, so the rows are the same.
 
@@ -390,17 +391,18 @@ pub(crate) fn spread_folding(
 }
 
 /// The first steps of an analysis planned as steps of its own that walks the MPI waits (the
-/// critical path): 0, each part of the messages' Late Sender and Late Receiver candidates; 1,
-/// the message waits of each rank's calls (the candidates exchanged by rank); 2, the waits of
-/// each collective instance (the collectives, input 2, exchanged by instance). Steps 1 and 2
+/// critical path, the delay costs): 0, each part of the messages' Late Sender and Late Receiver
+/// candidates; 1, the message waits of each rank's calls (the candidates exchanged by rank); 2,
+/// the waits of each collective instance (the collectives, input 2, exchanged by instance) and,
+/// with `ends`, each member's leaving of an instance in which someone waited. Steps 1 and 2
 /// give rows of the same schema, their rank first, which `waits_of` reads.
-pub(crate) fn wait_steps() -> Vec<commdb_analysis::steps::Step> {
+pub(crate) fn wait_steps(ends: bool) -> Vec<commdb_analysis::steps::Step> {
     use commdb_analysis::steps::{From, Reads, Step};
     let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
     let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
-    let reduce_collectives: Prepare = Arc::new(|_| {
+    let reduce_collectives: Prepare = Arc::new(move |_| {
         let collectives = CollectiveWaits::default();
-        Ok(Box::new(ReduceCollectives { collectives, notices: None, ends: false, done: None }) as Box<dyn Mapper>)
+        Ok(Box::new(ReduceCollectives { collectives, notices: None, ends, done: None }) as Box<dyn Mapper>)
     });
     vec![
         Step {

@@ -39,6 +39,11 @@
 //! stretches through its own reader, [`crate::critical::stretch_store`]), and the costs are then handed on
 //! wait by wait in the order above, which keeps the answer to the last digit.
 //!
+//! On a distributed engine the analysis runs as steps of its own (`steps`): each wait's
+//! interval found once, each side of each wait measured by the task that holds its rank's
+//! calls (`sides`), and the costs handed on in one task over the sides (`handing`), by the
+//! same rule in the same order.
+//!
 //! Regions are the innermost regions of each thread (as in `critical_path`), told apart by
 //! their call path as Scalasca's are ([`crate::sweeps::call_paths`]): d's time in a call path is compared
 //! with w's in the same call path; time spent waiting inside an MPI call counts as waiting, not
@@ -73,6 +78,10 @@ use commdb_analysis::plan::Main;
 use commdb_analysis::stream::{Mapper, StartFold};
 use commdb_catalog::fast_hash::FastMap;
 
+mod handing;
+mod sides;
+mod steps;
+
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
     params: PATH_PARAMS,
@@ -102,16 +111,30 @@ const COLLECTIVE_LOOKBACK: usize = 256;
 /// ([`crate::critical::stretch_store::location`]), the waiting, and when the two last synchronised if known
 /// without a search (the threads' waits for each other).
 #[derive(Debug, Clone, Copy)]
-struct W {
-    waiter: i64,
-    delayer: i64,
-    start: i64,
-    end: i64,
+pub(super) struct W {
+    pub(super) waiter: i64,
+    pub(super) delayer: i64,
+    pub(super) start: i64,
+    pub(super) end: i64,
     /// [waiter's, delayer's], or NO_SYNC.
-    since: [i64; 2],
+    pub(super) since: [i64; 2],
     /// The waiter and the `waiters` - 1 threads after it wait alike (the idle threads of a
     /// serial run, `crate::critical::omp_handovers`): one wait stands for them all.
-    waiters: u32,
+    pub(super) waiters: u32,
+}
+
+impl W {
+    /// A wait of `rank`'s threads for each other, between its locations.
+    pub(super) fn of_threads(rank: i64, w: &crate::critical::omp_handovers::OmpWait) -> W {
+        W {
+            waiter: location(rank, w.thread),
+            delayer: location(rank, w.delayer),
+            start: w.start,
+            end: w.end,
+            since: [w.since.0, w.since.1],
+            waiters: w.threads,
+        }
+    }
 }
 
 /// Waits written to a scratch file as they come and read back once (the stretch store's way,
@@ -186,17 +209,36 @@ fn spill_error(doing: &str, e: std::io::Error) -> datafusion::error::DataFusionE
 }
 
 /// The `since` of a wait whose synchronisation is searched ([`crate::critical::delays::SyncPoints`]).
-const NO_SYNC: [i64; 2] = [i64::MIN; 2];
+pub(super) const NO_SYNC: [i64; 2] = [i64::MIN; 2];
 
 /// When two ranks last synchronised: per ordered pair (a, b), the times on each side (a's,
 /// b's) of their messages' calls ending, in order of a's time.
 #[derive(Debug, Default)]
-struct SyncPoints {
-    messages: FastMap<(i64, i64), Vec<(i64, i64)>>,
-    /// Per rank: (end, comm, instance) of its collectives, by end.
-    collectives: FastMap<i64, Vec<(i64, i64, i64)>>,
-    /// Per (rank, comm, instance): that rank's end of the collective.
-    ends: FastMap<(i64, i64, i64), i64>,
+pub(super) struct SyncPoints {
+    pub(super) messages: FastMap<(i64, i64), Vec<(i64, i64)>>,
+    /// Per rank: (end, comm, instance) of its collectives, by end, and their places in that
+    /// list in order of (comm, instance): a rank's end of an instance is found by halving, in
+    /// 28 bytes an end where a map of them all took about 90.
+    collectives: FastMap<i64, RankCollectives>,
+}
+
+/// One rank's collectives in which someone waited (`SyncPoints::collectives`).
+#[derive(Debug, Default)]
+struct RankCollectives {
+    by_end: Vec<(i64, i64, i64)>,
+    by_instance: Vec<u32>,
+}
+
+impl RankCollectives {
+    /// The rank's end of instance `(c, k)`, if it took part.
+    fn end_of(&self, c: i64, k: i64) -> Option<i64> {
+        let key = |i: &u32| {
+            let e = &self.by_end[*i as usize];
+            (e.1, e.2)
+        };
+        let at = self.by_instance.partition_point(|i| key(i) < (c, k));
+        self.by_instance.get(at).filter(|i| key(i) == (c, k)).map(|i| self.by_end[*i as usize].0)
+    }
 }
 
 impl SyncPoints {
@@ -223,7 +265,7 @@ impl SyncPoints {
 
     /// The synchronisation point of message wait `w` (see `of_messages`; a collective's wait
     /// makes none here), its messages' list left unsorted.
-    fn message_wait(&mut self, w: &Wait, left: &HashMap<i64, i64>) {
+    pub(super) fn message_wait(&mut self, w: &Wait, left: &HashMap<i64, i64>) {
         let end = w.ts + w.wait_ns;
         match (w.comm, w.instance, w.partner) {
             (Some(_), Some(_), _) => {}
@@ -241,36 +283,39 @@ impl SyncPoints {
 
     /// Bytes held: 16 a synchronisation of two ranks' messages, 24 a collective's end on a
     /// rank and 40 its entry by instance, and a list per pair or rank.
-    fn held_bytes(&self) -> usize {
+    pub(super) fn held_bytes(&self) -> usize {
         let messages: usize = self.messages.values().map(|l| 16 * l.capacity() + 64).sum();
-        let collectives: usize = self.collectives.values().map(|l| 24 * l.capacity() + 48).sum();
-        messages + collectives + 40 * self.ends.len()
+        let collectives: usize =
+            self.collectives.values().map(|l| 24 * l.by_end.capacity() + 4 * l.by_instance.capacity() + 64).sum();
+        messages + collectives
     }
 
     /// Collective `(c, k)`, in which someone waited, synchronises its members when each leaves
     /// it (`ends`: rank, end).
-    fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) {
+    pub(super) fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) {
         for &(r, t) in ends {
-            self.collectives.entry(r).or_default().push((t, c, k));
-            self.ends.insert((r, c, k), t);
+            self.collectives.entry(r).or_default().by_end.push((t, c, k));
         }
     }
 
     /// Every collective has been added: each rank's in order of their end.
-    fn seal(&mut self) {
+    pub(super) fn seal(&mut self) {
         for list in self.collectives.values_mut() {
-            list.sort_unstable();
-            list.shrink_to_fit();
+            list.by_end.sort_unstable();
+            list.by_end.shrink_to_fit();
+            let by_end = &list.by_end;
+            let mut order: Vec<u32> = (0..by_end.len() as u32).collect();
+            order.sort_unstable_by_key(|&i| (by_end[i as usize].1, by_end[i as usize].2, i));
+            list.by_instance = order;
         }
         for list in self.messages.values_mut() {
             list.shrink_to_fit();
         }
-        self.ends.shrink_to_fit();
     }
 
     /// The start of the synchronisation interval of `w` waiting from `w_until` on `d` arriving
     /// at `d_until`: on each side the time of their latest earlier synchronisation, if any.
-    fn previous(&self, w: i64, w_until: i64, d: i64, d_until: i64) -> Option<(i64, i64)> {
+    pub(super) fn previous(&self, w: i64, w_until: i64, d: i64, d_until: i64) -> Option<(i64, i64)> {
         let mut best: Option<(i64, i64)> = None;
         let mut consider = |tw: i64, td: i64| {
             if tw <= w_until && td <= d_until && best.is_none_or(|(bw, _)| tw > bw) {
@@ -285,9 +330,10 @@ impl SyncPoints {
             }
         }
         if let Some(list) = self.collectives.get(&w) {
-            let k = list.partition_point(|c| c.0 <= w_until);
-            for &(tw, c, inst) in list[..k].iter().rev().take(COLLECTIVE_LOOKBACK) {
-                if let Some(&td) = self.ends.get(&(d, c, inst))
+            let theirs = self.collectives.get(&d);
+            let k = list.by_end.partition_point(|c| c.0 <= w_until);
+            for &(tw, c, inst) in list.by_end[..k].iter().rev().take(COLLECTIVE_LOOKBACK) {
+                if let Some(td) = theirs.and_then(|l| l.end_of(c, inst))
                     && td <= d_until
                 {
                     consider(tw, td);
@@ -302,15 +348,33 @@ impl SyncPoints {
 /// One location's waits (their index in processing order, 4 bytes each: a hybrid run has tens
 /// of millions), by start, and the longest of them.
 #[derive(Debug, Default)]
-struct RankWaits {
-    list: Vec<u32>,
-    longest: i64,
+pub(super) struct RankWaits {
+    pub(super) list: Vec<u32>,
+    pub(super) longest: i64,
 }
 
 impl RankWaits {
+    /// Each location's waits of `all` (fewer than 2^32), a wait for `waiters` threads under
+    /// each of them.
+    pub(super) fn of(all: &[W]) -> FastMap<i64, RankWaits> {
+        let mut by_loc: FastMap<i64, RankWaits> = FastMap::default();
+        for (i, w) in all.iter().enumerate() {
+            for k in 0..i64::from(w.waiters) {
+                let r = by_loc.entry(w.waiter + k).or_default();
+                r.list.push(i as u32);
+                r.longest = r.longest.max(w.end - w.start);
+            }
+        }
+        for r in by_loc.values_mut() {
+            r.list.sort_by_key(|&i| all[i as usize].start);
+            r.list.shrink_to_fit();
+        }
+        by_loc
+    }
+
     /// The waits of `all` that overlap `[a, b)`, found by their start: one that starts more
     /// than the longest wait before `a` has ended by then.
-    fn overlapping<'a>(&'a self, all: &'a [W], a: i64, b: i64) -> impl Iterator<Item = (usize, &'a W)> {
+    pub(super) fn overlapping<'a>(&'a self, all: &'a [W], a: i64, b: i64) -> impl Iterator<Item = (usize, &'a W)> {
         let start = |i: &u32| all[*i as usize].start;
         let from = self.list.partition_point(|i| start(i) < a.saturating_sub(self.longest));
         let to = self.list.partition_point(|i| start(i) < b);
@@ -323,7 +387,7 @@ impl RankWaits {
 
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
-fn time_in(
+pub(super) fn time_in(
     store: &mut StretchReader,
     rank: i64,
     waits: &RankWaits,
@@ -370,7 +434,7 @@ fn time_in(
 /// Time per call path in an interval: the few paths of an interval searched in a list, which
 /// is faster than hashing them (a wait's interval holds an iteration or so of a rank's calls).
 #[derive(Debug, Default)]
-struct PathTimes(Vec<(u32, i64)>);
+pub(super) struct PathTimes(pub(super) Vec<(u32, i64)>);
 
 impl PathTimes {
     fn add(&mut self, path: u32, t: i64) {
@@ -403,7 +467,7 @@ struct Excess {
 
 /// Waits whose intervals are measured at a time, by all threads, before their costs are
 /// handed on in order.
-const WAIT_BATCH: usize = 1 << 13;
+pub(super) const WAIT_BATCH: usize = 1 << 13;
 
 fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Costs> {
     use rayon::prelude::*;
@@ -419,22 +483,11 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     list.sort_unstable_by_key(|w| {
         (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters)
     });
-    handing_order_within_ties(&mut list);
+    handing_order_within_ties(&mut list, |w| w);
     if u32::try_from(list.len()).is_err() {
         return exec_err!("delay_costs: {} waits; at most {} are traced back at once", list.len(), u32::MAX);
     }
-    let mut by_rank: FastMap<i64, RankWaits> = FastMap::default();
-    for (i, w) in list.iter().enumerate() {
-        for k in 0..i64::from(w.waiters) {
-            let r = by_rank.entry(w.waiter + k).or_default();
-            r.list.push(i as u32);
-            r.longest = r.longest.max(w.end - w.start);
-        }
-    }
-    for r in by_rank.values_mut() {
-        r.list.sort_by_key(|&i| list[i as usize].start);
-        r.list.shrink_to_fit();
-    }
+    let by_rank = RankWaits::of(&list);
     let none = RankWaits::default();
     let store: &StretchStore = store;
     let origin = |r: i64| store.origin(r).unwrap_or(0);
@@ -532,26 +585,27 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     Ok((costs, unexplained))
 }
 
-/// Reorder waits that end at the same instant (`list` sorted by end, latest first) so that a
-/// wait comes before the waits of its delayer among them, to which it may hand on; waits in a
-/// cycle of such ties keep their order.
-fn handing_order_within_ties(list: &mut [W]) {
+/// Reorder waits that end at the same instant (`list` sorted by end, latest first; `w` reads
+/// an item's wait) so that a wait comes before the waits of its delayer among them, to which it
+/// may hand on; waits in a cycle of such ties keep their order.
+pub(super) fn handing_order_within_ties<T: Copy>(list: &mut [T], w: impl Fn(&T) -> &W) {
     let mut from = 0;
     while from < list.len() {
-        let to = from + list[from..].iter().take_while(|w| w.end == list[from].end).count();
+        let end = w(&list[from]).end;
+        let to = from + list[from..].iter().take_while(|x| w(x).end == end).count();
         // Most ties hand nothing on among themselves (the members of an OpenMP barrier all wait
         // for its last thread): a few are checked pair by pair.
-        let hands_on = |group: &[W]| group.iter().any(|a| group.iter().any(|b| a.delayer == b.waiter));
+        let hands_on = |group: &[T]| group.iter().any(|a| group.iter().any(|b| w(a).delayer == w(b).waiter));
         if to - from > 1 && (to - from > 32 || hands_on(&list[from..to])) {
             let group = &mut list[from..to];
             // Kahn's order over edges a -> b when a's delayer is b's waiter.
             let mut of_waiter: HashMap<i64, Vec<usize>> = HashMap::new();
-            for (k, w) in group.iter().enumerate() {
-                of_waiter.entry(w.waiter).or_default().push(k);
+            for (k, x) in group.iter().enumerate() {
+                of_waiter.entry(w(x).waiter).or_default().push(k);
             }
             let mut indegree = vec![0usize; group.len()];
-            for w in group.iter() {
-                for &k in of_waiter.get(&w.delayer).map_or(&[][..], Vec::as_slice) {
+            for x in group.iter() {
+                for &k in of_waiter.get(&w(x).delayer).map_or(&[][..], Vec::as_slice) {
                     indegree[k] += 1;
                 }
             }
@@ -559,7 +613,7 @@ fn handing_order_within_ties(list: &mut [W]) {
             let mut order: Vec<usize> = Vec::with_capacity(group.len());
             while let Some(k) = ready.pop_first() {
                 order.push(k);
-                for &b in of_waiter.get(&group[k].delayer).map_or(&[][..], Vec::as_slice) {
+                for &b in of_waiter.get(&w(&group[k]).delayer).map_or(&[][..], Vec::as_slice) {
                     indegree[b] -= 1;
                     if indegree[b] == 0 {
                         ready.insert(b);
@@ -569,7 +623,7 @@ fn handing_order_within_ties(list: &mut [W]) {
             // Waits in a cycle: after the others, in their order.
             let placed: std::collections::HashSet<usize> = order.iter().copied().collect();
             order.extend((0..group.len()).filter(|k| !placed.contains(k)));
-            let reordered: Vec<W> = order.iter().map(|&k| group[k]).collect();
+            let reordered: Vec<T> = order.iter().map(|&k| group[k]).collect();
             group.copy_from_slice(&reordered);
         }
         from = to;
@@ -578,7 +632,7 @@ fn handing_order_within_ties(list: &mut [W]) {
 
 /// One output row: (rank, thread), region, call path, cost, direct, propagated; unexplained
 /// waiting has no rank, region or path.
-type Row<'a> = (Option<(i64, i64)>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
+pub(super) type Row<'a> = (Option<(i64, i64)>, Option<&'a str>, Option<&'a str>, f64, f64, f64);
 
 fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let inputs = crate::critical::path_inputs(a)?;
@@ -588,87 +642,14 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let schema = schema.clone();
         FoldWaits::boxed(move |messages, collectives, records| delay_sweep(messages, collectives, records, schema))
     });
-    // On a cluster the waits, the send calls' ends and the collectives' ends are found where
-    // the messages and collectives lie; the costs, traced back over every rank, in one task.
-    let schema = out.clone();
-    let found: StartFold = Arc::new(move || Box::new(FoldFound::new(schema.clone())));
-    let spread = crate::waits::spread::spread_folding(None, false, true, found);
-    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start).spreading(spread)))
-}
-
-/// On a cluster, folds what the steps before found (inputs 1 and 2: the waits, each late
-/// sender with when its send call was left, each member's leaving of an instance someone
-/// waited in) into the waits between ranks and the synchronisation points as they come, the
-/// same `delay_sweep` makes, and the threads' records (3 on).
-struct FoldFound {
-    waits: Vec<W>,
-    sync: SyncPoints,
-    /// Each member's leaving of an instance someone waited in: comm, instance, rank, end.
-    ends: Vec<(i64, i64, i64, i64)>,
-    records: ThreadRecords,
-    schema: SchemaRef,
-}
-
-impl FoldFound {
-    fn new(schema: SchemaRef) -> FoldFound {
-        FoldFound {
-            waits: Vec::new(),
-            sync: SyncPoints::default(),
-            ends: Vec::new(),
-            records: ThreadRecords::default(),
-            schema,
-        }
-    }
-}
-
-impl commdb_analysis::stream::Folder for FoldFound {
-    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
-        if !matches!(input, 1 | 2) {
-            return self.records.fold_input(input, batch);
-        }
-        let mut found = crate::waits::spread::Found::default();
-        crate::waits::spread::waits_of(batch, &mut found)?;
-        for w in &found.waits {
-            // Collective waits (with comm and instance) make no synchronisation point of a
-            // message.
-            self.sync.message_wait(w, &found.left);
-            self.waits.extend(as_wait(w));
-        }
-        self.ends.append(&mut found.ends);
-        Ok(())
-    }
-
-    fn held_bytes(&self) -> usize {
-        self.waits.capacity() * std::mem::size_of::<W>()
-            + self.sync.held_bytes()
-            + self.ends.capacity() * 32
-            + self.records.held_bytes()
-    }
-
-    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldFound { waits, mut sync, mut ends, records, schema } = *self;
-        for list in sync.messages.values_mut() {
-            list.sort_unstable();
-        }
-        ends.sort_unstable();
-        for instance in ends.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
-            let members: Vec<(i64, i64)> = instance.iter().map(|e| (e.2, e.3)).collect();
-            sync.waited_in(instance[0].0, instance[0].1, &members);
-        }
-        drop(ends);
-        sync.seal();
-        let mut waits = waits;
-        waits.shrink_to_fit();
-        delay_mapper(waits, records, sync, schema, true)
-    }
-
-    fn mapper_counts_the_fold(&self) -> bool {
-        true
-    }
+    // On a distributed engine, planned as steps so that no task reads the calls whole.
+    let offload = inputs.len() > 5;
+    let steps = steps::steps(out.clone(), offload);
+    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start).in_steps(steps)?))
 }
 
 /// A wait between ranks as the costs read it (its threads found once the calls are swept).
-fn as_wait(w: &Wait) -> Option<W> {
+pub(super) fn as_wait(w: &Wait) -> Option<W> {
     w.partner.map(|delayer| W {
         waiter: w.rank,
         delayer,
@@ -696,20 +677,12 @@ fn delay_sweep(
     drop(message_waits);
     collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends));
     sync.seal();
-    delay_mapper(waits, records, sync, schema, false)
+    delay_mapper(waits, records, sync, schema)
 }
 
-/// The mapper that sweeps the calls and gives each wait's cost to its causes; with `counted`,
-/// its bytes count the waits and synchronisation points (the fold they came of is let go).
-fn delay_mapper(
-    waits: Vec<W>,
-    records: ThreadRecords,
-    sync: SyncPoints,
-    schema: SchemaRef,
-    counted: bool,
-) -> Result<Box<dyn Mapper>> {
+/// The mapper that sweeps the calls and gives each wait's cost to its causes.
+fn delay_mapper(waits: Vec<W>, records: ThreadRecords, sync: SyncPoints, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
     Ok(Box::new(DelaySweep {
-        counted,
         waits,
         threads_waits: WaitSpill::new()?,
         threads: BTreeMap::new(),
@@ -722,8 +695,6 @@ fn delay_mapper(
 
 /// Sweeps the calls into every thread's stretches, then gives each wait's cost to its causes.
 struct DelaySweep {
-    /// Whether its bytes count the waits and synchronisation points (else the fold's do).
-    counted: bool,
     /// The waits between ranks (waiter and delayer are ranks until the calls are swept).
     waits: Vec<W>,
     /// The waits of threads for others of their rank, written to a scratch file as they come
@@ -747,14 +718,7 @@ impl Mapper for DelaySweep {
         self.swept.sweep_threads("delay_costs", batches, &self.records, |rank, list, omp, _| {
             threads.insert(rank, list.iter().map(|t| t.thread).collect());
             for w in omp {
-                threads_waits.push(&W {
-                    waiter: location(rank, w.thread),
-                    delayer: location(rank, w.delayer),
-                    start: w.start,
-                    end: w.end,
-                    since: [w.since.0, w.since.1],
-                    waiters: w.threads,
-                });
+                threads_waits.push(&W::of_threads(rank, w));
             }
         })?;
         self.threads_waits.check()?;
@@ -762,10 +726,7 @@ impl Mapper for DelaySweep {
     }
 
     fn held_bytes(&self) -> usize {
-        self.swept.held_bytes()
-            + WaitSpill::BUFFER
-            + self.records.held_bytes()
-            + if self.counted { self.waits.capacity() * std::mem::size_of::<W>() + self.sync.held_bytes() } else { 0 }
+        self.swept.held_bytes() + WaitSpill::BUFFER + self.records.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -788,27 +749,30 @@ impl Mapper for DelaySweep {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
             crate::sweeps::stretches::region_name(&names.names, leaf)
         };
-        let mut rows: Vec<Row> = costs
+        let rows: Vec<Row> = costs
             .iter()
             .map(|(&(at, path), &(direct, propagated))| {
                 let text = crate::sweeps::stretches::path_name(paths, path);
                 (Some(rank_thread(at)), region(path), text, direct + propagated, direct, propagated)
             })
+            .chain((unexplained > 0.0).then_some((None, None, None, unexplained, 0.0, 0.0)))
             .collect();
-        if unexplained > 0.0 {
-            rows.push((None, None, None, unexplained, 0.0, 0.0));
-        }
-        rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
-        let float = |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.0)).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.1)).collect::<Vec<_>>())),
-            Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
-            Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
-            float(|r| r.3),
-            float(|r| r.4),
-            float(|r| r.5),
-        ];
-        Ok(vec![RecordBatch::try_new(self.schema.clone(), columns)?])
+        Ok(vec![rows_batch(rows, &self.schema)?])
     }
+}
+
+/// The answer's rows, the greatest cost first.
+pub(super) fn rows_batch(mut rows: Vec<Row>, schema: &SchemaRef) -> Result<RecordBatch> {
+    rows.sort_by(|a, b| b.3.total_cmp(&a.3).then(a.0.cmp(&b.0)).then(a.2.cmp(&b.2)));
+    let float = |f: fn(&Row) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.0)).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(rows.iter().map(|r| r.0.map(|l| l.1)).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+        float(|r| r.3),
+        float(|r| r.4),
+        float(|r| r.5),
+    ];
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }

@@ -1,0 +1,426 @@
+//! The costs handed on from wait to wait (the last step of [`super::steps`]), in one task over
+//! every side of every wait merged by the waits' end, the latest first.
+//!
+//! The waits that end at one instant come together with both their sides: they are joined
+//! there, put in the order one process takes them (`super::handing_order_within_ties`), and
+//! each wait's cost is given to the delayer's call paths and handed on to the delayer's waits
+//! by the rule of `super::delay_costs`, the same arithmetic in the same order. What the task
+//! holds is what has been handed on to waits not yet reached, and the costs per call path.
+
+use arrow::array::{Array, Int8Array, Int64Array, ListArray, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use super::sides::{BOTH, NO_PATH_KEY, PATH};
+use super::steps::{DELAYER, WAITER};
+use super::{NO_SYNC, W, handing_order_within_ties};
+use crate::critical::stretch_store::rank_thread;
+use commdb_analysis::columns::{bool_column, int64_column, text_column};
+use commdb_analysis::stream::Mapper;
+use commdb_catalog::fast_hash::FastMap;
+
+/// One side of a wait as it came.
+#[derive(Debug, Default)]
+struct Side {
+    loc: i64,
+    start: i64,
+    end: i64,
+    since: Option<i64>,
+    waiters: u32,
+    present: bool,
+    waiting: i64,
+    /// Its time per call path (key, ns) and the waits it hands on to (id, ns), ranges of the
+    /// lists of the waits gathered.
+    paths: std::ops::Range<usize>,
+    theirs: std::ops::Range<usize>,
+    /// Both sides in one row (`BOTH`): the delayer's location and synchronisation; `paths` and
+    /// `waiting` are then the delayer's excess.
+    joined: Option<(i64, Option<i64>)>,
+}
+
+/// A wait with both its sides: whether its waiter has stretches, the delayer's excess per call
+/// path (key, ns) and excess waiting, and its waits to hand on to.
+struct Joined {
+    id: i64,
+    present: bool,
+    paths: Vec<(i64, f64)>,
+    waiting: f64,
+    theirs: std::ops::Range<usize>,
+}
+
+/// Hands the costs on, the waits of one end at a time.
+pub(super) struct Handing {
+    schema: SchemaRef,
+    /// Each call path's key: its text and region.
+    names: FastMap<i64, (String, Option<String>)>,
+    /// The end of the waits being gathered, and their sides by id: [waiter's, delayer's].
+    end: Option<i64>,
+    group: FastMap<i64, [Option<Side>; 2]>,
+    /// The sides' times per call path and waits to hand on to, of the waits gathered.
+    paths: Vec<(i64, i64)>,
+    theirs: Vec<(i64, i64)>,
+    /// What was handed on to waits not reached yet.
+    incoming: FastMap<i64, f64>,
+    /// Per (location, call path key): direct, propagated.
+    costs: FastMap<(i64, i64), (f64, f64)>,
+    unexplained: f64,
+    /// Bytes of the sides gathered.
+    gathered: usize,
+}
+
+impl Handing {
+    pub(super) fn new(schema: SchemaRef) -> Handing {
+        Handing {
+            schema,
+            names: FastMap::default(),
+            end: None,
+            group: FastMap::default(),
+            paths: Vec::new(),
+            theirs: Vec::new(),
+            incoming: FastMap::default(),
+            costs: FastMap::default(),
+            unexplained: 0.0,
+            gathered: 0,
+        }
+    }
+
+    /// Every side of the waits ending at `self.end` has come: hand their costs on.
+    fn hand_on(&mut self) -> Result<()> {
+        let group = std::mem::take(&mut self.group);
+        let (all_paths, all_theirs) = (std::mem::take(&mut self.paths), std::mem::take(&mut self.theirs));
+        self.gathered = 0;
+        let mut waits: Vec<(W, usize)> = Vec::with_capacity(group.len());
+        let mut joined: Vec<Joined> = Vec::with_capacity(group.len());
+        for (id, pair) in group {
+            let (key, wait) = match pair {
+                [Some(w), None] if w.joined.is_some() => {
+                    let Some((delayer, delayer_since)) = w.joined else { continue };
+                    let since = match (w.since, delayer_since) {
+                        (Some(a), Some(b)) => [a, b],
+                        _ => NO_SYNC,
+                    };
+                    let key = W { waiter: w.loc, delayer, start: w.start, end: w.end, since, waiters: w.waiters };
+                    let paths = all_paths[w.paths.clone()].iter().map(|&(k, e)| (k, e as f64)).collect();
+                    let waiting = w.waiting as f64;
+                    (key, Joined { id, present: w.present, paths, waiting, theirs: w.theirs })
+                }
+                [Some(w), Some(d)] if w.joined.is_none() && d.joined.is_none() => {
+                    // As one process keeps them: not a location's wait for itself, nor one for
+                    // a location without stretches.
+                    if d.loc == w.loc || !d.present {
+                        self.incoming.remove(&id);
+                        continue;
+                    }
+                    let since = match (w.since, d.since) {
+                        (Some(a), Some(b)) => [a, b],
+                        _ => NO_SYNC,
+                    };
+                    let key =
+                        W { waiter: w.loc, delayer: d.loc, start: w.start, end: w.end, since, waiters: w.waiters };
+                    let waiter_paths = &all_paths[w.paths.clone()];
+                    let paths = all_paths[d.paths.clone()]
+                        .iter()
+                        .map(|&(key, t)| {
+                            let theirs = waiter_paths.iter().find(|p| p.0 == key).map_or(0, |p| p.1);
+                            (key, (t - theirs).max(0) as f64)
+                        })
+                        .filter(|(_, e)| *e > 0.0)
+                        .collect();
+                    let waiting = (d.waiting - w.waiting).max(0) as f64;
+                    (key, Joined { id, present: w.present, paths, waiting, theirs: d.theirs })
+                }
+                [w, d] => {
+                    let what = match (w, d) {
+                        (None, _) => "the waiter's side of a wait",
+                        (_, None) => "the delayer's side of a wait",
+                        _ => "a wait whose sides were joined, with a side apart,",
+                    };
+                    return exec_err!(
+                        "delay_costs: {what} ending at {} did not come from the task of its rank",
+                        self.end.unwrap_or(0)
+                    );
+                }
+            };
+            waits.push((key, joined.len()));
+            joined.push(wait);
+        }
+        waits.sort_unstable_by_key(|(w, _)| (std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters));
+        handing_order_within_ties(&mut waits, |(w, _)| w);
+        let position: FastMap<i64, usize> = waits.iter().enumerate().map(|(k, (_, j))| (joined[*j].id, k)).collect();
+        for (at, (w, j)) in waits.iter().enumerate() {
+            let Joined { id, present, paths, waiting, theirs } = &joined[*j];
+            let incoming = self.incoming.remove(id).unwrap_or(0.0);
+            // A wait standing for n alike: its own time counts n times; what it received, once.
+            let (own, n) = ((w.end - w.start) as f64, f64::from(w.waiters));
+            let total = n * own + incoming;
+            if !present {
+                self.unexplained += total;
+                continue;
+            }
+            let waiting = *waiting;
+            let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
+            if sum <= 0.0 {
+                self.unexplained += total;
+                continue;
+            }
+            // Short-term: each unit of excess explains at most one unit of the wait.
+            let short = (own / sum).min(1.0);
+            self.unexplained += n * (own - short * sum);
+            for &(key, e) in paths {
+                let c = self.costs.entry((w.delayer, key)).or_default();
+                c.0 += n * e * short;
+                c.1 += incoming * e / sum;
+            }
+            if waiting > 0.0 {
+                // Hand on to the delayer's waits in its interval that come later, by their time
+                // there.
+                let later: Vec<(i64, f64)> = all_theirs[theirs.clone()]
+                    .iter()
+                    .filter(|(j, _)| position.get(j).is_none_or(|&p| p > at))
+                    .map(|&(j, o)| (j, o as f64))
+                    .collect();
+                let handed = n * waiting * short + incoming * waiting / sum;
+                let weight: f64 = later.iter().map(|t| t.1).sum();
+                if weight > 0.0 {
+                    for (j, o) in later {
+                        *self.incoming.entry(j).or_default() += handed * o / weight;
+                    }
+                } else {
+                    self.unexplained += handed;
+                }
+            }
+        }
+        // Their lists' room is kept for the next waits.
+        self.paths = all_paths;
+        self.paths.clear();
+        self.theirs = all_theirs;
+        self.theirs.clear();
+        Ok(())
+    }
+}
+
+/// A list column of int64 of the sides: each row's values, read in place.
+struct Lists<'a> {
+    offsets: &'a [i32],
+    values: &'a [i64],
+}
+
+impl<'a> Lists<'a> {
+    fn of(batch: &'a RecordBatch, index: usize) -> Result<Lists<'a>> {
+        let Some(list) = batch.column(index).as_any().downcast_ref::<ListArray>() else {
+            return exec_err!("delay_costs: column {index} of the sides is not a list");
+        };
+        let Some(values) = list.values().as_any().downcast_ref::<Int64Array>() else {
+            return exec_err!("delay_costs: column {index} of the sides is not a list of int64");
+        };
+        Ok(Lists { offsets: list.value_offsets(), values: values.values() })
+    }
+
+    fn at(&self, r: usize) -> &'a [i64] {
+        &self.values[self.offsets[r] as usize..self.offsets[r + 1] as usize]
+    }
+}
+
+impl Mapper for Handing {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let b = std::slice::from_ref(batch);
+        let (end_desc, id, loc, start, end) =
+            (int64_column(b, 0)?, int64_column(b, 1)?, int64_column(b, 3)?, int64_column(b, 4)?, int64_column(b, 5)?);
+        let (since, waiters, present, waiting) =
+            (int64_column(b, 6)?, int64_column(b, 7)?, bool_column(b, 8)?, int64_column(b, 9)?);
+        let (keys, ns) = (Lists::of(batch, 10)?, Lists::of(batch, 11)?);
+        let (their_ids, their_ns) = (Lists::of(batch, 12)?, Lists::of(batch, 13)?);
+        let (text, region) = (text_column(b, 14)?, text_column(b, 15)?);
+        let (delayer, delayer_since) = (int64_column(b, 16)?, int64_column(b, 17)?);
+        let Some(side) = batch.column(2).as_any().downcast_ref::<Int8Array>() else {
+            return exec_err!("delay_costs: the sides' column side is not int8");
+        };
+        for r in 0..batch.num_rows() {
+            let id = id.value(r);
+            match side.value(r) {
+                PATH => {
+                    let name = text.value(r).to_string();
+                    let region = region.is_valid(r).then(|| region.value(r).to_string());
+                    if id == NO_PATH_KEY {
+                        return exec_err!("delay_costs: the call path '{name}' came with the key of no path");
+                    }
+                    match self.names.get(&id) {
+                        Some((known, _)) if *known != name => {
+                            return exec_err!(
+                                "delay_costs: the call paths '{known}' and '{name}' have one key; they cannot be told apart across tasks"
+                            );
+                        }
+                        Some(_) => {}
+                        None => {
+                            self.names.insert(id, (name, region));
+                        }
+                    }
+                    continue;
+                }
+                WAITER | DELAYER | BOTH => {}
+                other => return exec_err!("delay_costs: a side of unknown kind {other}"),
+            }
+            let at = -end_desc.value(r);
+            if self.end.is_some_and(|e| e != at) {
+                if self.end.is_some_and(|e| e < at) {
+                    return exec_err!("delay_costs: the sides did not come in order of their end");
+                }
+                self.hand_on()?;
+            }
+            self.end = Some(at);
+            let Ok(waiters) = u32::try_from(waiters.value(r)) else {
+                return exec_err!("delay_costs: a wait stands for {} threads", waiters.value(r));
+            };
+            let (k, n) = (keys.at(r), ns.at(r));
+            let (ti, tn) = (their_ids.at(r), their_ns.at(r));
+            if k.len() != n.len() || ti.len() != tn.len() {
+                return exec_err!("delay_costs: a side's lists of call paths or waits do not pair up");
+            }
+            let paths = self.paths.len()..self.paths.len() + k.len();
+            self.paths.extend(k.iter().copied().zip(n.iter().copied()));
+            let theirs = self.theirs.len()..self.theirs.len() + ti.len();
+            self.theirs.extend(ti.iter().copied().zip(tn.iter().copied()));
+            self.gathered += 96 + 16 * (k.len() + ti.len());
+            let s = Side {
+                loc: loc.value(r),
+                start: start.value(r),
+                end: end.value(r),
+                since: since.is_valid(r).then(|| since.value(r)),
+                waiters,
+                present: present.value(r),
+                waiting: waiting.value(r),
+                paths,
+                theirs,
+                joined: (side.value(r) == BOTH)
+                    .then(|| (delayer.value(r), delayer_since.is_valid(r).then(|| delayer_since.value(r)))),
+            };
+            let which = usize::from(side.value(r) == DELAYER);
+            let slot = &mut self.group.entry(id).or_default()[which];
+            if slot.is_some() {
+                return exec_err!("delay_costs: a side of a wait ending at {at} came twice");
+            }
+            *slot = Some(s);
+        }
+        Ok(RecordBatch::new_empty(self.schema.clone()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.gathered + 24 * self.incoming.capacity() + 48 * self.costs.capacity() + 64 * self.names.len()
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if !self.group.is_empty() {
+            self.hand_on()?;
+        }
+        let name = |key: i64| -> Result<(Option<&str>, Option<&str>)> {
+            if key == NO_PATH_KEY {
+                return Ok((None, None));
+            }
+            match self.names.get(&key) {
+                Some((text, region)) => Ok((region.as_deref(), Some(text.as_str()))),
+                None => exec_err!("delay_costs: a call path of key {key} came without its name"),
+            }
+        };
+        let mut rows: Vec<super::Row> = Vec::with_capacity(self.costs.len() + 1);
+        for (&(at, key), &(direct, propagated)) in &self.costs {
+            let (region, text) = name(key)?;
+            rows.push((Some(rank_thread(at)), region, text, direct + propagated, direct, propagated));
+        }
+        if self.unexplained > 0.0 {
+            rows.push((None, None, None, self.unexplained, 0.0, 0.0));
+        }
+        Ok(vec![super::rows_batch(rows, &self.schema)?])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Builder, ListBuilder, StringArray};
+    use arrow::datatypes::SchemaRef;
+
+    use super::super::sides::sides_schema;
+    use super::*;
+
+    /// A side row: (id, side, loc, start, end, present, waiting, paths, theirs).
+    type R = (i64, i8, i64, i64, i64, bool, i64, Vec<(i64, i64)>, Vec<(i64, i64)>);
+
+    fn batch(rows: &[R]) -> RecordBatch {
+        let int = |f: &dyn Fn(&R) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+        let list = |f: &dyn Fn(&R) -> Vec<i64>| -> ArrayRef {
+            let mut b = ListBuilder::new(Int64Builder::new());
+            for r in rows {
+                b.values().append_slice(&f(r));
+                b.append(true);
+            }
+            Arc::new(b.finish())
+        };
+        let n = rows.len();
+        let columns: Vec<ArrayRef> = vec![
+            int(&|r| -r.4),
+            int(&|r| r.0),
+            Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.1))),
+            int(&|r| r.2),
+            int(&|r| r.3),
+            int(&|r| r.4),
+            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            int(&|_| 1),
+            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.5)))),
+            int(&|r| r.6),
+            list(&|r| r.7.iter().map(|p| p.0).collect()),
+            list(&|r| r.7.iter().map(|p| p.1).collect()),
+            list(&|r| r.8.iter().map(|p| p.0).collect()),
+            list(&|r| r.8.iter().map(|p| p.1).collect()),
+            Arc::new(StringArray::from(vec![None::<&str>; n])),
+            Arc::new(StringArray::from(vec![None::<&str>; n])),
+            int(&|_| 0),
+            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        ];
+        RecordBatch::try_new(sides_schema(), columns).unwrap()
+    }
+
+    fn schema() -> SchemaRef {
+        crate::critical::delays::DELAY_COSTS.schema()
+    }
+
+    #[test]
+    fn a_wait_s_cost_goes_to_the_delayer_s_excess_and_on_to_its_waits() {
+        let (l0, l1, l2) = (0, 1 << 20, 2 << 20);
+        let mut h = Handing::new(schema());
+        // Wait 0: l0 waits for l1 from 90 to 100; l1 spent 30 ns more in time no region covers
+        // and 10 ns more waiting (its wait 1 for l2, 60..80, 20 ns in the interval): the 10 ns
+        // of wait 0 go 3/4 to l1's excess and 1/4 handed on to wait 1.
+        let rows = [
+            (0, WAITER, l0, 90, 100, true, 10, vec![(NO_PATH_KEY, 50)], vec![]),
+            (0, DELAYER, l1, 90, 100, true, 20, vec![(NO_PATH_KEY, 80)], vec![(1, 20)]),
+        ];
+        h.map(&batch(&rows)).unwrap();
+        let rows = [
+            (1, WAITER, l1, 60, 80, true, 0, vec![], vec![]),
+            (1, DELAYER, l2, 60, 80, true, 0, vec![(NO_PATH_KEY, 20)], vec![]),
+        ];
+        h.map(&batch(&rows)).unwrap();
+        let out = h.finish().unwrap();
+        let costs = out[0].column(4).as_any().downcast_ref::<Float64Array>().unwrap();
+        let ranks = out[0].column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        // l2 takes wait 1's own 20 ns and the 2.5 ns handed to it; l1 7.5 ns.
+        assert_eq!((ranks.value(0), costs.value(0)), (2, 22.5));
+        assert_eq!((ranks.value(1), costs.value(1)), (1, 7.5));
+        assert_eq!(out[0].num_rows(), 2);
+    }
+
+    #[test]
+    fn a_side_that_does_not_come_or_comes_out_of_order_fails() {
+        let l1 = 1 << 20;
+        let mut h = Handing::new(schema());
+        h.map(&batch(&[(0, WAITER, 0, 90, 100, true, 0, vec![], vec![])])).unwrap();
+        let e = h.map(&batch(&[(1, DELAYER, l1, 60, 80, true, 0, vec![], vec![])])).unwrap_err().to_string();
+        assert!(e.contains("delayer's side of a wait ending at 100 did not come"), "{e}");
+        let mut h = Handing::new(schema());
+        h.map(&batch(&[(0, WAITER, 0, 60, 80, true, 0, vec![], vec![])])).unwrap();
+        let e = h.map(&batch(&[(1, WAITER, 0, 90, 100, true, 0, vec![], vec![])])).unwrap_err().to_string();
+        assert!(e.contains("not come in order"), "{e}");
+    }
+}

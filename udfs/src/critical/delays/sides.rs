@@ -1,0 +1,509 @@
+//! Each side of each wait, measured where its rank's calls lie (step 4 of
+//! [`super::steps`]): a task holds a part of whole ranks, sweeps their calls into every thread's
+//! stretches as one process does, and measures for each wait of its ranks the side it holds.
+//!
+//! - **The waiter's side**: the waiting thread (the one whose MPI call the wait is in), its
+//!   time per call path from the two ranks' latest synchronisation to the wait's start, less its
+//!   own waiting there, and that waiting.
+//! - **The delayer's side**: the thread waited for (whose MPI call was under way when the wait
+//!   ended), its time per call path from their latest synchronisation to the wait's end, its
+//!   waiting there, and its waits in that interval with their time in it, to which the costs
+//!   are handed on.
+//!
+//! The threads' waits for each other (`crate::critical::omp_handovers`) lie within one rank:
+//! both their sides are measured here. A call path is named across tasks by a key of its
+//! text; each task gives the texts of its keys first.
+
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+use arrow::array::Int64Builder;
+use arrow::array::{Array, ArrayRef, BooleanArray, Int8Array, Int64Array, ListBuilder, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, SchemaRef};
+use datafusion::common::exec_err;
+use datafusion::error::Result;
+
+use super::steps::{DELAYER, WAITER, run_start};
+use super::{RankWaits, W, WAIT_BATCH, time_in};
+use crate::critical::stretch_store::{StretchReader, Swept, location};
+use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
+use crate::waits::openmp::ThreadRecords;
+use commdb_analysis::columns::int64_column;
+use commdb_analysis::stream::{Folder, Mapper, StartFold};
+use commdb_catalog::fast_hash::{FastMap, FastSet};
+
+/// A row of the sides that names a call path (column `side`): its key as `id`.
+pub(super) const PATH: i8 = 2;
+
+/// A row of both sides of a wait whose ranks are in one task (column `side`): `loc` the
+/// waiter's, `delayer` and `delayer_since` the delayer's, `present` whether the waiter has
+/// stretches, and already joined, the delayer's excess per call path (`path_ns`, only where
+/// it is more than nothing), its excess waiting (`waiting`) and, when that is more than
+/// nothing, its waits to hand on to.
+pub(super) const BOTH: i8 = 3;
+
+/// The key of time no region covers.
+pub(super) const NO_PATH_KEY: i64 = 0;
+
+/// Each side of each wait, the latest end first (`end_desc`, the end negated), and before them
+/// every call path's key (`id`) with its text and region (`side` PATH, `end_desc` the least):
+/// `loc` the side's location (`crate::critical::stretch_store::location`), the wait's start,
+/// end and `waiters` (the threads it stands for), `since` the side's synchronisation of a
+/// threads' wait (NULL for a wait between ranks), whether the location has stretches
+/// (`present`), its `waiting` in the interval, its time per call path less that waiting
+/// (`path_keys`, `path_ns`) and, on the delayer's side, its waits overlapping the interval that
+/// end no later than this one (`their_ids`, `their_ns`: their time in it). A wait whose two
+/// sides are here comes as one row (`BOTH`).
+pub(super) fn sides_schema() -> SchemaRef {
+    let list =
+        |name: &str| Field::new(name, DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))), false);
+    Arc::new(arrow::datatypes::Schema::new(vec![
+        Field::new("end_desc", DataType::Int64, false),
+        Field::new("id", DataType::Int64, false),
+        Field::new("side", DataType::Int8, false),
+        Field::new("loc", DataType::Int64, false),
+        Field::new("start", DataType::Int64, false),
+        Field::new("end", DataType::Int64, false),
+        Field::new("since", DataType::Int64, true),
+        Field::new("waiters", DataType::Int64, false),
+        Field::new("present", DataType::Boolean, false),
+        Field::new("waiting", DataType::Int64, false),
+        list("path_keys"),
+        list("path_ns"),
+        list("their_ids"),
+        list("their_ns"),
+        Field::new("text", DataType::Utf8, true),
+        Field::new("region", DataType::Utf8, true),
+        Field::new("delayer", DataType::Int64, false),
+        Field::new("delayer_since", DataType::Int64, true),
+    ]))
+}
+
+/// The key of a call path's text: the same in every task (a hash with fixed keys), never
+/// `NO_PATH_KEY`. The task that hands the costs on checks that no two texts share one.
+pub(super) fn path_key(text: &str) -> i64 {
+    #[allow(deprecated)]
+    let mut h = std::hash::SipHasher::new();
+    text.hash(&mut h);
+    match h.finish() as i64 {
+        NO_PATH_KEY => 1,
+        k => k,
+    }
+}
+
+pub(super) fn sides_start() -> StartFold {
+    Arc::new(|| Box::new(FoldSides::default()))
+}
+
+/// Folds the sides of the task's ranks (input 1), every location's first instant (2) and the
+/// threads' records (3 on).
+#[derive(Default)]
+struct FoldSides {
+    /// The sides routed here, each located on its rank until the calls are swept.
+    jobs: Vec<Job>,
+    firsts: Vec<RecordBatch>,
+    records: ThreadRecords,
+}
+
+impl Folder for FoldSides {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        match input {
+            1 => {
+                let b = std::slice::from_ref(batch);
+                let (rank, partner, id) = (int64_column(b, 0)?, int64_column(b, 2)?, int64_column(b, 3)?);
+                let (start, end, from) = (int64_column(b, 4)?, int64_column(b, 5)?, int64_column(b, 6)?);
+                let Some(side) = batch.column(1).as_any().downcast_ref::<Int8Array>() else {
+                    return exec_err!("delay_costs: the intervals' column side is not int8");
+                };
+                for i in 0..batch.num_rows() {
+                    self.jobs.push(Job {
+                        id: id.value(i),
+                        loc: rank.value(i),
+                        start: start.value(i),
+                        end: end.value(i),
+                        from: if from.is_valid(i) { from.value(i) } else { NO_FROM },
+                        partner: partner.value(i),
+                        waiters: 1,
+                        side: side.value(i),
+                        omp: false,
+                    });
+                }
+                Ok(())
+            }
+            2 => {
+                self.firsts.push(batch.clone());
+                Ok(())
+            }
+            _ => self.records.fold_input(input, batch),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.jobs.capacity() * std::mem::size_of::<Job>()
+            + self.firsts.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
+            + self.records.held_bytes()
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        let FoldSides { jobs, firsts, records } = *self;
+        let (start, located) = run_start(&firsts, |rank| records.forks(rank).first().map(|f| f.1))?;
+        let with_calls: FastSet<i64> = located.keys().copied().collect();
+        Ok(Box::new(Sides {
+            jobs,
+            with_calls,
+            start,
+            records,
+            swept: Swept::new("delay_costs")?,
+            threads: BTreeMap::new(),
+            omp: Vec::new(),
+            measured: None,
+        }))
+    }
+
+    fn mapper_counts_the_fold(&self) -> bool {
+        true
+    }
+}
+
+/// A side to measure: the wait's id, its location (its rank until the calls are swept), start
+/// and end, the side's start of the interval (`NO_FROM`: the location's first instant), the
+/// other side's rank (a wait between ranks), the threads it stands for, which side, and
+/// whether it is a threads' wait (its `from` their synchronisation).
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    id: i64,
+    loc: i64,
+    start: i64,
+    end: i64,
+    from: i64,
+    partner: i64,
+    waiters: u32,
+    side: i8,
+    omp: bool,
+}
+
+/// A side whose interval starts at its location's first instant.
+const NO_FROM: i64 = i64::MIN;
+
+/// What the task measures, once its calls are swept: the jobs in the order they are given,
+/// the waits by location, and the keys of the call paths.
+struct Measured {
+    jobs: Vec<Job>,
+    next: usize,
+    all: Vec<W>,
+    ids: Vec<i64>,
+    by_loc: FastMap<i64, RankWaits>,
+    keys: Vec<i64>,
+    /// The call paths' names, given first.
+    names: Option<RecordBatch>,
+}
+
+/// Sweeps the task's ranks' calls, then measures each side of their waits.
+struct Sides {
+    /// The sides routed here, each located on its rank until the calls are swept.
+    jobs: Vec<Job>,
+    /// The ranks that have calls in any task.
+    with_calls: FastSet<i64>,
+    /// Where the run begins, over every task's ranks.
+    start: Option<i64>,
+    records: ThreadRecords,
+    swept: Swept,
+    /// Each rank's threads, in order (the master first).
+    threads: BTreeMap<i64, Vec<i64>>,
+    /// The threads' waits for each other, between locations.
+    omp: Vec<W>,
+    measured: Option<Measured>,
+}
+
+impl Mapper for Sides {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let (threads, omp) = (&mut self.threads, &mut self.omp);
+        self.swept.sweep_threads("delay_costs", batches, &self.records, |rank, list, waits, _| {
+            threads.insert(rank, list.iter().map(|t| t.thread).collect());
+            for w in waits {
+                omp.push(W::of_threads(rank, w));
+            }
+        })?;
+        Ok(RecordBatch::new_empty(sides_schema()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        let measured = self.measured.as_ref().map_or(0, |m| {
+            m.jobs.capacity() * std::mem::size_of::<Job>()
+                + m.all.capacity() * (std::mem::size_of::<W>() + 8)
+                + m.by_loc.values().map(|r| 4 * r.list.capacity() + 48).sum::<usize>()
+        });
+        self.swept.held_bytes()
+            + self.records.held_bytes()
+            + self.jobs.capacity() * std::mem::size_of::<Job>()
+            + self.omp.capacity() * std::mem::size_of::<W>()
+            + 16 * self.with_calls.capacity()
+            + measured
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.swept.finish_from(self.start)?;
+        self.measured = Some(self.plan()?);
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(m) = self.measured.as_mut() else { return Ok(None) };
+        if let Some(names) = m.names.take() {
+            return Ok(Some(names));
+        }
+        if m.next >= m.jobs.len() {
+            self.measured = None;
+            return Ok(None);
+        }
+        let mut to = (m.next + WAIT_BATCH).min(m.jobs.len());
+        // The two sides of a wait together (they follow each other).
+        if to < m.jobs.len() && m.jobs[to].id == m.jobs[to - 1].id {
+            to += 1;
+        }
+        let out = measure_batch(&self.swept, m, m.next, to)?;
+        m.next = to;
+        Ok(Some(out))
+    }
+}
+
+impl Sides {
+    /// The jobs of the task's waits, each located on its thread, and the waits by location.
+    fn plan(&mut self) -> Result<Measured> {
+        let Swept { store, names, paths } = &mut self.swept;
+        let none = Vec::new();
+        let mut jobs = std::mem::take(&mut self.jobs);
+        for j in &mut jobs {
+            let rank = j.loc;
+            let t = if j.side == WAITER { j.start } else { j.end };
+            let thread = store.mpi_thread(self.threads.get(&rank).unwrap_or(&none), rank, t)?;
+            j.loc = location(rank, thread);
+        }
+        // The delayer of each wait whose two sides are both here.
+        let delayers: FastMap<i64, i64> = jobs.iter().filter(|j| j.side == DELAYER).map(|j| (j.id, j.loc)).collect();
+        // The waits whose waiter is here, as one process keeps them: not a location's wait for
+        // itself, nor a wait for a location without stretches (whose rank has no calls).
+        let mut all: Vec<W> = Vec::new();
+        let mut ids: Vec<i64> = Vec::new();
+        for j in jobs.iter().filter(|j| j.side == WAITER) {
+            let kept = match delayers.get(&j.id) {
+                Some(&d) => d != j.loc && store.contains(d),
+                None => self.with_calls.contains(&j.partner),
+            };
+            if kept {
+                let delayer = delayers.get(&j.id).copied().unwrap_or(location(j.partner, 0));
+                all.push(W { waiter: j.loc, delayer, start: j.start, end: j.end, since: super::NO_SYNC, waiters: 1 });
+                ids.push(j.id);
+            }
+        }
+        drop(delayers);
+        // The threads' waits: numbered apart from the waits between ranks (from 0 up) by
+        // negative ids, by rank.
+        let mut seq: FastMap<i64, i64> = FastMap::default();
+        for w in std::mem::take(&mut self.omp) {
+            let rank = crate::critical::stretch_store::rank_thread(w.waiter).0;
+            let k = seq.entry(rank).or_default();
+            if !(0..1 << 30).contains(&rank) || *k >= 1 << 32 {
+                return exec_err!("delay_costs: rank {rank} has more threads' waits than can be numbered");
+            }
+            let id = -(1 + (rank << 32) + *k);
+            *k += 1;
+            for (side, loc, from) in [(WAITER, w.waiter, w.since[0]), (DELAYER, w.delayer, w.since[1])] {
+                let (start, end, waiters) = (w.start, w.end, w.waiters);
+                jobs.push(Job { id, loc, start, end, from, partner: rank, waiters, side, omp: true });
+            }
+            if w.delayer != w.waiter && store.contains(w.delayer) {
+                all.push(w);
+                ids.push(id);
+            }
+        }
+        if u32::try_from(all.len()).is_err() {
+            return exec_err!(
+                "delay_costs: {} waits in one part; at most {} are measured at once",
+                all.len(),
+                u32::MAX
+            );
+        }
+        let by_loc = RankWaits::of(&all);
+        // The latest end first, as the costs are handed on.
+        jobs.sort_unstable_by_key(|j| (std::cmp::Reverse(j.end), j.id, j.side));
+        jobs.shrink_to_fit();
+        store.forget_blocks();
+        let keys: Vec<i64> =
+            (0..paths.text.len() as u32).map(|p| path_name(paths, p).map_or(NO_PATH_KEY, path_key)).collect();
+        let named: Vec<(i64, &str, Option<&str>)> = (0..paths.text.len() as u32)
+            .filter_map(|p| {
+                let leaf = paths.leaf.get(p as usize).copied().unwrap_or(u32::MAX);
+                path_name(paths, p).map(|t| (keys[p as usize], t, region_name(&names.names, leaf)))
+            })
+            .collect();
+        let names = names_batch(&named)?;
+        Ok(Measured { jobs, next: 0, all, ids, by_loc, keys, names: Some(names) })
+    }
+}
+
+/// The rows naming the call paths: `(key, text, region)`.
+fn names_batch(named: &[(i64, &str, Option<&str>)]) -> Result<RecordBatch> {
+    let n = named.len();
+    let ints = |v: i64| -> ArrayRef { Arc::new(Int64Array::from(vec![v; n])) };
+    let empty = || -> ArrayRef {
+        let mut b = ListBuilder::new(Int64Builder::new());
+        for _ in 0..n {
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    };
+    let columns: Vec<ArrayRef> = vec![
+        ints(i64::MIN),
+        Arc::new(Int64Array::from_iter_values(named.iter().map(|r| r.0))),
+        Arc::new(Int8Array::from(vec![PATH; n])),
+        ints(0),
+        ints(0),
+        ints(0),
+        Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        ints(0),
+        Arc::new(BooleanArray::from(vec![false; n])),
+        ints(0),
+        empty(),
+        empty(),
+        empty(),
+        empty(),
+        Arc::new(StringArray::from_iter(named.iter().map(|r| Some(r.1)))),
+        Arc::new(StringArray::from_iter(named.iter().map(|r| r.2))),
+        ints(0),
+        Arc::new(Int64Array::from(vec![None::<i64>; n])),
+    ];
+    Ok(RecordBatch::try_new(sides_schema(), columns)?)
+}
+
+/// A row of the sides: a side of a wait (its job), or both (the waiter's job and the
+/// delayer's, what they found joined).
+struct Row<'a> {
+    job: &'a Job,
+    side: i8,
+    delayer: Option<&'a Job>,
+    found: Found,
+}
+
+/// What a side found: whether its location has stretches, its waiting, its time per call path
+/// (key, ns) and, on the delayer's side, its waits it hands on to (id, ns in the interval).
+#[derive(Default)]
+struct Found {
+    present: bool,
+    waiting: i64,
+    paths: Vec<(i64, i64)>,
+    theirs: Vec<(i64, i64)>,
+}
+
+fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> Result<Found> {
+    let store = &swept.store;
+    if !store.contains(j.loc) {
+        return Ok(Found::default());
+    }
+    let none = RankWaits::default();
+    let waits = m.by_loc.get(&j.loc).unwrap_or(&none);
+    let from = if j.from == NO_FROM { store.origin(j.loc).unwrap_or(0) } else { j.from };
+    let until = if j.side == WAITER { j.start } else { j.end };
+    let (times, waiting) = time_in(reader, j.loc, waits, &m.all, from, until)?;
+    let paths = times
+        .0
+        .iter()
+        .map(|&(p, t)| {
+            (if p == NO_PATH { NO_PATH_KEY } else { m.keys.get(p as usize).copied().unwrap_or(NO_PATH_KEY) }, t)
+        })
+        .collect();
+    let theirs = if j.side == DELAYER && waiting > 0 {
+        waits
+            .overlapping(&m.all, from, j.end)
+            .filter(|(k, v)| v.end <= j.end && m.ids[*k] != j.id)
+            .map(|(k, v)| (m.ids[k], v.end.min(j.end) - v.start.max(from)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Found { present: true, waiting, paths, theirs })
+}
+
+/// Measure jobs `from..to` (by all threads at once, each with a reader of its own) into rows.
+fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<RecordBatch> {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    let per = (to - from).div_ceil(threads);
+    let found: Vec<Result<Vec<Found>>> = (0..threads)
+        .into_par_iter()
+        .map(|k| {
+            let mut reader = swept.store.reader()?;
+            let (a, b) = ((from + k * per).min(to), (from + (k + 1) * per).min(to));
+            (a..b).map(|i| measure(&mut reader, swept, m, &m.jobs[i])).collect()
+        })
+        .collect();
+    let mut found: Vec<Found> = found.into_iter().collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+    let jobs = &m.jobs[from..to];
+    // A row per side, or per wait whose two sides are here.
+    let mut rows: Vec<Row> = Vec::with_capacity(jobs.len());
+    let mut k = 0;
+    while k < jobs.len() {
+        let j = &jobs[k];
+        if j.side == WAITER && jobs.get(k + 1).is_some_and(|d| d.id == j.id && d.side == DELAYER) {
+            let (d, fw, fd) = (&jobs[k + 1], &found[k], &found[k + 1]);
+            k += 2;
+            // As one process keeps them: not a location's wait for itself, nor a wait for a
+            // location without stretches.
+            if d.loc == j.loc || !fd.present {
+                continue;
+            }
+            let mut row = Row { job: j, side: BOTH, delayer: Some(d), found: Found::default() };
+            if fw.present {
+                let paths = fd
+                    .paths
+                    .iter()
+                    .map(|&(key, t)| (key, (t - fw.paths.iter().find(|p| p.0 == key).map_or(0, |p| p.1)).max(0)))
+                    .filter(|p| p.1 > 0)
+                    .collect();
+                let waiting = (fd.waiting - fw.waiting).max(0);
+                let theirs = if waiting > 0 { fd.theirs.clone() } else { Vec::new() };
+                row.found = Found { present: true, waiting, paths, theirs };
+            }
+            rows.push(row);
+            continue;
+        }
+        rows.push(Row { job: j, side: j.side, delayer: None, found: std::mem::take(&mut found[k]) });
+        k += 1;
+    }
+    let int = |f: &dyn Fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    let list = |f: &dyn Fn(&Found) -> Vec<i64>| -> ArrayRef {
+        let mut b = ListBuilder::new(Int64Builder::new());
+        for r in &rows {
+            b.values().append_slice(&f(&r.found));
+            b.append(true);
+        }
+        Arc::new(b.finish())
+    };
+    let n = rows.len();
+    let columns: Vec<ArrayRef> = vec![
+        int(&|r| -r.job.end),
+        int(&|r| r.job.id),
+        Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.side))),
+        int(&|r| r.job.loc),
+        int(&|r| r.job.start),
+        int(&|r| r.job.end),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.job.omp.then_some(r.job.from)))),
+        int(&|r| i64::from(r.job.waiters)),
+        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.found.present)))),
+        int(&|r| r.found.waiting),
+        list(&|f| f.paths.iter().map(|p| p.0).collect()),
+        list(&|f| f.paths.iter().map(|p| p.1).collect()),
+        list(&|f| f.theirs.iter().map(|p| p.0).collect()),
+        list(&|f| f.theirs.iter().map(|p| p.1).collect()),
+        Arc::new(StringArray::from(vec![None::<&str>; n])),
+        Arc::new(StringArray::from(vec![None::<&str>; n])),
+        int(&|r| r.delayer.map_or(0, |d| d.loc)),
+        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.delayer.filter(|d| d.omp).map(|d| d.from)))),
+    ];
+    Ok(RecordBatch::try_new(sides_schema(), columns)?)
+}
