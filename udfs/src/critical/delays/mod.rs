@@ -208,14 +208,67 @@ fn spill_error(doing: &str, e: std::io::Error) -> datafusion::error::DataFusionE
     ))
 }
 
+/// Items kept in blocks of a fixed size: growing never copies what is held, nor holds room for
+/// twice as many (the waits of a part, tens of millions at thousands of ranks).
+#[derive(Debug)]
+pub(super) struct Blocks<T> {
+    blocks: Vec<Vec<T>>,
+    len: usize,
+}
+
+impl<T> Default for Blocks<T> {
+    fn default() -> Self {
+        Blocks { blocks: Vec::new(), len: 0 }
+    }
+}
+
+impl<T> Blocks<T> {
+    /// Items a block holds.
+    pub(super) const SIZE: usize = 1 << 16;
+
+    pub(super) fn push(&mut self, item: T) {
+        if self.blocks.last().is_none_or(|b| b.len() == Self::SIZE) {
+            self.blocks.push(Vec::with_capacity(Self::SIZE));
+        }
+        if let Some(block) = self.blocks.last_mut() {
+            block.push(item);
+            self.len += 1;
+        }
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The blocks, each full but the last.
+    pub(super) fn blocks(&self) -> &[Vec<T>] {
+        &self.blocks
+    }
+
+    pub(super) fn held_bytes(&self) -> usize {
+        self.blocks.len() * Self::SIZE * std::mem::size_of::<T>()
+    }
+
+    /// Every item in one list with room for `more`, each block let go once copied.
+    pub(super) fn into_vec(self, more: usize) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len + more);
+        for block in self.blocks {
+            out.extend(block);
+        }
+        out
+    }
+}
+
 /// The `since` of a wait whose synchronisation is searched ([`crate::critical::delays::SyncPoints`]).
 pub(super) const NO_SYNC: [i64; 2] = [i64::MIN; 2];
 
-/// When two ranks last synchronised: per ordered pair (a, b), the times on each side (a's,
-/// b's) of their messages' calls ending, in order of a's time.
+/// When two ranks last synchronised: per pair, the instants their message waits brought them
+/// together; per rank, its ends of the collectives in which someone waited.
 #[derive(Debug, Default)]
 pub(super) struct SyncPoints {
-    pub(super) messages: FastMap<(i64, i64), Vec<(i64, i64)>>,
+    /// Per pair of ranks (the lower first): the instants their messages synchronised them,
+    /// the same on both sides, in order.
+    pub(super) messages: FastMap<(i64, i64), Vec<i64>>,
     /// Per rank: (end, comm, instance) of its collectives, by end, and their places in that
     /// list in order of (comm, instance): a rank's end of an instance is found by halving, in
     /// 28 bytes an end where a map of them all took about 90.
@@ -274,17 +327,16 @@ impl SyncPoints {
                     ("late_sender", Some(&t)) => t.max(end),
                     _ => end,
                 };
-                self.messages.entry((w.rank, p)).or_default().push((t, t));
-                self.messages.entry((p, w.rank)).or_default().push((t, t));
+                self.messages.entry((w.rank.min(p), w.rank.max(p))).or_default().push(t);
             }
             _ => {}
         }
     }
 
-    /// Bytes held: 16 a synchronisation of two ranks' messages, 24 a collective's end on a
-    /// rank and 40 its entry by instance, and a list per pair or rank.
+    /// Bytes held: 8 a synchronisation of two ranks' messages, 28 a collective's end on a
+    /// rank, and a list per pair or rank.
     pub(super) fn held_bytes(&self) -> usize {
-        let messages: usize = self.messages.values().map(|l| 16 * l.capacity() + 64).sum();
+        let messages: usize = self.messages.values().map(|l| 8 * l.capacity() + 64).sum();
         let collectives: usize =
             self.collectives.values().map(|l| 24 * l.by_end.capacity() + 4 * l.by_instance.capacity() + 64).sum();
         messages + collectives
@@ -322,11 +374,11 @@ impl SyncPoints {
                 best = Some((tw, td));
             }
         };
-        if let Some(list) = self.messages.get(&(w, d)) {
+        if let Some(list) = self.messages.get(&(w.min(d), w.max(d))) {
             // Latest first on w's side; the first that is also before d's arrival is it.
-            let k = list.partition_point(|p| p.0 <= w_until);
-            if let Some(&(tw, td)) = list[..k].iter().rev().take(COLLECTIVE_LOOKBACK).find(|p| p.1 <= d_until) {
-                consider(tw, td);
+            let k = list.partition_point(|&t| t <= w_until);
+            if let Some(&t) = list[..k].iter().rev().take(COLLECTIVE_LOOKBACK).find(|&&t| t <= d_until) {
+                consider(t, t);
             }
         }
         if let Some(list) = self.collectives.get(&w) {

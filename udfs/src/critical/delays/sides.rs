@@ -25,7 +25,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::steps::{DELAYER, WAITER, run_start};
-use super::{RankWaits, W, WAIT_BATCH, time_in};
+use super::{Blocks, RankWaits, W, WAIT_BATCH, time_in};
 use crate::critical::stretch_store::{StretchReader, Swept, location};
 use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
@@ -101,7 +101,7 @@ pub(super) fn sides_start() -> StartFold {
 #[derive(Default)]
 struct FoldSides {
     /// The sides routed here, each located on its rank until the calls are swept.
-    jobs: Vec<Job>,
+    jobs: Blocks<Job>,
     firsts: Vec<RecordBatch>,
     records: ThreadRecords,
 }
@@ -140,7 +140,7 @@ impl Folder for FoldSides {
     }
 
     fn held_bytes(&self) -> usize {
-        self.jobs.capacity() * std::mem::size_of::<Job>()
+        self.jobs.held_bytes()
             + self.firsts.iter().map(RecordBatch::get_array_memory_size).sum::<usize>()
             + self.records.held_bytes()
     }
@@ -202,7 +202,7 @@ struct Measured {
 /// Sweeps the task's ranks' calls, then measures each side of their waits.
 struct Sides {
     /// The sides routed here, each located on its rank until the calls are swept.
-    jobs: Vec<Job>,
+    jobs: Blocks<Job>,
     /// The ranks that have calls in any task.
     with_calls: FastSet<i64>,
     /// Where the run begins, over every task's ranks.
@@ -240,7 +240,7 @@ impl Mapper for Sides {
         });
         self.swept.held_bytes()
             + self.records.held_bytes()
-            + self.jobs.capacity() * std::mem::size_of::<Job>()
+            + self.jobs.held_bytes()
             + self.omp.capacity() * std::mem::size_of::<W>()
             + 16 * self.with_calls.capacity()
             + measured
@@ -277,7 +277,7 @@ impl Sides {
     fn plan(&mut self) -> Result<Measured> {
         let Swept { store, names, paths } = &mut self.swept;
         let none = Vec::new();
-        let mut jobs = std::mem::take(&mut self.jobs);
+        let mut jobs = std::mem::take(&mut self.jobs).into_vec(2 * self.omp.len());
         for j in &mut jobs {
             let rank = j.loc;
             let t = if j.side == WAITER { j.start } else { j.end };
@@ -288,8 +288,8 @@ impl Sides {
         let delayers: FastMap<i64, i64> = jobs.iter().filter(|j| j.side == DELAYER).map(|j| (j.id, j.loc)).collect();
         // The waits whose waiter is here, as one process keeps them: not a location's wait for
         // itself, nor a wait for a location without stretches (whose rank has no calls).
-        let mut all: Vec<W> = Vec::new();
-        let mut ids: Vec<i64> = Vec::new();
+        let waiters = jobs.iter().filter(|j| j.side == WAITER).count() + self.omp.len();
+        let (mut all, mut ids): (Vec<W>, Vec<i64>) = (Vec::with_capacity(waiters), Vec::with_capacity(waiters));
         for j in jobs.iter().filter(|j| j.side == WAITER) {
             let kept = match delayers.get(&j.id) {
                 Some(&d) => d != j.loc && store.contains(d),

@@ -26,7 +26,7 @@ use arrow::array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::Result;
 
-use super::SyncPoints;
+use super::{Blocks, SyncPoints};
 use crate::waits::spread::{Found, waits_of};
 use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::plan::{Main, Work};
@@ -188,18 +188,15 @@ pub(super) fn interval_schema() -> SchemaRef {
     ])
 }
 
-/// Rows of `interval_schema` given at a time.
-const ROWS: usize = 1 << 16;
-
 /// Folds the waits and the synchronisation points they make (as the embedded `delay_sweep`
 /// does): the collectives' (its other input) as they come, then the messages' (its first);
 /// then gives each wait between ranks its interval, on both sides.
 #[derive(Default)]
 struct Intervals {
     /// Waiter rank, delayer rank, start, end.
-    waits: Vec<(i64, i64, i64, i64)>,
+    waits: Blocks<(i64, i64, i64, i64)>,
     sync: SyncPoints,
-    /// The next wait to give.
+    /// The next block of waits to give.
     next: usize,
 }
 
@@ -247,7 +244,7 @@ impl Mapper for Intervals {
     }
 
     fn held_bytes(&self) -> usize {
-        32 * self.waits.capacity() + self.sync.held_bytes()
+        self.waits.held_bytes() + self.sync.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -255,38 +252,37 @@ impl Mapper for Intervals {
             list.sort_unstable();
         }
         self.sync.seal();
-        self.waits.shrink_to_fit();
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        if self.next >= self.waits.len() {
-            self.waits = Vec::new();
+        let Some(block) = self.waits.blocks().get(self.next) else {
+            self.waits = Blocks::default();
             self.sync = SyncPoints::default();
             return Ok(None);
-        }
-        let to = (self.next + ROWS / 2).min(self.waits.len());
-        let n = 2 * (to - self.next);
+        };
+        let first = self.next * Blocks::<(i64, i64, i64, i64)>::SIZE;
+        let n = 2 * block.len();
         let (mut rank, mut side, mut partner) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut id, mut start, mut end) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         let mut from: Vec<Option<i64>> = Vec::with_capacity(n);
         let found: Vec<Option<(i64, i64)>> = {
             use rayon::prelude::*;
             let sync = &self.sync;
-            self.waits[self.next..to].par_iter().map(|&(w, d, s, e)| sync.previous(w, s, d, e)).collect()
+            block.par_iter().map(|&(w, d, s, e)| sync.previous(w, s, d, e)).collect()
         };
-        for (k, (&(w, d, s, e), since)) in self.waits[self.next..to].iter().zip(found).enumerate() {
+        for (k, (&(w, d, s, e), since)) in block.iter().zip(found).enumerate() {
             for (r, which, other, at) in [(w, WAITER, d, since.map(|p| p.0)), (d, DELAYER, w, since.map(|p| p.1))] {
                 rank.push(r);
                 side.push(which);
                 partner.push(other);
-                id.push((self.next + k) as i64);
+                id.push((first + k) as i64);
                 start.push(s);
                 end.push(e);
                 from.push(at);
             }
         }
-        self.next = to;
+        self.next += 1;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(rank)),
             Arc::new(Int8Array::from(side)),
