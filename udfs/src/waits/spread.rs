@@ -133,25 +133,25 @@ fn wait_rows(waits: &[Wait], left: &HashMap<i64, i64>) -> Result<RecordBatch> {
     Ok(RecordBatch::try_new(wait_schema(), columns)?)
 }
 
-/// The rows saying that each member of collective (`comm`, `instance`) left it at its end
-/// (`ends`: rank, end).
-fn end_rows(comm: i64, instance: i64, ends: &[(i64, i64)]) -> Vec<Wait> {
-    ends.iter()
-        .map(|&(rank, end)| Wait {
-            rank,
-            pattern: COLLECTIVE_END,
-            wait_ns: 0,
-            ts: end,
-            msg_id: None,
-            comm: Some(comm),
-            instance: Some(instance),
-            partner: None,
-        })
-        .collect()
+/// The row saying that member `rank` of collective (`comm`, `instance`) left it at `end`.
+fn end_row(comm: i64, instance: i64, rank: i64, end: i64) -> Wait {
+    Wait {
+        rank,
+        pattern: COLLECTIVE_END,
+        wait_ns: 0,
+        ts: end,
+        msg_id: None,
+        comm: Some(comm),
+        instance: Some(instance),
+        partner: None,
+    }
 }
 
+/// The waits a step gives once its input has ended, made as they are given.
+type Given = Box<dyn Iterator<Item = Wait> + Send>;
+
 /// The next batch of the waits a step gives once its input has ended (None: no more).
-fn next_rows(done: &mut Option<std::vec::IntoIter<Wait>>, left: &HashMap<i64, i64>) -> Result<Option<RecordBatch>> {
+fn next_rows(done: &mut Option<Given>, left: &HashMap<i64, i64>) -> Result<Option<RecordBatch>> {
     let Some(done) = done else { return Ok(None) };
     let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
     if these.is_empty() { Ok(None) } else { wait_rows(&these, left).map(Some) }
@@ -219,7 +219,7 @@ impl Mapper for Candidates {
 #[derive(Default)]
 struct ReduceCandidates {
     waits: MessageWaits,
-    done: Option<std::vec::IntoIter<Wait>>,
+    done: Option<Given>,
     left: HashMap<i64, i64>,
 }
 
@@ -254,7 +254,7 @@ impl Mapper for ReduceCandidates {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let waits = std::mem::take(&mut self.waits);
         self.left = waits.late_send_call_ends();
-        self.done = Some(waits.finish().into_iter());
+        self.done = Some(Box::new(waits.finish().into_iter()));
         Ok(Vec::new())
     }
 
@@ -272,7 +272,7 @@ struct ReduceCollectives {
     notices: Option<commdb_catalog::wallclock::Notices>,
     /// Whether to give each member's leaving of an instance in which someone waited.
     ends: bool,
-    done: Option<std::vec::IntoIter<Wait>>,
+    done: Option<Given>,
 }
 
 impl Mapper for ReduceCollectives {
@@ -287,15 +287,18 @@ impl Mapper for ReduceCollectives {
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let collectives = std::mem::take(&mut self.collectives);
-        let (mut waits, mut ends) = (Vec::new(), Vec::new());
+        // Each member's leaving as four numbers until it is given (an instance's members are
+        // most of the rows, and a row of waits takes 80 bytes).
+        let (mut waits, mut ends): (Vec<Wait>, Vec<(i64, i64, i64, i64)>) = (Vec::new(), Vec::new());
         let unclassified = if self.ends {
-            collectives.finish_each_with(|w| waits.push(w), |c, k, e| ends.extend(end_rows(c, k, e)))
+            let add = |c: i64, k: i64, e: &[(i64, i64)]| ends.extend(e.iter().map(|&(r, t)| (c, k, r, t)));
+            collectives.finish_each_with(|w| waits.push(w), add)
         } else {
             collectives.finish_each(|w| waits.push(w))
         };
         super::notice_unclassified(self.notices.as_ref(), unclassified);
-        waits.extend(ends);
-        self.done = Some(waits.into_iter());
+        let ends = ends.into_iter().map(|(c, k, r, t)| end_row(c, k, r, t));
+        self.done = Some(Box::new(waits.into_iter().chain(ends)));
         Ok(Vec::new())
     }
 

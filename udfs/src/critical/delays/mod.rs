@@ -236,10 +236,6 @@ impl<T> Blocks<T> {
         }
     }
 
-    pub(super) fn len(&self) -> usize {
-        self.len
-    }
-
     /// The blocks, each full but the last.
     pub(super) fn blocks(&self) -> &[Vec<T>] {
         &self.blocks
@@ -827,4 +823,53 @@ pub(super) fn rows_batch(mut rows: Vec<Row>, schema: &SchemaRef) -> Result<Recor
         float(|r| r.5),
     ];
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_keep_every_item_in_order_across_blocks() {
+        let mut b: Blocks<u32> = Blocks::default();
+        let n = 2 * Blocks::<u32>::SIZE + 3;
+        for i in 0..n as u32 {
+            b.push(i);
+        }
+        assert_eq!(b.blocks().len(), 3);
+        assert_eq!(b.held_bytes(), 3 * Blocks::<u32>::SIZE * 4);
+        let all = b.into_vec(5);
+        assert_eq!(all.len(), n);
+        assert!(all.capacity() >= n + 5);
+        assert!(all.iter().enumerate().all(|(i, v)| *v as usize == i));
+    }
+
+    #[test]
+    fn a_pair_s_latest_synchronisation_before_both_ends_is_found() {
+        let wait = |rank: i64, partner: i64, ts: i64| Wait {
+            rank,
+            pattern: "late_receiver",
+            wait_ns: 1,
+            ts,
+            msg_id: None,
+            comm: None,
+            instance: None,
+            partner: Some(partner),
+        };
+        let left = HashMap::new();
+        // Ranks 3 and 7 synchronised at 11, 21 and 31 (either waiting for the other).
+        let mut sync = SyncPoints::default();
+        for w in [wait(3, 7, 10), wait(7, 3, 20), wait(3, 7, 30)] {
+            sync.message_wait(&w, &left);
+        }
+        sync.seal();
+        for list in sync.messages.values_mut() {
+            list.sort_unstable();
+        }
+        assert_eq!(sync.previous(3, 40, 7, 40), Some((31, 31)));
+        assert_eq!(sync.previous(7, 40, 3, 25), Some((21, 21)));
+        assert_eq!(sync.previous(3, 15, 7, 40), Some((11, 11)));
+        assert_eq!(sync.previous(3, 10, 7, 40), None);
+        assert_eq!(sync.previous(3, 40, 5, 40), None);
+    }
 }
