@@ -289,7 +289,8 @@ impl Mapper for ReduceCollectives {
         let collectives = std::mem::take(&mut self.collectives);
         // Each member's leaving as four numbers until it is given (an instance's members are
         // most of the rows, and a row of waits takes 80 bytes).
-        let (mut waits, mut ends): (Vec<Wait>, Vec<(i64, i64, i64, i64)>) = (Vec::new(), Vec::new());
+        let mut waits: Vec<Wait> = Vec::new();
+        let mut ends: Vec<(i64, i64, i64, i64)> = Vec::new();
         let unclassified = if self.ends {
             let add = |c: i64, k: i64, e: &[(i64, i64)]| ends.extend(e.iter().map(|&(r, t)| (c, k, r, t)));
             collectives.finish_each_with(|w| waits.push(w), add)
