@@ -201,6 +201,14 @@ mod overlay {
 
 /// Resolve a relation name (`messages`, `run2.messages`, a view) in the session.
 pub fn resolve(session: &dyn Session, function: &str, name: &str) -> Result<Relation> {
+    // A path is refused whatever its parts parse as (a directory named `.tmpAbC` splits it into
+    // a catalog and a schema, other names leave it whole, which the engine's tables by URL
+    // would read).
+    if name.contains(['/', '\\']) && std::path::Path::new(name).exists() {
+        return plan_err!(
+            "{function}: '{name}' names a file, which a function reads through a query: give (SELECT * FROM '{name}') in its place"
+        );
+    }
     let reference = TableReference::from(name);
     let options = &session.config().options().catalog;
     let resolved = reference.clone().resolve(&options.default_catalog, &options.default_schema);
