@@ -215,6 +215,11 @@ impl ThreadRecords {
         self.ranks.get(&rank).map_or(&[], |r| r.forks.as_slice())
     }
 
+    /// `rank`'s master thread: the thread of its first fork, else thread 0.
+    pub fn master(&self, rank: i64) -> i64 {
+        self.forks(rank).first().map_or(0, |f| f.1)
+    }
+
     /// Whether any rank recorded a fork or a lock: without them no thread waits.
     pub fn is_empty(&self) -> bool {
         self.ranks.is_empty()
@@ -244,8 +249,8 @@ pub(crate) fn rank_threads(
     names: &Names,
     paths: &mut crate::sweeps::call_paths::Paths,
 ) -> Vec<ThreadCalls> {
-    let forks = records.ranks.get(&rank).map(|r| r.forks.as_slice()).unwrap_or(&[]);
-    let master = forks.first().map_or(0, |f| f.1);
+    let forks = records.forks(rank);
+    let master = records.master(rank);
     let mut out: Vec<ThreadCalls> = Vec::with_capacity(streams.len());
     let mut order: Vec<(i64, Vec<Call>)> = streams;
     // The master first: the others' paths continue its.

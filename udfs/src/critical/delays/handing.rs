@@ -14,7 +14,7 @@ use datafusion::error::Result;
 
 use super::sides::{BOTH, NO_PATH_KEY, PATH};
 use super::steps::{DELAYER, WAITER};
-use super::{NO_SYNC, W, handing_order_within_ties};
+use super::{Ledger, NO_SYNC, W, excess_of, handing_order_within_ties};
 use crate::critical::stretch_store::rank_thread;
 use commdb_analysis::columns::{bool_column, int64_column, text_column};
 use commdb_analysis::stream::Mapper;
@@ -62,9 +62,8 @@ pub(super) struct Handing {
     theirs: Vec<(i64, i64)>,
     /// What was handed on to waits not reached yet.
     incoming: FastMap<i64, f64>,
-    /// Per (location, call path key): direct, propagated.
-    costs: FastMap<(i64, i64), (f64, f64)>,
-    unexplained: f64,
+    /// The costs per (location, call path key), and the waiting nothing explains.
+    ledger: Ledger<i64>,
     /// Bytes of the sides gathered.
     gathered: usize,
 }
@@ -79,8 +78,7 @@ impl Handing {
             paths: Vec::new(),
             theirs: Vec::new(),
             incoming: FastMap::default(),
-            costs: FastMap::default(),
-            unexplained: 0.0,
+            ledger: Ledger::default(),
             gathered: 0,
         }
     }
@@ -94,12 +92,8 @@ impl Handing {
         let mut joined: Vec<Joined> = Vec::with_capacity(group.len());
         for (id, pair) in group {
             let (key, wait) = match pair {
-                [Some(w), None] if w.joined.is_some() => {
-                    let Some((delayer, delayer_since)) = w.joined else { continue };
-                    let since = match (w.since, delayer_since) {
-                        (Some(a), Some(b)) => [a, b],
-                        _ => NO_SYNC,
-                    };
+                [Some(w @ Side { joined: Some((delayer, delayer_since)), .. }), None] => {
+                    let since = synchronised(w.since, delayer_since);
                     let key = W { waiter: w.loc, delayer, start: w.start, end: w.end, since, waiters: w.waiters };
                     let paths = all_paths[w.paths.clone()].iter().map(|&(k, e)| (k, e as f64)).collect();
                     let waiting = w.waiting as f64;
@@ -112,23 +106,13 @@ impl Handing {
                         self.incoming.remove(&id);
                         continue;
                     }
-                    let since = match (w.since, d.since) {
-                        (Some(a), Some(b)) => [a, b],
-                        _ => NO_SYNC,
-                    };
+                    let since = synchronised(w.since, d.since);
                     let key =
                         W { waiter: w.loc, delayer: d.loc, start: w.start, end: w.end, since, waiters: w.waiters };
-                    let waiter_paths = &all_paths[w.paths.clone()];
-                    let paths = all_paths[d.paths.clone()]
-                        .iter()
-                        .map(|&(key, t)| {
-                            let theirs = waiter_paths.iter().find(|p| p.0 == key).map_or(0, |p| p.1);
-                            (key, (t - theirs).max(0) as f64)
-                        })
-                        .filter(|(_, e)| *e > 0.0)
-                        .collect();
-                    let waiting = (d.waiting - w.waiting).max(0) as f64;
-                    (key, Joined { id, present: w.present, paths, waiting, theirs: d.theirs })
+                    let (paths, waiting) =
+                        excess_of(&all_paths[d.paths.clone()], &all_paths[w.paths.clone()], d.waiting, w.waiting);
+                    let paths = paths.into_iter().map(|(k, e)| (k, e as f64)).collect();
+                    (key, Joined { id, present: w.present, paths, waiting: waiting as f64, theirs: d.theirs })
                 }
                 [w, d] => {
                     let what = match (w, d) {
@@ -145,51 +129,23 @@ impl Handing {
             waits.push((key, joined.len()));
             joined.push(wait);
         }
-        waits.sort_unstable_by_key(|(w, _)| (std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters));
+        waits.sort_unstable_by_key(|(w, _)| w.handing_order());
         handing_order_within_ties(&mut waits, |(w, _)| w);
         let position: FastMap<i64, usize> = waits.iter().enumerate().map(|(k, (_, j))| (joined[*j].id, k)).collect();
         for (at, (w, j)) in waits.iter().enumerate() {
             let Joined { id, present, paths, waiting, theirs } = &joined[*j];
             let incoming = self.incoming.remove(id).unwrap_or(0.0);
-            // A wait standing for n alike: its own time counts n times; what it received, once.
-            let (own, n) = ((w.end - w.start) as f64, f64::from(w.waiters));
-            let total = n * own + incoming;
-            if !present {
-                self.unexplained += total;
-                continue;
-            }
-            let waiting = *waiting;
-            let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
-            if sum <= 0.0 {
-                self.unexplained += total;
-                continue;
-            }
-            // Short-term: each unit of excess explains at most one unit of the wait.
-            let short = (own / sum).min(1.0);
-            self.unexplained += n * (own - short * sum);
-            for &(key, e) in paths {
-                let c = self.costs.entry((w.delayer, key)).or_default();
-                c.0 += n * e * short;
-                c.1 += incoming * e / sum;
-            }
-            if waiting > 0.0 {
-                // Hand on to the delayer's waits in its interval that come later, by their time
-                // there.
-                let later: Vec<(i64, f64)> = all_theirs[theirs.clone()]
+            let excess = present.then_some((paths.as_slice(), *waiting));
+            // The delayer's waits in its interval that come later.
+            let later = || {
+                all_theirs[theirs.clone()]
                     .iter()
                     .filter(|(j, _)| position.get(j).is_none_or(|&p| p > at))
                     .map(|&(j, o)| (j, o as f64))
-                    .collect();
-                let handed = n * waiting * short + incoming * waiting / sum;
-                let weight: f64 = later.iter().map(|t| t.1).sum();
-                if weight > 0.0 {
-                    for (j, o) in later {
-                        *self.incoming.entry(j).or_default() += handed * o / weight;
-                    }
-                } else {
-                    self.unexplained += handed;
-                }
-            }
+                    .collect()
+            };
+            let pending = &mut self.incoming;
+            self.ledger.give(w, incoming, excess, later, |j, x| *pending.entry(j).or_default() += x);
         }
         // Their lists' room is kept for the next waits.
         self.paths = all_paths;
@@ -197,6 +153,15 @@ impl Handing {
         self.theirs = all_theirs;
         self.theirs.clear();
         Ok(())
+    }
+}
+
+/// The synchronisation of a threads' wait from its two sides (NO_SYNC: a wait between ranks,
+/// whose interval is searched).
+fn synchronised(waiter: Option<i64>, delayer: Option<i64>) -> [i64; 2] {
+    match (waiter, delayer) {
+        (Some(a), Some(b)) => [a, b],
+        _ => NO_SYNC,
     }
 }
 
@@ -306,7 +271,7 @@ impl Mapper for Handing {
     }
 
     fn held_bytes(&self) -> usize {
-        self.gathered + 24 * self.incoming.capacity() + 48 * self.costs.capacity() + 64 * self.names.len()
+        self.gathered + 24 * self.incoming.capacity() + 48 * self.ledger.costs.capacity() + 64 * self.names.len()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -322,13 +287,13 @@ impl Mapper for Handing {
                 None => exec_err!("delay_costs: a call path of key {key} came without its name"),
             }
         };
-        let mut rows: Vec<super::Row> = Vec::with_capacity(self.costs.len() + 1);
-        for (&(at, key), &(direct, propagated)) in &self.costs {
+        let mut rows: Vec<super::Row> = Vec::with_capacity(self.ledger.costs.len() + 1);
+        for (&(at, key), &(direct, propagated)) in &self.ledger.costs {
             let (region, text) = name(key)?;
             rows.push((Some(rank_thread(at)), region, text, direct + propagated, direct, propagated));
         }
-        if self.unexplained > 0.0 {
-            rows.push((None, None, None, self.unexplained, 0.0, 0.0));
+        if self.ledger.unexplained > 0.0 {
+            rows.push((None, None, None, self.ledger.unexplained, 0.0, 0.0));
         }
         Ok(vec![super::rows_batch(rows, &self.schema)?])
     }

@@ -124,6 +124,14 @@ pub(super) struct W {
 }
 
 impl W {
+    /// The order the costs are handed on in: the latest end first (a wait hands on only to
+    /// waits that end no later), then by every field, so that it is the same in every task;
+    /// ties of end are then put in `handing_order_within_ties`.
+    pub(super) fn handing_order(&self) -> HandingOrder {
+        let w = self;
+        (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters)
+    }
+
     /// A wait of `rank`'s threads for each other, between its locations.
     pub(super) fn of_threads(rank: i64, w: &crate::critical::omp_handovers::OmpWait) -> W {
         W {
@@ -136,6 +144,9 @@ impl W {
         }
     }
 }
+
+/// `W::handing_order`'s key.
+pub(super) type HandingOrder = (std::cmp::Reverse<i64>, std::cmp::Reverse<i64>, i64, i64, [i64; 2], u32);
 
 /// Waits written to a scratch file as they come and read back once (the stretch store's way,
 /// [`crate::critical::stretch_store`]): at thousands of ranks the threads' waits are tens of millions, which
@@ -492,17 +503,89 @@ impl PathTimes {
         }
     }
 
-    fn get(&self, path: u32) -> Option<i64> {
-        self.0.iter().find(|(p, _)| *p == path).map(|(_, t)| *t)
-    }
-
     fn get_mut(&mut self, path: u32) -> Option<&mut i64> {
         self.0.iter_mut().find(|(p, _)| *p == path).map(|(_, t)| t)
     }
 }
 
-/// Costs per (rank, call path): direct, propagated; and the unexplained waiting.
-type Costs = (FastMap<(i64, u32), (f64, f64)>, f64);
+/// The delayer's excess over the waiter in a wait's interval: its time per call path (`K`)
+/// beyond the waiter's in the same call path, in the delayer's order and only where it is
+/// more, and its waiting beyond the waiter's.
+pub(super) fn excess_of<K: Copy + PartialEq>(
+    delayer: &[(K, i64)],
+    waiter: &[(K, i64)],
+    delayer_waiting: i64,
+    waiter_waiting: i64,
+) -> (Vec<(K, i64)>, i64) {
+    let paths = delayer
+        .iter()
+        .map(|&(key, t)| (key, (t - waiter.iter().find(|p| p.0 == key).map_or(0, |p| p.1)).max(0)))
+        .filter(|p| p.1 > 0)
+        .collect();
+    (paths, (delayer_waiting - waiter_waiting).max(0))
+}
+
+/// The costs given so far: per (delayer's location, call path `K`) direct and propagated,
+/// and the waiting nothing explains.
+pub(super) struct Ledger<K> {
+    pub(super) costs: FastMap<(i64, K), (f64, f64)>,
+    pub(super) unexplained: f64,
+}
+
+impl<K> Default for Ledger<K> {
+    fn default() -> Self {
+        Ledger { costs: FastMap::default(), unexplained: 0.0 }
+    }
+}
+
+impl<K: Copy + Eq + std::hash::Hash> Ledger<K> {
+    /// Give wait `w`, which received `incoming` from the waits it caused, to the delayer's
+    /// excess (`excess`: per call path, and its waiting; None: nothing explains the wait); the
+    /// share of the delayer's waiting goes to its waits `theirs()` (each with its time in the
+    /// interval) through `hand`.
+    pub(super) fn give<J>(
+        &mut self,
+        w: &W,
+        incoming: f64,
+        excess: Option<(&[(K, f64)], f64)>,
+        theirs: impl FnOnce() -> Vec<(J, f64)>,
+        mut hand: impl FnMut(J, f64),
+    ) {
+        // A wait standing for n alike: its own time counts n times; what it received, once.
+        let (own, n) = ((w.end - w.start) as f64, f64::from(w.waiters));
+        let total = n * own + incoming;
+        let Some((paths, waiting)) = excess else {
+            self.unexplained += total;
+            return;
+        };
+        let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
+        if sum <= 0.0 {
+            self.unexplained += total;
+            return;
+        }
+        // Short-term: each unit of excess explains at most one unit of the wait.
+        let short = (own / sum).min(1.0);
+        self.unexplained += n * (own - short * sum);
+        for &(path, e) in paths {
+            let c = self.costs.entry((w.delayer, path)).or_default();
+            c.0 += n * e * short;
+            c.1 += incoming * e / sum;
+        }
+        if waiting > 0.0 {
+            // Hand on to the delayer's waits in its interval, by their time there.
+            let handed = n * waiting * short + incoming * waiting / sum;
+            let theirs = theirs();
+            let weight: f64 = theirs.iter().map(|t| t.1).sum();
+            if weight > 0.0 {
+                for (j, o) in theirs {
+                    hand(j, handed * o / weight);
+                }
+            } else {
+                self.unexplained += handed;
+            }
+        }
+    }
+}
 
 /// What a wait's interval says, before what it received from other waits is known: the
 /// excess of the delayer per call path, its excess waiting, and the delayer's waits it would
@@ -517,7 +600,7 @@ struct Excess {
 /// handed on in order.
 pub(super) const WAIT_BATCH: usize = 1 << 13;
 
-fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Costs> {
+fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Ledger<u32>> {
     use rayon::prelude::*;
     let mut list: Vec<W> = waits
         .into_iter()
@@ -528,9 +611,7 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         .collect();
     // Latest end first: a wait hands on only to waits that end no later.
     // (Unstable, by every field: no scratch the size of tens of millions of waits.)
-    list.sort_unstable_by_key(|w| {
-        (std::cmp::Reverse(w.end), std::cmp::Reverse(w.start), w.waiter, w.delayer, w.since, w.waiters)
-    });
+    list.sort_unstable_by_key(W::handing_order);
     handing_order_within_ties(&mut list, |w| w);
     if u32::try_from(list.len()).is_err() {
         return exec_err!("delay_costs: {} waits; at most {} are traced back at once", list.len(), u32::MAX);
@@ -554,13 +635,9 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
             time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), &list, w_from, w.start)?;
         let (d_time, d_wait) =
             time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), &list, d_from, w.end)?;
-        let paths: Vec<(u32, f64)> = d_time
-            .0
-            .iter()
-            .map(|&(path, t)| (path, (t - w_time.get(path).unwrap_or(0)).max(0) as f64))
-            .filter(|(_, e)| *e > 0.0)
-            .collect();
-        let waiting = (d_wait - w_wait).max(0) as f64;
+        let (paths, waiting) = excess_of(&d_time.0, &w_time.0, d_wait, w_wait);
+        let paths: Vec<(u32, f64)> = paths.into_iter().map(|(p, e)| (p, e as f64)).collect();
+        let waiting = waiting as f64;
         let theirs: Vec<(usize, f64)> = if waiting > 0.0 {
             by_rank
                 .get(&w.delayer)
@@ -577,8 +654,7 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     let threads = rayon::current_num_threads().max(1);
     let mut readers: Vec<StretchReader> = (0..threads).map(|_| store.reader()).collect::<Result<_>>()?;
     let mut incoming = vec![0.0f64; list.len()];
-    let mut costs: FastMap<(i64, u32), (f64, f64)> = FastMap::default();
-    let mut unexplained = 0.0;
+    let mut ledger: Ledger<u32> = Ledger::default();
     let mut from = 0;
     while from < list.len() {
         commdb_catalog::interrupt::check("delay_costs")?;
@@ -594,43 +670,17 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
             .collect();
         let measured: Vec<Vec<Option<Excess>>> = measured.into_iter().collect::<Result<_>>()?;
         for (i, excess) in (from..to).zip(measured.into_iter().flatten()) {
-            let w = &list[i];
-            // A wait standing for n alike: its own time counts n times; what it received, once.
-            let (own, n) = ((w.end - w.start) as f64, f64::from(w.waiters));
-            let total = n * own + incoming[i];
-            let Some(Excess { paths, waiting, theirs }) = excess else {
-                unexplained += total;
-                continue;
+            let received = incoming[i];
+            let (excess, theirs) = match excess {
+                Some(Excess { paths, waiting, theirs }) => (Some((paths, waiting)), theirs),
+                None => (None, Vec::new()),
             };
-            let sum: f64 = paths.iter().map(|e| e.1).sum::<f64>() + waiting;
-            if sum <= 0.0 {
-                unexplained += total;
-                continue;
-            }
-            // Short-term: each unit of excess explains at most one unit of the wait.
-            let short = (own / sum).min(1.0);
-            unexplained += n * (own - short * sum);
-            for (path, e) in paths {
-                let c = costs.entry((w.delayer, path)).or_default();
-                c.0 += n * e * short;
-                c.1 += incoming[i] * e / sum;
-            }
-            if waiting > 0.0 {
-                // Hand on to the delayer's waits in its interval, by their time there.
-                let handed = n * waiting * short + incoming[i] * waiting / sum;
-                let weight: f64 = theirs.iter().map(|t| t.1).sum();
-                if weight > 0.0 {
-                    for (j, o) in theirs {
-                        incoming[j] += handed * o / weight;
-                    }
-                } else {
-                    unexplained += handed;
-                }
-            }
+            let excess = excess.as_ref().map(|(p, w)| (p.as_slice(), *w));
+            ledger.give(&list[i], received, excess, || theirs, |j, x| incoming[j] += x);
         }
         from = to;
     }
-    Ok((costs, unexplained))
+    Ok(ledger)
 }
 
 /// Reorder waits that end at the same instant (`list` sorted by end, latest first; `w` reads
@@ -792,7 +842,7 @@ impl Mapper for DelaySweep {
             waits.push(W { waiter, delayer, ..w });
         }
         store.forget_blocks();
-        let (costs, unexplained) = delay_costs(store, waits, &self.sync)?;
+        let Ledger { costs, unexplained } = delay_costs(store, waits, &self.sync)?;
         let region = |path: u32| {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
             crate::sweeps::stretches::region_name(&names.names, leaf)

@@ -25,7 +25,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::steps::{DELAYER, WAITER, run_start};
-use super::{Blocks, RankWaits, W, WAIT_BATCH, time_in};
+use super::{Blocks, RankWaits, W, WAIT_BATCH, excess_of, time_in};
 use crate::critical::stretch_store::{StretchReader, Swept, location};
 use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
@@ -147,7 +147,7 @@ impl Folder for FoldSides {
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
         let FoldSides { jobs, firsts, records } = *self;
-        let (start, located) = run_start(&firsts, |rank| records.forks(rank).first().map(|f| f.1))?;
+        let (start, located) = run_start(&firsts, |rank| records.master(rank))?;
         let with_calls: FastSet<i64> = located.keys().copied().collect();
         Ok(Box::new(Sides {
             jobs,
@@ -308,8 +308,11 @@ impl Sides {
         for w in std::mem::take(&mut self.omp) {
             let rank = crate::critical::stretch_store::rank_thread(w.waiter).0;
             let k = seq.entry(rank).or_default();
-            if !(0..1 << 30).contains(&rank) || *k >= 1 << 32 {
-                return exec_err!("delay_costs: rank {rank} has more threads' waits than can be numbered");
+            if !(0..1 << 30).contains(&rank) {
+                return exec_err!("delay_costs: rank {rank}'s threads' waits are numbered by rank, from 0 to 2^30 - 1");
+            }
+            if *k >= 1 << 32 {
+                return exec_err!("delay_costs: rank {rank} has more than 2^32 waits of threads for each other");
             }
             let id = -(1 + (rank << 32) + *k);
             *k += 1;
@@ -450,7 +453,8 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
     while k < jobs.len() {
         let j = &jobs[k];
         if j.side == WAITER && jobs.get(k + 1).is_some_and(|d| d.id == j.id && d.side == DELAYER) {
-            let (d, fw, fd) = (&jobs[k + 1], &found[k], &found[k + 1]);
+            let d = &jobs[k + 1];
+            let (fw, fd) = (std::mem::take(&mut found[k]), std::mem::take(&mut found[k + 1]));
             k += 2;
             // As one process keeps them: not a location's wait for itself, nor a wait for a
             // location without stretches.
@@ -459,14 +463,8 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
             }
             let mut row = Row { job: j, side: BOTH, delayer: Some(d), found: Found::default() };
             if fw.present {
-                let paths = fd
-                    .paths
-                    .iter()
-                    .map(|&(key, t)| (key, (t - fw.paths.iter().find(|p| p.0 == key).map_or(0, |p| p.1)).max(0)))
-                    .filter(|p| p.1 > 0)
-                    .collect();
-                let waiting = (fd.waiting - fw.waiting).max(0);
-                let theirs = if waiting > 0 { fd.theirs.clone() } else { Vec::new() };
+                let (paths, waiting) = excess_of(&fd.paths, &fw.paths, fd.waiting, fw.waiting);
+                let theirs = if waiting > 0 { fd.theirs } else { Vec::new() };
                 row.found = Found { present: true, waiting, paths, theirs };
             }
             rows.push(row);
@@ -476,10 +474,11 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
         k += 1;
     }
     let int = |f: &dyn Fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-    let list = |f: &dyn Fn(&Found) -> Vec<i64>| -> ArrayRef {
+    // A list column of the first or second numbers of a list of pairs.
+    let list = |pairs: &dyn Fn(&Found) -> &[(i64, i64)], second: bool| -> ArrayRef {
         let mut b = ListBuilder::new(Int64Builder::new());
         for r in &rows {
-            b.values().append_slice(&f(&r.found));
+            b.values().extend(pairs(&r.found).iter().map(|p| Some(if second { p.1 } else { p.0 })));
             b.append(true);
         }
         Arc::new(b.finish())
@@ -496,10 +495,10 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
         int(&|r| i64::from(r.job.waiters)),
         Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.found.present)))),
         int(&|r| r.found.waiting),
-        list(&|f| f.paths.iter().map(|p| p.0).collect()),
-        list(&|f| f.paths.iter().map(|p| p.1).collect()),
-        list(&|f| f.theirs.iter().map(|p| p.0).collect()),
-        list(&|f| f.theirs.iter().map(|p| p.1).collect()),
+        list(&|f| &f.paths, false),
+        list(&|f| &f.paths, true),
+        list(&|f| &f.theirs, false),
+        list(&|f| &f.theirs, true),
         Arc::new(StringArray::from(vec![None::<&str>; n])),
         Arc::new(StringArray::from(vec![None::<&str>; n])),
         int(&|r| r.delayer.map_or(0, |d| d.loc)),

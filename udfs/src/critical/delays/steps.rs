@@ -145,9 +145,9 @@ pub(super) type Located = FastMap<i64, Vec<(i64, i64)>>;
 
 /// Where the run begins, as a store of every rank's stretches takes it
 /// (`StretchStore::finish_writing`): the earliest first stretch of a rank's master thread (the
-/// thread of its first fork, else thread 0; without calls of its own, the rank's lowest thread).
-/// `forks(rank)` gives a rank's forks; `firsts` are rows of `first_schema`.
-pub(super) fn run_start(firsts: &[RecordBatch], forks: impl Fn(i64) -> Option<i64>) -> Result<(Option<i64>, Located)> {
+/// thread of its first fork, `ThreadRecords::master`; without calls of its own, the rank's
+/// lowest thread). `master(rank)` gives a rank's master; `firsts` are rows of `first_schema`.
+pub(super) fn run_start(firsts: &[RecordBatch], master: impl Fn(i64) -> i64) -> Result<(Option<i64>, Located)> {
     let mut ranks: Located = FastMap::default();
     for batch in firsts {
         let b = std::slice::from_ref(batch);
@@ -163,7 +163,7 @@ pub(super) fn run_start(firsts: &[RecordBatch], forks: impl Fn(i64) -> Option<i6
     let mut start: Option<i64> = None;
     for (&rank, list) in &mut ranks {
         list.sort_unstable();
-        let master = forks(rank).unwrap_or(0);
+        let master = master(rank);
         let m = list.iter().find(|t| t.0 == master).or(list.first());
         if let Some(&(_, first)) = m.filter(|t| t.1 != NONE_LASTS) {
             start = Some(start.map_or(first, |s| s.min(first)));
@@ -313,14 +313,14 @@ mod tests {
         // has only instants, so it begins nowhere; its thread 3 is no master.
         let a = firsts(&[(0, 0, 5), (0, 1, 40), (1, 0, 30), (2, 0, NONE_LASTS)]);
         let b = firsts(&[(1, 0, 20), (2, 3, 1)]);
-        let forks = |rank: i64| (rank == 0).then_some(1);
-        let (start, ranks) = run_start(&[a, b], forks).unwrap();
+        let master = |rank: i64| if rank == 0 { 1 } else { 0 };
+        let (start, ranks) = run_start(&[a, b], master).unwrap();
         assert_eq!(start, Some(20));
         assert_eq!(ranks[&1], vec![(0, 20)]);
         assert_eq!(ranks[&2], vec![(0, NONE_LASTS), (3, 1)]);
         // Without a fork rank 0's master is thread 0.
         let a = firsts(&[(0, 0, 5), (0, 1, 40)]);
-        assert_eq!(run_start(&[a], |_| None).unwrap().0, Some(5));
-        assert_eq!(run_start(&[], |_| None).unwrap().0, None);
+        assert_eq!(run_start(&[a], |_| 0).unwrap().0, Some(5));
+        assert_eq!(run_start(&[], |_| 0).unwrap().0, None);
     }
 }
