@@ -41,11 +41,11 @@ const QUERIES: [(&str, &str); 19] = [
     ("delay_costs", "SELECT count(*), sum(cost_ns) FROM delay_costs()"),
     ("dag_nodes", "SELECT count(*), sum(node_id), sum(sends), sum(bytes_recv), sum(load_balance) FROM dag_nodes()"),
     ("dag_edges", "SELECT count(*), sum(from_node), sum(to_node), sum(latency) FROM dag_edges()"),
+    ("ideal_replay", "SELECT count(*), sum(mpi_ideal_ns), sum(ideal_end), sum(trf_cumulative) FROM ideal_replay()"),
     (
-        "ideal_replay",
-        "SELECT count(*), sum(mpi_ideal_ns), sum(ideal_end), sum(trf_cumulative) FROM ideal_replay()",
+        "transfer_efficiency",
+        "SELECT count(*), sum(ideal_ns), sum(efficiency), sum(unplaced) FROM transfer_efficiency()",
     ),
-    ("transfer_efficiency", "SELECT count(*), sum(ideal_ns), sum(efficiency), sum(unplaced) FROM transfer_efficiency()"),
 ];
 
 /// Whether two outputs hold the same rows, in any order, numbers that are not whole equal to
