@@ -14,7 +14,7 @@
 #   critical_path  REGION  SECONDS  -   a region's time on the critical path ("Time on CP [s]"),
 #                                       where it is not 0
 #
-# Never part of commdb's build: the comparison test (tests/tests/casita_oracle.rs) reads only
+# Never part of commdb's build: the comparison test (tests/tests/behaviour/casita_oracle.rs) reads only
 # those files.
 #
 # Usage: tests/casita/oracle.sh            (from the repository root; ../shared beside it)

@@ -6,7 +6,7 @@
 # rank, to tests/data/scalasca/NAME.csv; then its hybrid analyzer (scout.hyb, MPI + OpenMP) on
 # the archives of tests/data/scalasca/hybrid.txt, per metric, call path and location, to
 # tests/data/scalasca/hybrid_NAME.csv. Never part of commdb's build: the comparison test
-# (tests/tests/scalasca_oracle.rs) reads only those files.
+# (tests/tests/behaviour/scalasca_oracle.rs) reads only those files.
 #
 # Usage: tests/scalasca/oracle.sh            (from the repository root; ../shared beside it)
 # Needs: libopenmpi-dev openmpi-bin (apt), python3-venv, git or SCALASCA_SRC=<source tree>.

@@ -1,7 +1,7 @@
 //! The reference of commdb's tables and SQL functions as Markdown, generated from their
 //! declarations: the trace model's table and column docs (commdb_catalog::model) and the
 //! functions' declarations (`functions()`: parameters, output columns, description). docs/reference.md is this text; a test fails when the two
-//! drift (`UPDATE_DOCS=1 cargo test -p commdb-tests --test docs` rewrites it).
+//! drift (`UPDATE_DOCS=1 cargo test -p commdb-tests --test behaviour docs::` rewrites it).
 
 use std::fmt::Write;
 
@@ -16,7 +16,7 @@ pub fn markdown() -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "# Reference: tables and functions\n\nGenerated from the code's declarations (`catalog/src/model.rs`, each function's `Function` in udfs/src) by\n`UPDATE_DOCS=1 cargo test -p commdb-tests --test docs`: change those, not this file. Times\nare Int64 nanoseconds, sizes bytes; see [the guide](guide.md) for how the tables are derived\nand what the analyses do.\n"
+        "# Reference: tables and functions\n\nGenerated from the code's declarations (`catalog/src/model.rs`, each function's `Function` in udfs/src) by\n`UPDATE_DOCS=1 cargo test -p commdb-tests --test behaviour docs::`: change those, not this file. Times\nare Int64 nanoseconds, sizes bytes; see [the guide](guide.md) for how the tables are derived\nand what the analyses do.\n"
     );
     let _ = writeln!(out, "## Tables\n");
     for t in TABLES {

@@ -1,12 +1,10 @@
 //! The shell run from the command line: scripts and their exit codes, output formats and files,
 //! backslash commands, long and wide results, and the errors bad input gets.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Output, Stdio};
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn script_stops_at_the_first_error_with_its_line() {

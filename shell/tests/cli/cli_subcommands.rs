@@ -2,11 +2,9 @@
 //! traces, traces bigger than the memory budget opened through cache stores, and the options each
 //! refuses.
 
-mod common;
-
 use std::process::Stdio;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn paraver_traces_open_from_the_command_line_and_convert_to_stores() {

@@ -1,12 +1,10 @@
 //! Pictures as a person sees them: charts and the HTML report rendered by headless Chromium
 //! (skipped, saying why, when it is not installed).
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use common::*;
+use crate::common::*;
 
 /// Chromium when installed (Debian's `chromium`), else None with the reason printed.
 fn chromium() -> Option<&'static str> {

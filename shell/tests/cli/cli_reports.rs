@@ -1,11 +1,9 @@
 //! The saved reports of queries/ on generated traces: each finds what was injected, reads whole
 //! in a terminal of 80 columns and matches its golden file; the README tour on the demo.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 
-use common::*;
+use crate::common::*;
 
 /// A generated trace written with its scheduler log (sacct.txt) and switch map (switches.csv).
 fn generated_run(dir: &Path, ranks: &str) -> commdb_catalog::generate::GroundTruth {

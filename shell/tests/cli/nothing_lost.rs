@@ -3,12 +3,10 @@
 //! work a cancelled query leaves behind, and the limits a shell command or a tight address
 //! space puts on the process.
 
-mod common;
-
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn results_go_into_devices_and_through_links_and_never_over_a_trace() {

@@ -19,7 +19,7 @@ fn the_reference_is_generated_from_the_declarations() {
     let written = read("docs/reference.md");
     assert!(
         written == generated,
-        "docs/reference.md differs from the declarations; run UPDATE_DOCS=1 cargo test -p commdb-tests --test docs"
+        "docs/reference.md differs from the declarations; run UPDATE_DOCS=1 cargo test -p commdb-tests --test behaviour docs::"
     );
     for t in commdb_catalog::model::TABLES {
         for c in t.columns {

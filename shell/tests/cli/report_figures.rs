@@ -3,12 +3,10 @@
 //! hover titles, compared with queries run on their own. A figure that plots the wrong
 //! numbers (an integer division, a swapped axis, a lost row) fails here.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use common::*;
+use crate::common::*;
 
 /// A 16-rank trace on 4 nodes with background traffic from 2 ms to 3 ms, ranks 0 and 1
 /// sending three times as many messages (so no matrix is symmetric): every section has

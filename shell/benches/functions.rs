@@ -1,0 +1,94 @@
+//! Every table function over one store or two, whole processes: for each function that the
+//! trace alone can answer (every parameter has a default), `SELECT count(*) FROM f()` in a
+//! `commdb` process of its own, its wall time and peak resident memory (`/usr/bin/time`). With
+//! two stores of one shape at two sizes it prints each function's time ratio beside the ratio
+//! of their events, so that a cost growing faster than the events shows; a function above
+//! 15 s or 2 GiB is marked.
+//!
+//! `cargo bench -p commdb-shell --bench functions -- STORE [STORE2] [FUNCTION...]`, with
+//! `COMMDB_BIN=PATH` to run another build (a release one: the bench only starts processes).
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use commdb_analysis::params::ParamDefault;
+use commdb_udfs::{Kind, functions};
+
+/// Above these a function is marked (the goal at 200 M events on a 2-core machine).
+const TIME_GOAL_S: f64 = 15.0;
+const MEMORY_GOAL_MIB: f64 = 2048.0;
+
+fn binary() -> PathBuf {
+    std::env::var_os("COMMDB_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_commdb")), PathBuf::from)
+}
+
+/// What one run of a query gave: (wall seconds, peak MiB), or the error it printed.
+fn run(store: &str, sql: &str) -> Result<(f64, f64, String), String> {
+    let bin = binary().display().to_string();
+    let started = Instant::now();
+    let o = Command::new("/usr/bin/time")
+        .args(["-f", "%M", "--", &bin, store, "-q", "--format", "csv", "-c", sql])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("/usr/bin/time: {e}"))?;
+    let wall = started.elapsed().as_secs_f64();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() {
+        let line = err.lines().find(|l| l.contains("rror")).unwrap_or(err.trim());
+        return Err(line.chars().take(160).collect());
+    }
+    let peak_kb: f64 = err.lines().last().and_then(|l| l.trim().parse().ok()).unwrap_or(0.0);
+    let out = String::from_utf8_lossy(&o.stdout);
+    Ok((wall, peak_kb / 1024.0, out.lines().last().unwrap_or("").to_string()))
+}
+
+/// The events of a store (read from its Parquet files' footers).
+fn events(store: &str) -> f64 {
+    match run(store, "SELECT count(*) FROM events") {
+        Ok((_, _, n)) => n.trim().parse().unwrap_or(f64::NAN),
+        Err(e) => panic!("{store}: {e}"),
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let stores: Vec<&String> = args.iter().filter(|a| std::path::Path::new(a).is_dir()).take(2).collect();
+    let only: Vec<&String> = args.iter().filter(|a| !std::path::Path::new(a).is_dir()).collect();
+    if stores.is_empty() {
+        eprintln!("usage: cargo bench -p commdb-shell --bench functions -- STORE [STORE2] [FUNCTION...]");
+        std::process::exit(2);
+    }
+    let sizes: Vec<f64> = stores.iter().map(|s| events(s)).collect();
+    println!("commdb {}", binary().display());
+    for (s, n) in stores.iter().zip(&sizes) {
+        println!("store {s}: {n:.0} events");
+    }
+    let answerable = functions().iter().filter(|f| {
+        f.kind() == Kind::Table
+            && f.params.iter().all(|p| !matches!(p.default, ParamDefault::Required))
+            && (only.is_empty() || only.iter().any(|o| o.as_str() == f.name))
+    });
+    for f in answerable {
+        let sql = format!("SELECT count(*) FROM {}()", f.name);
+        let mut line = format!("{:24}", f.name);
+        let mut times = Vec::new();
+        for store in &stores {
+            match run(store, &sql) {
+                Ok((wall, peak, _)) => {
+                    let over = if wall > TIME_GOAL_S || peak > MEMORY_GOAL_MIB { " over" } else { "" };
+                    line += &format!("  {wall:7.2} s {peak:6.0} MiB{over:5}");
+                    times.push(wall);
+                }
+                Err(e) => {
+                    line += &format!("  fails: {e}");
+                    break;
+                }
+            }
+        }
+        if let [a, b] = times[..] {
+            line += &format!("  time x{:.2} for events x{:.2}", b / a, sizes[1] / sizes[0]);
+        }
+        println!("{line}");
+    }
+}
