@@ -1,5 +1,6 @@
 //! Every table function over one store or two, whole processes: for each function that the
-//! trace alone can answer (every parameter has a default), `SELECT count(*) FROM f()` in a
+//! trace alone can answer (every parameter has a default; the level of detail is given a width
+//! of 1,920 pixels), `SELECT count(*) FROM f()` in a
 //! `commdb` process of its own, its wall time and peak resident memory (`/usr/bin/time`). With
 //! two stores of one shape at two sizes it prints each function's time ratio beside the ratio
 //! of their events, so that a cost growing faster than the events shows; a function above
@@ -14,6 +15,11 @@ use std::time::Instant;
 
 use commdb_analysis::params::ParamDefault;
 use commdb_udfs::{Kind, functions};
+
+/// Arguments a function needs beyond its defaults: the level of detail needs the view's width
+/// (or a resolution).
+const ARGUMENTS: [(&str, &str); 3] =
+    [("lod_calls", "pixels => 1920"), ("lod_messages", "pixels => 1920"), ("lod_collectives", "pixels => 1920")];
 
 /// Above these a function is marked (the goal at 200 M events on a 2-core machine).
 const TIME_GOAL_S: f64 = 15.0;
@@ -70,7 +76,8 @@ fn main() {
             && (only.is_empty() || only.iter().any(|o| o.as_str() == f.name))
     });
     for f in answerable {
-        let sql = format!("SELECT count(*) FROM {}()", f.name);
+        let arguments = ARGUMENTS.iter().find(|(name, _)| *name == f.name).map_or("", |a| a.1);
+        let sql = format!("SELECT count(*) FROM {}({arguments})", f.name);
         let mut line = format!("{:24}", f.name);
         let mut times = Vec::new();
         for store in &stores {

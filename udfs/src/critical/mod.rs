@@ -50,6 +50,7 @@
 pub mod delays;
 pub(crate) mod exits;
 pub(crate) mod named;
+pub(crate) mod near;
 pub(crate) mod omp_handovers;
 pub(crate) mod path_steps;
 pub mod stretch_store;

@@ -24,6 +24,7 @@ use arrow::array::RecordBatch;
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
 
+use crate::critical::near::partition_point_near;
 use crate::critical::omp_handovers::{OmpWait, mark_handovers};
 use crate::sweeps::call_paths::Paths;
 use crate::sweeps::call_sweep::{Call, Names, streams_named};
@@ -144,31 +145,9 @@ pub(crate) struct StretchReader<'a> {
     last: FastMap<i64, (usize, usize)>,
 }
 
-/// The first of `block`'s stretches that ends after `t` (as `partition_point`), searched
-/// outwards from `near` in steps that double.
+/// The first of `block`'s stretches that ends after `t`, searched outwards from `near`.
 fn first_ending_after(block: &[Stretch], t: i64, near: usize) -> usize {
-    let before = |i: usize| block[i].to <= t;
-    let n = block.len();
-    let near = near.min(n);
-    if near < n && before(near) {
-        // The answer lies after near: double the step until past it.
-        let (mut lo, mut step) = (near + 1, 1);
-        while lo + step <= n && before(lo + step - 1) {
-            lo += step;
-            step *= 2;
-        }
-        let hi = (lo + step).min(n);
-        lo + block[lo..hi].partition_point(|s| s.to <= t)
-    } else {
-        // The answer is near or before it.
-        let (mut hi, mut step) = (near, 1);
-        while hi >= step && !before(hi - step) {
-            hi -= step;
-            step *= 2;
-        }
-        let lo = hi.saturating_sub(step);
-        lo + block[lo..hi].partition_point(|s| s.to <= t)
-    }
+    partition_point_near(block, near, |s| s.to <= t)
 }
 
 impl std::fmt::Debug for StretchStore {

@@ -60,6 +60,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
@@ -68,6 +69,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use crate::critical::PATH_PARAMS;
+use crate::critical::near::partition_point_near;
 use crate::critical::stretch_store::{StretchReader, StretchStore};
 use crate::critical::stretch_store::{Swept, location, rank_thread};
 use crate::waits::openmp::ThreadRecords;
@@ -285,19 +287,22 @@ pub(super) struct SyncPoints {
 /// One rank's collectives in which someone waited (`SyncPoints::collectives`).
 #[derive(Debug, Default)]
 struct RankCollectives {
-    by_end: Vec<(i64, i64, i64)>,
+    /// Ends, in order, and the instance (comm, instance) of each: apart, so that halving the
+    /// ends reads 8 bytes an end (a rank's list is searched once per wait, cold in the cache).
+    ends: Vec<i64>,
+    instances: Vec<(i64, i64)>,
+    /// Positions in order of instance.
     by_instance: Vec<u32>,
+    /// Where the last look-up of the ends ended (a guess, as `RankWaits::near`).
+    near: AtomicUsize,
 }
 
 impl RankCollectives {
     /// The rank's end of instance `(c, k)`, if it took part.
     fn end_of(&self, c: i64, k: i64) -> Option<i64> {
-        let key = |i: &u32| {
-            let e = &self.by_end[*i as usize];
-            (e.1, e.2)
-        };
+        let key = |i: &u32| self.instances[*i as usize];
         let at = self.by_instance.partition_point(|i| key(i) < (c, k));
-        self.by_instance.get(at).filter(|i| key(i) == (c, k)).map(|i| self.by_end[*i as usize].0)
+        self.by_instance.get(at).filter(|i| key(i) == (c, k)).map(|i| self.ends[*i as usize])
     }
 }
 
@@ -344,8 +349,11 @@ impl SyncPoints {
     /// rank, and a list per pair or rank.
     pub(super) fn held_bytes(&self) -> usize {
         let messages: usize = self.messages.values().map(|l| 8 * l.capacity() + 64).sum();
-        let collectives: usize =
-            self.collectives.values().map(|l| 24 * l.by_end.capacity() + 4 * l.by_instance.capacity() + 64).sum();
+        let collectives: usize = self
+            .collectives
+            .values()
+            .map(|l| 8 * l.ends.capacity() + 16 * l.instances.capacity() + 4 * l.by_instance.capacity() + 64)
+            .sum();
         messages + collectives
     }
 
@@ -353,19 +361,23 @@ impl SyncPoints {
     /// it (`ends`: rank, end).
     pub(super) fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) {
         for &(r, t) in ends {
-            self.collectives.entry(r).or_default().by_end.push((t, c, k));
+            let list = self.collectives.entry(r).or_default();
+            list.ends.push(t);
+            list.instances.push((c, k));
         }
     }
 
     /// Every collective has been added: each rank's in order of their end.
     pub(super) fn seal(&mut self) {
         for list in self.collectives.values_mut() {
-            list.by_end.sort_unstable();
-            list.by_end.shrink_to_fit();
-            let by_end = &list.by_end;
-            let mut order: Vec<u32> = (0..by_end.len() as u32).collect();
-            order.sort_unstable_by_key(|&i| (by_end[i as usize].1, by_end[i as usize].2, i));
-            list.by_instance = order;
+            let n = list.ends.len() as u32;
+            let mut order: Vec<u32> = (0..n).collect();
+            order.sort_unstable_by_key(|&i| (list.ends[i as usize], list.instances[i as usize]));
+            list.ends = order.iter().map(|&i| list.ends[i as usize]).collect();
+            list.instances = order.iter().map(|&i| list.instances[i as usize]).collect();
+            let mut by_instance: Vec<u32> = (0..n).collect();
+            by_instance.sort_unstable_by_key(|&i| (list.instances[i as usize], i));
+            list.by_instance = by_instance;
         }
         for list in self.messages.values_mut() {
             list.shrink_to_fit();
@@ -390,8 +402,9 @@ impl SyncPoints {
         }
         if let Some(list) = self.collectives.get(&w) {
             let theirs = self.collectives.get(&d);
-            let k = list.by_end.partition_point(|c| c.0 <= w_until);
-            for &(tw, c, inst) in list.by_end[..k].iter().rev().take(COLLECTIVE_LOOKBACK) {
+            let k = partition_point_near(&list.ends, list.near.load(Relaxed), |&t| t <= w_until);
+            list.near.store(k, Relaxed);
+            for (&tw, &(c, inst)) in list.ends[..k].iter().zip(&list.instances[..k]).rev().take(COLLECTIVE_LOOKBACK) {
                 if let Some(td) = theirs.and_then(|l| l.end_of(c, inst))
                     && td <= d_until
                 {
@@ -405,11 +418,17 @@ impl SyncPoints {
 }
 
 /// One location's waits (their index in processing order, 4 bytes each: a hybrid run has tens
-/// of millions), by start, and the longest of them.
+/// of millions), by start, with their starts beside them (halving a location's starts stays in
+/// its 8 bytes a wait, where reading each wait's start from the list of all of them took a
+/// miss of the cache per step: a sixth of `delay_costs`' time), and the longest of them.
 #[derive(Debug, Default)]
 pub(super) struct RankWaits {
     pub(super) list: Vec<u32>,
+    starts: Vec<i64>,
     pub(super) longest: i64,
+    /// Where the last look-up ended, which the next starts from (threads may race on it: it
+    /// is only a guess).
+    near: AtomicUsize,
 }
 
 impl RankWaits {
@@ -427,16 +446,22 @@ impl RankWaits {
         for r in by_loc.values_mut() {
             r.list.sort_by_key(|&i| all[i as usize].start);
             r.list.shrink_to_fit();
+            r.starts = r.list.iter().map(|&i| all[i as usize].start).collect();
         }
         by_loc
+    }
+
+    /// Bytes held.
+    pub(super) fn held_bytes(&self) -> usize {
+        4 * self.list.capacity() + 8 * self.starts.capacity() + 48
     }
 
     /// The waits of `all` that overlap `[a, b)`, found by their start: one that starts more
     /// than the longest wait before `a` has ended by then.
     pub(super) fn overlapping<'a>(&'a self, all: &'a [W], a: i64, b: i64) -> impl Iterator<Item = (usize, &'a W)> {
-        let start = |i: &u32| all[*i as usize].start;
-        let from = self.list.partition_point(|i| start(i) < a.saturating_sub(self.longest));
-        let to = self.list.partition_point(|i| start(i) < b);
+        let to = partition_point_near(&self.starts, self.near.load(Relaxed), |&s| s < b);
+        self.near.store(to, Relaxed);
+        let from = partition_point_near(&self.starts[..to], to, |&s| s < a.saturating_sub(self.longest));
         self.list[from..to.max(from)]
             .iter()
             .map(move |&i| (i as usize, &all[i as usize]))

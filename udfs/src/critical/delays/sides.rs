@@ -236,7 +236,7 @@ impl Mapper for Sides {
         let measured = self.measured.as_ref().map_or(0, |m| {
             m.jobs.capacity() * std::mem::size_of::<Job>()
                 + m.all.capacity() * (std::mem::size_of::<W>() + 8)
-                + m.by_loc.values().map(|r| 4 * r.list.capacity() + 48).sum::<usize>()
+                + m.by_loc.values().map(RankWaits::held_bytes).sum::<usize>()
         });
         self.swept.held_bytes()
             + self.records.held_bytes()
