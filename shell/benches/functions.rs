@@ -25,6 +25,9 @@ const ARGUMENTS: [(&str, &str); 3] =
 const TIME_GOAL_S: f64 = 15.0;
 const MEMORY_GOAL_MIB: f64 = 2048.0;
 
+/// A run taking longer is stopped and reported (`timeout`).
+const GIVE_UP_S: u32 = 900;
+
 fn binary() -> PathBuf {
     std::env::var_os("COMMDB_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_commdb")), PathBuf::from)
 }
@@ -33,13 +36,17 @@ fn binary() -> PathBuf {
 fn run(store: &str, sql: &str) -> Result<(f64, f64, String), String> {
     let bin = binary().display().to_string();
     let started = Instant::now();
-    let o = Command::new("/usr/bin/time")
-        .args(["-f", "%M", "--", &bin, store, "-q", "--format", "csv", "-c", sql])
+    let give_up = GIVE_UP_S.to_string();
+    let o = Command::new("timeout")
+        .args([&give_up, "/usr/bin/time", "-f", "%M", "--", &bin, store, "-q", "--format", "csv", "-c", sql])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("/usr/bin/time: {e}"))?;
+        .map_err(|e| format!("timeout, /usr/bin/time: {e}"))?;
     let wall = started.elapsed().as_secs_f64();
     let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code() == Some(124) {
+        return Err(format!("stopped after {GIVE_UP_S} s"));
+    }
     if !o.status.success() {
         let line = err.lines().find(|l| l.contains("rror")).unwrap_or(err.trim());
         return Err(line.chars().take(160).collect());

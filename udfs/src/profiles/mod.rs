@@ -45,6 +45,7 @@ use commdb_analysis::params::{Param, ParamDefault, Type, param};
 use commdb_analysis::plan::Work;
 use commdb_analysis::relation::Relation;
 use commdb_analysis::stream::{Mapper, Prepare};
+use commdb_catalog::fast_hash::FastMap;
 
 /// The relation of calls a profile reads.
 pub const CALLS: Param = param("rel", Type::Relation, ParamDefault::Text("calls"), "the calls to profile");
@@ -296,7 +297,7 @@ type Totals = (i32, i64, i64, i64);
 struct Tree {
     names: Names,
     paths: Paths,
-    totals: HashMap<(u32, i64), Totals>,
+    totals: FastMap<(u32, i64), Totals>,
     /// The run's span (first start, last end of rel); None when rel has no calls.
     span: Option<(i64, i64)>,
     /// Per rank, the time of the span no call covers, summed over its streams.
@@ -376,7 +377,8 @@ impl Mapper for Tree {
         let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
         let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
         let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);
-        let row_of: HashMap<i64, usize> = (0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)).collect();
+        let mut row_of: FastMap<i64, usize> = FastMap::with_capacity_and_hasher(id.len(), Default::default());
+        row_of.extend((0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)));
         let names = &mut self.names;
         let region: Vec<u32> =
             (0..id.len()).map(|i| names.id(if region.is_valid(i) { region.value(i) } else { "NULL" })).collect();
@@ -391,11 +393,14 @@ impl Mapper for Tree {
         // The path of each row, from its parent's (memoised; a parent outside the relation
         // starts the path with "..."). Paths are interned: text is built once per path.
         let mut row_path: Vec<Option<u32>> = vec![None; id.len()];
+        // The rows from one whose path is not known yet up to the first whose path is.
+        let mut chain: Vec<usize> = Vec::new();
         let up_of = |row: usize| {
             if parent.is_valid(row) { row_of.get(&parent.value(row)).copied() } else { fork_parent.get(&row).copied() }
         };
         for i in 0..id.len() {
-            let mut chain = vec![i];
+            chain.clear();
+            chain.push(i);
             while let Some(&top) = chain.last() {
                 if row_path[top].is_some() {
                     chain.pop();
@@ -501,7 +506,7 @@ fn call_tree(a: &Args) -> Result<Arc<dyn TableProvider>> {
             forks,
             names: Names::default(),
             paths: Paths::default(),
-            totals: HashMap::new(),
+            totals: FastMap::default(),
             span,
             uncovered: BTreeMap::new(),
             schema: schema.clone(),
