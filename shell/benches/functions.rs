@@ -69,11 +69,17 @@ fn events(store: &str) -> f64 {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
-    let stores: Vec<&String> = args.iter().filter(|a| std::path::Path::new(a).is_dir()).take(2).collect();
+    let usage = |why: &str| -> ! {
+        eprintln!("{why}\nusage: cargo bench -p commdb-shell --bench functions -- STORE [STORE2] [FUNCTION...]");
+        std::process::exit(2)
+    };
+    let stores: Vec<&String> = args.iter().filter(|a| std::path::Path::new(a).is_dir()).collect();
     let only: Vec<&String> = args.iter().filter(|a| !std::path::Path::new(a).is_dir()).collect();
-    if stores.is_empty() {
-        eprintln!("usage: cargo bench -p commdb-shell --bench functions -- STORE [STORE2] [FUNCTION...]");
-        std::process::exit(2);
+    if stores.is_empty() || stores.len() > 2 {
+        usage(&format!("one or two stores (directories) expected, {} given", stores.len()));
+    }
+    if let Some(unknown) = only.iter().find(|o| !functions().iter().any(|f| f.name == o.as_str())) {
+        usage(&format!("{unknown}: neither a store's directory nor one of commdb's functions"));
     }
     let sizes: Vec<f64> = stores.iter().map(|s| events(s)).collect();
     println!("commdb {}", binary().display());
