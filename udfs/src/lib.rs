@@ -22,6 +22,7 @@ pub mod causality;
 pub mod clock;
 pub mod critical;
 pub mod deltas;
+pub(crate) mod external_sort;
 pub mod jobs;
 pub mod latency;
 pub mod lod;

@@ -218,10 +218,12 @@ fn run_sweep(
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
     let mut waits = RunWaits::new();
-    for w in messages.finish() {
+    let mut message_waits = messages.stream()?;
+    while let Some((w, _)) = message_waits.next()? {
         waits.add(&w);
     }
-    collectives.finish_each(|w| waits.add(&w));
+    drop(message_waits);
+    collectives.finish_each(|w| waits.add(&w))?;
     sweep_over(waits, records, answer, schema)
 }
 
@@ -333,11 +335,13 @@ impl Mapper for RunSweep {
 /// The analysis reading `inputs` (calls, messages, collectives, thread events, regions and, for
 /// a trace with accelerator streams, their hand-overs) and giving `answer`; on a distributed
 /// engine planned as steps ([`path_steps`]).
-fn run_analysis(schema: SchemaRef, inputs: Vec<Projected>, answer: Answer) -> Result<Derived> {
+fn run_analysis(a: &Args, inputs: Vec<Projected>, answer: Answer) -> Result<Derived> {
+    let schema = a.schema();
     let out = schema.clone();
+    let run_bytes = crate::external_sort::run_bytes(a.session);
     let start: StartFold = Arc::new(move || {
         let schema = out.clone();
-        FoldWaits::boxed(move |messages, collectives, records| {
+        FoldWaits::boxed(run_bytes, move |messages, collectives, records| {
             run_sweep(messages, collectives, records, answer, schema)
         })
     });
@@ -364,7 +368,7 @@ fn path_batch(path: &[Segment], schema: &SchemaRef) -> Result<RecordBatch> {
 }
 
 fn critical_path(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(run_analysis(a.schema(), path_inputs(a)?, Answer::Path)?))
+    Ok(Arc::new(run_analysis(a, path_inputs(a)?, Answer::Path)?))
 }
 
 /// A call path's time on the critical path and its region.
@@ -453,5 +457,5 @@ fn profile_batch(path: &[Segment], means: &HashMap<Option<&str>, f64>, schema: &
 }
 
 fn critical_path_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    Ok(Arc::new(run_analysis(a.schema(), path_inputs(a)?, Answer::Profile)?))
+    Ok(Arc::new(run_analysis(a, path_inputs(a)?, Answer::Profile)?))
 }

@@ -51,6 +51,7 @@
 
 pub(crate) mod openmp;
 pub(crate) mod spread;
+pub(crate) mod stream;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -60,6 +61,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::error::Result;
 
+use crate::external_sort::{ExternalSort, Sorted};
 use crate::latency::MESSAGES;
 use crate::waits::openmp::{
     THREAD_KINDS, THREAD_PARADIGMS, ThreadCalls, ThreadRecords, rank_threads, rank_waits, stretch_at,
@@ -163,7 +165,7 @@ pub(crate) fn collective_columns(
 }
 
 /// One wait.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
     pub rank: i64,
     pub pattern: &'static str,
@@ -175,139 +177,133 @@ pub struct Wait {
     pub partner: Option<i64>,
 }
 
-/// A message's wait, kept until the waits of its completing call are reduced to one: the
-/// waiting rank, the call's start (the wait's start), a key that tells calls apart further
-/// (a late sender's call end), the wait, the message and the partner.
-#[derive(Debug, Clone, Copy)]
-struct Candidate {
-    rank: i64,
-    ts: i64,
-    call: i64,
-    wait_ns: i64,
-    msg_id: Option<i64>,
-    partner: Option<i64>,
+impl Wait {
+    /// The order the waits are given in: rank, start, pattern, message, instance.
+    pub fn order(&self) -> (i64, i64, &'static str, Option<i64>, Option<i64>) {
+        (self.rank, self.ts, self.pattern, self.msg_id, self.instance)
+    }
+}
+
+/// A message's wait, kept until the waits of its completing call are reduced to one: whether
+/// it is a late sender's (else a late receiver's), the waiting rank, the call's start (the
+/// wait's start), a key that tells calls apart further (a late sender's call end), the wait,
+/// the message and the partner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub late: bool,
+    pub rank: i64,
+    pub ts: i64,
+    pub call: i64,
+    pub wait_ns: i64,
+    pub msg_id: Option<i64>,
+    pub partner: Option<i64>,
     /// When the send call was left (i64::MIN: not recorded).
-    left: i64,
+    pub left: i64,
+}
+
+/// The Late Sender and Late Receiver candidates of the messages of `batch` (the columns of
+/// MESSAGE_COLUMNS): only the messages that made a rank wait give one.
+pub(crate) fn candidates_of(batch: &RecordBatch, mut each: impl FnMut(Candidate) -> Result<()>) -> Result<()> {
+    let batches = std::slice::from_ref(batch);
+    let cols: Vec<Int64Array> = (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
+    let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
+    for r in 0..batch.num_rows() {
+        let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
+        let (send_start, send_end, recv_start, recv_end, post) =
+            (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
+        let (complete_start, complete) = (get(8, r), get(9, r));
+        if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
+            let until = recv_end.map_or(ss, |e| ss.min(e));
+            if until > rs {
+                each(Candidate {
+                    late: true,
+                    rank: dst,
+                    ts: rs,
+                    call: recv_end.unwrap_or(i64::MIN),
+                    wait_ns: until - rs,
+                    msg_id: id,
+                    partner: src,
+                    left: send_end.unwrap_or(i64::MIN),
+                })?;
+            }
+        }
+        // The call that completed the send; when the messages do not say (a store written
+        // before they did), the send's own call if it completed there.
+        let completed_in = complete_start.or(send_start.filter(|_| complete.is_some() && complete == send_end));
+        if let (Some(src), Some(cs), Some(done), Some(p)) = (src, completed_in, complete, post)
+            && p > cs
+            && done > p
+        {
+            each(Candidate {
+                late: false,
+                rank: src,
+                ts: cs,
+                call: 0,
+                wait_ns: p - cs,
+                msg_id: id,
+                partner: dst,
+                left: send_end.unwrap_or(i64::MIN),
+            })?;
+        }
+    }
+    Ok(())
 }
 
 /// Late Sender and Late Receiver waits folded from messages (the columns of
-/// MESSAGE_COLUMNS) batch by batch: only the messages that made a rank wait are kept, and a
-/// call that completes several of them (MPI_Waitall, MPI_Waitsome) waits once, for the latest
-/// (Scalasca's Late Sender in a completion call), when the messages end.
-#[derive(Debug, Default)]
+/// MESSAGE_COLUMNS) batch by batch: only the messages that made a rank wait are kept, put in
+/// the order of the calls that waited beyond memory (`crate::external_sort`), and a call that
+/// completes several of them (MPI_Waitall, MPI_Waitsome) waits once, for the latest
+/// (Scalasca's Late Sender in a completion call), as the waits are read (`stream`).
+#[derive(Debug)]
 pub struct MessageWaits {
-    /// Late senders, by the call that completes their receive (rank, call start, call end).
-    late: Vec<Candidate>,
-    /// Late receivers, by the call that completes their send (rank, call start).
-    receivers: Vec<Candidate>,
+    candidates: ExternalSort<Candidate>,
+}
+
+impl Default for MessageWaits {
+    fn default() -> Self {
+        Self::new(crate::external_sort::RUN_BYTES)
+    }
 }
 
 impl MessageWaits {
+    /// Candidates sorted in runs of `run_bytes` (`crate::external_sort::run_bytes`).
+    pub(crate) fn new(run_bytes: usize) -> Self {
+        MessageWaits { candidates: ExternalSort::new("the messages' waits", run_bytes) }
+    }
+
+    /// Candidates sorted in runs of `run` (tests spill with small runs).
+    #[cfg(test)]
+    pub(crate) fn with_run(run: usize) -> Self {
+        MessageWaits { candidates: ExternalSort::with_run("the messages' waits", run) }
+    }
+
     pub fn fold(&mut self, batch: &RecordBatch) -> Result<()> {
-        let batches = std::slice::from_ref(batch);
-        let cols: Vec<Int64Array> =
-            (0..MESSAGE_COLUMNS.len()).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
-        let get = |c: usize, r: usize| cols[c].is_valid(r).then(|| cols[c].value(r));
-        for r in 0..batch.num_rows() {
-            let (id, src, dst) = (get(0, r), get(1, r), get(2, r));
-            let (send_start, send_end, recv_start, recv_end, post) =
-                (get(3, r), get(4, r), get(5, r), get(6, r), get(7, r));
-            let (complete_start, complete) = (get(8, r), get(9, r));
-            if let (Some(dst), Some(rs), Some(ss)) = (dst, recv_start, send_start) {
-                let until = recv_end.map_or(ss, |e| ss.min(e));
-                if until > rs {
-                    self.late.push(Candidate {
-                        rank: dst,
-                        ts: rs,
-                        call: recv_end.unwrap_or(i64::MIN),
-                        wait_ns: until - rs,
-                        msg_id: id,
-                        partner: src,
-                        left: send_end.unwrap_or(i64::MIN),
-                    });
-                }
-            }
-            // The call that completed the send; when the messages do not say (a store written
-            // before they did), the send's own call if it completed there.
-            let completed_in = complete_start.or(send_start.filter(|_| complete.is_some() && complete == send_end));
-            if let (Some(src), Some(cs), Some(done), Some(p)) = (src, completed_in, complete, post)
-                && p > cs
-                && done > p
-            {
-                self.receivers.push(Candidate {
-                    rank: src,
-                    ts: cs,
-                    call: 0,
-                    wait_ns: p - cs,
-                    msg_id: id,
-                    partner: dst,
-                    left: send_end.unwrap_or(i64::MIN),
-                });
-            }
-        }
-        Ok(())
+        candidates_of(batch, |c| self.candidates.push(c))
+    }
+
+    /// A candidate found elsewhere (a cluster's task that read the messages).
+    pub(crate) fn push(&mut self, c: Candidate) -> Result<()> {
+        self.candidates.push(c)
     }
 
     pub fn held_bytes(&self) -> usize {
-        (self.late.capacity() + self.receivers.capacity()) * std::mem::size_of::<Candidate>()
-    }
-
-    /// When the send call of each message whose sender was late was left, by msg_id.
-    pub fn late_send_call_ends(&self) -> HashMap<i64, i64> {
-        self.late.iter().filter(|c| c.left != i64::MIN).filter_map(|c| Some((c.msg_id?, c.left))).collect()
+        self.candidates.held_bytes()
     }
 
     /// The waits, one per completing call (the longest; of equal ones, the first message's),
-    /// by rank and start.
-    pub fn finish(self) -> Vec<Wait> {
-        /// The longest candidate of every call, in place, by rank and start.
-        fn reduce(mut list: Vec<Candidate>) -> Vec<Candidate> {
-            list.sort_unstable_by_key(|c| (c.rank, c.ts, c.call));
-            let mut kept = 0;
-            for i in 0..list.len() {
-                let c = list[i];
-                if kept > 0 {
-                    let k = &mut list[kept - 1];
-                    if (k.rank, k.ts, k.call) == (c.rank, c.ts, c.call) {
-                        if (c.wait_ns, std::cmp::Reverse(c.msg_id)) > (k.wait_ns, std::cmp::Reverse(k.msg_id)) {
-                            *k = c;
-                        }
-                        continue;
-                    }
-                }
-                list[kept] = c;
-                kept += 1;
-            }
-            list.truncate(kept);
-            list
+    /// in the order of `Wait::order`, each late sender's with when its send call was left.
+    pub(crate) fn stream(self) -> Result<stream::MessageWaitStream> {
+        Ok(stream::MessageWaitStream::new(self.candidates.sorted()?))
+    }
+
+    /// The waits of `stream`, all at once.
+    pub fn finish(self) -> Result<Vec<Wait>> {
+        let mut stream = self.stream()?;
+        let mut out = Vec::new();
+        while let Some((w, _)) = stream.next()? {
+            out.push(w);
         }
-        let wait = |c: &Candidate, pattern: &'static str| Wait {
-            rank: c.rank,
-            pattern,
-            wait_ns: c.wait_ns,
-            ts: c.ts,
-            msg_id: c.msg_id,
-            comm: None,
-            instance: None,
-            partner: c.partner,
-        };
-        // A call in which a late sender was found counts no late receiver (Scalasca's
-        // MPI_LATERECEIVER leaves out a multiple-completion call that had a late-sender
-        // candidate): the two would overlap in the same call.
-        let mut late_calls: Vec<(i64, i64)> = self.late.iter().map(|c| (c.rank, c.ts)).collect();
-        late_calls.sort_unstable();
-        late_calls.dedup();
-        let mut receivers = self.receivers;
-        receivers.retain(|c| late_calls.binary_search(&(c.rank, c.ts)).is_err());
-        drop(late_calls);
-        let (late, receivers) = (reduce(self.late), reduce(receivers));
-        let mut waits = Vec::with_capacity(late.len() + receivers.len());
-        waits.extend(late.iter().map(|c| wait(c, "late_sender")));
-        drop(late);
-        waits.extend(receivers.iter().map(|c| wait(c, "late_receiver")));
-        drop(receivers);
-        waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id));
-        waits
+        Ok(out)
     }
 }
 
@@ -349,23 +345,70 @@ fn pattern_of(op: &str, has_root: bool) -> &'static str {
     }
 }
 
+/// One participation in a collective instance as `CollectiveWaits` keeps it until the
+/// instance is whole: its instance, its place in the input (so that an instance's parts come
+/// back in the order they came), the rank, its begin (None: a part without one, which waits
+/// for nothing but leaves the instance), its end, its call's start, the root and the
+/// operation (an index into `CollectiveWaits::ops`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Part {
+    pub comm: i64,
+    pub instance: i64,
+    pub seq: u64,
+    pub rank: i64,
+    pub begin: Option<i64>,
+    pub end: Option<i64>,
+    pub call_start: Option<i64>,
+    pub root: Option<i64>,
+    pub op: u32,
+}
+
 /// Collective waits folded from participations given as comm, instance, rank, begin_ts, op,
 /// root, end_ts and optionally call_start (`COLLECTIVE_COLUMNS`) batch by batch: every
-/// instance's members are kept (about 50 bytes a participation), and their waits computed when
-/// the participations end. Neighbourhood collectives are left out and counted.
-#[derive(Debug, Default)]
+/// participation is kept, put in the order of its instance beyond memory
+/// (`crate::external_sort`), and each instance's waits are computed when the participations
+/// end, an instance at a time. Neighbourhood collectives are left out and counted.
+#[derive(Debug)]
 pub struct CollectiveWaits {
-    groups: BTreeMap<(i64, i64), Instance>,
-    members: usize,
+    parts: ExternalSort<Part>,
+    /// The bytes of a run of the participations and of the waits.
+    run_bytes: usize,
+    /// The operations' names, and the index of each.
+    ops: Vec<String>,
+    op_index: HashMap<String, u32>,
     /// Instances of neighbourhood collectives: their waits depend on the communicator's
     /// topology, which traces do not record, so they are not classified.
     unclassified: std::collections::HashSet<(i64, i64)>,
-    /// The ends of parts without a begin, per instance (rank, end): they wait for nothing, but
-    /// leave the instance as the others do.
-    loose_ends: HashMap<(i64, i64), Vec<(i64, i64)>>,
+}
+
+impl Default for CollectiveWaits {
+    fn default() -> Self {
+        Self::new(crate::external_sort::RUN_BYTES)
+    }
 }
 
 impl CollectiveWaits {
+    /// Participations and waits sorted in runs of `run_bytes` (`crate::external_sort::run_bytes`).
+    pub(crate) fn new(run_bytes: usize) -> Self {
+        CollectiveWaits {
+            parts: ExternalSort::new("the collectives' waits", run_bytes),
+            run_bytes,
+            ops: Vec::new(),
+            op_index: HashMap::new(),
+            unclassified: Default::default(),
+        }
+    }
+
+    /// Participations sorted in runs of `run` (tests spill with small runs).
+    #[cfg(test)]
+    pub(crate) fn with_run(run: usize) -> Self {
+        CollectiveWaits {
+            parts: ExternalSort::with_run("the collectives' waits", run),
+            run_bytes: 64 * run,
+            ..Self::default()
+        }
+    }
+
     pub fn fold(&mut self, batch: &RecordBatch) -> Result<()> {
         let batches = std::slice::from_ref(batch);
         let cols: Vec<Int64Array> = (0..4).map(|i| int64_column(batches, i)).collect::<Result<_>>()?;
@@ -373,96 +416,165 @@ impl CollectiveWaits {
         let root = int64_column(batches, 5)?;
         let end = int64_column(batches, 6)?;
         let call_start = if batch.num_columns() > 7 { Some(int64_column(batches, 7)?) } else { None };
+        let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
         for r in 0..batch.num_rows() {
             if op.is_valid(r) && is_neighbourhood(op.value(r)) && cols[0].is_valid(r) && cols[1].is_valid(r) {
                 self.unclassified.insert((cols[0].value(r), cols[1].value(r)));
             }
-            if cols.iter().any(|c| c.is_null(r)) {
-                if cols[..3].iter().all(|c| c.is_valid(r)) && end.is_valid(r) {
-                    let key = (cols[0].value(r), cols[1].value(r));
-                    self.loose_ends.entry(key).or_default().push((cols[2].value(r), end.value(r)));
-                }
+            // A part needs its instance and rank; one without a begin only leaves the
+            // instance (when it has an end).
+            if cols[..3].iter().any(|c| c.is_null(r)) || (cols[3].is_null(r) && end.is_null(r)) {
                 continue;
             }
-            let (comm, inst, rank, begin) = (cols[0].value(r), cols[1].value(r), cols[2].value(r), cols[3].value(r));
-            let g = self.groups.entry((comm, inst)).or_insert_with(|| Instance {
-                op: if op.is_valid(r) { op.value(r).to_string() } else { String::new() },
-                root: root.is_valid(r).then(|| root.value(r)),
-                ..Instance::default()
-            });
-            g.members.push((rank, begin));
-            g.call_starts.push(call_start.as_ref().and_then(|c| c.is_valid(r).then(|| c.value(r))));
-            if end.is_valid(r) {
-                g.ends.push((rank, end.value(r)));
-            }
-            self.members += 1;
+            let name = if op.is_valid(r) { op.value(r) } else { "" };
+            let op = match self.op_index.get(name) {
+                Some(&i) => i,
+                None => {
+                    let i = self.ops.len() as u32;
+                    self.ops.push(name.to_string());
+                    self.op_index.insert(name.to_string(), i);
+                    i
+                }
+            };
+            let seq = self.parts.len();
+            self.parts.push(Part {
+                comm: cols[0].value(r),
+                instance: cols[1].value(r),
+                seq,
+                rank: cols[2].value(r),
+                begin: opt(&cols[3], r),
+                end: opt(&end, r),
+                call_start: call_start.as_ref().and_then(|c| opt(c, r)),
+                root: opt(&root, r),
+                op,
+            })?;
         }
         Ok(())
     }
 
     pub fn held_bytes(&self) -> usize {
-        self.members * 56 + self.groups.len() * (std::mem::size_of::<Instance>() + 64) + self.unclassified.len() * 32
+        self.parts.held_bytes() + self.unclassified.len() * 32 + self.ops.iter().map(|o| o.len() + 64).sum::<usize>()
     }
 
-    /// The waits, and the number of neighbourhood collective instances left out.
-    pub fn finish(self) -> (Vec<Wait>, usize) {
-        // A member waits once at most.
-        let mut out = Vec::with_capacity(self.members);
-        let unclassified = self.finish_each(|w| out.push(w));
-        (out, unclassified)
+    /// The waits in the order of `Wait::order` (put in order beyond memory), and the number of
+    /// neighbourhood collective instances left out.
+    pub(crate) fn sorted(self) -> Result<(Sorted<Wait>, usize)> {
+        let mut waits = ExternalSort::new("the collectives' waits", self.run_bytes);
+        let mut failed = None;
+        let unclassified = self.finish_each(|w| {
+            if failed.is_none()
+                && let Err(e) = waits.push(w)
+            {
+                failed = Some(e);
+            }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        Ok((waits.sorted()?, unclassified))
+    }
+
+    /// The waits, all at once, and the number of neighbourhood collective instances left out.
+    pub fn finish(self) -> Result<(Vec<Wait>, usize)> {
+        let mut out = Vec::new();
+        let unclassified = self.finish_each(|w| out.push(w))?;
+        Ok((out, unclassified))
     }
 
     /// Hand every wait to `each`, instance by instance, and give the number of neighbourhood
-    /// collective instances left out; the instances are let go of as they are done.
-    pub fn finish_each(self, each: impl FnMut(Wait)) -> usize {
+    /// collective instances left out.
+    pub fn finish_each(self, each: impl FnMut(Wait)) -> Result<usize> {
         self.finish_each_with(each, |_, _, _| {})
     }
 
     /// As `finish_each`, and after each instance in which someone waited, hands `waited` its
     /// comm, instance and the end of every part of it, as (rank, end).
     pub fn finish_each_with(
-        mut self,
+        self,
         mut each: impl FnMut(Wait),
         mut waited: impl FnMut(i64, i64, &[(i64, i64)]),
-    ) -> usize {
-        for ((comm, instance), mut g) in std::mem::take(&mut self.groups) {
-            if is_neighbourhood(&g.op) {
+    ) -> Result<usize> {
+        let CollectiveWaits { parts, ops, unclassified, .. } = self;
+        let mut parts = parts.sorted()?;
+        // The instance being read: its key, its members and the ends of its parts without a
+        // begin.
+        let mut key: Option<(i64, i64)> = None;
+        let mut group: Option<Instance> = None;
+        let mut loose: Vec<(i64, i64)> = Vec::new();
+        loop {
+            let part = parts.next()?;
+            if let Some((comm, instance)) = key
+                && part.map(|p| (p.comm, p.instance)) != key
+            {
+                if let Some(g) = group.take() {
+                    instance_waits(comm, instance, g, &mut loose, &mut each, &mut waited);
+                }
+                loose.clear();
+            }
+            let Some(p) = part else { break };
+            key = Some((p.comm, p.instance));
+            let Some(begin) = p.begin else {
+                loose.extend(p.end.map(|e| (p.rank, e)));
                 continue;
-            }
-            let mut any = false;
-            let ends: HashMap<i64, i64> = g.ends.iter().copied().collect();
-            // Every member's wait starts when it entered the call, when all of them say.
-            if g.call_starts.iter().all(Option::is_some) {
-                for (m, c) in g.members.iter_mut().zip(&g.call_starts) {
-                    m.1 = c.expect("every member has a call start");
-                }
-            }
-            let pattern = pattern_of(&g.op, g.root.is_some());
-            // Until `until`, and at most until the waiter's own call ends.
-            let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
-                let until = ends.get(&rank).map_or(until, |&e| until.min(e));
-                if until > begin {
-                    any = true;
-                    each(Wait {
-                        rank,
-                        pattern,
-                        wait_ns: until - begin,
-                        ts: begin,
-                        msg_id: None,
-                        comm: Some(comm),
-                        instance: Some(instance),
-                        partner: Some(partner),
-                    });
-                }
             };
-            waits_of_instance(&g, pattern, &mut wait);
-            if any {
-                let mut ends = g.ends;
-                ends.extend(self.loose_ends.remove(&(comm, instance)).unwrap_or_default());
-                waited(comm, instance, &ends);
+            let g = group.get_or_insert_with(|| Instance {
+                op: ops[p.op as usize].clone(),
+                root: p.root,
+                ..Instance::default()
+            });
+            g.members.push((p.rank, begin));
+            g.call_starts.push(p.call_start);
+            if let Some(e) = p.end {
+                g.ends.push((p.rank, e));
             }
         }
-        self.unclassified.len()
+        Ok(unclassified.len())
+    }
+}
+
+/// The waits of collective instance (`comm`, `instance`), each handed to `each`; when someone
+/// waited, `waited` is handed the end of every part (its members' and `loose`'s).
+fn instance_waits(
+    comm: i64,
+    instance: i64,
+    mut g: Instance,
+    loose: &mut Vec<(i64, i64)>,
+    each: &mut impl FnMut(Wait),
+    waited: &mut impl FnMut(i64, i64, &[(i64, i64)]),
+) {
+    if is_neighbourhood(&g.op) {
+        return;
+    }
+    let mut any = false;
+    let ends: HashMap<i64, i64> = g.ends.iter().copied().collect();
+    // Every member's wait starts when it entered the call, when all of them say.
+    if g.call_starts.iter().all(Option::is_some) {
+        for (m, c) in g.members.iter_mut().zip(&g.call_starts) {
+            m.1 = c.expect("every member has a call start");
+        }
+    }
+    let pattern = pattern_of(&g.op, g.root.is_some());
+    // Until `until`, and at most until the waiter's own call ends.
+    let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
+        let until = ends.get(&rank).map_or(until, |&e| until.min(e));
+        if until > begin {
+            any = true;
+            each(Wait {
+                rank,
+                pattern,
+                wait_ns: until - begin,
+                ts: begin,
+                msg_id: None,
+                comm: Some(comm),
+                instance: Some(instance),
+                partner: Some(partner),
+            });
+        }
+    };
+    waits_of_instance(&g, pattern, &mut wait);
+    if any {
+        g.ends.append(loose);
+        waited(comm, instance, &g.ends);
     }
 }
 
@@ -573,10 +685,11 @@ impl<F> FoldWaits<F>
 where
     F: FnOnce(MessageWaits, CollectiveWaits, ThreadRecords) -> Result<Box<dyn Mapper>> + Send + 'static,
 {
-    pub(crate) fn boxed(then: F) -> Box<dyn Folder> {
+    /// The folder of the waits, sorting in runs of `run_bytes` (`crate::external_sort::run_bytes`).
+    pub(crate) fn boxed(run_bytes: usize, then: F) -> Box<dyn Folder> {
         Box::new(FoldWaits {
-            messages: MessageWaits::default(),
-            collectives: CollectiveWaits::default(),
+            messages: MessageWaits::new(run_bytes),
+            collectives: CollectiveWaits::new(run_bytes),
             threads: ThreadRecords::default(),
             then,
         })
@@ -613,11 +726,10 @@ fn wait_paths(
     notices: Option<commdb_catalog::wallclock::Notices>,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
-    let mut waits = messages.finish();
-    let (collective, unclassified) = collectives.finish();
-    waits.extend(collective);
+    let (collective, unclassified) = collectives.sorted()?;
     notice_unclassified(notices.as_ref(), unclassified);
-    paths_of(waits, threads, schema)
+    let waits = stream::WaitStream::new(messages.stream()?, collective)?;
+    Ok(Box::new(WaitPaths { waits, threads, schema }))
 }
 
 /// Says how many neighbourhood collective instances were left out, when any were.
@@ -631,18 +743,17 @@ fn notice_unclassified(notices: Option<&commdb_catalog::wallclock::Notices>, unc
 
 /// The mapper of the calls that gives `waits` their threads and call paths, and the threads'
 /// own waits.
-fn paths_of(mut waits: Vec<Wait>, threads: ThreadRecords, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
-    waits.sort_unstable_by_key(|w| (w.rank, w.ts, w.pattern, w.msg_id, w.instance));
-    Ok(Box::new(WaitPaths { waits, threads, next: 0, schema }))
+fn paths_of(waits: Vec<Wait>, threads: ThreadRecords, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
+    Ok(Box::new(WaitPaths { waits: stream::WaitStream::of_list(waits)?, threads, schema }))
 }
 
 /// Gives the waits in rank order, each with the thread and call path of the call it began in,
 /// and the threads' waits of each rank: the calls come a chunk of whole ranks at a time
-/// (commdb_analysis::by_rank), and the waits of the ranks up to the chunk's last go out with it.
+/// (commdb_analysis::by_rank), and the waits of the ranks up to the chunk's last go out with it,
+/// read from the stream of waits as they are needed.
 struct WaitPaths {
-    waits: Vec<Wait>,
+    waits: stream::WaitStream,
     threads: ThreadRecords,
-    next: usize,
     schema: SchemaRef,
 }
 
@@ -666,9 +777,8 @@ impl Mapper for WaitPaths {
             .into_iter()
             .map(|(rank, streams)| (rank, rank_threads(rank, streams, &self.threads, &names, &mut paths)))
             .collect();
-        let rest = &self.waits[self.next..];
-        let these = &rest[..rest.partition_point(|w| w.rank <= last)];
-        self.next += these.len();
+        let mut these = Vec::new();
+        self.waits.through(last, &mut these)?;
         let mut thread_waits = Vec::new();
         if !self.threads.is_empty() {
             let constructs = self.threads.constructs(&names);
@@ -687,7 +797,7 @@ impl Mapper for WaitPaths {
                 Some((thread, path)) => (Some(thread), name(path)),
                 None => (threads.first().map(|t| t.thread), None),
             };
-            rows.push(Row { wait: w.clone(), thread, partner_thread: None, path });
+            rows.push(Row { wait: w, thread, partner_thread: None, path });
         }
         for t in thread_waits {
             let wait = Wait {
@@ -707,7 +817,7 @@ impl Mapper for WaitPaths {
     }
 
     fn held_bytes(&self) -> usize {
-        0
+        self.waits.held_bytes() + self.threads.held_bytes()
     }
 
     /// With thread records, a chunk's every thread is swept with its stretches, its waits and
@@ -719,16 +829,12 @@ impl Mapper for WaitPaths {
 
     /// The waits of the ranks no chunk of calls reached, a batch at a time.
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        let rest = &self.waits[self.next..];
-        if rest.is_empty() {
-            self.waits = Vec::new();
-            return Ok(None);
+        let mut rows = Vec::new();
+        while rows.len() < BATCH_ROWS {
+            let Some(wait) = self.waits.next()? else { break };
+            rows.push(Row { wait, thread: None, partner_thread: None, path: None });
         }
-        let these = &rest[..rest.len().min(BATCH_ROWS)];
-        self.next += these.len();
-        let rows: Vec<Row> =
-            these.iter().map(|w| Row { wait: w.clone(), thread: None, partner_thread: None, path: None }).collect();
-        batch_of(&rows, &self.schema).map(Some)
+        if rows.is_empty() { Ok(None) } else { batch_of(&rows, &self.schema).map(Some) }
     }
 }
 
@@ -816,9 +922,10 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
         false,
         Arc::new(move |found, threads| paths_of(found.waits, threads, paths.clone())),
     );
+    let run_bytes = crate::external_sort::run_bytes(a.session);
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
-        FoldWaits::boxed(move |messages, collectives, threads| {
+        FoldWaits::boxed(run_bytes, move |messages, collectives, threads| {
             wait_paths(messages, collectives, threads, notices, schema)
         })
     });

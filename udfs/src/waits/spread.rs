@@ -29,6 +29,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use super::stream::MessageWaitStream;
 use super::{Candidate, CollectiveWaits, MessageWaits, Wait};
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::columns::{int64_column, text_column};
@@ -85,19 +86,16 @@ fn wait_schema() -> SchemaRef {
     ]))
 }
 
-/// The rows of `candidates` (late senders when `late`).
-fn candidate_rows(late: &[Candidate], receivers: &[Candidate]) -> Result<RecordBatch> {
-    let all: Vec<(bool, &Candidate)> =
-        late.iter().map(|c| (true, c)).chain(receivers.iter().map(|c| (false, c))).collect();
-    let int = |f: fn(&Candidate) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(all.iter().map(|(_, c)| f(c))))
-    };
+/// The rows of `candidates`.
+fn candidate_rows(candidates: &[Candidate]) -> Result<RecordBatch> {
+    let int =
+        |f: fn(&Candidate) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(candidates.iter().map(f))) };
     let opt = |f: fn(&Candidate) -> Option<i64>| -> ArrayRef {
-        Arc::new(Int64Array::from(all.iter().map(|(_, c)| f(c)).collect::<Vec<_>>()))
+        Arc::new(Int64Array::from(candidates.iter().map(f).collect::<Vec<_>>()))
     };
     let columns: Vec<ArrayRef> = vec![
         int(|c| c.rank),
-        Arc::new(BooleanArray::from(all.iter().map(|(l, _)| *l).collect::<Vec<_>>())),
+        Arc::new(BooleanArray::from(candidates.iter().map(|c| c.late).collect::<Vec<_>>())),
         int(|c| c.ts),
         int(|c| c.call),
         int(|c| c.wait_ns),
@@ -108,27 +106,23 @@ fn candidate_rows(late: &[Candidate], receivers: &[Candidate]) -> Result<RecordB
     Ok(RecordBatch::try_new(candidate_schema(), columns)?)
 }
 
-/// The rows of `waits`, each late sender with when its send call was left (`left`, by message).
-fn wait_rows(waits: &[Wait], left: &HashMap<i64, i64>) -> Result<RecordBatch> {
-    let int = |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(f))) };
+/// The rows of `waits`, each late sender with when its send call was left (`left`).
+fn wait_rows(waits: &[(Wait, Option<i64>)]) -> Result<RecordBatch> {
+    let int =
+        |f: fn(&Wait) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(waits.iter().map(|(w, _)| f(w)))) };
     let opt = |f: fn(&Wait) -> Option<i64>| -> ArrayRef {
-        Arc::new(Int64Array::from(waits.iter().map(f).collect::<Vec<_>>()))
+        Arc::new(Int64Array::from(waits.iter().map(|(w, _)| f(w)).collect::<Vec<_>>()))
     };
     let columns: Vec<ArrayRef> = vec![
         int(|w| w.rank),
-        Arc::new(StringArray::from_iter_values(waits.iter().map(|w| w.pattern))),
+        Arc::new(StringArray::from_iter_values(waits.iter().map(|(w, _)| w.pattern))),
         int(|w| w.wait_ns),
         int(|w| w.ts),
         opt(|w| w.msg_id),
         opt(|w| w.comm),
         opt(|w| w.instance),
         opt(|w| w.partner),
-        Arc::new(Int64Array::from(
-            waits
-                .iter()
-                .map(|w| w.msg_id.filter(|_| w.pattern == "late_sender").and_then(|m| left.get(&m).copied()))
-                .collect::<Vec<_>>(),
-        )),
+        Arc::new(Int64Array::from(waits.iter().map(|(_, left)| *left).collect::<Vec<_>>())),
     ];
     Ok(RecordBatch::try_new(wait_schema(), columns)?)
 }
@@ -147,14 +141,31 @@ fn end_row(comm: i64, instance: i64, rank: i64, end: i64) -> Wait {
     }
 }
 
-/// The waits a step gives once its input has ended, made as they are given.
-type Given = Box<dyn Iterator<Item = Wait> + Send>;
+/// The waits a step gives once its input has ended, each late sender's with when its send
+/// call was left, read as they are given.
+enum Given {
+    Messages(MessageWaitStream),
+    Collectives(Box<dyn Iterator<Item = Wait> + Send>),
+}
+
+impl Given {
+    fn next(&mut self) -> Result<Option<(Wait, Option<i64>)>> {
+        match self {
+            Given::Messages(stream) => stream.next(),
+            Given::Collectives(list) => Ok(list.next().map(|w| (w, None))),
+        }
+    }
+}
 
 /// The next batch of the waits a step gives once its input has ended (None: no more).
-fn next_rows(done: &mut Option<Given>, left: &HashMap<i64, i64>) -> Result<Option<RecordBatch>> {
+fn next_rows(done: &mut Option<Given>) -> Result<Option<RecordBatch>> {
     let Some(done) = done else { return Ok(None) };
-    let these: Vec<Wait> = done.by_ref().take(super::BATCH_ROWS).collect();
-    if these.is_empty() { Ok(None) } else { wait_rows(&these, left).map(Some) }
+    let mut these = Vec::new();
+    while these.len() < super::BATCH_ROWS {
+        let Some(w) = done.next()? else { break };
+        these.push(w);
+    }
+    if these.is_empty() { Ok(None) } else { wait_rows(&these).map(Some) }
 }
 
 /// What the steps before the answer found: the waits, when each late sender's send call was
@@ -209,9 +220,12 @@ struct Candidates;
 
 impl Mapper for Candidates {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let mut found = MessageWaits::default();
-        found.fold(batch)?;
-        candidate_rows(&found.late, &found.receivers)
+        let mut found = Vec::new();
+        super::candidates_of(batch, |c| {
+            found.push(c);
+            Ok(())
+        })?;
+        candidate_rows(&found)
     }
 }
 
@@ -220,7 +234,6 @@ impl Mapper for Candidates {
 struct ReduceCandidates {
     waits: MessageWaits,
     done: Option<Given>,
-    left: HashMap<i64, i64>,
 }
 
 impl Mapper for ReduceCandidates {
@@ -233,7 +246,8 @@ impl Mapper for ReduceCandidates {
         };
         let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
         for r in 0..batch.num_rows() {
-            let c = Candidate {
+            self.waits.push(Candidate {
+                late: late.value(r),
                 rank: ints[0].value(r),
                 ts: ints[1].value(r),
                 call: ints[2].value(r),
@@ -241,8 +255,7 @@ impl Mapper for ReduceCandidates {
                 msg_id: opt(&ints[4], r),
                 partner: opt(&ints[5], r),
                 left: ints[6].value(r),
-            };
-            if late.value(r) { self.waits.late.push(c) } else { self.waits.receivers.push(c) }
+            })?;
         }
         Ok(RecordBatch::new_empty(wait_schema()))
     }
@@ -253,13 +266,12 @@ impl Mapper for ReduceCandidates {
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let waits = std::mem::take(&mut self.waits);
-        self.left = waits.late_send_call_ends();
-        self.done = Some(Box::new(waits.finish().into_iter()));
+        self.done = Some(Given::Messages(waits.stream()?));
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        next_rows(&mut self.done, &self.left)
+        next_rows(&mut self.done)
     }
 }
 
@@ -293,18 +305,18 @@ impl Mapper for ReduceCollectives {
         let mut ends: Vec<(i64, i64, i64, i64)> = Vec::new();
         let unclassified = if self.ends {
             let add = |c: i64, k: i64, e: &[(i64, i64)]| ends.extend(e.iter().map(|&(r, t)| (c, k, r, t)));
-            collectives.finish_each_with(|w| waits.push(w), add)
+            collectives.finish_each_with(|w| waits.push(w), add)?
         } else {
-            collectives.finish_each(|w| waits.push(w))
+            collectives.finish_each(|w| waits.push(w))?
         };
         super::notice_unclassified(self.notices.as_ref(), unclassified);
         let ends = ends.into_iter().map(|(c, k, r, t)| end_row(c, k, r, t));
-        self.done = Some(Box::new(waits.into_iter().chain(ends)));
+        self.done = Some(Given::Collectives(Box::new(waits.into_iter().chain(ends))));
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        next_rows(&mut self.done, &HashMap::new())
+        next_rows(&mut self.done)
     }
 }
 

@@ -314,29 +314,30 @@ impl SyncPoints {
     /// it leaves the call. A message or collective that made no one wait synchronises nothing:
     /// the receiver of an eager message that arrived long before may be far ahead of its sender.
     ///
-    /// `left` gives when the send call of each late sender's message was left (looked up for
-    /// those messages only, not held for every message of the trace); the collectives in which
-    /// someone waited are added with `waited_in`.
-    fn of_messages(waits: &[Wait], left: &HashMap<i64, i64>) -> SyncPoints {
-        let mut out = SyncPoints::default();
-        for w in waits {
-            out.message_wait(w, left);
-        }
-        for list in out.messages.values_mut() {
+    /// `message_wait_left` is handed each message wait with when the send call of a late
+    /// sender's message was left; the collectives in which someone waited are added with
+    /// `waited_in`. This puts each pair's points in order once every message wait is handed.
+    pub(super) fn sort_messages(&mut self) {
+        for list in self.messages.values_mut() {
             list.sort_unstable();
         }
-        out
     }
 
-    /// The synchronisation point of message wait `w` (see `of_messages`; a collective's wait
-    /// makes none here), its messages' list left unsorted.
+    /// The synchronisation point of message wait `w` (see `sort_messages`; a collective's wait
+    /// makes none here), its messages' list left unsorted; `left` gives when the send call of
+    /// each late sender's message was left.
     pub(super) fn message_wait(&mut self, w: &Wait, left: &HashMap<i64, i64>) {
+        self.message_wait_left(w, w.msg_id.and_then(|m| left.get(&m).copied()));
+    }
+
+    /// As `message_wait`, `left` when the send call of a late sender's message was left.
+    pub(super) fn message_wait_left(&mut self, w: &Wait, left: Option<i64>) {
         let end = w.ts + w.wait_ns;
         match (w.comm, w.instance, w.partner) {
             (Some(_), Some(_), _) => {}
             (_, _, Some(p)) if p != w.rank => {
-                let t = match (w.pattern, w.msg_id.and_then(|m| left.get(&m))) {
-                    ("late_sender", Some(&t)) => t.max(end),
+                let t = match (w.pattern, left) {
+                    ("late_sender", Some(t)) => t.max(end),
                     _ => end,
                 };
                 self.messages.entry((w.rank.min(p), w.rank.max(p))).or_default().push(t);
@@ -761,9 +762,12 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let inputs = crate::critical::path_inputs(a)?;
     let out = a.schema();
     let schema = out.clone();
+    let run_bytes = crate::external_sort::run_bytes(a.session);
     let start: StartFold = Arc::new(move || {
         let schema = schema.clone();
-        FoldWaits::boxed(move |messages, collectives, records| delay_sweep(messages, collectives, records, schema))
+        FoldWaits::boxed(run_bytes, move |messages, collectives, records| {
+            delay_sweep(messages, collectives, records, schema)
+        })
     });
     // On a distributed engine, planned as steps so that no task reads the calls whole.
     let offload = inputs.len() > 5;
@@ -791,14 +795,17 @@ fn delay_sweep(
     records: ThreadRecords,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
-    let left = messages.late_send_call_ends();
-    let message_waits = messages.finish();
-    let mut sync = SyncPoints::of_messages(&message_waits, &left);
-    drop(left);
+    let mut sync = SyncPoints::default();
     // Between ranks: their threads are found once the calls are swept.
-    let mut waits: Vec<W> = message_waits.iter().filter_map(as_wait).collect();
+    let mut waits: Vec<W> = Vec::new();
+    let mut message_waits = messages.stream()?;
+    while let Some((w, left)) = message_waits.next()? {
+        sync.message_wait_left(&w, left);
+        waits.extend(as_wait(&w));
+    }
     drop(message_waits);
-    collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends));
+    sync.sort_messages();
+    collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends))?;
     sync.seal();
     delay_mapper(waits, records, sync, schema)
 }
@@ -857,15 +864,18 @@ impl Mapper for DelaySweep {
         let Swept { store, names, paths } = &mut self.swept;
         // Each wait between ranks is the thread's whose MPI call it is in, for the thread of the
         // other rank whose MPI call was under way when it ended.
-        let mut waits = Vec::with_capacity(self.threads_waits.count + self.waits.len());
-        self.threads_waits.read_into(&mut waits)?;
+        // The waits are placed in their list where they are (tens of millions at thousands of
+        // ranks: a second list would hold them twice), then the threads' read after them.
+        let mut waits = std::mem::take(&mut self.waits);
         let none = Vec::new();
-        for w in std::mem::take(&mut self.waits) {
+        for w in waits.iter_mut() {
             let (a, b) = (self.threads.get(&w.waiter).unwrap_or(&none), self.threads.get(&w.delayer).unwrap_or(&none));
             let waiter = location(w.waiter, store.mpi_thread(a, w.waiter, w.start)?);
             let delayer = location(w.delayer, store.mpi_thread(b, w.delayer, w.end)?);
-            waits.push(W { waiter, delayer, ..w });
+            (w.waiter, w.delayer) = (waiter, delayer);
         }
+        waits.reserve_exact(self.threads_waits.count);
+        self.threads_waits.read_into(&mut waits)?;
         store.forget_blocks();
         let Ledger { costs, unexplained } = delay_costs(store, waits, &self.sync)?;
         let region = |path: u32| {

@@ -153,11 +153,12 @@ fn plan_iteration_regions(a: &Args) -> Result<Arc<dyn TableProvider>> {
 /// or of `iteration_regions` (without).
 fn fold_start(marker: Option<String>, a: &Args, schema: SchemaRef, waits: bool) -> StartFold {
     let notices = a.session.config().get_extension::<Notices>().map(|n| (*n).clone());
+    let run_bytes = crate::external_sort::run_bytes(a.session);
     Arc::new(move || {
         Box::new(Fold {
             waits,
-            messages: MessageWaits::default(),
-            collectives: CollectiveWaits::default(),
+            messages: MessageWaits::new(run_bytes),
+            collectives: CollectiveWaits::new(run_bytes),
             counts: Vec::new(),
             marker: marker.clone(),
             notices: notices.clone(),
@@ -269,15 +270,21 @@ impl Folder for Fold {
                 }
             },
         };
-        let mut waits = messages.finish();
-        let (collective, _) = collectives.finish();
-        waits.extend(collective);
+        // The waits come in rank order: each rank's list is made whole before the next.
+        let (collective, _) = collectives.sorted()?;
+        let mut waits = crate::waits::stream::WaitStream::new(messages.stream()?, collective)?;
         let mut by_rank: FastMap<i64, Vec<Waited>> = FastMap::default();
-        for w in waits {
-            by_rank.entry(w.rank).or_default().push(waited(&w));
+        let mut rank: Option<(i64, Vec<Waited>)> = None;
+        while let Some(w) = waits.next()? {
+            if rank.as_ref().is_none_or(|(r, _)| *r != w.rank)
+                && let Some((r, list)) = rank.replace((w.rank, Vec::new()))
+            {
+                by_rank.insert(r, rank_list(list));
+            }
+            rank.as_mut().expect("a rank is being read").1.push(waited(&w));
         }
-        for list in by_rank.values_mut() {
-            list.sort_unstable_by_key(|w| (w.ts, w.kind));
+        if let Some((r, list)) = rank {
+            by_rank.insert(r, rank_list(list));
         }
         Ok(Box::new(Cut {
             regions: !with_waits,
@@ -298,6 +305,13 @@ fn notify(notices: &Option<Notices>, text: String) {
     if let Some(n) = notices {
         n.push(text);
     }
+}
+
+/// A rank's waits in the order the cut reads them, holding no more than they need.
+fn rank_list(mut list: Vec<Waited>) -> Vec<Waited> {
+    list.sort_unstable_by_key(|w| (w.ts, w.kind));
+    list.shrink_to_fit();
+    list
 }
 
 fn waited(w: &Wait) -> Waited {
