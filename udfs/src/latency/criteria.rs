@@ -234,6 +234,29 @@ pub(crate) fn sample_place(k: usize, n: usize, m: usize) -> usize {
     (2 * k + 1) * n / (2 * m)
 }
 
+/// The durations of the `m` messages at `sample_place(k, n, m)` (k < m) of `rows` in (place,
+/// duration) order, as sorting them would give, without sorting: the middle place is selected
+/// (everything before it is then before it in the order, everything after it after), and each
+/// side is searched for its own places, so the cost is O(n log m), in place.
+pub(crate) fn sample_of(rows: &mut [Placed], m: usize) -> Vec<i64> {
+    fn select(rows: &mut [Placed], offset: usize, places: &[usize], out: &mut [i64]) {
+        if places.is_empty() {
+            return;
+        }
+        let mid = places.len() / 2;
+        let (before, at, after) = rows.select_nth_unstable(places[mid] - offset);
+        out[mid] = at.1;
+        let next = places[mid] + 1;
+        select(before, offset, &places[..mid], &mut out[..mid]);
+        select(after, next, &places[mid + 1..], &mut out[mid + 1..]);
+    }
+    let n = rows.len();
+    let places: Vec<usize> = (0..m).map(|k| sample_place(k, n, m)).collect();
+    let mut out = vec![0; m];
+    select(rows, 0, &places, &mut out);
+    out
+}
+
 /// The criterion of a group of `n` messages from its sample of `m_used` durations.
 pub(crate) fn criterion_of(key: (u8, i64), n: usize, m_used: usize, mut sample: Vec<i64>, p: &Params) -> Criterion {
     let criterion_ns = (n >= p.min_messages && !sample.is_empty()).then(|| median(&mut sample));
@@ -280,8 +303,7 @@ impl CriteriaFold {
                 } else if m_used == n {
                     rows.iter().map(|r| r.1).collect()
                 } else {
-                    rows.sort_unstable();
-                    (0..m_used).map(|k| rows[sample_place(k, n, m_used)].1).collect()
+                    sample_of(&mut rows, m_used)
                 };
                 criterion_of(key, n, m_used, sample, p)
             })
@@ -727,5 +749,19 @@ mod tests {
         let c = criteria(&m, &Params { bucket_bytes: 50, max_samples: 2, min_messages: 1 });
         assert_eq!(c[0].samples, 2);
         assert_eq!(c[0].criterion_ns, Some((2.0 + 7.0) / 2.0));
+    }
+
+    #[test]
+    fn the_sample_is_the_one_sorting_gives() {
+        for (n, m) in [(1usize, 1usize), (7, 3), (1000, 10), (1000, 999), (12_345, 100)] {
+            // Places with many ties (then ordered by duration), in a scrambled order.
+            let rows: Vec<Placed> =
+                (0..n).map(|i| (((i * 7919) % 97) as i64, ((i * 104_729) % 1_000) as i64 - 500)).collect();
+            let mut sorted = rows.clone();
+            sorted.sort_unstable();
+            let want: Vec<i64> = (0..m).map(|k| sorted[sample_place(k, n, m)].1).collect();
+            let mut scratch = rows.clone();
+            assert_eq!(sample_of(&mut scratch, m), want, "n {n}, m {m}");
+        }
     }
 }
