@@ -164,6 +164,19 @@ pub(crate) fn collective_columns(
     Ok(idx)
 }
 
+/// The patterns of the MPI waits, as a wait names them (a row from another task, a wait kept
+/// on disk by its index here).
+pub(crate) const MPI_PATTERNS: [&str; 8] = [
+    "late_sender",
+    "late_receiver",
+    "wait_at_barrier",
+    "wait_at_nxn",
+    "late_broadcast",
+    "early_reduce",
+    "early_scan",
+    "wait_at_collective",
+];
+
 /// One wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Wait {
@@ -297,7 +310,8 @@ impl MessageWaits {
     }
 
     /// The waits of `stream`, all at once.
-    pub fn finish(self) -> Result<Vec<Wait>> {
+    #[cfg(test)]
+    pub(crate) fn finish(self) -> Result<Vec<Wait>> {
         let mut stream = self.stream()?;
         let mut out = Vec::new();
         while let Some((w, _)) = stream.next()? {
@@ -472,13 +486,6 @@ impl CollectiveWaits {
             return Err(e);
         }
         Ok((waits.sorted()?, unclassified))
-    }
-
-    /// The waits, all at once, and the number of neighbourhood collective instances left out.
-    pub fn finish(self) -> Result<(Vec<Wait>, usize)> {
-        let mut out = Vec::new();
-        let unclassified = self.finish_each(|w| out.push(w))?;
-        Ok((out, unclassified))
     }
 
     /// Hand every wait to `each`, instance by instance, and give the number of neighbourhood
@@ -816,8 +823,9 @@ impl Mapper for WaitPaths {
         batch_of(&rows, &self.schema)
     }
 
+    /// The stream's buffers (the threads' records stay counted by the fold's reservation).
     fn held_bytes(&self) -> usize {
-        self.waits.held_bytes() + self.threads.held_bytes()
+        self.waits.held_bytes()
     }
 
     /// With thread records, a chunk's every thread is swept with its stretches, its waits and

@@ -30,24 +30,12 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::stream::MessageWaitStream;
-use super::{Candidate, CollectiveWaits, MessageWaits, Wait};
+use super::{Candidate, CollectiveWaits, MPI_PATTERNS as PATTERNS, MessageWaits, Wait};
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::columns::{int64_column, text_column};
 use commdb_analysis::derived::{Prefold, Spread};
 use commdb_analysis::plan::{Main, Work};
 use commdb_analysis::stream::{Folder, Mapper, Prepare, StartFold};
-
-/// The MPI patterns a wait row may name.
-const PATTERNS: [&str; 8] = [
-    "late_sender",
-    "late_receiver",
-    "wait_at_barrier",
-    "wait_at_nxn",
-    "late_broadcast",
-    "early_reduce",
-    "early_scan",
-    "wait_at_collective",
-];
 
 /// A Late Sender (late = true) or Late Receiver candidate of the messages of one part: the
 /// rank that waited first, by which they are exchanged.

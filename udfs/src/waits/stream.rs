@@ -9,20 +9,8 @@ use std::collections::VecDeque;
 use datafusion::common::internal_err;
 use datafusion::error::Result;
 
-use super::{Candidate, Part, Wait};
+use super::{Candidate, MPI_PATTERNS as PATTERNS, Part, Wait};
 use crate::external_sort::{Record, Sorted};
-
-/// The patterns a wait kept on disk may name (the MPI waits), by their index there.
-const PATTERNS: [&str; 8] = [
-    "late_sender",
-    "late_receiver",
-    "wait_at_barrier",
-    "wait_at_nxn",
-    "late_broadcast",
-    "early_reduce",
-    "early_scan",
-    "wait_at_collective",
-];
 
 fn put(out: &mut [u8], at: usize, v: i64) {
     out[at..at + 8].copy_from_slice(&v.to_le_bytes());
