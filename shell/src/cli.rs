@@ -149,6 +149,22 @@ pub enum Sub {
         #[arg(long, value_name = "TRACE")]
         vs: Option<String>,
     },
+    /// Serve a zoomable timeline of a trace in the browser until Ctrl-C: every view is a
+    /// level-of-detail query over the visible window (lod_calls, lod_messages,
+    /// lod_collectives), with the critical path and wait states as overlays and a SQL box.
+    /// Prints the URL to open.
+    Serve {
+        /// Traces to read (any format commdb opens; the first is drawn, all can be queried),
+        /// or --demo.
+        traces: Vec<String>,
+        /// Port to listen on (0: any free port).
+        #[arg(long, value_name = "PORT", default_value_t = 8080)]
+        port: u16,
+        /// Address to listen on. Anyone who reaches it can run read-only SQL over the traces
+        /// and read files this user can read: keep the default unless the network is yours.
+        #[arg(long, value_name = "ADDRESS", default_value = "127.0.0.1")]
+        bind: std::net::IpAddr,
+    },
     /// Run a cluster's scheduler (Apache Ballista, with commdb's functions) until Ctrl-C or
     /// SIGTERM; clients connect with --cluster df://HOST:PORT, executors with --scheduler.
     Scheduler {

@@ -193,6 +193,11 @@ impl Shell {
         Ok(shell)
     }
 
+    /// The runtime the session's queries run on (the server of `commdb serve` runs there too).
+    pub fn query_handle(&self) -> tokio::runtime::Handle {
+        self.queries.as_ref().expect("the query runtime lives as long as the shell").handle().clone()
+    }
+
     /// Run the session's queries on the cluster at `url` from now on: every trace open must be
     /// a store.
     pub async fn connect(&mut self, url: &str) -> Result<()> {

@@ -15,6 +15,7 @@ mod fit;
 mod helper;
 mod print;
 mod progress;
+mod serve;
 mod subcommands;
 
 use std::io::{IsTerminal, Read};

@@ -1,5 +1,5 @@
 //! The subcommands of `commdb`, one module each with its own `run`: `generate`, `convert`,
-//! `export`, `report`, `info`, `cache`, and the cluster's `scheduler` and `executor`
+//! `export`, `report`, `serve`, `info`, `cache`, and the cluster's `scheduler` and `executor`
 //! (`servers`). What they share is here: the trace a subcommand reads (a path or --demo), and
 //! the refusal of options that apply to reading a trace by a subcommand that reads none.
 
@@ -9,6 +9,7 @@ mod export;
 mod generate;
 mod info;
 mod report;
+mod serve;
 mod servers;
 
 use std::path::Path;
@@ -40,6 +41,7 @@ pub async fn run(cli: &Cli, sub: &Sub, print: PrintOptions) -> Result<()> {
         Sub::Report { trace, file, vs } => report::run(cli, trace.as_deref(), vs.as_deref(), file, print).await,
         Sub::Cache { clear, names } => cache::run(cli, *clear, names),
         Sub::Info { trace } => info::run(cli, trace.as_deref(), print).await,
+        Sub::Serve { traces, port, bind } => serve::run(cli, traces, *bind, *port, print).await,
     }
 }
 

@@ -33,20 +33,24 @@ pub const LOD_CALLS: Function = Function {
         PIXELS,
         param(
             "per",
-            Type::Choice(&["thread", "rank"]),
+            Type::Choice(&["thread", "rank", "group"]),
             ParamDefault::Text("thread"),
-            "one representative per thread, or per rank (all its threads)",
+            "one representative per thread, per rank (all its threads), or per group (all the threads whose calls have one value of the relation's column grp, such as a node: the rows come with rank = grp)",
         ),
     ],
     output: Output::Columns(&[
         col("slot_start", int64, "start of the slot (of the first slot, for a merged row)").never_null(),
         col("slot_end", int64, "end of the slot (of the last slot, for a merged row)").never_null(),
         col("rank", int64, "").never_null(),
-        col("thread", int64, "the thread (NULL with per => 'rank')"),
+        col("thread", int64, "the thread (NULL with per => 'rank' or 'group')"),
         col("region", text, "the region with the most exclusive time in the slot").never_null(),
         col("time_in_slot_ns", int64, "its exclusive time in the slot").never_null(),
-        col("share", float64, "that time over the slot's width (times the rank's threads with per => 'rank')")
-            .never_null(),
+        col(
+            "share",
+            float64,
+            "that time over the slot's width (times the rank's or group's threads with per => 'rank' or 'group')",
+        )
+        .never_null(),
     ]),
     description: "per time slot and thread (or per rank, per => 'rank'), the region with the most exclusive time, on the trace's slot grid (Intel Trace Analyzer level of detail)",
     make: Make::Table(lod_calls),
@@ -175,11 +179,19 @@ arguments! {
 
 fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let LodCallsArgs { rel: relation, per, grid: p } = LodCallsArgs::read(a)?;
-    let per_rank = per == "rank";
-    let idx = relation.columns("lod_calls", &["rank", "thread", "region", "start_ts", "end_ts"])?;
+    let per = match per.as_str() {
+        "rank" => Per::Rank,
+        "group" => Per::Group,
+        _ => Per::Thread,
+    };
+    let mut wanted = vec!["rank", "thread", "region", "start_ts", "end_ts"];
+    if per == Per::Group {
+        wanted.push("grp");
+    }
+    let idx = relation.columns("lod_calls", &wanted)?;
     let (span, span_read) = span_input(a.session, "lod_calls", &relation, &p)?;
     let out = a.schema();
-    let make = CallSlots::maker(p, per_rank, out.clone());
+    let make = CallSlots::maker(p, per, out.clone());
     let mut inputs = vec![(relation, Some(idx))];
     inputs.extend(span_read);
     // With the span known before the calls are read (given, or the trace's), they stream a
@@ -197,9 +209,14 @@ fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let (lo, hi) = chosen_span(&span, held.first(), (None, None))?;
         make(lo, hi)
     });
+    let derived = Derived::by_rank(out, inputs, 0, prepare);
+    if per == Per::Group {
+        // A group's slots gather over every chunk: the rows come at the end.
+        return Ok(Arc::new(derived));
+    }
     // Each rank's slots are its own: over a cluster's parts of whole ranks, the parts' rows
     // together are the answer.
-    Ok(Arc::new(Derived::by_rank(out, inputs, 0, prepare).spreading(commdb_analysis::derived::Spread::Rows)))
+    Ok(Arc::new(derived.spreading(commdb_analysis::derived::Spread::Rows)))
 }
 
 /// Whether a call row (rank, thread, region, start_ts, end_ts) counts: none of them NULL.
@@ -223,12 +240,29 @@ fn own_call_span(batches: &[RecordBatch]) -> Result<TimeSpan> {
     Ok((lo, hi))
 }
 
+/// Whose representative a row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Per {
+    Thread,
+    Rank,
+    Group,
+}
+
+/// What a group has gathered: per slot and region its threads' exclusive time, and its threads.
+#[derive(Debug, Default)]
+struct Group {
+    slots: SlotTimes,
+    threads: i64,
+}
+
 /// lod_calls' representatives, a chunk of whole ranks at a time (commdb_analysis::by_rank): each
 /// thread's (or rank's) calls are all in the chunk.
 struct CallSlots {
     /// None: the span is empty, and so is the answer.
     grid: Option<Grid>,
-    per_rank: bool,
+    per: Per,
+    /// With per => 'group': what each group gathered so far (its rows come at the end).
+    groups: BTreeMap<i64, Group>,
     /// Region names, interned over the chunks.
     names: crate::sweeps::call_sweep::Names,
     schema: SchemaRef,
@@ -238,12 +272,13 @@ struct CallSlots {
 type MakeCallSlots = Arc<dyn Fn(Option<i64>, Option<i64>) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
 impl CallSlots {
-    fn maker(p: LodParams, per_rank: bool, schema: SchemaRef) -> MakeCallSlots {
+    fn maker(p: LodParams, per: Per, schema: SchemaRef) -> MakeCallSlots {
         Arc::new(move |lo, hi| {
             let grid = p.grid("lod_calls", lo, hi)?;
             let slots = CallSlots {
                 grid,
-                per_rank,
+                per,
+                groups: BTreeMap::new(),
                 names: crate::sweeps::call_sweep::Names::default(),
                 schema: schema.clone(),
             };
@@ -266,14 +301,52 @@ impl Mapper for CallSlots {
         let counts = |i: usize| {
             rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
         };
+        let group = if self.per == Per::Group { Some(int64_column(batches, 5)?) } else { None };
+        // With groups, a thread is keyed by its group too (rank, thread * 2^32 ^ group).
+        let mut group_of: BTreeMap<(i64, i64), i64> = BTreeMap::new();
         for i in (0..rank.len()).filter(|&i| counts(i)) {
             let id = self.names.id(region.value(i));
             let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
-            by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
+            let key = match &group {
+                Some(grp) if grp.is_valid(i) => {
+                    let k = (rank.value(i), thread.value(i) << 32 ^ grp.value(i));
+                    group_of.insert(k, grp.value(i));
+                    k
+                }
+                Some(_) => continue,
+                None => (rank.value(i), thread.value(i)),
+            };
+            by_thread.entry(key).or_default().push((a, b, id));
         }
         let names = &self.names.names;
+        if group.is_some() {
+            let gathered: Vec<(i64, SlotTimes)> = by_thread
+                .into_par_iter()
+                .map(|(key, mut calls)| {
+                    let mut acc: SlotTimes = BTreeMap::new();
+                    for (a, b, region) in segments(&mut calls) {
+                        add_to_slots(&mut acc, a, b, region, g);
+                    }
+                    (group_of[&key], acc)
+                })
+                .collect();
+            for (grp, acc) in gathered {
+                let into = self.groups.entry(grp).or_default();
+                into.threads += 1;
+                for (k, times) in acc {
+                    let v = into.slots.entry(k).or_default();
+                    for (region, t) in times {
+                        match v.iter_mut().find(|e| e.0 == region) {
+                            Some(e) => e.1 += t,
+                            None => v.push((region, t)),
+                        }
+                    }
+                }
+            }
+            return Ok(RecordBatch::new_empty(self.schema.clone()));
+        }
         // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
-        let rows: Vec<(CallRow, i64)> = if self.per_rank {
+        let rows: Vec<(CallRow, i64)> = if self.per == Per::Rank {
             let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
             for ((r, _), mut calls) in by_thread {
                 by_rank.entry(r).or_default().push(segments(&mut calls));
@@ -293,12 +366,34 @@ impl Mapper for CallSlots {
                 })
                 .collect()
         };
-        let per_rank = self.per_rank;
+        self.batch(&rows)
+    }
+
+    /// With per => 'group': the groups' rows, once every chunk is in.
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let (Some(g), Per::Group) = (self.grid, self.per) else { return Ok(Vec::new()) };
+        let groups = std::mem::take(&mut self.groups);
+        let names = &self.names.names;
+        let rows: Vec<(CallRow, i64)> = groups
+            .into_iter()
+            .flat_map(|(grp, group)| {
+                representatives(group.slots, grp, 0, g, names).map(move |row| (row, group.threads)).collect::<Vec<_>>()
+            })
+            .collect();
+        Ok(vec![self.batch(&rows)?])
+    }
+}
+
+impl CallSlots {
+    /// Output rows as a batch; each row's share is its time over the slot times its threads.
+    fn batch(&self, rows: &[(CallRow, i64)]) -> Result<RecordBatch> {
+        let names = &self.names.names;
+        let per_thread = self.per == Per::Thread;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.1))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.2))),
-            Arc::new(Int64Array::from(rows.iter().map(|r| (!per_rank).then_some(r.0.3)).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(rows.iter().map(|r| per_thread.then_some(r.0.3)).collect::<Vec<_>>())),
             Arc::new(StringArray::from_iter_values(rows.iter().map(|r| names[r.0.4 as usize].as_str()))),
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.5))),
             Arc::new(Float64Array::from_iter_values(

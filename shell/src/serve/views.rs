@@ -1,0 +1,295 @@
+//! A view of the timeline is three level-of-detail queries over the visible window at the
+//! page's width: `lod_calls` (per row and slot the region with the most exclusive time, Intel
+//! Trace Analyzer's representative), `lod_messages` (messages merged per pair of rows and
+//! slots) and `lod_collectives`. The window's calls and messages are selected before they are
+//! slotted, so a narrow window reads a narrow part of the trace, and the rows are the view's
+//! (`layout`), so the answer is bounded by the screen (rows x pixels), never by the trace.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use datafusion::prelude::SessionContext;
+use serde_json::{Value, json};
+
+use super::layout::{Layout, Location, Node, Opened};
+
+/// Widest drawing a view is computed for.
+pub const MAX_WIDTH: i64 = 8192;
+/// Message lines sent for one view at most (the busiest first); the rest are counted.
+pub const MAX_LINES: usize = 4000;
+/// Collective marks sent for one view at most.
+pub const MAX_MARKS: usize = 8000;
+
+/// What the server knows about the trace it serves, read once.
+#[derive(Debug)]
+pub struct Facts {
+    pub name: String,
+    /// First event and one past the last (ns).
+    pub t0: i64,
+    pub t1: i64,
+    pub ranks: usize,
+    pub layout: Layout,
+}
+
+/// Run `sql` and collect it.
+pub async fn collect(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>, String> {
+    let df = ctx.sql(sql).await.map_err(|e| e.to_string())?;
+    df.collect().await.map_err(|e| e.to_string())
+}
+
+/// Column `i` of every batch as i64 (NULL as None).
+fn ints(batches: &[RecordBatch], i: usize) -> Vec<Option<i64>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let Ok(c) = cast(b.column(i), &DataType::Int64) else { continue };
+        let c = c.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
+        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k))));
+    }
+    out
+}
+
+fn floats(batches: &[RecordBatch], i: usize) -> Vec<Option<f64>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let Ok(c) = cast(b.column(i), &DataType::Float64) else { continue };
+        let c = c.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
+        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k))));
+    }
+    out
+}
+
+fn texts(batches: &[RecordBatch], i: usize) -> Vec<Option<String>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let Ok(c) = cast(b.column(i), &DataType::Utf8) else { continue };
+        let c = c.as_any().downcast_ref::<StringArray>().expect("cast to Utf8");
+        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k).to_string())));
+    }
+    out
+}
+
+/// Read the trace's name, span and layout.
+pub async fn facts(ctx: &SessionContext) -> Result<Facts, String> {
+    let info = collect(ctx, "SELECT name, ranks FROM trace_info").await?;
+    let name = texts(&info, 0).into_iter().next().flatten().unwrap_or_default();
+    let ranks = ints(&info, 1).into_iter().next().flatten().unwrap_or(0) as usize;
+    let span = collect(ctx, "SELECT min(ts), max(ts) FROM events").await?;
+    let (t0, t1) = match (ints(&span, 0).first().copied().flatten(), ints(&span, 1).first().copied().flatten()) {
+        (Some(a), Some(b)) => (a, b + 1),
+        _ => return Err("the trace has no events to draw".into()),
+    };
+    let r = collect(ctx, "SELECT rank, node, node_index FROM ranks ORDER BY node_index, rank").await?;
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut last = None;
+    for ((rank, node), index) in ints(&r, 0).into_iter().zip(texts(&r, 1)).zip(ints(&r, 2)) {
+        let Some(rank) = rank else { continue };
+        if last != Some(index) || nodes.is_empty() {
+            nodes.push(Node { name: node.unwrap_or_else(|| "(no node)".into()), ranks: Vec::new() });
+            last = Some(index);
+        }
+        nodes.last_mut().expect("pushed").ranks.push(rank);
+    }
+    let l = collect(
+        ctx,
+        "SELECT rank, thread, kind, name FROM locations WHERE rank IN \
+         (SELECT rank FROM locations GROUP BY rank HAVING count(*) > 1) ORDER BY rank, thread",
+    )
+    .await?;
+    let mut locations: std::collections::BTreeMap<i64, Vec<Location>> = Default::default();
+    for (((rank, thread), kind), name) in ints(&l, 0).into_iter().zip(ints(&l, 1)).zip(texts(&l, 2)).zip(texts(&l, 3)) {
+        let (Some(rank), Some(thread)) = (rank, thread) else { continue };
+        let name = name.unwrap_or_else(|| format!("thread {thread}"));
+        locations.entry(rank).or_default().push(Location { thread, kind: kind.unwrap_or_default(), name });
+    }
+    Ok(Facts { name, t0, t1, ranks, layout: Layout { nodes, locations } })
+}
+
+/// A view asked for: the window [t0, t1) in ns, the width in pixels and what is opened.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ViewRequest {
+    pub t0: i64,
+    pub t1: i64,
+    pub width: i64,
+    /// The slot width (ns).
+    pub res: i64,
+    pub opened: Opened,
+}
+
+impl ViewRequest {
+    /// Parse and check the parameters against the run's span.
+    pub fn parse(params: &dyn Fn(&str) -> Option<String>, facts: &Facts) -> Result<ViewRequest, String> {
+        let number = |name: &str, default: i64| -> Result<i64, String> {
+            match params(name) {
+                None => Ok(default),
+                Some(text) => text
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| x.is_finite())
+                    .map(|x| x.round() as i64)
+                    .ok_or_else(|| format!("{name}: expected a number, got '{text}'")),
+            }
+        };
+        let (t0, t1) = (number("t0", facts.t0)?, number("t1", facts.t1)?);
+        let width = number("width", 1000)?;
+        if !(1..=MAX_WIDTH).contains(&width) {
+            return Err(format!("width: expected 1 to {MAX_WIDTH} pixels, got {width}"));
+        }
+        if t1 <= t0 {
+            return Err(format!("the window is empty: t1 ({t1} ns) is not after t0 ({t0} ns)"));
+        }
+        if t0 >= facts.t1 || t1 <= facts.t0 {
+            return Err(format!(
+                "the window [{t0}, {t1}) ns is outside the run, which spans [{}, {}) ns",
+                facts.t0, facts.t1
+            ));
+        }
+        let opened = Opened::parse(params("open").as_deref(), params("threads").as_deref())?;
+        if let Some(n) = opened.nodes.iter().find(|&&n| n >= facts.layout.nodes.len()) {
+            return Err(format!("open: node {n} does not exist; the trace has {} nodes", facts.layout.nodes.len()));
+        }
+        Ok(ViewRequest::snapped(t0, t1, width, opened))
+    }
+
+    /// The window widened to whole slots of its resolution (lod_resolution's 1-2-5 step for
+    /// the width), so that views that pan share the slot grid and the cache.
+    pub fn snapped(t0: i64, t1: i64, width: i64, opened: Opened) -> ViewRequest {
+        let res = commdb_udfs::lod::resolution(t0, t1, width).unwrap_or(1);
+        let a = t0.div_euclid(res) * res;
+        let b = (t1 + res - 1).div_euclid(res) * res;
+        ViewRequest { t0: a, t1: b.max(a + res), width, res, opened }
+    }
+
+    /// The slot width of the view.
+    pub fn resolution(&self) -> i64 {
+        self.res
+    }
+}
+
+/// The SQL of the view's three queries (calls, messages, collectives); `rows` names the
+/// function that sends a location to its row (`rows_udf`).
+pub fn view_sql(req: &ViewRequest, rows: &str) -> [String; 3] {
+    let (t0, t1, res) = (req.t0, req.t1, req.resolution());
+    let calls = format!(
+        "SELECT rank, slot_start, slot_end, region, share FROM lod_calls(rel => (\
+           SELECT rank, thread, region, start_ts, end_ts, {rows}(rank, thread) AS grp FROM calls \
+           WHERE start_ts < {t1} AND end_ts > {t0}), \
+         t0 => {t0}, t1 => {t1}, resolution_ns => {res}, per => 'group') ORDER BY rank, slot_start"
+    );
+    let messages = format!(
+        "SELECT src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg, first_send_ts, last_recv_ts \
+         FROM lod_messages(rel => (\
+           SELECT {rows}(src, src_thread) AS src, {rows}(dst, dst_thread) AS dst, bytes, send_ts, recv_ts, duration \
+           FROM messages WHERE send_ts >= {t0} AND send_ts < {t1} \
+           AND {rows}(src, src_thread) <> {rows}(dst, dst_thread)), \
+         t0 => {t0}, t1 => {t1}, resolution_ns => {res}) ORDER BY messages DESC, send_slot, src, dst"
+    );
+    let collectives = format!(
+        "SELECT comm, first_slot, op, instances, duration_avg, participants FROM lod_collectives(rel => (\
+           SELECT comm, instance, op, rank, begin_ts, end_ts FROM collectives \
+           WHERE begin_ts < {t1} AND end_ts > {t0}), \
+         t0 => {t0}, t1 => {t1}, resolution_ns => {res}) ORDER BY first_slot, comm"
+    );
+    [calls, messages, collectives]
+}
+
+/// The name of the row function of a view's opened nodes and ranks, registered in `ctx` the
+/// first time.
+fn rows_function(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> String {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    req.opened.hash(&mut h);
+    let name = format!("serve_rows_{:016x}", h.finish());
+    if datafusion::execution::FunctionRegistry::udf(ctx, &name).is_err() {
+        let (_, keys) = facts.layout.rows(&req.opened);
+        ctx.register_udf(super::rows_udf::udf(name.clone(), &keys));
+    }
+    name
+}
+
+/// Compute a view: its rows, the calls' representatives, the message lines and the collective
+/// marks, as the page draws them.
+pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Result<Value, String> {
+    let started = std::time::Instant::now();
+    let (rows, _) = facts.layout.rows(&req.opened);
+    let rows_of = rows_function(ctx, facts, req);
+    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of);
+    let (calls, messages, collectives) =
+        tokio::try_join!(collect(ctx, &calls_sql), collect(ctx, &messages_sql), collect(ctx, &collectives_sql))?;
+    // Calls: [row, slot_start, slot_end, region index, share], regions named once.
+    let mut region_index: HashMap<String, usize> = HashMap::new();
+    let mut regions: Vec<String> = Vec::new();
+    let mut cells = Vec::new();
+    let (row, a, b, region, share) =
+        (ints(&calls, 0), ints(&calls, 1), ints(&calls, 2), texts(&calls, 3), floats(&calls, 4));
+    // Adjacent slots of a row with one representative become one cell (share: their mean).
+    let mut open: Option<(i64, i64, i64, usize, f64, f64)> = None;
+    let round = |s: f64| (s * 1000.0).round() / 1000.0;
+    for i in 0..row.len() {
+        let name = region[i].clone().unwrap_or_default();
+        let next = regions.len();
+        let k = *region_index.entry(name.clone()).or_insert_with(|| {
+            regions.push(name);
+            next
+        });
+        let (Some(r), Some(x), Some(y)) = (row[i], a[i], b[i]) else { continue };
+        let (s, slots) = (share[i].unwrap_or(0.0), ((y - x) as f64 / req.resolution() as f64).max(1.0));
+        open = match open {
+            Some((r0, x0, y0, k0, sum, n)) if r0 == r && k0 == k && y0 == x => {
+                Some((r0, x0, y, k0, sum + s * slots, n + slots))
+            }
+            Some((r0, x0, y0, k0, sum, n)) => {
+                cells.push(json!([r0, x0, y0, k0, round(sum / n)]));
+                Some((r, x, y, k, s * slots, slots))
+            }
+            None => Some((r, x, y, k, s * slots, slots)),
+        };
+    }
+    if let Some((r0, x0, y0, k0, sum, n)) = open {
+        cells.push(json!([r0, x0, y0, k0, round(sum / n)]));
+    }
+    let line_rows = messages.iter().map(RecordBatch::num_rows).sum::<usize>();
+    let m: Vec<Vec<Value>> = super::table_json::rows(&messages, MAX_LINES);
+    let merged: i64 = ints(&messages, 4).into_iter().flatten().sum();
+    let c: Vec<Vec<Value>> = super::table_json::rows(&collectives, MAX_MARKS);
+    let marks = collectives.iter().map(RecordBatch::num_rows).sum::<usize>();
+    Ok(json!({
+        "t0": req.t0,
+        "t1": req.t1,
+        "width": req.width,
+        "resolution": req.resolution(),
+        "rows": rows,
+        "regions": regions,
+        "calls": cells,
+        "messages": m,
+        "message_rows": line_rows,
+        "messages_in_window": merged,
+        "collectives": c,
+        "collective_rows": marks,
+        "elapsed_ms": started.elapsed().as_millis() as u64,
+    }))
+}
+
+/// The call stack at `ts` on a rank's thread, outermost first: what a hover shows.
+pub async fn stack_at(ctx: &SessionContext, rank: i64, thread: i64, ts: i64) -> Result<Value, String> {
+    let sql = format!(
+        "SELECT region, start_ts, end_ts, end_ts - start_ts AS duration, depth FROM calls \
+         WHERE rank = {rank} AND thread = {thread} AND start_ts <= {ts} AND end_ts > {ts} ORDER BY depth"
+    );
+    let batches = collect(ctx, &sql).await?;
+    Ok(json!({
+        "rank": rank, "thread": thread, "ts": ts,
+        "stack": super::table_json::rows(&batches, 256),
+    }))
+}
+
+/// The shared text of a cache key: the window, its slot width and what is opened (views at
+/// widths with one slot width are one view).
+pub fn cache_key(req: &ViewRequest) -> Arc<str> {
+    let nodes: Vec<String> = req.opened.nodes.iter().map(ToString::to_string).collect();
+    let ranks: Vec<String> = req.opened.ranks.iter().map(ToString::to_string).collect();
+    format!("{}:{}:{}:{}:{}", req.t0, req.t1, req.resolution(), nodes.join(","), ranks.join(",")).into()
+}
