@@ -58,6 +58,7 @@ fn reason(status: u16) -> &'static str {
         200 => "OK",
         400 => "Bad Request",
         404 => "Not Found",
+        408 => "Request Timeout",
         405 => "Method Not Allowed",
         413 => "Payload Too Large",
         503 => "Service Unavailable",
@@ -80,7 +81,8 @@ pub fn read_request(stream: &mut TcpStream) -> Result<Option<Request>, Response>
             Ok(0) if buf.is_empty() => return Ok(None),
             Ok(0) => return Err(Response::error(400, "the request ended before its headers did")),
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(_) => return Ok(None),
+            Err(_) if buf.is_empty() => return Ok(None),
+            Err(e) => return Err(Response::error(408, &format!("the request's headers did not arrive: {e}"))),
         }
     };
     let head = std::str::from_utf8(&buf[..head_end])

@@ -47,6 +47,8 @@ fn html_escape(s: &str) -> String {
 /// What every connection shares.
 struct Server {
     ctx: SessionContext,
+    /// The page, put together once.
+    page: Response,
     /// The session, for the report (which plans its queries through it).
     session: tokio::sync::Mutex<commdb_catalog::session::Session>,
     report: tokio::sync::Mutex<Option<Response>>,
@@ -84,6 +86,7 @@ pub async fn serve(session: commdb_catalog::session::Session, bind: SocketAddr) 
     let at = listener.local_addr().map_err(|e| ShellError::Runtime(format!("serve: {e}")))?;
     let server = Arc::new(Server {
         ctx,
+        page: Response::page(page(&facts)),
         session: tokio::sync::Mutex::new(session),
         report: tokio::sync::Mutex::new(None),
         facts,
@@ -149,7 +152,7 @@ fn connection(server: &Arc<Server>, runtime: &tokio::runtime::Handle, mut stream
 async fn answer(server: &Server, request: &Request) -> Response {
     let get = |name: &str| request.param(name).map(str::to_string);
     match (request.method.as_str(), request.path.as_str()) {
-        ("GET", "/") => Response::page(page(&server.facts)),
+        ("GET", "/") => server.page.clone(),
         ("GET", "/api/trace") => {
             let f = &server.facts;
             let body = json!({

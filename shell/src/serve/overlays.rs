@@ -7,6 +7,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use arrow::array::Array;
+use commdb_analysis::columns::{int64_column, text_column};
 use datafusion::prelude::SessionContext;
 use serde_json::{Value, json};
 
@@ -23,13 +25,36 @@ struct Stretch {
     label: u32,
 }
 
-/// An analysis's stretches, sorted by start, and the longest (to find those that reach into a
-/// window from before it).
+/// An analysis's stretches, sorted by start, and the latest end of each prefix (to find those
+/// that reach into a window from before it, without reading every earlier one: one long
+/// stretch at the start of the run would otherwise make every window read from there).
 #[derive(Debug, Default)]
 pub struct Stretches {
     items: Vec<Stretch>,
     labels: Vec<String>,
-    longest: i64,
+    /// reach[i]: the latest end of items[..=i] (never decreasing).
+    reach: Vec<i64>,
+}
+
+impl Stretches {
+    /// Sort the stretches by start and work out their reach.
+    fn sorted(mut items: Vec<Stretch>, labels: Vec<String>) -> Stretches {
+        items.sort_unstable_by_key(|s| s.start);
+        let reach = items
+            .iter()
+            .scan(i64::MIN, |r, s| {
+                *r = (*r).max(s.end);
+                Some(*r)
+            })
+            .collect();
+        Stretches { items, labels, reach }
+    }
+
+    /// The first stretch that may overlap a window from `t0` on: every one before it ended
+    /// before `t0`.
+    fn first_reaching(&self, t0: i64) -> usize {
+        self.reach.partition_point(|&r| r < t0)
+    }
 }
 
 /// Which overlay.
@@ -93,29 +118,24 @@ impl Overlays {
 /// Run the overlay's analysis and keep its stretches.
 async fn stretches(ctx: &SessionContext, which: Overlay) -> Result<Stretches, String> {
     let batches = collect(ctx, which.sql()).await?;
-    let mut out = Stretches::default();
+    let (mut items, mut names) = (Vec::new(), Vec::new());
     let mut labels: HashMap<String, u32> = HashMap::new();
     for b in &batches {
-        let col = |i| arrow::compute::cast(b.column(i), &arrow::datatypes::DataType::Int64).map_err(|e| e.to_string());
-        let (rank, thread, start, end) = (col(0)?, col(1)?, col(2)?, col(3)?);
-        let label = arrow::compute::cast(b.column(4), &arrow::datatypes::DataType::Utf8).map_err(|e| e.to_string())?;
-        let i64s = |a: &arrow::array::ArrayRef| a.as_any().downcast_ref::<arrow::array::Int64Array>().cloned();
-        let (Some(rank), Some(thread), Some(start), Some(end)) = (i64s(&rank), i64s(&thread), i64s(&start), i64s(&end))
-        else {
-            return Err("an overlay's columns are not integers".into());
-        };
-        let label = label.as_any().downcast_ref::<arrow::array::StringArray>().cloned().ok_or("labels are not text")?;
-        use arrow::array::Array;
-        for k in 0..b.num_rows() {
-            if rank.is_null(k) || start.is_null(k) || end.is_null(k) {
-                continue;
-            }
+        let one = std::slice::from_ref(b);
+        let ints = |i| int64_column(one, i).map_err(|e| e.to_string());
+        let (rank, thread, start, end) = (ints(0)?, ints(1)?, ints(2)?, ints(3)?);
+        let label = text_column(one, 4).map_err(|e| e.to_string())?;
+        for k in (0..b.num_rows()).filter(|&k| rank.is_valid(k) && start.is_valid(k) && end.is_valid(k)) {
             let text = if label.is_null(k) { "" } else { label.value(k) };
-            let next = out.labels.len() as u32;
-            let id = *labels.entry(text.to_string()).or_insert_with(|| {
-                out.labels.push(text.to_string());
-                next
-            });
+            let id = match labels.get(text) {
+                Some(&id) => id,
+                None => {
+                    let id = names.len() as u32;
+                    labels.insert(text.to_string(), id);
+                    names.push(text.to_string());
+                    id
+                }
+            };
             let s = Stretch {
                 rank: rank.value(k),
                 thread: if thread.is_null(k) { 0 } else { thread.value(k) },
@@ -123,18 +143,16 @@ async fn stretches(ctx: &SessionContext, which: Overlay) -> Result<Stretches, St
                 end: end.value(k).max(start.value(k)),
                 label: id,
             };
-            out.longest = out.longest.max(s.end - s.start);
-            out.items.push(s);
+            items.push(s);
         }
     }
-    out.items.sort_unstable_by_key(|s| s.start);
-    Ok(out)
+    Ok(Stretches::sorted(items, names))
 }
 
 impl Stretches {
     /// The stretches of (rank, thread) that overlap [a, b): (label, start, end), by start.
     pub fn overlapping(&self, rank: i64, thread: i64, a: i64, b: i64) -> Vec<(String, i64, i64)> {
-        let first = self.items.partition_point(|x| x.start < a.saturating_sub(self.longest));
+        let first = self.first_reaching(a);
         self.items[first..]
             .iter()
             .take_while(|x| x.start < b)
@@ -148,7 +166,7 @@ impl Stretches {
 /// consecutive pixels of one row and label joined.
 pub fn window(s: &Stretches, keys: &[(RowKey, usize)], split: &[i64], t0: i64, t1: i64, width: i64) -> Value {
     let rows: HashMap<RowKey, usize> = keys.iter().copied().collect();
-    let first = s.items.partition_point(|x| x.start < t0.saturating_sub(s.longest));
+    let first = s.first_reaching(t0);
     let px = (t1 - t0) as f64 / width as f64;
     // (row, label) -> pixels with time
     let mut cells: HashMap<(usize, u32), std::collections::BTreeMap<i64, i64>> = HashMap::new();
@@ -197,19 +215,23 @@ mod tests {
 
     #[test]
     fn stretches_merge_per_row_and_pixel_and_reach_in_from_before() {
-        let s = Stretches {
-            items: vec![
+        let s = Stretches::sorted(
+            vec![
+                Stretch { rank: 1, thread: 0, start: 60, end: 100, label: 0 },
                 Stretch { rank: 0, thread: 0, start: 0, end: 50, label: 0 },
                 Stretch { rank: 1, thread: 0, start: 40, end: 45, label: 0 },
-                Stretch { rank: 1, thread: 0, start: 60, end: 100, label: 0 },
+                Stretch { rank: 1, thread: 0, start: 5, end: 10, label: 0 },
             ],
-            labels: vec!["mpi".into()],
-            longest: 50,
-        };
+            vec!["mpi".into()],
+        );
+        // Rank 1's stretch at 5-10 ended before the window; rank 0's from 0 reaches into it.
+        assert_eq!(s.first_reaching(20), 0);
+        assert_eq!(s.first_reaching(51), 3);
         let keys = [((0, -1), 0), ((1, -1), 1)];
         let w = window(&s, &keys, &[], 20, 100, 8);
         let mut got: Vec<Value> = w["stretches"].as_array().unwrap().clone();
         got.sort_by_key(|v| (v[0].as_i64(), v[1].as_i64()));
+        assert_eq!(got.len(), 3, "{got:?}");
         // Rank 0 from 20 to 50 (pixels 0-2), rank 1 at 40-45 (pixel 2) and 60-100 (4-7).
         assert_eq!(got[0], json!([0, 0, 3, 0, 30]));
         assert_eq!((&got[1][1], &got[1][2]), (&json!(2), &json!(3)));

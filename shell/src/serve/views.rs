@@ -8,9 +8,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Float64Type};
+use commdb_analysis::columns;
 use datafusion::prelude::SessionContext;
 use serde_json::{Value, json};
 
@@ -41,50 +41,35 @@ pub async fn collect(ctx: &SessionContext, sql: &str) -> Result<Vec<RecordBatch>
 }
 
 /// Column `i` of every batch as i64 (NULL as None).
-fn ints(batches: &[RecordBatch], i: usize) -> Vec<Option<i64>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let Ok(c) = cast(b.column(i), &DataType::Int64) else { continue };
-        let c = c.as_any().downcast_ref::<Int64Array>().expect("cast to Int64");
-        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k))));
-    }
-    out
+fn ints(batches: &[RecordBatch], i: usize) -> Result<Vec<Option<i64>>, String> {
+    Ok(columns::int64_column(batches, i).map_err(|e| e.to_string())?.iter().collect())
 }
 
-fn floats(batches: &[RecordBatch], i: usize) -> Vec<Option<f64>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let Ok(c) = cast(b.column(i), &DataType::Float64) else { continue };
-        let c = c.as_any().downcast_ref::<Float64Array>().expect("cast to Float64");
-        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k))));
-    }
-    out
+/// Column `i` of every batch as f64 (NULL as None).
+fn floats(batches: &[RecordBatch], i: usize) -> Result<Vec<Option<f64>>, String> {
+    let c = columns::column(batches, i, &DataType::Float64).map_err(|e| e.to_string())?;
+    Ok(c.as_primitive::<Float64Type>().iter().collect())
 }
 
-fn texts(batches: &[RecordBatch], i: usize) -> Vec<Option<String>> {
-    let mut out = Vec::new();
-    for b in batches {
-        let Ok(c) = cast(b.column(i), &DataType::Utf8) else { continue };
-        let c = c.as_any().downcast_ref::<StringArray>().expect("cast to Utf8");
-        out.extend((0..c.len()).map(|k| c.is_valid(k).then(|| c.value(k).to_string())));
-    }
-    out
+/// Column `i` of every batch as text (NULL as None).
+fn texts(batches: &[RecordBatch], i: usize) -> Result<Vec<Option<String>>, String> {
+    Ok(columns::text_column(batches, i).map_err(|e| e.to_string())?.iter().map(|v| v.map(str::to_string)).collect())
 }
 
 /// Read the trace's name, span and layout.
 pub async fn facts(ctx: &SessionContext) -> Result<Facts, String> {
     let info = collect(ctx, "SELECT name, ranks FROM trace_info").await?;
-    let name = texts(&info, 0).into_iter().next().flatten().unwrap_or_default();
-    let ranks = ints(&info, 1).into_iter().next().flatten().unwrap_or(0) as usize;
+    let name = texts(&info, 0)?.into_iter().next().flatten().unwrap_or_default();
+    let ranks = ints(&info, 1)?.into_iter().next().flatten().unwrap_or(0) as usize;
     let span = collect(ctx, "SELECT min(ts), max(ts) FROM events").await?;
-    let (t0, t1) = match (ints(&span, 0).first().copied().flatten(), ints(&span, 1).first().copied().flatten()) {
+    let (t0, t1) = match (ints(&span, 0)?.first().copied().flatten(), ints(&span, 1)?.first().copied().flatten()) {
         (Some(a), Some(b)) => (a, b + 1),
         _ => return Err("the trace has no events to draw".into()),
     };
     let r = collect(ctx, "SELECT rank, node, node_index FROM ranks ORDER BY node_index, rank").await?;
     let mut nodes: Vec<Node> = Vec::new();
     let mut last = None;
-    for ((rank, node), index) in ints(&r, 0).into_iter().zip(texts(&r, 1)).zip(ints(&r, 2)) {
+    for ((rank, node), index) in ints(&r, 0)?.into_iter().zip(texts(&r, 1)?).zip(ints(&r, 2)?) {
         let Some(rank) = rank else { continue };
         if last != Some(index) || nodes.is_empty() {
             nodes.push(Node { name: node.unwrap_or_else(|| "(no node)".into()), ranks: Vec::new() });
@@ -99,7 +84,9 @@ pub async fn facts(ctx: &SessionContext) -> Result<Facts, String> {
     )
     .await?;
     let mut locations: std::collections::BTreeMap<i64, Vec<Location>> = Default::default();
-    for (((rank, thread), kind), name) in ints(&l, 0).into_iter().zip(ints(&l, 1)).zip(texts(&l, 2)).zip(texts(&l, 3)) {
+    for (((rank, thread), kind), name) in
+        ints(&l, 0)?.into_iter().zip(ints(&l, 1)?).zip(texts(&l, 2)?).zip(texts(&l, 3)?)
+    {
         let (Some(rank), Some(thread)) = (rank, thread) else { continue };
         let name = name.unwrap_or_else(|| format!("thread {thread}"));
         locations.entry(rank).or_default().push(Location { thread, kind: kind.unwrap_or_default(), name });
@@ -147,9 +134,15 @@ impl ViewRequest {
                 facts.t0, facts.t1
             ));
         }
-        let opened = Opened::parse(params("open").as_deref(), params("threads").as_deref())?;
-        if let Some(n) = opened.nodes.iter().find(|&&n| n >= facts.layout.nodes.len()) {
-            return Err(format!("open: node {n} does not exist; the trace has {} nodes", facts.layout.nodes.len()));
+        let opened =
+            Opened::parse(params("blocks").as_deref(), params("open").as_deref(), params("threads").as_deref())?;
+        let nodes = facts.layout.nodes.len();
+        if let Some(n) = opened.nodes.iter().find(|&&n| n >= nodes) {
+            return Err(format!("open: node {n} does not exist; the trace has {nodes} nodes"));
+        }
+        let blocks = nodes.div_ceil(facts.layout.nodes_per_block());
+        if let Some(b) = opened.blocks.iter().find(|&&b| b >= blocks) {
+            return Err(format!("blocks: block {b} does not exist; the trace's nodes are in {blocks}"));
         }
         Ok(ViewRequest::snapped(t0, t1, width, opened))
     }
@@ -224,7 +217,7 @@ pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Res
     let mut regions: Vec<String> = Vec::new();
     let mut cells = Vec::new();
     let (row, a, b, region, share) =
-        (ints(&calls, 0), ints(&calls, 1), ints(&calls, 2), texts(&calls, 3), floats(&calls, 4));
+        (ints(&calls, 0)?, ints(&calls, 1)?, ints(&calls, 2)?, texts(&calls, 3)?, floats(&calls, 4)?);
     // Adjacent slots of a row with one representative become one cell (share: their mean).
     let mut open: Option<(i64, i64, i64, usize, f64, f64)> = None;
     let round = |s: f64| (s * 1000.0).round() / 1000.0;
@@ -253,7 +246,7 @@ pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Res
     }
     let line_rows = messages.iter().map(RecordBatch::num_rows).sum::<usize>();
     let m: Vec<Vec<Value>> = super::table_json::rows(&messages, MAX_LINES);
-    let merged: i64 = ints(&messages, 4).into_iter().flatten().sum();
+    let merged: i64 = ints(&messages, 4)?.into_iter().flatten().sum();
     let c: Vec<Vec<Value>> = super::table_json::rows(&collectives, MAX_MARKS);
     let marks = collectives.iter().map(RecordBatch::num_rows).sum::<usize>();
     Ok(json!({
@@ -289,7 +282,12 @@ pub async fn stack_at(ctx: &SessionContext, rank: i64, thread: i64, ts: i64) -> 
 /// The shared text of a cache key: the window, its slot width and what is opened (views at
 /// widths with one slot width are one view).
 pub fn cache_key(req: &ViewRequest) -> Arc<str> {
-    let nodes: Vec<String> = req.opened.nodes.iter().map(ToString::to_string).collect();
-    let ranks: Vec<String> = req.opened.ranks.iter().map(ToString::to_string).collect();
-    format!("{}:{}:{}:{}:{}", req.t0, req.t1, req.resolution(), nodes.join(","), ranks.join(",")).into()
+    let list = |set: Vec<String>| set.join(",");
+    let o = &req.opened;
+    let (blocks, nodes, ranks) = (
+        list(o.blocks.iter().map(ToString::to_string).collect()),
+        list(o.nodes.iter().map(ToString::to_string).collect()),
+        list(o.ranks.iter().map(ToString::to_string).collect()),
+    );
+    format!("{}:{}:{}:{blocks}:{nodes}:{ranks}", req.t0, req.t1, req.resolution()).into()
 }

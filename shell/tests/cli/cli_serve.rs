@@ -116,6 +116,7 @@ fn serve_answers_views_like_the_lod_functions_and_refuses_bad_input_without_stop
         ("/api/view?t0=abc", "t0: expected a number, got 'abc'"),
         ("/api/view?open=99", "open: node 99 does not exist"),
         ("/api/view?open=x", "open: expected a comma-separated list"),
+        ("/api/view?blocks=9", "blocks: block 9 does not exist"),
         ("/api/overlay?name=nothing", "overlay: expected critical_path or waits"),
         ("/api/stack?rank=1", "give rank and ts"),
         ("/nowhere", "no such page: /nowhere"),

@@ -59,6 +59,9 @@ pub const LOD_CALLS: Function = Function {
 /// Calls of each (rank, thread): (start, end, region id).
 type CallsByThread = BTreeMap<(i64, i64), Vec<(i64, i64, u32)>>;
 
+/// Calls of each (rank, thread, group): (start, end, region id).
+type CallsByGroup = BTreeMap<(i64, i64, i64), Vec<(i64, i64, u32)>>;
+
 /// Exclusive-time segments (start, end, region id) of one thread's calls: the innermost open
 /// call owns the time.
 fn segments(calls: &mut [(i64, i64, u32)]) -> Vec<(i64, i64, u32)> {
@@ -297,37 +300,26 @@ impl Mapper for CallSlots {
         let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
         let region = text_column(batches, 2)?;
         let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
-        let mut by_thread: CallsByThread = BTreeMap::new();
         let counts = |i: usize| {
             rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
         };
-        let group = if self.per == Per::Group { Some(int64_column(batches, 5)?) } else { None };
-        // With groups, a thread is keyed by its group too (rank, thread * 2^32 ^ group).
-        let mut group_of: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-        for i in (0..rank.len()).filter(|&i| counts(i)) {
-            let id = self.names.id(region.value(i));
-            let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
-            let key = match &group {
-                Some(grp) if grp.is_valid(i) => {
-                    let k = (rank.value(i), thread.value(i) << 32 ^ grp.value(i));
-                    group_of.insert(k, grp.value(i));
-                    k
-                }
-                Some(_) => continue,
-                None => (rank.value(i), thread.value(i)),
-            };
-            by_thread.entry(key).or_default().push((a, b, id));
-        }
-        let names = &self.names.names;
-        if group.is_some() {
-            let gathered: Vec<(i64, SlotTimes)> = by_thread
+        if self.per == Per::Group {
+            let grp = int64_column(batches, 5)?;
+            // A thread's calls by group (a thread whose calls carry two groups is cut in two).
+            let mut by_group: CallsByGroup = BTreeMap::new();
+            for i in (0..rank.len()).filter(|&i| counts(i) && grp.is_valid(i)) {
+                let id = self.names.id(region.value(i));
+                let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
+                by_group.entry((rank.value(i), thread.value(i), grp.value(i))).or_default().push((a, b, id));
+            }
+            let gathered: Vec<(i64, SlotTimes)> = by_group
                 .into_par_iter()
-                .map(|(key, mut calls)| {
+                .map(|((_, _, grp), mut calls)| {
                     let mut acc: SlotTimes = BTreeMap::new();
                     for (a, b, region) in segments(&mut calls) {
                         add_to_slots(&mut acc, a, b, region, g);
                     }
-                    (group_of[&key], acc)
+                    (grp, acc)
                 })
                 .collect();
             for (grp, acc) in gathered {
@@ -345,6 +337,13 @@ impl Mapper for CallSlots {
             }
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         }
+        let mut by_thread: CallsByThread = BTreeMap::new();
+        for i in (0..rank.len()).filter(|&i| counts(i)) {
+            let id = self.names.id(region.value(i));
+            let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
+            by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
+        }
+        let names = &self.names.names;
         // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
         let rows: Vec<(CallRow, i64)> = if self.per == Per::Rank {
             let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();

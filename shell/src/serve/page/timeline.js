@@ -10,7 +10,7 @@
   const tip = document.getElementById("tip");
   const status = document.getElementById("status");
   const st = {
-    run: null, t0: 0, t1: 1, view: null, opened: new Set(), threads: new Set(),
+    run: null, t0: 0, t1: 1, view: null, blocks: new Set(), opened: new Set(), threads: new Set(),
     overlays: {}, overlayOn: { critical_path: false, waits: false },
     pending: null, timings: [], errors: [], hover: null, selected: null, requested: 0, drawn: 0,
   };
@@ -74,6 +74,9 @@
     for (let scale = 1; ; scale *= 10) for (const m of [1, 2, 5]) if (m * scale >= raw) return m * scale;
   }
 
+  // What is opened, as the server's parameters.
+  const opened = () => ({ blocks: [...st.blocks].join(","), open: [...st.opened].join(","), threads: [...st.threads].join(",") });
+
   // Ask for the view of [st.t0, st.t1) at the current width; an older request still running
   // is cancelled (the server drops its query).
   function request() {
@@ -84,7 +87,7 @@
     if (st.pending) st.pending.abort();
     const ctl = new AbortController();
     st.pending = ctl;
-    const q = new URLSearchParams({ t0, t1, width, open: [...st.opened].join(","), threads: [...st.threads].join(",") });
+    const q = new URLSearchParams({ t0, t1, width, ...opened() });
     const asked = performance.now();
     st.requested++;
     setStatus("loading…");
@@ -174,7 +177,7 @@
     g.fillStyle = "#222"; g.font = `${Math.min(12, geo.rowH - 1)}px system-ui`; g.textBaseline = "middle";
     if (geo.rowH >= 7) {
       v.rows.forEach((r, i) => {
-        const mark = r.kind === "node" ? "▸ " : r.kind === "rank" && r.has_locations ? (st.threads.has(r.rank) ? "▾ " : "▸ ") : "  ";
+        const mark = r.kind === "node" || r.kind === "block" ? "▸ " : r.kind === "rank" && r.has_locations ? (st.threads.has(r.rank) ? "▾ " : "▸ ") : "  ";
         g.fillText(mark + r.label, 4, top + (i + 0.5) * geo.rowH, GUTTER - 8);
       });
     }
@@ -216,7 +219,7 @@
     for (const name of Object.keys(st.overlayOn)) {
       if (!st.overlayOn[name] || !st.view) continue;
       const v = st.view;
-      const q = new URLSearchParams({ name, t0: v.t0, t1: v.t1, width: v.width, open: [...st.opened].join(","), threads: [...st.threads].join(",") });
+      const q = new URLSearchParams({ name, t0: v.t0, t1: v.t1, width: v.width, ...opened() });
       fetch("/api/overlay?" + q).then((r) => r.json().then((body) => ({ code: r.status, body }))).then(({ code, body }) => {
         if (code === 202) { setStatus(`computing ${name.replace("_", " ")} over the whole run…`); setTimeout(overlays, 1000); return; }
         if (code !== 200) { setStatus(body.error, true); return; }
@@ -274,7 +277,7 @@
     st.hover = { kind: "cell", row: h.row, label: h.r.label, region, t: h.t, slot_start: h.cell ? h.cell[1] : null };
     let text = `${h.r.label}\n${region}` + (h.cell ? `: ${Math.round(h.cell[4] * 100)}% of ${fmt(h.cell[2] - h.cell[1])} from ${fmt(h.cell[1] - st.run.t0)}` : "");
     showTip(ev, text);
-    if (h.r.kind !== "node") {
+    if (h.r.kind !== "node" && h.r.kind !== "block") {
       clearTimeout(stackTimer);
       stackTimer = setTimeout(() => stack(h, ev, text), 120);
     }
@@ -307,14 +310,15 @@
     if (!st.view || row < 0 || row >= st.view.rows.length) return;
     const r = st.view.rows[row];
     if (x < GUTTER) { // labels fold and open
-      if (r.kind === "node") st.opened.add(r.node);
+      if (r.kind === "block") st.blocks.add(r.block);
+      else if (r.kind === "node") st.opened.add(r.node);
       else if (r.kind === "rank" && r.has_locations) st.threads.has(r.rank) ? st.threads.delete(r.rank) : st.threads.add(r.rank);
       else if (st.opened.has(r.node)) st.opened.delete(r.node);
       request();
       return;
     }
     const h = at(x, y);
-    if (!h || h.r.kind === "node") return;
+    if (!h || h.r.kind === "node" || h.r.kind === "block") return;
     const q = new URLSearchParams({ rank: r.rank, thread: r.thread ?? 0, ts: h.t, analyses: 1 });
     const details = document.getElementById("details");
     details.textContent = "…";
@@ -385,6 +389,7 @@
   });
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
   document.getElementById("whole").onclick = () => { st.t0 = st.run.t0; st.t1 = st.run.t1; request(); };
+  document.getElementById("fold").onclick = () => { st.blocks.clear(); st.opened.clear(); st.threads.clear(); request(); };
   for (const name of Object.keys(st.overlayOn)) {
     document.getElementById("ov-" + name).onchange = (ev) => {
       st.overlayOn[name] = ev.target.checked;
