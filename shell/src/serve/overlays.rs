@@ -32,7 +32,7 @@ struct Stretch {
 pub struct Stretches {
     items: Vec<Stretch>,
     labels: Vec<String>,
-    /// reach[i]: the latest end of items[..=i] (never decreasing).
+    /// The latest end of each prefix of `items` (never decreasing).
     reach: Vec<i64>,
 }
 
