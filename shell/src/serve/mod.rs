@@ -2,7 +2,8 @@
 //! CSS in `page/`, embedded in the binary) asks for the visible window at its own width, and
 //! every view is a query: commdb's level-of-detail functions over that window (`views`), with
 //! rows grouped by node (`layout`), and the critical path and wait states as overlays
-//! (`overlays`). Views are cached per (window, width, rows) and a query whose client went away
+//! (`overlays`). The folded rows of wide views come from an overview of the calls made once as
+//! the server starts (`summary`). Views are cached per (window, width, rows) and a query whose client went away
 //! is dropped. Beside the timeline a query box runs read-only SQL with the selected window as
 //! parameters `$t0` and `$t1`. The server is a small HTTP/1.1 one (`http`) on 127.0.0.1 unless
 //! asked otherwise.
@@ -11,6 +12,7 @@ mod http;
 mod layout;
 mod overlays;
 mod rows_udf;
+mod summary;
 mod table_json;
 mod views;
 
@@ -57,7 +59,15 @@ struct Server {
     /// Views being computed ahead of the page (the whole run at the usual widths).
     warming: Mutex<HashMap<Arc<str>, Warming>>,
     overlays: overlays::Overlays,
+    /// The calls' overview, made in the background as the server starts (None: it failed, and
+    /// every view reads the calls).
+    summary: Overview,
+    /// Its finest slot width: a view as fine waits for it rather than reading the calls.
+    summary_finest: i64,
 }
+
+/// The overview being made, which the views that can use it wait for.
+type Overview = futures::future::Shared<futures::future::BoxFuture<'static, Option<Arc<summary::Summary>>>>;
 
 /// Views computed, by key, and their keys oldest first.
 type Cache = (HashMap<Arc<str>, Response>, VecDeque<Arc<str>>);
@@ -84,6 +94,7 @@ pub async fn serve(session: commdb_catalog::session::Session, bind: SocketAddr) 
     let listener =
         TcpListener::bind(bind).map_err(|e| ShellError::Runtime(format!("serve: cannot listen on {bind}: {e}")))?;
     let at = listener.local_addr().map_err(|e| ShellError::Runtime(format!("serve: {e}")))?;
+    let (summary, summary_finest) = overview(&ctx, &facts);
     let server = Arc::new(Server {
         ctx,
         page: Response::page(page(&facts)),
@@ -93,6 +104,8 @@ pub async fn serve(session: commdb_catalog::session::Session, bind: SocketAddr) 
         cache: Mutex::new((HashMap::new(), VecDeque::new())),
         warming: Mutex::new(HashMap::new()),
         overlays: overlays::Overlays::default(),
+        summary,
+        summary_finest,
     });
     warm(&server);
     println!("serving {} ({} ranks) at http://{at}/  (Ctrl-C stops)", server.facts.name, server.facts.ranks);
@@ -231,6 +244,30 @@ async fn report(server: &Server) -> Response {
     }
 }
 
+/// Start making the calls' overview; the shared answer and its finest slot width.
+fn overview(ctx: &SessionContext, facts: &Facts) -> (Overview, i64) {
+    let rows = facts.layout.rows(&layout::Opened::default()).0.len() as i64;
+    let budget = summary::budget(facts.calls);
+    let finest = summary::finest_width(facts.t0, facts.t1, rows, budget);
+    let (ctx, facts) = (ctx.clone(), facts.clone());
+    let work: futures::future::BoxFuture<'static, Option<Arc<summary::Summary>>> = Box::pin(async move {
+        let started = std::time::Instant::now();
+        match summary::Summary::build(&ctx, &facts, budget).await {
+            Ok(s) => {
+                eprintln!("serve: the overview is made in {:.1} s ({})", started.elapsed().as_secs_f64(), s.describe());
+                Some(Arc::new(s))
+            }
+            Err(e) => {
+                eprintln!("serve: the calls' overview failed, every view reads the calls: {e}");
+                None
+            }
+        }
+    });
+    let shared = futures::FutureExt::shared(work);
+    tokio::spawn(shared.clone());
+    (shared, finest)
+}
+
 /// Compute the whole run's view at the usual widths ahead of the page, one after the other.
 fn warm(server: &Arc<Server>) {
     let (f, mut keys) = (&server.facts, Vec::new());
@@ -284,7 +321,13 @@ fn remember(server: &Server, key: Arc<str>, response: Response) {
 }
 
 async fn compute_view(server: &Server, req: &ViewRequest) -> Response {
-    match views::view(&server.ctx, &server.facts, req).await {
+    // A view as wide as the overview's slots waits for it; a finer one takes it if made.
+    let summary = if req.res >= server.summary_finest {
+        server.summary.clone().await
+    } else {
+        server.summary.peek().cloned().flatten()
+    };
+    match views::view(&server.ctx, &server.facts, req, summary.as_deref()).await {
         Err(e) => Response::error(500, &format!("the view failed: {e}")),
         Ok(v) => Response::json(Arc::new(v.to_string().into_bytes())),
     }

@@ -15,6 +15,7 @@ use datafusion::prelude::SessionContext;
 use serde_json::{Value, json};
 
 use super::layout::{Layout, Location, Node, Opened};
+use super::summary::{Cell, Mark, Summary, ViewLine};
 
 /// Widest drawing a view is computed for.
 pub const MAX_WIDTH: i64 = 8192;
@@ -24,13 +25,15 @@ pub const MAX_LINES: usize = 4000;
 pub const MAX_MARKS: usize = 8000;
 
 /// What the server knows about the trace it serves, read once.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Facts {
     pub name: String,
     /// First event and one past the last (ns).
     pub t0: i64,
     pub t1: i64,
     pub ranks: usize,
+    /// Calls in the trace.
+    pub calls: i64,
     pub layout: Layout,
 }
 
@@ -91,7 +94,8 @@ pub async fn facts(ctx: &SessionContext) -> Result<Facts, String> {
         let name = name.unwrap_or_else(|| format!("thread {thread}"));
         locations.entry(rank).or_default().push(Location { thread, kind: kind.unwrap_or_default(), name });
     }
-    Ok(Facts { name, t0, t1, ranks, layout: Layout { nodes, locations } })
+    let calls = ints(&collect(ctx, "SELECT count(*) FROM calls").await?, 0)?.first().copied().flatten().unwrap_or(0);
+    Ok(Facts { name, t0, t1, ranks, calls, layout: Layout { nodes, locations } })
 }
 
 /// A view asked for: the window [t0, t1) in ns, the width in pixels and what is opened.
@@ -163,20 +167,22 @@ impl ViewRequest {
 }
 
 /// The SQL of the view's three queries (calls, messages, collectives); `rows` names the
-/// function that sends a location to its row (`rows_udf`).
-pub fn view_sql(req: &ViewRequest, rows: &str) -> [String; 3] {
+/// function that sends a location to its row (`rows_udf`), `ranks` (a condition on `rank`)
+/// keeps the calls of the rows that are read from the calls, and `ends` (a condition on `src`
+/// and `dst`) the messages.
+pub fn view_sql(req: &ViewRequest, rows: &str, ranks: &str, ends: &str) -> [String; 3] {
     let (t0, t1, res) = (req.t0, req.t1, req.resolution());
     let calls = format!(
         "SELECT rank, slot_start, slot_end, region, share FROM lod_calls(rel => (\
            SELECT rank, thread, region, start_ts, end_ts, {rows}(rank, thread) AS grp FROM calls \
-           WHERE start_ts < {t1} AND end_ts > {t0}), \
+           WHERE start_ts < {t1} AND end_ts > {t0} AND {ranks}), \
          t0 => {t0}, t1 => {t1}, resolution_ns => {res}, per => 'group') ORDER BY rank, slot_start"
     );
     let messages = format!(
         "SELECT src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg, first_send_ts, last_recv_ts \
          FROM lod_messages(rel => (\
            SELECT {rows}(src, src_thread) AS src, {rows}(dst, dst_thread) AS dst, bytes, send_ts, recv_ts, duration \
-           FROM messages WHERE send_ts >= {t0} AND send_ts < {t1} \
+           FROM messages WHERE send_ts >= {t0} AND send_ts < {t1} AND {ends} \
            AND {rows}(src, src_thread) <> {rows}(dst, dst_thread)), \
          t0 => {t0}, t1 => {t1}, resolution_ns => {res}) ORDER BY messages DESC, send_slot, src, dst"
     );
@@ -191,45 +197,101 @@ pub fn view_sql(req: &ViewRequest, rows: &str) -> [String; 3] {
 
 /// The name of the row function of a view's opened nodes and ranks, registered in `ctx` the
 /// first time.
-fn rows_function(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> String {
+pub(super) fn rows_function(ctx: &SessionContext, facts: &Facts, opened: &Opened) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    req.opened.hash(&mut h);
+    opened.hash(&mut h);
     let name = format!("serve_rows_{:016x}", h.finish());
     if datafusion::execution::FunctionRegistry::udf(ctx, &name).is_err() {
-        let (_, keys) = facts.layout.rows(&req.opened);
+        let (_, keys) = facts.layout.rows(opened);
         ctx.register_udf(super::rows_udf::udf(name.clone(), &keys));
     }
     name
 }
 
+/// A condition on `column` that holds for `ranks` (sorted): ranges of consecutive ranks.
+fn rank_condition(column: &str, ranks: &[i64]) -> String {
+    let mut ranges: Vec<(i64, i64)> = Vec::new();
+    for &r in ranks {
+        match ranges.last_mut() {
+            Some(last) if last.1 + 1 == r => last.1 = r,
+            Some(last) if last.1 == r => {}
+            _ => ranges.push((r, r)),
+        }
+    }
+    if ranges.is_empty() {
+        return "false".into();
+    }
+    let each: Vec<String> = ranges
+        .iter()
+        .map(|&(a, b)| if a == b { format!("{column} = {a}") } else { format!("{column} BETWEEN {a} AND {b}") })
+        .collect();
+    format!("({})", each.join(" OR "))
+}
+
 /// Compute a view: its rows, the calls' representatives, the message lines and the collective
-/// marks, as the page draws them.
-pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Result<Value, String> {
+/// marks, as the page draws them. The folded rows come from `summary` when it has the view's
+/// slot width; the other rows' calls are read.
+pub async fn view(
+    ctx: &SessionContext,
+    facts: &Facts,
+    req: &ViewRequest,
+    summary: Option<&Summary>,
+) -> Result<Value, String> {
     let started = std::time::Instant::now();
-    let (rows, _) = facts.layout.rows(&req.opened);
-    let rows_of = rows_function(ctx, facts, req);
-    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of);
-    let (calls, messages, collectives) =
-        tokio::try_join!(collect(ctx, &calls_sql), collect(ctx, &messages_sql), collect(ctx, &collectives_sql))?;
+    let (rows, keys) = facts.layout.rows(&req.opened);
+    let rows_of = rows_function(ctx, facts, &req.opened);
+    // The rows the overview has, and the ranks of the others, whose calls and messages are read.
+    let (mut from_summary, mut read, mut overview_rows) = (Vec::new(), "true".to_string(), 0);
+    let (mut summary_lines, mut ends) = (Vec::new(), "true".to_string());
+    if let Some(s) = summary {
+        let matched: Vec<(usize, usize)> =
+            s.matching(&rows).into_iter().enumerate().filter_map(|(v, m)| Some((v, m?))).collect();
+        let summarized: std::collections::HashSet<usize> = matched.iter().map(|m| m.0).collect();
+        let mut ranks: Vec<i64> =
+            keys.iter().filter(|(_, row)| !summarized.contains(row)).map(|((rank, _), _)| *rank).collect();
+        ranks.sort_unstable();
+        if let Some(cells) = s.cells(&matched, req.t0, req.t1, req.res) {
+            read = rank_condition("rank", &ranks);
+            from_summary = cells;
+            overview_rows = matched.len();
+        }
+        if let Some(lines) = s.lines(&matched, req.t0, req.t1, req.res) {
+            let (src, dst) = (rank_condition("src", &ranks), rank_condition("dst", &ranks));
+            ends = if ranks.is_empty() { "false".into() } else { format!("({src} OR {dst})") };
+            summary_lines = lines;
+        }
+    }
+    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of, &read, &ends);
+    let maybe = |skip: bool, sql: String| async move { if skip { Ok(Vec::new()) } else { collect(ctx, &sql).await } };
+    let (calls, messages, collectives) = tokio::try_join!(
+        maybe(read == "false", calls_sql),
+        maybe(ends == "false", messages_sql),
+        maybe(summary.is_some(), collectives_sql)
+    )?;
+    let (row, a, b, region, share) =
+        (ints(&calls, 0)?, ints(&calls, 1)?, ints(&calls, 2)?, texts(&calls, 3)?, floats(&calls, 4)?);
+    let mut all: Vec<Cell> = from_summary;
+    for i in 0..row.len() {
+        let (Some(r), Some(x), Some(y)) = (row[i], a[i], b[i]) else { continue };
+        all.push((r as usize, x, y, region[i].clone().unwrap_or_default(), share[i].unwrap_or(0.0)));
+    }
+    all.sort_by_key(|c| (c.0, c.1));
     // Calls: [row, slot_start, slot_end, region index, share], regions named once.
     let mut region_index: HashMap<String, usize> = HashMap::new();
     let mut regions: Vec<String> = Vec::new();
     let mut cells = Vec::new();
-    let (row, a, b, region, share) =
-        (ints(&calls, 0)?, ints(&calls, 1)?, ints(&calls, 2)?, texts(&calls, 3)?, floats(&calls, 4)?);
     // Adjacent slots of a row with one representative become one cell (share: their mean).
     let mut open: Option<(i64, i64, i64, usize, f64, f64)> = None;
     let round = |s: f64| (s * 1000.0).round() / 1000.0;
-    for i in 0..row.len() {
-        let name = region[i].clone().unwrap_or_default();
+    for (r, x, y, name, s) in all {
         let next = regions.len();
         let k = *region_index.entry(name.clone()).or_insert_with(|| {
             regions.push(name);
             next
         });
-        let (Some(r), Some(x), Some(y)) = (row[i], a[i], b[i]) else { continue };
-        let (s, slots) = (share[i].unwrap_or(0.0), ((y - x) as f64 / req.resolution() as f64).max(1.0));
+        let r = r as i64;
+        let slots = ((y - x) as f64 / req.resolution() as f64).max(1.0);
         open = match open {
             Some((r0, x0, y0, k0, sum, n)) if r0 == r && k0 == k && y0 == x => {
                 Some((r0, x0, y, k0, sum + s * slots, n + slots))
@@ -244,11 +306,39 @@ pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Res
     if let Some((r0, x0, y0, k0, sum, n)) = open {
         cells.push(json!([r0, x0, y0, k0, round(sum / n)]));
     }
-    let line_rows = messages.iter().map(RecordBatch::num_rows).sum::<usize>();
-    let m: Vec<Vec<Value>> = super::table_json::rows(&messages, MAX_LINES);
-    let merged: i64 = ints(&messages, 4)?.into_iter().flatten().sum();
-    let c: Vec<Vec<Value>> = super::table_json::rows(&collectives, MAX_MARKS);
-    let marks = collectives.iter().map(RecordBatch::num_rows).sum::<usize>();
+    // Message lines: the busiest first (ties by send slot, rows and receive slot).
+    let overview_lines = summary_lines.len();
+    let mut lines: Vec<ViewLine> = summary_lines;
+    let (src, dst, send, recv, count) =
+        (ints(&messages, 0)?, ints(&messages, 1)?, ints(&messages, 2)?, ints(&messages, 3)?, ints(&messages, 4)?);
+    let (bytes, duration, first, last) =
+        (floats(&messages, 5)?, floats(&messages, 6)?, ints(&messages, 7)?, ints(&messages, 8)?);
+    for i in 0..src.len() {
+        let (Some(s), Some(d), Some(t), Some(n)) = (src[i], dst[i], send[i], count[i]) else { continue };
+        lines.push((s as usize, d as usize, t, recv[i], n, bytes[i].unwrap_or(0.0), duration[i], first[i], last[i]));
+    }
+    lines.sort_unstable_by(|p, q| q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3))));
+    let line_rows = lines.len();
+    let merged: i64 = lines.iter().map(|l| l.4).sum();
+    let m: Vec<Value> =
+        lines.iter().take(MAX_LINES).map(|l| json!([l.0, l.1, l.2, l.3, l.4, l.5, l.6, l.7, l.8])).collect();
+    // Collective marks: every instance by its first begin from the overview, else the
+    // window's participations read.
+    let marks: Vec<Mark> = match summary {
+        Some(s) => s.marks(req.t0, req.t1, req.res),
+        None => {
+            let (comm, slot, op, n) =
+                (ints(&collectives, 0)?, ints(&collectives, 1)?, texts(&collectives, 2)?, ints(&collectives, 3)?);
+            let (duration, participants) = (floats(&collectives, 4)?, ints(&collectives, 5)?);
+            (0..comm.len())
+                .filter_map(|i| {
+                    Some((comm[i]?, slot[i]?, op[i].clone()?, n[i]?, duration[i].unwrap_or(0.0), participants[i]?))
+                })
+                .collect()
+        }
+    };
+    let c: Vec<Value> = marks.iter().take(MAX_MARKS).map(|m| json!([m.0, m.1, m.2, m.3, m.4, m.5])).collect();
+    let marks = marks.len();
     Ok(json!({
         "t0": req.t0,
         "t1": req.t1,
@@ -262,6 +352,8 @@ pub async fn view(ctx: &SessionContext, facts: &Facts, req: &ViewRequest) -> Res
         "messages_in_window": merged,
         "collectives": c,
         "collective_rows": marks,
+        "overview_rows": overview_rows,
+        "overview_lines": overview_lines,
         "elapsed_ms": started.elapsed().as_millis() as u64,
     }))
 }

@@ -1,6 +1,8 @@
 //! `lod_calls`: per slot and thread (or rank), the region where it spent the most exclusive
-//! time; a call segment that covers whole slots becomes one merged row. The calls come a
-//! chunk of whole ranks at a time and are slotted per thread.
+//! time; a call segment that covers whole slots becomes one merged row. With
+//! `regions => 'all'`, every region with exclusive time in the slot, one row each (what a
+//! coarser view sums, slot by slot, to find its own representatives). The calls come a chunk
+//! of whole ranks at a time and are slotted per thread.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,13 +39,24 @@ pub const LOD_CALLS: Function = Function {
             ParamDefault::Text("thread"),
             "one representative per thread, per rank (all its threads), or per group (all the threads whose calls have one value of the relation's column grp, such as a node: the rows come with rank = grp)",
         ),
+        param(
+            "regions",
+            Type::Choice(&["top", "all"]),
+            ParamDefault::Text("top"),
+            "the representative of each slot only (top), or every region with exclusive time in the slot, a row each and no slots merged (all)",
+        ),
     ],
     output: Output::Columns(&[
         col("slot_start", int64, "start of the slot (of the first slot, for a merged row)").never_null(),
         col("slot_end", int64, "end of the slot (of the last slot, for a merged row)").never_null(),
         col("rank", int64, "").never_null(),
         col("thread", int64, "the thread (NULL with per => 'rank' or 'group')"),
-        col("region", text, "the region with the most exclusive time in the slot").never_null(),
+        col(
+            "region",
+            text,
+            "the region with the most exclusive time in the slot (with regions => 'all', each region with time in it)",
+        )
+        .never_null(),
         col("time_in_slot_ns", int64, "its exclusive time in the slot").never_null(),
         col(
             "share",
@@ -102,30 +115,93 @@ type CallRow = (i64, i64, i64, i64, u32, i64);
 /// Exclusive-time segments (start, end, region id) of one thread.
 type Segments = Vec<(i64, i64, u32)>;
 
-/// Exclusive time per slot and region.
-type SlotTimes = BTreeMap<i64, Vec<(u32, i64)>>;
+/// Exclusive time per slot and region, (slot, region, time), in slot order: the entries of a
+/// slot are together. One thread's segments come in time order, so its slots are added in
+/// order and an entry is found among the last slot's few; threads' times are merged by sorting.
+type SlotTimes = Vec<(i64, u32, i64)>;
 
-/// Add the time of [a, b) in `region` to the slots it covers.
+/// Add the time of [a, b) in `region` to the slots it covers; [a, b) starts at or after the
+/// slots already in `acc`.
 fn add_to_slots(acc: &mut SlotTimes, a: i64, b: i64, region: u32, g: Grid) {
     let mut x = a.max(g.t0);
     let b = b.min(g.t1);
     while x < b {
         let k = g.slot(x);
         let end = g.start(k + 1).min(b);
-        let v = acc.entry(k).or_default();
-        match v.iter_mut().find(|e| e.0 == region) {
-            Some(e) => e.1 += end - x,
-            None => v.push((region, end - x)),
+        let same_slot = acc.iter_mut().rev().take_while(|e| e.0 == k);
+        match same_slot.into_iter().find(|e| e.1 == region) {
+            Some(e) => e.2 += end - x,
+            None => acc.push((k, region, end - x)),
         }
         x = end;
     }
 }
 
-/// One row per slot of `acc`: its representative region and that region's time.
-fn representatives(acc: SlotTimes, rank: i64, thread: i64, g: Grid, names: &[String]) -> impl Iterator<Item = CallRow> {
-    acc.into_iter().filter_map(move |(k, v)| {
-        let (region, t) = representative(&v, names)?;
-        Some((g.start(k), g.start(k + 1).min(g.t1), rank, thread, region, t))
+/// `acc` (sorted by slot and region, one entry each, as this leaves it) and `more` as one:
+/// the new entries are sorted and summed, then merged into `acc` in one pass.
+fn merge_slots(acc: &mut SlotTimes, more: impl IntoIterator<Item = SlotTimes>) {
+    let mut new: SlotTimes = more.into_iter().flatten().collect();
+    new.sort_unstable_by_key(|e| (e.0, e.1));
+    new.dedup_by(|later, kept| {
+        let same = later.0 == kept.0 && later.1 == kept.1;
+        if same {
+            kept.2 += later.2;
+        }
+        same
+    });
+    if acc.is_empty() {
+        *acc = new;
+        return;
+    }
+    let old = std::mem::take(acc);
+    acc.reserve(old.len() + new.len());
+    let (mut i, mut j) = (0, 0);
+    while i < old.len() && j < new.len() {
+        match (old[i].0, old[i].1).cmp(&(new[j].0, new[j].1)) {
+            std::cmp::Ordering::Less => {
+                acc.push(old[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                acc.push(new[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                acc.push((old[i].0, old[i].1, old[i].2 + new[j].2));
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    acc.extend_from_slice(&old[i..]);
+    acc.extend_from_slice(&new[j..]);
+}
+
+/// One row per slot of `acc`: its representative region and that region's time; with `all`,
+/// a row per region of the slot (the most time first, ties by name).
+fn representatives(
+    acc: SlotTimes,
+    rank: i64,
+    thread: i64,
+    g: Grid,
+    names: &[String],
+    all: bool,
+) -> impl Iterator<Item = CallRow> {
+    let mut slots: Vec<(i64, Vec<(u32, i64)>)> = Vec::new();
+    for (k, region, t) in acc {
+        match slots.last_mut() {
+            Some((last, v)) if *last == k => v.push((region, t)),
+            _ => slots.push((k, vec![(region, t)])),
+        }
+    }
+    slots.into_iter().flat_map(move |(k, mut v)| {
+        let (a, b) = (g.start(k), g.start(k + 1).min(g.t1));
+        if all {
+            v.sort_unstable_by(|p, q| q.1.cmp(&p.1).then_with(|| names[p.0 as usize].cmp(&names[q.0 as usize])));
+        } else {
+            v = representative(&v, names).into_iter().collect();
+        }
+        v.into_iter().map(move |(region, t)| (a, b, rank, thread, region, t))
     })
 }
 
@@ -136,20 +212,23 @@ fn representative(v: &[(u32, i64)], names: &[String]) -> Option<(u32, i64)> {
 
 /// ITA's per-process representative: per slot, the region where the rank's threads together
 /// spent the most exclusive time (thread reported as 0 and shown as NULL).
-fn rank_rows(rank: i64, threads: &[Segments], g: Grid, names: &[String]) -> Vec<CallRow> {
-    let mut acc: SlotTimes = BTreeMap::new();
-    for segs in threads {
+fn rank_rows(rank: i64, threads: &[Segments], g: Grid, names: &[String], all: bool) -> Vec<CallRow> {
+    let each = threads.iter().map(|segs| {
+        let mut one = SlotTimes::new();
         for &(a, b, region) in segs {
-            add_to_slots(&mut acc, a, b, region, g);
+            add_to_slots(&mut one, a, b, region, g);
         }
-    }
-    representatives(acc, rank, 0, g, names).collect()
+        one
+    });
+    let mut acc = SlotTimes::new();
+    merge_slots(&mut acc, each);
+    representatives(acc, rank, 0, g, names, all).collect()
 }
 
-/// The representative rows of one thread.
-fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String]) -> Vec<CallRow> {
+/// The representative rows of one thread (with `all`, every region of every slot).
+fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &[String], all: bool) -> Vec<CallRow> {
     let mut out = Vec::new();
-    let mut acc: SlotTimes = BTreeMap::new();
+    let mut acc = SlotTimes::new();
     for &(a, b, region) in segs {
         let (a, b) = (a.max(g.t0), b.min(g.t1));
         if a >= b {
@@ -157,7 +236,7 @@ fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &
         }
         let first_full = g.slot(a + g.res - 1);
         let last_full = g.slot(b) - 1;
-        if last_full > first_full {
+        if last_full > first_full && !all {
             // Covers two or more whole slots: one merged row, partial slots on both sides.
             let (s, e) = (g.start(first_full), g.start(last_full + 1).min(g.t1));
             out.push((s, e, rank, thread, region, e - s));
@@ -167,8 +246,8 @@ fn call_rows(rank: i64, thread: i64, segs: &[(i64, i64, u32)], g: Grid, names: &
             add_to_slots(&mut acc, a, b, region, g);
         }
     }
-    out.extend(representatives(acc, rank, thread, g, names));
-    out.sort_unstable_by_key(|r| r.0);
+    out.extend(representatives(acc, rank, thread, g, names, all));
+    out.sort_by_key(|r| r.0);
     out
 }
 
@@ -176,12 +255,14 @@ arguments! {
     struct LodCallsArgs(LOD_CALLS) {
         rel: Relation,
         per: String,
+        regions: String,
         ..grid: LodParams,
     }
 }
 
 fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
-    let LodCallsArgs { rel: relation, per, grid: p } = LodCallsArgs::read(a)?;
+    let LodCallsArgs { rel: relation, per, regions, grid: p } = LodCallsArgs::read(a)?;
+    let all = regions == "all";
     let per = match per.as_str() {
         "rank" => Per::Rank,
         "group" => Per::Group,
@@ -194,7 +275,7 @@ fn lod_calls(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let idx = relation.columns("lod_calls", &wanted)?;
     let (span, span_read) = span_input(a.session, "lod_calls", &relation, &p)?;
     let out = a.schema();
-    let make = CallSlots::maker(p, per, out.clone());
+    let make = CallSlots::maker(p, per, all, out.clone());
     let mut inputs = vec![(relation, Some(idx))];
     inputs.extend(span_read);
     // With the span known before the calls are read (given, or the trace's), they stream a
@@ -243,6 +324,12 @@ fn own_call_span(batches: &[RecordBatch]) -> Result<TimeSpan> {
     Ok((lo, hi))
 }
 
+/// Threads slotted at once with per => 'group', before they are merged into their groups.
+const THREADS_AT_ONCE: usize = 16;
+
+/// Rows of a batch of groups' rows at the end, about.
+const BATCH_ROWS: usize = 1 << 16;
+
 /// Whose representative a row is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Per {
@@ -264,6 +351,8 @@ struct CallSlots {
     /// None: the span is empty, and so is the answer.
     grid: Option<Grid>,
     per: Per,
+    /// regions => 'all': every region of a slot, not only its representative.
+    all: bool,
     /// With per => 'group': what each group gathered so far (its rows come at the end).
     groups: BTreeMap<i64, Group>,
     /// Region names, interned over the chunks.
@@ -275,12 +364,13 @@ struct CallSlots {
 type MakeCallSlots = Arc<dyn Fn(Option<i64>, Option<i64>) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
 impl CallSlots {
-    fn maker(p: LodParams, per: Per, schema: SchemaRef) -> MakeCallSlots {
+    fn maker(p: LodParams, per: Per, all: bool, schema: SchemaRef) -> MakeCallSlots {
         Arc::new(move |lo, hi| {
             let grid = p.grid("lod_calls", lo, hi)?;
             let slots = CallSlots {
                 grid,
                 per,
+                all,
                 groups: BTreeMap::new(),
                 names: crate::sweeps::call_sweep::Names::default(),
                 schema: schema.clone(),
@@ -312,27 +402,32 @@ impl Mapper for CallSlots {
                 let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
                 by_group.entry((rank.value(i), thread.value(i), grp.value(i))).or_default().push((a, b, id));
             }
-            let gathered: Vec<(i64, SlotTimes)> = by_group
-                .into_par_iter()
-                .map(|((_, _, grp), mut calls)| {
-                    let mut acc: SlotTimes = BTreeMap::new();
-                    for (a, b, region) in segments(&mut calls) {
-                        add_to_slots(&mut acc, a, b, region, g);
-                    }
-                    (grp, acc)
-                })
-                .collect();
-            for (grp, acc) in gathered {
-                let into = self.groups.entry(grp).or_default();
-                into.threads += 1;
-                for (k, times) in acc {
-                    let v = into.slots.entry(k).or_default();
-                    for (region, t) in times {
-                        match v.iter_mut().find(|e| e.0 == region) {
-                            Some(e) => e.1 += t,
-                            None => v.push((region, t)),
+            // A few threads at a time (their slot times can be megabytes each), merged into
+            // their groups before the next.
+            let mut threads = by_group.into_iter();
+            loop {
+                let some: Vec<_> = threads.by_ref().take(THREADS_AT_ONCE).collect();
+                if some.is_empty() {
+                    break;
+                }
+                let gathered: Vec<(i64, SlotTimes)> = some
+                    .into_par_iter()
+                    .map(|((_, _, grp), mut calls)| {
+                        let mut acc = SlotTimes::new();
+                        for (a, b, region) in segments(&mut calls) {
+                            add_to_slots(&mut acc, a, b, region, g);
                         }
-                    }
+                        (grp, acc)
+                    })
+                    .collect();
+                let mut by_grp: BTreeMap<i64, Vec<SlotTimes>> = BTreeMap::new();
+                for (grp, acc) in gathered {
+                    by_grp.entry(grp).or_default().push(acc);
+                }
+                for (grp, runs) in by_grp {
+                    let into = self.groups.entry(grp).or_default();
+                    into.threads += runs.len() as i64;
+                    merge_slots(&mut into.slots, runs);
                 }
             }
             return Ok(RecordBatch::new_empty(self.schema.clone()));
@@ -343,7 +438,7 @@ impl Mapper for CallSlots {
             let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
             by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
         }
-        let names = &self.names.names;
+        let (names, all) = (&self.names.names, self.all);
         // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
         let rows: Vec<(CallRow, i64)> = if self.per == Per::Rank {
             let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
@@ -354,32 +449,39 @@ impl Mapper for CallSlots {
                 .into_par_iter()
                 .flat_map_iter(|(r, threads)| {
                     let n = threads.len() as i64;
-                    rank_rows(r, &threads, g, names).into_iter().map(move |row| (row, n))
+                    rank_rows(r, &threads, g, names, all).into_iter().map(move |row| (row, n))
                 })
                 .collect()
         } else {
             by_thread
                 .into_par_iter()
                 .flat_map_iter(|((r, t), mut calls)| {
-                    call_rows(r, t, &segments(&mut calls), g, names).into_iter().map(|row| (row, 1))
+                    call_rows(r, t, &segments(&mut calls), g, names, all).into_iter().map(|row| (row, 1))
                 })
                 .collect()
         };
         self.batch(&rows)
     }
 
-    /// With per => 'group': the groups' rows, once every chunk is in.
+    /// With per => 'group': the groups' rows, once every chunk is in, in batches of at most
+    /// `BATCH_ROWS` (a group's slots are dropped as they are written).
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let (Some(g), Per::Group) = (self.grid, self.per) else { return Ok(Vec::new()) };
         let groups = std::mem::take(&mut self.groups);
-        let names = &self.names.names;
-        let rows: Vec<(CallRow, i64)> = groups
-            .into_iter()
-            .flat_map(|(grp, group)| {
-                representatives(group.slots, grp, 0, g, names).map(move |row| (row, group.threads)).collect::<Vec<_>>()
-            })
-            .collect();
-        Ok(vec![self.batch(&rows)?])
+        let (names, all) = (&self.names.names, self.all);
+        let mut batches = Vec::new();
+        let mut rows: Vec<(CallRow, i64)> = Vec::new();
+        for (grp, group) in groups {
+            rows.extend(representatives(group.slots, grp, 0, g, names, all).map(|row| (row, group.threads)));
+            if rows.len() >= BATCH_ROWS {
+                batches.push(self.batch(&rows)?);
+                rows.clear();
+            }
+        }
+        if !rows.is_empty() || batches.is_empty() {
+            batches.push(self.batch(&rows)?);
+        }
+        Ok(batches)
     }
 }
 
@@ -419,13 +521,42 @@ mod tests {
     }
 
     #[test]
+    fn slot_times_add_in_order_and_merge_by_slot_and_region() {
+        let g = Grid { t0: 0, t1: 100, res: 10 };
+        let mut a = SlotTimes::new();
+        add_to_slots(&mut a, 5, 12, 1, g);
+        add_to_slots(&mut a, 12, 15, 0, g);
+        add_to_slots(&mut a, 15, 18, 1, g);
+        assert_eq!(a, vec![(0, 1, 5), (1, 1, 5), (1, 0, 3)]);
+        let mut acc = SlotTimes::new();
+        merge_slots(&mut acc, [a.clone()]);
+        assert_eq!(acc, vec![(0, 1, 5), (1, 0, 3), (1, 1, 5)]);
+        let mut b = SlotTimes::new();
+        add_to_slots(&mut b, 0, 30, 0, g);
+        merge_slots(&mut acc, [b, a]);
+        assert_eq!(acc, vec![(0, 0, 10), (0, 1, 10), (1, 0, 16), (1, 1, 10), (2, 0, 10)]);
+    }
+
+    #[test]
     fn long_calls_merge_slots_and_ties_are_deterministic() {
         let names: Vec<String> = ["a", "b"].iter().map(|s| s.to_string()).collect();
         let g = Grid { t0: 0, t1: 100, res: 10 };
         // a covers [0, 35): slots 0..2 whole (merged), 3 partly; b covers [35, 40), tie in slot 3.
-        let rows = call_rows(0, 0, &[(0, 35, 0), (35, 40, 1)], g, &names);
+        let rows = call_rows(0, 0, &[(0, 35, 0), (35, 40, 1)], g, &names, false);
         assert_eq!(rows, vec![(0, 30, 0, 0, 0, 30), (30, 40, 0, 0, 0, 5)]);
-        let rows = call_rows(0, 0, &[(30, 35, 1), (35, 40, 0)], g, &names);
+        let rows = call_rows(0, 0, &[(30, 35, 1), (35, 40, 0)], g, &names, false);
         assert_eq!(rows, vec![(30, 40, 0, 0, 0, 5)]);
+        // Every region: slots not merged, the most time first, the tie by name.
+        let rows = call_rows(0, 0, &[(0, 35, 0), (35, 40, 1)], g, &names, true);
+        assert_eq!(
+            rows,
+            vec![
+                (0, 10, 0, 0, 0, 10),
+                (10, 20, 0, 0, 0, 10),
+                (20, 30, 0, 0, 0, 10),
+                (30, 40, 0, 0, 0, 5),
+                (30, 40, 0, 0, 1, 5)
+            ]
+        );
     }
 }
