@@ -54,16 +54,49 @@ struct Server {
     /// The session, for the report (which plans its queries through it).
     session: tokio::sync::Mutex<commdb_catalog::session::Session>,
     report: tokio::sync::Mutex<Option<Response>>,
+    /// The rows by node (made as the server starts), the trace's facts.
     facts: Facts,
+    by_node: Arc<Grouped>,
+    /// The rows by communication region, made on first demand.
+    by_region: tokio::sync::OnceCell<Result<Arc<Grouped>, String>>,
     cache: Mutex<Cache>,
     /// Views being computed ahead of the page (the whole run at the usual widths).
     warming: Mutex<HashMap<Arc<str>, Warming>>,
     overlays: overlays::Overlays,
-    /// The calls' overview, made in the background as the server starts (None: it failed, and
-    /// every view reads the calls).
+}
+
+/// The rows of one grouping and their overview.
+struct Grouped {
+    facts: Facts,
+    /// The overview, made in the background (None: it failed, and every view reads the calls).
     summary: Overview,
     /// Its finest slot width: a view as fine waits for it rather than reading the calls.
     summary_finest: i64,
+}
+
+impl Grouped {
+    fn new(ctx: &SessionContext, facts: Facts) -> Grouped {
+        let (summary, summary_finest) = overview(ctx, &facts);
+        Grouped { facts, summary, summary_finest }
+    }
+}
+
+impl Server {
+    /// The rows and overview of `grouping` (by region: the regions found and the overview
+    /// started on first demand).
+    async fn grouped(&self, grouping: views::Grouping) -> Result<Arc<Grouped>, String> {
+        match grouping {
+            views::Grouping::Node => Ok(self.by_node.clone()),
+            views::Grouping::Region => self
+                .by_region
+                .get_or_init(|| async {
+                    let facts = views::by_region(&self.ctx, &self.facts).await?;
+                    Ok(Arc::new(Grouped::new(&self.ctx, facts)))
+                })
+                .await
+                .clone(),
+        }
+    }
 }
 
 /// The overview being made, which the views that can use it wait for.
@@ -94,18 +127,18 @@ pub async fn serve(session: commdb_catalog::session::Session, bind: SocketAddr) 
     let listener =
         TcpListener::bind(bind).map_err(|e| ShellError::Runtime(format!("serve: cannot listen on {bind}: {e}")))?;
     let at = listener.local_addr().map_err(|e| ShellError::Runtime(format!("serve: {e}")))?;
-    let (summary, summary_finest) = overview(&ctx, &facts);
+    let by_node = Arc::new(Grouped::new(&ctx, facts.clone()));
     let server = Arc::new(Server {
         ctx,
         page: Response::page(page(&facts)),
         session: tokio::sync::Mutex::new(session),
         report: tokio::sync::Mutex::new(None),
         facts,
+        by_node,
+        by_region: tokio::sync::OnceCell::new(),
         cache: Mutex::new((HashMap::new(), VecDeque::new())),
         warming: Mutex::new(HashMap::new()),
         overlays: overlays::Overlays::default(),
-        summary,
-        summary_finest,
     });
     warm(&server);
     println!("serving {} ({} ranks) at http://{at}/  (Ctrl-C stops)", server.facts.name, server.facts.ranks);
@@ -174,10 +207,16 @@ async fn answer(server: &Server, request: &Request) -> Response {
             });
             Response::json(Arc::new(body.to_string().into_bytes()))
         }
-        ("GET", "/api/view") => match ViewRequest::parse(&get, &server.facts) {
-            Err(e) => Response::error(400, &e),
-            Ok(req) => view(server, &req).await,
-        },
+        ("GET", "/api/view") => {
+            let grouped = match grouped(server, get("group")).await {
+                Ok(g) => g,
+                Err(response) => return response,
+            };
+            match ViewRequest::parse(&get, &grouped.facts) {
+                Err(e) => Response::error(400, &e),
+                Ok(req) => view(server, &grouped, &req).await,
+            }
+        }
         ("GET", "/api/stack") => {
             let number = |name: &str| get(name).and_then(|v| v.parse::<i64>().ok());
             match (number("rank"), number("ts")) {
@@ -188,11 +227,23 @@ async fn answer(server: &Server, request: &Request) -> Response {
             }
         }
         ("GET", "/api/report") => report(server).await,
-        ("GET", "/api/overlay") => overlay(server, &get),
+        ("GET", "/api/overlay") => match grouped(server, get("group")).await {
+            Ok(g) => overlay(server, &g, &get),
+            Err(response) => response,
+        },
         ("POST", "/api/query") => query(server, request).await,
         ("GET", _) | ("POST", _) => Response::error(404, &format!("no such page: {}", request.path)),
         (method, _) => Response::error(405, &format!("{method} is not served; GET the page")),
     }
+}
+
+/// The grouping a request asks for (`group=node` or `group=region`), its rows made if needed.
+async fn grouped(server: &Server, group: Option<String>) -> Result<Arc<Grouped>, Response> {
+    let grouping = views::Grouping::parse(group.as_deref()).map_err(|e| Response::error(400, &e))?;
+    server
+        .grouped(grouping)
+        .await
+        .map_err(|e| Response::error(500, &format!("the rows by communication region failed: {e}")))
 }
 
 /// The call stack at a time on a rank's thread; with `analyses`, the wait states in its
@@ -273,7 +324,7 @@ fn warm(server: &Arc<Server>) {
     let (f, mut keys) = (&server.facts, Vec::new());
     for width in WARM_WIDTHS {
         let req = ViewRequest::snapped(f.t0, f.t1, width, layout::Opened::default());
-        let key = views::cache_key(&req);
+        let key = views::cache_key(&req, f.grouping);
         if keys.iter().any(|(k, _)| k == &key) {
             continue;
         }
@@ -286,7 +337,7 @@ fn warm(server: &Arc<Server>) {
             if let Some(before) = after {
                 before.await;
             }
-            compute_view(&shared, &req).await
+            compute_view(&shared.by_node, &shared.ctx, &req).await
         });
         let work = futures::FutureExt::shared(work);
         lock(&server.warming).insert(key.clone(), work.clone());
@@ -320,14 +371,15 @@ fn remember(server: &Server, key: Arc<str>, response: Response) {
     }
 }
 
-async fn compute_view(server: &Server, req: &ViewRequest) -> Response {
+async fn compute_view(grouped: &Grouped, ctx: &SessionContext, req: &ViewRequest) -> Response {
     // A view as wide as the overview's slots waits for it; a finer one takes it if made.
-    let summary = if req.res >= server.summary_finest {
-        server.summary.clone().await
+    let summary = if req.res >= grouped.summary_finest {
+        grouped.summary.clone().await
     } else {
-        server.summary.peek().cloned().flatten()
+        grouped.summary.peek().cloned().flatten()
     };
-    match views::view(&server.ctx, &server.facts, req, summary.as_deref()).await {
+    let latency = summary.as_ref().is_some_and(|s| s.latency);
+    match views::view(ctx, &grouped.facts, req, summary.as_deref(), latency).await {
         Err(e) => Response::error(500, &format!("the view failed: {e}")),
         Ok(v) => Response::json(Arc::new(v.to_string().into_bytes())),
     }
@@ -335,8 +387,8 @@ async fn compute_view(server: &Server, req: &ViewRequest) -> Response {
 
 /// A view: from the cache when it was computed before, from the warming when it is being
 /// computed ahead, else computed now.
-async fn view(server: &Server, req: &ViewRequest) -> Response {
-    let key = views::cache_key(req);
+async fn view(server: &Server, grouped: &Grouped, req: &ViewRequest) -> Response {
+    let key = views::cache_key(req, grouped.facts.grouping);
     if let Some(hit) = lock(&server.cache).0.get(&key) {
         return hit.clone();
     }
@@ -344,7 +396,7 @@ async fn view(server: &Server, req: &ViewRequest) -> Response {
     if let Some(w) = warming {
         return w.await;
     }
-    let response = compute_view(server, req).await;
+    let response = compute_view(grouped, &server.ctx, req).await;
     if response.status == 200 {
         remember(server, key, response.clone());
     }
@@ -353,12 +405,12 @@ async fn view(server: &Server, req: &ViewRequest) -> Response {
 
 /// An overlay's stretches in a window, or that it is still being computed (202 and the page
 /// asks again).
-fn overlay(server: &Server, get: &dyn Fn(&str) -> Option<String>) -> Response {
+fn overlay(server: &Server, grouped: &Grouped, get: &dyn Fn(&str) -> Option<String>) -> Response {
     let which = match overlays::Overlay::parse(get("name").as_deref().unwrap_or("")) {
         Ok(w) => w,
         Err(e) => return Response::error(400, &e),
     };
-    let req = match ViewRequest::parse(get, &server.facts) {
+    let req = match ViewRequest::parse(get, &grouped.facts) {
         Ok(r) => r,
         Err(e) => return Response::error(400, &e),
     };
@@ -370,8 +422,8 @@ fn overlay(server: &Server, get: &dyn Fn(&str) -> Option<String>) -> Response {
         }
         overlays::State::Failed(e) => Response::error(500, &format!("the analysis failed: {e}")),
         overlays::State::Ready(s) => {
-            let (_, keys) = server.facts.layout.rows(&req.opened);
-            let split = server.facts.layout.split_ranks(&req.opened);
+            let (_, keys) = grouped.facts.layout.rows(&req.opened);
+            let split = grouped.facts.layout.split_ranks(&req.opened);
             let v = overlays::window(&s, &keys, &split, req.t0, req.t1, req.width);
             Response::json(Arc::new(v.to_string().into_bytes()))
         }

@@ -65,7 +65,7 @@ const NONE: i64 = i64::MIN;
 /// The messages of one (source row, destination row, send slot, receive slot), summed as
 /// `lod_messages` sums them: bytes (missing as 0), durations (the known ones), first send and
 /// last receive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Line {
     src: u32,
     dst: u32,
@@ -75,6 +75,9 @@ struct Line {
     bytes: i64,
     duration: i64,
     durations: i64,
+    /// Summed latency L (`message_latency`) of the messages that have one.
+    latency: f64,
+    latencies: i64,
     first_send: i64,
     last_recv: i64,
 }
@@ -85,6 +88,8 @@ impl Line {
         self.bytes += o.bytes;
         self.duration += o.duration;
         self.durations += o.durations;
+        self.latency += o.latency;
+        self.latencies += o.latencies;
         self.first_send = self.first_send.min(o.first_send);
         self.last_recv = self.last_recv.max(o.last_recv);
     }
@@ -133,8 +138,8 @@ type MarkSums = (Vec<u32>, i64, i128, Vec<u32>);
 pub type Mark = (i64, i64, String, i64, f64, i64);
 
 /// A message line of a view: (source row, destination row, send slot, receive slot, messages,
-/// mean bytes, mean duration, first send, last receive).
-pub type ViewLine = (usize, usize, i64, Option<i64>, i64, f64, Option<f64>, Option<i64>, Option<i64>);
+/// mean bytes, mean duration, first send, last receive, mean latency L).
+pub type ViewLine = (usize, usize, i64, Option<i64>, i64, f64, Option<f64>, Option<i64>, Option<i64>, Option<f64>);
 
 /// Lines merged at width `res`, sorted by send slot, source, destination and receive slot.
 fn merged(lines: impl Iterator<Item = Line>, res: i64) -> Vec<Line> {
@@ -148,10 +153,20 @@ fn merged(lines: impl Iterator<Item = Line>, res: i64) -> Vec<Line> {
     out
 }
 
-/// The next width at or above `res` x 2 that `res` divides (1 -> 2 -> 10, 5 -> 10).
+/// The width of the message lines' first level for slots of `res`: `res`, or half of it when
+/// it starts with a 2 (every 1-2-5 width above a 1 or a 5 is a multiple of it; 5 is not a
+/// multiple of 2).
+fn line_base(res: i64) -> i64 {
+    if leading_digit(res) == 2 { res / 2 } else { res }
+}
+
+fn leading_digit(res: i64) -> i64 {
+    res / 10i64.pow(res.max(1).ilog10())
+}
+
+/// The next coarser base whose multiples are every coarser 1-2-5 width: 1 -> 5 -> 10.
 fn next_multiple(res: i64) -> i64 {
-    let lead = res / 10i64.pow(res.ilog10());
-    if lead == 2 { res * 5 } else { res * 2 }
+    if leading_digit(res) == 1 { res * 5 } else { res * 2 }
 }
 
 /// The overview of the folded rows.
@@ -168,6 +183,8 @@ pub struct Summary {
     levels: Vec<Level>,
     /// The message lines between folded rows, finest first.
     lines: Vec<LineLevel>,
+    /// Whether the lines carry latencies (`message_latency` answered over the trace).
+    pub latency: bool,
     collectives: Collectives,
 }
 
@@ -221,6 +238,7 @@ impl Summary {
             order: Vec::new(),
             levels: Vec::new(),
             lines: Vec::new(),
+            latency: false,
             collectives: Collectives::default(),
         };
         let mut names: HashMap<String, u32> = HashMap::new();
@@ -236,7 +254,16 @@ impl Summary {
                 }
             }
         }
-        s.lines = Self::message_lines(ctx, &rows_of, all.first().copied().unwrap_or(1), facts).await?;
+        let finest = all.first().copied().unwrap_or(1);
+        // With each message's latency L when the trace's latency criteria can be made (this
+        // makes them, and the views' message_latency reuses them); else without.
+        (s.lines, s.latency) = match Self::message_lines(ctx, &rows_of, finest, facts, true).await {
+            Ok(lines) => (lines, true),
+            Err(e) => {
+                eprintln!("serve: message lines without latencies: {e}");
+                (Self::message_lines(ctx, &rows_of, finest, facts, false).await?, false)
+            }
+        };
         s.collectives = Collectives::read(ctx).await?;
         s.regions = vec![String::new(); names.len()];
         for (name, id) in names {
@@ -326,14 +353,16 @@ impl Summary {
         rows_of: &str,
         finest: i64,
         facts: &Facts,
+        latency: bool,
     ) -> Result<Vec<LineLevel>, String> {
+        let (l, from) = if latency { ("latency", "message_latency()") } else { ("NULL::double", "messages") };
         let sql = format!(
-            "SELECT {rows_of}(src, src_thread), {rows_of}(dst, dst_thread), send_ts, recv_ts, bytes, duration \
-             FROM messages WHERE send_ts IS NOT NULL"
+            "SELECT {rows_of}(src, src_thread), {rows_of}(dst, dst_thread), send_ts, recv_ts, bytes, duration, {l} \
+             FROM {from} WHERE send_ts IS NOT NULL"
         );
         let df = ctx.sql(&sql).await.map_err(|e| e.to_string())?;
         let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
-        let mut res = finest;
+        let mut res = line_base(finest);
         let mut map: commdb_catalog::fast_hash::FastMap<(u32, u32, i64, i64), Line> = Default::default();
         let err = |e: datafusion::error::DataFusionError| e.to_string();
         while let Some(batch) = stream.next().await {
@@ -341,6 +370,8 @@ impl Summary {
             let one = std::slice::from_ref(&batch);
             let c = |i| columns::int64_column(one, i).map_err(err);
             let (src, dst, send, recv, bytes, duration) = (c(0)?, c(1)?, c(2)?, c(3)?, c(4)?, c(5)?);
+            let latency = columns::column(one, 6, &arrow::datatypes::DataType::Float64).map_err(err)?;
+            let latency = arrow::array::AsArray::as_primitive::<arrow::datatypes::Float64Type>(&latency).clone();
             for i in 0..batch.num_rows() {
                 if src.is_null(i) || dst.is_null(i) || src.value(i) == dst.value(i) {
                     continue;
@@ -348,6 +379,7 @@ impl Summary {
                 let get = |a: &arrow::array::Int64Array| if a.is_null(i) { None } else { Some(a.value(i)) };
                 let (t, r) = (send.value(i), get(&recv).unwrap_or(NONE));
                 let d = get(&duration);
+                let lat = Some(latency.value(i)).filter(|x| latency.is_valid(i) && !x.is_nan());
                 let line = Line {
                     src: src.value(i) as u32,
                     dst: dst.value(i) as u32,
@@ -357,6 +389,8 @@ impl Summary {
                     bytes: get(&bytes).unwrap_or(0),
                     duration: d.unwrap_or(0),
                     durations: i64::from(d.is_some()),
+                    latency: lat.unwrap_or(0.0),
+                    latencies: i64::from(lat.is_some()),
                     first_send: t,
                     last_recv: r,
                 };
@@ -377,7 +411,9 @@ impl Summary {
         first.sort_unstable_by_key(|l| (l.send, l.src, l.dst, l.recv));
         let mut levels = vec![LineLevel { res, lines: first }];
         for v in widths(res, facts.t0, facts.t1).into_iter().skip(1) {
-            let Some(from) = levels.iter().rposition(|l| v % l.res == 0) else { continue };
+            let Some(from) = levels.iter().rposition(|l| v % l.res == 0) else {
+                return Err(format!("the message lines at {res} ns do not divide {v} ns"));
+            };
             let lines = merged(levels[from].lines.iter().copied(), v);
             levels.push(LineLevel { res: v, lines });
         }
@@ -410,6 +446,7 @@ impl Summary {
                         (l.durations > 0).then(|| l.duration as f64 / l.durations as f64),
                         Some(l.first_send),
                         some(l.last_recv),
+                        (l.latencies > 0).then(|| l.latency / l.latencies as f64),
                     ))
                 })
                 .collect(),
@@ -685,8 +722,9 @@ mod tests {
             let opened = Opened::parse(None, Some(open), None).expect("opened");
             let req = ViewRequest::snapped(t0, t1, width, opened);
             assert!(req.res >= s.finest(), "{} < {}", req.res, s.finest());
-            let with = view(&ctx, &facts, &req, Some(&s)).await.expect("view with the overview");
-            let without = view(&ctx, &facts, &req, None).await.expect("view from the calls");
+            assert!(s.latency);
+            let with = view(&ctx, &facts, &req, Some(&s), true).await.expect("view with the overview");
+            let without = view(&ctx, &facts, &req, None, true).await.expect("view from the calls");
             let folded = 4 - open.split(',').filter(|n| !n.is_empty()).count();
             assert_eq!(with["overview_rows"], folded, "{t0} {t1} {width} {open}");
             assert_eq!(without["overview_rows"], 0);
@@ -695,8 +733,16 @@ mod tests {
             assert_eq!(with["regions"], without["regions"], "{t0} {t1} {width} {open}");
             // Message lines between folded rows from the overview, the others read.
             assert!(with["overview_lines"].as_u64().expect("lines") > 0, "{t0} {t1} {width} {open}");
-            for key in ["messages", "message_rows", "messages_in_window"] {
+            for key in ["message_rows", "messages_in_window"] {
                 assert_eq!(with[key], without[key], "{key}: {t0} {t1} {width} {open}");
+            }
+            // The lines alike, their mean latencies summed in another order (to 1e-9).
+            let (a, b) = (with["messages"].as_array().expect("lines"), without["messages"].as_array().expect("lines"));
+            assert_eq!(a.len(), b.len());
+            for (x, y) in a.iter().zip(b) {
+                assert_eq!(x.as_array().expect("line")[..9], y.as_array().expect("line")[..9], "{x} {y}");
+                let (lx, ly) = (x[9].as_f64().expect("latency"), y[9].as_f64().expect("latency"));
+                assert!((lx - ly).abs() <= 1e-9 * ly.abs().max(1.0), "{x} {y}");
             }
             // Collective marks: lod_collectives over the whole table.
             let (a, b, res) = (req.t0, req.t1, req.res);
@@ -710,14 +756,30 @@ mod tests {
             assert!(!apart.is_empty());
             assert_eq!(with["collectives"], serde_json::Value::Array(apart), "{t0} {t1} {width} {open}");
         }
+        // Rows by communication region: their own overview, alike.
+        let regions = crate::serve::views::by_region(&ctx, &facts).await.expect("regions");
+        let s = Summary::build(&ctx, &regions, 20_000).await.expect("overview by region");
+        for (t0, t1, width) in [(facts.t0, facts.t1, 900), (facts.t0 + span / 4, facts.t0 + span / 2, 100)] {
+            let req = ViewRequest::snapped(t0, t1, width, Opened::default());
+            let with = view(&ctx, &regions, &req, Some(&s), true).await.expect("view with the overview");
+            let without = view(&ctx, &regions, &req, None, true).await.expect("view from the calls");
+            assert_eq!(with["overview_rows"].as_u64(), Some(regions.layout.nodes.len() as u64));
+            assert_eq!(with["calls"], without["calls"], "by region: {t0} {t1} {width}");
+            assert_eq!(with["messages_in_window"], without["messages_in_window"]);
+        }
         // A width the overview does not keep: no cells (the view reads every row's calls).
         assert!(s.cells(&[(0, 0)], facts.t0, facts.t1, s.finest() - 1).is_none());
     }
 
     #[test]
     fn lines_coarsen_to_a_multiple_and_merge_their_sums() {
-        assert_eq!((next_multiple(1), next_multiple(2), next_multiple(5)), (2, 10, 10));
-        assert_eq!((next_multiple(20_000), next_multiple(500)), (100_000, 1000));
+        assert_eq!((next_multiple(1), next_multiple(5), next_multiple(10)), (5, 10, 50));
+        assert_eq!((next_multiple(100_000), next_multiple(500)), (500_000, 1000));
+        assert_eq!((line_base(20_000), line_base(50), line_base(1), line_base(2)), (10_000, 50, 1, 1));
+        // From a base of 1 or 5, every coarser 1-2-5 width is a multiple.
+        for base in [1, 5, 10, 50, 100_000] {
+            assert!(widths(base, 0, 10_000_000).iter().all(|w| w % base == 0), "{base}");
+        }
         let line = |src, send, recv, bytes| Line {
             src,
             dst: 9,
@@ -727,6 +789,8 @@ mod tests {
             bytes,
             duration: if recv == NONE { 0 } else { recv - send },
             durations: i64::from(recv != NONE),
+            latency: 0.5,
+            latencies: 1,
             first_send: send,
             last_recv: recv,
         };
@@ -740,6 +804,7 @@ mod tests {
         let both = m.iter().find(|l| l.src == 0 && l.recv == 0).expect("merged");
         assert_eq!((both.send, both.messages, both.bytes, both.duration, both.durations), (0, 2, 400, 8, 2));
         assert_eq!((both.first_send, both.last_recv), (8, 15));
+        assert_eq!((both.latency, both.latencies), (1.0, 2));
         let lost = m.iter().find(|l| l.recv == NONE).expect("no receive");
         assert_eq!((lost.send, lost.durations, lost.last_recv), (20, 0, NONE));
     }

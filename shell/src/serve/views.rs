@@ -24,7 +24,34 @@ pub const MAX_LINES: usize = 4000;
 /// Collective marks sent for one view at most.
 pub const MAX_MARKS: usize = 8000;
 
-/// What the server knows about the trace it serves, read once.
+/// How the ranks are grouped into rows: by node, or by communication region
+/// (`process_regions`: ranks that exchange messages mostly among themselves, PCLVis 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Grouping {
+    #[default]
+    Node,
+    Region,
+}
+
+impl Grouping {
+    /// The `group` parameter: node (the default) or region.
+    pub fn parse(text: Option<&str>) -> Result<Grouping, String> {
+        match text.unwrap_or("node") {
+            "node" | "" => Ok(Grouping::Node),
+            "region" => Ok(Grouping::Region),
+            other => Err(format!("group: expected node or region, got '{other}'")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Grouping::Node => "node",
+            Grouping::Region => "region",
+        }
+    }
+}
+
+/// What the server knows about the trace it serves, read once (the layout for one grouping).
 #[derive(Debug, Clone)]
 pub struct Facts {
     pub name: String,
@@ -35,6 +62,7 @@ pub struct Facts {
     /// Calls in the trace.
     pub calls: i64,
     pub layout: Layout,
+    pub grouping: Grouping,
 }
 
 /// Run `sql` and collect it.
@@ -95,7 +123,34 @@ pub async fn facts(ctx: &SessionContext) -> Result<Facts, String> {
         locations.entry(rank).or_default().push(Location { thread, kind: kind.unwrap_or_default(), name });
     }
     let calls = ints(&collect(ctx, "SELECT count(*) FROM calls").await?, 0)?.first().copied().flatten().unwrap_or(0);
-    Ok(Facts { name, t0, t1, ranks, calls, layout: Layout { nodes, locations } })
+    Ok(Facts { name, t0, t1, ranks, calls, layout: Layout { nodes, locations }, grouping: Grouping::Node })
+}
+
+/// The facts with the ranks grouped by communication region (`process_regions()`), each region
+/// a group of rows as a node is; ranks in no region (no messages) are one more group.
+pub async fn by_region(ctx: &SessionContext, facts: &Facts) -> Result<Facts, String> {
+    let r = collect(ctx, "SELECT region, rank FROM process_regions() ORDER BY region, rank").await?;
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut placed = std::collections::BTreeSet::new();
+    for (region, rank) in ints(&r, 0)?.into_iter().zip(ints(&r, 1)?) {
+        let (Some(region), Some(rank)) = (region, rank) else { continue };
+        let name = format!("region {region}");
+        if nodes.last().is_none_or(|n| n.name != name) {
+            nodes.push(Node { name, ranks: Vec::new() });
+        }
+        nodes.last_mut().expect("pushed").ranks.push(rank);
+        placed.insert(rank);
+    }
+    let rest: Vec<i64> =
+        facts.layout.nodes.iter().flat_map(|n| n.ranks.iter().copied()).filter(|r| !placed.contains(r)).collect();
+    if !rest.is_empty() {
+        nodes.push(Node { name: "no messages".into(), ranks: rest });
+    }
+    Ok(Facts {
+        layout: Layout { nodes, locations: facts.layout.locations.clone() },
+        grouping: Grouping::Region,
+        ..facts.clone()
+    })
 }
 
 /// A view asked for: the window [t0, t1) in ns, the width in pixels and what is opened.
@@ -169,8 +224,9 @@ impl ViewRequest {
 /// The SQL of the view's three queries (calls, messages, collectives); `rows` names the
 /// function that sends a location to its row (`rows_udf`), `ranks` (a condition on `rank`)
 /// keeps the calls of the rows that are read from the calls, and `ends` (a condition on `src`
-/// and `dst`) the messages.
-pub fn view_sql(req: &ViewRequest, rows: &str, ranks: &str, ends: &str) -> [String; 3] {
+/// and `dst`) the messages; with `latency`, the messages' latency L comes from
+/// `message_latency` (the trace's criteria, made once).
+pub fn view_sql(req: &ViewRequest, rows: &str, ranks: &str, ends: &str, latency: bool) -> [String; 3] {
     let (t0, t1, res) = (req.t0, req.t1, req.resolution());
     let calls = format!(
         "SELECT rank, slot_start, slot_end, region, share FROM lod_calls(rel => (\
@@ -178,12 +234,20 @@ pub fn view_sql(req: &ViewRequest, rows: &str, ranks: &str, ends: &str) -> [Stri
            WHERE start_ts < {t1} AND end_ts > {t0} AND {ranks}), \
          t0 => {t0}, t1 => {t1}, resolution_ns => {res}, per => 'group') ORDER BY rank, slot_start"
     );
+    let window = format!(
+        "SELECT * FROM messages WHERE send_ts >= {t0} AND send_ts < {t1} AND {ends} \
+         AND {rows}(src, src_thread) <> {rows}(dst, dst_thread)"
+    );
+    let (latency, from) = if latency {
+        (", latency", format!("message_latency(rel => ({window}))"))
+    } else {
+        ("", format!("({window})"))
+    };
     let messages = format!(
-        "SELECT src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg, first_send_ts, last_recv_ts \
-         FROM lod_messages(rel => (\
-           SELECT {rows}(src, src_thread) AS src, {rows}(dst, dst_thread) AS dst, bytes, send_ts, recv_ts, duration \
-           FROM messages WHERE send_ts >= {t0} AND send_ts < {t1} AND {ends} \
-           AND {rows}(src, src_thread) <> {rows}(dst, dst_thread)), \
+        "SELECT src, dst, send_slot, recv_slot, messages, bytes_avg, duration_avg, first_send_ts, last_recv_ts, \
+           latency_avg FROM lod_messages(rel => (\
+           SELECT {rows}(src, src_thread) AS src, {rows}(dst, dst_thread) AS dst, bytes, send_ts, recv_ts, duration\
+           {latency} FROM {from}), \
          t0 => {t0}, t1 => {t1}, resolution_ns => {res}) ORDER BY messages DESC, send_slot, src, dst"
     );
     let collectives = format!(
@@ -200,7 +264,7 @@ pub fn view_sql(req: &ViewRequest, rows: &str, ranks: &str, ends: &str) -> [Stri
 pub(super) fn rows_function(ctx: &SessionContext, facts: &Facts, opened: &Opened) -> String {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    opened.hash(&mut h);
+    (facts.grouping, opened).hash(&mut h);
     let name = format!("serve_rows_{:016x}", h.finish());
     if datafusion::execution::FunctionRegistry::udf(ctx, &name).is_err() {
         let (_, keys) = facts.layout.rows(opened);
@@ -231,12 +295,14 @@ fn rank_condition(column: &str, ranks: &[i64]) -> String {
 
 /// Compute a view: its rows, the calls' representatives, the message lines and the collective
 /// marks, as the page draws them. The folded rows come from `summary` when it has the view's
-/// slot width; the other rows' calls are read.
+/// slot width; the other rows' calls are read. With `latency`, the message lines carry their
+/// mean latency L.
 pub async fn view(
     ctx: &SessionContext,
     facts: &Facts,
     req: &ViewRequest,
     summary: Option<&Summary>,
+    latency: bool,
 ) -> Result<Value, String> {
     let started = std::time::Instant::now();
     let (rows, keys) = facts.layout.rows(&req.opened);
@@ -262,7 +328,7 @@ pub async fn view(
             summary_lines = lines;
         }
     }
-    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of, &read, &ends);
+    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of, &read, &ends, latency);
     let maybe = |skip: bool, sql: String| async move { if skip { Ok(Vec::new()) } else { collect(ctx, &sql).await } };
     let (calls, messages, collectives) = tokio::try_join!(
         maybe(read == "false", calls_sql),
@@ -313,15 +379,23 @@ pub async fn view(
         (ints(&messages, 0)?, ints(&messages, 1)?, ints(&messages, 2)?, ints(&messages, 3)?, ints(&messages, 4)?);
     let (bytes, duration, first, last) =
         (floats(&messages, 5)?, floats(&messages, 6)?, ints(&messages, 7)?, ints(&messages, 8)?);
+    let latency = floats(&messages, 9)?;
     for i in 0..src.len() {
         let (Some(s), Some(d), Some(t), Some(n)) = (src[i], dst[i], send[i], count[i]) else { continue };
-        lines.push((s as usize, d as usize, t, recv[i], n, bytes[i].unwrap_or(0.0), duration[i], first[i], last[i]));
+        let l = latency[i].filter(|x| !x.is_nan());
+        lines.push((s as usize, d as usize, t, recv[i], n, bytes[i].unwrap_or(0.0), duration[i], first[i], last[i], l));
     }
-    lines.sort_unstable_by(|p, q| q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3))));
+    let busiest =
+        |p: &ViewLine, q: &ViewLine| q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3)));
     let line_rows = lines.len();
     let merged: i64 = lines.iter().map(|l| l.4).sum();
+    if lines.len() > MAX_LINES {
+        lines.select_nth_unstable_by(MAX_LINES, busiest);
+        lines.truncate(MAX_LINES);
+    }
+    lines.sort_unstable_by(busiest);
     let m: Vec<Value> =
-        lines.iter().take(MAX_LINES).map(|l| json!([l.0, l.1, l.2, l.3, l.4, l.5, l.6, l.7, l.8])).collect();
+        lines.iter().take(MAX_LINES).map(|l| json!([l.0, l.1, l.2, l.3, l.4, l.5, l.6, l.7, l.8, l.9])).collect();
     // Collective marks: every instance by its first begin from the overview, else the
     // window's participations read.
     let marks: Vec<Mark> = match summary {
@@ -373,7 +447,7 @@ pub async fn stack_at(ctx: &SessionContext, rank: i64, thread: i64, ts: i64) -> 
 
 /// The shared text of a cache key: the window, its slot width and what is opened (views at
 /// widths with one slot width are one view).
-pub fn cache_key(req: &ViewRequest) -> Arc<str> {
+pub fn cache_key(req: &ViewRequest, grouping: Grouping) -> Arc<str> {
     let list = |set: Vec<String>| set.join(",");
     let o = &req.opened;
     let (blocks, nodes, ranks) = (
@@ -381,5 +455,5 @@ pub fn cache_key(req: &ViewRequest) -> Arc<str> {
         list(o.nodes.iter().map(ToString::to_string).collect()),
         list(o.ranks.iter().map(ToString::to_string).collect()),
     );
-    format!("{}:{}:{}:{blocks}:{nodes}:{ranks}", req.t0, req.t1, req.resolution()).into()
+    format!("{}:{}:{}:{}:{blocks}:{nodes}:{ranks}", grouping.name(), req.t0, req.t1, req.resolution()).into()
 }

@@ -107,8 +107,32 @@ fn serve_answers_views_like_the_lod_functions_and_refuses_bad_input_without_stop
     let lines: i64 = v["messages"].as_array().unwrap().iter().map(|m| m[4].as_i64().unwrap()).sum();
     assert_eq!(lines.to_string(), sent, "every merged line is sent when they are few");
 
+    // Rows by communication region: a row per process_regions() region, each slot's region as
+    // lod_calls(per => 'group') gives it apart with the regions as groups.
+    let regions = sql_value("SELECT count(DISTINCT region) FROM process_regions()");
+    let (status, by_region) = s.json(&format!("/api/view?t0={a}&t1={b}&width={w}&group=region"));
+    assert_eq!(status, 200, "{by_region}");
+    let rows = by_region["rows"].as_array().unwrap();
+    assert_eq!(rows.len().to_string(), regions, "{by_region}");
+    assert_eq!(rows.iter().map(|r| r["ranks"].as_u64().unwrap()).sum::<u64>(), 64);
+    let calls = by_region["calls"].as_array().unwrap();
+    for c in calls.iter().step_by((calls.len() / 8).max(1)) {
+        let label = rows[c[0].as_u64().unwrap() as usize]["label"].as_str().unwrap();
+        let region: i64 = label.trim_start_matches("region ").split(' ').next().unwrap().parse().unwrap();
+        let t = c[1].as_i64().unwrap();
+        let apart = sql_value(&format!(
+            "SELECT region FROM lod_calls(rel => (SELECT c.rank, c.thread, c.region, c.start_ts, c.end_ts, \
+             p.region AS grp FROM calls c JOIN process_regions() p ON c.rank = p.rank ORDER BY c.rank, c.start_ts), \
+             t0 => {a}, t1 => {b}, pixels => {w}, per => 'group') \
+             WHERE rank = {region} AND slot_start <= {t} AND slot_end > {t}"
+        ));
+        let drawn = &by_region["regions"][c[3].as_u64().unwrap() as usize];
+        assert_eq!(drawn.as_str().unwrap(), apart, "{label} at {t}");
+    }
+
     // Bad input: a message each, and the server still serves.
     for (path, expected) in [
+        ("/api/view?group=rack", "group: expected node or region, got 'rack'"),
         ("/api/view?width=0", "width: expected 1 to 8192 pixels, got 0"),
         ("/api/view?width=10000000", "got 10000000"),
         ("/api/view?t0=900000000000&t1=900000001000", "outside the run"),
@@ -282,4 +306,37 @@ fn the_timeline_is_zoomed_panned_hovered_and_clicked_in_a_browser_as_sql_says() 
     let errors = b.eval("commdbTimeline.state().errors");
     assert_eq!(errors, serde_json::json!([]), "the page reported errors");
     assert!(b.errors.is_empty(), "console errors: {:?}", b.errors);
+}
+
+#[test]
+fn a_store_removed_under_the_page_gives_the_views_that_read_it_a_message_and_the_server_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("run.store");
+    let o = run(&["generate", store.to_str().unwrap(), "--ranks", "16", "--iterations", "200"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s = Served::start(&[store.to_str().unwrap()]);
+    // The whole run's view waits for the overview, which is then made.
+    let whole = s.json("/api/view?width=600");
+    assert_eq!(whole.0, 200, "{}", whole.1);
+    assert_eq!(whole.1["overview_rows"], 4, "{}", whole.1);
+    let (_, trace) = s.json("/api/trace");
+    let (t0, t1) = (trace["t0"].as_i64().unwrap(), trace["t1"].as_i64().unwrap());
+    std::fs::remove_dir_all(&store).unwrap();
+
+    // A narrow window reads the calls: a message that names the store, for each such view.
+    let mid = t0 + (t1 - t0) / 2;
+    for k in 0..3 {
+        let narrow = format!("/api/view?t0={}&t1={}&width=1000", mid + k * 5000, mid + k * 5000 + 2000);
+        let (status, body) = s.json(&narrow);
+        assert_eq!(status, 500, "{narrow}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("run.store"), "{narrow}: {body}");
+    }
+    let (status, body) = s.json(&format!("/api/stack?rank=0&ts={mid}"));
+    assert_eq!(status, 500, "{body}");
+    // What was made before is served still: the views kept, and wide views from the overview.
+    assert_eq!(s.json("/api/view?width=600"), whole);
+    let (status, wide) = s.json(&format!("/api/view?t0={t0}&t1={mid}&width=300"));
+    assert_eq!(status, 200, "{wide}");
+    assert!(!wide["calls"].as_array().unwrap().is_empty());
+    assert_eq!(s.json("/api/trace").0, 200);
 }

@@ -355,6 +355,8 @@ struct CallSlots {
     all: bool,
     /// With per => 'group': what each group gathered so far (its rows come at the end).
     groups: BTreeMap<i64, Group>,
+    /// With per => 'group', once every chunk is in: the groups whose rows are still to give.
+    finishing: Option<std::collections::btree_map::IntoIter<i64, Group>>,
     /// Region names, interned over the chunks.
     names: crate::sweeps::call_sweep::Names,
     schema: SchemaRef,
@@ -372,6 +374,7 @@ impl CallSlots {
                 per,
                 all,
                 groups: BTreeMap::new(),
+                finishing: None,
                 names: crate::sweeps::call_sweep::Names::default(),
                 schema: schema.clone(),
             };
@@ -463,25 +466,31 @@ impl Mapper for CallSlots {
         self.batch(&rows)
     }
 
-    /// With per => 'group': the groups' rows, once every chunk is in, in batches of at most
-    /// `BATCH_ROWS` (a group's slots are dropped as they are written).
+    /// With per => 'group': every chunk is in; the groups' rows come from `more`.
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let (Some(g), Per::Group) = (self.grid, self.per) else { return Ok(Vec::new()) };
-        let groups = std::mem::take(&mut self.groups);
+        if self.grid.is_some() && self.per == Per::Group {
+            self.finishing = Some(std::mem::take(&mut self.groups).into_iter());
+        }
+        Ok(Vec::new())
+    }
+
+    /// With per => 'group': the next batch of the groups' rows (about `BATCH_ROWS`), each group's
+    /// slots dropped as its rows are made, so the answer is never held whole.
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        let (Some(g), Some(groups)) = (self.grid, self.finishing.as_mut()) else { return Ok(None) };
         let (names, all) = (&self.names.names, self.all);
-        let mut batches = Vec::new();
         let mut rows: Vec<(CallRow, i64)> = Vec::new();
-        for (grp, group) in groups {
+        for (grp, group) in groups.by_ref() {
             rows.extend(representatives(group.slots, grp, 0, g, names, all).map(|row| (row, group.threads)));
             if rows.len() >= BATCH_ROWS {
-                batches.push(self.batch(&rows)?);
-                rows.clear();
+                break;
             }
         }
-        if !rows.is_empty() || batches.is_empty() {
-            batches.push(self.batch(&rows)?);
+        if rows.is_empty() {
+            self.finishing = None;
+            return Ok(None);
         }
-        Ok(batches)
+        Ok(Some(self.batch(&rows)?))
     }
 }
 

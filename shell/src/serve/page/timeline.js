@@ -10,13 +10,13 @@
   const tip = document.getElementById("tip");
   const status = document.getElementById("status");
   const st = {
-    run: null, t0: 0, t1: 1, view: null, blocks: new Set(), opened: new Set(), threads: new Set(),
+    run: null, t0: 0, t1: 1, view: null, group: "node", blocks: new Set(), opened: new Set(), threads: new Set(),
     overlays: {}, overlayOn: { critical_path: false, waits: false },
     pending: null, timings: [], errors: [], hover: null, selected: null, requested: 0, drawn: 0,
   };
   window.commdbTimeline = {
     state: () => ({
-      t0: st.t0, t1: st.t1, rows: st.view ? st.view.rows.length : 0,
+      t0: st.t0, t1: st.t1, group: st.group, rows: st.view ? st.view.rows.length : 0,
       cells: st.view ? st.view.calls.length : 0, lines: st.view ? st.view.messages.length : 0,
       marks: st.view ? st.view.collectives.length : 0, resolution: st.view ? st.view.resolution : null,
       viewT0: st.view ? st.view.t0 : null, viewT1: st.view ? st.view.t1 : null,
@@ -75,7 +75,7 @@
   }
 
   // What is opened, as the server's parameters.
-  const opened = () => ({ blocks: [...st.blocks].join(","), open: [...st.opened].join(","), threads: [...st.threads].join(",") });
+  const opened = () => ({ group: st.group, blocks: [...st.blocks].join(","), open: [...st.opened].join(","), threads: [...st.threads].join(",") });
 
   // Ask for the view of [st.t0, st.t1) at the current width; an older request still running
   // is cancelled (the server drops its query).
@@ -211,7 +211,7 @@
       el.append(span);
     }
     if (v.message_rows > v.messages.length) el.append(` · ${v.messages.length} busiest of ${v.message_rows} message lines drawn`);
-    el.append(" · messages within a folded node are not drawn");
+    el.append(" · messages within a folded row are not drawn");
   }
 
   // Overlays: asked per view; a 202 means the analysis is still running.
@@ -269,7 +269,8 @@
     if (m) {
       const v = st.view;
       st.hover = { kind: "message", src: v.rows[m[0]].label, dst: v.rows[m[1]].label, messages: m[4] };
-      showTip(ev, `${m[4]} message(s) ${v.rows[m[0]].label} → ${v.rows[m[1]].label}\nmean size ${fmtBytes(m[5])}, mean transmission ${fmt(m[6] || 0)}\nsent from ${fmt(m[7] - st.run.t0)}, last received ${fmt(m[8] - st.run.t0)}`);
+      const latency = m[9] == null ? '' : `, mean latency L ${m[9].toFixed(2)} (1 = the criterion)`;
+      showTip(ev, `${m[4]} message(s) ${v.rows[m[0]].label} → ${v.rows[m[1]].label}\nmean size ${fmtBytes(m[5])}, mean transmission ${fmt(m[6] || 0)}${latency}\nsent from ${fmt(m[7] - st.run.t0)}, last received ${fmt(m[8] - st.run.t0)}`);
       return;
     }
     if (!h) { tip.hidden = true; return; }
@@ -390,6 +391,12 @@
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
   document.getElementById("whole").onclick = () => { st.t0 = st.run.t0; st.t1 = st.run.t1; request(); };
   document.getElementById("fold").onclick = () => { st.blocks.clear(); st.opened.clear(); st.threads.clear(); request(); };
+  // Rows by node or by communication region: everything folds, the window stays.
+  document.getElementById("group").onchange = (ev) => {
+    st.group = ev.target.value;
+    st.blocks.clear(); st.opened.clear(); st.threads.clear(); st.overlays = {};
+    request();
+  };
   for (const name of Object.keys(st.overlayOn)) {
     document.getElementById("ov-" + name).onchange = (ev) => {
       st.overlayOn[name] = ev.target.checked;
