@@ -1,5 +1,7 @@
 //! The overlays a user toggles on the timeline: the critical path (`critical_path()`,
-//! Scalasca's) and the wait states (`wait_states()`). Each analysis reads the whole trace, so
+//! Scalasca's), the wait states (`wait_states()`) and the windows `attribution()` blames
+//! (PCLVis's cause of latency per time window, where it is not none: bands over every row).
+//! Each analysis reads the whole trace, so
 //! it runs once, on first demand, in the background, and is kept compactly (sorted by time);
 //! a view's overlay is then the window's part, merged per row and pixel, so it is bounded by
 //! the screen like the view itself.
@@ -62,14 +64,19 @@ impl Stretches {
 pub enum Overlay {
     CriticalPath,
     Waits,
+    Blamed,
 }
+
+/// The rank of a stretch that covers every row (a blamed window).
+const EVERY_ROW: i64 = -1;
 
 impl Overlay {
     pub fn parse(name: &str) -> Result<Overlay, String> {
         match name {
             "critical_path" => Ok(Overlay::CriticalPath),
             "waits" => Ok(Overlay::Waits),
-            other => Err(format!("overlay: expected critical_path or waits, got '{other}'")),
+            "blamed" => Ok(Overlay::Blamed),
+            other => Err(format!("overlay: expected critical_path, waits or blamed, got '{other}'")),
         }
     }
 
@@ -77,6 +84,11 @@ impl Overlay {
         match self {
             Overlay::CriticalPath => "SELECT rank, thread, start_ts, end_ts, kind FROM critical_path()",
             Overlay::Waits => "SELECT rank, thread, ts, ts + wait_ns, pattern FROM wait_states()",
+            Overlay::Blamed => {
+                "SELECT -1 AS rank, 0 AS thread, window_start, window_end, \
+                 cause || ': ' || CAST(CAST(round(delayed_share * 100) AS BIGINT) AS VARCHAR) || '% of the messages delayed; ' \
+                 || recommendation FROM attribution() WHERE cause <> 'none'"
+            }
         }
     }
 }
@@ -163,13 +175,16 @@ impl Stretches {
 }
 
 /// The window's stretches merged per (row, pixel, label): [row, x0, x1, label, time ns],
-/// consecutive pixels of one row and label joined.
+/// consecutive pixels of one row and label joined; the stretches over every row as bands
+/// [x0, x1, label].
 pub fn window(s: &Stretches, keys: &[(RowKey, usize)], split: &[i64], t0: i64, t1: i64, width: i64) -> Value {
     let rows: HashMap<RowKey, usize> = keys.iter().copied().collect();
     let first = s.first_reaching(t0);
     let px = (t1 - t0) as f64 / width as f64;
     // (row, label) -> pixels with time
     let mut cells: HashMap<(usize, u32), std::collections::BTreeMap<i64, i64>> = HashMap::new();
+    let mut bands = Vec::new();
+    let pixel = |t: i64| (((t - t0) as f64 / px) as i64).clamp(0, width - 1);
     for x in &s.items[first..] {
         if x.start >= t1 {
             break;
@@ -177,10 +192,14 @@ pub fn window(s: &Stretches, keys: &[(RowKey, usize)], split: &[i64], t0: i64, t
         if x.end <= t0 {
             continue;
         }
+        if x.rank == EVERY_ROW {
+            let (a, b) = (x.start.max(t0), x.end.min(t1));
+            bands.push(json!([pixel(a), pixel(b - 1).max(pixel(a)) + 1, x.label]));
+            continue;
+        }
         let key = if split.contains(&x.rank) { (x.rank, x.thread) } else { (x.rank, -1) };
         let Some(&row) = rows.get(&key) else { continue };
         let (a, b) = (x.start.max(t0), x.end.min(t1));
-        let pixel = |t: i64| (((t - t0) as f64 / px) as i64).min(width - 1);
         let (pa, pb) = (pixel(a), pixel(b - 1).max(pixel(a)));
         let (n, dt) = (pb - pa + 1, b - a);
         let per = cells.entry((row, x.label)).or_default();
@@ -206,7 +225,7 @@ pub fn window(s: &Stretches, keys: &[(RowKey, usize)], split: &[i64], t0: i64, t
             out.push(json!([row, a, b + 1, label, sum]));
         }
     }
-    json!({ "labels": s.labels, "stretches": out })
+    json!({ "labels": s.labels, "stretches": out, "bands": bands })
 }
 
 #[cfg(test)]

@@ -130,6 +130,26 @@ fn serve_answers_views_like_the_lod_functions_and_refuses_bad_input_without_stop
         assert_eq!(drawn.as_str().unwrap(), apart, "{label} at {t}");
     }
 
+    // The blamed windows: a band for each window attribution() gives a cause, as SQL apart.
+    let (t0, t1) = (whole["t0"].as_i64().unwrap(), whole["t1"].as_i64().unwrap());
+    let mut blamed = Value::Null;
+    for _ in 0..600 {
+        let (status, body) = s.json("/api/overlay?name=blamed&width=800");
+        if status == 200 {
+            blamed = body;
+            break;
+        }
+        assert_eq!(status, 202, "{body}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let windows = sql_value(&format!(
+        "SELECT count(*) FROM attribution() WHERE cause <> 'none' AND window_start < {t1} AND window_end > {t0}"
+    ));
+    assert_ne!(windows, "0", "the demo's background traffic is blamed");
+    assert_eq!(blamed["bands"].as_array().unwrap().len().to_string(), windows, "{blamed}");
+    let causes = sql_value("SELECT min(cause) FROM attribution() WHERE cause <> 'none'");
+    assert!(blamed["labels"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with(&causes)), "{blamed}");
+
     // Bad input: a message each, and the server still serves.
     for (path, expected) in [
         ("/api/view?group=rack", "group: expected node or region, got 'rack'"),
@@ -141,7 +161,7 @@ fn serve_answers_views_like_the_lod_functions_and_refuses_bad_input_without_stop
         ("/api/view?open=99", "open: node 99 does not exist"),
         ("/api/view?open=x", "open: expected a comma-separated list"),
         ("/api/view?blocks=9", "blocks: block 9 does not exist"),
-        ("/api/overlay?name=nothing", "overlay: expected critical_path or waits"),
+        ("/api/overlay?name=nothing", "overlay: expected critical_path, waits or blamed"),
         ("/api/stack?rank=1", "give rank and ts"),
         ("/nowhere", "no such page: /nowhere"),
     ] {
@@ -266,6 +286,14 @@ fn the_timeline_is_zoomed_panned_hovered_and_clicked_in_a_browser_as_sql_says() 
     let on_path_rows = b.eval("commdbTimeline.state().overlays.critical_path");
     let path_apart = sql_value(&format!("SELECT count(*) FROM critical_path() WHERE start_ts < {z} AND end_ts > {a}"));
     assert!(path_apart.parse::<u64>().unwrap() > 0 && on_path_rows.as_u64().unwrap() > 0);
+    // The blamed windows: a band for each window attribution() gives a cause, as apart.
+    b.eval("document.getElementById('ov-blamed').click(), true");
+    b.wait_for("commdbTimeline.state().overlays.blamed !== undefined", 60);
+    let bands = b.eval("commdbTimeline.state().overlays.blamed");
+    let blamed_apart = sql_value(&format!(
+        "SELECT count(*) FROM attribution() WHERE cause <> 'none' AND window_start < {z} AND window_end > {a}"
+    ));
+    assert_eq!(bands.to_string(), blamed_apart);
     let click = |b: &mut Browser| {
         b.mouse("mousePressed", 640.0, row_y(5.0), serde_json::json!({ "button": "left", "clickCount": 1 }));
         b.mouse("mouseReleased", 640.0, row_y(5.0), serde_json::json!({ "button": "left", "clickCount": 1 }));

@@ -11,7 +11,7 @@
   const status = document.getElementById("status");
   const st = {
     run: null, t0: 0, t1: 1, view: null, group: "node", blocks: new Set(), opened: new Set(), threads: new Set(),
-    overlays: {}, overlayOn: { critical_path: false, waits: false },
+    overlays: {}, overlayOn: { critical_path: false, waits: false, blamed: false },
     pending: null, timings: [], errors: [], hover: null, selected: null, requested: 0, drawn: 0,
   };
   window.commdbTimeline = {
@@ -22,7 +22,7 @@
       viewT0: st.view ? st.view.t0 : null, viewT1: st.view ? st.view.t1 : null,
       requested: st.requested, drawn: st.drawn, loading: !!st.pending, hover: st.hover, selected: st.selected,
       timings: st.timings.slice(), errors: st.errors.slice(), status: status.textContent,
-      overlays: Object.fromEntries(Object.entries(st.overlays).map(([k, v]) => [k, v ? v.stretches.length : 0])),
+      overlays: Object.fromEntries(Object.entries(st.overlays).map(([k, v]) => [k, v ? v.stretches.length + v.bands.length : 0])),
       geometry: geometry(),
     }),
     view: () => st.view,
@@ -139,7 +139,17 @@
       g.fillStyle = colour(v.regions[c[3]]);
       g.fillRect(x0, top + c[0] * geo.rowH, Math.max(1, x1 - x0), geo.rowH - (geo.rowH > 5 ? 1 : 0));
     }
-    // Overlays.
+    // Overlays: the blamed windows as bands over every row, then waits and the critical path.
+    const blamed = st.overlayOn.blamed && st.overlays.blamed;
+    if (blamed) {
+      for (const b of blamed.bands) {
+        const x = GUTTER + b[0] * w / v.width, len = Math.max(1, (b[1] - b[0]) * w / v.width);
+        g.fillStyle = "rgba(255,120,0,0.16)";
+        g.fillRect(x, top, len, v.rows.length * geo.rowH);
+        g.fillStyle = "rgba(230,90,0,0.9)";
+        g.fillRect(x, RULER, len, 2);
+      }
+    }
     const wait = st.overlayOn.waits && st.overlays.waits;
     if (wait) {
       g.fillStyle = "rgba(200,0,0,0.55)";
@@ -225,7 +235,9 @@
         if (code !== 200) { setStatus(body.error, true); return; }
         if (st.view !== v) return;
         st.overlays[name] = body;
-        setStatus(`${name.replace("_", " ")}: ${body.stretches.length} stretches in the window`);
+        setStatus(name === "blamed"
+          ? `${body.bands.length} blamed windows in the window (attribution)`
+          : `${name.replace("_", " ")}: ${body.stretches.length} stretches in the window`);
         draw();
       }).catch((e) => setStatus("the server did not answer: " + e.message, true));
     }
@@ -277,6 +289,12 @@
     const region = h.cell ? st.view.regions[h.cell[3]] : "(no call)";
     st.hover = { kind: "cell", row: h.row, label: h.r.label, region, t: h.t, slot_start: h.cell ? h.cell[1] : null };
     let text = `${h.r.label}\n${region}` + (h.cell ? `: ${Math.round(h.cell[4] * 100)}% of ${fmt(h.cell[2] - h.cell[1])} from ${fmt(h.cell[1] - st.run.t0)}` : "");
+    const blamed = st.overlayOn.blamed && st.overlays.blamed;
+    if (blamed) {
+      const px = (h.t - st.view.t0) / (st.view.t1 - st.view.t0) * st.view.width;
+      const band = blamed.bands.find((b) => px >= b[0] && px < b[1]);
+      if (band) text += `\nblamed window: ${blamed.labels[band[2]]}`;
+    }
     showTip(ev, text);
     if (h.r.kind !== "node" && h.r.kind !== "block") {
       clearTimeout(stackTimer);
