@@ -141,16 +141,27 @@ pub type Mark = (i64, i64, String, i64, f64, i64);
 /// mean bytes, mean duration, first send, last receive, mean latency L).
 pub type ViewLine = (usize, usize, i64, Option<i64>, i64, f64, Option<f64>, Option<i64>, Option<i64>, Option<f64>);
 
-/// Lines merged at width `res`, sorted by send slot, source, destination and receive slot.
-fn merged(lines: impl Iterator<Item = Line>, res: i64) -> Vec<Line> {
-    let mut map: commdb_catalog::fast_hash::FastMap<(u32, u32, i64, i64), Line> = Default::default();
-    for l in lines {
-        let k = l.key(res);
-        map.entry(k).and_modify(|x| x.add(&l)).or_insert(Line { send: k.2, recv: k.3, ..l });
-    }
+/// Lines by their key at one width.
+type LineMap = commdb_catalog::fast_hash::FastMap<(u32, u32, i64, i64), Line>;
+
+/// Add `l` to its line at width `res` (its slots cut to that width).
+fn add_line(map: &mut LineMap, l: Line, res: i64) {
+    let k = l.key(res);
+    map.entry(k).and_modify(|x| x.add(&l)).or_insert(Line { send: k.2, recv: k.3, ..l });
+}
+
+/// The lines of `map` sorted by send slot, source, destination and receive slot.
+fn sorted(map: LineMap) -> Vec<Line> {
     let mut out: Vec<Line> = map.into_values().collect();
     out.sort_unstable_by_key(|l| (l.send, l.src, l.dst, l.recv));
     out
+}
+
+/// Lines merged at width `res`, sorted.
+fn merged(lines: impl Iterator<Item = Line>, res: i64) -> Vec<Line> {
+    let mut map = LineMap::default();
+    lines.for_each(|l| add_line(&mut map, l, res));
+    sorted(map)
 }
 
 /// The width of the message lines' first level for slots of `res`: `res`, or half of it when
@@ -363,7 +374,7 @@ impl Summary {
         let df = ctx.sql(&sql).await.map_err(|e| e.to_string())?;
         let mut stream = df.execute_stream().await.map_err(|e| e.to_string())?;
         let mut res = line_base(finest);
-        let mut map: commdb_catalog::fast_hash::FastMap<(u32, u32, i64, i64), Line> = Default::default();
+        let mut map = LineMap::default();
         let err = |e: datafusion::error::DataFusionError| e.to_string();
         while let Some(batch) = stream.next().await {
             let batch: RecordBatch = batch.map_err(|e| e.to_string())?;
@@ -394,22 +405,16 @@ impl Summary {
                     first_send: t,
                     last_recv: r,
                 };
-                let k = line.key(res);
-                map.entry(k).and_modify(|x| x.add(&line)).or_insert(Line { send: k.2, recv: k.3, ..line });
+                add_line(&mut map, line, res);
             }
             // Too many lines at this width: go on at a coarser one.
             while map.len() > LINES {
                 res = next_multiple(res);
                 let lines: Vec<Line> = map.drain().map(|(_, l)| l).collect();
-                for l in lines {
-                    let k = l.key(res);
-                    map.entry(k).and_modify(|x| x.add(&l)).or_insert(Line { send: k.2, recv: k.3, ..l });
-                }
+                lines.into_iter().for_each(|l| add_line(&mut map, l, res));
             }
         }
-        let mut first: Vec<Line> = map.into_values().collect();
-        first.sort_unstable_by_key(|l| (l.send, l.src, l.dst, l.recv));
-        let mut levels = vec![LineLevel { res, lines: first }];
+        let mut levels = vec![LineLevel { res, lines: sorted(map) }];
         for v in widths(res, facts.t0, facts.t1).into_iter().skip(1) {
             let Some(from) = levels.iter().rposition(|l| v % l.res == 0) else {
                 return Err(format!("the message lines at {res} ns do not divide {v} ns"));
