@@ -147,7 +147,7 @@ pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()>
                 .enumerate()
                 .map(|(k, piece)| {
                     let file = part_name(k);
-                    let (rows, crc32) = write_table(&folder.join(&file), t.schema(), piece)?;
+                    let (rows, crc32) = write_table(&folder.join(&file), t.name, t.schema(), piece)?;
                     Ok(PartEntry { file, rows, crc32, key: key_range(piece, order_column(t.name)) })
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -167,7 +167,7 @@ fn part_name(k: usize) -> String {
 /// A table written as one file in `dir`.
 fn one_file(dir: &Path, t: &model::TableDoc, batches: &[RecordBatch]) -> Result<TableEntry> {
     let file = format!("{}.parquet", t.name);
-    let (rows, crc32) = write_table(&dir.join(&file), t.schema(), batches)?;
+    let (rows, crc32) = write_table(&dir.join(&file), t.name, t.schema(), batches)?;
     Ok(TableEntry { file, rows, crc32: Some(crc32), parts: Vec::new() })
 }
 
@@ -298,7 +298,7 @@ impl Drop for StoreWriter {
 }
 
 /// The Parquet writer of a part being filled.
-type OpenPart = (ArrowWriter<Checksummed<std::io::BufWriter<File>>>, String, usize);
+type OpenPart = (TableWriter, String, usize);
 
 /// A table of a store written a batch at a time into parts of consecutive rows
 /// (`StoreWriter::parts`); the rows keep the order they are given in.
@@ -339,7 +339,7 @@ impl PartWriter {
                 Some(open) => open,
                 None => {
                     let file = part_name(self.parts.len());
-                    let writer = parquet_writer(&self.folder.join(&file), self.schema.clone())?;
+                    let writer = parquet_writer(&self.folder.join(&file), self.name, self.schema.clone())?;
                     self.open.insert((writer, file, 0))
                 }
             };
@@ -351,7 +351,7 @@ impl PartWriter {
             }
             let path = self.folder.join(&*file);
             let slice = batch.slice(at, n);
-            writer.write(&slice).map_err(|e| Error::in_file(&path, e.to_string()))?;
+            writer.write(&slice, &path)?;
             if let Some(r) = key_range(&[slice], order_column(self.name)) {
                 self.key = Some(match self.key.take() {
                     Some(k) => KeyRange { min: k.min.min(r.min), max: k.max.max(r.max), ..k },
@@ -373,7 +373,7 @@ impl PartWriter {
         self.last_rank = None;
         let Some((writer, file, rows)) = self.open.take() else { return Ok(()) };
         let path = self.folder.join(&file);
-        let mut out = writer.into_inner().map_err(|e| Error::in_file(&path, e.to_string()))?;
+        let mut out = writer.into_inner(&path)?;
         out.flush().map_err(|e| Error::io(&path, e))?;
         self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize(), key: self.key.take() });
         Ok(())
@@ -383,7 +383,7 @@ impl PartWriter {
     fn finish(mut self) -> Result<TableEntry> {
         if self.parts.is_empty() && self.open.is_none() {
             let file = part_name(0);
-            self.open = Some((parquet_writer(&self.folder.join(&file), self.schema.clone())?, file, 0));
+            self.open = Some((parquet_writer(&self.folder.join(&file), self.name, self.schema.clone())?, file, 0));
         }
         self.close_part()?;
         Ok(TableEntry { file: self.name.to_string(), rows: self.rows, crc32: None, parts: self.parts })
@@ -510,16 +510,17 @@ impl<W: Write> Write for Checksummed<W> {
 }
 
 /// Columns of times and ids, nearly every value its own: a dictionary would only be built to
-/// be given up (it was a sixth of a conversion's time), so they are written plain.
-const NEARLY_UNIQUE: [&str; 21] = [
+/// be given up (it was a sixth of a conversion's time), so they are written plain. A column
+/// chunk written with a dictionary keeps the dictionary page it gave up on (up to 1 MiB), and
+/// every read of the chunk, however few of its pages a window needs, decodes that page.
+const NEARLY_UNIQUE: [&str; 23] = [
     "ts",
     "ts_local",
     "seq",
     "msg_id",
     "call_id",
-    "parent",
-    "start",
-    "end",
+    "start_ts",
+    "end_ts",
     "duration",
     "exclusive",
     "send_ts",
@@ -531,7 +532,10 @@ const NEARLY_UNIQUE: [&str; 21] = [
     "recv_post_ts",
     "send_complete_ts",
     "send_complete_call_start",
-    "begin",
+    "begin_ts",
+    "call_start",
+    "master_ts",
+    "local_ts",
     "value",
 ];
 
@@ -542,11 +546,66 @@ const NEARLY_UNIQUE: [&str; 21] = [
 /// third of the calls).
 const PAGE_ROWS: usize = 1024;
 
-/// A Parquet writer for a table's file at `path`, keeping the CRC-32 of its bytes.
-fn parquet_writer(
-    path: &Path,
-    schema: arrow::datatypes::SchemaRef,
-) -> Result<ArrowWriter<Checksummed<std::io::BufWriter<File>>>> {
+/// Rows of a row group at least before it may end where a thread's rows do. Data pages end
+/// only when full, so a page that holds the end of one thread's rows and the start of the
+/// next spans the whole run in time and is read by every window; a row group ends its pages.
+/// A table in rank order ends a row group at a thread's end once it holds this many rows, so a
+/// thread of more rows has no such page; threads of fewer rows share row groups (their few
+/// pages each span most of the run anyway).
+const ROW_GROUP_AT_LEAST: usize = 16 * PAGE_ROWS;
+
+/// The Parquet writer of a table's file, keeping the CRC-32 of its bytes; for a table in rank
+/// order, it ends row groups where threads end (`ROW_GROUP_AT_LEAST`).
+struct TableWriter {
+    inner: ArrowWriter<Checksummed<std::io::BufWriter<File>>>,
+    /// The columns whose change ends a thread's rows (rank, thread), if the table is in rank order.
+    threads: Vec<usize>,
+    /// The thread the rows written so far end with.
+    last: Option<Vec<i64>>,
+}
+
+impl TableWriter {
+    fn write(&mut self, batch: &RecordBatch, path: &Path) -> Result<()> {
+        let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
+        if self.threads.is_empty() {
+            return self.inner.write(batch).map_err(engine);
+        }
+        let keys: Vec<arrow::array::Int64Array> = self
+            .threads
+            .iter()
+            .map(|&c| {
+                arrow::compute::cast(batch.column(c), &arrow::datatypes::DataType::Int64)
+                    .map(|a| a.as_primitive::<Int64Type>().clone())
+                    .map_err(|e| Error::in_file(path, e.to_string()))
+            })
+            .collect::<Result<_>>()?;
+        let key =
+            |i: usize| -> Vec<i64> { keys.iter().map(|k| if k.is_valid(i) { k.value(i) } else { i64::MIN }).collect() };
+        let same = |i: usize, j: usize| keys.iter().all(|k| k.is_valid(i) == k.is_valid(j) && k.value(i) == k.value(j));
+        // The batch in runs of one thread.
+        let mut at = 0;
+        while at < batch.num_rows() {
+            let first = key(at);
+            let end = (at + 1..batch.num_rows()).find(|&i| !same(at, i)).unwrap_or(batch.num_rows());
+            if self.last.as_ref() != Some(&first) {
+                if self.inner.in_progress_rows() >= ROW_GROUP_AT_LEAST {
+                    self.inner.flush().map_err(engine)?;
+                }
+                self.last = Some(first);
+            }
+            self.inner.write(&batch.slice(at, end - at)).map_err(engine)?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    fn into_inner(self, path: &Path) -> Result<Checksummed<std::io::BufWriter<File>>> {
+        self.inner.into_inner().map_err(|e| Error::in_file(path, e.to_string()))
+    }
+}
+
+/// A Parquet writer for `table`'s file at `path`.
+fn parquet_writer(path: &Path, table: &str, schema: arrow::datatypes::SchemaRef) -> Result<TableWriter> {
     let file = Checksummed {
         inner: std::io::BufWriter::new(File::create(path).map_err(|e| Error::io(path, e))?),
         crc: crc32fast::Hasher::new(),
@@ -559,19 +618,28 @@ fn parquet_writer(
         props = props.set_column_dictionary_enabled(ColumnPath::from(field.name().as_str()), false);
     }
     let props = props.build();
-    ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| Error::in_file(path, e.to_string()))
+    let threads = match order_column(table) {
+        Some("rank") => ["rank", "thread"].iter().filter_map(|c| schema.index_of(c).ok()).collect(),
+        _ => Vec::new(),
+    };
+    let inner = ArrowWriter::try_new(file, schema, Some(props)).map_err(|e| Error::in_file(path, e.to_string()))?;
+    Ok(TableWriter { inner, threads, last: None })
 }
 
 /// Write one table's file; its row count and the CRC-32 of the file's bytes.
-fn write_table(path: &Path, schema: arrow::datatypes::SchemaRef, batches: &[RecordBatch]) -> Result<(usize, u32)> {
-    let engine = |e: parquet::errors::ParquetError| Error::in_file(path, e.to_string());
-    let mut writer = parquet_writer(path, schema)?;
+fn write_table(
+    path: &Path,
+    table: &str,
+    schema: arrow::datatypes::SchemaRef,
+    batches: &[RecordBatch],
+) -> Result<(usize, u32)> {
+    let mut writer = parquet_writer(path, table, schema)?;
     let mut rows = 0;
     for b in batches {
-        writer.write(b).map_err(engine)?;
+        writer.write(b, path)?;
         rows += b.num_rows();
     }
-    let mut file = writer.into_inner().map_err(engine)?;
+    let mut file = writer.into_inner(path)?;
     file.flush().map_err(|e| Error::io(path, e))?;
     Ok((rows, file.crc.finalize()))
 }
@@ -863,6 +931,19 @@ mod tests {
     }
 
     #[test]
+    fn the_columns_written_without_a_dictionary_are_columns_of_the_tables() {
+        let columns: std::collections::HashSet<&str> =
+            model::TABLES.iter().flat_map(|t| t.columns.iter().map(|c| c.name)).collect();
+        for name in NEARLY_UNIQUE {
+            assert!(columns.contains(name), "{name} is not a column of any table");
+        }
+        // Every timestamp column is among them.
+        for name in columns.iter().filter(|c| c.ends_with("_ts")) {
+            assert!(NEARLY_UNIQUE.contains(name), "{name} is written with a dictionary");
+        }
+    }
+
+    #[test]
     fn a_store_written_before_a_column_was_added_reads_it_as_null() {
         let trace = generated(3, 1);
         let ranks = &trace.table("ranks").unwrap()[0];
@@ -1003,6 +1084,42 @@ mod tests {
                 assert!(pair[0].rows >= 100, "{what}: a part cut before it was full");
             }
         }
+    }
+
+    #[test]
+    fn row_groups_of_a_rank_ordered_table_end_where_its_large_threads_end() {
+        use arrow::array::Int32Array;
+        use arrow::datatypes::{DataType, Field, Schema};
+        use std::sync::Arc;
+        // Threads of 20,000, 100, 40,000 and 30,000 rows, given in batches that cut them.
+        let threads = [((0, 0), 20_000), ((0, 1), 100), ((1, 0), 40_000), ((1, 1), 30_000)];
+        let (rank, thread): (Vec<i32>, Vec<i32>) =
+            threads.iter().flat_map(|&((r, t), n)| std::iter::repeat_n((r, t), n)).unzip();
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int32, false),
+            Field::new("thread", DataType::Int32, false),
+        ]));
+        let all = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int32Array::from(rank)), Arc::new(Int32Array::from(thread))],
+        )
+        .unwrap();
+        let batches: Vec<RecordBatch> =
+            (0..all.num_rows()).step_by(7_000).map(|at| all.slice(at, 7_000.min(all.num_rows() - at))).collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("calls.parquet");
+        let (rows, _) = write_table(&path, "calls", schema.clone(), &batches).unwrap();
+        assert_eq!(rows, all.num_rows());
+        let groups = |path: &Path| -> Vec<i64> {
+            let reader = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap()).unwrap();
+            reader.metadata().row_groups().iter().map(|g| g.num_rows()).collect()
+        };
+        // The small thread shares the row group of the thread after it.
+        assert_eq!(groups(&path), vec![20_000, 40_100, 30_000]);
+        // A table not in rank order is written in row groups of the writer's own size.
+        let other = dir.path().join("messages.parquet");
+        write_table(&other, "messages", schema, &batches).unwrap();
+        assert_eq!(groups(&other), vec![90_100]);
     }
 
     fn read_manifest(dir: &Path) -> Manifest {
