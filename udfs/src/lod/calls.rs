@@ -14,7 +14,7 @@ use datafusion::error::Result;
 use rayon::prelude::*;
 
 use commdb_analysis::args::{Args, arguments};
-use commdb_analysis::columns::{int64_column, text_column};
+use commdb_analysis::columns::{RegionIds, int64_column};
 use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text};
 use commdb_analysis::derived::Derived;
 use commdb_analysis::params::{ParamDefault, Type, param};
@@ -73,7 +73,11 @@ pub const LOD_CALLS: Function = Function {
 type CallsByThread = BTreeMap<(i64, i64), Vec<(i64, i64, u32)>>;
 
 /// Calls of each (rank, thread, group): (start, end, region id).
-type CallsByGroup = BTreeMap<(i64, i64, i64), Vec<(i64, i64, u32)>>;
+type CallsByGroup = BTreeMap<Key, Vec<Call>>;
+/// (rank, thread, group) of a call.
+type Key = (i64, i64, i64);
+/// A call: (start, end, region id).
+type Call = (i64, i64, u32);
 
 /// Exclusive-time segments (start, end, region id) of one thread's calls: the innermost open
 /// call owns the time.
@@ -141,7 +145,7 @@ fn add_to_slots(acc: &mut SlotTimes, a: i64, b: i64, region: u32, g: Grid) {
 /// the new entries are sorted and summed, then merged into `acc` in one pass.
 fn merge_slots(acc: &mut SlotTimes, more: impl IntoIterator<Item = SlotTimes>) {
     let mut new: SlotTimes = more.into_iter().flatten().collect();
-    new.sort_unstable_by_key(|e| (e.0, e.1));
+    sort_by_slot_and_region(&mut new);
     new.dedup_by(|later, kept| {
         let same = later.0 == kept.0 && later.1 == kept.1;
         if same {
@@ -175,6 +179,36 @@ fn merge_slots(acc: &mut SlotTimes, more: impl IntoIterator<Item = SlotTimes>) {
     }
     acc.extend_from_slice(&old[i..]);
     acc.extend_from_slice(&new[j..]);
+}
+
+/// Sort slot times by slot and region. The slots of a window's threads are few and dense, so
+/// they are counted into place by slot (a pass over the entries and one over the slots), each
+/// slot's few entries then sorted by region; sparse slots are sorted.
+fn sort_by_slot_and_region(v: &mut SlotTimes) {
+    let (Some(lo), Some(hi)) = (v.iter().map(|e| e.0).min(), v.iter().map(|e| e.0).max()) else { return };
+    let span = (hi - lo) as usize + 1;
+    if span > 2 * v.len() {
+        v.sort_unstable_by_key(|e| (e.0, e.1));
+        return;
+    }
+    let mut starts = vec![0usize; span + 1];
+    for e in v.iter() {
+        starts[(e.0 - lo) as usize + 1] += 1;
+    }
+    for k in 1..=span {
+        starts[k] += starts[k - 1];
+    }
+    let mut placed = vec![(0, 0, 0); v.len()];
+    let mut next = starts.clone();
+    for &e in v.iter() {
+        let k = (e.0 - lo) as usize;
+        placed[next[k]] = e;
+        next[k] += 1;
+    }
+    for k in 0..span {
+        placed[starts[k]..starts[k + 1]].sort_unstable_by_key(|e| e.1);
+    }
+    *v = placed;
 }
 
 /// One row per slot of `acc`: its representative region and that region's time; with `all`,
@@ -357,8 +391,9 @@ struct CallSlots {
     groups: BTreeMap<i64, Group>,
     /// With per => 'group', once every chunk is in: the groups whose rows are still to give.
     finishing: Option<std::collections::btree_map::IntoIter<i64, Group>>,
-    /// Region names, interned over the chunks.
-    names: crate::sweeps::call_sweep::Names,
+    /// Region names, interned over the chunks (ids index `names`).
+    regions: RegionIds<fn(&str) -> bool>,
+    names: Vec<String>,
     schema: SchemaRef,
 }
 
@@ -375,7 +410,8 @@ impl CallSlots {
                 all,
                 groups: BTreeMap::new(),
                 finishing: None,
-                names: crate::sweeps::call_sweep::Names::default(),
+                regions: RegionIds::new(|_| true),
+                names: Vec::new(),
                 schema: schema.clone(),
             };
             Ok(Box::new(slots) as Box<dyn Mapper>)
@@ -390,21 +426,8 @@ impl Mapper for CallSlots {
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let Some(g) = self.grid else { return Ok(RecordBatch::new_empty(self.schema.clone())) };
-        let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
-        let region = text_column(batches, 2)?;
-        let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
-        let counts = |i: usize| {
-            rank.is_valid(i) && thread.is_valid(i) && region.is_valid(i) && start.is_valid(i) && end.is_valid(i)
-        };
         if self.per == Per::Group {
-            let grp = int64_column(batches, 5)?;
-            // A thread's calls by group (a thread whose calls carry two groups is cut in two).
-            let mut by_group: CallsByGroup = BTreeMap::new();
-            for i in (0..rank.len()).filter(|&i| counts(i) && grp.is_valid(i)) {
-                let id = self.names.id(region.value(i));
-                let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
-                by_group.entry((rank.value(i), thread.value(i), grp.value(i))).or_default().push((a, b, id));
-            }
+            let by_group = self.calls_by_key(batches, true)?;
             // A few threads at a time (their slot times can be megabytes each), merged into
             // their groups before the next.
             let mut threads = by_group.into_iter();
@@ -435,13 +458,9 @@ impl Mapper for CallSlots {
             }
             return Ok(RecordBatch::new_empty(self.schema.clone()));
         }
-        let mut by_thread: CallsByThread = BTreeMap::new();
-        for i in (0..rank.len()).filter(|&i| counts(i)) {
-            let id = self.names.id(region.value(i));
-            let (a, b) = (start.value(i), end.value(i).max(start.value(i)));
-            by_thread.entry((rank.value(i), thread.value(i))).or_default().push((a, b, id));
-        }
-        let (names, all) = (&self.names.names, self.all);
+        let by_thread: CallsByThread =
+            self.calls_by_key(batches, false)?.into_iter().map(|((r, t, _), calls)| ((r, t), calls)).collect();
+        let (names, all) = (&self.names, self.all);
         // (row, threads sharing it: 1 per thread, the rank's thread count per rank)
         let rows: Vec<(CallRow, i64)> = if self.per == Per::Rank {
             let mut by_rank: BTreeMap<i64, Vec<Segments>> = BTreeMap::new();
@@ -478,7 +497,7 @@ impl Mapper for CallSlots {
     /// slots dropped as its rows are made, so the answer is never held whole.
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         let (Some(g), Some(groups)) = (self.grid, self.finishing.as_mut()) else { return Ok(None) };
-        let (names, all) = (&self.names.names, self.all);
+        let (names, all) = (&self.names, self.all);
         let mut rows: Vec<(CallRow, i64)> = Vec::new();
         for (grp, group) in groups.by_ref() {
             rows.extend(representatives(group.slots, grp, 0, g, names, all).map(|row| (row, group.threads)));
@@ -495,9 +514,51 @@ impl Mapper for CallSlots {
 }
 
 impl CallSlots {
+    /// The calls of a chunk that count (no column NULL), by (rank, thread, and with `grouped`
+    /// the group; else 0): (start, end, region id), an end before its start moved to it. The
+    /// chunk's rows come in runs of one key, so a key is looked up once per run, and regions
+    /// once per dictionary entry.
+    fn calls_by_key(&mut self, batches: &[RecordBatch], grouped: bool) -> Result<CallsByGroup> {
+        let (rank, thread) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
+        let (start, end) = (int64_column(batches, 3)?, int64_column(batches, 4)?);
+        let grp = if grouped { Some(int64_column(batches, 5)?) } else { None };
+        let mut region = Vec::with_capacity(rank.len());
+        for b in batches {
+            self.regions.append(b.column(2), &mut self.names, &mut region)?;
+        }
+        let mut by_key: CallsByGroup = BTreeMap::new();
+        // The key of the run being read and its calls.
+        let mut run: Option<(Key, Vec<Call>)> = None;
+        for (i, &id) in region.iter().enumerate() {
+            let g = match &grp {
+                Some(g) if g.is_null(i) => continue,
+                Some(g) => g.value(i),
+                None => 0,
+            };
+            let (Some(id), true) = (id, rank.is_valid(i) && thread.is_valid(i) && start.is_valid(i) && end.is_valid(i))
+            else {
+                continue;
+            };
+            let key = (rank.value(i), thread.value(i), g);
+            let call = (start.value(i), end.value(i).max(start.value(i)), id);
+            match &mut run {
+                Some((k, calls)) if *k == key => calls.push(call),
+                _ => {
+                    if let Some((k, calls)) = run.replace((key, vec![call])) {
+                        by_key.entry(k).or_default().extend(calls);
+                    }
+                }
+            }
+        }
+        if let Some((k, calls)) = run {
+            by_key.entry(k).or_default().extend(calls);
+        }
+        Ok(by_key)
+    }
+
     /// Output rows as a batch; each row's share is its time over the slot times its threads.
     fn batch(&self, rows: &[(CallRow, i64)]) -> Result<RecordBatch> {
-        let names = &self.names.names;
+        let names = &self.names;
         let per_thread = self.per == Per::Thread;
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0.0))),
@@ -544,6 +605,21 @@ mod tests {
         add_to_slots(&mut b, 0, 30, 0, g);
         merge_slots(&mut acc, [b, a]);
         assert_eq!(acc, vec![(0, 0, 10), (0, 1, 10), (1, 0, 16), (1, 1, 10), (2, 0, 10)]);
+    }
+
+    #[test]
+    fn slot_times_sort_by_slot_and_region_dense_or_sparse() {
+        let mut dense: SlotTimes = vec![(3, 2, 1), (1, 5, 2), (3, 0, 3), (2, 1, 4), (1, 1, 5), (3, 1, 6)];
+        let mut expected = dense.clone();
+        expected.sort_unstable_by_key(|e| (e.0, e.1));
+        sort_by_slot_and_region(&mut dense);
+        assert_eq!(dense, expected);
+        let mut sparse: SlotTimes = vec![(1_000_000, 2, 1), (5, 1, 2), (-7, 0, 3)];
+        sort_by_slot_and_region(&mut sparse);
+        assert_eq!(sparse, vec![(-7, 0, 3), (5, 1, 2), (1_000_000, 2, 1)]);
+        let mut none = SlotTimes::new();
+        sort_by_slot_and_region(&mut none);
+        assert!(none.is_empty());
     }
 
     #[test]
