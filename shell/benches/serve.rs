@@ -80,6 +80,7 @@ fn main() {
     println!("first view drawn {first:.2} s after the page was opened");
     let top = b.eval("document.getElementById('timeline').getBoundingClientRect().top").as_f64().unwrap();
     let (x, y) = (900.0, top + 60.0);
+    let mut moves: Vec<(f64, f64)> = Vec::new(); // (ms, window width in ms) of each move
     for i in 0..100 {
         let drawn = b.eval("commdbTimeline.state().drawn").as_u64().unwrap();
         match i % 10 {
@@ -98,12 +99,20 @@ fn main() {
             continue; // a move at the edge of the run asks for nothing new
         }
         b.wait_for(&format!("commdbTimeline.state().drawn > {drawn} && !commdbTimeline.state().loading"), 600);
+        let state = b.eval("commdbTimeline.state()");
+        let ms = state["timings"].as_array().and_then(|t| t.last()).and_then(serde_json::Value::as_f64);
+        let wide = (state["t1"].as_f64().unwrap_or(0.0) - state["t0"].as_f64().unwrap_or(0.0)) / 1e6;
+        moves.extend(ms.map(|ms| (ms, wide)));
         std::thread::sleep(Duration::from_millis(20));
     }
     let state = b.eval("commdbTimeline.state()");
     let mut timings: Vec<f64> =
         state["timings"].as_array().unwrap().iter().skip(1).filter_map(serde_json::Value::as_f64).collect();
     timings.sort_by(f64::total_cmp);
+    moves.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let slowest: Vec<String> =
+        moves.iter().take(6).map(|(ms, wide)| format!("{ms:.0} ms ({wide:.3} ms wide)")).collect();
+    println!("slowest moves: {}", slowest.join(", "));
     let heap = b.call("Runtime.getHeapUsage", json!({}));
     println!(
         "{} moves drawn: median {:.0} ms, 95th percentile {:.0} ms, largest {:.0} ms; last window {:.3} ms wide",

@@ -3,8 +3,9 @@
 //! every view is a query: commdb's level-of-detail functions over that window (`views`), with
 //! rows grouped by node (`layout`), and the critical path and wait states as overlays
 //! (`overlays`). The folded rows of wide views come from an overview of the calls made once as
-//! the server starts (`summary`). Views are cached per (window, width, rows) and a query whose client went away
-//! is dropped. Beside the timeline a query box runs read-only SQL with the selected window as
+//! the server starts (`summary`); the rows it does not have are read in tiles of the slot grid,
+//! kept so that a pan reads only what it uncovers (`tiles`). Views are cached per (window,
+//! width, rows) and a query whose client went away is dropped. Beside the timeline a query box runs read-only SQL with the selected window as
 //! parameters `$t0` and `$t1`. The server is a small HTTP/1.1 one (`http`) on 127.0.0.1 unless
 //! asked otherwise.
 
@@ -14,6 +15,7 @@ mod overlays;
 mod rows_udf;
 mod summary;
 mod table_json;
+mod tiles;
 mod views;
 
 use std::collections::{HashMap, VecDeque};
@@ -60,6 +62,8 @@ struct Server {
     /// The rows by communication region, made on first demand.
     by_region: tokio::sync::OnceCell<Result<Arc<Grouped>, String>>,
     cache: Mutex<Cache>,
+    /// The tiles of the rows views read.
+    tiles: tiles::Tiles,
     /// Views being computed ahead of the page (the whole run at the usual widths).
     warming: Mutex<HashMap<Arc<str>, Warming>>,
     overlays: overlays::Overlays,
@@ -137,6 +141,7 @@ pub async fn serve(session: commdb_catalog::session::Session, bind: SocketAddr) 
         by_node,
         by_region: tokio::sync::OnceCell::new(),
         cache: Mutex::new((HashMap::new(), VecDeque::new())),
+        tiles: tiles::Tiles::default(),
         warming: Mutex::new(HashMap::new()),
         overlays: overlays::Overlays::default(),
     });
@@ -319,11 +324,17 @@ fn overview(ctx: &SessionContext, facts: &Facts) -> (Overview, i64) {
     (shared, finest)
 }
 
-/// Compute the whole run's view at the usual widths ahead of the page, one after the other.
+/// Compute the whole run's view at the usual widths ahead of the page, one after the other, then
+/// a narrow one.
 fn warm(server: &Arc<Server>) {
     let (f, mut keys) = (&server.facts, Vec::new());
-    for width in WARM_WIDTHS {
-        let req = ViewRequest::snapped(f.t0, f.t1, width, layout::Opened::default());
+    // Then a thousandth of the run in the middle, finer than the overview's slots: the first
+    // view that reads the calls and messages of a window loads their files' page indexes.
+    let (middle, narrow) = (f.t0 + (f.t1 - f.t0) / 2, ((f.t1 - f.t0) / 1000).max(1));
+    let windows =
+        WARM_WIDTHS.map(|width| (f.t0, f.t1, width)).into_iter().chain([(middle, middle + narrow, WARM_WIDTHS[0])]);
+    for (t0, t1, width) in windows {
+        let req = ViewRequest::snapped(t0, t1, width, layout::Opened::default());
         let key = views::cache_key(&req, f.grouping);
         if keys.iter().any(|(k, _)| k == &key) {
             continue;
@@ -337,7 +348,7 @@ fn warm(server: &Arc<Server>) {
             if let Some(before) = after {
                 before.await;
             }
-            compute_view(&shared.by_node, &shared.ctx, &req).await
+            compute_view(&shared.by_node, &shared.ctx, &req, &shared.tiles).await
         });
         let work = futures::FutureExt::shared(work);
         lock(&server.warming).insert(key.clone(), work.clone());
@@ -371,7 +382,7 @@ fn remember(server: &Server, key: Arc<str>, response: Response) {
     }
 }
 
-async fn compute_view(grouped: &Grouped, ctx: &SessionContext, req: &ViewRequest) -> Response {
+async fn compute_view(grouped: &Grouped, ctx: &SessionContext, req: &ViewRequest, tiles: &tiles::Tiles) -> Response {
     // A view as wide as the overview's slots waits for it; a finer one takes it if made.
     let summary = if req.res >= grouped.summary_finest {
         grouped.summary.clone().await
@@ -379,7 +390,7 @@ async fn compute_view(grouped: &Grouped, ctx: &SessionContext, req: &ViewRequest
         grouped.summary.peek().cloned().flatten()
     };
     let latency = summary.as_ref().is_some_and(|s| s.latency);
-    match views::view(ctx, &grouped.facts, req, summary.as_deref(), latency).await {
+    match views::view(ctx, &grouped.facts, req, summary.as_deref(), latency, tiles).await {
         Err(e) => Response::error(500, &format!("the view failed: {e}")),
         Ok(v) => Response::json(Arc::new(v.to_string().into_bytes())),
     }
@@ -396,7 +407,7 @@ async fn view(server: &Server, grouped: &Grouped, req: &ViewRequest) -> Response
     if let Some(w) = warming {
         return w.await;
     }
-    let response = compute_view(grouped, &server.ctx, req).await;
+    let response = compute_view(grouped, &server.ctx, req, &server.tiles).await;
     if response.status == 200 {
         remember(server, key, response.clone());
     }

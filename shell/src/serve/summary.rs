@@ -728,8 +728,9 @@ mod tests {
             let req = ViewRequest::snapped(t0, t1, width, opened);
             assert!(req.res >= s.finest(), "{} < {}", req.res, s.finest());
             assert!(s.latency);
-            let with = view(&ctx, &facts, &req, Some(&s), true).await.expect("view with the overview");
-            let without = view(&ctx, &facts, &req, None, true).await.expect("view from the calls");
+            let with =
+                view(&ctx, &facts, &req, Some(&s), true, &Default::default()).await.expect("view with the overview");
+            let without = view(&ctx, &facts, &req, None, true, &Default::default()).await.expect("view from the calls");
             let folded = 4 - open.split(',').filter(|n| !n.is_empty()).count();
             assert_eq!(with["overview_rows"], folded, "{t0} {t1} {width} {open}");
             assert_eq!(without["overview_rows"], 0);
@@ -766,14 +767,49 @@ mod tests {
         let s = Summary::build(&ctx, &regions, 20_000).await.expect("overview by region");
         for (t0, t1, width) in [(facts.t0, facts.t1, 900), (facts.t0 + span / 4, facts.t0 + span / 2, 100)] {
             let req = ViewRequest::snapped(t0, t1, width, Opened::default());
-            let with = view(&ctx, &regions, &req, Some(&s), true).await.expect("view with the overview");
-            let without = view(&ctx, &regions, &req, None, true).await.expect("view from the calls");
+            let with =
+                view(&ctx, &regions, &req, Some(&s), true, &Default::default()).await.expect("view with the overview");
+            let without =
+                view(&ctx, &regions, &req, None, true, &Default::default()).await.expect("view from the calls");
             assert_eq!(with["overview_rows"].as_u64(), Some(regions.layout.nodes.len() as u64));
             assert_eq!(with["calls"], without["calls"], "by region: {t0} {t1} {width}");
             assert_eq!(with["messages_in_window"], without["messages_in_window"]);
         }
         // A width the overview does not keep: no cells (the view reads every row's calls).
         assert!(s.cells(&[(0, 0)], facts.t0, facts.t1, s.finest() - 1).is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_view_made_of_kept_tiles_is_the_view_computed_whole() {
+        use crate::serve::tiles::Tiles;
+        let session = demo_session();
+        let ctx = session.context().clone();
+        let facts = facts(&ctx).await.expect("facts");
+        let span = facts.t1 - facts.t0;
+        let opened = Opened::parse(None, Some("1"), None).expect("opened");
+        let at = |from: i64| ViewRequest::snapped(facts.t0 + from, facts.t0 + from + span / 8, 700, opened.clone());
+        // A window, pans of it both ways, the whole run, and the second window again.
+        let whole = ViewRequest::snapped(facts.t0, facts.t1, 700, opened.clone());
+        let moves = [at(span / 4), at(span / 4 + span / 40), at(span / 4 - span / 30), whole, at(span / 4 + span / 40)];
+        let tiles = Tiles::default();
+        for (i, req) in moves.iter().enumerate() {
+            let kept = view(&ctx, &facts, req, None, false, &tiles).await.expect("view from kept tiles");
+            let fresh = view(&ctx, &facts, req, None, false, &Tiles::default()).await.expect("view computed whole");
+            assert!(!fresh["calls"].as_array().expect("cells").is_empty(), "move {i}");
+            assert!(fresh["message_rows"].as_u64().expect("lines") > 0, "move {i}");
+            for key in ["calls", "regions", "messages", "message_rows", "messages_in_window", "collectives"] {
+                assert_eq!(kept[key], fresh[key], "move {i}: {key}");
+            }
+            assert_eq!(fresh["tiles_cached"], 0, "move {i}");
+            let (cached, computed) = (kept["tiles_cached"].as_u64(), kept["tiles_computed"].as_u64());
+            match i {
+                0 | 3 => assert_eq!(cached, Some(0), "move {i}"),
+                1 | 2 => assert!(cached > Some(0) && computed > Some(0), "move {i}: {cached:?} {computed:?}"),
+                _ => assert_eq!(computed, Some(0), "move {i}: the window again"),
+            }
+        }
+        let (n, bytes) = tiles.held();
+        assert!(n > 0 && bytes > 0);
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use super::layout::{Layout, Location, Node, Opened};
 use super::summary::{Cell, Mark, Summary, ViewLine};
+use super::tiles::{self, Tiles};
 
 /// Widest drawing a view is computed for.
 pub const MAX_WIDTH: i64 = 8192;
@@ -295,14 +296,15 @@ fn rank_condition(column: &str, ranks: &[i64]) -> String {
 
 /// Compute a view: its rows, the calls' representatives, the message lines and the collective
 /// marks, as the page draws them. The folded rows come from `summary` when it has the view's
-/// slot width; the other rows' calls are read. With `latency`, the message lines carry their
-/// mean latency L.
+/// slot width; the other rows' calls and messages are read, in tiles kept in `tile_cache`. With
+/// `latency`, the message lines carry their mean latency L.
 pub async fn view(
     ctx: &SessionContext,
     facts: &Facts,
     req: &ViewRequest,
     summary: Option<&Summary>,
     latency: bool,
+    tile_cache: &Tiles,
 ) -> Result<Value, String> {
     let started = std::time::Instant::now();
     let (rows, keys) = facts.layout.rows(&req.opened);
@@ -328,19 +330,43 @@ pub async fn view(
             summary_lines = lines;
         }
     }
-    let [calls_sql, messages_sql, collectives_sql] = view_sql(req, &rows_of, &read, &ends, latency);
+    // The rows read: their calls and message lines in tiles, those not kept computed by one
+    // query over the span of them; collective marks (without the overview) over the window.
+    let ks = tiles::covering(req.t0, req.t1, req.res);
+    let scope: Arc<str> = format!("{rows_of}|{read}|{ends}|{latency}|{}", req.res).into();
+    let mut have = tile_cache.get(&scope, ks.clone());
+    let missing: Vec<i64> = ks.clone().filter(|&k| have[(k - ks.start) as usize].is_none()).collect();
+    let (tiles_cached, tiles_computed) = (have.len() - missing.len(), missing.len());
+    let computing = match (missing.first(), missing.last()) {
+        (Some(&a), Some(&b)) => a..b + 1,
+        _ => ks.start..ks.start,
+    };
+    let (a, b) = tiles::window(&computing, req.res);
+    let span = ViewRequest { t0: a, t1: b, ..req.clone() };
+    let [calls_sql, messages_sql, _] = view_sql(&span, &rows_of, &read, &ends, latency);
+    let [_, _, collectives_sql] = view_sql(req, &rows_of, &read, &ends, latency);
     let maybe = |skip: bool, sql: String| async move { if skip { Ok(Vec::new()) } else { collect(ctx, &sql).await } };
+    let nothing = computing.is_empty();
     let (calls, messages, collectives) = tokio::try_join!(
-        maybe(read == "false", calls_sql),
-        maybe(ends == "false", messages_sql),
+        maybe(nothing || read == "false", calls_sql),
+        maybe(nothing || ends == "false", messages_sql),
         maybe(summary.is_some(), collectives_sql)
     )?;
-    let (row, a, b, region, share) =
-        (ints(&calls, 0)?, ints(&calls, 1)?, ints(&calls, 2)?, texts(&calls, 3)?, floats(&calls, 4)?);
+    if !nothing {
+        let computed = tiles::split(read_cells(&calls)?, read_lines(&messages)?, &computing, req.res);
+        for (k, tile) in computing.clone().zip(computed) {
+            let tile = Arc::new(tile);
+            tile_cache.keep(&scope, k, tile.clone());
+            have[(k - ks.start) as usize] = Some(tile);
+        }
+    }
+    let within = |slot: i64| slot >= req.t0 && slot < req.t1;
     let mut all: Vec<Cell> = from_summary;
-    for i in 0..row.len() {
-        let (Some(r), Some(x), Some(y)) = (row[i], a[i], b[i]) else { continue };
-        all.push((r as usize, x, y, region[i].clone().unwrap_or_default(), share[i].unwrap_or(0.0)));
+    let mut lines: Vec<ViewLine> = summary_lines;
+    let overview_lines = lines.len();
+    for tile in have.iter().flatten() {
+        all.extend(tile.cells.iter().filter(|c| within(c.1)).cloned());
+        lines.extend(tile.lines.iter().filter(|l| within(l.2)).cloned());
     }
     all.sort_by_key(|c| (c.0, c.1));
     // Calls: [row, slot_start, slot_end, region index, share], regions named once.
@@ -373,18 +399,6 @@ pub async fn view(
         cells.push(json!([r0, x0, y0, k0, round(sum / n)]));
     }
     // Message lines: the busiest first (ties by send slot, rows and receive slot).
-    let overview_lines = summary_lines.len();
-    let mut lines: Vec<ViewLine> = summary_lines;
-    let (src, dst, send, recv, count) =
-        (ints(&messages, 0)?, ints(&messages, 1)?, ints(&messages, 2)?, ints(&messages, 3)?, ints(&messages, 4)?);
-    let (bytes, duration, first, last) =
-        (floats(&messages, 5)?, floats(&messages, 6)?, ints(&messages, 7)?, ints(&messages, 8)?);
-    let latency = floats(&messages, 9)?;
-    for i in 0..src.len() {
-        let (Some(s), Some(d), Some(t), Some(n)) = (src[i], dst[i], send[i], count[i]) else { continue };
-        let l = latency[i].filter(|x| !x.is_nan());
-        lines.push((s as usize, d as usize, t, recv[i], n, bytes[i].unwrap_or(0.0), duration[i], first[i], last[i], l));
-    }
     let busiest =
         |p: &ViewLine, q: &ViewLine| q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3)));
     let line_rows = lines.len();
@@ -428,8 +442,38 @@ pub async fn view(
         "collective_rows": marks,
         "overview_rows": overview_rows,
         "overview_lines": overview_lines,
+        "tiles_cached": tiles_cached,
+        "tiles_computed": tiles_computed,
         "elapsed_ms": started.elapsed().as_millis() as u64,
     }))
+}
+
+/// The cells of a `lod_calls` answer (row, slot start, slot end, region, share).
+fn read_cells(calls: &[RecordBatch]) -> Result<Vec<Cell>, String> {
+    let (row, a, b, region, share) =
+        (ints(calls, 0)?, ints(calls, 1)?, ints(calls, 2)?, texts(calls, 3)?, floats(calls, 4)?);
+    let mut cells = Vec::with_capacity(row.len());
+    for i in 0..row.len() {
+        let (Some(r), Some(x), Some(y)) = (row[i], a[i], b[i]) else { continue };
+        cells.push((r as usize, x, y, region[i].clone().unwrap_or_default(), share[i].unwrap_or(0.0)));
+    }
+    Ok(cells)
+}
+
+/// The message lines of a `lod_messages` answer, as `view_sql` selects its columns.
+fn read_lines(messages: &[RecordBatch]) -> Result<Vec<ViewLine>, String> {
+    let (src, dst, send, recv, count) =
+        (ints(messages, 0)?, ints(messages, 1)?, ints(messages, 2)?, ints(messages, 3)?, ints(messages, 4)?);
+    let (bytes, duration, first, last) =
+        (floats(messages, 5)?, floats(messages, 6)?, ints(messages, 7)?, ints(messages, 8)?);
+    let latency = floats(messages, 9)?;
+    let mut lines = Vec::with_capacity(src.len());
+    for i in 0..src.len() {
+        let (Some(s), Some(d), Some(t), Some(n)) = (src[i], dst[i], send[i], count[i]) else { continue };
+        let l = latency[i].filter(|x| !x.is_nan());
+        lines.push((s as usize, d as usize, t, recv[i], n, bytes[i].unwrap_or(0.0), duration[i], first[i], last[i], l));
+    }
+    Ok(lines)
 }
 
 /// The call stack at `ts` on a rank's thread, outermost first: what a hover shows.
