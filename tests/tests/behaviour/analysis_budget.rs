@@ -332,8 +332,10 @@ fn the_wait_analyses_and_the_dag_hold_what_they_fold_and_sweep_the_calls_by_rank
         };
         assert_eq!(rows(&mut copied, &from_copy).unwrap(), expected, "{from_copy}");
     }
-    // What the replay holds per call answers to the budget: past it, the error says so.
-    let mut tighter = open(&store.display().to_string(), 1 << 20);
+    // What the replay holds per call answers to the budget: past it, the error says so. (The
+    // merge of the scan's two partitions holds about 0.9 MiB of the calls' batches itself, so
+    // the budget leaves room for it and not for the replay's calls.)
+    let mut tighter = open(&store.display().to_string(), 3 << 19);
     let e = rows(&mut tighter, "SELECT count(*) FROM ideal_replay()").unwrap_err();
     assert!(e.contains("ideal_replay") && e.contains("memory budget"), "{e}");
 }
