@@ -335,12 +335,14 @@ pub async fn view(
     let ks = tiles::covering(req.t0, req.t1, req.res);
     let scope: Arc<str> = format!("{rows_of}|{read}|{ends}|{latency}|{}", req.res).into();
     let mut have = tile_cache.get(&scope, ks.clone());
-    let missing: Vec<i64> = ks.clone().filter(|&k| have[(k - ks.start) as usize].is_none()).collect();
-    let (tiles_cached, tiles_computed) = (have.len() - missing.len(), missing.len());
-    let computing = match (missing.first(), missing.last()) {
-        (Some(&a), Some(&b)) => a..b + 1,
+    // From the first tile not kept to the last (kept ones between are computed again).
+    let missing = |k: &i64| have[(k - ks.start) as usize].is_none();
+    let computing = match (ks.clone().find(missing), ks.clone().rev().find(missing)) {
+        (Some(a), Some(b)) => a..b + 1,
         _ => ks.start..ks.start,
     };
+    let tiles_computed = computing.clone().count();
+    let tiles_cached = have.len() - tiles_computed;
     let (a, b) = tiles::window(&computing, req.res);
     let span = ViewRequest { t0: a, t1: b, ..req.clone() };
     let [calls_sql, messages_sql, _] = view_sql(&span, &rows_of, &read, &ends, latency);
