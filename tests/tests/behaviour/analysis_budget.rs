@@ -20,19 +20,26 @@ fn session(budget: usize) -> Session {
 #[test]
 fn an_analysis_over_the_budget_says_what_it_needs_and_what_to_narrow() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    // 44,800 messages: latency_criteria folds them as they come into its groups, 16 bytes a
-    // message (about 0.7 MB, more with the vectors' room to grow).
+    // 44,800 messages in two groups: latency_criteria keeps at most twice max_samples of a
+    // group's messages, 16 bytes each; with max_samples above the group's 22,400 messages it
+    // keeps them all (about 0.7 MB), more than 512 KiB.
     let mut small = session(1 << 19);
-    let e = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria()")).unwrap_err().to_string();
+    let all = "SELECT count(*) FROM latency_criteria(max_samples => 100000)";
+    let e = runtime.block_on(small.collect(all)).unwrap_err().to_string();
     assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
     assert!(e.contains("narrow the relation") && e.contains("--memory-limit"), "{e}");
     assert!(e.contains("needs about ") && e.contains("KiB"), "{e}");
     println!("{e}");
 
-    // A view over a short time window fits the same budget.
+    // A view over a short time window fits the same budget, and so does a sample of 1,000
+    // messages a group over the whole run.
     runtime.block_on(small.collect("CREATE VIEW early AS SELECT * FROM messages WHERE send_ts < 2000000")).unwrap();
-    let rows = runtime.block_on(small.collect("SELECT count(*) FROM latency_criteria(rel => 'early')")).unwrap();
+    let narrow = "SELECT count(*) FROM latency_criteria(rel => 'early', max_samples => 100000)";
+    let rows = runtime.block_on(small.collect(narrow)).unwrap();
     assert!(rows[0].column(0).as_primitive::<Int64Type>().value(0) > 0);
+    let sampled = "SELECT sum(samples) FROM latency_criteria(max_samples => 1000)";
+    let rows = runtime.block_on(small.collect(sampled)).unwrap();
+    assert_eq!(rows[0].column(0).as_primitive::<Int64Type>().value(0), 2000);
 
     // With room, the whole relation is analysed, and the reservation is given back after.
     let mut roomy = session(1 << 30);
@@ -62,8 +69,11 @@ fn message_latency_streams_the_messages_and_holds_only_what_the_criteria_need() 
     assert!(plan.contains("message_latency: analysis, streamed"), "{plan}");
     assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
     assert!(plan.contains("latency_criteria: analysis, streamed"), "{plan}");
-    // What the criteria fold holds still answers to the budget.
-    let e = answer(&mut session(1 << 19)).unwrap_err();
+    // What the criteria fold holds still answers to the budget: all the messages when the
+    // sample may hold them all.
+    let all = query.replace("message_latency()", "message_latency(max_samples => 100000)");
+    let rows = runtime.block_on(session(1 << 19).collect(&all)).map_err(|e| e.to_string());
+    let e = rows.unwrap_err();
     assert!(e.contains("latency_criteria: folding its input") && e.contains("memory budget for queries"), "{e}");
 }
 

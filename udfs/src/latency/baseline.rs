@@ -138,7 +138,7 @@ impl Baseline {
     /// For an analysis that streams its messages (`relation`, whose message columns `indices`
     /// finds): the input its criteria are read from before the messages stream, as
     /// `latency_criteria` rows (computed as the relation's or the trace's messages stream by,
-    /// holding 16 bytes a message) or the criteria given; none when they are known.
+    /// holding their groups' samples) or the criteria given; none when they are known.
     pub fn streamed_input(
         &self,
         relation: &Relation,

@@ -1,5 +1,5 @@
 //! The latency criteria of PCLVis 4.1: messages grouped by locality and size bucket, the
-//! median transmission time of a deterministic stratified sample of each group (`CriteriaFold`),
+//! median transmission time of a deterministic pseudo-random sample of each group (`CriteriaFold`),
 //! a cluster part's groups sorted for a k-way merge (`CriteriaPartials`, `CriteriaMerge`), and
 //! the criteria as a table to look a message's criterion up in (`CriteriaTable`).
 
@@ -207,54 +207,137 @@ pub(crate) fn median(values: &mut [i64]) -> f64 {
 
 /// Criteria of every (locality, bucket), ordered by locality then bucket.
 pub fn criteria(m: &MessageColumns, p: &Params) -> Vec<Criterion> {
-    let mut fold = CriteriaFold::default();
-    fold.add(m, p.bucket_bytes);
-    fold.finish(p)
+    let mut fold = CriteriaFold::new(*p);
+    fold.add(m);
+    fold.finish()
 }
 
-/// A message in its group: (its place in send-time order, duration). The place is its send_ts
-/// (NULL last) when the relation has one, else its row in the input.
-pub(crate) type Placed = (i64, i64);
+/// A message in its group's sample order: (its sample key, duration).
+pub(crate) type Keyed = (i64, i64);
 
-/// The criteria's groups gathered batch by batch: per (locality, bucket), every message's
-/// place in send-time order and duration, 16 bytes a message, from which the sample is drawn
-/// at the end.
-#[derive(Debug, Default)]
-pub struct CriteriaFold {
-    groups: FastMap<(u8, i64), Vec<Placed>>,
-    /// Rows added so far.
-    rows: u64,
-    /// Messages kept in the groups (held_bytes is asked after every batch).
-    kept: usize,
+/// The key that orders a group's messages for the sample: a mix (splitmix64's finaliser) of
+/// the message's send time (or its row, without send_ts) and its duration, so that the
+/// messages with the smallest keys are a pseudo-random sample fixed by the messages themselves,
+/// whatever order they are read in. Messages with the same send time and duration have the
+/// same key and the same duration, so whichever of them is taken, the sample is the same.
+#[inline]
+pub(crate) fn sample_key(place: i64, duration: i64) -> i64 {
+    fn mix(mut z: u64) -> u64 {
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    mix((place as u64).wrapping_add(0x9e37_79b9_7f4a_7c15) ^ mix(duration as u64).rotate_left(32)) as i64
 }
 
-/// The place among `n` messages in send-time order of the `k`-th of `m` sampled: the middle
-/// one of the k-th of m equal strata.
-pub(crate) fn sample_place(k: usize, n: usize, m: usize) -> usize {
-    (2 * k + 1) * n / (2 * m)
+/// The `m` messages of a group with the smallest (key, duration), gathered as they come: at
+/// most 2m are held, and when 2m are, the m smallest are kept and anything not below the
+/// largest of them is turned away after.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Smallest {
+    /// Messages seen.
+    n: usize,
+    kept: Vec<Keyed>,
+    /// The largest kept after the last shrink: a message not below it cannot enter.
+    bound: Option<Keyed>,
 }
 
-/// The durations of the `m` messages at `sample_place(k, n, m)` (k < m) of `rows` in (place,
-/// duration) order, as sorting them would give, without sorting: the middle place is selected
-/// (everything before it is then before it in the order, everything after it after), and each
-/// side is searched for its own places, so the cost is O(n log m), in place.
-pub(crate) fn sample_of(rows: &mut [Placed], m: usize) -> Vec<i64> {
-    fn select(rows: &mut [Placed], offset: usize, places: &[usize], out: &mut [i64]) {
-        if places.is_empty() {
+impl Smallest {
+    #[inline]
+    fn push(&mut self, x: Keyed, m: usize) {
+        self.n += 1;
+        if self.bound.is_some_and(|b| x >= b) {
             return;
         }
-        let mid = places.len() / 2;
-        let (before, at, after) = rows.select_nth_unstable(places[mid] - offset);
-        out[mid] = at.1;
-        let next = places[mid] + 1;
-        select(before, offset, &places[..mid], &mut out[..mid]);
-        select(after, next, &places[mid + 1..], &mut out[mid + 1..]);
+        self.kept.push(x);
+        if self.kept.len() >= 2 * m {
+            self.shrink(m);
+        }
     }
-    let n = rows.len();
-    let places: Vec<usize> = (0..m).map(|k| sample_place(k, n, m)).collect();
-    let mut out = vec![0; m];
-    select(rows, 0, &places, &mut out);
-    out
+
+    fn shrink(&mut self, m: usize) {
+        if self.kept.len() > m {
+            self.kept.select_nth_unstable(m - 1);
+            self.kept.truncate(m);
+            self.kept.shrink_to(2 * m);
+            self.bound = self.kept.iter().max().copied();
+        }
+    }
+
+    /// The sample: the (at most) m smallest, in (key, duration) order.
+    fn sample(mut self, m: usize) -> Vec<Keyed> {
+        self.shrink(m);
+        self.kept.sort_unstable();
+        self.kept
+    }
+}
+
+/// The criteria's groups gathered batch by batch: per (locality, bucket), the count of its
+/// messages and its sample so far (`Smallest`), at most 2 x max_samples x 16 bytes a group
+/// whatever the number of messages.
+#[derive(Debug)]
+pub struct CriteriaFold {
+    params: Params,
+    groups: FastMap<(u8, i64), Smallest>,
+    /// Rows added so far.
+    rows: u64,
+}
+
+impl CriteriaFold {
+    pub fn new(params: Params) -> CriteriaFold {
+        CriteriaFold { params, groups: FastMap::default(), rows: 0 }
+    }
+
+    pub fn add(&mut self, m: &MessageColumns) {
+        let (bucket_bytes, samples) = (self.params.bucket_bytes, self.params.max_samples);
+        for row in 0..m.duration.len() {
+            let at = self.rows + row as u64;
+            if let Some(k) = key(m, row, bucket_bytes) {
+                let place =
+                    m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
+                let duration = m.duration.value(row);
+                self.groups.entry(k).or_default().push((sample_key(place, duration), duration), samples);
+            }
+        }
+        self.rows += m.duration.len() as u64;
+    }
+
+    /// Bytes the groups hold (their entries; the vectors' room to grow is not counted).
+    pub fn held_bytes(&self) -> usize {
+        self.groups.values().map(|g| g.kept.len() * std::mem::size_of::<Keyed>() + 64).sum()
+    }
+
+    /// The criteria: per group, the median of the durations of its sample of at most
+    /// `max_samples` messages, those with the smallest `sample_key`.
+    pub fn finish(self) -> Vec<Criterion> {
+        let p = self.params;
+        let mut out: Vec<Criterion> = self
+            .groups
+            .into_par_iter()
+            .map(|(key, group)| {
+                let n = group.n;
+                let m_used = n.min(p.max_samples);
+                let sample: Vec<i64> = if n < p.min_messages {
+                    Vec::new()
+                } else {
+                    group.sample(m_used).into_iter().map(|x| x.1).collect()
+                };
+                criterion_of(key, n, m_used, sample, &p)
+            })
+            .collect();
+        out.sort_unstable_by_key(|c| (c.locality, c.bucket));
+        out
+    }
+
+    /// The groups in (locality, bucket) order, each with its count and its sample in (key,
+    /// duration) order: a part's partials (`CriteriaPartials`).
+    fn sorted(self) -> Vec<((u8, i64), usize, Vec<Keyed>)> {
+        let m = self.params.max_samples;
+        let mut groups: Vec<((u8, i64), usize, Vec<Keyed>)> =
+            self.groups.into_iter().map(|(key, g)| (key, g.n, g.sample(m))).collect();
+        groups.sort_unstable_by_key(|g| g.0);
+        groups
+    }
 }
 
 /// The criterion of a group of `n` messages from its sample of `m_used` durations.
@@ -269,62 +352,9 @@ pub(crate) fn criterion_of(key: (u8, i64), n: usize, m_used: usize, mut sample: 
     }
 }
 
-impl CriteriaFold {
-    pub fn add(&mut self, m: &MessageColumns, bucket_bytes: i64) {
-        for row in 0..m.duration.len() {
-            let at = self.rows + row as u64;
-            if let Some(k) = key(m, row, bucket_bytes) {
-                let order =
-                    m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
-                self.groups.entry(k).or_default().push((order, m.duration.value(row)));
-                self.kept += 1;
-            }
-        }
-        self.rows += m.duration.len() as u64;
-    }
-
-    /// Bytes the groups hold (their entries; the vectors' room to grow is not counted).
-    pub fn held_bytes(&self) -> usize {
-        self.kept * std::mem::size_of::<Placed>() + 64 * self.groups.len()
-    }
-
-    /// The criteria: per group, the median of at most `max_samples` durations spread evenly
-    /// over the group's messages in send-time order (messages sent at the same time in order of
-    /// duration, so that the sample does not depend on the order the messages came in).
-    pub fn finish(self, p: &Params) -> Vec<Criterion> {
-        let mut out: Vec<Criterion> = self
-            .groups
-            .into_par_iter()
-            .map(|(key, mut rows)| {
-                let n = rows.len();
-                let m_used = n.min(p.max_samples);
-                let sample: Vec<i64> = if n < p.min_messages {
-                    Vec::new()
-                } else if m_used == n {
-                    rows.iter().map(|r| r.1).collect()
-                } else {
-                    sample_of(&mut rows, m_used)
-                };
-                criterion_of(key, n, m_used, sample, p)
-            })
-            .collect();
-        out.sort_unstable_by_key(|c| (c.locality, c.bucket));
-        out
-    }
-
-    /// The groups in (locality, bucket) order, each group's messages in send-time order: a
-    /// part's partials (`CriteriaPartials`).
-    fn sorted(self) -> Vec<((u8, i64), Vec<Placed>)> {
-        let mut groups: Vec<((u8, i64), Vec<Placed>)> = self.groups.into_iter().collect();
-        groups.par_iter_mut().for_each(|(_, rows)| rows.sort_unstable());
-        groups.sort_unstable_by_key(|g| g.0);
-        groups
-    }
-}
-
 /// The schema of a part's partial criteria (a cluster's task's, commdb_analysis::derived::Spread): per
 /// group in (locality, bucket) order, a row of kind 0 whose duration is the part's count of
-/// the group's messages, then a row of kind 1 per message, in send-time order.
+/// the group's messages, then a row of kind 1 per message of its sample, in (key, duration) order.
 pub(crate) fn criteria_partials() -> SchemaRef {
     let fields = ["locality", "bucket", "kind", "place", "duration"].map(|n| Field::new(n, DataType::Int64, false));
     Arc::new(Schema::new(fields.to_vec()))
@@ -338,17 +368,16 @@ pub(crate) const PARTIAL_ROWS: usize = 8192;
 /// (`criteria_partials`), a batch at a time.
 pub(crate) struct CriteriaPartials {
     indices: MessageIndices,
-    bucket_bytes: i64,
     fold: CriteriaFold,
-    /// After the part has ended: the groups, the next group and the next of its rows (0: its
-    /// count).
-    sorted: Vec<((u8, i64), Vec<Placed>)>,
+    /// After the part has ended: the groups, the next group and the next of its sample's rows
+    /// (0: its count).
+    sorted: Vec<((u8, i64), usize, Vec<Keyed>)>,
     at: (usize, usize),
 }
 
 impl Mapper for CriteriaPartials {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?, self.bucket_bytes);
+        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?);
         Ok(RecordBatch::new_empty(criteria_partials()))
     }
 
@@ -357,21 +386,22 @@ impl Mapper for CriteriaPartials {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        self.sorted = std::mem::take(&mut self.fold).sorted();
+        let empty = CriteriaFold::new(self.fold.params);
+        self.sorted = std::mem::replace(&mut self.fold, empty).sorted();
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
         let mut columns: [Vec<i64>; 5] = Default::default();
         while columns[0].len() < PARTIAL_ROWS {
-            let Some((key, rows)) = self.sorted.get(self.at.0) else { break };
+            let Some((key, n, rows)) = self.sorted.get(self.at.0) else { break };
             let mut row = |kind: i64, place: i64, duration: i64| {
                 for (c, v) in columns.iter_mut().zip([i64::from(key.0), key.1, kind, place, duration]) {
                     c.push(v);
                 }
             };
             if self.at.1 == 0 {
-                row(0, 0, rows.len() as i64);
+                row(0, 0, *n as i64);
             }
             let to = rows.len().min(self.at.1 + PARTIAL_ROWS);
             for &(place, duration) in &rows[self.at.1..to] {
@@ -387,16 +417,14 @@ impl Mapper for CriteriaPartials {
     }
 }
 
-/// The criteria from every part's partials merged in (locality, bucket, kind, place,
-/// duration) order: a group's counts come first, then its messages in send-time order, of
-/// which it keeps only the sample.
+/// The criteria from every part's partials merged in (locality, bucket, kind, key, duration)
+/// order: a group's counts come first, then the parts' samples in (key, duration) order, of
+/// which the first `max_samples` are the whole group's sample.
 pub(crate) struct CriteriaMerge {
     params: Params,
-    /// The group being read, its messages, those read so far, the sample's size and the
-    /// sample.
+    /// The group being read, its messages, the sample's size and the sample.
     group: Option<(u8, i64)>,
     n: usize,
-    read: usize,
     m_used: usize,
     sample: Vec<i64>,
     done: Vec<Criterion>,
@@ -421,21 +449,16 @@ impl Mapper for CriteriaMerge {
             if self.group != Some(key) {
                 self.close();
                 self.group = Some(key);
-                (self.n, self.read, self.m_used) = (0, 0, 0);
+                (self.n, self.m_used) = (0, 0);
             }
             if kind.value(i) == 0 {
                 self.n += duration.value(i) as usize;
                 self.m_used = self.n.min(self.params.max_samples);
                 continue;
             }
-            let keep = self.n >= self.params.min_messages
-                && (self.m_used == self.n
-                    || sample_place(self.sample.len(), self.n, self.m_used) == self.read
-                        && self.sample.len() < self.m_used);
-            if keep {
+            if self.n >= self.params.min_messages && self.sample.len() < self.m_used {
                 self.sample.push(duration.value(i));
             }
-            self.read += 1;
         }
         Ok(RecordBatch::new_empty(criteria_schema()))
     }
@@ -453,18 +476,18 @@ impl Mapper for CriteriaMerge {
 /// `latency_criteria` as the messages stream: their groups gathered, the criteria at the end.
 pub(crate) struct CriteriaMapper {
     indices: MessageIndices,
-    params: Params,
     fold: CriteriaFold,
 }
 
 impl Mapper for CriteriaMapper {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?, self.params.bucket_bytes);
+        self.fold.add(&self.indices.read(std::slice::from_ref(batch))?);
         Ok(RecordBatch::new_empty(criteria_schema()))
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        Ok(vec![criteria_batch(&std::mem::take(&mut self.fold).finish(&self.params))?])
+        let empty = CriteriaFold::new(self.fold.params);
+        Ok(vec![criteria_batch(&std::mem::replace(&mut self.fold, empty).finish())?])
     }
 
     fn held_bytes(&self) -> usize {
@@ -483,24 +506,24 @@ pub(crate) fn criteria_of(
 ) -> Projected {
     let reference = datafusion::common::TableReference::bare(format!("criteria of {}", relation.reference));
     let spread = indices.has_send_ts().then(|| {
-        // Over a cluster's parts: each part's groups in send-time order, merged in that order
-        // into the samples (the place of a message in its group is its send_ts, which every part
-        // knows; without send_ts it is its row, known only to one task reading them all).
-        let (indices, bucket_bytes) = (indices.clone(), params.bucket_bytes);
+        // Over a cluster's parts: each part's groups' counts and samples, merged in (key,
+        // duration) order into the whole groups' samples (a message's key comes from its
+        // send_ts, which every part knows; without send_ts from its row, known only to one task
+        // reading them all).
+        let indices = indices.clone();
         let partials: Prepare = Arc::new(move |_| {
-            let (sorted, at, fold) = (Vec::new(), (0, 0), CriteriaFold::default());
-            Ok(Box::new(CriteriaPartials { indices: indices.clone(), bucket_bytes, fold, sorted, at })
-                as Box<dyn Mapper>)
+            let (sorted, at, fold) = (Vec::new(), (0, 0), CriteriaFold::new(params));
+            Ok(Box::new(CriteriaPartials { indices: indices.clone(), fold, sorted, at }) as Box<dyn Mapper>)
         });
         let merge: Prepare = Arc::new(move |_| {
-            let (group, n, read, m_used, sample, done) = (None, 0, 0, 0, Vec::new(), Vec::new());
-            Ok(Box::new(CriteriaMerge { params, group, n, read, m_used, sample, done }) as Box<dyn Mapper>)
+            let (group, n, m_used, sample, done) = (None, 0, 0, Vec::new(), Vec::new());
+            Ok(Box::new(CriteriaMerge { params, group, n, m_used, sample, done }) as Box<dyn Mapper>)
         });
         let work = commdb_analysis::plan::Work::Streamed(partials);
         commdb_analysis::derived::Spread::SortedMerge { schema: criteria_partials(), work, sorted_on: 5, merge }
     });
     let prepare: Prepare = Arc::new(move |_| {
-        let fold = CriteriaMapper { indices: indices.clone(), params, fold: CriteriaFold::default() };
+        let fold = CriteriaMapper { indices: indices.clone(), fold: CriteriaFold::new(params) };
         Ok(Box::new(fold) as Box<dyn Mapper>)
     });
     let mut derived = Derived::streamed(criteria_schema(), vec![(relation, Some(projection))], prepare);
@@ -676,11 +699,10 @@ mod tests {
             assert_eq!(again.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
             let mut rows: Vec<[i64; 5]> = Vec::new();
             for part in [&reversed[..90], &reversed[90..91], &reversed[91..]] {
-                let fold = CriteriaFold::default();
+                let fold = CriteriaFold::new(p);
                 let indices = MessageIndices { bytes: 0, duration: 0, send_ts: Some(0), intra: None, nodes: None };
-                let mut partials =
-                    CriteriaPartials { indices, bucket_bytes: p.bucket_bytes, fold, sorted: Vec::new(), at: (0, 0) };
-                partials.fold.add(&slice(&loc, &bytes, &duration, &send, part), p.bucket_bytes);
+                let mut partials = CriteriaPartials { indices, fold, sorted: Vec::new(), at: (0, 0) };
+                partials.fold.add(&slice(&loc, &bytes, &duration, &send, part));
                 assert!(partials.finish().unwrap().is_empty());
                 while let Some(batch) = partials.more().unwrap() {
                     let one = std::slice::from_ref(&batch);
@@ -692,18 +714,12 @@ mod tests {
             let columns: Vec<ArrayRef> =
                 (0..5).map(|k| Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r[k]))) as ArrayRef).collect();
             let merged = RecordBatch::try_new(criteria_partials(), columns).unwrap();
-            let mut merge = CriteriaMerge {
-                params: p,
-                group: None,
-                n: 0,
-                read: 0,
-                m_used: 0,
-                sample: Vec::new(),
-                done: Vec::new(),
-            };
+            let mut merge =
+                CriteriaMerge { params: p, group: None, n: 0, m_used: 0, sample: Vec::new(), done: Vec::new() };
             // In two batches, cut inside a group.
-            merge.map(&merged.slice(0, 101)).unwrap();
-            merge.map(&merged.slice(101, merged.num_rows() - 101)).unwrap();
+            let cut = merged.num_rows() / 2 + 1;
+            merge.map(&merged.slice(0, cut)).unwrap();
+            merge.map(&merged.slice(cut, merged.num_rows() - cut)).unwrap();
             merge.finish().unwrap();
             assert_eq!(merge.done.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
         }
@@ -724,7 +740,7 @@ mod tests {
         for max_samples in [3, 1000] {
             let p = Params { bucket_bytes: 50, max_samples, min_messages: 2 };
             let expected = criteria(&whole, &p);
-            let mut fold = CriteriaFold::default();
+            let mut fold = CriteriaFold::new(p);
             for (a, b) in [(0, 7), (7, 120), (120, 121), (121, 200)] {
                 let part = MessageColumns {
                     locality: loc[a..b].to_vec(),
@@ -732,10 +748,16 @@ mod tests {
                     duration: Int64Array::from(duration[a..b].to_vec()),
                     send_ts: Some(Int64Array::from(send[a..b].to_vec())),
                 };
-                fold.add(&part, p.bucket_bytes);
+                fold.add(&part);
             }
-            assert!(fold.held_bytes() >= 16 * 150);
-            let got = fold.finish(&p);
+            // Every message is held while a group has fewer than twice max_samples, at most
+            // twice max_samples of a group after.
+            if max_samples == 1000 {
+                assert!(fold.held_bytes() >= 16 * 150);
+            } else {
+                assert!(fold.held_bytes() <= 6 * (16 * 2 * max_samples + 64), "{}", fold.held_bytes());
+            }
+            let got = fold.finish();
             let key = |c: &Criterion| (c.locality, c.bucket, c.criterion_ns, c.samples, c.messages);
             assert_eq!(got.iter().map(key).collect::<Vec<_>>(), expected.iter().map(key).collect::<Vec<_>>());
             assert_eq!(expected.len(), 6);
@@ -743,25 +765,55 @@ mod tests {
     }
 
     #[test]
-    fn stratified_sample_is_spread_over_time() {
-        // 10 messages in send order with durations 0..9; 2 samples take the middle of each half.
-        let m = cols(vec![INTRA; 10], vec![8; 10], (0..10).map(Some).collect());
-        let c = criteria(&m, &Params { bucket_bytes: 50, max_samples: 2, min_messages: 1 });
-        assert_eq!(c[0].samples, 2);
-        assert_eq!(c[0].criterion_ns, Some((2.0 + 7.0) / 2.0));
+    fn the_sample_is_the_smallest_keys_whatever_the_order() {
+        for (n, m) in [(1usize, 1usize), (7, 3), (1000, 10), (1000, 999), (12_345, 100), (5000, 1)] {
+            // Places with many ties, durations with repeats, in a scrambled order.
+            let rows: Vec<(i64, i64)> =
+                (0..n).map(|i| (((i * 7919) % 97) as i64, ((i * 104_729) % 1_000) as i64 - 500)).collect();
+            let mut sorted: Vec<Keyed> = rows.iter().map(|&(p, d)| (sample_key(p, d), d)).collect();
+            sorted.sort_unstable();
+            sorted.truncate(m);
+            for order in [rows.clone(), rows.iter().rev().copied().collect()] {
+                let mut s = Smallest::default();
+                for &(p, d) in &order {
+                    s.push((sample_key(p, d), d), m);
+                    assert!(s.kept.len() < 2 * m.max(1) + 1);
+                }
+                assert_eq!(s.n, n);
+                assert_eq!(s.sample(m), sorted, "n {n}, m {m}");
+            }
+        }
     }
 
     #[test]
-    fn the_sample_is_the_one_sorting_gives() {
-        for (n, m) in [(1usize, 1usize), (7, 3), (1000, 10), (1000, 999), (12_345, 100)] {
-            // Places with many ties (then ordered by duration), in a scrambled order.
-            let rows: Vec<Placed> =
-                (0..n).map(|i| (((i * 7919) % 97) as i64, ((i * 104_729) % 1_000) as i64 - 500)).collect();
-            let mut sorted = rows.clone();
-            sorted.sort_unstable();
-            let want: Vec<i64> = (0..m).map(|k| sorted[sample_place(k, n, m)].1).collect();
-            let mut scratch = rows.clone();
-            assert_eq!(sample_of(&mut scratch, m), want, "n {n}, m {m}");
+    fn the_sample_is_spread_over_the_run_and_its_median_near_the_whole_median() {
+        // 200,000 messages of one group whose duration grows with send time (a run that
+        // slows down), ten to a send time: the median of 10,000 of them is within 1% of the
+        // median of all, and the sample takes about as many from each tenth of the run.
+        let n = 200_000i64;
+        let send: Vec<i64> = (0..n).map(|i| i / 10 * 1000).collect();
+        let duration: Vec<Option<i64>> = (0..n).map(|i| Some(1000 + i / 20 + (i * 7919) % 300)).collect();
+        let m = MessageColumns {
+            locality: vec![INTER; n as usize],
+            bytes: Int64Array::from(vec![8; n as usize]),
+            duration: Int64Array::from(duration.clone()),
+            send_ts: Some(Int64Array::from(send.clone())),
+        };
+        let p = Params { bucket_bytes: 50, max_samples: 10_000, min_messages: 5 };
+        let c = criteria(&m, &p);
+        let mut all: Vec<i64> = duration.iter().map(|d| d.unwrap()).collect();
+        let whole = median(&mut all);
+        let got = c[0].criterion_ns.unwrap();
+        assert!((got - whole).abs() / whole < 0.01, "sample median {got}, whole {whole}");
+        assert_eq!((c[0].samples, c[0].messages), (10_000, n));
+        let mut s = Smallest::default();
+        for i in 0..n as usize {
+            s.push((sample_key(send[i], duration[i].unwrap()), i as i64), 10_000);
         }
+        let mut tenths = [0usize; 10];
+        for (_, i) in s.sample(10_000) {
+            tenths[(i * 10 / n) as usize] += 1;
+        }
+        assert!(tenths.iter().all(|&t| (850..=1150).contains(&t)), "{tenths:?}");
     }
 }

@@ -3,17 +3,17 @@
 //! messages of the same size bucket and the same locality (within a node or between nodes).
 //! A message's latency is L = duration / criterion; L > 1 marks it delayed.
 //!
-//! Sampling: at most `max_samples` messages per (locality, bucket) enter the median, chosen by
-//! stratified sampling over the bucket's messages in send-time order (the middle message of
-//! each of `max_samples` equal strata; messages sent at the same time in order of duration),
-//! so the sample is deterministic, spread over the whole run and independent of the order the
-//! messages are read in. On a cluster each part's groups are sorted so and merged in that
-//! order (`CriteriaPartials`, `CriteriaMerge`), the merge keeping only the sample. Buckets with fewer than `min_messages` messages get no criterion (status
-//! 'too_few_messages'); messages whose nodes are unknown form their own group (locality NULL,
-//! status 'unknown_locality'). Cost: O(n) grouping plus O(n log n) sorting within buckets, in
-//! parallel over buckets. The groups are gathered as the messages stream (`CriteriaFold`, 16
-//! bytes a message), and the analyses that measure latency against criteria read them as the
-//! rows of a streamed `latency_criteria` before their own messages stream.
+//! Sampling: at most `max_samples` messages per (locality, bucket) enter the median: those
+//! with the smallest key, a hash of the message's send time and duration, so the sample is a
+//! pseudo-random one fixed by the messages themselves, spread over the run as the messages
+//! are, and independent of the order they are read in. As the messages stream, each group
+//! holds at most twice `max_samples` of them (`CriteriaFold`: memory bounded by the groups,
+//! not the messages); on a cluster each part sends its groups' counts and samples, merged in
+//! key order (`CriteriaPartials`, `CriteriaMerge`). Buckets with fewer than `min_messages`
+//! messages get no criterion (status 'too_few_messages'); messages whose nodes are unknown
+//! form their own group (locality NULL, status 'unknown_locality'). Cost: O(n) (a hash and a
+//! comparison a message, a selection when a group's held messages double), then a sort of
+//! each sample.
 
 pub mod regions;
 pub mod trend;
