@@ -308,7 +308,7 @@ fn overview(ctx: &SessionContext, facts: &Facts) -> (Overview, i64) {
     let (ctx, facts) = (ctx.clone(), facts.clone());
     let work: futures::future::BoxFuture<'static, Option<Arc<summary::Summary>>> = Box::pin(async move {
         let started = std::time::Instant::now();
-        match summary::Summary::build(&ctx, &facts, budget).await {
+        match summary::Summary::build(&ctx, &facts, budget, summary::LINES).await {
             Ok(s) => {
                 eprintln!("serve: the overview is made in {:.1} s ({})", started.elapsed().as_secs_f64(), s.describe());
                 Some(Arc::new(s))

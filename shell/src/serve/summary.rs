@@ -236,8 +236,9 @@ pub fn finest_width(t0: i64, t1: i64, rows: i64, budget: i64) -> i64 {
 }
 
 impl Summary {
-    /// Make the overview of the served trace (the finest width at most `budget` slots).
-    pub async fn build(ctx: &SessionContext, facts: &Facts, budget: i64) -> Result<Summary, String> {
+    /// Make the overview of the served trace (the finest width at most `budget` slots, the
+    /// finest message lines at most `lines`; the server's are `budget()` and `LINES`).
+    pub async fn build(ctx: &SessionContext, facts: &Facts, budget: i64, lines: usize) -> Result<Summary, String> {
         let opened = Opened::default();
         let (rows, _) = facts.layout.rows(&opened);
         let rows_of = rows_function(ctx, facts, &opened);
@@ -268,11 +269,11 @@ impl Summary {
         let finest = all.first().copied().unwrap_or(1);
         // With each message's latency L when the trace's latency criteria can be made (this
         // makes them, and the views' message_latency reuses them); else without.
-        (s.lines, s.latency) = match Self::message_lines(ctx, &rows_of, finest, facts, true).await {
+        (s.lines, s.latency) = match Self::message_lines(ctx, &rows_of, (finest, lines), facts, true).await {
             Ok(lines) => (lines, true),
             Err(e) => {
                 eprintln!("serve: message lines without latencies: {e}");
-                (Self::message_lines(ctx, &rows_of, finest, facts, false).await?, false)
+                (Self::message_lines(ctx, &rows_of, (finest, lines), facts, false).await?, false)
             }
         };
         s.collectives = Collectives::read(ctx).await?;
@@ -357,12 +358,12 @@ impl Summary {
     }
 
     /// The message lines between different folded rows, at the finest width from `finest` up
-    /// whose lines number at most `LINES` (the width grows while the messages are read when
+    /// whose lines number at most `budget` (the width grows while the messages are read when
     /// they would be more), then at each coarser width that width divides.
     async fn message_lines(
         ctx: &SessionContext,
         rows_of: &str,
-        finest: i64,
+        (finest, budget): (i64, usize),
         facts: &Facts,
         latency: bool,
     ) -> Result<Vec<LineLevel>, String> {
@@ -408,7 +409,7 @@ impl Summary {
                 add_line(&mut map, line, res);
             }
             // Too many lines at this width: go on at a coarser one.
-            while map.len() > LINES {
+            while map.len() > budget {
                 res = next_multiple(res);
                 let lines: Vec<Line> = map.drain().map(|(_, l)| l).collect();
                 lines.into_iter().for_each(|l| add_line(&mut map, l, res));
@@ -426,17 +427,24 @@ impl Summary {
     }
 
     /// The message lines of the view rows `matched` (view row, overview row) sent in [t0, t1)
-    /// at width `res`, both ends in those rows; None when the overview has no such width.
-    pub fn lines(&self, matched: &[(usize, usize)], t0: i64, t1: i64, res: i64) -> Option<Vec<ViewLine>> {
-        let level = self.lines.iter().find(|l| l.res == res)?;
+    /// at width `res`, both ends in those rows, and the width they are at: `res`, or, for a
+    /// width the overview has for the calls but finer than its finest lines, those finest
+    /// lines whose slots meet the window (a line stands for all its slot's messages, so the
+    /// window's edges are those slots'). None when the overview has neither.
+    pub fn lines(&self, matched: &[(usize, usize)], t0: i64, t1: i64, res: i64) -> Option<(i64, Vec<ViewLine>)> {
+        let level = self.lines.iter().find(|l| l.res == res).or_else(|| {
+            let finest = self.lines.first()?;
+            (res < finest.res && self.level(res).is_some()).then_some(finest)
+        })?;
         let mut view_row = vec![None; self.rows.len()];
         for &(v, r) in matched {
             view_row[r] = Some(v);
         }
-        let from = level.lines.partition_point(|l| l.send < t0);
+        let from = level.lines.partition_point(|l| l.send < t0.div_euclid(level.res) * level.res);
         let to = level.lines.partition_point(|l| l.send < t1);
         let some = |t: i64| (t != NONE).then_some(t);
-        Some(
+        Some((
+            level.res,
             level.lines[from..to]
                 .iter()
                 .filter_map(|l| {
@@ -455,7 +463,7 @@ impl Summary {
                     ))
                 })
                 .collect(),
-        )
+        ))
     }
 
     /// The collective marks of the window [t0, t1) at width `res`: `lod_collectives` with t0,
@@ -711,7 +719,7 @@ mod tests {
         let ctx = session.context().clone();
         let facts = facts(&ctx).await.expect("facts");
         // 4 folded nodes of 5,000 slots at the finest: widths from run / 2,000 at most up.
-        let s = Summary::build(&ctx, &facts, 4 * 5000).await.expect("overview");
+        let s = Summary::build(&ctx, &facts, 4 * 5000, LINES).await.expect("overview");
         assert!(s.levels.len() > 4, "{:?}", s.levels.iter().map(|l| l.res).collect::<Vec<_>>());
         assert_eq!(s.threads, vec![16; 4]);
         let span = facts.t1 - facts.t0;
@@ -764,7 +772,7 @@ mod tests {
         }
         // Rows by communication region: their own overview, alike.
         let regions = crate::serve::views::by_region(&ctx, &facts).await.expect("regions");
-        let s = Summary::build(&ctx, &regions, 20_000).await.expect("overview by region");
+        let s = Summary::build(&ctx, &regions, 20_000, LINES).await.expect("overview by region");
         for (t0, t1, width) in [(facts.t0, facts.t1, 900), (facts.t0 + span / 4, facts.t0 + span / 2, 100)] {
             let req = ViewRequest::snapped(t0, t1, width, Opened::default());
             let with =
@@ -777,6 +785,53 @@ mod tests {
         }
         // A width the overview does not keep: no cells (the view reads every row's calls).
         assert!(s.cells(&[(0, 0)], facts.t0, facts.t1, s.finest() - 1).is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_view_finer_than_the_overview_lines_draws_them_at_their_width() {
+        let session = demo_session();
+        let ctx = session.context().clone();
+        let facts = facts(&ctx).await.expect("facts");
+        // Message lines held to 3,000: coarser than the calls' finest width.
+        let s = Summary::build(&ctx, &facts, 4 * 5000, 3000).await.expect("overview");
+        let line_res = s.lines[0].res;
+        assert!(line_res > s.finest(), "lines at {line_res}, calls at {}", s.finest());
+        let span = facts.t1 - facts.t0;
+        let (t0, t1) = (facts.t0 + span / 3 + 7, facts.t0 + span / 3 + span / 20);
+        let width = ((t1 - t0) / s.finest()) as i64;
+        let req = ViewRequest::snapped(t0, t1, width, Opened::parse(None, Some("2"), None).expect("opened"));
+        assert!(req.res < line_res && req.res >= s.finest(), "{} {line_res}", req.res);
+        let v = view(&ctx, &facts, &req, Some(&s), true, &Default::default()).await.expect("view");
+        assert_eq!(v["line_resolution"], line_res);
+        // The folded rows' lines: lod_messages at the line width over the line slots that meet
+        // the window; the opened node's ranks' lines at the view's width.
+        let (a, b) = (req.t0.div_euclid(line_res) * line_res, req.t1);
+        let folded = |r: &str| format!("CASE WHEN {r}.node_index = 2 THEN -1 ELSE {r}.node_index END");
+        let sql = format!(
+            "SELECT count(*), coalesce(sum(messages), 0) FROM lod_messages(rel => (\
+               SELECT {} AS src, {} AS dst, m.bytes, m.send_ts, m.recv_ts, m.duration FROM messages m \
+               JOIN ranks s ON m.src = s.rank JOIN ranks d ON m.dst = d.rank \
+               WHERE s.node_index <> 2 AND d.node_index <> 2 AND s.node_index <> d.node_index), \
+             t0 => {a}, t1 => {b}, resolution_ns => {line_res})",
+            folded("s"),
+            folded("d")
+        );
+        let apart = crate::serve::views::collect(&ctx, &sql).await.expect("lod_messages");
+        let apart = crate::serve::table_json::rows(&apart, 1);
+        let lines = v["messages"].as_array().expect("lines");
+        let coarse: Vec<&serde_json::Value> = lines.iter().filter(|l| l[10] == line_res).collect();
+        assert_eq!(v["overview_lines"].as_u64(), apart[0][0].as_u64(), "{apart:?}");
+        assert!(!coarse.is_empty() && coarse.len() as u64 <= v["overview_lines"].as_u64().expect("lines"));
+        // Lines with an opened rank at an end are at the view's width.
+        let rows = v["rows"].as_array().expect("rows");
+        let opened = |r: &serde_json::Value| rows[r.as_u64().expect("row") as usize]["kind"] == "rank";
+        assert!(lines.iter().any(|l| opened(&l[0]) || opened(&l[1])));
+        for l in lines {
+            let width = if opened(&l[0]) || opened(&l[1]) { req.res } else { line_res };
+            assert_eq!(l[10], width, "{l}");
+        }
+        let summed: i64 = lines.iter().map(|l| l[4].as_i64().expect("messages")).sum();
+        assert!(summed > 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -311,7 +311,7 @@ pub async fn view(
     let rows_of = rows_function(ctx, facts, &req.opened);
     // The rows the overview has, and the ranks of the others, whose calls and messages are read.
     let (mut from_summary, mut read, mut overview_rows) = (Vec::new(), "true".to_string(), 0);
-    let (mut summary_lines, mut ends) = (Vec::new(), "true".to_string());
+    let (mut summary_lines, mut ends, mut line_res) = (Vec::new(), "true".to_string(), req.res);
     if let Some(s) = summary {
         let matched: Vec<(usize, usize)> =
             s.matching(&rows).into_iter().enumerate().filter_map(|(v, m)| Some((v, m?))).collect();
@@ -324,10 +324,11 @@ pub async fn view(
             from_summary = cells;
             overview_rows = matched.len();
         }
-        if let Some(lines) = s.lines(&matched, req.t0, req.t1, req.res) {
+        if let Some((width, lines)) = s.lines(&matched, req.t0, req.t1, req.res) {
             let (src, dst) = (rank_condition("src", &ranks), rank_condition("dst", &ranks));
             ends = if ranks.is_empty() { "false".into() } else { format!("({src} OR {dst})") };
             summary_lines = lines;
+            line_res = width;
         }
     }
     // The rows read: their calls and message lines in tiles, those not kept computed by one
@@ -364,11 +365,12 @@ pub async fn view(
     }
     let within = |slot: i64| slot >= req.t0 && slot < req.t1;
     let mut all: Vec<Cell> = from_summary;
-    let mut lines: Vec<ViewLine> = summary_lines;
+    // Each line with the width of its slots (the overview's may be coarser than the view's).
+    let mut lines: Vec<(ViewLine, i64)> = summary_lines.into_iter().map(|l| (l, line_res)).collect();
     let overview_lines = lines.len();
     for tile in have.iter().flatten() {
         all.extend(tile.cells.iter().filter(|c| within(c.1)).cloned());
-        lines.extend(tile.lines.iter().filter(|l| within(l.2)).cloned());
+        lines.extend(tile.lines.iter().filter(|l| within(l.2)).map(|l| (*l, req.res)));
     }
     all.sort_by_key(|c| (c.0, c.1));
     // Calls: [row, slot_start, slot_end, region index, share], regions named once.
@@ -401,17 +403,21 @@ pub async fn view(
         cells.push(json!([r0, x0, y0, k0, round(sum / n)]));
     }
     // Message lines: the busiest first (ties by send slot, rows and receive slot).
-    let busiest =
-        |p: &ViewLine, q: &ViewLine| q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3)));
+    let busiest = |(p, _): &(ViewLine, i64), (q, _): &(ViewLine, i64)| {
+        q.4.cmp(&p.4).then_with(|| (p.2, p.0, p.1, p.3).cmp(&(q.2, q.0, q.1, q.3)))
+    };
     let line_rows = lines.len();
-    let merged: i64 = lines.iter().map(|l| l.4).sum();
+    let merged: i64 = lines.iter().map(|l| l.0.4).sum();
     if lines.len() > MAX_LINES {
         lines.select_nth_unstable_by(MAX_LINES, busiest);
         lines.truncate(MAX_LINES);
     }
     lines.sort_unstable_by(busiest);
-    let m: Vec<Value> =
-        lines.iter().take(MAX_LINES).map(|l| json!([l.0, l.1, l.2, l.3, l.4, l.5, l.6, l.7, l.8, l.9])).collect();
+    let m: Vec<Value> = lines
+        .iter()
+        .take(MAX_LINES)
+        .map(|(l, w)| json!([l.0, l.1, l.2, l.3, l.4, l.5, l.6, l.7, l.8, l.9, w]))
+        .collect();
     // Collective marks: every instance by its first begin from the overview, else the
     // window's participations read.
     let marks: Vec<Mark> = match summary {
@@ -444,6 +450,7 @@ pub async fn view(
         "collective_rows": marks,
         "overview_rows": overview_rows,
         "overview_lines": overview_lines,
+        "line_resolution": line_res,
         "tiles_cached": tiles_cached,
         "tiles_computed": tiles_computed,
         "elapsed_ms": started.elapsed().as_millis() as u64,

@@ -171,8 +171,9 @@
     for (const m of v.messages) {
       g.lineWidth = Math.min(3, 0.6 + Math.log10(m[4]));
       g.beginPath();
-      g.moveTo(xOf(m[2] + v.resolution / 2, w), top + (m[0] + 0.5) * geo.rowH);
-      g.lineTo(xOf(m[3] + v.resolution / 2, w), top + (m[1] + 0.5) * geo.rowH);
+      const half = (m[10] || v.resolution) / 2;
+      g.moveTo(xOf(m[2] + half, w), top + (m[0] + 0.5) * geo.rowH);
+      g.lineTo(xOf(m[3] + half, w), top + (m[1] + 0.5) * geo.rowH);
       g.stroke();
     }
     // Collectives in their lane.
@@ -222,6 +223,7 @@
     }
     if (v.message_rows > v.messages.length) el.append(` · ${v.messages.length} busiest of ${v.message_rows} message lines drawn`);
     el.append(" · messages within a folded row are not drawn");
+    if (v.line_resolution > v.resolution) el.append(` · lines between folded rows in slots of ${fmt(v.line_resolution)}`);
   }
 
   // Overlays: asked per view; a 202 means the analysis is still running.
@@ -261,8 +263,9 @@
     if (!v) return null;
     let best = null, bestD = 4;
     for (const m of v.messages) {
-      const ax = xOf(m[2] + v.resolution / 2, geo.width), ay = top + (m[0] + 0.5) * geo.rowH;
-      const bx = xOf(m[3] + v.resolution / 2, geo.width), by = top + (m[1] + 0.5) * geo.rowH;
+      const half = (m[10] || v.resolution) / 2;
+      const ax = xOf(m[2] + half, geo.width), ay = top + (m[0] + 0.5) * geo.rowH;
+      const bx = xOf(m[3] + half, geo.width), by = top + (m[1] + 0.5) * geo.rowH;
       const dx = bx - ax, dy = by - ay, len = dx * dx + dy * dy;
       const k = len ? Math.max(0, Math.min(1, ((x - ax) * dx + (y - ay) * dy) / len)) : 0;
       const d = Math.hypot(x - ax - k * dx, y - ay - k * dy);
