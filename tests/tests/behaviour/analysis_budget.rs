@@ -259,6 +259,11 @@ fn latency_trend_attribution_and_region_graph_stream_the_messages_once_the_crite
         assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
         assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
     }
+    // The trend holds its bins, not the messages' latencies (16 bytes each, 0.7 MB): under
+    // 1 MiB the criteria's samples (at most 2 x 10,000 a group, 16 bytes each) and the bins fit.
+    let trend = "SELECT segment, kind, t_start, t_end, messages FROM latency_trend()";
+    let expected = answer(&mut session(1 << 30), trend).unwrap();
+    assert_eq!(answer(&mut session(1 << 20), trend).unwrap(), expected);
     // The graph analyses read the communication graph as a row per (src, dst) pair, aggregated
     // as the messages stream by.
     for query in ["SELECT * FROM process_regions()", "SELECT * FROM process_dendrogram()"] {

@@ -24,7 +24,8 @@
 //! mean L); a compressed segment keeps three timestamps, the centres of its start, middle and
 //! end bins (L NULL for a kept bin without messages), which is the paper's abstraction: detail
 //! where latency builds up or stays high, three points elsewhere. Cost: O(messages) plus
-//! O(bins x window).
+//! O(bins x window); the messages are binned as they stream, in a step that follows the span
+//! seen so far (`Binned::extend`), so the memory is that of the bins, not of the messages.
 //!
 //! On a cluster a task per part of the messages bins its own latencies (`Binned`, in a step
 //! that divides the run's bin width), and one task adds the parts' bins into the run's and
@@ -195,6 +196,10 @@ fn absorb_short_runs(mut kinds: Vec<&'static str>, window: usize) -> Vec<&'stati
 /// Bytes a bin costs while the segments are found and written: its sums, its kind and its point.
 pub const BYTES_PER_BIN: usize = 80;
 
+/// Bytes a bin held while the messages stream costs in its map (its index, sums and the map's
+/// share of a node).
+const BYTES_PER_HELD_BIN: usize = 64;
+
 /// The bin width and the number of bins the samples' span `(lo, hi)` is cut into.
 fn binning(lo: i64, hi: i64, p: &TrendParams) -> (i64, i64) {
     let bin_ns = if p.bin_ns > 0 { p.bin_ns } else { crate::lod::resolution(lo, hi + 1, DEFAULT_BINS).unwrap_or(1) };
@@ -223,25 +228,64 @@ struct Binned {
 
 impl Binned {
     fn of(samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendParams) -> Binned {
-        let span = samples
-            .clone()
-            .fold(None, |acc: Option<(i64, i64)>, (t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))));
-        let Some((lo, hi)) = span else { return Binned::default() };
-        let step = if p.bin_ns > 0 {
-            p.bin_ns
-        } else {
-            let chosen = binning(lo, hi, p).0;
-            let mut power = 1i64;
-            while power <= chosen / 10 {
-                power *= 10;
-            }
-            power
-        };
-        let mut bins: BTreeMap<i64, Bin> = BTreeMap::new();
-        for (t, l) in samples {
-            bins.entry(t.div_euclid(step)).or_default().add(l);
+        let mut binned = Binned::default();
+        binned.extend(samples, p);
+        binned
+    }
+
+    /// The step for samples sent from `lo` to `hi`: bin_ns when given; otherwise the power of
+    /// ten at or below the 1-2-5 bin width of that span. It never shrinks as the span grows.
+    fn step_for(lo: i64, hi: i64, p: &TrendParams) -> i64 {
+        if p.bin_ns > 0 {
+            return p.bin_ns;
         }
-        Binned { span, step, bins }
+        let chosen = binning(lo, hi, p).0;
+        let mut power = 1i64;
+        while power <= chosen / 10 {
+            power *= 10;
+        }
+        power
+    }
+
+    /// `samples` added as the messages stream by: the step follows the span seen so far, and
+    /// the bins made at a finer step merge into the coarser one (a multiple of it), so about
+    /// ten times DEFAULT_BINS bins are held whatever the number of messages, and the bins at
+    /// the end are those one pass over all the samples makes.
+    fn extend(&mut self, samples: impl Iterator<Item = (i64, f64)> + Clone, p: &TrendParams) {
+        let seen = samples
+            .clone()
+            .fold(self.span, |acc: Option<(i64, i64)>, (t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))));
+        let Some((lo, hi)) = seen else { return };
+        self.span = seen;
+        let step = Self::step_for(lo, hi, p).max(self.step);
+        if step != self.step && !self.bins.is_empty() {
+            let mut coarser: BTreeMap<i64, Bin> = BTreeMap::new();
+            for (i, b) in std::mem::take(&mut self.bins) {
+                coarser.entry((i * self.step).div_euclid(step)).or_default().absorb(&b);
+            }
+            self.bins = coarser;
+        }
+        self.step = step;
+        // Messages arrive in runs within one bin (a rank's messages in send order): a run is
+        // summed before it meets the map.
+        let mut run: Option<(i64, Bin)> = None;
+        for (t, l) in samples {
+            let i = t.div_euclid(step);
+            match &mut run {
+                Some((j, bin)) if *j == i => bin.add(l),
+                _ => {
+                    if let Some((j, bin)) = run.take() {
+                        self.bins.entry(j).or_default().absorb(&bin);
+                    }
+                    let mut bin = Bin::default();
+                    bin.add(l);
+                    run = Some((i, bin));
+                }
+            }
+        }
+        if let Some((j, bin)) = run {
+            self.bins.entry(j).or_default().absorb(&bin);
+        }
     }
 
     /// `other`'s samples added to these, in the smaller of the two steps (the larger is a
@@ -402,7 +446,7 @@ fn latency_trend(a: &Args) -> Result<Arc<dyn TableProvider>> {
                 input: input.clone(),
                 baseline: baseline.clone(),
                 params,
-                samples: Vec::new(),
+                binned: Binned::default(),
                 counted: (0, 0),
                 partial,
                 schema: schema.clone(),
@@ -503,14 +547,14 @@ fn partial_read(batch: &RecordBatch) -> Result<(Binned, (usize, usize))> {
     Ok((binned, count))
 }
 
-/// latency_trend's samples, (send_ts, L) of each message with a latency, gathered as the
+/// latency_trend's bins of (send_ts, L) of each message with a latency, gathered as the
 /// messages stream; the segments at the end.
 struct Samples {
     table: Arc<CriteriaTable>,
     input: MessageIndices,
     baseline: Baseline,
     params: TrendParams,
-    samples: Vec<(i64, f64)>,
+    binned: Binned,
     /// Messages with a duration, and those of them without a criterion.
     counted: (usize, usize),
     /// A cluster's part: give the bins (`partial_rows`), not the segments.
@@ -524,25 +568,22 @@ impl Mapper for Samples {
         let latency = self.table.latency_values_counted(&cols, &mut self.counted);
         let send = cols.send_ts.as_ref().expect("checked when planned");
         let kept = latency.iter().enumerate().filter(|(i, l)| !l.is_nan() && send.is_valid(*i));
-        self.samples.extend(kept.map(|(i, l)| (send.value(i), *l)));
+        self.binned.extend(kept.map(|(i, l)| (send.value(i), *l)), &self.params);
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
     fn held_bytes(&self) -> usize {
-        self.samples.capacity() * std::mem::size_of::<(i64, f64)>()
+        self.binned.bins.len() * BYTES_PER_HELD_BIN
     }
 
     /// The bins the run is cut into (a bin_ns of 1 ns over a 25 ms run makes 25 million).
     fn finish_bytes(&self) -> usize {
-        let span = self
-            .samples
-            .iter()
-            .fold(None, |acc: Option<(i64, i64)>, &(t, _)| Some(acc.map_or((t, t), |(a, b)| (a.min(t), b.max(t)))));
+        let span = self.binned.span;
         span.map_or(0, |(lo, hi)| binning(lo, hi, &self.params).1.clamp(0, MAX_BINS) as usize * BYTES_PER_BIN)
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        let binned = Binned::of(self.samples.iter().copied(), &self.params);
+        let binned = std::mem::take(&mut self.binned);
         if self.partial {
             return Ok(vec![partial_rows(&binned, self.counted)?]);
         }
@@ -615,6 +656,31 @@ mod tests {
                 assert_eq!(a.points.len(), b.points.len());
             }
         }
+    }
+
+    /// Samples binned as they stream, in batches whose span grows (from a single instant to
+    /// the whole run, early and late batches out of order), hold a bounded number of bins and
+    /// give the bins and segments of one pass over all of them.
+    #[test]
+    fn streamed_batches_hold_few_bins_and_give_the_bins_of_one_pass() {
+        let all: Vec<(i64, f64)> = (0..100_000).map(|t| (t * 7, series(t / 100))).collect();
+        let p = TrendParams { bin_ns: 0, ..params() };
+        let whole = Binned::of(all.iter().copied(), &p);
+        let mut streamed = Binned::default();
+        let mut most = 0;
+        for range in [50_000..50_001, 50_001..60_000, 0..1_000, 90_000..100_000, 1_000..50_000, 60_000..90_000] {
+            streamed.extend(all[range].iter().copied(), &p);
+            most = most.max(streamed.bins.len());
+        }
+        assert_eq!((streamed.span, streamed.step), (whole.span, whole.step));
+        assert_eq!(streamed.bins.keys().collect::<Vec<_>>(), whole.bins.keys().collect::<Vec<_>>());
+        for (a, b) in streamed.bins.values().zip(whole.bins.values()) {
+            assert_eq!((a.messages, a.delayed), (b.messages, b.delayed));
+            assert!((a.sum - b.sum).abs() <= 1e-9 * b.sum.abs());
+        }
+        assert!(most <= 10 * DEFAULT_BINS as usize + 1, "{most} bins held");
+        let kinds = |s: Vec<Segment>| s.iter().map(|x| (x.kind, x.t_start, x.t_end, x.messages)).collect::<Vec<_>>();
+        assert_eq!(kinds(streamed.segments(&p).unwrap()), kinds(whole.segments(&p).unwrap()));
     }
 
     /// One sample per ns: flat 1.0 on [0, 300), a ramp to 3.0 on [300, 500), 3.0 on [500, 800),
