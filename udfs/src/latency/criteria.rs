@@ -260,7 +260,8 @@ impl Smallest {
             self.kept.select_nth_unstable(m - 1);
             self.kept.truncate(m);
             self.kept.shrink_to(2 * m);
-            self.bound = self.kept.iter().max().copied();
+            // The selection put the largest of the m kept last.
+            self.bound = Some(self.kept[m - 1]);
         }
     }
 
@@ -281,11 +282,13 @@ pub struct CriteriaFold {
     groups: FastMap<(u8, i64), Smallest>,
     /// Rows added so far.
     rows: u64,
+    /// Messages the groups hold (held_bytes is asked after every batch).
+    kept: usize,
 }
 
 impl CriteriaFold {
     pub fn new(params: Params) -> CriteriaFold {
-        CriteriaFold { params, groups: FastMap::default(), rows: 0 }
+        CriteriaFold { params, groups: FastMap::default(), rows: 0, kept: 0 }
     }
 
     pub fn add(&mut self, m: &MessageColumns) {
@@ -296,7 +299,10 @@ impl CriteriaFold {
                 let place =
                     m.send_ts.as_ref().map_or(at as i64, |s| if s.is_null(row) { i64::MAX } else { s.value(row) });
                 let duration = m.duration.value(row);
-                self.groups.entry(k).or_default().push((sample_key(place, duration), duration), samples);
+                let group = self.groups.entry(k).or_default();
+                let before = group.kept.len();
+                group.push((sample_key(place, duration), duration), samples);
+                self.kept = self.kept + group.kept.len() - before;
             }
         }
         self.rows += m.duration.len() as u64;
@@ -304,7 +310,7 @@ impl CriteriaFold {
 
     /// Bytes the groups hold (their entries; the vectors' room to grow is not counted).
     pub fn held_bytes(&self) -> usize {
-        self.groups.values().map(|g| g.kept.len() * std::mem::size_of::<Keyed>() + 64).sum()
+        self.kept * std::mem::size_of::<Keyed>() + 64 * self.groups.len()
     }
 
     /// The criteria: per group, the median of the durations of its sample of at most
