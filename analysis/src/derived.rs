@@ -48,6 +48,10 @@ pub struct Derived {
     /// Inputs read only when the query reads a column of the output: (input, output column);
     /// otherwise the computation gets no rows of them.
     only_for: Vec<(usize, usize)>,
+    /// An analysis whose output begins with its first input's columns, as they are, and whose
+    /// work reads only these of them (indices into the first input): a query that reads few of
+    /// the output's columns reads only those and these of the input ([`Derived::passing_through`]).
+    passes_through: Option<Vec<usize>>,
     /// The call that planned it, for another process to plan it again ([`crate::recipe`]).
     call: Option<crate::plan::Call>,
     /// Whether it is planned for a distributed engine (planned again there, [`crate::recipe`]).
@@ -151,6 +155,7 @@ impl Derived {
             inputs,
             work: Work::Whole(compute),
             only_for: Vec::new(),
+            passes_through: None,
             call: None,
             distributed: false,
             spread: None,
@@ -206,6 +211,47 @@ impl Derived {
         let column = self.schema.index_of(column)?;
         self.only_for.push((input, column));
         Ok(self)
+    }
+
+    /// The same table, its output beginning with its first input's columns as they are, its
+    /// streamed work reading only `reads` of them (indices into the first input, read whole):
+    /// the query's plan then reads of the first input only the columns passed on that it
+    /// reads and `reads` ([`crate::node`]'s `necessary_children_exprs`), and the mapper is
+    /// told which (`Mapper::narrowed`). An error unless the work is streamed and the output
+    /// begins with the input's columns.
+    pub fn passing_through(self, reads: Vec<usize>) -> Result<Derived> {
+        let Some(first) = self.inputs.first() else {
+            return internal_err!("{}: passes through an input it does not have", self.name);
+        };
+        let input = first.provider.schema();
+        let begins_with_input = first.projection.is_none()
+            && input.fields().len() <= self.schema.fields().len()
+            && input.fields().iter().zip(self.schema.fields()).all(|(a, b)| a.name() == b.name());
+        if !matches!(self.work, Work::Streamed(_)) || !begins_with_input {
+            return internal_err!("{}: only a streamed analysis of its whole first input passes it through", self.name);
+        }
+        if reads.iter().any(|&c| c >= input.fields().len()) {
+            return internal_err!("{}: reads a column its first input does not have", self.name);
+        }
+        Ok(Derived { passes_through: Some(reads), ..self })
+    }
+
+    /// The names of the first input's columns needed to give the output columns `output`
+    /// (indices into the full output), when the analysis passes its first input through and
+    /// the input's column names are unique (else None: the input is read whole).
+    pub fn input_columns_for(&self, output: &[usize]) -> Option<Vec<String>> {
+        let reads = self.passes_through.as_ref()?;
+        let input = self.inputs.first()?.provider.schema();
+        let names: std::collections::HashSet<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
+        if names.len() != input.fields().len() {
+            return None;
+        }
+        let passed = input.fields().len();
+        let mut needed: Vec<usize> =
+            output.iter().copied().filter(|&c| c < passed).chain(reads.iter().copied()).collect();
+        needed.sort_unstable();
+        needed.dedup();
+        Some(needed.into_iter().map(|c| input.field(c).name().clone()).collect())
     }
 
     /// The same table, its plan node named after the function `name`.
@@ -524,7 +570,7 @@ impl Derived {
             (Stage::Answer, Some(Spread::Prefolded { work, .. })) if self.distributed => {
                 (work.clone(), self.schema.clone(), projection)
             }
-            (Stage::Answer, _) => (self.work.clone(), self.schema.clone(), projection),
+            (Stage::Answer, _) => (self.narrowed_work(&inputs, projection)?, self.schema.clone(), projection),
             (Stage::Prefold { index, reduce }, Some(Spread::Prefolded { prefolds, .. })) => {
                 let Some(prefold) = prefolds.get(usize::from(index)) else {
                     return internal_err!("{}: has no prefold {index}", self.name);
@@ -607,6 +653,44 @@ impl Derived {
             }
             _ => node,
         })
+    }
+
+    /// The work of the answer over `inputs`: when the analysis passes its first input through
+    /// and the plan gives fewer of the input's columns than it has (the query reads few of the
+    /// output's), the mapper reads those, found by name, and gives the output columns
+    /// `projection` from them ([`crate::stream::Narrowed`]).
+    fn narrowed_work(&self, inputs: &[Arc<dyn ExecutionPlan>], projection: Option<&Vec<usize>>) -> Result<Work> {
+        let (Some(_), Work::Streamed(prepare), Some(first)) = (&self.passes_through, &self.work, inputs.first()) else {
+            return Ok(self.work.clone());
+        };
+        let input = self.inputs[0].provider.schema();
+        let given = first.schema();
+        if given.fields().len() >= input.fields().len() {
+            return Ok(self.work.clone());
+        }
+        let Some(projection) = projection.cloned() else {
+            return internal_err!("{}: given some of its input's columns for all of its own", self.name);
+        };
+        let keep = given
+            .fields()
+            .iter()
+            .map(|f| {
+                input.index_of(f.name()).map_err(|_| {
+                    datafusion::error::DataFusionError::Internal(format!(
+                        "{}: given a column '{}' its input does not have",
+                        self.name,
+                        f.name()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let (prepare, passed) = (prepare.clone(), input.fields().len());
+        let narrowed: crate::stream::Prepare = Arc::new(move |held| {
+            let mapper = prepare(held)?;
+            Ok(Box::new(crate::stream::Narrowed::new(mapper, &keep, passed, &projection)?)
+                as Box<dyn crate::stream::Mapper>)
+        });
+        Ok(Work::Streamed(narrowed))
     }
 
     /// How this analysis, planned for a distributed engine over `inputs`, reads them: a task

@@ -189,6 +189,28 @@ impl UserDefinedLogicalNodeCore for AnalysisCall {
         write!(f, "Analysis: {}(){shown}", derived.name())
     }
 
+    /// What each child must give for the output columns `output` (indices into this node's
+    /// schema): an analysis that passes its first input through needs of it only the columns
+    /// passed on that are read and those its work reads ([`Derived::passing_through`]), found
+    /// by name in the child as it is now (an earlier pass may have narrowed it); every other
+    /// child, all it gives. DataFusion's projection pushdown narrows the children so.
+    fn necessary_children_exprs(&self, output: &[usize]) -> Option<Vec<Vec<usize>>> {
+        let full: Vec<usize> = match &self.projection {
+            Some(p) => output.iter().map(|&i| p.get(i).copied()).collect::<Option<_>>()?,
+            None => output.to_vec(),
+        };
+        let names = self.derived().input_columns_for(&full)?;
+        let first = self.inputs.first()?.schema();
+        let mut needed = Vec::with_capacity(names.len());
+        for name in &names {
+            needed.push(first.fields().iter().position(|f| f.name() == name)?);
+        }
+        needed.sort_unstable();
+        let mut children = vec![needed];
+        children.extend(self.inputs[1..].iter().map(|input| (0..input.schema().fields().len()).collect()));
+        Some(children)
+    }
+
     fn with_exprs_and_inputs(&self, exprs: Vec<Expr>, inputs: Vec<LogicalPlan>) -> Result<Self> {
         if !exprs.is_empty() || inputs.len() != self.inputs.len() {
             return internal_err!(

@@ -57,6 +57,14 @@ pub trait Mapper: Send {
         false
     }
 
+    /// The main input comes with only its columns `input` (indices into the whole input, in
+    /// the order they come): a mapper of an analysis that passes its input through
+    /// (`Derived::passing_through`) reads its columns there and gives those columns, then its
+    /// own. Others read their input whole.
+    fn narrowed(&mut self, _input: &[usize]) -> Result<()> {
+        Err(DataFusionError::Internal("this analysis reads its input whole".to_string()))
+    }
+
     /// Bytes of what the mapper has folded so far (groups, samples), reserved from the memory
     /// budget after each batch: a fold that grows with its input answers to the budget as a
     /// held input does.
@@ -86,6 +94,84 @@ pub struct AsTheyCome;
 impl Mapper for AsTheyCome {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         Ok(batch.clone())
+    }
+}
+
+/// A mapper given only some of its main input's columns (`Derived::passing_through`): the
+/// inner mapper reads them and gives them, then its own columns; this gives the output
+/// columns the query reads (`projection`, indices into the whole output) from those.
+pub struct Narrowed {
+    inner: Box<dyn Mapper>,
+    /// The query's columns among the inner mapper's.
+    projection: Vec<usize>,
+    /// Whether the inner mapper gives only those itself.
+    inner_projects: bool,
+}
+
+impl std::fmt::Debug for Narrowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Narrowed").field("projection", &self.projection).finish_non_exhaustive()
+    }
+}
+
+impl Narrowed {
+    /// `inner` over the main input's columns `input` of the `passed` the whole output begins
+    /// with, giving the output columns `projection`.
+    pub fn new(mut inner: Box<dyn Mapper>, input: &[usize], passed: usize, projection: &[usize]) -> Result<Self> {
+        inner.narrowed(input)?;
+        let projection = projection
+            .iter()
+            .map(|&c| match c.checked_sub(passed) {
+                Some(own) => Ok(input.len() + own),
+                None => input
+                    .iter()
+                    .position(|&i| i == c)
+                    .ok_or_else(|| DataFusionError::Internal(format!("input column {c} is read but was not given"))),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let inner_projects = inner.projected(&projection);
+        Ok(Narrowed { inner, projection, inner_projects })
+    }
+
+    fn project(&self, out: RecordBatch) -> Result<RecordBatch> {
+        if self.inner_projects { Ok(out) } else { Ok(out.project(&self.projection)?) }
+    }
+}
+
+impl Mapper for Narrowed {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        let out = self.inner.map(batch)?;
+        self.project(out)
+    }
+
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let out = self.inner.map_many(batches)?;
+        self.project(out)
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        self.inner.finish()?.into_iter().map(|out| self.project(out)).collect()
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        self.inner.more()?.map(|out| self.project(out)).transpose()
+    }
+
+    /// It gives the query's columns itself.
+    fn projected(&mut self, _projection: &[usize]) -> bool {
+        true
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.inner.held_bytes()
+    }
+
+    fn working_ratio(&self) -> usize {
+        self.inner.working_ratio()
+    }
+
+    fn finish_bytes(&self) -> usize {
+        self.inner.finish_bytes()
     }
 }
 

@@ -337,3 +337,61 @@ fn a_store_converted_again_under_a_reader_is_refused_never_mixed() {
     fresh.open(&store.display().to_string(), Some("run"), &OpenOptions::default()).unwrap();
     assert!(count(&mut fresh, &runtime, "SELECT count(*) FROM run.events").unwrap() > before);
 }
+
+/// The columns each scan of the messages' parts reads in `plan` (EXPLAIN's text), by name.
+fn messages_scans(plan: &str) -> Vec<Vec<String>> {
+    plan.lines()
+        .filter(|line| line.contains("messages/part-"))
+        .filter_map(|line| {
+            let from = line.find("projection=[")? + "projection=[".len();
+            let to = from + line[from..].find(']')?;
+            Some(line[from..to].split(", ").map(|c| c.split('@').next().unwrap_or(c).to_string()).collect())
+        })
+        .collect()
+}
+
+#[test]
+fn an_analysis_that_passes_the_messages_through_reads_only_the_columns_the_query_reads() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (_dir, store, _trace) = in_parts(IN_PARTS);
+    let mut session = commdb_tests::session();
+    session.open(&store.display().to_string(), None, &OpenOptions::default()).unwrap();
+    let explain = |session: &mut commdb_catalog::Session, sql: &str| {
+        let plan = runtime.block_on(session.collect(&format!("EXPLAIN {sql}"))).unwrap();
+        arrow::util::pretty::pretty_format_batches(&plan).unwrap().to_string()
+    };
+    let all = model::TABLES.iter().find(|t| t.name == "messages").unwrap().schema().fields().len();
+    // The latencies' scan (and the criteria's, unless they are known) each read a few of the
+    // messages' 21 columns.
+    let narrow = "SELECT src, msg_id, latency, delayed FROM message_latency() ORDER BY msg_id";
+    let plan = explain(&mut session, narrow);
+    let scans = messages_scans(&plan);
+    assert!((1..=2).contains(&scans.len()), "{plan}");
+    for scan in &scans {
+        assert!(scan.len() < 8 && scan.len() < all, "{scan:?} of {all}\n{plan}");
+    }
+    assert!(scans.iter().any(|s| s.contains(&"src".to_string()) && s.contains(&"msg_id".to_string())), "{scans:?}");
+    assert!(scans.iter().all(|s| !s.contains(&"tag".to_string())), "{scans:?}");
+    // A query that reads every column reads them all, and the narrow one's rows are its rows.
+    let plan = explain(&mut session, "SELECT * FROM message_latency()");
+    assert!(messages_scans(&plan).iter().any(|s| s.len() == all), "{plan}");
+    let whole = runtime.block_on(session.collect("SELECT * FROM message_latency() ORDER BY msg_id")).unwrap();
+    let whole = arrow::compute::concat_batches(&whole[0].schema(), &whole).unwrap();
+    let read = runtime.block_on(session.collect(narrow)).unwrap();
+    let read = arrow::compute::concat_batches(&read[0].schema(), &read).unwrap();
+    assert!(read.num_rows() > 1000, "{} messages", read.num_rows());
+    for name in ["src", "msg_id", "latency", "delayed"] {
+        let a = read.column_by_name(name).unwrap();
+        let b = whole.column_by_name(name).unwrap();
+        assert_eq!(a.as_ref(), b.as_ref(), "{name}");
+    }
+    // Counted, and read by another analysis's SQL (rank_diagnosis reads seven of its columns).
+    let counted = count(&mut session, &runtime, "SELECT count(*) FROM message_latency() WHERE delayed").unwrap();
+    let expected = count(
+        &mut session,
+        &runtime,
+        "SELECT count(*) FROM (SELECT * FROM message_latency()) m WHERE m.delayed AND m.tag = m.tag",
+    )
+    .unwrap();
+    assert_eq!(counted, expected);
+}

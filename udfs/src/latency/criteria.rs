@@ -104,8 +104,9 @@ impl MessageIndices {
         let idx = relation.columns(function, &NEEDED)?;
         let schema = relation.schema();
         let intra = schema.index_of("intra_node").ok();
-        let nodes = match (schema.index_of("src_node"), schema.index_of("dst_node")) {
-            (Ok(a), Ok(b)) => Some((a, b)),
+        // The nodes are read only where intra_node is not there to say the locality.
+        let nodes = match (intra, schema.index_of("src_node"), schema.index_of("dst_node")) {
+            (None, Ok(a), Ok(b)) => Some((a, b)),
             _ => None,
         };
         if intra.is_none() && nodes.is_none() {

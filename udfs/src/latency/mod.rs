@@ -132,6 +132,9 @@ fn message_latency(a: &Args) -> Result<Arc<dyn TableProvider>> {
     // The messages stream through; the criteria come first from a second input: the five
     // columns they need, of the relation itself or of its trace's messages.
     let extra = baseline.streamed_input(&relation, &indices, extra);
+    // A query that reads few of its columns reads only those of the messages and the ones the
+    // latencies need.
+    let reads = indices.columns();
     let prepare: Prepare = Arc::new(move |held| {
         let table = baseline.held_table(held.first().map(Vec::as_slice))?;
         Ok(Box::new(LatencyMapper {
@@ -142,7 +145,7 @@ fn message_latency(a: &Args) -> Result<Arc<dyn TableProvider>> {
             counted: (0, 0),
         }) as Box<dyn Mapper>)
     });
-    Ok(Arc::new(Derived::streamed(schema, with_baseline(relation, None, extra), prepare)))
+    Ok(Arc::new(Derived::streamed(schema, with_baseline(relation, None, extra), prepare).passing_through(reads)?))
 }
 
 /// `message_latency`'s batches: each message with its criterion, latency and delayed.
@@ -176,5 +179,19 @@ impl Mapper for LatencyMapper {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.baseline.notice_uncovered(self.counted.0, self.counted.1);
         Ok(Vec::new())
+    }
+
+    /// The messages come with only their columns `input`: the latencies read theirs there, and
+    /// the output is those columns, then the three of its own.
+    fn narrowed(&mut self, input: &[usize]) -> Result<()> {
+        let at = |c: usize| input.iter().position(|&i| i == c);
+        if let Some(missing) = self.indices.columns().into_iter().find(|&c| at(c).is_none()) {
+            return datafusion::common::internal_err!("message_latency: not given the messages' column {missing}");
+        }
+        self.indices = self.indices.moved(|c| at(c).unwrap_or_default());
+        let passed = self.schema.fields().len() - 3;
+        let columns: Vec<usize> = input.iter().copied().chain(passed..passed + 3).collect();
+        self.schema = Arc::new(self.schema.project(&columns)?);
+        Ok(())
     }
 }
