@@ -17,7 +17,11 @@
 //! bytes), not the messages. `dag_edges` writes each message's id, bytes, duration and latency
 //! (its criteria held first, as `message_latency` does) to a second scratch file, read back in
 //! the messages' order once every node is known. The check for a cycle (Kahn's order over the
-//! nodes, the program order and the messages) runs when the nodes are known.
+//! nodes, the program order and the messages) runs when the nodes are known, and only when some
+//! message is received no later than it is sent: along the program order and a message
+//! received after it was sent time only rises, so a cycle needs such a message
+//! (`crate::causality::dag_check` makes the same argument for the spread check). Without one,
+//! nothing is kept per node for the check, and `dag_nodes` keeps nothing per message.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -76,26 +80,36 @@ pub const DAG_EDGES: Function = Function {
 const NONE: u32 = u32::MAX;
 
 /// The nodes as Algorithm 2 makes them, run by run of whole ranks, numbered on from the
-/// previous runs; and per message row, the node of its send and of its receive.
+/// previous runs; and, where they are needed, per message row the node of its send and of its
+/// receive, and the graph the check for a cycle walks.
 #[derive(Debug, Default)]
 struct Nodes {
+    /// Nodes made so far.
+    count: usize,
+    /// Per message row (empty when neither the answer nor the check needs them).
     send_node: Vec<u32>,
     recv_node: Vec<u32>,
-    /// Of every node: its rank and first time (for the error that names a cycle), and
-    /// whether the next node is of the same rank (the program order).
+    /// Whether the check for a cycle runs (some message is received no later than it is sent).
+    checked: bool,
+    /// Of every node, when the check runs: its rank and first time (for the error that names a
+    /// cycle), and whether the next node is of the same rank (the program order).
     first: Vec<(i64, i64)>,
     continues: Vec<bool>,
 }
 
 impl Nodes {
-    fn new(rows: usize) -> Nodes {
-        Nodes { send_node: vec![NONE; rows], recv_node: vec![NONE; rows], ..Nodes::default() }
+    /// For `rows` messages; `per_message`: the node of each message's send and receive is
+    /// kept; `checked`: the graph is kept and checked for a cycle (which needs them too).
+    fn new(rows: usize, per_message: bool, checked: bool) -> Nodes {
+        let kept = if per_message || checked { rows } else { 0 };
+        Nodes { send_node: vec![NONE; kept], recv_node: vec![NONE; kept], checked, ..Nodes::default() }
     }
 
     /// Algorithm 2 over a run of whole ranks' halves, each rank's in time order: its nodes.
     fn add(&mut self, halves: &[Half]) -> Result<Vec<Node>> {
         let mut nodes: Vec<Node> = Vec::new();
-        let base = self.first.len();
+        let base = self.count;
+        let per_message = !self.send_node.is_empty();
         let mut last: Option<(i64, u32)> = None;
         for (h, within) in halves.iter().zip(nodes_within_ranks(halves)) {
             if last != Some((h.rank, within)) {
@@ -111,11 +125,18 @@ impl Nodes {
             let id = (base + open) as u32;
             let node = &mut nodes[open];
             node.add(h);
+            if !per_message {
+                continue;
+            }
             if h.kind == Kind::Send {
                 self.send_node[h.row as usize] = id;
             } else {
                 self.recv_node[h.row as usize] = id;
             }
+        }
+        self.count += nodes.len();
+        if !self.checked {
+            return Ok(nodes);
         }
         for (k, n) in nodes.iter().enumerate() {
             // A run holds whole ranks: the next node of the same rank is in this run.
@@ -133,8 +154,12 @@ impl Nodes {
     }
 
     /// An error if the nodes, with the program order and the messages as edges, run in a
-    /// cycle (Kahn's order does not reach every node); it names a node on the cycle.
+    /// cycle (Kahn's order does not reach every node); it names a node on the cycle. Without a
+    /// message received no later than it was sent there is none, and nothing to walk.
     fn check_acyclic(&self) -> Result<()> {
+        if !self.checked {
+            return Ok(());
+        }
         let n = self.first.len();
         let mut indegree = vec![0u32; n];
         let mut offsets = vec![0u32; n + 1];
@@ -238,6 +263,8 @@ struct DagSweep {
     input: DagInput,
     halves: Option<Halves>,
     rows: usize,
+    /// Matched messages received no later than they were sent (the check runs when any is).
+    late: usize,
     edge_rows: Option<EdgeRows>,
     schema: SchemaRef,
     /// Once the messages have ended: the runs of halves still to read, the nodes so far, the
@@ -256,6 +283,7 @@ impl DagSweep {
             input,
             halves: Some(Halves::new(if answer == Answer::Nodes { "dag_nodes" } else { "dag_edges" })?),
             rows: 0,
+            late: 0,
             edge_rows,
             schema,
             groups: None,
@@ -284,7 +312,7 @@ impl DagSweep {
             self.groups = None;
             return Ok(None);
         };
-        let first = self.nodes.first.len();
+        let first = self.nodes.count;
         Ok(Some((first, self.nodes.add(&halves)?)))
     }
 
@@ -352,6 +380,11 @@ impl Mapper for DagSweep {
             if let (Some(rank), Some(ts)) = (get(&dst, r), get(&recv_ts, r)) {
                 halves.push(Half { rank, ts, id, row, kind: Kind::Recv, bytes: b })?;
             }
+            let sent = get(&src, r).and(get(&send_ts, r));
+            let received = get(&dst, r).and(get(&recv_ts, r));
+            if let (Some(sent), Some(received)) = (sent, received) {
+                self.late += usize::from(received <= sent);
+            }
         }
         if let Some(e) = self.edge_rows.as_mut() {
             let cols = self.input.latency.read(one)?;
@@ -388,7 +421,7 @@ impl Mapper for DagSweep {
         // Every rank's messages sent plus received (equations 9 and 10).
         let loads: Vec<i64> = halves.counts.values().copied().collect();
         self.lb = halves.counts.keys().copied().zip(super::balance::lb(&loads)).collect();
-        self.nodes = Nodes::new(self.rows);
+        self.nodes = Nodes::new(self.rows, self.answer == Answer::Edges, self.late > 0);
         self.groups = Some(halves.into_groups()?);
         if let Some(e) = self.edge_rows.take() {
             e.baseline.notice_uncovered(e.counted.0, e.counted.1);
@@ -494,7 +527,7 @@ mod tests {
             halves.push(Half { rank: d, ts: rt, id, row, kind: Kind::Recv, bytes: 10 });
         }
         halves.sort_unstable_by_key(Half::order);
-        let mut nodes = Nodes::new(rows.len());
+        let mut nodes = Nodes::new(rows.len(), true, true);
         // Two runs of whole ranks, as the scratch files give them.
         let cut = halves.partition_point(|h| h.rank < 1);
         let mut all = nodes.add(&halves[..cut])?;
@@ -546,6 +579,29 @@ mod tests {
             if whole.is_ok() { acyclic += 1 } else { cycles += 1 }
         }
         assert!(cycles > 100 && acyclic > 100, "{cycles} with a cycle, {acyclic} without");
+    }
+
+    #[test]
+    fn nodes_not_checked_keep_nothing_per_message_or_node() {
+        // Every message received after it was sent: the sweep makes its nodes without the check.
+        let mut halves = Vec::new();
+        for (row, (s, d, st, rt)) in [(0i64, 1i64, 1i64, 2i64), (1, 0, 3, 4), (0, 1, 5, 6)].into_iter().enumerate() {
+            let (id, row) = (row as i64, row as u32);
+            halves.push(Half { rank: s, ts: st, id, row, kind: Kind::Send, bytes: 10 });
+            halves.push(Half { rank: d, ts: rt, id, row, kind: Kind::Recv, bytes: 10 });
+        }
+        halves.sort_unstable_by_key(Half::order);
+        let mut nodes = Nodes::new(3, false, false);
+        let made = nodes.add(&halves).unwrap();
+        let kept = Nodes::new(3, true, true).add(&halves).unwrap();
+        assert_eq!(
+            made.iter().map(|n| (n.rank, n.sends, n.recvs)).collect::<Vec<_>>(),
+            [(0, 1, 0), (0, 1, 1), (1, 1, 1), (1, 0, 1)]
+        );
+        assert_eq!(made.len(), kept.len());
+        assert_eq!(nodes.count, 4);
+        assert!(nodes.send_node.is_empty() && nodes.first.is_empty() && nodes.continues.is_empty());
+        nodes.check_acyclic().unwrap();
     }
 
     #[test]
