@@ -189,17 +189,18 @@ impl UserDefinedLogicalNodeCore for AnalysisCall {
         write!(f, "Analysis: {}(){shown}", derived.name())
     }
 
-    /// What each child must give for the output columns `output` (indices into this node's
-    /// schema): an analysis that passes its first input through needs of it only the columns
-    /// passed on that are read and those its work reads ([`Derived::passing_through`]), found
-    /// by name in the child as it is now (an earlier pass may have narrowed it); every other
-    /// child, all it gives. DataFusion's projection pushdown narrows the children so.
-    fn necessary_children_exprs(&self, output: &[usize]) -> Option<Vec<Vec<usize>>> {
-        let full: Vec<usize> = match &self.projection {
-            Some(p) => output.iter().map(|&i| p.get(i).copied()).collect::<Option<_>>()?,
-            None => output.to_vec(),
-        };
-        let names = self.derived().input_columns_for(&full)?;
+    /// What each child must give for this node's output columns (its projection, which
+    /// `ReadColumns` narrows to what the plan above reads): an analysis that passes its first
+    /// input through needs of it only the columns passed on that it gives and those its work
+    /// reads ([`Derived::passing_through`]), found by name in the child as it is now (an
+    /// earlier pass may have narrowed it); every other child, all it gives. DataFusion's
+    /// projection pushdown narrows the children so. What the parent needs (`_output`) is not
+    /// used: the node's schema stays its projection's, so a child narrowed below it would
+    /// leave columns of that schema without their input (a union or filter above the call,
+    /// which `ReadColumns` does not look through).
+    fn necessary_children_exprs(&self, _output: &[usize]) -> Option<Vec<Vec<usize>>> {
+        // A call that gives all its columns needs all of its children.
+        let names = self.derived().input_columns_for(self.projection.as_ref()?)?;
         let first = self.inputs.first()?.schema();
         let mut needed = Vec::with_capacity(names.len());
         for name in &names {

@@ -394,4 +394,8 @@ fn an_analysis_that_passes_the_messages_through_reads_only_the_columns_the_query
     )
     .unwrap();
     assert_eq!(counted, expected);
+    // Under a union and a filter, which do not narrow the call, it reads every column.
+    let all_rows = count(&mut session, &runtime, "SELECT count(*) FROM message_latency()").unwrap();
+    let union = "SELECT count(*) FROM (SELECT src FROM message_latency() UNION ALL SELECT dst FROM message_latency() WHERE delayed)";
+    assert_eq!(count(&mut session, &runtime, union), Ok(all_rows + counted));
 }
