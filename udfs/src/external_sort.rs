@@ -24,8 +24,13 @@ const MIN_RUN_BYTES: usize = 256 << 10;
 /// The bytes of a run under the session's memory budget: a sixteenth of it (an analysis may
 /// gather two sorts at once beside what else it holds), between 256 KiB and `RUN_BYTES`.
 pub(crate) fn run_bytes(session: &dyn datafusion::catalog::Session) -> usize {
+    run_bytes_under(session.runtime_env().memory_pool.as_ref())
+}
+
+/// The bytes of a run under the memory pool `pool` (see `run_bytes`).
+pub(crate) fn run_bytes_under(pool: &dyn datafusion::execution::memory_pool::MemoryPool) -> usize {
     use datafusion::execution::memory_pool::MemoryLimit;
-    match session.runtime_env().memory_pool.memory_limit() {
+    match pool.memory_limit() {
         MemoryLimit::Finite(limit) => (limit / 16).clamp(MIN_RUN_BYTES, RUN_BYTES),
         _ => RUN_BYTES,
     }

@@ -45,7 +45,7 @@ impl Replayed {
         let rank = &self.store.ranks[ri];
         if number + 1 < rank.first + rank.count {
             let next = self.store.call(ri, number + 1)?;
-            Ok(self.simulated.ideal_start[number as usize + 1] - next.compute)
+            Ok(self.simulated.start(ri, number + 1)? - next.compute)
         } else {
             Ok(self.simulated.last_ideal_end[ri])
         }
@@ -81,7 +81,7 @@ impl Replayed {
         for i in 0..count {
             let number = first + i;
             let c = self.store.call(ri, number)?;
-            let ideal_start = self.simulated.ideal_start[number as usize];
+            let ideal_start = self.simulated.start(ri, number)?;
             let ideal_end = self.ideal_end(ri, number)?;
             let (observed, ideal) = (c.end - c.start, ideal_end - ideal_start);
             sim += c.compute + ideal;

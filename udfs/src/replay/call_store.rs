@@ -262,6 +262,12 @@ impl CallStore {
         self.written as usize
     }
 
+    /// Where the rank whose call `number` is lies among the store's ranks (its calls are
+    /// numbered on from the ranks before it).
+    pub fn rank_of_call(&self, number: u32) -> usize {
+        self.ranks.partition_point(|r| r.first <= number).saturating_sub(1)
+    }
+
     /// Where `rank` lies among the store's ranks.
     pub fn rank_index(&self, rank: i64) -> Option<usize> {
         match usize::try_from(rank).ok().and_then(|r| self.dense.get(r)) {

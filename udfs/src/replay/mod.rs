@@ -38,11 +38,15 @@
 //!
 //! It runs within the memory budget at any size (`sweep`): the messages and collectives go to
 //! scratch files as they stream (`spill`), the calls a chunk of whole ranks at a time
-//! (`mpi_calls`) into a scratch store of the ranks' MPI calls (`call_store`); then every side is placed in its call
-//! and the calls are visited (`simulate`), and the rows are read back rank by rank (`answer`).
+//! (`mpi_calls`) into a scratch store of the ranks' MPI calls (`call_store`); then every side is
+//! placed in its call, what each call waits for goes to a scratch file in call order
+//! (`call_lists`), the calls are visited (`simulate`) and their ideal starts written to another
+//! (`ideal_starts`), and the rows are read back rank by rank (`answer`).
 
 mod answer;
+mod call_lists;
 mod call_store;
+mod ideal_starts;
 mod mpi_calls;
 mod simulate;
 mod spill;

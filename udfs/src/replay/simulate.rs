@@ -1,22 +1,24 @@
 //! The replay itself, over the calls in the call store: every message side and collective
-//! member is placed in the MPI call that holds its time (`link`), what each call waits for is
-//! gathered call by call (a compressed list: a start per call, then the calls and collective
-//! instances it waits for; an earlier call of its own rank is never listed, the rank having
-//! started it already), and the calls are visited in dependency order (`simulate`), each
-//! rank as far as it can go, then the next rank that can. In memory: per MPI call its ideal
-//! start (8 bytes), where its list starts (4) and its list (4 a dependency); the messages'
-//! dependencies pass through a scratch file on their way to the lists. The rules are the
-//! module's ([`crate::replay`]). The sides are placed a batch of rows at a time, the ranks shared
-//! out among the threads (`CallStore::locate_all`); each rank sees its lookups in the same
-//! order as one by one.
+//! member is placed in the MPI call that holds its time (`link`), what each call waits for and
+//! the collective instances it posts to are gathered call by call ([`super::call_lists`]: an
+//! earlier call of its own rank is never listed, the rank having started it already), and the
+//! calls are visited in dependency order (`simulate`), each rank as far as it can go, then the
+//! next rank that can; the ideal starts go to [`super::ideal_starts`]. Both lists and starts lie
+//! in scratch files and are read through a few blocks per rank, so what the replay holds does
+//! not grow with the calls but for a bit per call (whether it completes an operation) and a few
+//! numbers per collective instance. The rules are the module's ([`crate::replay`]). The sides
+//! are placed a batch of rows at a time, the ranks shared out among the threads
+//! (`CallStore::locate_all`); each rank sees its lookups in the same order as one by one.
 
 use std::collections::VecDeque;
 
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
+use super::call_lists::{CallLists, Item, ListsWriter};
 use super::call_store::{CallStore, MAX_CALLS, NOWHERE};
-use super::spill::{Rows, Spill, value};
+use super::ideal_starts::IdealStarts;
+use super::spill::{Rows, value};
 
 /// The tag of a collective instance in a call's list (above every call's number).
 const INSTANCE: u32 = MAX_CALLS;
@@ -48,14 +50,10 @@ impl Bits {
 
 /// What the calls wait for, found from the messages and collectives.
 pub(super) struct Links {
-    /// Call d waits for waits[start[d]..start[d + 1]].
-    start: Vec<u32>,
-    waits: Vec<Dep>,
+    /// Per call, what it waits for and the instances it posts to.
+    lists: CallLists,
     /// Calls that complete an operation (their end is the latest of what they wait for).
     completes: Bits,
-    /// Calls that post to a collective instance, and (post, instance) sorted by post.
-    posts_flag: Bits,
-    instance_posts: Vec<(u32, u32)>,
     /// Posts each instance has.
     members: Vec<u32>,
     /// Message sides and collective members outside every MPI call of their rank, per rank.
@@ -72,23 +70,25 @@ fn waited_for(post: (Option<u32>, u32), done: u32, rank: u32) -> Option<u32> {
     (p != done && !(p_rank == rank && p < done)).then_some(p)
 }
 
-/// Bytes the links of `calls` calls and `deps` dependencies hold.
-pub(super) fn links_bytes(calls: usize, deps: usize) -> usize {
-    calls * 4 + deps * 4 + calls / 4
-}
-
 /// Place every message side and collective member in its call, and gather what each call
-/// waits for. `grow` is asked for the bytes before they are taken (the memory budget).
+/// waits for. `hold` is told the bytes held before they are taken (the memory budget), and
+/// `bucket_bytes` bounds what the lists read back at a time.
 pub(super) fn link(
     what: &'static str,
     store: &mut CallStore,
     mut messages: Rows<7>,
     mut collectives: Rows<5>,
     eager_limit: i64,
-    grow: &mut dyn FnMut(usize) -> Result<()>,
+    bucket_bytes: usize,
+    hold: &mut dyn FnMut(usize) -> Result<()>,
 ) -> Result<Links> {
     let n = store.len();
-    grow(links_bytes(n, 0))?;
+    // A message gives a call at most two dependencies on each side, a collective member a
+    // post and a dependency.
+    let most = messages.left() as usize * 4 + collectives.left() as usize * 2;
+    let mut writer = ListsWriter::new(what, n, most, bucket_bytes)?;
+    let fixed = n / 8 + writer.most_bytes() + store.ranks.len() * 8;
+    hold(fixed)?;
     let mut unplaced = vec![0i64; store.ranks.len()];
     // A side to place: its rank's index among the store's (NOWHERE: no such rank, or no time).
     let side = |store: &CallStore, rank: Option<i64>, t: Option<i64>| -> (u32, i64) {
@@ -98,14 +98,7 @@ pub(super) fn link(
         }
     };
     let placed = |found: u32| (found != NOWHERE).then_some(found);
-    let mut count = vec![0u32; n + 1];
     let mut completes = Bits::new(n);
-    // (call that waits, what it waits for), packed in one integer, on their way to the lists.
-    let mut pairs = Spill::<1>::new(what)?;
-    let add = |count: &mut Vec<u32>, pairs: &mut Spill<1>, done: u32, dep: Dep| -> Result<()> {
-        count[done as usize] += 1;
-        pairs.push([(i64::from(done) << 32) | i64::from(dep)])
-    };
     // The rows come in batches, whose sides are placed by all threads at once.
     let (mut batch, mut sides, mut found) = (Vec::new(), Vec::new(), Vec::new());
     while messages.next_rows(&mut batch, LINK_BATCH)? > 0 {
@@ -127,7 +120,7 @@ pub(super) fn link(
                 completes.set(done);
                 for p in [recv_post, send_post] {
                     if let Some(p) = waited_for(p, done, rank) {
-                        add(&mut count, &mut pairs, done, p)?;
+                        writer.push(done, Item::Waits(p))?;
                     }
                 }
             }
@@ -137,16 +130,14 @@ pub(super) fn link(
                 let posts = if eager { [send_post, (None, NOWHERE)] } else { [send_post, recv_post] };
                 for p in posts {
                     if let Some(p) = waited_for(p, done, rank) {
-                        add(&mut count, &mut pairs, done, p)?;
+                        writer.push(done, Item::Waits(p))?;
                     }
                 }
             }
         }
     }
     let mut instance_of: FastMap<(i64, i64), u32> = FastMap::default();
-    let mut instance_posts: Vec<(u32, u32)> = Vec::new();
     let mut members: Vec<u32> = Vec::new();
-    let mut posts_flag = Bits::new(n);
     let mut batch = Vec::new();
     while collectives.next_rows(&mut batch, LINK_BATCH)? > 0 {
         commdb_catalog::interrupt::check(what)?;
@@ -164,84 +155,63 @@ pub(super) fn link(
             let (Some(comm), Some(instance)) = (value(c[0]), value(c[1])) else { continue };
             if let (Some(p), Some(d)) = (placed(f[0]), placed(f[1])) {
                 let next = members.len() as u32;
+                if next == INSTANCE {
+                    return Err(DataFusionError::Execution(format!(
+                        "{what}: more than {INSTANCE} collective instances are more than it handles; narrow the relation it reads"
+                    )));
+                }
                 let i = *instance_of.entry((comm, instance)).or_insert(next);
                 if i == next {
                     members.push(0);
+                    if members.len().is_power_of_two() {
+                        hold(fixed + members.capacity() * 36)?;
+                    }
                 }
                 members[i as usize] += 1;
-                instance_posts.push((p, i));
-                posts_flag.set(p);
+                writer.push(p, Item::Posts(i))?;
                 completes.set(d);
-                add(&mut count, &mut pairs, d, INSTANCE | i)?;
+                writer.push(d, Item::Waits(INSTANCE | i))?;
             }
         }
     }
     drop(instance_of);
-    instance_posts.sort_unstable();
-    // The lists: counted, then filled from the scratch file, then each sorted without repeats.
-    let total = pairs.rows() as usize;
-    grow(links_bytes(n, total) - links_bytes(n, 0) + instance_posts.len() * 8 + members.len() * 4)?;
-    let mut start = count;
-    let mut sum = 0u32;
-    for s in start.iter_mut() {
-        let c = *s;
-        *s = sum;
-        sum += c;
-    }
-    let mut waits = vec![0u32; total];
-    let mut rows = pairs.into_rows()?;
-    // start[d] moves on as d's list fills, ending where d + 1's begins; shifted back after.
-    let mut batch = Vec::new();
-    while rows.next_rows(&mut batch, LINK_BATCH)? > 0 {
-        for &[packed] in &batch {
-            let (d, dep) = ((packed >> 32) as usize, packed as u32);
-            waits[start[d] as usize] = dep;
-            start[d] += 1;
-        }
-    }
-    for d in (1..=n).rev() {
-        start[d] = start[d - 1];
-    }
-    start[0] = 0;
-    let mut kept = 0usize;
-    for d in 0..n {
-        let (a, b) = (start[d] as usize, start[d + 1] as usize);
-        waits[a..b].sort_unstable();
-        start[d] = kept as u32;
-        let mut last = None;
-        for k in a..b {
-            if last != Some(waits[k]) {
-                last = Some(waits[k]);
-                waits[kept] = waits[k];
-                kept += 1;
-            }
-        }
-    }
-    start[n] = kept as u32;
-    waits.truncate(kept);
-    waits.shrink_to_fit();
-    Ok(Links { start, waits, completes, posts_flag, instance_posts, members, unplaced })
+    // Held from here: the bits, the instances' counts and the ranks' buffers of the lists;
+    // the buckets read back one at a time beside them.
+    let fixed = n / 8 + members.len() * 16 + CallLists::most_bytes(store.ranks.len()) + store.ranks.len() * 8;
+    let firsts: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
+    let lists = writer.finish(&firsts, &mut |bucket| hold(fixed + bucket))?;
+    Ok(Links { lists, completes, members, unplaced })
 }
 
 /// The ideal start of every call and the ideal end of every rank's last one.
 pub(super) struct Simulated {
-    pub ideal_start: Vec<i64>,
+    pub starts: IdealStarts,
     pub last_ideal_end: Vec<i64>,
+}
+
+impl Simulated {
+    /// The ideal start of call `number` of the rank at `ri`.
+    pub fn start(&mut self, ri: usize, number: u32) -> Result<i64> {
+        self.starts
+            .get(ri, number)?
+            .ok_or_else(|| DataFusionError::Internal(format!("replay: call {number} has no ideal start")))
+    }
+
+    /// Bytes held at most for `ranks` ranks and `calls` calls.
+    pub fn most_bytes(ranks: usize, calls: usize) -> usize {
+        IdealStarts::most_bytes(ranks) + IdealStarts::index_bytes(calls) + ranks * 8
+    }
 }
 
 /// Ideal start and end of every call, in dependency order: each rank goes as far as what its
 /// calls wait for has started, then waits to be woken by it.
-pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links) -> Result<Simulated> {
+pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Links) -> Result<Simulated> {
     let n = store.ranks.len();
-    let mut ideal_start = vec![UNSET; store.len()];
+    let mut starts = IdealStarts::new(what, store.ranks.iter().map(|r| r.first))?;
     let mut remaining: Vec<u32> = links.members.clone();
     let mut latest: Vec<i64> = vec![UNSET; links.members.len()];
     let mut pos: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
     let mut clock: Vec<i64> = store.ranks.iter().map(|r| r.origin).collect();
-    // Per rank, where its next call's posts lie in instance_posts (sorted by call, and a rank's
-    // calls are numbered on and visited in order).
-    let mut next_post: Vec<usize> =
-        store.ranks.iter().map(|r| links.instance_posts.partition_point(|p| p.0 < r.first)).collect();
     let mut waiting: FastMap<Dep, Vec<usize>> = FastMap::default();
     let mut ready: VecDeque<usize> = (0..n).collect();
     let mut queued = vec![true; n];
@@ -264,16 +234,13 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
             visits += 1;
             let k = pos[r];
             let call = store.call(r, k)?;
-            if ideal_start[k as usize] == UNSET {
-                let s = clock[r] + call.compute;
-                ideal_start[k as usize] = s;
-                wake(k, &mut waiting, &mut ready, &mut queued);
-                if links.posts_flag.get(k) {
-                    let posts = &links.instance_posts;
-                    while posts.get(next_post[r]).is_some_and(|p| p.0 < k) {
-                        next_post[r] += 1;
-                    }
-                    for &(_, i) in posts[next_post[r]..].iter().take_while(|p| p.0 == k) {
+            let start = match starts.get(r, k)? {
+                Some(s) => s,
+                None => {
+                    let s = clock[r] + call.compute;
+                    starts.set(r, k, s)?;
+                    wake(k, &mut waiting, &mut ready, &mut queued);
+                    for &i in links.lists.of(r, k)?.posts {
                         let i = i as usize;
                         remaining[i] -= 1;
                         latest[i] = latest[i].max(s);
@@ -281,17 +248,17 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
                             wake(INSTANCE | i as u32, &mut waiting, &mut ready, &mut queued);
                         }
                     }
+                    s
                 }
-            }
-            let mut end = ideal_start[k as usize];
+            };
+            let mut end = start;
             let mut blocked = None;
-            let (a, b) = (links.start[k as usize] as usize, links.start[k as usize + 1] as usize);
-            for &dep in &links.waits[a..b] {
+            for &dep in links.lists.of(r, k)?.waits {
                 let s = if dep & INSTANCE != 0 {
                     let i = (dep & !INSTANCE) as usize;
                     if remaining[i] > 0 { UNSET } else { latest[i] }
                 } else {
-                    ideal_start[dep as usize]
+                    starts.get(store.rank_of_call(dep), dep)?.unwrap_or(UNSET)
                 };
                 if s == UNSET {
                     blocked = Some(dep);
@@ -304,7 +271,7 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
                 break;
             }
             if !links.completes.get(k) {
-                end = ideal_start[k as usize] + (call.end - call.start);
+                end = start + (call.end - call.start);
             }
             clock[r] = end;
             pos[r] += 1;
@@ -319,7 +286,7 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &Links)
             c.start, c.end
         )));
     }
-    Ok(Simulated { ideal_start, last_ideal_end: clock })
+    Ok(Simulated { starts, last_ideal_end: clock })
 }
 
 #[cfg(test)]

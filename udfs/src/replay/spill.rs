@@ -100,6 +100,11 @@ pub(super) struct Rows<const N: usize> {
 }
 
 impl<const N: usize> Rows<N> {
+    /// Rows not read yet.
+    pub fn left(&self) -> u64 {
+        self.left
+    }
+
     /// At least a whole row's bytes ahead, unless the file ends first.
     fn fill(&mut self) -> Result<()> {
         if self.end - self.at >= row_bytes(N) {

@@ -13,7 +13,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReser
 use super::answer::{Efficiency, Pair, Replayed};
 use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::MpiCalls;
-use super::simulate::{self, Links};
+use super::simulate::{self, Links, Simulated};
 use super::spill::{NULL, Spill};
 use commdb_analysis::columns::int64_column;
 use commdb_analysis::stream::{Folder, Mapper};
@@ -49,6 +49,7 @@ pub(super) fn start(
             what,
             answer,
             eager_limit,
+            bucket_bytes: crate::external_sort::run_bytes_under(pool.as_ref()),
             schema,
             pool,
             store: Some(CallStore::new(what)?),
@@ -108,6 +109,8 @@ struct Sweep {
     what: &'static str,
     answer: Answer,
     eager_limit: i64,
+    /// Bytes of what the replay's lists read back at a time (a sixteenth of the budget).
+    bucket_bytes: usize,
     schema: SchemaRef,
     pool: Arc<dyn MemoryPool>,
     store: Option<CallStore>,
@@ -137,27 +140,23 @@ impl Sweep {
         let reservation = MemoryConsumer::new(format!("{what} replay")).register(&self.pool);
         let reservation = self.reservation.insert(reservation);
         let pool = self.pool.clone();
-        let mut grow = |bytes: usize| -> Result<()> {
-            reservation.try_grow(bytes).map_err(|_| {
-                commdb_analysis::budget::over_budget(
-                    what,
-                    &pool,
-                    reservation.size() + bytes,
-                    messages_rows,
-                    "replaying",
-                )
-            })
+        let hold = |bytes: usize| -> Result<()> {
+            reservation
+                .try_resize(bytes)
+                .map_err(|_| commdb_analysis::budget::over_budget(what, &pool, bytes, messages_rows, "replaying"))
         };
-        grow(store.len() * 8 + store.ranks.len() * 64)?;
-        let links: Links = simulate::link(
+        let ranks = store.ranks.len();
+        let simulated_bytes = Simulated::most_bytes(ranks, store.len()) + ranks * 64;
+        let mut links: Links = simulate::link(
             what,
             &mut store,
             messages.into_rows()?,
             collectives.into_rows()?,
             self.eager_limit,
-            &mut grow,
+            self.bucket_bytes,
+            &mut |bytes| hold(simulated_bytes + bytes),
         )?;
-        let simulated = simulate::simulate(what, &mut store, &links)?;
+        let simulated = simulate::simulate(what, &mut store, &mut links)?;
         Ok(Replayed { store, simulated, unplaced: links.unplaced })
     }
 
