@@ -126,7 +126,13 @@ struct FoldExits {
 }
 
 pub(super) fn exits_start(answer: Answer) -> StartFold {
-    Arc::new(move || Box::new(FoldExits { waits: RunWaits::new(), records: ThreadRecords::default(), answer }))
+    Arc::new(move || {
+        Box::new(FoldExits {
+            waits: RunWaits::new(answer == Answer::Profile),
+            records: ThreadRecords::default(),
+            answer,
+        })
+    })
 }
 
 impl Folder for FoldExits {
@@ -328,7 +334,8 @@ impl Walk {
             answer,
             offload,
             store: StretchStore::new("critical_path")?,
-            waits: RunWaits::new(),
+            // The walk's task is given each location's time less waiting: it keeps no waiting.
+            waits: RunWaits::new(false),
             finalize: Finalize::default(),
             threads: BTreeMap::new(),
             location: None,
@@ -393,12 +400,10 @@ impl Mapper for Walk {
                         return exec_err!("critical_path: a wait of rank {rank} without its partner");
                     };
                     self.waits.count += 1;
-                    self.waits.ends.entry(rank).or_default().push(WaitEnd {
-                        start: from.value(r),
-                        end: to.value(r),
-                        partner,
-                        transfer: region.value(r) == 1,
-                    });
+                    self.waits.add_end(
+                        rank,
+                        WaitEnd { start: from.value(r), end: to.value(r), partner, transfer: region.value(r) == 1 },
+                    );
                 }
                 TOTAL => {
                     let id = match path.is_valid(r).then(|| path.value(r)) {

@@ -217,7 +217,7 @@ fn run_sweep(
     answer: Answer,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
-    let mut waits = RunWaits::new();
+    let mut waits = RunWaits::new(answer == Answer::Profile);
     let mut message_waits = messages.stream()?;
     while let Some((w, _)) = message_waits.next()? {
         waits.add(&w);

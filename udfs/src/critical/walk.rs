@@ -31,29 +31,45 @@ pub(crate) struct WaitEnd {
 }
 
 /// What the walk and the profile need of the wait states: each rank's waits sorted by their
-/// end, and its waiting as disjoint intervals in time order.
+/// end, and (for the profile alone) its waiting as disjoint intervals in time order. A rank's
+/// lists grow by half when full, not twice, and are made exact when sealed: at a thousand ranks
+/// and tens of millions of waits, what they hold is most of what the path holds.
 pub(crate) struct RunWaits {
     pub ends: HashMap<i64, Vec<WaitEnd>>,
     pub waiting: HashMap<i64, Vec<(i64, i64)>>,
     pub count: usize,
+    /// Whether `waiting` is kept (the profile's mean leaves waiting out; the path reads none).
+    keep_waiting: bool,
+}
+
+/// Push `item` to `list`, growing it by half when full.
+fn push_growing<T>(list: &mut Vec<T>, item: T) {
+    if list.len() == list.capacity() {
+        list.reserve_exact(list.len() / 2 + 16);
+    }
+    list.push(item);
 }
 
 impl RunWaits {
-    pub(crate) fn new() -> RunWaits {
-        RunWaits { ends: HashMap::new(), waiting: HashMap::new(), count: 0 }
+    /// Waits for the walk, and their waiting too when `keep_waiting`.
+    pub(crate) fn new(keep_waiting: bool) -> RunWaits {
+        RunWaits { ends: HashMap::new(), waiting: HashMap::new(), count: 0, keep_waiting }
     }
 
     pub(crate) fn add(&mut self, w: &Wait) {
         self.count += 1;
-        self.waiting.entry(w.rank).or_default().push((w.ts, w.ts + w.wait_ns));
-        if let Some(partner) = w.partner {
-            self.ends.entry(w.rank).or_default().push(WaitEnd {
-                start: w.ts,
-                end: w.ts + w.wait_ns,
-                partner,
-                transfer: w.pattern == "late_sender",
-            });
+        if self.keep_waiting {
+            push_growing(self.waiting.entry(w.rank).or_default(), (w.ts, w.ts + w.wait_ns));
         }
+        if let Some(partner) = w.partner {
+            let end = WaitEnd { start: w.ts, end: w.ts + w.wait_ns, partner, transfer: w.pattern == "late_sender" };
+            self.add_end(w.rank, end);
+        }
+    }
+
+    /// A wait of `rank` as the walk reads it.
+    pub(crate) fn add_end(&mut self, rank: i64, end: WaitEnd) {
+        push_growing(self.ends.entry(rank).or_default(), end);
     }
 
     /// Bytes held: each wait's end (32 bytes) and waiting (16), and a list per rank.
