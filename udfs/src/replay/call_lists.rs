@@ -53,6 +53,10 @@ fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
 const CHUNK: usize = 8192;
 const MIN_CHUNK: usize = 512;
 
+/// Bytes a bucket read back holds per record and per call (`ListsWriter::finish`).
+const BUCKET_RECORD_BYTES: usize = 24;
+const BUCKET_CALL_BYTES: usize = 8;
+
 /// Records a rank reads from the file at a time.
 const READ: usize = 512;
 
@@ -61,10 +65,10 @@ fn write_records(file: &File, at: u64, records: &[u64], what: &str) -> Result<()
     file.write_all_at(&bytes, at).map_err(|e| io_error(what, "writing", e))
 }
 
+/// Append the `n` records at record `at` of `file` to `out`.
 fn read_records(file: &File, at: u64, n: usize, out: &mut Vec<u64>, what: &str) -> Result<()> {
     let mut bytes = vec![0u8; n * 8];
     file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
-    out.clear();
     out.extend(bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))));
     Ok(())
 }
@@ -96,8 +100,9 @@ impl ListsWriter {
     /// `bucket_bytes` at a time.
     pub fn new(what: &'static str, calls: usize, records: usize, bucket_bytes: usize) -> Result<Self> {
         let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
-        // A bucket holds its records twice (as read and in call order) and a count per call.
-        let need = (records as u64 * 16).max(calls as u64 * 4);
+        // A bucket holds its records three times (as read, in call order, without repeats) and
+        // two counts per call.
+        let need = (records as u64 * BUCKET_RECORD_BYTES as u64).max(calls as u64 * BUCKET_CALL_BYTES as u64);
         let count = need.div_ceil(bucket_bytes.max(1) as u64).clamp(1, 1 << 14);
         let width = (calls as u64).div_ceil(count).max(1) as u32;
         let buckets: Vec<Bucket> =
@@ -136,7 +141,7 @@ impl ListsWriter {
 
     /// Every item is written: the lists in call order, each rank's read from `firsts[r]` (the
     /// number of its first call; ranks in the order of their numbers). `hold` is told the bytes
-    /// of the bucket read back before they are taken, and 0 when they are given back.
+    /// of the buckets' buffers before they are taken, and 0 when they are given back.
     pub fn finish(self, firsts: &[u32], hold: &mut dyn FnMut(usize) -> Result<()>) -> Result<CallLists> {
         let ListsWriter { what, file: gathered_file, calls, width, buckets, .. } = self;
         let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
@@ -144,17 +149,17 @@ impl ListsWriter {
         // Where each rank's records begin, set as its first call is reached.
         let mut begins = vec![0u64; firsts.len()];
         let mut next_rank = 0;
+        let mut held = 0usize;
         let (mut records, mut ordered, mut out, mut counts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (i, mut b) in buckets.into_iter().enumerate() {
             let lo = i as u32 * width;
             let hi = lo.saturating_add(width).min(calls);
-            let bytes = b.records as usize * 16 + (hi - lo) as usize * 4;
-            hold(bytes)?;
+            // The buffers are kept from bucket to bucket: what is held is the largest so far.
+            held = held.max(b.records as usize * BUCKET_RECORD_BYTES + (hi - lo) as usize * BUCKET_CALL_BYTES);
+            hold(held)?;
             records.clear();
             for &(at, n) in &b.chunks {
-                let mut chunk = Vec::new();
-                read_records(&gathered_file, at, n as usize, &mut chunk, what)?;
-                records.extend_from_slice(&chunk);
+                read_records(&gathered_file, at, n as usize, &mut records, what)?;
             }
             records.append(&mut b.gathered);
             // Counting sort by call: counts[c - lo + 1] calls' records, then where each begins.
@@ -194,8 +199,9 @@ impl ListsWriter {
             }
             write_records(&file, written * 8, &out, what)?;
             written += out.len() as u64;
-            hold(0)?;
         }
+        drop((records, ordered, out, counts));
+        hold(0)?;
         for b in &mut begins[next_rank..] {
             *b = written;
         }
@@ -273,6 +279,7 @@ impl CallLists {
                     if cursor.buffer.capacity() == 0 {
                         cursor.buffer.reserve_exact(READ);
                     }
+                    cursor.buffer.clear();
                     read_records(&self.file, cursor.next * 8, n, &mut cursor.buffer, what)?;
                     cursor.next += n as u64;
                     cursor.at = 0;
