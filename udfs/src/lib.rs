@@ -30,9 +30,11 @@ pub mod profiles;
 pub mod reference;
 pub mod replay;
 pub mod runs;
+pub(crate) mod spill;
 pub mod sweeps;
 pub mod threads;
 pub mod values;
+pub(crate) mod varint;
 pub mod waits;
 
 use std::sync::Arc;

@@ -2,8 +2,9 @@
 //! with and without an enclosing region and with the computation left uninstrumented: every
 //! rank's every iteration must start and end where the generator began and ended it (from the
 //! end of the collective before to the end of the iteration's MPI_Allreduce).
+//! `iteration_profile` is checked against its definition in SQL over `iterations` and the calls.
 
-use arrow::array::AsArray;
+use arrow::array::{Array, AsArray};
 use arrow::datatypes::Int64Type;
 use commdb_catalog::generate::{GeneratorConfig, Pattern, generate};
 
@@ -197,10 +198,11 @@ fn coupled_run(slow: i64) -> (String, Vec<Vec<(i64, i64)>>) {
     (csv, truth)
 }
 
-/// The session over the coupled run's CSV, written to a directory of its own (returned).
-fn open_coupled(slow: i64) -> (commdb_catalog::Session, Vec<Vec<(i64, i64)>>, std::path::PathBuf) {
+/// The session over the coupled run's CSV, written to a directory of its own (returned; `test`
+/// names it, so that tests running at once each have theirs).
+fn open_coupled(slow: i64, test: &str) -> (commdb_catalog::Session, Vec<Vec<(i64, i64)>>, std::path::PathBuf) {
     let (csv, truth) = coupled_run(slow);
-    let dir = std::env::temp_dir().join(format!("commdb-coupled-{}-{slow}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("commdb-coupled-{}-{slow}-{test}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("coupled.csv");
     std::fs::write(&path, csv).unwrap();
@@ -211,7 +213,7 @@ fn open_coupled(slow: i64) -> (commdb_catalog::Session, Vec<Vec<(i64, i64)>>, st
 
 #[test]
 fn iterations_of_two_coupled_applications_follow_each_ranks_own_calls() {
-    let (mut s, truth, dir) = open_coupled(1);
+    let (mut s, truth, dir) = open_coupled(1, "iterations");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sql = "SELECT rank, iteration, start_ts, end_ts, coalesce(marker, '') FROM iterations('t.calls') \
                ORDER BY rank, iteration";
@@ -242,7 +244,7 @@ fn iterations_of_two_coupled_applications_follow_each_ranks_own_calls() {
 fn the_profile_of_two_coupled_applications_takes_each_apart() {
     // Rank 5 of the first application computes three times as long from step 40 on; its
     // computation is uninstrumented, so the time no call covers made those steps long.
-    let (mut s, _, dir) = open_coupled(3);
+    let (mut s, _, dir) = open_coupled(3, "profile");
     let rt = tokio::runtime::Runtime::new().unwrap();
     let sql = "SELECT step_group, count(*), sum(CASE WHEN outlier THEN 1 ELSE 0 END), \
                       min(CASE WHEN outlier THEN iteration END), max(CASE WHEN outlier THEN iteration END), \
@@ -259,5 +261,153 @@ fn the_profile_of_two_coupled_applications_takes_each_apart() {
     for line in expected {
         assert!(bare(&text).contains(&bare(line)), "{line}\n{text}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `iteration_profile`'s rules written as SQL over `iterations` and the calls (what the
+/// function was before it folded `iterations` as it streams): the definition the function is
+/// checked against. `{calls}` is the calls' relation, `{args}` the arguments after it.
+const PROFILE_DEFINITION: &str = "WITH it AS (
+  SELECT iteration, rank, start_ts, end_ts, duration_ns, compute_ns, mpi_ns, waiting_ns,
+         CAST(step_group AS VARCHAR) AS grp,
+         CAST(compute_ns + mpi_ns AS DOUBLE) - median(compute_ns + mpi_ns) OVER (PARTITION BY rank) AS x,
+         count(*) OVER (PARTITION BY rank) AS n, min(start_ts) OVER (PARTITION BY rank) AS rs,
+         max(end_ts) OVER (PARTITION BY rank) AS re
+  FROM iterations('{calls}'{marker})),
+per AS (
+  SELECT grp, iteration, min(start_ts) AS start_ts, max(end_ts) AS end_ts, max(end_ts) - min(start_ts) AS dur,
+         count(*) AS ranks, avg(duration_ns) AS mean_rank_ns, max(compute_ns) - min(compute_ns) AS compute_spread_ns,
+         CAST(sum(waiting_ns) AS BIGINT) AS waiting_ns
+  FROM it GROUP BY grp, iteration),
+typical AS (SELECT per.*, median(dur) OVER (PARTITION BY grp) AS m FROM per),
+flagged AS (
+  SELECT typical.*, dur > m + {k} * 1.4826 * median(abs(dur - m)) OVER (PARTITION BY grp) AS outlier FROM typical),
+worst AS (
+  SELECT it.grp, it.iteration, first_value(it.rank ORDER BY it.x DESC, it.rank) AS rank, max(it.x) AS x,
+         first_value(it.start_ts ORDER BY it.x DESC, it.rank) AS s, first_value(it.end_ts ORDER BY it.x DESC, it.rank) AS e,
+         first_value(it.n ORDER BY it.x DESC, it.rank) AS n, first_value(it.rs ORDER BY it.x DESC, it.rank) AS rs,
+         first_value(it.re ORDER BY it.x DESC, it.rank) AS re
+  FROM it JOIN flagged f ON f.grp = it.grp AND f.iteration = it.iteration AND f.outlier
+  GROUP BY it.grp, it.iteration),
+per_region AS (
+  SELECT c.rank, c.region, CAST(sum(c.exclusive) AS DOUBLE) / max(wr.n) AS mean_ns
+  FROM {calls} c JOIN (SELECT DISTINCT rank, n FROM worst) wr ON wr.rank = c.rank
+  GROUP BY c.rank, c.region),
+uncovered AS (
+  SELECT sp.rank, (CAST(sp.re - sp.rs AS DOUBLE) - CAST(coalesce(sum(c.exclusive), 0) AS DOUBLE)) / sp.n AS mean_ns
+  FROM (SELECT DISTINCT rank, n, rs, re FROM worst) sp
+  LEFT JOIN {calls} c ON c.rank = sp.rank AND c.start_ts >= sp.rs AND c.end_ts <= sp.re
+  GROUP BY sp.rank, sp.rs, sp.re, sp.n),
+in_outlier AS (
+  SELECT w.grp, w.iteration, c.region, CAST(sum(c.exclusive) AS DOUBLE) - max(coalesce(p.mean_ns, 0)) AS x
+  FROM worst w JOIN {calls} c ON c.rank = w.rank AND c.start_ts >= w.s AND c.end_ts <= w.e
+  LEFT JOIN per_region p ON p.rank = c.rank AND p.region IS NOT DISTINCT FROM c.region
+  GROUP BY w.grp, w.iteration, c.region
+  UNION ALL
+  SELECT w.grp, w.iteration, '(no call)',
+         CAST(w.e - w.s AS DOUBLE) - CAST(coalesce(sum(c.exclusive), 0) AS DOUBLE) - max(u.mean_ns)
+  FROM worst w JOIN uncovered u ON u.rank = w.rank
+  LEFT JOIN {calls} c ON c.rank = w.rank AND c.start_ts >= w.s AND c.end_ts <= w.e
+  GROUP BY w.grp, w.iteration, w.s, w.e),
+region AS (
+  SELECT grp, iteration, first_value(region ORDER BY x DESC, region) AS region FROM in_outlier GROUP BY grp, iteration)
+SELECT f.iteration, f.grp AS step_group, f.start_ts, f.end_ts, f.dur AS duration_ns, f.ranks,
+       f.mean_rank_ns, f.compute_spread_ns, f.waiting_ns, f.outlier, w.rank AS slow_rank,
+       CAST(r.region AS VARCHAR) AS slow_region, w.x AS excess_ns
+FROM flagged f LEFT JOIN worst w ON w.grp = f.grp AND w.iteration = f.iteration
+LEFT JOIN region r ON r.grp = f.grp AND r.iteration = f.iteration
+ORDER BY f.iteration, f.grp";
+
+/// The rows of `sql`, every value as text (floats rounded to 9 significant digits).
+fn rows_as_text(s: &mut commdb_catalog::Session, rt: &tokio::runtime::Runtime, sql: &str) -> Vec<String> {
+    use arrow::datatypes::DataType;
+    let batches = rt.block_on(s.collect(sql)).unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut rows = Vec::new();
+    for b in &batches {
+        for row in 0..b.num_rows() {
+            let cells: Vec<String> = (0..b.num_columns())
+                .map(|c| {
+                    let col = b.column(c);
+                    if col.is_null(row) {
+                        return "NULL".to_string();
+                    }
+                    match col.data_type() {
+                        DataType::Float64 => {
+                            format!("{:.9e}", col.as_primitive::<arrow::datatypes::Float64Type>().value(row))
+                        }
+                        _ => arrow::util::display::array_value_to_string(col, row).unwrap(),
+                    }
+                })
+                .collect();
+            rows.push(cells.join(" | "));
+        }
+    }
+    rows
+}
+
+/// `iteration_profile(calls, args)` gives the rows of its definition in SQL, in their order.
+fn profile_is_its_definition(
+    s: &mut commdb_catalog::Session,
+    calls: &str,
+    k: &str,
+    marker: Option<&str>,
+) -> Vec<String> {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let marker_arg = marker.map_or(String::new(), |m| format!(", marker => '{m}'"));
+    let definition = PROFILE_DEFINITION.replace("{calls}", calls).replace("{marker}", &marker_arg).replace("{k}", k);
+    let expected = rows_as_text(s, &rt, &definition);
+    let got = rows_as_text(s, &rt, &format!("SELECT * FROM iteration_profile('{calls}', k => {k}{marker_arg})"));
+    assert_eq!(got.len(), expected.len(), "{calls}, k {k}: rows");
+    for (g, e) in got.iter().zip(&expected) {
+        assert_eq!(g, e, "{calls}, k {k}");
+    }
+    got
+}
+
+fn outliers(rows: &[String]) -> usize {
+    rows.iter().filter(|r| r.contains("| true |")).count()
+}
+
+#[test]
+fn the_profile_is_its_definition_on_slow_ranks_of_every_shape() {
+    let slow = |ranks: Vec<i32>| commdb_catalog::generate::SlowRanks { ranks, factor: 2.0, from_iteration: 30 };
+    let runs = [
+        ("a", GeneratorConfig { slow_ranks: Some(slow(vec![5])), ..config(16, 50) }),
+        (
+            "b",
+            GeneratorConfig {
+                slow_ranks: Some(slow(vec![3, 200])),
+                uninstrumented_compute: true,
+                no_enclosing_region: true,
+                ..config(256, 40)
+            },
+        ),
+        ("c", GeneratorConfig { seed: 7, ..config(64, 30) }),
+    ];
+    let mut s = commdb_tests::session();
+    for (name, cfg) in &runs {
+        let trace = generate(cfg).unwrap().trace.build().unwrap();
+        s.attach(trace, Some(name)).unwrap();
+    }
+    let a = profile_is_its_definition(&mut s, "a.calls", "3.5", None);
+    assert_eq!(outliers(&a), 20, "{a:?}");
+    // A small k makes outliers of ordinary noise, each with its own slow rank and region.
+    let a = profile_is_its_definition(&mut s, "a.calls", "0.01", None);
+    assert!(outliers(&a) > 20, "{a:?}");
+    profile_is_its_definition(&mut s, "a.calls", "3", Some("compute"));
+    let b = profile_is_its_definition(&mut s, "b.calls", "3.5", None);
+    assert_eq!(outliers(&b), 10, "{b:?}");
+    assert!(b.iter().filter(|r| r.contains("| true |")).all(|r| r.contains("(no call)")), "{b:?}");
+    profile_is_its_definition(&mut s, "b.calls", "0.01", None);
+    let c = profile_is_its_definition(&mut s, "c.calls", "0.01", None);
+    assert!(outliers(&c) > 5, "{c:?}");
+}
+
+#[test]
+fn the_profile_of_two_coupled_applications_is_its_definition() {
+    let (mut s, _, dir) = open_coupled(3, "definition");
+    let rows = profile_is_its_definition(&mut s, "t.calls", "3.5", None);
+    assert_eq!(outliers(&rows), 20);
+    profile_is_its_definition(&mut s, "t.calls", "0.01", None);
     let _ = std::fs::remove_dir_all(&dir);
 }

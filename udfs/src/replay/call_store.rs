@@ -18,7 +18,7 @@ use std::os::unix::fs::FileExt;
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
-use super::varint;
+use crate::varint;
 
 /// The most calls the store numbers (a number above them tags a collective instance in the
 /// replay's lists).

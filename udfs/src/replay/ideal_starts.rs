@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 
 use datafusion::error::{DataFusionError, Result};
 
-use super::varint;
+use crate::varint;
 
 /// Ideal starts per block.
 const BLOCK: usize = 256;

@@ -49,9 +49,7 @@ mod call_store;
 mod ideal_starts;
 mod mpi_calls;
 mod simulate;
-mod spill;
 mod sweep;
-mod varint;
 
 use std::sync::Arc;
 

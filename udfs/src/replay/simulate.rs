@@ -18,7 +18,7 @@ use datafusion::error::{DataFusionError, Result};
 use super::call_lists::{CallLists, Item, ListsWriter};
 use super::call_store::{CallStore, MAX_CALLS, NOWHERE};
 use super::ideal_starts::IdealStarts;
-use super::spill::{Rows, value};
+use crate::spill::{Rows, value};
 
 /// The tag of a collective instance in a call's list (above every call's number).
 const INSTANCE: u32 = MAX_CALLS;

@@ -14,7 +14,7 @@ use super::answer::{Efficiency, Pair, Replayed};
 use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::MpiCalls;
 use super::simulate::{self, Links, Simulated};
-use super::spill::{NULL, Spill};
+use crate::spill::{NULL, Spill};
 use commdb_analysis::columns::int64_column;
 use commdb_analysis::stream::{Folder, Mapper};
 

@@ -170,16 +170,28 @@ fn fold_start(marker: Option<String>, a: &Args, schema: SchemaRef, waits: bool) 
 fn plan_iterations(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let IterationsArgs { rel, marker, messages, collectives } = IterationsArgs::read(a)?;
     let marker = named_marker(a.function, marker)?;
+    Ok(Arc::new(iterations_of(a, rel, marker, messages, collectives)?))
+}
+
+/// The analysis `iterations` of the calls `rel` (the messages and collectives beside them
+/// unless given), for the call `a` of it or of a function that reads it (`iteration_profile`).
+fn iterations_of(
+    a: &Args,
+    rel: Relation,
+    marker: Option<String>,
+    messages: Option<Relation>,
+    collectives: Option<Relation>,
+) -> Result<Derived> {
     let messages = beside(a, messages, &rel, "messages")?;
     let collectives = beside(a, collectives, &rel, "collectives")?;
     let ci = rel.columns(a.function, &["rank", "thread", "region", "start_ts", "end_ts"])?;
     let mi = messages.columns(a.function, &MESSAGE_COLUMNS)?;
     let oi = crate::waits::collective_columns(&collectives, a.function)?;
     let counts = region_counts(&rel)?;
-    let out = a.schema();
+    let out = ITERATIONS.schema();
     let start = fold_start(marker, a, out.clone(), true);
     let inputs = vec![(rel, Some(ci)), (messages, Some(mi)), (collectives, Some(oi)), counts];
-    Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start)))
+    Ok(Derived::folded(out, inputs, Main::ByRank(0), start).named(ITERATIONS.name))
 }
 
 /// Per region: the ranks that call it, and the least and most calls of a rank, aggregated as

@@ -1,14 +1,14 @@
-//! Integers in as few bytes as they need, for the replay's scratch files: seven bits a byte,
+//! Integers in as few bytes as they need, for the analyses' scratch files: seven bits a byte,
 //! the high bit set on every byte but the last (LEB128), and signed values zigzagged first
 //! (0, -1, 1, -2, ... as 0, 1, 2, 3, ...) so that a small difference of either sign is short.
 //! The scratch rows are written as differences from the row before, which in time order are
 //! a few bytes where the values take eight.
 
 /// The most bytes a value takes.
-pub(super) const MAX_BYTES: usize = 10;
+pub(crate) const MAX_BYTES: usize = 10;
 
 /// Append `v` to `out`.
-pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn put(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push(v as u8 | 0x80);
         v >>= 7;
@@ -17,13 +17,13 @@ pub(super) fn put(out: &mut Vec<u8>, mut v: u64) {
 }
 
 /// Append signed `v` to `out`.
-pub(super) fn put_signed(out: &mut Vec<u8>, v: i64) {
+pub(crate) fn put_signed(out: &mut Vec<u8>, v: i64) {
     put(out, ((v << 1) ^ (v >> 63)) as u64);
 }
 
 /// The value at `bytes[*at..]`, moving `at` past it (None: the bytes end inside it, or it runs
 /// past ten bytes).
-pub(super) fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
+pub(crate) fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
     let mut v = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *bytes.get(*at)?;
@@ -37,7 +37,7 @@ pub(super) fn get(bytes: &[u8], at: &mut usize) -> Option<u64> {
 }
 
 /// The signed value at `bytes[*at..]` (see `get`).
-pub(super) fn get_signed(bytes: &[u8], at: &mut usize) -> Option<i64> {
+pub(crate) fn get_signed(bytes: &[u8], at: &mut usize) -> Option<i64> {
     get(bytes, at).map(|z| (z >> 1) as i64 ^ -((z & 1) as i64))
 }
 

@@ -1,20 +1,20 @@
-//! Rows of a few integers kept out of memory while an analysis reads its other inputs: the
-//! replay folds the messages and the collectives before the calls they must be placed in have
-//! been read, so it writes their columns to an anonymous scratch file and reads them back in
-//! the order they came once the calls are known. A row is a byte whose bits mark its NULLs,
-//! then each other value as its difference from the same column's last value ([`crate::replay`]'s
-//! `varint`): messages in send order take about 11 bytes, not 56. The file goes when the
-//! analysis ends, however it ends.
+//! Rows of a few integers kept out of memory while an analysis reads its other inputs, read
+//! back in the order they came: the replay folds the messages and the collectives before the
+//! calls they must be placed in have been read, and `iteration_profile` keeps each rank's
+//! iteration bounds until it knows which iterations are outliers. A row is a byte whose bits
+//! mark its NULLs, then each other value as its difference from the same column's last value
+//! ([`crate::varint`]): messages in send order take about 11 bytes, not 56. The file is
+//! anonymous and goes when the analysis ends, however it ends.
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom, Write};
 
 use datafusion::error::{DataFusionError, Result};
 
-use super::varint;
+use crate::varint;
 
 /// A NULL in a row.
-pub(super) const NULL: i64 = i64::MIN;
+pub(crate) const NULL: i64 = i64::MIN;
 
 /// Bytes gathered before they are written, and read at a time.
 const BUFFER: usize = 1 << 20;
@@ -31,7 +31,7 @@ const fn row_bytes(n: usize) -> usize {
 }
 
 /// Rows of `N` integers (at most 8) written so far.
-pub(super) struct Spill<const N: usize> {
+pub(crate) struct Spill<const N: usize> {
     what: &'static str,
     file: File,
     buffer: Vec<u8>,
@@ -87,7 +87,7 @@ impl<const N: usize> Spill<N> {
 }
 
 /// The rows of a spill, in the order they were written.
-pub(super) struct Rows<const N: usize> {
+pub(crate) struct Rows<const N: usize> {
     what: &'static str,
     file: File,
     /// Rows not read yet.
@@ -149,7 +149,7 @@ impl<const N: usize> Rows<N> {
 }
 
 /// A value read back: None for NULL.
-pub(super) fn value(v: i64) -> Option<i64> {
+pub(crate) fn value(v: i64) -> Option<i64> {
     (v != NULL).then_some(v)
 }
 
