@@ -125,10 +125,10 @@ struct FoldExits {
     answer: Answer,
 }
 
-pub(super) fn exits_start(answer: Answer) -> StartFold {
+pub(super) fn exits_start(answer: Answer, run_bytes: usize) -> StartFold {
     Arc::new(move || {
         Box::new(FoldExits {
-            waits: RunWaits::new(answer == Answer::Profile),
+            waits: RunWaits::new((answer == Answer::Profile).then_some(run_bytes)),
             records: ThreadRecords::default(),
             answer,
         })
@@ -142,7 +142,7 @@ impl Folder for FoldExits {
                 let mut found = Found::default();
                 waits_of(batch, &mut found)?;
                 for w in &found.waits {
-                    self.waits.add(w);
+                    self.waits.add(w)?;
                 }
                 Ok(())
             }
@@ -156,7 +156,7 @@ impl Folder for FoldExits {
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
         let FoldExits { mut waits, records, answer } = *self;
-        waits.seal();
+        waits.seal()?;
         let offload = Handovers::from_batches(records.offload())?;
         Ok(Box::new(Exits { waits, offload, sweeper: Sweeper::new(records), answer }))
     }
@@ -181,8 +181,9 @@ impl Mapper for Exits {
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let mut rows = Vec::new();
-        let (waits, offload, profile) = (&self.waits, &self.offload, self.answer == Answer::Profile);
+        let (waits, offload, profile) = (&mut self.waits, &self.offload, self.answer == Answer::Profile);
         self.sweeper.sweep("critical_path", batches, |rank, threads, omp, names, paths| {
+            let waiting = if profile { waits.waiting_of(rank)? } else { Vec::new() };
             let finalize = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
             let ends: &[WaitEnd] = waits.ends.get(&rank).map_or(&[], Vec::as_slice);
             let mut used = vec![false; ends.len()];
@@ -257,10 +258,9 @@ impl Mapper for Exits {
             }
             if profile {
                 let mut totals: BTreeMap<(u32, i64), i64> = BTreeMap::new();
-                let waiting = waits.waiting.get(&rank);
                 for th in threads {
                     for s in &th.stretches {
-                        *totals.entry((s.path, th.thread)).or_default() += super::not_waiting(s, waiting);
+                        *totals.entry((s.path, th.thread)).or_default() += super::not_waiting(s, &waiting);
                     }
                 }
                 for w in omp.iter().filter(|w| w.barrier) {
@@ -335,7 +335,7 @@ impl Walk {
             offload,
             store: StretchStore::new("critical_path")?,
             // The walk's task is given each location's time less waiting: it keeps no waiting.
-            waits: RunWaits::new(false),
+            waits: RunWaits::new(None),
             finalize: Finalize::default(),
             threads: BTreeMap::new(),
             location: None,
@@ -434,7 +434,7 @@ impl Mapper for Walk {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.flush()?;
         self.store.finish_writing(UNCOVERED)?;
-        self.waits.seal();
+        self.waits.seal()?;
         let mut pieces: Vec<Walked> = Vec::new();
         walk_pieces(
             &mut self.store,

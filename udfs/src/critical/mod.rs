@@ -54,6 +54,7 @@ pub(crate) mod near;
 pub(crate) mod omp_handovers;
 pub(crate) mod path_steps;
 pub mod stretch_store;
+pub(crate) mod waiting;
 pub(crate) mod walk;
 
 use std::collections::{BTreeMap, HashMap};
@@ -192,10 +193,12 @@ pub(crate) fn path_inputs(a: &Args) -> Result<Vec<Projected>> {
     Ok(inputs)
 }
 
-/// Time of `s` that is not waiting, `waiting` being its rank's disjoint intervals in order
-/// (MPI waits: only an MPI stretch holds any).
-fn not_waiting(s: &Stretch, waiting: Option<&Vec<(i64, i64)>>) -> i64 {
-    let Some(list) = waiting.filter(|_| s.call_start.is_some()) else { return s.to - s.from };
+/// Time of `s` that is not waiting, `list` being its rank's waiting as disjoint intervals in
+/// order (MPI waits: only an MPI stretch holds any).
+fn not_waiting(s: &Stretch, list: &[(i64, i64)]) -> i64 {
+    if s.call_start.is_none() {
+        return s.to - s.from;
+    }
     let first = list.partition_point(|w| w.1 <= s.from);
     let waited: i64 = list[first..].iter().take_while(|w| w.0 < s.to).map(|w| w.1.min(s.to) - w.0.max(s.from)).sum();
     s.to - s.from - waited
@@ -216,14 +219,21 @@ fn run_sweep(
     records: ThreadRecords,
     answer: Answer,
     schema: SchemaRef,
+    run_bytes: usize,
 ) -> Result<Box<dyn Mapper>> {
-    let mut waits = RunWaits::new(answer == Answer::Profile);
+    let mut waits = RunWaits::new((answer == Answer::Profile).then_some(run_bytes));
     let mut message_waits = messages.stream()?;
     while let Some((w, _)) = message_waits.next()? {
-        waits.add(&w);
+        waits.add(&w)?;
     }
     drop(message_waits);
-    collectives.finish_each(|w| waits.add(&w))?;
+    let mut refused = Ok(());
+    collectives.finish_each(|w| {
+        if refused.is_ok() {
+            refused = waits.add(&w);
+        }
+    })?;
+    refused?;
     sweep_over(waits, records, answer, schema)
 }
 
@@ -234,7 +244,7 @@ fn sweep_over(
     answer: Answer,
     schema: SchemaRef,
 ) -> Result<Box<dyn Mapper>> {
-    waits.seal();
+    waits.seal()?;
     let name = if answer == Answer::Path { "critical_path" } else { "critical_path_profile" };
     Ok(Box::new(RunSweep {
         name,
@@ -273,8 +283,17 @@ impl Mapper for RunSweep {
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let profile = self.answer == Answer::Profile;
-        let (finalize, totals, waits, threads) = (&mut self.finalize, &mut self.totals, &self.waits, &mut self.threads);
+        let (finalize, totals, waits, threads) =
+            (&mut self.finalize, &mut self.totals, &mut self.waits, &mut self.threads);
+        let mut refused = Ok(());
         self.swept.sweep_threads(self.name, batches, &self.records, |rank, list, omp, names| {
+            let waiting = match waits.waiting_of(rank) {
+                Ok(w) => w,
+                Err(e) => {
+                    refused = Err(e);
+                    Vec::new()
+                }
+            };
             let f = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
             for th in list {
                 threads.entry(rank).or_default().push(th.thread);
@@ -285,9 +304,8 @@ impl Mapper for RunSweep {
                     finalize.entered.insert(rank, (th.thread, s.from));
                 }
                 if profile {
-                    let waiting = waits.waiting.get(&rank);
                     for s in &th.stretches {
-                        *totals.entry((s.path, (rank, th.thread))).or_default() += not_waiting(s, waiting);
+                        *totals.entry((s.path, (rank, th.thread))).or_default() += not_waiting(s, &waiting);
                     }
                 }
             }
@@ -299,6 +317,7 @@ impl Mapper for RunSweep {
                 }
             }
         })?;
+        refused?;
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
@@ -314,8 +333,8 @@ impl Mapper for RunSweep {
                 if let Some((&master, pad)) =
                     list.first().and_then(|m| Some((m, store.padding_of(location(rank, *m))?)))
                 {
-                    *self.totals.entry((pad.path, (rank, master))).or_default() +=
-                        not_waiting(&pad, self.waits.waiting.get(&rank));
+                    // Time before a rank's first call is not in an MPI call: none of it waits.
+                    *self.totals.entry((pad.path, (rank, master))).or_default() += not_waiting(&pad, &[]);
                 }
             }
         }
@@ -342,11 +361,11 @@ fn run_analysis(a: &Args, inputs: Vec<Projected>, answer: Answer) -> Result<Deri
     let start: StartFold = Arc::new(move || {
         let schema = out.clone();
         FoldWaits::boxed(run_bytes, move |messages, collectives, records| {
-            run_sweep(messages, collectives, records, answer, schema)
+            run_sweep(messages, collectives, records, answer, schema, run_bytes)
         })
     });
     let offload = inputs.len() > 5;
-    let steps = path_steps::steps(answer, schema.clone(), offload);
+    let steps = path_steps::steps(answer, schema.clone(), offload, run_bytes);
     Derived::folded(schema, inputs, Main::ByRank(0), start).in_steps(steps)
 }
 

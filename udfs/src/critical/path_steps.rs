@@ -32,7 +32,7 @@ use super::Answer;
 
 /// The steps of `answer` over its inputs: calls, messages, collectives, events, regions and,
 /// with `offload`, the accelerators' hand-overs.
-pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool) -> Vec<Step> {
+pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool, run_bytes: usize) -> Vec<Step> {
     let mut steps = crate::waits::spread::wait_steps(false);
     let records: Vec<From> = (3..if offload { 6 } else { 5 }).map(From::Input).collect();
     // 3
@@ -41,7 +41,7 @@ pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool) -> Vec<Ste
     steps.push(Step {
         label: "each location's exits: the stretches and waits the walk can leave it at",
         schema: super::exits::index_schema(),
-        work: Work::Folded(super::exits::exits_start(answer), Main::ByRank(0)),
+        work: Work::Folded(super::exits::exits_start(answer, run_bytes), Main::ByRank(0)),
         inputs,
         reads: Reads::Routed(vec![1, 2]),
     });

@@ -16,6 +16,7 @@ use datafusion::error::Result;
 use super::Segment;
 use crate::accelerators::Handovers;
 use crate::critical::stretch_store::{StretchStore, location, rank_thread};
+use crate::critical::waiting::Waiting;
 use crate::sweeps::call_paths::Paths;
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
 use crate::waits::Wait;
@@ -31,15 +32,15 @@ pub(crate) struct WaitEnd {
 }
 
 /// What the walk and the profile need of the wait states: each rank's waits sorted by their
-/// end, and (for the profile alone) its waiting as disjoint intervals in time order. A rank's
-/// lists grow by half when full, not twice, and are made exact when sealed: at a thousand ranks
-/// and tens of millions of waits, what they hold is most of what the path holds.
+/// end, and (for the profile alone) its waiting, gathered beyond memory and read rank by rank
+/// ([`crate::critical::waiting`]). A rank's lists grow by half when full, not twice, and are
+/// made exact when sealed: at a thousand ranks and tens of millions of waits, what they hold is
+/// most of what the path holds.
 pub(crate) struct RunWaits {
     pub ends: HashMap<i64, Vec<WaitEnd>>,
-    pub waiting: HashMap<i64, Vec<(i64, i64)>>,
+    /// The waiting, when kept (the profile's mean leaves waiting out; the path reads none).
+    waiting: Option<Waiting>,
     pub count: usize,
-    /// Whether `waiting` is kept (the profile's mean leaves waiting out; the path reads none).
-    keep_waiting: bool,
 }
 
 /// Push `item` to `list`, growing it by half when full.
@@ -51,19 +52,30 @@ fn push_growing<T>(list: &mut Vec<T>, item: T) {
 }
 
 impl RunWaits {
-    /// Waits for the walk, and their waiting too when `keep_waiting`.
-    pub(crate) fn new(keep_waiting: bool) -> RunWaits {
-        RunWaits { ends: HashMap::new(), waiting: HashMap::new(), count: 0, keep_waiting }
+    /// Waits for the walk, and their waiting too when `waiting_runs` (gathered in runs of that
+    /// many bytes).
+    pub(crate) fn new(waiting_runs: Option<usize>) -> RunWaits {
+        RunWaits { ends: HashMap::new(), waiting: waiting_runs.map(Waiting::new), count: 0 }
     }
 
-    pub(crate) fn add(&mut self, w: &Wait) {
+    pub(crate) fn add(&mut self, w: &Wait) -> Result<()> {
         self.count += 1;
-        if self.keep_waiting {
-            push_growing(self.waiting.entry(w.rank).or_default(), (w.ts, w.ts + w.wait_ns));
+        if let Some(waiting) = &mut self.waiting {
+            waiting.push(w.rank, w.ts, w.ts + w.wait_ns)?;
         }
         if let Some(partner) = w.partner {
             let end = WaitEnd { start: w.ts, end: w.ts + w.wait_ns, partner, transfer: w.pattern == "late_sender" };
             self.add_end(w.rank, end);
+        }
+        Ok(())
+    }
+
+    /// `rank`'s waiting as disjoint intervals in time order (none when it is not kept); ranks
+    /// are asked in increasing order, each once, after `seal`.
+    pub(crate) fn waiting_of(&mut self, rank: i64) -> Result<Vec<(i64, i64)>> {
+        match &mut self.waiting {
+            Some(waiting) => waiting.of_rank(rank),
+            None => Ok(Vec::new()),
         }
     }
 
@@ -72,34 +84,23 @@ impl RunWaits {
         push_growing(self.ends.entry(rank).or_default(), end);
     }
 
-    /// Bytes held: each wait's end (32 bytes) and waiting (16), and a list per rank.
+    /// Bytes held: each wait's end (32 bytes), a list per rank, and the waiting's run or
+    /// buffers.
     pub(crate) fn held_bytes(&self) -> usize {
         let ends: usize = self.ends.values().map(|l| l.capacity() * std::mem::size_of::<WaitEnd>() + 48).sum();
-        let waiting: usize = self.waiting.values().map(|l| l.capacity() * 16 + 48).sum();
-        ends + waiting
+        ends + self.waiting.as_ref().map_or(0, Waiting::held_bytes)
     }
 
-    /// Every wait has been added: the waits in order of their end, the waiting merged.
-    pub(crate) fn seal(&mut self) {
-        for list in self.waiting.values_mut() {
-            list.sort_unstable();
-            let mut kept = 0;
-            for i in 0..list.len() {
-                let (a, b) = list[i];
-                if kept > 0 && a <= list[kept - 1].1 {
-                    list[kept - 1].1 = list[kept - 1].1.max(b);
-                } else {
-                    list[kept] = (a, b);
-                    kept += 1;
-                }
-            }
-            list.truncate(kept);
-            list.shrink_to_fit();
+    /// Every wait has been added: the waits in order of their end, the waiting to be read.
+    pub(crate) fn seal(&mut self) -> Result<()> {
+        if let Some(waiting) = &mut self.waiting {
+            waiting.seal()?;
         }
         for list in self.ends.values_mut() {
             list.sort_by_key(|w| (w.end, w.start));
             list.shrink_to_fit();
         }
+        Ok(())
     }
 }
 

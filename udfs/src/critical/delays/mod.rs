@@ -278,31 +278,35 @@ pub(super) struct SyncPoints {
     /// Per pair of ranks (the lower first): the instants their messages synchronised them,
     /// the same on both sides, in order.
     pub(super) messages: FastMap<(i64, i64), Vec<i64>>,
-    /// Per rank: (end, comm, instance) of its collectives, by end, and their places in that
-    /// list in order of (comm, instance): a rank's end of an instance is found by halving, in
-    /// 28 bytes an end where a map of them all took about 90.
+    /// Per rank: (end, instance) of its collectives, by end, and their places in that list in
+    /// order of instance: a rank's end of an instance is found by halving, in 16 bytes an end
+    /// where a map of them all took about 90.
     collectives: FastMap<i64, RankCollectives>,
+    /// The instances (comm, instance) in which someone waited, by id (an index, fewer than
+    /// 2^32: `waited_in` refuses more), and the id of each.
+    instances: Vec<(i64, i64)>,
+    instance_ids: FastMap<(i64, i64), u32>,
 }
 
 /// One rank's collectives in which someone waited (`SyncPoints::collectives`).
 #[derive(Debug, Default)]
 struct RankCollectives {
-    /// Ends, in order, and the instance (comm, instance) of each: apart, so that halving the
-    /// ends reads 8 bytes an end (a rank's list is searched once per wait, cold in the cache).
+    /// Ends, in order, and the instance (its id) of each: apart, so that halving the ends
+    /// reads 8 bytes an end (a rank's list is searched once per wait, cold in the cache).
     ends: Vec<i64>,
-    instances: Vec<(i64, i64)>,
-    /// Positions in order of instance.
+    instances: Vec<u32>,
+    /// Positions in order of instance id.
     by_instance: Vec<u32>,
     /// Where the last look-up of the ends ended (a guess, as `RankWaits::near`).
     near: AtomicUsize,
 }
 
 impl RankCollectives {
-    /// The rank's end of instance `(c, k)`, if it took part.
-    fn end_of(&self, c: i64, k: i64) -> Option<i64> {
+    /// The rank's end of the instance of id `id`, if it took part.
+    fn end_of(&self, id: u32) -> Option<i64> {
         let key = |i: &u32| self.instances[*i as usize];
-        let at = self.by_instance.partition_point(|i| key(i) < (c, k));
-        self.by_instance.get(at).filter(|i| key(i) == (c, k)).map(|i| self.ends[*i as usize])
+        let at = self.by_instance.partition_point(|i| key(i) < id);
+        self.by_instance.get(at).filter(|i| key(i) == id).map(|i| self.ends[*i as usize])
     }
 }
 
@@ -346,34 +350,53 @@ impl SyncPoints {
         }
     }
 
-    /// Bytes held: 8 a synchronisation of two ranks' messages, 28 a collective's end on a
-    /// rank, and a list per pair or rank.
+    /// Bytes held: 8 a synchronisation of two ranks' messages, 16 a collective's end on a
+    /// rank, 40 an instance, and a list per pair or rank.
     pub(super) fn held_bytes(&self) -> usize {
         let messages: usize = self.messages.values().map(|l| 8 * l.capacity() + 64).sum();
         let collectives: usize = self
             .collectives
             .values()
-            .map(|l| 8 * l.ends.capacity() + 16 * l.instances.capacity() + 4 * l.by_instance.capacity() + 64)
+            .map(|l| 8 * l.ends.capacity() + 4 * l.instances.capacity() + 4 * l.by_instance.capacity() + 64)
             .sum();
-        messages + collectives
+        messages + collectives + 40 * self.instances.capacity()
     }
 
     /// Collective `(c, k)`, in which someone waited, synchronises its members when each leaves
     /// it (`ends`: rank, end).
-    pub(super) fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) {
+    pub(super) fn waited_in(&mut self, c: i64, k: i64, ends: &[(i64, i64)]) -> Result<()> {
+        let id = match self.instance_ids.get(&(c, k)) {
+            Some(&id) => id,
+            None => {
+                let Ok(id) = u32::try_from(self.instances.len()) else {
+                    return exec_err!(
+                        "delay_costs: more than {} collective instances in which someone waited; at most that many are traced back at once",
+                        u32::MAX
+                    );
+                };
+                self.instances.push((c, k));
+                self.instance_ids.insert((c, k), id);
+                id
+            }
+        };
         for &(r, t) in ends {
             let list = self.collectives.entry(r).or_default();
             list.ends.push(t);
-            list.instances.push((c, k));
+            list.instances.push(id);
         }
+        Ok(())
     }
 
     /// Every collective has been added: each rank's in order of their end.
     pub(super) fn seal(&mut self) {
+        // Only the ids are looked up from now on.
+        self.instance_ids = FastMap::default();
+        let instances = &self.instances;
         for list in self.collectives.values_mut() {
             let n = list.ends.len() as u32;
             let mut order: Vec<u32> = (0..n).collect();
-            order.sort_unstable_by_key(|&i| (list.ends[i as usize], list.instances[i as usize]));
+            // Ends alike in order of (comm, instance), which the search back meets first.
+            order.sort_unstable_by_key(|&i| (list.ends[i as usize], instances[list.instances[i as usize] as usize]));
             list.ends = order.iter().map(|&i| list.ends[i as usize]).collect();
             list.instances = order.iter().map(|&i| list.instances[i as usize]).collect();
             let mut by_instance: Vec<u32> = (0..n).collect();
@@ -405,8 +428,8 @@ impl SyncPoints {
             let theirs = self.collectives.get(&d);
             let k = partition_point_near(&list.ends, list.near.load(Relaxed), |&t| t <= w_until);
             list.near.store(k, Relaxed);
-            for (&tw, &(c, inst)) in list.ends[..k].iter().zip(&list.instances[..k]).rev().take(COLLECTIVE_LOOKBACK) {
-                if let Some(td) = theirs.and_then(|l| l.end_of(c, inst))
+            for (&tw, &id) in list.ends[..k].iter().zip(&list.instances[..k]).rev().take(COLLECTIVE_LOOKBACK) {
+                if let Some(td) = theirs.and_then(|l| l.end_of(id))
                     && td <= d_until
                 {
                     consider(tw, td);
@@ -805,7 +828,16 @@ fn delay_sweep(
     }
     drop(message_waits);
     sync.sort_messages();
-    collectives.finish_each_with(|w| waits.extend(as_wait(&w)), |c, k, ends| sync.waited_in(c, k, ends))?;
+    let mut refused = Ok(());
+    collectives.finish_each_with(
+        |w| waits.extend(as_wait(&w)),
+        |c, k, ends| {
+            if refused.is_ok() {
+                refused = sync.waited_in(c, k, ends);
+            }
+        },
+    )?;
+    refused?;
     sync.seal();
     delay_mapper(waits, records, sync, schema)
 }
@@ -927,6 +959,21 @@ mod tests {
         assert_eq!(all.len(), n);
         assert!(all.capacity() >= n + 5);
         assert!(all.iter().enumerate().all(|(i, v)| *v as usize == i));
+    }
+
+    #[test]
+    fn the_latest_collective_both_left_is_found_by_its_instance() {
+        let mut sync = SyncPoints::default();
+        // Rank 1 leaves two instances at 50: (0, 5) with rank 2, (1, 1) with rank 3.
+        sync.waited_in(0, 5, &[(1, 50), (2, 48)]).unwrap();
+        sync.waited_in(0, 6, &[(1, 70), (2, 75), (3, 71)]).unwrap();
+        sync.waited_in(1, 1, &[(1, 50), (3, 49)]).unwrap();
+        sync.seal();
+        assert_eq!(sync.previous(1, 100, 2, 100), Some((70, 75)));
+        assert_eq!(sync.previous(1, 100, 2, 74), Some((50, 48)));
+        assert_eq!(sync.previous(1, 60, 3, 60), Some((50, 49)));
+        assert_eq!(sync.previous(3, 100, 2, 100), Some((71, 75)));
+        assert_eq!(sync.previous(2, 47, 1, 100), None);
     }
 
     #[test]

@@ -231,7 +231,7 @@ impl Intervals {
             }
         }
         for (comm, instance, rank, end) in found.ends {
-            self.sync.waited_in(comm, instance, &[(rank, end)]);
+            self.sync.waited_in(comm, instance, &[(rank, end)])?;
         }
         Ok(())
     }
