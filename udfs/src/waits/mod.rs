@@ -474,32 +474,22 @@ impl CollectiveWaits {
     /// neighbourhood collective instances left out.
     pub(crate) fn sorted(self) -> Result<(Sorted<Wait>, usize)> {
         let mut waits = ExternalSort::new("the collectives' waits", self.run_bytes);
-        let mut failed = None;
-        let unclassified = self.finish_each(|w| {
-            if failed.is_none()
-                && let Err(e) = waits.push(w)
-            {
-                failed = Some(e);
-            }
-        })?;
-        if let Some(e) = failed {
-            return Err(e);
-        }
+        let unclassified = self.finish_each(|w| waits.push(w))?;
         Ok((waits.sorted()?, unclassified))
     }
 
     /// Hand every wait to `each`, instance by instance, and give the number of neighbourhood
-    /// collective instances left out.
-    pub fn finish_each(self, each: impl FnMut(Wait)) -> Result<usize> {
-        self.finish_each_with(each, |_, _, _| {})
+    /// collective instances left out; the first error `each` gives ends it.
+    pub fn finish_each(self, each: impl FnMut(Wait) -> Result<()>) -> Result<usize> {
+        self.finish_each_with(each, |_, _, _| Ok(()))
     }
 
     /// As `finish_each`, and after each instance in which someone waited, hands `waited` its
     /// comm, instance and the end of every part of it, as (rank, end).
     pub fn finish_each_with(
         self,
-        mut each: impl FnMut(Wait),
-        mut waited: impl FnMut(i64, i64, &[(i64, i64)]),
+        mut each: impl FnMut(Wait) -> Result<()>,
+        mut waited: impl FnMut(i64, i64, &[(i64, i64)]) -> Result<()>,
     ) -> Result<usize> {
         let CollectiveWaits { parts, ops, unclassified, .. } = self;
         let mut parts = parts.sorted()?;
@@ -514,7 +504,7 @@ impl CollectiveWaits {
                 && part.map(|p| (p.comm, p.instance)) != key
             {
                 if let Some(g) = group.take() {
-                    instance_waits(comm, instance, g, &mut loose, &mut each, &mut waited);
+                    instance_waits(comm, instance, g, &mut loose, &mut each, &mut waited)?;
                 }
                 loose.clear();
             }
@@ -540,17 +530,18 @@ impl CollectiveWaits {
 }
 
 /// The waits of collective instance (`comm`, `instance`), each handed to `each`; when someone
-/// waited, `waited` is handed the end of every part (its members' and `loose`'s).
+/// waited, `waited` is handed the end of every part (its members' and `loose`'s). The first
+/// error either gives is the answer.
 fn instance_waits(
     comm: i64,
     instance: i64,
     mut g: Instance,
     loose: &mut Vec<(i64, i64)>,
-    each: &mut impl FnMut(Wait),
-    waited: &mut impl FnMut(i64, i64, &[(i64, i64)]),
-) {
+    each: &mut impl FnMut(Wait) -> Result<()>,
+    waited: &mut impl FnMut(i64, i64, &[(i64, i64)]) -> Result<()>,
+) -> Result<()> {
     if is_neighbourhood(&g.op) {
-        return;
+        return Ok(());
     }
     let mut any = false;
     let ends: HashMap<i64, i64> = g.ends.iter().copied().collect();
@@ -562,11 +553,12 @@ fn instance_waits(
     }
     let pattern = pattern_of(&g.op, g.root.is_some());
     // Until `until`, and at most until the waiter's own call ends.
+    let mut failed = Ok(());
     let mut wait = |rank: i64, begin: i64, until: i64, partner: i64| {
         let until = ends.get(&rank).map_or(until, |&e| until.min(e));
-        if until > begin {
+        if until > begin && failed.is_ok() {
             any = true;
-            each(Wait {
+            failed = each(Wait {
                 rank,
                 pattern,
                 wait_ns: until - begin,
@@ -579,10 +571,12 @@ fn instance_waits(
         }
     };
     waits_of_instance(&g, pattern, &mut wait);
+    failed?;
     if any {
         g.ends.append(loose);
-        waited(comm, instance, &g.ends);
+        waited(comm, instance, &g.ends)?;
     }
+    Ok(())
 }
 
 /// The waits of one instance by its pattern, each handed to `wait` as (rank, begin, until,

@@ -292,10 +292,22 @@ impl Mapper for ReduceCollectives {
         let mut waits: Vec<Wait> = Vec::new();
         let mut ends: Vec<(i64, i64, i64, i64)> = Vec::new();
         let unclassified = if self.ends {
-            let add = |c: i64, k: i64, e: &[(i64, i64)]| ends.extend(e.iter().map(|&(r, t)| (c, k, r, t)));
-            collectives.finish_each_with(|w| waits.push(w), add)?
+            let add = |c: i64, k: i64, e: &[(i64, i64)]| {
+                ends.extend(e.iter().map(|&(r, t)| (c, k, r, t)));
+                Ok(())
+            };
+            collectives.finish_each_with(
+                |w| {
+                    waits.push(w);
+                    Ok(())
+                },
+                add,
+            )?
         } else {
-            collectives.finish_each(|w| waits.push(w))?
+            collectives.finish_each(|w| {
+                waits.push(w);
+                Ok(())
+            })?
         };
         super::notice_unclassified(self.notices.as_ref(), unclassified);
         let ends = ends.into_iter().map(|(c, k, r, t)| end_row(c, k, r, t));

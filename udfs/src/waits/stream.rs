@@ -450,8 +450,18 @@ mod tests {
             let mut collectives = collectives;
             collectives.fold(&batch).unwrap();
             let (mut waits, mut ends) = (Vec::new(), Vec::new());
-            let left_out =
-                collectives.finish_each_with(|w| waits.push(w), |c, k, e| ends.push((c, k, e.to_vec()))).unwrap();
+            let left_out = collectives
+                .finish_each_with(
+                    |w| {
+                        waits.push(w);
+                        Ok(())
+                    },
+                    |c, k, e| {
+                        ends.push((c, k, e.to_vec()));
+                        Ok(())
+                    },
+                )
+                .unwrap();
             (waits, ends, left_out)
         };
         let held = run(super::super::CollectiveWaits::default());

@@ -828,16 +828,13 @@ fn delay_sweep(
     }
     drop(message_waits);
     sync.sort_messages();
-    let mut refused = Ok(());
     collectives.finish_each_with(
-        |w| waits.extend(as_wait(&w)),
-        |c, k, ends| {
-            if refused.is_ok() {
-                refused = sync.waited_in(c, k, ends);
-            }
+        |w| {
+            waits.extend(as_wait(&w));
+            Ok(())
         },
+        |c, k, ends| sync.waited_in(c, k, ends),
     )?;
-    refused?;
     sync.seal();
     delay_mapper(waits, records, sync, schema)
 }
