@@ -105,7 +105,7 @@ fn iteration_profile(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let out = a.schema();
     let schema = out.clone();
     let start: StartFold =
-        Arc::new(move || Box::new(ProfileFold { k, schema: schema.clone(), steps: None }) as Box<dyn Folder>);
+        Arc::new(move || Box::new(ProfileFold { schema: schema.clone(), steps: StepFold::new(k) }) as Box<dyn Folder>);
     let inputs = vec![(rel, Some(ci)), (steps, Some(ii))];
     // The calls are read only to name the slow regions.
     Ok(Arc::new(Derived::folded(out, inputs, Main::Batches, start).reading_only_for(0, "slow_region")?))
@@ -117,30 +117,22 @@ pub const UNCOVERED: &str = "(no call)";
 
 /// Folds the rows of `iterations` (input 1), then sums the calls (the main input).
 struct ProfileFold {
-    k: f64,
     schema: SchemaRef,
-    /// Made with the first row (it opens a scratch file).
-    steps: Option<StepFold>,
+    steps: StepFold,
 }
 
 impl Folder for ProfileFold {
     fn fold(&mut self, _input: usize, batch: &RecordBatch) -> Result<()> {
-        if self.steps.is_none() {
-            self.steps = Some(StepFold::new(self.k)?);
-        }
-        self.steps.as_mut().expect("made above").fold(batch)
+        self.steps.fold(batch)
     }
 
     fn held_bytes(&self) -> usize {
-        self.steps.as_ref().map_or(0, StepFold::held_bytes)
+        self.steps.held_bytes()
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let ProfileFold { k, schema, steps } = *self;
-        let found = match steps {
-            Some(steps) => steps.found()?,
-            None => StepFold::new(k)?.found()?,
-        };
+        let ProfileFold { schema, steps } = *self;
+        let found = steps.found()?;
         let regions = SlowRegions::new(&found.slow);
         Ok(Box::new(Profile { schema, found, regions }))
     }

@@ -90,8 +90,8 @@ pub(super) struct StepFold {
     group_ids: FastMap<String, u32>,
     steps: FastMap<(u32, i64), Step>,
     ranks: FastMap<i64, RankSteps>,
-    /// (rank, iteration, start, end) of every row.
-    bounds: Spill<4>,
+    /// (rank, iteration, start, end) of every row, from the first.
+    bounds: Option<Spill<4>>,
     held: usize,
 }
 
@@ -117,16 +117,16 @@ pub(super) struct Found {
 }
 
 impl StepFold {
-    pub fn new(k: f64) -> Result<Self> {
-        Ok(StepFold {
+    pub fn new(k: f64) -> Self {
+        StepFold {
             k,
             groups: Vec::new(),
             group_ids: FastMap::default(),
             steps: FastMap::default(),
             ranks: FastMap::default(),
-            bounds: Spill::new("iteration_profile")?,
-            held: SPILL_BUFFER,
-        })
+            bounds: None,
+            held: 0,
+        }
     }
 
     pub fn held_bytes(&self) -> usize {
@@ -201,7 +201,14 @@ impl StepFold {
             steps.first = steps.first.min(s);
             steps.last = steps.last.max(e);
             self.held += (steps.work.capacity() - capacity) * 8 + if steps.n == 1 { 64 } else { 0 };
-            self.bounds.push([r, it, s, e])?;
+            let bounds = match &mut self.bounds {
+                Some(b) => b,
+                None => {
+                    self.held += SPILL_BUFFER;
+                    self.bounds.insert(Spill::new("iteration_profile")?)
+                }
+            };
+            bounds.push([r, it, s, e])?;
         }
         Ok(())
     }
@@ -213,7 +220,8 @@ impl StepFold {
         flag_outliers(&mut steps, groups.len(), k);
         let mut slow: FastMap<(u32, i64), Option<Slow>> =
             steps.iter().filter(|s| s.outlier).map(|s| ((s.group, s.iteration), None)).collect();
-        if !slow.is_empty() {
+        // An outlier has rows, so the bounds were written.
+        if let (false, Some(bounds)) = (slow.is_empty(), bounds) {
             let medians: FastMap<i64, f64> = ranks.iter().map(|(r, s)| (*r, median_of_present(&s.work))).collect();
             slowest(bounds.into_rows()?, &ranks, &medians, &mut slow)?;
         }
