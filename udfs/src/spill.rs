@@ -17,7 +17,7 @@ use crate::varint;
 pub(crate) const NULL: i64 = i64::MIN;
 
 /// Bytes gathered before they are written, and read at a time.
-const BUFFER: usize = 1 << 20;
+pub(crate) const BUFFER: usize = 1 << 20;
 
 fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
     DataFusionError::Execution(format!(

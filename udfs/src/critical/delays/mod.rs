@@ -37,7 +37,10 @@
 //! What a wait finds in its interval does not depend on the other waits' costs, so the
 //! intervals of a batch of waits are measured by all threads at once (each reading the
 //! stretches through its own reader, [`crate::critical::stretch_store`]), and the costs are then handed on
-//! wait by wait in the order above, which keeps the answer to the last digit.
+//! wait by wait in the order above, which keeps the answer to the last digit. The waits
+//! themselves stay out of memory, put in that order in scratch files and read back a batch at a
+//! time (`order`); what is held per wait is its place in its locations' lists (`rank_waits`)
+//! and what it has received.
 //!
 //! On a distributed engine the analysis runs as steps of its own (`steps`): each wait's
 //! interval found once, each side of each wait measured by the task that holds its rank's
@@ -81,8 +84,12 @@ use commdb_analysis::stream::{Mapper, StartFold};
 use commdb_catalog::fast_hash::FastMap;
 
 mod handing;
+mod order;
+mod rank_waits;
 mod sides;
 mod steps;
+
+use rank_waits::RankWaits;
 
 pub const DELAY_COSTS: Function = Function {
     name: "delay_costs",
@@ -103,6 +110,7 @@ pub const DELAY_COSTS: Function = Function {
     description: "the root causes of waiting (Scalasca's delay costs): every wait's time given to the regions where the rank waited for did more than the waiter since they last synchronised (direct), and through chains of waits to their causes (propagated); rank and region NULL for waiting nothing explains; the costs add up to all waiting",
     make: Make::Table(plan_delay_costs),
 };
+use crate::spill::{BUFFER as SPILL_BUFFER, Spill};
 use crate::waits::{CollectiveWaits, FoldWaits, MessageWaits, Wait};
 
 /// How far back among a pair's messages, or a rank's collectives, the previous common one is
@@ -149,77 +157,6 @@ impl W {
 
 /// `W::handing_order`'s key.
 pub(super) type HandingOrder = (std::cmp::Reverse<i64>, std::cmp::Reverse<i64>, i64, i64, [i64; 2], u32);
-
-/// Waits written to a scratch file as they come and read back once (the stretch store's way,
-/// [`crate::critical::stretch_store`]): at thousands of ranks the threads' waits are tens of millions, which
-/// held in memory while the calls are swept, and then gathered, would take twice their size.
-struct WaitSpill {
-    file: Option<std::io::BufWriter<std::fs::File>>,
-    count: usize,
-    /// The first error in writing, told at the next check.
-    failed: Option<std::io::Error>,
-}
-
-/// Bytes of a wait on disk: waiter, delayer, start, end, since (8 bytes each), waiters.
-const SPILLED: usize = 52;
-
-impl WaitSpill {
-    /// Bytes of the write buffer.
-    const BUFFER: usize = 1 << 20;
-
-    fn new() -> Result<WaitSpill> {
-        let file = tempfile::tempfile().map_err(|e| spill_error("creating", e))?;
-        Ok(WaitSpill { file: Some(std::io::BufWriter::with_capacity(Self::BUFFER, file)), count: 0, failed: None })
-    }
-
-    fn push(&mut self, w: &W) {
-        use std::io::Write;
-        let mut b = [0u8; SPILLED];
-        for (k, v) in [w.waiter, w.delayer, w.start, w.end, w.since[0], w.since[1]].into_iter().enumerate() {
-            b[8 * k..8 * k + 8].copy_from_slice(&v.to_le_bytes());
-        }
-        b[48..52].copy_from_slice(&w.waiters.to_le_bytes());
-        if let Some(f) = self.file.as_mut()
-            && self.failed.is_none()
-            && let Err(e) = f.write_all(&b)
-        {
-            self.failed = Some(e);
-        }
-        self.count += 1;
-    }
-
-    /// An error if a write failed.
-    fn check(&mut self) -> Result<()> {
-        match self.failed.take() {
-            Some(e) => Err(spill_error("writing", e)),
-            None => Ok(()),
-        }
-    }
-
-    /// Every wait written, appended to `out`; the file goes.
-    fn read_into(&mut self, out: &mut Vec<W>) -> Result<()> {
-        use std::io::{Read, Seek};
-        self.check()?;
-        let Some(file) = self.file.take() else { return Ok(()) };
-        let mut file = file.into_inner().map_err(|e| spill_error("writing", e.into_error()))?;
-        file.rewind().map_err(|e| spill_error("reading", e))?;
-        let mut reader = std::io::BufReader::with_capacity(Self::BUFFER, file);
-        let mut b = [0u8; SPILLED];
-        for _ in 0..self.count {
-            reader.read_exact(&mut b).map_err(|e| spill_error("reading", e))?;
-            let at = |k: usize| i64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
-            let waiters = u32::from_le_bytes(b[48..52].try_into().expect("4 bytes"));
-            out.push(W { waiter: at(0), delayer: at(1), start: at(2), end: at(3), since: [at(4), at(5)], waiters });
-        }
-        Ok(())
-    }
-}
-
-fn spill_error(doing: &str, e: std::io::Error) -> datafusion::error::DataFusionError {
-    datafusion::error::DataFusionError::Execution(format!(
-        "delay_costs: {doing} the scratch file of the threads' waits failed: {e} (it is written in the temporary directory, TMPDIR)"
-    ))
-}
 
 /// Items kept in blocks of a fixed size: growing never copies what is held, nor holds room for
 /// twice as many (the waits of a part, tens of millions at thousands of ranks).
@@ -441,65 +378,12 @@ impl SyncPoints {
     }
 }
 
-/// One location's waits (their index in processing order, 4 bytes each: a hybrid run has tens
-/// of millions), by start, with their starts beside them (halving a location's starts stays in
-/// its 8 bytes a wait, where reading each wait's start from the list of all of them took a
-/// miss of the cache per step: a sixth of `delay_costs`' time), and the longest of them.
-#[derive(Debug, Default)]
-pub(super) struct RankWaits {
-    pub(super) list: Vec<u32>,
-    starts: Vec<i64>,
-    pub(super) longest: i64,
-    /// Where the last look-up ended, which the next starts from (threads may race on it: it
-    /// is only a guess).
-    near: AtomicUsize,
-}
-
-impl RankWaits {
-    /// Each location's waits of `all` (fewer than 2^32), a wait for `waiters` threads under
-    /// each of them.
-    pub(super) fn of(all: &[W]) -> FastMap<i64, RankWaits> {
-        let mut by_loc: FastMap<i64, RankWaits> = FastMap::default();
-        for (i, w) in all.iter().enumerate() {
-            for k in 0..i64::from(w.waiters) {
-                let r = by_loc.entry(w.waiter + k).or_default();
-                r.list.push(i as u32);
-                r.longest = r.longest.max(w.end - w.start);
-            }
-        }
-        for r in by_loc.values_mut() {
-            r.list.sort_by_key(|&i| all[i as usize].start);
-            r.list.shrink_to_fit();
-            r.starts = r.list.iter().map(|&i| all[i as usize].start).collect();
-        }
-        by_loc
-    }
-
-    /// Bytes held.
-    pub(super) fn held_bytes(&self) -> usize {
-        4 * self.list.capacity() + 8 * self.starts.capacity() + 48
-    }
-
-    /// The waits of `all` that overlap `[a, b)`, found by their start: one that starts more
-    /// than the longest wait before `a` has ended by then.
-    pub(super) fn overlapping<'a>(&'a self, all: &'a [W], a: i64, b: i64) -> impl Iterator<Item = (usize, &'a W)> {
-        let to = partition_point_near(&self.starts, self.near.load(Relaxed), |&s| s < b);
-        self.near.store(to, Relaxed);
-        let from = partition_point_near(&self.starts[..to], to, |&s| s < a.saturating_sub(self.longest));
-        self.list[from..to.max(from)]
-            .iter()
-            .map(move |&i| (i as usize, &all[i as usize]))
-            .filter(move |(_, w)| w.end > a)
-    }
-}
-
 /// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
 /// waits overlapping the interval) taken out of the call path it waited in and counted apart.
 pub(super) fn time_in(
     store: &mut StretchReader,
     rank: i64,
     waits: &RankWaits,
-    all: &[W],
     a: i64,
     b: i64,
 ) -> Result<(PathTimes, i64)> {
@@ -516,7 +400,7 @@ pub(super) fn time_in(
         true
     })?;
     let mut waiting = 0;
-    for (_, w) in waits.overlapping(all, a, b) {
+    for w in waits.overlapping(a, b) {
         let overlap = w.end.min(b) - w.start.max(a);
         if overlap <= 0 {
             continue;
@@ -649,30 +533,15 @@ struct Excess {
 /// handed on in order.
 pub(super) const WAIT_BATCH: usize = 1 << 13;
 
-fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Result<Ledger<u32>> {
+fn delay_costs(store: &StretchStore, waits: order::InOrder, sync: &SyncPoints) -> Result<Ledger<u32>> {
     use rayon::prelude::*;
-    let mut list: Vec<W> = waits
-        .into_iter()
-        .filter_map(|w| {
-            let delayer = Some(w.delayer).filter(|p| *p != w.waiter && store.contains(*p))?;
-            Some(W { delayer, ..w })
-        })
-        .collect();
-    // Latest end first: a wait hands on only to waits that end no later.
-    // (Unstable, by every field: no scratch the size of tens of millions of waits.)
-    list.sort_unstable_by_key(W::handing_order);
-    handing_order_within_ties(&mut list, |w| w);
-    if u32::try_from(list.len()).is_err() {
-        return exec_err!("delay_costs: {} waits; at most {} are traced back at once", list.len(), u32::MAX);
-    }
-    let by_rank = RankWaits::of(&list);
+    let order::InOrder { mut waits, len, by_location } = waits;
     let none = RankWaits::default();
-    let store: &StretchStore = store;
     let origin = |r: i64| store.origin(r).unwrap_or(0);
     // The interval of wait i and what it finds there, which does not depend on the other
     // waits' costs: measured for a batch of waits at once, each thread with a reader of its own.
-    let measure = |reader: &mut StretchReader, i: usize| -> Result<Option<Excess>> {
-        let w = &list[i];
+    let by_rank = &by_location;
+    let measure = |reader: &mut StretchReader, i: usize, w: &W| -> Result<Option<Excess>> {
         let (w_from, d_from) = Some((w.since[0], w.since[1]))
             .filter(|_| w.since != NO_SYNC)
             .or_else(|| sync.previous(rank_thread(w.waiter).0, w.start, rank_thread(w.delayer).0, w.end))
@@ -680,10 +549,8 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
         if !store.contains(w.waiter) || !store.contains(w.delayer) {
             return Ok(None);
         }
-        let (w_time, w_wait) =
-            time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), &list, w_from, w.start)?;
-        let (d_time, d_wait) =
-            time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), &list, d_from, w.end)?;
+        let (w_time, w_wait) = time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
+        let (d_time, d_wait) = time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
         let (paths, waiting) = excess_of(&d_time.0, &w_time.0, d_wait, w_wait);
         let paths: Vec<(u32, f64)> = paths.into_iter().map(|(p, e)| (p, e as f64)).collect();
         let waiting = waiting as f64;
@@ -691,9 +558,9 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
             by_rank
                 .get(&w.delayer)
                 .unwrap_or(&none)
-                .overlapping(&list, d_from, w.end)
-                .filter(|(j, _)| *j > i)
-                .map(|(j, v)| (j, (v.end.min(w.end) - v.start.max(d_from)) as f64))
+                .overlapping(d_from, w.end)
+                .filter(|v| v.index > i)
+                .map(|v| (v.index, (v.end.min(w.end) - v.start.max(d_from)) as f64))
                 .collect()
         } else {
             Vec::new()
@@ -702,30 +569,35 @@ fn delay_costs(store: &mut StretchStore, waits: Vec<W>, sync: &SyncPoints) -> Re
     };
     let threads = rayon::current_num_threads().max(1);
     let mut readers: Vec<StretchReader> = (0..threads).map(|_| store.reader()).collect::<Result<_>>()?;
-    let mut incoming = vec![0.0f64; list.len()];
+    let mut incoming = vec![0.0f64; len];
     let mut ledger: Ledger<u32> = Ledger::default();
+    let mut batch: Vec<W> = Vec::with_capacity(WAIT_BATCH);
     let mut from = 0;
-    while from < list.len() {
+    while from < len {
         commdb_catalog::interrupt::check("delay_costs")?;
-        let to = (from + WAIT_BATCH).min(list.len());
-        let per = (to - from).div_ceil(threads);
+        waits.next(&mut batch, WAIT_BATCH)?;
+        if batch.is_empty() {
+            return exec_err!("delay_costs: its scratch file of waits ended after {from} of {len}");
+        }
+        let to = from + batch.len();
+        let per = batch.len().div_ceil(threads);
         let measured: Vec<Result<Vec<Option<Excess>>>> = readers
             .par_iter_mut()
             .enumerate()
             .map(|(k, reader)| {
-                let (a, b) = ((from + k * per).min(to), (from + (k + 1) * per).min(to));
-                (a..b).map(|i| measure(reader, i)).collect()
+                let (a, b) = ((k * per).min(batch.len()), ((k + 1) * per).min(batch.len()));
+                (a..b).map(|k| measure(reader, from + k, &batch[k])).collect()
             })
             .collect();
         let measured: Vec<Vec<Option<Excess>>> = measured.into_iter().collect::<Result<_>>()?;
-        for (i, excess) in (from..to).zip(measured.into_iter().flatten()) {
+        for ((i, w), excess) in (from..to).zip(&batch).zip(measured.into_iter().flatten()) {
             let received = incoming[i];
             let (excess, theirs) = match excess {
                 Some(Excess { paths, waiting, theirs }) => (Some((paths, waiting)), theirs),
                 None => (None, Vec::new()),
             };
             let excess = excess.as_ref().map(|(p, w)| (p.as_slice(), *w));
-            ledger.give(&list[i], received, excess, || theirs, |j, x| incoming[j] += x);
+            ledger.give(w, received, excess, || theirs, |j, x| incoming[j] += x);
         }
         from = to;
     }
@@ -789,7 +661,7 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let start: StartFold = Arc::new(move || {
         let schema = schema.clone();
         FoldWaits::boxed(run_bytes, move |messages, collectives, records| {
-            delay_sweep(messages, collectives, records, schema)
+            delay_sweep(messages, collectives, records, schema, run_bytes)
         })
     });
     // On a distributed engine, planned as steps so that no task reads the calls whole.
@@ -811,60 +683,62 @@ pub(super) fn as_wait(w: &Wait) -> Option<W> {
 }
 
 /// The sweep of the calls, once the messages and collectives are folded into their waits and
-/// the thread records read: the waits and the synchronisation points they make.
+/// the thread records read: the waits (written to a scratch file) and the synchronisation
+/// points they make.
 fn delay_sweep(
     messages: MessageWaits,
     collectives: CollectiveWaits,
     records: ThreadRecords,
     schema: SchemaRef,
+    run_bytes: usize,
 ) -> Result<Box<dyn Mapper>> {
     let mut sync = SyncPoints::default();
     // Between ranks: their threads are found once the calls are swept.
-    let mut waits: Vec<W> = Vec::new();
+    let mut waits = Spill::<{ order::ROW }>::new("delay_costs")?;
     let mut message_waits = messages.stream()?;
     while let Some((w, left)) = message_waits.next()? {
         sync.message_wait_left(&w, left);
-        waits.extend(as_wait(&w));
+        if let Some(w) = as_wait(&w) {
+            waits.push(w.row())?;
+        }
     }
     drop(message_waits);
     sync.sort_messages();
     collectives.finish_each_with(
-        |w| {
-            waits.extend(as_wait(&w));
-            Ok(())
+        |w| match as_wait(&w) {
+            Some(w) => waits.push(w.row()),
+            None => Ok(()),
         },
         |c, k, ends| sync.waited_in(c, k, ends),
     )?;
     sync.seal();
-    delay_mapper(waits, records, sync, schema)
-}
-
-/// The mapper that sweeps the calls and gives each wait's cost to its causes.
-fn delay_mapper(waits: Vec<W>, records: ThreadRecords, sync: SyncPoints, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
     Ok(Box::new(DelaySweep {
-        waits,
-        threads_waits: WaitSpill::new()?,
+        between_ranks: waits.rows(),
+        waits: Some(waits),
         threads: BTreeMap::new(),
         records,
         sync,
         swept: Swept::new("delay_costs")?,
         schema,
+        run_bytes,
     }))
 }
 
 /// Sweeps the calls into every thread's stretches, then gives each wait's cost to its causes.
 struct DelaySweep {
-    /// The waits between ranks (waiter and delayer are ranks until the calls are swept).
-    waits: Vec<W>,
-    /// The waits of threads for others of their rank, written to a scratch file as they come
-    /// (tens of millions at thousands of ranks) and read back into the one list of waits.
-    threads_waits: WaitSpill,
+    /// The waits: first those between ranks (their waiter and delayer are ranks until the
+    /// calls are swept), then the waits of threads for others of their rank, as they come.
+    waits: Option<Spill<{ order::ROW }>>,
+    /// How many of the waits are between ranks.
+    between_ranks: u64,
     /// Each rank's threads, in order (the master first).
     threads: BTreeMap<i64, Vec<i64>>,
     records: ThreadRecords,
     sync: SyncPoints,
     swept: Swept,
     schema: SchemaRef,
+    /// Bytes of a sorted run of the waits' order.
+    run_bytes: usize,
 }
 
 impl Mapper for DelaySweep {
@@ -873,40 +747,60 @@ impl Mapper for DelaySweep {
     }
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let (threads, threads_waits) = (&mut self.threads, &mut self.threads_waits);
+        let (threads, threads_waits) = (&mut self.threads, &mut self.waits);
+        let mut written = Ok(());
         self.swept.sweep_threads("delay_costs", batches, &self.records, |rank, list, omp, _| {
             threads.insert(rank, list.iter().map(|t| t.thread).collect());
             for w in omp {
-                threads_waits.push(&W::of_threads(rank, w));
+                if written.is_ok()
+                    && let Some(spill) = threads_waits.as_mut()
+                {
+                    written = spill.push(W::of_threads(rank, w).row());
+                }
             }
         })?;
-        self.threads_waits.check()?;
+        written?;
         Ok(RecordBatch::new_empty(self.schema.clone()))
     }
 
     fn held_bytes(&self) -> usize {
-        self.swept.held_bytes() + WaitSpill::BUFFER + self.records.held_bytes()
+        self.swept.held_bytes() + SPILL_BUFFER + self.records.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         self.swept.finish()?;
         let Swept { store, names, paths } = &mut self.swept;
+        // The waits are put in the order their costs are handed on, out of memory (tens of
+        // millions at thousands of ranks): not a location's wait for itself, nor a wait for a
+        // location without stretches.
+        let mut gathered = order::Gathered::new(self.run_bytes);
+        let mut rows = Vec::new();
         // Each wait between ranks is the thread's whose MPI call it is in, for the thread of the
         // other rank whose MPI call was under way when it ended.
-        // The waits are placed in their list where they are (tens of millions at thousands of
-        // ranks: a second list would hold them twice), then the threads' read after them.
-        let mut waits = std::mem::take(&mut self.waits);
         let none = Vec::new();
-        for w in waits.iter_mut() {
-            let (a, b) = (self.threads.get(&w.waiter).unwrap_or(&none), self.threads.get(&w.delayer).unwrap_or(&none));
-            let waiter = location(w.waiter, store.mpi_thread(a, w.waiter, w.start)?);
-            let delayer = location(w.delayer, store.mpi_thread(b, w.delayer, w.end)?);
-            (w.waiter, w.delayer) = (waiter, delayer);
+        if let Some(spill) = self.waits.take() {
+            let mut read = spill.into_rows()?;
+            let mut between_ranks = self.between_ranks;
+            while read.next_rows(&mut rows, WAIT_BATCH)? > 0 {
+                for &r in &rows {
+                    let mut w = W::of_row(r);
+                    if between_ranks > 0 {
+                        between_ranks -= 1;
+                        let a = self.threads.get(&w.waiter).unwrap_or(&none);
+                        let b = self.threads.get(&w.delayer).unwrap_or(&none);
+                        let waiter = location(w.waiter, store.mpi_thread(a, w.waiter, w.start)?);
+                        let delayer = location(w.delayer, store.mpi_thread(b, w.delayer, w.end)?);
+                        (w.waiter, w.delayer) = (waiter, delayer);
+                    }
+                    if w.delayer != w.waiter && store.contains(w.delayer) {
+                        gathered.push(w)?;
+                    }
+                }
+            }
         }
-        waits.reserve_exact(self.threads_waits.count);
-        self.threads_waits.read_into(&mut waits)?;
+        drop(rows);
         store.forget_blocks();
-        let Ledger { costs, unexplained } = delay_costs(store, waits, &self.sync)?;
+        let Ledger { costs, unexplained } = delay_costs(store, gathered.in_order()?, &self.sync)?;
         let region = |path: u32| {
             let leaf = paths.leaf.get(path as usize).copied().unwrap_or(u32::MAX);
             crate::sweeps::stretches::region_name(&names.names, leaf)

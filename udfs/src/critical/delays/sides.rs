@@ -191,7 +191,6 @@ const NO_FROM: i64 = i64::MIN;
 struct Measured {
     jobs: Vec<Job>,
     next: usize,
-    all: Vec<W>,
     ids: Vec<i64>,
     by_loc: FastMap<i64, RankWaits>,
     keys: Vec<i64>,
@@ -235,7 +234,7 @@ impl Mapper for Sides {
     fn held_bytes(&self) -> usize {
         let measured = self.measured.as_ref().map_or(0, |m| {
             m.jobs.capacity() * std::mem::size_of::<Job>()
-                + m.all.capacity() * (std::mem::size_of::<W>() + 8)
+                + m.ids.capacity() * 8
                 + m.by_loc.values().map(RankWaits::held_bytes).sum::<usize>()
         });
         self.swept.held_bytes()
@@ -333,6 +332,7 @@ impl Sides {
             );
         }
         let by_loc = RankWaits::of(&all);
+        drop(all);
         // The latest end first, as the costs are handed on.
         jobs.sort_unstable_by_key(|j| (std::cmp::Reverse(j.end), j.id, j.side));
         jobs.shrink_to_fit();
@@ -346,7 +346,7 @@ impl Sides {
             })
             .collect();
         let names = names_batch(&named)?;
-        Ok(Measured { jobs, next: 0, all, ids, by_loc, keys, names: Some(names) })
+        Ok(Measured { jobs, next: 0, ids, by_loc, keys, names: Some(names) })
     }
 }
 
@@ -412,7 +412,7 @@ fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> 
     let waits = m.by_loc.get(&j.loc).unwrap_or(&none);
     let from = if j.from == NO_FROM { store.origin(j.loc).unwrap_or(0) } else { j.from };
     let until = if j.side == WAITER { j.start } else { j.end };
-    let (times, waiting) = time_in(reader, j.loc, waits, &m.all, from, until)?;
+    let (times, waiting) = time_in(reader, j.loc, waits, from, until)?;
     let paths = times
         .0
         .iter()
@@ -422,9 +422,9 @@ fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> 
         .collect();
     let theirs = if j.side == DELAYER && waiting > 0 {
         waits
-            .overlapping(&m.all, from, j.end)
-            .filter(|(k, v)| v.end <= j.end && m.ids[*k] != j.id)
-            .map(|(k, v)| (m.ids[k], v.end.min(j.end) - v.start.max(from)))
+            .overlapping(from, j.end)
+            .filter(|v| v.end <= j.end && m.ids[v.index] != j.id)
+            .map(|v| (m.ids[v.index], v.end.min(j.end) - v.start.max(from)))
             .collect()
     } else {
         Vec::new()
