@@ -783,7 +783,7 @@ impl Mapper for DelaySweep {
             let mut between_ranks = self.between_ranks;
             while read.next_rows(&mut rows, WAIT_BATCH)? > 0 {
                 for &r in &rows {
-                    let mut w = W::of_row(r);
+                    let mut w = W::of_row(r)?;
                     if between_ranks > 0 {
                         between_ranks -= 1;
                         let a = self.threads.get(&w.waiter).unwrap_or(&none);

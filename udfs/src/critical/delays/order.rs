@@ -27,10 +27,12 @@ impl W {
         [w.waiter, w.delayer, w.start, w.end, w.since[0], w.since[1], i64::from(w.waiters)]
     }
 
-    /// The wait of a row written by `row`.
-    pub(super) fn of_row(r: [i64; ROW]) -> W {
-        let waiters = u32::try_from(r[6]).unwrap_or(u32::MAX);
-        W { waiter: r[0], delayer: r[1], start: r[2], end: r[3], since: [r[4], r[5]], waiters }
+    /// The wait of a row written by `row`; an error for a row that no wait writes.
+    pub(super) fn of_row(r: [i64; ROW]) -> Result<W> {
+        let Ok(waiters) = u32::try_from(r[6]) else {
+            return exec_err!("delay_costs: its scratch file of waits holds a wait for {} threads", r[6]);
+        };
+        Ok(W { waiter: r[0], delayer: r[1], start: r[2], end: r[3], since: [r[4], r[5]], waiters })
     }
 }
 
@@ -110,7 +112,7 @@ impl Gathered {
         place(&mut tie)?;
         drop(sorted);
         RankWaits::seal(&mut by_location);
-        Ok(InOrder { waits: Waits { rows: rows.into_rows()? }, len: len as usize, by_location })
+        Ok(InOrder { waits: Waits { rows: rows.into_rows()?, read: Vec::new() }, len: len as usize, by_location })
     }
 }
 
@@ -125,15 +127,18 @@ pub(super) struct InOrder {
 /// The waits in order, read back from their scratch file.
 pub(super) struct Waits {
     rows: Rows<ROW>,
+    /// The rows of the last batch read.
+    read: Vec<[i64; ROW]>,
 }
 
 impl Waits {
     /// The next waits, at most `max`, in place of `out`'s (none: no more).
     pub(super) fn next(&mut self, out: &mut Vec<W>, max: usize) -> Result<()> {
-        let mut rows = Vec::with_capacity(max.min(self.rows.left() as usize));
-        self.rows.next_rows(&mut rows, max)?;
+        self.rows.next_rows(&mut self.read, max)?;
         out.clear();
-        out.extend(rows.into_iter().map(W::of_row));
+        for &r in &self.read {
+            out.push(W::of_row(r)?);
+        }
         Ok(())
     }
 }
