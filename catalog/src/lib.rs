@@ -25,6 +25,7 @@
 //! on input: every error names the file and position and what was expected.
 
 pub mod clock;
+pub mod column_sums;
 pub mod convert;
 pub mod data_dirs;
 pub mod deriving;

@@ -22,6 +22,7 @@ use parquet::schema::types::ColumnPath;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use crate::column_sums::{ColumnSums, FileSums, column_sums};
 use crate::deriving::steps::StoredTable;
 use crate::error::{Error, Result};
 use crate::model;
@@ -61,6 +62,10 @@ struct PartEntry {
     file: String,
     rows: usize,
     crc32: u32,
+    /// The CRC-32 of each column's chunks and of the tail (absent in stores written before:
+    /// then a scan checks the whole file).
+    #[serde(default, rename = "column_crc32", skip_serializing_if = "Option::is_none")]
+    columns: Option<ColumnSums>,
     /// The range of the table's order column in the part (absent in stores written before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<KeyRange>,
@@ -92,11 +97,17 @@ fn key_range(batches: &[RecordBatch], column: Option<&str>) -> Option<KeyRange> 
 
 impl TableEntry {
     /// The files of the table in the store at `dir`, with their checksums and rows.
-    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, Option<u32>, usize, Option<KeyRange>)> {
+    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, FileSums, usize, Option<KeyRange>)> {
         if self.parts.is_empty() {
-            return vec![(dir.join(&self.file), self.crc32, self.rows, None)];
+            return vec![(dir.join(&self.file), FileSums { file: self.crc32, columns: None }, self.rows, None)];
         }
-        self.parts.iter().map(|p| (dir.join(&self.file).join(&p.file), Some(p.crc32), p.rows, p.key.clone())).collect()
+        self.parts
+            .iter()
+            .map(|p| {
+                let sums = FileSums { file: Some(p.crc32), columns: p.columns.clone().map(std::sync::Arc::new) };
+                (dir.join(&self.file).join(&p.file), sums, p.rows, p.key.clone())
+            })
+            .collect()
     }
 }
 
@@ -148,7 +159,8 @@ pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()>
                 .map(|(k, piece)| {
                     let file = part_name(k);
                     let (rows, crc32) = write_table(&folder.join(&file), t.name, t.schema(), piece)?;
-                    Ok(PartEntry { file, rows, crc32, key: key_range(piece, order_column(t.name)) })
+                    let columns = Some(column_sums(&folder.join(&file))?);
+                    Ok(PartEntry { file, rows, crc32, columns, key: key_range(piece, order_column(t.name)) })
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok((t.name, TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
@@ -375,7 +387,8 @@ impl PartWriter {
         let path = self.folder.join(&file);
         let mut out = writer.into_inner(&path)?;
         out.flush().map_err(|e| Error::io(&path, e))?;
-        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize(), key: self.key.take() });
+        let columns = Some(column_sums(&path)?);
+        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize(), columns, key: self.key.take() });
         Ok(())
     }
 
@@ -769,8 +782,8 @@ const LATER: [&str; 6] = ["events", "calls", "messages", "collectives", "metrics
 /// A table's file read and checked against its manifest entry (checksum, then row count).
 fn read_checked(dir: &Path, t: &model::TableDoc, entry: &TableEntry) -> Result<Vec<RecordBatch>> {
     let mut out = Vec::new();
-    for (path, crc32, expected, _) in entry.files(dir) {
-        let batches = read_table(&path, t, crc32)?;
+    for (path, sums, expected, _) in entry.files(dir) {
+        let batches = read_table(&path, t, sums.file)?;
         let rows: usize = batches.iter().map(RecordBatch::num_rows).sum();
         if rows != expected {
             return Err(Error::in_file(&path, format!("has {rows} rows but the manifest says {expected}")));
@@ -825,8 +838,8 @@ pub fn each_batch(trace: &Trace, name: &str, f: &mut dyn FnMut(RecordBatch) -> R
         return trace.table(name)?.into_iter().try_for_each(f);
     };
     let doc = model::table_doc(name).ok_or_else(|| Error::Engine(format!("{name} is not a table of the model")))?;
-    for (path, crc32, _) in &stored.files {
-        read_batches(path, doc, *crc32, f)?;
+    for (path, sums, _) in &stored.files {
+        read_batches(path, doc, sums.file, f)?;
     }
     Ok(())
 }

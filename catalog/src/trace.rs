@@ -238,7 +238,7 @@ pub struct StoredFile {
     pub path: std::path::PathBuf,
     /// The files to read, in row order, with their checksums and, for parts, the range of the
     /// table's order column they hold.
-    pub files: Vec<(std::path::PathBuf, Option<u32>, Option<KeyRange>)>,
+    pub files: Vec<(std::path::PathBuf, crate::column_sums::FileSums, Option<KeyRange>)>,
     pub rows: usize,
     /// Which writing of the store the trace was opened from ([`crate::stamp::Stamp`]): a store
     /// converted again at the same path since is refused, never read mixed with the old one.

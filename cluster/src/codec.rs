@@ -220,7 +220,8 @@ pub fn set_process_name(name: &str) {
 fn check_parts(trace: &Trace, table: &str) -> Result<()> {
     static CHECKED: Mutex<Option<HashMap<PathBuf, Option<u32>>>> = Mutex::new(None);
     let Some(file) = trace.stored_file(table) else { return Ok(()) };
-    for (path, crc, _) in &file.files {
+    for (path, sums, _) in &file.files {
+        let crc = &sums.file;
         let done =
             CHECKED.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_default().get(path) == Some(crc);
         if done {

@@ -32,6 +32,7 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
+use crate::column_sums::{FileSums, Piece};
 use crate::model::rank_ordered;
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
@@ -54,7 +55,7 @@ pub struct TraceTable {
     partitions: usize,
     /// For a table scanned in its store's files: whether each file read so far matched its
     /// checksum.
-    checked: Arc<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, Arc<CheckOnce>>>>,
+    checked: Arc<std::sync::Mutex<std::collections::HashMap<CheckKey, Arc<CheckOnce>>>>,
     /// Whether its store's files were checked where the query was written (a cluster's client),
     /// so that the processes that plan and run it scan them without checking again.
     checked_by_client: bool,
@@ -217,9 +218,34 @@ impl TraceTable {
             kept = file.files.iter().take(1).cloned().collect();
         }
         let file = StoredFile { files: kept, ..file };
-        let checks: Vec<Arc<CheckOnce>> = {
+        // What the scan reads of each file: the columns it projects and those its filters
+        // name, each checked by its own checksum where the manifest has them, the whole file
+        // where it has only the file's.
+        let mut read: Vec<String> = match projection {
+            Some(p) => p.iter().map(|&i| self.schema.field(i).name().clone()).collect(),
+            None => self.schema.fields().iter().map(|f| f.name().clone()).collect(),
+        };
+        for f in filters {
+            read.extend(f.column_refs().into_iter().map(|c| c.name.clone()));
+        }
+        read.sort_unstable();
+        read.dedup();
+        let checks: Vec<Check> = {
             let mut checked = self.checked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            file.files.iter().map(|(p, _, _)| checked.entry(p.clone()).or_default().clone()).collect()
+            let mut checks = Vec::new();
+            for (path, sums, _) in &file.files {
+                let pieces: Vec<Option<Piece>> = match &sums.columns {
+                    Some(_) => {
+                        std::iter::once(Piece::Tail).chain(read.iter().cloned().map(Piece::Column)).map(Some).collect()
+                    }
+                    None => vec![None],
+                };
+                for piece in pieces {
+                    let once = checked.entry((path.clone(), piece.clone())).or_default().clone();
+                    checks.push(Check { path: path.clone(), sums: sums.clone(), piece, once });
+                }
+            }
+            checks
         };
         let urls = file
             .files
@@ -245,7 +271,7 @@ impl TraceTable {
         let inner = scan.map_err(|e| {
             // Reading the parts' footers failed: the store was replaced under the query, or
             // a part is damaged (found by its checksum, naming it).
-            let damaged = || file.files.iter().find_map(|(p, crc, _)| crate::store::check_file(p, *crc).err());
+            let damaged = || file.files.iter().find_map(|(p, sums, _)| crate::store::check_file(p, sums.file).err());
             match (&file.stamp, damaged()) {
                 (Some(stamp), _) if !stamp.holds() => DataFusionError::External(Box::new(stamp.replaced())),
                 (_, Some(damage)) => DataFusionError::External(Box::new(damage)),
@@ -256,15 +282,39 @@ impl TraceTable {
     }
 }
 
-/// Whether a store file matched its manifest's checksum, found once for every query.
+/// Whether a store file, or a piece of it, matched its manifest's checksum, found once for
+/// every query.
 type CheckOnce = tokio::sync::OnceCell<std::result::Result<(), String>>;
+
+/// A file and what of it is checked (None: the whole file).
+type CheckKey = (std::path::PathBuf, Option<Piece>);
+
+/// One check a scan waits for: a file, its checksums, what of it, and the check's outcome
+/// shared with every scan of the table.
+#[derive(Debug, Clone)]
+struct Check {
+    path: std::path::PathBuf,
+    sums: FileSums,
+    piece: Option<Piece>,
+    once: Arc<CheckOnce>,
+}
+
+impl Check {
+    /// Reads what the check covers and compares its checksum with the manifest's.
+    fn run(&self) -> crate::error::Result<()> {
+        match (&self.piece, &self.sums.columns) {
+            (Some(piece), Some(sums)) => crate::column_sums::check_piece(&self.path, sums, piece),
+            _ => crate::store::check_file(&self.path, self.sums.file),
+        }
+    }
+}
 
 /// Runs its input once the files it reads are checked (each file once, for every later query).
 #[derive(Debug)]
 pub struct CheckedFirst {
     file: StoredFile,
-    /// The check of each of `file.files`.
-    checks: Vec<Arc<CheckOnce>>,
+    /// The checks of what the scan reads of `file.files`.
+    checks: Vec<Check>,
     inner: Arc<dyn ExecutionPlan>,
 }
 
@@ -325,18 +375,20 @@ impl ExecutionPlan for CheckedFirst {
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let (file, checks, inner) = (self.file.clone(), self.checks.clone(), self.inner.clone());
+        let (checks, inner) = (self.checks.clone(), self.inner.clone());
         let schema = inner.schema();
         let run = async move {
             // The partitions of the first query wait for one check of a file instead of each
             // making its own.
-            for ((path, crc, _), check) in file.files.iter().zip(&checks) {
-                let (path, crc) = (path.clone(), *crc);
+            for check in &checks {
                 let verdict = check
-                    .get_or_init(|| async move {
-                        let what = format!("checking {}", path.display());
-                        let check = move || crate::store::check_file(&path, crc).map_err(|e| e.to_string());
-                        off_the_workers(&what, check).await.unwrap_or_else(|e| Err(e.to_string()))
+                    .once
+                    .get_or_init(|| async {
+                        let what = format!("checking {}", check.path.display());
+                        let check = check.clone();
+                        off_the_workers(&what, move || check.run().map_err(|e| e.to_string()))
+                            .await
+                            .unwrap_or_else(|e| Err(e.to_string()))
                     })
                     .await;
                 verdict.clone().map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;

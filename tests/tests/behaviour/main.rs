@@ -25,4 +25,5 @@ mod rank_order;
 mod recipe;
 mod remembered;
 mod scalasca_oracle;
+mod store_checks;
 mod streamed_convert;
