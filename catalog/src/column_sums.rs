@@ -35,13 +35,17 @@ pub enum Piece {
     Tail,
 }
 
-/// Where each column's chunks and the tail lie in the part at `path` (from its footer).
-fn layout(path: &Path, file: &File) -> Result<(BTreeMap<String, Vec<(u64, u64)>>, u64, u64)> {
+/// Each column's chunks (first byte, length) in a part, in row-group order.
+type ChunkRanges = BTreeMap<String, Vec<(u64, u64)>>;
+
+/// Where each column's chunks and the tail lie in the part at `path` (from its footer): the
+/// chunks, the first byte after the last of them, and the file's length.
+fn layout(path: &Path, file: &File) -> Result<(ChunkRanges, u64, u64)> {
     let meta = ParquetMetaDataReader::new()
         .parse_and_finish(file)
         .map_err(|e| Error::in_file(path, format!("its Parquet footer cannot be read: {e}")))?;
     let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let mut ranges: BTreeMap<String, Vec<(u64, u64)>> = BTreeMap::new();
+    let mut ranges = ChunkRanges::new();
     let mut last = 4u64;
     for group in meta.row_groups() {
         for chunk in group.columns() {

@@ -2,11 +2,14 @@
 //! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
 //! a chunk of whole ranks at a time (commdb_analysis::by_rank) and write each rank's stretches to a
 //! scratch file as they come, keeping in memory only an index: per rank where its stretches
-//! lie, and the end of every block of stretches. The walk then reads back the block that holds
-//! an instant, and keeps the blocks it used last (at most `CACHED_STRETCHES`). A
-//! stretch takes 32 bytes on disk and 8 bytes of index per block, so a run of 100 M stretches
-//! holds about 6 MB of index and at most 75 MB of blocks per reader, where the stretches
-//! themselves would take 5 GB.
+//! lie, and the end and the first byte of every block of stretches. The walk then reads back
+//! the block that holds an instant, and keeps the blocks it used last (at most
+//! `CACHED_STRETCHES`). On disk a stretch is written as differences from the one before (a
+//! stretch starts where the previous ended, and its call's start is near its own: `varint`),
+//! 8 to 12 bytes where its fields take 32, so that the scratch file of 1 B events' 390 M
+//! stretches (12.5 GB at 32 bytes) is written and read back within the page cache beside the
+//! store; a run of 100 M stretches holds about 12 MB of index and at most 75 MB of blocks per
+//! reader, where the stretches themselves would take 5 GB.
 //! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
 //! file is anonymous and goes when the analysis ends, however it ends. Once written, several
 //! threads can read the stretches at once (`delay_costs`), each through a `StretchReader` with
@@ -31,7 +34,7 @@ use crate::sweeps::call_sweep::{Call, Names, streams_named};
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED};
 use crate::waits::openmp::{ThreadCalls, ThreadRecords, rank_instances, rank_threads};
 
-/// Stretches per block as written (4 KiB on disk); a block read back is a run of them, from
+/// Stretches per block as written (about 1 KiB on disk); a block read back is a run of them, from
 /// `BLOCK` to `MAX_BLOCK` stretches, as many as lets the cache hold two blocks of every location
 /// (`finish_writing`): the analyses that trace every wait back read a block or two of each of
 /// thousands of locations at once, and where there are few, larger blocks are read less often.
@@ -43,23 +46,18 @@ const MAX_BLOCK: usize = 1024;
 /// Stretches kept in memory at most while walking, per reader (75 MB).
 pub(crate) const CACHED_STRETCHES: usize = 12_288 * BLOCK;
 
-/// Bytes of a stretch on disk.
-const STRETCH_BYTES: usize = 32;
-
-/// The encoding of hand-over 0 in the slot of a stretch's MPI call start (see `encode`).
-const HANDED: i64 = i64::MIN + 1;
-
 /// Where a rank's stretches lie in the file.
 #[derive(Debug, Default)]
 struct RankIndex {
-    /// The first stretch, counted in stretches from the file's start.
-    first: u64,
     count: usize,
     /// The start of the rank's first stretch and the end of its last.
     from: i64,
     to: i64,
     /// The end (`to`) of each block's last stretch.
     block_ends: Vec<i64>,
+    /// The first byte of each block in the file, and the byte after the rank's last.
+    block_at: Vec<u64>,
+    end_at: u64,
     /// Whether the time before its first stretch is padded (a rank's, or its master thread's).
     padded: bool,
 }
@@ -69,7 +67,9 @@ pub(crate) struct StretchStore {
     what: &'static str,
     file: Option<BufWriter<File>>,
     reader: Option<File>,
+    /// Stretches and bytes written.
     written: u64,
+    bytes_written: u64,
     ranks: BTreeMap<i64, RankIndex>,
     /// Time no region covers before a rank's first stretch, from this instant (the run's
     /// first): a stretch of its own, of `region` (the rank's own work, as time between calls is).
@@ -101,11 +101,16 @@ impl BlockCache {
         self.uses += 1;
         let uses = self.uses;
         if !self.blocks.contains_key(&(rank, b)) {
-            let first = r.first + (b * unit) as u64;
             let n = (r.count - b * unit).min(unit);
-            let mut bytes = vec![0u8; n * STRETCH_BYTES];
-            file.read_exact_at(&mut bytes, first * STRETCH_BYTES as u64).map_err(|e| io_error(what, "reading", e))?;
-            let list: Vec<Stretch> = bytes.chunks(STRETCH_BYTES).map(decode).collect();
+            let at = r.block_at[b];
+            let end = r.block_at.get(b + 1).copied().unwrap_or(r.end_at);
+            let mut bytes = vec![0u8; (end - at) as usize];
+            file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
+            let list = decode_blocks(&bytes, n).ok_or_else(|| {
+                DataFusionError::Execution(format!(
+                    "{what}: the scratch file of its stretches holds no {n} stretches at byte {at} (it was changed while the analysis ran)"
+                ))
+            })?;
             if self.blocks.len() >= CACHED_STRETCHES / unit {
                 // The quarter used least lately goes at once, which keeps the search for them
                 // from being made at every block read.
@@ -162,34 +167,60 @@ fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
     ))
 }
 
-fn encode(s: &Stretch, out: &mut [u8]) {
-    out[0..8].copy_from_slice(&s.from.to_le_bytes());
-    out[8..16].copy_from_slice(&s.to.to_le_bytes());
-    // The slot of the MPI call's start holds a hand-over where there is none: an MPI stretch
-    // is never one, and no call starts within 2^32 ns of the earliest instant i64 holds.
-    let slot = match (s.call_start, s.hand) {
-        (Some(start), _) => start,
-        (None, Some(thread)) => HANDED + i64::from(thread),
-        (None, None) => i64::MIN,
-    };
-    out[16..24].copy_from_slice(&slot.to_le_bytes());
-    out[24..28].copy_from_slice(&s.region.to_le_bytes());
-    out[28..32].copy_from_slice(&s.path.to_le_bytes());
+/// Append a block of stretches to `out`: each as differences, the first from 0. The start
+/// from the end of the one before, the end from the start; the MPI call's start (from the
+/// stretch's start) or the hand-over's thread behind a tag byte; the region and call
+/// path plus one, so that `UNCOVERED` and `NO_PATH` (u32::MAX) take a byte.
+fn encode_block(block: &[Stretch], out: &mut Vec<u8>) {
+    use crate::varint::{put, put_signed};
+    let mut before = 0i64;
+    for s in block {
+        put_signed(out, s.from.wrapping_sub(before));
+        put_signed(out, s.to.wrapping_sub(s.from));
+        match (s.call_start, s.hand) {
+            (Some(start), _) => {
+                out.push(1);
+                put_signed(out, s.from.wrapping_sub(start));
+            }
+            (None, Some(thread)) => {
+                out.push(2);
+                put(out, u64::from(thread));
+            }
+            (None, None) => out.push(0),
+        }
+        put(out, u64::from(s.region.wrapping_add(1)));
+        put(out, u64::from(s.path.wrapping_add(1)));
+        before = s.to;
+    }
 }
 
-fn decode(b: &[u8]) -> Stretch {
-    let i64_at = |at: usize| i64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-    let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"));
-    let slot = i64_at(16);
-    let handed = (HANDED..=HANDED + i64::from(u32::MAX)).contains(&slot);
-    Stretch {
-        from: i64_at(0),
-        to: i64_at(8),
-        call_start: (slot != i64::MIN && !handed).then_some(slot),
-        region: u32_at(24),
-        path: u32_at(28),
-        hand: handed.then(|| (slot - HANDED) as u32),
+/// The `n` stretches that `encode_block` wrote into `bytes`, one block after another (None:
+/// the bytes do not hold them).
+fn decode_blocks(bytes: &[u8], n: usize) -> Option<Vec<Stretch>> {
+    use crate::varint::{get, get_signed};
+    let mut out = Vec::with_capacity(n);
+    let mut at = 0;
+    let mut before = 0i64;
+    for k in 0..n {
+        if k % BLOCK == 0 {
+            before = 0;
+        }
+        let from = before.wrapping_add(get_signed(bytes, &mut at)?);
+        let to = from.wrapping_add(get_signed(bytes, &mut at)?);
+        let tag = *bytes.get(at)?;
+        at += 1;
+        let (call_start, hand) = match tag {
+            0 => (None, None),
+            1 => (Some(from.wrapping_sub(get_signed(bytes, &mut at)?)), None),
+            2 => (None, Some(u32::try_from(get(bytes, &mut at)?).ok()?)),
+            _ => return None,
+        };
+        let region = u32::try_from(get(bytes, &mut at)?).ok()?.wrapping_sub(1);
+        let path = u32::try_from(get(bytes, &mut at)?).ok()?.wrapping_sub(1);
+        out.push(Stretch { from, to, region, path, call_start, hand });
+        before = to;
     }
+    (at == bytes.len()).then_some(out)
 }
 
 impl StretchStore {
@@ -201,6 +232,7 @@ impl StretchStore {
             file: Some(BufWriter::with_capacity(1 << 20, file)),
             reader: None,
             written: 0,
+            bytes_written: 0,
             ranks: BTreeMap::new(),
             padding: None,
             cache: BlockCache::default(),
@@ -217,23 +249,27 @@ impl StretchStore {
             .as_mut()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches added after the walk began")))?;
         let mut index = RankIndex {
-            first: self.written,
             count: list.len(),
             from: list.first().map_or(0, |s| s.from),
             to: list.last().map_or(0, |s| s.to),
             block_ends: list.chunks(BLOCK).map(|b| b[b.len() - 1].to).collect(),
+            block_at: Vec::with_capacity(list.len().div_ceil(BLOCK)),
+            end_at: 0,
             padded,
         };
-        let mut bytes = vec![0u8; STRETCH_BYTES * list.len().min(BLOCK)];
+        let mut bytes = Vec::with_capacity(BLOCK * 16);
         for block in list.chunks(BLOCK) {
-            for (s, out) in block.iter().zip(bytes.chunks_mut(STRETCH_BYTES)) {
-                encode(s, out);
-            }
-            file.write_all(&bytes[..block.len() * STRETCH_BYTES]).map_err(|e| io_error(what, "writing", e))?;
+            bytes.clear();
+            encode_block(block, &mut bytes);
+            index.block_at.push(self.bytes_written);
+            file.write_all(&bytes).map_err(|e| io_error(what, "writing", e))?;
+            self.bytes_written += bytes.len() as u64;
         }
+        index.end_at = self.bytes_written;
         self.written += list.len() as u64;
         if list.is_empty() {
             index.block_ends.clear();
+            index.block_at.clear();
         }
         self.ranks.insert(rank, index);
         Ok(())
@@ -267,6 +303,7 @@ impl StretchStore {
         if k > 1 {
             for r in self.ranks.values_mut() {
                 r.block_ends = r.block_ends.chunks(k).map(|c| c[c.len() - 1]).collect();
+                r.block_at = r.block_at.chunks(k).map(|c| c[0]).collect();
             }
         }
         self.padding = start.map(|s| (s, uncovered));
@@ -369,7 +406,8 @@ impl StretchStore {
     }
 
     pub(crate) fn held_bytes(&self) -> usize {
-        let index: usize = self.ranks.values().map(|r| 64 + 8 * r.block_ends.capacity()).sum();
+        let index: usize =
+            self.ranks.values().map(|r| 80 + 8 * r.block_ends.capacity() + 8 * r.block_at.capacity()).sum();
         index + self.cache.held_bytes()
     }
 }
@@ -557,6 +595,47 @@ mod tests {
     fn s(from: i64, to: i64, path: u32) -> Stretch {
         let hand = (path.is_multiple_of(2) && path % 3 == 2).then_some(path);
         Stretch { from, to, region: path, path, call_start: (path % 2 == 1).then_some(from), hand }
+    }
+
+    #[test]
+    fn blocks_written_as_differences_read_back_whole_and_short() {
+        // Gaps, overlaps, the ends of i64, the ids' extremes, every kind of slot.
+        let mut list = Vec::new();
+        let mut t = i64::MIN + 10;
+        for k in 0..(3 * BLOCK as i64 + 5) {
+            let from = match k % 9 {
+                0 => t + 1_000_000_007,
+                4 => t - 3,
+                _ => t,
+            };
+            let to = if k == 7 { i64::MAX - 1 } else { from + (k * 37) % 5000 };
+            let (call_start, hand) = match k % 4 {
+                0 => (Some(from - (k << 20)), None),
+                1 => (Some(i64::MIN), None),
+                2 => (None, Some(if k % 3 == 0 { u32::MAX } else { k as u32 })),
+                _ => (None, None),
+            };
+            let id = if k % 5 == 0 { u32::MAX } else { (k * 7919) as u32 };
+            list.push(Stretch { from, to, region: id, path: id.wrapping_mul(3), call_start, hand });
+            t = if k == 7 { 0 } else { to };
+        }
+        let mut bytes = Vec::new();
+        for block in list.chunks(BLOCK) {
+            encode_block(block, &mut bytes);
+        }
+        let back = decode_blocks(&bytes, list.len()).unwrap();
+        let key = |s: &Stretch| (s.from, s.to, s.region, s.path, s.call_start, s.hand);
+        assert_eq!(back.iter().map(key).collect::<Vec<_>>(), list.iter().map(key).collect::<Vec<_>>());
+        // Stretches of the usual shape take a fraction of their 32 bytes of fields.
+        let usual: Vec<Stretch> =
+            (0..1000).map(|k| s(1_000_000_000 + 2_500 * k, 1_000_002_500 + 2_500 * k, (k % 40) as u32)).collect();
+        let mut small = Vec::new();
+        encode_block(&usual[..BLOCK], &mut small);
+        assert!(small.len() <= 8 * BLOCK, "{} bytes a block", small.len());
+        // Bytes that do not hold the stretches asked for, or hold more, are refused.
+        assert!(decode_blocks(&bytes[..bytes.len() - 1], list.len()).is_none());
+        assert!(decode_blocks(&bytes, list.len() - 1).is_none());
+        assert!(decode_blocks(&bytes, list.len() + 1).is_none());
     }
 
     #[test]
