@@ -6,9 +6,8 @@
 //! the block that holds an instant, and keeps the blocks it used last (at most
 //! `CACHED_STRETCHES`). On disk a stretch is written as differences from the one before (a
 //! stretch starts where the previous ended, and its call's start is near its own: `varint`),
-//! 8 to 12 bytes where its fields take 32, so that the scratch file of 1 B events' 390 M
-//! stretches (12.5 GB at 32 bytes) is written and read back within the page cache beside the
-//! store; a run of 100 M stretches holds about 12 MB of index and at most 75 MB of blocks per
+//! 8 to 12 bytes where its fields take 32 (`delay_costs` over 1 B events wrote 12.5 GB of
+//! scratch with stretches of 32 bytes, 6.0 GB in all with differences); a run of 100 M stretches holds about 12 MB of index and at most 75 MB of blocks per
 //! reader, where the stretches themselves would take 5 GB.
 //! This is how DataFusion's own sorts and joins spill what does not fit the memory budget; the
 //! file is anonymous and goes when the analysis ends, however it ends. Once written, several
