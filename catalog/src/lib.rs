@@ -39,6 +39,7 @@ pub mod interrupt;
 pub mod jobs;
 pub mod memory;
 pub mod model;
+pub mod part_values;
 pub mod phases;
 pub mod progress;
 pub mod reading;

@@ -26,7 +26,8 @@ use crate::column_sums::{ColumnSums, FileSums, column_sums};
 use crate::deriving::steps::StoredTable;
 use crate::error::{Error, Result};
 use crate::model;
-use crate::trace::{KeyRange, StoredFile, Trace, TraceMeta, Warnings};
+use crate::part_values::{PartValues, ValueSet, listed_column};
+use crate::trace::{KeyRange, PartBounds, StoredFile, Trace, TraceMeta, Warnings};
 
 pub use crate::stamp::{MANIFEST, Stamp};
 const STORE_VERSION: u32 = 1;
@@ -69,6 +70,10 @@ struct PartEntry {
     /// The range of the table's order column in the part (absent in stores written before).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     key: Option<KeyRange>,
+    /// The values of the table's kind column in the part, when few (absent in stores written
+    /// before, and when there are more).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    values: Option<PartValues>,
 }
 
 /// The column a table's rows are ordered by in a store, whose range each part records.
@@ -97,15 +102,17 @@ fn key_range(batches: &[RecordBatch], column: Option<&str>) -> Option<KeyRange> 
 
 impl TableEntry {
     /// The files of the table in the store at `dir`, with their checksums and rows.
-    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, FileSums, usize, Option<KeyRange>)> {
+    fn files(&self, dir: &Path) -> Vec<(std::path::PathBuf, FileSums, usize, PartBounds)> {
         if self.parts.is_empty() {
-            return vec![(dir.join(&self.file), FileSums { file: self.crc32, columns: None }, self.rows, None)];
+            let sums = FileSums { file: self.crc32, columns: None };
+            return vec![(dir.join(&self.file), sums, self.rows, PartBounds::default())];
         }
         self.parts
             .iter()
             .map(|p| {
                 let sums = FileSums { file: Some(p.crc32), columns: p.columns.clone().map(std::sync::Arc::new) };
-                (dir.join(&self.file).join(&p.file), sums, p.rows, p.key.clone())
+                let bounds = PartBounds { key: p.key.clone(), values: p.values.clone() };
+                (dir.join(&self.file).join(&p.file), sums, p.rows, bounds)
             })
             .collect()
     }
@@ -160,7 +167,9 @@ pub fn write_in_parts(trace: &Trace, dir: &Path, part_rows: usize) -> Result<()>
                     let file = part_name(k);
                     let (rows, crc32) = write_table(&folder.join(&file), t.name, t.schema(), piece)?;
                     let columns = Some(column_sums(&folder.join(&file))?);
-                    Ok(PartEntry { file, rows, crc32, columns, key: key_range(piece, order_column(t.name)) })
+                    let key = key_range(piece, order_column(t.name));
+                    let values = crate::part_values::of_batches(t.name, piece);
+                    Ok(PartEntry { file, rows, crc32, columns, key, values })
                 })
                 .collect::<Result<Vec<_>>>()?;
             Ok((t.name, TableEntry { file: t.name.to_string(), rows: total, crc32: None, parts }))
@@ -244,6 +253,7 @@ impl StoreWriter {
             part_rows: part_rows.max(1),
             open: None,
             key: None,
+            values: ValueSet::default(),
             parts: Vec::new(),
             rows: 0,
             by_rank: cut_at_ranks(name),
@@ -320,8 +330,9 @@ pub struct PartWriter {
     schema: arrow::datatypes::SchemaRef,
     part_rows: usize,
     open: Option<OpenPart>,
-    /// The range of the order column in the open part.
+    /// The range of the order column in the open part, and the values of its kind column.
     key: Option<KeyRange>,
+    values: ValueSet,
     parts: Vec<PartEntry>,
     rows: usize,
     /// Whether parts end at rank boundaries (`cut_at_ranks`), and the rank the open part ends with.
@@ -364,6 +375,9 @@ impl PartWriter {
             let path = self.folder.join(&*file);
             let slice = batch.slice(at, n);
             writer.write(&slice, &path)?;
+            if let Some(column) = listed_column(self.name) {
+                self.values.add(&slice, column);
+            }
             if let Some(r) = key_range(&[slice], order_column(self.name)) {
                 self.key = Some(match self.key.take() {
                     Some(k) => KeyRange { min: k.min.min(r.min), max: k.max.max(r.max), ..k },
@@ -388,7 +402,9 @@ impl PartWriter {
         let mut out = writer.into_inner(&path)?;
         out.flush().map_err(|e| Error::io(&path, e))?;
         let columns = Some(column_sums(&path)?);
-        self.parts.push(PartEntry { file, rows, crc32: out.crc.finalize(), columns, key: self.key.take() });
+        let values = listed_column(self.name).and_then(|c| self.values.take(c));
+        let (crc32, key) = (out.crc.finalize(), self.key.take());
+        self.parts.push(PartEntry { file, rows, crc32, columns, key, values });
         Ok(())
     }
 
@@ -691,7 +707,7 @@ pub fn read_with_progress(dir: &Path, progress: Option<&crate::progress::LoadPro
     let mut stored: BTreeMap<&'static str, StoredTable> = BTreeMap::new();
     for t in model::TABLES.iter().filter(|t| lazy(t.name)) {
         if let Some(entry) = entry_of(t)? {
-            let files = entry.files(dir).into_iter().map(|(p, crc, _, key)| (p, crc, key)).collect();
+            let files = entry.files(dir).into_iter().map(|(p, crc, _, bounds)| (p, crc, bounds)).collect();
             let file = StoredFile { path: dir.join(&entry.file), files, rows: entry.rows, stamp: stamp.clone() };
             let dir = dir.to_path_buf();
             let stamp = stamp.clone();

@@ -230,15 +230,24 @@ pub struct KeyRange {
     pub max: i64,
 }
 
+/// What the manifest says a part of a stored table holds, for a scan to skip the parts its
+/// filters rule out ([`crate::session::parts`]): the range of the table's order column, and the
+/// values of its kind column when they are few ([`crate::part_values`]). A table kept in one
+/// file, or a store written before, has neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PartBounds {
+    pub key: Option<KeyRange>,
+    pub values: Option<crate::part_values::PartValues>,
+}
+
 /// A table kept in a commdb store: one Parquet file, or a directory of parts (a large table cut
 /// into pieces of consecutive rows), each with the checksum the store's manifest gives it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredFile {
     /// The table's file, or its directory of parts.
     pub path: std::path::PathBuf,
-    /// The files to read, in row order, with their checksums and, for parts, the range of the
-    /// table's order column they hold.
-    pub files: Vec<(std::path::PathBuf, crate::column_sums::FileSums, Option<KeyRange>)>,
+    /// The files to read, in row order, with their checksums and, for parts, what they hold.
+    pub files: Vec<(std::path::PathBuf, crate::column_sums::FileSums, PartBounds)>,
     pub rows: usize,
     /// Which writing of the store the trace was opened from ([`crate::stamp::Stamp`]): a store
     /// converted again at the same path since is refused, never read mixed with the old one.

@@ -5,11 +5,19 @@
 //! `col IN (...)` and conjunctions of them narrow the column to an interval; any other filter
 //! keeps every part, and DataFusion's own pruning by row-group statistics works inside the
 //! parts kept. This is the partition pruning of a store partitioned by rank range and time.
+//!
+//! A part of `events` also lists the values of its `kind` ([`crate::part_values`]): a filter
+//! `kind = 'x'`, `kind IN (...)`, their disjunctions and conjunctions allow a set of values,
+//! and a part that lists none of them is skipped as well (the forks and joins that the
+//! analyses of threads read, on a trace that has none).
+
+use std::collections::BTreeSet;
 
 use datafusion::logical_expr::{Between, BinaryExpr, Expr, Operator, expr::InList};
 use datafusion::scalar::ScalarValue;
 
-use crate::trace::KeyRange;
+use crate::part_values::PartValues;
+use crate::trace::{KeyRange, PartBounds};
 
 /// The interval [lo, hi] a filter allows the column, None when it does not narrow it.
 fn allowed(filter: &Expr, column: &str) -> Option<(i64, i64)> {
@@ -71,12 +79,76 @@ fn literal(e: &Expr) -> Option<i64> {
     }
 }
 
-/// Whether a part holding `range` may hold rows that pass every one of `filters`.
-pub fn may_match(range: &KeyRange, filters: &[Expr]) -> bool {
+/// The text values a filter allows the column, None when it does not narrow it.
+fn allowed_values(filter: &Expr, column: &str) -> Option<BTreeSet<String>> {
+    match filter {
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) => {
+            match (allowed_values(left, column), allowed_values(right, column)) {
+                (Some(a), Some(b)) => Some(a.intersection(&b).cloned().collect()),
+                (a, b) => a.or(b),
+            }
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
+            let (mut a, b) = (allowed_values(left, column)?, allowed_values(right, column)?);
+            a.extend(b);
+            Some(a)
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Eq, right }) => {
+            let value = if is_column(left, column) {
+                text(right)?
+            } else if is_column(right, column) {
+                text(left)?
+            } else {
+                return None;
+            };
+            Some(BTreeSet::from([value]))
+        }
+        Expr::InList(InList { expr, list, negated: false }) if is_column(expr, column) => {
+            list.iter().map(text).collect()
+        }
+        _ => None,
+    }
+}
+
+/// A text literal (plain, or of a dictionary).
+fn text(e: &Expr) -> Option<String> {
+    fn of(v: &ScalarValue) -> Option<String> {
+        match v {
+            ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+                Some(s.clone())
+            }
+            ScalarValue::Dictionary(_, inner) => of(inner),
+            _ => None,
+        }
+    }
+    match e {
+        Expr::Literal(v, _) => of(v),
+        Expr::Cast(c) => text(&c.expr),
+        _ => None,
+    }
+}
+
+/// Whether a part of which the manifest says `bounds` may hold rows that pass every one of
+/// `filters`.
+pub fn may_match(bounds: &PartBounds, filters: &[Expr]) -> bool {
+    bounds.key.as_ref().is_none_or(|k| in_range(k, filters))
+        && bounds.values.as_ref().is_none_or(|v| listed(v, filters))
+}
+
+/// Whether a part whose order column spans `range` may pass every one of `filters`.
+fn in_range(range: &KeyRange, filters: &[Expr]) -> bool {
     filters
         .iter()
         .filter_map(|f| allowed(f, &range.column))
         .all(|(lo, hi)| lo <= hi && lo <= range.max && hi >= range.min)
+}
+
+/// Whether a part holding the values `listed` of its kind column may pass every one of `filters`.
+fn listed(listed: &PartValues, filters: &[Expr]) -> bool {
+    filters
+        .iter()
+        .filter_map(|f| allowed_values(f, &listed.column))
+        .all(|allowed| listed.values.iter().any(|v| allowed.contains(v)))
 }
 
 #[cfg(test)]
@@ -84,9 +156,13 @@ mod tests {
     use super::*;
     use datafusion::prelude::{col, lit};
 
+    fn ranged(column: &str, min: i64, max: i64) -> PartBounds {
+        PartBounds { key: Some(KeyRange { column: column.into(), min, max }), values: None }
+    }
+
     #[test]
     fn filters_on_the_order_column_rule_out_parts() {
-        let part = KeyRange { column: "send_ts".into(), min: 100, max: 200 };
+        let part = ranged("send_ts", 100, 200);
         let keeps = |f: Expr| may_match(&part, &[f]);
         assert!(keeps(col("send_ts").gt_eq(lit(150i64))));
         assert!(!keeps(col("send_ts").gt(lit(200i64))));
@@ -98,8 +174,42 @@ mod tests {
         // Other columns and forms keep the part.
         assert!(keeps(col("recv_ts").gt(lit(1000i64))));
         assert!(keeps(col("send_ts").gt(lit(1000i64)).or(col("src").eq(lit(1)))));
-        let ranks = KeyRange { column: "rank".into(), min: 32, max: 63 };
+        let ranks = ranged("rank", 32, 63);
         assert!(!may_match(&ranks, &[col("rank").between(lit(100), lit(131))]));
         assert!(may_match(&ranks, &[col("rank").eq(lit(40))]));
+    }
+
+    #[test]
+    fn filters_on_the_kind_rule_out_parts_that_list_none_of_the_kinds_they_allow() {
+        let listed = |values: &[&str]| PartValues {
+            column: "kind".into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let part = PartBounds {
+            key: Some(KeyRange { column: "rank".into(), min: 0, max: 31 }),
+            values: Some(listed(&["enter", "leave", "recv", "send"])),
+        };
+        let keeps = |f: Expr| may_match(&part, &[f]);
+        let kinds = |k: &[&str]| k.iter().map(|k| lit(*k)).collect::<Vec<_>>();
+        assert!(!keeps(col("kind").in_list(kinds(&["fork", "join"]), false)));
+        assert!(keeps(col("kind").in_list(kinds(&["fork", "send"]), false)));
+        assert!(!keeps(col("kind").eq(lit("fork")).or(col("kind").eq(lit("join")))));
+        assert!(keeps(lit("recv").eq(col("kind"))));
+        // A dictionary literal, as the planner makes for the column's type.
+        let dict = ScalarValue::Dictionary(
+            Box::new(arrow::datatypes::DataType::Int8),
+            Box::new(ScalarValue::Utf8(Some("lock_acquire".into()))),
+        );
+        assert!(!keeps(col("kind").eq(Expr::Literal(dict, None))));
+        // With another condition: the kinds allowed on both sides of AND, either side of OR.
+        assert!(!keeps(col("kind").eq(lit("fork")).and(col("rank").gt(lit(3)))));
+        assert!(!keeps(col("kind").eq(lit("send")).and(col("kind").eq(lit("fork")))));
+        assert!(keeps(col("kind").eq(lit("fork")).or(col("rank").gt(lit(3)))));
+        // Forms that allow no set of kinds keep the part: NOT IN, other columns, functions.
+        assert!(keeps(col("kind").in_list(kinds(&["enter", "leave", "recv", "send"]), true)));
+        assert!(keeps(col("region").eq(lit("fork"))));
+        // The range still rules out, and a part listing no kinds keeps what the range keeps.
+        assert!(!may_match(&part, &[col("kind").eq(lit("send")), col("rank").gt(lit(40))]));
+        assert!(may_match(&ranged("rank", 0, 31), &[col("kind").eq(lit("fork"))]));
     }
 }

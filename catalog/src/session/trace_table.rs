@@ -102,7 +102,9 @@ impl TraceTable {
         }
         file.files
             .iter()
-            .filter_map(|(path, _, r)| r.as_ref().filter(|r| r.column == "rank").map(|r| (path.clone(), r.min, r.max)))
+            .filter_map(|(path, _, b)| {
+                b.key.as_ref().filter(|r| r.column == "rank").map(|r| (path.clone(), r.min, r.max))
+            })
             .collect()
     }
 
@@ -114,7 +116,7 @@ impl TraceTable {
         let ranges: Option<Vec<(i64, i64)>> = file
             .files
             .iter()
-            .map(|(_, _, r)| r.as_ref().filter(|r| r.column == "rank").map(|r| (r.min, r.max)))
+            .map(|(_, _, b)| b.key.as_ref().filter(|r| r.column == "rank").map(|r| (r.min, r.max)))
             .collect();
         match ranges {
             _ if file.files.len() == 1 => true,
@@ -206,12 +208,12 @@ impl TraceTable {
         if let Some(stamp) = &file.stamp {
             stamp.check().map_err(|e| DataFusionError::External(Box::new(e)))?;
         }
-        // Parts that the filters rule out by their range are neither checked nor read (one at
-        // least stays, for the plan to have a file).
+        // Parts that the filters rule out by their range, or by the kinds they list, are
+        // neither checked nor read (one at least stays, for the plan to have a file).
         let mut kept: Vec<_> = file
             .files
             .iter()
-            .filter(|(_, _, range)| range.as_ref().is_none_or(|r| crate::session::parts::may_match(r, filters)))
+            .filter(|(_, _, bounds)| crate::session::parts::may_match(bounds, filters))
             .cloned()
             .collect();
         if kept.is_empty() {

@@ -21,6 +21,7 @@ mod nsys_exports;
 mod otf2_reference;
 mod paraver_applications;
 mod paraver_threads;
+mod part_kinds;
 mod rank_order;
 mod recipe;
 mod remembered;
