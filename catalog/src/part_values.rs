@@ -1,9 +1,12 @@
 //! The values a part of a stored table holds in its kind column, when they are few: the
-//! events' `kind` (enter, leave, send, ..., and fork, join, lock or gpu only in the traces that
-//! have them). The manifest lists them per part, so that a scan whose filters allow none of a
-//! part's values (`kind IN ('fork', 'join')` on a trace without OpenMP) neither checks nor
-//! reads it ([`crate::session::parts`]). Min/max statistics cannot do that for a set of
-//! names: 'fork' lies between 'enter' and 'send'. The idea is that of a zone map's value list.
+//! events' `kind` (enter, leave, isend, ..., and thread_fork, thread_join, the locks' or the
+//! GPU's kinds only in the traces that have them). The manifest lists them per part, so that a
+//! scan whose filters allow none of a part's values (`kind IN ('thread_fork', 'thread_join')`
+//! on a trace without OpenMP) neither checks nor reads it ([`crate::session::parts`]).
+//! DataFusion's pruning by the Parquet files' min/max statistics skips such a part as well, but
+//! only as the scan runs, after the part's columns have been read whole for their checksums
+//! (`crate::session::trace_table`); and a range of names rules out only the values outside it,
+//! where a list rules out every value it lacks. The idea is that of a zone map's value list.
 
 use std::collections::BTreeSet;
 
