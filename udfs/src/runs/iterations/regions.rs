@@ -8,8 +8,6 @@
 //! by rank shares the noise every rank waits for. Cost: O(calls) per rank after the sort by
 //! start that the calls stream in.
 
-use commdb_catalog::fast_hash::FastMap;
-
 use crate::sweeps::call_sweep::Call;
 use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
 use commdb_analysis::params::{ParamDefault, Type, param};
@@ -55,19 +53,46 @@ pub(crate) fn by_region(calls: &[Call], cut: &[Iteration]) -> Vec<(usize, u32, i
         }
         open.push(i);
     }
-    let starts: Vec<i64> = cut.iter().map(|it| it.start).collect();
-    let mut sums: FastMap<(usize, u32), (i64, i64)> = FastMap::default();
+    // The calls come by start, so the iteration a call begins in only moves on: each
+    // iteration's sums are made per region id, then handed on in region order.
+    let mut out: Vec<(usize, u32, i64, i64)> = Vec::new();
+    let mut sums: Vec<(i64, i64)> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
+    let mut hand_on = |k: usize, sums: &mut Vec<(i64, i64)>, touched: &mut Vec<u32>| {
+        touched.sort_unstable();
+        for r in touched.drain(..) {
+            let (n, x) = std::mem::take(&mut sums[r as usize]);
+            out.push((k, r, n, x));
+        }
+    };
+    let (mut next, mut current) = (0usize, None);
     for (c, x) in calls.iter().zip(&exclusive) {
-        let Some(k) = starts.partition_point(|&s| s <= c.start).checked_sub(1) else { continue };
+        while next < cut.len() && cut[next].start <= c.start {
+            next += 1;
+        }
+        let Some(k) = next.checked_sub(1) else { continue };
         if c.start >= cut[k].end {
             continue;
         }
-        let e = sums.entry((k, c.region)).or_default();
-        e.0 += 1;
-        e.1 += x;
+        if current != Some(k) {
+            if let Some(done) = current {
+                hand_on(done, &mut sums, &mut touched);
+            }
+            current = Some(k);
+        }
+        let r = c.region as usize;
+        if sums.len() <= r {
+            sums.resize(r + 1, (0, 0));
+        }
+        if sums[r].0 == 0 {
+            touched.push(c.region);
+        }
+        sums[r].0 += 1;
+        sums[r].1 += x;
     }
-    let mut out: Vec<(usize, u32, i64, i64)> = sums.into_iter().map(|((k, r), (n, x))| (k, r, n, x)).collect();
-    out.sort_unstable_by_key(|&(k, r, _, _)| (k, r));
+    if let Some(done) = current {
+        hand_on(done, &mut sums, &mut touched);
+    }
     out
 }
 

@@ -78,10 +78,14 @@ pub(crate) fn iterations(
 /// ends, after the one before.
 struct Stretches<'a> {
     ends: Vec<(i64, i64)>,
-    stretches: Vec<Vec<&'a Call>>,
+    /// The calls that do not enclose two marker calls or more, in order.
+    steps: Vec<&'a Call>,
+    /// Each stretch as the range of `steps` it holds.
+    stretches: Vec<std::ops::Range<usize>>,
 }
 
 impl<'a> Stretches<'a> {
+    /// `calls` sorted by start.
     fn of(calls: &'a [Call], marker: u32) -> Self {
         // The marker's calls, outermost only (a marker region calling itself ends one iteration).
         let mut ends: Vec<(i64, i64)> = Vec::new();
@@ -90,24 +94,38 @@ impl<'a> Stretches<'a> {
                 ends.push((c.start, c.end));
             }
         }
-        // Calls that enclose two marker calls or more hold the whole run, not an iteration.
-        let starts: Vec<i64> = ends.iter().map(|e| e.0).collect();
-        let encloses_run = |c: &Call| {
-            let from = starts.partition_point(|&s| s < c.start);
-            let to = starts.partition_point(|&s| s < c.end);
-            c.region != marker && to - from >= 2
-        };
-        let steps: Vec<&Call> = calls.iter().filter(|c| !encloses_run(c)).collect();
-        let mut stretches: Vec<Vec<&Call>> = Vec::with_capacity(ends.len());
+        // Calls that enclose two marker calls or more hold the whole run, not an iteration: a
+        // call encloses the marker calls that start from its start (the first of them at
+        // `from`, which only moves on as the calls' starts do) to before its end.
+        let mut from = 0;
+        let steps: Vec<&Call> = calls
+            .iter()
+            .filter(|c| {
+                while from < ends.len() && ends[from].0 < c.start {
+                    from += 1;
+                }
+                c.region == marker || ends.get(from + 1).is_none_or(|second| second.0 >= c.end)
+            })
+            .collect();
+        let mut stretches = Vec::with_capacity(ends.len());
         let mut at = 0;
         for &(_, end) in &ends {
             let from = at;
             while at < steps.len() && steps[at].start < end {
                 at += 1;
             }
-            stretches.push(steps[from..at].to_vec());
+            stretches.push(from..at);
         }
-        Stretches { ends, stretches }
+        Stretches { ends, steps, stretches }
+    }
+
+    /// The calls of stretches `range`, in order (None: fewer stretches).
+    fn calls(&self, range: std::ops::Range<usize>) -> Option<&[&'a Call]> {
+        let stretches = self.stretches.get(range)?;
+        match (stretches.first(), stretches.last()) {
+            (Some(first), Some(last)) => Some(&self.steps[first.start..last.end]),
+            _ => Some(&[]),
+        }
     }
 
     /// Each stretch summed up as its regions in order, those `inserted` left out.
@@ -117,7 +135,7 @@ impl<'a> Stretches<'a> {
                 .filter(|c| !inserted(c.region))
                 .fold(0xcbf2_9ce4_8422_2325u64, |h, c| (h ^ u64::from(c.region)).wrapping_mul(0x0100_0000_01b3))
         };
-        self.stretches.iter().map(|s| signature(s)).collect()
+        self.stretches.iter().map(|r| signature(&self.steps[r.clone()])).collect()
     }
 }
 
@@ -141,23 +159,20 @@ fn marked(calls: &[Call], marker: u32, inserted: &impl Fn(u32) -> bool) -> Vec<(
         return Vec::new();
     }
     let signatures = found.signatures(inserted);
-    let Stretches { ends, stretches } = found;
     let q = period(&signatures);
     // The first iteration begins where the calls that repeat begin: the stretch after it ends
     // with the calls the first does, and the setup before them is left out.
-    let group = |from: usize| -> Option<Vec<&Call>> {
-        Some(stretches.get(from..from + q)?.iter().flat_map(|s| s.iter().copied()).collect())
-    };
-    let first = group(0).unwrap_or_else(|| stretches.iter().flat_map(|s| s.iter().copied()).collect());
+    let first = found.calls(0..q).unwrap_or_else(|| found.calls(0..found.stretches.len()).unwrap_or_default());
     // The first iteration begins with the longest tail of its calls whose regions all recur in
     // the iteration after it: the setup before (MPI_Init, a barrier) is left out, whatever
     // order the step's own calls come in on this rank.
-    let steady: Vec<u32> = group(q).unwrap_or_default().iter().map(|c| c.region).collect();
+    let steady: Vec<u32> = found.calls(q..2 * q).unwrap_or_default().iter().map(|c| c.region).collect();
     let tail = first.iter().rev().take_while(|c| steady.contains(&c.region)).count();
     let first_start = match first.len().checked_sub(tail) {
         Some(at) if tail > 0 => first[at].start,
-        _ => first.first().map_or(ends[0].0, |c| c.start),
+        _ => first.first().map_or(found.ends[0].0, |c| c.start),
     };
+    let ends = &found.ends;
     let mut out = Vec::with_capacity(ends.len() / q + 1);
     let mut start = first_start;
     for group in ends.chunks(q) {
