@@ -8,6 +8,7 @@
 pub mod checked;
 pub mod checked_sum;
 pub mod durations;
+pub mod file_checks;
 pub mod files;
 pub mod information_schema;
 pub mod joins_yield;

@@ -3,8 +3,9 @@
 //! scan plans a `BuildOnFirstScan` node, which builds the table when the query runs (the steps
 //! of [`crate::deriving::steps`], on a blocking thread since a step can take seconds) and then
 //! streams it, so that `EXPLAIN` and planning cost nothing and a query pays only for the tables
-//! it reads. A commdb store's large tables are scanned in their Parquet files (`CheckedFirst`
-//! checks each file against the manifest once), never read whole into memory by a query.
+//! it reads. A commdb store's large tables are scanned in their Parquet files (each file
+//! checked against the manifest once, when the scan opens it: `file_checks`), never read whole
+//! into memory by a query.
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use datafusion::datasource::file_format::parquet::ParquetFormat;
 use datafusion::datasource::listing::{ListingOptions, ListingTable, ListingTableConfig, ListingTableUrl};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown, TableType};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType};
@@ -32,8 +34,9 @@ use datafusion::physical_plan::{
 };
 use futures::{StreamExt, TryStreamExt};
 
-use crate::column_sums::{FileSums, Piece};
+use crate::column_sums::Piece;
 use crate::model::rank_ordered;
+use crate::session::file_checks::{Check, CheckKey, CheckOnce, ChecksByFile, check_on_open};
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
 
@@ -232,9 +235,10 @@ impl TraceTable {
         }
         read.sort_unstable();
         read.dedup();
-        let checks: Vec<Check> = {
+        // Each file's checks, keyed by the location DataFusion's listing gives it.
+        let mut checks = ChecksByFile::new();
+        {
             let mut checked = self.checked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let mut checks = Vec::new();
             for (path, sums, _) in &file.files {
                 let pieces: Vec<Option<Piece>> = match &sums.columns {
                     Some(_) => {
@@ -242,13 +246,17 @@ impl TraceTable {
                     }
                     None => vec![None],
                 };
-                for piece in pieces {
-                    let once = checked.entry((path.clone(), piece.clone())).or_default().clone();
-                    checks.push(Check { path: path.clone(), sums: sums.clone(), piece, once });
-                }
+                let of_file: Vec<Check> = pieces
+                    .into_iter()
+                    .map(|piece| {
+                        let once = checked.entry((path.clone(), piece.clone())).or_default().clone();
+                        Check { path: path.clone(), sums: sums.clone(), piece, once }
+                    })
+                    .collect();
+                let location = ListingTableUrl::parse(path.to_string_lossy())?.prefix().clone();
+                checks.insert(location, of_file.into());
             }
-            checks
-        };
+        }
         let urls = file
             .files
             .iter()
@@ -280,55 +288,29 @@ impl TraceTable {
                 _ => e,
             }
         })?;
-        Ok(Arc::new(CheckedFirst { file, checks, inner }))
+        let store = state.runtime_env().object_store(ObjectStoreUrl::local_filesystem())?;
+        let inner = check_on_open(inner, store, checks)?;
+        Ok(Arc::new(StoreScan { file, inner }))
     }
 }
 
-/// Whether a store file, or a piece of it, matched its manifest's checksum, found once for
-/// every query.
-type CheckOnce = tokio::sync::OnceCell<std::result::Result<(), String>>;
-
-/// A file and what of it is checked (None: the whole file).
-type CheckKey = (std::path::PathBuf, Option<Piece>);
-
-/// One check a scan waits for: a file, its checksums, what of it, and the check's outcome
-/// shared with every scan of the table.
-#[derive(Debug, Clone)]
-struct Check {
-    path: std::path::PathBuf,
-    sums: FileSums,
-    piece: Option<Piece>,
-    once: Arc<CheckOnce>,
-}
-
-impl Check {
-    /// Reads what the check covers and compares its checksum with the manifest's.
-    fn run(&self) -> crate::error::Result<()> {
-        match (&self.piece, &self.sums.columns) {
-            (Some(piece), Some(sums)) => crate::column_sums::check_piece(&self.path, sums, piece),
-            _ => crate::store::check_file(&self.path, self.sums.file),
-        }
-    }
-}
-
-/// Runs its input once the files it reads are checked (each file once, for every later query).
+/// A scan of a store's files (their checks run as each file is opened, [`crate::session::file_checks`]):
+/// a store replaced while the query reads it gives an error, never rows of both.
 #[derive(Debug)]
-pub struct CheckedFirst {
+pub struct StoreScan {
     file: StoredFile,
-    /// The checks of what the scan reads of `file.files`.
-    checks: Vec<Check>,
     inner: Arc<dyn ExecutionPlan>,
 }
 
-impl DisplayAs for CheckedFirst {
+impl DisplayAs for StoreScan {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "CheckedFirst: file={}", self.file.path.display())
+        write!(f, "StoreScan: file={}", self.file.path.display())
     }
 }
 
-impl ExecutionPlan for CheckedFirst {
+impl ExecutionPlan for StoreScan {
     fn name(&self) -> &str {
-        "CheckedFirst"
+        "StoreScan"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -371,33 +353,15 @@ impl ExecutionPlan for CheckedFirst {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match <[_; 1]>::try_from(children) {
-            Ok([inner]) => Ok(Arc::new(CheckedFirst { file: self.file.clone(), checks: self.checks.clone(), inner })),
-            Err(_) => datafusion::common::internal_err!("CheckedFirst has one input"),
+            Ok([inner]) => Ok(Arc::new(StoreScan { file: self.file.clone(), inner })),
+            Err(_) => datafusion::common::internal_err!("StoreScan has one input"),
         }
     }
 
     fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
-        let (checks, inner) = (self.checks.clone(), self.inner.clone());
-        let schema = inner.schema();
-        let run = async move {
-            // The partitions of the first query wait for one check of a file instead of each
-            // making its own.
-            for check in &checks {
-                let verdict = check
-                    .once
-                    .get_or_init(|| async {
-                        let what = format!("checking {}", check.path.display());
-                        let check = check.clone();
-                        off_the_workers(&what, move || check.run().map_err(|e| e.to_string()))
-                            .await
-                            .unwrap_or_else(|e| Err(e.to_string()))
-                    })
-                    .await;
-                verdict.clone().map_err(|e| DataFusionError::External(Box::new(crate::error::Error::Engine(e))))?;
-            }
-            inner.execute(partition, context)
-        };
-        let batches = futures::stream::once(run).try_flatten();
+        let batches = self.inner.execute(partition, context)?;
+        let schema = batches.schema();
+        let batches = batches.map_err(crate::session::file_checks::as_found);
         let Some(stamp) = self.file.stamp.clone() else {
             return Ok(Box::pin(RecordBatchStreamAdapter::new(schema, batches)));
         };

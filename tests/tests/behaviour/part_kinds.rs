@@ -63,9 +63,12 @@ fn parts_without_the_kinds_a_filter_allows_are_not_read() {
     }
     assert!(query(&path, FORKS).unwrap().contains("| 0 "), "no forks or joins, none read");
     assert_eq!(query(&path, DELAYS).unwrap(), delays);
-    // A kind the parts list is read, and the damage found.
+    // A kind the parts list is read, and the damage found (in whichever damaged part a
+    // partition of the scan opens first).
     let err = query(&path, "SELECT count(*), sum(ts) FROM events WHERE kind = 'isend'").unwrap_err();
-    assert!(err.contains("part-00001.parquet") && err.contains("column ts") && err.contains("damaged"), "{err}");
+    let named = listed[1..].iter().any(|(file, _)| err.contains(&format!("{file}:")));
+    assert!(named && err.contains("column ts") && err.contains("damaged"), "{err}");
+    assert!(!err.contains("Parquet error"), "the check's own words: {err}");
 }
 
 #[test]

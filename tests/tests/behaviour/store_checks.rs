@@ -1,7 +1,8 @@
 //! A store's parts are checked by what a query reads of them: each column it projects or
 //! filters on by that column's checksum, and the tail (page indexes, footer) always. Damage in
 //! a column a query reads is an error naming the file and the column; a query that reads other
-//! columns is answered; a store written before columns were summed is checked whole.
+//! columns is answered; a part that the files' statistics rule out for the query's filter is
+//! neither checked nor read; a store written before columns were summed is checked whole.
 
 use std::path::{Path, PathBuf};
 
@@ -98,6 +99,21 @@ fn damage_in_a_column_is_named_by_the_queries_that_read_it() {
             "{sql}: {err}"
         );
     }
+}
+
+#[test]
+fn a_part_the_files_statistics_rule_out_is_neither_checked_nor_read() {
+    let (_dir, store, part) = store();
+    // The filter's column and a column the query sums, both damaged: no message carries a
+    // petabyte, so every part's maximum of bytes rules it out before it is opened.
+    damage_column(&part, "bytes");
+    damage_column(&part, "duration");
+    let none = "SELECT count(*) AS n, sum(duration) AS d FROM messages WHERE bytes > 1000000000000000";
+    let answer = query(&store, none).unwrap();
+    assert!(answer.contains("| 0 |"), "{answer}");
+    // A filter that keeps the part checks what it reads of it.
+    let err = query(&store, "SELECT sum(duration) FROM messages WHERE bytes >= 0").unwrap_err();
+    assert!(err.contains("part-00001.parquet") && err.contains("damaged"), "{err}");
 }
 
 #[test]
