@@ -1,5 +1,5 @@
 //! Columns of an analysis' input batches as one array of one type (`int64_column`,
-//! `text_column`, ...), region names as small ids (`RegionIds`), the schema of an analysis's own
+//! `text_column`, ...), region names as small ids (`RegionIds`, `each_name`), the schema of an analysis's own
 //! rows (`schema_of`), and Arrow's errors as DataFusion's.
 
 use std::fmt;
@@ -42,7 +42,7 @@ pub fn bool_column(batches: &[RecordBatch], index: usize) -> Result<BooleanArray
 }
 
 /// The region of every row of column `index` as an id into `names` (None for NULL and for
-/// names `keep` rejects), reading dictionary-encoded regions once per dictionary entry.
+/// names `keep` rejects), reading dictionary-encoded regions once per dictionary entry used (`each_name`).
 pub fn region_ids(
     batches: &[RecordBatch],
     index: usize,
@@ -89,24 +89,46 @@ impl<K: Fn(&str) -> bool> RegionIds<K> {
 
     /// The id of every row of `col` appended to `out`.
     pub fn append(&mut self, col: &ArrayRef, names: &mut Vec<String>, out: &mut Vec<Option<u32>>) -> Result<()> {
-        if let Some(dict) = col.as_any_dictionary_opt() {
-            let values = cast(dict.values(), &DataType::Utf8)?;
-            let values = values.as_string::<i32>();
-            let per_value: Vec<Option<u32>> = (0..values.len())
-                .map(|i| values.is_valid(i).then(|| self.id_of(values.value(i), names)).flatten())
-                .collect();
-            let keys = cast(dict.keys(), &DataType::Int64)?;
-            let keys = keys.as_primitive::<Int64Type>();
-            out.extend(
-                (0..keys.len()).map(|i| if keys.is_valid(i) { per_value[keys.value(i) as usize] } else { None }),
-            );
-        } else {
-            let text = cast(col, &DataType::Utf8)?;
-            let text = text.as_string::<i32>();
-            out.extend((0..text.len()).map(|i| text.is_valid(i).then(|| self.id_of(text.value(i), names)).flatten()));
-        }
-        Ok(())
+        each_name(col, out, |name| name.and_then(|n| self.id_of(n, names)))
     }
+}
+
+/// `id(name)` of every row of the text column `col` (None for NULL) appended to `out`, in row
+/// order; a dictionary's entries are named once each, when a row first uses them, so that ids
+/// given out by `id` come in the order of the rows whether the column is dictionary-encoded or
+/// not.
+pub fn each_name<T: Copy>(col: &ArrayRef, out: &mut Vec<T>, mut id: impl FnMut(Option<&str>) -> T) -> Result<()> {
+    let Some(dict) = col.as_any_dictionary_opt() else {
+        let text = cast(col, &DataType::Utf8)?;
+        let text = text.as_string::<i32>();
+        out.extend((0..text.len()).map(|i| id(text.is_valid(i).then(|| text.value(i)))));
+        return Ok(());
+    };
+    let values = cast(dict.values(), &DataType::Utf8)?;
+    let values = values.as_string::<i32>();
+    let keys = cast(dict.keys(), &DataType::Int64)?;
+    let keys = keys.as_primitive::<Int64Type>();
+    let mut per_entry: Vec<Option<T>> = vec![None; values.len()];
+    for i in 0..keys.len() {
+        if keys.is_null(i) {
+            out.push(id(None));
+            continue;
+        }
+        let e = usize::try_from(keys.value(i))
+            .ok()
+            .filter(|&e| e < values.len())
+            .ok_or_else(|| DataFusionError::Internal(format!("a dictionary key {} has no entry", keys.value(i))))?;
+        let found = match per_entry[e] {
+            Some(found) => found,
+            None => {
+                let found = id(values.is_valid(e).then(|| values.value(e)));
+                per_entry[e] = Some(found);
+                found
+            }
+        };
+        out.push(found);
+    }
+    Ok(())
 }
 
 /// Turn an Arrow error into a DataFusion one.
