@@ -15,8 +15,9 @@ use datafusion::error::{DataFusionError, Result};
 
 use crate::varint;
 
-/// Ideal starts per block.
-const BLOCK: usize = 256;
+/// Ideal starts per block: 2 to this power (a call's block and place in it are a shift and a
+/// mask, which the replay computes for every call and every call it waits for).
+const BLOCK_BITS: u32 = 8;
 
 /// Blocks each rank keeps after reading them.
 const WAYS: usize = 4;
@@ -34,7 +35,7 @@ struct RankStarts {
     first: u32,
     /// Where each full block lies in the file, and its bytes.
     blocks: Vec<(u64, u32)>,
-    /// The block being filled (its calls blocks.len() * BLOCK..).
+    /// The block being filled (its calls blocks.len() * block..).
     filling: Vec<i64>,
     /// The blocks it read last, the most recent first.
     cached: Vec<(u32, Box<[i64]>)>,
@@ -47,34 +48,36 @@ pub(super) struct IdealStarts {
     file: File,
     bytes: u64,
     ranks: Vec<RankStarts>,
+    /// Ideal starts per block: 2 to the power `block_bits`.
     block: usize,
+    block_bits: u32,
     buffer: Vec<u8>,
 }
 
 impl IdealStarts {
     /// For ranks whose calls are numbered from `firsts` on.
     pub fn new(what: &'static str, firsts: impl IntoIterator<Item = u32>) -> Result<Self> {
-        Self::with_block(what, firsts, BLOCK)
+        Self::with_block(what, firsts, BLOCK_BITS)
     }
 
-    fn with_block(what: &'static str, firsts: impl IntoIterator<Item = u32>, block: usize) -> Result<Self> {
+    fn with_block(what: &'static str, firsts: impl IntoIterator<Item = u32>, block_bits: u32) -> Result<Self> {
         let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
         let ranks = firsts
             .into_iter()
             .map(|first| RankStarts { first, blocks: Vec::new(), filling: Vec::new(), cached: Vec::new() })
             .collect();
-        Ok(IdealStarts { what, file, bytes: 0, ranks, block, buffer: Vec::new() })
+        Ok(IdealStarts { what, file, bytes: 0, ranks, block: 1 << block_bits, block_bits, buffer: Vec::new() })
     }
 
     /// Bytes held at most for `ranks` ranks besides where the blocks lie: each rank's block
     /// being filled and those it keeps.
     pub fn most_bytes(ranks: usize) -> usize {
-        ranks * ((WAYS + 1) * (BLOCK * 8 + 32) + 64)
+        ranks * ((WAYS + 1) * ((8 << BLOCK_BITS) + 32) + 64)
     }
 
     /// Bytes held for where the blocks lie, for `calls` calls.
     pub fn index_bytes(calls: usize) -> usize {
-        calls.div_ceil(BLOCK) * 16
+        calls.div_ceil(1 << BLOCK_BITS) * 16
     }
 
     /// Ideal starts the rank at `ri` has.
@@ -117,9 +120,9 @@ impl IdealStarts {
         let i = number.checked_sub(r.first).ok_or_else(|| {
             DataFusionError::Internal(format!("{what}: call {number} read from a rank whose calls begin after it"))
         })? as usize;
-        let b = i / block;
+        let (b, place) = (i >> self.block_bits, i & (block - 1));
         if b == r.blocks.len() {
-            return Ok(r.filling.get(i % block).copied());
+            return Ok(r.filling.get(place).copied());
         }
         if b > r.blocks.len() {
             return Ok(None);
@@ -129,7 +132,7 @@ impl IdealStarts {
                 let hit = r.cached.remove(k);
                 r.cached.insert(0, hit);
             }
-            return Ok(Some(r.cached[0].1[i % block]));
+            return Ok(Some(r.cached[0].1[place]));
         }
         let (at, len) = r.blocks[b];
         let mut bytes = vec![0u8; len as usize];
@@ -142,7 +145,7 @@ impl IdealStarts {
             last = last.wrapping_add(d);
             values.push(last);
         }
-        let v = values[i % block];
+        let v = values[place];
         r.cached.insert(0, (b as u32, values.into_boxed_slice()));
         r.cached.truncate(WAYS);
         Ok(Some(v))
@@ -156,7 +159,7 @@ mod tests {
     #[test]
     fn ideal_starts_read_back_from_any_rank_in_any_order() {
         // Rank 0: calls 0..50, rank 1: 50..50 (none), rank 2: 50..113; blocks of 4.
-        let mut s = IdealStarts::with_block("test", [0, 50, 50], 4).unwrap();
+        let mut s = IdealStarts::with_block("test", [0, 50, 50], 2).unwrap();
         let value = |n: u32| i64::from(n) * 1_000 - 7 * i64::from(n % 3) - 40_000;
         for n in 0..113u32 {
             let ri = if n < 50 { 0 } else { 2 };
