@@ -48,8 +48,7 @@ pub(super) struct IdealStarts {
     file: File,
     bytes: u64,
     ranks: Vec<RankStarts>,
-    /// Ideal starts per block: 2 to the power `block_bits`.
-    block: usize,
+    /// Ideal starts per block: 2 to this power.
     block_bits: u32,
     buffer: Vec<u8>,
 }
@@ -66,7 +65,7 @@ impl IdealStarts {
             .into_iter()
             .map(|first| RankStarts { first, blocks: Vec::new(), filling: Vec::new(), cached: Vec::new() })
             .collect();
-        Ok(IdealStarts { what, file, bytes: 0, ranks, block: 1 << block_bits, block_bits, buffer: Vec::new() })
+        Ok(IdealStarts { what, file, bytes: 0, ranks, block_bits, buffer: Vec::new() })
     }
 
     /// Bytes held at most for `ranks` ranks besides where the blocks lie: each rank's block
@@ -80,10 +79,15 @@ impl IdealStarts {
         calls.div_ceil(1 << BLOCK_BITS) * 16
     }
 
+    /// Ideal starts per block.
+    fn block(&self) -> usize {
+        1 << self.block_bits
+    }
+
     /// Ideal starts the rank at `ri` has.
     fn set_count(&self, ri: usize) -> u32 {
         let r = &self.ranks[ri];
-        (r.blocks.len() * self.block + r.filling.len()) as u32
+        (r.blocks.len() * self.block() + r.filling.len()) as u32
     }
 
     /// Call `number` of the rank at `ri` gets ideal start `start`: the rank's next call.
@@ -92,7 +96,7 @@ impl IdealStarts {
         if number.wrapping_sub(self.ranks[ri].first) != self.set_count(ri) {
             return Err(DataFusionError::Internal(format!("{what}: an ideal start given out of order")));
         }
-        let block = self.block;
+        let block = self.block();
         let r = &mut self.ranks[ri];
         if r.filling.capacity() == 0 {
             r.filling.reserve_exact(block);
@@ -115,7 +119,7 @@ impl IdealStarts {
 
     /// The ideal start of call `number` of the rank at `ri`, if it has one.
     pub fn get(&mut self, ri: usize, number: u32) -> Result<Option<i64>> {
-        let (what, block) = (self.what, self.block);
+        let (what, block) = (self.what, self.block());
         let r = &mut self.ranks[ri];
         let i = number.checked_sub(r.first).ok_or_else(|| {
             DataFusionError::Internal(format!("{what}: call {number} read from a rank whose calls begin after it"))
