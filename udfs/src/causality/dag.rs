@@ -15,8 +15,8 @@
 //! (`crate::causality::halves`), read back a run of whole ranks at a time in each rank's time
 //! order, so memory holds a run of halves and, per message, the nodes of its two halves (8
 //! bytes), not the messages. `dag_edges` writes each message's id, bytes, duration and latency
-//! (its criteria held first, as `message_latency` does) to a second scratch file, read back in
-//! the messages' order once every node is known. The check for a cycle (Kahn's order over the
+//! (its criteria held first, as `message_latency` does) to a second scratch file
+//! (`crate::causality::edge_rows`), read back in the messages' order once every node is known. The check for a cycle (Kahn's order over the
 //! nodes, the program order and the messages) runs when the nodes are known, and only when some
 //! message is received no later than it is sent: along the program order and a message
 //! received after it was sent time only rises, so a cycle needs such a message
@@ -24,8 +24,6 @@
 //! nothing is kept per node for the check, and `dag_nodes` keeps nothing per message.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch};
@@ -36,6 +34,7 @@ use datafusion::error::{DataFusionError, Result};
 
 use super::Kind;
 use super::algorithm2::{DagInput, Node, node_rows, nodes_within_ranks};
+use super::edge_rows::{EdgeReader, EdgeRow, EdgeWriter};
 use super::halves::{Groups, Half, Halves, MAX_ROWS};
 use crate::latency::params::{BUCKET_BYTES, CRITERIA, MAX_SAMPLES, MIN_MESSAGES};
 use crate::latency::{Baseline, BaselineArgs, CriteriaTable, MESSAGES, with_baseline};
@@ -222,32 +221,16 @@ impl Nodes {
     }
 }
 
-fn io_error(doing: &str, e: std::io::Error) -> DataFusionError {
-    DataFusionError::Execution(format!(
-        "dag_edges: {doing} the scratch file of its messages failed: {e} (it is written in the temporary directory, TMPDIR)"
-    ))
-}
-
-/// Bytes of a message in `dag_edges`' scratch file: msg_id, then bytes, duration and latency
-/// each with a byte that says whether it is there.
-const ROW_BYTES: usize = 8 + 3 * 9;
-
 /// Rows per batch of the answer.
 const BATCH_ROWS: usize = 1 << 16;
 
 /// What `dag_edges` keeps of each message for its rows, and the latencies' criteria.
 struct EdgeRows {
-    file: BufWriter<File>,
+    file: EdgeWriter,
     table: Arc<CriteriaTable>,
     baseline: Baseline,
     /// Messages with a duration, and those of them without a criterion.
     counted: (usize, usize),
-}
-
-/// Reads `dag_edges`' scratch file back, a batch of edges at a time.
-struct EdgeReader {
-    file: BufReader<File>,
-    row: usize,
 }
 
 /// Which table of the DAG the sweep gives.
@@ -274,6 +257,8 @@ struct DagSweep {
     lb: HashMap<i64, f64>,
     checked: bool,
     reader: Option<EdgeReader>,
+    /// Rows read back from the scratch file.
+    read: usize,
 }
 
 impl DagSweep {
@@ -291,6 +276,7 @@ impl DagSweep {
             lb: HashMap::new(),
             checked: false,
             reader: None,
+            read: 0,
         })
     }
 
@@ -322,23 +308,20 @@ impl DagSweep {
         let mut from = Vec::new();
         let mut to = Vec::new();
         let (mut id, mut bytes, mut duration, mut latency) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut b = [0u8; ROW_BYTES];
-        while id.len() < BATCH_ROWS && reader.row < self.rows {
-            reader.file.read_exact(&mut b).map_err(|e| io_error("reading", e))?;
-            let r = reader.row;
-            reader.row += 1;
+        while id.len() < BATCH_ROWS && self.read < self.rows {
+            let row = reader.next_row()?;
+            let r = self.read;
+            self.read += 1;
             let (s, d) = (self.nodes.send_node[r], self.nodes.recv_node[r]);
             if s == NONE || d == NONE {
                 continue;
             }
-            let word = |at: usize| b[at..at + 8].try_into().expect("8 bytes");
-            let opt = |at: usize| (b[at] == 1).then(|| i64::from_le_bytes(word(at + 1)));
             from.push(i64::from(s));
             to.push(i64::from(d));
-            id.push(i64::from_le_bytes(word(0)));
-            bytes.push(opt(8));
-            duration.push(opt(17));
-            latency.push((b[26] == 1).then(|| f64::from_le_bytes(word(27))));
+            id.push(row.id);
+            bytes.push(row.bytes);
+            duration.push(row.duration);
+            latency.push(row.latency);
         }
         if id.is_empty() {
             self.reader = None;
@@ -389,7 +372,6 @@ impl Mapper for DagSweep {
         if let Some(e) = self.edge_rows.as_mut() {
             let cols = self.input.latency.read(one)?;
             let (criterion, latency) = e.table.latencies(&cols);
-            let mut b = [0u8; ROW_BYTES];
             for r in 0..batch.num_rows() {
                 if cols.duration.is_valid(r) {
                     e.counted.0 += 1;
@@ -397,15 +379,8 @@ impl Mapper for DagSweep {
                 }
                 // An id the row lacks is its position, as the messages read whole had.
                 let id = get(&ids, r).unwrap_or((self.rows + r) as i64);
-                b[0..8].copy_from_slice(&id.to_le_bytes());
-                let mut put = |at: usize, v: Option<[u8; 8]>| {
-                    b[at] = u8::from(v.is_some());
-                    b[at + 1..at + 9].copy_from_slice(&v.unwrap_or([0; 8]));
-                };
-                put(8, get(&bytes, r).map(i64::to_le_bytes));
-                put(17, get(&cols.duration, r).map(i64::to_le_bytes));
-                put(26, latency[r].map(f64::to_le_bytes));
-                e.file.write_all(&b).map_err(|e| io_error("writing", e))?;
+                let row = EdgeRow { id, bytes: get(&bytes, r), duration: get(&cols.duration, r), latency: latency[r] };
+                e.file.push(&row)?;
             }
         }
         self.rows += batch.num_rows();
@@ -419,15 +394,14 @@ impl Mapper for DagSweep {
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
         let halves = self.halves.take().ok_or_else(|| DataFusionError::Internal("dag: finished twice".into()))?;
         // Every rank's messages sent plus received (equations 9 and 10).
-        let loads: Vec<i64> = halves.counts.values().copied().collect();
-        self.lb = halves.counts.keys().copied().zip(super::balance::lb(&loads)).collect();
+        let counts = halves.counts();
+        let loads: Vec<i64> = counts.values().copied().collect();
+        self.lb = counts.keys().copied().zip(super::balance::lb(&loads)).collect();
         self.nodes = Nodes::new(self.rows, self.answer == Answer::Edges, self.late > 0);
         self.groups = Some(halves.into_groups()?);
         if let Some(e) = self.edge_rows.take() {
             e.baseline.notice_uncovered(e.counted.0, e.counted.1);
-            let mut file = e.file.into_inner().map_err(|e| io_error("writing", e.into_error()))?;
-            file.seek(SeekFrom::Start(0)).map_err(|e| io_error("reading", e))?;
-            self.reader = Some(EdgeReader { file: BufReader::with_capacity(1 << 20, file), row: 0 });
+            self.reader = Some(e.file.into_reader()?);
         }
         Ok(Vec::new())
     }
@@ -500,13 +474,7 @@ fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let steps = super::dag_steps::steps(super::dag_steps::Table::Edges, &input, Some((baseline.clone(), criteria)))?;
     let prepare: Prepare = Arc::new(move |held| {
         let table = baseline.held_table(held.first().map(Vec::as_slice))?;
-        let file = tempfile::tempfile().map_err(|e| io_error("creating", e))?;
-        let rows = EdgeRows {
-            file: BufWriter::with_capacity(1 << 20, file),
-            table,
-            baseline: baseline.clone(),
-            counted: (0, 0),
-        };
+        let rows = EdgeRows { file: EdgeWriter::new()?, table, baseline: baseline.clone(), counted: (0, 0) };
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
     });

@@ -18,6 +18,7 @@ pub mod balance;
 pub mod dag;
 mod dag_check;
 mod dag_steps;
+mod edge_rows;
 mod halves;
 pub mod vector_clock;
 
