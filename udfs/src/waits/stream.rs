@@ -31,6 +31,7 @@ fn unless(flags: u8, bit: u8, v: i64) -> Option<i64> {
 
 impl Record for Candidate {
     const BYTES: usize = 1 + 7 * 8;
+    const HEAD: usize = 1;
     /// Rank, start, late senders first, the call.
     type Key = (i64, i64, bool, i64);
 
@@ -65,6 +66,7 @@ impl Record for Candidate {
 
 impl Record for Part {
     const BYTES: usize = 1 + 8 * 8 + 4;
+    const HEAD: usize = 1;
     /// The instance, then the order the parts came in.
     type Key = (i64, i64, u64);
 
@@ -104,6 +106,7 @@ impl Record for Part {
 
 impl Record for Wait {
     const BYTES: usize = 2 + 7 * 8;
+    const HEAD: usize = 2;
     type Key = (i64, i64, &'static str, Option<i64>, Option<i64>);
 
     fn key(&self) -> Self::Key {
