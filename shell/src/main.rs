@@ -214,6 +214,17 @@ pub fn stack_bytes() -> usize {
 /// The last fault (panic) seen on a query or worker thread, shown as the error it caused.
 static LAST_FAULT: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
+/// Transparent huge pages off for this process, unless `MIMALLOC_ALLOW_THP` says otherwise:
+/// mimalloc asks for them, and the kernel then clears 2 MB of fresh memory at each first touch
+/// of memory that is allocated, freed and allocated again in the sweeps; without them the
+/// analyses spend less system time and hold less (measured in docs/performance.md). Where the
+/// kernel refuses, nothing changes.
+fn without_huge_pages() {
+    if std::env::var_os("MIMALLOC_ALLOW_THP").is_none() {
+        let _ = rustix::thread::disable_transparent_huge_pages(true);
+    }
+}
+
 /// Faults are reported as errors, not as a panic's message and backtrace: on the threads that
 /// run queries (named `commdb-query`) and rayon's workers (unnamed) the engine turns the fault
 /// into the query's error (see `exec::fault_message`), so it is only remembered here; anywhere
@@ -243,6 +254,7 @@ pub fn last_fault() -> Option<String> {
 
 fn main() -> ExitCode {
     report_faults();
+    without_huge_pages();
     let matches = cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,

@@ -452,3 +452,45 @@ fn demo_stands_for_the_trace_of_report_export_and_info() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("--demo opens the generated demo trace"), "{}", stderr(&o));
 }
+
+/// What `/proc/PID/status` says of transparent huge pages for a shell that is reading its
+/// script from standard input: the first answer that is `until` (within `seconds`), or the last
+/// seen; None where the kernel does not say.
+fn huge_pages_of_a_running_shell(allow: Option<&str>, until: &str, seconds: u64) -> Option<String> {
+    let mut command = commdb();
+    command.env_remove("MIMALLOC_ALLOW_THP");
+    if let Some(value) = allow {
+        command.env("MIMALLOC_ALLOW_THP", value);
+    }
+    let mut child =
+        command.args([SMALL, "-q"]).stdin(Stdio::piped()).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let started = std::time::Instant::now();
+    let mut seen = None;
+    while started.elapsed() < std::time::Duration::from_secs(seconds) {
+        let text = std::fs::read_to_string(&status).unwrap_or_default();
+        seen = text.lines().find_map(|l| l.strip_prefix("THP_enabled:")).map(|v| v.trim().to_string());
+        if seen.is_none() || seen.as_deref() == Some(until) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    drop(child.stdin.take());
+    child.wait().unwrap();
+    seen
+}
+
+#[test]
+fn the_shell_turns_transparent_huge_pages_off_unless_told_otherwise() {
+    let Some(default) = huge_pages_of_a_running_shell(None, "0", 20) else {
+        eprintln!("skipped: this kernel's /proc/PID/status has no THP_enabled line");
+        return;
+    };
+    assert_eq!(default, "0", "huge pages are off for the process by default");
+    // Given time to turn them off, with MIMALLOC_ALLOW_THP it leaves them as they are.
+    assert_eq!(
+        huge_pages_of_a_running_shell(Some("1"), "0", 3).as_deref(),
+        Some("1"),
+        "MIMALLOC_ALLOW_THP leaves them"
+    );
+}
