@@ -74,7 +74,8 @@ impl<K: Fn(&str) -> bool> RegionIds<K> {
         RegionIds { keep, ids: FastMap::default() }
     }
 
-    fn id_of(&mut self, name: &str, names: &mut Vec<String>) -> Option<u32> {
+    /// The id of region `name` (None: not kept), named in `names` when it is new.
+    pub fn id(&mut self, name: &str, names: &mut Vec<String>) -> Option<u32> {
         if !(self.keep)(name) {
             return None;
         }
@@ -89,7 +90,7 @@ impl<K: Fn(&str) -> bool> RegionIds<K> {
 
     /// The id of every row of `col` appended to `out`.
     pub fn append(&mut self, col: &ArrayRef, names: &mut Vec<String>, out: &mut Vec<Option<u32>>) -> Result<()> {
-        each_name(col, out, |name| name.and_then(|n| self.id_of(n, names)))
+        each_name(col, out, |name| name.and_then(|n| self.id(n, names)))
     }
 }
 

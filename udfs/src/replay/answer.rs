@@ -2,9 +2,9 @@
 //! (equations 2 and 3 of the transfer-efficiency monitors) and its transfer efficiency, read
 //! from the call store and the ideal starts the replay found.
 
-use datafusion::error::Result;
+use datafusion::error::{DataFusionError, Result};
 
-use super::call_store::CallStore;
+use super::call_store::{CallStore, MpiCall};
 use super::simulate::Simulated;
 
 /// One output row of ideal_replay.
@@ -39,18 +39,6 @@ pub(super) struct Replayed {
 }
 
 impl Replayed {
-    /// The ideal end of rank `ri`'s call `number` (the next call's ideal start less its
-    /// compute, or the rank's last ideal end).
-    fn ideal_end(&mut self, ri: usize, number: u32) -> Result<i64> {
-        let rank = &self.store.ranks[ri];
-        if number + 1 < rank.first + rank.count {
-            let next = self.store.call(ri, number + 1)?;
-            Ok(self.simulated.start(ri, number + 1)? - next.compute)
-        } else {
-            Ok(self.simulated.last_ideal_end[ri])
-        }
-    }
-
     /// Compute after rank `ri`'s last MPI call, up to its last event; the observed end of that
     /// call (its origin without one) and its ideal end.
     fn tail(&mut self, ri: usize) -> Result<(i64, i64, i64)> {
@@ -77,15 +65,11 @@ impl Replayed {
             let r = &self.store.ranks[ri];
             (r.rank, r.first, r.count)
         };
-        let (mut sim, mut obs) = (0i64, 0i64);
-        for i in 0..count {
-            let number = first + i;
-            let c = self.store.call(ri, number)?;
-            let ideal_start = self.simulated.start(ri, number)?;
-            let ideal_end = self.ideal_end(ri, number)?;
+        // Simulated and observed time over the pairs so far.
+        let mut sums = (0i64, 0i64);
+        let mut pair = |i: u32, c: MpiCall, ideal_start: i64, ideal_end: i64| {
             let (observed, ideal) = (c.end - c.start, ideal_end - ideal_start);
-            sim += c.compute + ideal;
-            obs += c.compute + observed;
+            sums = (sums.0 + c.compute + ideal, sums.1 + c.compute + observed);
             out.push(Pair {
                 rank,
                 pair: i64::from(i),
@@ -96,9 +80,39 @@ impl Replayed {
                 observed_end: c.end,
                 ideal_end,
                 trf_local: ratio(c.compute + ideal, c.compute + observed),
-                trf_cumulative: ratio(sim, obs),
+                trf_cumulative: ratio(sums.0, sums.1),
             });
+        };
+        // The calls and their ideal starts read in order a block at a time; a call's ideal end
+        // is the next one's ideal start less its compute (the last's, the rank's last ideal end).
+        let (mut calls, mut starts) = (Vec::new(), Vec::new());
+        let (mut ci, mut si) = (0usize, 0usize);
+        let mut before: Option<(MpiCall, i64)> = None;
+        for i in 0..count {
+            let number = first + i;
+            if ci == calls.len() {
+                calls.clear();
+                calls.extend_from_slice(self.store.calls_from(ri, number)?);
+                ci = 0;
+            }
+            if si == starts.len() {
+                starts.clear();
+                starts.extend_from_slice(self.simulated.starts.starts_from(ri, number)?);
+                si = 0;
+            }
+            let (Some(&c), Some(&s)) = (calls.get(ci), starts.get(si)) else {
+                return Err(DataFusionError::Internal(format!("replay: call {number} has no ideal start")));
+            };
+            (ci, si) = (ci + 1, si + 1);
+            if let Some((b, bs)) = before {
+                pair(i - 1, b, bs, s - c.compute);
+            }
+            before = Some((c, s));
         }
+        if let Some((b, bs)) = before {
+            pair(count - 1, b, bs, self.simulated.last_ideal_end[ri]);
+        }
+        let (mut sim, mut obs) = sums;
         let (compute, end, ideal_end) = self.tail(ri)?;
         if compute > 0 {
             sim += compute;

@@ -131,6 +131,25 @@ impl Window {
     }
 }
 
+/// Where ranks lie among a store's.
+#[derive(Debug, Clone, Default)]
+pub(super) struct RankLookup {
+    index: FastMap<i64, usize>,
+    /// Where ranks 0.. lie (NOWHERE: not there), once every rank is written, when the ranks are
+    /// numbered densely enough; others are looked up in `index`.
+    dense: Vec<u32>,
+}
+
+impl RankLookup {
+    /// Where `rank` lies among the store's ranks.
+    pub fn index(&self, rank: i64) -> Option<usize> {
+        match usize::try_from(rank).ok().and_then(|r| self.dense.get(r)) {
+            Some(&i) => (i != NOWHERE).then_some(i as usize),
+            None => self.index.get(&rank).copied(),
+        }
+    }
+}
+
 /// The MPI calls of every rank swept so far (see the module's notes).
 pub(super) struct CallStore {
     what: &'static str,
@@ -144,10 +163,8 @@ pub(super) struct CallStore {
     /// call it waits for in these 4 bytes a rank rather than in the ranks' records, a cache
     /// line or more each.
     firsts: Vec<u32>,
-    index: FastMap<i64, usize>,
-    /// Where ranks 0.. lie among `ranks` (NOWHERE: not there), once every rank is written, when
-    /// the ranks are numbered densely enough; others are looked up in `index`.
-    dense: Vec<u32>,
+    /// Where each rank lies among `ranks`.
+    lookup: RankLookup,
     pub regions: Vec<String>,
     region_ids: FastMap<String, u32>,
     buffer: Vec<u8>,
@@ -170,8 +187,7 @@ impl CallStore {
             bytes: 0,
             ranks: Vec::new(),
             firsts: Vec::new(),
-            index: FastMap::default(),
-            dense: Vec::new(),
+            lookup: RankLookup::default(),
             regions: Vec::new(),
             region_ids: FastMap::default(),
             buffer: Vec::new(),
@@ -192,7 +208,7 @@ impl CallStore {
     /// Add `rank`'s run and its MPI calls, in time order (a rank comes once).
     pub fn push(&mut self, rank: i64, origin: i64, end: i64, calls: &[MpiCall]) -> Result<()> {
         let what = self.what;
-        if self.index.contains_key(&rank) {
+        if self.lookup.index.contains_key(&rank) {
             return Err(DataFusionError::Internal(format!("{what}: rank {rank} came twice")));
         }
         if u64::from(self.written) + calls.len() as u64 >= u64::from(MAX_CALLS) {
@@ -230,7 +246,7 @@ impl CallStore {
             previous_end = block[block.len() - 1].end;
         }
         self.written += calls.len() as u32;
-        self.index.insert(rank, self.ranks.len());
+        self.lookup.index.insert(rank, self.ranks.len());
         self.firsts.push(first);
         self.ranks.push(RankCalls {
             rank,
@@ -251,9 +267,9 @@ impl CallStore {
     pub fn finish_writing(&mut self) -> Result<()> {
         let top = self.ranks.iter().map(|r| r.rank).max().unwrap_or(-1);
         if top >= 0 && (top as u64) < 4 * self.ranks.len() as u64 + 1024 {
-            self.dense = vec![NOWHERE; top as usize + 1];
+            self.lookup.dense = vec![NOWHERE; top as usize + 1];
             for (i, r) in self.ranks.iter().enumerate().filter(|(_, r)| r.rank >= 0) {
-                self.dense[r.rank as usize] = i as u32;
+                self.lookup.dense[r.rank as usize] = i as u32;
             }
         }
         if let Some(w) = self.writer.take() {
@@ -275,11 +291,14 @@ impl CallStore {
     }
 
     /// Where `rank` lies among the store's ranks.
+    #[cfg(test)]
     pub fn rank_index(&self, rank: i64) -> Option<usize> {
-        match usize::try_from(rank).ok().and_then(|r| self.dense.get(r)) {
-            Some(&i) => (i != NOWHERE).then_some(i as usize),
-            None => self.index.get(&rank).copied(),
-        }
+        self.lookup.index(rank)
+    }
+
+    /// Where the ranks lie among the store's, to look up apart from it.
+    pub fn rank_lookup(&self) -> RankLookup {
+        self.lookup.clone()
     }
 
     /// Bytes held in memory: the index and the cached blocks.
@@ -296,7 +315,7 @@ impl CallStore {
             })
             .sum::<usize>()
             + self.regions.iter().map(|r| r.len() * 2 + 48).sum::<usize>()
-            + self.dense.len() * 4
+            + self.lookup.dense.len() * 4
     }
 
     /// Call number `number`, one of rank `ri`'s.
@@ -304,6 +323,17 @@ impl CallStore {
         let what = self.what;
         let file = sealed(&self.file, what)?;
         self.ranks[ri].call(file, what, number)
+    }
+
+    /// Rank `ri`'s calls from number `number` to the end of the block it lies in (none past
+    /// the rank's last call): a rank's calls read in order, a block at a time.
+    pub fn calls_from(&mut self, ri: usize, number: u32) -> Result<&[MpiCall]> {
+        let what = self.what;
+        let file = sealed(&self.file, what)?;
+        let rank = &mut self.ranks[ri];
+        let Some(i) = number.checked_sub(rank.first).filter(|&i| i < rank.count) else { return Ok(&[]) };
+        let block = rank.block(file, what, i / BLOCK)?;
+        Ok(&block[(i % BLOCK) as usize..])
     }
 
     /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.

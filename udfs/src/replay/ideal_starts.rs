@@ -117,6 +117,19 @@ impl IdealStarts {
         Ok(())
     }
 
+    /// The ideal starts of the rank at `ri` from call `number` to the end of the block it lies
+    /// in (none past those it has): a rank's starts read in order, a block at a time.
+    pub fn starts_from(&mut self, ri: usize, number: u32) -> Result<&[i64]> {
+        if self.get(ri, number)?.is_none() {
+            return Ok(&[]);
+        }
+        let r = &self.ranks[ri];
+        let i = (number - r.first) as usize;
+        let (b, place) = (i >> self.block_bits, i & (self.block() - 1));
+        // The block was just read: it is the one being filled or the first of those kept.
+        Ok(if b == r.blocks.len() { &r.filling[place..] } else { &r.cached[0].1[place..] })
+    }
+
     /// The ideal start of call `number` of the rank at `ri`, if it has one.
     pub fn get(&mut self, ri: usize, number: u32) -> Result<Option<i64>> {
         let (what, block) = (self.what, self.block());

@@ -8,15 +8,18 @@
 //! not grow with the calls but for a bit per call (whether it completes an operation) and a few
 //! numbers per collective instance. The rules are the module's ([`crate::replay`]). The sides
 //! are placed a batch of rows at a time, the ranks shared out among the threads
-//! (`CallStore::locate_all`); each rank sees its lookups in the same order as one by one.
-
-use std::collections::VecDeque;
+//! (`CallStore::locate_all`); each rank sees its lookups in the same order as one by one. The
+//! messages go through a pipeline of three batches: while one is placed, the one before is
+//! written to the lists and the one after read. The ranks that can go on are taken last woken
+//! first: the rank just woken by the call that held it reads what that call's rank has just
+//! touched, so the simulation moves among a few ranks at a time rather than round all of them
+//! (the ideal times do not depend on the order, only on what each call waits for).
 
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
 use super::call_lists::{CallLists, Item, ListsWriter};
-use super::call_store::{CallStore, MAX_CALLS, NOWHERE};
+use super::call_store::{CallStore, MAX_CALLS, NOWHERE, RankLookup};
 use super::ideal_starts::IdealStarts;
 use crate::spill::{Rows, value};
 
@@ -70,49 +73,38 @@ fn waited_for(post: (Option<u32>, u32), done: u32, rank: u32) -> Option<u32> {
     (p != done && !(p_rank == rank && p < done)).then_some(p)
 }
 
-/// Place every message side and collective member in its call, and gather what each call
-/// waits for. `hold` is told the bytes held before they are taken (the memory budget), and
-/// `bucket_bytes` bounds what the lists read back at a time.
-pub(super) fn link(
-    what: &'static str,
-    store: &mut CallStore,
-    mut messages: Rows<7>,
-    mut collectives: Rows<5>,
-    eager_limit: i64,
-    bucket_bytes: usize,
-    hold: &mut dyn FnMut(usize) -> Result<()>,
-) -> Result<Links> {
-    let n = store.len();
-    // A message gives a call at most two dependencies on each side, a collective member a
-    // post and a dependency.
-    let most = messages.left() as usize * 4 + collectives.left() as usize * 2;
-    let mut writer = ListsWriter::new(what, n, most, bucket_bytes)?;
-    let fixed = n / 8 + writer.most_bytes() + store.ranks.len() * 8;
-    hold(fixed)?;
-    let mut unplaced = vec![0i64; store.ranks.len()];
-    // A side to place: its rank's index among the store's (NOWHERE: no such rank, or no time).
-    let side = |store: &CallStore, rank: Option<i64>, t: Option<i64>| -> (u32, i64) {
-        match (rank.and_then(|r| store.rank_index(r)), t) {
+/// A batch of messages and the sides of each (send post, send completion, receive post,
+/// receive completion) as ranks' indices and instants.
+#[derive(Default)]
+struct MessageBatch {
+    rows: Vec<[i64; 7]>,
+    sides: Vec<(u32, i64)>,
+}
+
+impl MessageBatch {
+    /// The next batch of `messages` in place of this one's (none left: empty).
+    fn read(&mut self, messages: &mut Rows<7>, ranks: &RankLookup) -> Result<()> {
+        messages.next_rows(&mut self.rows, LINK_BATCH)?;
+        self.sides.clear();
+        let side = |rank: Option<i64>, t: Option<i64>| match (rank.and_then(|r| ranks.index(r)), t) {
             (Some(ri), Some(t)) => (ri as u32, t),
             _ => (NOWHERE, 0),
-        }
-    };
-    let placed = |found: u32| (found != NOWHERE).then_some(found);
-    let mut completes = Bits::new(n);
-    // The rows come in batches, whose sides are placed by all threads at once.
-    let (mut batch, mut sides, mut found) = (Vec::new(), Vec::new(), Vec::new());
-    while messages.next_rows(&mut batch, LINK_BATCH)? > 0 {
-        commdb_catalog::interrupt::check(what)?;
-        sides.clear();
-        for m in &batch {
+        };
+        for m in &self.rows {
             let [src, dst, _, send_call_start, send_complete, recv_post, recv_call_start] = m.map(value);
-            sides.push(side(store, src, send_call_start));
-            sides.push(side(store, src, send_complete.or(send_call_start)));
-            sides.push(side(store, dst, recv_post.or(recv_call_start)));
-            sides.push(side(store, dst, recv_call_start));
+            self.sides.push(side(src, send_call_start));
+            self.sides.push(side(src, send_complete.or(send_call_start)));
+            self.sides.push(side(dst, recv_post.or(recv_call_start)));
+            self.sides.push(side(dst, recv_call_start));
         }
-        store.locate_all(&sides, &mut found, &mut unplaced)?;
-        for ((m, f), s) in batch.iter().zip(found.chunks_exact(4)).zip(sides.chunks_exact(4)) {
+        Ok(())
+    }
+
+    /// What the calls of this batch's sides wait for, `found` being the call of each side
+    /// (NOWHERE: not placed), written to the lists; the calls that complete an operation marked.
+    fn list(&self, found: &[u32], eager_limit: i64, writer: &mut ListsWriter, completes: &mut Bits) -> Result<()> {
+        let placed = |found: u32| (found != NOWHERE).then_some(found);
+        for ((m, f), s) in self.rows.iter().zip(found.chunks_exact(4)).zip(self.sides.chunks_exact(4)) {
             let bytes = value(m[2]);
             // A side: its call (None: not placed) and its rank's index.
             let [send_post, send_done, recv_post, recv_done] = [0, 1, 2, 3].map(|i| (placed(f[i]), s[i].0));
@@ -135,7 +127,63 @@ pub(super) fn link(
                 }
             }
         }
+        Ok(())
     }
+}
+
+/// Place every message side and collective member in its call, and gather what each call
+/// waits for. `hold` is told the bytes held before they are taken (the memory budget), and
+/// `bucket_bytes` bounds what the lists read back at a time.
+pub(super) fn link(
+    what: &'static str,
+    store: &mut CallStore,
+    mut messages: Rows<7>,
+    mut collectives: Rows<5>,
+    eager_limit: i64,
+    bucket_bytes: usize,
+    hold: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<Links> {
+    let n = store.len();
+    // A message gives a call at most two dependencies on each side, a collective member a
+    // post and a dependency.
+    let most = messages.left() as usize * 4 + collectives.left() as usize * 2;
+    let mut writer = ListsWriter::new(what, n, most, bucket_bytes)?;
+    let fixed = n / 8 + writer.most_bytes() + store.ranks.len() * 8;
+    hold(fixed)?;
+    let mut unplaced = vec![0i64; store.ranks.len()];
+    let ranks = store.rank_lookup();
+    let mut completes = Bits::new(n);
+    // The messages a batch at a time, in a pipeline: while all threads place one batch's sides
+    // in their calls, the batch before is written to the lists and the next one read.
+    let (mut placing, mut read, mut written) =
+        (MessageBatch::default(), MessageBatch::default(), MessageBatch::default());
+    let (mut found, mut found_before) = (Vec::new(), Vec::new());
+    placing.read(&mut messages, &ranks)?;
+    while !placing.rows.is_empty() || !written.rows.is_empty() {
+        commdb_catalog::interrupt::check(what)?;
+        let (located, listed) = rayon::join(
+            || store.locate_all(&placing.sides, &mut found, &mut unplaced),
+            || -> Result<()> {
+                written.list(&found_before, eager_limit, &mut writer, &mut completes)?;
+                read.read(&mut messages, &ranks)
+            },
+        );
+        located?;
+        listed?;
+        // The batch placed is written next, the one read placed next.
+        std::mem::swap(&mut written, &mut placing);
+        std::mem::swap(&mut found_before, &mut found);
+        std::mem::swap(&mut placing, &mut read);
+    }
+    // A side to place: its rank's index among the store's (NOWHERE: no such rank, or no time).
+    let side = |rank: Option<i64>, t: Option<i64>| -> (u32, i64) {
+        match (rank.and_then(|r| ranks.index(r)), t) {
+            (Some(ri), Some(t)) => (ri as u32, t),
+            _ => (NOWHERE, 0),
+        }
+    };
+    let placed = |found: u32| (found != NOWHERE).then_some(found);
+    let mut sides = Vec::new();
     let mut instance_of: FastMap<(i64, i64), u32> = FastMap::default();
     let mut members: Vec<u32> = Vec::new();
     let mut batch = Vec::new();
@@ -147,8 +195,8 @@ pub(super) fn link(
             let begin = begin.or(end);
             // Members without a communicator or instance are not placed (nor counted).
             let known = value(c[0]).is_some() && value(c[1]).is_some();
-            sides.push(if known { side(store, rank, begin) } else { (NOWHERE, 0) });
-            sides.push(if known { side(store, rank, end.or(begin)) } else { (NOWHERE, 0) });
+            sides.push(if known { side(rank, begin) } else { (NOWHERE, 0) });
+            sides.push(if known { side(rank, end.or(begin)) } else { (NOWHERE, 0) });
         }
         store.locate_all(&sides, &mut found, &mut unplaced)?;
         for (c, f) in batch.iter().zip(found.chunks_exact(2)) {
@@ -190,16 +238,9 @@ pub(super) struct Simulated {
 }
 
 impl Simulated {
-    /// The ideal start of call `number` of the rank at `ri`.
-    pub fn start(&mut self, ri: usize, number: u32) -> Result<i64> {
-        self.starts
-            .get(ri, number)?
-            .ok_or_else(|| DataFusionError::Internal(format!("replay: call {number} has no ideal start")))
-    }
-
     /// Bytes held at most for `ranks` ranks and `calls` calls.
     pub fn most_bytes(ranks: usize, calls: usize) -> usize {
-        IdealStarts::most_bytes(ranks) + IdealStarts::index_bytes(calls) + ranks * 8
+        IdealStarts::most_bytes(ranks) + IdealStarts::index_bytes(calls) + ranks * 8 + calls / 8
     }
 }
 
@@ -213,20 +254,22 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
     let mut pos: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
     let mut clock: Vec<i64> = store.ranks.iter().map(|r| r.origin).collect();
     let mut waiting: FastMap<Dep, Vec<usize>> = FastMap::default();
-    let mut ready: VecDeque<usize> = (0..n).collect();
+    let mut ready: Vec<usize> = (0..n).rev().collect();
     let mut queued = vec![true; n];
-    let wake = |dep: Dep, waiting: &mut FastMap<Dep, Vec<usize>>, ready: &mut VecDeque<usize>, queued: &mut [bool]| {
+    // Calls some rank waits for: a call's start wakes them, and most calls have none to wake.
+    let mut awaited = Bits::new(store.len());
+    let wake = |dep: Dep, waiting: &mut FastMap<Dep, Vec<usize>>, ready: &mut Vec<usize>, queued: &mut [bool]| {
         if let Some(ws) = waiting.remove(&dep) {
             for w in ws {
                 if !queued[w] {
                     queued[w] = true;
-                    ready.push_back(w);
+                    ready.push(w);
                 }
             }
         }
     };
     let mut visits = 0usize;
-    while let Some(r) = ready.pop_front() {
+    while let Some(r) = ready.pop() {
         queued[r] = false;
         let last = store.ranks[r].first + store.ranks[r].count;
         while pos[r] < last {
@@ -234,13 +277,16 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
             visits += 1;
             let k = pos[r];
             let call = store.call(r, k)?;
+            let lists = links.lists.of(r, k)?;
             let start = match starts.get(r, k)? {
                 Some(s) => s,
                 None => {
                     let s = clock[r] + call.compute;
                     starts.set(r, k, s)?;
-                    wake(k, &mut waiting, &mut ready, &mut queued);
-                    for &i in links.lists.of(r, k)?.posts {
+                    if awaited.get(k) {
+                        wake(k, &mut waiting, &mut ready, &mut queued);
+                    }
+                    for &i in lists.posts {
                         let i = i as usize;
                         remaining[i] -= 1;
                         latest[i] = latest[i].max(s);
@@ -253,7 +299,7 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
             };
             let mut end = start;
             let mut blocked = None;
-            for &dep in links.lists.of(r, k)?.waits {
+            for &dep in lists.waits {
                 let s = if dep & INSTANCE != 0 {
                     let i = (dep & !INSTANCE) as usize;
                     if remaining[i] > 0 { UNSET } else { latest[i] }
@@ -267,6 +313,9 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
                 end = end.max(s);
             }
             if let Some(dep) = blocked {
+                if dep & INSTANCE == 0 {
+                    awaited.set(dep);
+                }
                 waiting.entry(dep).or_default().push(r);
                 break;
             }

@@ -12,7 +12,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReser
 
 use super::answer::{Efficiency, Pair, Replayed};
 use super::call_store::{CallStore, MpiCall};
-use super::mpi_calls::MpiCalls;
+use super::mpi_calls::RankReader;
 use super::simulate::{self, Links, Simulated};
 use crate::spill::{NULL, Spill};
 use commdb_analysis::columns::int64_column;
@@ -53,6 +53,9 @@ pub(super) fn start(
             schema,
             pool,
             store: Some(CallStore::new(what)?),
+            reader: RankReader::default(),
+            regions: Vec::new(),
+            calls: Vec::new(),
             inputs: None,
             reservation: None,
             replayed: None,
@@ -114,6 +117,12 @@ struct Sweep {
     schema: SchemaRef,
     pool: Arc<dyn MemoryPool>,
     store: Option<CallStore>,
+    /// Reads the chunks of calls rank by rank.
+    reader: RankReader,
+    /// The store's number of each of the reader's regions.
+    regions: Vec<u32>,
+    /// A rank's calls as the store takes them (kept from rank to rank).
+    calls: Vec<MpiCall>,
     inputs: Option<(Spill<7>, Spill<5>)>,
     reservation: Option<MemoryReservation>,
     replayed: Option<Replayed>,
@@ -217,15 +226,18 @@ impl Mapper for Sweep {
         let what = self.what;
         let store =
             self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after the replay")))?;
-        let m = MpiCalls::read(batches, what)?;
-        let regions: Vec<u32> = m.regions.iter().map(|name| store.region(name)).collect();
-        for r in 0..m.ranks.len() {
-            let calls: Vec<MpiCall> = m.calls[m.first[r]..m.first[r + 1]]
-                .iter()
-                .map(|c| MpiCall { start: c.start, end: c.end, compute: c.compute, region: regions[c.region as usize] })
-                .collect();
-            store.push(m.ranks[r], m.origins[r], m.ends[r], &calls)?;
-        }
+        let (regions, calls) = (&mut self.regions, &mut self.calls);
+        self.reader.each_rank(batches, what, |run, names| {
+            regions.extend(names[regions.len()..].iter().map(|name| store.region(name)));
+            calls.clear();
+            calls.extend(run.calls.iter().map(|c| MpiCall {
+                start: c.start,
+                end: c.end,
+                compute: c.compute,
+                region: regions[c.region as usize],
+            }));
+            store.push(run.rank, run.origin, run.end, calls)
+        })?;
         Ok(self.empty())
     }
 
