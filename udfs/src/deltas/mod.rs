@@ -37,6 +37,7 @@ use histogram::{Histogram, Scheme};
 
 use crate::profiles::CALLS;
 use crate::replay::MpiCalls;
+use crate::sweeps::call_rows::RowOf;
 use commdb_analysis::args::{Args, arguments};
 use commdb_analysis::columns::int64_column;
 use commdb_analysis::declare::{Function, Make, Output, col, int64, text};
@@ -126,42 +127,6 @@ impl Signatures {
         }
         chain.reverse();
         chain.join("/")
-    }
-}
-
-/// Row of each call_id: a dense table when the ids are (the calls table numbers its calls
-/// from 0), a hash map otherwise.
-enum RowOf {
-    Dense { first: i64, rows: Vec<u32> },
-    Sparse(FastMap<i64, u32>),
-}
-
-impl RowOf {
-    fn new(id: &arrow::array::Int64Array) -> RowOf {
-        let n = id.len();
-        let valid = || (0..n).filter(|&i| id.is_valid(i));
-        let (lo, hi) = valid().fold((i64::MAX, i64::MIN), |(l, h), i| (l.min(id.value(i)), h.max(id.value(i))));
-        let span = hi.checked_sub(lo).and_then(|d| usize::try_from(d).ok());
-        match span {
-            Some(d) if d < 4 * n.max(1) => {
-                let mut rows = vec![u32::MAX; d + 1];
-                for i in valid() {
-                    rows[(id.value(i) - lo) as usize] = i as u32;
-                }
-                RowOf::Dense { first: lo, rows }
-            }
-            _ => RowOf::Sparse(valid().map(|i| (id.value(i), i as u32)).collect()),
-        }
-    }
-
-    fn get(&self, call_id: i64) -> Option<u32> {
-        match self {
-            RowOf::Dense { first, rows } => {
-                let at = usize::try_from(call_id.checked_sub(*first)?).ok()?;
-                rows.get(at).copied().filter(|r| *r != u32::MAX)
-            }
-            RowOf::Sparse(map) => map.get(&call_id).copied(),
-        }
     }
 }
 
@@ -584,10 +549,5 @@ mod tests {
         for (at, &row) in reversed.iter().enumerate() {
             assert_eq!(table2.text(sig2[at], &names2), text(row), "row {row}");
         }
-        // Sparse ids (no dense table) give the same.
-        let ids = Int64Array::from_iter_values((0..9).map(|i| i * 1_000_003));
-        assert!(matches!(RowOf::new(&ids), RowOf::Sparse(_)));
-        assert_eq!(RowOf::new(&ids).get(2_000_006), Some(2));
-        assert_eq!(RowOf::new(&Int64Array::from_iter_values(0..9)).get(9), None);
     }
 }

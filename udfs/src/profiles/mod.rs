@@ -35,6 +35,7 @@ use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
 
 use crate::sweeps::call_paths::{Paths, Up};
+use crate::sweeps::call_rows::RowOf;
 use crate::sweeps::call_sweep::{Names, streams_named, sweep, uncovered};
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::args::{Args, arguments};
@@ -377,8 +378,7 @@ impl Mapper for Tree {
         let (id, parent) = (int64_column(batches, 0)?, int64_column(batches, 1)?);
         let (rank, region) = (int64_column(batches, 2)?, text_column(batches, 3)?);
         let (duration, exclusive) = (int64_column(batches, 4)?, int64_column(batches, 5)?);
-        let mut row_of: FastMap<i64, usize> = FastMap::with_capacity_and_hasher(id.len(), Default::default());
-        row_of.extend((0..id.len()).filter(|&i| id.is_valid(i)).map(|i| (id.value(i), i)));
+        let row_of = RowOf::new(&id);
         let names = &mut self.names;
         let region: Vec<u32> =
             (0..id.len()).map(|i| names.id(if region.is_valid(i) { region.value(i) } else { "NULL" })).collect();
@@ -396,7 +396,11 @@ impl Mapper for Tree {
         // The rows from one whose path is not known yet up to the first whose path is.
         let mut chain: Vec<usize> = Vec::new();
         let up_of = |row: usize| {
-            if parent.is_valid(row) { row_of.get(&parent.value(row)).copied() } else { fork_parent.get(&row).copied() }
+            if parent.is_valid(row) {
+                row_of.get(parent.value(row)).map(|r| r as usize)
+            } else {
+                fork_parent.get(&row).copied()
+            }
         };
         for i in 0..id.len() {
             chain.clear();
