@@ -202,6 +202,24 @@ pub(crate) struct RankRun<'a> {
     pub calls: &'a [Call],
 }
 
+/// The rank whose rows `RankReader` is reading: the start of its first row with times, the
+/// latest end so far, and the end of its last outermost MPI call.
+struct OpenRank {
+    rank: i64,
+    origin: Option<i64>,
+    end: i64,
+    mpi_end: Option<i64>,
+}
+
+impl OpenRank {
+    /// Its run, its rows ended (a rank without times starts and ends at i64::MAX, as
+    /// `MpiCalls::read` has it).
+    fn run<'a>(&self, calls: &'a [Call]) -> RankRun<'a> {
+        let origin = self.origin.unwrap_or(i64::MAX);
+        RankRun { rank: self.rank, origin, end: self.end.max(origin), calls }
+    }
+}
+
 fn is_mpi(name: &str) -> bool {
     name.starts_with("MPI_")
 }
@@ -259,8 +277,7 @@ impl RankReader {
         if !in_rank_and_start_order(&times, &self.mpi_region) {
             return self.each_rank_sorted(calls_in, function, each);
         }
-        // The rank whose rows are being read: id, origin, end, and the end of its last MPI call.
-        let mut open: Option<(i64, i64, i64, Option<i64>)> = None;
+        let mut open: Option<OpenRank> = None;
         self.calls.clear();
         let mut row = 0usize;
         for (ranks, starts, ends) in &times {
@@ -272,12 +289,12 @@ impl RankReader {
                     continue;
                 }
                 let rank = ranks.value(i);
-                if open.is_none_or(|o| o.0 != rank) {
-                    if let Some((id, origin, end, _)) = open.take() {
-                        each(RankRun { rank: id, origin, end: end.max(origin), calls: &self.calls }, &self.regions)?;
+                if open.as_ref().is_none_or(|o| o.rank != rank) {
+                    if let Some(o) = open.take() {
+                        each(o.run(&self.calls), &self.regions)?;
                         self.calls.clear();
                     }
-                    open = Some((rank, i64::MAX, i64::MIN, None));
+                    open = Some(OpenRank { rank, origin: None, end: i64::MIN, mpi_end: None });
                 }
                 if starts.is_null(i) || ends.is_null(i) {
                     continue;
@@ -285,22 +302,20 @@ impl RankReader {
                 let (s, e) = (starts.value(i), ends.value(i));
                 let o = open.as_mut().expect("a rank is open");
                 // Rows in start order: the first with times starts the rank.
-                if o.1 == i64::MAX {
-                    o.1 = s;
-                }
-                o.2 = o.2.max(e);
+                let origin = *o.origin.get_or_insert(s);
+                o.end = o.end.max(e);
                 let Some(region) = region else { continue };
-                let before = match o.3 {
+                let before = match o.mpi_end {
                     Some(pe) if s < pe => continue, // nested in the previous MPI call
                     Some(pe) => pe,
-                    None => o.1,
+                    None => origin,
                 };
                 self.calls.push(Call { region, row: row - 1, start: s, end: e, compute: (s - before).max(0) });
-                o.3 = Some(e);
+                o.mpi_end = Some(e);
             }
         }
-        if let Some((id, origin, end, _)) = open {
-            each(RankRun { rank: id, origin, end: end.max(origin), calls: &self.calls }, &self.regions)?;
+        if let Some(o) = open {
+            each(o.run(&self.calls), &self.regions)?;
         }
         Ok(())
     }
