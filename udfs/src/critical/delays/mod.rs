@@ -35,9 +35,10 @@
 //! regions, and of `unexplained` waiting (rank and region NULL), add up to the total waiting.
 //!
 //! What a wait finds in its interval does not depend on the other waits' costs, so the
-//! intervals of a batch of waits are measured by all threads at once (each reading the
-//! stretches through its own reader, [`crate::critical::stretch_store`]), and the costs are then handed on
-//! wait by wait in the order above, which keeps the answer to the last digit. The waits
+//! intervals of a batch of waits are measured by all threads at once, location by location
+//! (`measure`: each thread reads the stretches through its own reader,
+//! [`crate::critical::stretch_store`]), and the costs are then handed on wait by wait in the
+//! order above, which keeps the answer to the last digit. The waits
 //! themselves stay out of memory, put in that order in scratch files and read back a batch at a
 //! time (`order`); what is held per wait is its place in its locations' lists (`rank_waits`)
 //! and what it has received.
@@ -81,9 +82,10 @@ use commdb_analysis::declare::{Function, Make, Output, col, float64, int64, text
 use commdb_analysis::derived::Derived;
 use commdb_analysis::plan::Main;
 use commdb_analysis::stream::{Mapper, StartFold};
-use commdb_catalog::fast_hash::FastMap;
+use commdb_catalog::fast_hash::{FastMap, FastSet};
 
 mod handing;
+mod measure;
 mod order;
 mod rank_waits;
 mod sides;
@@ -236,13 +238,18 @@ struct RankCollectives {
     by_instance: Vec<u32>,
     /// Where the last look-up of the ends ended (a guess, as `RankWaits::near`).
     near: AtomicUsize,
+    /// Where the last look-up of an instance ended: the waits are traced back latest first,
+    /// so the instances asked of a rank come in about their order, and the search from there
+    /// reads entries still in the cache where halving the list read a dozen cold ones.
+    near_instance: AtomicUsize,
 }
 
 impl RankCollectives {
     /// The rank's end of the instance of id `id`, if it took part.
     fn end_of(&self, id: u32) -> Option<i64> {
         let key = |i: &u32| self.instances[*i as usize];
-        let at = self.by_instance.partition_point(|i| key(i) < id);
+        let at = partition_point_near(&self.by_instance, self.near_instance.load(Relaxed), |i| key(i) < id);
+        self.near_instance.store(at, Relaxed);
         self.by_instance.get(at).filter(|i| key(i) == id).map(|i| self.ends[*i as usize])
     }
 }
@@ -378,19 +385,22 @@ impl SyncPoints {
     }
 }
 
-/// A rank's time in `[a, b)`: exclusive time per call path, with the time it spent waiting (its
-/// waits overlapping the interval) taken out of the call path it waited in and counted apart.
+/// A rank's time in `[a, b)`: exclusive time per call path (left in `scratch.paths`), with the
+/// time it spent waiting (its waits overlapping the interval, returned) taken out of the call
+/// path it waited in and counted apart.
 pub(super) fn time_in(
     store: &mut StretchReader,
     rank: i64,
     waits: &RankWaits,
     a: i64,
     b: i64,
-) -> Result<(PathTimes, i64)> {
-    let mut paths = PathTimes::default();
+    scratch: &mut Scratch,
+) -> Result<i64> {
+    let Scratch { paths, walked } = scratch;
+    paths.0.clear();
     // The stretches walked (their end and call path), which also tell the call path of every
     // wait that starts in the interval.
-    let mut walked: Vec<(i64, u32)> = Vec::new();
+    walked.clear();
     store.each_after(rank, a, |s| {
         walked.push((s.to, s.path));
         if s.from >= b {
@@ -420,7 +430,15 @@ pub(super) fn time_in(
             *t -= overlap.min(*t);
         }
     }
-    Ok((paths, waiting))
+    Ok(waiting)
+}
+
+/// The buffers that `time_in` fills, kept from one interval to the next.
+#[derive(Debug, Default)]
+pub(super) struct Scratch {
+    /// The time per call path of the last interval.
+    pub(super) paths: PathTimes,
+    walked: Vec<(i64, u32)>,
 }
 
 /// Time per call path in an interval: the few paths of an interval searched in a list, which
@@ -529,68 +547,28 @@ struct Excess {
     theirs: Vec<(usize, f64)>,
 }
 
-/// Waits whose intervals are measured at a time, by all threads, before their costs are
-/// handed on in order.
+/// Waits read from a scratch file at a time, and measured at a time on a distributed engine
+/// (`sides`).
 pub(super) const WAIT_BATCH: usize = 1 << 13;
 
 fn delay_costs(store: &StretchStore, waits: order::InOrder, sync: &SyncPoints) -> Result<Ledger<u32>> {
-    use rayon::prelude::*;
     let order::InOrder { mut waits, len, by_location } = waits;
-    let none = RankWaits::default();
-    let origin = |r: i64| store.origin(r).unwrap_or(0);
-    // The interval of wait i and what it finds there, which does not depend on the other
-    // waits' costs: measured for a batch of waits at once, each thread with a reader of its own.
-    let by_rank = &by_location;
-    let measure = |reader: &mut StretchReader, i: usize, w: &W| -> Result<Option<Excess>> {
-        let (w_from, d_from) = Some((w.since[0], w.since[1]))
-            .filter(|_| w.since != NO_SYNC)
-            .or_else(|| sync.previous(rank_thread(w.waiter).0, w.start, rank_thread(w.delayer).0, w.end))
-            .unwrap_or((origin(w.waiter), origin(w.delayer)));
-        if !store.contains(w.waiter) || !store.contains(w.delayer) {
-            return Ok(None);
-        }
-        let (w_time, w_wait) = time_in(reader, w.waiter, by_rank.get(&w.waiter).unwrap_or(&none), w_from, w.start)?;
-        let (d_time, d_wait) = time_in(reader, w.delayer, by_rank.get(&w.delayer).unwrap_or(&none), d_from, w.end)?;
-        let (paths, waiting) = excess_of(&d_time.0, &w_time.0, d_wait, w_wait);
-        let paths: Vec<(u32, f64)> = paths.into_iter().map(|(p, e)| (p, e as f64)).collect();
-        let waiting = waiting as f64;
-        let theirs: Vec<(usize, f64)> = if waiting > 0.0 {
-            by_rank
-                .get(&w.delayer)
-                .unwrap_or(&none)
-                .overlapping(d_from, w.end)
-                .filter(|v| v.index > i)
-                .map(|v| (v.index, (v.end.min(w.end) - v.start.max(d_from)) as f64))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        Ok(Some(Excess { paths, waiting, theirs }))
-    };
+    let measure = measure::Measure { store, by_location: &by_location, sync };
     let threads = rayon::current_num_threads().max(1);
     let mut readers: Vec<StretchReader> = (0..threads).map(|_| store.reader()).collect::<Result<_>>()?;
     let mut incoming = vec![0.0f64; len];
     let mut ledger: Ledger<u32> = Ledger::default();
-    let mut batch: Vec<W> = Vec::with_capacity(WAIT_BATCH);
+    let mut batch: Vec<W> = Vec::with_capacity(measure::MEASURE_BATCH);
     let mut from = 0;
     while from < len {
         commdb_catalog::interrupt::check("delay_costs")?;
-        waits.next(&mut batch, WAIT_BATCH)?;
+        waits.next(&mut batch, measure::MEASURE_BATCH)?;
         if batch.is_empty() {
             return exec_err!("delay_costs: its scratch file of waits ended after {from} of {len}");
         }
         let to = from + batch.len();
-        let per = batch.len().div_ceil(threads);
-        let measured: Vec<Result<Vec<Option<Excess>>>> = readers
-            .par_iter_mut()
-            .enumerate()
-            .map(|(k, reader)| {
-                let (a, b) = ((k * per).min(batch.len()), ((k + 1) * per).min(batch.len()));
-                (a..b).map(|k| measure(reader, from + k, &batch[k])).collect()
-            })
-            .collect();
-        let measured: Vec<Vec<Option<Excess>>> = measured.into_iter().collect::<Result<_>>()?;
-        for ((i, w), excess) in (from..to).zip(&batch).zip(measured.into_iter().flatten()) {
+        let measured = measure.batch(&mut readers, from, &batch)?;
+        for ((i, w), excess) in (from..to).zip(&batch).zip(measured) {
             let received = incoming[i];
             let (excess, theirs) = match excess {
                 Some(Excess { paths, waiting, theirs }) => (Some((paths, waiting)), theirs),
@@ -612,13 +590,20 @@ pub(super) fn handing_order_within_ties<T: Copy>(list: &mut [T], w: impl Fn(&T) 
     while from < list.len() {
         let end = w(&list[from]).end;
         let to = from + list[from..].iter().take_while(|x| w(x).end == end).count();
-        // Most ties hand nothing on among themselves (the members of an OpenMP barrier all wait
-        // for its last thread): a few are checked pair by pair.
-        let hands_on = |group: &[T]| group.iter().any(|a| group.iter().any(|b| w(a).delayer == w(b).waiter));
-        if to - from > 1 && (to - from > 32 || hands_on(&list[from..to])) {
+        // Most ties hand nothing on among themselves (the members of an OpenMP barrier or of a
+        // collective all wait for its last): a few are checked pair by pair, many against the
+        // set of their waiters; those are left in their order, as Kahn's order would leave them.
+        let hands_on = |group: &[T]| {
+            if group.len() <= 32 {
+                return group.iter().any(|a| group.iter().any(|b| w(a).delayer == w(b).waiter));
+            }
+            let waiters: FastSet<i64> = group.iter().map(|x| w(x).waiter).collect();
+            group.iter().any(|x| waiters.contains(&w(x).delayer))
+        };
+        if to - from > 1 && hands_on(&list[from..to]) {
             let group = &mut list[from..to];
             // Kahn's order over edges a -> b when a's delayer is b's waiter.
-            let mut of_waiter: HashMap<i64, Vec<usize>> = HashMap::new();
+            let mut of_waiter: FastMap<i64, Vec<usize>> = FastMap::default();
             for (k, x) in group.iter().enumerate() {
                 of_waiter.entry(w(x).waiter).or_default().push(k);
             }
@@ -640,7 +625,7 @@ pub(super) fn handing_order_within_ties<T: Copy>(list: &mut [T], w: impl Fn(&T) 
                 }
             }
             // Waits in a cycle: after the others, in their order.
-            let placed: std::collections::HashSet<usize> = order.iter().copied().collect();
+            let placed: FastSet<usize> = order.iter().copied().collect();
             order.extend((0..group.len()).filter(|k| !placed.contains(k)));
             let reordered: Vec<T> = order.iter().map(|&k| group[k]).collect();
             group.copy_from_slice(&reordered);

@@ -25,7 +25,7 @@ use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::steps::{DELAYER, WAITER, run_start};
-use super::{Blocks, RankWaits, W, WAIT_BATCH, excess_of, time_in};
+use super::{Blocks, RankWaits, Scratch, W, WAIT_BATCH, excess_of, time_in};
 use crate::critical::stretch_store::{StretchReader, Swept, location};
 use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
@@ -412,8 +412,10 @@ fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> 
     let waits = m.by_loc.get(&j.loc).unwrap_or(&none);
     let from = if j.from == NO_FROM { store.origin(j.loc).unwrap_or(0) } else { j.from };
     let until = if j.side == WAITER { j.start } else { j.end };
-    let (times, waiting) = time_in(reader, j.loc, waits, from, until)?;
-    let paths = times
+    let mut scratch = Scratch::default();
+    let waiting = time_in(reader, j.loc, waits, from, until, &mut scratch)?;
+    let paths = scratch
+        .paths
         .0
         .iter()
         .map(|&(p, t)| {
