@@ -8,7 +8,7 @@
 //! - **plan and run**: `derived` is the analysis a call planned, `node` the call as a node of
 //!   the logical plan (`AnalysisCall`, its inputs as child plans), `plan` its physical node
 //!   (`AnalysisExec`), which runs the work as `stream` and `by_rank` say, under the memory
-//!   `budget`;
+//!   `budget`, its main input read by a task of its own (`read_ahead`);
 //! - **cluster**: `recipe` plans a call again on another process from what it looked up,
 //!   `steps` and `routes` plan an analysis as steps and send rows to the task of their rank,
 //!   `once` ends a stage after a node of one task;
@@ -34,6 +34,7 @@ pub mod ordered;
 pub mod params;
 pub mod plan;
 pub mod plans;
+pub mod read_ahead;
 pub mod recipe;
 pub mod relation;
 pub mod remembered;

@@ -6,7 +6,8 @@
 //! through in batches. A mapper may also fold the batches and answer at the end:
 //! `lod_messages` sums each (src, dst, slot, slot) group as the messages come, holding only
 //! the groups. What a fold holds is reserved from the memory budget as it grows
-//! (`Mapper::held_bytes`).
+//! (`Mapper::held_bytes`). The main input is read by a task of its own, a chunk ahead of the
+//! mapping (`read_ahead`).
 
 use std::sync::Arc;
 
@@ -384,11 +385,12 @@ impl Streamed {
             let projection = projection.filter(|p| !mapper.projected(p));
             let pool = context.memory_pool().clone();
             let folded = MemoryConsumer::new(format!("{name} fold")).register(&pool);
-            let mut batches = match (part, &merged_on) {
+            let batches = match (part, &merged_on) {
                 (Some(p), _) => main.execute(p, context.clone())?,
                 (None, Some(order)) => merged(&name, main, order, &context)?,
                 (None, None) => datafusion::physical_plan::execute_stream(main, context.clone())?,
             };
+            let mut batches = crate::read_ahead::read_ahead(&name, batches, &pool);
             let mapped = async_stream_of(move |sink| async move {
                 let project = |out: RecordBatch| match &projection {
                     Some(p) => out.project(p),
