@@ -49,9 +49,9 @@ struct Found {
 #[derive(Debug)]
 struct Walked {
     slot: u32,
-    paths: Range<u32>,
+    paths: Range<usize>,
     waiting: i64,
-    theirs: Range<u32>,
+    theirs: Range<usize>,
 }
 
 /// One side of a wait as its walk found it: time per call path, waiting, and (the delayer's)
@@ -125,16 +125,15 @@ impl Measure<'_> {
             }
         }
         let side = |slot: usize| -> Side {
-            let range = |r: &Range<u32>| r.start as usize..r.end as usize;
             match at[slot] {
                 (u32::MAX, _) => Side { paths: &[], waiting: 0, theirs: &[] },
                 (p, k) => {
                     let f = &found[p as usize];
                     let walked = &f.walks[k as usize];
                     Side {
-                        paths: &f.paths[range(&walked.paths)],
+                        paths: &f.paths[walked.paths.clone()],
                         waiting: walked.waiting,
-                        theirs: &f.theirs[range(&walked.theirs)],
+                        theirs: &f.theirs[walked.theirs.clone()],
                     }
                 }
             }
@@ -168,9 +167,9 @@ impl Measure<'_> {
         let none = RankWaits::default();
         let waits = self.by_location.get(&walk.loc).unwrap_or(&none);
         let waiting = time_in(reader, walk.loc, waits, walk.a, walk.b, scratch)?;
-        let paths_from = found.paths.len() as u32;
+        let paths_from = found.paths.len();
         found.paths.extend_from_slice(&scratch.paths.0);
-        let theirs_from = found.theirs.len() as u32;
+        let theirs_from = found.theirs.len();
         if walk.slot % 2 == 1 && waiting > 0 {
             let i = from + walk.slot as usize / 2;
             found.theirs.extend(
@@ -180,7 +179,7 @@ impl Measure<'_> {
                     .map(|v| (v.index, (v.end.min(walk.b) - v.start.max(walk.a)) as f64)),
             );
         }
-        let (paths_to, theirs_to) = (found.paths.len() as u32, found.theirs.len() as u32);
+        let (paths_to, theirs_to) = (found.paths.len(), found.theirs.len());
         found.walks.push(Walked {
             slot: walk.slot,
             paths: paths_from..paths_to,
