@@ -101,8 +101,13 @@ mod tests {
                 b.as_ref().unwrap().column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec()
             })
             .collect();
-        let got: Vec<RecordBatch> =
-            read_ahead("test", stream_of(&schema, items), &pool).map(|b| b.unwrap()).collect().await;
+        // While it is read, a chunk is reserved; once it ends, nothing.
+        let mut ahead = read_ahead("test", stream_of(&schema, items), &pool);
+        let mut got = vec![ahead.next().await.unwrap().unwrap()];
+        assert_eq!(pool.reserved(), CHUNK_BYTES);
+        while let Some(b) = ahead.next().await {
+            got.push(b.unwrap());
+        }
         let got: Vec<i64> = got
             .iter()
             .flat_map(|b| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
@@ -122,17 +127,24 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_budget_without_room_reads_in_turn() {
         let schema = Arc::new(Schema::new(vec![Field::new("rank", DataType::Int64, false)]));
-        let one = || stream_of(&schema, vec![Ok(batch(&schema, 0, 5))]);
-        // A budget that shrinks the chunks: nothing reserved, the rows as they are.
-        let small: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(3 << 20));
-        let got: Vec<Result<RecordBatch>> = read_ahead("test", one(), &small).collect().await;
-        assert_eq!(got.len(), 1);
-        // A large budget already taken.
+        let one = || stream_of(&schema, vec![Ok(batch(&schema, 0, 5)), Ok(batch(&schema, 5, 5))]);
+        // A budget that shrinks the chunks (to 32 MiB), though it has room for a full one:
+        // nothing reserved while it is read.
+        let small: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(8 * CHUNK_BYTES));
+        let mut ahead = read_ahead("test", one(), &small);
+        assert_eq!(ahead.next().await.unwrap().unwrap().num_rows(), 5);
+        assert_eq!(small.reserved(), 0);
+        assert_eq!(ahead.next().await.unwrap().unwrap().num_rows(), 5);
+        assert!(ahead.next().await.is_none());
+        // A large budget already taken: nothing more reserved, the rows as they are.
         let taken: Arc<dyn MemoryPool> = Arc::new(GreedyMemoryPool::new(16 * CHUNK_BYTES));
         let hold = MemoryConsumer::new("other").register(&taken);
         hold.try_grow(16 * CHUNK_BYTES - 1).unwrap();
-        let got: Vec<Result<RecordBatch>> = read_ahead("test", one(), &taken).collect().await;
-        assert_eq!(got.len(), 1);
+        let mut ahead = read_ahead("test", one(), &taken);
+        assert_eq!(ahead.next().await.unwrap().unwrap().num_rows(), 5);
+        assert_eq!(taken.reserved(), 16 * CHUNK_BYTES - 1);
+        assert_eq!(ahead.next().await.unwrap().unwrap().num_rows(), 5);
+        assert!(ahead.next().await.is_none());
         assert_eq!(taken.reserved(), 16 * CHUNK_BYTES - 1);
     }
 }
