@@ -325,15 +325,14 @@ impl CallStore {
         self.ranks[ri].call(file, what, number)
     }
 
-    /// Rank `ri`'s calls from number `number` to the end of the block it lies in (none past
-    /// the rank's last call): a rank's calls read in order, a block at a time.
-    pub fn calls_from(&mut self, ri: usize, number: u32) -> Result<&[MpiCall]> {
+    /// Readers of the ranks at `ris` (distinct indices), each holding only its own rank's
+    /// blocks, so that threads read ranks side by side (None: an index repeats or is out of
+    /// range).
+    pub fn rank_readers(&mut self, ris: &[usize]) -> Result<Option<Vec<RankCallsReader<'_>>>> {
         let what = self.what;
         let file = sealed(&self.file, what)?;
-        let rank = &mut self.ranks[ri];
-        let Some(i) = number.checked_sub(rank.first).filter(|&i| i < rank.count) else { return Ok(&[]) };
-        let block = rank.block(file, what, i / BLOCK)?;
-        Ok(&block[(i % BLOCK) as usize..])
+        let Some(ranks) = super::disjoint_mut(&mut self.ranks, ris) else { return Ok(None) };
+        Ok(Some(ranks.into_iter().map(|rank| RankCallsReader { what, file, rank }).collect()))
     }
 
     /// The number of rank `ri`'s call that holds instant `t` (start <= t <= end), if any.
@@ -413,6 +412,30 @@ impl CallStore {
             found[*i as usize] = *p;
         }
         Ok(())
+    }
+}
+
+/// One rank's calls, read in order by a thread of its own.
+pub(super) struct RankCallsReader<'a> {
+    what: &'static str,
+    file: &'a File,
+    rank: &'a mut RankCalls,
+}
+
+impl std::fmt::Debug for RankCallsReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankCallsReader").field("rank", &self.rank.rank).finish_non_exhaustive()
+    }
+}
+
+impl RankCallsReader<'_> {
+    /// The rank's calls from number `number` to the end of the block it lies in (none past
+    /// its last call): a rank's calls read in order, a block at a time.
+    pub fn calls_from(&mut self, number: u32) -> Result<&[MpiCall]> {
+        let rank = &mut *self.rank;
+        let Some(i) = number.checked_sub(rank.first).filter(|&i| i < rank.count) else { return Ok(&[]) };
+        let block = rank.block(self.file, self.what, i / BLOCK)?;
+        Ok(&block[(i % BLOCK) as usize..])
     }
 }
 

@@ -5,7 +5,8 @@
 //! ideal start follows the last by a call and a compute stretch, a few bytes); in memory stay
 //! where each block lies, the block being filled, and the last `WAYS` blocks each rank read.
 //! The replay reads another rank's ideal start when a call waits for it, near the times the
-//! reading rank is at, and the answer reads them rank by rank, so a few blocks per rank serve
+//! reading rank is at, and the answer reads them rank by rank (each rank through a reader of its
+//! own, `RankStartsReader`, so that threads read ranks side by side), so a few blocks per rank serve
 //! nearly every read.
 
 use std::fs::File;
@@ -117,27 +118,60 @@ impl IdealStarts {
         Ok(())
     }
 
-    /// The ideal starts of the rank at `ri` from call `number` to the end of the block it lies
-    /// in (none past those it has): a rank's starts read in order, a block at a time.
-    pub fn starts_from(&mut self, ri: usize, number: u32) -> Result<&[i64]> {
-        if self.get(ri, number)?.is_none() {
+    /// The ideal start of call `number` of the rank at `ri`, if it has one.
+    pub fn get(&mut self, ri: usize, number: u32) -> Result<Option<i64>> {
+        self.ranks[ri].get(&self.file, self.what, self.block_bits, number)
+    }
+
+    /// Readers of the ranks at `ris` (distinct indices), each holding only its own rank's
+    /// blocks, so that threads read ranks side by side (None: an index repeats or is out of range).
+    pub fn rank_readers(&mut self, ris: &[usize]) -> Option<Vec<RankStartsReader<'_>>> {
+        let (what, file, block_bits) = (self.what, &self.file, self.block_bits);
+        let ranks = super::disjoint_mut(&mut self.ranks, ris)?;
+        Some(ranks.into_iter().map(|rank| RankStartsReader { what, file, block_bits, rank }).collect())
+    }
+}
+
+/// One rank's ideal starts, read in order by a thread of its own.
+pub(super) struct RankStartsReader<'a> {
+    what: &'static str,
+    file: &'a File,
+    block_bits: u32,
+    rank: &'a mut RankStarts,
+}
+
+impl std::fmt::Debug for RankStartsReader<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankStartsReader").field("first", &self.rank.first).finish_non_exhaustive()
+    }
+}
+
+impl RankStartsReader<'_> {
+    /// The rank's ideal starts from call `number` to the end of the block it lies in (none past
+    /// those it has): a rank's starts read in order, a block at a time.
+    pub fn starts_from(&mut self, number: u32) -> Result<&[i64]> {
+        let (what, bits) = (self.what, self.block_bits);
+        let r = &mut *self.rank;
+        if r.get(self.file, what, bits, number)?.is_none() {
             return Ok(&[]);
         }
-        let r = &self.ranks[ri];
         let i = (number - r.first) as usize;
-        let (b, place) = (i >> self.block_bits, i & (self.block() - 1));
+        let (b, place) = (i >> bits, i & ((1 << bits) - 1));
         // The block was just read: it is the one being filled or the first of those kept.
         Ok(if b == r.blocks.len() { &r.filling[place..] } else { &r.cached[0].1[place..] })
     }
+}
 
-    /// The ideal start of call `number` of the rank at `ri`, if it has one.
-    pub fn get(&mut self, ri: usize, number: u32) -> Result<Option<i64>> {
-        let (what, block) = (self.what, self.block());
-        let r = &mut self.ranks[ri];
+impl RankStarts {
+    /// The ideal start of its call `number`, if it has one, its blocks `2^block_bits` starts
+    /// long and read from `file`.
+    fn get(&mut self, file: &File, what: &str, block_bits: u32, number: u32) -> Result<Option<i64>> {
+        let block = 1usize << block_bits;
+        let r = self;
         let i = number.checked_sub(r.first).ok_or_else(|| {
             DataFusionError::Internal(format!("{what}: call {number} read from a rank whose calls begin after it"))
         })? as usize;
-        let (b, place) = (i >> self.block_bits, i & (block - 1));
+        let (b, place) = (i >> block_bits, i & (block - 1));
         if b == r.blocks.len() {
             return Ok(r.filling.get(place).copied());
         }
@@ -153,7 +187,7 @@ impl IdealStarts {
         }
         let (at, len) = r.blocks[b];
         let mut bytes = vec![0u8; len as usize];
-        self.file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
+        file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
         let (mut values, mut pos, mut last) = (Vec::with_capacity(block), 0usize, 0i64);
         for _ in 0..block {
             let d = varint::get_signed(&bytes, &mut pos).ok_or_else(|| {

@@ -41,7 +41,8 @@
 //! (`mpi_calls`) into a scratch store of the ranks' MPI calls (`call_store`); then every side is
 //! placed in its call, what each call waits for goes to a scratch file in call order
 //! (`call_lists`), the calls are visited (`simulate`) and their ideal starts written to another
-//! (`ideal_starts`), and the rows are read back rank by rank (`answer`).
+//! (`ideal_starts`), and the rows are read back rank by rank, several ranks side by side
+//! (`answer`).
 
 mod answer;
 mod call_lists;
@@ -163,4 +164,40 @@ fn ideal_replay(a: &Args) -> Result<Arc<dyn TableProvider>> {
 
 fn transfer_efficiency(a: &Args) -> Result<Arc<dyn TableProvider>> {
     replay_analysis(a, Answer::Efficiency)
+}
+
+/// The items at `picks` (distinct indices into `items`) as mutable references, in the picks'
+/// order, for threads that each work on items of their own (None: an index repeats or lies out
+/// of range).
+fn disjoint_mut<'a, T>(items: &'a mut [T], picks: &[usize]) -> Option<Vec<&'a mut T>> {
+    let mut by_index: Vec<(usize, usize)> = picks.iter().enumerate().map(|(k, &i)| (i, k)).collect();
+    by_index.sort_unstable();
+    let mut out: Vec<Option<&'a mut T>> = picks.iter().map(|_| None).collect();
+    let (mut rest, mut base) = (items, 0usize);
+    for (i, k) in by_index {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut_checked(i.checked_sub(base)?)?;
+        let (item, tail) = tail.split_first_mut()?;
+        out[k] = Some(item);
+        (rest, base) = (tail, i + 1);
+    }
+    out.into_iter().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::disjoint_mut;
+
+    #[test]
+    fn distinct_picks_come_in_their_order_and_repeats_are_refused() {
+        let mut items = [10, 11, 12, 13, 14];
+        let picked = disjoint_mut(&mut items, &[3, 0, 4]).expect("distinct");
+        assert_eq!(picked.iter().map(|x| **x).collect::<Vec<_>>(), [13, 10, 14]);
+        for x in picked {
+            *x += 100;
+        }
+        assert_eq!(items, [110, 11, 12, 113, 114]);
+        assert!(disjoint_mut(&mut items, &[1, 1]).is_none(), "a repeat");
+        assert!(disjoint_mut(&mut items, &[2, 5]).is_none(), "out of range");
+        assert_eq!(disjoint_mut(&mut items, &[]).map(|v| v.len()), Some(0));
+    }
 }

@@ -10,7 +10,7 @@ use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
 
-use super::answer::{Efficiency, Pair, Replayed};
+use super::answer::{Efficiency, Pair, RankAnswer, Replayed};
 use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::RankReader;
 use super::simulate::{self, Links, Simulated};
@@ -59,7 +59,7 @@ pub(super) fn start(
             inputs: None,
             reservation: None,
             replayed: None,
-            next: Vec::new().into_iter(),
+            answering: Answering::default(),
             projection: None,
         };
         Ok(FoldReplay { messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep })
@@ -106,6 +106,25 @@ impl Folder for FoldReplay {
 /// Rows of ideal_replay's answer per batch.
 const BATCH_ROWS: usize = 8192;
 
+/// Where ideal_replay's answer stands: the ranks are answered in rank order, several side by
+/// side (a thread each) while the batches they make fit in a sixteenth of the budget, a rank
+/// too large for that alone, a batch at a time.
+#[derive(Debug, Default)]
+struct Answering {
+    /// The ranks (indices into the store's), in rank order, and how many were taken.
+    order: Vec<usize>,
+    taken: usize,
+    /// A rank answered a batch at a time.
+    large: Option<RankAnswer>,
+    /// Batches made and not yet handed on.
+    made: std::collections::VecDeque<RecordBatch>,
+    /// The regions' names, the bytes a row takes in the columns read, and the bytes the
+    /// replay held before its answer.
+    regions: Vec<String>,
+    row_bytes: usize,
+    held: usize,
+}
+
 /// Sweeps the calls a chunk of whole ranks at a time into the call store, then replays them
 /// when they end, and hands the answer back batch by batch.
 struct Sweep {
@@ -126,8 +145,8 @@ struct Sweep {
     inputs: Option<(Spill<7>, Spill<5>)>,
     reservation: Option<MemoryReservation>,
     replayed: Option<Replayed>,
-    /// The ranks still to answer for (ideal_replay), in rank order.
-    next: std::vec::IntoIter<usize>,
+    /// Where ideal_replay's answer stands.
+    answering: Answering,
     /// The columns of ideal_replay's answer that are read, and their schema (None: all).
     projection: Option<(Vec<usize>, SchemaRef)>,
 }
@@ -167,39 +186,6 @@ impl Sweep {
         )?;
         let simulated = simulate::simulate(what, &mut store, &mut links)?;
         Ok(Replayed { store, simulated, unplaced: links.unplaced })
-    }
-
-    /// A batch of ideal_replay's answer: the columns read, in the order asked.
-    fn pairs_batch(&self, rows: &[Pair], regions: &[String]) -> Result<RecordBatch> {
-        let int = |f: fn(&Pair) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-        let float = |f: fn(&Pair) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
-        let column = |i: usize| -> ArrayRef {
-            match i {
-                0 => int(|p| p.rank),
-                1 => int(|p| p.pair),
-                2 => Arc::new(StringArray::from(
-                    rows.iter().map(|p| p.region.map(|r| regions[r as usize].as_str())).collect::<Vec<_>>(),
-                )),
-                3 => int(|p| p.compute),
-                4 => int(|p| p.observed),
-                5 => int(|p| p.ideal),
-                6 => int(|p| p.observed - p.ideal),
-                7 => int(|p| p.observed_end),
-                8 => int(|p| p.ideal_end),
-                9 => float(|p| p.trf_local),
-                _ => float(|p| p.trf_cumulative),
-            }
-        };
-        match &self.projection {
-            Some((wanted, schema)) => Ok(RecordBatch::try_new_with_options(
-                schema.clone(),
-                wanted.iter().map(|&i| column(i)).collect(),
-                &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
-            )?),
-            None => {
-                Ok(RecordBatch::try_new(self.schema.clone(), (0..self.schema.fields().len()).map(column).collect())?)
-            }
-        }
     }
 
     fn efficiency_batch(&self, rows: &[Efficiency]) -> Result<RecordBatch> {
@@ -249,7 +235,14 @@ impl Mapper for Sweep {
                 Ok(vec![self.efficiency_batch(&rows)?])
             }
             Answer::Pairs => {
-                self.next = replayed.order().into_iter();
+                let regions = replayed.store.regions.clone();
+                self.answering = Answering {
+                    order: replayed.order(),
+                    row_bytes: row_bytes(self.schema.fields().len(), &self.projection, &regions),
+                    held: self.reservation.as_ref().map_or(0, MemoryReservation::size),
+                    regions,
+                    ..Answering::default()
+                };
                 self.replayed = Some(replayed);
                 Ok(Vec::new())
             }
@@ -257,18 +250,53 @@ impl Mapper for Sweep {
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        let Some(mut replayed) = self.replayed.take() else { return Ok(None) };
-        let mut rows = Vec::new();
-        while rows.len() < BATCH_ROWS {
-            let Some(ri) = self.next.next() else { break };
-            replayed.pairs(ri, &mut rows)?;
+        loop {
+            if let Some(batch) = self.answering.made.pop_front() {
+                return Ok(Some(batch));
+            }
+            let Some(replayed) = self.replayed.as_mut() else { return Ok(None) };
+            let a = &mut self.answering;
+            let (schema, projection, regions) = (&self.schema, &self.projection, &a.regions);
+            let make = |rows: &[Pair]| pairs_batch(schema, projection, rows, regions);
+            // A large rank goes on a batch at a time.
+            if let Some(large) = a.large.as_mut() {
+                let batches = replayed.answer(std::slice::from_mut(large), BATCH_ROWS, BATCH_ROWS, &make)?;
+                if large.done() {
+                    a.large = None;
+                }
+                a.made.extend(batches.into_iter().flatten());
+                continue;
+            }
+            // The next ranks, one per thread, whole, while their batches fit in what the replay
+            // may hold beside what it holds (a rank that does not fit alone goes a batch at a time).
+            let (threads, room) = (rayon::current_num_threads().max(1), self.bucket_bytes);
+            let mut round: Vec<RankAnswer> = Vec::new();
+            let mut bytes = 0usize;
+            while round.len() < threads
+                && let Some(&ri) = a.order.get(a.taken)
+            {
+                let next = replayed.answer_for(ri);
+                let more = next.rows().saturating_mul(a.row_bytes);
+                let fits = bytes.saturating_add(more) <= room
+                    && self.reservation.as_mut().is_none_or(|r| r.try_resize(a.held + bytes + more).is_ok());
+                if !fits {
+                    if round.is_empty() {
+                        a.large = Some(next);
+                        a.taken += 1;
+                    }
+                    break;
+                }
+                bytes += more;
+                round.push(next);
+                a.taken += 1;
+            }
+            if round.is_empty() && a.large.is_none() {
+                self.replayed = None;
+                return Ok(None);
+            }
+            let batches = replayed.answer(&mut round, usize::MAX, BATCH_ROWS, &make)?;
+            a.made.extend(batches.into_iter().flatten());
         }
-        if rows.is_empty() {
-            return Ok(None);
-        }
-        let batch = self.pairs_batch(&rows, &replayed.store.regions)?;
-        self.replayed = Some(replayed);
-        Ok(Some(batch))
     }
 
     fn held_bytes(&self) -> usize {
@@ -287,6 +315,54 @@ impl Mapper for Sweep {
             }
             Err(_) => false,
         }
+    }
+}
+
+/// A batch of ideal_replay's answer (`schema`): the columns read (`projection`, None: all), in
+/// the order asked.
+fn pairs_batch(
+    schema: &SchemaRef,
+    projection: &Option<(Vec<usize>, SchemaRef)>,
+    rows: &[Pair],
+    regions: &[String],
+) -> Result<RecordBatch> {
+    let int = |f: fn(&Pair) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
+    let float = |f: fn(&Pair) -> f64| -> ArrayRef { Arc::new(Float64Array::from_iter_values(rows.iter().map(f))) };
+    let column = |i: usize| -> ArrayRef {
+        match i {
+            0 => int(|p| p.rank),
+            1 => int(|p| p.pair),
+            2 => Arc::new(StringArray::from(
+                rows.iter().map(|p| p.region.map(|r| regions[r as usize].as_str())).collect::<Vec<_>>(),
+            )),
+            3 => int(|p| p.compute),
+            4 => int(|p| p.observed),
+            5 => int(|p| p.ideal),
+            6 => int(|p| p.observed - p.ideal),
+            7 => int(|p| p.observed_end),
+            8 => int(|p| p.ideal_end),
+            9 => float(|p| p.trf_local),
+            _ => float(|p| p.trf_cumulative),
+        }
+    };
+    match projection {
+        Some((wanted, schema)) => Ok(RecordBatch::try_new_with_options(
+            schema.clone(),
+            wanted.iter().map(|&i| column(i)).collect(),
+            &arrow::array::RecordBatchOptions::new().with_row_count(Some(rows.len())),
+        )?),
+        None => Ok(RecordBatch::try_new(schema.clone(), (0..schema.fields().len()).map(column).collect())?),
+    }
+}
+
+/// The bytes a row of ideal_replay's answer takes in the columns read (`projection`, None:
+/// all), the region's column by its longest name.
+fn row_bytes(columns: usize, projection: &Option<(Vec<usize>, SchemaRef)>, regions: &[String]) -> usize {
+    let region = 4 + regions.iter().map(String::len).max().unwrap_or(0);
+    let bytes = |i: usize| if i == 2 { region } else { 8 };
+    match projection {
+        Some((wanted, _)) => wanted.iter().map(|&i| bytes(i)).sum(),
+        None => (0..columns).map(bytes).sum(),
     }
 }
 
