@@ -120,12 +120,7 @@ impl RankAnswer {
             self.pair(out, self.count - 1, b, bs, last_ideal_end);
             b.end
         });
-        // The compute after the last call (after the origin, without one) up to the rank's
-        // last event.
-        let (compute, end, ideal_end) = match last_end {
-            Some(e) => ((self.end - e).max(0), e, last_ideal_end),
-            None => (self.end - self.origin, self.origin, self.origin),
-        };
+        let (compute, end, ideal_end) = after_last(self.origin, self.end, last_end, last_ideal_end);
         if compute > 0 {
             let (simulated, observed) = (self.sums.0 + compute, self.sums.1 + compute);
             out.push(Pair {
@@ -143,6 +138,16 @@ impl RankAnswer {
         }
         self.done = true;
         Ok(())
+    }
+}
+
+/// The compute after a rank's last MPI call (ending at `last_end`) up to its last event
+/// (`end`), the observed end of that call and its ideal end; a rank without calls computes from
+/// its origin.
+fn after_last(origin: i64, end: i64, last_end: Option<i64>, last_ideal_end: i64) -> (i64, i64, i64) {
+    match last_end {
+        Some(e) => ((end - e).max(0), e, last_ideal_end),
+        None => (end - origin, origin, origin),
     }
 }
 
@@ -165,11 +170,11 @@ impl Replayed {
             let r = &self.store.ranks[ri];
             (r.first, r.count, r.origin, r.end)
         };
-        if count == 0 {
-            return Ok((end - origin, origin, origin));
-        }
-        let last = self.store.call(ri, first + count - 1)?;
-        Ok(((end - last.end).max(0), last.end, self.simulated.last_ideal_end[ri]))
+        let last_end = match count {
+            0 => None,
+            _ => Some(self.store.call(ri, first + count - 1)?.end),
+        };
+        Ok(after_last(origin, end, last_end, self.simulated.last_ideal_end[ri]))
     }
 
     /// Where the answer for rank `ri` begins.

@@ -416,16 +416,11 @@ impl CallStore {
 }
 
 /// One rank's calls, read in order by a thread of its own.
+#[derive(Debug)]
 pub(super) struct RankCallsReader<'a> {
     what: &'static str,
     file: &'a File,
     rank: &'a mut RankCalls,
-}
-
-impl std::fmt::Debug for RankCallsReader<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankCallsReader").field("rank", &self.rank.rank).finish_non_exhaustive()
-    }
 }
 
 impl RankCallsReader<'_> {

@@ -133,17 +133,12 @@ impl IdealStarts {
 }
 
 /// One rank's ideal starts, read in order by a thread of its own.
+#[derive(Debug)]
 pub(super) struct RankStartsReader<'a> {
     what: &'static str,
     file: &'a File,
     block_bits: u32,
     rank: &'a mut RankStarts,
-}
-
-impl std::fmt::Debug for RankStartsReader<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RankStartsReader").field("first", &self.rank.first).finish_non_exhaustive()
-    }
 }
 
 impl RankStartsReader<'_> {
