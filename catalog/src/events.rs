@@ -479,32 +479,131 @@ impl RawEvents {
     /// Convert to the `events` table, moving the columns (no copy). `region_names[i]` is the
     /// name of region index i.
     pub fn into_batch(self, region_names: &[String]) -> Result<RecordBatch> {
-        let seq = self.columns().seq();
-        let kind = owned_kind_dictionary(self.kind);
-        let op = owned_op_dictionary(self.op);
-        let region = owned_region_dictionary(self.region, region_names)?;
-        let ts: ArrayRef = Arc::new(Int64Array::from(self.ts));
-        let ts_local = match self.ts_local {
-            Some(local) => Arc::new(Int64Array::from(local)),
-            None => ts.clone(),
-        };
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from(self.rank)),
-            Arc::new(Int32Array::from(self.thread)),
-            Arc::new(Int64Array::from(seq)),
-            ts,
-            kind,
-            region,
-            Arc::new(owned_nullable::<Int32Type>(self.peer, NONE_I32)),
-            Arc::new(owned_nullable::<Int32Type>(self.comm, NONE_I32)),
-            Arc::new(owned_nullable::<Int32Type>(self.tag, NONE_I32)),
-            Arc::new(owned_nullable::<Int64Type>(self.bytes, NONE_I64)),
-            Arc::new(owned_nullable::<Int64Type>(self.request, NONE_I64)),
-            op,
-            Arc::new(owned_nullable::<Int64Type>(self.bytes_recv, NONE_I64)),
-            ts_local,
-        ];
-        Ok(RecordBatch::try_new(model::EVENTS.schema(), columns)?)
+        let columns = self.into_columns(ColumnSet::ALL, region_names)?;
+        Ok(RecordBatch::try_new(model::EVENTS.schema(), columns.into_iter().map(|(_, c)| c).collect())?)
+    }
+
+    /// The columns of the `events` table in `wanted` (with their index in its schema, in
+    /// order), moving the buffers (no copy); the others are dropped unbuilt, and their memory
+    /// goes back to the allocator for the next buffer decoded.
+    pub fn into_columns(self, wanted: ColumnSet, region_names: &[String]) -> Result<Vec<(usize, ArrayRef)>> {
+        use column::*;
+        let seq = wanted.has(SEQ).then(|| self.columns().seq());
+        let RawEvents { rank, thread, ts, kind, region, peer, comm, tag, bytes, request, op, bytes_recv, ts_local } =
+            self;
+        let mut out: Vec<(usize, ArrayRef)> = Vec::with_capacity(wanted.len());
+        if wanted.has(RANK) {
+            out.push((RANK, Arc::new(Int32Array::from(rank))));
+        }
+        if wanted.has(THREAD) {
+            out.push((THREAD, Arc::new(Int32Array::from(thread))));
+        }
+        if let Some(seq) = seq {
+            out.push((SEQ, Arc::new(Int64Array::from(seq))));
+        }
+        // `ts_local` is `ts` itself when the clocks were not corrected.
+        let local = ts_local.filter(|_| wanted.has(TS_LOCAL)).map(|l| Arc::new(Int64Array::from(l)) as ArrayRef);
+        let ts_needed = wanted.has(TS) || (wanted.has(TS_LOCAL) && local.is_none());
+        let ts: Option<ArrayRef> = ts_needed.then(|| Arc::new(Int64Array::from(ts)) as ArrayRef);
+        if let (true, Some(ts)) = (wanted.has(TS), &ts) {
+            out.push((TS, ts.clone()));
+        }
+        if wanted.has(KIND) {
+            out.push((KIND, owned_kind_dictionary(kind)));
+        }
+        if wanted.has(REGION) {
+            out.push((REGION, owned_region_dictionary(region, region_names)?));
+        }
+        for (i, values) in [(PEER, peer), (COMM, comm), (TAG, tag)] {
+            if wanted.has(i) {
+                out.push((i, Arc::new(owned_nullable::<Int32Type>(values, NONE_I32))));
+            }
+        }
+        for (i, values) in [(BYTES, bytes), (REQUEST, request)] {
+            if wanted.has(i) {
+                out.push((i, Arc::new(owned_nullable::<Int64Type>(values, NONE_I64))));
+            }
+        }
+        if wanted.has(OP) {
+            out.push((OP, owned_op_dictionary(op)));
+        }
+        if wanted.has(BYTES_RECV) {
+            out.push((BYTES_RECV, Arc::new(owned_nullable::<Int64Type>(bytes_recv, NONE_I64))));
+        }
+        if let Some(local) = local.or(ts).filter(|_| wanted.has(TS_LOCAL)) {
+            out.push((TS_LOCAL, local));
+        }
+        Ok(out)
+    }
+}
+
+/// The index of each column in the `events` table's schema ([`model::EVENTS`]).
+pub mod column {
+    pub const RANK: usize = 0;
+    pub const THREAD: usize = 1;
+    pub const SEQ: usize = 2;
+    pub const TS: usize = 3;
+    pub const KIND: usize = 4;
+    pub const REGION: usize = 5;
+    pub const PEER: usize = 6;
+    pub const COMM: usize = 7;
+    pub const TAG: usize = 8;
+    pub const BYTES: usize = 9;
+    pub const REQUEST: usize = 10;
+    pub const OP: usize = 11;
+    pub const BYTES_RECV: usize = 12;
+    pub const TS_LOCAL: usize = 13;
+    /// How many columns the table has.
+    pub const COUNT: usize = 14;
+}
+
+/// A set of the `events` table's columns, by their index in its schema (`column`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ColumnSet(u16);
+
+impl ColumnSet {
+    pub const ALL: ColumnSet = ColumnSet((1 << column::COUNT) - 1);
+    pub const NONE: ColumnSet = ColumnSet(0);
+
+    /// The columns of `indices` (an index past the table's columns is refused).
+    pub fn of(indices: &[usize]) -> Result<ColumnSet> {
+        let mut set = ColumnSet::NONE;
+        for &i in indices {
+            if i >= column::COUNT {
+                return Err(crate::error::Error::argument(format!(
+                    "the events table has {} columns; column {i} was asked for",
+                    column::COUNT
+                )));
+            }
+            set.0 |= 1 << i;
+        }
+        Ok(set)
+    }
+
+    pub fn has(self, i: usize) -> bool {
+        i < column::COUNT && self.0 & (1 << i) != 0
+    }
+
+    pub fn len(self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The columns of `self` not in `other`.
+    pub fn without(self, other: ColumnSet) -> ColumnSet {
+        ColumnSet(self.0 & !other.0)
+    }
+
+    pub fn with(self, other: ColumnSet) -> ColumnSet {
+        ColumnSet(self.0 | other.0)
+    }
+
+    /// The indices, in schema order.
+    pub fn indices(self) -> impl Iterator<Item = usize> {
+        (0..column::COUNT).filter(move |&i| self.has(i))
     }
 }
 

@@ -214,6 +214,11 @@ pub trait TableState: Send + std::fmt::Debug {
     fn phases(&self) -> &LoadPhases;
     /// The trace is now called `name` (for tables built later).
     fn rename(&mut self, name: &str);
+    /// The `events` table projected on `projection`, building only those columns while the
+    /// whole table is not built (None when it cannot: the whole table is then built).
+    fn event_columns(&mut self, _projection: &[usize]) -> Result<Option<Vec<RecordBatch>>> {
+        Ok(None)
+    }
     /// The file a table not read into memory is kept in, for queries to scan it there.
     fn stored_file(&self, _table: &str) -> Option<StoredFile> {
         None
@@ -281,6 +286,24 @@ impl Trace {
         let mut built = self.built();
         built.ensure(name)?;
         Ok(built.tables().get(name).cloned().unwrap_or_default())
+    }
+
+    /// The batches of a table projected on `projection` (all columns when None), built first
+    /// if no query has used it yet: of `events`, only the columns asked for while no query has
+    /// needed the whole table ([`crate::deriving::event_columns`]).
+    pub fn projected(&self, name: &str, projection: Option<&[usize]>) -> Result<Vec<RecordBatch>> {
+        let mut built = self.built();
+        if let (Some(p), "events") = (projection, name)
+            && let Some(batches) = built.event_columns(p)?
+        {
+            return Ok(batches);
+        }
+        built.ensure(name)?;
+        let batches = built.tables().get(name).cloned().unwrap_or_default();
+        match projection {
+            Some(p) => Ok(batches.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?),
+            None => Ok(batches),
+        }
     }
 
     /// Rows of a table, built first if needed (a table kept in a store's file is counted by

@@ -7,6 +7,7 @@
 pub mod assemble;
 pub mod calls;
 pub mod collectives;
+pub mod event_columns;
 pub mod messages;
 pub mod steps;
 pub mod time_order;

@@ -12,6 +12,11 @@
 //!    made again after), then `trace_info` (its duration and clock violations come from them)
 //!    and `warnings`, complete only now.
 //!
+//! Before step 2 has run, a query that scans only some columns of `events` has them built
+//! alone when the reader can decode its events again ([`DeferredEvents::decode_columns`], an
+//! OTF2 archive's): [`crate::deriving::event_columns`]. Step 2 then builds the whole table when
+//! a query first needs it.
+//!
 //! A query that needs a derived table first runs steps 2 and 3 as one: the derivation reads
 //! the events' own buffers before they become the `events` table, so that the table does not
 //! sit beside the derivation's working memory. With the controlled logical clock event times
@@ -29,9 +34,10 @@ use arrow::array::RecordBatch;
 
 use crate::clock::model::RankModel;
 use crate::clock::{self, Correction};
+use crate::deriving::event_columns::{ColumnParts, DecodedColumns};
 use crate::deriving::{self, assemble};
 use crate::error::{Error, Result};
-use crate::events::{EventParts, PartStream, part_streams, without_seq};
+use crate::events::{ColumnSet, EventParts, PartStream, part_streams, without_seq};
 use crate::model;
 use crate::phases::LoadPhases;
 use crate::progress::{Building, LoadProgress};
@@ -39,9 +45,28 @@ use crate::trace::{
     ClockSample, CommInfo, NodeMap, RankInfo, RawMetrics, RawTrace, StoredFile, TableState, Trace, TraceMeta, Warnings,
 };
 
-/// Decodes a trace's events when they are first needed, reporting how far it is, correcting
-/// clocks as the plan says when it can do so as it goes.
-pub type EventSource = Box<dyn FnOnce(Option<&LoadProgress>, &ClockPlan<'_>) -> Result<DecodedEvents> + Send>;
+/// A trace's events left in their files by its reader, decoded when a query first needs them.
+pub trait DeferredEvents: Send {
+    /// Decode every event, reporting how far it is, correcting clocks as the plan says when it
+    /// can do so as it goes.
+    fn decode(&self, progress: Option<&LoadProgress>, clock: &ClockPlan<'_>) -> Result<DecodedEvents>;
+
+    /// Decode every event again, keeping only the `wanted` columns of the `events` table (as
+    /// `decode` and step 2 would make them, in the same parts); None when the reader cannot
+    /// (then the whole table is built).
+    fn decode_columns(
+        &self,
+        _progress: Option<&LoadProgress>,
+        _clock: &ClockPlan<'_>,
+        _wanted: ColumnSet,
+        _region_names: &[String],
+    ) -> Result<Option<DecodedColumns>> {
+        Ok(None)
+    }
+}
+
+/// The events a reader left for later.
+pub type EventSource = Box<dyn DeferredEvents>;
 
 /// How to correct the clocks of events being decoded: the correction asked for, the ranks
 /// (their nodes place ranks without samples) and the samples given beside the trace, which
@@ -102,6 +127,12 @@ pub struct Built {
     failed: Option<String>,
     /// Tables read from their file when first used, each on its own.
     stored: BTreeMap<&'static str, StoredTable>,
+    /// The columns of `events` built for queries that read only them, until step 2 builds the
+    /// whole table.
+    event_columns: Option<ColumnParts>,
+    /// Whether the problems decoding the events finds are recorded (a decoding of some
+    /// columns finds those of a whole one: they are recorded once).
+    decoding_reported: bool,
 }
 
 impl std::fmt::Debug for Built {
@@ -157,6 +188,8 @@ impl Built {
             next: None,
             failed: None,
             stored,
+            event_columns: None,
+            decoding_reported: false,
         }
     }
 
@@ -201,6 +234,74 @@ impl Built {
         self.tables.insert(name, result?);
         self.stored.remove(name);
         Ok(())
+    }
+
+    /// The `events` table projected on `projection` (indices into its schema), building only
+    /// the columns no query built before, while the whole table is not built and its reader
+    /// can decode its events again; None otherwise (the whole table is built for the query).
+    pub fn event_columns(&mut self, projection: &[usize]) -> Result<Option<Vec<RecordBatch>>> {
+        if let Some(message) = &self.failed {
+            return Err(Error::Engine(message.clone()));
+        }
+        let Some(Step::Events(step)) = &self.next else { return Ok(None) };
+        let Some(source) = &step.source else { return Ok(None) };
+        // The controlled logical clock moves times by the messages matched: only the whole
+        // table has them.
+        if step.correction == Correction::Clc {
+            return Ok(None);
+        }
+        let wanted = ColumnSet::of(projection)?;
+        let missing = match &self.event_columns {
+            Some(built) => wanted.without(built.built()),
+            None => wanted,
+        };
+        if self.event_columns.is_none() || !missing.is_empty() {
+            let what = format!("reading the events ({}) of {}", column_names(missing), self.info.name);
+            crate::interrupt::check(&what)?;
+            let started = Instant::now();
+            let shown = Building::start(&what);
+            let plan =
+                ClockPlan { correction: step.correction, ranks: &step.raw.ranks, samples: step.clock_sync.as_deref() };
+            let names: Vec<String> = step.raw.regions.iter().map(|r| r.name.clone()).collect();
+            let result = self.phases.time("decoding events for their columns", || {
+                source.decode_columns(Some(shown.progress()), &plan, missing, &names)
+            });
+            let decoded = match result {
+                Ok(Some(decoded)) => decoded,
+                Ok(None) => {
+                    shown.finish(started.elapsed(), true, None);
+                    return Ok(None);
+                }
+                Err(e) => {
+                    shown.finish(started.elapsed(), false, None);
+                    // Decoding fails the same way whatever it keeps: the events step would
+                    // too, so it fails now, with this message, for every query that needs it.
+                    let e = failed_reading(&self.info.name, "reading the events", e);
+                    self.failed = Some(e.to_string());
+                    return Err(e);
+                }
+            };
+            let DecodedColumns { parts, warnings } = decoded;
+            let new = if self.decoding_reported { 0 } else { warnings.total() };
+            if !self.decoding_reported {
+                self.warnings.merge(warnings);
+                self.decoding_reported = true;
+            }
+            let merged = match self.event_columns.as_mut() {
+                Some(built) => built.merge(parts),
+                None => {
+                    self.event_columns = Some(parts);
+                    Ok(())
+                }
+            };
+            let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
+            shown.finish(started.elapsed(), merged.is_ok(), found);
+            merged.map_err(|e| failed_reading(&self.info.name, "reading the events", e))?;
+        }
+        match &self.event_columns {
+            Some(built) => built.batches(projection).map(Some),
+            None => Ok(None),
+        }
     }
 
     pub fn rename(&mut self, name: &str) {
@@ -271,6 +372,10 @@ impl TableState for Built {
         Built::ensure(self, table)
     }
 
+    fn event_columns(&mut self, projection: &[usize]) -> Result<Option<Vec<RecordBatch>>> {
+        Built::event_columns(self, projection)
+    }
+
     fn ensure_all(&mut self) -> Result<()> {
         Built::ensure_all(self)
     }
@@ -317,15 +422,20 @@ impl EventsStep {
     fn run(self: Box<Self>, built: &mut Built, progress: &LoadProgress, derive_too: bool) -> Result<()> {
         let EventsStep { mut raw, source, clock_sync, correction } = *self;
         let mut corrected = None;
+        // The columns built for queries that read only them give way to the whole table.
+        built.event_columns = None;
         if let Some(source) = source {
             let plan = ClockPlan { correction, ranks: &raw.ranks, samples: clock_sync.as_deref() };
-            let decoded = built.phases.time("decoding events", || source(Some(progress), &plan))?;
+            let decoded = built.phases.time("decoding events", || source.decode(Some(progress), &plan))?;
             raw.events = decoded.events;
             raw.clock_sync = decoded.clock_sync;
             let names = std::mem::take(&mut raw.metrics.names);
             let definitions = std::mem::take(&mut raw.metrics.definitions);
             raw.metrics = RawMetrics { names, definitions, ..decoded.metrics };
-            built.warnings.merge(decoded.warnings);
+            if !built.decoding_reported {
+                built.warnings.merge(decoded.warnings);
+                built.decoding_reported = true;
+            }
             corrected = decoded.models;
         }
         if let Some(samples) = clock_sync {
@@ -526,7 +636,16 @@ fn staged(
         next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction }))),
         failed: None,
         stored: BTreeMap::new(),
+        event_columns: None,
+        decoding_reported: false,
     }
+}
+
+/// The names of `columns` of the `events` table, for messages ("no column" when none).
+fn column_names(columns: ColumnSet) -> String {
+    let schema = model::EVENTS.schema();
+    let names: Vec<&str> = columns.indices().map(|i| schema.field(i).name().as_str()).collect();
+    if names.is_empty() { "no column".to_string() } else { names.join(", ") }
 }
 
 /// An error met while a trace's tables were built for a query, said as such: the statement is

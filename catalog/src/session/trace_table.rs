@@ -3,7 +3,8 @@
 //! scan plans a `BuildOnFirstScan` node, which builds the table when the query runs (the steps
 //! of [`crate::deriving::steps`], on a blocking thread since a step can take seconds) and then
 //! streams it, so that `EXPLAIN` and planning cost nothing and a query pays only for the tables
-//! it reads. A commdb store's large tables are scanned in their Parquet files (each file
+//! it reads; of an OTF2 archive's `events`, only for the columns it projects
+//! ([`crate::deriving::event_columns`]). A commdb store's large tables are scanned in their Parquet files (each file
 //! checked against the manifest once, when the scan opens it: `file_checks`), never read whole
 //! into memory by a query.
 
@@ -461,13 +462,12 @@ impl ExecutionPlan for BuildOnFirstScan {
         let (trace, table, partitions) = (self.trace.clone(), self.table, self.partitions);
         let projection = self.projection.clone();
         let run = async move {
-            let built = off_the_workers(&format!("building table {table}"), move || trace.table(table)).await?;
+            let built = off_the_workers(&format!("building table {table}"), move || {
+                trace.projected(table, projection.as_deref())
+            })
+            .await?;
             let batches = built.map_err(|e| DataFusionError::External(Box::new(e)))?;
-            let mine = partition(&batches, partitions).into_iter().nth(partition_index).unwrap_or_default();
-            match &projection {
-                Some(p) => Ok(mine.iter().map(|b| b.project(p)).collect::<std::result::Result<_, _>>()?),
-                None => Ok(mine),
-            }
+            Ok(partition(&batches, partitions).into_iter().nth(partition_index).unwrap_or_default())
         };
         Ok(batches_once(self.schema(), run))
     }

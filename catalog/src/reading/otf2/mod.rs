@@ -23,9 +23,10 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 
-use crate::deriving::steps::{ClockPlan, DecodedEvents, EventSource};
+use crate::deriving::event_columns::{ColumnParts, DecodedColumns};
+use crate::deriving::steps::{ClockPlan, DecodedEvents, DeferredEvents, EventSource};
 use crate::error::{Error, Result};
-use crate::events::{EventParts, NONE_I32};
+use crate::events::{ColumnSet, EventParts, NONE_I32};
 use crate::trace::{
     ClockSample, CommInfo, LocationInfo, RankInfo, RawMetrics, RawTrace, RegionInfo, TraceMeta, Warnings,
 };
@@ -385,7 +386,7 @@ pub fn read(path: &Path) -> Result<RawTrace> {
 pub fn read_with_progress(path: &Path, progress: Option<&crate::progress::LoadProgress>) -> Result<RawTrace> {
     let (mut raw, source) = read_definitions(path)?;
     let keep = ClockPlan { correction: crate::clock::Correction::Off, ranks: &[], samples: None };
-    let decoded = source(progress, &keep)?;
+    let decoded = source.decode(progress, &keep)?;
     raw.events = decoded.events;
     raw.clock_sync = decoded.clock_sync;
     let m = decoded.metrics;
@@ -488,18 +489,83 @@ pub fn read_definitions(path: &Path) -> Result<(RawTrace, EventSource)> {
 /// already (to count its events).
 pub fn read_definitions_from(path: &Path, global: Global) -> Result<(RawTrace, EventSource)> {
     let (raw, archive) = archive_of(path, global)?;
-    let source: EventSource = Box::new(move |progress, clock| decode_events(&archive.located(), progress, clock));
-    Ok((raw, source))
+    Ok((raw, Box::new(archive)))
 }
 
-/// Every location's local definitions, then the clock models their offsets (or the samples
-/// given beside the trace) give, then every location's events, each corrected as soon as it is
-/// decoded; all put together.
-fn decode_events(
+impl DeferredEvents for Archive {
+    /// Every location's local definitions, then the clock models their offsets (or the samples
+    /// given beside the trace) give, then every location's events, each corrected as soon as it
+    /// is decoded; all put together.
+    fn decode(&self, progress: Option<&crate::progress::LoadProgress>, clock: &ClockPlan<'_>) -> Result<DecodedEvents> {
+        let (parts, decoding) = decode_all(&self.located(), progress, clock, Ok)?;
+        let Decoding { clock_sync, models, mut warnings } = decoding;
+        let (events, mut metrics) = gather(parts, RawMetrics::default(), &mut warnings);
+        crate::clock::correct_metrics(&mut metrics, &crate::clock::Fits::of(&models));
+        Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
+    }
+
+    /// The same decoding, each location's events reduced to the `wanted` columns as soon as
+    /// they are decoded and corrected (the rest of its buffers go back to the allocator for the
+    /// next location). None when two locations share a (rank, thread) stream: the whole table
+    /// regroups their events, which a part at a time cannot.
+    fn decode_columns(
+        &self,
+        progress: Option<&crate::progress::LoadProgress>,
+        clock: &ClockPlan<'_>,
+        wanted: ColumnSet,
+        region_names: &[String],
+    ) -> Result<Option<DecodedColumns>> {
+        let keep = |d: events::Decoded| {
+            let rows = d.events.len();
+            let columns = d.events.into_columns(wanted, region_names)?;
+            Ok((rows, columns, d.warnings))
+        };
+        let (parts, decoding) = decode_all(&self.located(), progress, clock, keep)?;
+        let mut warnings = decoding.warnings;
+        // As the whole table's parts: the empty ones left out, their problems not.
+        let mut kept = Vec::with_capacity(parts.len());
+        for p in parts {
+            let (n, columns, found) = p.decoded;
+            warnings.merge(found);
+            if n > 0 {
+                kept.push(((p.rank, p.thread), n, columns));
+            }
+        }
+        if kept.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Ok(None);
+        }
+        let mut by_column: Vec<Vec<arrow::array::ArrayRef>> = vec![Vec::with_capacity(kept.len()); wanted.len()];
+        let mut rows = Vec::with_capacity(kept.len());
+        for (_, n, columns) in kept {
+            rows.push(n);
+            for (arrays, (_, column)) in by_column.iter_mut().zip(columns) {
+                arrays.push(column);
+            }
+        }
+        let mut table = ColumnParts::new(rows);
+        for (index, arrays) in wanted.indices().zip(by_column) {
+            table.insert(index, arrays)?;
+        }
+        Ok(Some(DecodedColumns { parts: table, warnings }))
+    }
+}
+
+/// What decoding every location gives beside its events: the clock sync samples, the models
+/// the events were corrected with, and the problems found before the locations' own.
+struct Decoding {
+    clock_sync: Vec<ClockSample>,
+    models: Vec<crate::clock::model::RankModel>,
+    warnings: Warnings,
+}
+
+/// Every location's local definitions, the clock models, then every location decoded,
+/// corrected and handed to `keep`; the parts in (rank, thread) order.
+fn decode_all<T: Send>(
     a: &Located<'_>,
     progress: Option<&crate::progress::LoadProgress>,
     clock: &ClockPlan<'_>,
-) -> Result<DecodedEvents> {
+    keep: impl Fn(events::Decoded) -> Result<T> + Sync,
+) -> Result<(Vec<Part<T>>, Decoding)> {
     let mut warnings = Warnings::default();
     let locals = read_locals(a)?;
     let clock_sync = clock_samples(a.d, &locals);
@@ -509,12 +575,10 @@ fn decode_events(
     if let Some(p) = progress {
         p.set_total(a.d.locations.len() as u64);
     }
-    let mut parts = decode_locations(a, a.d.locations.iter().zip(locals).collect(), &fits, progress)?;
+    let mut parts = decode_locations(a, a.d.locations.iter().zip(locals).collect(), &fits, progress, keep)?;
     parts.sort_by_key(|p| (p.rank, p.thread));
     report_missing_parts(parts.iter().map(|p| (&p.empty_events, &p.missing_defs)), &mut warnings);
-    let (events, mut metrics) = gather(parts, RawMetrics::default(), &mut warnings);
-    crate::clock::correct_metrics(&mut metrics, &fits);
-    Ok(DecodedEvents { events, clock_sync, metrics, warnings, models: Some(models) })
+    Ok((parts, Decoding { clock_sync, models, warnings }))
 }
 
 /// What a location was read without: an empty event file where the definitions give events
@@ -636,7 +700,7 @@ impl crate::reading::InGroups for Pieces {
             })?;
             locations.push((&d.locations[i], local));
         }
-        let mut parts = decode_locations(&self.archive.located(), locations, &fits, None)?;
+        let mut parts = decode_locations(&self.archive.located(), locations, &fits, None, Ok)?;
         parts.sort_by_key(|p| (p.rank, p.thread));
         self.missing.extend(parts.iter().map(|p| (p.empty_events.clone(), p.missing_defs.clone())));
         let (events, mut metrics) = gather(parts, RawMetrics::default(), warnings);
@@ -718,11 +782,11 @@ struct Located<'a> {
     metrics: &'a MetricDefs,
 }
 
-/// One location decoded.
-struct Part {
+/// One location decoded (what is kept of it: `T`).
+struct Part<T> {
     rank: i32,
     thread: i32,
-    decoded: events::Decoded,
+    decoded: T,
     /// The .evt file is empty although the definitions give the location events.
     empty_events: Option<(std::path::PathBuf, u64)>,
     /// The location's local definitions file is missing.
@@ -779,12 +843,13 @@ fn clock_samples(d: &GlobalDefs, locals: &[Local]) -> Vec<ClockSample> {
 
 /// Every location's events, decoded in parallel, each corrected by `models` as soon as it is
 /// decoded: its times are then in cache, and the memory its file took holds the corrected ones.
-fn decode_locations(
+fn decode_locations<T: Send>(
     a: &Located<'_>,
     locations: Vec<(&defs::Location, Local)>,
     fits: &crate::clock::Fits<'_>,
     progress: Option<&crate::progress::LoadProgress>,
-) -> Result<Vec<Part>> {
+    keep: impl Fn(events::Decoded) -> Result<T> + Sync,
+) -> Result<Vec<Part<T>>> {
     let d = a.d;
     let region_ids: Vec<u32> = d.regions.iter().map(|(id, _)| *id).collect();
     let region_index = events::RegionIndex::new(&region_ids);
@@ -826,6 +891,7 @@ fn decode_locations(
             };
             drop(data);
             crate::clock::correct_events(&mut decoded.events, fits);
+            let decoded = keep(decoded)?;
             if let Some(p) = progress {
                 p.add(1);
             }
@@ -835,7 +901,11 @@ fn decode_locations(
 }
 
 /// The decoded locations (in rank, thread order) put together: events and metric samples.
-fn gather(parts: Vec<Part>, mut metrics: RawMetrics, warnings: &mut Warnings) -> (EventParts, RawMetrics) {
+fn gather(
+    parts: Vec<Part<events::Decoded>>,
+    mut metrics: RawMetrics,
+    warnings: &mut Warnings,
+) -> (EventParts, RawMetrics) {
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
@@ -1211,6 +1281,64 @@ mod tests {
         std::fs::rename(dir.path().join("traces/2.evt"), dir.path().join("traces/2.moved")).unwrap();
         let e = read(&anchor).map(|_| ()).unwrap_err().to_string();
         assert!(e.contains("belong to none of them (12884901888.evt)"), "{e}");
+    }
+
+    /// A scan of some columns of `events` decodes the archive for them alone, keeps what it
+    /// built, adds only what a later scan reads besides, and gives the whole table's values;
+    /// the problems decoding finds are recorded once however often it decodes.
+    #[test]
+    fn scans_of_some_event_columns_build_only_them_with_the_whole_tables_values() {
+        let raw = generated(Pattern::Stencil2d);
+        let dir = tempfile::tempdir().unwrap();
+        crate::export::otf2::write(&raw, dir.path()).unwrap();
+        std::fs::write(dir.path().join("traces/3.evt"), b"").unwrap();
+        let anchor = dir.path().join("traces.otf2").display().to_string();
+        let open = || crate::formats::read(&anchor, &crate::reading::OpenOptions::default()).unwrap();
+        let (partial, whole) = (open(), open());
+        let rows = whole.row_count("events").unwrap();
+        let decodings = |t: &crate::trace::Trace| {
+            t.phases().iter().filter(|p| p.name == "decoding events for their columns").count()
+        };
+
+        let counted = partial.projected("events", Some(&[])).unwrap();
+        assert_eq!(counted.iter().map(arrow::array::RecordBatch::num_rows).sum::<usize>(), rows);
+        assert!(counted.iter().all(|b| b.num_columns() == 0));
+        assert_eq!(partial.built_rows("events"), None, "the whole table is not built");
+        assert_eq!(decodings(&partial), 1);
+        assert_eq!(partial.warnings_so_far().count("otf2_empty_event_file"), 1);
+
+        let same = |projection: &[usize]| {
+            let a = partial.projected("events", Some(projection)).unwrap();
+            let b = whole.projected("events", Some(projection)).unwrap();
+            assert_eq!(a, b, "columns {projection:?}");
+        };
+        same(&[13, 3, 6]);
+        assert_eq!(decodings(&partial), 2);
+        same(&[3, 13]);
+        assert_eq!(decodings(&partial), 2, "columns built before are kept");
+        same(&(0..14).collect::<Vec<_>>());
+        assert_eq!(decodings(&partial), 3);
+        assert_eq!(partial.warnings_so_far().count("otf2_empty_event_file"), 1, "recorded once");
+
+        // A derived table builds the whole table; the problems stay recorded once.
+        assert_eq!(partial.row_count("calls").unwrap(), whole.row_count("calls").unwrap());
+        assert_eq!(partial.built_rows("events"), Some(rows));
+        assert_eq!(
+            partial.warnings().unwrap().iter().collect::<Vec<_>>(),
+            whole.warnings().unwrap().iter().collect::<Vec<_>>()
+        );
+        same(&[4, 5, 11]);
+        assert_eq!(decodings(&partial), 3, "the whole table answers from now on");
+
+        // With the controlled logical clock the times come from the matching: the whole
+        // table is built for any scan.
+        let options = crate::reading::OpenOptions {
+            clock_correction: crate::clock::Correction::Clc,
+            ..crate::reading::OpenOptions::default()
+        };
+        let clc = crate::formats::read(&anchor, &options).unwrap();
+        clc.projected("events", Some(&[3])).unwrap();
+        assert_eq!((decodings(&clc), clc.built_rows("events")), (0, Some(rows)));
     }
 
     #[test]
