@@ -19,7 +19,11 @@
 //!
 //! A query that needs a derived table first runs steps 2 and 3 as one: the derivation reads
 //! the events' own buffers before they become the `events` table, so that the table does not
-//! sit beside the derivation's working memory. With the controlled logical clock event times
+//! sit beside the derivation's working memory. When the reader can decode some columns again
+//! ([`DeferredEvents::decodes_columns`]), the decoded events are then dropped rather than made
+//! into the `events` table: scans of `events` build the columns they read as before step 2,
+//! and the whole table is decoded again only for a query that needs it (`SELECT *`, a
+//! conversion). With the controlled logical clock event times
 //! depend on the matching, so step 2 always derives. A step that fails leaves its tables
 //! unbuilt and fails again, with the same message, for every later query that needs them.
 //!
@@ -62,6 +66,13 @@ pub trait DeferredEvents: Send {
         _region_names: &[String],
     ) -> Result<Option<DecodedColumns>> {
         Ok(None)
+    }
+
+    /// Whether `decode_columns` answers (its None is known before decoding): then a
+    /// derivation need not keep the whole `events` table, which queries build again from the
+    /// source, column by column, as they read it.
+    fn decodes_columns(&self) -> bool {
+        false
     }
 }
 
@@ -133,6 +144,42 @@ pub struct Built {
     /// Whether the problems decoding the events finds are recorded (a decoding of some
     /// columns finds those of a whole one: they are recorded once).
     decoding_reported: bool,
+    /// The reader's events after a derivation that did not keep the `events` table: decoded
+    /// again for the columns queries read, and for the whole table when one needs it.
+    events_again: Option<EventsAgain>,
+}
+
+/// What decodes the events again after the derivation: the reader's source and what
+/// correcting their clocks as step 2 did needs.
+struct EventsAgain {
+    source: EventSource,
+    correction: Correction,
+    ranks: Vec<RankInfo>,
+    samples: Option<Vec<ClockSample>>,
+    region_names: Vec<String>,
+}
+
+/// The source that decodes some columns of `events` while the whole table is not built, the
+/// plan correcting their clocks and the regions' names: that of step 2 before it runs, or the
+/// one a derivation left; None when the whole table is built for a scan (the controlled
+/// logical clock moves times by the messages matched: only the whole table has them).
+fn column_source<'a>(
+    next: &'a Option<Step>,
+    again: &'a Option<EventsAgain>,
+) -> Option<(&'a EventSource, ClockPlan<'a>, Vec<String>)> {
+    match (next, again) {
+        (Some(Step::Events(step)), _) if step.correction != Correction::Clc => {
+            let source = step.source.as_ref()?;
+            let plan =
+                ClockPlan { correction: step.correction, ranks: &step.raw.ranks, samples: step.clock_sync.as_deref() };
+            Some((source, plan, step.raw.regions.iter().map(|r| r.name.clone()).collect()))
+        }
+        (_, Some(a)) => {
+            let plan = ClockPlan { correction: a.correction, ranks: &a.ranks, samples: a.samples.as_deref() };
+            Some((&a.source, plan, a.region_names.clone()))
+        }
+        _ => None,
+    }
 }
 
 impl std::fmt::Debug for Built {
@@ -190,11 +237,15 @@ impl Built {
             stored,
             event_columns: None,
             decoding_reported: false,
+            events_again: None,
         }
     }
 
     /// Whether `table` is built (a complete trace's missing table is built and empty).
     pub fn is_built(&self, table: &str) -> bool {
+        if table == "events" && self.events_again.is_some() {
+            return self.tables.contains_key(table);
+        }
         let before_next = self.next.as_ref().is_none_or(|s| step_of(table) < s.number());
         self.tables.contains_key(table) || (!self.stored.contains_key(table) && self.failed.is_none() && before_next)
     }
@@ -205,8 +256,27 @@ impl Built {
             return self.load(name);
         }
         while !self.is_built(table) {
+            if self.next.is_none() && table == "events" {
+                return self.events_whole();
+            }
             self.run_next(step_of(table))?;
         }
+        Ok(())
+    }
+
+    /// The whole `events` table decoded again after a derivation that did not keep it (from
+    /// the columns queries built meanwhile, and the rest).
+    fn events_whole(&mut self) -> Result<()> {
+        let all: Vec<usize> = (0..model::EVENTS.schema().fields().len()).collect();
+        let Some(batches) = self.event_columns(&all)? else {
+            return Err(Error::Engine(format!(
+                "reading trace {} failed (reading the events): its reader could not decode them again",
+                self.info.name
+            )));
+        };
+        self.tables.insert("events", batches);
+        self.event_columns = None;
+        self.events_again = None;
         Ok(())
     }
 
@@ -218,7 +288,7 @@ impl Built {
         while self.next.is_some() {
             self.run_next(3)?;
         }
-        Ok(())
+        self.ensure("events")
     }
 
     /// Read a stored table from its file (again on the next use when that fails).
@@ -243,13 +313,7 @@ impl Built {
         if let Some(message) = &self.failed {
             return Err(Error::Engine(message.clone()));
         }
-        let Some(Step::Events(step)) = &self.next else { return Ok(None) };
-        let Some(source) = &step.source else { return Ok(None) };
-        // The controlled logical clock moves times by the messages matched: only the whole
-        // table has them.
-        if step.correction == Correction::Clc {
-            return Ok(None);
-        }
+        let Some((source, plan, names)) = column_source(&self.next, &self.events_again) else { return Ok(None) };
         let wanted = ColumnSet::of(projection)?;
         let missing = match &self.event_columns {
             Some(built) => wanted.without(built.built()),
@@ -260,9 +324,6 @@ impl Built {
             crate::interrupt::check(&what)?;
             let started = Instant::now();
             let shown = Building::start(&what);
-            let plan =
-                ClockPlan { correction: step.correction, ranks: &step.raw.ranks, samples: step.clock_sync.as_deref() };
-            let names: Vec<String> = step.raw.regions.iter().map(|r| r.name.clone()).collect();
             let result = self.phases.time("decoding events for their columns", || {
                 source.decode_columns(Some(shown.progress()), &plan, missing, &names)
             });
@@ -422,9 +483,7 @@ impl EventsStep {
     fn run(self: Box<Self>, built: &mut Built, progress: &LoadProgress, derive_too: bool) -> Result<()> {
         let EventsStep { mut raw, source, clock_sync, correction } = *self;
         let mut corrected = None;
-        // The columns built for queries that read only them give way to the whole table.
-        built.event_columns = None;
-        if let Some(source) = source {
+        if let Some(source) = &source {
             let plan = ClockPlan { correction, ranks: &raw.ranks, samples: clock_sync.as_deref() };
             let decoded = built.phases.time("decoding events", || source.decode(Some(progress), &plan))?;
             raw.events = decoded.events;
@@ -437,6 +496,24 @@ impl EventsStep {
                 built.decoding_reported = true;
             }
             corrected = decoded.models;
+        }
+        // After a derivation the events are decoded again, a column at a time, for the
+        // queries that read them, when the reader can: the whole table is not kept for them.
+        let again = match source {
+            Some(source) if derive_too && correction != Correction::Clc && source.decodes_columns() => {
+                Some(EventsAgain {
+                    source,
+                    correction,
+                    ranks: raw.ranks.clone(),
+                    samples: clock_sync.clone(),
+                    region_names: raw.regions.iter().map(|r| r.name.clone()).collect(),
+                })
+            }
+            _ => None,
+        };
+        if again.is_none() {
+            // The columns built for queries that read only them give way to the whole table.
+            built.event_columns = None;
         }
         if let Some(samples) = clock_sync {
             raw.clock_sync = samples;
@@ -484,11 +561,18 @@ impl EventsStep {
                 }
             };
             if let Some(derived) = derived {
-                let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
-                built.tables.insert("events", events);
+                if again.is_some() {
+                    drop(raw.events);
+                    built.events_again = again;
+                } else {
+                    let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
+                    built.tables.insert("events", events);
+                }
                 return finish(derived, &region_names, facts, built);
             }
         }
+        // Interrupted while deriving: the events are kept whole for the derivation step.
+        built.event_columns = None;
         let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
         built.tables.insert("events", events);
         built.next = Some(Step::Derivation(Box::new(DerivationStep { nodes, comms, region_names, facts })));
@@ -580,7 +664,11 @@ fn finish(derived: deriving::Derived, region_names: &[String], facts: Facts, bui
     built.tables.insert("trace_info", vec![info]);
     built.tables.insert("warnings", vec![assemble::warnings_batch(&built.warnings)?]);
     built.phases.since("other tables to Arrow", start);
-    debug_assert!(model::TABLES.iter().all(|t| built.tables.contains_key(t.name)));
+    debug_assert!(
+        model::TABLES
+            .iter()
+            .all(|t| built.tables.contains_key(t.name) || (t.name == "events" && built.events_again.is_some()))
+    );
     Ok(())
 }
 
@@ -638,6 +726,7 @@ fn staged(
         stored: BTreeMap::new(),
         event_columns: None,
         decoding_reported: false,
+        events_again: None,
     }
 }
 

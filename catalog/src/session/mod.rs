@@ -617,6 +617,7 @@ pub fn opened_summary(trace: &Trace) -> String {
     match (trace.built_rows("events"), trace.built_rows("messages")) {
         (Some(events), Some(messages)) => format!("{ranks} ranks, {events} events, {messages} messages"),
         (Some(events), None) => format!("{ranks} ranks, {events} events"),
+        (None, Some(messages)) => format!("{ranks} ranks, {messages} messages"),
         _ => format!("{ranks} ranks (events and messages are built when a query first uses them)"),
     }
 }

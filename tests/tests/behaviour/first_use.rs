@@ -73,6 +73,7 @@ fn opening_reads_the_definitions_and_each_step_runs_when_first_needed() {
         Some(true),
         "one derivation makes calls, messages and collectives"
     );
+    assert_eq!(trace.built_rows("events"), None, "the derivation keeps no events table");
     let derivations = trace.phases().iter().filter(|p| p.name == "stream walk").count();
     count(
         &mut session,

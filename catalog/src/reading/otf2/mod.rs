@@ -548,6 +548,12 @@ impl DeferredEvents for Archive {
         }
         Ok(Some(DecodedColumns { parts: table, warnings }))
     }
+
+    /// Whether no two locations share a (rank, thread) stream (`decode_columns` answers then).
+    fn decodes_columns(&self) -> bool {
+        let mut streams = std::collections::HashSet::with_capacity(self.d.locations.len());
+        self.d.locations.iter().all(|l| streams.insert(self.place.location.get(&l.id).copied()))
+    }
 }
 
 /// What decoding every location gives beside its events: the clock sync samples, the models
@@ -1320,15 +1326,37 @@ mod tests {
         assert_eq!(decodings(&partial), 3);
         assert_eq!(partial.warnings_so_far().count("otf2_empty_event_file"), 1, "recorded once");
 
-        // A derived table builds the whole table; the problems stay recorded once.
+        // A derived table does not keep the whole `events` table: the columns built before
+        // stay, and make it when a query needs it; the problems stay recorded once.
         assert_eq!(partial.row_count("calls").unwrap(), whole.row_count("calls").unwrap());
-        assert_eq!(partial.built_rows("events"), Some(rows));
+        assert_eq!(partial.built_rows("events"), None);
         assert_eq!(
             partial.warnings().unwrap().iter().collect::<Vec<_>>(),
             whole.warnings().unwrap().iter().collect::<Vec<_>>()
         );
         same(&[4, 5, 11]);
+        assert_eq!(partial.table("events").unwrap(), whole.table("events").unwrap());
+        assert_eq!((decodings(&partial), partial.built_rows("events")), (3, Some(rows)));
+        same(&[2, 7]);
         assert_eq!(decodings(&partial), 3, "the whole table answers from now on");
+
+        // Messages first: derived from one decoding, the events decoded again only for the
+        // columns scans read, then for the whole table.
+        let derived = open();
+        assert_eq!(derived.row_count("messages").unwrap(), whole.row_count("messages").unwrap());
+        let phases = |t: &crate::trace::Trace| t.phases().iter().map(|p| p.name).collect::<Vec<_>>();
+        assert!(!phases(&derived).contains(&"events to Arrow"), "{:?}", phases(&derived));
+        assert_eq!((derived.built_rows("events"), decodings(&derived)), (None, 0));
+        let a = derived.projected("events", Some(&[3, 13])).unwrap();
+        assert_eq!(a, whole.projected("events", Some(&[3, 13])).unwrap());
+        assert_eq!(decodings(&derived), 1);
+        assert_eq!(derived.table("events").unwrap(), whole.table("events").unwrap());
+        assert_eq!((decodings(&derived), derived.built_rows("events")), (2, Some(rows)));
+        assert_eq!(derived.warnings().unwrap().count("otf2_empty_event_file"), 1);
+        assert_eq!(
+            derived.tables().unwrap().iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>(),
+            whole.tables().unwrap().iter().map(|(n, b)| (*n, b.len())).collect::<Vec<_>>()
+        );
 
         // With the controlled logical clock the times come from the matching: the whole
         // table is built for any scan.
