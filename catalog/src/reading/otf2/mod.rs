@@ -506,8 +506,9 @@ impl DeferredEvents for Archive {
 
     /// The same decoding, each location's events reduced to the `wanted` columns as soon as
     /// they are decoded and corrected (the rest of its buffers go back to the allocator for the
-    /// next location). None when two locations share a (rank, thread) stream: the whole table
-    /// regroups their events, which a part at a time cannot.
+    /// next location). None, before decoding anything, when two locations share a (rank,
+    /// thread) stream (`decodes_columns`): the whole table regroups their events, which a part
+    /// at a time cannot.
     fn decode_columns(
         &self,
         progress: Option<&crate::progress::LoadProgress>,
@@ -515,6 +516,10 @@ impl DeferredEvents for Archive {
         wanted: ColumnSet,
         region_names: &[String],
     ) -> Result<Option<DecodedColumns>> {
+        // Known from the definitions: nothing is decoded for a None.
+        if !self.decodes_columns() {
+            return Ok(None);
+        }
         let keep = |d: events::Decoded| {
             let rows = d.events.len();
             let columns = d.events.into_columns(wanted, region_names)?;
@@ -528,15 +533,12 @@ impl DeferredEvents for Archive {
             let (n, columns, found) = p.decoded;
             warnings.merge(found);
             if n > 0 {
-                kept.push(((p.rank, p.thread), n, columns));
+                kept.push((n, columns));
             }
-        }
-        if kept.windows(2).any(|w| w[0].0 >= w[1].0) {
-            return Ok(None);
         }
         let mut by_column: Vec<Vec<arrow::array::ArrayRef>> = vec![Vec::with_capacity(kept.len()); wanted.len()];
         let mut rows = Vec::with_capacity(kept.len());
-        for (_, n, columns) in kept {
+        for (n, columns) in kept {
             rows.push(n);
             for (arrays, (_, column)) in by_column.iter_mut().zip(columns) {
                 arrays.push(column);
