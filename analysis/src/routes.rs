@@ -137,8 +137,17 @@ impl Routes {
     /// `CASE WHEN rank >= f(m) THEN <the routes from m> ELSE <those before m> END`, so that a row
     /// is compared about log2(routes) times, not once per route (hundreds of parts on a large
     /// cluster).
+    /// A rank of another integer type (a store's collectives keep it in 32 bits) is compared as
+    /// a 64-bit one.
     pub fn expr(&self, schema: &SchemaRef, rank: usize) -> Result<Arc<dyn PhysicalExpr>> {
-        let column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(schema.field(rank).name(), rank));
+        let mut column: Arc<dyn PhysicalExpr> = Arc::new(Column::new(schema.field(rank).name(), rank));
+        if schema.field(rank).data_type() != &arrow::datatypes::DataType::Int64 {
+            column = datafusion::physical_expr::expressions::cast(
+                column,
+                schema.as_ref(),
+                arrow::datatypes::DataType::Int64,
+            )?;
+        }
         self.key_of(&column, 0, self.first_ranks.len())
     }
 
@@ -390,6 +399,16 @@ mod tests {
         for i in 0..ranks.len() {
             assert_eq!(value.value(i), routes.keys()[routes.route(ranks.value(i))]);
         }
+        // A rank in 32 bits (a store's collectives) gives the same keys.
+        let narrow = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "rank",
+            arrow::datatypes::DataType::Int32,
+            false,
+        )]));
+        let ranks32 = arrow::array::Int32Array::from((-3..70).collect::<Vec<i32>>());
+        let batch = RecordBatch::try_new(narrow.clone(), vec![Arc::new(ranks32)]).unwrap();
+        let value32 = routes.expr(&narrow, 0).unwrap().evaluate(&batch).unwrap().into_array(ranks.len()).unwrap();
+        assert_eq!(value32.as_any().downcast_ref::<Int64Array>().unwrap(), value);
     }
 
     #[test]

@@ -643,6 +643,100 @@ fn the_dag_spreads_over_the_executors() {
     }
 }
 
+/// The replay spreads (docs/scale.md, "The replay"): each message goes to its sender's part,
+/// its send is placed where the sender's calls lie, its receive and the collective members
+/// where theirs lie, each rank's MPI calls go on as a row, and the replay runs over them in
+/// one task. The rows are the embedded engine's, with eager and rendezvous sends, with
+/// threads, on a store of one part, and on views whose messages lack a rank, name a rank
+/// without calls or fall outside every call (counted as unplaced, as embedded); times that
+/// contradict the messages fail both the same way.
+#[test]
+fn the_replay_spreads_over_the_executors() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let threads = store_of(dir.path(), "threads", &["--threads", "4", "--iterations", "12"]);
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    for store in [&store, &threads] {
+        for function in ["ideal_replay", "transfer_efficiency"] {
+            spreads(&cluster, store, function, &format!("SELECT * FROM {function}()"));
+        }
+    }
+    spreads(&cluster, &store, "ideal_replay", "SELECT * FROM ideal_replay(eager_limit => 0)");
+    spreads(&cluster, &store, "transfer_efficiency", "SELECT * FROM transfer_efficiency(eager_limit => 1000000000)");
+    spreads(&cluster, &store, "ideal_replay", "SELECT rank, pair, ideal_end FROM ideal_replay()");
+
+    // Views (each step in one task), with every kind of side the replay leaves out.
+    let views = [
+        "CREATE VIEW c AS SELECT * FROM (VALUES (0, 'main', 0, 100), (0, 'MPI_Send', 0, 5), (0, 'MPI_Recv', 25, 35), \
+         (0, 'MPI_Send', 50, 52), (0, 'MPI_Send', 60, 61), (0, 'MPI_Allreduce', 70, 80), (1, 'main', 0, 100), \
+         (1, 'MPI_Recv', 8, 12), (1, 'MPI_Send', 20, 30), (1, 'MPI_Recv', 38, 42), (1, 'MPI_Allreduce', 72, 80), \
+         (2, 'main', 0, 100), (2, 'compute', 10, 20)) AS t(rank, region, start_ts, end_ts)",
+        // Eager, rendezvous, no sender, no receiver, a receiver without calls, both sides
+        // between calls.
+        "CREATE VIEW m AS SELECT * FROM (VALUES (0, 1, 8, 0, 5, NULL, 10), (1, 0, 100000, 20, NULL, 25, 30), \
+         (NULL, 1, 8, NULL, NULL, 40, 40), (0, NULL, 8, 50, 50, NULL, NULL), (0, 7, 8, 60, 60, 60, 60), \
+         (0, 1, 8, 62, 62, 45, 45)) AS t(src, dst, bytes, send_call_start, send_complete_ts, recv_post_ts, recv_call_start)",
+        // Two members, one without a communicator, one on a rank without MPI calls.
+        "CREATE VIEW k AS SELECT * FROM (VALUES (0, 0, 0, 70, 80), (0, 0, 1, 72, 80), (NULL, 0, 1, 72, 80), \
+         (0, 1, 2, 15, 15)) AS t(comm, instance, rank, begin_ts, end_ts)",
+    ];
+    let mut args: Vec<&str> = views.iter().flat_map(|v| ["-c", *v]).collect();
+    let queries = [
+        "SELECT * FROM ideal_replay('c', messages => 'm', collectives => 'k')",
+        "SELECT * FROM transfer_efficiency('c', messages => 'm', collectives => 'k')",
+        "SELECT rank, unplaced FROM transfer_efficiency('c', messages => 'm', collectives => 'k') ORDER BY rank NULLS LAST",
+    ];
+    args.extend(queries.iter().flat_map(|q| ["-c", *q]));
+    let (e, d) = (answer(&store, None, &args), answer(&store, Some(&cluster.url()), &args));
+    assert!(e.0 && d.0, "{e:?} {d:?}");
+    // Both sides of the last message fall between calls, and the member on rank 2 has no MPI
+    // call to fall in; the sides of rank 7, which has no calls, are not counted.
+    assert!(e.1.contains("rank,unplaced\n0,2\n1,2\n2,2\n,6\n"), "the sides left out, counted: {}", e.1);
+    assert_close(&sorted(&d.1).join("\n"), &sorted(&e.1).join("\n"), 1e-9, "the replay over views");
+
+    // Times that contradict the messages: the same error, naming the same call.
+    let cycle = [
+        "-c",
+        "CREATE VIEW cc AS SELECT * FROM (VALUES (0, 'MPI_Recv', 0, 10), (0, 'MPI_Send', 20, 30), \
+         (1, 'MPI_Recv', 0, 10), (1, 'MPI_Send', 20, 30)) AS t(rank, region, start_ts, end_ts)",
+        "-c",
+        "CREATE VIEW cm AS SELECT * FROM (VALUES (0, 1, 8, 20, 30, 0, 0), (1, 0, 8, 20, 30, 0, 0)) \
+         AS t(src, dst, bytes, send_call_start, send_complete_ts, recv_post_ts, recv_call_start)",
+        "-c",
+        "CREATE VIEW ck AS SELECT 0 AS comm, 0 AS instance, 0 AS rank, 0 AS begin_ts, 0 AS end_ts WHERE false",
+        "-c",
+        "SELECT * FROM transfer_efficiency('cc', messages => 'cm', collectives => 'ck')",
+    ];
+    for (ok, _, err) in [answer(&store, None, &cycle), answer(&store, Some(&cluster.url()), &cycle)] {
+        assert!(!ok && err.contains("rank 0's MPI call at 0..10 waits for operations posted after it"), "{err}");
+    }
+
+    // A store of one part: each step in one task.
+    let one = dir.path().join("one-part");
+    let anchor = dir.path().join("otf2").join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for query in ["SELECT * FROM ideal_replay()", "SELECT * FROM transfer_efficiency()"] {
+        let (e, d) = (answer(&one, None, &["-c", query]), answer(&one, Some(&cluster.url()), &["-c", query]));
+        assert!(e.0 && d.0, "{query} on one part: {e:?} {d:?}");
+        assert_close(&sorted(&d.1).join("\n"), &sorted(&e.1).join("\n"), 1e-9, query);
+    }
+
+    let parts = "SET datafusion.execution.target_partitions = 8";
+    let (ok, plan, err) =
+        answer(&store, Some(&cluster.url()), &["-c", parts, "-c", "EXPLAIN SELECT * FROM ideal_replay()"]);
+    assert!(ok, "{err}");
+    for step in [
+        "ideal_replay: analysis, streamed, each message, to its sender's part, a task per part of its first input",
+        "ideal_replay: analysis, streamed by rank, the sends placed in their calls, to their receivers' parts, a task per part of its first input, with the rows of its ranks' part",
+        "ideal_replay: analysis, streamed by rank, the receives and collective members placed in their calls, a task per part of its first input, with the rows of its ranks' part",
+        "ideal_replay: analysis, streamed by rank, each rank's MPI calls, a task per part of its first input",
+        "ideal_replay: analysis, streamed, the replay over every rank's MPI calls and what each waits for, one task reading its inputs whole",
+    ] {
+        assert!(plan.contains(step), "no '{step}' in\n{plan}");
+    }
+}
+
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
 /// store's parts runs the analysis `function` itself on both executors in one job.
 fn spreads(cluster: &Cluster, store: &Path, function: &str, query: &str) {

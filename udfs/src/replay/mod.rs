@@ -43,13 +43,21 @@
 //! (`call_lists`), the calls are visited (`simulate`) and their ideal starts written to another
 //! (`ideal_starts`), and the rows are read back rank by rank, several ranks side by side
 //! (`answer`).
+//!
+//! On a distributed engine the same replay is planned as steps (`steps`): the sides and
+//! collective members are placed in their calls where their ranks' calls lie (`placing`), each
+//! rank's MPI calls sent on as a row (`rank_calls`), and the replay itself runs in one task
+//! over those, by the same lists and the same visit.
 
 mod answer;
 mod call_lists;
 mod call_store;
 mod ideal_starts;
 mod mpi_calls;
+mod placing;
+mod rank_calls;
 mod simulate;
+mod steps;
 mod sweep;
 
 use std::sync::Arc;
@@ -154,8 +162,13 @@ fn replay_analysis(a: &Args, answer: Answer) -> Result<Arc<dyn TableProvider>> {
     let what = a.function;
     let out = a.schema();
     let schema = out.clone();
-    let start: StartFold = Arc::new(move || sweep::start(what, answer, inp.eager_limit, out.clone(), inp.pool.clone()));
-    Ok(Arc::new(Derived::folded(schema, rels, Main::ByRank(0), start)))
+    let Inputs { eager_limit, pool } = inp;
+    let (o, p) = (out.clone(), pool.clone());
+    let start: StartFold = Arc::new(move || sweep::start(what, answer, eager_limit, o.clone(), p.clone(), false));
+    // On a distributed engine, planned as steps so that no task reads the calls or messages whole.
+    let placed: StartFold = Arc::new(move || sweep::start(what, answer, eager_limit, out.clone(), pool.clone(), true));
+    let steps = steps::steps(what, placed, schema.clone());
+    Ok(Arc::new(Derived::folded(schema, rels, Main::ByRank(0), start).in_steps(steps)?))
 }
 
 fn ideal_replay(a: &Args) -> Result<Arc<dyn TableProvider>> {

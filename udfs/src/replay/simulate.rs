@@ -37,13 +37,13 @@ const UNSET: i64 = i64::MIN;
 type Dep = u32;
 
 /// Bits, one per call.
-struct Bits(Vec<u64>);
+pub(super) struct Bits(Vec<u64>);
 
 impl Bits {
-    fn new(n: usize) -> Self {
+    pub fn new(n: usize) -> Self {
         Bits(vec![0; n.div_ceil(64)])
     }
-    fn set(&mut self, i: u32) {
+    pub fn set(&mut self, i: u32) {
         self.0[(i / 64) as usize] |= 1 << (i % 64);
     }
     fn get(&self, i: u32) -> bool {
@@ -105,30 +105,112 @@ impl MessageBatch {
     fn list(&self, found: &[u32], eager_limit: i64, writer: &mut ListsWriter, completes: &mut Bits) -> Result<()> {
         let placed = |found: u32| (found != NOWHERE).then_some(found);
         for ((m, f), s) in self.rows.iter().zip(found.chunks_exact(4)).zip(self.sides.chunks_exact(4)) {
-            let bytes = value(m[2]);
-            // A side: its call (None: not placed) and its rank's index.
-            let [send_post, send_done, recv_post, recv_done] = [0, 1, 2, 3].map(|i| (placed(f[i]), s[i].0));
-            if let (Some(done), rank) = recv_done {
-                completes.set(done);
-                for p in [recv_post, send_post] {
-                    if let Some(p) = waited_for(p, done, rank) {
-                        writer.push(done, Item::Waits(p))?;
-                    }
-                }
-            }
-            if let (Some(done), rank) = send_done {
-                completes.set(done);
-                let eager = bytes.is_some_and(|b| b <= eager_limit);
-                let posts = if eager { [send_post, (None, NOWHERE)] } else { [send_post, recv_post] };
-                for p in posts {
-                    if let Some(p) = waited_for(p, done, rank) {
-                        writer.push(done, Item::Waits(p))?;
-                    }
-                }
-            }
+            let sides = [0, 1, 2, 3].map(|i| (placed(f[i]), s[i].0));
+            list_message(sides, value(m[2]), eager_limit, writer, completes)?;
         }
         Ok(())
     }
+}
+
+/// A message's four sides placed (send post, send completion, receive post, receive
+/// completion), each its call (None: not placed) and its rank's index: what the completing
+/// calls wait for, written to the lists, and those calls marked as completing an operation. A
+/// send of at most `eager_limit` bytes waits only for its own post.
+pub(super) fn list_message(
+    sides: [(Option<u32>, u32); 4],
+    bytes: Option<i64>,
+    eager_limit: i64,
+    writer: &mut ListsWriter,
+    completes: &mut Bits,
+) -> Result<()> {
+    let [send_post, send_done, recv_post, recv_done] = sides;
+    if let (Some(done), rank) = recv_done {
+        completes.set(done);
+        for p in [recv_post, send_post] {
+            if let Some(p) = waited_for(p, done, rank) {
+                writer.push(done, Item::Waits(p))?;
+            }
+        }
+    }
+    if let (Some(done), rank) = send_done {
+        completes.set(done);
+        let eager = bytes.is_some_and(|b| b <= eager_limit);
+        let posts = if eager { [send_post, (None, NOWHERE)] } else { [send_post, recv_post] };
+        for p in posts {
+            if let Some(p) = waited_for(p, done, rank) {
+                writer.push(done, Item::Waits(p))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The collective instances met so far: each its index, in the order first met, and how many
+/// members post to it.
+pub(super) struct Instances {
+    what: &'static str,
+    index: FastMap<(i64, i64), u32>,
+    members: Vec<u32>,
+}
+
+impl Instances {
+    pub fn new(what: &'static str) -> Self {
+        Instances { what, index: FastMap::default(), members: Vec::new() }
+    }
+
+    /// A member of instance (`comm`, `instance`) placed, posting in call `post` and completing
+    /// in call `done`: listed, and `done` marked as completing an operation. `hold` is told the
+    /// bytes the instances take when they grow.
+    pub fn member(
+        &mut self,
+        (comm, instance): (i64, i64),
+        post: u32,
+        done: u32,
+        writer: &mut ListsWriter,
+        completes: &mut Bits,
+        hold: &mut dyn FnMut(usize) -> Result<()>,
+    ) -> Result<()> {
+        let (what, next) = (self.what, self.members.len() as u32);
+        if next == INSTANCE {
+            return Err(DataFusionError::Execution(format!(
+                "{what}: more than {INSTANCE} collective instances are more than it handles; narrow the relation it reads"
+            )));
+        }
+        let i = *self.index.entry((comm, instance)).or_insert(next);
+        if i == next {
+            self.members.push(0);
+            if self.members.len().is_power_of_two() {
+                hold(self.members.capacity() * 36)?;
+            }
+        }
+        self.members[i as usize] += 1;
+        writer.push(post, Item::Posts(i))?;
+        completes.set(done);
+        writer.push(done, Item::Waits(INSTANCE | i))
+    }
+}
+
+/// Bytes held from the lists' end on beside their buckets: the bits, the instances' counts and
+/// the ranks' buffers of the lists.
+fn lists_fixed(calls: usize, instances: usize, ranks: usize) -> usize {
+    calls / 8 + instances * 16 + CallLists::most_bytes(ranks) + ranks * 8
+}
+
+/// The links once every item is written: the lists in call order.
+fn links_of(
+    store: &CallStore,
+    writer: ListsWriter,
+    completes: Bits,
+    instances: Instances,
+    unplaced: Vec<i64>,
+    hold: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<Links> {
+    let Instances { index, members, .. } = instances;
+    drop(index);
+    let fixed = lists_fixed(store.len(), members.len(), store.ranks.len());
+    let firsts: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
+    let lists = writer.finish(&firsts, &mut |bucket| hold(fixed + bucket))?;
+    Ok(Links { lists, completes, members, unplaced })
 }
 
 /// Place every message side and collective member in its call, and gather what each call
@@ -184,8 +266,7 @@ pub(super) fn link(
     };
     let placed = |found: u32| (found != NOWHERE).then_some(found);
     let mut sides = Vec::new();
-    let mut instance_of: FastMap<(i64, i64), u32> = FastMap::default();
-    let mut members: Vec<u32> = Vec::new();
+    let mut instances = Instances::new(what);
     let mut batch = Vec::new();
     while collectives.next_rows(&mut batch, LINK_BATCH)? > 0 {
         commdb_catalog::interrupt::check(what)?;
@@ -202,33 +283,89 @@ pub(super) fn link(
         for (c, f) in batch.iter().zip(found.chunks_exact(2)) {
             let (Some(comm), Some(instance)) = (value(c[0]), value(c[1])) else { continue };
             if let (Some(p), Some(d)) = (placed(f[0]), placed(f[1])) {
-                let next = members.len() as u32;
-                if next == INSTANCE {
-                    return Err(DataFusionError::Execution(format!(
-                        "{what}: more than {INSTANCE} collective instances are more than it handles; narrow the relation it reads"
-                    )));
-                }
-                let i = *instance_of.entry((comm, instance)).or_insert(next);
-                if i == next {
-                    members.push(0);
-                    if members.len().is_power_of_two() {
-                        hold(fixed + members.capacity() * 36)?;
-                    }
-                }
-                members[i as usize] += 1;
-                writer.push(p, Item::Posts(i))?;
-                completes.set(d);
-                writer.push(d, Item::Waits(INSTANCE | i))?;
+                instances.member((comm, instance), p, d, &mut writer, &mut completes, &mut |b| hold(fixed + b))?;
             }
         }
     }
-    drop(instance_of);
-    // Held from here: the bits, the instances' counts and the ranks' buffers of the lists;
-    // the buckets read back one at a time beside them.
-    let fixed = n / 8 + members.len() * 16 + CallLists::most_bytes(store.ranks.len()) + store.ranks.len() * 8;
-    let firsts: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
-    let lists = writer.finish(&firsts, &mut |bucket| hold(fixed + bucket))?;
-    Ok(Links { lists, completes, members, unplaced })
+    links_of(store, writer, completes, instances, unplaced, hold)
+}
+
+/// What the calls wait for, from sides and members already placed in their calls where the
+/// ranks' calls lie (a distributed engine's steps, [`super::placing`]): `items` are rows of
+/// [`super::placing::Item`], each call known by its rank and its number within the rank,
+/// which the store's numbering turns into its number here. The lists are the same as
+/// [`link`] makes from the same messages and collectives.
+pub(super) fn link_placed(
+    what: &'static str,
+    store: &mut CallStore,
+    mut items: Rows<8>,
+    eager_limit: i64,
+    bucket_bytes: usize,
+    hold: &mut dyn FnMut(usize) -> Result<()>,
+) -> Result<Links> {
+    use super::placing::Item as Placed;
+    let n = store.len();
+    // A row lists at most four items (a message's two completions, two each).
+    let most = items.left() as usize * 4;
+    let mut writer = ListsWriter::new(what, n, most, bucket_bytes)?;
+    let fixed = n / 8 + writer.most_bytes() + store.ranks.len() * 8;
+    hold(fixed)?;
+    let ranks = store.rank_lookup();
+    let bounds: Vec<(u32, u32)> = store.ranks.iter().map(|r| (r.first, r.count)).collect();
+    // A side: its call's number here (None: not placed) and its rank's index.
+    let call = |rank: Option<i64>, number: Option<i64>| -> Result<(Option<u32>, u32)> {
+        let ri = rank.and_then(|r| ranks.index(r));
+        match (ri, number) {
+            (Some(ri), Some(k)) => match u32::try_from(k).ok().filter(|&k| k < bounds[ri].1) {
+                Some(k) => Ok((Some(bounds[ri].0 + k), ri as u32)),
+                None => Err(DataFusionError::Internal(format!(
+                    "{what}: a side placed in call {k} of rank {}, which has {} MPI calls",
+                    rank.unwrap_or_default(),
+                    bounds[ri].1
+                ))),
+            },
+            (None, Some(k)) => Err(DataFusionError::Internal(format!(
+                "{what}: a side placed in call {k} of rank {rank:?}, which has no calls"
+            ))),
+            (ri, None) => Ok((None, ri.map_or(NOWHERE, |ri| ri as u32))),
+        }
+    };
+    let mut unplaced = vec![0i64; store.ranks.len()];
+    let mut completes = Bits::new(n);
+    let mut instances = Instances::new(what);
+    let mut batch = Vec::new();
+    while items.next_rows(&mut batch, LINK_BATCH)? > 0 {
+        commdb_catalog::interrupt::check(what)?;
+        for row in &batch {
+            match Placed::of(row) {
+                Some(Placed::Message { src, send_post, send_done, dst, recv_post, recv_done, bytes }) => {
+                    let sides =
+                        [call(src, send_post)?, call(src, send_done)?, call(dst, recv_post)?, call(dst, recv_done)?];
+                    list_message(sides, bytes, eager_limit, &mut writer, &mut completes)?;
+                }
+                Some(Placed::Member { rank, post, done, comm, instance }) => {
+                    let (Some(p), _) = call(Some(rank), Some(post))? else { continue };
+                    let (Some(d), _) = call(Some(rank), Some(done))? else { continue };
+                    instances.member((comm, instance), p, d, &mut writer, &mut completes, &mut |b| hold(fixed + b))?;
+                }
+                Some(Placed::Unplaced { rank, sides }) => match ranks.index(rank) {
+                    Some(ri) => unplaced[ri] += sides,
+                    None => {
+                        return Err(DataFusionError::Internal(format!(
+                            "{what}: unplaced sides of rank {rank}, which has no calls"
+                        )));
+                    }
+                },
+                None => {
+                    return Err(DataFusionError::Internal(format!(
+                        "{what}: a placed row of an unknown kind {}",
+                        row[0]
+                    )));
+                }
+            }
+        }
+    }
+    links_of(store, writer, completes, instances, unplaced, hold)
 }
 
 /// The ideal start of every call and the ideal end of every rank's last one.
@@ -326,7 +463,9 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
             pos[r] += 1;
         }
     }
-    let stuck = (0..n).find(|&r| pos[r] < store.ranks[r].first + store.ranks[r].count);
+    // The least rank that could not go on, whatever order its ranks came in.
+    let stuck =
+        (0..n).filter(|&r| pos[r] < store.ranks[r].first + store.ranks[r].count).min_by_key(|&r| store.ranks[r].rank);
     if let Some(r) = stuck {
         let (number, rank_id) = (pos[r], store.ranks[r].rank);
         let c = store.call(r, number)?;

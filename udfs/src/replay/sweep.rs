@@ -1,7 +1,10 @@
 //! How the replay runs as a folded analysis (commdb_analysis::stream): the messages and collectives are
 //! spilled as they stream (`FoldReplay`), the calls come a chunk of whole ranks at a time into
 //! the call store (`Sweep`), and when they end the sides are placed, the calls replayed within
-//! the memory budget, and the answer handed back batch by batch.
+//! the memory budget, and the answer handed back batch by batch. On a distributed engine the
+//! last step of [`super::steps`] is the same sweep over what the steps before found: the
+//! sides and members already placed in their calls are spilled in place of the messages and
+//! collectives, and each rank's MPI calls come as a row of their own ([`super::rank_calls`]).
 
 use std::sync::Arc;
 
@@ -43,6 +46,7 @@ pub(super) fn start(
     eager_limit: i64,
     schema: SchemaRef,
     pool: Arc<dyn MemoryPool>,
+    placed: bool,
 ) -> Box<dyn Folder> {
     let folder: Result<FoldReplay> = (|| {
         let sweep = Sweep {
@@ -53,7 +57,7 @@ pub(super) fn start(
             schema,
             pool,
             store: Some(CallStore::new(what)?),
-            reader: RankReader::default(),
+            reader: if placed { Main::RankCalls } else { Main::Calls(RankReader::default()) },
             regions: Vec::new(),
             calls: Vec::new(),
             inputs: None,
@@ -62,7 +66,12 @@ pub(super) fn start(
             answering: Answering::default(),
             projection: None,
         };
-        Ok(FoldReplay { messages: Spill::new(what)?, collectives: Spill::new(what)?, sweep })
+        let linking = if placed {
+            Linking::Placed(Spill::new(what)?)
+        } else {
+            Linking::Rows(Spill::new(what)?, Spill::new(what)?)
+        };
+        Ok(FoldReplay { linking, sweep })
     })();
     match folder {
         Ok(f) => Box::new(f),
@@ -77,18 +86,33 @@ pub(super) enum Answer {
     Efficiency,
 }
 
-/// Folds the messages and the collectives into scratch files, then makes the sweep of the calls.
+/// What the calls are linked from: the messages and collectives, or (the last step on a
+/// distributed engine) the sides and members placed in their calls ([`super::placing::Item`]).
+enum Linking {
+    Rows(Spill<7>, Spill<5>),
+    Placed(Spill<8>),
+}
+
+/// What the sweep's main input is: the calls (rank, region, start_ts, end_ts), or each rank's
+/// MPI calls as a row ([`super::rank_calls`]).
+enum Main {
+    Calls(RankReader),
+    RankCalls,
+}
+
+/// Folds the messages and the collectives (or the placed items) into scratch files, then makes
+/// the sweep of the calls.
 struct FoldReplay {
-    messages: Spill<7>,
-    collectives: Spill<5>,
+    linking: Linking,
     sweep: Sweep,
 }
 
 impl Folder for FoldReplay {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
-        match input {
-            1 => spill_rows(&mut self.messages, batch),
-            _ => spill_rows(&mut self.collectives, batch),
+        match (&mut self.linking, input) {
+            (Linking::Rows(messages, _), 1) => spill_rows(messages, batch),
+            (Linking::Rows(_, collectives), _) => spill_rows(collectives, batch),
+            (Linking::Placed(items), _) => spill_rows(items, batch),
         }
     }
 
@@ -97,8 +121,8 @@ impl Folder for FoldReplay {
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldReplay { messages, collectives, mut sweep } = *self;
-        sweep.inputs = Some((messages, collectives));
+        let FoldReplay { linking, mut sweep } = *self;
+        sweep.inputs = Some(linking);
         Ok(Box::new(sweep))
     }
 }
@@ -136,13 +160,13 @@ struct Sweep {
     schema: SchemaRef,
     pool: Arc<dyn MemoryPool>,
     store: Option<CallStore>,
-    /// Reads the chunks of calls rank by rank.
-    reader: RankReader,
+    /// Reads the chunks of calls rank by rank (or takes each rank's MPI calls as a row).
+    reader: Main,
     /// The store's number of each of the reader's regions.
     regions: Vec<u32>,
     /// A rank's calls as the store takes them (kept from rank to rank).
     calls: Vec<MpiCall>,
-    inputs: Option<(Spill<7>, Spill<5>)>,
+    inputs: Option<Linking>,
     reservation: Option<MemoryReservation>,
     replayed: Option<Replayed>,
     /// Where ideal_replay's answer stands.
@@ -162,9 +186,12 @@ impl Sweep {
         let mut store =
             self.store.take().ok_or_else(|| DataFusionError::Internal(format!("{what}: replayed twice")))?;
         store.finish_writing()?;
-        let (messages, collectives) =
+        let linking =
             self.inputs.take().ok_or_else(|| DataFusionError::Internal(format!("{what}: no messages folded")))?;
-        let messages_rows = messages.rows() as usize;
+        let messages_rows = match &linking {
+            Linking::Rows(messages, _) => messages.rows() as usize,
+            Linking::Placed(items) => items.rows() as usize,
+        };
         let reservation = MemoryConsumer::new(format!("{what} replay")).register(&self.pool);
         let reservation = self.reservation.insert(reservation);
         let pool = self.pool.clone();
@@ -175,15 +202,22 @@ impl Sweep {
         };
         let ranks = store.ranks.len();
         let simulated_bytes = Simulated::most_bytes(ranks, store.len()) + ranks * 64;
-        let mut links: Links = simulate::link(
-            what,
-            &mut store,
-            messages.into_rows()?,
-            collectives.into_rows()?,
-            self.eager_limit,
-            self.bucket_bytes,
-            &mut |bytes| hold(simulated_bytes + bytes),
-        )?;
+        let (eager_limit, bucket_bytes) = (self.eager_limit, self.bucket_bytes);
+        let hold = &mut |bytes| hold(simulated_bytes + bytes);
+        let mut links: Links = match linking {
+            Linking::Rows(messages, collectives) => simulate::link(
+                what,
+                &mut store,
+                messages.into_rows()?,
+                collectives.into_rows()?,
+                eager_limit,
+                bucket_bytes,
+                hold,
+            )?,
+            Linking::Placed(items) => {
+                simulate::link_placed(what, &mut store, items.into_rows()?, eager_limit, bucket_bytes, hold)?
+            }
+        };
         let simulated = simulate::simulate(what, &mut store, &mut links)?;
         Ok(Replayed { store, simulated, unplaced: links.unplaced })
     }
@@ -212,18 +246,14 @@ impl Mapper for Sweep {
         let what = self.what;
         let store =
             self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after the replay")))?;
-        let (regions, calls) = (&mut self.regions, &mut self.calls);
-        self.reader.each_rank(batches, what, |run, names| {
-            regions.extend(names[regions.len()..].iter().map(|name| store.region(name)));
-            calls.clear();
-            calls.extend(run.calls.iter().map(|c| MpiCall {
-                start: c.start,
-                end: c.end,
-                compute: c.compute,
-                region: regions[c.region as usize],
-            }));
-            store.push(run.rank, run.origin, run.end, calls)
-        })?;
+        match &mut self.reader {
+            Main::Calls(reader) => push_ranks(what, reader, batches, store, &mut self.regions, &mut self.calls)?,
+            Main::RankCalls => {
+                for batch in batches {
+                    super::rank_calls::push_rows(what, batch, store, &mut self.calls)?;
+                }
+            }
+        }
         Ok(self.empty())
     }
 
@@ -366,7 +396,36 @@ fn row_bytes(columns: usize, projection: &Option<(Vec<usize>, SchemaRef)>, regio
     }
 }
 
+/// The ranks of a chunk of calls (columns rank, region, start_ts, end_ts) into `store`, each
+/// its outermost MPI calls; `regions` is the store's number of each of the reader's regions,
+/// `calls` a buffer kept from rank to rank.
+pub(super) fn push_ranks(
+    what: &str,
+    reader: &mut RankReader,
+    batches: &[RecordBatch],
+    store: &mut CallStore,
+    regions: &mut Vec<u32>,
+    calls: &mut Vec<MpiCall>,
+) -> Result<()> {
+    reader.each_rank(batches, what, |run, names| {
+        regions.extend(names[regions.len()..].iter().map(|name| store.region(name)));
+        calls.clear();
+        calls.extend(run.calls.iter().map(|c| MpiCall {
+            start: c.start,
+            end: c.end,
+            compute: c.compute,
+            region: regions[c.region as usize],
+        }));
+        store.push(run.rank, run.origin, run.end, calls)
+    })
+}
+
 /// A folder that could not be made (its scratch files could not be created): its error, at once.
+pub(super) fn failed(e: DataFusionError) -> impl Folder {
+    Failed(Some(e))
+}
+
+/// A folder that could not be made: its error, at once.
 struct Failed(Option<DataFusionError>);
 
 impl Folder for Failed {

@@ -1,0 +1,500 @@
+//! The replay's message sides and collective members placed in their MPI calls where the
+//! ranks' calls lie, on a distributed engine ([`super::steps`]). A task holds a part of whole
+//! ranks of the calls: it spills the rows routed to its ranks as they come, puts its ranks'
+//! outermost MPI calls into a call store of its own (the one the replay uses in one process,
+//! [`super::call_store`]), then places each row's sides there by the same lookup
+//! (`CallStore::locate_all`), a batch at a time, and gives them on with each side's call as
+//! its number within its rank.
+//!
+//! - **Sends**: each message at its sender's part (`to_sender`), its send post and completion
+//!   placed; it goes on to its receiver's part (rows of `at_receiver`).
+//! - **Receives**: each message at its receiver's part, its receive post and completion
+//!   placed, and each collective member at its own rank's part, its post and completion
+//!   placed; each gives an [`Item`], as do the sides left out of every call (counted per rank
+//!   as in one process: a side of a known rank with a time that no MPI call of the rank holds).
+//!
+//! A side's instant is the one the replay in one process places (`super::simulate::link`):
+//! the send's completion at `send_complete_ts` or else its call's start, the receive's post at
+//! `recv_post_ts` or else its call's start, a member's post at its begin or else its end.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::error::{DataFusionError, Result};
+
+use super::call_store::{CallStore, MpiCall, NOWHERE, RankLookup};
+use super::mpi_calls::RankReader;
+use crate::spill::{NULL, Rows, Spill, value};
+use commdb_analysis::columns::{int64_column, schema_of};
+use commdb_analysis::stream::{Folder, Mapper};
+use commdb_catalog::fast_hash::FastMap;
+
+/// Rows placed at a time.
+const BATCH: usize = 1 << 16;
+
+/// A message at the part of its sender (`rank`; its receiver's when it has no sender): its
+/// ranks, the instants of its four sides and its size.
+pub(super) fn to_sender() -> SchemaRef {
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("src", DataType::Int64, true),
+        ("send_post_ts", DataType::Int64, true),
+        ("send_done_ts", DataType::Int64, true),
+        ("dst", DataType::Int64, true),
+        ("recv_post_ts", DataType::Int64, true),
+        ("recv_done_ts", DataType::Int64, true),
+        ("bytes", DataType::Int64, true),
+    ])
+}
+
+/// A message at the part of its receiver (`rank`; its sender's when it has no receiver), its
+/// send's sides placed (their calls' numbers within the sender's, NULL: not placed); or, with
+/// `unplaced` set and the rest NULL, the count of send sides of `rank` left out of its calls.
+pub(super) fn at_receiver() -> SchemaRef {
+    schema_of(&[
+        ("rank", DataType::Int64, false),
+        ("src", DataType::Int64, true),
+        ("send_post", DataType::Int64, true),
+        ("send_done", DataType::Int64, true),
+        ("dst", DataType::Int64, true),
+        ("recv_post_ts", DataType::Int64, true),
+        ("recv_done_ts", DataType::Int64, true),
+        ("bytes", DataType::Int64, true),
+        ("unplaced", DataType::Int64, true),
+    ])
+}
+
+/// The rows of [`Item`]: its kind, then its values (NULL where it has none).
+pub(super) fn items() -> SchemaRef {
+    schema_of(&[
+        ("kind", DataType::Int64, false),
+        ("rank", DataType::Int64, true),
+        ("post", DataType::Int64, true),
+        ("done", DataType::Int64, true),
+        ("other", DataType::Int64, true),
+        ("other_post", DataType::Int64, true),
+        ("other_done", DataType::Int64, true),
+        ("value", DataType::Int64, true),
+    ])
+}
+
+const MESSAGE: i64 = 0;
+const MEMBER: i64 = 1;
+const UNPLACED: i64 = 2;
+
+/// What the sides and members placed tell the replay, each call by its rank and its number
+/// within the rank (None: not placed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Item {
+    /// A message: its send's post and completion on `src`, its receive's on `dst`.
+    Message {
+        src: Option<i64>,
+        send_post: Option<i64>,
+        send_done: Option<i64>,
+        dst: Option<i64>,
+        recv_post: Option<i64>,
+        recv_done: Option<i64>,
+        bytes: Option<i64>,
+    },
+    /// A member of a collective instance, posting in call `post` and completing in `done`.
+    Member { rank: i64, post: i64, done: i64, comm: i64, instance: i64 },
+    /// Sides of `rank` left out of every MPI call of it.
+    Unplaced { rank: i64, sides: i64 },
+}
+
+impl Item {
+    /// As a row of [`items`] (NULL as [`NULL`]).
+    fn row(self) -> [i64; 8] {
+        let v = |x: Option<i64>| x.unwrap_or(NULL);
+        match self {
+            Item::Message { src, send_post, send_done, dst, recv_post, recv_done, bytes } => {
+                [MESSAGE, v(src), v(send_post), v(send_done), v(dst), v(recv_post), v(recv_done), v(bytes)]
+            }
+            Item::Member { rank, post, done, comm, instance } => [MEMBER, rank, post, done, comm, instance, NULL, NULL],
+            Item::Unplaced { rank, sides } => [UNPLACED, rank, NULL, NULL, NULL, NULL, NULL, sides],
+        }
+    }
+
+    /// The item of a row (None: of no kind known, or missing a value its kind needs).
+    pub fn of(row: &[i64; 8]) -> Option<Item> {
+        let [kind, a, b, c, d, e, f, g] = row.map(value);
+        match kind? {
+            MESSAGE => {
+                Some(Item::Message { src: a, send_post: b, send_done: c, dst: d, recv_post: e, recv_done: f, bytes: g })
+            }
+            MEMBER => Some(Item::Member { rank: a?, post: b?, done: c?, comm: d?, instance: e? }),
+            UNPLACED => Some(Item::Unplaced { rank: a?, sides: g? }),
+            _ => None,
+        }
+    }
+}
+
+/// Which sides a task places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Sides {
+    Sends,
+    Receives,
+}
+
+/// Starts the placing of one task.
+pub(super) fn start(what: &'static str, sides: Sides) -> Box<dyn Folder> {
+    match Placer::new(what, sides) {
+        Ok(p) => Box::new(p),
+        Err(e) => Box::new(super::sweep::failed(e)),
+    }
+}
+
+/// The rows of a batch as `N` integers (NULL as [`NULL`]), columns 0..N.
+fn rows_of<const N: usize>(batch: &RecordBatch, mut each: impl FnMut([i64; N]) -> Result<()>) -> Result<()> {
+    let one = std::slice::from_ref(batch);
+    let columns: Vec<Int64Array> = (0..N).map(|i| int64_column(one, i)).collect::<Result<_>>()?;
+    for row in 0..batch.num_rows() {
+        let mut values = [NULL; N];
+        for (v, c) in values.iter_mut().zip(&columns) {
+            if c.is_valid(row) {
+                *v = c.value(row);
+            }
+        }
+        each(values)?;
+    }
+    Ok(())
+}
+
+/// A batch of `schema` from rows of its columns (NULL as [`NULL`]).
+fn batch_of<const N: usize>(schema: &SchemaRef, rows: &[[i64; N]]) -> Result<RecordBatch> {
+    let columns: Vec<ArrayRef> = (0..schema.fields().len())
+        .map(|i| -> ArrayRef {
+            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.get(i).copied().filter(|&v| v != NULL))))
+        })
+        .collect();
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// Where a task stands once its calls are in: the rows still to place.
+struct Reading {
+    messages: Rows<8>,
+    members: Option<Rows<5>>,
+    /// The counts of sides left out are given last.
+    counted: bool,
+}
+
+/// One task of a placing step: folds the rows routed to it, sweeps its ranks' calls into its
+/// store, then gives the rows on, placed, a batch at a time.
+struct Placer {
+    what: &'static str,
+    sides: Sides,
+    store: Option<CallStore>,
+    reader: RankReader,
+    regions: Vec<u32>,
+    calls: Vec<MpiCall>,
+    messages: Option<Spill<8>>,
+    members: Option<Spill<5>>,
+    /// Send sides of its ranks left out of their calls, as the sends' step counted them.
+    sent_unplaced: FastMap<i64, i64>,
+    reading: Option<Reading>,
+    /// Where its ranks lie in its store, once its calls are in.
+    lookup: RankLookup,
+    /// Per rank of its store, the sides it left out.
+    unplaced: Vec<i64>,
+    /// Buffers kept from batch to batch.
+    rows: Vec<[i64; 8]>,
+    members_read: Vec<[i64; 5]>,
+    lookups: Vec<(u32, i64)>,
+    found: Vec<u32>,
+}
+
+impl Placer {
+    fn new(what: &'static str, sides: Sides) -> Result<Self> {
+        Ok(Placer {
+            what,
+            sides,
+            store: Some(CallStore::new(what)?),
+            reader: RankReader::default(),
+            regions: Vec::new(),
+            calls: Vec::new(),
+            messages: Some(Spill::new(what)?),
+            members: match sides {
+                Sides::Sends => None,
+                Sides::Receives => Some(Spill::new(what)?),
+            },
+            sent_unplaced: FastMap::default(),
+            reading: None,
+            lookup: RankLookup::default(),
+            unplaced: Vec::new(),
+            rows: Vec::new(),
+            members_read: Vec::new(),
+            lookups: Vec::new(),
+            found: Vec::new(),
+        })
+    }
+
+    fn schema(&self) -> SchemaRef {
+        match self.sides {
+            Sides::Sends => at_receiver(),
+            Sides::Receives => items(),
+        }
+    }
+
+    fn store(&mut self) -> Result<&mut CallStore> {
+        let what = self.what;
+        self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: placed without its calls")))
+    }
+
+    /// Each side's call (NOWHERE: not placed), a side being its rank and instant.
+    fn locate(&mut self) -> Result<()> {
+        let Placer { store, lookups, found, unplaced, what, .. } = self;
+        let store =
+            store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: placed without its calls")))?;
+        store.locate_all(lookups, found, unplaced)
+    }
+
+    /// The number of call `found` (NOWHERE: none) within its rank `ri`.
+    fn within(&self, ri: u32, found: u32) -> Option<i64> {
+        let store = self.store.as_ref()?;
+        (found != NOWHERE).then(|| i64::from(found - store.ranks[ri as usize].first))
+    }
+
+    /// A side to look up: its rank's index in the store and its instant (NOWHERE: none).
+    fn side(&self, rank: Option<i64>, t: Option<i64>) -> (u32, i64) {
+        let index = rank.and_then(|r| self.lookup.index(r));
+        match (index, t) {
+            (Some(ri), Some(t)) => (ri as u32, t),
+            _ => (NOWHERE, 0),
+        }
+    }
+
+    /// The next batch of messages placed (None: none left).
+    fn messages(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(reading) = self.reading.as_mut() else { return Ok(None) };
+        let mut rows = std::mem::take(&mut self.rows);
+        if reading.messages.next_rows(&mut rows, BATCH)? == 0 {
+            self.rows = rows;
+            return Ok(None);
+        }
+        self.lookups.clear();
+        for r in &rows {
+            let [_, src, send_post, send_done, dst, recv_post, recv_done, _] = r.map(value);
+            let lookups = match self.sides {
+                Sides::Sends => [self.side(src, send_post), self.side(src, send_done)],
+                Sides::Receives => [self.side(dst, recv_post), self.side(dst, recv_done)],
+            };
+            self.lookups.extend(lookups);
+        }
+        self.locate()?;
+        let batch = match self.sides {
+            Sides::Sends => {
+                let mut out = Vec::with_capacity(rows.len());
+                for (r, f) in rows.iter().zip(self.found.chunks_exact(2)) {
+                    let [_, src, _, _, dst, recv_post, recv_done, bytes] = r.map(value);
+                    let (at, s) = (self.lookups[out.len() * 2].0, self.lookups[out.len() * 2 + 1].0);
+                    let v = |x: Option<i64>| x.unwrap_or(NULL);
+                    out.push([
+                        dst.or(src).unwrap_or(NULL),
+                        v(src),
+                        v(self.within(at, f[0])),
+                        v(self.within(s, f[1])),
+                        v(dst),
+                        v(recv_post),
+                        v(recv_done),
+                        v(bytes),
+                        NULL,
+                    ]);
+                }
+                batch_of(&at_receiver(), &out)?
+            }
+            Sides::Receives => {
+                let mut out = Vec::with_capacity(rows.len());
+                for (k, (r, f)) in rows.iter().zip(self.found.chunks_exact(2)).enumerate() {
+                    let [_, src, send_post, send_done, dst, _, _, bytes] = r.map(value);
+                    let (at, d) = (self.lookups[k * 2].0, self.lookups[k * 2 + 1].0);
+                    let item = Item::Message {
+                        src,
+                        send_post,
+                        send_done,
+                        dst,
+                        recv_post: self.within(at, f[0]),
+                        recv_done: self.within(d, f[1]),
+                        bytes,
+                    };
+                    out.push(item.row());
+                }
+                batch_of(&items(), &out)?
+            }
+        };
+        self.rows = rows;
+        Ok(Some(batch))
+    }
+
+    /// The next batch of collective members placed (None: none left).
+    fn members(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(members) = self.reading.as_mut().and_then(|r| r.members.as_mut()) else { return Ok(None) };
+        let mut rows = std::mem::take(&mut self.members_read);
+        if members.next_rows(&mut rows, BATCH)? == 0 {
+            self.members_read = rows;
+            return Ok(None);
+        }
+        self.lookups.clear();
+        for c in &rows {
+            let [comm, instance, rank, begin, end] = c.map(value);
+            // Members without a communicator or instance are not placed (nor counted).
+            let known = comm.is_some() && instance.is_some();
+            let begin = begin.or(end);
+            self.lookups.push(if known { self.side(rank, begin) } else { (NOWHERE, 0) });
+            self.lookups.push(if known { self.side(rank, end.or(begin)) } else { (NOWHERE, 0) });
+        }
+        self.locate()?;
+        let mut out = Vec::new();
+        for (k, (c, f)) in rows.iter().zip(self.found.chunks_exact(2)).enumerate() {
+            let [comm, instance, rank, ..] = c.map(value);
+            let ri = self.lookups[k * 2].0;
+            if let (Some(comm), Some(instance), Some(rank), Some(post), Some(done)) =
+                (comm, instance, rank, self.within(ri, f[0]), self.within(ri, f[1]))
+            {
+                out.push(Item::Member { rank, post, done, comm, instance }.row());
+            }
+        }
+        self.members_read = rows;
+        Ok(Some(batch_of(&items(), &out)?))
+    }
+
+    /// The counts of sides left out, per rank (those of the sends' step added to the
+    /// receives').
+    fn counts(&mut self) -> Result<RecordBatch> {
+        let store = self.store.as_ref().ok_or_else(|| DataFusionError::Internal("placed without calls".into()))?;
+        let mut counts: Vec<(i64, i64)> =
+            store.ranks.iter().zip(&self.unplaced).filter(|(_, n)| **n > 0).map(|(r, n)| (r.rank, *n)).collect();
+        for (rank, n) in self.sent_unplaced.drain() {
+            match counts.iter_mut().find(|(r, _)| *r == rank) {
+                Some((_, c)) => *c += n,
+                None => counts.push((rank, n)),
+            }
+        }
+        counts.sort_unstable();
+        match self.sides {
+            Sides::Sends => {
+                let rows: Vec<[i64; 9]> =
+                    counts.iter().map(|&(rank, n)| [rank, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n]).collect();
+                batch_of(&at_receiver(), &rows)
+            }
+            Sides::Receives => {
+                let rows: Vec<[i64; 8]> =
+                    counts.iter().map(|&(rank, sides)| Item::Unplaced { rank, sides }.row()).collect();
+                batch_of(&items(), &rows)
+            }
+        }
+    }
+}
+
+impl Folder for Placer {
+    fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
+        let what = self.what;
+        match (input, self.sides) {
+            (1, Sides::Sends) => {
+                let spill = self.messages.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
+                rows_of::<8>(batch, |row| spill.push(row))
+            }
+            (1, Sides::Receives) => {
+                let spill = self.messages.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
+                let sent = &mut self.sent_unplaced;
+                rows_of::<9>(batch, |row| {
+                    if row[8] != NULL {
+                        *sent.entry(row[0]).or_default() += row[8];
+                        return Ok(());
+                    }
+                    spill.push(row[..8].try_into().expect("8 values"))
+                })
+            }
+            (2, Sides::Receives) => {
+                let spill = self.members.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
+                rows_of::<5>(batch, |row| spill.push(row))
+            }
+            _ => Err(DataFusionError::Internal(format!("{what}: placing has no input {input}"))),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.sent_unplaced.len() * 32
+    }
+
+    fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
+        Ok(self)
+    }
+}
+
+impl Mapper for Placer {
+    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
+        self.map_many(std::slice::from_ref(batch))
+    }
+
+    /// A chunk of whole ranks of the calls: their outermost MPI calls into the store.
+    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
+        let what = self.what;
+        let store =
+            self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after placing")))?;
+        super::sweep::push_ranks(what, &mut self.reader, batches, store, &mut self.regions, &mut self.calls)?;
+        Ok(RecordBatch::new_empty(self.schema()))
+    }
+
+    fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        let what = self.what;
+        let store = self.store()?;
+        store.finish_writing()?;
+        let ranks = store.ranks.len();
+        self.lookup = store.rank_lookup();
+        self.unplaced = vec![0; ranks];
+        let missing = || DataFusionError::Internal(format!("{what}: placed twice"));
+        let messages = self.messages.take().ok_or_else(missing)?.into_rows()?;
+        let members = self.members.take().map(Spill::into_rows).transpose()?;
+        self.reading = Some(Reading { messages, members, counted: false });
+        Ok(Vec::new())
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        commdb_catalog::interrupt::check(self.what)?;
+        if let Some(batch) = self.messages()? {
+            return Ok(Some(batch));
+        }
+        if let Some(batch) = self.members()? {
+            return Ok(Some(batch));
+        }
+        match self.reading.as_mut() {
+            Some(r) if !r.counted => {
+                r.counted = true;
+                Ok(Some(self.counts()?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.store.as_ref().map_or(0, CallStore::held_bytes) + self.sent_unplaced.len() * 32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_read_back_as_written() {
+        let items = [
+            Item::Message {
+                src: Some(3),
+                send_post: Some(0),
+                send_done: None,
+                dst: Some(4),
+                recv_post: Some(7),
+                recv_done: Some(8),
+                bytes: None,
+            },
+            Item::Member { rank: 2, post: 5, done: 6, comm: 1, instance: 9 },
+            Item::Unplaced { rank: 1, sides: 4 },
+        ];
+        for item in items {
+            assert_eq!(Item::of(&item.row()), Some(item));
+        }
+        assert_eq!(Item::of(&[7, 0, 0, 0, 0, 0, 0, 0]), None, "an unknown kind");
+        assert_eq!(Item::of(&[MEMBER, 1, NULL, 0, 0, 0, NULL, NULL]), None, "a member without its post");
+    }
+}
