@@ -645,7 +645,7 @@ fn the_dag_spreads_over_the_executors() {
 
 /// The replay spreads (docs/scale.md, "The replay"): each message goes to its sender's part,
 /// its send is placed where the sender's calls lie, its receive and the collective members
-/// where theirs lie, each rank's MPI calls go on as a row, and the replay runs over them in
+/// where theirs lie, with each rank's MPI calls as a row, and the replay runs over them in
 /// one task. The rows are the embedded engine's, with eager and rendezvous sends, with
 /// threads, on a store of one part, and on views whose messages lack a rank, name a rank
 /// without calls or fall outside every call (counted as unplaced, as embedded); times that
@@ -729,8 +729,7 @@ fn the_replay_spreads_over_the_executors() {
     for step in [
         "ideal_replay: analysis, streamed, each message, to its sender's part, a task per part of its first input",
         "ideal_replay: analysis, streamed by rank, the sends placed in their calls, to their receivers' parts, a task per part of its first input, with the rows of its ranks' part",
-        "ideal_replay: analysis, streamed by rank, the receives and collective members placed in their calls, a task per part of its first input, with the rows of its ranks' part",
-        "ideal_replay: analysis, streamed by rank, each rank's MPI calls, a task per part of its first input",
+        "ideal_replay: analysis, streamed by rank, the receives and collective members placed in their calls, and each rank's MPI calls, a task per part of its first input, with the rows of its ranks' part",
         "ideal_replay: analysis, streamed, the replay over every rank's MPI calls and what each waits for, one task reading its inputs whole",
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");

@@ -12,6 +12,7 @@
 //!   placed, and each collective member at its own rank's part, its post and completion
 //!   placed; each gives an [`Item`], as do the sides left out of every call (counted per rank
 //!   as in one process: a side of a known rank with a time that no MPI call of the rank holds).
+//!   Each of its ranks' MPI calls go on too, as a row of kind `RANK` ([`super::rank_calls`]).
 //!
 //! A side's instant is the one the replay in one process places (`super::simulate::link`):
 //! the send's completion at `send_complete_ts` or else its call's start, the receive's post at
@@ -19,12 +20,13 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, Int64Array, LargeBinaryArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 
 use super::call_store::{CallStore, MpiCall, NOWHERE, RankLookup};
 use super::mpi_calls::RankReader;
+use super::rank_calls::RankEncoder;
 use crate::spill::{NULL, Rows, Spill, value};
 use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::stream::{Folder, Mapper};
@@ -65,7 +67,9 @@ pub(super) fn at_receiver() -> SchemaRef {
     ])
 }
 
-/// The rows of [`Item`]: its kind, then its values (NULL where it has none).
+/// The rows of [`Item`]: its kind, then its values (NULL where it has none); a row of kind
+/// `RANK` is a rank's MPI calls instead: `rank`, its origin as `post`, its end as `done`, and
+/// its calls as bytes ([`super::rank_calls`]).
 pub(super) fn items() -> SchemaRef {
     schema_of(&[
         ("kind", DataType::Int64, false),
@@ -76,12 +80,16 @@ pub(super) fn items() -> SchemaRef {
         ("other_post", DataType::Int64, true),
         ("other_done", DataType::Int64, true),
         ("value", DataType::Int64, true),
+        ("calls", DataType::LargeBinary, true),
     ])
 }
 
 const MESSAGE: i64 = 0;
 const MEMBER: i64 = 1;
 const UNPLACED: i64 = 2;
+/// The kind of a rank's row of MPI calls, and its column of bytes.
+pub(super) const RANK: i64 = 3;
+pub(super) const CALLS: usize = 8;
 
 /// What the sides and members placed tell the replay, each call by its rank and its number
 /// within the rank (None: not placed).
@@ -116,7 +124,8 @@ impl Item {
         }
     }
 
-    /// The item of a row (None: of no kind known, or missing a value its kind needs).
+    /// The item of a row (None: of no kind known, a rank's calls, or missing a value its kind
+    /// needs).
     pub fn of(row: &[i64; 8]) -> Option<Item> {
         let [kind, a, b, c, d, e, f, g] = row.map(value);
         match kind? {
@@ -171,6 +180,26 @@ fn batch_of<const N: usize>(schema: &SchemaRef, rows: &[[i64; N]]) -> Result<Rec
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
+/// A rank's row: its number, origin and end.
+type RankRow = (i64, i64, i64);
+
+/// A batch of [`items`]: the items `rows`, then the ranks `encoder` holds (taken from it).
+pub(super) fn with_ranks(rows: &[[i64; 8]], encoder: &mut RankEncoder) -> Result<RecordBatch> {
+    let ranks = std::mem::take(&mut encoder.ranks);
+    let calls = encoder.calls.finish();
+    let int = |i: usize, of_rank: &dyn Fn(&RankRow) -> Option<i64>| -> ArrayRef {
+        let items = rows.iter().map(|r| Some(r[i]).filter(|&v| v != NULL));
+        Arc::new(Int64Array::from_iter(items.chain(ranks.iter().map(of_rank))))
+    };
+    let none = |_: &RankRow| None;
+    let mut columns =
+        vec![int(0, &|_| Some(RANK)), int(1, &|r| Some(r.0)), int(2, &|r| Some(r.1)), int(3, &|r| Some(r.2))];
+    columns.extend((4..8).map(|i| int(i, &none)));
+    let nulls = LargeBinaryArray::new_null(rows.len());
+    columns.push(arrow::compute::concat(&[&nulls, &calls])?);
+    Ok(RecordBatch::try_new(items(), columns)?)
+}
+
 /// Where a task stands once its calls are in: the rows still to place.
 struct Reading {
     messages: Rows<8>,
@@ -202,6 +231,8 @@ struct Placer {
     members_read: Vec<[i64; 5]>,
     lookups: Vec<(u32, i64)>,
     found: Vec<u32>,
+    /// Its ranks' MPI calls as rows (the receives' step).
+    encoder: RankEncoder,
 }
 
 impl Placer {
@@ -226,6 +257,7 @@ impl Placer {
             members_read: Vec::new(),
             lookups: Vec::new(),
             found: Vec::new(),
+            encoder: RankEncoder::default(),
         })
     }
 
@@ -319,7 +351,7 @@ impl Placer {
                     };
                     out.push(item.row());
                 }
-                batch_of(&items(), &out)?
+                with_ranks(&out, &mut RankEncoder::default())?
             }
         };
         self.rows = rows;
@@ -355,7 +387,7 @@ impl Placer {
             }
         }
         self.members_read = rows;
-        Ok(Some(batch_of(&items(), &out)?))
+        Ok(Some(with_ranks(&out, &mut RankEncoder::default())?))
     }
 
     /// The counts of sides left out, per rank (those of the sends' step added to the
@@ -380,7 +412,7 @@ impl Placer {
             Sides::Receives => {
                 let rows: Vec<[i64; 8]> =
                     counts.iter().map(|&(rank, sides)| Item::Unplaced { rank, sides }.row()).collect();
-                batch_of(&items(), &rows)
+                with_ranks(&rows, &mut RankEncoder::default())
             }
         }
     }
@@ -427,13 +459,26 @@ impl Mapper for Placer {
         self.map_many(std::slice::from_ref(batch))
     }
 
-    /// A chunk of whole ranks of the calls: their outermost MPI calls into the store.
+    /// A chunk of whole ranks of the calls: their outermost MPI calls into the store (and, for
+    /// the receives, on as rows).
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let what = self.what;
         let store =
             self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after placing")))?;
-        super::sweep::push_ranks(what, &mut self.reader, batches, store, &mut self.regions, &mut self.calls)?;
-        Ok(RecordBatch::new_empty(self.schema()))
+        let (reader, regions, calls, encoder) =
+            (&mut self.reader, &mut self.regions, &mut self.calls, &mut self.encoder);
+        match self.sides {
+            Sides::Sends => {
+                super::sweep::push_ranks(what, reader, batches, store, regions, calls, |_, _| ())?;
+                Ok(RecordBatch::new_empty(self.schema()))
+            }
+            Sides::Receives => {
+                super::sweep::push_ranks(what, reader, batches, store, regions, calls, |run, names| {
+                    encoder.push(run, names)
+                })?;
+                with_ranks(&[], encoder)
+            }
+        }
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {

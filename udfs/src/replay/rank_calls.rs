@@ -1,105 +1,77 @@
 //! Each rank's outermost MPI calls as one row, for the replay's last step on a distributed
-//! engine ([`super::steps`]): the task that holds a part of whole ranks of the calls reads
-//! them as the replay in one process does ([`super::mpi_calls::RankReader`]) and gives a row
-//! per rank (rank, origin, end, calls), and the replay's one task puts the rows into its call
-//! store as they come, in any order of ranks. The calls are bytes: the names of the regions
-//! the rank's calls use (each its length, then its UTF-8), then per call its compute (its
-//! start less the previous call's end, or the origin), its duration and its region's number
-//! among those names, each in as few bytes as it needs ([`crate::varint`]; about 4 bytes a
-//! call, as in the call store's file).
+//! engine ([`super::steps`]): the task that places the receives of a part of whole ranks of
+//! the calls has read its ranks' MPI calls as the replay in one process does
+//! ([`super::mpi_calls::RankReader`]) and gives a row per rank beside its placed items (a row
+//! of kind `RANK` of [`super::placing::items`]: rank, origin, end, calls), and the replay's one
+//! task puts the rows into its call store as they come, in any order of ranks. The calls are
+//! bytes: the names of the regions the rank's calls use (each its length, then its UTF-8),
+//! then per call its compute (its start less the previous call's end, or the origin), its
+//! duration and its region's number among those names, each in as few bytes as it needs
+//! ([`crate::varint`]; about 4 bytes a call, as in the call store's file).
 
-use std::sync::Arc;
-
-use arrow::array::{Array, AsArray, Int64Array, LargeBinaryBuilder, RecordBatch};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::RecordBatch;
+use arrow::array::{Array, AsArray, LargeBinaryBuilder};
 use datafusion::error::{DataFusionError, Result};
 
 use super::call_store::{CallStore, MpiCall};
-use super::mpi_calls::RankReader;
+use super::mpi_calls::RankRun;
+use super::placing::{CALLS, RANK};
 use crate::varint;
-use commdb_analysis::columns::{int64_column, schema_of};
-use commdb_analysis::stream::Mapper;
+use commdb_analysis::columns::int64_column;
 
-/// A rank's row: its number, the start of its first call of any region, the end of its last,
-/// and its MPI calls as bytes.
-pub(super) fn schema() -> SchemaRef {
-    schema_of(&[
-        ("rank", DataType::Int64, false),
-        ("origin", DataType::Int64, false),
-        ("end", DataType::Int64, false),
-        ("calls", DataType::LargeBinary, false),
-    ])
-}
-
-/// Makes each rank's row from a chunk of whole ranks of the calls (rank, region, start_ts,
-/// end_ts).
-pub(super) struct RankRows {
-    what: &'static str,
-    reader: RankReader,
+/// Encodes ranks' MPI calls as rows, its buffers kept from rank to rank.
+#[derive(Default)]
+pub(super) struct RankEncoder {
     /// Each reader's region's number among the rank's names (u32::MAX: not used yet).
     local: Vec<u32>,
     used: Vec<u32>,
+    body: Vec<u8>,
+    bytes: Vec<u8>,
+    /// The ranks encoded since the last `take`: rank, origin, end, and their calls.
+    pub ranks: Vec<(i64, i64, i64)>,
+    pub calls: LargeBinaryBuilder,
 }
 
-impl RankRows {
-    pub fn new(what: &'static str) -> Self {
-        RankRows { what, reader: RankReader::default(), local: Vec::new(), used: Vec::new() }
+impl std::fmt::Debug for RankEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankEncoder").field("ranks", &self.ranks.len()).finish_non_exhaustive()
     }
 }
 
-impl Mapper for RankRows {
-    fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        self.map_many(std::slice::from_ref(batch))
-    }
-
-    fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
-        let (mut ranks, mut origins, mut ends) = (Vec::new(), Vec::new(), Vec::new());
-        let mut calls = LargeBinaryBuilder::new();
-        let (local, used) = (&mut self.local, &mut self.used);
-        let mut bytes = Vec::new();
-        self.reader.each_rank(batches, self.what, |run, names| {
-            local.resize(names.len(), u32::MAX);
-            used.clear();
-            let mut body = Vec::with_capacity(run.calls.len() * 5);
-            for c in run.calls {
-                let r = c.region as usize;
-                if local[r] == u32::MAX {
-                    local[r] = used.len() as u32;
-                    used.push(c.region);
-                }
-                varint::put_signed(&mut body, c.compute);
-                varint::put_signed(&mut body, c.end - c.start);
-                varint::put(&mut body, u64::from(local[r]));
+impl RankEncoder {
+    /// Encode `run`, its calls' regions indexing `names`.
+    pub fn push(&mut self, run: &RankRun<'_>, names: &[String]) {
+        let RankEncoder { local, used, body, bytes, ranks, calls } = self;
+        local.resize(names.len(), u32::MAX);
+        used.clear();
+        body.clear();
+        for c in run.calls {
+            let r = c.region as usize;
+            if local[r] == u32::MAX {
+                local[r] = used.len() as u32;
+                used.push(c.region);
             }
-            bytes.clear();
-            varint::put(&mut bytes, used.len() as u64);
-            for &r in used.iter() {
-                let name = names[r as usize].as_bytes();
-                varint::put(&mut bytes, name.len() as u64);
-                bytes.extend_from_slice(name);
-                local[r as usize] = u32::MAX;
-            }
-            varint::put(&mut bytes, run.calls.len() as u64);
-            bytes.extend_from_slice(&body);
-            calls.append_value(&bytes);
-            ranks.push(run.rank);
-            origins.push(run.origin);
-            ends.push(run.end);
-            Ok(())
-        })?;
-        Ok(RecordBatch::try_new(
-            schema(),
-            vec![
-                Arc::new(Int64Array::from(ranks)),
-                Arc::new(Int64Array::from(origins)),
-                Arc::new(Int64Array::from(ends)),
-                Arc::new(calls.finish()),
-            ],
-        )?)
+            varint::put_signed(body, c.compute);
+            varint::put_signed(body, c.end - c.start);
+            varint::put(body, u64::from(local[r]));
+        }
+        bytes.clear();
+        varint::put(bytes, used.len() as u64);
+        for &r in used.iter() {
+            let name = names[r as usize].as_bytes();
+            varint::put(bytes, name.len() as u64);
+            bytes.extend_from_slice(name);
+            local[r as usize] = u32::MAX;
+        }
+        varint::put(bytes, run.calls.len() as u64);
+        bytes.extend_from_slice(body);
+        calls.append_value(&bytes);
+        ranks.push((run.rank, run.origin, run.end));
     }
 }
 
-/// The ranks of a batch of rank rows into `store`, `calls` a buffer kept from rank to rank.
+/// The ranks of the rows of kind `RANK` of a batch of [`super::placing::items`] into `store`
+/// (other rows are left), `calls` a buffer kept from rank to rank.
 pub(super) fn push_rows(
     what: &str,
     batch: &RecordBatch,
@@ -107,13 +79,14 @@ pub(super) fn push_rows(
     calls: &mut Vec<MpiCall>,
 ) -> Result<()> {
     let one = std::slice::from_ref(batch);
-    let (ranks, origins, ends) = (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?);
+    let (kinds, ranks, origins, ends) =
+        (int64_column(one, 0)?, int64_column(one, 1)?, int64_column(one, 2)?, int64_column(one, 3)?);
     let bytes = batch
-        .column(3)
+        .column(CALLS)
         .as_binary_opt::<i64>()
         .ok_or_else(|| DataFusionError::Internal(format!("{what}: a rank's MPI calls are not bytes")))?;
     let mut names = Vec::new();
-    for i in 0..batch.num_rows() {
+    for i in (0..batch.num_rows()).filter(|&i| kinds.is_valid(i) && kinds.value(i) == RANK) {
         if ranks.is_null(i) || origins.is_null(i) || ends.is_null(i) || bytes.is_null(i) {
             return Err(DataFusionError::Internal(format!("{what}: a rank's row of MPI calls has a NULL")));
         }
@@ -152,7 +125,11 @@ pub(super) fn push_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::mpi_calls::RankReader;
     use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::DataType;
+    use commdb_analysis::columns::schema_of;
+    use std::sync::Arc;
 
     /// Calls of two ranks (one nesting a call in an MPI call, one with no MPI call) as rows,
     /// read back into a store: the same calls as the store takes from the calls themselves.
@@ -181,8 +158,14 @@ mod tests {
             ],
         )
         .unwrap();
-        let mut rows = RankRows::new("test");
-        let out = rows.map(&calls).unwrap();
+        let mut encoder = RankEncoder::default();
+        RankReader::default()
+            .each_rank(std::slice::from_ref(&calls), "test", |run, names| {
+                encoder.push(&run, names);
+                Ok(())
+            })
+            .unwrap();
+        let out = super::super::placing::with_ranks(&[], &mut encoder).unwrap();
         assert_eq!(out.num_rows(), 2);
 
         let mut from_rows = CallStore::new("test").unwrap();
@@ -197,6 +180,7 @@ mod tests {
             &mut from_calls,
             &mut regions,
             &mut buffer,
+            |_, _| (),
         )
         .unwrap();
         from_rows.finish_writing().unwrap();
@@ -217,19 +201,11 @@ mod tests {
 
         // A row cut short is refused, naming the rank.
         let cut = {
-            let mut b = LargeBinaryBuilder::new();
-            let whole = out.column(3).as_binary::<i64>().value(0);
-            b.append_value(&whole[..whole.len() - 1]);
-            RecordBatch::try_new(
-                schema(),
-                vec![
-                    Arc::new(Int64Array::from(vec![7])),
-                    Arc::new(Int64Array::from(vec![0])),
-                    Arc::new(Int64Array::from(vec![100])),
-                    Arc::new(b.finish()),
-                ],
-            )
-            .unwrap()
+            let whole = out.column(CALLS).as_binary::<i64>().value(0).to_vec();
+            let mut encoder = RankEncoder::default();
+            encoder.calls.append_value(&whole[..whole.len() - 1]);
+            encoder.ranks.push((7, 0, 100));
+            super::super::placing::with_ranks(&[], &mut encoder).unwrap()
         };
         let err = push_rows("test", &cut, &mut CallStore::new("test").unwrap(), &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains("rank 7's MPI calls did not read back"), "{err}");

@@ -8,10 +8,9 @@
 //!    the message goes on keyed by its receiver.
 //! 3. **The receives and collective members placed**, a task per part of the calls with the
 //!    messages and members of its ranks: each gives what its calls wait for and post, each
-//!    call by its rank and its number there, and the sides left out are counted per rank.
-//! 4. **Each rank's MPI calls**, a task per part of the calls: a row per rank
-//!    ([`super::rank_calls`]).
-//! 5. **The replay**, in one task, over the ranks' MPI calls and what each call waits for:
+//!    call by its rank and its number there, and the sides left out are counted per rank;
+//!    each of its ranks' MPI calls go on as a row ([`super::rank_calls`]).
+//! 4. **The replay**, in one task, over the ranks' MPI calls and what each call waits for:
 //!    the same lists, the same visit in dependency order and the same answer as in one
 //!    process ([`super::sweep`], [`super::simulate`]). The replay is one chain along the
 //!    messages across the ranks: a call starts when the calls that post what it waits for
@@ -35,7 +34,6 @@ use commdb_analysis::stream::{Mapper, Prepare, StartFold};
 /// the answer by `answer` (the folder of [`super::sweep`] over placed items).
 pub(super) fn steps(what: &'static str, answer: StartFold, schema: arrow::datatypes::SchemaRef) -> Vec<Step> {
     let to_sender: Prepare = Arc::new(|_| Ok(Box::new(ToSender) as Box<dyn Mapper>));
-    let rank_rows: Prepare = Arc::new(move |_| Ok(Box::new(super::rank_calls::RankRows::new(what)) as Box<dyn Mapper>));
     let sends: StartFold = Arc::new(move || placing::start(what, Sides::Sends));
     let receives: StartFold = Arc::new(move || placing::start(what, Sides::Receives));
     vec![
@@ -54,24 +52,17 @@ pub(super) fn steps(what: &'static str, answer: StartFold, schema: arrow::dataty
             reads: Reads::Routed(vec![1]),
         },
         Step {
-            label: "the receives and collective members placed in their calls",
+            label: "the receives and collective members placed in their calls, and each rank's MPI calls",
             schema: placing::items(),
             work: Work::Folded(receives, Main::ByRank(0)),
             inputs: vec![From::Input(0), From::Step(1), From::Input(2)],
             reads: Reads::Routed(vec![1, 2]),
         },
         Step {
-            label: "each rank's MPI calls",
-            schema: super::rank_calls::schema(),
-            work: Work::ByRank(rank_rows, 0),
-            inputs: vec![From::Input(0)],
-            reads: Reads::Routed(Vec::new()),
-        },
-        Step {
             label: "the replay over every rank's MPI calls and what each waits for",
             schema,
             work: Work::Folded(answer, Main::Batches),
-            inputs: vec![From::Step(3), From::Step(2)],
+            inputs: vec![From::Step(2)],
             reads: Reads::Once,
         },
     ]

@@ -37,6 +37,13 @@ fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Resu
     Ok(())
 }
 
+/// Spill the rows of a batch of [`super::placing::items`] that are items, not a rank's calls.
+fn spill_items(spill: &mut Spill<8>, batch: &RecordBatch) -> Result<()> {
+    let kinds = int64_column(std::slice::from_ref(batch), 0)?;
+    let keep: arrow::array::BooleanArray = kinds.iter().map(|k| Some(k != Some(super::placing::RANK))).collect();
+    spill_rows(spill, &arrow::compute::filter_record_batch(batch, &keep)?)
+}
+
 /// The folder of one execution of the replay: scratch files for the messages and the
 /// collectives, and the sweep of the calls it makes when they are folded (a folder whose
 /// scratch files could not be made gives that error at once).
@@ -93,8 +100,8 @@ enum Linking {
     Placed(Spill<8>),
 }
 
-/// What the sweep's main input is: the calls (rank, region, start_ts, end_ts), or each rank's
-/// MPI calls as a row ([`super::rank_calls`]).
+/// What the sweep's main input is: the calls (rank, region, start_ts, end_ts), or the placed
+/// items with each rank's MPI calls as a row among them ([`super::rank_calls`]).
 enum Main {
     Calls(RankReader),
     RankCalls,
@@ -247,10 +254,16 @@ impl Mapper for Sweep {
         let store =
             self.store.as_mut().ok_or_else(|| DataFusionError::Internal(format!("{what}: calls after the replay")))?;
         match &mut self.reader {
-            Main::Calls(reader) => push_ranks(what, reader, batches, store, &mut self.regions, &mut self.calls)?,
+            Main::Calls(reader) => {
+                push_ranks(what, reader, batches, store, &mut self.regions, &mut self.calls, |_, _| ())?
+            }
             Main::RankCalls => {
+                let Some(Linking::Placed(items)) = self.inputs.as_mut() else {
+                    return Err(DataFusionError::Internal(format!("{what}: placed items without their scratch file")));
+                };
                 for batch in batches {
                     super::rank_calls::push_rows(what, batch, store, &mut self.calls)?;
+                    spill_items(items, batch)?;
                 }
             }
         }
@@ -397,8 +410,8 @@ fn row_bytes(columns: usize, projection: &Option<(Vec<usize>, SchemaRef)>, regio
 }
 
 /// The ranks of a chunk of calls (columns rank, region, start_ts, end_ts) into `store`, each
-/// its outermost MPI calls; `regions` is the store's number of each of the reader's regions,
-/// `calls` a buffer kept from rank to rank.
+/// its outermost MPI calls, each rank handed to `each` first; `regions` is the store's number
+/// of each of the reader's regions, `calls` a buffer kept from rank to rank.
 pub(super) fn push_ranks(
     what: &str,
     reader: &mut RankReader,
@@ -406,8 +419,10 @@ pub(super) fn push_ranks(
     store: &mut CallStore,
     regions: &mut Vec<u32>,
     calls: &mut Vec<MpiCall>,
+    mut each: impl FnMut(&super::mpi_calls::RankRun<'_>, &[String]),
 ) -> Result<()> {
     reader.each_rank(batches, what, |run, names| {
+        each(&run, names);
         regions.extend(names[regions.len()..].iter().map(|name| store.region(name)));
         calls.clear();
         calls.extend(run.calls.iter().map(|c| MpiCall {
