@@ -154,6 +154,15 @@ fn store_of(dir: &Path, name: &str, changed: &[&str]) -> PathBuf {
     store
 }
 
+/// The run of `store` converted into a store of one part (its default part size).
+fn one_part(dir: &Path) -> PathBuf {
+    let one = dir.join("one-part");
+    let anchor = dir.join("otf2").join("traces.otf2");
+    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    one
+}
+
 /// The output of `args` over the store, embedded or on the cluster at `url`.
 fn answer(store: &Path, url: Option<&str>, args: &[&str]) -> (bool, String, String) {
     let mut all = vec![store.to_str().unwrap(), "-q", "--format", "csv"];
@@ -491,10 +500,7 @@ fn the_waits_spread_over_the_executors() {
         spreads(&cluster, &few, function, &format!("SELECT * FROM {function}()"));
     }
     // A store of one part, and a view: each step in one task.
-    let one = dir.path().join("one-part");
-    let anchor = dir.path().join("otf2").join("traces.otf2");
-    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let one = one_part(dir.path());
     let view = "CREATE VIEW late AS SELECT * FROM calls WHERE end_ts > 1000000";
     for (store, query) in [
         (&one, "SELECT * FROM critical_path()"),
@@ -611,10 +617,7 @@ fn the_dag_spreads_over_the_executors() {
     let crossing = dir.path().join("crossing");
     let o = run(&["convert", root().join("tests/data/crossing.csv").to_str().unwrap(), crossing.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let one = dir.path().join("one-part");
-    let anchor = dir.path().join("otf2").join("traces.otf2");
-    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let one = one_part(dir.path());
     for function in ["dag_nodes", "dag_edges"] {
         let query = format!("SELECT * FROM {function}()");
         let embedded = answer(&crossing, None, &["-c", &query]);
@@ -712,10 +715,7 @@ fn the_replay_spreads_over_the_executors() {
     }
 
     // A store of one part: each step in one task.
-    let one = dir.path().join("one-part");
-    let anchor = dir.path().join("otf2").join("traces.otf2");
-    let o = run(&["convert", anchor.to_str().unwrap(), one.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let one = one_part(dir.path());
     for query in ["SELECT * FROM ideal_replay()", "SELECT * FROM transfer_efficiency()"] {
         let (e, d) = (answer(&one, None, &["-c", query]), answer(&one, Some(&cluster.url()), &["-c", query]));
         assert!(e.0 && d.0, "{query} on one part: {e:?} {d:?}");

@@ -30,6 +30,27 @@ const fn row_bytes(n: usize) -> usize {
     1 + n * varint::MAX_BYTES
 }
 
+/// Each row of `batch`'s columns 0..N as integers, NULL as [`NULL`].
+pub(crate) fn each_row<const N: usize>(
+    batch: &arrow::array::RecordBatch,
+    mut each: impl FnMut([i64; N]) -> Result<()>,
+) -> Result<()> {
+    use arrow::array::Array;
+    let one = std::slice::from_ref(batch);
+    let columns: Vec<arrow::array::Int64Array> =
+        (0..N).map(|i| commdb_analysis::columns::int64_column(one, i)).collect::<Result<_>>()?;
+    for row in 0..batch.num_rows() {
+        let mut values = [NULL; N];
+        for (v, c) in values.iter_mut().zip(&columns) {
+            if c.is_valid(row) {
+                *v = c.value(row);
+            }
+        }
+        each(values)?;
+    }
+    Ok(())
+}
+
 /// Rows of `N` integers (at most 8) written so far.
 pub(crate) struct Spill<const N: usize> {
     what: &'static str,

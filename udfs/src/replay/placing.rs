@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int64Array, LargeBinaryArray, RecordBatch};
+use arrow::array::{ArrayRef, Int64Array, LargeBinaryArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 
@@ -28,7 +28,7 @@ use super::call_store::{CallStore, MpiCall, NOWHERE, RankLookup};
 use super::mpi_calls::RankReader;
 use super::rank_calls::RankEncoder;
 use crate::spill::{NULL, Rows, Spill, value};
-use commdb_analysis::columns::{int64_column, schema_of};
+use commdb_analysis::columns::schema_of;
 use commdb_analysis::stream::{Folder, Mapper};
 use commdb_catalog::fast_hash::FastMap;
 
@@ -152,22 +152,6 @@ pub(super) fn start(what: &'static str, sides: Sides) -> Box<dyn Folder> {
         Ok(p) => Box::new(p),
         Err(e) => Box::new(super::sweep::failed(e)),
     }
-}
-
-/// The rows of a batch as `N` integers (NULL as [`NULL`]), columns 0..N.
-fn rows_of<const N: usize>(batch: &RecordBatch, mut each: impl FnMut([i64; N]) -> Result<()>) -> Result<()> {
-    let one = std::slice::from_ref(batch);
-    let columns: Vec<Int64Array> = (0..N).map(|i| int64_column(one, i)).collect::<Result<_>>()?;
-    for row in 0..batch.num_rows() {
-        let mut values = [NULL; N];
-        for (v, c) in values.iter_mut().zip(&columns) {
-            if c.is_valid(row) {
-                *v = c.value(row);
-            }
-        }
-        each(values)?;
-    }
-    Ok(())
 }
 
 /// A batch of `schema` from rows of its columns (NULL as [`NULL`]).
@@ -394,14 +378,11 @@ impl Placer {
     /// receives').
     fn counts(&mut self) -> Result<RecordBatch> {
         let store = self.store.as_ref().ok_or_else(|| DataFusionError::Internal("placed without calls".into()))?;
-        let mut counts: Vec<(i64, i64)> =
-            store.ranks.iter().zip(&self.unplaced).filter(|(_, n)| **n > 0).map(|(r, n)| (r.rank, *n)).collect();
-        for (rank, n) in self.sent_unplaced.drain() {
-            match counts.iter_mut().find(|(r, _)| *r == rank) {
-                Some((_, c)) => *c += n,
-                None => counts.push((rank, n)),
-            }
+        let mut by_rank = std::mem::take(&mut self.sent_unplaced);
+        for (r, n) in store.ranks.iter().zip(&self.unplaced).filter(|(_, n)| **n > 0) {
+            *by_rank.entry(r.rank).or_default() += n;
         }
+        let mut counts: Vec<(i64, i64)> = by_rank.into_iter().collect();
         counts.sort_unstable();
         match self.sides {
             Sides::Sends => {
@@ -424,12 +405,12 @@ impl Folder for Placer {
         match (input, self.sides) {
             (1, Sides::Sends) => {
                 let spill = self.messages.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
-                rows_of::<8>(batch, |row| spill.push(row))
+                crate::spill::each_row::<8>(batch, |row| spill.push(row))
             }
             (1, Sides::Receives) => {
                 let spill = self.messages.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
                 let sent = &mut self.sent_unplaced;
-                rows_of::<9>(batch, |row| {
+                crate::spill::each_row::<9>(batch, |row| {
                     if row[8] != NULL {
                         *sent.entry(row[0]).or_default() += row[8];
                         return Ok(());
@@ -439,7 +420,7 @@ impl Folder for Placer {
             }
             (2, Sides::Receives) => {
                 let spill = self.members.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
-                rows_of::<5>(batch, |row| spill.push(row))
+                crate::spill::each_row::<5>(batch, |row| spill.push(row))
             }
             _ => Err(DataFusionError::Internal(format!("{what}: placing has no input {input}"))),
         }

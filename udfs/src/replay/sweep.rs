@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReservation};
@@ -17,24 +17,13 @@ use super::answer::{Efficiency, Pair, RankAnswer, Replayed};
 use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::RankReader;
 use super::simulate::{self, Links, Simulated};
-use crate::spill::{NULL, Spill};
+use crate::spill::Spill;
 use commdb_analysis::columns::int64_column;
 use commdb_analysis::stream::{Folder, Mapper};
 
 /// Spill the rows of `batch` (N integer columns) with NULL as NULL.
 fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Result<()> {
-    let columns: Vec<Int64Array> =
-        (0..N).map(|i| int64_column(std::slice::from_ref(batch), i)).collect::<Result<_>>()?;
-    for row in 0..batch.num_rows() {
-        let mut values = [NULL; N];
-        for (v, c) in values.iter_mut().zip(&columns) {
-            if c.is_valid(row) {
-                *v = c.value(row);
-            }
-        }
-        spill.push(values)?;
-    }
-    Ok(())
+    crate::spill::each_row::<N>(batch, |row| spill.push(row))
 }
 
 /// Spill the rows of a batch of [`super::placing::items`] that are items, not a rank's calls.
@@ -119,7 +108,11 @@ impl Folder for FoldReplay {
         match (&mut self.linking, input) {
             (Linking::Rows(messages, _), 1) => spill_rows(messages, batch),
             (Linking::Rows(_, collectives), _) => spill_rows(collectives, batch),
-            (Linking::Placed(items), _) => spill_rows(items, batch),
+            // The placed items come as the main input, with the ranks' calls.
+            (Linking::Placed(_), _) => Err(DataFusionError::Internal(format!(
+                "{}: the replay over placed items folds no input {input}",
+                self.sweep.what
+            ))),
         }
     }
 
