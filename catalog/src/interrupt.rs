@@ -98,6 +98,12 @@ pub fn check(what: &str) -> Result<(), Interrupted> {
     PROCESS.check_for(current(), what)
 }
 
+/// `check` for work of `statement` (from `current`) that runs on threads `within` did not
+/// mark, such as rayon's: it stops when that statement is interrupted.
+pub fn check_for(statement: u64, what: &str) -> Result<(), Interrupted> {
+    PROCESS.check_for(statement, what)
+}
+
 /// `check` once every 65,536 steps of a loop (step `i`): cheap enough for the innermost loops
 /// of an analysis, often enough to stop within milliseconds.
 #[inline]

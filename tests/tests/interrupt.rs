@@ -85,21 +85,19 @@ fn tables(trace: &commdb_catalog::Trace) -> Vec<(&'static str, arrow::array::Rec
         .collect()
 }
 
-#[test]
-fn a_derivation_interrupted_between_its_phases_runs_again_to_the_same_tables() {
-    // Interrupts at several moments of building a trace's tables: whatever was under way when
-    // it came (decoding, which runs to its end, or deriving, which stops between its phases and
-    // is left to the next query), the next query builds the same tables as a trace never
-    // interrupted, with the same warnings.
-    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let spec = "generate:ranks=128,iterations=60,bad-mapping";
-    let whole = commdb_catalog::open(spec, &Default::default()).unwrap();
+/// Interrupts at several moments of building the tables of the trace `open` opens (named `path`): whatever
+/// was under way when it came (decoding an archive's events, which stops between its
+/// locations, or deriving, which stops within its walk or between the matching's phases), the
+/// step is left to the next query, which builds the same tables as a trace never interrupted,
+/// with the same warnings. Answers how many interrupts came while decoding and while deriving.
+fn interrupted_at_several_moments(path: &str, open: impl Fn() -> commdb_catalog::Trace) -> (usize, usize) {
+    let whole = open();
     let expected = tables(&whole);
     let expected_warnings: Vec<_> = whole.warnings().unwrap().iter().map(|w| (w.0.to_string(), w.1)).collect();
-    let mut left = 0;
+    let (mut decoding, mut deriving) = (0, 0);
     for delay_ms in [0u64, 5, 20, 60, 150, 400] {
         interrupt::lower();
-        let trace = commdb_catalog::open(spec, &Default::default()).unwrap();
+        let trace = open();
         let raiser = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(delay_ms));
             interrupt::raise();
@@ -107,15 +105,53 @@ fn a_derivation_interrupted_between_its_phases_runs_again_to_the_same_tables() {
         let first = trace.table("messages");
         raiser.join().unwrap();
         if let Err(e) = &first {
-            assert!(e.to_string().contains("interrupted"), "after {delay_ms} ms: {e}");
-            if trace.built_rows("events").is_some() {
-                left += 1;
-            }
+            let e = e.to_string();
+            assert!(e.ends_with(": interrupted"), "after {delay_ms} ms: {e}");
+            decoding += usize::from(e.starts_with("reading the events of "));
+            deriving += usize::from(e.starts_with("deriving calls, messages and collectives"));
         }
         interrupt::lower();
-        assert_eq!(tables(&trace), expected, "after an interrupt at {delay_ms} ms");
+        assert_eq!(tables(&trace), expected, "{path}, after an interrupt at {delay_ms} ms");
         let warnings: Vec<_> = trace.warnings().unwrap().iter().map(|w| (w.0.to_string(), w.1)).collect();
-        assert_eq!(warnings, expected_warnings, "after an interrupt at {delay_ms} ms");
+        assert_eq!(warnings, expected_warnings, "{path}, after an interrupt at {delay_ms} ms");
     }
-    eprintln!("{left} of 6 interrupts came while deriving and left the derivation to the next query");
+    (decoding, deriving)
+}
+
+#[test]
+fn a_step_interrupted_within_runs_again_to_the_same_tables() {
+    let _one = SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    use commdb_catalog::generate::{GeneratorConfig, generate};
+    // A generated trace: its events are made at open, the step derives.
+    let spec = "generate:ranks=128,iterations=60,bad-mapping";
+    let (_, deriving) =
+        interrupted_at_several_moments(spec, || commdb_catalog::open(spec, &Default::default()).unwrap());
+    eprintln!("generated: {deriving} of 6 interrupts came while deriving");
+
+    // An OTF2 archive: the step decodes its locations first.
+    let dir = tempfile::tempdir().unwrap();
+    let raw = generate(&GeneratorConfig::parse_spec("ranks=128,iterations=60,bad-mapping").unwrap()).unwrap().trace;
+    commdb_catalog::export::otf2::write(&raw, dir.path()).unwrap();
+    let anchor = dir.path().join("traces.otf2").display().to_string();
+    let (decoding, deriving) =
+        interrupted_at_several_moments(&anchor, || commdb_catalog::open(&anchor, &Default::default()).unwrap());
+    eprintln!("OTF2: {decoding} of 6 interrupts came while decoding, {deriving} while deriving");
+
+    // The controlled logical clock derives, moves the receives, derives again: clocks that
+    // drift, fitted by an offset from one sync session, leave receives to move.
+    let cfg = GeneratorConfig {
+        ranks: 128,
+        iterations: 60,
+        compute_ns: 1_000_000_000,
+        clock_skew: true,
+        ..Default::default()
+    };
+    let mut raw = generate(&cfg).unwrap().trace;
+    raw.clock_sync.retain(|s| s.session == 0);
+    let clc = || raw.clone().build_with(commdb_catalog::clock::Correction::Clc).unwrap();
+    let moved = clc();
+    moved.table("messages").unwrap();
+    assert!(moved.phases().to_string().contains("controlled logical clock"), "receives to move: {}", moved.phases());
+    let (_, deriving) = interrupted_at_several_moments("clc", clc);
+    eprintln!("controlled logical clock: {deriving} of 6 interrupts came while deriving");
 }

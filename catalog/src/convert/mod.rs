@@ -255,7 +255,7 @@ fn write(
                     s.offset += so_far.events;
                 }
                 let walk::Walked { calls, halves, collective_parts, span } =
-                    walk::walk_from(&columns, &streams, so_far.calls, &mut warnings);
+                    walk::walk_from(&columns, &streams, so_far.calls, &mut warnings)?;
                 drop(columns);
                 so_far.add(span, calls.len(), &streams, events.len());
                 spilled_parts.add(collective_parts)?;

@@ -216,7 +216,7 @@ mod tests {
         e.push(ev(100, EventKind::Leave, 0));
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let walked = walk(&e.columns(), &e.streams(), &mut w);
+        let walked = walk(&e.columns(), &e.streams(), &mut w).unwrap();
         let c = &walked.calls.parts[0];
         assert!(w.is_empty());
         assert_eq!(c.start, vec![0, 10, 25]);
@@ -236,7 +236,7 @@ mod tests {
         e.push(ev(9, EventKind::Enter, 1));
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let all = walk(&e.columns(), &e.streams(), &mut w).calls;
+        let all = walk(&e.columns(), &e.streams(), &mut w).unwrap().calls;
         let c = &all.parts[0];
         assert_eq!(w.count("leave_without_enter"), 1);
         assert_eq!(w.count("call_never_left"), 2);

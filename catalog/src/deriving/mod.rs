@@ -44,16 +44,21 @@ pub fn derive(
     warnings: &mut Warnings,
 ) -> Result<Derived> {
     let mut phases = LoadPhases::default();
-    // Interrupted, the derivation stops between its phases (crate::interrupt).
+    // Interrupted, the derivation stops within its walk and between its phases
+    // (crate::interrupt).
     crate::interrupt::check("deriving calls, messages and collectives")?;
-    let walked = phases.time("stream walk", || walk::walk(events, streams, warnings));
-    crate::interrupt::check("deriving calls, messages and collectives")?;
-    // The collectives table is made on one thread: it runs beside the matching.
+    let walked = phases.time("stream walk", || walk::walk(events, streams, warnings))?;
+    // The collectives table is made on one thread: it runs beside the matching, which stops
+    // between its phases when interrupted (on a thread of rayon's, as work of this statement).
+    let statement = crate::interrupt::current();
     let mut collective_warnings = Warnings::default();
     let ((messages, message_phases), (collectives, collective_seconds)) = rayon::join(
         || {
             let mut phases = LoadPhases::default();
-            (messages::derive(walked.halves, streams, nodes, keep_matched, warnings, &mut phases), phases)
+            let messages = crate::interrupt::within(statement, || {
+                messages::derive(walked.halves, streams, nodes, keep_matched, warnings, &mut phases)
+            });
+            (messages, phases)
         },
         || {
             let start = std::time::Instant::now();

@@ -202,6 +202,9 @@ enum Step {
 impl Step {
     fn name(&self, derive_too: bool) -> &'static str {
         match self {
+            // Resumed after an interrupt, with the events decoded.
+            Step::Events(s) if s.reached != Reached::Start && derive_too => "deriving calls, messages and collectives",
+            Step::Events(s) if s.reached != Reached::Start => "building the events",
             Step::Events(s) if s.source.is_some() && derive_too => {
                 "reading the events and deriving calls, messages and collectives"
             }
@@ -333,6 +336,10 @@ impl Built {
                     shown.finish(started.elapsed(), true, None);
                     return Ok(None);
                 }
+                Err(e) if interrupted() => {
+                    shown.finish(started.elapsed(), false, None);
+                    return Err(e);
+                }
                 Err(e) => {
                     shown.finish(started.elapsed(), false, None);
                     // Decoding fails the same way whatever it keeps: the events step would
@@ -383,9 +390,9 @@ impl Built {
         let derive_too = target >= 3;
         let Some(name) = self.next.as_ref().map(|s| s.name(derive_too)) else { return Ok(()) };
         let what = format!("{name} of {}", self.info.name);
-        // Checked before the step starts. Decoding then runs to its end (its source is read
-        // once); deriving stops between its phases when interrupted and is left, whole, to the
-        // next query (an interrupted events step keeps its events and leaves the derivation).
+        // Checked before the step starts. Interrupted while it runs, the step stops within
+        // its decoding or its derivation and is left to the next query with what it has
+        // done (`EventsStep::run`, `DerivationStep::run`).
         crate::interrupt::check(&what)?;
         let Some(step) = self.next.take() else { return Ok(()) };
         let started = Instant::now();
@@ -477,60 +484,86 @@ struct EventsStep {
     /// Sync samples given beside the trace, replacing its own.
     clock_sync: Option<Vec<ClockSample>>,
     correction: Correction,
+    /// What a run that was interrupted left done: the next run goes on from there.
+    reached: Reached,
+}
+
+/// How far an interrupted run of the events step got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reached {
+    /// Nothing: the events are to be decoded (when deferred) and their clocks corrected.
+    Start,
+    /// The events decoded and corrected in `raw` (their problems reported): the derivation is
+    /// left.
+    Corrected,
+    /// With the controlled logical clock, the receives moved after their sends too (the first
+    /// derivation's problems reported): the derivation of the moved events is left.
+    Moved,
+}
+
+/// Whether the work of the statement running here was interrupted (an error it gave is then
+/// the interruption, not a fault of the trace's).
+fn interrupted() -> bool {
+    crate::interrupt::check("").is_err()
 }
 
 impl EventsStep {
+    /// Interrupted, it stops within its decoding, between the locations, or within its
+    /// derivation, and leaves itself to the next query with what it has done (never the
+    /// work of making the events into Arrow for a derivation that may not come).
     fn run(self: Box<Self>, built: &mut Built, progress: &LoadProgress, derive_too: bool) -> Result<()> {
-        let EventsStep { mut raw, source, clock_sync, correction } = *self;
-        let mut corrected = None;
-        if let Some(source) = &source {
-            let plan = ClockPlan { correction, ranks: &raw.ranks, samples: clock_sync.as_deref() };
-            let decoded = built.phases.time("decoding events", || source.decode(Some(progress), &plan))?;
-            raw.events = decoded.events;
-            raw.clock_sync = decoded.clock_sync;
-            let names = std::mem::take(&mut raw.metrics.names);
-            let definitions = std::mem::take(&mut raw.metrics.definitions);
-            raw.metrics = RawMetrics { names, definitions, ..decoded.metrics };
-            if !built.decoding_reported {
-                built.warnings.merge(decoded.warnings);
-                built.decoding_reported = true;
+        let EventsStep { mut raw, source, clock_sync, correction, mut reached } = *self;
+        if reached == Reached::Start {
+            let mut corrected = None;
+            let decoding = source.as_ref().map(|source| {
+                let plan = ClockPlan { correction, ranks: &raw.ranks, samples: clock_sync.as_deref() };
+                built.phases.time("decoding events", || source.decode(Some(progress), &plan))
+            });
+            if let Some(decoding) = decoding {
+                let decoded = match decoding {
+                    Ok(decoded) => decoded,
+                    Err(e) => {
+                        if interrupted() {
+                            built.next = Some(Step::Events(Box::new(EventsStep {
+                                raw,
+                                source,
+                                clock_sync,
+                                correction,
+                                reached,
+                            })));
+                        }
+                        return Err(e);
+                    }
+                };
+                raw.events = decoded.events;
+                raw.clock_sync = decoded.clock_sync;
+                let names = std::mem::take(&mut raw.metrics.names);
+                let definitions = std::mem::take(&mut raw.metrics.definitions);
+                raw.metrics = RawMetrics { names, definitions, ..decoded.metrics };
+                if !built.decoding_reported {
+                    built.warnings.merge(decoded.warnings);
+                    built.decoding_reported = true;
+                }
+                corrected = decoded.models;
             }
-            corrected = decoded.models;
-        }
-        // After a derivation the events are decoded again, a column at a time, for the
-        // queries that read them, when the reader can: the whole table is not kept for them.
-        let again = match source {
-            Some(source) if derive_too && correction != Correction::Clc && source.decodes_columns() => {
-                Some(EventsAgain {
-                    source,
-                    correction,
-                    ranks: raw.ranks.clone(),
-                    samples: clock_sync.clone(),
-                    region_names: raw.regions.iter().map(|r| r.name.clone()).collect(),
-                })
+            if let Some(samples) = &clock_sync {
+                raw.clock_sync = samples.clone();
             }
-            _ => None,
-        };
-        if again.is_none() {
-            // The columns built for queries that read only them give way to the whole table.
-            built.event_columns = None;
+            let warnings = &mut built.warnings;
+            let models = match corrected {
+                Some(models) => models,
+                None => built.phases.time("clock correction", || {
+                    clock::correct(&mut raw.events, &mut raw.metrics, &raw.clock_sync, &raw.ranks, correction, warnings)
+                }),
+            };
+            built.info.clock_correction = match correction {
+                Correction::Off => "off",
+                Correction::Model if models.is_empty() => "none",
+                other => other.name(),
+            }
+            .to_string();
+            reached = Reached::Corrected;
         }
-        if let Some(samples) = clock_sync {
-            raw.clock_sync = samples;
-        }
-        let warnings = &mut built.warnings;
-        let models = match corrected {
-            Some(models) => models,
-            None => built.phases.time("clock correction", || {
-                clock::correct(&mut raw.events, &mut raw.metrics, &raw.clock_sync, &raw.ranks, correction, warnings)
-            }),
-        };
-        built.info.clock_correction = match correction {
-            Correction::Off => "off",
-            Correction::Model if models.is_empty() => "none",
-            other => other.name(),
-        }
-        .to_string();
         let nodes = NodeMap::new(&raw.ranks);
         let region_names: Vec<String> = raw.regions.iter().map(|r| r.name.clone()).collect();
         let streams = raw.events.streams();
@@ -541,66 +574,89 @@ impl EventsStep {
         built.tables.insert("states", vec![raw.states_batch()?]);
         built.phases.since("event tables to Arrow", start);
         let facts = Facts { ranks: raw.ranks.len(), locations: raw.locations.len(), events: raw.events.len() };
-        let comms = std::mem::take(&mut raw.communicators);
-        let mut interrupted = None;
         if correction == Correction::Clc || derive_too {
             let derived = if correction == Correction::Clc {
-                Some(clc(&mut raw.events, &streams, &nodes, &comms, built)?)
+                clc(&mut raw.events, &streams, &nodes, &raw.communicators, &mut reached, built)
             } else {
                 // Warnings of a derivation that is interrupted are found again when it runs.
                 let mut found = Warnings::default();
-                match deriving::derive(&raw.events.columns(), &streams, &nodes, &comms, false, &mut found) {
-                    Err(e) if crate::interrupt::check("deriving").is_err() => {
-                        interrupted = Some(e);
-                        None
+                let derived =
+                    deriving::derive(&raw.events.columns(), &streams, &nodes, &raw.communicators, false, &mut found);
+                if derived.is_ok() {
+                    built.warnings.merge(found);
+                }
+                derived
+            };
+            let derived = match derived {
+                Ok(derived) => derived,
+                Err(e) => {
+                    if interrupted() {
+                        built.next =
+                            Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction, reached })));
                     }
-                    derived => {
-                        built.warnings.merge(found);
-                        Some(derived?)
-                    }
+                    return Err(e);
                 }
             };
-            if let Some(derived) = derived {
-                if again.is_some() {
+            // After a derivation the events are decoded again, a column at a time, for the
+            // queries that read them, when the reader can: the whole table is not kept for them.
+            match source {
+                Some(source) if derive_too && correction != Correction::Clc && source.decodes_columns() => {
+                    built.events_again = Some(EventsAgain {
+                        source,
+                        correction,
+                        ranks: raw.ranks.clone(),
+                        samples: clock_sync,
+                        region_names: region_names.clone(),
+                    });
                     drop(raw.events);
-                    built.events_again = again;
-                } else {
+                }
+                _ => {
+                    // The columns built for queries that read only them give way to the whole table.
+                    built.event_columns = None;
                     let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
                     built.tables.insert("events", events);
                 }
-                return finish(derived, &region_names, facts, built);
             }
+            return finish(derived, &region_names, facts, built);
         }
-        // Interrupted while deriving: the events are kept whole for the derivation step.
         built.event_columns = None;
+        let comms = std::mem::take(&mut raw.communicators);
         let events = built.phases.time("events to Arrow", || raw.events.into_batches(&region_names))?;
         built.tables.insert("events", events);
         built.next = Some(Step::Derivation(Box::new(DerivationStep { nodes, comms, region_names, facts })));
-        interrupted.map_or(Ok(()), Err)
+        Ok(())
     }
 }
 
-/// Derive with the controlled logical clock: derive, shift the receives that precede their
-/// send, derive again (quietly: the first derivation's warnings stand).
+/// Derive with the controlled logical clock: derive, move the receives that precede their
+/// send, derive again (quietly: the first derivation's warnings stand). `reached` says whether
+/// an interrupted run moved them already, and is Moved once this run has.
 fn clc(
     events: &mut EventParts,
     streams: &[PartStream],
     nodes: &NodeMap,
     comms: &[CommInfo],
+    reached: &mut Reached,
     built: &mut Built,
 ) -> Result<deriving::Derived> {
-    let mut derived = deriving::derive(&events.columns(), streams, nodes, comms, true, &mut built.warnings)?;
-    if derived.messages.violations() == 0 {
-        return Ok(derived);
-    }
-    built.phases.extend(std::mem::take(&mut derived.phases));
-    let warnings = &mut built.warnings;
-    built.phases.time("controlled logical clock", || {
-        for p in events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
-            p.ts_local = Some(p.ts.clone());
+    if *reached != Reached::Moved {
+        let mut found = Warnings::default();
+        let derived = deriving::derive(&events.columns(), streams, nodes, comms, true, &mut found);
+        let mut derived = derived?;
+        built.warnings.merge(found);
+        if derived.messages.violations() == 0 {
+            return Ok(derived);
         }
-        clock::clc::apply(events, streams, &derived.messages.matched_events, warnings);
-    });
+        built.phases.extend(std::mem::take(&mut derived.phases));
+        let warnings = &mut built.warnings;
+        built.phases.time("controlled logical clock", || {
+            for p in events.parts.iter_mut().filter(|p| p.ts_local.is_none()) {
+                p.ts_local = Some(p.ts.clone());
+            }
+            clock::clc::apply(events, streams, &derived.messages.matched_events, warnings);
+        });
+        *reached = Reached::Moved;
+    }
     // Times moved, the matching (per-stream order) did not.
     deriving::derive(&events.columns(), streams, nodes, comms, false, &mut Warnings::default())
 }
@@ -721,7 +777,7 @@ fn staged(
         warnings,
         phases: LoadPhases::default(),
         info,
-        next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction }))),
+        next: Some(Step::Events(Box::new(EventsStep { raw, source, clock_sync, correction, reached: Reached::Start }))),
         failed: None,
         stored: BTreeMap::new(),
         event_columns: None,

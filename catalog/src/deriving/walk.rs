@@ -10,7 +10,9 @@ use rayon::prelude::*;
 use crate::deriving::calls::{CallParts, CallStack};
 use crate::deriving::collectives::{Part, PartCollector};
 use crate::deriving::messages::halves::{HalfCollector, Halves};
+use crate::error::Result;
 use crate::events::{EventColumns, EventKind, PartStream};
+use crate::interrupt::Interrupted;
 use crate::trace::Warnings;
 
 /// What the walks found, in stream order.
@@ -74,8 +76,12 @@ fn count(kinds: &[u8]) -> Counts {
     c
 }
 
-/// Walk every stream (`streams` is `events.streams()`).
-pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut Warnings) -> Walked {
+/// What an interrupted walk says stopped.
+const WHAT: &str = "deriving calls, messages and collectives";
+
+/// Walk every stream (`streams` is `events.streams()`). Interrupted (`crate::interrupt`), the
+/// walks stop within 65,536 events of each stream and nothing is kept.
+pub fn walk(events: &[EventColumns<'_>], streams: &[PartStream], warnings: &mut Warnings) -> Result<Walked> {
     walk_from(events, streams, 0, warnings)
 }
 
@@ -86,7 +92,8 @@ pub fn walk_from(
     streams: &[PartStream],
     first_call: i64,
     warnings: &mut Warnings,
-) -> Walked {
+) -> Result<Walked> {
+    let statement = crate::interrupt::current();
     let counts: Vec<Counts> =
         streams.par_iter().map(|ps| count(&events[ps.part].kind[ps.stream.start..ps.stream.end])).collect();
     let mut halves = Halves::sized(counts.iter().map(|c| (c.sends, c.recvs)).collect());
@@ -105,9 +112,9 @@ pub fn walk_from(
         .zip(halves.split_mut())
         .map(|(((ps, c), first_call), (sends, recvs))| {
             let halves = HalfCollector::new(sends, recvs, ps.stream.rank, ps.offset);
-            walk_stream(&events[ps.part], ps, c, first_call, halves)
+            walk_stream(&events[ps.part], ps, c, first_call, halves, statement)
         })
-        .collect();
+        .collect::<std::result::Result<_, Interrupted>>()?;
     let mut calls = CallParts { parts: Vec::with_capacity(found.len()) };
     let mut collective_parts = Vec::with_capacity(found.len());
     let mut span = (i64::MAX, i64::MIN);
@@ -118,7 +125,7 @@ pub fn walk_from(
         warnings.merge(f.warnings);
     }
     let span = if span.0 > span.1 { (0, 0) } else { span };
-    Walked { calls, halves, collective_parts, span }
+    Ok(Walked { calls, halves, collective_parts, span })
 }
 
 fn walk_stream(
@@ -127,7 +134,8 @@ fn walk_stream(
     counts: &Counts,
     first_call: i64,
     mut halves: HalfCollector<'_>,
-) -> Found {
+    statement: u64,
+) -> std::result::Result<Found, Interrupted> {
     let s = &ps.stream;
     let mut w = Warnings::default();
     let mut calls = CallStack::new(s.rank, s.thread, counts.enters, first_call);
@@ -137,6 +145,9 @@ fn walk_stream(
     let range = s.start..s.end;
     let (times, kinds, regions) = (&events.ts[range.clone()], &events.kind[range.clone()], &events.region[range]);
     for (j, ((&ts, &kind), &region)) in times.iter().zip(kinds).zip(regions).enumerate() {
+        if j & 0xFFFF == 0 {
+            crate::interrupt::check_for(statement, WHAT)?;
+        }
         let i = s.start + j;
         span = (span.0.min(ts), span.1.max(ts));
         match kind {
@@ -155,7 +166,7 @@ fn walk_stream(
     let last = if s.end > s.start { events.ts[s.end - 1] } else { 0 };
     let calls = calls.finish(last, &mut w);
     halves.finish(&calls.end, &mut w);
-    Found { calls, collective_parts: collectives.finish(&mut w), span, warnings: w }
+    Ok(Found { calls, collective_parts: collectives.finish(&mut w), span, warnings: w })
 }
 
 #[cfg(test)]

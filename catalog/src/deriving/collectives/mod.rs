@@ -385,7 +385,7 @@ mod tests {
         let comms = [CommInfo { comm: 0, name: "MPI_COMM_WORLD".into(), members: vec![0, 1], per_rank: false }];
         let mut w = Warnings::default();
         let e = EventParts::single(e);
-        let c = assemble(walk(&e.columns(), &e.streams(), &mut w).collective_parts, &comms, &mut w);
+        let c = assemble(walk(&e.columns(), &e.streams(), &mut w).unwrap().collective_parts, &comms, &mut w);
         assert!(w.is_empty(), "{w:?}");
         let got: Vec<_> = c.parts.iter().map(|p| (p.instance, p.rank, op_name(p.op))).collect();
         assert_eq!(got, vec![(0, 0, "barrier"), (0, 1, "barrier"), (1, 0, "allreduce"), (1, 1, "allreduce")]);

@@ -257,9 +257,13 @@ pub fn derive(
             Pair::NONE
         )));
     }
+    // Interrupted, the matching stops between its phases.
+    let what = "deriving calls, messages and collectives";
     let mut pairs = phases.time("message matching", || matching::pair(sends, recvs, streams, &halves.per_stream));
+    crate::interrupt::check(what)?;
     // msg_id order: by send time (the receive's completion for a receive without a send).
     phases.time("msg_id order", || time_order::sort_by_time(&mut pairs, |p| p.ts, |p| p.event));
+    crate::interrupt::check(what)?;
     report_unmatched(&pairs, sends, recvs, warnings);
 
     let start = std::time::Instant::now();

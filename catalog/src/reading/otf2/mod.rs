@@ -864,9 +864,13 @@ fn decode_locations<T: Send>(
     let comm_index = events::CommMembers::new(&a.comms.members);
     let windows = windows(d, a.place);
     let attributes = references(d);
+    // Interrupted, no further location is decoded (on rayon's threads, as work of this statement).
+    let statement = crate::interrupt::current();
+    let what = format!("reading the events of {}", a.base.with_extension("otf2").display());
     locations
         .into_par_iter()
         .map(|(l, local)| {
+            crate::interrupt::check_for(statement, &what)?;
             let Local { rank, thread, defs: local, missing: missing_defs } = local;
             let evt = a.base.join(format!("{}.evt", l.id));
             let data = match std::fs::read(&evt) {
