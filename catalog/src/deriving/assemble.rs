@@ -13,7 +13,7 @@ use arrow::datatypes::Int32Type;
 use crate::error::Result;
 use crate::events::{NONE_I32, PartStream, region_dictionary};
 use crate::model;
-use crate::trace::{MetricDefinition, RankInfo, RawMetrics, RawStates, RawTrace, TraceMeta, Warnings};
+use crate::trace::{ClockSample, MetricDefinition, RankInfo, RawMetrics, RawStates, RawTrace, TraceMeta, Warnings};
 
 impl RawTrace {
     pub(crate) fn ranks_batch(&self) -> Result<RecordBatch> {
@@ -44,6 +44,11 @@ impl RawTrace {
             let s = ps.stream;
             counts.insert((s.rank, s.thread), (s.end - s.start) as i64);
         }
+        self.locations_batch_counted(&counts)
+    }
+
+    /// The `locations` rows, the events of each (rank, thread) stream counted in `counts`.
+    pub(crate) fn locations_batch_counted(&self, counts: &BTreeMap<(i32, i32), i64>) -> Result<RecordBatch> {
         let l = &self.locations;
         let rank_node: std::collections::HashMap<i32, &str> =
             self.ranks.iter().filter_map(|r| Some((r.rank, r.node.as_deref()?))).collect();
@@ -94,16 +99,7 @@ impl RawTrace {
     }
 
     pub(crate) fn clock_sync_batch(&self) -> Result<RecordBatch> {
-        let c = &self.clock_sync;
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.rank))),
-            Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.session))),
-            Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.local_ts))),
-            Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.master_ts))),
-            Arc::new(Int64Array::from(c.iter().map(|x| x.round_trip).collect::<Vec<_>>())),
-            Arc::new(Int64Array::from(c.iter().map(|x| x.std_dev_ns).collect::<Vec<_>>())),
-        ];
-        Ok(RecordBatch::try_new(model::CLOCK_SYNC.schema(), columns)?)
+        clock_sync_batch(&self.clock_sync)
     }
 
     pub(crate) fn states_batch(&self) -> Result<RecordBatch> {
@@ -136,6 +132,20 @@ impl RawTrace {
     pub(crate) fn metrics_batch(&self) -> Result<RecordBatch> {
         metrics_batch(&self.metrics, &self.metrics.names)
     }
+}
+
+/// The `clock_sync` rows of `samples`.
+pub(crate) fn clock_sync_batch(samples: &[ClockSample]) -> Result<RecordBatch> {
+    let c = samples;
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.rank))),
+        Arc::new(Int32Array::from_iter_values(c.iter().map(|x| x.session))),
+        Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.local_ts))),
+        Arc::new(Int64Array::from_iter_values(c.iter().map(|x| x.master_ts))),
+        Arc::new(Int64Array::from(c.iter().map(|x| x.round_trip).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(c.iter().map(|x| x.std_dev_ns).collect::<Vec<_>>())),
+    ];
+    Ok(RecordBatch::try_new(model::CLOCK_SYNC.schema(), columns)?)
 }
 
 /// The `metrics` rows of `samples`, their metrics named by `names`.

@@ -68,6 +68,14 @@ pub trait DeferredEvents: Send {
         Ok(None)
     }
 
+    /// Decode every event again for what is recorded beside them, keeping no event: the
+    /// events of each (rank, thread) stream counted, the clock sync samples and the metric
+    /// samples, for `locations`, `clock_sync` and `metrics` without the `events` table. None
+    /// (before decoding anything) when `decodes_columns` is false.
+    fn decode_beside(&self, _progress: Option<&LoadProgress>, _clock: &ClockPlan<'_>) -> Result<Option<Beside>> {
+        Ok(None)
+    }
+
     /// Whether `decode_columns` answers (its None is known before decoding): then a
     /// derivation need not keep the whole `events` table, which queries build again from the
     /// source, column by column, as they read it.
@@ -101,6 +109,21 @@ pub struct DecodedEvents {
     /// the source left correction to the step.
     pub models: Option<Vec<RankModel>>,
 }
+
+/// What is recorded beside the events (`DeferredEvents::decode_beside`).
+#[derive(Debug, Default)]
+pub struct Beside {
+    /// Events of each (rank, thread) stream.
+    pub counts: BTreeMap<(i32, i32), i64>,
+    pub clock_sync: Vec<ClockSample>,
+    /// Corrected as the events would be.
+    pub metrics: RawMetrics,
+    pub warnings: Warnings,
+}
+
+/// The tables of step 2 other than `events`: made from what is recorded beside the events
+/// when the reader can decode them so (`Built::beside`).
+const BESIDE: [&str; 4] = ["locations", "clock_sync", "metrics", "states"];
 
 /// The step that makes a table of the model.
 fn step_of(table: &str) -> u8 {
@@ -258,6 +281,9 @@ impl Built {
         if let Some((&name, _)) = self.stored.get_key_value(table) {
             return self.load(name);
         }
+        if BESIDE.contains(&table) && !self.is_built(table) && self.beside()? {
+            return Ok(());
+        }
         while !self.is_built(table) {
             if self.next.is_none() && table == "events" {
                 return self.events_whole();
@@ -265,6 +291,67 @@ impl Built {
             self.run_next(step_of(table))?;
         }
         Ok(())
+    }
+
+    /// `locations`, `clock_sync`, `metrics` and `states` made without the `events` table, from
+    /// a decoding that keeps none of the events (`DeferredEvents::decode_beside`), while step 2
+    /// has not run and its reader can: false (nothing done) otherwise. Step 2 makes the same
+    /// tables again when it runs.
+    fn beside(&mut self) -> Result<bool> {
+        if let Some(message) = &self.failed {
+            return Err(Error::Engine(message.clone()));
+        }
+        let Some(Step::Events(step)) = &self.next else { return Ok(false) };
+        let Some(source) = step.source.as_ref() else { return Ok(false) };
+        if step.reached != Reached::Start || step.correction == Correction::Clc || !source.decodes_columns() {
+            return Ok(false);
+        }
+        let what = format!("reading the locations, clock sync and metric samples of {}", self.info.name);
+        crate::interrupt::check(&what)?;
+        let started = Instant::now();
+        let shown = Building::start(&what);
+        let plan =
+            ClockPlan { correction: step.correction, ranks: &step.raw.ranks, samples: step.clock_sync.as_deref() };
+        let result = self
+            .phases
+            .time("decoding events for the tables beside them", || source.decode_beside(Some(shown.progress()), &plan));
+        let beside = match result {
+            Ok(Some(beside)) => beside,
+            Ok(None) => {
+                shown.finish(started.elapsed(), true, None);
+                return Ok(false);
+            }
+            Err(e) => {
+                shown.finish(started.elapsed(), false, None);
+                if interrupted() {
+                    return Err(e);
+                }
+                // Decoding fails the same way whatever it keeps (as in `event_columns`).
+                let e = failed_reading(&self.info.name, "reading the events", e);
+                self.failed = Some(e.to_string());
+                return Err(e);
+            }
+        };
+        let Beside { counts, clock_sync, metrics, warnings } = beside;
+        let raw = &step.raw;
+        let clock_sync = step.clock_sync.as_deref().unwrap_or(&clock_sync);
+        let tables = [
+            raw.locations_batch_counted(&counts),
+            assemble::clock_sync_batch(clock_sync),
+            assemble::metrics_batch(&metrics, &raw.metrics.names),
+            raw.states_batch(),
+        ];
+        let new = if self.decoding_reported { 0 } else { warnings.total() };
+        if !self.decoding_reported {
+            self.warnings.merge(warnings);
+            self.decoding_reported = true;
+        }
+        let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
+        shown.finish(started.elapsed(), true, found);
+        for (name, batch) in BESIDE.into_iter().zip(tables) {
+            self.tables.insert(name, vec![batch?]);
+        }
+        Ok(true)
     }
 
     /// The whole `events` table decoded again after a derivation that did not keep it (from

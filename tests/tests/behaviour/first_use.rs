@@ -119,6 +119,59 @@ fn any_order_of_first_use_gives_the_tables_built_at_once() {
     }
 }
 
+#[test]
+fn the_tables_beside_the_events_are_made_without_them() {
+    // `locations`, `clock_sync`, `metrics` and `states` first: an archive whose locations each
+    // have their own stream decodes its events once for them and keeps none (the events table
+    // and its columns stay unbuilt); any archive gives the tables a whole build gives.
+    let (_dir, generated) = archive(12, true);
+    let mut anchors = vec![(generated, true)];
+    match commdb_tests::shared_data() {
+        Some(shared) => {
+            for name in ["ping-pong", "ping-pong-papi", "casita/4_mpi_ls_barr", "casita/2_jacobi_blame_cpu_015"] {
+                anchors.push((shared.join("otf2").join(name).join("traces.otf2").display().to_string(), false));
+            }
+        }
+        None => println!("skip the Score-P archives: ../shared/data is absent"),
+    }
+    for (anchor, own_streams) in anchors {
+        let whole = commdb_catalog::open(&anchor, &OpenOptions::default()).unwrap();
+        whole.build_all().unwrap();
+        let expected = all_tables(&whole);
+        for first in ["locations", "clock_sync", "metrics", "states"] {
+            let trace = commdb_catalog::open(&anchor, &OpenOptions::default()).unwrap();
+            trace.table(first).unwrap();
+            let beside = trace.phases().iter().any(|p| p.name == "decoding events for the tables beside them");
+            if beside {
+                for table in ["events", "calls", "messages"] {
+                    assert_eq!(trace.built_rows(table), None, "{anchor}, {first} first: {table} is not built");
+                }
+                for table in ["locations", "clock_sync", "metrics", "states"] {
+                    assert!(trace.built_rows(table).is_some(), "{anchor}, {first} first: {table} is built");
+                }
+            }
+            // Samples to carry: the skewed clocks' sync samples, the PAPI counters.
+            if own_streams {
+                assert!(trace.built_rows("clock_sync") > Some(0), "{anchor}: clock sync samples");
+            }
+            if anchor.contains("ping-pong-papi") {
+                assert!(trace.built_rows("metrics") > Some(0), "{anchor}: PAPI counter samples");
+            }
+            if own_streams {
+                assert!(beside, "{anchor}: its locations have their own streams");
+            }
+            let got = all_tables(&trace);
+            for ((name, a), (_, b)) in expected.iter().zip(&got) {
+                if *name == "trace_info" {
+                    assert_eq!(a.columns()[2..], b.columns()[2..], "{anchor}, {first} first: trace_info");
+                } else {
+                    assert_eq!(a, b, "{anchor}, {first} first: table {name}");
+                }
+            }
+        }
+    }
+}
+
 /// The rows of each query on the trace at `path`, as text (a dictionary's keys may differ where
 /// its values do not), and the trace.
 fn answers(runtime: &tokio::runtime::Runtime, path: &str, queries: &[&str]) -> (Vec<String>, commdb_catalog::Trace) {

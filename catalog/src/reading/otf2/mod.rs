@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use crate::deriving::event_columns::{ColumnParts, DecodedColumns};
-use crate::deriving::steps::{ClockPlan, DecodedEvents, DeferredEvents, EventSource};
+use crate::deriving::steps::{Beside, ClockPlan, DecodedEvents, DeferredEvents, EventSource};
 use crate::error::{Error, Result};
 use crate::events::{ColumnSet, EventParts, NONE_I32};
 use crate::trace::{
@@ -551,6 +551,33 @@ impl DeferredEvents for Archive {
         Ok(Some(DecodedColumns { parts: table, warnings }))
     }
 
+    /// The same decoding, each location's events counted and dropped as soon as they are
+    /// decoded, its metric samples kept. None, before decoding anything, as `decode_columns`.
+    fn decode_beside(
+        &self,
+        progress: Option<&crate::progress::LoadProgress>,
+        clock: &ClockPlan<'_>,
+    ) -> Result<Option<Beside>> {
+        if !self.decodes_columns() {
+            return Ok(None);
+        }
+        let keep = |d: events::Decoded| Ok((d.events.len(), d.metrics, d.warnings));
+        let (parts, decoding) = decode_all(&self.located(), progress, clock, keep)?;
+        let Decoding { clock_sync, models, mut warnings } = decoding;
+        let mut counts = std::collections::BTreeMap::new();
+        let mut metrics = RawMetrics::default();
+        for p in parts {
+            let (n, samples, found) = p.decoded;
+            warnings.merge(found);
+            if n > 0 {
+                counts.insert((p.rank, p.thread), n as i64);
+            }
+            add_samples(&mut metrics, p.rank, p.thread, samples);
+        }
+        crate::clock::correct_metrics(&mut metrics, &crate::clock::Fits::of(&models));
+        Ok(Some(Beside { counts, clock_sync, metrics, warnings }))
+    }
+
     /// Whether no two locations share a (rank, thread) stream (`decode_columns` answers then).
     fn decodes_columns(&self) -> bool {
         let mut streams = std::collections::HashSet::with_capacity(self.d.locations.len());
@@ -921,15 +948,19 @@ fn gather(
     let mut all = Vec::with_capacity(parts.len());
     for p in parts {
         warnings.merge(p.decoded.warnings);
-        let m = p.decoded.metrics;
-        metrics.rank.extend(std::iter::repeat_n(p.rank, m.ts.len()));
-        metrics.thread.extend(std::iter::repeat_n(p.thread, m.ts.len()));
-        metrics.ts.extend(m.ts);
-        metrics.metric.extend(m.metric);
-        metrics.value.extend(m.value);
+        add_samples(&mut metrics, p.rank, p.thread, p.decoded.metrics);
         all.push(p.decoded.events);
     }
     (EventParts::new(all), metrics)
+}
+
+/// The metric samples `m` of a location of (`rank`, `thread`) added to `metrics`.
+fn add_samples(metrics: &mut RawMetrics, rank: i32, thread: i32, m: events::MetricSamples) {
+    metrics.rank.extend(std::iter::repeat_n(rank, m.ts.len()));
+    metrics.thread.extend(std::iter::repeat_n(thread, m.ts.len()));
+    metrics.ts.extend(m.ts);
+    metrics.metric.extend(m.metric);
+    metrics.value.extend(m.value);
 }
 
 /// Ranks (their node from the system tree) and locations, in rank order.
