@@ -34,7 +34,9 @@ pub struct Derived {
 }
 
 /// Derive calls, messages and collectives (`streams` is `events.streams()`). `keep_matched`
-/// also lists the event pair of every matched message (`Messages::matched_events`).
+/// also lists the event pair of every matched message (`Messages::matched_events`). The
+/// problems found are added to `warnings` only when the derivation completes: one that is
+/// interrupted finds them again when it runs again.
 pub fn derive(
     events: &[EventColumns<'_>],
     streams: &[PartStream],
@@ -47,7 +49,8 @@ pub fn derive(
     // Interrupted, the derivation stops within its walk and between its phases
     // (crate::interrupt).
     crate::interrupt::check("deriving calls, messages and collectives")?;
-    let walked = phases.time("stream walk", || walk::walk(events, streams, warnings))?;
+    let mut found = Warnings::default();
+    let walked = phases.time("stream walk", || walk::walk(events, streams, &mut found))?;
     // The collectives table is made on one thread: it runs beside the matching, which stops
     // between its phases when interrupted (on a thread of rayon's, as work of this statement).
     let statement = crate::interrupt::current();
@@ -56,7 +59,7 @@ pub fn derive(
         || {
             let mut phases = LoadPhases::default();
             let messages = crate::interrupt::within(statement, || {
-                messages::derive(walked.halves, streams, nodes, keep_matched, warnings, &mut phases)
+                messages::derive(walked.halves, streams, nodes, keep_matched, &mut found, &mut phases)
             });
             (messages, phases)
         },
@@ -66,10 +69,12 @@ pub fn derive(
             (batch, start.elapsed().as_secs_f64())
         },
     );
-    warnings.merge(collective_warnings);
+    let (messages, collectives) = (messages?, collectives?);
+    found.merge(collective_warnings);
+    warnings.merge(found);
     phases.extend(message_phases);
     phases.beside("collectives", collective_seconds);
-    Ok(Derived { calls: walked.calls, messages: messages?, collectives: collectives?, span: walked.span, phases })
+    Ok(Derived { calls: walked.calls, messages, collectives, span: walked.span, phases })
 }
 
 /// `slice` cut into consecutive pieces of the given lengths (which must not add up to more

@@ -323,13 +323,7 @@ impl Built {
             }
             Err(e) => {
                 shown.finish(started.elapsed(), false, None);
-                if interrupted() {
-                    return Err(e);
-                }
-                // Decoding fails the same way whatever it keeps (as in `event_columns`).
-                let e = failed_reading(&self.info.name, "reading the events", e);
-                self.failed = Some(e.to_string());
-                return Err(e);
+                return Err(self.decoding_failed(e));
             }
         };
         let Beside { counts, clock_sync, metrics, warnings } = beside;
@@ -341,17 +335,37 @@ impl Built {
             assemble::metrics_batch(&metrics, &raw.metrics.names),
             raw.states_batch(),
         ];
-        let new = if self.decoding_reported { 0 } else { warnings.total() };
-        if !self.decoding_reported {
-            self.warnings.merge(warnings);
-            self.decoding_reported = true;
-        }
+        let new = self.report_decoding(warnings);
         let found = (new > 0).then(|| format!("{new} problem(s) found, see {}.warnings", self.info.name));
         shown.finish(started.elapsed(), true, found);
         for (name, batch) in BESIDE.into_iter().zip(tables) {
             self.tables.insert(name, vec![batch?]);
         }
         Ok(true)
+    }
+
+    /// Record the problems a decoding found, the first time one completes (a decoding of some
+    /// columns, or of what is beside the events, finds those of a whole one): how many are new.
+    fn report_decoding(&mut self, warnings: Warnings) -> i64 {
+        if self.decoding_reported {
+            return 0;
+        }
+        self.decoding_reported = true;
+        let new = warnings.total();
+        self.warnings.merge(warnings);
+        new
+    }
+
+    /// The error of a decoding that was not the events step's: an interruption as it is; any
+    /// other fails the events for every later query that needs them, with this message
+    /// (decoding fails the same way whatever it keeps: the events step would too).
+    fn decoding_failed(&mut self, e: Error) -> Error {
+        if interrupted() {
+            return e;
+        }
+        let e = failed_reading(&self.info.name, "reading the events", e);
+        self.failed = Some(e.to_string());
+        e
     }
 
     /// The whole `events` table decoded again after a derivation that did not keep it (from
@@ -423,25 +437,13 @@ impl Built {
                     shown.finish(started.elapsed(), true, None);
                     return Ok(None);
                 }
-                Err(e) if interrupted() => {
-                    shown.finish(started.elapsed(), false, None);
-                    return Err(e);
-                }
                 Err(e) => {
                     shown.finish(started.elapsed(), false, None);
-                    // Decoding fails the same way whatever it keeps: the events step would
-                    // too, so it fails now, with this message, for every query that needs it.
-                    let e = failed_reading(&self.info.name, "reading the events", e);
-                    self.failed = Some(e.to_string());
-                    return Err(e);
+                    return Err(self.decoding_failed(e));
                 }
             };
             let DecodedColumns { parts, warnings } = decoded;
-            let new = if self.decoding_reported { 0 } else { warnings.total() };
-            if !self.decoding_reported {
-                self.warnings.merge(warnings);
-                self.decoding_reported = true;
-            }
+            let new = self.report_decoding(warnings);
             let merged = match self.event_columns.as_mut() {
                 Some(built) => built.merge(parts),
                 None => {
@@ -627,10 +629,7 @@ impl EventsStep {
                 let names = std::mem::take(&mut raw.metrics.names);
                 let definitions = std::mem::take(&mut raw.metrics.definitions);
                 raw.metrics = RawMetrics { names, definitions, ..decoded.metrics };
-                if !built.decoding_reported {
-                    built.warnings.merge(decoded.warnings);
-                    built.decoding_reported = true;
-                }
+                built.report_decoding(decoded.warnings);
                 corrected = decoded.models;
             }
             if let Some(samples) = &clock_sync {
@@ -665,14 +664,14 @@ impl EventsStep {
             let derived = if correction == Correction::Clc {
                 clc(&mut raw.events, &streams, &nodes, &raw.communicators, &mut reached, built)
             } else {
-                // Warnings of a derivation that is interrupted are found again when it runs.
-                let mut found = Warnings::default();
-                let derived =
-                    deriving::derive(&raw.events.columns(), &streams, &nodes, &raw.communicators, false, &mut found);
-                if derived.is_ok() {
-                    built.warnings.merge(found);
-                }
-                derived
+                deriving::derive(
+                    &raw.events.columns(),
+                    &streams,
+                    &nodes,
+                    &raw.communicators,
+                    false,
+                    &mut built.warnings,
+                )
             };
             let derived = match derived {
                 Ok(derived) => derived,
@@ -727,10 +726,7 @@ fn clc(
     built: &mut Built,
 ) -> Result<deriving::Derived> {
     if *reached != Reached::Moved {
-        let mut found = Warnings::default();
-        let derived = deriving::derive(&events.columns(), streams, nodes, comms, true, &mut found);
-        let mut derived = derived?;
-        built.warnings.merge(found);
+        let mut derived = deriving::derive(&events.columns(), streams, nodes, comms, true, &mut built.warnings)?;
         if derived.messages.violations() == 0 {
             return Ok(derived);
         }
@@ -769,14 +765,12 @@ impl DerivationStep {
     /// warnings unreported (they are found again when it runs again).
     fn run(&self, built: &mut Built) -> Result<()> {
         let events = built.tables.remove("events").unwrap_or_default();
-        let mut warnings = Warnings::default();
         let (events, derived) = without_seq(events, |columns| {
             let streams = part_streams(columns);
-            deriving::derive(columns, &streams, &self.nodes, &self.comms, false, &mut warnings)
+            deriving::derive(columns, &streams, &self.nodes, &self.comms, false, &mut built.warnings)
         })?;
         built.tables.insert("events", events);
         let derived = derived?;
-        built.warnings.merge(warnings);
         finish(derived, &self.region_names, self.facts, built)
     }
 }

@@ -92,6 +92,18 @@ fn all_tables(trace: &commdb_catalog::Trace) -> Vec<(&'static str, RecordBatch)>
         .collect()
 }
 
+/// Every table of `got` equals that of `expected` (said with `label`): `trace_info` but for the
+/// path and name, which say where it was opened from.
+fn assert_same_tables(expected: &[(&'static str, RecordBatch)], got: &[(&'static str, RecordBatch)], label: &str) {
+    for ((name, a), (_, b)) in expected.iter().zip(got) {
+        if *name == "trace_info" {
+            assert_eq!(a.columns()[2..], b.columns()[2..], "{label}: trace_info");
+        } else {
+            assert_eq!(a, b, "{label}: table {name}");
+        }
+    }
+}
+
 #[test]
 fn any_order_of_first_use_gives_the_tables_built_at_once() {
     // Skewed clocks: the events opened from the archive are corrected as each location is
@@ -107,15 +119,7 @@ fn any_order_of_first_use_gives_the_tables_built_at_once() {
     for first in ["trace_info", "messages", "events", "warnings", "clock_sync", "locations"] {
         let trace = commdb_catalog::open(&anchor, &OpenOptions::default()).unwrap();
         trace.table(first).unwrap();
-        let got = all_tables(&trace);
-        for ((name, a), (_, b)) in expected.iter().zip(&got) {
-            if *name == "trace_info" {
-                // The path and name say where it was opened from; the rest is equal.
-                assert_eq!(a.columns()[2..], b.columns()[2..], "{first} first: trace_info");
-            } else {
-                assert_eq!(a, b, "{first} first: table {name}");
-            }
-        }
+        assert_same_tables(&expected, &all_tables(&trace), &format!("{first} first"));
     }
 }
 
@@ -160,14 +164,7 @@ fn the_tables_beside_the_events_are_made_without_them() {
             if own_streams {
                 assert!(beside, "{anchor}: its locations have their own streams");
             }
-            let got = all_tables(&trace);
-            for ((name, a), (_, b)) in expected.iter().zip(&got) {
-                if *name == "trace_info" {
-                    assert_eq!(a.columns()[2..], b.columns()[2..], "{anchor}, {first} first: trace_info");
-                } else {
-                    assert_eq!(a, b, "{anchor}, {first} first: table {name}");
-                }
-            }
+            assert_same_tables(&expected, &all_tables(&trace), &format!("{anchor}, {first} first"));
         }
     }
 }
