@@ -75,12 +75,7 @@ impl<const N: usize> Spill<N> {
     }
 
     pub fn push(&mut self, row: [i64; N]) -> Result<()> {
-        let mask = row.iter().enumerate().fold(0u8, |m, (i, v)| if *v == NULL { m | 1 << i } else { m });
-        self.buffer.push(mask);
-        for (v, last) in row.into_iter().zip(self.last.iter_mut()).filter(|(v, _)| *v != NULL) {
-            varint::put_signed(&mut self.buffer, v.wrapping_sub(*last));
-            *last = v;
-        }
+        put_row(&mut self.buffer, row, &mut self.last);
         self.rows += 1;
         if self.buffer.len() + row_bytes(N) > BUFFER {
             self.flush()?;
@@ -152,21 +147,42 @@ impl<const N: usize> Rows<N> {
             self.fill()?;
             let bytes = &self.bytes[..self.end];
             let ended = || DataFusionError::Internal(format!("{}: its scratch file ended inside a row", self.what));
-            let mask = *bytes.get(self.at).ok_or_else(ended)?;
-            let mut at = self.at + 1;
-            let mut row = [NULL; N];
-            for (i, (v, last)) in row.iter_mut().zip(self.last.iter_mut()).enumerate() {
-                if mask & (1 << i) == 0 {
-                    *last = last.wrapping_add(varint::get_signed(bytes, &mut at).ok_or_else(ended)?);
-                    *v = *last;
-                }
-            }
+            let mut at = self.at;
+            let row = get_row(bytes, &mut at, &mut self.last).ok_or_else(ended)?;
             self.at = at;
             out.push(row);
         }
         self.left -= n as u64;
         Ok(n)
     }
+}
+
+/// Append `row` to `out` as a spill writes it: a byte whose bits mark its NULLs, then each
+/// other value as its difference from `last`'s (the same column's last value not NULL, 0 at
+/// first), which it updates.
+pub(crate) fn put_row<const N: usize>(out: &mut Vec<u8>, row: [i64; N], last: &mut [i64; N]) {
+    const { assert!(N <= 8, "a row's NULLs fit one byte") };
+    let mask = row.iter().enumerate().fold(0u8, |m, (i, v)| if *v == NULL { m | 1 << i } else { m });
+    out.push(mask);
+    for (v, last) in row.into_iter().zip(last.iter_mut()).filter(|(v, _)| *v != NULL) {
+        varint::put_signed(out, v.wrapping_sub(*last));
+        *last = v;
+    }
+}
+
+/// The row at `bytes[*at..]` written by [`put_row`] with the same `last`, moving `at` past it
+/// (None: the bytes end inside it).
+pub(crate) fn get_row<const N: usize>(bytes: &[u8], at: &mut usize, last: &mut [i64; N]) -> Option<[i64; N]> {
+    let mask = *bytes.get(*at)?;
+    *at += 1;
+    let mut row = [NULL; N];
+    for (i, (v, last)) in row.iter_mut().zip(last.iter_mut()).enumerate() {
+        if mask & (1 << i) == 0 {
+            *last = last.wrapping_add(varint::get_signed(bytes, at)?);
+            *v = *last;
+        }
+    }
+    Some(row)
 }
 
 /// A value read back: None for NULL.

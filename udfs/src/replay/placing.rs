@@ -14,13 +14,19 @@
 //!   as in one process: a side of a known rank with a time that no MPI call of the rank holds).
 //!   Each of its ranks' MPI calls go on too, as a row of kind `RANK` ([`super::rank_calls`]).
 //!
+//! What crosses the engine's exchanges is packed as bytes (each row as a spill writes it,
+//! about 12 bytes where eight integer columns take 64): a distributed engine may hold a
+//! partition fetched from another executor whole in memory (Ballista does, so that a fetch cut
+//! midway can be retried), and as integer columns the messages of a part held that way took
+//! several times a task's memory limit.
+//!
 //! A side's instant is the one the replay in one process places (`super::simulate::link`):
 //! the send's completion at `send_complete_ts` or else its call's start, the receive's post at
 //! `recv_post_ts` or else its call's start, a member's post at its begin or else its end.
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, LargeBinaryArray, RecordBatch};
+use arrow::array::{ArrayRef, Int64Array, LargeBinaryArray, LargeBinaryBuilder, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 
@@ -28,7 +34,7 @@ use super::call_store::{CallStore, MpiCall, NOWHERE, RankLookup};
 use super::mpi_calls::RankReader;
 use super::rank_calls::RankEncoder;
 use crate::spill::{NULL, Rows, Spill, value};
-use commdb_analysis::columns::schema_of;
+use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::stream::{Folder, Mapper};
 use commdb_catalog::fast_hash::FastMap;
 
@@ -36,7 +42,9 @@ use commdb_catalog::fast_hash::FastMap;
 const BATCH: usize = 1 << 16;
 
 /// A message at the part of its sender (`rank`; its receiver's when it has no sender): its
-/// ranks, the instants of its four sides and its size.
+/// ranks, the instants of its four sides and its size. (Unlike the steps after it, these rows
+/// are not packed: packing them cost more time in the first step than it saved, and the
+/// executors' peak stayed where it was.)
 pub(super) fn to_sender() -> SchemaRef {
     schema_of(&[
         ("rank", DataType::Int64, false),
@@ -50,26 +58,70 @@ pub(super) fn to_sender() -> SchemaRef {
     ])
 }
 
-/// A message at the part of its receiver (`rank`; its sender's when it has no receiver), its
-/// send's sides placed (their calls' numbers within the sender's, NULL: not placed); or, with
-/// `unplaced` set and the rest NULL, the count of send sides of `rank` left out of its calls.
+/// Messages at the part of their receiver (`rank`; the sender's for a message without a
+/// receiver), `sides` of them packed as bytes ([`packed_by_rank`]), each its sender, its send's
+/// sides placed (their calls' numbers within the sender's, NULL: not placed), its receiver,
+/// its receive's instants and its size; or, with `unplaced` set and the rest NULL, the count
+/// of send sides of `rank` left out of its calls: src, send_post, send_done, dst,
+/// recv_post_ts, recv_done_ts, bytes, unplaced.
 pub(super) fn at_receiver() -> SchemaRef {
     schema_of(&[
         ("rank", DataType::Int64, false),
-        ("src", DataType::Int64, true),
-        ("send_post", DataType::Int64, true),
-        ("send_done", DataType::Int64, true),
-        ("dst", DataType::Int64, true),
-        ("recv_post_ts", DataType::Int64, true),
-        ("recv_done_ts", DataType::Int64, true),
-        ("bytes", DataType::Int64, true),
-        ("unplaced", DataType::Int64, true),
+        ("sides", DataType::Int64, false),
+        ("packed", DataType::LargeBinary, false),
     ])
 }
 
-/// The rows of [`Item`]: its kind, then its values (NULL where it has none); a row of kind
-/// `RANK` is a rank's MPI calls instead: `rank`, its origin as `post`, its end as `done`, and
-/// its calls as bytes ([`super::rank_calls`]).
+/// A row of the messages packed in the rows of [`at_receiver`].
+type Packed = [i64; 8];
+
+/// A batch of [`at_receiver`]: `rows` (each its rank, then its values) packed a row per rank.
+fn packed_by_rank(rows: &mut [(i64, Packed)]) -> Result<RecordBatch> {
+    rows.sort_by_key(|r| r.0);
+    let (mut ranks, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
+    for group in rows.chunk_by(|a, b| a.0 == b.0) {
+        let (mut bytes, mut last) = (Vec::with_capacity(group.len() * 12), [0; 8]);
+        for &(_, row) in group {
+            crate::spill::put_row(&mut bytes, row, &mut last);
+        }
+        ranks.push(group[0].0);
+        counts.push(group.len() as i64);
+        packed.append_value(&bytes);
+    }
+    let columns: Vec<ArrayRef> =
+        vec![Arc::new(Int64Array::from(ranks)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
+    Ok(RecordBatch::try_new(at_receiver(), columns)?)
+}
+
+/// Each message packed in a batch of [`at_receiver`], with its rank, given to `each` (an error names packed rows that do not read back).
+fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, Packed) -> Result<()>) -> Result<()> {
+    use arrow::array::{Array, AsArray};
+    let one = std::slice::from_ref(batch);
+    let (ranks, counts) = (int64_column(one, 0)?, int64_column(one, 1)?);
+    let bytes = batch
+        .column(2)
+        .as_binary_opt::<i64>()
+        .ok_or_else(|| DataFusionError::Internal(format!("{what}: the sends placed are not bytes")))?;
+    for i in 0..batch.num_rows() {
+        let damaged = || DataFusionError::Internal(format!("{what}: the sends placed did not read back"));
+        if ranks.is_null(i) || counts.is_null(i) || bytes.is_null(i) {
+            return Err(damaged());
+        }
+        let (b, mut at, mut last) = (bytes.value(i), 0usize, [0i64; 8]);
+        for _ in 0..counts.value(i) {
+            each(ranks.value(i), crate::spill::get_row(b, &mut at, &mut last).ok_or_else(damaged)?)?;
+        }
+        if at != b.len() {
+            return Err(damaged());
+        }
+    }
+    Ok(())
+}
+
+/// The rows of the items: a row of kind `PACKED` holds rows of [`Item`] (its kind, then its
+/// values, NULL where it has none) as bytes ([`each_item`] reads them); a row of kind `RANK`
+/// is a rank's MPI calls: `rank`, its origin as `post`, its end as `done`, and its calls as
+/// bytes ([`super::rank_calls`]).
 pub(super) fn items() -> SchemaRef {
     schema_of(&[
         ("kind", DataType::Int64, false),
@@ -89,6 +141,11 @@ const MEMBER: i64 = 1;
 const UNPLACED: i64 = 2;
 /// The kind of a rank's row of MPI calls, and its column of bytes.
 pub(super) const RANK: i64 = 3;
+/// The kind of a row holding items packed as bytes (in the column of bytes), as many as its
+/// `value`: a step's items cross the engine's exchange in about 12 bytes each rather than as
+/// eight integer columns, since a distributed engine may hold a partition it fetches from
+/// another executor whole in memory.
+const PACKED: i64 = 4;
 pub(super) const CALLS: usize = 8;
 
 /// What the sides and members placed tell the replay, each call by its rank and its number
@@ -154,34 +211,76 @@ pub(super) fn start(what: &'static str, sides: Sides) -> Box<dyn Folder> {
     }
 }
 
-/// A batch of `schema` from rows of its columns (NULL as [`NULL`]).
-fn batch_of<const N: usize>(schema: &SchemaRef, rows: &[[i64; N]]) -> Result<RecordBatch> {
-    let columns: Vec<ArrayRef> = (0..schema.fields().len())
-        .map(|i| -> ArrayRef {
-            Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.get(i).copied().filter(|&v| v != NULL))))
-        })
-        .collect();
-    Ok(RecordBatch::try_new(schema.clone(), columns)?)
-}
-
 /// A rank's row: its number, origin and end.
 type RankRow = (i64, i64, i64);
 
-/// A batch of [`items`]: the items `rows`, then the ranks `encoder` holds (taken from it).
+/// A batch of [`items`]: the items `rows` packed into one row of kind `PACKED` (none when
+/// there are none), then the ranks `encoder` holds (taken from it).
 pub(super) fn with_ranks(rows: &[[i64; 8]], encoder: &mut RankEncoder) -> Result<RecordBatch> {
     let ranks = std::mem::take(&mut encoder.ranks);
     let calls = encoder.calls.finish();
-    let int = |i: usize, of_rank: &dyn Fn(&RankRow) -> Option<i64>| -> ArrayRef {
-        let items = rows.iter().map(|r| Some(r[i]).filter(|&v| v != NULL));
-        Arc::new(Int64Array::from_iter(items.chain(ranks.iter().map(of_rank))))
+    let packed = usize::from(!rows.is_empty());
+    let int = |first: Option<i64>, of_rank: &dyn Fn(&RankRow) -> Option<i64>| -> ArrayRef {
+        Arc::new(Int64Array::from_iter(std::iter::repeat_n(first, packed).chain(ranks.iter().map(of_rank))))
     };
     let none = |_: &RankRow| None;
-    let mut columns =
-        vec![int(0, &|_| Some(RANK)), int(1, &|r| Some(r.0)), int(2, &|r| Some(r.1)), int(3, &|r| Some(r.2))];
-    columns.extend((4..8).map(|i| int(i, &none)));
-    let nulls = LargeBinaryArray::new_null(rows.len());
-    columns.push(arrow::compute::concat(&[&nulls, &calls])?);
+    let count = i64::try_from(rows.len()).ok();
+    let mut columns = vec![
+        int(Some(PACKED), &|_| Some(RANK)),
+        int(None, &|r| Some(r.0)),
+        int(None, &|r| Some(r.1)),
+        int(None, &|r| Some(r.2)),
+    ];
+    columns.extend((4..7).map(|_| int(None, &none)));
+    columns.push(int(count, &none));
+    let packed_rows = LargeBinaryArray::from_iter_values((packed == 1).then(|| pack(rows)));
+    columns.push(arrow::compute::concat(&[&packed_rows, &calls])?);
     Ok(RecordBatch::try_new(items(), columns)?)
+}
+
+/// `rows` as bytes, each as a spill writes it (a byte marking its NULLs, then its other values
+/// as differences from the row before, [`crate::spill::put_row`]).
+fn pack(rows: &[[i64; 8]]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 12);
+    let mut last = [0; 8];
+    for &row in rows {
+        crate::spill::put_row(&mut out, row, &mut last);
+    }
+    out
+}
+
+/// The rows of the items in a batch of [`items`], each given to `each`: the rows packed in
+/// the rows of kind `PACKED`, in order; the ranks' rows are left (an error names a row of
+/// another kind, or packed rows that do not read back).
+pub(super) fn each_item(what: &str, batch: &RecordBatch, mut each: impl FnMut([i64; 8]) -> Result<()>) -> Result<()> {
+    use arrow::array::{Array, AsArray};
+    let one = std::slice::from_ref(batch);
+    let (kinds, counts) = (int64_column(one, 0)?, int64_column(one, 7)?);
+    let bytes = batch
+        .column(CALLS)
+        .as_binary_opt::<i64>()
+        .ok_or_else(|| DataFusionError::Internal(format!("{what}: placed items are not bytes")))?;
+    for i in 0..batch.num_rows() {
+        match kinds.is_valid(i).then(|| kinds.value(i)) {
+            Some(RANK) => {}
+            Some(PACKED) if counts.is_valid(i) && bytes.is_valid(i) => {
+                let damaged = || DataFusionError::Internal(format!("{what}: placed items did not read back"));
+                let (b, mut at, mut last) = (bytes.value(i), 0usize, [0i64; 8]);
+                for _ in 0..counts.value(i) {
+                    each(crate::spill::get_row(b, &mut at, &mut last).ok_or_else(damaged)?)?;
+                }
+                if at != b.len() {
+                    return Err(damaged());
+                }
+            }
+            kind => {
+                return Err(DataFusionError::Internal(format!(
+                    "{what}: a placed row of an unknown kind {kind:?}, or without its items"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Where a task stands once its calls are in: the rows still to place.
@@ -305,19 +404,21 @@ impl Placer {
                     let [_, src, _, _, dst, recv_post, recv_done, bytes] = r.map(value);
                     let (at, s) = (self.lookups[out.len() * 2].0, self.lookups[out.len() * 2 + 1].0);
                     let v = |x: Option<i64>| x.unwrap_or(NULL);
-                    out.push([
+                    out.push((
                         dst.or(src).unwrap_or(NULL),
-                        v(src),
-                        v(self.within(at, f[0])),
-                        v(self.within(s, f[1])),
-                        v(dst),
-                        v(recv_post),
-                        v(recv_done),
-                        v(bytes),
-                        NULL,
-                    ]);
+                        [
+                            v(src),
+                            v(self.within(at, f[0])),
+                            v(self.within(s, f[1])),
+                            v(dst),
+                            v(recv_post),
+                            v(recv_done),
+                            v(bytes),
+                            NULL,
+                        ],
+                    ));
                 }
-                batch_of(&at_receiver(), &out)?
+                packed_by_rank(&mut out)?
             }
             Sides::Receives => {
                 let mut out = Vec::with_capacity(rows.len());
@@ -386,9 +487,9 @@ impl Placer {
         counts.sort_unstable();
         match self.sides {
             Sides::Sends => {
-                let rows: Vec<[i64; 9]> =
-                    counts.iter().map(|&(rank, n)| [rank, NULL, NULL, NULL, NULL, NULL, NULL, NULL, n]).collect();
-                batch_of(&at_receiver(), &rows)
+                let mut rows: Vec<(i64, Packed)> =
+                    counts.iter().map(|&(rank, n)| (rank, [NULL, NULL, NULL, NULL, NULL, NULL, NULL, n])).collect();
+                packed_by_rank(&mut rows)
             }
             Sides::Receives => {
                 let rows: Vec<[i64; 8]> =
@@ -410,12 +511,13 @@ impl Folder for Placer {
             (1, Sides::Receives) => {
                 let spill = self.messages.as_mut().ok_or_else(|| DataFusionError::Internal(what.into()))?;
                 let sent = &mut self.sent_unplaced;
-                crate::spill::each_row::<9>(batch, |row| {
-                    if row[8] != NULL {
-                        *sent.entry(row[0]).or_default() += row[8];
+                each_packed(what, batch, |rank, row| {
+                    let [src, send_post, send_done, dst, recv_post, recv_done, bytes, unplaced] = row;
+                    if unplaced != NULL {
+                        *sent.entry(rank).or_default() += unplaced;
                         return Ok(());
                     }
-                    spill.push(row[..8].try_into().expect("8 values"))
+                    spill.push([rank, src, send_post, send_done, dst, recv_post, recv_done, bytes])
                 })
             }
             (2, Sides::Receives) => {
@@ -522,5 +624,63 @@ mod tests {
         }
         assert_eq!(Item::of(&[7, 0, 0, 0, 0, 0, 0, 0]), None, "an unknown kind");
         assert_eq!(Item::of(&[MEMBER, 1, NULL, 0, 0, 0, NULL, NULL]), None, "a member without its post");
+    }
+
+    /// Items and the sends placed cross the exchanges packed as bytes: every row comes back,
+    /// NULLs and all, the ranks' rows of calls are left, and damaged bytes are an error.
+    #[test]
+    fn packed_rows_read_back_as_written() {
+        let items: Vec<[i64; 8]> = (0..1000i64)
+            .map(|k| match k % 3 {
+                0 => Item::Message {
+                    src: Some(k % 7),
+                    send_post: Some(k),
+                    send_done: (k % 5 != 0).then_some(k + 1),
+                    dst: Some(k % 11),
+                    recv_post: Some(k * 3),
+                    recv_done: None,
+                    bytes: Some(1 << (k % 40)),
+                },
+                1 => Item::Member { rank: k % 13, post: k, done: k + 2, comm: 1, instance: k / 3 },
+                _ => Item::Unplaced { rank: k % 17, sides: k },
+            })
+            .map(Item::row)
+            .collect();
+        let batch = with_ranks(&items, &mut RankEncoder::default()).unwrap();
+        assert_eq!(batch.num_rows(), 1, "a batch's items are one row");
+        let mut back = Vec::new();
+        each_item("test", &batch, |row| {
+            back.push(row);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(back, items);
+        assert_eq!(with_ranks(&[], &mut RankEncoder::default()).unwrap().num_rows(), 0);
+
+        let mut sends: Vec<(i64, Packed)> = (0..500i64)
+            .map(|k| (k % 9, [k, if k % 4 == 0 { NULL } else { k * 2 }, -k, k % 9, k << 20, NULL, k, NULL]))
+            .chain([(3, [NULL, NULL, NULL, NULL, NULL, NULL, NULL, 42])])
+            .collect();
+        let batch = packed_by_rank(&mut sends.clone()).unwrap();
+        assert_eq!(batch.num_rows(), 9, "a row per rank");
+        let mut back = Vec::new();
+        each_packed("test", &batch, |rank, row| {
+            back.push((rank, row));
+            Ok(())
+        })
+        .unwrap();
+        sends.sort_by_key(|r| r.0);
+        assert_eq!(back, sends);
+
+        let cut = batch.slice(0, 1);
+        let columns = vec![
+            cut.column(0).clone(),
+            Arc::new(Int64Array::from(vec![cut.column(1).as_any().downcast_ref::<Int64Array>().unwrap().value(0) + 1]))
+                as ArrayRef,
+            cut.column(2).clone(),
+        ];
+        let damaged = RecordBatch::try_new(at_receiver(), columns).unwrap();
+        let e = each_packed("ideal_replay", &damaged, |_, _| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("ideal_replay") && e.contains("did not read back"), "{e}");
     }
 }

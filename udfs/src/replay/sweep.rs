@@ -18,7 +18,6 @@ use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::RankReader;
 use super::simulate::{self, Links, Simulated};
 use crate::spill::Spill;
-use commdb_analysis::columns::int64_column;
 use commdb_analysis::stream::{Folder, Mapper};
 
 /// Spill the rows of `batch` (N integer columns) with NULL as NULL.
@@ -26,11 +25,9 @@ fn spill_rows<const N: usize>(spill: &mut Spill<N>, batch: &RecordBatch) -> Resu
     crate::spill::each_row::<N>(batch, |row| spill.push(row))
 }
 
-/// Spill the rows of a batch of [`super::placing::items`] that are items, not a rank's calls.
-fn spill_items(spill: &mut Spill<8>, batch: &RecordBatch) -> Result<()> {
-    let kinds = int64_column(std::slice::from_ref(batch), 0)?;
-    let keep: arrow::array::BooleanArray = kinds.iter().map(|k| Some(k != Some(super::placing::RANK))).collect();
-    spill_rows(spill, &arrow::compute::filter_record_batch(batch, &keep)?)
+/// Spill the items of a batch of [`super::placing::items`] (its ranks' calls are not items).
+fn spill_items(what: &str, spill: &mut Spill<8>, batch: &RecordBatch) -> Result<()> {
+    super::placing::each_item(what, batch, |row| spill.push(row))
 }
 
 /// The folder of one execution of the replay: scratch files for the messages and the
@@ -256,7 +253,7 @@ impl Mapper for Sweep {
                 };
                 for batch in batches {
                     super::rank_calls::push_rows(what, batch, store, &mut self.calls)?;
-                    spill_items(items, batch)?;
+                    spill_items(what, items, batch)?;
                 }
             }
         }
