@@ -80,20 +80,17 @@ fn packed_by_rank(rows: &mut [(i64, Packed)]) -> Result<RecordBatch> {
     rows.sort_by_key(|r| r.0);
     let (mut ranks, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
     for group in rows.chunk_by(|a, b| a.0 == b.0) {
-        let (mut bytes, mut last) = (Vec::with_capacity(group.len() * 12), [0; 8]);
-        for &(_, row) in group {
-            crate::spill::put_row(&mut bytes, row, &mut last);
-        }
         ranks.push(group[0].0);
         counts.push(group.len() as i64);
-        packed.append_value(&bytes);
+        packed.append_value(pack(group.iter().map(|r| r.1)));
     }
     let columns: Vec<ArrayRef> =
         vec![Arc::new(Int64Array::from(ranks)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
     Ok(RecordBatch::try_new(at_receiver(), columns)?)
 }
 
-/// Each message packed in a batch of [`at_receiver`], with its rank, given to `each` (an error names packed rows that do not read back).
+/// Each message packed in a batch of [`at_receiver`], with its rank, given to `each` (an
+/// error names packed rows that do not read back).
 fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, Packed) -> Result<()>) -> Result<()> {
     use arrow::array::{Array, AsArray};
     let one = std::slice::from_ref(batch);
@@ -103,17 +100,10 @@ fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, Packed
         .as_binary_opt::<i64>()
         .ok_or_else(|| DataFusionError::Internal(format!("{what}: the sends placed are not bytes")))?;
     for i in 0..batch.num_rows() {
-        let damaged = || DataFusionError::Internal(format!("{what}: the sends placed did not read back"));
         if ranks.is_null(i) || counts.is_null(i) || bytes.is_null(i) {
-            return Err(damaged());
+            return Err(DataFusionError::Internal(format!("{what}: the sends placed did not read back")));
         }
-        let (b, mut at, mut last) = (bytes.value(i), 0usize, [0i64; 8]);
-        for _ in 0..counts.value(i) {
-            each(ranks.value(i), crate::spill::get_row(b, &mut at, &mut last).ok_or_else(damaged)?)?;
-        }
-        if at != b.len() {
-            return Err(damaged());
-        }
+        unpack(what, "the sends placed", bytes.value(i), counts.value(i), |row| each(ranks.value(i), row))?;
     }
     Ok(())
 }
@@ -142,9 +132,7 @@ const UNPLACED: i64 = 2;
 /// The kind of a rank's row of MPI calls, and its column of bytes.
 pub(super) const RANK: i64 = 3;
 /// The kind of a row holding items packed as bytes (in the column of bytes), as many as its
-/// `value`: a step's items cross the engine's exchange in about 12 bytes each rather than as
-/// eight integer columns, since a distributed engine may hold a partition it fetches from
-/// another executor whole in memory.
+/// `value` (see the module's notes).
 const PACKED: i64 = 4;
 pub(super) const CALLS: usize = 8;
 
@@ -233,20 +221,40 @@ pub(super) fn with_ranks(rows: &[[i64; 8]], encoder: &mut RankEncoder) -> Result
     ];
     columns.extend((4..7).map(|_| int(None, &none)));
     columns.push(int(count, &none));
-    let packed_rows = LargeBinaryArray::from_iter_values((packed == 1).then(|| pack(rows)));
+    let packed_rows = LargeBinaryArray::from_iter_values((packed == 1).then(|| pack(rows.iter().copied())));
     columns.push(arrow::compute::concat(&[&packed_rows, &calls])?);
     Ok(RecordBatch::try_new(items(), columns)?)
 }
 
 /// `rows` as bytes, each as a spill writes it (a byte marking its NULLs, then its other values
 /// as differences from the row before, [`crate::spill::put_row`]).
-fn pack(rows: &[[i64; 8]]) -> Vec<u8> {
+fn pack(rows: impl ExactSizeIterator<Item = [i64; 8]>) -> Vec<u8> {
     let mut out = Vec::with_capacity(rows.len() * 12);
     let mut last = [0; 8];
-    for &row in rows {
+    for row in rows {
         crate::spill::put_row(&mut out, row, &mut last);
     }
     out
+}
+
+/// The `count` rows [`pack`] wrote into `bytes`, each given to `each` (an error names `what`
+/// and `rows` when they do not read back whole).
+fn unpack(
+    what: &str,
+    rows: &str,
+    bytes: &[u8],
+    count: i64,
+    mut each: impl FnMut([i64; 8]) -> Result<()>,
+) -> Result<()> {
+    let damaged = || DataFusionError::Internal(format!("{what}: {rows} did not read back"));
+    let (mut at, mut last) = (0usize, [0i64; 8]);
+    for _ in 0..count {
+        each(crate::spill::get_row(bytes, &mut at, &mut last).ok_or_else(damaged)?)?;
+    }
+    if at != bytes.len() {
+        return Err(damaged());
+    }
+    Ok(())
 }
 
 /// The rows of the items in a batch of [`items`], each given to `each`: the rows packed in
@@ -264,14 +272,7 @@ pub(super) fn each_item(what: &str, batch: &RecordBatch, mut each: impl FnMut([i
         match kinds.is_valid(i).then(|| kinds.value(i)) {
             Some(RANK) => {}
             Some(PACKED) if counts.is_valid(i) && bytes.is_valid(i) => {
-                let damaged = || DataFusionError::Internal(format!("{what}: placed items did not read back"));
-                let (b, mut at, mut last) = (bytes.value(i), 0usize, [0i64; 8]);
-                for _ in 0..counts.value(i) {
-                    each(crate::spill::get_row(b, &mut at, &mut last).ok_or_else(damaged)?)?;
-                }
-                if at != b.len() {
-                    return Err(damaged());
-                }
+                unpack(what, "placed items", bytes.value(i), counts.value(i), &mut each)?
             }
             kind => {
                 return Err(DataFusionError::Internal(format!(
