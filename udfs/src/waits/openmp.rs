@@ -88,7 +88,9 @@ struct LockRecord {
 /// One rank's thread records.
 #[derive(Debug, Default)]
 struct RankRecords {
+    /// Forks (time, forking thread) in time order, whatever order the events came in.
     forks: Vec<(i64, i64)>,
+    /// Joins in time order.
     joins: Vec<i64>,
     /// Acquisitions and releases, in the order they came (sorted by lock and order when used),
     /// in blocks of LOCK_BLOCK: a run's millions are held without a vector's doubling.
@@ -132,6 +134,9 @@ impl ThreadRecords {
         let b = std::slice::from_ref(batch);
         let (rank, thread, ts) = (int64_column(b, 0)?, int64_column(b, 1)?, int64_column(b, 2)?);
         let (kind, tag, request) = (text_column(b, 3)?, int64_column(b, 4)?, int64_column(b, 5)?);
+        // The ranks a fork or join came out of time order to (the events' partitions need not
+        // come in time order): sorted again once the batch is folded.
+        let mut unordered: Vec<i64> = Vec::new();
         for i in 0..batch.num_rows() {
             if rank.is_null(i) || ts.is_null(i) || kind.is_null(i) {
                 continue;
@@ -143,9 +148,15 @@ impl ThreadRecords {
             let lock =
                 (as_u32(request.is_valid(i).then(|| request.value(i))), as_u32(tag.is_valid(i).then(|| tag.value(i))));
             let thread = u32::try_from(t).unwrap_or(u32::MAX);
-            match (kind.value(i), lock) {
-                ("thread_fork", _) => r.forks.push((at, t)),
-                ("thread_join", _) => r.joins.push(at),
+            let late = match (kind.value(i), lock) {
+                ("thread_fork", _) => {
+                    r.forks.push((at, t));
+                    r.forks.len() > 1 && r.forks[r.forks.len() - 2] > (at, t)
+                }
+                ("thread_join", _) => {
+                    r.joins.push(at);
+                    r.joins.len() > 1 && r.joins[r.joins.len() - 2] > at
+                }
                 (k @ ("thread_acquire_lock" | "thread_release_lock"), (Some(lock), Some(order))) => {
                     let release = k == "thread_release_lock";
                     if r.locks.last().is_none_or(|b| b.len() == LOCK_BLOCK) {
@@ -158,8 +169,20 @@ impl ThreadRecords {
                     continue;
                 }
                 _ => continue,
+            };
+            if late && unordered.last() != Some(&rank.value(i)) {
+                unordered.push(rank.value(i));
             }
             self.bytes += 24;
+        }
+        unordered.sort_unstable();
+        unordered.dedup();
+        for rank in unordered {
+            if let Some(r) = self.ranks.get_mut(&rank) {
+                // Runs already in order merge in linear time.
+                r.forks.sort();
+                r.joins.sort();
+            }
         }
         Ok(())
     }
@@ -210,7 +233,7 @@ impl ThreadRecords {
         &self.offload
     }
 
-    /// `rank`'s forks (time, forking thread), as they came.
+    /// `rank`'s forks (time, forking thread) in time order.
     pub fn forks(&self, rank: i64) -> &[(i64, i64)] {
         self.ranks.get(&rank).map_or(&[], |r| r.forks.as_slice())
     }
@@ -319,10 +342,7 @@ pub(crate) fn rank_instances(
     constructs: &Constructs,
 ) -> Option<Instances> {
     let r = records.ranks.get(&rank)?;
-    let mut forks = r.forks.clone();
-    forks.sort_unstable();
-    let mut joins = r.joins.clone();
-    joins.sort_unstable();
+    let (forks, joins) = (r.forks.clone(), r.joins.clone());
     let mut members: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
     for (ti, th) in threads.iter().enumerate() {
         for (ci, c) in th.calls.iter().enumerate() {
@@ -633,5 +653,65 @@ fn idle_waits(rank: i64, threads: &[ThreadCalls], team: &Instances, out: &mut Ve
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    use super::*;
+    use crate::sweeps::call_paths::Paths;
+
+    /// A batch of thread events of rank 0: (thread, ts, kind).
+    fn events(rows: &[(i64, i64, &str)]) -> RecordBatch {
+        let int = |name| Field::new(name, DataType::Int64, true);
+        let schema = Schema::new(vec![
+            int("rank"),
+            int("thread"),
+            int("ts"),
+            Field::new("kind", DataType::Utf8, true),
+            int("tag"),
+            int("request"),
+        ]);
+        let n = rows.len();
+        RecordBatch::try_new(
+            Arc::new(schema),
+            vec![
+                Arc::new(Int64Array::from(vec![0; n])),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+                Arc::new(StringArray::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+                Arc::new(Int64Array::from(vec![None::<i64>; n])),
+                Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            ],
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn forks_that_come_out_of_time_order_are_kept_in_time_order() {
+        // The events of a rank can come in several batches in any order (one per partition).
+        let mut records = ThreadRecords::default();
+        records.fold_events(&events(&[(0, 60, "thread_fork"), (0, 90, "thread_join")])).unwrap();
+        records.fold_events(&events(&[(1, 12, "thread_fork"), (1, 14, "thread_join")])).unwrap();
+        records.fold_events(&events(&[(0, 10, "thread_fork"), (0, 50, "thread_join")])).unwrap();
+        assert_eq!(records.forks(0), [(10, 0), (12, 1), (60, 0)]);
+        assert_eq!(records.ranks[&0].joins, [14, 50, 90]);
+        assert_eq!(records.master(0), 0, "the master is the thread of the first fork in time");
+
+        // A worker's outermost calls continue the master's path at the fork before them.
+        let mut names = Names::default();
+        let (main, solve, par) = (names.id("main"), names.id("solve"), names.id("!$omp parallel"));
+        let call = |start, end, region| Call { start, end, region };
+        let master = vec![call(0, 100, main), call(5, 55, solve), call(10, 50, par), call(60, 90, par)];
+        let worker = vec![call(11, 49, par), call(61, 89, par)];
+        let mut paths = Paths::default();
+        let threads = rank_threads(0, vec![(1, worker), (0, master)], &records, &names, &mut paths);
+        let text = |t: &ThreadCalls| t.call_paths.iter().map(|&p| paths.text[p as usize].clone()).collect::<Vec<_>>();
+        assert_eq!(text(&threads[1]), ["main/solve/!$omp parallel", "main/!$omp parallel"]);
     }
 }
