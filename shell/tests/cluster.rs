@@ -573,7 +573,7 @@ fn the_waits_spread_over_the_executors() {
 
 /// The DAG spreads (docs/scale.md, "The DAG"): each part of the messages gives their halves,
 /// exchanged by rank for Algorithm 2, the nodes numbered from each rank's count; the edges
-/// join the halves' nodes by message. The rows are the embedded engine's, on clocks that
+/// pair the halves' nodes and the messages' sizes by range of msg_id. The rows are the embedded engine's, on clocks that
 /// agree, on skewed clocks (messages received before they are sent, which the check for a
 /// cycle goes through) and on a store of one part; a cycle fails both the same way.
 #[test]
@@ -640,7 +640,7 @@ fn the_dag_spreads_over_the_executors() {
         "the check for a cycle, one task reading its inputs whole",
         "each half's node (Algorithm 2), its rows exchanged by rank, a task per partition of the exchange",
         "each message's size, duration and latency, a task per part of its first input",
-        "dag_edges: analysis, streamed in order of msg_id, the edges, each message's pieces together, its rows exchanged by msg_id, a task per partition of the exchange",
+        "dag_edges: analysis, streamed, the edges, each message's pieces together, its rows exchanged by id_range, a task per partition of the exchange",
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }

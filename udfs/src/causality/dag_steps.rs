@@ -12,9 +12,9 @@
 //!    its number within its rank plus the nodes of the ranks before (from the counts, read by
 //!    every task), each rank's LB from the counts' halves. `dag_edges` gives each half's node
 //!    instead; each part of the messages gives each message's size, duration and latency (its
-//!    criteria held by every task); both kinds of pieces are exchanged by msg_id and sorted on
-//!    it (the engine's sort, which spills), so that a last step reads each message's pieces
-//!    together, a chunk of whole messages at a time, and makes its edge.
+//!    criteria held by every task); both kinds of pieces are packed by range of msg_id and
+//!    exchanged by range ([`super::pieces`]), and a last step keeps them on disk as they come,
+//!    then pairs them a range at a time, in order of msg_id, into the messages' edges.
 //!
 //! Ids count as in one process: from 0 in order of rank, then time; at one instant on one
 //! rank the halves are ordered by msg_id, which every message must have here.
@@ -24,9 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Float64Array, Float64Builder, Int64Array, Int64Builder, RecordBatch,
-};
+use arrow::array::{Array, ArrayRef, BooleanBuilder, Int64Array, Int64Builder, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
@@ -38,6 +36,7 @@ use super::dag_check::{
     within_prepare, within_schema,
 };
 use super::halves::{Groups, Half, Halves};
+use super::pieces::{Pairing, Piece, edge_columns, pack, packed_schema};
 use crate::latency::{Baseline, CriteriaTable};
 use commdb_analysis::columns::{bool_column, int64_column, schema_of};
 use commdb_analysis::plan::Work;
@@ -159,7 +158,7 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
         (Table::Edges, Some((baseline, criteria))) => {
             steps.push(Step {
                 label: "each half's node (Algorithm 2)",
-                schema: pieces_schema(),
+                schema: packed_schema(),
                 work: Work::Streamed(numbered_prepare(Table::Edges)),
                 inputs: numbered,
                 reads: Reads::Exchanged(vec![0]),
@@ -168,7 +167,7 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
             inputs.extend((1..=criteria).map(From::Input));
             steps.push(Step {
                 label: "each message's size, duration and latency",
-                schema: pieces_schema(),
+                schema: packed_schema(),
                 work: Work::Streamed(sizes_prepare(input.clone(), baseline)),
                 inputs,
                 reads: Reads::ByPart,
@@ -177,7 +176,9 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
             steps.push(Step {
                 label: "the edges, each message's pieces together",
                 schema: edges_schema(),
-                work: Work::ByRank(Arc::new(|_| Ok(Box::new(Paired) as Box<dyn Mapper>)), 0),
+                work: Work::Streamed(Arc::new(|_| {
+                    Ok(Box::new(Paired { pairing: Pairing::new("dag_edges")? }) as Box<dyn Mapper>)
+                })),
                 inputs: vec![From::Union(vec![half_nodes, sizes])],
                 reads: Reads::Exchanged(vec![0]),
             });
@@ -345,55 +346,6 @@ fn nodes_schema() -> SchemaRef {
     ])
 }
 
-/// A piece of a message's edge (`Piece`): msg_id, which piece, the node of a half, the
-/// message's size, duration and latency.
-fn pieces_schema() -> SchemaRef {
-    schema_of(&[
-        ("msg_id", DataType::Int64, false),
-        ("piece", DataType::Int8, false),
-        ("node", DataType::Int64, true),
-        ("bytes", DataType::Int64, true),
-        ("duration", DataType::Int64, true),
-        ("latency", DataType::Float64, true),
-    ])
-}
-
-/// Which piece of its edge a row of `pieces_schema` is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(i8)]
-enum Piece {
-    /// The node of the message's send.
-    Send = 0,
-    /// The node of its receive.
-    Recv = 1,
-    /// Its size, duration and latency.
-    Size = 2,
-}
-
-/// A batch of `pieces_schema` of `ids`, each `piece`, with the columns given (None: nulls).
-fn pieces(
-    ids: Vec<i64>,
-    piece: Vec<i8>,
-    node: Option<Int64Array>,
-    sizes: Option<(Int64Array, Int64Array, Float64Array)>,
-) -> Result<RecordBatch> {
-    let n = ids.len();
-    let nulls = || -> ArrayRef { Arc::new(Int64Array::new_null(n)) };
-    let (bytes, duration, latency): (ArrayRef, ArrayRef, ArrayRef) = match sizes {
-        Some((b, d, l)) => (Arc::new(b), Arc::new(d), Arc::new(l)),
-        None => (nulls(), nulls(), Arc::new(Float64Array::new_null(n))),
-    };
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from(ids)),
-        Arc::new(arrow::array::Int8Array::from(piece)),
-        node.map_or_else(nulls, |a| Arc::new(a) as ArrayRef),
-        bytes,
-        duration,
-        latency,
-    ];
-    Ok(RecordBatch::try_new(pieces_schema(), columns)?)
-}
-
 /// Step 6: Algorithm 2 over the ranks of a task, the nodes numbered after those of the ranks
 /// before (from the counts), or each half's node.
 struct Numbered {
@@ -456,7 +408,7 @@ impl Numbered {
         node_rows(nodes_schema(), Int64Array::from(ids), &nodes, &self.lb)
     }
 
-    /// Each half of a run of whole ranks with its node.
+    /// Each half of a run of whole ranks with its node, packed by range of msg_id.
     fn half_nodes(&self, halves: &[Half]) -> Result<RecordBatch> {
         let mut node = Vec::with_capacity(halves.len());
         let mut first = None;
@@ -468,16 +420,18 @@ impl Numbered {
             first = Some((h.rank, id));
             node.push(id + i64::from(within));
         }
-        let ids = halves.iter().map(|h| h.id).collect();
-        let piece = halves.iter().map(|h| if h.kind == Kind::Recv { Piece::Recv } else { Piece::Send } as i8).collect();
-        pieces(ids, piece, Some(Int64Array::from(node)), None)
+        pack(
+            halves.len(),
+            |i| halves[i].id,
+            |i| if halves[i].kind == Kind::Recv { Piece::Recv(node[i]) } else { Piece::Send(node[i]) },
+        )
     }
 }
 
 impl Mapper for Numbered {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         self.sorted.push(batch)?;
-        let schema = if self.table == Table::Nodes { nodes_schema() } else { pieces_schema() };
+        let schema = if self.table == Table::Nodes { nodes_schema() } else { packed_schema() };
         Ok(RecordBatch::new_empty(schema))
     }
 
@@ -525,9 +479,7 @@ impl Mapper for Sizes {
         let ids = int64_column(one, self.input.messages[0])?;
         let bytes = int64_column(one, self.input.bytes)?;
         let n = batch.num_rows();
-        let mut id = Vec::with_capacity(n);
-        let (mut size, mut duration, mut lat) =
-            (Int64Builder::with_capacity(n), Int64Builder::with_capacity(n), Float64Builder::with_capacity(n));
+        let (mut id, mut sizes) = (Vec::with_capacity(n), Vec::with_capacity(n));
         for r in 0..n {
             if cols.duration.is_valid(r) {
                 self.counted.0 += 1;
@@ -537,12 +489,13 @@ impl Mapper for Sizes {
                 continue;
             }
             id.push(id_of("dag_edges", &ids, r, &matched_cols[0], &matched_cols[2])?);
-            size.append_option(bytes.is_valid(r).then(|| bytes.value(r)));
-            duration.append_option(cols.duration.is_valid(r).then(|| cols.duration.value(r)));
-            lat.append_option(latency[r]);
+            sizes.push(Piece::Size {
+                bytes: bytes.is_valid(r).then(|| bytes.value(r)),
+                duration: cols.duration.is_valid(r).then(|| cols.duration.value(r)),
+                latency: latency[r],
+            });
         }
-        let piece = vec![Piece::Size as i8; id.len()];
-        pieces(id, piece, None, Some((size.finish(), duration.finish(), lat.finish())))
+        pack(id.len(), |i| id[i], |i| sizes[i])
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -566,48 +519,28 @@ fn edges_schema() -> SchemaRef {
 }
 
 /// The last step of the edges: each message's pieces (its send's node, its receive's node, its
-/// size), which come together sorted by msg_id in chunks of whole messages, made its edge. A
-/// message without both nodes or its size (not matched) makes none.
-struct Paired;
-
-/// The message of `id` has two pieces of one kind.
-fn not_unique(id: i64) -> DataFusionError {
-    DataFusionError::Execution(format!(
-        "dag_edges: msg_id {id} is not unique; on a cluster the halves of a message are paired by it"
-    ))
+/// size) kept on disk as they come, then paired a range of ids at a time, in order of msg_id
+/// ([`Pairing`]). A message without both nodes or its size (not matched) makes none.
+struct Paired {
+    pairing: Pairing,
 }
+
+/// Edges a batch of the last step holds at least.
+const EDGES_PER_BATCH: usize = 65_536;
 
 impl Mapper for Paired {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let one = std::slice::from_ref(batch);
-        let (ids, node) = (int64_column(one, 0)?, int64_column(one, 2)?);
-        let piece = batch.column(1).as_primitive::<arrow::datatypes::Int8Type>();
-        let (mut from, mut to, mut rows) = (Vec::new(), Vec::new(), Vec::new());
-        let mut r = 0;
-        while r < batch.num_rows() {
-            let id = ids.value(r);
-            let (mut send, mut recv, mut size) = (None, None, None);
-            while r < batch.num_rows() && ids.value(r) == id {
-                let slot = match piece.value(r) {
-                    p if p == Piece::Send as i8 => (&mut send, node.value(r)),
-                    p if p == Piece::Recv as i8 => (&mut recv, node.value(r)),
-                    _ => (&mut size, r as i64),
-                };
-                if slot.0.replace(slot.1).is_some() {
-                    return Err(not_unique(id));
-                }
-                r += 1;
-            }
-            if let (Some(s), Some(d), Some(row)) = (send, recv, size) {
-                from.push(s);
-                to.push(d);
-                rows.push(row as u32);
-            }
-        }
-        let rows = arrow::array::UInt32Array::from(rows);
-        let sizes = arrow::compute::take_record_batch(&batch.project(&[0, 3, 4, 5])?, &rows)?;
-        let mut columns: Vec<ArrayRef> = vec![Arc::new(Int64Array::from(from)), Arc::new(Int64Array::from(to))];
-        columns.extend(sizes.columns().iter().cloned());
-        Ok(RecordBatch::try_new(edges_schema(), columns)?)
+        self.pairing.push(batch)?;
+        Ok(RecordBatch::new_empty(edges_schema()))
+    }
+
+    fn held_bytes(&self) -> usize {
+        self.pairing.held_bytes()
+    }
+
+    fn more(&mut self) -> Result<Option<RecordBatch>> {
+        commdb_catalog::interrupt::check("dag_edges")?;
+        let Some(edges) = self.pairing.next_edges(EDGES_PER_BATCH)? else { return Ok(None) };
+        Ok(Some(RecordBatch::try_new(edges_schema(), edge_columns(&edges))?))
     }
 }

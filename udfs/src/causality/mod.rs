@@ -20,6 +20,7 @@ mod dag_check;
 mod dag_steps;
 mod edge_rows;
 mod halves;
+mod pieces;
 pub mod vector_clock;
 
 use std::collections::VecDeque;
