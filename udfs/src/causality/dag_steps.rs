@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanBuilder, Int64Array, Int64Builder, RecordBatch};
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, LargeBinaryBuilder, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
@@ -35,10 +35,10 @@ use super::dag_check::{
     check_acyclic, checked_schema, id_of, matched, matched_columns, merged_spans, spans_prepare, spans_schema,
     within_prepare, within_schema,
 };
-use super::halves::{Groups, Half, Halves};
+use super::halves::{Groups, Half, Halves, decode_rank, encode_rank};
 use super::pieces::{Pairing, Piece, edge_columns, pack, packed_schema};
 use crate::latency::{Baseline, CriteriaTable};
-use commdb_analysis::columns::{bool_column, int64_column, schema_of};
+use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::plan::Work;
 use commdb_analysis::steps::{From, Reads, Step};
 use commdb_analysis::stream::{Mapper, Prepare};
@@ -59,37 +59,47 @@ impl Table {
     }
 }
 
-/// A message half: rank, ts, msg_id, whether it is the receive, the message's bytes.
+/// Message halves, a row per rank of a batch: the rank, its halves, and the halves packed as
+/// bytes ([`super::halves::encode_rank`], about 10 bytes a half where the five columns took
+/// 33): Ballista holds a partition fetched from another executor whole in memory.
 fn halves_schema() -> SchemaRef {
     schema_of(&[
         ("rank", DataType::Int64, false),
-        ("ts", DataType::Int64, false),
-        ("msg_id", DataType::Int64, false),
-        ("recv", DataType::Boolean, false),
-        ("bytes", DataType::Int64, false),
+        ("halves", DataType::Int64, false),
+        ("packed", DataType::LargeBinary, false),
     ])
 }
 
-/// Halves of `batch` (the halves' columns), in order.
-fn halves_of(batch: &RecordBatch) -> Result<Vec<Half>> {
+/// `halves` as a batch of [`halves_schema`] (`what` names the function in an error).
+fn packed_halves(what: &str, halves: &mut [Half]) -> Result<RecordBatch> {
+    if let Some(h) = halves.iter().find(|h| i32::try_from(h.rank).is_err()) {
+        return exec_err!("{what}: rank {} is beyond 32 bits, which the halves of a message are kept in", h.rank);
+    }
+    halves.sort_by_key(|h| h.rank);
+    let (mut ranks, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
+    for rank in halves.chunk_by(|a, b| a.rank == b.rank) {
+        ranks.push(rank[0].rank);
+        counts.push(rank.len() as i64);
+        packed.append_value(encode_rank(rank));
+    }
+    let columns: Vec<ArrayRef> =
+        vec![Arc::new(Int64Array::from(ranks)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
+    Ok(RecordBatch::try_new(halves_schema(), columns)?)
+}
+
+/// Halves of `batch` (of [`halves_schema`]), in order (an error names `what` when the bytes
+/// do not hold them).
+fn halves_of(what: &str, batch: &RecordBatch) -> Result<Vec<Half>> {
     let one = std::slice::from_ref(batch);
-    let (rank, ts, id, recv, bytes) = (
-        int64_column(one, 0)?,
-        int64_column(one, 1)?,
-        int64_column(one, 2)?,
-        bool_column(one, 3)?,
-        int64_column(one, 4)?,
-    );
-    Ok((0..batch.num_rows())
-        .map(|r| Half {
-            rank: rank.value(r),
-            ts: ts.value(r),
-            id: id.value(r),
-            row: 0,
-            kind: if recv.value(r) { Kind::Recv } else { Kind::Send },
-            bytes: bytes.value(r),
-        })
-        .collect())
+    let (ranks, counts) = (int64_column(one, 0)?, int64_column(one, 1)?);
+    let damaged = || DataFusionError::Internal(format!("{what}: the message halves did not read back"));
+    let bytes = batch.column(2).as_binary_opt::<i64>().ok_or_else(damaged)?;
+    let mut out = Vec::with_capacity(counts.values().iter().sum::<i64>().max(0) as usize);
+    for i in 0..batch.num_rows() {
+        let count = u32::try_from(counts.value(i)).map_err(|_| damaged())?;
+        decode_rank(bytes.value(i), count, ranks.value(i), &mut |h| out.push(h)).ok_or_else(damaged)?;
+    }
+    Ok(out)
 }
 
 /// The steps of `table` over its inputs: the messages (columns as `input` says) and, for the
@@ -194,40 +204,26 @@ pub(super) fn steps(table: Table, input: &Arc<DagInput>, baseline: Option<(Basel
 struct HalvesOf {
     name: &'static str,
     input: Arc<DagInput>,
-    schema: SchemaRef,
 }
 
 fn halves_prepare(name: &'static str, input: Arc<DagInput>) -> Prepare {
-    Arc::new(move |_| Ok(Box::new(HalvesOf { name, input: input.clone(), schema: halves_schema() }) as Box<dyn Mapper>))
+    Arc::new(move |_| Ok(Box::new(HalvesOf { name, input: input.clone() }) as Box<dyn Mapper>))
 }
 
 impl Mapper for HalvesOf {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let [ids, src, dst, send_ts, recv_ts, bytes] = self.input.read(batch)?;
-        let n = batch.num_rows() * 2;
-        let (mut rank, mut ts, mut id) =
-            (Int64Builder::with_capacity(n), Int64Builder::with_capacity(n), Int64Builder::with_capacity(n));
-        let (mut recv, mut size) = (BooleanBuilder::with_capacity(n), Int64Builder::with_capacity(n));
+        let mut halves = Vec::with_capacity(batch.num_rows() * 2);
         for r in 0..batch.num_rows() {
             let b = if bytes.is_valid(r) { bytes.value(r) } else { 0 };
-            for (who, when, is_recv) in [(&src, &send_ts, false), (&dst, &recv_ts, true)] {
+            for (who, when, kind) in [(&src, &send_ts, Kind::Send), (&dst, &recv_ts, Kind::Recv)] {
                 if who.is_valid(r) && when.is_valid(r) {
-                    rank.append_value(who.value(r));
-                    ts.append_value(when.value(r));
-                    id.append_value(id_of(self.name, &ids, r, &src, &send_ts)?);
-                    recv.append_value(is_recv);
-                    size.append_value(b);
+                    let id = id_of(self.name, &ids, r, &src, &send_ts)?;
+                    halves.push(Half { rank: who.value(r), ts: when.value(r), id, row: 0, kind, bytes: b });
                 }
             }
         }
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(rank.finish()),
-            Arc::new(ts.finish()),
-            Arc::new(id.finish()),
-            Arc::new(recv.finish()),
-            Arc::new(size.finish()),
-        ];
-        Ok(RecordBatch::try_new(self.schema.clone(), columns)?)
+        packed_halves(self.name, &mut halves)
     }
 }
 
@@ -242,19 +238,20 @@ fn counts_schema() -> SchemaRef {
 
 /// A task's halves, put in their ranks' time order on disk as they come.
 struct Sorted {
+    name: &'static str,
     halves: Option<Halves>,
     groups: Option<Groups>,
 }
 
 impl Sorted {
     fn new(name: &'static str) -> Result<Sorted> {
-        Ok(Sorted { halves: Some(Halves::new(name)?), groups: None })
+        Ok(Sorted { name, halves: Some(Halves::new(name)?), groups: None })
     }
 
     fn push(&mut self, batch: &RecordBatch) -> Result<()> {
         let halves =
             self.halves.as_mut().ok_or_else(|| DataFusionError::Internal("dag: halves after the end".into()))?;
-        for h in halves_of(batch)? {
+        for h in halves_of(self.name, batch)? {
             halves.push(h)?;
         }
         Ok(())
@@ -542,5 +539,58 @@ impl Mapper for Paired {
         commdb_catalog::interrupt::check("dag_edges")?;
         let Some(edges) = self.pairing.next_edges(EDGES_PER_BATCH)? else { return Ok(None) };
         Ok(Some(RecordBatch::try_new(edges_schema(), edge_columns(&edges))?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The halves cross their exchanges packed a row per rank and come back as they went
+    /// (ranks put in order, each rank's halves in the order given); a rank beyond 32 bits and
+    /// damaged bytes are errors.
+    #[test]
+    fn halves_read_back_from_their_packed_rows() {
+        let ranks = [5i64, -3, 0, i64::from(i32::MAX), i64::from(i32::MIN)];
+        let mut halves: Vec<Half> = (0..10_000i64)
+            .map(|k| Half {
+                rank: ranks[(k % 5) as usize],
+                ts: (k * 7919) % 1_000 - 500 + if k % 11 == 0 { i64::MAX / 4 } else { 0 },
+                id: if k % 3 == 0 { -k } else { k << 33 },
+                row: 0,
+                kind: if k % 2 == 0 { Kind::Send } else { Kind::Recv },
+                bytes: (k % 13) * 1_000_000 - 4,
+            })
+            .collect();
+        let mut want = halves.clone();
+        want.sort_by_key(|h| h.rank);
+        let batch = packed_halves("test", &mut halves).unwrap();
+        assert_eq!(batch.num_rows(), ranks.len());
+        let got = halves_of("test", &batch).unwrap();
+        assert!(got == want, "the halves did not come back as they went");
+
+        let mut wide = vec![Half { rank: 1 << 40, ..want[0] }];
+        match packed_halves("dag_nodes", &mut wide) {
+            Ok(b) => panic!("{} rows packed of a rank beyond 32 bits", b.num_rows()),
+            Err(e) => assert!(e.to_string().contains("dag_nodes: rank 1099511627776 is beyond 32 bits"), "{e}"),
+        }
+
+        // Bytes cut short.
+        let one = std::slice::from_ref(&batch);
+        let (r, c) = (int64_column(one, 0).unwrap(), int64_column(one, 1).unwrap());
+        let bytes = batch.column(2).as_binary::<i64>().value(0);
+        let row = RecordBatch::try_new(
+            halves_schema(),
+            vec![
+                Arc::new(Int64Array::from(vec![r.value(0)])),
+                Arc::new(Int64Array::from(vec![c.value(0)])),
+                Arc::new(arrow::array::LargeBinaryArray::from_iter_values([&bytes[..bytes.len() - 1]])),
+            ],
+        )
+        .unwrap();
+        match halves_of("dag_edges", &row) {
+            Ok(h) => panic!("{} halves read from damaged bytes", h.len()),
+            Err(e) => assert!(e.to_string().contains("dag_edges: the message halves did not read back"), "{e}"),
+        }
     }
 }

@@ -122,6 +122,27 @@ fn decode(bytes: &[u8], count: u32, lo: u32, out: &mut impl FnMut(Half)) -> Opti
     (at == bytes.len()).then_some(())
 }
 
+/// The halves of one rank as bytes, each against the one before as a bucket writes them (a
+/// row per rank of the exchange of halves on a distributed engine, `crate::causality::dag_steps`).
+pub(super) fn encode_rank(halves: &[Half]) -> Vec<u8> {
+    let mut bucket = Bucket::new(halves.first().map_or(0, |h| place(h.rank)));
+    for h in halves {
+        bucket.push(h);
+    }
+    bucket.bytes
+}
+
+/// The `count` halves of `rank` that [`encode_rank`] wrote into `bytes`, given to `out` (None:
+/// the bytes do not hold them, or hold another rank's).
+pub(super) fn decode_rank(bytes: &[u8], count: u32, rank: i64, out: &mut impl FnMut(Half)) -> Option<()> {
+    let mut other = false;
+    decode(bytes, count, place(i32::try_from(rank).ok()?.into()), &mut |h| {
+        other |= h.rank != rank;
+        out(h)
+    })?;
+    (!other).then_some(())
+}
+
 /// A bucket on disk: the range of places it covers, where it lies, and its halves.
 #[derive(Debug, Clone, Copy)]
 struct Chunk {
