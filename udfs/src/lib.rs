@@ -26,6 +26,7 @@ pub(crate) mod external_sort;
 pub mod jobs;
 pub mod latency;
 pub mod lod;
+pub(crate) mod packed;
 pub mod profiles;
 pub mod reference;
 pub mod replay;

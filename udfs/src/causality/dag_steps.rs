@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, LargeBinaryBuilder, RecordBatch};
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::{DataFusionError, Result};
@@ -61,14 +61,13 @@ impl Table {
 
 /// Message halves, a row per rank of a batch: the rank, its halves, and the halves packed as
 /// bytes ([`super::halves::encode_rank`], about 10 bytes a half where the five columns took
-/// 33): Ballista holds a partition fetched from another executor whole in memory.
+/// 33; [`crate::packed`]).
 fn halves_schema() -> SchemaRef {
-    schema_of(&[
-        ("rank", DataType::Int64, false),
-        ("halves", DataType::Int64, false),
-        ("packed", DataType::LargeBinary, false),
-    ])
+    crate::packed::schema("rank", "halves")
 }
+
+/// What the packed rows carry, as an error names it.
+const HALVES: &str = "the message halves";
 
 /// `halves` as a batch of [`halves_schema`] (`what` names the function in an error).
 fn packed_halves(what: &str, halves: &mut [Half]) -> Result<RecordBatch> {
@@ -76,29 +75,21 @@ fn packed_halves(what: &str, halves: &mut [Half]) -> Result<RecordBatch> {
         return exec_err!("{what}: rank {} is beyond 32 bits, which the halves of a message are kept in", h.rank);
     }
     halves.sort_by_key(|h| h.rank);
-    let (mut ranks, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
+    let mut packed = crate::packed::Rows::default();
     for rank in halves.chunk_by(|a, b| a.rank == b.rank) {
-        ranks.push(rank[0].rank);
-        counts.push(rank.len() as i64);
-        packed.append_value(encode_rank(rank));
+        packed.push(rank[0].rank, rank.len(), &encode_rank(rank));
     }
-    let columns: Vec<ArrayRef> =
-        vec![Arc::new(Int64Array::from(ranks)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
-    Ok(RecordBatch::try_new(halves_schema(), columns)?)
+    packed.finish(halves_schema())
 }
 
 /// Halves of `batch` (of [`halves_schema`]), in order (an error names `what` when the bytes
 /// do not hold them).
 fn halves_of(what: &str, batch: &RecordBatch) -> Result<Vec<Half>> {
-    let one = std::slice::from_ref(batch);
-    let (ranks, counts) = (int64_column(one, 0)?, int64_column(one, 1)?);
-    let damaged = || DataFusionError::Internal(format!("{what}: the message halves did not read back"));
-    let bytes = batch.column(2).as_binary_opt::<i64>().ok_or_else(damaged)?;
-    let mut out = Vec::with_capacity(counts.values().iter().sum::<i64>().max(0) as usize);
-    for i in 0..batch.num_rows() {
-        let count = u32::try_from(counts.value(i)).map_err(|_| damaged())?;
-        decode_rank(bytes.value(i), count, ranks.value(i), &mut |h| out.push(h)).ok_or_else(damaged)?;
-    }
+    let mut out = Vec::new();
+    crate::packed::each_row(what, HALVES, batch, |rank, count, bytes| {
+        out.reserve(count as usize);
+        decode_rank(bytes, count, rank, &mut |h| out.push(h)).ok_or_else(|| crate::packed::damaged(what, HALVES))
+    })?;
     Ok(out)
 }
 
@@ -545,6 +536,7 @@ impl Mapper for Paired {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::AsArray;
 
     /// The halves cross their exchanges packed a row per rank and come back as they went
     /// (ranks put in order, each rank's halves in the order given); a rank beyond 32 bits and

@@ -21,12 +21,11 @@ use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, LargeBinaryBuilder, RecordBatch};
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::array::{ArrayRef, Float64Array, Int64Array, RecordBatch};
+use arrow::datatypes::SchemaRef;
 use datafusion::error::{DataFusionError, Result};
 
 use crate::varint;
-use commdb_analysis::columns::{int64_column, schema_of};
 
 /// The low bits of msg_id a range of ids spans: the pieces of 16,384 ids meet as one range.
 pub(super) const RANGE_BITS: u32 = 14;
@@ -64,13 +63,9 @@ impl Piece {
 }
 
 /// The rows the pieces cross their exchange as: a range of ids (msg_id >> `RANGE_BITS`), its
-/// pieces in this row, and the pieces packed.
+/// pieces in this row, and the pieces packed ([`crate::packed`]).
 pub(super) fn packed_schema() -> SchemaRef {
-    schema_of(&[
-        ("id_range", DataType::Int64, false),
-        ("pieces", DataType::Int64, false),
-        ("packed", DataType::LargeBinary, false),
-    ])
+    crate::packed::schema("id_range", "pieces")
 }
 
 /// The values of the pieces written before the next, which it is written against.
@@ -147,7 +142,7 @@ pub(super) fn pack(n: usize, id: impl Fn(usize) -> i64, piece: impl Fn(usize) ->
     }
     let range = |i: usize| id(i) >> RANGE_BITS;
     let order = by_range(n, &range);
-    let (mut ranges, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
+    let mut packed = crate::packed::Rows::default();
     let mut out = Vec::new();
     for group in order.chunk_by(|&a, &b| range(a as usize) == range(b as usize)) {
         out.clear();
@@ -155,13 +150,9 @@ pub(super) fn pack(n: usize, id: impl Fn(usize) -> i64, piece: impl Fn(usize) ->
         for &i in group {
             put_piece(&mut out, id(i as usize), &piece(i as usize), &mut last);
         }
-        ranges.push(range(group[0] as usize));
-        counts.push(group.len() as i64);
-        packed.append_value(&out);
+        packed.push(range(group[0] as usize), group.len(), &out);
     }
-    let columns: Vec<ArrayRef> =
-        vec![Arc::new(Int64Array::from(ranges)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
-    Ok(RecordBatch::try_new(packed_schema(), columns)?)
+    packed.finish(packed_schema())
 }
 
 /// The indices 0..n in order of `range(i)`, each range's in the order given: by counting
@@ -192,13 +183,16 @@ fn by_range(n: usize, range: &impl Fn(usize) -> i64) -> Vec<u32> {
     order
 }
 
+/// What the packed rows carry, as an error names it.
+const PIECES: &str = "the pieces of the edges";
+
 fn damaged(what: &str) -> DataFusionError {
-    DataFusionError::Internal(format!("{what}: the pieces of the edges did not read back"))
+    crate::packed::damaged(what, PIECES)
 }
 
 /// The `count` pieces packed in `bytes`, each given to `each` (an error names `what` when
 /// they do not read back whole).
-fn unpack(what: &str, bytes: &[u8], count: i64, mut each: impl FnMut(i64, Piece) -> Result<()>) -> Result<()> {
+fn unpack(what: &str, bytes: &[u8], count: u32, mut each: impl FnMut(i64, Piece) -> Result<()>) -> Result<()> {
     let (mut at, mut last) = (0usize, Last::default());
     for _ in 0..count {
         let (id, piece) = get_piece(bytes, &mut at, &mut last).ok_or_else(|| damaged(what))?;
@@ -206,20 +200,6 @@ fn unpack(what: &str, bytes: &[u8], count: i64, mut each: impl FnMut(i64, Piece)
     }
     if at != bytes.len() {
         return Err(damaged(what));
-    }
-    Ok(())
-}
-
-/// Each packed row of `batch` (of [`packed_schema`]): its range, count and bytes.
-fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, i64, &[u8]) -> Result<()>) -> Result<()> {
-    let one = std::slice::from_ref(batch);
-    let (ranges, counts) = (int64_column(one, 0)?, int64_column(one, 1)?);
-    let bytes = batch.column(2).as_binary_opt::<i64>().ok_or_else(|| damaged(what))?;
-    for i in 0..batch.num_rows() {
-        if ranges.is_null(i) || counts.is_null(i) || bytes.is_null(i) {
-            return Err(damaged(what));
-        }
-        each(ranges.value(i), counts.value(i), bytes.value(i))?;
     }
     Ok(())
 }
@@ -269,8 +249,8 @@ impl Pairing {
     pub fn push(&mut self, batch: &RecordBatch) -> Result<()> {
         let what = self.what;
         let (file, at, ranges, stored) = (&mut self.file, &mut self.at, &mut self.ranges, &mut self.stored);
-        each_packed(what, batch, |range, count, bytes| {
-            let (Ok(len), Ok(count)) = (u32::try_from(bytes.len()), u32::try_from(count)) else {
+        crate::packed::each_row(what, PIECES, batch, |range, count, bytes| {
+            let Ok(len) = u32::try_from(bytes.len()) else {
                 return Err(damaged(what));
             };
             file.write_all(bytes).map_err(|e| io_error(what, "writing", e))?;
@@ -302,7 +282,7 @@ impl Pairing {
             for row in rows {
                 buffer.resize(row.len as usize, 0);
                 self.file.read_exact_at(&mut buffer, row.at).map_err(|e| io_error(self.what, "reading", e))?;
-                unpack(self.what, &buffer, i64::from(row.count), |id, piece| {
+                unpack(self.what, &buffer, row.count, |id, piece| {
                     pieces.push((id, piece));
                     Ok(())
                 })?;
@@ -359,6 +339,8 @@ pub(super) fn edge_columns(edges: &[Edge]) -> Vec<ArrayRef> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::AsArray;
+    use commdb_analysis::columns::int64_column;
 
     fn packed(pieces: &[(i64, Piece)]) -> RecordBatch {
         pack(pieces.len(), |i| pieces[i].0, |i| pieces[i].1).unwrap()
@@ -396,7 +378,7 @@ mod tests {
         assert_eq!(batch.num_rows() as i64, (119_997 >> RANGE_BITS) - (-120_000i64 >> RANGE_BITS) + 1);
         assert!(ranges.values().windows(2).all(|w| w[0] < w[1]));
         let mut got = Vec::new();
-        each_packed("test", &batch, |_, count, bytes| {
+        crate::packed::each_row("test", PIECES, &batch, |_, count, bytes| {
             unpack("test", bytes, count, |id, p| {
                 got.push((id, p));
                 Ok(())
@@ -417,7 +399,7 @@ mod tests {
         let sparse = [(i64::MAX, Piece::Send(1)), (-5, Piece::Recv(2)), (i64::MIN, size(3)), (7, Piece::Send(4))];
         let batch_sparse = packed(&sparse);
         let mut got = Vec::new();
-        each_packed("test", &batch_sparse, |_, c, b| {
+        crate::packed::each_row("test", PIECES, &batch_sparse, |_, c, b| {
             unpack("test", b, c, |id, _| {
                 got.push(id);
                 Ok(())
@@ -427,7 +409,7 @@ mod tests {
         assert_eq!(got, [i64::MIN, -5, 7, i64::MAX]);
         // Damaged bytes are an error, not pieces.
         let bytes = batch.column(2).as_binary::<i64>().value(0);
-        let count = int64_column(std::slice::from_ref(&batch), 1).unwrap().value(0);
+        let count = int64_column(std::slice::from_ref(&batch), 1).unwrap().value(0) as u32;
         assert!(unpack("test", &bytes[..bytes.len() - 1], count, |_, _| Ok(())).is_err());
         assert!(unpack("test", bytes, count - 1, |_, _| Ok(())).is_err());
     }

@@ -26,7 +26,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, Int64Array, LargeBinaryArray, LargeBinaryBuilder, RecordBatch};
+use arrow::array::{ArrayRef, Int64Array, LargeBinaryArray, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::{DataFusionError, Result};
 
@@ -65,11 +65,7 @@ pub(super) fn to_sender() -> SchemaRef {
 /// of send sides of `rank` left out of its calls: src, send_post, send_done, dst,
 /// recv_post_ts, recv_done_ts, bytes, unplaced.
 pub(super) fn at_receiver() -> SchemaRef {
-    schema_of(&[
-        ("rank", DataType::Int64, false),
-        ("sides", DataType::Int64, false),
-        ("packed", DataType::LargeBinary, false),
-    ])
+    crate::packed::schema("rank", "sides")
 }
 
 /// A row of the messages packed in the rows of [`at_receiver`].
@@ -78,34 +74,20 @@ type Packed = [i64; 8];
 /// A batch of [`at_receiver`]: `rows` (each its rank, then its values) packed a row per rank.
 fn packed_by_rank(rows: &mut [(i64, Packed)]) -> Result<RecordBatch> {
     rows.sort_by_key(|r| r.0);
-    let (mut ranks, mut counts, mut packed) = (Vec::new(), Vec::new(), LargeBinaryBuilder::new());
+    let mut packed = crate::packed::Rows::default();
     for group in rows.chunk_by(|a, b| a.0 == b.0) {
-        ranks.push(group[0].0);
-        counts.push(group.len() as i64);
-        packed.append_value(pack(group.iter().map(|r| r.1)));
+        packed.push(group[0].0, group.len(), &pack(group.iter().map(|r| r.1)));
     }
-    let columns: Vec<ArrayRef> =
-        vec![Arc::new(Int64Array::from(ranks)), Arc::new(Int64Array::from(counts)), Arc::new(packed.finish())];
-    Ok(RecordBatch::try_new(at_receiver(), columns)?)
+    packed.finish(at_receiver())
 }
 
 /// Each message packed in a batch of [`at_receiver`], with its rank, given to `each` (an
 /// error names packed rows that do not read back).
 fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, Packed) -> Result<()>) -> Result<()> {
-    use arrow::array::{Array, AsArray};
-    let one = std::slice::from_ref(batch);
-    let (ranks, counts) = (int64_column(one, 0)?, int64_column(one, 1)?);
-    let bytes = batch
-        .column(2)
-        .as_binary_opt::<i64>()
-        .ok_or_else(|| DataFusionError::Internal(format!("{what}: the sends placed are not bytes")))?;
-    for i in 0..batch.num_rows() {
-        if ranks.is_null(i) || counts.is_null(i) || bytes.is_null(i) {
-            return Err(DataFusionError::Internal(format!("{what}: the sends placed did not read back")));
-        }
-        unpack(what, "the sends placed", bytes.value(i), counts.value(i), |row| each(ranks.value(i), row))?;
-    }
-    Ok(())
+    const SENDS: &str = "the sends placed";
+    crate::packed::each_row(what, SENDS, batch, |rank, count, bytes| {
+        unpack(what, SENDS, bytes, count, |row| each(rank, row))
+    })
 }
 
 /// The rows of the items: a row of kind `PACKED` holds rows of [`Item`] (its kind, then its
@@ -243,10 +225,10 @@ fn unpack(
     what: &str,
     rows: &str,
     bytes: &[u8],
-    count: i64,
+    count: u32,
     mut each: impl FnMut([i64; 8]) -> Result<()>,
 ) -> Result<()> {
-    let damaged = || DataFusionError::Internal(format!("{what}: {rows} did not read back"));
+    let damaged = || crate::packed::damaged(what, rows);
     let (mut at, mut last) = (0usize, [0i64; 8]);
     for _ in 0..count {
         each(crate::spill::get_row(bytes, &mut at, &mut last).ok_or_else(damaged)?)?;
@@ -272,7 +254,8 @@ pub(super) fn each_item(what: &str, batch: &RecordBatch, mut each: impl FnMut([i
         match kinds.is_valid(i).then(|| kinds.value(i)) {
             Some(RANK) => {}
             Some(PACKED) if counts.is_valid(i) && bytes.is_valid(i) => {
-                unpack(what, "placed items", bytes.value(i), counts.value(i), &mut each)?
+                let count = u32::try_from(counts.value(i)).map_err(|_| crate::packed::damaged(what, "placed items"))?;
+                unpack(what, "placed items", bytes.value(i), count, &mut each)?
             }
             kind => {
                 return Err(DataFusionError::Internal(format!(
