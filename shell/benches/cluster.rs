@@ -7,9 +7,10 @@
 //! `--memory-limit` of the embedded process's peak for that query over N (at most 1 GiB): the
 //! analyses that spread still answer, each executor holding its share.
 //!
-//! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS] [N] [QUERY...]`,
-//! PATH a release commdb built with `--features cluster` (the bench itself only starts
-//! processes); QUERY names some of the queries below (all unless given).
+//! `COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- [--limited] STORE [ROUNDS] [N]
+//! [QUERY...]`, PATH a release commdb built with `--features cluster` (the bench itself only
+//! starts processes); QUERY names some of the queries below (all unless given); `--limited`
+//! runs only the embedded engine and the last setting (at 1 B events the others take hours).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -135,6 +136,15 @@ impl Cluster {
         Cluster { processes, url: format!("df://{address}"), _dir: tmp }
     }
 
+    /// The largest peak of an executor, MiB.
+    fn executor_peak(&self) -> f64 {
+        self.processes
+            .iter()
+            .filter(|(name, _)| name.starts_with("executor"))
+            .map(|(_, c)| peak_mib(c.id()))
+            .fold(0.0, f64::max)
+    }
+
     fn peaks(&self) -> String {
         let peaks: Vec<String> =
             self.processes.iter().map(|(name, c)| format!("{name} {:.0} MiB", peak_mib(c.id()))).collect();
@@ -176,7 +186,9 @@ fn try_client(store: &str, cluster: Option<&str>, sql: &str) -> Result<(f64, f64
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let mut args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let limited_only = args.iter().any(|a| a == "--limited");
+    args.retain(|a| a != "--limited");
     let Some(store) = args.first() else {
         eprintln!("usage: COMMDB_BIN=PATH cargo bench -p commdb-shell --bench cluster -- STORE [ROUNDS]");
         return;
@@ -192,7 +204,7 @@ fn main() {
         println!("embedded      {label:18} {:7.2} s  peak {:6.0} MiB", best.0, best.1);
         embedded.push(best);
     }
-    for n in [1, executors] {
+    for n in if limited_only { vec![] } else { vec![1, executors] } {
         for ((label, sql), base) in chosen.iter().zip(&embedded) {
             let cluster = Cluster::start(n, &[]);
             let best =
@@ -209,15 +221,17 @@ fn main() {
     }
     // Each executor allowed its share of the memory the embedded process took for the query.
     for ((label, sql), base) in chosen.iter().zip(&embedded) {
-        let limit = format!("{}M", (base.1 / executors as f64).floor().clamp(1.0, 1024.0));
+        let mib = (base.1 / executors as f64).floor().clamp(1.0, 1024.0);
+        let limit = format!("{mib}M");
         let cluster = Cluster::start(executors, &["--memory-limit", &limit]);
         match try_client(store, Some(&cluster.url), sql) {
             Ok(r) => {
                 let same = if same_rows(&r.2, &base.2) { "same rows" } else { "DIFFERENT rows" };
                 println!(
-                    "{executors} executors of {limit:>6} {label:18} {:7.2} s  ({:.2}x embedded)  {same}  {}",
+                    "{executors} executors of {limit:>6} {label:18} {:7.2} s  ({:.2}x embedded)  {same}  largest executor peak {:.2}x its limit: {}",
                     r.0,
                     r.0 / base.0.max(1e-9),
+                    cluster.executor_peak() / mib,
                     cluster.peaks()
                 );
             }
