@@ -33,7 +33,7 @@ use super::Answer;
 /// The steps of `answer` over its inputs: calls, messages, collectives, events, regions and,
 /// with `offload`, the accelerators' hand-overs.
 pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool, run_bytes: usize) -> Vec<Step> {
-    let mut steps = crate::waits::spread::wait_steps(false);
+    let mut steps = crate::waits::spread::wait_steps(false, run_bytes);
     let records: Vec<From> = (3..if offload { 6 } else { 5 }).map(From::Input).collect();
     // 3
     let mut inputs = vec![From::Input(0), From::Step(1), From::Step(2)];

@@ -744,8 +744,8 @@ fn notice_unclassified(notices: Option<&commdb_catalog::wallclock::Notices>, unc
 
 /// The mapper of the calls that gives `waits` their threads and call paths, and the threads'
 /// own waits.
-fn paths_of(waits: Vec<Wait>, threads: ThreadRecords, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
-    Ok(Box::new(WaitPaths { waits: stream::WaitStream::of_list(waits)?, threads, schema }))
+fn paths_of(waits: stream::WaitStream, threads: ThreadRecords, schema: SchemaRef) -> Result<Box<dyn Mapper>> {
+    Ok(Box::new(WaitPaths { waits, threads, schema }))
 }
 
 /// Gives the waits in rank order, each with the thread and call path of the call it began in,
@@ -918,13 +918,14 @@ fn wait_states(a: &Args) -> Result<Arc<dyn TableProvider>> {
     let (events, regions) = thread_inputs(a, "wait_states", events, regions, &THREAD_KINDS)?;
     let schema = out.clone();
     let paths = out.clone();
+    let run_bytes = crate::external_sort::run_bytes(a.session);
     let spread = spread::spread(
         notices.clone(),
         true,
         false,
-        Arc::new(move |found, threads| paths_of(found.waits, threads, paths.clone())),
+        run_bytes,
+        Arc::new(move |waits, threads| paths_of(waits, threads, paths.clone())),
     );
-    let run_bytes = crate::external_sort::run_bytes(a.session);
     let start: StartFold = Arc::new(move || {
         let (notices, schema) = (notices.clone(), schema.clone());
         FoldWaits::boxed(run_bytes, move |messages, collectives, threads| {

@@ -29,8 +29,9 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
-use super::stream::MessageWaitStream;
+use super::stream::{MessageWaitStream, WaitStream};
 use super::{Candidate, CollectiveWaits, MPI_PATTERNS as PATTERNS, MessageWaits, Wait};
+use crate::external_sort::ExternalSort;
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::columns::{int64_column, text_column};
 use commdb_analysis::derived::{Prefold, Spread};
@@ -218,10 +219,16 @@ impl Mapper for Candidates {
 }
 
 /// Folds the candidates of the ranks exchanged to one task, and gives their waits at the end.
-#[derive(Default)]
 struct ReduceCandidates {
     waits: MessageWaits,
     done: Option<Given>,
+}
+
+impl ReduceCandidates {
+    /// Candidates put in order in runs of `run_bytes`.
+    fn new(run_bytes: usize) -> Self {
+        ReduceCandidates { waits: MessageWaits::new(run_bytes), done: None }
+    }
 }
 
 impl Mapper for ReduceCandidates {
@@ -320,14 +327,16 @@ impl Mapper for ReduceCollectives {
     }
 }
 
-/// What the answer makes of the waits and the threads' records: the mapper of the calls.
-pub(crate) type Then = Arc<dyn Fn(Found, ThreadRecords) -> Result<Box<dyn Mapper>> + Send + Sync>;
+/// What the answer makes of the waits (in the order of `Wait::order`) and the threads'
+/// records: the mapper of the calls.
+pub(crate) type Then = Arc<dyn Fn(WaitStream, ThreadRecords) -> Result<Box<dyn Mapper>> + Send + Sync>;
 
-/// The answer's fold on a cluster: the waits found before (inputs 1 and 2), and the threads'
-/// records (inputs 3 and 4, and an accelerator's hand-overs after them) as the embedded fold
-/// reads them.
+/// The answer's fold on a cluster: the waits found before (inputs 1 and 2), put in order beyond
+/// memory (`crate::external_sort`: a task's ranks' waits took about 100 bytes each in a list,
+/// 428 MiB at 2 M waits on an executor of 273 MiB at 1 B events), and the threads' records
+/// (inputs 3 and 4, and an accelerator's hand-overs after them) as the embedded fold reads them.
 struct FoldFound {
-    found: Found,
+    waits: ExternalSort<Wait>,
     threads: ThreadRecords,
     then: Then,
 }
@@ -335,40 +344,45 @@ struct FoldFound {
 impl Folder for FoldFound {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
-            1 | 2 => waits_of(batch, &mut self.found),
+            1 | 2 => {
+                let mut found = Found::default();
+                waits_of(batch, &mut found)?;
+                found.waits.into_iter().try_for_each(|w| self.waits.push(w))
+            }
             _ => self.threads.fold_input(input, batch),
         }
     }
 
     fn held_bytes(&self) -> usize {
-        self.found.waits.capacity() * std::mem::size_of::<Wait>()
-            + self.found.left.len() * 32
-            + self.found.ends.capacity() * 32
-            + self.threads.held_bytes()
+        self.waits.held_bytes() + self.threads.held_bytes()
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldFound { found, threads, then } = *self;
-        then(found, threads)
+        let FoldFound { waits, threads, then } = *self;
+        then(WaitStream::of_sorted(waits.sorted()?)?, threads)
     }
 }
 
-/// How an analysis that folds the MPI waits spreads (`wait_states`, the critical path and its
-/// profile): its messages (input 1) and collectives (input 2) reduced to their waits where they
-/// lie, the answer making the mapper of its calls from the waits by `then`; when `routed`, a
-/// task per part of the calls with their ranks' waits (an answer per rank), else one task;
-/// with `ends`, the collectives also give each member's leaving of an instance in which someone
-/// waited (`delay_costs`' synchronisation points).
+/// How an analysis that folds the MPI waits spreads (`wait_states` and the views over it):
+/// its messages (input 1) and collectives (input 2) reduced to their waits where they lie, the
+/// answer making the mapper of its calls from the waits by `then`; when `routed`, a task per
+/// part of the calls with their ranks' waits (an answer per rank), else one task; with `ends`,
+/// the collectives also give each member's leaving of an instance in which someone waited
+/// (`delay_costs`' synchronisation points). What is put in order beyond memory goes in runs of
+/// `run_bytes` (`crate::external_sort::run_bytes` of the session that plans it: on a cluster,
+/// the executor's).
 pub(crate) fn spread(
     notices: Option<commdb_catalog::wallclock::Notices>,
     routed: bool,
     ends: bool,
+    run_bytes: usize,
     then: Then,
 ) -> Spread {
     let start: StartFold = Arc::new(move || {
-        Box::new(FoldFound { found: Found::default(), threads: ThreadRecords::default(), then: then.clone() })
+        let waits = ExternalSort::new("the waits found", run_bytes);
+        Box::new(FoldFound { waits, threads: ThreadRecords::default(), then: then.clone() })
     });
-    spread_folding(notices, routed, ends, start)
+    spread_folding(notices, routed, ends, run_bytes, start)
 }
 
 /// `spread`, the answer folding the waits found before (inputs 1 and 2, rows `waits_of` reads)
@@ -377,12 +391,13 @@ pub(crate) fn spread_folding(
     notices: Option<commdb_catalog::wallclock::Notices>,
     routed: bool,
     ends: bool,
+    run_bytes: usize,
     start: StartFold,
 ) -> Spread {
     let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
-    let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
+    let reduce_messages: Prepare = Arc::new(move |_| Ok(Box::new(ReduceCandidates::new(run_bytes)) as Box<dyn Mapper>));
     let reduce_collectives: Prepare = Arc::new(move |_| {
-        let collectives = CollectiveWaits::default();
+        let collectives = CollectiveWaits::new(run_bytes);
         let notices = notices.clone();
         Ok(Box::new(ReduceCollectives { collectives, notices, ends, done: None }) as Box<dyn Mapper>)
     });
@@ -412,12 +427,12 @@ pub(crate) fn spread_folding(
 /// the waits of each collective instance (the collectives, input 2, exchanged by instance) and,
 /// with `ends`, each member's leaving of an instance in which someone waited. Steps 1 and 2
 /// give rows of the same schema, their rank first, which `waits_of` reads.
-pub(crate) fn wait_steps(ends: bool) -> Vec<commdb_analysis::steps::Step> {
+pub(crate) fn wait_steps(ends: bool, run_bytes: usize) -> Vec<commdb_analysis::steps::Step> {
     use commdb_analysis::steps::{From, Reads, Step};
     let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
-    let reduce_messages: Prepare = Arc::new(|_| Ok(Box::new(ReduceCandidates::default()) as Box<dyn Mapper>));
+    let reduce_messages: Prepare = Arc::new(move |_| Ok(Box::new(ReduceCandidates::new(run_bytes)) as Box<dyn Mapper>));
     let reduce_collectives: Prepare = Arc::new(move |_| {
-        let collectives = CollectiveWaits::default();
+        let collectives = CollectiveWaits::new(run_bytes);
         Ok(Box::new(ReduceCollectives { collectives, notices: None, ends, done: None }) as Box<dyn Mapper>)
     });
     vec![
@@ -443,4 +458,53 @@ pub(crate) fn wait_steps(ends: bool) -> Vec<commdb_analysis::steps::Step> {
             reads: Reads::Exchanged(vec![0, 1]),
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// The answer's fold on a cluster keeps the waits its task is given in runs on disk, not
+    /// in a list, and gives them to the calls' mapper in the order of `Wait::order`.
+    #[test]
+    fn the_waits_found_are_put_in_order_beyond_memory() {
+        let wait = |rank: i64, ts: i64, k: i64| Wait {
+            rank,
+            pattern: if k % 3 == 0 { "late_sender" } else { "wait_at_barrier" },
+            wait_ns: 10 + k,
+            ts,
+            msg_id: (k % 3 == 0).then_some(k),
+            comm: (k % 3 != 0).then_some(7),
+            instance: (k % 3 != 0).then_some(k),
+            partner: Some(rank + 1),
+        };
+        let all: Vec<Wait> = (0..1000i64).map(|k| wait((k * 37) % 11, (k * 7919) % 1009, k)).collect();
+        let given = Arc::new(Mutex::new(Vec::new()));
+        let seen = given.clone();
+        let then: Then = Arc::new(move |mut waits: WaitStream, _| {
+            while let Some(w) = waits.next()? {
+                seen.lock().unwrap().push(w);
+            }
+            Ok(Box::new(Candidates) as Box<dyn Mapper>)
+        });
+        let mut fold = Box::new(FoldFound {
+            waits: ExternalSort::with_run("the waits found", 16),
+            threads: ThreadRecords::default(),
+            then,
+        });
+        let mut most = 0;
+        for chunk in all.chunks(100) {
+            let rows: Vec<(Wait, Option<i64>)> = chunk.iter().map(|w| (*w, None)).collect();
+            fold.fold(1, &wait_rows(&rows).unwrap()).unwrap();
+            most = most.max(fold.held_bytes());
+        }
+        assert!(most <= 32 * std::mem::size_of::<Wait>() + 4096, "{most} bytes held for runs of 16 waits");
+        fold.into_mapper().unwrap();
+        let mut want = all.clone();
+        want.sort_by_key(Wait::order);
+        let got = given.lock().unwrap();
+        assert_eq!(got.len(), want.len());
+        assert!(got.iter().zip(&want).all(|(g, w)| g == w), "the waits did not come back in order");
+    }
 }

@@ -240,11 +240,9 @@ impl WaitStream {
         Ok(WaitStream { messages, collectives, message })
     }
 
-    /// The waits of `list`, in any order.
-    pub fn of_list(mut list: Vec<Wait>) -> Result<Self> {
-        list.sort_unstable_by_key(Wait::order);
-        let none = super::MessageWaits::default().stream()?;
-        Self::new(none, Sorted::of_sorted(list))
+    /// The waits of `sorted`, in the order of `Wait::order`.
+    pub fn of_sorted(sorted: Sorted<Wait>) -> Result<Self> {
+        Self::new(super::MessageWaits::default().stream()?, sorted)
     }
 
     pub fn next(&mut self) -> Result<Option<Wait>> {

@@ -651,7 +651,7 @@ fn plan_delay_costs(a: &Args) -> Result<Arc<dyn TableProvider>> {
     });
     // On a distributed engine, planned as steps so that no task reads the calls whole.
     let offload = inputs.len() > 5;
-    let steps = steps::steps(out.clone(), offload);
+    let steps = steps::steps(out.clone(), offload, run_bytes);
     Ok(Arc::new(Derived::folded(out, inputs, Main::ByRank(0), start).in_steps(steps)?))
 }
 

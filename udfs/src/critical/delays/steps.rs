@@ -40,8 +40,8 @@ pub(super) const DELAYER: i8 = 1;
 
 /// The steps of `delay_costs` over its inputs: calls, messages, collectives, events, regions
 /// and, with `offload`, the accelerators' hand-overs.
-pub(super) fn steps(schema: SchemaRef, offload: bool) -> Vec<Step> {
-    let mut steps = crate::waits::spread::wait_steps(true);
+pub(super) fn steps(schema: SchemaRef, offload: bool, run_bytes: usize) -> Vec<Step> {
+    let mut steps = crate::waits::spread::wait_steps(true, run_bytes);
     // 3
     let first: Prepare = Arc::new(|_| Ok(Box::new(FirstInstants::default()) as Box<dyn Mapper>));
     steps.push(Step {
