@@ -133,7 +133,26 @@ pub async fn connect(session: &mut Session, url: &str, secret: Option<secret::Se
     }
     builder = builder.with_scalar_functions(all_scalars).with_aggregate_functions(all_aggregates);
     session.set_state(builder.build());
+    partitions_for_stores(session);
     Ok(address)
+}
+
+/// Give a session on a cluster a partition per part of the calls of the largest store it has
+/// open, at least: what a task of an analysis holds (its ranks' calls and waits, the share of
+/// an exchange that Ballista fetches whole) then stays a part's share as traces grow, where a
+/// partition per core of the client gave each task of a 1 B-event store half of it
+/// (docs/performance.md, "On a cluster": `wait_states` on 4 executors of 273 MiB took 110.7 s
+/// and 2.3 GB an executor in 2 partitions, 59.1 s and 559 MB in 64). Called on connecting
+/// and after a store is opened on a cluster; a larger setting of the user's is kept.
+pub fn partitions_for_stores(session: &mut Session) {
+    let parts = session.traces().filter_map(|(_, t)| t.stored_file("calls")).map(|f| f.files.len()).max().unwrap_or(0);
+    let state = session.context().state();
+    if parts <= state.config().target_partitions() {
+        return;
+    }
+    let mut config = state.config().clone();
+    config.options_mut().execution.target_partitions = parts;
+    session.set_state(SessionStateBuilder::new_from_existing(state).with_config(config).build());
 }
 
 /// The scheduler a session's queries go to: an extension of the session's configuration that

@@ -33,6 +33,7 @@ pub async fn connect(
     if let Some(path) = path {
         let options = session.open_options.clone();
         session.open(path, name, &options).map_err(Failure::from)?;
+        commdb_cluster::partitions_for_stores(session);
     }
     Ok(())
 }

@@ -305,6 +305,10 @@ impl Shell {
             self.note(&step);
         }
         let name = result?;
+        #[cfg(feature = "cluster")]
+        if self.cluster.is_some() {
+            commdb_cluster::partitions_for_stores(&mut self.session);
+        }
         let trace = self.session.trace(&name).expect("just opened");
         self.note(&format!(
             "opened {path} as {name}: {} ({}){}",

@@ -475,6 +475,16 @@ fn the_waits_spread_over_the_executors() {
     let store = store(dir.path());
     let threads = store_of(dir.path(), "threads", &["--threads", "4", "--iterations", "12"]);
     let cluster = Cluster::start(dir.path(), 2, &[]);
+    // On a cluster, a partition per part of the calls at least: a task holds a part's share
+    // of the ranks whatever the size of the trace.
+    let calls_parts = std::fs::read_dir(store.join("calls")).unwrap().count();
+    assert!(calls_parts > 2, "the calls are in {calls_parts} parts");
+    let setting =
+        "SELECT value FROM information_schema.df_settings WHERE name = 'datafusion.execution.target_partitions'";
+    let (ok, out, err) = answer(&store, Some(&cluster.url()), &["-c", setting]);
+    assert!(ok, "{err}");
+    let partitions: usize = out.lines().last().unwrap().trim().parse().unwrap();
+    assert!(partitions >= calls_parts, "{partitions} partitions for {calls_parts} parts of the calls");
     for store in [&store, &threads] {
         spreads(&cluster, store, "wait_states", "SELECT * FROM wait_states()");
         spreads(&cluster, store, "wait_states", "SELECT rank, pattern, wait_ns, ts, partner FROM wait_states()");
