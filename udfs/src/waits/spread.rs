@@ -385,6 +385,21 @@ pub(crate) fn spread(
     spread_folding(notices, routed, ends, run_bytes, start)
 }
 
+/// The mappers that find the waits, as `spread_folding` and `wait_steps` place them: each part
+/// of the messages' candidates, the candidates of a rank's calls reduced to their waits, and
+/// the collective instances' waits (with `ends`, each member's leaving of an instance in which
+/// someone waited), what they put in order in runs of `run_bytes`.
+fn finders(notices: Option<commdb_catalog::wallclock::Notices>, ends: bool, run_bytes: usize) -> [Prepare; 3] {
+    let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
+    let reduce_messages: Prepare = Arc::new(move |_| Ok(Box::new(ReduceCandidates::new(run_bytes)) as Box<dyn Mapper>));
+    let reduce_collectives: Prepare = Arc::new(move |_| {
+        let collectives = CollectiveWaits::new(run_bytes);
+        let notices = notices.clone();
+        Ok(Box::new(ReduceCollectives { collectives, notices, ends, done: None }) as Box<dyn Mapper>)
+    });
+    [candidates, reduce_messages, reduce_collectives]
+}
+
 /// `spread`, the answer folding the waits found before (inputs 1 and 2, rows `waits_of` reads)
 /// and the threads' records (3 on) by the folder `start` makes.
 pub(crate) fn spread_folding(
@@ -394,13 +409,7 @@ pub(crate) fn spread_folding(
     run_bytes: usize,
     start: StartFold,
 ) -> Spread {
-    let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
-    let reduce_messages: Prepare = Arc::new(move |_| Ok(Box::new(ReduceCandidates::new(run_bytes)) as Box<dyn Mapper>));
-    let reduce_collectives: Prepare = Arc::new(move |_| {
-        let collectives = CollectiveWaits::new(run_bytes);
-        let notices = notices.clone();
-        Ok(Box::new(ReduceCollectives { collectives, notices, ends, done: None }) as Box<dyn Mapper>)
-    });
+    let [candidates, reduce_messages, reduce_collectives] = finders(notices, ends, run_bytes);
     let messages = Prefold {
         input: 1,
         partial: Some((candidate_schema(), Work::Streamed(candidates), "each part's late senders and receivers")),
@@ -429,12 +438,7 @@ pub(crate) fn spread_folding(
 /// give rows of the same schema, their rank first, which `waits_of` reads.
 pub(crate) fn wait_steps(ends: bool, run_bytes: usize) -> Vec<commdb_analysis::steps::Step> {
     use commdb_analysis::steps::{From, Reads, Step};
-    let candidates: Prepare = Arc::new(|_| Ok(Box::new(Candidates) as Box<dyn Mapper>));
-    let reduce_messages: Prepare = Arc::new(move |_| Ok(Box::new(ReduceCandidates::new(run_bytes)) as Box<dyn Mapper>));
-    let reduce_collectives: Prepare = Arc::new(move |_| {
-        let collectives = CollectiveWaits::new(run_bytes);
-        Ok(Box::new(ReduceCollectives { collectives, notices: None, ends, done: None }) as Box<dyn Mapper>)
-    });
+    let [candidates, reduce_messages, reduce_collectives] = finders(None, ends, run_bytes);
     vec![
         Step {
             label: "each part's late senders and receivers",
