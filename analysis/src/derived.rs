@@ -601,16 +601,30 @@ impl Derived {
                     if last { (self.schema.clone(), projection.cloned()) } else { (step.schema.clone(), None) };
                 // A routed sweep by rank over a first input not in rank order (in one task: a
                 // view) reads it whole; other steps' inputs are put in order by the engine.
-                let work = match step.reads {
-                    crate::steps::Reads::Routed(_) => in_order_or_whole(step.work.clone(), &inputs)?,
+                // A step reading its input in an order puts the partitions in order itself, as
+                // they come ([`crate::merged`]): a merge in the plan would hold them all at once
+                // on a distributed engine, which hands each partition over whole.
+                let work = match (&step.reads, &step.work) {
+                    (crate::steps::Reads::Routed(_), _) => in_order_or_whole(step.work.clone(), &inputs)?,
+                    (crate::steps::Reads::OnceInOrder(columns), Work::Streamed(prepare)) => Work::Streamed(
+                        crate::merged::in_order(self.name, prepare.clone(), columns.clone(), schema.clone()),
+                    ),
+                    (crate::steps::Reads::OnceInOrder(_), _) => {
+                        return internal_err!(
+                            "{}: step {index} reads its input in order but is not streamed",
+                            self.name
+                        );
+                    }
                     _ => step.work.clone(),
                 };
                 let node = AnalysisExec::placed(self.name, inputs, work, schema, projection, placement)?;
                 let node = node.with_call(self.call.clone()).with_stage(stage).with_label(step.label);
                 return Ok(match &step.reads {
                     crate::steps::Reads::Exchanged(columns) => node.with_exchange(columns.clone()),
-                    crate::steps::Reads::OnceInOrder(columns) => node.with_input_order(columns.clone()),
-                    crate::steps::Reads::ByPart | crate::steps::Reads::Once | crate::steps::Reads::Routed(_) => node,
+                    crate::steps::Reads::ByPart
+                    | crate::steps::Reads::Once
+                    | crate::steps::Reads::OnceInOrder(_)
+                    | crate::steps::Reads::Routed(_) => node,
                 });
             }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {

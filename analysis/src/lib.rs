@@ -28,6 +28,7 @@ pub mod columns;
 pub mod declare;
 pub mod derived;
 pub mod function_calls;
+pub mod merged;
 pub mod node;
 pub mod once;
 pub mod ordered;

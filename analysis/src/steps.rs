@@ -36,9 +36,10 @@ pub enum Reads {
     /// One task, reading every input whole; it runs once, and the steps that read it whole
     /// read its rows from the engine's exchange.
     Once,
-    /// One task, as `Once`, reading its first input's partitions merged in the order of these
-    /// columns (each partition is sorted so; the first input's rows of one key keep the order
-    /// of their partition).
+    /// One task, as `Once`, reading its first input in the order of these columns: the
+    /// partitions come one after another as the engine hands them over, and the task puts them
+    /// in order beyond memory ([`crate::merged`]; each partition is best sorted so, which makes
+    /// it one sorted run).
     OnceInOrder(Vec<usize>),
     /// A task per part of its first input (an input of the analysis that a store holds in parts
     /// of whole ranks, swept by rank), each with the rows of the inputs listed here whose column

@@ -565,6 +565,8 @@ fn the_waits_spread_over_the_executors() {
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }
+    // The walk reads the parts' exits as they come: a merge would hold every part at once.
+    assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
     // The delay costs: each wait's interval from the waits once, each side of each wait
     // measured where its calls lie, the costs handed on once over the sides.
     let plan = explain("SELECT * FROM delay_costs()");
@@ -579,6 +581,8 @@ fn the_waits_spread_over_the_executors() {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }
     assert!(!plan.contains("over the waits its messages and collectives gave"), "{plan}");
+    // The hand-on puts the sides in order itself (analysis/src/merged.rs), not a merge in the plan.
+    assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
 }
 
 /// The DAG spreads (docs/scale.md, "The DAG"): each part of the messages gives their halves,

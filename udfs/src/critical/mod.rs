@@ -333,7 +333,7 @@ impl Mapper for RunSweep {
             }
         }
         let offload = Handovers::from_batches(self.records.offload())?;
-        let path = walk(store, &names.names, paths, &self.finalize, &self.waits, &self.threads, &offload)?;
+        let path = walk(store, &names.names, paths, &self.finalize, &mut self.waits, &self.threads, &offload)?;
         let batch = match self.answer {
             Answer::Path => path_batch(&path, &self.schema)?,
             Answer::Profile => {

@@ -10,8 +10,9 @@
 //!    a stream's kernels, and the waits that end in them. The stretches between are merged into
 //!    one, through which the walk only passes. With the profile, each location's time per call
 //!    path less its waiting.
-//! 3. **The walk**, in one task, over the exits of every location merged in rank order: the
-//!    same walk as in one process (`crate::critical::walk`), so it takes the same hops, and it
+//! 3. **The walk**, in one task, over the exits of every location as the parts give them (not
+//!    merged: a merge of the parts would hold a batch of each at once, and a distributed engine
+//!    fetches each part's share whole before merging it): the same walk as in one process (`crate::critical::walk`), so it takes the same hops, and it
 //!    gives each piece of time it covers. The walk is one chain of hops between ranks; each
 //!    depends on the one before, so it is not split among tasks: it reads the exits, a few
 //!    stretches and a wait per wait state, where the calls give a stretch each.
@@ -55,7 +56,7 @@ pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool, run_bytes:
         schema: super::exits::pieces_schema(),
         work: Work::Streamed(super::exits::walk_prepare(answer, offload)),
         inputs,
-        reads: Reads::OnceInOrder(vec![0]),
+        reads: Reads::Once,
     });
     // 5
     let mut inputs = vec![From::Input(0), From::Step(4)];

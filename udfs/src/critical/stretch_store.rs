@@ -2,7 +2,9 @@
 //! walk a run backwards across ranks (`critical_path`, `critical_path_profile`) sweep the calls
 //! a chunk of whole ranks at a time (commdb_analysis::by_rank) and write each rank's stretches to a
 //! scratch file as they come, keeping in memory only an index: per rank where its stretches
-//! lie, and the end and the first byte of every block of stretches. The walk then reads back
+//! lie, and the end, first byte and length of every block of stretches (a rank's stretches may
+//! come in runs, as the critical path's walk on a distributed engine reads them, and the runs
+//! lie apart in the file). The walk then reads back
 //! the block that holds an instant, and keeps the blocks it used last (at most
 //! `CACHED_STRETCHES`). On disk a stretch is written as differences from the one before (a
 //! stretch starts where the previous ended, and its call's start is near its own: `varint`),
@@ -52,11 +54,12 @@ struct RankIndex {
     /// The start of the rank's first stretch and the end of its last.
     from: i64,
     to: i64,
-    /// The end (`to`) of each block's last stretch.
+    /// The end (`to`) of each block's last stretch (per block read back, once sealed).
     block_ends: Vec<i64>,
-    /// The first byte of each block in the file, and the byte after the rank's last.
+    /// The first byte in the file of each block as written, and its length: a key's stretches
+    /// added in several runs (`append`) lie in several places.
     block_at: Vec<u64>,
-    end_at: u64,
+    block_len: Vec<u32>,
     /// Whether the time before its first stretch is padded (a rank's, or its master thread's).
     padded: bool,
 }
@@ -101,10 +104,26 @@ impl BlockCache {
         let uses = self.uses;
         if !self.blocks.contains_key(&(rank, b)) {
             let n = (r.count - b * unit).min(unit);
-            let at = r.block_at[b];
-            let end = r.block_at.get(b + 1).copied().unwrap_or(r.end_at);
-            let mut bytes = vec![0u8; (end - at) as usize];
-            file.read_exact_at(&mut bytes, at).map_err(|e| io_error(what, "reading", e))?;
+            let written = unit / BLOCK;
+            let first = b * written;
+            let last = (first + written).min(r.block_at.len());
+            let len: u64 = r.block_len[first..last].iter().map(|&l| u64::from(l)).sum();
+            let mut bytes = vec![0u8; len as usize];
+            // The blocks as written, each run of them that lies together read at once.
+            let (mut i, mut filled) = (first, 0usize);
+            while i < last {
+                let at = r.block_at[i];
+                let mut end = at + u64::from(r.block_len[i]);
+                i += 1;
+                while i < last && r.block_at[i] == end {
+                    end += u64::from(r.block_len[i]);
+                    i += 1;
+                }
+                let size = (end - at) as usize;
+                file.read_exact_at(&mut bytes[filled..filled + size], at).map_err(|e| io_error(what, "reading", e))?;
+                filled += size;
+            }
+            let at = r.block_at[first];
             let list = decode_blocks(&bytes, n).ok_or_else(|| {
                 DataFusionError::Execution(format!(
                     "{what}: the scratch file of its stretches holds no {n} stretches at byte {at} (it was changed while the analysis ran)"
@@ -241,36 +260,50 @@ impl StretchStore {
 
     /// Add the stretches of `key` (in time order; a key comes once); with `padded`, the time
     /// before its first stretch is padded as a rank's is (not so a worker thread's: it idles).
-    pub(crate) fn push(&mut self, rank: i64, list: &[Stretch], padded: bool) -> Result<()> {
+    pub(crate) fn push(&mut self, key: i64, list: &[Stretch], padded: bool) -> Result<()> {
+        if self.ranks.contains_key(&key) {
+            return Err(DataFusionError::Internal(format!("{}: the stretches of {key} added twice", self.what)));
+        }
+        self.append(key, list, padded)
+    }
+
+    /// Add stretches of `key` after those it has (in time order): every run but a key's last
+    /// holds a whole number of blocks (`BLOCK`), so that a key's blocks are full but its last.
+    /// `padded` is taken from the first run.
+    pub(crate) fn append(&mut self, key: i64, list: &[Stretch], padded: bool) -> Result<()> {
         let what = self.what;
         let file = self
             .file
             .as_mut()
             .ok_or_else(|| DataFusionError::Internal(format!("{what}: stretches added after the walk began")))?;
-        let mut index = RankIndex {
-            count: list.len(),
+        let index = self.ranks.entry(key).or_insert_with(|| RankIndex {
             from: list.first().map_or(0, |s| s.from),
-            to: list.last().map_or(0, |s| s.to),
-            block_ends: list.chunks(BLOCK).map(|b| b[b.len() - 1].to).collect(),
-            block_at: Vec::with_capacity(list.len().div_ceil(BLOCK)),
-            end_at: 0,
             padded,
-        };
+            ..RankIndex::default()
+        });
+        if !index.count.is_multiple_of(BLOCK) {
+            return Err(DataFusionError::Internal(format!(
+                "{what}: stretches of {key} added after a run that ended within a block"
+            )));
+        }
+        if index.count == 0 {
+            index.from = list.first().map_or(0, |s| s.from);
+        }
         let mut bytes = Vec::with_capacity(BLOCK * 16);
         for block in list.chunks(BLOCK) {
             bytes.clear();
             encode_block(block, &mut bytes);
+            index.block_ends.push(block[block.len() - 1].to);
             index.block_at.push(self.bytes_written);
+            index.block_len.push(bytes.len() as u32);
             file.write_all(&bytes).map_err(|e| io_error(what, "writing", e))?;
             self.bytes_written += bytes.len() as u64;
         }
-        index.end_at = self.bytes_written;
-        self.written += list.len() as u64;
-        if list.is_empty() {
-            index.block_ends.clear();
-            index.block_at.clear();
+        if let Some(last) = list.last() {
+            index.to = last.to;
         }
-        self.ranks.insert(rank, index);
+        index.count += list.len();
+        self.written += list.len() as u64;
         Ok(())
     }
 
@@ -302,7 +335,6 @@ impl StretchStore {
         if k > 1 {
             for r in self.ranks.values_mut() {
                 r.block_ends = r.block_ends.chunks(k).map(|c| c[c.len() - 1]).collect();
-                r.block_at = r.block_at.chunks(k).map(|c| c[0]).collect();
             }
         }
         self.padding = start.map(|s| (s, uncovered));
@@ -362,6 +394,40 @@ impl StretchStore {
         Ok((s.from < t).then_some(s))
     }
 
+    /// The latest stretch of `key` that ends at or before `t` and after `after`, of those `take`
+    /// takes, searched backward from `t`.
+    pub(crate) fn latest_by(
+        &mut self,
+        key: i64,
+        t: i64,
+        after: i64,
+        take: &mut dyn FnMut(&Stretch) -> bool,
+    ) -> Result<Option<Stretch>> {
+        let Some(r) = self.ranks.get(&key) else { return Ok(None) };
+        if r.count == 0 {
+            return Ok(None);
+        }
+        // The first block whose last stretch ends after t holds the last that ends by t, or
+        // the block before it does.
+        let mut b = r.block_ends.partition_point(|&e| e <= t).min(r.block_ends.len() - 1);
+        loop {
+            let block = self.block(key, b)?;
+            let k = block.partition_point(|s| s.to <= t);
+            for s in block[..k].iter().rev() {
+                if s.to <= after {
+                    return Ok(None);
+                }
+                if take(s) {
+                    return Ok(Some(*s));
+                }
+            }
+            if b == 0 {
+                return Ok(None);
+            }
+            b -= 1;
+        }
+    }
+
     /// The thread of `rank` (of `threads`, in order, the master first; keys by `location`)
     /// whose MPI call was under way at `t`: the master's if it was in one or none was.
     pub(crate) fn mpi_thread(&mut self, threads: &[i64], rank: i64, t: i64) -> Result<i64> {
@@ -406,7 +472,7 @@ impl StretchStore {
 
     pub(crate) fn held_bytes(&self) -> usize {
         let index: usize =
-            self.ranks.values().map(|r| 80 + 8 * r.block_ends.capacity() + 8 * r.block_at.capacity()).sum();
+            self.ranks.values().map(|r| 80 + 8 * r.block_ends.capacity() + 12 * r.block_at.capacity()).sum();
         index + self.cache.held_bytes()
     }
 }
@@ -700,5 +766,43 @@ mod tests {
             })
             .unwrap();
         assert_eq!(seen, [100, 5000, 5010]);
+    }
+
+    #[test]
+    fn stretches_appended_in_runs_among_other_keys_read_back_as_if_pushed_at_once() {
+        // Two keys written a few blocks at a time, by turns: each key's blocks lie apart in the
+        // file, and a block read back (of several written, with two keys) spans the gaps.
+        let a: Vec<Stretch> =
+            (0..5 * BLOCK as i64 + 17).map(|k| s(100 + 10 * k, 110 + 10 * k, (k % 5) as u32)).collect();
+        let b: Vec<Stretch> = (0..3 * BLOCK as i64 + 2).map(|k| s(7 + 9 * k, 16 + 9 * k, (k % 3) as u32)).collect();
+        let mut apart = StretchStore::new("test").unwrap();
+        let mut together = StretchStore::new("test").unwrap();
+        let (mut i, mut j) = (0, 0);
+        while i < a.len() || j < b.len() {
+            let n = (a.len() - i).min(if i == 0 { BLOCK } else { 2 * BLOCK });
+            let n = if i + n < a.len() { n - n % BLOCK } else { n };
+            apart.append(0, &a[i..i + n], true).unwrap();
+            i += n;
+            let m = (b.len() - j).min(BLOCK);
+            let m = if j + m < b.len() { m - m % BLOCK } else { m };
+            apart.append(1, &b[j..j + m], false).unwrap();
+            j += m;
+        }
+        together.push(0, &a, true).unwrap();
+        together.push(1, &b, false).unwrap();
+        // A run that ends within a block takes no more; a key pushed twice is refused.
+        assert!(apart.append(1, &b[..1], false).is_err());
+        assert!(together.push(0, &a[..1], true).is_err());
+        apart.finish_writing(99).unwrap();
+        together.finish_writing(99).unwrap();
+        assert!(apart.unit > BLOCK, "blocks read back span several written");
+        assert_eq!(apart.len(), together.len());
+        assert_eq!(apart.ends().collect::<Vec<_>>(), together.ends().collect::<Vec<_>>());
+        let key = |s: Option<Stretch>| s.map(|s| (s.from, s.to, s.region, s.path, s.call_start, s.hand));
+        for t in (0..a.len() as i64 * 10 + 200).step_by(7) {
+            for k in [0, 1] {
+                assert_eq!(key(apart.holding(k, t).unwrap()), key(together.holding(k, t).unwrap()), "key {k} at {t}");
+            }
+        }
     }
 }

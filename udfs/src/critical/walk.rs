@@ -104,6 +104,40 @@ impl RunWaits {
     }
 }
 
+/// The waits the walk reads: each rank's, by their end.
+pub(crate) trait WaitEnds {
+    /// The latest wait of `rank` that ended at or before `t` and after `after`, of those
+    /// `take` takes.
+    fn latest(
+        &mut self,
+        rank: i64,
+        t: i64,
+        after: i64,
+        take: &mut dyn FnMut(&WaitEnd) -> bool,
+    ) -> Result<Option<WaitEnd>>;
+
+    /// How many there are.
+    fn count(&self) -> usize;
+}
+
+impl WaitEnds for RunWaits {
+    fn latest(
+        &mut self,
+        rank: i64,
+        t: i64,
+        after: i64,
+        take: &mut dyn FnMut(&WaitEnd) -> bool,
+    ) -> Result<Option<WaitEnd>> {
+        let Some(list) = self.ends.get(&rank) else { return Ok(None) };
+        let k = list.partition_point(|w| w.end <= t);
+        Ok(list[..k].iter().rev().take_while(|w| w.end > after).find(|w| take(w)).copied())
+    }
+
+    fn count(&self) -> usize {
+        self.count
+    }
+}
+
 /// The critical path, in time order, walked over the stretches of `store` (every thread's,
 /// written under `location`; `threads` per rank, the master first) with the region names and
 /// call paths they were swept with.
@@ -112,7 +146,7 @@ pub(crate) fn walk(
     names: &[String],
     paths: &Paths,
     finalize: &Finalize,
-    waits: &RunWaits,
+    waits: &mut RunWaits,
     threads: &BTreeMap<i64, Vec<i64>>,
     offload: &Handovers,
 ) -> Result<Vec<Segment>> {
@@ -163,7 +197,7 @@ pub(crate) fn walk_pieces(
     store: &mut StretchStore,
     finalize_region: Option<u32>,
     finalize: &Finalize,
-    waits: &RunWaits,
+    waits: &mut dyn WaitEnds,
     threads: &BTreeMap<i64, Vec<i64>>,
     offload: &Handovers,
     pieces: &mut Pieces,
@@ -181,7 +215,7 @@ pub(crate) fn walk_pieces(
     let latest_finalize = finalize.entered.iter().map(|(r, &(th, c))| (*r, th, c)).max_by_key(|&(r, _, c)| (c, -r));
     let mut seen: HashSet<(i64, i64)> = HashSet::new();
     let mut handed: HashSet<(i64, i64, i64)> = HashSet::new();
-    let budget = store.len() * 4 + waits.count + offload.len() * 2 + 16;
+    let budget = store.len() * 4 + waits.count() + offload.len() * 2 + 16;
     let mut emit = |rank: i64, thread: i64, s: &Stretch, start: i64, end: i64, kind: &'static str| {
         if end > start {
             pieces(rank, thread, s, start, end, kind);
@@ -257,13 +291,9 @@ pub(crate) fn walk_pieces(
             continue;
         }
         // The latest wait of this call that ended by t.
-        let wait = waits.ends.get(&rank).and_then(|list| {
-            let k = list.partition_point(|w| w.end <= t);
-            list[..k]
-                .iter()
-                .rev()
-                .find(|w| w.start >= call_start && w.end > call_start && threads.contains_key(&w.partner))
-        });
+        // (Waits end in time order: none that ended by the call's start is of it.)
+        let wait =
+            waits.latest(rank, t, call_start, &mut |w| w.start >= call_start && threads.contains_key(&w.partner))?;
         match wait {
             Some(w) if w.end >= s.from && seen.insert((rank, w.end)) => {
                 emit(rank, thread, &s, w.end, t, if w.transfer { "transfer" } else { "mpi" });
