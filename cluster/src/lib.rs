@@ -11,7 +11,6 @@
 pub mod codec;
 pub mod guard;
 pub mod losses;
-pub mod one_reader;
 pub mod processes;
 pub mod retried;
 pub mod secret;

@@ -171,8 +171,6 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
     // the scan (the logical optimizer still gives it to the scans of the store's files).
     let mut physical: Vec<_> =
         state.physical_optimizers().iter().filter(|r| r.name() != "LimitPushdown").cloned().collect();
-    // A node of one task reads a multi-partition input through one shuffle read (one_reader.rs).
-    physical.push(Arc::new(crate::one_reader::OneReaderForOneTask));
     if commdb_catalog::data_dirs::restricted() {
         physical.push(Arc::new(crate::guard::KeepToDataDirs));
     }
