@@ -171,6 +171,9 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
     // the scan (the logical optimizer still gives it to the scans of the store's files).
     let mut physical: Vec<_> =
         state.physical_optimizers().iter().filter(|r| r.name() != "LimitPushdown").cloned().collect();
+    // An exchange that keeps its input's order is an exchange and a sort: a shuffle does not
+    // keep it (order_kept.rs).
+    physical.push(Arc::new(crate::order_kept::OrderKeptAcrossExchanges));
     if commdb_catalog::data_dirs::restricted() {
         physical.push(Arc::new(crate::guard::KeepToDataDirs));
     }

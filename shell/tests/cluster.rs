@@ -1225,6 +1225,27 @@ fn a_store_the_cluster_cannot_see_is_named() {
     assert!(!ok && err.contains(&hidden), "{err}");
 }
 
+/// A query's order holds on the cluster as in one process, where DataFusion keeps a table's
+/// order through an exchange (a shuffle does not keep it): the rows come in the same order.
+#[test]
+fn an_order_holds_on_the_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    let parts = "SET datafusion.execution.target_partitions = 8";
+    for query in [
+        "SELECT rank, count(*), min(start_ts) FROM calls GROUP BY rank ORDER BY rank",
+        "SELECT rank, thread, sum(end_ts - start_ts) FROM calls GROUP BY rank, thread ORDER BY rank, thread",
+        "SELECT rank, start_ts, region FROM calls ORDER BY rank, start_ts, region LIMIT 50",
+        "SELECT src, count(*) FROM messages GROUP BY src ORDER BY src DESC",
+    ] {
+        let embedded = answer(&store, None, &["-c", query]);
+        let distributed = answer(&store, Some(&cluster.url()), &["-c", parts, "-c", query]);
+        assert!(embedded.0 && distributed.0, "{query}: {embedded:?} {distributed:?}");
+        assert_eq!(distributed.1, embedded.1, "{query}");
+    }
+}
+
 /// A delta report's answer cut where its histograms' header starts: the totals, the bins.
 fn split_bins(answer: &str) -> (String, String) {
     let at = answer.find("region,path,bin,").expect("the report's histograms");
