@@ -89,10 +89,16 @@ impl Routes {
 
     /// The first rank of each partition of `plan` when it is a scan of files whose ranges of
     /// rank `ranges` gives (a store's parts, by the manifest: each file and its least and
-    /// greatest rank), and the partitions' files' ranges follow one another.
+    /// greatest rank, [`commdb_catalog::session::trace_table::StoreScan`] or the scan it checks),
+    /// and the partitions' files' ranges follow one another.
     pub fn of_files(plan: &Arc<dyn ExecutionPlan>, ranges: &[(std::path::PathBuf, i64, i64)]) -> Option<Vec<i64>> {
         use datafusion::datasource::physical_plan::FileScanConfig;
         use datafusion::datasource::source::DataSourceExec;
+        // A scan of a store's parts checks them as it opens them, over DataFusion's own scan.
+        let plan = match plan.downcast_ref::<commdb_catalog::session::trace_table::StoreScan>() {
+            Some(checked) => checked.children()[0],
+            None => plan,
+        };
         let scan = plan.downcast_ref::<DataSourceExec>()?.data_source().downcast_ref::<FileScanConfig>()?;
         let range_of = |location: &str| {
             ranges

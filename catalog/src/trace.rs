@@ -268,12 +268,21 @@ pub struct Trace {
     /// read from a store; for others they are in `trace_info`.
     pub meta: TraceMeta,
     built: Arc<Mutex<Box<dyn TableState>>>,
+    /// Which pieces of its store's files were checked against the manifest's checksums, and
+    /// the outcome: shared by every scan of its tables, so that a piece is checked once in a
+    /// process whatever the number of sessions, queries and tasks that read it.
+    checked: crate::session::file_checks::Checked,
 }
 
 impl Trace {
     /// A trace whose tables `state` holds or builds.
     pub fn new(meta: TraceMeta, state: Box<dyn TableState>) -> Self {
-        Trace { meta, built: Arc::new(Mutex::new(state)) }
+        Trace { meta, built: Arc::new(Mutex::new(state)), checked: Arc::default() }
+    }
+
+    /// Which pieces of its store's files were checked, shared by every scan of its tables.
+    pub fn checked(&self) -> crate::session::file_checks::Checked {
+        self.checked.clone()
     }
 
     fn built(&self) -> MutexGuard<'_, Box<dyn TableState>> {

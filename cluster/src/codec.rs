@@ -6,8 +6,11 @@
 //! - a store's table (`TraceTable`): the store's directory, the table and the trace's schema
 //!   name. Every process opens the store itself (its manifest and small tables, a few
 //!   milliseconds, once per process) and scans the Parquet parts in place: all processes must
-//!   see the store at the same path. The client checks each part against the manifest's
-//!   checksum before the query leaves it.
+//!   see the store at the same path.
+//! - a scan of a store's parts (`StoreScan`, over DataFusion's own Parquet scan): the store,
+//!   the table, the parts it may read and the columns it checks. Each executor checks what its
+//!   tasks read of a part (the tail and those columns) against the manifest's checksums, once
+//!   per piece and process, as one process does; the client and the scheduler read no part.
 //! - an analysis (`Derived` while planned, `AnalysisExec` once planned): a recipe, the
 //!   function's name, its arguments and the relations it looked up (commdb_analysis::recipe); the
 //!   receiving process plans the call again and gets the same work.
@@ -32,7 +35,7 @@ use commdb_analysis::ordered::{InOrder, Ordered, OrderedView};
 use commdb_analysis::plan::Call;
 use commdb_analysis::plan::{Placement, Stage};
 use commdb_analysis::relation::Lookup;
-use commdb_catalog::session::trace_table::TraceTable;
+use commdb_catalog::session::trace_table::{StoreScan, TraceTable};
 use commdb_catalog::trace::Trace;
 use commdb_catalog::wallclock::{Notices, TraceStarts};
 use datafusion::catalog::TableProvider;
@@ -40,6 +43,7 @@ use datafusion::catalog::view::ViewTable;
 use datafusion::common::{TableReference, exec_err, plan_err};
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::TaskContext;
+use datafusion::execution::object_store::ObjectStoreUrl;
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{AggregateUDF, Extension, LogicalPlan, ScalarUDF};
 use datafusion::physical_plan::ExecutionPlan;
@@ -59,6 +63,7 @@ const IN_ORDER: u8 = b'I';
 const WALLCLOCK: u8 = b'W';
 const MEMORY: u8 = b'M';
 const ORDERED_NODE: u8 = b'R';
+const STORE_SCAN: u8 = b'C';
 
 /// The largest table in memory sent with a query (an attached scheduler log, a CREATE TABLE
 /// AS result): the plan travels in one gRPC message.
@@ -73,6 +78,18 @@ struct StoredNode {
     table: String,
     #[prost(string, tag = "3")]
     trace: String,
+}
+
+/// A scan of a store's parts: the store, the table, the parts it may read (their paths) and the
+/// columns whose checksums it checks.
+#[derive(Clone, PartialEq, Message)]
+struct StoreScanNode {
+    #[prost(message, optional, tag = "1")]
+    table: Option<StoredNode>,
+    #[prost(string, repeated, tag = "2")]
+    files: Vec<String>,
+    #[prost(string, repeated, tag = "3")]
+    read: Vec<String>,
 }
 
 /// A relation an analysis looked up, or a schema it found to hold a trace.
@@ -214,23 +231,6 @@ static PROCESS: RwLock<String> = RwLock::new(String::new());
 /// Name this process in the codec's messages ("the scheduler at ...", "executor ...").
 pub fn set_process_name(name: &str) {
     *PROCESS.write().unwrap_or_else(PoisonError::into_inner) = name.to_string();
-}
-
-/// Every part of a store's tables checked against its manifest by this process (the client).
-fn check_parts(trace: &Trace, table: &str) -> Result<()> {
-    static CHECKED: Mutex<Option<HashMap<PathBuf, Option<u32>>>> = Mutex::new(None);
-    let Some(file) = trace.stored_file(table) else { return Ok(()) };
-    for (path, sums, _) in &file.files {
-        let crc = &sums.file;
-        let done =
-            CHECKED.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_default().get(path) == Some(crc);
-        if done {
-            continue;
-        }
-        commdb_catalog::store::check_file(path, *crc).map_err(|e| DataFusionError::External(Box::new(e)))?;
-        CHECKED.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_default().insert(path.clone(), *crc);
-    }
-    Ok(())
 }
 
 /// A session state with commdb's functions over `config`: what the scheduler plans a query in,
@@ -401,7 +401,7 @@ impl LogicalExtensionCodec for LogicalCodec {
                     return plan_err!("{}: no table {} in a commdb store", node.dir, node.table);
                 };
                 let partitions = ctx.session_config().target_partitions();
-                let table = TraceTable::new(trace, doc.name, doc.schema(), partitions).checked_by_client();
+                let table = TraceTable::new(trace, doc.name, doc.schema(), partitions);
                 Ok(Arc::new(table))
             }
             ANALYSIS => {
@@ -447,7 +447,6 @@ impl LogicalExtensionCodec for LogicalCodec {
                     trace.meta.path
                 );
             };
-            check_parts(trace, table.table())?;
             // The other processes may run in other directories.
             let dir = std::path::absolute(&dir).unwrap_or(dir);
             let node = StoredNode {
@@ -616,6 +615,23 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 }
                 Ok(Arc::new(derived.node(stage, placement, inputs.to_vec(), projection.as_ref())?))
             }
+            STORE_SCAN => {
+                let node: StoreScanNode = decode("store scan", body)?;
+                let ([inner], Some(table)) = (inputs, node.table) else {
+                    return exec_err!("commdb codec: a store's scan has one input and its table");
+                };
+                let trace = opened(Path::new(&table.dir), &table.trace)?;
+                let Some(doc) = commdb_catalog::model::TABLES.iter().find(|t| t.name == table.table) else {
+                    return plan_err!("{}: no table {} in a commdb store", table.dir, table.table);
+                };
+                let Some(mut file) = trace.stored_file(doc.name) else {
+                    return plan_err!("{}: the store keeps no file of table {}", table.dir, table.table);
+                };
+                file.files.retain(|(path, _, _)| node.files.iter().any(|f| Path::new(f) == path));
+                let store = ctx.runtime_env().object_store(ObjectStoreUrl::local_filesystem())?;
+                let scan = StoreScan::over(trace, doc.name, file, node.read, inner.clone(), store)?;
+                Ok(Arc::new(scan))
+            }
             IN_ORDER => {
                 // The key columns' indices, four bytes each.
                 if body.is_empty() || body.len() % 4 != 0 {
@@ -648,6 +664,21 @@ impl PhysicalExtensionCodec for PhysicalCodec {
             node.routes = analysis.routes().map(|r| r.first_ranks().to_vec()).unwrap_or_default();
             node.route_keys = analysis.routes().map(|r| r.keys().to_vec()).unwrap_or_default();
             wrap(ANALYSIS, &node, buf);
+            return Ok(());
+        }
+        if let Some(scan) = node.downcast_ref::<StoreScan>() {
+            let trace = scan.trace();
+            let Some(dir) = trace.store_dir() else {
+                return plan_err!("a scan of trace '{}', which is not a commdb store", trace.meta.name);
+            };
+            let dir = std::path::absolute(&dir).unwrap_or(dir);
+            let files = scan.file().files.iter().map(|(p, _, _)| p.to_string_lossy().into_owned()).collect();
+            let table = StoredNode {
+                dir: dir.to_string_lossy().into_owned(),
+                table: scan.table().to_string(),
+                trace: trace.meta.name.clone(),
+            };
+            wrap(STORE_SCAN, &StoreScanNode { table: Some(table), files, read: scan.read().to_vec() }, buf);
             return Ok(());
         }
         if let Some(in_order) = node.downcast_ref::<InOrder>() {

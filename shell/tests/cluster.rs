@@ -758,7 +758,7 @@ fn spreads(cluster: &Cluster, store: &Path, function: &str, query: &str) {
     // More parts than executors, so that both pull tasks of each analysis; the executors pull
     // tasks as they free up, so one may take them all: a few tries.
     let parts = "SET datafusion.execution.target_partitions = 8";
-    let sweep = format!("<- {function} <- DataSourceExec");
+    let sweep = format!("<- {function} <- StoreScan <- DataSourceExec");
     for _ in 0..5 {
         let distributed = answer(store, Some(&cluster.url()), &["-c", parts, "-c", query]);
         assert!(distributed.0, "{query} on the cluster: {}", distributed.2);
@@ -1244,6 +1244,42 @@ fn an_order_holds_on_the_cluster() {
         assert!(embedded.0 && distributed.0, "{query}: {embedded:?} {distributed:?}");
         assert_eq!(distributed.1, embedded.1, "{query}");
     }
+}
+
+/// Flip a bit in the middle of the first chunk of `column` in the Parquet part at `file`.
+fn damage_column(file: &Path, column: &str) {
+    let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+        .parse_and_finish(&std::fs::File::open(file).unwrap())
+        .unwrap();
+    let chunk = meta.row_group(0).columns().iter().find(|c| c.column_path().string() == column).unwrap();
+    let (start, n) = chunk.byte_range();
+    let mut bytes = std::fs::read(file).unwrap();
+    bytes[(start + n / 2) as usize] ^= 0x10;
+    std::fs::write(file, &bytes).unwrap();
+}
+
+/// The executors check what their tasks read of a store's parts against the manifest, as one
+/// process does: a damaged column of a part fails the query that reads it with an error naming
+/// the part and the column, a query that reads the part's other columns is answered, and
+/// neither the client nor the scheduler reads a part.
+#[test]
+fn a_damaged_part_is_named_by_the_executor_that_reads_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store(dir.path());
+    let part = store.join("calls").join("part-00001.parquet");
+    damage_column(&part, "end_ts");
+    let cluster = Cluster::start(dir.path(), 2, &[]);
+    let url = cluster.url();
+    let (ok, _, err) = answer(&store, Some(&url), &["-c", "SELECT sum(end_ts - start_ts) FROM calls"]);
+    assert!(!ok && err.contains("part-00001.parquet") && err.contains("end_ts"), "{err}");
+    // The other columns of the part are whole, and answer as in one process.
+    let query = "SELECT rank, count(*), min(start_ts) FROM calls GROUP BY rank ORDER BY rank";
+    let (embedded, distributed) = (answer(&store, None, &["-c", query]), answer(&store, Some(&url), &["-c", query]));
+    assert!(embedded.0 && distributed.0, "{embedded:?} {distributed:?}");
+    assert_eq!(distributed.1, embedded.1);
+    // An analysis that reads the damaged column fails the same way on the cluster.
+    let (ok, _, err) = answer(&store, Some(&url), &["-c", "SELECT count(*) FROM critical_path()"]);
+    assert!(!ok && err.contains("part-00001.parquet") && err.contains("end_ts"), "{err}");
 }
 
 /// A delta report's answer cut where its histograms' header starts: the totals, the bins.

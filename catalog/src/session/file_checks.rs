@@ -39,6 +39,10 @@ pub type CheckOnce = tokio::sync::OnceCell<std::result::Result<(), String>>;
 /// A file and what of it is checked (None: the whole file).
 pub type CheckKey = (std::path::PathBuf, Option<Piece>);
 
+/// The checks of a store's pieces run or running in a process, shared by every scan of the
+/// store's tables ([`crate::Trace::checked`]).
+pub type Checked = Arc<std::sync::Mutex<HashMap<CheckKey, Arc<CheckOnce>>>>;
+
 /// One check of what a scan reads of a file: the file, its checksums, what of it, and the
 /// check's outcome shared with every scan of the table.
 #[derive(Debug, Clone)]

@@ -37,7 +37,7 @@ use futures::{StreamExt, TryStreamExt};
 
 use crate::column_sums::Piece;
 use crate::model::rank_ordered;
-use crate::session::file_checks::{Check, CheckKey, CheckOnce, ChecksByFile, check_on_open};
+use crate::session::file_checks::{Check, Checked, ChecksByFile, check_on_open};
 use crate::session::plan_node::{batches_once, off_the_workers, projection_text};
 use crate::trace::{StoredFile, Trace};
 
@@ -57,29 +57,11 @@ pub struct TraceTable {
     name: &'static str,
     schema: SchemaRef,
     partitions: usize,
-    /// For a table scanned in its store's files: whether each file read so far matched its
-    /// checksum.
-    checked: Arc<std::sync::Mutex<std::collections::HashMap<CheckKey, Arc<CheckOnce>>>>,
-    /// Whether its store's files were checked where the query was written (a cluster's client),
-    /// so that the processes that plan and run it scan them without checking again.
-    checked_by_client: bool,
 }
 
 impl TraceTable {
     pub fn new(trace: Arc<Trace>, name: &'static str, schema: SchemaRef, partitions: usize) -> Self {
-        TraceTable {
-            trace,
-            name,
-            schema,
-            partitions: partitions.max(1),
-            checked: Arc::default(),
-            checked_by_client: false,
-        }
-    }
-
-    /// The same table, its files checked against the manifest where the query was written.
-    pub fn checked_by_client(self) -> Self {
-        TraceTable { checked_by_client: true, ..self }
+        TraceTable { trace, name, schema, partitions: partitions.max(1) }
     }
 
     /// The table's name in the model (`events`, `trace_info`, ...).
@@ -236,28 +218,6 @@ impl TraceTable {
         }
         read.sort_unstable();
         read.dedup();
-        // Each file's checks, keyed by the location DataFusion's listing gives it.
-        let mut checks = ChecksByFile::new();
-        {
-            let mut checked = self.checked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (path, sums, _) in &file.files {
-                let pieces: Vec<Option<Piece>> = match &sums.columns {
-                    Some(_) => {
-                        std::iter::once(Piece::Tail).chain(read.iter().cloned().map(Piece::Column)).map(Some).collect()
-                    }
-                    None => vec![None],
-                };
-                let of_file: Vec<Check> = pieces
-                    .into_iter()
-                    .map(|piece| {
-                        let once = checked.entry((path.clone(), piece.clone())).or_default().clone();
-                        Check { path: path.clone(), sums: sums.clone(), piece, once }
-                    })
-                    .collect();
-                let location = ListingTableUrl::parse(path.to_string_lossy())?.prefix().clone();
-                checks.insert(location, of_file.into());
-            }
-        }
         let urls = file
             .files
             .iter()
@@ -273,12 +233,6 @@ impl TraceTable {
             .with_listing_options(options)
             .with_schema(self.schema.clone());
         let scan = ListingTable::try_new(config)?.scan(state, projection, filters, limit).await;
-        if self.checked_by_client {
-            return scan.map_err(|e| match &file.stamp {
-                Some(stamp) if !stamp.holds() => DataFusionError::External(Box::new(stamp.replaced())),
-                _ => e,
-            });
-        }
         let inner = scan.map_err(|e| {
             // Reading the parts' footers failed: the store was replaced under the query, or
             // a part is damaged (found by its checksum, naming it).
@@ -290,17 +244,86 @@ impl TraceTable {
             }
         })?;
         let store = state.runtime_env().object_store(ObjectStoreUrl::local_filesystem())?;
-        let inner = check_on_open(inner, store, checks)?;
-        Ok(Arc::new(StoreScan { file, inner }))
+        Ok(Arc::new(StoreScan::over(self.trace.clone(), self.name, file, read, inner, store)?))
     }
+}
+
+/// Each file of `file` with the checks of what a scan reads of it: its tail and the columns
+/// `read`, each by its own checksum where the manifest has them, the whole file where it has
+/// only the file's; keyed by the location DataFusion's listing gives the file, each check's
+/// outcome shared through `checked`.
+fn checks_of(checked: &Checked, file: &StoredFile, read: &[String]) -> Result<ChecksByFile> {
+    let mut checks = ChecksByFile::new();
+    let mut checked = checked.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (path, sums, _) in &file.files {
+        let pieces: Vec<Option<Piece>> = match &sums.columns {
+            Some(_) => std::iter::once(Piece::Tail).chain(read.iter().cloned().map(Piece::Column)).map(Some).collect(),
+            None => vec![None],
+        };
+        let of_file: Vec<Check> = pieces
+            .into_iter()
+            .map(|piece| {
+                let once = checked.entry((path.clone(), piece.clone())).or_default().clone();
+                Check { path: path.clone(), sums: sums.clone(), piece, once }
+            })
+            .collect();
+        let location = ListingTableUrl::parse(path.to_string_lossy())?.prefix().clone();
+        checks.insert(location, of_file.into());
+    }
+    Ok(checks)
 }
 
 /// A scan of a store's files (their checks run as each file is opened, [`crate::session::file_checks`]):
 /// a store replaced while the query reads it gives an error, never rows of both.
+/// On a cluster it crosses to the executors as its store, table and the columns it checks, and
+/// each executor checks what its tasks read (once per piece and process, as one process does).
 #[derive(Debug)]
 pub struct StoreScan {
+    trace: Arc<Trace>,
+    table: &'static str,
+    /// The files it may read (the parts its filters left).
     file: StoredFile,
+    /// The columns whose checksums it checks (those it projects or filters on).
+    read: Vec<String>,
     inner: Arc<dyn ExecutionPlan>,
+}
+
+impl StoreScan {
+    /// `inner`, a scan of `file` (files of `table` of the store `trace` was read from), each
+    /// file's tail and columns `read` checked against the manifest as the scan opens the file,
+    /// each check once for the trace ([`Trace::checked`]).
+    pub fn over(
+        trace: Arc<Trace>,
+        table: &'static str,
+        file: StoredFile,
+        read: Vec<String>,
+        inner: Arc<dyn ExecutionPlan>,
+        store: Arc<dyn datafusion::object_store::ObjectStore>,
+    ) -> Result<StoreScan> {
+        let checks = checks_of(&trace.checked(), &file, &read)?;
+        let inner = check_on_open(inner, store, checks)?;
+        Ok(StoreScan { trace, table, file, read, inner })
+    }
+
+    /// The trace whose store it reads.
+    pub fn trace(&self) -> &Arc<Trace> {
+        &self.trace
+    }
+
+    /// The table it reads.
+    pub fn table(&self) -> &'static str {
+        self.table
+    }
+
+    /// The files it may read.
+    pub fn file(&self) -> &StoredFile {
+        &self.file
+    }
+
+    /// The columns whose checksums it checks.
+    pub fn read(&self) -> &[String] {
+        &self.read
+    }
 }
 
 impl DisplayAs for StoreScan {
@@ -354,7 +377,13 @@ impl ExecutionPlan for StoreScan {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match <[_; 1]>::try_from(children) {
-            Ok([inner]) => Ok(Arc::new(StoreScan { file: self.file.clone(), inner })),
+            Ok([inner]) => Ok(Arc::new(StoreScan {
+                trace: self.trace.clone(),
+                table: self.table,
+                file: self.file.clone(),
+                read: self.read.clone(),
+                inner,
+            })),
             Err(_) => datafusion::common::internal_err!("StoreScan has one input"),
         }
     }
