@@ -447,7 +447,9 @@ impl Derived {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let plan = self.step_plan(session, steps, k, inputs, None)?;
         Ok(match steps[k].reads {
-            crate::steps::Reads::Once | crate::steps::Reads::OnceInOrder(_) => crate::once::run_once(plan),
+            crate::steps::Reads::Once | crate::steps::Reads::OnceAnyOrder | crate::steps::Reads::OnceInOrder(_) => {
+                crate::once::run_once(plan)
+            }
             _ => plan,
         })
     }
@@ -621,10 +623,11 @@ impl Derived {
                 let node = node.with_call(self.call.clone()).with_stage(stage).with_label(step.label);
                 return Ok(match &step.reads {
                     crate::steps::Reads::Exchanged(columns) => node.with_exchange(columns.clone()),
-                    crate::steps::Reads::ByPart
-                    | crate::steps::Reads::Once
-                    | crate::steps::Reads::OnceInOrder(_)
-                    | crate::steps::Reads::Routed(_) => node,
+                    // A step that puts its input in order itself reads it in any order.
+                    crate::steps::Reads::OnceAnyOrder | crate::steps::Reads::OnceInOrder(_) => {
+                        node.reading_in_any_order()
+                    }
+                    crate::steps::Reads::ByPart | crate::steps::Reads::Once | crate::steps::Reads::Routed(_) => node,
                 });
             }
             (Stage::Partial, Some(Spread::Merged { schema, work, .. } | Spread::SortedMerge { schema, work, .. })) => {

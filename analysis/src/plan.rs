@@ -138,6 +138,10 @@ pub struct AnalysisExec {
     /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
     /// of its other inputs are exchanged by the key of their rank's route.
     routes: Option<Routed>,
+    /// Its answer does not depend on the order its first input's rows come in (a step that
+    /// streams them as they come, or puts them in order itself): a distributed engine may hand
+    /// them over in any order.
+    any_order: bool,
 }
 
 /// A routed node's routes, and each input exchanged by them with the expression of its rows'
@@ -296,7 +300,18 @@ impl AnalysisExec {
             exchange: None,
             label: None,
             routes: None,
+            any_order: false,
         })
+    }
+
+    /// The same node, whose answer does not depend on the order its first input's rows come in.
+    pub fn reading_in_any_order(self) -> Self {
+        AnalysisExec { any_order: true, ..self }
+    }
+
+    /// Whether its answer does not depend on the order its first input's rows come in.
+    pub fn reads_in_any_order(&self) -> bool {
+        self.any_order
     }
 
     /// The same node, routed ([`Placement::Routed`]): its inputs `exchanged` are exchanged by
@@ -542,6 +557,7 @@ impl ExecutionPlan for AnalysisExec {
             node = node.with_exchange(columns);
         }
         node.label = self.label;
+        node.any_order = self.any_order;
         if let Some(routed) = &self.routes {
             let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
             node = node.with_routes(routed.routes.clone(), &exchanged)?.serving(routed.route.clone());

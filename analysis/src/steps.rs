@@ -36,6 +36,11 @@ pub enum Reads {
     /// One task, reading every input whole; it runs once, and the steps that read it whole
     /// read its rows from the engine's exchange.
     Once,
+    /// One task, as `Once`, whose answer does not depend on the order its first input's rows
+    /// come in: it streams them as they come, whatever the order of the partitions and of their
+    /// batches (each batch's rows in their partition's order). On a distributed engine it reads
+    /// that input through one exchange, not a shuffle read per partition held whole.
+    OnceAnyOrder,
     /// One task, as `Once`, reading its first input in the order of these columns: the
     /// partitions come one after another as the engine hands them over, and the task puts them
     /// in order beyond memory ([`crate::merged`]; each partition is best sorted so, which makes
@@ -75,7 +80,7 @@ impl Step {
     pub fn placement(&self) -> Placement {
         match self.reads {
             Reads::ByPart | Reads::Exchanged(_) => Placement::ByPart,
-            Reads::Once | Reads::OnceInOrder(_) => Placement::Whole,
+            Reads::Once | Reads::OnceAnyOrder | Reads::OnceInOrder(_) => Placement::Whole,
             Reads::Routed(_) => Placement::Routed,
         }
     }

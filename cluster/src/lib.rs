@@ -11,6 +11,7 @@
 pub mod codec;
 pub mod guard;
 pub mod losses;
+pub mod one_reader;
 pub mod order_kept;
 pub mod processes;
 pub mod retried;

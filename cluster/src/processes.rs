@@ -174,6 +174,9 @@ fn scheduler_state(mut config: SessionConfig) -> Result<datafusion::execution::S
     // An exchange that keeps its input's order is an exchange and a sort: a shuffle does not
     // keep it (order_kept.rs).
     physical.push(Arc::new(crate::order_kept::OrderKeptAcrossExchanges));
+    // A node of one task that reads its first input in any order reads it through one shuffle
+    // read (one_reader.rs).
+    physical.push(Arc::new(crate::one_reader::OneReaderForOneTask));
     if commdb_catalog::data_dirs::restricted() {
         physical.push(Arc::new(crate::guard::KeepToDataDirs));
     }

@@ -56,7 +56,7 @@ pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool, run_bytes:
         schema: super::exits::pieces_schema(),
         work: Work::Streamed(super::exits::walk_prepare(answer, offload)),
         inputs,
-        reads: Reads::Once,
+        reads: Reads::OnceAnyOrder,
     });
     // 5
     let mut inputs = vec![From::Input(0), From::Step(4)];
