@@ -153,7 +153,7 @@ fn an_analysis_spread_over_parts_gives_the_rows_of_one_task() {
         ("SELECT * FROM message_latency()", "latency_criteria: analysis, streamed, partials, a task per part"),
         ("SELECT * FROM attribution('messages', '1ms')", "attribution: analysis, streamed, partials, a task per part"),
         ("SELECT * FROM attribution()", "attribution: analysis, merge of the partials"),
-        ("SELECT * FROM wait_states()", "one task reading its inputs whole"),
+        ("SELECT * FROM wait_states()", "a task per part of its first input, with the rows of its ranks' part"),
     ] {
         let first = analysis_of(&session, &runtime, sql);
         let again = plan_again(first.call().unwrap(), &base, first.call_id()).unwrap();
