@@ -188,11 +188,6 @@ impl<T> Blocks<T> {
         }
     }
 
-    /// The blocks, each full but the last.
-    pub(super) fn blocks(&self) -> &[Vec<T>] {
-        &self.blocks
-    }
-
     pub(super) fn held_bytes(&self) -> usize {
         self.blocks.len() * Self::SIZE * std::mem::size_of::<T>()
     }
@@ -829,7 +824,6 @@ mod tests {
         for i in 0..n as u32 {
             b.push(i);
         }
-        assert_eq!(b.blocks().len(), 3);
         assert_eq!(b.held_bytes(), 3 * Blocks::<u32>::SIZE * 4);
         let all = b.into_vec(5);
         assert_eq!(all.len(), n);

@@ -26,7 +26,8 @@ use arrow::array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::Result;
 
-use super::{Blocks, SyncPoints};
+use super::SyncPoints;
+use crate::spill::{Rows, Spill};
 use crate::waits::spread::{Found, waits_of};
 use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::plan::{Main, Work};
@@ -193,12 +194,18 @@ pub(super) fn interval_schema() -> SchemaRef {
 /// then gives each wait between ranks its interval, on both sides.
 #[derive(Default)]
 struct Intervals {
-    /// Waiter rank, delayer rank, start, end.
-    waits: Blocks<(i64, i64, i64, i64)>,
+    /// Waiter rank, delayer rank, start, end of each wait between ranks, in a scratch file
+    /// while the fold reads (32 bytes a wait in memory were most of what the step held: at
+    /// 1 B events it failed on an executor of 395 MiB), then read back a block at a time.
+    waits: Option<Spill<4>>,
+    reading: Option<Rows<4>>,
     sync: SyncPoints,
-    /// The next block of waits to give.
-    next: usize,
+    /// The waits given so far (the next one's id).
+    given: usize,
 }
+
+/// Waits read back and given their intervals at a time.
+const WAITS_AT_A_TIME: usize = 1 << 16;
 
 impl Folder for Intervals {
     fn fold(&mut self, _input: usize, batch: &RecordBatch) -> Result<()> {
@@ -227,7 +234,11 @@ impl Intervals {
         for w in &found.waits {
             self.sync.message_wait(w, &found.left);
             if let Some(w) = super::as_wait(w) {
-                self.waits.push((w.waiter, w.delayer, w.start, w.end));
+                let waits = match &mut self.waits {
+                    Some(waits) => waits,
+                    None => self.waits.insert(Spill::new("delay_costs")?),
+                };
+                waits.push([w.waiter, w.delayer, w.start, w.end])?;
             }
         }
         for (comm, instance, rank, end) in found.ends {
@@ -244,7 +255,7 @@ impl Mapper for Intervals {
     }
 
     fn held_bytes(&self) -> usize {
-        self.waits.held_bytes() + self.sync.held_bytes()
+        self.sync.held_bytes()
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
@@ -252,16 +263,21 @@ impl Mapper for Intervals {
             list.sort_unstable();
         }
         self.sync.seal();
+        self.reading = self.waits.take().map(Spill::into_rows).transpose()?;
         Ok(Vec::new())
     }
 
     fn more(&mut self) -> Result<Option<RecordBatch>> {
-        let Some(block) = self.waits.blocks().get(self.next) else {
-            self.waits = Blocks::default();
+        let mut block: Vec<[i64; 4]> = Vec::new();
+        if let Some(reading) = &mut self.reading {
+            reading.next_rows(&mut block, WAITS_AT_A_TIME)?;
+        }
+        if block.is_empty() {
+            self.reading = None;
             self.sync = SyncPoints::default();
             return Ok(None);
-        };
-        let first = self.next * Blocks::<(i64, i64, i64, i64)>::SIZE;
+        }
+        let first = self.given;
         let n = 2 * block.len();
         let (mut rank, mut side, mut partner) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
         let (mut id, mut start, mut end) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
@@ -269,9 +285,9 @@ impl Mapper for Intervals {
         let found: Vec<Option<(i64, i64)>> = {
             use rayon::prelude::*;
             let sync = &self.sync;
-            block.par_iter().map(|&(w, d, s, e)| sync.previous(w, s, d, e)).collect()
+            block.par_iter().map(|&[w, d, s, e]| sync.previous(w, s, d, e)).collect()
         };
-        for (k, (&(w, d, s, e), since)) in block.iter().zip(found).enumerate() {
+        for (k, (&[w, d, s, e], since)) in block.iter().zip(found).enumerate() {
             for (r, which, other, at) in [(w, WAITER, d, since.map(|p| p.0)), (d, DELAYER, w, since.map(|p| p.1))] {
                 rank.push(r);
                 side.push(which);
@@ -282,7 +298,7 @@ impl Mapper for Intervals {
                 from.push(at);
             }
         }
-        self.next += 1;
+        self.given += block.len();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(Int64Array::from(rank)),
             Arc::new(Int8Array::from(side)),
