@@ -567,6 +567,7 @@ fn the_waits_spread_over_the_executors() {
     }
     // The walk reads the parts' exits as they come: a merge would hold every part at once.
     assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
+    reads_one_exchange(&plan, "the walk over every location's exits");
     // The delay costs: each wait's interval from the waits once, each side of each wait
     // measured where its calls lie, the costs handed on once over the sides.
     let plan = explain("SELECT * FROM delay_costs()");
@@ -583,6 +584,10 @@ fn the_waits_spread_over_the_executors() {
     assert!(!plan.contains("over the waits its messages and collectives gave"), "{plan}");
     // The hand-on puts the sides in order itself (analysis/src/merged.rs), not a merge in the plan.
     assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
+    reads_one_exchange(&plan, "the costs handed on from wait to wait");
+    // The intervals' step reads its two inputs whole, in the partitions' order.
+    let intervals = plan.lines().skip_while(|l| !l.contains("each wait's synchronisation interval")).nth(1);
+    assert!(intervals.is_some_and(|l| l.contains("CoalescePartitionsExec")), "{plan}");
 }
 
 /// The DAG spreads (docs/scale.md, "The DAG"): each part of the messages gives their halves,
@@ -748,6 +753,19 @@ fn the_replay_spreads_over_the_executors() {
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }
+}
+
+/// The node of `plan` (EXPLAIN's text) whose line holds `node` reads its first input through an
+/// exchange by hash into one partition (`commdb_cluster::one_reader`), not a coalescing of a
+/// shuffle read per partition.
+fn reads_one_exchange(plan: &str, node: &str) {
+    let mut lines = plan.lines().skip_while(|l| !l.contains(node));
+    assert!(lines.next().is_some(), "no '{node}' in\n{plan}");
+    let below = lines.next().unwrap_or_default();
+    assert!(
+        below.contains("RepartitionExec: partitioning=Hash(") && below.contains("], 1)"),
+        "{node}: {below}\n{plan}"
+    );
 }
 
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
