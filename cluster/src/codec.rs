@@ -8,9 +8,10 @@
 //!   milliseconds, once per process) and scans the Parquet parts in place: all processes must
 //!   see the store at the same path.
 //! - a scan of a store's parts (`StoreScan`, over DataFusion's own Parquet scan): the store,
-//!   the table, the parts it may read and the columns it checks. Each executor checks what its
-//!   tasks read of a part (the tail and those columns) against the manifest's checksums, once
-//!   per piece and process, as one process does; the client and the scheduler read no part.
+//!   the table and the columns it checks (the parts it reads are its scan's). Each executor
+//!   checks what its tasks read of a part (the tail and those columns) against the manifest's
+//!   checksums, once per piece and process, as one process does; the client and the scheduler
+//!   read no part.
 //! - an analysis (`Derived` while planned, `AnalysisExec` once planned): a recipe, the
 //!   function's name, its arguments and the relations it looked up (commdb_analysis::recipe); the
 //!   receiving process plans the call again and gets the same work.
@@ -80,14 +81,12 @@ struct StoredNode {
     trace: String,
 }
 
-/// A scan of a store's parts: the store, the table, the parts it may read (their paths) and the
-/// columns whose checksums it checks.
+/// A scan of a store's parts: the store, the table and the columns whose checksums it checks
+/// (the parts it reads are its scan's, below it).
 #[derive(Clone, PartialEq, Message)]
 struct StoreScanNode {
     #[prost(message, optional, tag = "1")]
     table: Option<StoredNode>,
-    #[prost(string, repeated, tag = "2")]
-    files: Vec<String>,
     #[prost(string, repeated, tag = "3")]
     read: Vec<String>,
 }
@@ -624,10 +623,9 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 let Some(doc) = commdb_catalog::model::TABLES.iter().find(|t| t.name == table.table) else {
                     return plan_err!("{}: no table {} in a commdb store", table.dir, table.table);
                 };
-                let Some(mut file) = trace.stored_file(doc.name) else {
+                let Some(file) = trace.stored_file(doc.name) else {
                     return plan_err!("{}: the store keeps no file of table {}", table.dir, table.table);
                 };
-                file.files.retain(|(path, _, _)| node.files.iter().any(|f| Path::new(f) == path));
                 let store = ctx.runtime_env().object_store(ObjectStoreUrl::local_filesystem())?;
                 let scan = StoreScan::over(trace, doc.name, file, node.read, inner.clone(), store)?;
                 Ok(Arc::new(scan))
@@ -672,13 +670,12 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                 return plan_err!("a scan of trace '{}', which is not a commdb store", trace.meta.name);
             };
             let dir = std::path::absolute(&dir).unwrap_or(dir);
-            let files = scan.file().files.iter().map(|(p, _, _)| p.to_string_lossy().into_owned()).collect();
             let table = StoredNode {
                 dir: dir.to_string_lossy().into_owned(),
                 table: scan.table().to_string(),
                 trace: trace.meta.name.clone(),
             };
-            wrap(STORE_SCAN, &StoreScanNode { table: Some(table), files, read: scan.read().to_vec() }, buf);
+            wrap(STORE_SCAN, &StoreScanNode { table: Some(table), read: scan.read().to_vec() }, buf);
             return Ok(());
         }
         if let Some(in_order) = node.downcast_ref::<InOrder>() {

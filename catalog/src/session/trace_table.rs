@@ -315,11 +315,6 @@ impl StoreScan {
         self.table
     }
 
-    /// The files it may read.
-    pub fn file(&self) -> &StoredFile {
-        &self.file
-    }
-
     /// The columns whose checksums it checks.
     pub fn read(&self) -> &[String] {
         &self.read

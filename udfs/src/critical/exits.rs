@@ -393,8 +393,11 @@ impl StoredWaits {
         }
     }
 
-    fn wait(s: &Stretch) -> WaitEnd {
-        WaitEnd { start: s.from, end: s.to, partner: s.call_start.unwrap_or(-1), transfer: s.region == 1 }
+    /// The wait a stretch of the store stands for; None for one without its partner, which the
+    /// walk never writes (a damaged scratch file).
+    fn wait(s: &Stretch) -> Option<WaitEnd> {
+        let partner = s.call_start?;
+        Some(WaitEnd { start: s.from, end: s.to, partner, transfer: s.region == 1 })
     }
 }
 
@@ -406,8 +409,19 @@ impl WaitEnds for StoredWaits {
         after: i64,
         take: &mut dyn FnMut(&WaitEnd) -> bool,
     ) -> Result<Option<WaitEnd>> {
-        let found = self.store.latest_by(rank, t, after, &mut |s| take(&StoredWaits::wait(s)))?;
-        Ok(found.map(|s| StoredWaits::wait(&s)))
+        let mut damaged = false;
+        let found = self.store.latest_by(rank, t, after, &mut |s| match StoredWaits::wait(s) {
+            Some(w) => take(&w),
+            None => {
+                damaged = true;
+                false
+            }
+        })?;
+        if damaged {
+            return exec_err!("critical_path: a wait of rank {rank} read back from its scratch file has no partner");
+        }
+        // A stretch taken is one whose wait was read.
+        Ok(found.and_then(|s| StoredWaits::wait(&s)))
     }
 
     fn count(&self) -> usize {
@@ -721,5 +735,15 @@ mod tests {
             }
         }
         assert_eq!(disk.count(), 2 * (5 * BLOCK + 3));
+        // A stored wait without its partner (a damaged scratch file) is an error, not a wait.
+        let mut damaged = StoredWaits { store: StretchStore::new("test").unwrap(), count: 1 };
+        let lost = Stretch {
+            call_start: None,
+            ..StoredWaits::stretch(&WaitEnd { start: 0, end: 10, partner: 1, transfer: false })
+        };
+        damaged.store.append(4, &[lost], false).unwrap();
+        damaged.store.finish_writing(UNCOVERED).unwrap();
+        let err = damaged.latest(4, 20, -1, &mut |_| true).unwrap_err().to_string();
+        assert!(err.contains("rank 4") && err.contains("no partner"), "{err}");
     }
 }
