@@ -161,7 +161,8 @@ impl Mapper for NamePieces {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        // The pieces left are of the ranks of other tasks; each task passes the means on.
+        // A piece left is of a location without calls here: the answer's step finds the gap.
+        // The means come under the run's first rank, to its task only.
         Ok(vec![named_batch(&[], &self.means)?])
     }
 }

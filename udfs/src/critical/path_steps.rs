@@ -16,9 +16,10 @@
 //!    gives each piece of time it covers. The walk is one chain of hops between ranks; each
 //!    depends on the one before, so it is not split among tasks: it reads the exits, a few
 //!    stretches and a wait per wait state, where the calls give a stretch each.
-//! 4. **The pieces named**, a task per part of the calls, each reading the walk's pieces (a
-//!    few per segment of the path) and naming those of its ranks: each piece cut at its
-//!    stretches, with their regions and call paths ([`crate::critical::named`]).
+//! 4. **The pieces named**, a task per part of the calls, each reading the walk's pieces of its
+//!    ranks (a few per segment of the path; the walk's one partition is read by every task and
+//!    each keeps its route's rows) and naming them: each piece cut at its stretches, with their
+//!    regions and call paths ([`crate::critical::named`]).
 //! 5. **The path** (or its profile) in one task, from its pieces, merged into segments as in one
 //!    process: a piece of the path per stretch on it, a small part of the run.
 
@@ -66,7 +67,8 @@ pub(super) fn steps(answer: Answer, schema: SchemaRef, offload: bool, run_bytes:
         schema: super::named::named_schema(),
         work: Work::Folded(super::named::named_start(), Main::ByRank(0)),
         inputs,
-        reads: Reads::Routed(Vec::new()),
+        // The pieces to the task of their rank (the profile's means under the first rank).
+        reads: Reads::Routed(vec![1]),
     });
     // 6
     let label = match answer {
