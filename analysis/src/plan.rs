@@ -700,7 +700,7 @@ fn routed_inputs(
     for (i, input) in inputs.iter_mut().enumerate() {
         let exchanged = routed.exchanged.iter().any(|(e, _)| *e == i);
         if exchanged && crate::once::runs_once(input) {
-            // Rows of one partition, not exchanged ([`crate::routes::Routes::exchanged`]).
+            // Rows of one partition exchanged into one ([`crate::routes::Routes::exchanged`]).
             let rank = input.schema().index_of("rank")?;
             let route = routed.route.as_ref().and_then(|r| r.get(task).copied()).unwrap_or(task);
             *input = Arc::new(Slice::filtered(input.clone(), route, &routed.routes, rank));

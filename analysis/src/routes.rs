@@ -159,12 +159,24 @@ impl Routes {
 
     /// `plan`'s rows exchanged by the key of their column `rank` into `partitions` partitions,
     /// those the keys were found for.
-    /// Rows of one partition are not exchanged (the engine's optimizer takes out an exchange of
-    /// one partition by any key): they end a stage of their own, and each task reads them and
-    /// keeps its route's ([`Slice::filtered`]).
+    /// Rows of one partition (a step of one task) are exchanged too, so that each routed task
+    /// reads its route's rows only: a distributed engine hands a task each partition it reads
+    /// from another process whole, and every task reading one partition of all the routes' rows
+    /// would hold them all. The engine's optimizer takes out an exchange of one partition by any
+    /// key, so they are spread ([`Spread`]) as the first of `partitions` partitions; a step
+    /// ending a stage of its own ([`crate::once::run_once`]) is spread as it is, its task now
+    /// writing the exchange. Exchanged into one partition, they end a stage of their own, and
+    /// each task reads them and keeps its route's ([`Slice::filtered`]).
     pub fn exchanged(&self, plan: Arc<dyn ExecutionPlan>, partitions: usize) -> Result<Arc<dyn ExecutionPlan>> {
+        let mut plan = plan;
         if plan.properties().output_partitioning().partition_count() == 1 {
-            return Ok(crate::once::run_once(plan));
+            if partitions <= 1 {
+                return Ok(crate::once::run_once(plan));
+            }
+            if crate::once::runs_once(&plan) {
+                plan = plan.children()[0].clone();
+            }
+            plan = Arc::new(Spread::new(plan, partitions));
         }
         let schema = plan.schema();
         let rank = schema.index_of("rank")?;
@@ -321,6 +333,90 @@ impl ExecutionPlan for Slice {
     }
 }
 
+/// One partition's rows as the first of some partitions, the others empty: what an exchange
+/// reads where it must not be taken out for having one partition ([`Routes::exchanged`]).
+/// Only the task of the first partition runs the plan below.
+pub struct Spread {
+    input: Arc<dyn ExecutionPlan>,
+    properties: Arc<PlanProperties>,
+}
+
+impl Spread {
+    /// `input`'s one partition as the first of `partitions`.
+    pub fn new(input: Arc<dyn ExecutionPlan>, partitions: usize) -> Self {
+        let properties = PlanProperties::new(
+            EquivalenceProperties::new(input.schema()),
+            Partitioning::UnknownPartitioning(partitions.max(1)),
+            EmissionType::Incremental,
+            Boundedness::Bounded,
+        );
+        Spread { input, properties: Arc::new(properties) }
+    }
+
+    /// How many partitions it gives.
+    pub fn partitions(&self) -> usize {
+        self.properties.output_partitioning().partition_count()
+    }
+}
+
+impl fmt::Debug for Spread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Spread").field("partitions", &self.partitions()).finish_non_exhaustive()
+    }
+}
+
+impl DisplayAs for Spread {
+    fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "Spread: one partition as the first of {}", self.partitions())
+    }
+}
+
+impl ExecutionPlan for Spread {
+    fn name(&self) -> &str {
+        "Spread"
+    }
+
+    fn properties(&self) -> &Arc<PlanProperties> {
+        &self.properties
+    }
+
+    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        vec![false]
+    }
+
+    fn required_input_distribution(&self) -> Vec<datafusion::physical_expr::Distribution> {
+        vec![datafusion::physical_expr::Distribution::SinglePartition]
+    }
+
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> Result<datafusion::common::tree_node::TreeNodeRecursion>,
+    ) -> Result<datafusion::common::tree_node::TreeNodeRecursion> {
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    }
+
+    fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
+        match children.as_slice() {
+            [input] => Ok(Arc::new(Spread::new(input.clone(), self.partitions()))),
+            _ => datafusion::common::internal_err!("Spread has one input, got {}", children.len()),
+        }
+    }
+
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> Result<SendableRecordBatchStream> {
+        match partition {
+            0 => self.input.execute(0, context),
+            p if p < self.partitions() => {
+                Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(self.schema())))
+            }
+            p => exec_err!("Spread has {} partitions, asked for {p}", self.partitions()),
+        }
+    }
+}
+
 /// The rows of `batch` whose rank (its column `rank`) routes to `route`.
 fn rows_of(batch: &RecordBatch, routes: &Routes, rank: usize, route: usize) -> Result<RecordBatch> {
     let ranks = arrow::compute::cast(batch.column(rank), &arrow::datatypes::DataType::Int64)?;
@@ -431,5 +527,36 @@ mod tests {
         check_rows(&batch(vec![1, 2, 9]), &routes, 0, &served).unwrap();
         let error = check_rows(&batch(vec![3, 12]), &routes, 0, &served).unwrap_err().to_string();
         assert!(error.contains("serving the ranks of part 0 received a row of part 1"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn one_partition_exchanged_gives_each_route_its_rows_only() {
+        use datafusion::datasource::memory::MemorySourceConfig;
+        let routes = Routes::keyed(vec![0, 10, 20], 4).unwrap().unwrap();
+        let schema = Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+            "rank",
+            arrow::datatypes::DataType::Int64,
+            false,
+        )]));
+        let ranks: Vec<i64> = (0..30).rev().collect();
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ranks))]).unwrap();
+        let one = MemorySourceConfig::try_new_exec(&[vec![batch]], schema, None).unwrap();
+        let exchanged = routes.exchanged(one, 4).unwrap();
+        assert_eq!(exchanged.properties().output_partitioning().partition_count(), 4);
+        let context = Arc::new(TaskContext::default());
+        let mut seen = 0;
+        for partition in 0..4 {
+            let batches: Vec<RecordBatch> =
+                exchanged.execute(partition, context.clone()).unwrap().try_collect().await.unwrap();
+            for b in &batches {
+                let ranks = b.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+                assert!(ranks.iter().flatten().all(|r| routes.route(r) == partition), "partition {partition}");
+                seen += ranks.len();
+            }
+        }
+        assert_eq!(seen, 30, "every row once");
+        // A spread's partitions past its count are an error, not empty.
+        let spread = Spread::new(exchanged.children()[0].children()[0].clone(), 4);
+        assert!(spread.execute(4, context).is_err());
     }
 }

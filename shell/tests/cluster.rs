@@ -561,13 +561,14 @@ fn the_waits_spread_over_the_executors() {
         "critical_path: analysis, streamed, the walk over every location's exits, one task reading its inputs whole",
         "critical_path: analysis, streamed by rank, the path's pieces named where their calls lie, a task per part of its first input, with the rows of its ranks' part",
         "critical_path: analysis, the path's segments, numbered, one task reading its inputs whole",
-        "CoalescePartitionsExec: fetch=4294967295",
     ] {
         assert!(plan.contains(step), "no '{step}' in\n{plan}");
     }
     // The walk reads the parts' exits as they come: a merge would hold every part at once.
     assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
     reads_one_exchange(&plan, "the walk over every location's exits");
+    // The walk's task exchanges the path's pieces by route itself: each piece's task reads its own.
+    exchanges_by_route(&plan, "the walk over every location's exits");
     // The delay costs: each wait's interval from the waits once, each side of each wait
     // measured where its calls lie, the costs handed on once over the sides.
     let plan = explain("SELECT * FROM delay_costs()");
@@ -585,6 +586,8 @@ fn the_waits_spread_over_the_executors() {
     // The hand-on puts the sides in order itself (analysis/src/merged.rs), not a merge in the plan.
     assert!(!plan.contains("SortPreservingMergeExec"), "{plan}");
     reads_one_exchange(&plan, "the costs handed on from wait to wait");
+    // The intervals' task exchanges them by route itself: each side's task reads its ranks' own.
+    exchanges_by_route(&plan, "each wait's synchronisation interval");
     // The intervals' step reads its two inputs whole, in the partitions' order.
     let intervals = plan.lines().skip_while(|l| !l.contains("each wait's synchronisation interval")).nth(1);
     assert!(intervals.is_some_and(|l| l.contains("CoalescePartitionsExec")), "{plan}");
@@ -766,6 +769,21 @@ fn reads_one_exchange(plan: &str, node: &str) {
         below.contains("RepartitionExec: partitioning=Hash(") && below.contains("], 1)"),
         "{node}: {below}\n{plan}"
     );
+}
+
+/// The stage of the step of one task whose line in `plan` (EXPLAIN's text, with its stages)
+/// holds `node` writes its rows exchanged by route into the 8 partitions of the routed tasks
+/// that read them ([`commdb_analysis::routes::Routes::exchanged`]), not one partition that each
+/// of those tasks would read whole.
+fn exchanges_by_route(plan: &str, node: &str) {
+    let lines: Vec<&str> = plan.lines().collect();
+    let found = lines.windows(3).any(|w| {
+        w[0].contains("ShuffleWriterExec: partitioning=Hash([CASE WHEN rank@0 >= ")
+            && w[0].ends_with(", 8)")
+            && w[1].contains("Spread: one partition as the first of 8")
+            && w[2].contains(node)
+    });
+    assert!(found, "no stage of '{node}' exchanged by route in\n{plan}");
 }
 
 /// `query` on the cluster gives the embedded engine's rows, and the stage that reads the
