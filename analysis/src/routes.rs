@@ -163,8 +163,8 @@ impl Routes {
     /// reads its route's rows only: a distributed engine hands a task each partition it reads
     /// from another process whole, and every task reading one partition of all the routes' rows
     /// would hold them all. The engine's optimizer takes out an exchange of one partition by any
-    /// key, so they are spread ([`Spread`]) as the first of `partitions` partitions; a step
-    /// ending a stage of its own ([`crate::once::run_once`]) is spread as it is, its task now
+    /// key, so they are padded ([`Padded`]) as the first of `partitions` partitions; a step
+    /// ending a stage of its own ([`crate::once::run_once`]) is padded as it is, its task now
     /// writing the exchange. Exchanged into one partition, they end a stage of their own, and
     /// each task reads them and keeps its route's ([`Slice::filtered`]).
     pub fn exchanged(&self, plan: Arc<dyn ExecutionPlan>, partitions: usize) -> Result<Arc<dyn ExecutionPlan>> {
@@ -176,7 +176,7 @@ impl Routes {
             if crate::once::runs_once(&plan) {
                 plan = plan.children()[0].clone();
             }
-            plan = Arc::new(Spread::new(plan, partitions));
+            plan = Arc::new(Padded::new(plan, partitions));
         }
         let schema = plan.schema();
         let rank = schema.index_of("rank")?;
@@ -336,12 +336,12 @@ impl ExecutionPlan for Slice {
 /// One partition's rows as the first of some partitions, the others empty: what an exchange
 /// reads where it must not be taken out for having one partition ([`Routes::exchanged`]).
 /// Only the task of the first partition runs the plan below.
-pub struct Spread {
+pub struct Padded {
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
 }
 
-impl Spread {
+impl Padded {
     /// `input`'s one partition as the first of `partitions`.
     pub fn new(input: Arc<dyn ExecutionPlan>, partitions: usize) -> Self {
         let properties = PlanProperties::new(
@@ -350,7 +350,7 @@ impl Spread {
             EmissionType::Incremental,
             Boundedness::Bounded,
         );
-        Spread { input, properties: Arc::new(properties) }
+        Padded { input, properties: Arc::new(properties) }
     }
 
     /// How many partitions it gives.
@@ -359,21 +359,21 @@ impl Spread {
     }
 }
 
-impl fmt::Debug for Spread {
+impl fmt::Debug for Padded {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Spread").field("partitions", &self.partitions()).finish_non_exhaustive()
+        f.debug_struct("Padded").field("partitions", &self.partitions()).finish_non_exhaustive()
     }
 }
 
-impl DisplayAs for Spread {
+impl DisplayAs for Padded {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "Spread: one partition as the first of {}", self.partitions())
+        write!(f, "Padded: one partition as the first of {}", self.partitions())
     }
 }
 
-impl ExecutionPlan for Spread {
+impl ExecutionPlan for Padded {
     fn name(&self) -> &str {
-        "Spread"
+        "Padded"
     }
 
     fn properties(&self) -> &Arc<PlanProperties> {
@@ -401,8 +401,8 @@ impl ExecutionPlan for Spread {
 
     fn with_new_children(self: Arc<Self>, children: Vec<Arc<dyn ExecutionPlan>>) -> Result<Arc<dyn ExecutionPlan>> {
         match children.as_slice() {
-            [input] => Ok(Arc::new(Spread::new(input.clone(), self.partitions()))),
-            _ => datafusion::common::internal_err!("Spread has one input, got {}", children.len()),
+            [input] => Ok(Arc::new(Padded::new(input.clone(), self.partitions()))),
+            _ => datafusion::common::internal_err!("Padded has one input, got {}", children.len()),
         }
     }
 
@@ -412,7 +412,7 @@ impl ExecutionPlan for Spread {
             p if p < self.partitions() => {
                 Ok(Box::pin(datafusion::physical_plan::EmptyRecordBatchStream::new(self.schema())))
             }
-            p => exec_err!("Spread has {} partitions, asked for {p}", self.partitions()),
+            p => exec_err!("Padded has {} partitions, asked for {p}", self.partitions()),
         }
     }
 }
@@ -555,8 +555,8 @@ mod tests {
             }
         }
         assert_eq!(seen, 30, "every row once");
-        // A spread's partitions past its count are an error, not empty.
-        let spread = Spread::new(exchanged.children()[0].children()[0].clone(), 4);
-        assert!(spread.execute(4, context).is_err());
+        // A padding's partitions past its count are an error, not empty.
+        let padded = Padded::new(exchanged.children()[0].children()[0].clone(), 4);
+        assert!(padded.execute(4, context).is_err());
     }
 }

@@ -17,7 +17,7 @@
 //!   receiving process plans the call again and gets the same work.
 //! - views an analysis reads (`ViewTable`, `OrderedView` and its `InOrder` node): their plans;
 //!   an ordered view inlined in a plan (`Ordered`): its keys.
-//! - one partition spread as the first of some (`Spread`, what an exchange of a step of one
+//! - one partition padded as the first of some (`Padded`, what an exchange of a step of one
 //!   task reads): how many.
 //! - a small table held in the client (an attached scheduler log, a `CREATE TABLE AS`): its
 //!   rows, as Arrow IPC, up to 8 MiB.
@@ -38,7 +38,7 @@ use commdb_analysis::ordered::{InOrder, Ordered, OrderedView};
 use commdb_analysis::plan::Call;
 use commdb_analysis::plan::{Placement, Stage};
 use commdb_analysis::relation::Lookup;
-use commdb_analysis::routes::Spread;
+use commdb_analysis::routes::Padded;
 use commdb_catalog::session::trace_table::{StoreScan, TraceTable};
 use commdb_catalog::trace::Trace;
 use commdb_catalog::wallclock::{Notices, TraceStarts};
@@ -68,7 +68,7 @@ const WALLCLOCK: u8 = b'W';
 const MEMORY: u8 = b'M';
 const ORDERED_NODE: u8 = b'R';
 const STORE_SCAN: u8 = b'C';
-const SPREAD: u8 = b'P';
+const PADDED: u8 = b'P';
 
 /// The largest table in memory sent with a query (an attached scheduler log, a CREATE TABLE
 /// AS result): the plan travels in one gRPC message.
@@ -646,14 +646,14 @@ impl PhysicalExtensionCodec for PhysicalCodec {
                     _ => exec_err!("commdb codec: InOrder has one input, got {}", inputs.len()),
                 }
             }
-            SPREAD => {
+            PADDED => {
                 // How many partitions, four bytes.
                 let Ok(count) = <[u8; 4]>::try_from(body) else {
-                    return exec_err!("commdb codec: a damaged Spread node ({} bytes of its count)", body.len());
+                    return exec_err!("commdb codec: a damaged Padded node ({} bytes of its count)", body.len());
                 };
                 match inputs {
-                    [input] => Ok(Arc::new(Spread::new(input.clone(), u32::from_le_bytes(count) as usize))),
-                    _ => exec_err!("commdb codec: Spread has one input, got {}", inputs.len()),
+                    [input] => Ok(Arc::new(Padded::new(input.clone(), u32::from_le_bytes(count) as usize))),
+                    _ => exec_err!("commdb codec: Padded has one input, got {}", inputs.len()),
                 }
             }
             other => plan_err!("commdb codec: unknown plan node kind {other}"),
@@ -700,10 +700,10 @@ impl PhysicalExtensionCodec for PhysicalCodec {
             }
             return Ok(());
         }
-        if let Some(spread) = node.downcast_ref::<Spread>() {
+        if let Some(padded) = node.downcast_ref::<Padded>() {
             buf.extend_from_slice(MAGIC);
-            buf.push(SPREAD);
-            buf.extend_from_slice(&(spread.partitions() as u32).to_le_bytes());
+            buf.push(PADDED);
+            buf.extend_from_slice(&(padded.partitions() as u32).to_le_bytes());
             return Ok(());
         }
         self.ballista.try_encode(node, buf, proto_converter)

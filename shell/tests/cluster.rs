@@ -780,7 +780,7 @@ fn exchanges_by_route(plan: &str, node: &str) {
     let found = lines.windows(3).any(|w| {
         w[0].contains("ShuffleWriterExec: partitioning=Hash([CASE WHEN rank@0 >= ")
             && w[0].ends_with(", 8)")
-            && w[1].contains("Spread: one partition as the first of 8")
+            && w[1].contains("Padded: one partition as the first of 8")
             && w[2].contains(node)
     });
     assert!(found, "no stage of '{node}' exchanged by route in\n{plan}");
