@@ -335,7 +335,11 @@ impl ExecutionPlan for Slice {
 
 /// One partition's rows as the first of some partitions, the others empty: what an exchange
 /// reads where it must not be taken out for having one partition ([`Routes::exchanged`]).
-/// Only the task of the first partition runs the plan below.
+/// Only the first partition runs the plan below, and it runs once: Ballista runs a stage in one
+/// task, every partition of it, when the chain of nodes below its writer reaches a node of one
+/// partition before a shuffle read (its rule for a stage that collapses its input), and the
+/// plan below a `Padded` is of one partition. Split among tasks, each would run the first
+/// partition, as every task runs each partition a node it does not restrict declares.
 pub struct Padded {
     input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,

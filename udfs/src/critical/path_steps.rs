@@ -18,8 +18,8 @@
 //!    stretches and a wait per wait state, where the calls give a stretch each.
 //! 4. **The pieces named**, a task per part of the calls, each reading the walk's pieces of its
 //!    ranks (a few per segment of the path; the walk's task writes them exchanged by route,
-//!    [`commdb_analysis::routes::Routes::exchanged`]) and naming them: each piece cut at its stretches, with their
-//!    regions and call paths ([`crate::critical::named`]).
+//!    [`commdb_analysis::routes::Routes::exchanged`]) and naming them: each piece cut at its
+//!    stretches, with their regions and call paths ([`crate::critical::named`]).
 //! 5. **The path** (or its profile) in one task, from its pieces, merged into segments as in one
 //!    process: a piece of the path per stretch on it, a small part of the run.
 
