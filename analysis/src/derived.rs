@@ -447,9 +447,10 @@ impl Derived {
     ) -> Result<Arc<dyn ExecutionPlan>> {
         let plan = self.step_plan(session, steps, k, inputs, None)?;
         Ok(match steps[k].reads {
-            crate::steps::Reads::Once | crate::steps::Reads::OnceAnyOrder | crate::steps::Reads::OnceInOrder(_) => {
-                crate::once::run_once(plan)
-            }
+            crate::steps::Reads::Once
+            | crate::steps::Reads::OnceAnyOrder
+            | crate::steps::Reads::OnceAllAnyOrder
+            | crate::steps::Reads::OnceInOrder(_) => crate::once::run_once(plan),
             _ => plan,
         })
     }
@@ -627,6 +628,7 @@ impl Derived {
                     crate::steps::Reads::OnceAnyOrder | crate::steps::Reads::OnceInOrder(_) => {
                         node.reading_in_any_order()
                     }
+                    crate::steps::Reads::OnceAllAnyOrder => node.reading_every_input_in_any_order(),
                     crate::steps::Reads::ByPart | crate::steps::Reads::Once | crate::steps::Reads::Routed(_) => node,
                 });
             }

@@ -138,10 +138,10 @@ pub struct AnalysisExec {
     /// Routed ([`Placement::Routed`]): the routes of its first input's partitions, and which
     /// of its other inputs are exchanged by the key of their rank's route.
     routes: Option<Routed>,
-    /// Its answer does not depend on the order its first input's rows come in (a step that
-    /// streams them as they come, or puts them in order itself): a distributed engine may hand
-    /// them over in any order.
-    any_order: bool,
+    /// How many of its inputs, from the first, it reads in any order: its answer does not
+    /// depend on the order their rows come in (a step that streams them as they come, or puts
+    /// them in order itself), so a distributed engine may hand them over in any order.
+    any_order: usize,
 }
 
 /// A routed node's routes, and each input exchanged by them with the expression of its rows'
@@ -300,18 +300,23 @@ impl AnalysisExec {
             exchange: None,
             label: None,
             routes: None,
-            any_order: false,
+            any_order: 0,
         })
     }
 
     /// The same node, whose answer does not depend on the order its first input's rows come in.
     pub fn reading_in_any_order(self) -> Self {
-        AnalysisExec { any_order: true, ..self }
+        AnalysisExec { any_order: 1, ..self }
     }
 
-    /// Whether its answer does not depend on the order its first input's rows come in.
-    pub fn reads_in_any_order(&self) -> bool {
-        self.any_order
+    /// The same node, whose answer depends on the order of none of its inputs' rows.
+    pub fn reading_every_input_in_any_order(self) -> Self {
+        AnalysisExec { any_order: usize::MAX, ..self }
+    }
+
+    /// Whether its answer does not depend on the order its input `i`'s rows come in.
+    pub fn reads_in_any_order(&self, i: usize) -> bool {
+        i < self.any_order
     }
 
     /// The same node, routed ([`Placement::Routed`]): its inputs `exchanged` are exchanged by

@@ -41,6 +41,9 @@ pub enum Reads {
     /// batches (each batch's rows in their partition's order). On a distributed engine it reads
     /// that input through one exchange, not a shuffle read per partition held whole.
     OnceAnyOrder,
+    /// One task, as `OnceAnyOrder`, whose answer depends on the order of none of its inputs'
+    /// rows: on a distributed engine it reads each input through one exchange.
+    OnceAllAnyOrder,
     /// One task, as `Once`, reading its first input in the order of these columns: the
     /// partitions come one after another as the engine hands them over, and the task puts them
     /// in order beyond memory ([`crate::merged`]; each partition is best sorted so, which makes
@@ -80,7 +83,7 @@ impl Step {
     pub fn placement(&self) -> Placement {
         match self.reads {
             Reads::ByPart | Reads::Exchanged(_) => Placement::ByPart,
-            Reads::Once | Reads::OnceAnyOrder | Reads::OnceInOrder(_) => Placement::Whole,
+            Reads::Once | Reads::OnceAnyOrder | Reads::OnceAllAnyOrder | Reads::OnceInOrder(_) => Placement::Whole,
             Reads::Routed(_) => Placement::Routed,
         }
     }

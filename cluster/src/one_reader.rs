@@ -1,5 +1,5 @@
-//! The scheduler's rule that a node of one task that reads its first input in any order reads
-//! it through one shuffle read, not a coalescing of many.
+//! The scheduler's rule that a node of one task reads each input it reads in any order
+//! through one shuffle read, not a coalescing of many.
 //!
 //! A node that runs in one task and reads every partition of its input
 //! ([`commdb_analysis::plan::Placement::Whole`]) asks DataFusion for that input as one
@@ -8,9 +8,10 @@
 //! partition: each of those reads fetches its partition from another executor whole before it
 //! passes a batch on, and the coalescing runs them all at once, so the task holds the whole
 //! input (at 1 B events the critical path's walk went from 1.0 to 2.8 GB while it read 64 parts
-//! of exits). Under a node whose answer does not depend on the order its first input's rows
-//! come in ([`AnalysisExec::reads_in_any_order`]: the critical path's walk, the delay costs'
-//! hand-on, which puts its input in order itself), such a coalescing becomes an exchange by
+//! of exits). Under a node whose answer does not depend on the order an input's rows come in
+//! ([`AnalysisExec::reads_in_any_order`]: the critical path's walk, the delay costs'
+//! hand-on, which puts its input in order itself, and the delay costs' intervals, whose two
+//! inputs are folded as they come), such a coalescing becomes an exchange by
 //! hash into one partition: Ballista ends the stage below it as well, and the task reads that
 //! one partition through one shuffle read, which fetches the files one after another within its
 //! budget of bytes in flight (`ballista.shuffle.reader.max_bytes_in_flight`). Nodes that read
@@ -41,14 +42,23 @@ impl datafusion::physical_optimizer::PhysicalOptimizerRule for OneReaderForOneTa
     ) -> Result<Arc<dyn ExecutionPlan>> {
         plan.transform_up(|node| {
             let Some(analysis) = node.downcast_ref::<AnalysisExec>() else { return Ok(Transformed::no(node)) };
-            if analysis.placement() != Placement::Whole || !analysis.reads_in_any_order() {
+            if analysis.placement() != Placement::Whole {
                 return Ok(Transformed::no(node));
             }
             let mut children: Vec<Arc<dyn ExecutionPlan>> = node.children().into_iter().cloned().collect();
-            let Some(exchange) = children.first().map(one_exchange).transpose()?.flatten() else {
+            let mut changed = false;
+            for (i, child) in children.iter_mut().enumerate() {
+                if !analysis.reads_in_any_order(i) {
+                    break;
+                }
+                if let Some(exchange) = one_exchange(child)? {
+                    *child = exchange;
+                    changed = true;
+                }
+            }
+            if !changed {
                 return Ok(Transformed::no(node));
-            };
-            children[0] = exchange;
+            }
             Ok(Transformed::yes(datafusion::physical_plan::execution_plan::replace_children_if_necessary(
                 node, children,
             )?))
@@ -95,11 +105,23 @@ mod tests {
         MemorySourceConfig::try_new_exec(&partitions, schema, None).unwrap()
     }
 
-    fn node(inputs: Vec<Arc<dyn ExecutionPlan>>, placement: Placement, any_order: bool) -> Arc<dyn ExecutionPlan> {
+    /// Which of a node's inputs it reads in any order.
+    #[derive(Clone, Copy)]
+    enum AnyOrder {
+        None,
+        First,
+        Every,
+    }
+
+    fn node(inputs: Vec<Arc<dyn ExecutionPlan>>, placement: Placement, any_order: AnyOrder) -> Arc<dyn ExecutionPlan> {
         let schema = inputs[0].schema();
         let work = commdb_analysis::plan::Work::Whole(Arc::new(|inputs: &[Vec<RecordBatch>]| Ok(inputs[0].clone())));
         let node = AnalysisExec::placed("test", inputs, work, schema, None, placement).unwrap();
-        Arc::new(if any_order { node.reading_in_any_order() } else { node })
+        Arc::new(match any_order {
+            AnyOrder::None => node,
+            AnyOrder::First => node.reading_in_any_order(),
+            AnyOrder::Every => node.reading_every_input_in_any_order(),
+        })
     }
 
     fn coalesced(n: usize) -> Arc<dyn ExecutionPlan> {
@@ -111,13 +133,13 @@ mod tests {
     }
 
     #[test]
-    fn a_task_that_reads_its_first_input_in_any_order_reads_one_exchange() {
+    fn a_task_that_reads_an_input_in_any_order_reads_it_through_one_exchange() {
         let config = datafusion::config::ConfigOptions::default();
         let rule = OneReaderForOneTask;
         // Several partitions coalesced under a node of one task that reads them in any order:
         // an exchange into one, for its first input only.
         // A node made anew over its children (as the planner's rules do) still reads so.
-        let made = node(vec![coalesced(3), coalesced(3)], Placement::Whole, true);
+        let made = node(vec![coalesced(3), coalesced(3)], Placement::Whole, AnyOrder::First);
         let children = vec![coalesced(3), coalesced(3)];
         let made = datafusion::physical_plan::execution_plan::replace_children_if_necessary(made, children).unwrap();
         let plan = rule.optimize(made, &config).unwrap();
@@ -129,14 +151,22 @@ mod tests {
         }
         assert!(child(&plan, 1).downcast_ref::<CoalescePartitionsExec>().is_some(), "the second input");
         assert_eq!(plan.output_partitioning().partition_count(), 1);
+        // A node that reads every input in any order: an exchange for each that is coalesced.
+        let every = node(vec![coalesced(3), coalesced(1), coalesced(4)], Placement::Whole, AnyOrder::Every);
+        let plan = rule.optimize(every, &config).unwrap();
+        for (i, exchanged) in [(0, true), (1, false), (2, true)] {
+            let below = child(&plan, i);
+            assert_eq!(below.downcast_ref::<RepartitionExec>().is_some(), exchanged, "input {i}");
+            assert_eq!(below.downcast_ref::<CoalescePartitionsExec>().is_some(), !exchanged, "input {i}");
+        }
         // Left alone: a node whose answer follows the partitions' order, a coalescing with a
         // fetch (a step's own stage), of one partition, or under a node of the embedded engine.
         let fetched = Arc::new(CoalescePartitionsExec::new(parts(3)).with_fetch(Some(10)));
         for (plan, what) in [
-            (node(vec![coalesced(3)], Placement::Whole, false), "in the partitions' order"),
-            (node(vec![fetched], Placement::Whole, true), "a fetch"),
-            (node(vec![coalesced(1)], Placement::Whole, true), "one partition"),
-            (node(vec![coalesced(3)], Placement::Local, true), "the embedded engine"),
+            (node(vec![coalesced(3)], Placement::Whole, AnyOrder::None), "in the partitions' order"),
+            (node(vec![fetched], Placement::Whole, AnyOrder::First), "a fetch"),
+            (node(vec![coalesced(1)], Placement::Whole, AnyOrder::Every), "one partition"),
+            (node(vec![coalesced(3)], Placement::Local, AnyOrder::Every), "the embedded engine"),
         ] {
             let out = rule.optimize(Arc::clone(&plan), &config).unwrap();
             assert!(child(&out, 0).downcast_ref::<CoalescePartitionsExec>().is_some(), "{what}");

@@ -588,9 +588,15 @@ fn the_waits_spread_over_the_executors() {
     reads_one_exchange(&plan, "the costs handed on from wait to wait");
     // The intervals' task exchanges them by route itself: each side's task reads its ranks' own.
     exchanges_by_route(&plan, "each wait's synchronisation interval");
-    // The intervals' step reads its two inputs whole, in the partitions' order.
-    let intervals = plan.lines().skip_while(|l| !l.contains("each wait's synchronisation interval")).nth(1);
-    assert!(intervals.is_some_and(|l| l.contains("CoalescePartitionsExec")), "{plan}");
+    // The intervals' step folds its two inputs as they come: each through one exchange (or of
+    // one partition already), never a coalescing of a shuffle read per partition.
+    reads_one_exchange(&plan, "each wait's synchronisation interval");
+    let mut lines = plan.lines().skip_while(|l| !l.contains("each wait's synchronisation interval"));
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let at = lines.next().map(indent).unwrap_or_default();
+    let inputs: Vec<&str> = lines.take_while(|l| indent(l) > at).filter(|l| indent(l) == at + 2).collect();
+    assert_eq!(inputs.len(), 2, "{plan}");
+    assert!(inputs.iter().all(|l| !l.contains("CoalescePartitionsExec")), "{inputs:?}\n{plan}");
 }
 
 /// The DAG spreads (docs/scale.md, "The DAG"): each part of the messages gives their halves,

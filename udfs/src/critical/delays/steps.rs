@@ -61,7 +61,8 @@ pub(super) fn steps(schema: SchemaRef, offload: bool, run_bytes: usize) -> Vec<S
         schema: interval_schema(),
         work: Work::Folded(intervals, Main::Batches),
         inputs: vec![From::Step(1), From::Step(2)],
-        reads: Reads::Once,
+        // Each wait's number follows the order they come in; it only joins a wait's two sides.
+        reads: Reads::OnceAllAnyOrder,
     });
     // 5
     let mut inputs = vec![From::Input(0), From::Step(4), From::Step(3)];
