@@ -446,6 +446,8 @@ fn analyses_spread_over_both_executors() {
     // attribution's windows, a task per part of the messages, on the criteria their parts gave.
     spreads(&cluster, &store, "latency_criteria", "SELECT * FROM attribution('messages', '1ms')");
     spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('messages', '1ms')");
+    // Each message's latency, a task per part of the messages, each reading the criteria.
+    spreads(&cluster, &store, "message_latency", "SELECT * FROM message_latency()");
     // latency_trend's bins, a task per part of the messages; their merge classifies them.
     spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend()");
     spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend(bin_ns => '2ms', window => 3)");

@@ -145,7 +145,10 @@ fn message_latency(a: &Args) -> Result<Arc<dyn TableProvider>> {
             counted: (0, 0),
         }) as Box<dyn Mapper>)
     });
-    Ok(Arc::new(Derived::streamed(schema, with_baseline(relation, None, extra), prepare).passing_through(reads)?))
+    // Each message's latency needs only the criteria, which every task reads whole: on a
+    // distributed engine a task per part of the messages.
+    let derived = Derived::streamed(schema, with_baseline(relation, None, extra), prepare);
+    Ok(Arc::new(derived.spreading(commdb_analysis::derived::Spread::Rows).passing_through(reads)?))
 }
 
 /// `message_latency`'s batches: each message with its criterion, latency and delayed.
