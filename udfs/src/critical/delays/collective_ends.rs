@@ -17,6 +17,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
+use datafusion::common::internal_err;
+use datafusion::error::Result;
+
 use crate::critical::near::partition_point_near;
 use crate::varint;
 
@@ -51,14 +54,18 @@ impl EndsBuilder {
 
     /// The ends in order of (end, id), each id given anew as `renumber(id)`: ends alike in the
     /// order of their new ids, which the search back meets first.
-    pub(super) fn seal(self, renumber: impl Fn(u32) -> u32) -> RankEnds {
+    pub(super) fn seal(self, renumber: impl Fn(u32) -> u32) -> Result<RankEnds> {
         let mut ends: Vec<(i64, u32)> = Vec::with_capacity(self.len);
         let (mut at, mut id, mut end) = (0usize, 0i64, 0i64);
         while ends.len() < self.len {
             let (Some(di), Some(de)) =
                 (varint::get_signed(&self.bytes, &mut at), varint::get_signed(&self.bytes, &mut at))
             else {
-                break;
+                return internal_err!(
+                    "delay_costs: a rank's collective ends end after {} of {} in their list",
+                    ends.len(),
+                    self.len
+                );
             };
             (id, end) = (id.wrapping_add(di), end.wrapping_add(de));
             ends.push((end, renumber(id as u32)));
@@ -94,12 +101,18 @@ pub(super) struct RankEnds {
 }
 
 impl RankEnds {
-    fn of_sorted(ends: &[(i64, u32)]) -> RankEnds {
+    fn of_sorted(ends: &[(i64, u32)]) -> Result<RankEnds> {
+        if u32::try_from(ends.len()).is_err() {
+            return internal_err!("delay_costs: a rank left {} collective instances, more than 2^32", ends.len());
+        }
         let mut heads = Vec::with_capacity(ends.len().div_ceil(BLOCK));
         let mut bytes = Vec::new();
         for block in ends.chunks(BLOCK) {
             let (end, id) = block[0];
-            heads.push(Head { end, id, at: bytes.len() as u32 });
+            let Ok(at) = u32::try_from(bytes.len()) else {
+                return internal_err!("delay_costs: a rank's collective ends take more than 4 GiB");
+            };
+            heads.push(Head { end, id, at });
             let mut last = block[0];
             for &(end, id) in &block[1..] {
                 varint::put(&mut bytes, end.wrapping_sub(last.0) as u64);
@@ -114,14 +127,14 @@ impl RankEnds {
             by.sort_unstable();
             by
         });
-        RankEnds {
+        Ok(RankEnds {
             heads,
             bytes,
             len: ends.len(),
             by_instance,
             near: AtomicUsize::new(0),
             near_instance: AtomicUsize::new(0),
-        }
+        })
     }
 
     pub(super) fn held_bytes(&self) -> usize {
@@ -144,11 +157,7 @@ impl RankEnds {
         self.near.store(b, Relaxed);
         let mut back = BackFrom { ends: self, next: 0, buf: [(0, 0); BLOCK], block: usize::MAX };
         if b > 0 {
-            let mut n = 0;
-            for e in self.entries(b - 1).take_while(|e| e.0 <= t) {
-                back.buf[n] = e;
-                n += 1;
-            }
+            let n = fill(&mut back.buf, self.entries(b - 1).take_while(|e| e.0 <= t));
             (back.next, back.block) = ((b - 1) * BLOCK + n, b - 1);
         }
         back
@@ -210,7 +219,17 @@ impl Iterator for Entries<'_> {
     }
 }
 
-/// `RankEnds::back_from`'s walk: (end, id), latest first.
+/// A block's entries into `buf`; how many.
+fn fill(buf: &mut [(i64, u32); BLOCK], entries: impl Iterator<Item = (i64, u32)>) -> usize {
+    let mut n = 0;
+    for (slot, e) in buf.iter_mut().zip(entries) {
+        *slot = e;
+        n += 1;
+    }
+    n
+}
+
+/// `RankEnds::back_until`'s walk: (end, id), latest first.
 pub(super) struct BackFrom<'a> {
     ends: &'a RankEnds,
     /// The place after the next one given.
@@ -231,11 +250,7 @@ impl Iterator for BackFrom<'_> {
         let b = self.next / BLOCK;
         if b != self.block {
             // A whole block before the one walked: every end of it.
-            let mut n = 0;
-            for e in self.ends.entries(b) {
-                self.buf[n] = e;
-                n += 1;
-            }
+            let n = fill(&mut self.buf, self.ends.entries(b));
             if self.next % BLOCK >= n {
                 return None;
             }
@@ -255,7 +270,7 @@ mod tests {
         for &(id, end) in pushed {
             builder.push(id, end);
         }
-        let sealed = builder.seal(renumber);
+        let sealed = builder.seal(renumber).unwrap();
         let mut plain: Vec<(i64, u32)> = pushed.iter().map(|&(id, end)| (end, renumber(id))).collect();
         plain.sort_unstable();
         let times: Vec<i64> = pushed
@@ -313,7 +328,7 @@ mod tests {
             builder.push(i, 5_000_000_000 + 1_000_000 * i64::from(i) + i64::from(i % 7));
         }
         assert!(builder.held_bytes() < 8 * 1_000, "{}", builder.held_bytes());
-        let sealed = builder.seal(|id| id);
+        let sealed = builder.seal(|id| id).unwrap();
         assert!(sealed.held_bytes() < 6 * 1_000, "{}", sealed.held_bytes());
     }
 }

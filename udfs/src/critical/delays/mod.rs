@@ -211,7 +211,7 @@ pub(super) const NO_SYNC: [i64; 2] = [i64::MIN; 2];
 pub(super) struct SyncPoints {
     /// Per pair of ranks (the lower first): the instants their messages synchronised them,
     /// the same on both sides, in order.
-    pub(super) messages: FastMap<(i64, i64), Vec<i64>>,
+    messages: FastMap<(i64, i64), Vec<i64>>,
     /// Per rank: its ends of the collectives in which someone waited, as they are added, a
     /// few bytes an end ([`collective_ends`]) ...
     folding: FastMap<i64, EndsBuilder>,
@@ -296,7 +296,7 @@ impl SyncPoints {
     }
 
     /// Every collective has been added: each rank's in order of their end.
-    pub(super) fn seal(&mut self) {
+    pub(super) fn seal(&mut self) -> Result<()> {
         // Only the ids are looked up from now on.
         self.instance_ids = FastMap::default();
         // The instances numbered anew in order of (comm, instance), whatever the order they came
@@ -309,17 +309,20 @@ impl SyncPoints {
             renumbered[old as usize] = new as u32;
         }
         self.instances = order.iter().map(|&i| self.instances[i as usize]).collect();
-        let folding: Vec<(i64, EndsBuilder)> = self.folding.drain().collect();
+        let folding: Vec<(i64, EndsBuilder)> = std::mem::take(&mut self.folding).into_iter().collect();
         let sealed: Vec<(i64, RankEnds)> = {
             use rayon::prelude::*;
             let renumbered = &renumbered;
-            folding.into_par_iter().map(|(r, list)| (r, list.seal(|id| renumbered[id as usize]))).collect()
+            folding
+                .into_par_iter()
+                .map(|(r, list)| Ok((r, list.seal(|id| renumbered[id as usize])?)))
+                .collect::<Result<_>>()?
         };
-        self.folding = FastMap::default();
         self.collectives.extend(sealed);
         for list in self.messages.values_mut() {
             list.shrink_to_fit();
         }
+        Ok(())
     }
 
     /// The start of the synchronisation interval of `w` waiting from `w_until` on `d` arriving
@@ -664,7 +667,7 @@ fn delay_sweep(
         },
         |c, k, ends| sync.waited_in(c, k, ends),
     )?;
-    sync.seal();
+    sync.seal()?;
     Ok(Box::new(DelaySweep {
         between_ranks: waits.rows(),
         waits: Some(waits),
@@ -811,7 +814,7 @@ mod tests {
         sync.waited_in(0, 5, &[(1, 50), (2, 48)]).unwrap();
         sync.waited_in(0, 6, &[(1, 70), (2, 75), (3, 71)]).unwrap();
         sync.waited_in(1, 1, &[(1, 50), (3, 49)]).unwrap();
-        sync.seal();
+        sync.seal().unwrap();
         assert_eq!(sync.previous(1, 100, 2, 100), Some((70, 75)));
         assert_eq!(sync.previous(1, 100, 2, 74), Some((50, 48)));
         assert_eq!(sync.previous(1, 60, 3, 60), Some((50, 49)));
@@ -835,8 +838,8 @@ mod tests {
         for k in (0..2_000).map(|k| (k * 769) % 2_000) {
             shuffled.waited_in(0, k, &ends(k)).unwrap();
         }
-        in_order.seal();
-        shuffled.seal();
+        in_order.seal().unwrap();
+        shuffled.seal().unwrap();
         for (w, d) in [(0, 1), (1, 3), (3, 2), (2, 0)] {
             for t in (0..2_001_000_000).step_by(333_333) {
                 let (w_until, d_until) = (t, t - 500_000);
@@ -874,10 +877,8 @@ mod tests {
         for w in [wait(3, 7, 10), wait(7, 3, 20), wait(3, 7, 30)] {
             sync.message_wait(&w, &left);
         }
-        sync.seal();
-        for list in sync.messages.values_mut() {
-            list.sort_unstable();
-        }
+        sync.sort_messages();
+        sync.seal().unwrap();
         assert_eq!(sync.previous(3, 40, 7, 40), Some((31, 31)));
         assert_eq!(sync.previous(7, 40, 3, 25), Some((21, 21)));
         assert_eq!(sync.previous(3, 15, 7, 40), Some((11, 11)));

@@ -260,10 +260,8 @@ impl Mapper for Intervals {
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
-        for list in self.sync.messages.values_mut() {
-            list.sort_unstable();
-        }
-        self.sync.seal();
+        self.sync.sort_messages();
+        self.sync.seal()?;
         self.reading = self.waits.take().map(Spill::into_rows).transpose()?;
         Ok(Vec::new())
     }
