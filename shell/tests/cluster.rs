@@ -448,6 +448,9 @@ fn analyses_spread_over_both_executors() {
     spreads(&cluster, &store, "attribution", "SELECT * FROM attribution('messages', '1ms')");
     // Each message's latency, a task per part of the messages, each reading the criteria.
     spreads(&cluster, &store, "message_latency", "SELECT * FROM message_latency()");
+    // The traffic between ranks, a task per part of the messages; their merge partitions it.
+    spreads(&cluster, &store, "remap_suggestion", "SELECT * FROM remap_suggestion()");
+    spreads(&cluster, &store, "remap_summary", "SELECT * FROM remap_summary(weight => 'bytes')");
     // latency_trend's bins, a task per part of the messages; their merge classifies them.
     spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend()");
     spreads(&cluster, &store, "latency_trend", "SELECT * FROM latency_trend(bin_ns => '2ms', window => 3)");

@@ -10,7 +10,10 @@
 //! their ranks (largest overlaps first), then after unused current nodes, then `node+N`.
 //!
 //! The messages are read as they stream, five columns of them (src, dst, bytes and the nodes),
-//! folded into the traffic per pair of ranks: the graph is held, never the messages.
+//! folded into the traffic per pair of ranks: the graph is held, never the messages. On a
+//! cluster each part of the messages folds its own traffic (`TrafficFold::partials`: a row per
+//! rank and per pair it saw), and one task adds the parts up and partitions the graph; the
+//! graph is built the same whatever order the messages or the parts come in.
 //!
 //! Cost: METIS is near-linear in the edges; the balancing pass is O(moves x vertices x degree).
 
@@ -18,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::catalog::TableProvider;
 use datafusion::common::{exec_err, plan_err};
 use datafusion::error::Result;
@@ -226,6 +229,49 @@ impl TrafficFold {
         self.bytes += bytes;
     }
 
+    /// Its state as rows of [`traffic_partials`]: a row per rank (kind 0, with its node), per
+    /// pair (kind 1) and one of the totals (kind 2).
+    pub fn partials(&self) -> Result<RecordBatch> {
+        let (nodes, pairs, totals) = self.parts();
+        let rows = nodes.len() + pairs.len() + 1;
+        let mut columns: [Vec<i64>; 5] = std::array::from_fn(|_| Vec::with_capacity(rows));
+        let mut node: Vec<Option<&str>> = Vec::with_capacity(rows);
+        let mut push = |row: [i64; 5], n| {
+            for (column, v) in columns.iter_mut().zip(row) {
+                column.push(v);
+            }
+            node.push(n);
+        };
+        for (rank, n) in nodes {
+            push([0, rank, 0, 0, 0], n);
+        }
+        for ((a, b), (messages, bytes)) in pairs {
+            push([1, a, b, messages, bytes], None);
+        }
+        push([2, 0, 0, totals.0, totals.1], None);
+        let mut arrays: Vec<ArrayRef> =
+            columns.into_iter().map(|c| Arc::new(Int64Array::from(c)) as ArrayRef).collect();
+        arrays.push(Arc::new(StringArray::from(node)));
+        Ok(RecordBatch::try_new(traffic_partials(), arrays)?)
+    }
+
+    /// Add a part's rows ([`TrafficFold::partials`]).
+    pub fn absorb(&mut self, batch: &RecordBatch) -> Result<()> {
+        let one = std::slice::from_ref(batch);
+        let ints: Vec<Int64Array> = (0..5).map(|c| int64_column(one, c)).collect::<Result<_>>()?;
+        let node = text_column(one, 5)?;
+        for i in 0..batch.num_rows() {
+            let v = |c: usize| ints[c].value(i);
+            match v(0) {
+                0 => self.absorb_rank(v(1), node.is_valid(i).then(|| node.value(i))),
+                1 => self.absorb_pair((v(1), v(2)), v(3), v(4)),
+                2 => self.absorb_totals(v(3), v(4)),
+                kind => return exec_err!("remap: a partial of unknown kind {kind}"),
+            }
+        }
+        Ok(())
+    }
+
     pub fn finish(self) -> Traffic {
         let mut ranks: Vec<i64> = self.nodes.keys().copied().collect();
         ranks.sort_unstable();
@@ -235,6 +281,19 @@ impl TrafficFold {
         let pairs = self.pairs.into_iter().map(|((a, b), v)| ((index[&a], index[&b]), v)).collect();
         Traffic { ranks, current, pairs, messages: self.messages, bytes: self.bytes }
     }
+}
+
+/// The rows a part of the messages gives on a cluster ([`TrafficFold::partials`]).
+fn traffic_partials() -> SchemaRef {
+    let i = |n: &str| Field::new(n, DataType::Int64, false);
+    Arc::new(Schema::new(vec![
+        i("kind"),
+        i("a"),
+        i("b"),
+        i("messages"),
+        i("bytes"),
+        Field::new("node", DataType::Utf8, true),
+    ]))
 }
 
 /// Part of every rank: METIS k-way, then at most `cap` ranks per part.
@@ -420,7 +479,8 @@ impl Call {
 
     /// The relation `rel` read as this call needs it: its five columns, folded into the
     /// traffic between ranks as they stream (a row per pair is held, not the messages), then
-    /// `answer` made of the traffic.
+    /// `answer` made of the traffic. On a cluster a task per part of the messages folds its
+    /// traffic, and one task adds the parts' up and answers.
     fn streamed(
         self,
         out: SchemaRef,
@@ -431,15 +491,29 @@ impl Call {
         let answer = Arc::new(answer);
         let call = Arc::new(call);
         let schema = out.clone();
-        let prepare: commdb_analysis::stream::Prepare = Arc::new(move |_| {
-            Ok(Box::new(TrafficMapper {
-                fold: TrafficFold::default(),
-                call: call.clone(),
-                answer: answer.clone(),
-                schema: schema.clone(),
-            }) as Box<dyn commdb_analysis::stream::Mapper>)
+        let mapper = |partial: bool| -> commdb_analysis::stream::Prepare {
+            let (call, answer, schema) = (call.clone(), answer.clone(), schema.clone());
+            Arc::new(move |_| {
+                Ok(Box::new(TrafficMapper {
+                    fold: TrafficFold::default(),
+                    call: call.clone(),
+                    answer: answer.clone(),
+                    schema: if partial { traffic_partials() } else { schema.clone() },
+                    partial,
+                }) as Box<dyn commdb_analysis::stream::Mapper>)
+            })
+        };
+        let (whole, partial) = (mapper(false), mapper(true));
+        let merge: commdb_analysis::derived::Compute = Arc::new(move |partials| {
+            let mut fold = TrafficFold::default();
+            for batch in partials {
+                fold.absorb(batch)?;
+            }
+            Ok(vec![answer(&call, fold.finish())?])
         });
-        Derived::streamed(out, vec![(rel, Some(read))], prepare)
+        let work = commdb_analysis::plan::Work::Streamed(partial);
+        let spread = commdb_analysis::derived::Spread::Merged { schema: traffic_partials(), work, merge };
+        Derived::streamed(out, vec![(rel, Some(read))], whole).spreading(spread)
     }
 
     fn run(&self, t: Traffic, function: &str) -> Result<(Traffic, usize, Vec<String>, bool)> {
@@ -462,12 +536,14 @@ impl Call {
     }
 }
 
-/// Folds the messages into the traffic between ranks, and answers when they end.
+/// Folds the messages into the traffic between ranks, and answers when they end (or gives
+/// its part's traffic, when `partial`).
 struct TrafficMapper<F> {
     fold: TrafficFold,
     call: Arc<Call>,
     answer: Arc<F>,
     schema: SchemaRef,
+    partial: bool,
 }
 
 impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> commdb_analysis::stream::Mapper for TrafficMapper<F> {
@@ -481,6 +557,9 @@ impl<F: Fn(&Call, Traffic) -> Result<RecordBatch> + Send + Sync> commdb_analysis
     }
 
     fn finish(&mut self) -> Result<Vec<RecordBatch>> {
+        if self.partial {
+            return Ok(vec![self.fold.partials()?]);
+        }
         let t = std::mem::take(&mut self.fold).finish();
         Ok(vec![(self.answer)(&self.call, t)?])
     }
@@ -531,4 +610,77 @@ fn remap_summary(a: &Args) -> Result<Arc<dyn TableProvider>> {
         ];
         Ok(RecordBatch::try_new(s.clone(), columns)?)
     })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message: src, dst, bytes, src_node, dst_node.
+    type Row<'a> = (Option<i64>, Option<i64>, i64, Option<&'a str>, Option<&'a str>);
+
+    /// Messages as one batch.
+    fn messages(rows: &[Row]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("src", DataType::Int64, true),
+            Field::new("dst", DataType::Int64, true),
+            Field::new("bytes", DataType::Int64, true),
+            Field::new("src_node", DataType::Utf8, true),
+            Field::new("dst_node", DataType::Utf8, true),
+        ]));
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>())),
+            Arc::new(Int64Array::from(rows.iter().map(|r| Some(r.2)).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(rows.iter().map(|r| r.3).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(rows.iter().map(|r| r.4).collect::<Vec<_>>())),
+        ];
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    fn fold(batches: &[RecordBatch]) -> TrafficFold {
+        let mut f = TrafficFold::default();
+        for b in batches {
+            f.add(b, &[0, 1, 2], Some((3, 4))).unwrap();
+        }
+        f
+    }
+
+    fn seen(t: &Traffic) -> String {
+        format!("{:?} {:?} {:?} {} {}", t.ranks, t.current, t.pairs, t.messages, t.bytes)
+    }
+
+    #[test]
+    fn parts_added_up_are_the_whole_traffic() {
+        let a = messages(&[
+            (Some(0), Some(1), 10, Some("n0"), Some("n0")),
+            (Some(1), Some(2), 5, Some("n0"), None),
+            (Some(2), Some(2), 7, None, None),
+        ]);
+        let b = messages(&[
+            (Some(1), Some(0), 3, Some("n0"), Some("n0")),
+            (Some(2), Some(3), 4, Some("n1"), Some("n1")),
+            (None, Some(4), 1, None, Some("n2")),
+        ]);
+        let whole = seen(&fold(&[a.clone(), b.clone()]).finish());
+        for order in [[&a, &b], [&b, &a]] {
+            let mut merged = TrafficFold::default();
+            for part in order {
+                merged.absorb(&fold(std::slice::from_ref(part)).partials().unwrap()).unwrap();
+            }
+            assert_eq!(seen(&merged.finish()), whole);
+        }
+        // Rank 2's node comes from the second part's rows, rank 4 is seen without a partner.
+        assert!(whole.contains("Some(\"n1\")") && whole.contains("[0, 1, 2, 3, 4]"), "{whole}");
+    }
+
+    #[test]
+    fn a_partial_of_an_unknown_kind_is_an_error() {
+        let mut rows = fold(&[messages(&[(Some(0), Some(1), 1, None, None)])]).partials().unwrap();
+        let mut columns = rows.columns().to_vec();
+        columns[0] = Arc::new(Int64Array::from(vec![9; rows.num_rows()]));
+        rows = RecordBatch::try_new(rows.schema(), columns).unwrap();
+        let err = TrafficFold::default().absorb(&rows).unwrap_err().to_string();
+        assert!(err.contains("unknown kind 9"), "{err}");
+    }
 }
