@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// (label, SQL) measured in every setting.
-const QUERIES: [(&str, &str); 19] = [
+const QUERIES: [(&str, &str); 20] = [
     ("trivial", "SELECT 1"),
     ("scan", "SELECT count(*), sum(bytes), max(recv_ts) FROM messages"),
     ("aggregate", "SELECT count(*) FROM (SELECT rank, count(*), sum(duration) FROM calls GROUP BY rank)"),
@@ -40,6 +40,7 @@ const QUERIES: [(&str, &str); 19] = [
     ("critical_path", "SELECT count(*), sum(duration) FROM critical_path()"),
     ("critical_path_profile", "SELECT count(*), sum(path_ns) FROM critical_path_profile()"),
     ("delay_costs", "SELECT count(*), sum(cost_ns) FROM delay_costs()"),
+    ("remap_suggestion", "SELECT count(*), count(DISTINCT suggested_node) FROM remap_suggestion()"),
     ("dag_nodes", "SELECT count(*), sum(node_id), sum(sends), sum(bytes_recv), sum(load_balance) FROM dag_nodes()"),
     ("dag_edges", "SELECT count(*), sum(from_node), sum(to_node), sum(latency) FROM dag_edges()"),
     ("ideal_replay", "SELECT count(*), sum(mpi_ideal_ns), sum(ideal_end), sum(trf_cumulative) FROM ideal_replay()"),
@@ -145,6 +146,11 @@ impl Cluster {
             .fold(0.0, f64::max)
     }
 
+    /// Each executor's resident peak, MiB.
+    fn executor_peaks(&self) -> Vec<f64> {
+        self.processes.iter().filter(|(name, _)| name.starts_with("executor")).map(|(_, c)| peak_mib(c.id())).collect()
+    }
+
     fn peaks(&self) -> String {
         let peaks: Vec<String> =
             self.processes.iter().map(|(name, c)| format!("{name} {:.0} MiB", peak_mib(c.id()))).collect();
@@ -220,6 +226,7 @@ fn main() {
         }
     }
     // Each executor allowed its share of the memory the embedded process took for the query.
+    let mut table = Vec::new();
     for ((label, sql), base) in chosen.iter().zip(&embedded) {
         let mib = (base.1 / executors as f64).floor().clamp(1.0, 1024.0);
         let limit = format!("{mib}M");
@@ -234,8 +241,32 @@ fn main() {
                     cluster.executor_peak() / mib,
                     cluster.peaks()
                 );
+                let peaks: Vec<String> = cluster.executor_peaks().iter().map(|p| format!("{p:.0}")).collect();
+                table.push(format!(
+                    "| {label} | {:.2} s, {:.0} MiB | {:.2} s ({:.2}x), limit {mib} MiB | {} | {:.2} | {same} |",
+                    base.0,
+                    base.1,
+                    r.0,
+                    r.0 / base.0.max(1e-9),
+                    peaks.join(", "),
+                    cluster.executor_peak() / mib
+                ));
             }
-            Err(e) => println!("{executors} executors of {limit:>6} {label:18} failed: {e}"),
+            Err(e) => {
+                println!("{executors} executors of {limit:>6} {label:18} failed: {e}");
+                table.push(format!("| {label} | {:.2} s, {:.0} MiB | failed: {e} | | | |", base.0, base.1));
+            }
+        }
+    }
+    // The same as one table, to paste into docs/performance.md.
+    if !table.is_empty() {
+        println!();
+        println!(
+            "| query | embedded | {executors} executors at 1/{executors} of its peak | executor peaks (MiB) | largest peak / limit | rows |"
+        );
+        println!("|---|---|---|---|---|---|");
+        for row in table {
+            println!("{row}");
         }
     }
 }
