@@ -58,6 +58,9 @@ pub struct Derived {
     distributed: bool,
     /// How it spreads over a distributed engine's tasks (None: one task).
     spread: Option<Spread>,
+    /// Whether, in one process, it reads its first input's partitions one after another
+    /// ([`Derived::reading_parts_in_turn`]).
+    in_turn: bool,
 }
 
 impl fmt::Debug for Spread {
@@ -159,12 +162,20 @@ impl Derived {
             call: None,
             distributed: false,
             spread: None,
+            in_turn: false,
         }
     }
 
     /// The same table, spreading over a distributed engine's tasks as `spread` says.
     pub fn spreading(self, spread: Spread) -> Derived {
         Derived { spread: Some(spread), ..self }
+    }
+
+    /// The same table, reading its first input's partitions one after another, in their order,
+    /// in one process ([`AnalysisExec::reading_parts_in_turn`]): the DAG's halves come nearly
+    /// in each rank's time order from the messages part after part.
+    pub fn reading_parts_in_turn(self) -> Derived {
+        Derived { in_turn: true, ..self }
     }
 
     /// The same table, planned as `steps` on a distributed engine ([`Spread::Steps`]); an error
@@ -663,6 +674,9 @@ impl Derived {
         let work = in_order_or_whole(work, &inputs)?;
         let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
         let mut node = node.with_call(self.call.clone()).with_stage(stage);
+        if self.in_turn && placement == Placement::Local {
+            node = node.reading_parts_in_turn();
+        }
         if let (Some(Spread::Prefolded { label, .. }), Stage::Answer, true) = (&self.spread, stage, self.distributed) {
             node = node.with_label(label);
         }

@@ -142,6 +142,9 @@ pub struct AnalysisExec {
     /// depend on the order their rows come in (a step that streams them as they come, or puts
     /// them in order itself), so a distributed engine may hand them over in any order.
     any_order: usize,
+    /// Whether it reads its first input's partitions one after another, in their order, rather
+    /// than at once (a streamed analysis in one process).
+    in_turn: bool,
 }
 
 /// A routed node's routes, and each input exchanged by them with the expression of its rows'
@@ -301,12 +304,21 @@ impl AnalysisExec {
             label: None,
             routes: None,
             any_order: 0,
+            in_turn: false,
         })
     }
 
     /// The same node, whose answer does not depend on the order its first input's rows come in.
     pub fn reading_in_any_order(self) -> Self {
         AnalysisExec { any_order: 1, ..self }
+    }
+
+    /// The same node, reading its first input's partitions one after another, in their order:
+    /// the store's messages come in send-time order (part after part) rather than as stretches
+    /// of time interleaved, which a step that puts each rank's rows in time order takes nearly
+    /// sorted. In one process; a task per part reads its own part as it does today.
+    pub fn reading_parts_in_turn(self) -> Self {
+        AnalysisExec { in_turn: true, ..self }
     }
 
     /// The same node, whose answer depends on the order of none of its inputs' rows.
@@ -442,6 +454,9 @@ impl DisplayAs for AnalysisExec {
                     Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
+                if self.in_turn && self.placement == Placement::Local {
+                    f.write_str(", its input's partitions in turn")?;
+                }
                 match self.stage {
                     Stage::Answer => {}
                     Stage::Partial => f.write_str(", partials")?,
@@ -563,6 +578,7 @@ impl ExecutionPlan for AnalysisExec {
         }
         node.label = self.label;
         node.any_order = self.any_order;
+        node.in_turn = self.in_turn;
         if let Some(routed) = &self.routes {
             let exchanged: Vec<usize> = routed.exchanged.iter().map(|(i, _)| *i).collect();
             node = node.with_routes(routed.routes.clone(), &exchanged)?.serving(routed.route.clone());
@@ -623,8 +639,7 @@ impl AnalysisExec {
                     crate::by_rank::in_order(&self.name, prepare.clone(), *rank, self.full_schema.clone(), pool);
                 let projection = self.projection.clone();
                 let side = crate::stream::Side::Held(in_order);
-                let streamed =
-                    crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on: None };
+                let streamed = crate::stream::Streamed::new(&self.name, side, projection, part);
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Streamed(prepare) => {
@@ -636,7 +651,12 @@ impl AnalysisExec {
                     }
                     None => None,
                 };
-                let streamed = crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on };
+                let in_turn = self.in_turn && self.placement == Placement::Local;
+                let streamed = crate::stream::Streamed {
+                    merged_on,
+                    in_turn,
+                    ..crate::stream::Streamed::new(&self.name, side, projection, part)
+                };
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
             Work::Folded(start, main) => {
@@ -653,8 +673,7 @@ impl AnalysisExec {
                 };
                 let side = crate::stream::Side::Folded(start.clone(), wrap);
                 let projection = self.projection.clone();
-                let streamed =
-                    crate::stream::Streamed { name: self.name.clone(), side, projection, part, merged_on: None };
+                let streamed = crate::stream::Streamed::new(&self.name, side, projection, part);
                 return Ok(streamed.execute(self.schema(), inputs, baseline, context));
             }
         };

@@ -236,6 +236,24 @@ pub struct Streamed {
     /// The order each partition of the main input is sorted in, to merge them in (the parts'
     /// partials of [`crate::derived::Spread::SortedMerge`]); None: as they come.
     pub merged_on: Option<datafusion::physical_expr::LexOrdering>,
+    /// Read the partitions of the main input one after another, in their order, rather than
+    /// at once (`AnalysisExec::reading_parts_in_turn`).
+    pub in_turn: bool,
+}
+
+/// The partitions of `main` one after another, in their order (a coalescing of partitions above
+/// them is looked through): a store's messages part after part, so in send-time order.
+fn in_turn(main: Arc<dyn ExecutionPlan>, context: &Arc<TaskContext>) -> SendableRecordBatchStream {
+    use datafusion::physical_plan::coalesce_partitions::CoalescePartitionsExec;
+    let parts = match main.downcast_ref::<CoalescePartitionsExec>() {
+        Some(coalesce) => coalesce.input().clone(),
+        None => main,
+    };
+    let schema = parts.schema();
+    let count = parts.properties().output_partitioning().partition_count();
+    let context = context.clone();
+    let batches = futures::stream::iter(0..count).map(move |p| parts.execute(p, context.clone())).try_flatten();
+    Box::pin(RecordBatchStreamAdapter::new(schema, batches))
 }
 
 /// The partitions of `main`, each sorted on `order`, merged in that order into one stream (a
@@ -342,6 +360,12 @@ impl std::fmt::Debug for Streamed {
 }
 
 impl Streamed {
+    /// Analysis `name` mapping its main input (partition `part` of it, or all of them at once)
+    /// through the mapper `side` makes, giving its output columns `projection`.
+    pub fn new(name: &str, side: Side, projection: Option<Vec<usize>>, part: Option<usize>) -> Self {
+        Streamed { name: name.to_string(), side, projection, part, merged_on: None, in_turn: false }
+    }
+
     /// Read the held inputs (`inputs[1..]`), prepare the mapper on a blocking thread, then map
     /// the batches of `inputs[0]` as they come.
     pub fn execute(
@@ -351,7 +375,7 @@ impl Streamed {
         baseline: BaselineMetrics,
         context: Arc<TaskContext>,
     ) -> SendableRecordBatchStream {
-        let Streamed { name, side, projection, part, merged_on } = self;
+        let Streamed { name, side, projection, part, merged_on, in_turn: one_after_another } = self;
         let held = inputs.split_off(1);
         let main = inputs.remove(0);
         let run = async move {
@@ -388,6 +412,7 @@ impl Streamed {
             let batches = match (part, &merged_on) {
                 (Some(p), _) => main.execute(p, context.clone())?,
                 (None, Some(order)) => merged(&name, main, order, &context)?,
+                (None, None) if one_after_another => in_turn(main, &context),
                 (None, None) => datafusion::physical_plan::execute_stream(main, context.clone())?,
             };
             let mut batches = crate::read_ahead::read_ahead(&name, batches, &pool);

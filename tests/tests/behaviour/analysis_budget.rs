@@ -300,7 +300,7 @@ fn the_wait_analyses_and_the_dag_hold_what_they_fold_and_sweep_the_calls_by_rank
         session
     };
     let mut roomy = open(spec, 1 << 30);
-    // 44,800 messages: their ten columns (3.6 MB, twice that reserved) held whole would not
+    // 46,000 messages: their ten columns (3.7 MB, twice that reserved) held whole would not
     // fit 4 MiB; their waits and each chunk of ranks' calls do.
     let mut tight = open(&store.display().to_string(), 4 << 20);
     let mut copied = open(&store.display().to_string(), 1 << 30);
@@ -325,13 +325,28 @@ fn the_wait_analyses_and_the_dag_hold_what_they_fold_and_sweep_the_calls_by_rank
         ("dag_nodes", "SELECT * FROM dag_nodes()"),
         ("dag_edges", "SELECT from_node, to_node, msg_id, bytes, duration, round(latency, 9) FROM dag_edges()"),
     ];
+    // The DAG reads the store's three parts of messages in turn, though the scan has two
+    // partitions: its edges come in the messages' order.
+    let in_order = |s: &mut Session, query: &str| {
+        let batches = runtime.block_on(s.collect(query)).unwrap();
+        batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect::<Vec<i64>>()
+    };
+    let mut one_partition = open(&store.display().to_string(), 1 << 30);
+    runtime.block_on(one_partition.collect("SET datafusion.execution.target_partitions = 1")).unwrap();
+    let messages = in_order(&mut one_partition, "SELECT msg_id FROM messages");
+    assert_eq!(messages.len(), 46_000);
+    assert_eq!(in_order(&mut tight, "SELECT msg_id FROM dag_edges()"), messages);
     for (function, query) in queries {
         let expected = rows(&mut roomy, query).unwrap();
         assert!(expected.len() > 8, "{query}: {expected:?}");
         assert_eq!(rows(&mut tight, query).unwrap(), expected, "{query}");
         let plan = rows(&mut tight, &format!("EXPLAIN {query}")).unwrap().join("\n");
         if function.starts_with("dag") {
-            assert!(plan.contains(&format!("{function}: analysis, streamed")), "{plan}");
+            // The messages' parts one after another, so in send-time order.
+            assert!(
+                plan.contains(&format!("{function}: analysis, streamed, its input's partitions in turn")),
+                "{plan}"
+            );
             assert_eq!(tight.context().runtime_env().memory_pool.reserved(), 0);
             continue;
         } else {

@@ -11,8 +11,9 @@
 //! is an error. Node ids count from 0 in order of rank, then time. A node's load_balance is
 //! the LB of its rank (`balance`).
 //!
-//! The messages stream through: each one's send and receive go to a scratch file of halves
-//! (`crate::causality::halves`), read back a run of whole ranks at a time in each rank's time
+//! The messages stream through, one partition after another (a store's parts in send-time
+//! order, so each rank's halves come nearly in its time order): each one's send and receive go
+//! to a scratch file of halves (`crate::causality::halves`), read back a run of whole ranks at a time in each rank's time
 //! order, so memory holds a run of halves and, per message, the nodes of its two halves (8
 //! bytes), not the messages. `dag_edges` writes each message's id, bytes, duration and latency
 //! (its criteria held first, as `message_latency` does) to a second scratch file
@@ -458,7 +459,8 @@ fn dag_nodes(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Nodes, input, None, s.clone())?) as Box<dyn Mapper>)
     });
-    Ok(Arc::new(Derived::streamed(out, vec![(rel, Some(read))], prepare).in_steps(steps)?))
+    let derived = Derived::streamed(out, vec![(rel, Some(read))], prepare).reading_parts_in_turn();
+    Ok(Arc::new(derived.in_steps(steps)?))
 }
 
 fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
@@ -478,7 +480,7 @@ fn dag_edges(a: &Args) -> Result<Arc<dyn TableProvider>> {
         let input = DagInput { messages: input.messages, bytes: input.bytes, latency: input.latency.clone() };
         Ok(Box::new(DagSweep::new(Answer::Edges, input, Some(rows), s.clone())?) as Box<dyn Mapper>)
     });
-    let derived = Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare);
+    let derived = Derived::streamed(out, with_baseline(rel, Some(read), extra), prepare).reading_parts_in_turn();
     Ok(Arc::new(derived.in_steps(steps)?))
 }
 

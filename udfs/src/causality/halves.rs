@@ -8,8 +8,9 @@
 //! range stay in memory, and each rank's count is kept. When they end, the ranks are cut into
 //! runs of whole ranges (about `GROUP_HALVES` halves each, at most `MAX_GROUPS`), and each run
 //! is read back from its chunks, put by rank (a counting sort) and each rank in time order
-//! (time, then msg_id, a send before the receive of the same message; a stable sort, which
-//! takes the rank's sends and its receives from each partner as runs already in order).
+//! (time, then msg_id, a send before the receive of the same message: an insertion pass where
+//! the halves came nearly in order, else a stable sort, which takes the rank's sends and its
+//! receives from each partner as runs already in order).
 //! This is the shuffle by rank that a distributed engine would do, on one machine, with the
 //! halves written once and read once.
 
@@ -362,10 +363,38 @@ impl Groups {
         }
         let mut from = 0;
         for &(_, n) in &group.ranks {
-            halves[from..from + n].sort_by_key(|h| (h.ts, h.id, h.kind));
+            in_time_order(&mut halves[from..from + n]);
             from += n;
         }
         Ok(Some(halves))
+    }
+}
+
+/// Places a half moves back at most in [`in_time_order`]'s insertion pass.
+const MOST_MOVES: usize = 16;
+
+/// Puts a rank's halves in time order (time, then message, a send first; stable). Read in the
+/// messages' order one part after another (`Derived::reading_parts_in_turn`), a rank's halves
+/// come nearly so: its sends in order, each receive at its message's send time, a few places
+/// early. An insertion pass puts them in place, each moving back at most `MOST_MOVES` places;
+/// a half that would move further (the halves came in another order) leaves the rest to the
+/// stable sort, which takes the part already in order as a run.
+fn in_time_order(halves: &mut [Half]) {
+    let key = |h: &Half| (h.ts, h.id, h.kind);
+    for i in 1..halves.len() {
+        let k = key(&halves[i]);
+        if key(&halves[i - 1]) <= k {
+            continue;
+        }
+        let mut at = i - 1;
+        while at > 0 && i - at < MOST_MOVES && key(&halves[at - 1]) > k {
+            at -= 1;
+        }
+        if at > 0 && key(&halves[at - 1]) > k {
+            halves.sort_by_key(key);
+            return;
+        }
+        halves[at..=i].rotate_right(1);
     }
 }
 
@@ -450,5 +479,39 @@ mod tests {
         halves.push(a).unwrap();
         halves.push(b).unwrap();
         assert_eq!(back_in_order(halves, 1).0, [a, b]);
+    }
+
+    #[test]
+    fn halves_nearly_in_order_and_far_from_it_both_come_in_time_order_ties_kept() {
+        let half = |ts: i64, id: i64, row: u32| Half {
+            rank: 0,
+            ts,
+            id,
+            row,
+            kind: if row.is_multiple_of(2) { Kind::Send } else { Kind::Recv },
+            bytes: i64::from(row),
+        };
+        // Sends in order, receives a few places early (the moves the pass makes itself), and a
+        // tie of time, message and kind whose order must stay.
+        let mut near: Vec<Half> = (0..400u32).map(|r| half(i64::from(r / 2) * 10, i64::from(r / 2), r)).collect();
+        for r in (1..400).step_by(2) {
+            near[r].ts += 10 * (r % 7) as i64;
+        }
+        near.push(Half { bytes: -1, ..near[398] });
+        let mut sorted = near.clone();
+        sorted.sort_by_key(|h| (h.ts, h.id, h.kind));
+        let mut got = near.clone();
+        in_time_order(&mut got);
+        assert_eq!(got, sorted);
+        // A half far from its place: late at the start (each after it moves back by one), early
+        // in the middle and at the end (further back than the pass moves: the sort takes over).
+        for far in [0usize, 200, 400] {
+            let mut scrambled = near.clone();
+            scrambled[far].ts = if far == 0 { i64::MAX } else { -1 };
+            let mut sorted = scrambled.clone();
+            sorted.sort_by_key(|h| (h.ts, h.id, h.kind));
+            in_time_order(&mut scrambled);
+            assert_eq!(scrambled, sorted, "a half at {far} far from its place");
+        }
     }
 }
