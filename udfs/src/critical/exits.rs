@@ -330,7 +330,7 @@ struct Walk {
     /// each is padded, and its stretches (waits) not yet written.
     open: HashMap<(i64, i64), (bool, Vec<Stretch>)>,
     /// Per call path (an index of `paths`, or `NO_PATH`) and location, the time less waiting.
-    totals: HashMap<(u32, (i64, i64)), i64>,
+    totals: super::Totals,
     paths: Vec<String>,
     path_ids: HashMap<String, u32>,
 }
@@ -346,7 +346,7 @@ impl Walk {
             finalize: Finalize::default(),
             threads: BTreeMap::new(),
             open: HashMap::new(),
-            totals: HashMap::new(),
+            totals: super::Totals::default(),
             paths: Vec::new(),
             path_ids: HashMap::new(),
         })

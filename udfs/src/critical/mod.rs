@@ -78,6 +78,7 @@ use commdb_analysis::params::{Param, ParamDefault, Type, param};
 use commdb_analysis::plan::Main;
 use commdb_analysis::relation::{Projected, Relation};
 use commdb_analysis::stream::{Mapper, StartFold};
+use commdb_catalog::fast_hash::FastMap;
 
 /// The parameters of the critical path, its profile and the delay costs: the calls, messages
 /// and collectives of a whole run, and the thread records and regions of its OpenMP parallel
@@ -247,11 +248,16 @@ fn sweep_over(
         swept: Swept::new(name)?,
         finalize: Finalize::default(),
         threads: BTreeMap::new(),
-        totals: HashMap::new(),
+        totals: Totals::default(),
         answer,
         schema,
     }))
 }
+
+/// Per call path and location (rank, thread), the time not waiting: added to for every stretch
+/// of the sweep, so hashed with the fast hasher (std's SipHash was a twentieth of the profile's
+/// time).
+pub(crate) type Totals = FastMap<(u32, Location), i64>;
 
 /// Sweeps the calls a chunk of whole ranks at a time into the store of every thread's
 /// stretches (and the profile's totals), then walks the path when the calls end.
@@ -265,7 +271,7 @@ struct RunSweep {
     threads: BTreeMap<i64, Vec<i64>>,
     /// Per call path and location (rank, thread), the time of its stretches that is not
     /// waiting.
-    totals: HashMap<(u32, Location), i64>,
+    totals: Totals,
     answer: Answer,
     schema: SchemaRef,
 }
@@ -400,7 +406,7 @@ type ProfileRow<'a> = (Option<&'a str>, Option<Location>, i64, Option<&'a str>);
 /// time by the other's locations would make a run's imbalance depend on how many streams it
 /// used). A call path on both kinds is averaged over both.
 fn means<'a>(
-    totals: &HashMap<(u32, Location), i64>,
+    totals: &Totals,
     threads: &BTreeMap<i64, Vec<i64>>,
     offload: &Handovers,
     name: impl Fn(u32) -> Option<&'a str>,

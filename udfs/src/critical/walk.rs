@@ -20,6 +20,7 @@ use crate::critical::waiting::Waiting;
 use crate::sweeps::call_paths::Paths;
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name, region_name};
 use crate::waits::Wait;
+use commdb_catalog::fast_hash::FastMap;
 
 /// A wait as the walk reads it: when it ended, who ended it, and whether the rest of the call
 /// is a transfer.
@@ -37,7 +38,7 @@ pub(crate) struct WaitEnd {
 /// made exact when sealed: at a thousand ranks and tens of millions of waits, what they hold is
 /// most of what the path holds.
 pub(crate) struct RunWaits {
-    pub ends: HashMap<i64, Vec<WaitEnd>>,
+    pub ends: FastMap<i64, Vec<WaitEnd>>,
     /// The waiting, when kept (the profile's mean leaves waiting out; the path reads none).
     waiting: Option<Waiting>,
     pub count: usize,
@@ -55,7 +56,7 @@ impl RunWaits {
     /// Waits for the walk, and their waiting too when `waiting_runs` (gathered in runs of that
     /// many bytes).
     pub(crate) fn new(waiting_runs: Option<usize>) -> RunWaits {
-        RunWaits { ends: HashMap::new(), waiting: waiting_runs.map(Waiting::new), count: 0 }
+        RunWaits { ends: FastMap::default(), waiting: waiting_runs.map(Waiting::new), count: 0 }
     }
 
     pub(crate) fn add(&mut self, w: &Wait) -> Result<()> {
