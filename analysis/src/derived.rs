@@ -674,7 +674,7 @@ impl Derived {
         let work = in_order_or_whole(work, &inputs)?;
         let node = AnalysisExec::placed(self.name, inputs, work, schema, projection.cloned(), placement)?;
         let mut node = node.with_call(self.call.clone()).with_stage(stage);
-        if self.in_turn && placement == Placement::Local {
+        if self.in_turn {
             node = node.reading_parts_in_turn();
         }
         if let (Some(Spread::Prefolded { label, .. }), Stage::Answer, true) = (&self.spread, stage, self.distributed) {

@@ -321,6 +321,11 @@ impl AnalysisExec {
         AnalysisExec { in_turn: true, ..self }
     }
 
+    /// Whether it reads its first input's partitions in turn: asked to, and in one process.
+    fn reads_parts_in_turn(&self) -> bool {
+        self.in_turn && self.placement == Placement::Local
+    }
+
     /// The same node, whose answer depends on the order of none of its inputs' rows.
     pub fn reading_every_input_in_any_order(self) -> Self {
         AnalysisExec { any_order: usize::MAX, ..self }
@@ -454,7 +459,7 @@ impl DisplayAs for AnalysisExec {
                     Work::Folded(..) => f.write_str(", streamed")?,
                     Work::Whole(_) => {}
                 }
-                if self.in_turn && self.placement == Placement::Local {
+                if self.reads_parts_in_turn() {
                     f.write_str(", its input's partitions in turn")?;
                 }
                 match self.stage {
@@ -651,7 +656,7 @@ impl AnalysisExec {
                     }
                     None => None,
                 };
-                let in_turn = self.in_turn && self.placement == Placement::Local;
+                let in_turn = self.reads_parts_in_turn();
                 let streamed = crate::stream::Streamed {
                     merged_on,
                     in_turn,
