@@ -25,7 +25,7 @@ use crate::varint;
 pub(super) const MAX_CALLS: u32 = 1 << 31;
 
 /// Calls per block, the unit read back.
-const BLOCK: u32 = 128;
+pub(super) const BLOCK: u32 = 128;
 
 /// Blocks each rank keeps.
 const WAYS: usize = 8;
@@ -49,21 +49,29 @@ fn encode(c: &MpiCall, out: &mut Vec<u8>) {
     varint::put(out, u64::from(c.region));
 }
 
-/// A block's calls, the end of the call before its first (the rank's origin for its first
-/// block) giving the first's start (None: the bytes do not hold `n` calls).
-fn decode(bytes: &[u8], n: usize, mut previous_end: i64) -> Option<Box<[MpiCall]>> {
+/// A block's calls in place of `calls`' own, the end of the call before its first (the rank's
+/// origin for its first block) giving the first's start (None: the bytes do not hold `n` calls).
+fn decode(bytes: &[u8], n: usize, mut previous_end: i64, calls: &mut Vec<MpiCall>) -> Option<()> {
     let mut at = 0;
-    let mut calls = Vec::with_capacity(n);
+    calls.clear();
+    calls.reserve_exact(n);
     for _ in 0..n {
-        let compute = varint::get_signed(bytes, &mut at)?;
-        let duration = varint::get_signed(bytes, &mut at)?;
-        let region = u32::try_from(varint::get(bytes, &mut at)?).ok()?;
+        let (compute, duration, region) = next_encoded(bytes, &mut at)?;
         let start = previous_end + compute;
         let end = start + duration;
         calls.push(MpiCall { start, end, compute, region });
         previous_end = end;
     }
-    (at == bytes.len()).then(|| calls.into_boxed_slice())
+    (at == bytes.len()).then_some(())
+}
+
+/// The call encoded at `at` in a block's bytes, `at` moved past it: its compute, its duration
+/// and its region (None: the bytes end before it or it is malformed).
+pub(super) fn next_encoded(bytes: &[u8], at: &mut usize) -> Option<(i64, i64, u32)> {
+    let compute = varint::get_signed(bytes, at)?;
+    let duration = varint::get_signed(bytes, at)?;
+    let region = u32::try_from(varint::get(bytes, at)?).ok()?;
+    Some((compute, duration, region))
 }
 
 fn io_error(what: &str, doing: &str, e: std::io::Error) -> DataFusionError {
@@ -163,6 +171,11 @@ pub(super) struct CallStore {
     /// call it waits for in these 4 bytes a rank rather than in the ranks' records, a cache
     /// line or more each.
     firsts: Vec<u32>,
+    /// Per stretch of `1 << stretch_bits` call numbers, the rank of its first call, once every
+    /// rank is written: a call's rank lies between its stretch's and the next stretch's, so it
+    /// is searched among a few ranks' firsts rather than all of them.
+    stretches: Vec<u32>,
+    stretch_bits: u32,
     /// Where each rank lies among `ranks`.
     lookup: RankLookup,
     pub regions: Vec<String>,
@@ -187,6 +200,8 @@ impl CallStore {
             bytes: 0,
             ranks: Vec::new(),
             firsts: Vec::new(),
+            stretches: Vec::new(),
+            stretch_bits: 0,
             lookup: RankLookup::default(),
             regions: Vec::new(),
             region_ids: FastMap::default(),
@@ -272,6 +287,12 @@ impl CallStore {
                 self.lookup.dense[r.rank as usize] = i as u32;
             }
         }
+        // About four stretches a rank, so a stretch spans few ranks' calls.
+        let per_stretch = (self.written as usize).div_ceil(4 * self.ranks.len().max(1)).max(1);
+        self.stretch_bits = per_stretch.next_power_of_two().trailing_zeros();
+        self.stretches = (0..=self.written >> self.stretch_bits)
+            .map(|s| self.firsts.partition_point(|&first| first <= s << self.stretch_bits).saturating_sub(1) as u32)
+            .collect();
         if let Some(w) = self.writer.take() {
             let file = w.into_inner().map_err(|e| io_error(self.what, "writing", e.into_error()))?;
             self.file = Some(file);
@@ -287,7 +308,16 @@ impl CallStore {
     /// Where the rank whose call `number` is lies among the store's ranks (its calls are
     /// numbered on from the ranks before it).
     pub fn rank_of_call(&self, number: u32) -> usize {
-        self.firsts.partition_point(|&first| first <= number).saturating_sub(1)
+        let s = (number >> self.stretch_bits) as usize;
+        match (self.stretches.get(s), self.stretches.get(s + 1)) {
+            // The rank lies from the stretch's (whose first call is at or before `number`) to
+            // the next stretch's.
+            (Some(&lo), Some(&hi)) => {
+                let (lo, hi) = (lo as usize, hi as usize);
+                lo + self.firsts[lo..=hi].partition_point(|&first| first <= number).saturating_sub(1)
+            }
+            _ => self.firsts.partition_point(|&first| first <= number).saturating_sub(1),
+        }
     }
 
     /// Where `rank` lies among the store's ranks.
@@ -323,6 +353,25 @@ impl CallStore {
         let what = self.what;
         let file = sealed(&self.file, what)?;
         self.ranks[ri].call(file, what, number)
+    }
+
+    /// The block of rank `ri`'s calls that holds its call `number`, its bytes as encoded read
+    /// into `bytes` apart from the store's cache (a call at a time: [`next_encoded`]), for a
+    /// reader that goes through a rank's calls once in order: the numbers of the block's first
+    /// call and of the call past its last.
+    pub fn read_encoded(&self, ri: usize, number: u32, bytes: &mut Vec<u8>) -> Result<(u32, u32)> {
+        let what = self.what;
+        let file = sealed(&self.file, what)?;
+        let rank = &self.ranks[ri];
+        let Some(i) = number.checked_sub(rank.first).filter(|&i| i < rank.count) else {
+            return Err(DataFusionError::Internal(format!(
+                "{what}: call {number} read from a rank that has not made it"
+            )));
+        };
+        let b = i / BLOCK;
+        rank.read(file, what, b, bytes)?;
+        let first = rank.first + b * BLOCK;
+        Ok((first, first + (rank.count - b * BLOCK).min(BLOCK)))
     }
 
     /// Readers of the ranks at `ris` (distinct indices), each holding only its own rank's
@@ -452,17 +501,24 @@ impl RankCalls {
             }
             return Ok(&self.cached[0].1);
         }
+        let (mut bytes, mut calls) = (Vec::new(), Vec::new());
+        self.read(file, what, b, &mut bytes)?;
         let n = (self.count - b * BLOCK).min(BLOCK) as usize;
-        let mark = self.marks[b as usize];
-        let to = self.marks.get(b as usize + 1).map_or(self.end_at, |m| m.at);
-        let mut bytes = vec![0u8; (to - mark.at) as usize];
-        file.read_exact_at(&mut bytes, mark.at).map_err(|e| io_error(what, "reading", e))?;
-        let calls = decode(&bytes, n, mark.previous_end).ok_or_else(|| {
+        decode(&bytes, n, self.marks[b as usize].previous_end, &mut calls).ok_or_else(|| {
             DataFusionError::Internal(format!("{what}: a block of rank {}'s MPI calls did not read back", self.rank))
         })?;
-        self.cached.insert(0, (b, calls));
+        self.cached.insert(0, (b, calls.into_boxed_slice()));
         self.cached.truncate(WAYS);
         Ok(&self.cached[0].1)
+    }
+
+    /// Its block `b`'s bytes as encoded, read from the file into `bytes`, apart from its cache.
+    fn read(&self, file: &File, what: &str, b: u32, bytes: &mut Vec<u8>) -> Result<()> {
+        let at = self.marks[b as usize].at;
+        let to = self.marks.get(b as usize + 1).map_or(self.end_at, |m| m.at);
+        bytes.clear();
+        bytes.resize((to - at) as usize, 0);
+        file.read_exact_at(bytes, at).map_err(|e| io_error(what, "reading", e))
     }
 
     /// Its call number `number`.
@@ -659,6 +715,32 @@ mod tests {
         for n in 0..5u32 {
             let r = store.rank_of_call(n);
             assert!(store.ranks[r].first <= n && n < store.ranks[r].first + store.ranks[r].count);
+        }
+    }
+
+    #[test]
+    fn a_call_is_found_on_its_rank_among_many_of_any_size() {
+        let mut x = 99u64;
+        let mut next = |m: u64| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for ranks in [1u64, 2, 7, 300] {
+            let mut store = CallStore::new("test").unwrap();
+            for rank in 0..ranks {
+                // Ranks without calls, with one, with a few and with many.
+                let n = [0, 1, next(5), next(2_000)][next(4) as usize];
+                let calls: Vec<MpiCall> = (0..n as i64)
+                    .map(|i| MpiCall { start: i * 10, end: i * 10 + 5, compute: 5.min(i * 10), region: 0 })
+                    .collect();
+                store.push(rank as i64, 0, 1 << 40, &calls).unwrap();
+            }
+            store.finish_writing().unwrap();
+            for n in 0..store.len() as u32 {
+                let r = store.rank_of_call(n);
+                let (first, count) = (store.ranks[r].first, store.ranks[r].count);
+                assert!(first <= n && n < first + count, "call {n} of {ranks} ranks on rank {r} ({first}, {count})");
+            }
         }
     }
 }

@@ -13,13 +13,17 @@
 //! written to the lists and the one after read. The ranks that can go on are taken last woken
 //! first: the rank just woken by the call that held it reads what that call's rank has just
 //! touched, so the simulation moves among a few ranks at a time rather than round all of them
-//! (the ideal times do not depend on the order, only on what each call waits for).
+//! (the ideal times do not depend on the order, only on what each call waits for). Since the
+//! visit moves to another rank every few calls, what it reads of a rank it comes back to lies
+//! in one record (`Visit`: its next call, its clock, the block of its calls it is in as the
+//! store encodes it, read apart from the store's cache and decoded a call at a time), and the
+//! rank of a call waited for is found among a few ranks ([`CallStore::rank_of_call`]).
 
 use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
 use super::call_lists::{CallLists, Item, ListsWriter};
-use super::call_store::{CallStore, MAX_CALLS, NOWHERE, RankLookup};
+use super::call_store::{CallStore, MAX_CALLS, NOWHERE, RankLookup, next_encoded};
 use super::ideal_starts::IdealStarts;
 use crate::spill::{Rows, value};
 
@@ -377,7 +381,56 @@ pub(super) struct Simulated {
 impl Simulated {
     /// Bytes held at most for `ranks` ranks and `calls` calls.
     pub fn most_bytes(ranks: usize, calls: usize) -> usize {
-        IdealStarts::most_bytes(ranks) + IdealStarts::index_bytes(calls) + ranks * 8 + calls / 8
+        IdealStarts::most_bytes(ranks)
+            + IdealStarts::index_bytes(calls)
+            + ranks * (std::mem::size_of::<Visit>() + BLOCK_BYTES)
+            + calls / 8
+    }
+}
+
+/// Bytes of a block of a rank's calls as encoded in the store, at most (three varints a call).
+const BLOCK_BYTES: usize = super::call_store::BLOCK as usize * 30;
+
+/// Where a rank stands in the visit, in one place: the visit moves from rank to rank every few
+/// calls (a rank goes on until a call waits for another's), so what it reads of a rank it comes
+/// back to lies together, and its calls are read as the store encodes them (4 to 5 bytes a
+/// call), a call when the visit reaches it.
+#[derive(Debug, Default)]
+struct Visit {
+    /// Its next call to visit, and the number past its last.
+    pos: u32,
+    last: u32,
+    /// The ideal end of its call before `pos` (its origin before its first).
+    clock: i64,
+    /// The ideal start of call `pos` once given (the rank stopped there to wait), else UNSET.
+    start: i64,
+    /// Call `pos`'s compute and duration, once read (`read`).
+    compute: i64,
+    duration: i64,
+    read: bool,
+    /// The number past the last call of the block in `bytes`, and where call `pos` (or the
+    /// next to read) lies in them.
+    block_end: u32,
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl Visit {
+    /// Read call `pos` (its compute and duration) from the rank's block, the next block first
+    /// when the one held ends.
+    fn read(&mut self, what: &str, store: &CallStore, ri: usize) -> Result<()> {
+        if self.pos == self.block_end {
+            (_, self.block_end) = store.read_encoded(ri, self.pos, &mut self.bytes)?;
+            self.at = 0;
+        }
+        let (compute, duration, _) = next_encoded(&self.bytes, &mut self.at).ok_or_else(|| {
+            DataFusionError::Internal(format!(
+                "{what}: a block of rank {}'s MPI calls did not read back",
+                store.ranks[ri].rank
+            ))
+        })?;
+        (self.compute, self.duration, self.read) = (compute, duration, true);
+        Ok(())
     }
 }
 
@@ -388,8 +441,18 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
     let mut starts = IdealStarts::new(what, store.ranks.iter().map(|r| r.first))?;
     let mut remaining: Vec<u32> = links.members.clone();
     let mut latest: Vec<i64> = vec![UNSET; links.members.len()];
-    let mut pos: Vec<u32> = store.ranks.iter().map(|r| r.first).collect();
-    let mut clock: Vec<i64> = store.ranks.iter().map(|r| r.origin).collect();
+    let mut ranks: Vec<Visit> = store
+        .ranks
+        .iter()
+        .map(|r| Visit {
+            pos: r.first,
+            last: r.first + r.count,
+            clock: r.origin,
+            start: UNSET,
+            block_end: r.first,
+            ..Visit::default()
+        })
+        .collect();
     let mut waiting: FastMap<Dep, Vec<usize>> = FastMap::default();
     let mut ready: Vec<usize> = (0..n).rev().collect();
     let mut queued = vec![true; n];
@@ -408,31 +471,32 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
     let mut visits = 0usize;
     while let Some(r) = ready.pop() {
         queued[r] = false;
-        let last = store.ranks[r].first + store.ranks[r].count;
-        while pos[r] < last {
+        let v = &mut ranks[r];
+        while v.pos < v.last {
             commdb_catalog::interrupt::check_every(visits, what)?;
             visits += 1;
-            let k = pos[r];
-            let call = store.call(r, k)?;
+            let k = v.pos;
+            if !v.read {
+                v.read(what, store, r)?;
+            }
             let lists = links.lists.of(r, k)?;
-            let start = match starts.get(r, k)? {
-                Some(s) => s,
-                None => {
-                    let s = clock[r] + call.compute;
-                    starts.set(r, k, s)?;
-                    if awaited.get(k) {
-                        wake(k, &mut waiting, &mut ready, &mut queued);
-                    }
-                    for &i in lists.posts {
-                        let i = i as usize;
-                        remaining[i] -= 1;
-                        latest[i] = latest[i].max(s);
-                        if remaining[i] == 0 {
-                            wake(INSTANCE | i as u32, &mut waiting, &mut ready, &mut queued);
-                        }
-                    }
-                    s
+            let start = if v.start != UNSET {
+                v.start
+            } else {
+                let s = v.clock + v.compute;
+                starts.set(r, k, s)?;
+                if awaited.get(k) {
+                    wake(k, &mut waiting, &mut ready, &mut queued);
                 }
+                for &i in lists.posts {
+                    let i = i as usize;
+                    remaining[i] -= 1;
+                    latest[i] = latest[i].max(s);
+                    if remaining[i] == 0 {
+                        wake(INSTANCE | i as u32, &mut waiting, &mut ready, &mut queued);
+                    }
+                }
+                s
             };
             let mut end = start;
             let mut blocked = None;
@@ -450,6 +514,8 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
                 end = end.max(s);
             }
             if let Some(dep) = blocked {
+                // It goes on from here when woken, its start given.
+                v.start = start;
                 if dep & INSTANCE == 0 {
                     awaited.set(dep);
                 }
@@ -457,24 +523,26 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
                 break;
             }
             if !links.completes.get(k) {
-                end = start + (call.end - call.start);
+                end = start + v.duration;
             }
-            clock[r] = end;
-            pos[r] += 1;
+            (v.clock, v.start, v.read) = (end, UNSET, false);
+            v.pos += 1;
+        }
+        if v.pos == v.last {
+            v.bytes = Vec::new();
         }
     }
     // The least rank that could not go on, whatever order its ranks came in.
-    let stuck =
-        (0..n).filter(|&r| pos[r] < store.ranks[r].first + store.ranks[r].count).min_by_key(|&r| store.ranks[r].rank);
+    let stuck = (0..n).filter(|&r| ranks[r].pos < ranks[r].last).min_by_key(|&r| store.ranks[r].rank);
     if let Some(r) = stuck {
-        let (number, rank_id) = (pos[r], store.ranks[r].rank);
+        let (number, rank_id) = (ranks[r].pos, store.ranks[r].rank);
         let c = store.call(r, number)?;
         return Err(DataFusionError::Execution(format!(
             "{what}: rank {rank_id}'s MPI call at {}..{} waits for operations posted after it on other ranks: the recorded times contradict the messages; open the trace with clock correction clc or narrow the relation",
             c.start, c.end
         )));
     }
-    Ok(Simulated { starts, last_ideal_end: clock })
+    Ok(Simulated { starts, last_ideal_end: ranks.iter().map(|v| v.clock).collect() })
 }
 
 #[cfg(test)]
