@@ -419,16 +419,21 @@ impl Visit {
     /// Read call `pos` (its compute and duration) from the rank's block, the next block first
     /// when the one held ends.
     fn read(&mut self, what: &str, store: &CallStore, ri: usize) -> Result<()> {
-        if self.pos == self.block_end {
-            (_, self.block_end) = store.read_encoded(ri, self.pos, &mut self.bytes)?;
-            self.at = 0;
-        }
-        let (compute, duration, _) = next_encoded(&self.bytes, &mut self.at).ok_or_else(|| {
+        let damaged = || {
             DataFusionError::Internal(format!(
                 "{what}: a block of rank {}'s MPI calls did not read back",
                 store.ranks[ri].rank
             ))
-        })?;
+        };
+        if self.pos == self.block_end {
+            // The block before ends where its last call did.
+            if self.at != self.bytes.len() {
+                return Err(damaged());
+            }
+            (_, self.block_end) = store.read_encoded(ri, self.pos, &mut self.bytes)?;
+            self.at = 0;
+        }
+        let (compute, duration, _) = next_encoded(&self.bytes, &mut self.at).ok_or_else(damaged)?;
         (self.compute, self.duration, self.read) = (compute, duration, true);
         Ok(())
     }
@@ -548,6 +553,37 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::call_store::MpiCall;
+
+    #[test]
+    fn a_visit_reads_its_rank_s_calls_in_order_across_blocks() {
+        let mut store = CallStore::new("test").unwrap();
+        // Two ranks of several blocks each (the second's last block short), one without calls.
+        let mut runs = Vec::new();
+        for (rank, n) in [(3i64, 300i64), (5, 0), (8, 257)] {
+            let calls: Vec<MpiCall> = (0..n)
+                .map(|i| MpiCall {
+                    start: 1_000 + i * 100,
+                    end: 1_000 + i * 100 + 1 + i % 7 * 10,
+                    compute: if i == 0 { 0 } else { 100 - 1 - (i - 1) % 7 * 10 },
+                    region: (i % 3) as u32,
+                })
+                .collect();
+            store.push(rank, 1_000, 1_000 + n * 100, &calls).unwrap();
+            runs.push(calls);
+        }
+        store.finish_writing().unwrap();
+        for (ri, calls) in runs.iter().enumerate() {
+            let r = &store.ranks[ri];
+            let mut v = Visit { pos: r.first, last: r.first + r.count, block_end: r.first, ..Visit::default() };
+            for c in calls {
+                v.read("test", &store, ri).unwrap();
+                assert_eq!((v.compute, v.duration), (c.compute, c.end - c.start), "call {} of rank {ri}", v.pos);
+                v.pos += 1;
+            }
+            assert_eq!(v.pos, v.last);
+        }
+    }
 
     #[test]
     fn a_call_waits_for_other_ranks_and_for_later_calls_of_its_own() {
