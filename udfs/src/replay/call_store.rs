@@ -25,7 +25,10 @@ use crate::varint;
 pub(super) const MAX_CALLS: u32 = 1 << 31;
 
 /// Calls per block, the unit read back.
-pub(super) const BLOCK: u32 = 128;
+const BLOCK: u32 = 128;
+
+/// Bytes of a block as encoded, at most: three varints a call (`encode`).
+pub(super) const MOST_BLOCK_BYTES: usize = BLOCK as usize * (10 + 10 + 5);
 
 /// Blocks each rank keeps.
 const WAYS: usize = 8;
@@ -357,9 +360,9 @@ impl CallStore {
 
     /// The block of rank `ri`'s calls that holds its call `number`, its bytes as encoded read
     /// into `bytes` apart from the store's cache (a call at a time: [`next_encoded`]), for a
-    /// reader that goes through a rank's calls once in order: the numbers of the block's first
-    /// call and of the call past its last.
-    pub fn read_encoded(&self, ri: usize, number: u32, bytes: &mut Vec<u8>) -> Result<(u32, u32)> {
+    /// reader that goes through a rank's calls once in order: the number of the call past the
+    /// block's last.
+    pub fn read_encoded(&self, ri: usize, number: u32, bytes: &mut Vec<u8>) -> Result<u32> {
         let what = self.what;
         let file = sealed(&self.file, what)?;
         let rank = &self.ranks[ri];
@@ -370,8 +373,7 @@ impl CallStore {
         };
         let b = i / BLOCK;
         rank.read(file, what, b, bytes)?;
-        let first = rank.first + b * BLOCK;
-        Ok((first, first + (rank.count - b * BLOCK).min(BLOCK)))
+        Ok(rank.first + b * BLOCK + (rank.count - b * BLOCK).min(BLOCK))
     }
 
     /// Readers of the ranks at `ris` (distinct indices), each holding only its own rank's

@@ -23,7 +23,7 @@ use commdb_catalog::fast_hash::FastMap;
 use datafusion::error::{DataFusionError, Result};
 
 use super::call_lists::{CallLists, Item, ListsWriter};
-use super::call_store::{CallStore, MAX_CALLS, NOWHERE, RankLookup, next_encoded};
+use super::call_store::{CallStore, MAX_CALLS, MOST_BLOCK_BYTES, NOWHERE, RankCalls, RankLookup, next_encoded};
 use super::ideal_starts::IdealStarts;
 use crate::spill::{Rows, value};
 
@@ -383,13 +383,10 @@ impl Simulated {
     pub fn most_bytes(ranks: usize, calls: usize) -> usize {
         IdealStarts::most_bytes(ranks)
             + IdealStarts::index_bytes(calls)
-            + ranks * (std::mem::size_of::<Visit>() + BLOCK_BYTES)
+            + ranks * (std::mem::size_of::<Visit>() + MOST_BLOCK_BYTES)
             + calls / 8
     }
 }
-
-/// Bytes of a block of a rank's calls as encoded in the store, at most (three varints a call).
-const BLOCK_BYTES: usize = super::call_store::BLOCK as usize * 30;
 
 /// Where a rank stands in the visit, in one place: the visit moves from rank to rank every few
 /// calls (a rank goes on until a call waits for another's), so what it reads of a rank it comes
@@ -416,6 +413,18 @@ struct Visit {
 }
 
 impl Visit {
+    /// A rank before its first call.
+    fn at_origin(r: &RankCalls) -> Visit {
+        Visit {
+            pos: r.first,
+            last: r.first + r.count,
+            clock: r.origin,
+            start: UNSET,
+            block_end: r.first,
+            ..Visit::default()
+        }
+    }
+
     /// Read call `pos` (its compute and duration) from the rank's block, the next block first
     /// when the one held ends.
     fn read(&mut self, what: &str, store: &CallStore, ri: usize) -> Result<()> {
@@ -430,7 +439,7 @@ impl Visit {
             if self.at != self.bytes.len() {
                 return Err(damaged());
             }
-            (_, self.block_end) = store.read_encoded(ri, self.pos, &mut self.bytes)?;
+            self.block_end = store.read_encoded(ri, self.pos, &mut self.bytes)?;
             self.at = 0;
         }
         let (compute, duration, _) = next_encoded(&self.bytes, &mut self.at).ok_or_else(damaged)?;
@@ -446,18 +455,7 @@ pub(super) fn simulate(what: &'static str, store: &mut CallStore, links: &mut Li
     let mut starts = IdealStarts::new(what, store.ranks.iter().map(|r| r.first))?;
     let mut remaining: Vec<u32> = links.members.clone();
     let mut latest: Vec<i64> = vec![UNSET; links.members.len()];
-    let mut ranks: Vec<Visit> = store
-        .ranks
-        .iter()
-        .map(|r| Visit {
-            pos: r.first,
-            last: r.first + r.count,
-            clock: r.origin,
-            start: UNSET,
-            block_end: r.first,
-            ..Visit::default()
-        })
-        .collect();
+    let mut ranks: Vec<Visit> = store.ranks.iter().map(Visit::at_origin).collect();
     let mut waiting: FastMap<Dep, Vec<usize>> = FastMap::default();
     let mut ready: Vec<usize> = (0..n).rev().collect();
     let mut queued = vec![true; n];
@@ -574,8 +572,7 @@ mod tests {
         }
         store.finish_writing().unwrap();
         for (ri, calls) in runs.iter().enumerate() {
-            let r = &store.ranks[ri];
-            let mut v = Visit { pos: r.first, last: r.first + r.count, block_end: r.first, ..Visit::default() };
+            let mut v = Visit::at_origin(&store.ranks[ri]);
             for c in calls {
                 v.read("test", &store, ri).unwrap();
                 assert_eq!((v.compute, v.duration), (c.compute, c.end - c.start), "call {} of rank {ri}", v.pos);
