@@ -18,6 +18,7 @@ use std::io::{BufWriter, Write};
 use std::os::unix::fs::FileExt;
 
 use datafusion::error::{DataFusionError, Result};
+use rayon::slice::ParallelSliceMut;
 
 /// Bytes of records held before they are sorted and written as a run, at most.
 pub(crate) const RUN_BYTES: usize = 64 << 20;
@@ -181,7 +182,9 @@ impl<T: Record> ExternalSort<T> {
         if self.held.is_empty() {
             return Ok(());
         }
-        self.held.sort_unstable_by_key(T::key);
+        // On every core: a run is millions of records, sorted while the fold that gathers them
+        // waits.
+        self.held.par_sort_unstable_by_key(T::key);
         let what = self.what;
         if self.file.is_none() {
             let file = tempfile::tempfile().map_err(|e| io_error(what, "creating", e))?;
@@ -215,7 +218,7 @@ impl<T: Record> ExternalSort<T> {
     /// Every record has been pushed: the stream of them in key order.
     pub fn sorted(mut self) -> Result<Sorted<T>> {
         if self.file.is_none() {
-            self.held.sort_unstable_by_key(T::key);
+            self.held.par_sort_unstable_by_key(T::key);
             return Ok(Sorted::of_sorted(self.held));
         }
         self.spill()?;

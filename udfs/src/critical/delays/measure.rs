@@ -9,7 +9,11 @@
 //! location and start and shared among the threads a run of whole locations each, so a
 //! location's walks follow one another through stretches still in the cache, each search
 //! starting where the last one ended; the answer is the same to the last digit, as each walk's
-//! result depends only on its location and interval.
+//! result depends only on its location and interval. For the same reason a walk of the same
+//! location and interval as the one before is not walked again: the members of a collective
+//! that all waited for its last to enter share the delayer's side (the last one's time since
+//! the collective before, where they all synchronised), a thousand walks of one interval at a
+//! thousand ranks, of which one is walked.
 
 use std::ops::Range;
 
@@ -45,7 +49,8 @@ struct Found {
     theirs: Vec<(usize, f64)>,
 }
 
-/// One walk's place in its thread's `Found`.
+/// One walk's place in its thread's `Found` (walks of one location and interval share their
+/// call paths' times there).
 #[derive(Debug)]
 struct Walked {
     slot: u32,
@@ -102,21 +107,7 @@ impl Measure<'_> {
             }
         }
         walks.par_sort_unstable_by_key(|w| (w.loc, w.a, w.b));
-        // Runs of whole locations, about as many walks each, a thread each.
-        let parts = runs_of_locations(&walks, readers.len());
-        let found: Vec<Result<Found>> = readers
-            .par_iter_mut()
-            .zip(parts.par_iter())
-            .map(|(reader, &(lo, hi))| {
-                let mut found = Found::default();
-                let mut scratch = Scratch::default();
-                for walk in &walks[lo..hi] {
-                    self.walk(reader, walk, from, &mut scratch, &mut found)?;
-                }
-                Ok(found)
-            })
-            .collect();
-        let found: Vec<Found> = found.into_iter().collect::<Result<_>>()?;
+        let found = self.walk_all(readers, &walks, from)?;
         // Where each slot's walk lies: (part, walk), or none.
         let mut at = vec![(u32::MAX, 0u32); 2 * batch.len()];
         for (p, f) in found.iter().enumerate() {
@@ -154,21 +145,50 @@ impl Measure<'_> {
             .collect())
     }
 
-    /// One walk: its location's time in the interval; on the delayer's side (wait number
-    /// `from` + slot / 2), where it waited there, its waits there that come later in the order.
+    /// Every walk of `walks` (in order of location and interval), in runs of whole locations of
+    /// about as many walks each, a thread (and reader) each.
+    fn walk_all(&self, readers: &mut [StretchReader], walks: &[Walk], from: usize) -> Result<Vec<Found>> {
+        let parts = runs_of_locations(walks, readers.len());
+        let found: Vec<Result<Found>> = readers
+            .par_iter_mut()
+            .zip(parts.par_iter())
+            .map(|(reader, &(lo, hi))| {
+                let mut found = Found::default();
+                let mut scratch = Scratch::default();
+                for (k, walk) in walks[lo..hi].iter().enumerate() {
+                    let again = k > 0 && same_interval(&walks[lo + k - 1], walk);
+                    self.walk(reader, walk, from, again, &mut scratch, &mut found)?;
+                }
+                Ok(found)
+            })
+            .collect();
+        found.into_iter().collect()
+    }
+
+    /// One walk: its location's time in the interval (`again`: the same as the walk before
+    /// it, whose times it shares); on the delayer's side (wait number `from` + slot / 2), where
+    /// it waited there, its waits there that come later in the order.
     fn walk(
         &self,
         reader: &mut StretchReader,
         walk: &Walk,
         from: usize,
+        again: bool,
         scratch: &mut Scratch,
         found: &mut Found,
     ) -> Result<()> {
         let none = RankWaits::default();
         let waits = self.by_location.get(&walk.loc).unwrap_or(&none);
-        let waiting = time_in(reader, walk.loc, waits, walk.a, walk.b, scratch)?;
-        let paths_from = found.paths.len();
-        found.paths.extend_from_slice(&scratch.paths.0);
+        let before = found.walks.last().filter(|_| again).map(|w| (w.paths.clone(), w.waiting));
+        let (paths, waiting) = match before {
+            Some(before) => before,
+            None => {
+                let waiting = time_in(reader, walk.loc, waits, walk.a, walk.b, scratch)?;
+                let paths_from = found.paths.len();
+                found.paths.extend_from_slice(&scratch.paths.0);
+                (paths_from..found.paths.len(), waiting)
+            }
+        };
         let theirs_from = found.theirs.len();
         if walk.slot % 2 == 1 && waiting > 0 {
             let i = from + walk.slot as usize / 2;
@@ -179,15 +199,15 @@ impl Measure<'_> {
                     .map(|v| (v.index, (v.end.min(walk.b) - v.start.max(walk.a)) as f64)),
             );
         }
-        let (paths_to, theirs_to) = (found.paths.len(), found.theirs.len());
-        found.walks.push(Walked {
-            slot: walk.slot,
-            paths: paths_from..paths_to,
-            waiting,
-            theirs: theirs_from..theirs_to,
-        });
+        let theirs_to = found.theirs.len();
+        found.walks.push(Walked { slot: walk.slot, paths, waiting, theirs: theirs_from..theirs_to });
         Ok(())
     }
+}
+
+/// Whether two walks measure the same location's time in the same interval.
+fn same_interval(a: &Walk, b: &Walk) -> bool {
+    (a.loc, a.a, a.b) == (b.loc, b.a, b.b)
 }
 
 /// `parts` ranges of `walks` (in order of location) of about as many walks each, none cutting a
@@ -214,6 +234,119 @@ fn runs_of_locations(walks: &[Walk], parts: usize) -> Vec<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::critical::stretch_store::location;
+    use crate::sweeps::stretches::Stretch;
+
+    /// Ranks 0-5, one thread each, a stretch every 10 ns on call paths 0-3 (rank 5 also on 4);
+    /// 40 collectives a microsecond apart in which ranks 0-4 wait for rank 5 since the one
+    /// before (their walks of rank 5 alike), and between them rank 5 waits for rank 4 once
+    /// (so that it has waits to hand on to) and rank 1 for rank 2 since a time of its own.
+    fn run() -> (StretchStore, Vec<W>) {
+        let mut store = StretchStore::new("test").unwrap();
+        for rank in 0..6 {
+            let list: Vec<Stretch> = (0..4_000)
+                .map(|k| {
+                    let path = ((k + rank) % (4 + (rank == 5) as i64)) as u32;
+                    Stretch { from: 10 * k, to: 10 * k + 10, region: path, path, call_start: None, hand: None }
+                })
+                .collect();
+            store.push(location(rank, 0), &list, true).unwrap();
+        }
+        store.finish_writing(99).unwrap();
+        let mut waits = Vec::new();
+        for j in 1..40 {
+            let (end, before) = (1_000 * j, 1_000 * (j - 1));
+            for rank in 0..5 {
+                let (waiter, delayer) = (location(rank, 0), location(5, 0));
+                waits.push(W {
+                    waiter,
+                    delayer,
+                    start: end - 30 * (rank + 1),
+                    end,
+                    since: [before, before],
+                    waiters: 1,
+                });
+            }
+            let (waiter, delayer) = (location(5, 0), location(4, 0));
+            waits.push(W { waiter, delayer, start: end - 600, end: end - 400, since: [before, before], waiters: 1 });
+            let (waiter, delayer) = (location(1, 0), location(2, 0));
+            waits.push(W {
+                waiter,
+                delayer,
+                start: end - 300,
+                end: end - 250,
+                since: [before + 7 * j, before],
+                waiters: 1,
+            });
+        }
+        waits.sort_by_key(W::handing_order);
+        (store, waits)
+    }
+
+    #[test]
+    fn walks_of_one_interval_are_walked_once_and_each_wait_finds_what_its_own_walks_find() {
+        let (store, waits) = run();
+        let by_location = RankWaits::of(&waits);
+        let sync = SyncPoints::default();
+        let measure = Measure { store: &store, by_location: &by_location, sync: &sync };
+        // Each wait's two sides walked apart, by hand.
+        let mut reader = store.reader().unwrap();
+        let mut scratch = Scratch::default();
+        let none = RankWaits::default();
+        let mut side = |loc: i64, a: i64, b: i64| {
+            let waits = by_location.get(&loc).unwrap_or(&none);
+            let waiting = time_in(&mut reader, loc, waits, a, b, &mut scratch).unwrap();
+            (scratch.paths.0.clone(), waiting)
+        };
+        for threads in 1..4 {
+            let mut readers: Vec<StretchReader> = (0..threads).map(|_| store.reader().unwrap()).collect();
+            let (from, batch) = (3, &waits[3..]);
+            let measured = measure.batch(&mut readers, from, batch).unwrap();
+            assert_eq!(measured.len(), batch.len());
+            let mut handing_on = 0;
+            for (k, (w, got)) in batch.iter().zip(&measured).enumerate() {
+                let got = got.as_ref().unwrap();
+                let (w_paths, w_waiting) = side(w.waiter, w.since[0], w.start);
+                let (d_paths, d_waiting) = side(w.delayer, w.since[1], w.end);
+                let (paths, waiting) = excess_of(&d_paths, &w_paths, d_waiting, w_waiting);
+                let paths: Vec<(u32, f64)> = paths.into_iter().map(|(p, e)| (p, e as f64)).collect();
+                assert_eq!((&got.paths, got.waiting), (&paths, waiting as f64), "wait {k} on {threads} threads");
+                let theirs: Vec<(usize, f64)> = match waiting > 0 {
+                    true => by_location[&w.delayer]
+                        .overlapping(w.since[1], w.end)
+                        .filter(|v| v.index > from + k)
+                        .map(|v| (v.index, (v.end.min(w.end) - v.start.max(w.since[1])) as f64))
+                        .collect(),
+                    false => Vec::new(),
+                };
+                assert_eq!(got.theirs, theirs, "wait {k} on {threads} threads");
+                handing_on += usize::from(!theirs.is_empty());
+            }
+            assert!(handing_on > 0, "some delayer's waiting is handed on");
+        }
+        // The walks of rank 5 in each collective's interval (five of them) read the stretches
+        // once: their call paths' times are held once.
+        let mut walks: Vec<Walk> = waits
+            .iter()
+            .enumerate()
+            .flat_map(|(k, w)| {
+                let slot = 2 * k as u32;
+                [
+                    Walk { loc: w.waiter, a: w.since[0], b: w.start, slot },
+                    Walk { loc: w.delayer, a: w.since[1], b: w.end, slot: slot + 1 },
+                ]
+            })
+            .collect();
+        walks.sort_unstable_by_key(|w| (w.loc, w.a, w.b));
+        let mut distinct = walks.clone();
+        distinct.dedup_by(|b, a| same_interval(a, b));
+        assert_eq!(distinct.len(), walks.len() - 4 * 39);
+        let held: usize = distinct.iter().map(|w| side(w.loc, w.a, w.b).0.len()).sum();
+        let mut readers: Vec<StretchReader> = (0..2).map(|_| store.reader().unwrap()).collect();
+        let found = measure.walk_all(&mut readers, &walks, 0).unwrap();
+        assert_eq!(found.iter().map(|f| f.walks.len()).sum::<usize>(), walks.len());
+        assert_eq!(found.iter().map(|f| f.paths.len()).sum::<usize>(), held);
+    }
 
     #[test]
     fn runs_of_locations_cover_every_walk_and_never_cut_a_location() {

@@ -13,7 +13,9 @@ use datafusion::error::Result;
 
 use super::rank_waits::RankWaits;
 use super::{HandingOrder, W, handing_order_within_ties};
-use crate::external_sort::{ExternalSort, Record};
+use std::sync::mpsc::SyncSender;
+
+use crate::external_sort::{ExternalSort, Record, Sorted};
 use crate::spill::{Rows, Spill};
 use commdb_catalog::fast_hash::FastMap;
 
@@ -88,31 +90,63 @@ impl Gathered {
         if u32::try_from(len).is_err() {
             return exec_err!("delay_costs: {len} waits; at most {} are traced back at once", u32::MAX);
         }
-        let mut sorted = sort.sorted()?;
+        let sorted = sort.sorted()?;
         let mut by_location = RankWaits::with_counts(&counts);
         drop(counts);
         let mut rows = Spill::<ROW>::new("delay_costs")?;
-        let mut tie: Vec<W> = Vec::new();
+        // Two steps at once, each on a core of its own: the runs merged and the ties put in
+        // order, a batch of waits at a time, and the waits numbered, placed in their
+        // locations' lists and written.
+        let (send, receive) = std::sync::mpsc::sync_channel::<Vec<W>>(IN_FLIGHT);
         let mut next = 0usize;
-        let mut place = |tie: &mut Vec<W>| -> Result<()> {
-            handing_order_within_ties(tie, |w| w);
-            for w in tie.drain(..) {
-                RankWaits::place(&mut by_location, next, &w);
-                rows.push(w.row())?;
-                next += 1;
+        let merged = std::thread::scope(|scope| -> Result<()> {
+            let merging = scope.spawn(move || merge_ties(sorted, &send));
+            for batch in receive {
+                for w in batch {
+                    RankWaits::place(&mut by_location, next, &w);
+                    rows.push(w.row())?;
+                    next += 1;
+                }
             }
-            Ok(())
-        };
-        while let Some(w) = sorted.next()? {
-            if tie.last().is_some_and(|t| t.end != w.end) {
-                place(&mut tie)?;
+            match merging.join() {
+                Ok(merged) => merged,
+                Err(_) => exec_err!("delay_costs: the merge of its sorted waits stopped"),
             }
-            tie.push(w);
+        });
+        merged?;
+        if next as u64 != len {
+            return exec_err!("delay_costs: its sorted waits ended after {next} of {len}");
         }
-        place(&mut tie)?;
-        drop(sorted);
         RankWaits::seal(&mut by_location);
         Ok(InOrder { waits: Waits { rows: rows.into_rows()?, read: Vec::new() }, len: len as usize, by_location })
+    }
+}
+
+/// Waits handed from the merge to their placing at a time, and such batches under way at once.
+const HANDED: usize = 1 << 13;
+const IN_FLIGHT: usize = 4;
+
+/// The sorted waits, each tie of end put in the order its costs are handed on
+/// (`handing_order_within_ties`), sent on in batches of whole ties until the waits end or the
+/// other side stops listening.
+fn merge_ties(mut sorted: Sorted<W>, send: &SyncSender<Vec<W>>) -> Result<()> {
+    let mut batch: Vec<W> = Vec::with_capacity(HANDED);
+    let mut tie: Vec<W> = Vec::new();
+    loop {
+        let w = sorted.next()?;
+        if tie.last().is_some_and(|t| w.is_none_or(|w| t.end != w.end)) {
+            handing_order_within_ties(&mut tie, |w| w);
+            batch.append(&mut tie);
+            if (batch.len() >= HANDED || w.is_none())
+                && send.send(std::mem::replace(&mut batch, Vec::with_capacity(HANDED))).is_err()
+            {
+                return Ok(());
+            }
+        }
+        match w {
+            Some(w) => tie.push(w),
+            None => return Ok(()),
+        }
     }
 }
 
@@ -151,37 +185,40 @@ mod tests {
     #[test]
     fn the_order_out_of_memory_is_the_order_in_memory() {
         // Waits with many ties of end, chains among the ties, threads' waits with a known
-        // synchronisation, sorted in runs of 7.
-        let mut all: Vec<W> = Vec::new();
-        for k in 0..500i64 {
-            let (waiter, delayer) = (k % 5, (k * 3 + 1) % 5);
-            let end = 1000 - (k / 4) * 3;
-            let since = if k % 11 == 0 { [end - 50, end - 40] } else { NO_SYNC };
-            all.push(W { waiter, delayer, start: end - 1 - k % 7, end, since, waiters: 1 + (k % 13 == 0) as u32 });
-        }
-        let mut gathered = Gathered::with_run(7);
-        for w in &all {
-            gathered.push(*w).unwrap();
-        }
-        let mut in_order = gathered.in_order().unwrap();
-        let mut expected = all.clone();
-        expected.sort_unstable_by_key(W::handing_order);
-        handing_order_within_ties(&mut expected, |w| w);
-        let (mut got, mut batch) = (Vec::new(), Vec::new());
-        loop {
-            in_order.waits.next(&mut batch, 64).unwrap();
-            if batch.is_empty() {
-                break;
+        // synchronisation, sorted in runs of 7; fewer than a batch handed from the merge to
+        // the placing, and several batches' worth.
+        for n in [500, 3 * HANDED as i64 + 17] {
+            let mut all: Vec<W> = Vec::new();
+            for k in 0..n {
+                let (waiter, delayer) = (k % 5, (k * 3 + 1) % 5);
+                let end = 100_000 - (k / 4) * 3;
+                let since = if k % 11 == 0 { [end - 50, end - 40] } else { NO_SYNC };
+                all.push(W { waiter, delayer, start: end - 1 - k % 7, end, since, waiters: 1 + (k % 13 == 0) as u32 });
             }
-            got.extend(batch.iter().copied());
-        }
-        assert_eq!(in_order.len, all.len());
-        assert_eq!(got.iter().map(W::row).collect::<Vec<_>>(), expected.iter().map(W::row).collect::<Vec<_>>());
-        let by_loc = RankWaits::of(&expected);
-        for (loc, r) in &by_loc {
-            let a: Vec<_> = r.overlapping(i64::MIN / 2, i64::MAX).collect();
-            let b: Vec<_> = in_order.by_location[loc].overlapping(i64::MIN / 2, i64::MAX).collect();
-            assert_eq!(a, b, "location {loc}");
+            let mut gathered = Gathered::with_run(7);
+            for w in &all {
+                gathered.push(*w).unwrap();
+            }
+            let mut in_order = gathered.in_order().unwrap();
+            let mut expected = all.clone();
+            expected.sort_unstable_by_key(W::handing_order);
+            handing_order_within_ties(&mut expected, |w| w);
+            let (mut got, mut batch) = (Vec::new(), Vec::new());
+            loop {
+                in_order.waits.next(&mut batch, 64).unwrap();
+                if batch.is_empty() {
+                    break;
+                }
+                got.extend(batch.iter().copied());
+            }
+            assert_eq!(in_order.len, all.len());
+            assert_eq!(got.iter().map(W::row).collect::<Vec<_>>(), expected.iter().map(W::row).collect::<Vec<_>>());
+            let by_loc = RankWaits::of(&expected);
+            for (loc, r) in &by_loc {
+                let a: Vec<_> = r.overlapping(i64::MIN / 2, i64::MAX).collect();
+                let b: Vec<_> = in_order.by_location[loc].overlapping(i64::MIN / 2, i64::MAX).collect();
+                assert_eq!(a, b, "location {loc} of {n} waits");
+            }
         }
     }
 }
