@@ -39,6 +39,13 @@ struct Walk {
     slot: u32,
 }
 
+impl Walk {
+    /// Its location and interval: the walks' order, in which walks alike lie side by side.
+    fn interval(&self) -> (i64, i64, i64) {
+        (self.loc, self.a, self.b)
+    }
+}
+
 /// What a thread's walks found, in lists shared by its walks (a list each would be an
 /// allocation a walk): per walk its slot, where its call paths' times lie in `paths`, its
 /// waiting, and on the delayer's side where its waits to hand on to lie in `theirs`.
@@ -106,7 +113,7 @@ impl Measure<'_> {
                 walks.push(Walk { loc: w.delayer, a: d_from, b: w.end, slot: slot + 1 });
             }
         }
-        walks.par_sort_unstable_by_key(|w| (w.loc, w.a, w.b));
+        walks.par_sort_unstable_by_key(Walk::interval);
         let found = self.walk_all(readers, &walks, from)?;
         // Where each slot's walk lies: (part, walk), or none.
         let mut at = vec![(u32::MAX, 0u32); 2 * batch.len()];
@@ -156,7 +163,7 @@ impl Measure<'_> {
                 let mut found = Found::default();
                 let mut scratch = Scratch::default();
                 for (k, walk) in walks[lo..hi].iter().enumerate() {
-                    let again = k > 0 && same_interval(&walks[lo + k - 1], walk);
+                    let again = k > 0 && walks[lo + k - 1].interval() == walk.interval();
                     self.walk(reader, walk, from, again, &mut scratch, &mut found)?;
                 }
                 Ok(found)
@@ -203,11 +210,6 @@ impl Measure<'_> {
         found.walks.push(Walked { slot: walk.slot, paths, waiting, theirs: theirs_from..theirs_to });
         Ok(())
     }
-}
-
-/// Whether two walks measure the same location's time in the same interval.
-fn same_interval(a: &Walk, b: &Walk) -> bool {
-    (a.loc, a.a, a.b) == (b.loc, b.a, b.b)
 }
 
 /// `parts` ranges of `walks` (in order of location) of about as many walks each, none cutting a
@@ -337,9 +339,9 @@ mod tests {
                 ]
             })
             .collect();
-        walks.sort_unstable_by_key(|w| (w.loc, w.a, w.b));
+        walks.sort_unstable_by_key(Walk::interval);
         let mut distinct = walks.clone();
-        distinct.dedup_by(|b, a| same_interval(a, b));
+        distinct.dedup_by_key(|w| w.interval());
         assert_eq!(distinct.len(), walks.len() - 4 * 39);
         let held: usize = distinct.iter().map(|w| side(w.loc, w.a, w.b).0.len()).sum();
         let mut readers: Vec<StretchReader> = (0..2).map(|_| store.reader().unwrap()).collect();
