@@ -155,7 +155,7 @@ impl Measure<'_> {
     /// Every walk of `walks` (in order of location and interval), in runs of whole locations of
     /// about as many walks each, a thread (and reader) each.
     fn walk_all(&self, readers: &mut [StretchReader], walks: &[Walk], from: usize) -> Result<Vec<Found>> {
-        let parts = runs_of_locations(walks, readers.len());
+        let parts = runs_of_locations(walks, readers.len(), |w| w.loc);
         let found: Vec<Result<Found>> = readers
             .par_iter_mut()
             .zip(parts.par_iter())
@@ -212,16 +212,16 @@ impl Measure<'_> {
     }
 }
 
-/// `parts` ranges of `walks` (in order of location) of about as many walks each, none cutting a
-/// location's walks.
-fn runs_of_locations(walks: &[Walk], parts: usize) -> Vec<(usize, usize)> {
+/// `parts` ranges of `walks` (in order of location, `loc` each one's) of about as many walks
+/// each, none cutting a location's walks.
+pub(super) fn runs_of_locations<T>(walks: &[T], parts: usize, loc: impl Fn(&T) -> i64) -> Vec<(usize, usize)> {
     let parts = parts.max(1);
     let per = walks.len().div_ceil(parts).max(1);
     let mut out = Vec::with_capacity(parts);
     let mut lo = 0;
     for _ in 0..parts {
         let mut hi = (lo + per).min(walks.len());
-        while hi < walks.len() && hi > 0 && walks[hi].loc == walks[hi - 1].loc {
+        while hi < walks.len() && hi > 0 && loc(&walks[hi]) == loc(&walks[hi - 1]) {
             hi += 1;
         }
         out.push((lo, hi));
@@ -356,7 +356,7 @@ mod tests {
         for locs in [vec![], vec![3], vec![1, 1, 1, 1, 1], vec![0, 0, 1, 2, 2, 2, 2, 3, 4, 4]] {
             let walks: Vec<Walk> = locs.iter().map(|&l| walk(l)).collect();
             for parts in 1..5 {
-                let runs = runs_of_locations(&walks, parts);
+                let runs = runs_of_locations(&walks, parts, |w| w.loc);
                 assert_eq!(runs.len(), parts);
                 assert_eq!(runs.first().map(|r| r.0), Some(0));
                 assert_eq!(runs.last().map(|r| r.1), Some(walks.len()));

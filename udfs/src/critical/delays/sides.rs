@@ -24,9 +24,10 @@ use arrow::datatypes::{DataType, Field, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use super::measure::runs_of_locations;
 use super::steps::{DELAYER, WAITER, run_start};
 use super::{Blocks, RankWaits, Scratch, W, WAIT_BATCH, excess_of, time_in};
-use crate::critical::stretch_store::{StretchReader, Swept, location};
+use crate::critical::stretch_store::{StretchReader, StretchStore, Swept, location};
 use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
 use commdb_analysis::columns::int64_column;
@@ -395,7 +396,7 @@ struct Row<'a> {
 
 /// What a side found: whether its location has stretches, its waiting, its time per call path
 /// (key, ns) and, on the delayer's side, its waits it hands on to (id, ns in the interval).
-#[derive(Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Found {
     present: bool,
     waiting: i64,
@@ -403,17 +404,36 @@ struct Found {
     theirs: Vec<(i64, i64)>,
 }
 
-fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> Result<Found> {
-    let store = &swept.store;
-    if !store.contains(j.loc) {
-        return Ok(Found::default());
-    }
-    let none = RankWaits::default();
-    let waits = m.by_loc.get(&j.loc).unwrap_or(&none);
+/// Where a job's walk runs: its location and interval (from the side's synchronisation, or its
+/// location's first instant, to the wait's start on the waiter's side, its end on the
+/// delayer's).
+fn interval(store: &StretchStore, j: &Job) -> Interval {
     let from = if j.from == NO_FROM { store.origin(j.loc).unwrap_or(0) } else { j.from };
     let until = if j.side == WAITER { j.start } else { j.end };
+    (j.loc, from, until)
+}
+
+/// A walk's interval: its location, from, until.
+type Interval = (i64, i64, i64);
+
+/// What a walk found: its location's waiting in the interval, and its time per call path (by
+/// key) less that waiting.
+type Walked = (i64, Vec<(i64, i64)>);
+
+/// The walk of a side's interval; None where the location has no stretches.
+fn walk(
+    reader: &mut StretchReader,
+    swept: &Swept,
+    m: &Measured,
+    (loc, from, until): Interval,
+) -> Result<Option<Walked>> {
+    if !swept.store.contains(loc) {
+        return Ok(None);
+    }
+    let none = RankWaits::default();
+    let waits = m.by_loc.get(&loc).unwrap_or(&none);
     let mut scratch = Scratch::default();
-    let waiting = time_in(reader, j.loc, waits, from, until, &mut scratch)?;
+    let waiting = time_in(reader, loc, waits, from, until, &mut scratch)?;
     let paths = scratch
         .paths
         .0
@@ -422,32 +442,66 @@ fn measure(reader: &mut StretchReader, swept: &Swept, m: &Measured, j: &Job) -> 
             (if p == NO_PATH { NO_PATH_KEY } else { m.keys.get(p as usize).copied().unwrap_or(NO_PATH_KEY) }, t)
         })
         .collect();
-    let theirs = if j.side == DELAYER && waiting > 0 {
-        waits
+    Ok(Some((waiting, paths)))
+}
+
+/// What a side found, given its interval's walk: on the delayer's side with waiting, its waits
+/// overlapping the interval that end no later than this one, other than itself.
+fn found(m: &Measured, j: &Job, (loc, from, _): Interval, walked: Option<&Walked>) -> Found {
+    let Some((waiting, paths)) = walked else { return Found::default() };
+    let theirs = match m.by_loc.get(&loc) {
+        Some(waits) if j.side == DELAYER && *waiting > 0 => waits
             .overlapping(from, j.end)
             .filter(|v| v.end <= j.end && m.ids[v.index] != j.id)
             .map(|v| (m.ids[v.index], v.end.min(j.end) - v.start.max(from)))
-            .collect()
-    } else {
-        Vec::new()
+            .collect(),
+        _ => Vec::new(),
     };
-    Ok(Found { present: true, waiting, paths, theirs })
+    Found { present: true, waiting: *waiting, paths: paths.clone(), theirs }
 }
 
-/// Measure jobs `from..to` (by all threads at once, each with a reader of its own) into rows.
-fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<RecordBatch> {
+/// What each job of `from..to` found, in the jobs' order. As in one process
+/// (`super::measure`), the jobs' walks are put in order of location and interval and shared
+/// among the threads a run of whole locations each (a reader each), so a location's walks
+/// follow one another through stretches still in the cache, and a walk of the same location
+/// and interval as the one before it is not walked again: the members of a collective that
+/// all waited for its last share the delayer's side, and all come to the task of the last
+/// one's rank.
+fn found_all(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<Vec<Found>> {
     use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
-    let per = (to - from).div_ceil(threads);
-    let found: Vec<Result<Vec<Found>>> = (0..threads)
+    let mut walks: Vec<(Interval, u32)> =
+        (from..to).map(|i| (interval(&swept.store, &m.jobs[i]), (i - from) as u32)).collect();
+    walks.par_sort_unstable();
+    let runs = runs_of_locations(&walks, threads, |w| w.0.0);
+    let parts: Vec<Result<Vec<(u32, Found)>>> = runs
         .into_par_iter()
-        .map(|k| {
+        .map(|(lo, hi)| {
             let mut reader = swept.store.reader()?;
-            let (a, b) = ((from + k * per).min(to), (from + (k + 1) * per).min(to));
-            (a..b).map(|i| measure(&mut reader, swept, m, &m.jobs[i])).collect()
+            let mut out = Vec::with_capacity(hi - lo);
+            let mut last: Option<(Interval, Option<Walked>)> = None;
+            for &(at, k) in &walks[lo..hi] {
+                if last.as_ref().is_none_or(|l| l.0 != at) {
+                    last = Some((at, walk(&mut reader, swept, m, at)?));
+                }
+                let walked = last.as_ref().and_then(|l| l.1.as_ref());
+                out.push((k, found(m, &m.jobs[from + k as usize], at, walked)));
+            }
+            Ok(out)
         })
         .collect();
-    let mut found: Vec<Found> = found.into_iter().collect::<Result<Vec<_>>>()?.into_iter().flatten().collect();
+    let mut all: Vec<Found> = (from..to).map(|_| Found::default()).collect();
+    for part in parts {
+        for (k, f) in part? {
+            all[k as usize] = f;
+        }
+    }
+    Ok(all)
+}
+
+/// Measure jobs `from..to` into rows.
+fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<RecordBatch> {
+    let mut found = found_all(swept, m, from, to)?;
     let jobs = &m.jobs[from..to];
     // A row per side, or per wait whose two sides are here.
     let mut rows: Vec<Row> = Vec::with_capacity(jobs.len());
@@ -507,4 +561,79 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
         Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.delayer.filter(|d| d.omp).map(|d| d.from)))),
     ];
     Ok(RecordBatch::try_new(sides_schema(), columns)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweeps::stretches::Stretch;
+
+    /// Ranks 0-5 with stretches every 10 ns on call paths 0-4; in each of 30 collectives a
+    /// microsecond apart, ranks 0-4 wait for rank 5 since the collective before (five delayer
+    /// sides of one interval), rank 5 waits once for rank 4 (so that it has waits to hand on
+    /// to), rank 1 for rank 2 from its location's first instant, and rank 3 for rank 9, which
+    /// has no stretches.
+    fn task() -> (Swept, Measured) {
+        let mut swept = Swept::new("test").unwrap();
+        for rank in 0..6 {
+            let list: Vec<Stretch> = (0..3_000)
+                .map(|k| {
+                    let path = ((k + rank) % 5) as u32;
+                    Stretch { from: 10 * k, to: 10 * k + 10, region: path, path, call_start: None, hand: None }
+                })
+                .collect();
+            swept.store.push(location(rank, 0), &list, true).unwrap();
+        }
+        swept.store.finish_writing(99).unwrap();
+        let mut jobs = Vec::new();
+        let mut waits = Vec::new();
+        let mut wait = |waiter: i64, delayer: i64, start: i64, end: i64, since: Option<i64>| {
+            let id = waits.len() as i64;
+            let from = since.unwrap_or(NO_FROM);
+            for (side, loc) in [(WAITER, waiter), (DELAYER, delayer)] {
+                let partner = if side == WAITER { delayer } else { waiter };
+                jobs.push(Job { id, loc: location(loc, 0), start, end, from, partner, waiters: 1, side, omp: false });
+            }
+            let since = [since.unwrap_or(0); 2];
+            waits.push(W { waiter: location(waiter, 0), delayer: location(delayer, 0), start, end, since, waiters: 1 });
+        };
+        for j in 1..30 {
+            let (end, before) = (1_000 * j, 1_000 * (j - 1));
+            for rank in 0..5 {
+                wait(rank, 5, end - 30 * (rank + 1), end, Some(before));
+            }
+            wait(5, 4, end - 600, end - 400, Some(before));
+            wait(1, 2, end - 300, end - 250, None);
+            wait(3, 9, end - 200, end - 100, Some(before));
+        }
+        jobs.sort_unstable_by_key(|j| (std::cmp::Reverse(j.end), j.id, j.side));
+        let ids = (0..waits.len() as i64).collect();
+        let by_loc = RankWaits::of(&waits);
+        (swept, Measured { jobs, next: 0, ids, by_loc, keys: vec![100, 101, 102, 103, 104], names: None })
+    }
+
+    #[test]
+    fn jobs_measured_in_order_of_location_find_what_each_finds_alone() {
+        let (swept, m) = task();
+        let alone: Vec<Found> = {
+            let mut reader = swept.store.reader().unwrap();
+            m.jobs
+                .iter()
+                .map(|j| {
+                    let at = interval(&swept.store, j);
+                    found(&m, j, at, walk(&mut reader, &swept, &m, at).unwrap().as_ref())
+                })
+                .collect()
+        };
+        let distinct: FastSet<Interval> = m.jobs.iter().map(|j| interval(&swept.store, j)).collect();
+        assert!(distinct.len() + 4 * 29 <= m.jobs.len(), "the delayer's sides of a collective share their walk");
+        assert!(alone.iter().any(|f| !f.present) && alone.iter().any(|f| !f.theirs.is_empty()));
+        for threads in 1..4 {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            for (from, to) in [(0, m.jobs.len()), (7, m.jobs.len() - 5), (3, 4)] {
+                let got = pool.install(|| found_all(&swept, &m, from, to)).unwrap();
+                assert_eq!(got, alone[from..to], "jobs {from}..{to} on {threads} threads");
+            }
+        }
+    }
 }
