@@ -827,13 +827,48 @@ impl EventParts {
     }
 }
 
-/// A primitive array that takes `values` without copying, `sentinel` marking nulls.
+/// A primitive array that takes `values` without copying, `sentinel` marking nulls. A column
+/// of nothing but nulls (the MPI fields of an OpenMP thread or a GPU stream, the request of a
+/// rank that only calls blocking operations) keeps no memory of its own: its values and
+/// validity are slices of buffers of zeros that such columns share, and `values` goes back to
+/// the allocator.
 pub fn owned_nullable<T: ArrowPrimitiveType>(values: Vec<T::Native>, sentinel: T::Native) -> PrimitiveArray<T>
 where
     T::Native: PartialEq,
 {
     let nulls = sentinel_nulls(&values, sentinel);
+    if nulls.as_ref().is_some_and(|n| n.null_count() == values.len()) {
+        let n = values.len();
+        drop(values);
+        return PrimitiveArray::<T>::new(
+            ScalarBuffer::new(shared_zeros(n * std::mem::size_of::<T::Native>()), 0, n),
+            Some(all_null(n)),
+        );
+    }
     PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls)
+}
+
+/// The validity of `n` values of which none is valid, a slice of the shared zeros.
+fn all_null(n: usize) -> NullBuffer {
+    NullBuffer::new(BooleanBuffer::new(shared_zeros(n.div_ceil(8)), 0, n))
+}
+
+/// `len` bytes of zeros, sliced from a buffer that all-null columns of about that size share:
+/// one buffer per power of two (4 KiB at least), made on first use and kept. A column's slice
+/// thus points into at most twice its own bytes, so what an operator counts for a batch of it
+/// (the buffers' capacities) is never much more than for a column of its own. The buffers are
+/// never written, so their pages stay the kernel's shared page of zeros until read.
+fn shared_zeros(len: usize) -> Buffer {
+    static ZEROS: std::sync::Mutex<Vec<Option<Buffer>>> = std::sync::Mutex::new(Vec::new());
+    let size = len.next_power_of_two().max(1 << 12);
+    let class = size.trailing_zeros() as usize;
+    let mut zeros = ZEROS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if zeros.len() <= class {
+        zeros.resize(class + 1, None);
+    }
+    let buffer =
+        zeros[class].get_or_insert_with(|| Buffer::from(arrow::buffer::MutableBuffer::from_len_zeroed(size))).clone();
+    buffer.slice_with_length(0, len)
 }
 
 /// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
@@ -867,7 +902,12 @@ fn owned_kind_dictionary(kinds: Vec<u8>) -> ArrayRef {
 pub fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
     let n = ops.len();
     let nulls = sentinel_nulls(&ops, 0);
-    let keys = Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls);
+    let keys = match nulls.as_ref().is_some_and(|v| v.null_count() == n) {
+        // No collective operation at all: the keys and validity share the zeros (as
+        // `owned_nullable`).
+        true => Int8Array::new(ScalarBuffer::new(shared_zeros(n), 0, n), Some(all_null(n))),
+        false => Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls),
+    };
     let values = StringArray::from_iter_values(std::iter::once("").chain(COLLECTIVE_OPS.iter().copied()));
     Arc::new(DictionaryArray::<Int8Type>::try_new(keys, Arc::new(values)).expect("op codes are in range"))
 }
@@ -892,6 +932,63 @@ mod tests {
         let s = ev.streams();
         assert_eq!(s.len(), 2);
         assert_eq!((s[1].rank, s[1].start, s[1].end), (1, 2, 4));
+    }
+
+    /// A thread's events (enter and leave only) and a rank's with one send: the thread's MPI
+    /// columns are all null and point into shared buffers of zeros of at most twice their size
+    /// (4 KiB at least); the rank's keep their values.
+    #[test]
+    fn all_null_columns_share_buffers_of_zeros() {
+        use column::*;
+        let names = vec!["main".to_string()];
+        let thread = |n: usize| {
+            let mut ev = RawEvents::default();
+            for i in 0..n {
+                ev.push_plain(i as i64, if i % 2 == 0 { EventKind::Enter } else { EventKind::Leave }, 0);
+            }
+            ev.finish_stream(0, 1);
+            ev.into_batch(&names).unwrap()
+        };
+        // Where a column's values and validity are, and what they point into.
+        let at = |b: &RecordBatch, column: usize| {
+            let data = b.column(column).to_data();
+            let (values, validity) = (&data.buffers()[0], data.nulls().expect("nulls").buffer());
+            let base = |x: &Buffer| x.as_ptr() as usize - x.ptr_offset();
+            ([base(values), base(validity)], values.capacity())
+        };
+        let (small, large, after) = (thread(500), thread(300_001), thread(7));
+        let sparse = [PEER, COMM, TAG, BYTES, REQUEST, OP, BYTES_RECV];
+        for b in [&small, &large, &after] {
+            for &c in &sparse {
+                assert_eq!(b.column(c).null_count(), b.num_rows(), "column {c}");
+                let own = b.column(c).to_data().get_slice_memory_size().unwrap();
+                assert!(at(b, c).1 <= (2 * own).max(1 << 12), "column {c}: {} for {own}", at(b, c).1);
+            }
+            assert_eq!(b.column(TS).null_count(), 0);
+            assert_eq!(at(b, PEER).0, at(b, TAG).0);
+            assert_eq!(at(b, BYTES).0, at(b, BYTES_RECV).0);
+        }
+        for &c in &sparse {
+            assert_eq!(at(&small, c).0, at(&after, c).0, "column {c}");
+        }
+        assert_ne!(at(&small, REQUEST).0[0], at(&large, REQUEST).0[0]);
+
+        let mut rank = RawEvents::default();
+        rank.push_plain(0, EventKind::Enter, 0);
+        let mut send = Event::new(0, 0, 1, EventKind::Send);
+        (send.peer, send.comm, send.tag, send.bytes) = (1, 0, 7, 64);
+        rank.push_detailed(&send);
+        rank.push_plain(2, EventKind::Leave, 0);
+        rank.finish_stream(0, 0);
+        let b = rank.into_batch(&names).unwrap();
+        for c in [PEER, COMM, TAG, BYTES] {
+            assert_eq!(b.column(c).null_count(), 2, "column {c}");
+            assert_ne!(at(&b, c).0[0], at(&small, c).0[0]);
+        }
+        let bytes = b.column(BYTES).as_any().downcast_ref::<Int64Array>().unwrap();
+        use arrow::array::Array;
+        assert_eq!((bytes.value(1), bytes.is_null(0)), (64, true));
+        assert_eq!(at(&b, REQUEST).0, at(&small, REQUEST).0);
     }
 
     #[test]

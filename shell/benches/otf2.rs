@@ -16,10 +16,12 @@
 mod common;
 use common::{cpu_seconds, peak_rss_mib};
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::Instant;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayData, RecordBatch};
+use arrow::buffer::Buffer;
 use rayon::prelude::*;
 
 use commdb_catalog::generate::{GeneratorConfig, generate};
@@ -74,9 +76,10 @@ fn main() {
         (events_bytes, n_events) = (table_bytes, n);
         best_events = best_events.min(load);
         println!(
-            "round {round} load to events table      {n:>12} events {load:>8.3} s {:>8.2} M events/s  {busy:.2} cores busy  table {:>6.0} MiB  peak {:>7.0} MiB",
+            "round {round} load to events table      {n:>12} events {load:>8.3} s {:>8.2} M events/s  {busy:.2} cores busy  table {:>6.0} MiB ({:.1} bytes an event)  peak {:>7.0} MiB",
             n as f64 / load / 1e6,
             table_bytes as f64 / 1048576.0,
+            table_bytes as f64 / n.max(1) as f64,
             peak_rss_mib()
         );
         drop(events);
@@ -120,8 +123,18 @@ fn timed<T>(load: impl FnOnce() -> T) -> (T, f64, f64) {
     (out, wall, (cpu_seconds() - cpu) / wall)
 }
 
+/// The memory a table's buffers hold, each allocation counted once: the `events` table's
+/// `ts_local` is `ts`'s buffer when the clocks were not corrected, and its all-null columns
+/// share one buffer of zeros (`get_array_memory_size` counts a shared buffer in every array).
 fn bytes_of(batches: &[RecordBatch]) -> usize {
-    batches.iter().map(RecordBatch::get_array_memory_size).sum()
+    fn add(data: &ArrayData, seen: &mut HashSet<usize>) -> usize {
+        let mut once = |b: &Buffer| if seen.insert(b.as_ptr() as usize - b.ptr_offset()) { b.capacity() } else { 0 };
+        let mut total: usize = data.buffers().iter().map(&mut once).sum();
+        total += data.nulls().map_or(0, |n| once(n.buffer()));
+        total + data.child_data().iter().map(|c| add(c, seen)).sum::<usize>()
+    }
+    let mut seen = HashSet::new();
+    batches.iter().flat_map(RecordBatch::columns).map(|c| add(&c.to_data(), &mut seen)).sum()
 }
 
 /// Memory bandwidth of all threads together over 1 GiB, (write, read) in bytes per second: the
