@@ -185,7 +185,7 @@ impl Mapper for Exits {
         self.sweeper.sweep("critical_path", batches, |rank, threads, omp, names, paths| {
             let waiting = if profile { waits.waiting_of(rank)? } else { Vec::new() };
             let finalize = names.names.iter().position(|n| n == "MPI_Finalize").map(|i| i as u32);
-            let ends: &[WaitEnd] = waits.ends.get(&rank).map_or(&[], Vec::as_slice);
+            let ends = waits.of_rank(rank);
             let mut used = vec![false; ends.len()];
             let mut entered: Option<(i64, i64)> = None;
             for (k, th) in threads.iter().enumerate() {
@@ -202,8 +202,8 @@ impl Mapper for Exits {
                         || offload.sync_within(rank, th.thread, s.from, s.to);
                     if let Some(call) = s.call_start {
                         // The waits of its call that end in it.
-                        let first = ends.partition_point(|w| w.end < s.from);
-                        for (i, w) in ends.iter().enumerate().skip(first).take_while(|(_, w)| w.end <= s.to) {
+                        let first = ends.partition_point(|end| end < s.from);
+                        for (i, w) in ends.iter_from(first).take_while(|(_, w)| w.end <= s.to) {
                             if w.start >= call && w.end > call {
                                 used[i] = true;
                                 kept = true;
@@ -715,7 +715,7 @@ mod tests {
                 .collect();
             waits.sort_by_key(|w| (w.end, w.start));
             for w in &waits {
-                memory.add_end(rank, *w);
+                memory.add_end(rank, *w).unwrap();
             }
             let stretches: Vec<Stretch> = waits.iter().map(StoredWaits::stretch).collect();
             disk.store.append(rank, &stretches, false).unwrap();

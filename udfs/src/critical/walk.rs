@@ -32,13 +32,44 @@ pub(crate) struct WaitEnd {
     pub transfer: bool,
 }
 
+/// A wait's end as a rank's list holds it, 16 bytes where a [`WaitEnd`] takes 32: its end,
+/// its length in ns (or, for a wait longer than 2^32 - 1 ns, about 4.3 s, or one that ends before it
+/// starts, the place of its start in [`RunWaits`]' `long`), and its partner's rank shifted past
+/// two flags.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    end: i64,
+    len: u32,
+    partner: u32,
+}
+
+/// `Held::partner`'s flags: the rest of the call is a transfer; `len` is a place in `long`.
+const TRANSFER: u32 = 1;
+const LONG: u32 = 2;
+
+impl Held {
+    fn start(&self, long: &[i64]) -> i64 {
+        match self.partner & LONG {
+            0 => self.end - i64::from(self.len),
+            _ => long[self.len as usize],
+        }
+    }
+
+    fn wait_end(&self, long: &[i64]) -> WaitEnd {
+        let (partner, transfer) = (i64::from(self.partner >> 2), self.partner & TRANSFER != 0);
+        WaitEnd { start: self.start(long), end: self.end, partner, transfer }
+    }
+}
+
 /// What the walk and the profile need of the wait states: each rank's waits sorted by their
 /// end, and (for the profile alone) its waiting, gathered beyond memory and read rank by rank
 /// ([`crate::critical::waiting`]). A rank's lists grow by half when full, not twice, and are
 /// made exact when sealed: at a thousand ranks and tens of millions of waits, what they hold is
 /// most of what the path holds.
 pub(crate) struct RunWaits {
-    pub ends: FastMap<i64, Vec<WaitEnd>>,
+    ends: FastMap<i64, Vec<Held>>,
+    /// The starts of the waits whose length a `Held` does not hold.
+    long: Vec<i64>,
     /// The waiting, when kept (the profile's mean leaves waiting out; the path reads none).
     waiting: Option<Waiting>,
     pub count: usize,
@@ -52,11 +83,38 @@ fn push_growing<T>(list: &mut Vec<T>, item: T) {
     list.push(item);
 }
 
+/// A rank's waits as [`RunWaits`] holds them, by their end once sealed.
+pub(crate) struct RankEnds<'a> {
+    list: &'a [Held],
+    long: &'a [i64],
+}
+
+impl RankEnds<'_> {
+    pub(crate) fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// The first wait for which `before(end)` is false (the ends in order make it a search).
+    pub(crate) fn partition_point(&self, before: impl Fn(i64) -> bool) -> usize {
+        self.list.partition_point(|h| before(h.end))
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = WaitEnd> + '_ {
+        self.iter_from(0).map(|(_, w)| w)
+    }
+
+    /// The waits from the `from`th on, each with its place.
+    pub(crate) fn iter_from(&self, from: usize) -> impl Iterator<Item = (usize, WaitEnd)> + '_ {
+        let rest = self.list.get(from..).unwrap_or(&[]);
+        rest.iter().enumerate().map(move |(k, h)| (from + k, h.wait_end(self.long)))
+    }
+}
+
 impl RunWaits {
     /// Waits for the walk, and their waiting too when `waiting_runs` (gathered in runs of that
     /// many bytes).
     pub(crate) fn new(waiting_runs: Option<usize>) -> RunWaits {
-        RunWaits { ends: FastMap::default(), waiting: waiting_runs.map(Waiting::new), count: 0 }
+        RunWaits { ends: FastMap::default(), long: Vec::new(), waiting: waiting_runs.map(Waiting::new), count: 0 }
     }
 
     pub(crate) fn add(&mut self, w: &Wait) -> Result<()> {
@@ -66,7 +124,7 @@ impl RunWaits {
         }
         if let Some(partner) = w.partner {
             let end = WaitEnd { start: w.ts, end: w.ts + w.wait_ns, partner, transfer: w.pattern == "late_sender" };
-            self.add_end(w.rank, end);
+            self.add_end(w.rank, end)?;
         }
         Ok(())
     }
@@ -81,15 +139,38 @@ impl RunWaits {
     }
 
     /// A wait of `rank` as the walk reads it.
-    pub(crate) fn add_end(&mut self, rank: i64, end: WaitEnd) {
-        push_growing(self.ends.entry(rank).or_default(), end);
+    pub(crate) fn add_end(&mut self, rank: i64, end: WaitEnd) -> Result<()> {
+        let Some(partner) = u32::try_from(end.partner).ok().filter(|&p| p < 1 << 30) else {
+            return exec_err!(
+                "critical path: rank {rank} waits for rank {}, outside the ranks 0 to 2^30 - 1 the walk holds",
+                end.partner
+            );
+        };
+        let flags = if end.transfer { TRANSFER } else { 0 };
+        let held = match u32::try_from(end.end.wrapping_sub(end.start)) {
+            Ok(len) if end.start <= end.end => Held { end: end.end, len, partner: partner << 2 | flags },
+            _ => {
+                let Ok(at) = u32::try_from(self.long.len()) else {
+                    return exec_err!("critical path: more than 2^32 waits of 4.3 s or more");
+                };
+                self.long.push(end.start);
+                Held { end: end.end, len: at, partner: partner << 2 | flags | LONG }
+            }
+        };
+        push_growing(self.ends.entry(rank).or_default(), held);
+        Ok(())
     }
 
-    /// Bytes held: each wait's end (32 bytes), a list per rank, and the waiting's run or
-    /// buffers.
+    /// `rank`'s waits (none when it has none).
+    pub(crate) fn of_rank(&self, rank: i64) -> RankEnds<'_> {
+        RankEnds { list: self.ends.get(&rank).map_or(&[], Vec::as_slice), long: &self.long }
+    }
+
+    /// Bytes held: each wait's end (16 bytes, 8 more for a long one), a list per rank, and the
+    /// waiting's run or buffers.
     pub(crate) fn held_bytes(&self) -> usize {
-        let ends: usize = self.ends.values().map(|l| l.capacity() * std::mem::size_of::<WaitEnd>() + 48).sum();
-        ends + self.waiting.as_ref().map_or(0, Waiting::held_bytes)
+        let ends: usize = self.ends.values().map(|l| l.capacity() * std::mem::size_of::<Held>() + 48).sum();
+        ends + 8 * self.long.capacity() + self.waiting.as_ref().map_or(0, Waiting::held_bytes)
     }
 
     /// Every wait has been added: the waits in order of their end, the waiting to be read.
@@ -97,10 +178,12 @@ impl RunWaits {
         if let Some(waiting) = &mut self.waiting {
             waiting.seal()?;
         }
+        let long = &self.long;
         for list in self.ends.values_mut() {
-            list.sort_by_key(|w| (w.end, w.start));
+            list.sort_by_key(|h| (h.end, h.start(long)));
             list.shrink_to_fit();
         }
+        self.long.shrink_to_fit();
         Ok(())
     }
 }
@@ -130,8 +213,8 @@ impl WaitEnds for RunWaits {
         take: &mut dyn FnMut(&WaitEnd) -> bool,
     ) -> Result<Option<WaitEnd>> {
         let Some(list) = self.ends.get(&rank) else { return Ok(None) };
-        let k = list.partition_point(|w| w.end <= t);
-        Ok(list[..k].iter().rev().take_while(|w| w.end > after).find(|w| take(w)).copied())
+        let k = list.partition_point(|h| h.end <= t);
+        Ok(list[..k].iter().rev().take_while(|h| h.end > after).map(|h| h.wait_end(&self.long)).find(|w| take(w)))
     }
 
     fn count(&self) -> usize {
@@ -315,4 +398,42 @@ pub(crate) fn walk_pieces(
 #[derive(Debug, Default)]
 pub(crate) struct Finalize {
     pub entered: HashMap<i64, (i64, i64)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waits of every length a list holds in 16 bytes and beyond (4.3 s and more, one that ends
+    /// before it starts), partners up to 2^30 - 1, both kinds: each is read back as it was
+    /// added, in order of end and start; a partner beyond is an error naming both ranks.
+    #[test]
+    fn a_wait_is_read_back_as_added_whatever_its_length() {
+        let max = i64::from(u32::MAX);
+        let lengths = [0, 1, 999, max - 1, max, max + 1, 1_000_000_000_000, -5];
+        let mut added = Vec::new();
+        let mut waits = RunWaits::new(None);
+        for (k, len) in lengths.iter().enumerate() {
+            for (j, partner) in [0, 7, (1 << 30) - 1].into_iter().enumerate() {
+                let end = 10_000_000_000_000 - 1_000 * (k as i64) + 3 * j as i64;
+                let w = WaitEnd { start: end - len, end, partner, transfer: (k + j) % 2 == 0 };
+                waits.add_end(4, w).unwrap();
+                added.push(w);
+            }
+        }
+        waits.seal().unwrap();
+        let key = |w: &WaitEnd| (w.end, w.start, w.partner, w.transfer);
+        added.sort_by_key(|w| (w.end, w.start));
+        let held: Vec<_> = waits.of_rank(4).iter().map(|w| key(&w)).collect();
+        assert_eq!(held, added.iter().map(key).collect::<Vec<_>>());
+        assert_eq!(waits.of_rank(5).len(), 0);
+        for w in &added {
+            let found = waits.latest(4, w.end, w.end - 1, &mut |x| x.start == w.start && x.partner == w.partner);
+            assert_eq!(found.unwrap().map(|f| key(&f)), Some(key(w)));
+        }
+        assert_eq!(waits.long.len(), 3 * 3, "the lengths beyond 2^32 - 1 ns, and the negative one");
+        let beyond = WaitEnd { start: 0, end: 1, partner: 1 << 30, transfer: false };
+        let err = waits.add_end(9, beyond).unwrap_err().to_string();
+        assert!(err.contains("rank 9") && err.contains("1073741824"), "{err}");
+    }
 }
