@@ -33,9 +33,9 @@ pub(crate) struct WaitEnd {
 }
 
 /// A wait's end as a rank's list holds it, 16 bytes where a [`WaitEnd`] takes 32: its end,
-/// its length in ns (or, for a wait longer than 2^32 - 1 ns, about 4.3 s, or one that ends before it
-/// starts, the place of its start in [`RunWaits`]' `long`), and its partner's rank shifted past
-/// two flags.
+/// its length in ns and its partner's rank shifted past two flags; or, for a wait longer than
+/// 2^32 - 1 ns (about 4.3 s), one that ends before it starts, or a partner outside the ranks 0
+/// to 2^30 - 1, the place of its start and partner in [`RunWaits`]' `long`.
 #[derive(Debug, Clone, Copy)]
 struct Held {
     end: i64,
@@ -43,21 +43,23 @@ struct Held {
     partner: u32,
 }
 
-/// `Held::partner`'s flags: the rest of the call is a transfer; `len` is a place in `long`.
+/// `Held::partner`'s flags: the rest of the call is a transfer; `len` is a place in `long`
+/// (which holds the start and the partner).
 const TRANSFER: u32 = 1;
 const LONG: u32 = 2;
 
 impl Held {
-    fn start(&self, long: &[i64]) -> i64 {
+    /// Its start and partner.
+    fn start_partner(&self, long: &[(i64, i64)]) -> (i64, i64) {
         match self.partner & LONG {
-            0 => self.end - i64::from(self.len),
+            0 => (self.end - i64::from(self.len), i64::from(self.partner >> 2)),
             _ => long[self.len as usize],
         }
     }
 
-    fn wait_end(&self, long: &[i64]) -> WaitEnd {
-        let (partner, transfer) = (i64::from(self.partner >> 2), self.partner & TRANSFER != 0);
-        WaitEnd { start: self.start(long), end: self.end, partner, transfer }
+    fn wait_end(&self, long: &[(i64, i64)]) -> WaitEnd {
+        let (start, partner) = self.start_partner(long);
+        WaitEnd { start, end: self.end, partner, transfer: self.partner & TRANSFER != 0 }
     }
 }
 
@@ -68,8 +70,8 @@ impl Held {
 /// most of what the path holds.
 pub(crate) struct RunWaits {
     ends: FastMap<i64, Vec<Held>>,
-    /// The starts of the waits whose length a `Held` does not hold.
-    long: Vec<i64>,
+    /// The start and partner of each wait whose length or partner a `Held` does not hold.
+    long: Vec<(i64, i64)>,
     /// The waiting, when kept (the profile's mean leaves waiting out; the path reads none).
     waiting: Option<Waiting>,
     pub count: usize,
@@ -86,7 +88,7 @@ fn push_growing<T>(list: &mut Vec<T>, item: T) {
 /// A rank's waits as [`RunWaits`] holds them, by their end once sealed.
 pub(crate) struct RankEnds<'a> {
     list: &'a [Held],
-    long: &'a [i64],
+    long: &'a [(i64, i64)],
 }
 
 impl RankEnds<'_> {
@@ -140,21 +142,20 @@ impl RunWaits {
 
     /// A wait of `rank` as the walk reads it.
     pub(crate) fn add_end(&mut self, rank: i64, end: WaitEnd) -> Result<()> {
-        let Some(partner) = u32::try_from(end.partner).ok().filter(|&p| p < 1 << 30) else {
-            return exec_err!(
-                "critical path: rank {rank} waits for rank {}, outside the ranks 0 to 2^30 - 1 the walk holds",
-                end.partner
-            );
-        };
         let flags = if end.transfer { TRANSFER } else { 0 };
-        let held = match u32::try_from(end.end.wrapping_sub(end.start)) {
-            Ok(len) if end.start <= end.end => Held { end: end.end, len, partner: partner << 2 | flags },
+        let partner = u32::try_from(end.partner).ok().filter(|&p| p < 1 << 30);
+        let len = u32::try_from(end.end.wrapping_sub(end.start)).ok().filter(|_| end.start <= end.end);
+        let held = match (partner, len) {
+            (Some(partner), Some(len)) => Held { end: end.end, len, partner: partner << 2 | flags },
             _ => {
                 let Ok(at) = u32::try_from(self.long.len()) else {
-                    return exec_err!("critical path: more than 2^32 waits of 4.3 s or more");
+                    return exec_err!(
+                        "critical path: rank {rank}'s wait ending at {} is one of more than 2^32 waits of 4.3 s or more",
+                        end.end
+                    );
                 };
-                self.long.push(end.start);
-                Held { end: end.end, len: at, partner: partner << 2 | flags | LONG }
+                self.long.push((end.start, end.partner));
+                Held { end: end.end, len: at, partner: flags | LONG }
             }
         };
         push_growing(self.ends.entry(rank).or_default(), held);
@@ -166,11 +167,11 @@ impl RunWaits {
         RankEnds { list: self.ends.get(&rank).map_or(&[], Vec::as_slice), long: &self.long }
     }
 
-    /// Bytes held: each wait's end (16 bytes, 8 more for a long one), a list per rank, and the
+    /// Bytes held: each wait's end (16 bytes, 16 more for a long one), a list per rank, and the
     /// waiting's run or buffers.
     pub(crate) fn held_bytes(&self) -> usize {
         let ends: usize = self.ends.values().map(|l| l.capacity() * std::mem::size_of::<Held>() + 48).sum();
-        ends + 8 * self.long.capacity() + self.waiting.as_ref().map_or(0, Waiting::held_bytes)
+        ends + 16 * self.long.capacity() + self.waiting.as_ref().map_or(0, Waiting::held_bytes)
     }
 
     /// Every wait has been added: the waits in order of their end, the waiting to be read.
@@ -180,7 +181,7 @@ impl RunWaits {
         }
         let long = &self.long;
         for list in self.ends.values_mut() {
-            list.sort_by_key(|h| (h.end, h.start(long)));
+            list.sort_by_key(|h| (h.end, h.start_partner(long).0));
             list.shrink_to_fit();
         }
         self.long.shrink_to_fit();
@@ -405,16 +406,16 @@ mod tests {
     use super::*;
 
     /// Waits of every length a list holds in 16 bytes and beyond (4.3 s and more, one that ends
-    /// before it starts), partners up to 2^30 - 1, both kinds: each is read back as it was
-    /// added, in order of end and start; a partner beyond is an error naming both ranks.
+    /// before it starts), partners in 0 to 2^30 - 1 and beyond (2^30, a negative one), both
+    /// kinds: each is read back as it was added, in order of end and start.
     #[test]
-    fn a_wait_is_read_back_as_added_whatever_its_length() {
+    fn a_wait_is_read_back_as_added_whatever_its_length_and_partner() {
         let max = i64::from(u32::MAX);
         let lengths = [0, 1, 999, max - 1, max, max + 1, 1_000_000_000_000, -5];
         let mut added = Vec::new();
         let mut waits = RunWaits::new(None);
         for (k, len) in lengths.iter().enumerate() {
-            for (j, partner) in [0, 7, (1 << 30) - 1].into_iter().enumerate() {
+            for (j, partner) in [0, 7, (1 << 30) - 1, 1 << 30, -2].into_iter().enumerate() {
                 let end = 10_000_000_000_000 - 1_000 * (k as i64) + 3 * j as i64;
                 let w = WaitEnd { start: end - len, end, partner, transfer: (k + j) % 2 == 0 };
                 waits.add_end(4, w).unwrap();
@@ -431,9 +432,8 @@ mod tests {
             let found = waits.latest(4, w.end, w.end - 1, &mut |x| x.start == w.start && x.partner == w.partner);
             assert_eq!(found.unwrap().map(|f| key(&f)), Some(key(w)));
         }
-        assert_eq!(waits.long.len(), 3 * 3, "the lengths beyond 2^32 - 1 ns, and the negative one");
-        let beyond = WaitEnd { start: 0, end: 1, partner: 1 << 30, transfer: false };
-        let err = waits.add_end(9, beyond).unwrap_err().to_string();
-        assert!(err.contains("rank 9") && err.contains("1073741824"), "{err}");
+        // Beyond 16 bytes: the three lengths with every partner, the other five with the two
+        // partners outside.
+        assert_eq!(waits.long.len(), 3 * 5 + 5 * 2);
     }
 }
