@@ -11,7 +11,7 @@ use arrow::array::{
     ArrayRef, DictionaryArray, Int8Array, Int32Array, Int64Array, PrimitiveArray, RecordBatch, StringArray,
 };
 use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, ScalarBuffer};
-use arrow::datatypes::{ArrowPrimitiveType, Int8Type, Int32Type, Int64Type};
+use arrow::datatypes::{ArrowNativeType, ArrowPrimitiveType, Int8Type, Int32Type, Int64Type};
 
 use crate::error::Result;
 use crate::model;
@@ -829,9 +829,9 @@ impl EventParts {
 
 /// A primitive array that takes `values` without copying, `sentinel` marking nulls. A column
 /// of nothing but nulls (the MPI fields of an OpenMP thread or a GPU stream, the request of a
-/// rank that only calls blocking operations) keeps no memory of its own: its values and
-/// validity are slices of buffers of zeros that such columns share, and `values` goes back to
-/// the allocator.
+/// rank that only calls blocking operations) keeps no memory of its own: its values (the
+/// sentinel) and validity are slices of buffers that such columns share, and `values` goes back
+/// to the allocator.
 pub fn owned_nullable<T: ArrowPrimitiveType>(values: Vec<T::Native>, sentinel: T::Native) -> PrimitiveArray<T>
 where
     T::Native: PartialEq,
@@ -840,35 +840,40 @@ where
     if nulls.as_ref().is_some_and(|n| n.null_count() == values.len()) {
         let n = values.len();
         drop(values);
-        return PrimitiveArray::<T>::new(
-            ScalarBuffer::new(shared_zeros(n * std::mem::size_of::<T::Native>()), 0, n),
-            Some(all_null(n)),
-        );
+        return PrimitiveArray::<T>::new(ScalarBuffer::new(shared_filled(n, sentinel), 0, n), Some(all_null(n)));
     }
     PrimitiveArray::<T>::new(ScalarBuffer::from(values), nulls)
 }
 
-/// The validity of `n` values of which none is valid, a slice of the shared zeros.
+/// The validity of `n` values of which none is valid, a slice of shared zeros.
 fn all_null(n: usize) -> NullBuffer {
-    NullBuffer::new(BooleanBuffer::new(shared_zeros(n.div_ceil(8)), 0, n))
+    NullBuffer::new(BooleanBuffer::new(shared_filled(n.div_ceil(8), 0u8), 0, n))
 }
 
-/// `len` bytes of zeros, sliced from a buffer that all-null columns of about that size share:
-/// one buffer per power of two (4 KiB at least), made on first use and kept. A column's slice
-/// thus points into at most twice its own bytes, so what an operator counts for a batch of it
-/// (the buffers' capacities) is never much more than for a column of its own. The buffers are
-/// never written, so their pages stay the kernel's shared page of zeros until read.
-fn shared_zeros(len: usize) -> Buffer {
-    static ZEROS: std::sync::Mutex<Vec<Option<Buffer>>> = std::sync::Mutex::new(Vec::new());
-    let size = len.next_power_of_two().max(1 << 12);
-    let class = size.trailing_zeros() as usize;
-    let mut zeros = ZEROS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if zeros.len() <= class {
-        zeros.resize(class + 1, None);
-    }
-    let buffer =
-        zeros[class].get_or_insert_with(|| Buffer::from(arrow::buffer::MutableBuffer::from_len_zeroed(size))).clone();
-    buffer.slice_with_length(0, len)
+/// `n` copies of `value` (a column's sentinel, or 0 for a validity of no valid value), sliced
+/// from a buffer that all-null columns of that sentinel and about that size share: one buffer
+/// per sentinel and power of two of bytes (4 KiB at least), made on first use and kept. The
+/// values under the nulls stay the sentinels, as readers of the raw columns
+/// ([`EventColumns`]) expect. A column's slice points into at most twice its own bytes, so
+/// what an operator counts for a batch of it (the buffers' capacities) is never much more than
+/// for a column of its own.
+fn shared_filled<T: ArrowNativeType>(n: usize, value: T) -> Buffer {
+    use arrow::datatypes::ToByteSlice;
+    type Shared = Vec<(Vec<u8>, usize, Buffer)>;
+    static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+    let width = std::mem::size_of::<T>();
+    let size = (n * width).next_power_of_two().max(1 << 12);
+    let pattern = value.to_byte_slice();
+    let mut shared = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let buffer = match shared.iter().find(|(p, s, _)| p.as_slice() == pattern && *s == size) {
+        Some((_, _, b)) => b.clone(),
+        None => {
+            let b = Buffer::from_vec(vec![value; size / width]);
+            shared.push((pattern.to_vec(), size, b.clone()));
+            b
+        }
+    };
+    buffer.slice_with_length(0, n * width)
 }
 
 /// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
@@ -903,9 +908,9 @@ pub fn owned_op_dictionary(ops: Vec<u8>) -> ArrayRef {
     let n = ops.len();
     let nulls = sentinel_nulls(&ops, 0);
     let keys = match nulls.as_ref().is_some_and(|v| v.null_count() == n) {
-        // No collective operation at all: the keys and validity share the zeros (as
+        // No collective operation at all: the keys (0) and validity are shared (as
         // `owned_nullable`).
-        true => Int8Array::new(ScalarBuffer::new(shared_zeros(n), 0, n), Some(all_null(n))),
+        true => Int8Array::new(ScalarBuffer::new(shared_filled(n, 0u8), 0, n), Some(all_null(n))),
         false => Int8Array::new(ScalarBuffer::new(Buffer::from_vec(ops), 0, n), nulls),
     };
     let values = StringArray::from_iter_values(std::iter::once("").chain(COLLECTIVE_OPS.iter().copied()));
@@ -935,10 +940,10 @@ mod tests {
     }
 
     /// A thread's events (enter and leave only) and a rank's with one send: the thread's MPI
-    /// columns are all null and point into shared buffers of zeros of at most twice their size
-    /// (4 KiB at least); the rank's keep their values.
+    /// columns are all null and point into shared buffers of their sentinel of at most twice
+    /// their size (4 KiB at least); the rank's keep their values.
     #[test]
-    fn all_null_columns_share_buffers_of_zeros() {
+    fn all_null_columns_share_buffers_of_their_sentinel() {
         use column::*;
         let names = vec!["main".to_string()];
         let thread = |n: usize| {
@@ -972,6 +977,17 @@ mod tests {
             assert_eq!(at(&small, c).0, at(&after, c).0, "column {c}");
         }
         assert_ne!(at(&small, REQUEST).0[0], at(&large, REQUEST).0[0]);
+        // Under the nulls, the raw columns the derivations read hold the sentinels.
+        let (_, seen) = without_seq(vec![small.clone(), large.clone()], |views| {
+            for v in views {
+                assert!(v.peer.iter().chain(v.comm).chain(v.tag).all(|&x| x == NONE_I32));
+                assert!(v.bytes.iter().chain(v.request).chain(v.bytes_recv).all(|&x| x == NONE_I64));
+                assert!(v.op.iter().all(|&x| x == 0) && v.region.iter().all(|&x| x == 0));
+            }
+            Ok(views.len())
+        })
+        .unwrap();
+        assert_eq!(seen.unwrap(), 2);
 
         let mut rank = RawEvents::default();
         rank.push_plain(0, EventKind::Enter, 0);
