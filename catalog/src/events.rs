@@ -850,21 +850,25 @@ fn all_null(n: usize) -> NullBuffer {
     NullBuffer::new(BooleanBuffer::new(shared_filled(n.div_ceil(8), 0u8), 0, n))
 }
 
+/// The buffers that all-null columns share: (the sentinel's bytes, size, buffer).
+type Shared = Vec<(Vec<u8>, usize, Buffer)>;
+static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+
 /// `n` copies of `value` (a column's sentinel, or 0 for a validity of no valid value), sliced
 /// from a buffer that all-null columns of that sentinel and about that size share: one buffer
-/// per sentinel and power of two of bytes (4 KiB at least), made on first use and kept. The
-/// values under the nulls stay the sentinels, as readers of the raw columns
+/// per sentinel and power of two of bytes (4 KiB at least), made on first use and let go once
+/// no column points into it (checked on each call), so it lives as long as the tables that use
+/// it. The values under the nulls stay the sentinels, as readers of the raw columns
 /// ([`EventColumns`]) expect. A column's slice points into at most twice its own bytes, so
 /// what an operator counts for a batch of it (the buffers' capacities) is never much more than
 /// for a column of its own.
 fn shared_filled<T: ArrowNativeType>(n: usize, value: T) -> Buffer {
     use arrow::datatypes::ToByteSlice;
-    type Shared = Vec<(Vec<u8>, usize, Buffer)>;
-    static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
     let width = std::mem::size_of::<T>();
     let size = (n * width).next_power_of_two().max(1 << 12);
     let pattern = value.to_byte_slice();
     let mut shared = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    shared.retain(|(_, _, b)| b.strong_count() > 1);
     let buffer = match shared.iter().find(|(p, s, _)| p.as_slice() == pattern && *s == size) {
         Some((_, _, b)) => b.clone(),
         None => {
@@ -1005,6 +1009,18 @@ mod tests {
         use arrow::array::Array;
         assert_eq!((bytes.value(1), bytes.is_null(0)), (64, true));
         assert_eq!(at(&b, REQUEST).0, at(&small, REQUEST).0);
+
+        // Once nothing points into it, a shared buffer is let go (a sentinel of no column, so
+        // that no test beside this one shares it).
+        let odd = shared_filled(1_000, 0x1234_5678_i32);
+        let base = odd.as_ptr() as usize;
+        let held = || SHARED.lock().unwrap().iter().any(|(_, _, x)| x.as_ptr() as usize == base);
+        assert!(held());
+        drop(shared_filled(1, 0u8));
+        assert!(held(), "still in use");
+        drop(odd);
+        drop(shared_filled(1, 0u8));
+        assert!(!held());
     }
 
     #[test]

@@ -125,7 +125,8 @@ fn timed<T>(load: impl FnOnce() -> T) -> (T, f64, f64) {
 
 /// The memory a table's buffers hold, each allocation counted once: the `events` table's
 /// `ts_local` is `ts`'s buffer when the clocks were not corrected, and its all-null columns
-/// share one buffer of zeros (`get_array_memory_size` counts a shared buffer in every array).
+/// share buffers of their sentinel (`get_array_memory_size` counts a shared buffer in every
+/// array).
 fn bytes_of(batches: &[RecordBatch]) -> usize {
     fn add(data: &ArrayData, seen: &mut HashSet<usize>) -> usize {
         let mut once = |b: &Buffer| if seen.insert(b.as_ptr() as usize - b.ptr_offset()) { b.capacity() } else { 0 };
