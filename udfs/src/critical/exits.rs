@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int8Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
@@ -27,7 +27,7 @@ use crate::critical::stretch_store::{BLOCK, StretchStore, Sweeper, location};
 use crate::sweeps::stretches::{NO_PATH, Stretch, UNCOVERED, path_name};
 use crate::waits::openmp::ThreadRecords;
 use crate::waits::spread::{Found, waits_of};
-use commdb_analysis::columns::{int64_column, schema_of, text_column};
+use commdb_analysis::columns::schema_of;
 use commdb_analysis::stream::{Folder, Mapper, Prepare, StartFold};
 
 /// What a row of the exits is (column `what`).
@@ -55,18 +55,11 @@ pub(super) const MERGED_PATH: u32 = 1;
 /// as `from`), its waits that end in a kept stretch (`WAIT`: start as `from`, end as `to`,
 /// partner as `call_start`, `region` 1 for a late sender's transfer) and, for the profile, its
 /// time per call path and thread less the waiting (`TOTAL`: thread, ns as `from`, path).
+/// They cross the exchange packed as bytes ([`crate::packed`]), up to `PACKED_EXITS` of one
+/// rank's rows in a row (`put_exit`): the walk's task fetches every part's exits, and a
+/// distributed engine holds a partition fetched from another executor whole.
 pub(super) fn index_schema() -> SchemaRef {
-    schema_of(&[
-        ("rank", DataType::Int64, false),
-        ("what", DataType::Int8, false),
-        ("thread", DataType::Int64, false),
-        ("from", DataType::Int64, false),
-        ("to", DataType::Int64, false),
-        ("call_start", DataType::Int64, true),
-        ("hand", DataType::Int64, true),
-        ("region", DataType::Int64, false),
-        ("path", DataType::Utf8, true),
-    ])
+    crate::packed::schema("rank", "exits")
 }
 
 /// The pieces of time the walk covers, backward (rank, thread, start, end, kind; `kind` NULL:
@@ -87,7 +80,7 @@ pub(super) fn pieces_schema() -> SchemaRef {
 }
 
 /// One row of the exits.
-#[derive(Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Row {
     rank: i64,
     what: i8,
@@ -100,22 +93,121 @@ struct Row {
     path: Option<String>,
 }
 
+/// Exit rows packed in one row at most. The engine gathers small batches into batches of
+/// thousands of rows (DataFusion's coalescing, 8,192 by default) before the walk reads them,
+/// whatever their bytes: a rank's rows in one packed row (a quarter of a million stretches at
+/// 1 B events) made that a batch of every part's exits, 1.5 GB at 1 B.
+const PACKED_EXITS: usize = 512;
+
+/// The rows as a batch of [`index_schema`]: each run of one rank's rows packed `PACKED_EXITS`
+/// rows at a time.
 fn index_batch(rows: &[Row]) -> Result<RecordBatch> {
-    let int = |f: fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-    let opt =
-        |f: fn(&Row) -> Option<i64>| -> ArrayRef { Arc::new(Int64Array::from(rows.iter().map(f).collect::<Vec<_>>())) };
-    let columns: Vec<ArrayRef> = vec![
-        int(|r| r.rank),
-        Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.what))),
-        int(|r| r.thread),
-        int(|r| r.from),
-        int(|r| r.to),
-        opt(|r| r.call_start),
-        opt(|r| r.hand),
-        int(|r| r.region),
-        Arc::new(StringArray::from(rows.iter().map(|r| r.path.as_deref()).collect::<Vec<_>>())),
-    ];
-    Ok(RecordBatch::try_new(index_schema(), columns)?)
+    let mut packed = crate::packed::Rows::default();
+    let mut bytes = Vec::new();
+    for run in rows.chunk_by(|a, b| a.rank == b.rank) {
+        for piece in run.chunks(PACKED_EXITS) {
+            bytes.clear();
+            let mut last = Last::default();
+            for row in piece {
+                put_exit(&mut bytes, row, &mut last);
+            }
+            packed.push(piece[0].rank, piece.len(), &bytes);
+        }
+    }
+    packed.finish(index_schema())
+}
+
+/// What the row before in a packed run held, which the next one is written against.
+#[derive(Default)]
+struct Last {
+    thread: i64,
+    to: i64,
+    call_start: i64,
+    hand: i64,
+    region: i64,
+}
+
+/// The head byte's flags: which of the optional values follow.
+const HAS_CALL_START: u8 = 1 << 3;
+const HAS_HAND: u8 = 1 << 4;
+const HAS_PATH: u8 = 1 << 5;
+/// And which values are the row before's, and do not follow.
+const SAME_THREAD: u8 = 1 << 6;
+const SAME_REGION: u8 = 1 << 7;
+
+/// Append `row` (its rank is the packed row's) to `out`: a head byte (its kind in the low three
+/// bits, then which of call_start, hand and path it has, and whether its thread and region
+/// are the row before's), then as `varint` differences its thread and region when they are
+/// not, its start from the row before's end, its end from its start, its call start and hand
+/// from the last ones given, and its path's length and bytes. A location's stretches follow
+/// each other, so most take a head, a byte for the start and a length of a few bytes.
+fn put_exit(out: &mut Vec<u8>, row: &Row, last: &mut Last) {
+    use crate::varint::{put, put_signed};
+    let head = (row.what as u8 & 7)
+        | if row.call_start.is_some() { HAS_CALL_START } else { 0 }
+        | if row.hand.is_some() { HAS_HAND } else { 0 }
+        | if row.path.is_some() { HAS_PATH } else { 0 }
+        | if row.thread == last.thread { SAME_THREAD } else { 0 }
+        | if row.region == last.region { SAME_REGION } else { 0 };
+    out.push(head);
+    if row.thread != last.thread {
+        put_signed(out, row.thread.wrapping_sub(last.thread));
+    }
+    if row.region != last.region {
+        put_signed(out, row.region.wrapping_sub(last.region));
+    }
+    put_signed(out, row.from.wrapping_sub(last.to));
+    put_signed(out, row.to.wrapping_sub(row.from));
+    if let Some(c) = row.call_start {
+        put_signed(out, c.wrapping_sub(last.call_start));
+        last.call_start = c;
+    }
+    if let Some(h) = row.hand {
+        put_signed(out, h.wrapping_sub(last.hand));
+        last.hand = h;
+    }
+    if let Some(path) = &row.path {
+        put(out, path.len() as u64);
+        out.extend_from_slice(path.as_bytes());
+    }
+    (last.thread, last.to, last.region) = (row.thread, row.to, row.region);
+}
+
+/// The row of `rank` at `bytes[*at..]` that [`put_exit`] wrote with the same `last`, moving
+/// `at` past it (None: the bytes do not hold one).
+fn get_exit(rank: i64, bytes: &[u8], at: &mut usize, last: &mut Last) -> Option<Row> {
+    use crate::varint::{get, get_signed};
+    let head = *bytes.get(*at)?;
+    *at += 1;
+    if head & 7 > TOTAL as u8 {
+        return None;
+    }
+    let thread = if head & SAME_THREAD != 0 { last.thread } else { last.thread.wrapping_add(get_signed(bytes, at)?) };
+    let region = if head & SAME_REGION != 0 { last.region } else { last.region.wrapping_add(get_signed(bytes, at)?) };
+    let from = last.to.wrapping_add(get_signed(bytes, at)?);
+    let to = from.wrapping_add(get_signed(bytes, at)?);
+    let call_start = if head & HAS_CALL_START != 0 {
+        last.call_start = last.call_start.wrapping_add(get_signed(bytes, at)?);
+        Some(last.call_start)
+    } else {
+        None
+    };
+    let hand = if head & HAS_HAND != 0 {
+        last.hand = last.hand.wrapping_add(get_signed(bytes, at)?);
+        Some(last.hand)
+    } else {
+        None
+    };
+    let path = if head & HAS_PATH != 0 {
+        let len = usize::try_from(get(bytes, at)?).ok()?;
+        let text = bytes.get(*at..at.checked_add(len)?)?;
+        *at += len;
+        Some(String::from_utf8(text.to_vec()).ok()?)
+    } else {
+        None
+    };
+    (last.thread, last.to, last.region) = (thread, to, region);
+    Some(Row { rank, what: (head & 7) as i8, thread, from, to, call_start, hand, region, path })
 }
 
 /// Folds the waits of the task's ranks (inputs 1 and 2) and the threads' records (3 on).
@@ -429,90 +521,94 @@ impl WaitEnds for StoredWaits {
     }
 }
 
+impl Walk {
+    /// Take one row of the exits. `current` is the location whose rows came last in this batch:
+    /// a row of another ends it.
+    fn take(&mut self, row: Row, current: &mut Option<(i64, i64)>) -> Result<()> {
+        let Row { rank, what, thread, from, to, call_start, hand, region, path } = row;
+        let key = match what {
+            KEPT | MERGED | LOCATION => Some((rank, thread)),
+            WAIT => Some((rank, WAITS)),
+            _ => None,
+        };
+        if let Some(ended) = current.filter(|&c| Some(c) != key) {
+            self.write(ended, true)?;
+        }
+        *current = key;
+        match what {
+            KEPT | MERGED => {
+                let Some((_, list)) = self.open.get_mut(&(rank, thread)) else {
+                    return exec_err!(
+                        "critical_path: a stretch of rank {rank} thread {thread} came before its location or after its end"
+                    );
+                };
+                let class = u32::try_from(region).unwrap_or(OTHER_REGION);
+                list.push(Stretch {
+                    from,
+                    to,
+                    region: class,
+                    path: if what == KEPT { KEPT_PATH } else { MERGED_PATH },
+                    call_start,
+                    hand: hand.and_then(|h| u32::try_from(h).ok()),
+                });
+            }
+            LOCATION => {
+                if self.open.insert((rank, thread), (to == 1, Vec::new())).is_some()
+                    || self.store.contains(location(rank, thread))
+                {
+                    return exec_err!("critical_path: the exits of rank {rank} thread {thread} came twice");
+                }
+                self.threads.entry(rank).or_default().push(thread);
+            }
+            FINALIZE => {
+                self.finalize.entered.insert(rank, (thread, from));
+            }
+            WAIT => {
+                let Some(partner) = call_start else {
+                    return exec_err!("critical_path: a wait of rank {rank} without its partner");
+                };
+                self.waits.count += 1;
+                let wait = WaitEnd { start: from, end: to, partner, transfer: region == 1 };
+                let (_, list) = self.open.entry((rank, WAITS)).or_default();
+                if list.last().is_some_and(|w| w.to > wait.end) {
+                    return exec_err!("critical_path: the waits of rank {rank} came out of the order of their end");
+                }
+                list.push(StoredWaits::stretch(&wait));
+            }
+            TOTAL => {
+                let id = match path {
+                    None => NO_PATH,
+                    Some(p) => match self.path_ids.get(&p) {
+                        Some(&id) => id,
+                        None => {
+                            let id = self.paths.len() as u32;
+                            self.paths.push(p.clone());
+                            self.path_ids.insert(p, id);
+                            id
+                        }
+                    },
+                };
+                *self.totals.entry((id, (rank, thread))).or_default() += from;
+            }
+            other => return exec_err!("critical_path: an exit of unknown kind {other}"),
+        }
+        Ok(())
+    }
+}
+
 impl Mapper for Walk {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        let b = std::slice::from_ref(batch);
-        let (rank, thread, from, to) =
-            (int64_column(b, 0)?, int64_column(b, 2)?, int64_column(b, 3)?, int64_column(b, 4)?);
-        let (call_start, hand, region, path) =
-            (int64_column(b, 5)?, int64_column(b, 6)?, int64_column(b, 7)?, text_column(b, 8)?);
-        let Some(what) = batch.column(1).as_any().downcast_ref::<Int8Array>() else {
-            return exec_err!("critical_path: the exits' column what is not int8");
-        };
-        let opt = |a: &Int64Array, r: usize| a.is_valid(r).then(|| a.value(r));
-        // The location of this batch's rows lately read: a row of another ends it.
+        const EXITS: &str = "the exits of a rank";
         let mut current: Option<(i64, i64)> = None;
-        for r in 0..batch.num_rows() {
-            let (rank, thread) = (rank.value(r), thread.value(r));
-            let kind = what.value(r);
-            let key = match kind {
-                KEPT | MERGED | LOCATION => Some((rank, thread)),
-                WAIT => Some((rank, WAITS)),
-                _ => None,
-            };
-            if let Some(ended) = current.filter(|&c| Some(c) != key) {
-                self.write(ended, true)?;
+        crate::packed::each_row("critical_path", EXITS, batch, |rank, count, bytes| {
+            let (mut at, mut last) = (0, Last::default());
+            for _ in 0..count {
+                let row = get_exit(rank, bytes, &mut at, &mut last)
+                    .ok_or_else(|| crate::packed::damaged("critical_path", EXITS))?;
+                self.take(row, &mut current)?;
             }
-            current = key;
-            match kind {
-                KEPT | MERGED => {
-                    let Some((_, list)) = self.open.get_mut(&(rank, thread)) else {
-                        return exec_err!(
-                            "critical_path: a stretch of rank {rank} thread {thread} came before its location or after its end"
-                        );
-                    };
-                    let class = u32::try_from(region.value(r)).unwrap_or(OTHER_REGION);
-                    list.push(Stretch {
-                        from: from.value(r),
-                        to: to.value(r),
-                        region: class,
-                        path: if what.value(r) == KEPT { KEPT_PATH } else { MERGED_PATH },
-                        call_start: opt(&call_start, r),
-                        hand: opt(&hand, r).and_then(|h| u32::try_from(h).ok()),
-                    });
-                }
-                LOCATION => {
-                    if self.open.insert((rank, thread), (to.value(r) == 1, Vec::new())).is_some()
-                        || self.store.contains(location(rank, thread))
-                    {
-                        return exec_err!("critical_path: the exits of rank {rank} thread {thread} came twice");
-                    }
-                    self.threads.entry(rank).or_default().push(thread);
-                }
-                FINALIZE => {
-                    self.finalize.entered.insert(rank, (thread, from.value(r)));
-                }
-                WAIT => {
-                    let Some(partner) = opt(&call_start, r) else {
-                        return exec_err!("critical_path: a wait of rank {rank} without its partner");
-                    };
-                    self.waits.count += 1;
-                    let wait =
-                        WaitEnd { start: from.value(r), end: to.value(r), partner, transfer: region.value(r) == 1 };
-                    let (_, list) = self.open.entry((rank, WAITS)).or_default();
-                    if list.last().is_some_and(|w| w.to > wait.end) {
-                        return exec_err!("critical_path: the waits of rank {rank} came out of the order of their end");
-                    }
-                    list.push(StoredWaits::stretch(&wait));
-                }
-                TOTAL => {
-                    let id = match path.is_valid(r).then(|| path.value(r)) {
-                        None => NO_PATH,
-                        Some(p) => match self.path_ids.get(p) {
-                            Some(&id) => id,
-                            None => {
-                                let id = self.paths.len() as u32;
-                                self.paths.push(p.to_string());
-                                self.path_ids.insert(p.to_string(), id);
-                                id
-                            }
-                        },
-                    };
-                    *self.totals.entry((id, (rank, thread))).or_default() += from.value(r);
-                }
-                other => return exec_err!("critical_path: an exit of unknown kind {other}"),
-            }
-        }
+            if at == bytes.len() { Ok(()) } else { Err(crate::packed::damaged("critical_path", EXITS)) }
+        })?;
         // The batch's last location may go on in a later batch of its part.
         if let Some(key) = current {
             self.write(key, false)?;
@@ -603,6 +699,8 @@ fn pieces_batch(pieces: &[Walked], means: &[(Option<String>, f64)], first: i64) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::Array;
+    use commdb_analysis::columns::{int64_column, text_column};
 
     /// Two ranks of one thread, each a run of compute (merged) and MPI (kept) stretches, each
     /// MPI stretch ending a wait for the other rank: the walk hops between them all the way.
@@ -696,6 +794,96 @@ mod tests {
         let mut walk = Walk::new(Answer::Path, Handovers::default()).unwrap();
         let err = walk.map(&index_batch(&broken).unwrap()).unwrap_err().to_string();
         assert!(err.contains("rank 0 thread 0 came before its location or after its end"), "{err}");
+    }
+
+    #[test]
+    fn exits_packed_read_back_as_they_were_and_damaged_ones_are_refused() {
+        // Every kind, each optional value present and not, values far apart and extreme,
+        // two ranks' runs and a rank coming back after another.
+        let mut rows = Vec::new();
+        for (k, rank) in [3i64, 3, 3, 9, 9, 3, 3, 3, 3, 0, 0, 0].into_iter().enumerate() {
+            let k = k as i64;
+            rows.push(Row {
+                rank,
+                what: (k % 6) as i8,
+                thread: [0, 7, -1, 1 << 40][k as usize % 4],
+                from: [i64::MIN + 1, -5, 1_000_000_007, i64::MAX][k as usize % 4],
+                to: [i64::MAX, 3, -12, 1_000_000_100][k as usize % 4],
+                call_start: (k % 3 != 0).then_some([i64::MIN, 17, 4_000_000_000][k as usize % 3]),
+                hand: (k % 4 == 1).then_some(k * 1_000),
+                region: [i64::from(UNCOVERED), 0, 1][k as usize % 3],
+                path: (k % 5 == 2).then(|| format!("main/MPI_Waitall {k}")),
+            });
+        }
+        rows.push(Row { rank: 0, what: TOTAL, path: Some(String::new()), ..Row::default() });
+        let batch = index_batch(&rows).unwrap();
+        assert_eq!(batch.num_rows(), 4, "a packed row per run of a rank's rows");
+        let mut back = Vec::new();
+        crate::packed::each_row("test", "exits", &batch, |rank, count, bytes| {
+            let (mut at, mut last) = (0, Last::default());
+            for _ in 0..count {
+                back.push(get_exit(rank, bytes, &mut at, &mut last).unwrap());
+            }
+            assert_eq!(at, bytes.len());
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(back, rows);
+        // A location's stretches take a few bytes each.
+        let run: Vec<Row> = (0..1000i64)
+            .map(|k| Row {
+                rank: 5,
+                what: KEPT,
+                thread: 0,
+                from: 1_000_000_000 + 900 * k,
+                to: 1_000_000_900 + 900 * k,
+                call_start: Some(1_000_000_000 + 900 * (k - k % 4)),
+                region: i64::from(OTHER_REGION),
+                ..Row::default()
+            })
+            .collect();
+        let packed = index_batch(&run).unwrap();
+        assert_eq!(packed.num_rows(), run.len().div_ceil(PACKED_EXITS));
+        let size =
+            packed.column(2).as_any().downcast_ref::<arrow::array::LargeBinaryArray>().unwrap().value_data().len();
+        assert!(size <= 11 * run.len() / 2, "{size} bytes for {} rows", run.len());
+        let walk_of = |batch: &RecordBatch| {
+            let mut back = Vec::new();
+            crate::packed::each_row("test", "exits", batch, |rank, count, bytes| {
+                let (mut at, mut last) = (0, Last::default());
+                for _ in 0..count {
+                    back.push(get_exit(rank, bytes, &mut at, &mut last).unwrap());
+                }
+                Ok(())
+            })
+            .unwrap();
+            back
+        };
+        assert_eq!(walk_of(&packed), run);
+        // Bytes cut short, a byte too many, a head of no kind: the walk refuses them.
+        let valid = [
+            Row { rank: 3, what: LOCATION, to: 1, ..Row::default() },
+            Row { rank: 3, what: KEPT, from: 10, to: 20, call_start: Some(10), region: 1, ..Row::default() },
+            Row { rank: 3, what: WAIT, from: 12, to: 20, call_start: Some(1), ..Row::default() },
+        ];
+        let one = index_batch(&valid).unwrap();
+        let mut walk = Walk::new(Answer::Path, Handovers::default()).unwrap();
+        walk.map(&one).unwrap();
+        let bytes = one.column(2).as_any().downcast_ref::<arrow::array::LargeBinaryArray>().unwrap().value(0).to_vec();
+        let mut short = bytes.clone();
+        short.pop();
+        let mut long = bytes.clone();
+        long.push(0);
+        let mut no_kind = bytes.clone();
+        no_kind[0] = 6;
+        for damaged in [short, long, no_kind] {
+            let mut packed = crate::packed::Rows::default();
+            packed.push(3, 3, &damaged);
+            let batch = packed.finish(index_schema()).unwrap();
+            let mut walk = Walk::new(Answer::Path, Handovers::default()).unwrap();
+            let err = walk.map(&batch).unwrap_err().to_string();
+            assert!(err.contains("critical_path") && err.contains("the exits of a rank"), "{err}");
+        }
     }
 
     #[test]
