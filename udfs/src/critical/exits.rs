@@ -93,10 +93,11 @@ struct Row {
     path: Option<String>,
 }
 
-/// Exit rows packed in one row at most. The engine gathers small batches into batches of
-/// thousands of rows (DataFusion's coalescing, 8,192 by default) before the walk reads them,
-/// whatever their bytes: a rank's rows in one packed row (a quarter of a million stretches at
-/// 1 B events) made that a batch of every part's exits, 1.5 GB at 1 B.
+/// Exit rows packed in one row at most. Ballista's shuffle read gathers the batches it fetches
+/// into batches of the session's batch size in rows (8,192 by default) before the walk reads
+/// them, whatever their bytes: a rank's rows in one packed row (a quarter of a million
+/// stretches at 1 B events) made one batch of many parts' exits, and the walk's executor rose
+/// to 1.5 GB at 1 B. At 512 rows a batch holds at most about 20 MB.
 const PACKED_EXITS: usize = 512;
 
 /// The rows as a batch of [`index_schema`]: each run of one rank's rows packed `PACKED_EXITS`
