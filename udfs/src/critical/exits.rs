@@ -118,6 +118,21 @@ fn index_batch(rows: &[Row]) -> Result<RecordBatch> {
     packed.finish(index_schema())
 }
 
+/// Each exit row packed in `batch` (of [`index_schema`]), in order, given to `each`; bytes
+/// that do not read back are an error naming the function and the exits.
+fn each_exit(batch: &RecordBatch, mut each: impl FnMut(Row) -> Result<()>) -> Result<()> {
+    const EXITS: &str = "the exits of a rank";
+    crate::packed::each_row("critical_path", EXITS, batch, |rank, count, bytes| {
+        let (mut at, mut last) = (0, Last::default());
+        for _ in 0..count {
+            let row = get_exit(rank, bytes, &mut at, &mut last)
+                .ok_or_else(|| crate::packed::damaged("critical_path", EXITS))?;
+            each(row)?;
+        }
+        if at == bytes.len() { Ok(()) } else { Err(crate::packed::damaged("critical_path", EXITS)) }
+    })
+}
+
 /// What the row before in a packed run held, which the next one is written against.
 #[derive(Default)]
 struct Last {
@@ -599,17 +614,8 @@ impl Walk {
 
 impl Mapper for Walk {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
-        const EXITS: &str = "the exits of a rank";
         let mut current: Option<(i64, i64)> = None;
-        crate::packed::each_row("critical_path", EXITS, batch, |rank, count, bytes| {
-            let (mut at, mut last) = (0, Last::default());
-            for _ in 0..count {
-                let row = get_exit(rank, bytes, &mut at, &mut last)
-                    .ok_or_else(|| crate::packed::damaged("critical_path", EXITS))?;
-                self.take(row, &mut current)?;
-            }
-            if at == bytes.len() { Ok(()) } else { Err(crate::packed::damaged("critical_path", EXITS)) }
-        })?;
+        each_exit(batch, |row| self.take(row, &mut current))?;
         // The batch's last location may go on in a later batch of its part.
         if let Some(key) = current {
             self.write(key, false)?;
@@ -817,19 +823,18 @@ mod tests {
             });
         }
         rows.push(Row { rank: 0, what: TOTAL, path: Some(String::new()), ..Row::default() });
+        let unpacked = |batch: &RecordBatch| {
+            let mut back = Vec::new();
+            each_exit(batch, |row| {
+                back.push(row);
+                Ok(())
+            })
+            .unwrap();
+            back
+        };
         let batch = index_batch(&rows).unwrap();
         assert_eq!(batch.num_rows(), 4, "a packed row per run of a rank's rows");
-        let mut back = Vec::new();
-        crate::packed::each_row("test", "exits", &batch, |rank, count, bytes| {
-            let (mut at, mut last) = (0, Last::default());
-            for _ in 0..count {
-                back.push(get_exit(rank, bytes, &mut at, &mut last).unwrap());
-            }
-            assert_eq!(at, bytes.len());
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(back, rows);
+        assert_eq!(unpacked(&batch), rows);
         // A location's stretches take a few bytes each.
         let run: Vec<Row> = (0..1000i64)
             .map(|k| Row {
@@ -848,19 +853,7 @@ mod tests {
         let size =
             packed.column(2).as_any().downcast_ref::<arrow::array::LargeBinaryArray>().unwrap().value_data().len();
         assert!(size <= 11 * run.len() / 2, "{size} bytes for {} rows", run.len());
-        let walk_of = |batch: &RecordBatch| {
-            let mut back = Vec::new();
-            crate::packed::each_row("test", "exits", batch, |rank, count, bytes| {
-                let (mut at, mut last) = (0, Last::default());
-                for _ in 0..count {
-                    back.push(get_exit(rank, bytes, &mut at, &mut last).unwrap());
-                }
-                Ok(())
-            })
-            .unwrap();
-            back
-        };
-        assert_eq!(walk_of(&packed), run);
+        assert_eq!(unpacked(&packed), run);
         // Bytes cut short, a byte too many, a head of no kind: the walk refuses them.
         let valid = [
             Row { rank: 3, what: LOCATION, to: 1, ..Row::default() },
