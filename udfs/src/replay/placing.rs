@@ -18,7 +18,11 @@
 //! about 12 bytes where eight integer columns take 64): a distributed engine may hold a
 //! partition fetched from another executor whole in memory (Ballista does, so that a fetch cut
 //! midway can be retried), and as integer columns the messages of a part held that way took
-//! several times a task's memory limit.
+//! several times a task's memory limit. A packed row holds at most about [`ROW_BYTES`]:
+//! Ballista 55's shuffle read gathers the batches it fetched into batches of the session's
+//! batch size in rows (8,192), whatever their bytes, so rows of a batch of 65,536 items or of a
+//! whole rank's calls made one gathered batch of every part's output for the replay's one
+//! task.
 //!
 //! A side's instant is the one the replay in one process places (`super::simulate::link`):
 //! the send's completion at `send_complete_ts` or else its call's start, the receive's post at
@@ -32,7 +36,7 @@ use datafusion::error::{DataFusionError, Result};
 
 use super::call_store::{CallStore, MpiCall, NOWHERE, RankLookup};
 use super::mpi_calls::RankReader;
-use super::rank_calls::RankEncoder;
+use super::rank_calls::{RankEncoder, RankRow};
 use crate::spill::{NULL, Rows, Spill, value};
 use commdb_analysis::columns::{int64_column, schema_of};
 use commdb_analysis::stream::{Folder, Mapper};
@@ -71,12 +75,15 @@ pub(super) fn at_receiver() -> SchemaRef {
 /// A row of the messages packed in the rows of [`at_receiver`].
 type Packed = [i64; 8];
 
-/// A batch of [`at_receiver`]: `rows` (each its rank, then its values) packed a row per rank.
+/// A batch of [`at_receiver`]: `rows` (each its rank, then its values) packed by rank, a rank's
+/// rows in rows of about [`ROW_BYTES`].
 fn packed_by_rank(rows: &mut [(i64, Packed)]) -> Result<RecordBatch> {
     rows.sort_by_key(|r| r.0);
     let mut packed = crate::packed::Rows::default();
     for group in rows.chunk_by(|a, b| a.0 == b.0) {
-        packed.push(group[0].0, group.len(), &pack(group.iter().map(|r| r.1)));
+        for (count, bytes) in pack(group.iter().map(|r| r.1)) {
+            packed.push(group[0].0, count, &bytes);
+        }
     }
     packed.finish(at_receiver())
 }
@@ -91,9 +98,9 @@ fn each_packed(what: &str, batch: &RecordBatch, mut each: impl FnMut(i64, Packed
 }
 
 /// The rows of the items: a row of kind `PACKED` holds rows of [`Item`] (its kind, then its
-/// values, NULL where it has none) as bytes ([`each_item`] reads them); a row of kind `RANK`
-/// is a rank's MPI calls: `rank`, its origin as `post`, its end as `done`, and its calls as
-/// bytes ([`super::rank_calls`]).
+/// values, NULL where it has none) as bytes ([`each_item`] reads them); a row of kind
+/// `RANK_PART` or `RANK` holds MPI calls of a rank, the second its last: `rank`, its origin as
+/// `post`, its end as `done`, and the calls as bytes ([`super::rank_calls`]).
 pub(super) fn items() -> SchemaRef {
     schema_of(&[
         ("kind", DataType::Int64, false),
@@ -111,12 +118,17 @@ pub(super) fn items() -> SchemaRef {
 const MESSAGE: i64 = 0;
 const MEMBER: i64 = 1;
 const UNPLACED: i64 = 2;
-/// The kind of a rank's row of MPI calls, and its column of bytes.
+/// The kind of a rank's last row of MPI calls, and the column of bytes.
 pub(super) const RANK: i64 = 3;
 /// The kind of a row holding items packed as bytes (in the column of bytes), as many as its
 /// `value` (see the module's notes).
 const PACKED: i64 = 4;
+/// The kind of a rank's row of MPI calls that more rows of the rank follow.
+pub(super) const RANK_PART: i64 = 5;
 pub(super) const CALLS: usize = 8;
+/// The bytes after which a packed row (of items, of the sends placed, of a rank's calls) ends:
+/// 8,192 of them, the rows a shuffle read gathers into a batch, hold about 32 MiB.
+pub(super) const ROW_BYTES: usize = 4096;
 
 /// What the sides and members placed tell the replay, each call by its rank and its number
 /// within the rank (None: not placed).
@@ -181,42 +193,49 @@ pub(super) fn start(what: &'static str, sides: Sides) -> Box<dyn Folder> {
     }
 }
 
-/// A rank's row: its number, origin and end.
-type RankRow = (i64, i64, i64);
-
-/// A batch of [`items`]: the items `rows` packed into one row of kind `PACKED` (none when
-/// there are none), then the ranks `encoder` holds (taken from it).
+/// A batch of [`items`]: the items `rows` packed into rows of kind `PACKED` (none when there
+/// are none), then the rows of ranks' calls `encoder` holds (taken from it).
 pub(super) fn with_ranks(rows: &[[i64; 8]], encoder: &mut RankEncoder) -> Result<RecordBatch> {
     let ranks = std::mem::take(&mut encoder.ranks);
     let calls = encoder.calls.finish();
-    let packed = usize::from(!rows.is_empty());
-    let int = |first: Option<i64>, of_rank: &dyn Fn(&RankRow) -> Option<i64>| -> ArrayRef {
-        Arc::new(Int64Array::from_iter(std::iter::repeat_n(first, packed).chain(ranks.iter().map(of_rank))))
+    let packed = pack(rows.iter().copied());
+    let int = |of_packed: &dyn Fn(usize) -> Option<i64>, of_rank: &dyn Fn(&RankRow) -> Option<i64>| -> ArrayRef {
+        Arc::new(Int64Array::from_iter(
+            packed.iter().map(|(count, _)| of_packed(*count)).chain(ranks.iter().map(of_rank)),
+        ))
     };
-    let none = |_: &RankRow| None;
-    let count = i64::try_from(rows.len()).ok();
+    let (none, no_rank) = (|_| None, |_: &RankRow| None);
     let mut columns = vec![
-        int(Some(PACKED), &|_| Some(RANK)),
-        int(None, &|r| Some(r.0)),
-        int(None, &|r| Some(r.1)),
-        int(None, &|r| Some(r.2)),
+        int(&|_| Some(PACKED), &|r| Some(r.0)),
+        int(&none, &|r| Some(r.1)),
+        int(&none, &|r| Some(r.2)),
+        int(&none, &|r| Some(r.3)),
     ];
-    columns.extend((4..7).map(|_| int(None, &none)));
-    columns.push(int(count, &none));
-    let packed_rows = LargeBinaryArray::from_iter_values((packed == 1).then(|| pack(rows.iter().copied())));
+    columns.extend((4..7).map(|_| int(&none, &no_rank)));
+    columns.push(int(&|count| i64::try_from(count).ok(), &no_rank));
+    let packed_rows = LargeBinaryArray::from_iter_values(packed.iter().map(|(_, bytes)| bytes));
     columns.push(arrow::compute::concat(&[&packed_rows, &calls])?);
     Ok(RecordBatch::try_new(items(), columns)?)
 }
 
 /// `rows` as bytes, each as a spill writes it (a byte marking its NULLs, then its other values
-/// as differences from the row before, [`crate::spill::put_row`]).
-fn pack(rows: impl ExactSizeIterator<Item = [i64; 8]>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(rows.len() * 12);
-    let mut last = [0; 8];
+/// as differences from the row before, [`crate::spill::put_row`]), in pieces that end once
+/// they pass [`ROW_BYTES`] (each with its count of rows, and its first row's values whole).
+fn pack(rows: impl Iterator<Item = [i64; 8]>) -> Vec<(usize, Vec<u8>)> {
+    let mut pieces = Vec::new();
+    let (mut count, mut bytes, mut last) = (0, Vec::new(), [0; 8]);
     for row in rows {
-        crate::spill::put_row(&mut out, row, &mut last);
+        crate::spill::put_row(&mut bytes, row, &mut last);
+        count += 1;
+        if bytes.len() >= ROW_BYTES {
+            pieces.push((count, std::mem::take(&mut bytes)));
+            (count, last) = (0, [0; 8]);
+        }
     }
-    out
+    if count > 0 {
+        pieces.push((count, bytes));
+    }
+    pieces
 }
 
 /// The `count` rows [`pack`] wrote into `bytes`, each given to `each` (an error names `what`
@@ -252,7 +271,7 @@ pub(super) fn each_item(what: &str, batch: &RecordBatch, mut each: impl FnMut([i
         .ok_or_else(|| DataFusionError::Internal(format!("{what}: placed items are not bytes")))?;
     for i in 0..batch.num_rows() {
         match kinds.is_valid(i).then(|| kinds.value(i)) {
-            Some(RANK) => {}
+            Some(RANK | RANK_PART) => {}
             Some(PACKED) if counts.is_valid(i) && bytes.is_valid(i) => {
                 let count = u32::try_from(counts.value(i)).map_err(|_| crate::packed::damaged(what, "placed items"))?;
                 unpack(what, "placed items", bytes.value(i), count, &mut each)?
@@ -587,6 +606,7 @@ impl Mapper for Placer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use arrow::array::AsArray;
 
     #[test]
     fn items_read_back_as_written() {
@@ -631,7 +651,11 @@ mod tests {
             .map(Item::row)
             .collect();
         let batch = with_ranks(&items, &mut RankEncoder::default()).unwrap();
-        assert_eq!(batch.num_rows(), 1, "a batch's items are one row");
+        let sizes = batch.column(CALLS).as_binary::<i64>();
+        assert!(batch.num_rows() > 1, "a batch's items are rows of about ROW_BYTES");
+        for i in 0..batch.num_rows() {
+            assert!(sizes.value(i).len() < ROW_BYTES + 80, "row {i}: {} bytes", sizes.value(i).len());
+        }
         let mut back = Vec::new();
         each_item("test", &batch, |row| {
             back.push(row);
@@ -644,9 +668,12 @@ mod tests {
         let mut sends: Vec<(i64, Packed)> = (0..500i64)
             .map(|k| (k % 9, [k, if k % 4 == 0 { NULL } else { k * 2 }, -k, k % 9, k << 20, NULL, k, NULL]))
             .chain([(3, [NULL, NULL, NULL, NULL, NULL, NULL, NULL, 42])])
+            .chain((0..4000i64).map(|k| (11, [k, k, k + 1, 2, k * 5, k * 5 + 3, 1 << 20, NULL])))
             .collect();
         let batch = packed_by_rank(&mut sends.clone()).unwrap();
-        assert_eq!(batch.num_rows(), 9, "a row per rank");
+        let keys = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        assert_eq!(keys.iter().filter(|k| *k != Some(11)).count(), 9, "a row per rank of few sends");
+        assert!(keys.iter().filter(|k| *k == Some(11)).count() > 1, "a rank of many in rows of about ROW_BYTES");
         let mut back = Vec::new();
         each_packed("test", &batch, |rank, row| {
             back.push((rank, row));

@@ -17,6 +17,11 @@
 //!    have, on any rank, so it is not split among tasks (docs/scale.md says what a split into
 //!    supersteps would take). It reads about 4 bytes an MPI call and a row per message and
 //!    member, where the inputs give a row per call of any region and 7 columns a message.
+//!    Its answer does not depend on the order those rows come in (each rank's calls go into
+//!    the store when its last row has come, the items name their calls by rank and number,
+//!    and the answer is given in rank order, in integers), so on a distributed engine it
+//!    reads them through one exchange rather than a shuffle read per part held whole
+//!    (`Reads::OnceAnyOrder`).
 
 use std::sync::Arc;
 
@@ -63,7 +68,7 @@ pub(super) fn steps(what: &'static str, answer: StartFold, schema: arrow::dataty
             schema,
             work: Work::Folded(answer, Main::Batches),
             inputs: vec![From::Step(2)],
-            reads: Reads::Once,
+            reads: Reads::OnceAnyOrder,
         },
     ]
 }

@@ -16,6 +16,7 @@ use datafusion::execution::memory_pool::{MemoryConsumer, MemoryPool, MemoryReser
 use super::answer::{Efficiency, Pair, RankAnswer, Replayed};
 use super::call_store::{CallStore, MpiCall};
 use super::mpi_calls::RankReader;
+use super::rank_calls::RankRows;
 use super::simulate::{self, Links, Simulated};
 use crate::spill::Spill;
 use commdb_analysis::stream::{Folder, Mapper};
@@ -50,7 +51,7 @@ pub(super) fn start(
             schema,
             pool,
             store: Some(CallStore::new(what)?),
-            reader: if placed { Main::RankCalls } else { Main::Calls(RankReader::default()) },
+            reader: if placed { Main::RankCalls(RankRows::default()) } else { Main::Calls(RankReader::default()) },
             regions: Vec::new(),
             calls: Vec::new(),
             inputs: None,
@@ -90,7 +91,7 @@ enum Linking {
 /// items with each rank's MPI calls as a row among them ([`super::rank_calls`]).
 enum Main {
     Calls(RankReader),
-    RankCalls,
+    RankCalls(RankRows),
 }
 
 /// Folds the messages and the collectives (or the placed items) into scratch files, then makes
@@ -180,6 +181,9 @@ impl Sweep {
     /// Place, link and simulate, within the memory budget.
     fn replay(&mut self) -> Result<Replayed> {
         let what = self.what;
+        if let Main::RankCalls(rank_rows) = &self.reader {
+            rank_rows.finish(what)?;
+        }
         let mut store =
             self.store.take().ok_or_else(|| DataFusionError::Internal(format!("{what}: replayed twice")))?;
         store.finish_writing()?;
@@ -247,12 +251,12 @@ impl Mapper for Sweep {
             Main::Calls(reader) => {
                 push_ranks(what, reader, batches, store, &mut self.regions, &mut self.calls, |_, _| ())?
             }
-            Main::RankCalls => {
+            Main::RankCalls(rank_rows) => {
                 let Some(Linking::Placed(items)) = self.inputs.as_mut() else {
                     return Err(DataFusionError::Internal(format!("{what}: placed items without their scratch file")));
                 };
                 for batch in batches {
-                    super::rank_calls::push_rows(what, batch, store, &mut self.calls)?;
+                    rank_rows.push(what, batch, store)?;
                     spill_items(what, items, batch)?;
                 }
             }
