@@ -9,7 +9,7 @@
 //! 3. **The receives and collective members placed**, a task per part of the calls with the
 //!    messages and members of its ranks: each gives what its calls wait for and post, each
 //!    call by its rank and its number there, and the sides left out are counted per rank;
-//!    each of its ranks' MPI calls go on as a row ([`super::rank_calls`]).
+//!    each of its ranks' MPI calls go on as rows of bytes ([`super::rank_calls`]).
 //! 4. **The replay**, in one task, over the ranks' MPI calls and what each call waits for:
 //!    the same lists, the same visit in dependency order and the same answer as in one
 //!    process ([`super::sweep`], [`super::simulate`]). The replay is one chain along the

@@ -4,7 +4,7 @@
 //! the memory budget, and the answer handed back batch by batch. On a distributed engine the
 //! last step of [`super::steps`] is the same sweep over what the steps before found: the
 //! sides and members already placed in their calls are spilled in place of the messages and
-//! collectives, and each rank's MPI calls come as a row of their own ([`super::rank_calls`]).
+//! collectives, and each rank's MPI calls come as rows of their own ([`super::rank_calls`]).
 
 use std::sync::Arc;
 
@@ -88,7 +88,7 @@ enum Linking {
 }
 
 /// What the sweep's main input is: the calls (rank, region, start_ts, end_ts), or the placed
-/// items with each rank's MPI calls as a row among them ([`super::rank_calls`]).
+/// items with each rank's MPI calls as rows among them ([`super::rank_calls`]).
 enum Main {
     Calls(RankReader),
     RankCalls(RankRows),
@@ -158,7 +158,7 @@ struct Sweep {
     schema: SchemaRef,
     pool: Arc<dyn MemoryPool>,
     store: Option<CallStore>,
-    /// Reads the chunks of calls rank by rank (or takes each rank's MPI calls as a row).
+    /// Reads the chunks of calls rank by rank (or takes each rank's MPI calls from its rows).
     reader: Main,
     /// The store's number of each of the reader's regions.
     regions: Vec<u32>,
