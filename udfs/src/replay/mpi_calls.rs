@@ -392,7 +392,7 @@ fn in_rank_and_start_order(times: &Times, mpi_region: &[Option<u32>]) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
     use arrow::datatypes::{Field, Schema};
@@ -402,9 +402,10 @@ mod tests {
     type Run = (i64, i64, i64, Vec<(String, i64, i64, i64)>);
 
     /// A row of the calls: rank, region, start, end.
-    type Row<'a> = (Option<i64>, &'a str, Option<i64>, Option<i64>);
+    pub(in crate::replay) type Row<'a> = (Option<i64>, &'a str, Option<i64>, Option<i64>);
 
-    fn batch(rows: &[Row<'_>]) -> RecordBatch {
+    /// The calls' columns the replay reads, a row of each of `rows`.
+    pub(in crate::replay) fn batch(rows: &[Row<'_>]) -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![
             Field::new("rank", DataType::Int64, true),
             Field::new("region", DataType::Utf8, true),

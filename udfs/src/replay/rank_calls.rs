@@ -196,28 +196,13 @@ mod tests {
     use super::*;
     use crate::replay::mpi_calls::RankReader;
     use crate::replay::placing::with_ranks;
-    use arrow::array::{Int64Array, StringArray};
-    use arrow::datatypes::DataType;
-    use commdb_analysis::columns::schema_of;
-    use std::sync::Arc;
+    use arrow::array::Int64Array;
 
     /// Calls (rank, region, start_ts, end_ts) as a batch of the calls' columns the replay reads.
     fn calls_batch(rows: &[(i64, &str, i64, i64)]) -> RecordBatch {
-        RecordBatch::try_new(
-            schema_of(&[
-                ("rank", DataType::Int64, true),
-                ("region", DataType::Utf8, true),
-                ("start_ts", DataType::Int64, true),
-                ("end_ts", DataType::Int64, true),
-            ]),
-            vec![
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
-                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.2))),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.3))),
-            ],
-        )
-        .unwrap()
+        let rows: Vec<_> =
+            rows.iter().map(|&(rank, region, start, end)| (Some(rank), region, Some(start), Some(end))).collect();
+        crate::replay::mpi_calls::tests::batch(&rows)
     }
 
     /// The rows of kind `RANK` and `RANK_PART` that `calls` give, in one batch of items.
