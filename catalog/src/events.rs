@@ -499,7 +499,7 @@ impl RawEvents {
             out.push((THREAD, Arc::new(Int32Array::from(thread))));
         }
         if let Some(seq) = seq {
-            out.push((SEQ, Arc::new(Int64Array::from(seq))));
+            out.push((SEQ, Arc::new(seq)));
         }
         // `ts_local` is `ts` itself when the clocks were not corrected.
         let local = ts_local.filter(|_| wanted.has(TS_LOCAL)).map(|l| Arc::new(Int64Array::from(l)) as ArrayRef);
@@ -684,13 +684,19 @@ impl<'a> EventColumns<'a> {
         }
     }
 
-    /// The `seq` column: each event's position in its stream.
-    fn seq(&self) -> Vec<i64> {
+    /// The `seq` column: each event's position in its stream. The columns of one stream (a
+    /// location's, as the readers decode them) take a slice of positions 0, 1, 2, ... that all
+    /// such columns share ([`shared_positions`]), so that `seq` holds no memory of its own.
+    fn seq(&self) -> Int64Array {
+        let streams = self.streams();
+        if let [only] = streams.as_slice() {
+            return Int64Array::new(ScalarBuffer::new(shared_positions(only.end - only.start), 0, self.len()), None);
+        }
         let mut seq = Vec::with_capacity(self.len());
-        for s in self.streams() {
+        for s in streams {
             seq.extend(0..(s.end - s.start) as i64);
         }
-        seq
+        Int64Array::from(seq)
     }
 }
 
@@ -717,13 +723,13 @@ pub fn without_seq<T>(
         .collect();
     let views: Vec<EventColumns<'_>> = bare.iter().map(|c| EventColumns::of_columns(c)).collect();
     let out = work(&views);
-    let seqs: Vec<Vec<i64>> = views.iter().map(EventColumns::seq).collect();
+    let seqs: Vec<Int64Array> = views.iter().map(EventColumns::seq).collect();
     drop(views);
     let batches = bare
         .into_iter()
         .zip(seqs)
         .map(|(mut columns, seq)| {
-            columns[2] = Arc::new(Int64Array::from(seq));
+            columns[2] = Arc::new(seq);
             Ok(RecordBatch::try_new(schema.clone(), columns)?)
         })
         .collect::<Result<_>>()?;
@@ -880,6 +886,30 @@ fn shared_filled<T: ArrowNativeType>(n: usize, value: T) -> Buffer {
     buffer.slice_with_length(0, n * width)
 }
 
+/// The buffers of positions that `seq` columns share, one per size.
+static POSITIONS: std::sync::Mutex<Vec<Buffer>> = std::sync::Mutex::new(Vec::new());
+
+/// The positions 0 to `n` - 1 as 64-bit integers, sliced from a buffer of positions that the
+/// `seq` columns of about that length share: one buffer per power of two of bytes (4 KiB at
+/// least), made on first use and let go once no column points into it, as the all-null
+/// columns' buffers ([`shared_filled`]): a column's slice points into at most twice its own
+/// bytes.
+fn shared_positions(n: usize) -> Buffer {
+    let width = std::mem::size_of::<i64>();
+    let size = (n * width).next_power_of_two().max(1 << 12);
+    let mut shared = POSITIONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    shared.retain(|b| b.strong_count() > 1);
+    let buffer = match shared.iter().find(|b| b.len() == size) {
+        Some(b) => b.clone(),
+        None => {
+            let b = Buffer::from_vec((0..(size / width) as i64).collect::<Vec<i64>>());
+            shared.push(b.clone());
+            b
+        }
+    };
+    buffer.slice_with_length(0, n * width)
+}
+
 /// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
 /// when nothing is null.
 fn sentinel_nulls<V: PartialEq + Copy>(values: &[V], sentinel: V) -> Option<NullBuffer> {
@@ -1021,6 +1051,47 @@ mod tests {
         drop(odd);
         drop(shared_filled(1, 0u8));
         assert!(!held());
+    }
+
+    /// A location's `seq` is its events' positions, a slice of positions that locations of
+    /// about its length share (at most twice its bytes); events of several streams in one
+    /// batch count each stream from 0; the derivation's round trip gives the same positions.
+    #[test]
+    fn seq_columns_share_their_positions() {
+        use arrow::array::Array;
+        let names = vec!["main".to_string()];
+        let location = |rank: i32, n: usize| {
+            let mut ev = RawEvents::default();
+            for i in 0..n {
+                ev.push_plain(i as i64, if i % 2 == 0 { EventKind::Enter } else { EventKind::Leave }, 0);
+            }
+            ev.finish_stream(rank, 0);
+            ev
+        };
+        let seq = |b: &RecordBatch| b.column(column::SEQ).as_any().downcast_ref::<Int64Array>().unwrap().clone();
+        let base = |a: &Int64Array| a.values().inner().as_ptr() as usize - a.values().inner().ptr_offset();
+        let (a, b, big) = (
+            location(0, 700).into_batch(&names).unwrap(),
+            location(1, 900).into_batch(&names).unwrap(),
+            location(2, 100_000).into_batch(&names).unwrap(),
+        );
+        for (batch, n) in [(&a, 700), (&b, 900), (&big, 100_000)] {
+            let s = seq(batch);
+            assert_eq!(s.null_count(), 0);
+            assert!(s.values().iter().copied().eq(0..n as i64));
+            let own = s.to_data().get_slice_memory_size().unwrap();
+            assert!(s.values().inner().capacity() <= (2 * own).max(1 << 12), "{own}");
+        }
+        assert_eq!(base(&seq(&a)), base(&seq(&b)));
+        assert_ne!(base(&seq(&a)), base(&seq(&big)));
+
+        let mut two = location(3, 5);
+        two.append(&mut location(4, 3));
+        let both = seq(&two.into_batch(&names).unwrap());
+        assert_eq!(both.values().to_vec(), vec![0, 1, 2, 3, 4, 0, 1, 2]);
+
+        let (again, _) = without_seq(vec![a.clone(), big.clone()], |_| Ok(())).unwrap();
+        assert_eq!((seq(&again[0]), seq(&again[1])), (seq(&a), seq(&big)));
     }
 
     #[test]
