@@ -7,16 +7,17 @@
 //! by the rule of `super::delay_costs`, the same arithmetic in the same order. What the task
 //! holds is what has been handed on to waits not yet reached, and the costs per call path.
 
-use arrow::array::{Array, Int8Array, Int64Array, ListArray, RecordBatch};
+use arrow::array::{BinaryArray, Int8Array, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
+use super::side_rows::{get_name, get_side};
 use super::sides::{BOTH, NO_PATH_KEY, PATH};
 use super::steps::{DELAYER, WAITER};
 use super::{Ledger, NO_SYNC, W, excess_of, handing_order_within_ties};
 use crate::critical::stretch_store::rank_thread;
-use commdb_analysis::columns::{bool_column, int64_column, text_column};
+use commdb_analysis::columns::int64_column;
 use commdb_analysis::stream::Mapper;
 use commdb_catalog::fast_hash::FastMap;
 
@@ -165,48 +166,23 @@ fn synchronised(waiter: Option<i64>, delayer: Option<i64>) -> [i64; 2] {
     }
 }
 
-/// A list column of int64 of the sides: each row's values, read in place.
-struct Lists<'a> {
-    offsets: &'a [i32],
-    values: &'a [i64],
-}
-
-impl<'a> Lists<'a> {
-    fn of(batch: &'a RecordBatch, index: usize) -> Result<Lists<'a>> {
-        let Some(list) = batch.column(index).as_any().downcast_ref::<ListArray>() else {
-            return exec_err!("delay_costs: column {index} of the sides is not a list");
-        };
-        let Some(values) = list.values().as_any().downcast_ref::<Int64Array>() else {
-            return exec_err!("delay_costs: column {index} of the sides is not a list of int64");
-        };
-        Ok(Lists { offsets: list.value_offsets(), values: values.values() })
-    }
-
-    fn at(&self, r: usize) -> &'a [i64] {
-        &self.values[self.offsets[r] as usize..self.offsets[r + 1] as usize]
-    }
-}
-
 impl Mapper for Handing {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         let b = std::slice::from_ref(batch);
-        let (end_desc, id, loc, start, end) =
-            (int64_column(b, 0)?, int64_column(b, 1)?, int64_column(b, 3)?, int64_column(b, 4)?, int64_column(b, 5)?);
-        let (since, waiters, present, waiting) =
-            (int64_column(b, 6)?, int64_column(b, 7)?, bool_column(b, 8)?, int64_column(b, 9)?);
-        let (keys, ns) = (Lists::of(batch, 10)?, Lists::of(batch, 11)?);
-        let (their_ids, their_ns) = (Lists::of(batch, 12)?, Lists::of(batch, 13)?);
-        let (text, region) = (text_column(b, 14)?, text_column(b, 15)?);
-        let (delayer, delayer_since) = (int64_column(b, 16)?, int64_column(b, 17)?);
+        let (end_desc, id) = (int64_column(b, 0)?, int64_column(b, 1)?);
         let Some(side) = batch.column(2).as_any().downcast_ref::<Int8Array>() else {
             return exec_err!("delay_costs: the sides' column side is not int8");
+        };
+        let Some(packed) = batch.column(3).as_any().downcast_ref::<BinaryArray>() else {
+            return exec_err!("delay_costs: the sides' column packed is not binary");
         };
         for r in 0..batch.num_rows() {
             let id = id.value(r);
             match side.value(r) {
                 PATH => {
-                    let name = text.value(r).to_string();
-                    let region = region.is_valid(r).then(|| region.value(r).to_string());
+                    let Some((name, region)) = get_name(packed.value(r)) else {
+                        return exec_err!("delay_costs: the name of the call path of key {id} does not read back");
+                    };
                     if id == NO_PATH_KEY {
                         return exec_err!("delay_costs: the call path '{name}' came with the key of no path");
                     }
@@ -234,31 +210,33 @@ impl Mapper for Handing {
                 self.hand_on()?;
             }
             self.end = Some(at);
-            let Ok(waiters) = u32::try_from(waiters.value(r)) else {
-                return exec_err!("delay_costs: a wait stands for {} threads", waiters.value(r));
+            let (paths_from, theirs_from) = (self.paths.len(), self.theirs.len());
+            let Some(row) = get_side(packed.value(r), id, at, &mut self.paths, &mut self.theirs) else {
+                return exec_err!("delay_costs: a side of the wait ending at {at} does not read back from its bytes");
             };
-            let (k, n) = (keys.at(r), ns.at(r));
-            let (ti, tn) = (their_ids.at(r), their_ns.at(r));
-            if k.len() != n.len() || ti.len() != tn.len() {
-                return exec_err!("delay_costs: a side's lists of call paths or waits do not pair up");
-            }
-            let paths = self.paths.len()..self.paths.len() + k.len();
-            self.paths.extend(k.iter().copied().zip(n.iter().copied()));
-            let theirs = self.theirs.len()..self.theirs.len() + ti.len();
-            self.theirs.extend(ti.iter().copied().zip(tn.iter().copied()));
-            self.gathered += 96 + 16 * (k.len() + ti.len());
+            let joined = match (side.value(r) == BOTH, row.delayer) {
+                (true, Some(d)) => Some(d),
+                (false, None) => None,
+                _ => {
+                    return exec_err!(
+                        "delay_costs: a side of the wait ending at {at} has its delayer where it should not, or lacks it"
+                    );
+                }
+            };
+            let paths = paths_from..self.paths.len();
+            let theirs = theirs_from..self.theirs.len();
+            self.gathered += 96 + 16 * (paths.len() + theirs.len());
             let s = Side {
-                loc: loc.value(r),
-                start: start.value(r),
-                end: end.value(r),
-                since: since.is_valid(r).then(|| since.value(r)),
-                waiters,
-                present: present.value(r),
-                waiting: waiting.value(r),
+                loc: row.loc,
+                start: row.start,
+                end: at,
+                since: row.since,
+                waiters: row.waiters,
+                present: row.present,
+                waiting: row.waiting,
                 paths,
                 theirs,
-                joined: (side.value(r) == BOTH)
-                    .then(|| (delayer.value(r), delayer_since.is_valid(r).then(|| delayer_since.value(r)))),
+                joined,
             };
             let which = usize::from(side.value(r) == DELAYER);
             let slot = &mut self.group.entry(id).or_default()[which];
@@ -303,9 +281,10 @@ impl Mapper for Handing {
 mod tests {
     use std::sync::Arc;
 
-    use arrow::array::{ArrayRef, BooleanArray, Float64Array, Int64Builder, ListBuilder, StringArray};
+    use arrow::array::{ArrayRef, Float64Array, Int64Array};
     use arrow::datatypes::SchemaRef;
 
+    use super::super::side_rows::{SideRow, put_side};
     use super::super::sides::sides_schema;
     use super::*;
 
@@ -313,35 +292,18 @@ mod tests {
     type R = (i64, i8, i64, i64, i64, bool, i64, Vec<(i64, i64)>, Vec<(i64, i64)>);
 
     fn batch(rows: &[R]) -> RecordBatch {
-        let int = |f: &dyn Fn(&R) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-        let list = |f: &dyn Fn(&R) -> Vec<i64>| -> ArrayRef {
-            let mut b = ListBuilder::new(Int64Builder::new());
-            for r in rows {
-                b.values().append_slice(&f(r));
-                b.append(true);
-            }
-            Arc::new(b.finish())
-        };
-        let n = rows.len();
+        let mut packed = arrow::array::BinaryBuilder::new();
+        for r in rows {
+            let row = SideRow { loc: r.2, start: r.3, waiters: 1, present: r.5, waiting: r.6, ..SideRow::default() };
+            let mut bytes = Vec::new();
+            put_side(&mut bytes, r.0, r.4, &row, &r.7, &r.8);
+            packed.append_value(&bytes);
+        }
         let columns: Vec<ArrayRef> = vec![
-            int(&|r| -r.4),
-            int(&|r| r.0),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| -r.4))),
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.0))),
             Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.1))),
-            int(&|r| r.2),
-            int(&|r| r.3),
-            int(&|r| r.4),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
-            int(&|_| 1),
-            Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.5)))),
-            int(&|r| r.6),
-            list(&|r| r.7.iter().map(|p| p.0).collect()),
-            list(&|r| r.7.iter().map(|p| p.1).collect()),
-            list(&|r| r.8.iter().map(|p| p.0).collect()),
-            list(&|r| r.8.iter().map(|p| p.1).collect()),
-            Arc::new(StringArray::from(vec![None::<&str>; n])),
-            Arc::new(StringArray::from(vec![None::<&str>; n])),
-            int(&|_| 0),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            Arc::new(packed.finish()),
         ];
         RecordBatch::try_new(sides_schema(), columns).unwrap()
     }

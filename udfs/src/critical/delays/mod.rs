@@ -84,9 +84,11 @@ use commdb_catalog::fast_hash::{FastMap, FastSet};
 
 mod collective_ends;
 mod handing;
+mod interval_rows;
 mod measure;
 mod order;
 mod rank_waits;
+mod side_rows;
 mod sides;
 mod steps;
 

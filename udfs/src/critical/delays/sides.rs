@@ -18,19 +18,19 @@ use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use arrow::array::Int64Builder;
-use arrow::array::{Array, ArrayRef, BooleanArray, Int8Array, Int64Array, ListBuilder, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, SchemaRef};
+use arrow::array::{ArrayRef, BinaryBuilder, Int8Array, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
 
 use super::measure::runs_of_locations;
+use super::side_rows::{SideRow, put_name, put_side};
 use super::steps::{DELAYER, WAITER, run_start};
 use super::{Blocks, RankWaits, Scratch, W, WAIT_BATCH, excess_of, time_in};
 use crate::critical::stretch_store::{StretchReader, StretchStore, Swept, location};
 use crate::sweeps::stretches::{NO_PATH, path_name, region_name};
 use crate::waits::openmp::ThreadRecords;
-use commdb_analysis::columns::int64_column;
+use commdb_analysis::columns::schema_of;
 use commdb_analysis::stream::{Folder, Mapper, StartFold};
 use commdb_catalog::fast_hash::{FastMap, FastSet};
 
@@ -48,37 +48,21 @@ pub(super) const BOTH: i8 = 3;
 pub(super) const NO_PATH_KEY: i64 = 0;
 
 /// Each side of each wait, the latest end first (`end_desc`, the end negated), and before them
-/// every call path's key (`id`) with its text and region (`side` PATH, `end_desc` the least):
-/// `loc` the side's location (`crate::critical::stretch_store::location`), the wait's start,
-/// end and `waiters` (the threads it stands for), `since` the side's synchronisation of a
-/// threads' wait (NULL for a wait between ranks), whether the location has stretches
-/// (`present`), its `waiting` in the interval, its time per call path less that waiting
-/// (`path_keys`, `path_ns`) and, on the delayer's side, its waits overlapping the interval that
-/// end no later than this one (`their_ids`, `their_ns`: their time in it). A wait whose two
-/// sides are here comes as one row (`BOTH`).
+/// every call path's key (`id`) with its text and region (`side` PATH, `end_desc` the least).
+/// `packed` holds the rest ([`super::side_rows`]): the side's location
+/// (`crate::critical::stretch_store::location`), the wait's start and `waiters` (the threads it
+/// stands for), `since` the side's synchronisation of a threads' wait (none for a wait between
+/// ranks), whether the location has stretches, its waiting in the interval, its time per call
+/// path less that waiting and, on the delayer's side, its waits overlapping the interval that
+/// end no later than this one (their time in it). A wait whose two sides are here comes as one
+/// row (`BOTH`), with the delayer's location and synchronisation.
 pub(super) fn sides_schema() -> SchemaRef {
-    let list =
-        |name: &str| Field::new(name, DataType::List(Arc::new(Field::new_list_field(DataType::Int64, true))), false);
-    Arc::new(arrow::datatypes::Schema::new(vec![
-        Field::new("end_desc", DataType::Int64, false),
-        Field::new("id", DataType::Int64, false),
-        Field::new("side", DataType::Int8, false),
-        Field::new("loc", DataType::Int64, false),
-        Field::new("start", DataType::Int64, false),
-        Field::new("end", DataType::Int64, false),
-        Field::new("since", DataType::Int64, true),
-        Field::new("waiters", DataType::Int64, false),
-        Field::new("present", DataType::Boolean, false),
-        Field::new("waiting", DataType::Int64, false),
-        list("path_keys"),
-        list("path_ns"),
-        list("their_ids"),
-        list("their_ns"),
-        Field::new("text", DataType::Utf8, true),
-        Field::new("region", DataType::Utf8, true),
-        Field::new("delayer", DataType::Int64, false),
-        Field::new("delayer_since", DataType::Int64, true),
-    ]))
+    schema_of(&[
+        ("end_desc", DataType::Int64, false),
+        ("id", DataType::Int64, false),
+        ("side", DataType::Int8, false),
+        ("packed", DataType::Binary, false),
+    ])
 }
 
 /// The key of a call path's text: the same in every task (a hash with fixed keys), never
@@ -111,26 +95,20 @@ impl Folder for FoldSides {
     fn fold(&mut self, input: usize, batch: &RecordBatch) -> Result<()> {
         match input {
             1 => {
-                let b = std::slice::from_ref(batch);
-                let (rank, partner, id) = (int64_column(b, 0)?, int64_column(b, 2)?, int64_column(b, 3)?);
-                let (start, end, from) = (int64_column(b, 4)?, int64_column(b, 5)?, int64_column(b, 6)?);
-                let Some(side) = batch.column(1).as_any().downcast_ref::<Int8Array>() else {
-                    return exec_err!("delay_costs: the intervals' column side is not int8");
-                };
-                for i in 0..batch.num_rows() {
-                    self.jobs.push(Job {
-                        id: id.value(i),
-                        loc: rank.value(i),
-                        start: start.value(i),
-                        end: end.value(i),
-                        from: if from.is_valid(i) { from.value(i) } else { NO_FROM },
-                        partner: partner.value(i),
+                let jobs = &mut self.jobs;
+                super::interval_rows::each_side(batch, |rank, s| {
+                    jobs.push(Job {
+                        id: s.id,
+                        loc: rank,
+                        start: s.start,
+                        end: s.end,
+                        from: s.from.unwrap_or(NO_FROM),
+                        partner: s.partner,
                         waiters: 1,
-                        side: side.value(i),
+                        side: s.side,
                         omp: false,
-                    });
-                }
-                Ok(())
+                    })
+                })
             }
             2 => {
                 self.firsts.push(batch.clone());
@@ -354,33 +332,19 @@ impl Sides {
 /// The rows naming the call paths: `(key, text, region)`.
 fn names_batch(named: &[(i64, &str, Option<&str>)]) -> Result<RecordBatch> {
     let n = named.len();
-    let ints = |v: i64| -> ArrayRef { Arc::new(Int64Array::from(vec![v; n])) };
-    let empty = || -> ArrayRef {
-        let mut b = ListBuilder::new(Int64Builder::new());
-        for _ in 0..n {
-            b.append(true);
-        }
-        Arc::new(b.finish())
-    };
+    let mut packed =
+        BinaryBuilder::with_capacity(n, named.iter().map(|r| 12 + r.1.len() + r.2.map_or(0, str::len)).sum());
+    let mut bytes = Vec::new();
+    for &(_, text, region) in named {
+        bytes.clear();
+        put_name(&mut bytes, text, region);
+        packed.append_value(&bytes);
+    }
     let columns: Vec<ArrayRef> = vec![
-        ints(i64::MIN),
+        Arc::new(Int64Array::from(vec![i64::MIN; n])),
         Arc::new(Int64Array::from_iter_values(named.iter().map(|r| r.0))),
         Arc::new(Int8Array::from(vec![PATH; n])),
-        ints(0),
-        ints(0),
-        ints(0),
-        Arc::new(Int64Array::from(vec![None::<i64>; n])),
-        ints(0),
-        Arc::new(BooleanArray::from(vec![false; n])),
-        ints(0),
-        empty(),
-        empty(),
-        empty(),
-        empty(),
-        Arc::new(StringArray::from_iter(named.iter().map(|r| Some(r.1)))),
-        Arc::new(StringArray::from_iter(named.iter().map(|r| r.2))),
-        ints(0),
-        Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        Arc::new(packed.finish()),
     ];
     Ok(RecordBatch::try_new(sides_schema(), columns)?)
 }
@@ -529,36 +493,27 @@ fn measure_batch(swept: &Swept, m: &Measured, from: usize, to: usize) -> Result<
         rows.push(Row { job: j, side: j.side, delayer: None, found: std::mem::take(&mut found[k]) });
         k += 1;
     }
-    let int = |f: &dyn Fn(&Row) -> i64| -> ArrayRef { Arc::new(Int64Array::from_iter_values(rows.iter().map(f))) };
-    // A list column of the first or second numbers of a list of pairs.
-    let list = |pairs: &dyn Fn(&Found) -> &[(i64, i64)], second: bool| -> ArrayRef {
-        let mut b = ListBuilder::new(Int64Builder::new());
-        for r in &rows {
-            b.values().extend(pairs(&r.found).iter().map(|p| Some(if second { p.1 } else { p.0 })));
-            b.append(true);
-        }
-        Arc::new(b.finish())
-    };
-    let n = rows.len();
+    let mut packed = BinaryBuilder::with_capacity(rows.len(), rows.len() * 48);
+    let mut bytes = Vec::new();
+    for r in &rows {
+        let side = SideRow {
+            loc: r.job.loc,
+            start: r.job.start,
+            since: r.job.omp.then_some(r.job.from),
+            waiters: r.job.waiters,
+            present: r.found.present,
+            waiting: r.found.waiting,
+            delayer: r.delayer.map(|d| (d.loc, d.omp.then_some(d.from))),
+        };
+        bytes.clear();
+        put_side(&mut bytes, r.job.id, r.job.end, &side, &r.found.paths, &r.found.theirs);
+        packed.append_value(&bytes);
+    }
     let columns: Vec<ArrayRef> = vec![
-        int(&|r| -r.job.end),
-        int(&|r| r.job.id),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| -r.job.end))),
+        Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.job.id))),
         Arc::new(Int8Array::from_iter_values(rows.iter().map(|r| r.side))),
-        int(&|r| r.job.loc),
-        int(&|r| r.job.start),
-        int(&|r| r.job.end),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.job.omp.then_some(r.job.from)))),
-        int(&|r| i64::from(r.job.waiters)),
-        Arc::new(BooleanArray::from_iter(rows.iter().map(|r| Some(r.found.present)))),
-        int(&|r| r.found.waiting),
-        list(&|f| &f.paths, false),
-        list(&|f| &f.paths, true),
-        list(&|f| &f.theirs, false),
-        list(&|f| &f.theirs, true),
-        Arc::new(StringArray::from(vec![None::<&str>; n])),
-        Arc::new(StringArray::from(vec![None::<&str>; n])),
-        int(&|r| r.delayer.map_or(0, |d| d.loc)),
-        Arc::new(Int64Array::from_iter(rows.iter().map(|r| r.delayer.filter(|d| d.omp).map(|d| d.from)))),
+        Arc::new(packed.finish()),
     ];
     Ok(RecordBatch::try_new(sides_schema(), columns)?)
 }

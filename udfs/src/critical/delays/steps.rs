@@ -22,11 +22,12 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Int8Array, Int64Array, RecordBatch};
+use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::error::Result;
 
 use super::SyncPoints;
+use super::interval_rows::IntervalSide;
 use crate::spill::{Rows, Spill};
 use crate::waits::spread::{Found, waits_of};
 use commdb_analysis::columns::{int64_column, schema_of};
@@ -58,7 +59,7 @@ pub(super) fn steps(schema: SchemaRef, offload: bool, run_bytes: usize) -> Vec<S
     let intervals: StartFold = Arc::new(|| Box::new(Intervals::default()) as Box<dyn Folder>);
     steps.push(Step {
         label: "each wait's synchronisation interval, to its two ranks",
-        schema: interval_schema(),
+        schema: super::interval_rows::schema(),
         work: Work::Folded(intervals, Main::Batches),
         inputs: vec![From::Step(1), From::Step(2)],
         // Each wait's number follows the order they come in; it only joins a wait's two sides.
@@ -174,22 +175,6 @@ pub(super) fn run_start(firsts: &[RecordBatch], master: impl Fn(i64) -> i64) -> 
     Ok((start, ranks))
 }
 
-/// Each wait between ranks on each of its sides: `rank` the side's (the rows are routed by
-/// it), `side` WAITER or DELAYER, `partner` the other side's rank, the wait's id (its number in this step), start and end, and
-/// `from`, the side's time of the two ranks' latest synchronisation before the wait (NULL:
-/// none is known, the interval starts at the side's first instant).
-pub(super) fn interval_schema() -> SchemaRef {
-    schema_of(&[
-        ("rank", DataType::Int64, false),
-        ("side", DataType::Int8, false),
-        ("partner", DataType::Int64, false),
-        ("id", DataType::Int64, false),
-        ("start", DataType::Int64, false),
-        ("end", DataType::Int64, false),
-        ("from", DataType::Int64, true),
-    ])
-}
-
 /// Folds the waits and the synchronisation points they make (as the embedded `delay_sweep`
 /// does): the collectives' (its other input) as they come, then the messages' (its first);
 /// then gives each wait between ranks its interval, on both sides.
@@ -252,7 +237,7 @@ impl Intervals {
 impl Mapper for Intervals {
     fn map(&mut self, batch: &RecordBatch) -> Result<RecordBatch> {
         self.add(batch)?;
-        Ok(RecordBatch::new_empty(interval_schema()))
+        Ok(RecordBatch::new_empty(super::interval_rows::schema()))
     }
 
     fn held_bytes(&self) -> usize {
@@ -277,37 +262,21 @@ impl Mapper for Intervals {
             return Ok(None);
         }
         let first = self.given;
-        let n = 2 * block.len();
-        let (mut rank, mut side, mut partner) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut id, mut start, mut end) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let mut from: Vec<Option<i64>> = Vec::with_capacity(n);
         let found: Vec<Option<(i64, i64)>> = {
             use rayon::prelude::*;
             let sync = &self.sync;
             block.par_iter().map(|&[w, d, s, e]| sync.previous(w, s, d, e)).collect()
         };
-        for (k, (&[w, d, s, e], since)) in block.iter().zip(found).enumerate() {
-            for (r, which, other, at) in [(w, WAITER, d, since.map(|p| p.0)), (d, DELAYER, w, since.map(|p| p.1))] {
-                rank.push(r);
-                side.push(which);
-                partner.push(other);
-                id.push((first + k) as i64);
-                start.push(s);
-                end.push(e);
-                from.push(at);
+        let mut sides = Vec::with_capacity(2 * block.len());
+        for (k, (&[w, d, start, end], since)) in block.iter().zip(found).enumerate() {
+            let id = (first + k) as i64;
+            for (rank, side, partner, from) in [(w, WAITER, d, since.map(|p| p.0)), (d, DELAYER, w, since.map(|p| p.1))]
+            {
+                sides.push((rank, IntervalSide { side, partner, id, start, end, from }));
             }
         }
         self.given += block.len();
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(Int64Array::from(rank)),
-            Arc::new(Int8Array::from(side)),
-            Arc::new(Int64Array::from(partner)),
-            Arc::new(Int64Array::from(id)),
-            Arc::new(Int64Array::from(start)),
-            Arc::new(Int64Array::from(end)),
-            Arc::new(Int64Array::from(from)),
-        ];
-        Ok(Some(RecordBatch::try_new(interval_schema(), columns)?))
+        super::interval_rows::pack(&mut sides).map(Some)
     }
 }
 
