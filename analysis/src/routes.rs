@@ -438,8 +438,20 @@ fn check_rows(batch: &RecordBatch, routes: &Routes, rank: usize, served: &Served
     let Some(ranks) = ranks.as_any().downcast_ref::<Int64Array>() else {
         return exec_err!("a routed input's column {rank} is not a rank (an integer)");
     };
-    let mut last = None;
+    // A route is a range of ranks: when the least and the greatest rank of the batch route
+    // alike, every rank between does (a part's batch, its ranks in order, is checked so).
+    let (Some(least), Some(greatest)) = (arrow::compute::min(ranks), arrow::compute::max(ranks)) else {
+        return Ok(());
+    };
+    if routes.route(least) == routes.route(greatest) {
+        return served.check(routes.route(least));
+    }
+    let (mut last_rank, mut last) = (None, None);
     for i in (0..ranks.len()).filter(|&i| ranks.is_valid(i)) {
+        if last_rank == Some(ranks.value(i)) {
+            continue;
+        }
+        last_rank = Some(ranks.value(i));
         let route = routes.route(ranks.value(i));
         if last != Some(route) {
             served.check(route)?;
@@ -529,8 +541,15 @@ mod tests {
         let batch =
             |ranks: Vec<i64>| RecordBatch::try_new(schema.clone(), vec![Arc::new(Int64Array::from(ranks))]).unwrap();
         check_rows(&batch(vec![1, 2, 9]), &routes, 0, &served).unwrap();
+        check_rows(&batch(vec![]), &routes, 0, &served).unwrap();
         let error = check_rows(&batch(vec![3, 12]), &routes, 0, &served).unwrap_err().to_string();
         assert!(error.contains("serving the ranks of part 0 received a row of part 1"), "{error}");
+        // The rows of another part found in the middle of a batch, and a batch of another
+        // part's rows alone.
+        for ranks in [vec![9, 12, 3], vec![15, 12]] {
+            let error = check_rows(&batch(ranks), &routes, 0, &served).unwrap_err().to_string();
+            assert!(error.contains("serving the ranks of part 0 received a row of part 1"), "{error}");
+        }
     }
 
     #[tokio::test]

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::exec_err;
 use datafusion::error::Result;
@@ -100,16 +100,70 @@ impl Folder for FoldPieces {
     }
 
     fn into_mapper(self: Box<Self>) -> Result<Box<dyn Mapper>> {
-        let FoldPieces { pieces, means, records } = *self;
-        Ok(Box::new(NamePieces { pieces, means, sweeper: Sweeper::new(records) }))
+        let FoldPieces { mut pieces, means, records } = *self;
+        // Without forks, locks or accelerators a thread's stretches follow from its own calls
+        // alone (a worker's paths continue its master's only under a fork), so only the calls
+        // that overlap a piece of their location need sweeping.
+        let only_near_pieces = records.is_empty() && records.offload().is_empty();
+        for list in pieces.values_mut() {
+            list.sort_unstable_by_key(|p| (p.0, p.1));
+        }
+        Ok(Box::new(NamePieces { pieces, means, sweeper: Sweeper::new(records), only_near_pieces }))
     }
 }
+
+/// The rows of `batch` (calls: rank, thread, region, start, end) worth sweeping to name
+/// `pieces`: those of a location with pieces whose call overlaps one of them (a stretch within
+/// a piece is made only of the calls open in it), and those without a rank or time, which the
+/// sweep refuses. Every location with rows is added to `seen`.
+fn near_pieces(
+    batch: &RecordBatch,
+    pieces: &HashMap<(i64, i64), Vec<Piece>>,
+    seen: &mut Vec<(i64, i64)>,
+) -> Result<RecordBatch> {
+    let one = std::slice::from_ref(batch);
+    let (rank, thread) = (int64_column(one, 0)?, int64_column(one, 1)?);
+    let (start, end) = (int64_column(one, 3)?, int64_column(one, 4)?);
+    let mut keep = Vec::with_capacity(batch.num_rows());
+    // The location of the rows being read, and its pieces.
+    let mut current: Option<(Location, Option<&Vec<Piece>>)> = None;
+    for i in 0..batch.num_rows() {
+        if rank.is_null(i) || start.is_null(i) || end.is_null(i) {
+            keep.push(true);
+            continue;
+        }
+        let key = (rank.value(i), if thread.is_valid(i) { thread.value(i) } else { 0 });
+        let list = match current {
+            Some((k, list)) if k == key => list,
+            _ => {
+                if seen.last() != Some(&key) {
+                    seen.push(key);
+                }
+                let list = pieces.get(&key);
+                current = Some((key, list));
+                list
+            }
+        };
+        let (from, to) = (start.value(i), end.value(i));
+        let overlaps = list.is_some_and(|list| {
+            let k = list.partition_point(|p| p.1 <= from);
+            list.get(k).is_some_and(|p| p.0 < to)
+        });
+        keep.push(overlaps);
+    }
+    Ok(arrow::compute::filter_record_batch(batch, &BooleanArray::from(keep))?)
+}
+
+/// A location: rank, thread.
+type Location = (i64, i64);
 
 /// Sweeps a chunk of whole ranks' calls and names the pieces of their locations.
 struct NamePieces {
     pieces: HashMap<(i64, i64), Vec<Piece>>,
     means: Vec<(Option<String>, f64)>,
     sweeper: Sweeper,
+    /// Whether only the calls near the pieces are swept ([`near_pieces`]).
+    only_near_pieces: bool,
 }
 
 impl Mapper for NamePieces {
@@ -119,6 +173,14 @@ impl Mapper for NamePieces {
 
     fn map_many(&mut self, batches: &[RecordBatch]) -> Result<RecordBatch> {
         let mut out: Vec<Named> = Vec::new();
+        let mut seen = Vec::new();
+        let near: Vec<RecordBatch>;
+        let batches = if self.only_near_pieces {
+            near = batches.iter().map(|b| near_pieces(b, &self.pieces, &mut seen)).collect::<Result<_>>()?;
+            near.as_slice()
+        } else {
+            batches
+        };
         let pieces = &mut self.pieces;
         self.sweeper.sweep("critical_path", batches, |rank, threads, _, names, paths| {
             for th in threads {
@@ -153,6 +215,13 @@ impl Mapper for NamePieces {
             }
             Ok(())
         })?;
+        // A location whose calls overlap none of its pieces: each piece lies before its first
+        // call, after its last or between two, where no region covers it.
+        for key in seen {
+            for (start, end, kind, _) in pieces.remove(&key).unwrap_or_default() {
+                out.push((key.0, key.1, start, end, kind.unwrap_or("compute"), None, None));
+            }
+        }
         named_batch(&out, &[])
     }
 
@@ -260,4 +329,124 @@ pub(super) fn answer_of(answer: Answer, batches: &[RecordBatch], schema: &Schema
         }
     };
     Ok(vec![batch])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{Field, Schema};
+
+    /// Calls (rank, thread, region, start, end), in each location's start order.
+    fn calls(rows: &[(i64, i64, &str, i64, i64)]) -> RecordBatch {
+        let int = |f: fn(&(i64, i64, &str, i64, i64)) -> i64| -> ArrayRef {
+            Arc::new(Int64Array::from_iter_values(rows.iter().map(f)))
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("rank", DataType::Int64, false),
+            Field::new("thread", DataType::Int64, true),
+            Field::new("region", DataType::Utf8, false),
+            Field::new("start_ts", DataType::Int64, false),
+            Field::new("end_ts", DataType::Int64, false),
+        ]));
+        let columns = vec![
+            int(|r| r.0),
+            int(|r| r.1),
+            Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2))) as ArrayRef,
+            int(|r| r.3),
+            int(|r| r.4),
+        ];
+        RecordBatch::try_new(schema, columns).unwrap()
+    }
+
+    /// The named pieces of `batch`, sweeping only the calls near the pieces or all of them.
+    fn named(only_near_pieces: bool, pieces: &[((i64, i64), Piece)], batch: &RecordBatch) -> Vec<String> {
+        let mut by_location: HashMap<(i64, i64), Vec<Piece>> = HashMap::new();
+        for &(key, piece) in pieces {
+            by_location.entry(key).or_default().push(piece);
+        }
+        for list in by_location.values_mut() {
+            list.sort_unstable_by_key(|p| (p.0, p.1));
+        }
+        let mut mapper = NamePieces {
+            pieces: by_location,
+            means: Vec::new(),
+            sweeper: Sweeper::new(ThreadRecords::default()),
+            only_near_pieces,
+        };
+        let out = mapper.map_many(std::slice::from_ref(batch)).unwrap();
+        let b = std::slice::from_ref(&out);
+        let (rank, thread, start, end) = (
+            int64_column(b, 0).unwrap(),
+            int64_column(b, 1).unwrap(),
+            int64_column(b, 2).unwrap(),
+            int64_column(b, 3).unwrap(),
+        );
+        let (kind, region, path) = (text_column(b, 4).unwrap(), text_column(b, 5).unwrap(), text_column(b, 6).unwrap());
+        let text = |a: &StringArray, r: usize| if a.is_valid(r) { a.value(r).to_string() } else { "-".into() };
+        let mut rows: Vec<String> = (0..out.num_rows())
+            .map(|r| {
+                format!(
+                    "{} {} {}..{} {} {} {}",
+                    rank.value(r),
+                    thread.value(r),
+                    start.value(r),
+                    end.value(r),
+                    text(&kind, r),
+                    text(&region, r),
+                    text(&path, r)
+                )
+            })
+            .collect();
+        rows.sort();
+        rows
+    }
+
+    #[test]
+    fn sweeping_only_the_calls_near_the_pieces_names_them_alike() {
+        // Rank 0 without an enclosing region: A with B inside, a gap, C, then two MPI calls
+        // that touch. Rank 1: X, a long gap, Y. Rank 2 has pieces but no calls here.
+        let batch = calls(&[
+            (0, 0, "A", 0, 100),
+            (0, 0, "B", 20, 40),
+            (0, 0, "B", 60, 70),
+            (0, 0, "C", 150, 300),
+            (0, 0, "MPI_Send", 300, 320),
+            (0, 0, "MPI_Recv", 320, 400),
+            (1, 0, "X", 0, 50),
+            (1, 0, "X", 50, 50),
+            (1, 0, "Y", 500, 600),
+        ]);
+        let pieces = [
+            ((0, 0), (10, 30, None, true)),
+            ((0, 0), (120, 140, None, true)),
+            ((0, 0), (290, 330, None, true)),
+            ((0, 0), (390, 400, None, true)),
+            ((0, 0), (450, 460, None, false)),
+            ((1, 0), (100, 200, Some("transfer"), true)),
+            ((1, 0), (200, 300, None, true)),
+            ((1, 0), (550, 600, None, true)),
+            ((2, 0), (0, 10, None, true)),
+        ];
+        let near = named(true, &pieces, &batch);
+        assert_eq!(near, named(false, &pieces, &batch));
+        let expected = [
+            "0 0 10..20 compute A A",
+            "0 0 120..140 compute - -",
+            "0 0 20..30 compute B A/B",
+            "0 0 290..300 compute C C",
+            "0 0 300..320 mpi MPI_Send MPI_Send",
+            "0 0 320..330 mpi MPI_Recv MPI_Recv",
+            "0 0 390..400 mpi MPI_Recv MPI_Recv",
+            "0 0 450..460 compute - -",
+            "1 0 100..200 transfer - -",
+            "1 0 200..300 compute - -",
+            "1 0 550..600 compute Y Y",
+        ];
+        assert_eq!(near, expected);
+        // Rank 1's pieces all lie where no call is: its calls are all left out, and its pieces
+        // are still named.
+        let gaps = [((1, 0), (100, 200, None, true)), ((1, 0), (300, 400, None, true))];
+        assert_eq!(named(true, &gaps, &batch), named(false, &gaps, &batch));
+        assert_eq!(named(true, &gaps, &batch), ["1 0 100..200 compute - -", "1 0 300..400 compute - -"]);
+    }
 }
