@@ -498,6 +498,13 @@ fn the_waits_spread_over_the_executors() {
         }
     }
     spreads(&cluster, &store, "wait_states", "SELECT * FROM rank_diagnosis()");
+    // Without a region around each rank's run and without the compute between calls (as
+    // Extrae's traces and selective instrumentation have): the path crosses time no region
+    // covers, which the pieces' step names from the calls near the pieces only.
+    let bare = store_of(dir.path(), "bare", &["--no-enclosing-region", "--uninstrumented-compute"]);
+    for function in ["critical_path", "critical_path_profile", "delay_costs"] {
+        spreads(&cluster, &bare, function, &format!("SELECT * FROM {function}()"));
+    }
 
     // The messages and collectives in one part, the calls (of 4 threads a rank) in several:
     // parts of messages hold a quarter of the rows of others.

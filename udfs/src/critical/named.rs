@@ -205,11 +205,18 @@ impl Mapper for NamePieces {
                             None,
                         ));
                     }
+                    let mut covered = start;
                     for s in stretches[first..].iter().take_while(|s| s.from < end) {
                         let kind = kind.unwrap_or(if s.call_start.is_some() { "mpi" } else { "compute" });
                         let region = region_name(&names.names, s.region).map(str::to_string);
                         let path = path_name(paths, s.path).map(str::to_string);
                         out.push((rank, th.thread, s.from.max(start), s.to.min(end), kind, region, path));
+                        covered = s.to.min(end);
+                    }
+                    // After the last stretch swept (the location's last call, or the last that
+                    // overlaps a piece): time no region covers, as between two calls.
+                    if covered < end {
+                        out.push((rank, th.thread, covered, end, kind.unwrap_or("compute"), None, None));
                     }
                 }
             }
@@ -420,11 +427,11 @@ mod tests {
             ((0, 0), (10, 30, None, true)),
             ((0, 0), (120, 140, None, true)),
             ((0, 0), (290, 330, None, true)),
-            ((0, 0), (390, 400, None, true)),
+            ((0, 0), (390, 450, None, true)),
             ((0, 0), (450, 460, None, false)),
             ((1, 0), (100, 200, Some("transfer"), true)),
             ((1, 0), (200, 300, None, true)),
-            ((1, 0), (550, 600, None, true)),
+            ((1, 0), (550, 700, None, true)),
             ((2, 0), (0, 10, None, true)),
         ];
         let near = named(true, &pieces, &batch);
@@ -437,10 +444,12 @@ mod tests {
             "0 0 300..320 mpi MPI_Send MPI_Send",
             "0 0 320..330 mpi MPI_Recv MPI_Recv",
             "0 0 390..400 mpi MPI_Recv MPI_Recv",
+            "0 0 400..450 compute - -",
             "0 0 450..460 compute - -",
             "1 0 100..200 transfer - -",
             "1 0 200..300 compute - -",
             "1 0 550..600 compute Y Y",
+            "1 0 600..700 compute - -",
         ];
         assert_eq!(near, expected);
         // Rank 1's pieces all lie where no call is: its calls are all left out, and its pieces
@@ -448,5 +457,10 @@ mod tests {
         let gaps = [((1, 0), (100, 200, None, true)), ((1, 0), (300, 400, None, true))];
         assert_eq!(named(true, &gaps, &batch), named(false, &gaps, &batch));
         assert_eq!(named(true, &gaps, &batch), ["1 0 100..200 compute - -", "1 0 300..400 compute - -"]);
+        // A piece that leaves its last call overlapped for time no region covers, before a call
+        // that overlaps no piece: the rest of the piece is that time, as between the two calls.
+        let tail = [((1, 0), (40, 100, None, true))];
+        assert_eq!(named(true, &tail, &batch), named(false, &tail, &batch));
+        assert_eq!(named(true, &tail, &batch), ["1 0 40..50 compute X X", "1 0 50..100 compute - -"]);
     }
 }
