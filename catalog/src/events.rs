@@ -856,58 +856,50 @@ fn all_null(n: usize) -> NullBuffer {
     NullBuffer::new(BooleanBuffer::new(shared_filled(n.div_ceil(8), 0u8), 0, n))
 }
 
-/// The buffers that all-null columns share: (the sentinel's bytes, size, buffer).
+/// Buffers that columns share, by what fills them and their size: (the filling's key, size in
+/// bytes, buffer). All-null columns share buffers of their sentinel ([`shared_filled`]), `seq`
+/// columns buffers of positions ([`shared_positions`]).
 type Shared = Vec<(Vec<u8>, usize, Buffer)>;
 static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
 
+/// The first `bytes` bytes of a buffer filled as `key` names (`make` fills one of a size),
+/// shared by the columns of that filling and about that size: one buffer per key and power of
+/// two of bytes (4 KiB at least), made on first use and let go once no column points into it
+/// (checked on each call), so it lives as long as the tables that use it. A column's slice
+/// points into at most twice its own bytes, so what an operator counts for a batch of it (the
+/// buffers' capacities) is never much more than for a column of its own.
+fn shared_slice(key: &[u8], bytes: usize, make: impl FnOnce(usize) -> Buffer) -> Buffer {
+    let size = bytes.next_power_of_two().max(1 << 12);
+    let mut shared = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    shared.retain(|(_, _, b)| b.strong_count() > 1);
+    let buffer = match shared.iter().find(|(k, s, _)| k.as_slice() == key && *s == size) {
+        Some((_, _, b)) => b.clone(),
+        None => {
+            let b = make(size);
+            shared.push((key.to_vec(), size, b.clone()));
+            b
+        }
+    };
+    buffer.slice_with_length(0, bytes)
+}
+
 /// `n` copies of `value` (a column's sentinel, or 0 for a validity of no valid value), sliced
-/// from a buffer that all-null columns of that sentinel and about that size share: one buffer
-/// per sentinel and power of two of bytes (4 KiB at least), made on first use and let go once
-/// no column points into it (checked on each call), so it lives as long as the tables that use
-/// it. The values under the nulls stay the sentinels, as readers of the raw columns
-/// ([`EventColumns`]) expect. A column's slice points into at most twice its own bytes, so
-/// what an operator counts for a batch of it (the buffers' capacities) is never much more than
-/// for a column of its own.
+/// from a buffer that all-null columns of that sentinel and about that size share
+/// ([`shared_slice`]). The values under the nulls stay the sentinels, as readers of the raw
+/// columns ([`EventColumns`]) expect.
 fn shared_filled<T: ArrowNativeType>(n: usize, value: T) -> Buffer {
     use arrow::datatypes::ToByteSlice;
     let width = std::mem::size_of::<T>();
-    let size = (n * width).next_power_of_two().max(1 << 12);
-    let pattern = value.to_byte_slice();
-    let mut shared = SHARED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    shared.retain(|(_, _, b)| b.strong_count() > 1);
-    let buffer = match shared.iter().find(|(p, s, _)| p.as_slice() == pattern && *s == size) {
-        Some((_, _, b)) => b.clone(),
-        None => {
-            let b = Buffer::from_vec(vec![value; size / width]);
-            shared.push((pattern.to_vec(), size, b.clone()));
-            b
-        }
-    };
-    buffer.slice_with_length(0, n * width)
+    // A sentinel's bytes as the key: a width of its own, never empty.
+    shared_slice(value.to_byte_slice(), n * width, |size| Buffer::from_vec(vec![value; size / width]))
 }
 
-/// The buffers of positions that `seq` columns share, one per size.
-static POSITIONS: std::sync::Mutex<Vec<Buffer>> = std::sync::Mutex::new(Vec::new());
-
 /// The positions 0 to `n` - 1 as 64-bit integers, sliced from a buffer of positions that the
-/// `seq` columns of about that length share: one buffer per power of two of bytes (4 KiB at
-/// least), made on first use and let go once no column points into it, as the all-null
-/// columns' buffers ([`shared_filled`]): a column's slice points into at most twice its own
-/// bytes.
+/// `seq` columns of about that length share ([`shared_slice`]).
 fn shared_positions(n: usize) -> Buffer {
     let width = std::mem::size_of::<i64>();
-    let size = (n * width).next_power_of_two().max(1 << 12);
-    let mut shared = POSITIONS.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    shared.retain(|b| b.strong_count() > 1);
-    let buffer = match shared.iter().find(|b| b.len() == size) {
-        Some(b) => b.clone(),
-        None => {
-            let b = Buffer::from_vec((0..(size / width) as i64).collect::<Vec<i64>>());
-            shared.push(b.clone());
-            b
-        }
-    };
-    buffer.slice_with_length(0, n * width)
+    // The empty key: no sentinel is empty.
+    shared_slice(&[], n * width, |size| Buffer::from_vec((0..(size / width) as i64).collect::<Vec<i64>>()))
 }
 
 /// The validity of `values` where `sentinel` marks a null, packed 64 values at a time; None
